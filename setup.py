@@ -1,0 +1,33 @@
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+ROOT = Path(__file__).parent
+version = {}
+exec((ROOT / "sparsetrain" / "_version.py").read_text(), version)
+
+setup(
+    name="sparsetrain",
+    version=version["__version__"],
+    description="GPU-centric data path for training large graph models and mixture-of-experts layers",
+    long_description=(ROOT / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=find_packages(include=["sparsetrain", "sparsetrain.*"]),
+    include_package_data=True,
+    package_data={"sparsetrain": ["py.typed"]},
+    install_requires=[
+        "torch>=2.2",
+        "numpy>=1.24",
+        "numba>=0.58",
+        "pyarrow>=12",
+        "tqdm>=4.60",
+        "torch-geometric>=2.4",
+    ],
+    extras_require={
+        "dev": ["pytest>=7", "scipy>=1.10", "psutil>=5.9"],
+        "gpu": ["cupy-cuda12x>=12"],
+        "notebooks": ["matplotlib>=3.7", "nbclient>=0.8", "nbformat>=5.9", "ipykernel>=6"],
+    },
+    entry_points={"console_scripts": ["sparsetrain=sparsetrain.cli:main"]},
+)

@@ -1,0 +1,3 @@
+from sparsetrain.cli import main
+
+raise SystemExit(main())

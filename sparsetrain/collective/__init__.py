@@ -1,0 +1,1 @@
+"""Sparse collectives over torch.distributed: fetch or reduce exactly the rows a rank needs."""

@@ -1,0 +1,312 @@
+"""The one pipeline every importer feeds: edges, node tables and splits -> a dataset folder.
+
+Order of work: validate cheap things first, build the CSC from two streaming
+passes over the edges, choose a node order, then stream features and labels
+straight into their (possibly permuted) rows. Everything goes into a temp
+folder that is renamed into place only when complete.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from sparsetrain._progress import progress
+from sparsetrain.datasets import format as fmt
+from sparsetrain.datasets.csc import RawCSC, count_in_degrees, fill_columns, sort_and_clean, write_permuted
+from sparsetrain.datasets.dataset import GraphDataset, load
+from sparsetrain.datasets.readers import first_non_integer
+from sparsetrain.datasets.reorder import METHODS, node_order
+from sparsetrain.datasets.writer import DatasetWriter
+from sparsetrain.errors import DatasetError
+
+DEFAULT_SPLIT = (0.6, 0.2, 0.2)
+
+
+@dataclass
+class BuildOptions:
+    """How to clean and lay out the graph. ``undirected`` adds reverse edges and merges duplicates (as PyG's ``to_undirected``)."""
+
+    undirected: bool = False
+    drop_self_loops: bool = False
+    drop_duplicates: bool = False
+    reorder: str | None = None
+    feature_dtype: str = "float32"
+    num_classes: int | None = None
+    split_fractions: tuple[float, float, float] = DEFAULT_SPLIT
+    seed: int = 0
+    overwrite: bool = False
+    quiet: bool = False
+
+    def __post_init__(self) -> None:
+        if self.reorder in ("none", ""):
+            self.reorder = None
+        if self.reorder is not None and self.reorder not in METHODS:
+            raise DatasetError(f"reorder={self.reorder!r} is not known; choose one of: none, {', '.join(METHODS)}")
+        if self.feature_dtype not in fmt.FEATURE_DTYPES:
+            raise DatasetError(f"feature dtype {self.feature_dtype!r} is not supported; choose one of {', '.join(fmt.FEATURE_DTYPES)}")
+        if self.num_classes is not None and self.num_classes < 1:
+            raise DatasetError(f"num_classes={self.num_classes} must be at least 1")
+        fractions = tuple(float(f) for f in self.split_fractions)
+        if len(fractions) != 3 or any(f < 0 for f in fractions) or sum(fractions) > 1 + 1e-9:
+            raise DatasetError(f"split fractions {self.split_fractions} must be three non-negative numbers (train, val, test) summing to at most 1")
+        self.split_fractions = fractions
+
+
+@dataclass
+class Source:
+    """A re-iterable stream of chunks with a name for error messages.
+
+    ``where(row)`` turns a 0-based data row into the user's terms (a CSV line, an array row).
+    """
+
+    name: str
+    chunks: Callable[[], Iterator]
+    rows: int | None = None
+    where: Callable[[int], str] = field(default=lambda row: f"row {row}")
+
+    @classmethod
+    def from_reader(cls, reader) -> Source:
+        return cls(str(reader.path), reader, reader.num_rows(), reader.where)
+
+    @classmethod
+    def from_array(cls, name: str, array: np.ndarray, chunk_rows: int = 1 << 22) -> Source:
+        return cls(name, lambda: (array[lo : lo + chunk_rows] for lo in range(0, len(array), chunk_rows)), len(array))
+
+
+@dataclass
+class EdgeSource(Source):
+    """Edge chunks ``(src, dst, weight | None)``; ``weighted`` says whether weights come along."""
+
+    weighted: bool = False
+
+
+def build_dataset(
+    out_dir: str | os.PathLike,
+    edges: EdgeSource,
+    *,
+    num_nodes: int | None = None,
+    features: Source | None = None,
+    labels: Source | None = None,
+    splits: dict[str, Source] | None = None,
+    options: BuildOptions | None = None,
+    provenance: dict | None = None,
+) -> GraphDataset:
+    """Validate everything, write the dataset folder atomically, and return it loaded."""
+    options = options or BuildOptions()
+    out_dir = Path(out_dir)
+    for name in splits or {}:
+        if name not in fmt.SPLIT_NAMES:
+            raise DatasetError(f"split {name!r} is not known; use {', '.join(fmt.SPLIT_NAMES)}")
+    if num_nodes is None:
+        num_nodes = next((s.rows for s in (features, labels) if s is not None and s.rows is not None), None)
+    if num_nodes is not None and num_nodes < 1:
+        raise DatasetError(f"num_nodes={num_nodes}: a graph needs at least one node")
+    for table in (features, labels):
+        if table is not None and num_nodes is not None and table.rows is not None and table.rows != num_nodes:
+            raise DatasetError(f"{table.name}: has {table.rows} rows but the graph has {num_nodes} nodes; one row per node is required (fix the file or --num-nodes)")
+
+    with DatasetWriter(out_dir, options.overwrite) as writer:
+        csc = _build_csc(writer, edges, num_nodes, options)
+        num_nodes = csc.num_nodes
+        order = node_order(options.reorder, csc) if options.reorder else None
+        inverse = None
+        if order is not None:
+            inverse = np.empty(num_nodes, dtype=np.int64)
+            inverse[order] = np.arange(num_nodes, dtype=np.int64)
+            writer.save_array(fmt.ORIGINAL_IDS, order)
+
+        final = _write_csc(writer, csc, order)
+        directed = not final.is_symmetric()
+        meta = {
+            "name": out_dir.name,
+            "num_nodes": num_nodes,
+            "num_edges": final.num_edges,
+            "directed": directed,
+            "has_edge_weights": final.weights is not None,
+            "feature_dim": 0,
+            "feature_dtype": None,
+            "num_classes": None,
+            "permutation": None if order is None else {"method": options.reorder, "file": fmt.ORIGINAL_IDS, "meaning": "original_ids[new_id] = id in the imported data"},
+            "splits": {},
+            "source": provenance or {},
+        }
+        del csc, final  # unmap the topology before the features are written
+        if features is not None:
+            meta["feature_dim"] = _write_features(writer, features, num_nodes, inverse, options)
+            meta["feature_dtype"] = options.feature_dtype
+        if labels is not None:
+            meta["num_classes"] = _write_labels(writer, labels, num_nodes, inverse, options.num_classes)
+        split_arrays = _read_splits(splits or {}, num_nodes)
+        if not split_arrays and labels is not None:
+            split_arrays = _random_split(num_nodes, options.split_fractions, options.seed)
+            meta["splits_from"] = {"random": list(options.split_fractions), "seed": options.seed}
+        for name, idx in split_arrays.items():
+            mapped = np.sort(idx if inverse is None else inverse[idx])
+            writer.save_array(fmt.split_file(name), mapped)
+            meta["splits"][name] = int(len(mapped))
+        writer.commit(meta)
+    return load(out_dir)
+
+
+def _check_ids(edges: EdgeSource, num_nodes: int | None):
+    def check(src: np.ndarray, dst: np.ndarray, first_row: int) -> None:
+        for column, ids in (("src", src), ("dst", dst)):
+            if len(ids) == 0:
+                continue
+            low = ids.min()
+            high = ids.max()
+            if low < 0:
+                row = int(np.flatnonzero(ids < 0)[0])
+                raise DatasetError(f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is negative; node ids must be in [0, num_nodes)")
+            if num_nodes is not None and high >= num_nodes:
+                row = int(np.flatnonzero(ids >= num_nodes)[0])
+                raise DatasetError(
+                    f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is out of range [0, {num_nodes}); "
+                    f"fix the id, or pass a larger --num-nodes (num_nodes)"
+                )
+
+    return check
+
+
+def _build_csc(writer: DatasetWriter, edges: EdgeSource, num_nodes: int | None, options: BuildOptions) -> RawCSC:
+    total = edges.rows
+    with progress(total, "count edges", "edge", options.quiet) as bar:
+        counts = count_in_degrees(edges.chunks, num_nodes, options.undirected, _check_ids(edges, num_nodes), bar.update)
+    raw_edges = int(counts.sum())
+    if raw_edges == 0:
+        raise DatasetError(f"{edges.name}: holds no edges; an edge list needs at least one 'src, dst' row")
+    if num_nodes is None:
+        num_nodes = len(counts)
+    elif len(counts) < num_nodes:
+        counts = np.concatenate([counts, np.zeros(num_nodes - len(counts), dtype=np.int64)])
+    dtype = fmt.index_dtype(num_nodes)
+    indices = np.lib.format.open_memmap(writer.scratch(fmt.INDICES), mode="w+", dtype=dtype, shape=(raw_edges,))
+    weights = np.lib.format.open_memmap(writer.scratch(fmt.EDGE_WEIGHT), mode="w+", dtype=np.float32, shape=(raw_edges,)) if edges.weighted else None
+    with progress(total, "fill columns", "edge", options.quiet) as bar:
+        indptr = fill_columns(edges.chunks, counts, indices, weights, options.undirected, bar.update)
+    merge = options.drop_duplicates or options.undirected
+    return sort_and_clean(RawCSC(indptr, indices, weights), options.drop_self_loops, merge)
+
+
+def _write_csc(writer: DatasetWriter, csc: RawCSC, order: np.ndarray | None) -> RawCSC:
+    """The dataset's topology arrays: the scratch arrays renamed when nothing moves, else a relabelled copy."""
+    if order is None and csc.num_edges == len(csc.indices):
+        writer.save_array(fmt.INDPTR, csc.indptr)
+        csc.indices.flush()
+        writer.adopt(writer.scratch(fmt.INDICES), fmt.INDICES)
+        if csc.weights is not None:
+            csc.weights.flush()
+            writer.adopt(writer.scratch(fmt.EDGE_WEIGHT), fmt.EDGE_WEIGHT)
+        return csc
+    indptr = writer.new_array(fmt.INDPTR, (csc.num_nodes + 1,), np.int64)
+    indices = writer.new_array(fmt.INDICES, (csc.num_edges,), csc.indices.dtype)
+    weights = writer.new_array(fmt.EDGE_WEIGHT, (csc.num_edges,), np.float32) if csc.weights is not None else None
+    write_permuted(csc, indptr, indices, weights, order)
+    return RawCSC(indptr, indices, weights)
+
+
+def _rows_in_chunks(source: Source, num_nodes: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(first_row, chunk) pairs, checking the total row count against ``num_nodes``."""
+    row = 0
+    for chunk in source.chunks():
+        if row + len(chunk) > num_nodes:
+            raise DatasetError(f"{source.name}: has more than {num_nodes} rows but the graph has {num_nodes} nodes; one row per node (fix the file or --num-nodes)")
+        yield row, chunk
+        row += len(chunk)
+    if row != num_nodes:
+        raise DatasetError(f"{source.name}: has {row} rows but the graph has {num_nodes} nodes; one row per node is required (fix the file or --num-nodes)")
+
+
+def _write_features(writer: DatasetWriter, source: Source, num_nodes: int, inverse: np.ndarray | None, options: BuildOptions) -> int:
+    dtype = np.dtype(options.feature_dtype)
+    out = None
+    with progress(num_nodes, "features", "row", options.quiet) as bar:
+        for first, chunk in _rows_in_chunks(source, num_nodes):
+            chunk = np.asarray(chunk)
+            if chunk.ndim != 2:
+                chunk = chunk.reshape(len(chunk), -1)
+            if out is None:
+                if chunk.shape[1] == 0:
+                    raise DatasetError(f"{source.name}: feature rows have no columns; give at least one feature per node")
+                out = writer.new_array(fmt.FEATURES, (num_nodes, chunk.shape[1]), dtype)
+            elif chunk.shape[1] != out.shape[1]:
+                raise DatasetError(f"{source.name}: {source.where(first)} has {chunk.shape[1]} features, earlier rows {out.shape[1]}; all rows need the same width")
+            values = chunk.astype(dtype, copy=False)
+            finite = np.isfinite(values)
+            if not finite.all():
+                row, col = (int(i[0]) for i in np.nonzero(~finite))
+                raw = chunk[row, col]
+                hint = f"it overflows {dtype}; use feature dtype float32" if np.isfinite(raw) else "replace NaN/inf features (e.g. with 0) before importing"
+                raise DatasetError(f"{source.name}: {source.where(first + row)}, column {col}: {raw} is not a finite number; {hint}")
+            rows = slice(first, first + len(values)) if inverse is None else inverse[first : first + len(values)]
+            out[rows] = values
+            bar.update(len(values))
+    out.flush()
+    return int(out.shape[1])
+
+
+def _write_labels(writer: DatasetWriter, source: Source, num_nodes: int, inverse: np.ndarray | None, num_classes: int | None) -> int:
+    out = writer.new_array(fmt.LABELS, (num_nodes,), np.int64)
+    highest = -1
+    for first, chunk in _rows_in_chunks(source, num_nodes):
+        values = _integers(source, np.asarray(chunk).reshape(-1), first, "labels")
+        bad = (values < 0) if num_classes is None else ((values < 0) | (values >= num_classes))
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            allowed = "must be >= 0" if num_classes is None else f"must be in [0, {num_classes})"
+            raise DatasetError(f"{source.name}: {source.where(first + row)}: label {values[row]} {allowed}; fix the label or pass the right --num-classes")
+        if len(values):
+            highest = max(highest, int(values.max()))
+        rows = slice(first, first + len(values)) if inverse is None else inverse[first : first + len(values)]
+        out[rows] = values
+    out.flush()
+    return num_classes if num_classes is not None else highest + 1
+
+
+def _integers(source: Source, values: np.ndarray, first: int, what: str) -> np.ndarray:
+    bad = first_non_integer(values)
+    if bad is not None:
+        raise DatasetError(f"{source.name}: {source.where(first + bad)}: {values[bad]} is not an integer; {what} must be whole numbers")
+    return values.astype(np.int64, copy=False)
+
+
+def _read_splits(splits: dict[str, Source], num_nodes: int) -> dict[str, np.ndarray]:
+    owner = np.full(num_nodes, -1, dtype=np.int8)
+    result = {}
+    for k, (name, source) in enumerate(splits.items()):
+        parts = []
+        row = 0
+        for chunk in source.chunks():
+            ids = _integers(source, np.asarray(chunk).reshape(-1), row, "split node ids")
+            bad = (ids < 0) | (ids >= num_nodes)
+            if bad.any():
+                at = int(np.flatnonzero(bad)[0])
+                raise DatasetError(f"{source.name}: {source.where(row + at)}: node id {ids[at]} is out of range [0, {num_nodes}); fix the {name} split")
+            taken = owner[ids]
+            clash = taken >= 0
+            if clash.any():
+                at = int(np.flatnonzero(clash)[0])
+                other = list(splits)[taken[at]]
+                what = "twice" if other == name else f"also in the {other} split"
+                raise DatasetError(f"{source.name}: {source.where(row + at)}: node {ids[at]} is {what}; splits must not overlap or repeat nodes")
+            owner[ids] = k
+            # a duplicate inside one chunk escapes the check above
+            if len(np.unique(ids)) != len(ids):
+                values, counts = np.unique(ids, return_counts=True)
+                raise DatasetError(f"{source.name}: node {values[counts > 1][0]} is listed twice in the {name} split; splits must not repeat nodes")
+            parts.append(ids)
+            row += len(ids)
+        result[name] = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return result
+
+
+def _random_split(num_nodes: int, fractions: tuple[float, float, float], seed: int) -> dict[str, np.ndarray]:
+    perm = np.random.default_rng(seed).permutation(num_nodes)
+    sizes = [int(round(f * num_nodes)) for f in fractions]
+    bounds = np.minimum(np.cumsum([0, *sizes]), num_nodes)
+    return {name: perm[bounds[i] : bounds[i + 1]] for i, name in enumerate(fmt.SPLIT_NAMES)}

@@ -1,0 +1,158 @@
+"""CLI verbs for datasets: ``preprocess``, ``synth``, ``info``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from sparsetrain.datasets import format as fmt
+from sparsetrain.datasets.reorder import METHODS
+
+
+def _add_build_options(p: argparse.ArgumentParser, with_cleaning: bool = True) -> None:
+    if with_cleaning:
+        p.add_argument("--undirected", action="store_true", help="add the reverse of every edge (duplicates merged)")
+        p.add_argument("--drop-self-loops", action="store_true", help="remove edges u -> u")
+        p.add_argument("--drop-duplicates", action="store_true", help="merge repeated edges (weights summed)")
+        p.add_argument("--num-classes", type=int, help="labels must lie in [0, C) (default: largest label + 1)")
+    p.add_argument("--reorder", choices=["none", *METHODS], default="none",
+                   help="renumber nodes: 'degree' (hubs first) or 'rcm' (neighbors get close ids); the map back is kept")
+    p.add_argument("--feature-dtype", choices=fmt.FEATURE_DTYPES, default="float32", help="stored feature dtype")
+    p.add_argument("--split", type=_fractions, default=(0.6, 0.2, 0.2), metavar="TRAIN,VAL,TEST",
+                   help="random split fractions when no split files are given (default 0.6,0.2,0.2)")
+    p.add_argument("--seed", type=int, default=0, help="seed for every random choice")
+    p.add_argument("--out", required=True, type=Path, help="dataset folder to create")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing dataset at --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
+
+
+def _fractions(text: str) -> tuple[float, float, float]:
+    try:
+        parts = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected three numbers like 0.6,0.2,0.2") from None
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected three numbers like 0.6,0.2,0.2")
+    return parts
+
+
+def _options(args: argparse.Namespace) -> dict:
+    options = {
+        "reorder": args.reorder,
+        "feature_dtype": args.feature_dtype,
+        "split_fractions": args.split,
+        "seed": args.seed,
+        "overwrite": args.overwrite,
+        "quiet": args.quiet,
+    }
+    for name in ("undirected", "drop_self_loops", "drop_duplicates", "num_classes"):
+        if hasattr(args, name):
+            options[name] = getattr(args, name)
+    return options
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "preprocess",
+        help="import a graph (edge list + node files, or an OGB folder) into a dataset folder",
+        description="Import a graph into the sparsetrain dataset format. Either --edges (CSV/Parquet/.npy) with optional "
+        "node files, or --ogb DIR (an OGB node-property folder). Streams in bounded memory; writes atomically.",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--edges", type=Path, help="edge list: CSV (src,dst[,weight]; .gz ok), Parquet, or .npy [2,E]/[E,2]")
+    src.add_argument("--ogb", type=Path, help="OGB node-property folder with raw/ and split/")
+    p.add_argument("--features", type=Path, help="node features: .npy [N,D], Parquet, or CSV (one row per node)")
+    p.add_argument("--labels", type=Path, help="node labels: .npy [N], Parquet, or CSV (one per line)")
+    for name in fmt.SPLIT_NAMES:
+        p.add_argument(f"--{name}-idx", type=Path, help=f"node ids of the {name} split (.npy, CSV or Parquet)")
+    p.add_argument("--ogb-split", help="which folder under split/ to use (default: the first)")
+    p.add_argument("--num-nodes", type=int, help="number of nodes (default: rows of --features, else largest id + 1)")
+    _add_build_options(p)
+    p.set_defaults(run=_preprocess)
+
+    p = sub.add_parser(
+        "synth",
+        help="generate a synthetic power-law graph with learnable communities",
+        description="Generate a power-law graph (degree-corrected stochastic block model) whose features and labels follow "
+        "its communities, deterministic for --seed. --edges counts directed edges (each undirected edge twice).",
+    )
+    p.add_argument("--nodes", type=int, required=True, help="number of nodes")
+    p.add_argument("--edges", type=int, required=True, help="number of directed edges (even)")
+    p.add_argument("--feature-dim", type=int, default=100, help="feature dimension (default 100)")
+    p.add_argument("--classes", type=int, default=47, help="number of classes / communities (default 47)")
+    _add_build_options(p, with_cleaning=False)
+    p.set_defaults(run=_synth)
+
+    p = sub.add_parser("info", help="describe a dataset folder: sizes, degrees, checksums",
+                       description="Print a dataset's sizes, degree statistics, splits and checksum status.")
+    p.add_argument("path", type=Path, help="dataset folder")
+    p.add_argument("--no-verify", action="store_true", help="skip the sha256 check of every file")
+    p.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
+    p.set_defaults(run=_info)
+
+
+def _preprocess(args: argparse.Namespace) -> int:
+    from sparsetrain.datasets.files import from_files, from_ogb
+
+    options = _options(args)
+    if args.ogb is not None:
+        extra = [n for n in ("edges", "features", "labels", "train_idx", "val_idx", "test_idx") if getattr(args, n, None)]
+        if extra:
+            raise SystemExit(f"error: --ogb reads everything from the folder; drop --{extra[0].replace('_', '-')}")
+        ds = from_ogb(args.ogb, args.out, split=args.ogb_split, num_nodes=args.num_nodes, **options)
+    else:
+        splits = {n: getattr(args, f"{n}_idx") for n in fmt.SPLIT_NAMES if getattr(args, f"{n}_idx")}
+        ds = from_files(args.out, args.edges, features=args.features, labels=args.labels, splits=splits, num_nodes=args.num_nodes, **options)
+    if not args.quiet:
+        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, {ds.num_classes} classes")
+    return 0
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from sparsetrain.datasets.synth import synthesize
+
+    ds = synthesize(args.out, args.nodes, args.edges, feature_dim=args.feature_dim, num_classes=args.classes, **_options(args))
+    if not args.quiet:
+        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, {ds.num_classes} classes")
+    return 0
+
+
+def _human(num_bytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if num_bytes < 1024 or unit == "TiB":
+            return f"{num_bytes:.1f} {unit}" if unit != "B" else f"{int(num_bytes)} B"
+        num_bytes /= 1024
+    return ""
+
+
+def _info(args: argparse.Namespace) -> int:
+    from sparsetrain.datasets.dataset import load, verify_checksums
+
+    ds = load(args.path)
+    meta = ds.meta
+    degrees = ds.graph.in_degrees().numpy()
+    size = sum((ds.path / name).stat().st_size for name in meta["files"])
+    lines = [
+        f"dataset      {ds.path}  (format v{meta['format_version']}, {meta.get('created_by', '?')})",
+        f"nodes        {ds.num_nodes:,}",
+        f"edges        {ds.num_edges:,}  ({'directed' if ds.directed else 'undirected: both directions stored'}"
+        f"{', weighted' if meta.get('has_edge_weights') else ''}, indices {ds.graph.indices.dtype})",
+        f"in-degree    min {degrees.min()}  mean {degrees.mean():.2f}  median {np.median(degrees):.0f}  "
+        f"p99 {np.percentile(degrees, 99):.0f}  max {degrees.max()}  isolated {(degrees == 0).sum():,}",
+        f"features     {ds.num_features} x {meta.get('feature_dtype')}" if ds.features is not None else "features     none",
+        f"classes      {ds.num_classes}" if ds.labels is not None else "labels       none",
+        "splits       " + ("  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items()) or "none"),
+    ]
+    if meta.get("permutation"):
+        lines.append(f"reordered    by {meta['permutation']['method']} (original ids in {meta['permutation']['file']})")
+    lines.append(f"size         {_human(size)} in {len(meta['files'])} files")
+    if args.no_verify:
+        lines.append("checksums    not checked (--no-verify)")
+    else:
+        status = verify_checksums(ds.path, meta)
+        bad = [name for name, ok in status.items() if not ok]
+        lines.append(f"checksums    {'all ' + str(len(status)) + ' files OK' if not bad else 'MISMATCH: ' + ', '.join(bad)}")
+    print("\n".join(lines))
+    return 1 if not args.no_verify and bad else 0

@@ -1,0 +1,112 @@
+"""The on-disk dataset format: a folder of .npy arrays described by ``meta.json``.
+
+Layout (format version 1)::
+
+    meta.json           format, sizes, dtypes, provenance, sha256 of every array file
+    indptr.npy          int64 [num_nodes + 1]   CSC column pointers
+    indices.npy         int32 [num_edges]       in-neighbors, sorted within a column
+                        (int64 when num_nodes >= 2**31)
+    edge_weight.npy     float32 [num_edges]     optional
+    features.npy        float32|float16 [num_nodes, feature_dim]   optional
+    labels.npy          int64 [num_nodes]       optional
+    train_idx.npy, val_idx.npy, test_idx.npy    int64, sorted   optional
+    original_ids.npy    int64 [num_nodes]       optional: original id of each node when
+                                                the nodes were reordered
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from sparsetrain.errors import DatasetError
+
+FORMAT_NAME = "sparsetrain-graph"
+FORMAT_VERSION = 1
+META_FILE = "meta.json"
+
+INDPTR = "indptr.npy"
+INDICES = "indices.npy"
+EDGE_WEIGHT = "edge_weight.npy"
+FEATURES = "features.npy"
+LABELS = "labels.npy"
+ORIGINAL_IDS = "original_ids.npy"
+SPLIT_NAMES = ("train", "val", "test")
+FEATURE_DTYPES = ("float32", "float16")
+
+
+def split_file(name: str) -> str:
+    return f"{name}_idx.npy"
+
+
+def index_dtype(num_nodes: int) -> np.dtype:
+    """int32 node ids while they fit, int64 beyond."""
+    return np.dtype(np.int32) if num_nodes < 2**31 else np.dtype(np.int64)
+
+
+def sha256_file(path: Path, chunk_bytes: int = 1 << 24) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk_bytes):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file or directory entry to stable storage."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_meta(folder: Path) -> dict:
+    path = folder / META_FILE
+    if not folder.is_dir():
+        raise DatasetError(f"{folder}: no such dataset folder; create one with `sparsetrain preprocess` or `sparsetrain synth`")
+    if not path.is_file():
+        raise DatasetError(f"{path}: missing; {folder} is not a sparsetrain dataset (make one with `sparsetrain preprocess`)")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DatasetError(f"{path}: not valid JSON ({exc}); the dataset is damaged, re-run `sparsetrain preprocess`") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+        raise DatasetError(f"{path}: field 'format' is not {FORMAT_NAME!r}; this is not a sparsetrain dataset")
+    version = meta.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise DatasetError(
+            f"{path}: field 'format_version' is {version!r} but this sparsetrain reads up to {FORMAT_VERSION}; upgrade sparsetrain"
+        )
+    for field in ("num_nodes", "num_edges", "files"):
+        if field not in meta:
+            raise DatasetError(f"{path}: field {field!r} is missing; the dataset is damaged, re-run `sparsetrain preprocess`")
+    return meta
+
+
+def open_array(folder: Path, name: str, meta: dict) -> np.ndarray:
+    """Memory-map one array file and check its dtype and shape against ``meta.json``.
+
+    Mapped copy-on-write: reads share the page cache, and a stray in-place write
+    in user code can never reach the file.
+    """
+    path = folder / name
+    entry = meta["files"].get(name)
+    if entry is None:
+        raise DatasetError(f"{folder / META_FILE}: 'files' has no entry for {name}; the dataset is damaged")
+    if not path.is_file():
+        raise DatasetError(f"{path}: missing; the dataset is incomplete, re-run `sparsetrain preprocess`")
+    try:
+        array = np.load(path, mmap_mode="c", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise DatasetError(f"{path}: cannot be read as .npy ({exc}); the file is truncated or damaged, re-run `sparsetrain preprocess`") from None
+    if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
+        raise DatasetError(
+            f"{path}: holds {array.dtype}{list(array.shape)} but meta.json records {entry['dtype']}{entry['shape']}; "
+            "the file was replaced or damaged, re-run `sparsetrain preprocess`"
+        )
+    return array

@@ -1,0 +1,87 @@
+"""Import a PyTorch Geometric ``Data`` object."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
+from sparsetrain.datasets.dataset import GraphDataset
+from sparsetrain.errors import DatasetError
+
+_SPLIT_ATTRS = {"train": "train_mask", "val": "val_mask", "test": "test_mask"}
+
+
+def _numpy(value, what: str) -> np.ndarray:
+    try:
+        return value.detach().cpu().numpy()
+    except AttributeError:
+        raise DatasetError(f"data.{what} is a {type(value).__name__}; expected a torch.Tensor") from None
+
+
+def _edge_chunks(edge_index: np.ndarray, weight: np.ndarray | None, chunk: int = 1 << 22):
+    def chunks():
+        for lo in range(0, edge_index.shape[1], chunk):
+            hi = lo + chunk
+            w = None if weight is None else weight[lo:hi]
+            yield edge_index[0, lo:hi].astype(np.int64, copy=False), edge_index[1, lo:hi].astype(np.int64, copy=False), w
+
+    return chunks
+
+
+def _split_indices(mask: np.ndarray, name: str) -> np.ndarray:
+    if mask.ndim == 2:  # several public splits (e.g. WikiCS): the first one is the standard
+        mask = mask[:, 0]
+    if mask.dtype == np.bool_:
+        return np.flatnonzero(mask)
+    return mask.astype(np.int64, copy=False)  # already an index vector
+
+
+def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
+    """Write a PyG ``Data`` (``edge_index``, optional ``x``, ``y``, ``edge_weight`` and split masks) as a dataset.
+
+    Options are :class:`~sparsetrain.datasets.build.BuildOptions` fields
+    (``undirected``, ``drop_self_loops``, ``drop_duplicates``, ``reorder``,
+    ``feature_dtype``, ``num_classes``, ``overwrite``, ``quiet``...). The
+    ``train_mask``/``val_mask``/``test_mask`` become the split (e.g. Planetoid's
+    public split); without masks and with labels, a random split is drawn.
+    """
+    if getattr(data, "edge_index", None) is None:
+        raise DatasetError("data.edge_index is missing; from_pyg needs a graph with edge_index [2, E]")
+    edge_index = _numpy(data.edge_index, "edge_index")
+    if edge_index.ndim != 2 or edge_index.shape[0] != 2:
+        raise DatasetError(f"data.edge_index has shape {list(edge_index.shape)}; expected [2, num_edges]")
+    weight = getattr(data, "edge_weight", None)
+    weight = None if weight is None else _numpy(weight, "edge_weight").astype(np.float32).reshape(-1)
+    if weight is not None and len(weight) != edge_index.shape[1]:
+        raise DatasetError(f"data.edge_weight has {len(weight)} entries for {edge_index.shape[1]} edges; give one weight per edge")
+    edges = EdgeSource("data.edge_index", _edge_chunks(edge_index, weight), edge_index.shape[1], weighted=weight is not None)
+
+    features = labels = None
+    if getattr(data, "x", None) is not None:
+        x = _numpy(data.x, "x")
+        features = Source.from_array("data.x", x.reshape(len(x), -1))
+    if getattr(data, "y", None) is not None:
+        y = _numpy(data.y, "y")
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.ndim != 1:
+            raise DatasetError(f"data.y has shape {list(y.shape)}; only single-label node classification (y of shape [N]) is supported")
+        labels = Source.from_array("data.y", y)
+    splits = {}
+    for name, attr in _SPLIT_ATTRS.items():
+        mask = getattr(data, attr, None)
+        if mask is not None:
+            splits[name] = Source.from_array(f"data.{attr}", _split_indices(_numpy(mask, attr), name))
+
+    return build_dataset(
+        out_dir,
+        edges,
+        num_nodes=int(data.num_nodes),
+        features=features,
+        labels=labels,
+        splits=splits,
+        options=BuildOptions(**options),
+        provenance={"importer": "pyg", "class": type(data).__name__},
+    )

@@ -1,0 +1,336 @@
+"""Streaming readers for edge lists and node tables (features, labels, index lists).
+
+Each reader yields NumPy chunks of bounded size and can be iterated more than
+once. Errors name the file, the row (0-based data row; CSV errors give the line)
+and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from sparsetrain.errors import DatasetError
+
+CHUNK_ROWS = 1 << 22
+_SRC_NAMES = ("src", "source", "from", "u", "row")
+_DST_NAMES = ("dst", "target", "to", "v", "col")
+_WEIGHT_NAMES = ("weight", "w", "edge_weight")
+
+
+def file_kind(path: Path) -> str:
+    """'csv', 'parquet' or 'npy', from the file name (``.gz``/``.bz2`` CSV allowed)."""
+    name = path.name.lower()
+    for suffix in (".gz", ".bz2", ".zst"):
+        name = name.removesuffix(suffix)
+    if name.endswith((".csv", ".tsv", ".txt")):
+        return "csv"
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    if name.endswith(".npy"):
+        return "npy"
+    raise DatasetError(f"{path}: unknown file type; use .csv (optionally .gz), .parquet or .npy")
+
+
+def _check_exists(path: Path) -> None:
+    if not path.is_file():
+        raise DatasetError(f"{path}: no such file; check the path")
+    if path.stat().st_size == 0:
+        raise DatasetError(f"{path}: the file is empty; it needs at least one row")
+
+
+# ---------------------------------------------------------------- CSV
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _csv_layout(path: Path) -> tuple[bool, list[str], str]:
+    """(has_header, column_names, delimiter) from the first line."""
+    with pa.input_stream(str(path), compression="detect") as stream:
+        head = stream.read(1 << 16).decode("utf-8", errors="replace")
+    first = head.splitlines()[0] if head.strip() else ""
+    if not first.strip():
+        raise DatasetError(f"{path}: the first line is empty; the file must start with a header or a data row")
+    delimiter = "\t" if "\t" in first else ("," if "," in first else " ")
+    fields = [f.strip() for f in first.split(delimiter) if f.strip() != "" or delimiter != " "]
+    has_header = not all(_is_number(f) for f in fields)
+    names = [f.lower() for f in fields] if has_header else [f"c{i}" for i in range(len(fields))]
+    return has_header, names, delimiter
+
+
+_ARROW_ROW = re.compile(r"[Rr]ow #(\d+)")
+_ARROW_COL = re.compile(r"column #(\d+)")
+
+
+def _csv_error(path: Path, exc: Exception, what: str, names: list[str], header: bool) -> DatasetError:
+    text = str(exc).splitlines()[0]
+    row = _ARROW_ROW.search(text)
+    col = _ARROW_COL.search(text)
+    where = f"line {int(row.group(1)) + (0 if header else 0)}" if row else "a row"
+    field = f", column {names[int(col.group(1))]!r}" if col and int(col.group(1)) < len(names) else ""
+    value = re.search(r"invalid value '([^']*)'", text)
+    found = f": {value.group(1)!r} is not a number" if value else f": {text}"
+    return DatasetError(f"{path}: {where}{field}{found}; {what}")
+
+
+def _iter_csv(path: Path, columns: list[str] | None, types: dict, what: str) -> Iterator[pa.RecordBatch]:
+    _check_exists(path)
+    has_header, names, delimiter = _csv_layout(path)
+    read = pacsv.ReadOptions(column_names=None if has_header else names, block_size=1 << 24)
+    parse = pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True)
+    convert = pacsv.ConvertOptions(
+        column_types={n: types.get(n, types.get("*")) for n in (columns or names) if types.get(n, types.get("*"))},
+        include_columns=columns,
+        quoted_strings_can_be_null=False,
+        strings_can_be_null=False,
+    )
+    try:
+        with pacsv.open_csv(str(path), read_options=read, parse_options=parse, convert_options=convert) as reader:
+            for batch in reader:
+                yield batch
+    except pa.ArrowInvalid as exc:
+        raise _csv_error(path, exc, what, names, has_header) from None
+
+
+# ---------------------------------------------------------------- edges
+
+class EdgeListReader:
+    """Edge list from CSV, Parquet or NumPy; call the object to iterate ``(src, dst, weight)`` chunks.
+
+    CSV/Parquet: columns named ``src``/``dst`` (or ``source``/``target``...), else
+    the first two; a column named ``weight`` is the edge weight. NumPy: an int
+    array of shape [2, E] (PyG's ``edge_index``) or [E, 2].
+    """
+
+    def __init__(self, path: str | Path, chunk_rows: int = CHUNK_ROWS):
+        self.path = Path(path)
+        self.kind = file_kind(self.path)
+        self.chunk_rows = chunk_rows
+        _check_exists(self.path)
+        self.src_col, self.dst_col, self.weight_col = self._columns()
+        self.where = where_in(self.path, self.kind, self.kind == "csv" and _csv_layout(self.path)[0])
+
+    @property
+    def weighted(self) -> bool:
+        return self.weight_col is not None
+
+    def _pick(self, names: list[str]) -> tuple[str, str, str | None]:
+        lower = [n.lower() for n in names]
+        src = next((names[lower.index(n)] for n in _SRC_NAMES if n in lower), None)
+        dst = next((names[lower.index(n)] for n in _DST_NAMES if n in lower), None)
+        if src is None or dst is None:
+            if len(names) < 2:
+                raise DatasetError(f"{self.path}: found {len(names)} column(s); an edge list needs two (src, dst)")
+            src, dst = names[0], names[1]
+        weight = next((names[lower.index(n)] for n in _WEIGHT_NAMES if n in lower), None)
+        return src, dst, weight
+
+    def _columns(self) -> tuple:
+        if self.kind == "csv":
+            _, names, _ = _csv_layout(self.path)
+            return self._pick(names)
+        if self.kind == "parquet":
+            schema = _parquet_file(self.path).schema_arrow
+            return self._pick(schema.names)
+        array = _open_npy(self.path)
+        if array.ndim != 2 or 2 not in array.shape:
+            raise DatasetError(f"{self.path}: shape {list(array.shape)}; a NumPy edge list must be [2, E] or [E, 2]")
+        if not np.issubdtype(array.dtype, np.integer):
+            raise DatasetError(f"{self.path}: dtype {array.dtype}; node ids must be integers")
+        return None, None, None
+
+    def num_rows(self) -> int | None:
+        if self.kind == "parquet":
+            return _parquet_file(self.path).metadata.num_rows
+        if self.kind == "npy":
+            a = _open_npy(self.path)
+            return a.shape[1] if a.shape[0] == 2 and a.shape[1] != 2 else a.shape[0]
+        return None
+
+    def __call__(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        if self.kind == "npy":
+            yield from self._npy_chunks()
+            return
+        if self.kind == "parquet":
+            batches = _parquet_batches(self.path, [c for c in (self.src_col, self.dst_col, self.weight_col) if c], self.chunk_rows)
+        else:
+            cols = [c for c in (self.src_col, self.dst_col, self.weight_col) if c]
+            types = {self.src_col: pa.int64(), self.dst_col: pa.int64()}
+            if self.weight_col:
+                types[self.weight_col] = pa.float32()
+            batches = _iter_csv(self.path, cols, types, "node ids must be integers; fix or remove that line")
+        row = 0
+        for batch in batches:
+            src = _int_column(self.path, batch.column(self.src_col), self.src_col, row)
+            dst = _int_column(self.path, batch.column(self.dst_col), self.dst_col, row)
+            w = None
+            if self.weight_col:
+                w = _float_column(self.path, batch.column(self.weight_col), self.weight_col, row)
+            row += len(src)
+            yield src, dst, w
+
+    def _npy_chunks(self):
+        array = _open_npy(self.path)
+        pairs_first = array.shape[0] == 2 and array.shape[1] != 2
+        total = array.shape[1] if pairs_first else array.shape[0]
+        for lo in range(0, total, self.chunk_rows):
+            hi = min(lo + self.chunk_rows, total)
+            block = array[:, lo:hi] if pairs_first else array[lo:hi].T
+            yield block[0].astype(np.int64), block[1].astype(np.int64), None
+
+
+def _parquet_file(path: Path) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(str(path))
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DatasetError(f"{path}: not a readable Parquet file ({exc}); re-export it") from None
+
+
+def _parquet_batches(path: Path, columns: list[str] | None, chunk_rows: int) -> Iterator[pa.RecordBatch]:
+    try:
+        yield from _parquet_file(path).iter_batches(batch_size=chunk_rows, columns=columns)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DatasetError(f"{path}: cannot be read ({exc}); the Parquet file is damaged, re-export it") from None
+
+
+def _open_npy(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise DatasetError(f"{path}: not a readable .npy file ({exc}); save it with numpy.save") from None
+
+
+def _int_column(path: Path, column: pa.Array, name: str, first_row: int) -> np.ndarray:
+    if pa.types.is_integer(column.type) and column.null_count == 0:
+        return column.to_numpy().astype(np.int64, copy=False)
+    if column.null_count:
+        bad = first_row + int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        raise DatasetError(f"{path}: row {bad}, column {name!r}: empty value; every edge needs a node id")
+    values = column.to_numpy(zero_copy_only=False)
+    if np.issubdtype(values.dtype, np.floating):
+        frac = ~np.isfinite(values) | (values != np.round(values))
+        if not frac.any():
+            return values.astype(np.int64)
+        bad = int(np.flatnonzero(frac)[0])
+        raise DatasetError(f"{path}: row {first_row + bad}, column {name!r}: {values[bad]!r} is not an integer node id; fix that row")
+    raise DatasetError(f"{path}: column {name!r} has type {column.type}; node ids must be integers")
+
+
+def _float_column(path: Path, column: pa.Array, name: str, first_row: int) -> np.ndarray:
+    if column.null_count:
+        bad = first_row + int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        raise DatasetError(f"{path}: row {bad}, column {name!r}: empty value; fill it or drop the column")
+    if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+        raise DatasetError(f"{path}: column {name!r} has type {column.type}; it must be numeric")
+    return column.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+
+
+# ---------------------------------------------------------------- node tables
+
+class NodeTableReader:
+    """Per-node rows (features: 2-D floats; labels / index lists: 1-D ints) from CSV, Parquet or NumPy.
+
+    Parquet features: every numeric column is one dimension, or one list column
+    holds the vector. Labels: the column named ``label``/``y`` or the only one.
+    """
+
+    def __init__(self, path: str | Path, role: str, chunk_rows: int = CHUNK_ROWS):
+        if role not in ("features", "labels", "index"):
+            raise ValueError(f"unknown node table role {role!r}")
+        self.path = Path(path)
+        self.role = role
+        self.kind = file_kind(self.path)
+        self.chunk_rows = chunk_rows
+        _check_exists(self.path)
+        self.where = where_in(self.path, self.kind, self.kind == "csv" and _csv_layout(self.path)[0])
+        if self.kind == "npy":
+            array = _open_npy(self.path)
+            want_ndim = 2 if role == "features" else 1
+            if array.ndim == 2 and role != "features" and array.shape[1] == 1:
+                want_ndim = 2
+            if array.ndim != want_ndim:
+                raise DatasetError(f"{self.path}: shape {list(array.shape)}; {role} must be a {want_ndim}-D array")
+            if array.dtype.kind not in "iuf" + ("b" if role == "features" else ""):
+                raise DatasetError(f"{self.path}: dtype {array.dtype}; {role} must be numeric")
+
+    def num_rows(self) -> int | None:
+        if self.kind == "npy":
+            return int(_open_npy(self.path).shape[0])
+        if self.kind == "parquet":
+            return _parquet_file(self.path).metadata.num_rows
+        return None
+
+    def __call__(self) -> Iterator[np.ndarray]:
+        if self.kind == "npy":
+            array = _open_npy(self.path)
+            for lo in range(0, array.shape[0], self.chunk_rows):
+                chunk = np.asarray(array[lo : lo + self.chunk_rows])
+                yield chunk.reshape(len(chunk), -1) if self.role == "features" else chunk.reshape(-1)
+            return
+        row = 0
+        if self.kind == "parquet":
+            batches = _parquet_batches(self.path, None, self.chunk_rows)
+        else:
+            kind = "a number" if self.role == "features" else "an integer"
+            batches = _iter_csv(self.path, None, {"*": pa.float64()}, f"{self.role} must be {kind}; fix that line")
+        for batch in batches:
+            chunk = self._to_numpy(batch, row)
+            row += len(chunk)
+            yield chunk
+
+    def _to_numpy(self, batch: pa.RecordBatch, first_row: int) -> np.ndarray:
+        names = batch.schema.names
+        if self.role == "features":
+            first_type = batch.schema.types[0]
+            if len(names) == 1 and (pa.types.is_list(first_type) or pa.types.is_fixed_size_list(first_type)):
+                col = batch.column(0)
+                if col.null_count:
+                    raise DatasetError(f"{self.path}: row {first_row}: empty feature vector; every node needs one")
+                lengths = pc.list_value_length(col).to_numpy()
+                if len(lengths) and (lengths != lengths[0]).any():
+                    bad = int(np.flatnonzero(lengths != lengths[0])[0])
+                    raise DatasetError(f"{self.path}: row {first_row + bad}: vector of length {lengths[bad]}, expected {lengths[0]}; all feature vectors must have one length")
+                flat = col.flatten().to_numpy(zero_copy_only=False)
+                return flat.reshape(len(col), -1)
+            columns = [self._numeric(batch.column(i), names[i], first_row) for i in range(len(names))]
+            return np.stack(columns, axis=1)
+        lower = [n.lower() for n in names]
+        pick = next((lower.index(n) for n in ("label", "labels", "y", "idx", "index", "node", "id") if n in lower), 0)
+        if len(names) > 1 and pick == 0 and lower[0] not in ("label", "labels", "y", "idx", "index", "node", "id"):
+            raise DatasetError(f"{self.path}: {len(names)} columns; {self.role} need one column (or one named 'label')")
+        return self._numeric(batch.column(pick), names[pick], first_row)
+
+    def _numeric(self, column: pa.Array, name: str, first_row: int) -> np.ndarray:
+        if column.null_count:
+            bad = first_row + int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+            raise DatasetError(f"{self.path}: row {bad}, column {name!r}: empty value; every node needs a value")
+        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type)):
+            raise DatasetError(f"{self.path}: column {name!r} has type {column.type}; {self.role} must be numeric")
+        return column.to_numpy(zero_copy_only=False)
+
+
+def first_non_integer(values: np.ndarray) -> int | None:
+    """Index of the first value that is not a whole number (NaN included), or None."""
+    if np.issubdtype(values.dtype, np.integer) or values.dtype == np.bool_:
+        return None
+    bad = ~np.isfinite(values) | (values != np.floor(values))
+    return int(np.flatnonzero(bad)[0]) if bad.any() else None
+
+
+def where_in(path: Path, kind: str, has_header: bool):
+    """Turn a 0-based data row into the user's terms: a CSV line number or an array row."""
+    if kind == "csv":
+        return lambda row: f"line {row + 1 + int(has_header)}"
+    return lambda row: f"row {row}"

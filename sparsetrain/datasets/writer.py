@@ -1,0 +1,128 @@
+"""Atomic creation of a dataset folder.
+
+Everything is written into a hidden temp folder beside the target
+(``.<name>.tmp-<pid>-<random>``); only a complete, checksummed, fsynced folder
+is renamed into place. A failed or interrupted run leaves the target as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from sparsetrain._version import __version__
+from sparsetrain.datasets import format as fmt
+from sparsetrain.errors import OutputExistsError
+
+
+def check_output(out_dir: Path, overwrite: bool) -> None:
+    """Refuse, before any work, to write over something we must not replace."""
+    if not out_dir.exists():
+        if not out_dir.parent.is_dir():
+            raise OutputExistsError(f"{out_dir.parent}: the parent folder of --out does not exist; create it first")
+        return
+    if not overwrite:
+        raise OutputExistsError(f"{out_dir}: already exists; pass --overwrite (overwrite=True) to replace it, or choose another --out")
+    is_dataset = (out_dir / fmt.META_FILE).is_file()
+    if not out_dir.is_dir() or (not is_dataset and any(out_dir.iterdir())):
+        raise OutputExistsError(
+            f"{out_dir}: exists and is not a sparsetrain dataset; refusing to replace it even with --overwrite, choose another --out"
+        )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_temps(out_dir: Path) -> None:
+    """Temp folders left by runs that were killed (their pid is gone)."""
+    for tmp in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):
+        try:
+            pid = int(tmp.name.rsplit(".tmp-", 1)[1].split("-")[0])
+        except ValueError:
+            continue
+        if not _pid_alive(pid):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class DatasetWriter:
+    """Builds a dataset in a temp folder; :meth:`commit` checksums it and renames it into place.
+
+    Use as a context manager: leaving the block by an exception removes the temp folder.
+    """
+
+    def __init__(self, out_dir: str | os.PathLike, overwrite: bool = False):
+        self.out_dir = Path(out_dir).absolute()
+        self.overwrite = overwrite
+        check_output(self.out_dir, overwrite)
+        _remove_stale_temps(self.out_dir)
+        self.tmp_dir = self.out_dir.parent / f".{self.out_dir.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        self.tmp_dir.mkdir()
+        self._arrays: list[str] = []
+
+    def __enter__(self) -> DatasetWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self.tmp_dir.exists():
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+
+    def scratch(self, name: str) -> Path:
+        """A path for intermediate files; removed with the temp folder, never part of the dataset."""
+        return self.tmp_dir / f"scratch-{name}"
+
+    def new_array(self, name: str, shape: tuple[int, ...], dtype) -> np.memmap:
+        """A writable memory-mapped .npy that becomes part of the dataset."""
+        self._arrays.append(name)
+        return np.lib.format.open_memmap(self.tmp_dir / name, mode="w+", dtype=np.dtype(dtype), shape=tuple(int(s) for s in shape))
+
+    def adopt(self, scratch: Path, name: str) -> None:
+        """Make a finished scratch .npy part of the dataset as ``name`` (a rename, no copy)."""
+        os.replace(scratch, self.tmp_dir / name)
+        self._arrays.append(name)
+
+    def save_array(self, name: str, array: np.ndarray) -> None:
+        self._arrays.append(name)
+        np.save(self.tmp_dir / name, np.ascontiguousarray(array), allow_pickle=False)
+
+    def commit(self, meta: dict) -> Path:
+        """Checksum every array, write meta.json, fsync, and rename the folder into place."""
+        for scratch in self.tmp_dir.glob("scratch-*"):
+            scratch.unlink()
+        files = {}
+        for name in self._arrays:
+            path = self.tmp_dir / name
+            header = np.load(path, mmap_mode="r", allow_pickle=False)
+            files[name] = {"dtype": str(header.dtype), "shape": list(header.shape), "sha256": fmt.sha256_file(path)}
+            del header
+            fmt.fsync_path(path)
+        meta = {"format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION, "created_by": f"sparsetrain {__version__}", **meta, "files": files}
+        meta_path = self.tmp_dir / fmt.META_FILE
+        with open(meta_path, "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        fmt.fsync_path(self.tmp_dir)
+
+        old = None
+        if self.out_dir.exists():
+            check_output(self.out_dir, self.overwrite)  # it may have appeared while we worked
+            old = self.out_dir.parent / f".{self.out_dir.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+            os.rename(self.out_dir, old)
+        os.rename(self.tmp_dir, self.out_dir)
+        fmt.fsync_path(self.out_dir.parent)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return self.out_dir

@@ -1,0 +1,1 @@
+"""The loader pipeline, the trainer and distributed launch."""

@@ -1,0 +1,1 @@
+"""The drop-in mixture-of-experts layer and its expert placement (FSSDP, expert parallel)."""
