@@ -102,8 +102,11 @@ def build_dataset(
     for name in splits or {}:
         if name not in fmt.SPLIT_NAMES:
             raise DatasetError(f"split {name!r} is not known; use {', '.join(fmt.SPLIT_NAMES)}")
+    nodes_from = "the given num_nodes"
     if num_nodes is None:
-        num_nodes = next((s.rows for s in (features, labels) if s is not None and s.rows is not None), None)
+        table = next((s for s in (features, labels) if s is not None and s.rows is not None), None)
+        if table is not None:
+            num_nodes, nodes_from = table.rows, f"num_nodes = the {table.rows} rows of {table.name}"
     if num_nodes is not None and num_nodes < 1:
         raise DatasetError(f"num_nodes={num_nodes}: a graph needs at least one node")
     for table in (features, labels):
@@ -111,7 +114,7 @@ def build_dataset(
             raise DatasetError(f"{table.name}: has {table.rows} rows but the graph has {num_nodes} nodes; one row per node is required (fix the file or --num-nodes)")
 
     with DatasetWriter(out_dir, options.overwrite) as writer:
-        csc = _build_csc(writer, edges, num_nodes, options)
+        csc = _build_csc(writer, edges, num_nodes, nodes_from, options)
         num_nodes = csc.num_nodes
         order = node_order(options.reorder, csc) if options.reorder else None
         inverse = None
@@ -153,7 +156,7 @@ def build_dataset(
     return load(out_dir)
 
 
-def _check_ids(edges: EdgeSource, num_nodes: int | None):
+def _check_ids(edges: EdgeSource, num_nodes: int | None, nodes_from: str):
     def check(src: np.ndarray, dst: np.ndarray, first_row: int) -> None:
         for column, ids in (("src", src), ("dst", dst)):
             if len(ids) == 0:
@@ -166,17 +169,17 @@ def _check_ids(edges: EdgeSource, num_nodes: int | None):
             if num_nodes is not None and high >= num_nodes:
                 row = int(np.flatnonzero(ids >= num_nodes)[0])
                 raise DatasetError(
-                    f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is out of range [0, {num_nodes}); "
-                    f"fix the id, or pass a larger --num-nodes (num_nodes)"
+                    f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is out of range [0, {num_nodes}) "
+                    f"({nodes_from}); fix the id, or give every node a row / pass a larger --num-nodes"
                 )
 
     return check
 
 
-def _build_csc(writer: DatasetWriter, edges: EdgeSource, num_nodes: int | None, options: BuildOptions) -> RawCSC:
+def _build_csc(writer: DatasetWriter, edges: EdgeSource, num_nodes: int | None, nodes_from: str, options: BuildOptions) -> RawCSC:
     total = edges.rows
     with progress(total, "count edges", "edge", options.quiet) as bar:
-        counts = count_in_degrees(edges.chunks, num_nodes, options.undirected, _check_ids(edges, num_nodes), bar.update)
+        counts = count_in_degrees(edges.chunks, num_nodes, options.undirected, _check_ids(edges, num_nodes, nodes_from), bar.update)
     raw_edges = int(counts.sum())
     if raw_edges == 0:
         raise DatasetError(f"{edges.name}: holds no edges; an edge list needs at least one 'src, dst' row")

@@ -7,6 +7,7 @@ and the fix.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,19 +71,31 @@ def _csv_layout(path: Path) -> tuple[bool, list[str], str]:
     return has_header, names, delimiter
 
 
-_ARROW_ROW = re.compile(r"[Rr]ow #(\d+)")
 _ARROW_COL = re.compile(r"column #(\d+)")
+_ARROW_VALUE = re.compile(r"invalid value '([^']*)'")
 
 
-def _csv_error(path: Path, exc: Exception, what: str, names: list[str], header: bool) -> DatasetError:
+def _find_line(path: Path, delimiter: str, column: int, value: str) -> int | None:
+    """1-based line of the first row whose field ``column`` is ``value`` (only on the error path)."""
+    with pa.input_stream(str(path), compression="detect") as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as text:
+        for number, line in enumerate(text, start=1):
+            fields = line.rstrip("\r\n").split(delimiter)
+            if column < len(fields) and fields[column].strip().strip('"') == value:
+                return number
+    return None
+
+
+def _csv_error(path: Path, exc: Exception, what: str, names: list[str], delimiter: str) -> DatasetError:
     text = str(exc).splitlines()[0]
-    row = _ARROW_ROW.search(text)
     col = _ARROW_COL.search(text)
-    where = f"line {int(row.group(1)) + (0 if header else 0)}" if row else "a row"
-    field = f", column {names[int(col.group(1))]!r}" if col and int(col.group(1)) < len(names) else ""
-    value = re.search(r"invalid value '([^']*)'", text)
-    found = f": {value.group(1)!r} is not a number" if value else f": {text}"
-    return DatasetError(f"{path}: {where}{field}{found}; {what}")
+    value = _ARROW_VALUE.search(text)
+    if not (col and value):
+        return DatasetError(f"{path}: cannot be parsed ({text}); {what}")
+    column = int(col.group(1))
+    line = _find_line(path, delimiter, column, value.group(1))
+    where = f"line {line}" if line else "a row"
+    name = names[column] if column < len(names) else str(column)
+    return DatasetError(f"{path}: {where}, column {name!r}: {value.group(1)!r} is not a number; {what}")
 
 
 def _iter_csv(path: Path, columns: list[str] | None, types: dict, what: str) -> Iterator[pa.RecordBatch]:
@@ -101,7 +114,7 @@ def _iter_csv(path: Path, columns: list[str] | None, types: dict, what: str) -> 
             for batch in reader:
                 yield batch
     except pa.ArrowInvalid as exc:
-        raise _csv_error(path, exc, what, names, has_header) from None
+        raise _csv_error(path, exc, what, names, delimiter) from None
 
 
 # ---------------------------------------------------------------- edges
@@ -116,9 +129,9 @@ class EdgeListReader:
 
     def __init__(self, path: str | Path, chunk_rows: int = CHUNK_ROWS):
         self.path = Path(path)
+        _check_exists(self.path)
         self.kind = file_kind(self.path)
         self.chunk_rows = chunk_rows
-        _check_exists(self.path)
         self.src_col, self.dst_col, self.weight_col = self._columns()
         self.where = where_in(self.path, self.kind, self.kind == "csv" and _csv_layout(self.path)[0])
 
@@ -251,9 +264,9 @@ class NodeTableReader:
             raise ValueError(f"unknown node table role {role!r}")
         self.path = Path(path)
         self.role = role
+        _check_exists(self.path)
         self.kind = file_kind(self.path)
         self.chunk_rows = chunk_rows
-        _check_exists(self.path)
         self.where = where_in(self.path, self.kind, self.kind == "csv" and _csv_layout(self.path)[0])
         if self.kind == "npy":
             array = _open_npy(self.path)
