@@ -148,11 +148,12 @@ def _info(args: argparse.Namespace) -> int:
     if meta.get("permutation"):
         lines.append(f"reordered    by {meta['permutation']['method']} (original ids in {meta['permutation']['file']})")
     lines.append(f"size         {_human(size)} in {len(meta['files'])} files")
+    bad = []
     if args.no_verify:
         lines.append("checksums    not checked (--no-verify)")
     else:
         status = verify_checksums(ds.path, meta)
         bad = [name for name, ok in status.items() if not ok]
-        lines.append(f"checksums    {'all ' + str(len(status)) + ' files OK' if not bad else 'MISMATCH: ' + ', '.join(bad)}")
+        lines.append(f"checksums    all {len(status)} files OK" if not bad else f"checksums    MISMATCH: {', '.join(bad)} (re-run `sparsetrain preprocess`)")
     print("\n".join(lines))
-    return 1 if not args.no_verify and bad else 0
+    return 1 if bad else 0

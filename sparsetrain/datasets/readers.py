@@ -206,14 +206,18 @@ class EdgeListReader:
 
 def _parquet_file(path: Path) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(str(path))
+        # no pre-buffering: it would read ahead (and keep) much of the file
+        return pq.ParquetFile(str(path), pre_buffer=False, buffer_size=1 << 24)
     except (pa.ArrowInvalid, OSError) as exc:
         raise DatasetError(f"{path}: not a readable Parquet file ({exc}); re-export it") from None
 
 
 def _parquet_batches(path: Path, columns: list[str] | None, chunk_rows: int) -> Iterator[pa.RecordBatch]:
+    """Record batches, one row group at a time, so memory stays at about one batch."""
+    parquet = _parquet_file(path)
     try:
-        yield from _parquet_file(path).iter_batches(batch_size=chunk_rows, columns=columns)
+        for group in range(parquet.num_row_groups):
+            yield from parquet.iter_batches(batch_size=chunk_rows, row_groups=[group], columns=columns)
     except (pa.ArrowInvalid, OSError) as exc:
         raise DatasetError(f"{path}: cannot be read ({exc}); the Parquet file is damaged, re-export it") from None
 

@@ -23,8 +23,8 @@ from sparsetrain.errors import OutputExistsError
 def check_output(out_dir: Path, overwrite: bool) -> None:
     """Refuse, before any work, to write over something we must not replace."""
     if not out_dir.exists():
-        if not out_dir.parent.is_dir():
-            raise OutputExistsError(f"{out_dir.parent}: the parent folder of --out does not exist; create it first")
+        if out_dir.parent.exists() and not out_dir.parent.is_dir():
+            raise OutputExistsError(f"{out_dir.parent}: is a file, so --out cannot be created inside it; choose another --out")
         return
     if not overwrite:
         raise OutputExistsError(f"{out_dir}: already exists; pass --overwrite (overwrite=True) to replace it, or choose another --out")
@@ -66,6 +66,7 @@ class DatasetWriter:
         self.out_dir = Path(out_dir).absolute()
         self.overwrite = overwrite
         check_output(self.out_dir, overwrite)
+        self.out_dir.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_temps(self.out_dir)
         self.tmp_dir = self.out_dir.parent / f".{self.out_dir.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
         self.tmp_dir.mkdir()
