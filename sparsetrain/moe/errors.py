@@ -1,0 +1,17 @@
+"""Errors raised by :mod:`sparsetrain.moe`."""
+
+from sparsetrain.errors import SparsetrainError
+
+
+class MoEConfigError(SparsetrainError, ValueError):
+    """A :class:`~sparsetrain.moe.MoE` or sharding was built with inconsistent arguments
+    (``top_k`` > ``num_experts``, unknown router or activation, world size that the placement
+    does not fit). Raised at construction, before any step runs."""
+
+
+class MoEInputError(SparsetrainError, ValueError):
+    """A forward call got an input the layer cannot take (wrong last dimension, wrong dtype)."""
+
+
+class MoEStateError(SparsetrainError, RuntimeError):
+    """A checkpoint or placement does not match the layer it is loaded into."""

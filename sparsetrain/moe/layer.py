@@ -1,0 +1,132 @@
+"""The drop-in :class:`MoE` layer."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from sparsetrain.moe.dispatch import combine, plan_dispatch
+from sparsetrain.moe.errors import MoEConfigError, MoEInputError
+from sparsetrain.moe.experts import ExpertShape, LocalExperts
+from sparsetrain.moe.losses import MoEAux, load_balancing_loss, router_z_loss
+from sparsetrain.moe.router import Router
+from sparsetrain.moe.shared import SharedExperts
+
+
+class MoE(nn.Module):
+    """Mixture-of-experts feed-forward layer: ``y, aux = moe(x)`` for ``x [..., d_model]``.
+
+    Args:
+        d_model, d_hidden: model width and each expert's hidden width.
+        num_experts, top_k: experts in the layer and experts per token (any ``1 <= top_k <= num_experts``).
+        capacity_factor: ``None`` (default) is dropless; a number caps each expert at
+            ``ceil(capacity_factor * tokens * top_k / num_experts)`` assignments per call and drops
+            the rest by the policy in :mod:`sparsetrain.moe.dispatch` (1st choices before 2nd, then token order).
+        router: ``"softmax"`` or ``"sigmoid"`` scores; ``renormalize`` rescales the chosen weights to sum
+            to one (default: on for sigmoid, off for softmax).
+        shared_experts: number of always-on experts (one dense MLP of width ``shared_experts * d_hidden``).
+        activation: ``"swiglu"`` (default), ``"gelu"``, ``"relu"`` or ``"silu"``.
+        aux_loss_weight, z_loss_weight: weights of the load-balancing loss and router z-loss in ``aux.loss``.
+        expert_bias: DeepSeek-V3 selection-only bias; call :meth:`update_expert_bias` after each optimizer
+            step (it uses the token counts seen since the last call, summed over ranks).
+        sharding: ``None`` (all experts here), :class:`~sparsetrain.moe.FSSDP` or
+            :class:`~sparsetrain.moe.ExpertParallel`. Same weights and inputs give the same function in every mode.
+
+    Returns ``(y, aux)``: ``y`` has the shape and dtype of ``x``; ``aux`` is a :class:`MoEAux`.
+    Expert weights are initialized row by row from one draw of the global RNG, so the same seed gives
+    the same layer in every sharding mode and world size.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        d_hidden: int,
+        num_experts: int,
+        top_k: int = 2,
+        *,
+        capacity_factor: float | None = None,
+        router: str = "softmax",
+        renormalize: bool | None = None,
+        shared_experts: int = 0,
+        activation: str = "swiglu",
+        aux_loss_weight: float = 0.01,
+        z_loss_weight: float = 1e-3,
+        expert_bias: bool = False,
+        bias_update_rate: float = 1e-3,
+        sharding=None,
+    ) -> None:
+        super().__init__()
+        if num_experts < 1:
+            raise MoEConfigError(f"MoE: num_experts must be >= 1, got {num_experts}")
+        if capacity_factor is not None and not capacity_factor > 0:
+            raise MoEConfigError(f"MoE: capacity_factor must be > 0 or None (dropless), got {capacity_factor}")
+        if shared_experts < 0:
+            raise MoEConfigError(f"MoE: shared_experts must be >= 0, got {shared_experts}")
+        self.d_model, self.d_hidden, self.num_experts, self.top_k = d_model, d_hidden, num_experts, top_k
+        self.capacity_factor = capacity_factor
+        self.aux_loss_weight, self.z_loss_weight = float(aux_loss_weight), float(z_loss_weight)
+        shape = ExpertShape(d_model, d_hidden, activation)
+        base_seed = int(torch.randint(0, 2**62, (1,)).item())
+        self.router = Router(
+            d_model, num_experts, top_k, score=router, renormalize=renormalize,
+            expert_bias=expert_bias, bias_update_rate=bias_update_rate,
+        )  # fmt: skip
+        self.shared = SharedExperts(d_model, d_hidden, shared_experts, activation) if shared_experts else None
+        if sharding is None:
+            self.experts = LocalExperts(shape, num_experts, base_seed)
+        else:
+            self.experts = sharding.build(shape, num_experts, base_seed)
+        self.register_buffer("pending_counts", torch.zeros(num_experts, dtype=torch.int64), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, MoEAux]:
+        """Route, run the chosen experts, combine; see the class docstring."""
+        if x.shape[-1] != self.d_model:
+            raise MoEInputError(
+                f"MoE.forward: input has last dimension {x.shape[-1]} but the layer was built with d_model={self.d_model}; "
+                "reshape the input or rebuild the layer"
+            )
+        if not x.dtype.is_floating_point:
+            raise MoEInputError(f"MoE.forward: input dtype {x.dtype} is not floating point")
+        lead = x.shape[:-1]
+        xt = x.reshape(-1, self.d_model)
+        num_tokens = xt.shape[0]
+        routing = self.router(xt)
+        plan = plan_dispatch(routing.experts, self.num_experts, self.capacity_factor)
+        counts, total_tokens = self.experts.global_stats(plan.selected, num_tokens)
+        if self.training and self.router.expert_bias is not None:
+            self.pending_counts += counts.to(self.pending_counts.device)
+        expert_out = self.experts(xt[plan.tokens], plan.counts)
+        y = combine(expert_out, plan, routing.weights, num_tokens)
+        if self.shared is not None:
+            y = y + self.shared(xt)
+        world = self.experts.world_size
+        lb = load_balancing_loss(
+            routing.scores, counts, total_tokens, self.top_k, world_size=world,
+            normalize_scores=self.router.score == "sigmoid",
+        )  # fmt: skip
+        z = router_z_loss(routing.logits, total_tokens, world_size=world)
+        aux = MoEAux(
+            loss=self.aux_loss_weight * lb + self.z_loss_weight * z,
+            load_balancing_loss=lb,
+            z_loss=z,
+            counts=plan.selected,
+            dropped=plan.dropped,
+        )
+        return y.reshape(*lead, self.d_model).to(x.dtype), aux
+
+    @torch.no_grad()
+    def update_expert_bias(self) -> None:
+        """Apply the selection-bias update from the counts seen since the last call, then reset them."""
+        self.router.update_bias(self.pending_counts)
+        self.pending_counts.zero_()
+
+    def extra_repr(self) -> str:
+        cap = "dropless" if self.capacity_factor is None else f"capacity_factor={self.capacity_factor}"
+        return f"d_model={self.d_model}, d_hidden={self.d_hidden}, num_experts={self.num_experts}, top_k={self.top_k}, {cap}"
+
+
+def update_expert_biases(model: nn.Module) -> None:
+    """Call :meth:`MoE.update_expert_bias` on every MoE layer of ``model`` built with ``expert_bias=True``."""
+    for m in model.modules():
+        if isinstance(m, MoE) and m.router.expert_bias is not None:
+            m.update_expert_bias()
