@@ -1,0 +1,218 @@
+"""Low-level exchange helpers shared by the sparse collectives.
+
+Every collective first runs one small ``all_gather`` of a fixed-size int64 metadata
+vector (validity flag, dtype, row shape, placement digest, per-destination counts).
+Input errors found on any rank are raised on every rank right after it, before any
+payload moves; mismatched dtypes and row shapes are reported the same way. Every
+wait has a timeout, and a failed or timed-out exchange becomes a
+:class:`CollectiveError` naming the operation, stage and rank.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from sparsetrain.collective.errors import CollectiveError, CollectiveInputError
+
+Timeout = datetime.timedelta | float | None
+
+DTYPES = (
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+    torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128,
+)  # fmt: skip
+MAX_DIMS = 4  # trailing dims compared one by one; the rest through their product
+
+# status codes of the local validation
+OK, BAD_IDS, ID_OUT_OF_RANGE, BAD_LOCAL_ROWS, BAD_WORLD, BAD_GRAD_ROWS, NOT_FLOAT, LOCAL_EXCEPTION = range(8)
+
+# layout of the metadata vector
+_STATUS, _A, _B, _DTYPE, _NDIM, _DIMS = 0, 1, 2, 3, 4, 5
+_NUMEL = _DIMS + MAX_DIMS
+_FINGERPRINT = _NUMEL + 1
+_GRAD = _FINGERPRINT + 1
+_FIXED = _GRAD + 1
+
+
+@dataclass
+class GroupInfo:
+    """The caller's view of a process group."""
+
+    group: object
+    rank: int
+    world_size: int
+    distributed: bool
+
+
+def group_info(group=None) -> GroupInfo:
+    """Rank and size in ``group``; a single local rank when torch.distributed is not initialized."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return GroupInfo(None, 0, 1, False)
+    return GroupInfo(group, dist.get_rank(group), dist.get_world_size(group), True)
+
+
+def comm_device(group, data_device: torch.device) -> torch.device:
+    """The device payload must sit on for ``group``'s backend (CUDA for NCCL, CPU for gloo)."""
+    backend = str(dist.get_backend(group)).lower()
+    if backend == "nccl" or ("nccl" in backend and data_device.type == "cuda"):
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _as_timedelta(timeout: Timeout) -> datetime.timedelta | None:
+    if timeout is None or isinstance(timeout, datetime.timedelta):
+        return timeout
+    return datetime.timedelta(seconds=float(timeout))
+
+
+def wait(work, *, op: str, stage: str, info: GroupInfo, timeout: Timeout) -> None:
+    """Wait for ``work``; turn a failure or timeout into a :class:`CollectiveError`."""
+    td = _as_timedelta(timeout)
+    try:
+        if td is None:
+            work.wait()
+        else:
+            work.wait(td)
+    except RuntimeError as exc:
+        limit = f"{td.total_seconds():g} s" if td is not None else "the process group's timeout"
+        raise CollectiveError(
+            f"{op}: the {stage} exchange failed on rank {info.rank} of {info.world_size} ({str(exc).strip()[:400]}). "
+            f"A peer rank died, did not reach this collective within {limit}, or called a different collective; "
+            "check the other ranks' logs, then destroy the process group and restart the job"
+        ) from exc
+
+
+def dtype_code(dtype: torch.dtype) -> int:
+    return DTYPES.index(dtype) if dtype in DTYPES else len(DTYPES)
+
+
+def dtype_name(code: int) -> str:
+    return str(DTYPES[code]).replace("torch.", "") if 0 <= code < len(DTYPES) else "an unsupported dtype"
+
+
+def local_meta(
+    status: tuple[int, int, int], rows_dtype: torch.dtype, trailing: Sequence[int], fingerprint: int, grad_flag: int
+) -> list[int]:
+    """The fixed part of this rank's metadata vector."""
+    dims = list(trailing[:MAX_DIMS]) + [-1] * (MAX_DIMS - min(len(trailing), MAX_DIMS))
+    numel = 1
+    for d in trailing:
+        numel *= int(d)
+    return [*status, dtype_code(rows_dtype), len(trailing), *dims, numel, fingerprint, grad_flag]
+
+
+def exchange_meta(
+    fixed: list[int], counts: torch.Tensor, *, op: str, info: GroupInfo, device: torch.device, timeout: Timeout
+) -> torch.Tensor:
+    """All-gather every rank's metadata; returns an int64 CPU matrix [world_size, fixed + world_size]."""
+    mine = torch.cat([torch.tensor(fixed, dtype=torch.int64), counts.to("cpu", torch.int64)])
+    if not info.distributed or info.world_size == 1:
+        return mine.unsqueeze(0)
+    mine = mine.to(device)
+    parts = [torch.empty_like(mine) for _ in range(info.world_size)]
+    work = dist.all_gather(parts, mine, group=info.group, async_op=True)
+    wait(work, op=op, stage="metadata", info=info, timeout=timeout)
+    return torch.stack(parts).cpu()
+
+
+def counts_matrix(meta: torch.Tensor) -> torch.Tensor:
+    """``C[src, dst]``: rows rank ``src`` asks of (or sends to) rank ``dst``."""
+    return meta[:, _FIXED:]
+
+
+def _describe(code: int, a: int, b: int) -> str:
+    if code == BAD_IDS:
+        return f"row_ids must be a 1-D integer tensor (got {'a floating-point' if a else 'a non-integer'} tensor with {b} dims)"
+    if code == ID_OUT_OF_RANGE:
+        return f"row id {a} is outside the table [0, {b}); ids must index the global table the placement describes"
+    if code == BAD_LOCAL_ROWS:
+        return f"local_rows has {a} rows but the placement gives this rank {b}; build it with placement.shard(table, rank)"
+    if code == BAD_WORLD:
+        return f"the placement is for {a} ranks but the process group has {b}; build the placement for the group's size"
+    if code == BAD_GRAD_ROWS:
+        return f"grad_rows has {a} rows but row_ids has {b}; pass one gradient row per requested id"
+    if code == NOT_FLOAT:
+        return "gradient rows must be a floating-point tensor"
+    return "checking the inputs raised an exception (see that rank's log)"
+
+
+def _shape_str(row: torch.Tensor) -> str:
+    ndim = int(row[_NDIM])
+    dims = [str(int(d)) for d in row[_DIMS : _DIMS + min(ndim, MAX_DIMS)]]
+    if ndim > MAX_DIMS:
+        dims.append(f"... ({int(row[_NUMEL])} values)")
+    return "(" + ", ".join(dims) + ("," if ndim == 1 else "") + ")"
+
+
+def check_meta(meta: torch.Tensor, *, op: str, info: GroupInfo, what: str) -> None:
+    """Raise the same :class:`CollectiveInputError` on every rank if any rank's input is bad or ranks disagree."""
+    bad = (meta[:, _STATUS] != OK).nonzero().flatten().tolist()
+    if bad:
+        lines = "; ".join(f"rank {r}: {_describe(int(meta[r, _STATUS]), int(meta[r, _A]), int(meta[r, _B]))}" for r in bad)
+        raise CollectiveInputError(f"{op}: bad input on {len(bad)} of {info.world_size} ranks (no data was exchanged) — {lines}")
+    if (meta[:, _FINGERPRINT] != meta[0, _FINGERPRINT]).any():
+        raise CollectiveInputError(
+            f"{op}: the ranks passed different placements (digests {meta[:, _FINGERPRINT].tolist()}); "
+            "every rank must build the same RowPlacement"
+        )
+    if (meta[:, _DTYPE] != meta[0, _DTYPE]).any():
+        names = ", ".join(f"rank {r}: {dtype_name(int(c))}" for r, c in enumerate(meta[:, _DTYPE].tolist()))
+        raise CollectiveInputError(f"{op}: {what} dtypes differ between ranks ({names}); cast every rank's {what} to one dtype")
+    shape_cols = meta[:, _NDIM:_FINGERPRINT]
+    if (shape_cols != shape_cols[0]).any():
+        shapes = ", ".join(f"rank {r}: {_shape_str(meta[r])}" for r in range(info.world_size))
+        raise CollectiveInputError(
+            f"{op}: {what} row shapes (all dims after the first) differ between ranks ({shapes}); every rank must use the same width"
+        )
+    grads = meta[:, _GRAD]
+    if (grads >= 0).any() and (grads != grads[0]).any():
+        flags = ", ".join(f"rank {r}: {'yes' if g == 1 else 'no'}" for r, g in enumerate(grads.tolist()))
+        raise CollectiveInputError(
+            f"{op}: ranks disagree on whether local_rows needs a gradient ({flags}); the backward pass is a collective, "
+            "so either every rank or no rank must require grad"
+        )
+
+
+def all_to_all(
+    send: torch.Tensor,
+    send_splits: Sequence[int],
+    recv_splits: Sequence[int],
+    *,
+    op: str,
+    stage: str,
+    info: GroupInfo,
+    device: torch.device,
+    timeout: Timeout,
+) -> torch.Tensor:
+    """``all_to_all_single`` with variable splits along dim 0, on ``device``; returns the received rows."""
+    send = send.to(device).contiguous()
+    recv = torch.empty((int(sum(recv_splits)), *send.shape[1:]), dtype=send.dtype, device=device)
+    work = dist.all_to_all_single(
+        recv, send, output_split_sizes=list(map(int, recv_splits)), input_split_sizes=list(map(int, send_splits)),
+        group=info.group, async_op=True,
+    )  # fmt: skip
+    wait(work, op=op, stage=stage, info=info, timeout=timeout)
+    return recv
+
+
+def pack_rows(ids: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Ids and rows side by side as bytes [n, 8 + row bytes], so both travel in one exchange."""
+    n = ids.numel()
+    numel = 1
+    for d in rows.shape[1:]:
+        numel *= int(d)
+    id_bytes = ids.to(torch.int64).contiguous().view(torch.uint8).reshape(n, 8)
+    row_bytes = rows.reshape(n, numel).contiguous().view(torch.uint8)
+    return torch.cat([id_bytes, row_bytes], dim=1)
+
+
+def unpack_rows(buf: torch.Tensor, dtype: torch.dtype, trailing: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inverse of :func:`pack_rows`."""
+    n = buf.shape[0]
+    ids = buf[:, :8].contiguous().view(torch.int64).reshape(n)
+    rows = buf[:, 8:].contiguous().view(dtype).reshape(n, *trailing)
+    return ids, rows
