@@ -1,5 +1,8 @@
-"""Graph topology and neighbor sampling."""
+"""Graph topology, fused multi-hop neighbor sampling, minibatch types and batch ordering."""
 
+from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.minibatch import Block, MiniBatch
+from sparsetrain.sampling.sampler import NeighborSampler
 
-__all__ = ["CSCGraph"]
+__all__ = ["Block", "CSCGraph", "MiniBatch", "NeighborSampler", "SamplingBackendError", "SamplingError"]

@@ -1,0 +1,11 @@
+"""Errors raised by :mod:`sparsetrain.sampling`."""
+
+from sparsetrain.errors import SparsetrainError
+
+
+class SamplingError(SparsetrainError, ValueError):
+    """Bad sampler input: seeds out of range or repeated, bad fanouts, weights missing or negative."""
+
+
+class SamplingBackendError(SparsetrainError, RuntimeError):
+    """An optional backend (CUDA, DGL) that the call needs is not available."""

@@ -1,0 +1,218 @@
+"""CPU kernels of the fused multi-hop neighbor sampler (Numba, ``parallel=True``).
+
+One call of :func:`sample_hop` does one hop of a message-flow graph: for every
+dst node (the first ``num_dst`` entries of ``nodes``) it draws up to ``fanout``
+in-neighbors, in parallel over dst nodes; then one pass over the drawn edges
+looks every source up in the node map (global id -> local id), appends the
+unseen ones to ``nodes`` and writes the local source id of every edge: dedupe
+and relabel are the same lookup. The map is a direct-address table (one int32
+per graph node, -1 = absent): the identity hash, with no probing and a size
+that fits the last-level cache on graphs of a few million nodes. The table is
+left clean by :func:`reset_table` for the next batch.
+
+Draws come from :mod:`sparsetrain.sampling.rng`, so a batch is the same
+whatever the thread count. Per dst node:
+- fanout -1 takes every in-edge (weights ignored);
+- uniform without replacement: Floyd's algorithm (k <= 32) or selection
+  sampling (larger k), each a uniform k-subset of the in-edges;
+- uniform with replacement: ``fanout`` independent draws;
+- weighted with replacement: ``fanout`` draws, each proportional to the weight;
+- weighted without replacement: the k largest keys ``log(u) / w``
+  (Efraimidis-Spirakis); edges of weight 0 are never drawn.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange
+
+from sparsetrain.sampling.prefetch import prefetch
+from sparsetrain.sampling.rng import below, node_stream, uniform
+
+FLOYD_MAX = 32  # above this fanout, selection sampling (O(degree)) beats Floyd's O(k^2) membership scans
+PREFETCH = 32  # loads issued this many iterations ahead
+GATHER_CHUNKS = 256  # edge ranges of the parallel source read (results do not depend on it)
+
+
+@numba.njit(cache=True, inline="always")
+def _count(weights, lo, d, fanout, replace, weighted):
+    """How many in-edges a node with ``d`` in-edges starting at ``lo`` gets."""
+    if d == 0 or fanout < 0:
+        return d
+    if weighted:
+        positive = 0
+        for p in range(lo, lo + d):
+            if weights[p] > 0:
+                positive += 1
+        if replace:
+            return fanout if positive > 0 else 0
+        return min(fanout, positive)
+    return fanout if replace else min(fanout, d)
+
+
+@numba.njit(cache=True, inline="always")
+def _es_key(weights, lo, p, stream):
+    """Efraimidis-Spirakis key of edge ``lo + p``: larger keys win; -inf for weight 0."""
+    w = weights[lo + p]
+    if w <= 0:
+        return -np.inf
+    return np.log(uniform(stream, p)) / w
+
+
+@numba.njit(cache=True, inline="always")
+def draw_positions(weights, lo, d, k, fanout, replace, weighted, stream, out, start):
+    """Write the positions (0 <= p < d) of the ``k`` sampled in-edges of one node to ``out[start:start + k]``.
+
+    ``lo`` is where the node's edges start (weights are read at ``lo + p``).
+    """
+    if fanout < 0 or (k == d and not replace and not weighted):
+        for j in range(k):
+            out[start + j] = j
+    elif weighted and replace:
+        total = 0.0
+        for p in range(d):
+            total += weights[lo + p]
+        for j in range(k):
+            target = uniform(stream, j) * total
+            acc = 0.0
+            pick = 0
+            for p in range(d):
+                w = weights[lo + p]
+                if w > 0:
+                    pick = p
+                    acc += w
+                    if target < acc:
+                        break
+            out[start + j] = pick
+    elif weighted:
+        # the k largest keys; a full heap is not worth it for fanouts of tens
+        filled = 0
+        worst = 0
+        worst_key = np.inf
+        for p in range(d):
+            if weights[lo + p] <= 0:
+                continue
+            key = _es_key(weights, lo, p, stream)
+            if filled < k:
+                out[start + filled] = p
+                if key < worst_key:
+                    worst_key = key
+                    worst = filled
+                filled += 1
+            elif key > worst_key:
+                out[start + worst] = p
+                worst_key = np.inf
+                for j in range(k):
+                    kj = _es_key(weights, lo, out[start + j], stream)
+                    if kj < worst_key:
+                        worst_key = kj
+                        worst = j
+    elif replace:
+        for j in range(k):
+            out[start + j] = below(stream, j, d)
+    elif k <= FLOYD_MAX:
+        # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless taken, else j
+        c = 0
+        for j in range(d - k, d):
+            t = below(stream, j, j + 1)
+            for q in range(start, start + c):
+                if out[q] == t:
+                    t = j
+                    break
+            out[start + c] = t
+            c += 1
+    else:
+        # selection sampling: keep edge p with probability (still needed) / (still left)
+        c = 0
+        for p in range(d):
+            if (d - p) * uniform(stream, p) < k - c:
+                out[start + c] = p
+                c += 1
+                if c == k:
+                    break
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def sample_hop(indptr, indices, weights, nodes, num_dst, fanout, replace, weighted, key, table):
+    """One hop: returns ``(edge_index, nodes)``: local [2, E] (src, dst) and the input nodes plus the new sources.
+
+    ``table[g]`` is the local id of global node ``g`` or -1; the first ``num_dst``
+    nodes must already be in it. New nodes get ids in order of first appearance
+    in the (dst-major) edge list. Passes: count (parallel), draw edge positions
+    (parallel, compute only), read the sources at those positions (parallel,
+    prefetched), then the fused dedupe + relabel (one map lookup per edge).
+    """
+    lo = np.empty(num_dst, np.int64)
+    deg = np.empty(num_dst, np.int64)
+    offsets = np.empty(num_dst + 1, np.int64)
+    offsets[0] = 0
+    for i in prange(num_dst):
+        if i + PREFETCH < num_dst:
+            prefetch(indptr, nodes[i + PREFETCH])
+        v = nodes[i]
+        a = indptr[v]
+        lo[i] = a
+        deg[i] = indptr[v + 1] - a
+        offsets[i + 1] = _count(weights, a, deg[i], fanout, replace, weighted)
+    for i in range(num_dst):
+        offsets[i + 1] += offsets[i]
+    num_edges = offsets[num_dst]
+    nbr = np.empty(num_edges, np.int64)
+    edge_index = np.empty((2, num_edges), np.int64)
+    src = edge_index[0]
+    dst = edge_index[1]
+    for i in prange(num_dst):
+        start = offsets[i]
+        k = offsets[i + 1] - start
+        if k > 0:
+            a = lo[i]
+            draw_positions(weights, a, deg[i], k, fanout, replace, weighted, node_stream(key, nodes[i]), nbr, start)
+            for j in range(start, start + k):
+                nbr[j] += a
+                dst[j] = i
+    chunks = min(GATHER_CHUNKS, num_edges // 1024 + 1)
+    per = (num_edges + chunks - 1) // chunks
+    for c in prange(chunks):
+        first = c * per
+        last = min(num_edges, first + per)
+        for e in range(first, last):
+            if e + PREFETCH < last:
+                prefetch(indices, nbr[e + PREFETCH])
+            nbr[e] = indices[nbr[e]]
+    # fused dedupe + relabel: one lookup per edge in the node map
+    out_nodes = np.empty(num_dst + num_edges, np.int64)
+    out_nodes[:num_dst] = nodes[:num_dst]
+    n = num_dst
+    for e in range(num_edges):
+        if e + PREFETCH < num_edges:
+            prefetch(table, nbr[e + PREFETCH])
+        u = nbr[e]
+        t = table[u]
+        if t < 0:
+            t = n
+            table[u] = n
+            out_nodes[n] = u
+            n += 1
+        src[e] = t
+    return edge_index, out_nodes[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def insert_seeds(seeds, table):
+    """Give seed ``i`` local id ``i``; returns the index of the first repeated seed, or -1."""
+    for i in range(seeds.shape[0]):
+        s = seeds[i]
+        if table[s] >= 0:
+            for j in range(i):  # undo, so the table stays clean
+                table[seeds[j]] = -1
+            return i
+        table[s] = i
+    return -1
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def reset_table(table, nodes):
+    """Mark every node of a finished batch absent again (touches only those entries)."""
+    for i in prange(nodes.shape[0]):
+        table[nodes[i]] = -1

@@ -1,0 +1,373 @@
+"""GPU kernels of the fused multi-hop neighbor sampler (``numba.cuda``).
+
+One thread per dst node draws its in-edges (the same draws as the CPU kernels in
+:mod:`sparsetrain.sampling.neighbor`: same counter-based stream, same
+algorithms) and inserts every sampled source straight into one open-addressing
+hash table (global id -> local id) with ``atomicCAS`` on the key, FastGL's
+Fused-Map: sampling, dedupe and relabel share the probe. Ids are made
+deterministic without a second map: each inserted key keeps the smallest edge
+position that carried it (``atomicMin`` on ``OFFSET + e``); a flag + scan pass
+numbers the first occurrences in edge order, so new nodes get the same local ids
+as on the CPU, whatever the launch shape. Nodes of earlier hops sit in the same
+table with their final ids (< OFFSET), which ``atomicMin`` never overwrites.
+
+The graph may be in device memory or page-locked host memory (read zero-copy
+over PCIe). Arrays cross from PyTorch by ``__cuda_array_interface__``, never by
+copies. Under ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on NumPy arrays
+(:class:`NumpyArrays`), which is how the tests check them without a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda
+
+from sparsetrain.sampling.errors import SamplingBackendError
+
+EMPTY = np.int64(-1)
+OFFSET = np.int64(1 << 62)  # table values >= OFFSET are "first edge position + OFFSET" of this hop's new nodes
+FLOYD_MAX = 32  # must match neighbor.FLOYD_MAX
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_S30 = np.uint64(30)
+_S27 = np.uint64(27)
+_S31 = np.uint64(31)
+_S11 = np.uint64(11)
+_ONE = np.uint64(1)
+_INV53 = 1.0 / 9007199254740992.0
+
+
+# ---- counter-based RNG: bit-identical to sparsetrain.sampling.rng ----
+@cuda.jit(device=True)
+def _mix64(z):
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+@cuda.jit(device=True)
+def _uniform(stream, j):
+    return (_mix64(stream + (np.uint64(j) + _ONE) * _GOLDEN) >> _S11) * _INV53
+
+
+@cuda.jit(device=True)
+def _below(stream, j, n):
+    r = np.int64(_uniform(stream, j) * n)
+    return r if r < n else n - 1
+
+
+@cuda.jit(device=True)
+def _es_key(weights, lo, p, stream):
+    w = weights[lo + p]
+    if w <= 0:
+        return -math.inf
+    return math.log(_uniform(stream, p)) / w
+
+
+# ---- per-node draws: the same algorithms as neighbor.draw_positions ----
+@cuda.jit(device=True)
+def _count(weights, lo, d, fanout, replace, weighted):
+    if d == 0 or fanout < 0:
+        return d
+    if weighted:
+        positive = 0
+        for p in range(lo, lo + d):
+            if weights[p] > 0:
+                positive += 1
+        if replace:
+            return fanout if positive > 0 else 0
+        return min(fanout, positive)
+    return fanout if replace else min(fanout, d)
+
+
+@cuda.jit(device=True)
+def _draw_positions(weights, lo, d, k, fanout, replace, weighted, stream, out, start):
+    if fanout < 0 or (k == d and not replace and not weighted):
+        for j in range(k):
+            out[start + j] = j
+    elif weighted and replace:
+        total = 0.0
+        for p in range(d):
+            total += weights[lo + p]
+        for j in range(k):
+            target = _uniform(stream, j) * total
+            acc = 0.0
+            pick = 0
+            for p in range(d):
+                w = weights[lo + p]
+                if w > 0:
+                    pick = p
+                    acc += w
+                    if target < acc:
+                        break
+            out[start + j] = pick
+    elif weighted:
+        filled = 0
+        worst = 0
+        worst_key = math.inf
+        for p in range(d):
+            if weights[lo + p] <= 0:
+                continue
+            key = _es_key(weights, lo, p, stream)
+            if filled < k:
+                out[start + filled] = p
+                if key < worst_key:
+                    worst_key = key
+                    worst = filled
+                filled += 1
+            elif key > worst_key:
+                out[start + worst] = p
+                worst_key = math.inf
+                for j in range(k):
+                    kj = _es_key(weights, lo, out[start + j], stream)
+                    if kj < worst_key:
+                        worst_key = kj
+                        worst = j
+    elif replace:
+        for j in range(k):
+            out[start + j] = _below(stream, j, d)
+    elif k <= FLOYD_MAX:
+        c = 0
+        for j in range(d - k, d):
+            t = _below(stream, j, j + 1)
+            for q in range(start, start + c):
+                if out[q] == t:
+                    t = j
+                    break
+            out[start + c] = t
+            c += 1
+    else:
+        c = 0
+        for p in range(d):
+            if (d - p) * _uniform(stream, p) < k - c:
+                out[start + c] = p
+                c += 1
+                if c == k:
+                    break
+
+
+# ---- the open-addressing map ----
+@cuda.jit(device=True)
+def _insert(table_keys, table_vals, mask, node, value):
+    """Find or claim ``node``'s slot (linear probing, CAS on the key), lower its value to ``value``; returns the slot."""
+    slot = np.int64(_mix64(np.uint64(node)) & np.uint64(mask))
+    while True:
+        old = cuda.atomic.cas(table_keys, slot, EMPTY, node)
+        if old == EMPTY or old == node:
+            break
+        slot = (slot + 1) & mask
+    if table_vals[slot] > value:
+        cuda.atomic.min(table_vals, slot, value)
+    return slot
+
+
+@cuda.jit
+def _insert_known(nodes, num_nodes, table_keys, table_vals, mask):
+    i = cuda.grid(1)
+    if i < num_nodes:
+        _insert(table_keys, table_vals, mask, nodes[i], np.int64(i))
+
+
+@cuda.jit
+def _count_kernel(indptr, weights, nodes, num_dst, fanout, replace, weighted, lo, deg, counts):
+    i = cuda.grid(1)
+    if i < num_dst:
+        v = nodes[i]
+        a = indptr[v]
+        d = indptr[v + 1] - a
+        lo[i] = a
+        deg[i] = d
+        counts[i] = _count(weights, a, d, fanout, replace, weighted)
+
+
+@cuda.jit
+def _sample_kernel(indices, weights, nodes, num_dst, lo, deg, ends, fanout, replace, weighted, key, table_keys, table_vals, mask, src, dst, slots):
+    """Draw node i's in-edges into src[start:end] (positions), then read each source and insert it into the map."""
+    i = cuda.grid(1)
+    if i < num_dst:
+        start = ends[i - 1] if i > 0 else np.int64(0)
+        k = ends[i] - start
+        if k > 0:
+            v = nodes[i]
+            a = lo[i]
+            stream = _mix64(key ^ (np.uint64(v) * _GOLDEN))
+            _draw_positions(weights, a, deg[i], k, fanout, replace, weighted, stream, src, start)
+            for e in range(start, start + k):
+                u = np.int64(indices[a + src[e]])
+                slots[e] = _insert(table_keys, table_vals, mask, u, OFFSET + e)
+                dst[e] = i
+
+
+@cuda.jit
+def _first_kernel(slots, table_vals, num_edges, flags):
+    e = cuda.grid(1)
+    if e < num_edges:
+        flags[e] = 1 if table_vals[slots[e]] == OFFSET + e else 0
+
+
+@cuda.jit
+def _number_kernel(slots, table_keys, table_vals, num_edges, ranks, base, out_nodes):
+    """First occurrences (inclusive rank steps up at e) take local id base + rank - 1."""
+    e = cuda.grid(1)
+    if e < num_edges:
+        before = ranks[e - 1] if e > 0 else 0
+        if ranks[e] != before:
+            local = base + before
+            table_vals[slots[e]] = local
+            out_nodes[local] = table_keys[slots[e]]
+
+
+@cuda.jit
+def _relabel_kernel(slots, table_vals, num_edges, src):
+    e = cuda.grid(1)
+    if e < num_edges:
+        src[e] = table_vals[slots[e]]
+
+
+# ---- array back ends: PyTorch CUDA tensors on a GPU, NumPy arrays under the simulator ----
+class TorchArrays:
+    """Allocations and scans as PyTorch CUDA tensors; kernels see them through ``__cuda_array_interface__``."""
+
+    threads = 256
+
+    def __init__(self, device) -> None:
+        import torch
+
+        self.torch = torch
+        self.device = device
+        self._dtypes = {np.int64: torch.int64, np.int32: torch.int32, np.float32: torch.float32}
+
+    def empty(self, n: int, dtype=np.int64):
+        return self.torch.empty(n, dtype=self._dtypes[dtype], device=self.device)
+
+    def full(self, n: int, value: int, dtype=np.int64):
+        return self.torch.full((n,), value, dtype=self._dtypes[dtype], device=self.device)
+
+    def cumsum(self, a):
+        return self.torch.cumsum(a, 0)
+
+    def last(self, a) -> int:
+        return int(a[-1].item()) if a.numel() else 0
+
+    def kernel(self, a):
+        return cuda.as_cuda_array(a) if a.device.type == "cuda" else _host_mapped(a)
+
+    def stack(self, a, b):
+        return self.torch.stack([a, b])
+
+    def copy_into(self, dst, src, n: int):
+        dst[:n] = src[:n]
+
+
+class NumpyArrays(TorchArrays):
+    """The same operations on NumPy arrays, for the CUDA simulator."""
+
+    threads = 32
+
+    def __init__(self) -> None:
+        pass
+
+    def empty(self, n: int, dtype=np.int64):
+        return np.empty(n, dtype)
+
+    def full(self, n: int, value: int, dtype=np.int64):
+        return np.full(n, value, dtype)
+
+    def cumsum(self, a):
+        return np.cumsum(a)
+
+    def last(self, a) -> int:
+        return int(a[-1]) if a.size else 0
+
+    def kernel(self, a):
+        return a
+
+    def stack(self, a, b):
+        return np.stack([a, b])
+
+
+def _host_mapped(tensor):
+    """A device view of a page-locked host tensor (unified addressing: the host pointer is valid on the device)."""
+    if not tensor.is_pinned():
+        raise SamplingBackendError("GPU sampling reads the graph from device memory or pinned host memory; call graph.to('cuda') or graph.pin_memory()")
+
+    class _View:
+        __cuda_array_interface__ = {
+            "shape": tuple(tensor.shape),
+            "typestr": tensor.numpy().dtype.str,
+            "data": (tensor.data_ptr(), False),
+            "version": 3,
+        }
+
+    return cuda.as_cuda_array(_View())
+
+
+def _blocks(n: int, threads: int) -> int:
+    return max(1, (n + threads - 1) // threads)
+
+
+def _capacity(n: int) -> int:
+    """Table size for ``n`` keys: a power of two, at most half full."""
+    return 1 << max(6, int(2 * max(n, 1) - 1).bit_length())
+
+
+class CudaGraph:
+    """The sampler's device views of a CSCGraph (device memory or pinned host memory)."""
+
+    def __init__(self, graph) -> None:
+        if not cuda.is_available():
+            raise SamplingBackendError("GPU sampling needs a CUDA device visible to numba.cuda; sample on the CPU (keep the graph and seeds on the host)")
+        device = graph.device if graph.device.type == "cuda" else None
+        self.ops = TorchArrays(device or "cuda")
+        self.indptr = self.ops.kernel(graph.indptr)
+        self.indices = self.ops.kernel(graph.indices)
+        self.weights = self.ops.kernel(graph.weights) if graph.weights is not None else cuda.to_device(np.empty(1, np.float32))
+
+
+def sample_layers(graph: CudaGraph, seeds, fanouts, replace: bool, weighted: bool, keys):
+    """All hops on the GPU: ``([(edge_index [2, E], num_src, num_dst) innermost first], nodes)`` as CUDA tensors."""
+    return sample_arrays(graph.ops, graph.indptr, graph.indices, graph.weights, seeds, fanouts, replace, weighted, keys)
+
+
+def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weighted, keys):
+    """The hop loop over any array back end (``ops``); graph arrays already in kernel form."""
+    t = ops.threads
+    k = ops.kernel
+    num_seeds = len(seeds)
+    nodes = ops.empty(num_seeds)
+    ops.copy_into(nodes, seeds, num_seeds)
+    num_nodes = num_seeds
+    capacity = 0
+    table_keys = table_vals = None
+    layers = []
+    for hop, fanout in enumerate(fanouts):
+        num_dst = num_nodes
+        lo, deg, counts = ops.empty(num_dst), ops.empty(num_dst), ops.empty(num_dst)
+        _count_kernel[_blocks(num_dst, t), t](indptr, weights, k(nodes), num_dst, fanout, replace, weighted, k(lo), k(deg), k(counts))
+        ends = ops.cumsum(counts)
+        num_edges = ops.last(ends)
+        needed = _capacity(num_dst + num_edges)
+        if needed > capacity:  # grow: a fresh table holding every node so far
+            capacity = needed
+            table_keys, table_vals = ops.full(capacity, EMPTY), ops.full(capacity, np.iinfo(np.int64).max)
+            _insert_known[_blocks(num_dst, t), t](k(nodes), num_dst, k(table_keys), k(table_vals), capacity - 1)
+        src, dst, slots = ops.empty(num_edges), ops.empty(num_edges), ops.empty(num_edges)
+        _sample_kernel[_blocks(num_dst, t), t](
+            indices, weights, k(nodes), num_dst, k(lo), k(deg), k(ends), fanout, replace, weighted, np.uint64(keys[hop]),
+            k(table_keys), k(table_vals), capacity - 1, k(src), k(dst), k(slots),
+        )
+        flags = ops.empty(num_edges)
+        _first_kernel[_blocks(num_edges, t), t](k(slots), k(table_vals), num_edges, k(flags))
+        ranks = ops.cumsum(flags)
+        num_new = ops.last(ranks)
+        grown = ops.empty(num_dst + num_new)
+        ops.copy_into(grown, nodes, num_dst)
+        _number_kernel[_blocks(num_edges, t), t](k(slots), k(table_keys), k(table_vals), num_edges, k(ranks), num_dst, k(grown))
+        _relabel_kernel[_blocks(num_edges, t), t](k(slots), k(table_vals), num_edges, k(src))
+        nodes = grown
+        num_nodes = num_dst + num_new
+        layers.append((ops.stack(src, dst), num_nodes, num_dst))
+    return layers, nodes

@@ -1,0 +1,131 @@
+"""`NeighborSampler`: fused multi-hop neighbor sampling into a `MiniBatch`."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from sparsetrain.sampling import neighbor
+from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.minibatch import Block, MiniBatch
+from sparsetrain.sampling.rng import hop_key
+
+_SEED_MASK = (1 << 63) - 1
+
+
+class NeighborSampler:
+    """Sample a message-flow graph around a batch of seed nodes.
+
+    ``fanouts[h]`` is how many in-neighbors every node gets at hop ``h`` from the
+    seeds (``fanouts[0]`` for the seeds themselves, as in PyG's ``num_neighbors``;
+    -1 = all). Each hop samples for all of its dst nodes, i.e. every node found
+    so far (DGL's semantics), so ``blocks[-1]`` (the innermost) uses ``fanouts[0]``.
+    Without replacement by default; ``weighted=True`` draws proportionally to
+    ``graph.weights``. Runs on the GPU when the graph is on CUDA (or pinned and
+    the seeds are on CUDA), else on the CPU. The same ``seed`` gives the same
+    batches, whatever the thread count: the ``b``-th call of :meth:`sample` uses
+    batch id ``b`` unless ``batch_id`` is given.
+    """
+
+    def __init__(self, graph: CSCGraph, fanouts: Sequence[int], *, replace: bool = False, weighted: bool = False, seed: int | None = None) -> None:
+        if not isinstance(graph, CSCGraph):
+            raise SamplingError(f"graph is a {type(graph).__name__}; pass a sparsetrain.sampling.CSCGraph (e.g. sparsetrain.datasets.load(path).graph)")
+        fanouts = list(fanouts)
+        if not fanouts or any(not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < -1 for f in fanouts):
+            raise SamplingError(f"fanouts={fanouts!r}; give a non-empty list of ints >= 0, or -1 for all neighbors")
+        if weighted:
+            if graph.weights is None:
+                raise SamplingError("weighted=True but the graph has no edge weights; build the dataset with edge weights or pass weighted=False")
+            w = graph.weights
+            if not torch.is_floating_point(w):
+                raise SamplingError(f"graph.weights has dtype {w.dtype}; edge weights must be float32 or float64")
+            if bool((w < 0).any()) or not bool(torch.isfinite(w).all()):
+                raise SamplingError("graph.weights has negative or non-finite entries; sampling weights must be finite and >= 0")
+        self.graph = graph
+        self.fanouts = [int(f) for f in fanouts]
+        self.replace = bool(replace)
+        self.weighted = bool(weighted)
+        self.seed = int(torch.randint(0, 2**62, ()).item()) if seed is None else int(seed) & _SEED_MASK
+        self._counter = itertools.count()
+        self._lock = threading.Lock()
+        self._tables: list[np.ndarray] = []  # node maps, one per concurrent CPU call
+        self._cuda = None
+
+    @property
+    def num_hops(self) -> int:
+        return len(self.fanouts)
+
+    def sample(self, seeds: torch.Tensor, *, batch_id: int | None = None) -> MiniBatch:
+        """Sample the blocks of ``seeds`` (unique node ids); see the class docstring for the semantics."""
+        seeds = torch.as_tensor(seeds)
+        if seeds.dim() != 1 or seeds.dtype.is_floating_point or seeds.dtype == torch.bool:
+            raise SamplingError(f"seeds must be a 1-D integer tensor of node ids; got shape {list(seeds.shape)} dtype {seeds.dtype}")
+        if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= self.graph.num_nodes):
+            raise SamplingError(f"seeds has ids outside [0, {self.graph.num_nodes}); seeds must be node ids of this graph")
+        if batch_id is None:
+            with self._lock:
+                batch_id = next(self._counter)
+        keys = [hop_key(self.seed, int(batch_id), hop) for hop in range(self.num_hops)]
+        if self._on_gpu(seeds):
+            return self._sample_cuda(seeds, keys)
+        return self._sample_cpu(seeds.to("cpu", torch.int64), keys)
+
+    def _on_gpu(self, seeds: torch.Tensor) -> bool:
+        return self.graph.device.type == "cuda" or (seeds.device.type == "cuda" and self.graph.is_pinned())
+
+    def _sample_cuda(self, seeds: torch.Tensor, keys: list[int]) -> MiniBatch:
+        from sparsetrain.sampling import neighbor_cuda
+
+        if self._cuda is None:
+            self._cuda = neighbor_cuda.CudaGraph(self.graph)
+        device = self.graph.device if self.graph.device.type == "cuda" else seeds.device
+        seeds = seeds.to(device, torch.int64)
+        layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self.fanouts, self.replace, self.weighted, keys)
+        return _assemble(seeds, layers, nodes)
+
+    def _sample_cpu(self, seeds: torch.Tensor, keys: list[int]) -> MiniBatch:
+        indptr, indices, weights = self.graph.numpy()
+        if weights is None or not self.weighted:
+            weights = np.empty(0, np.float32)
+        table = self._acquire_table()
+        nodes = np.ascontiguousarray(seeds.numpy())
+        try:
+            repeated = neighbor.insert_seeds(nodes, table)
+            if repeated >= 0:
+                raise SamplingError(f"seed {int(nodes[repeated])} appears more than once in seeds; pass unique seeds (e.g. torch.unique(seeds))")
+            layers = []
+            try:
+                for fanout, key in zip(self.fanouts, keys):
+                    num_dst = nodes.shape[0]
+                    edge_index, nodes = neighbor.sample_hop(indptr, indices, weights, nodes, num_dst, fanout, self.replace, self.weighted, np.uint64(key), table)
+                    layers.append((torch.from_numpy(edge_index), nodes.shape[0], num_dst))
+            finally:
+                neighbor.reset_table(table, nodes)
+        finally:
+            self._release_table(table)
+        return _assemble(seeds, layers, torch.from_numpy(nodes))
+
+    def _acquire_table(self) -> np.ndarray:
+        with self._lock:
+            if self._tables:
+                return self._tables.pop()
+        dtype = np.int32 if self.graph.num_nodes < 2**31 else np.int64
+        return np.full(self.graph.num_nodes, -1, dtype)
+
+    def _release_table(self, table: np.ndarray) -> None:
+        with self._lock:
+            self._tables.append(table)
+
+    def __repr__(self) -> str:
+        return f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, seed={self.seed}, graph={self.graph!r})"
+
+
+def _assemble(seeds: torch.Tensor, layers: list[tuple[torch.Tensor, int, int]], input_nodes: torch.Tensor) -> MiniBatch:
+    """Innermost-first hop results ``(edge_index, num_src, num_dst)`` to a MiniBatch (outermost block first)."""
+    blocks = [Block(edge_index, num_src, num_dst) for edge_index, num_src, num_dst in reversed(layers)]
+    return MiniBatch(seeds=seeds, input_nodes=input_nodes, blocks=blocks)
