@@ -29,7 +29,8 @@ class NeighborSampler:
     ``graph.weights``. Runs on the GPU when the graph is on CUDA (or pinned and
     the seeds are on CUDA), else on the CPU. The same ``seed`` gives the same
     batches, whatever the thread count: the ``b``-th call of :meth:`sample` uses
-    batch id ``b`` unless ``batch_id`` is given.
+    batch key ``b`` unless ``batch`` is given (a loader passes its own key, so a
+    resumed run redraws the same batches).
     """
 
     def __init__(self, graph: CSCGraph, fanouts: Sequence[int], *, replace: bool = False, weighted: bool = False, seed: int | None = None) -> None:
@@ -60,17 +61,17 @@ class NeighborSampler:
     def num_hops(self) -> int:
         return len(self.fanouts)
 
-    def sample(self, seeds: torch.Tensor, *, batch_id: int | None = None) -> MiniBatch:
+    def sample(self, seeds: torch.Tensor, *, batch: int | None = None) -> MiniBatch:
         """Sample the blocks of ``seeds`` (unique node ids); see the class docstring for the semantics."""
         seeds = torch.as_tensor(seeds)
         if seeds.dim() != 1 or seeds.dtype.is_floating_point or seeds.dtype == torch.bool:
             raise SamplingError(f"seeds must be a 1-D integer tensor of node ids; got shape {list(seeds.shape)} dtype {seeds.dtype}")
         if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= self.graph.num_nodes):
             raise SamplingError(f"seeds has ids outside [0, {self.graph.num_nodes}); seeds must be node ids of this graph")
-        if batch_id is None:
+        if batch is None:
             with self._lock:
-                batch_id = next(self._counter)
-        keys = [hop_key(self.seed, int(batch_id), hop) for hop in range(self.num_hops)]
+                batch = next(self._counter)
+        keys = [hop_key(self.seed, int(batch), hop) for hop in range(self.num_hops)]
         if self._on_gpu(seeds):
             return self._sample_cuda(seeds, keys)
         return self._sample_cpu(seeds.to("cpu", torch.int64), keys)
