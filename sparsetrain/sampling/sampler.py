@@ -86,6 +86,8 @@ class NeighborSampler:
             self._cuda = neighbor_cuda.CudaGraph(self.graph)
         device = self.graph.device if self.graph.device.type == "cuda" else seeds.device
         seeds = seeds.to(device, torch.int64)
+        if torch.unique(seeds).numel() != seeds.numel():
+            raise SamplingError("seeds has repeated node ids; pass unique seeds (e.g. torch.unique(seeds))")
         layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self.fanouts, self.replace, self.weighted, keys)
         return _assemble(seeds, layers, nodes)
 

@@ -1,0 +1,108 @@
+"""GPU sampler kernels under the Numba CUDA simulator, checked against the CPU sampler.
+
+Run by tests/test_sampling_cuda.py in a subprocess with NUMBA_ENABLE_CUDASIM=1
+(the variable must be set before numba.cuda is imported). Prints one JSON
+object: check name -> "ok" or the failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+import warnings
+
+import numpy as np
+import torch
+
+assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUDASIM=1"
+
+from sparsetrain.sampling import CSCGraph, NeighborSampler  # noqa: E402
+from sparsetrain.sampling import neighbor_cuda as nc  # noqa: E402
+from sparsetrain.sampling.rng import hop_key  # noqa: E402
+
+
+def graph(num_nodes=60, num_edges=500, seed=0, weighted=False) -> CSCGraph:
+    g = torch.Generator().manual_seed(seed)
+    ei = torch.unique(torch.randint(0, num_nodes, (2, num_edges), generator=g), dim=1)
+    return CSCGraph.from_edge_index(ei, num_nodes, torch.rand(ei.shape[1], generator=g) if weighted else None)
+
+
+def gpu_sample(g: CSCGraph, seeds, fanouts, *, replace=False, weighted=False, seed=5, batch=7, ops=None):
+    indptr, indices, weights = g.numpy()
+    weights = weights if weighted else np.empty(1, np.float32)
+    keys = [hop_key(seed, batch, h) for h in range(len(fanouts))]
+    with np.errstate(all="ignore"):  # uint64 products wrap on purpose
+        return nc.sample_arrays(ops or nc.NumpyArrays(), indptr, indices, weights, np.asarray(seeds, np.int64), fanouts, replace, weighted, keys)
+
+
+def assert_same_as_cpu(g, seeds, fanouts, **kw):
+    layers, nodes = gpu_sample(g, seeds, fanouts, **kw)
+    mb = NeighborSampler(g, fanouts, seed=5, **kw).sample(torch.tensor(seeds), batch=7)
+    assert np.array_equal(nodes, mb.input_nodes.numpy()), "input nodes differ from the CPU sampler"
+    for (edge_index, num_src, num_dst), block in zip(reversed(layers), mb.blocks):
+        assert (num_src, num_dst) == (block.num_src, block.num_dst), "block sizes differ"
+        assert np.array_equal(edge_index, block.edge_index.numpy()), "block edges differ"
+    return layers, nodes
+
+
+def check_uniform_without_replacement():
+    assert_same_as_cpu(graph(), [3, 9, 11, 40], [3, 2, 2])
+
+
+def check_uniform_with_replacement():
+    assert_same_as_cpu(graph(seed=1), [0, 1, 2], [4, 3], replace=True)
+
+
+def check_selection_sampling_large_fanout():
+    assert_same_as_cpu(graph(80, 4000, seed=2), [5, 6], [40, 2])
+
+
+def check_weighted_without_replacement():
+    assert_same_as_cpu(graph(seed=3, weighted=True), [1, 7, 8], [3, 2], weighted=True)
+
+
+def check_weighted_with_replacement():
+    assert_same_as_cpu(graph(seed=4, weighted=True), [2, 4], [3, 3], weighted=True, replace=True)
+
+
+def check_full_fanout_is_exactly_the_in_edges():
+    g = graph(50, 200, seed=5)
+    layers, nodes = assert_same_as_cpu(g, [0, 10], [-1, -1])
+    src_all, dst_all = g.to_edge_index().numpy()
+    for edge_index, num_src, num_dst in layers:
+        got = sorted(zip(nodes[edge_index[0]].tolist(), nodes[edge_index[1]].tolist()))
+        wanted = np.isin(dst_all, nodes[:num_dst])
+        assert got == sorted(zip(src_all[wanted].tolist(), dst_all[wanted].tolist())), "block is not the in-edges of its dst nodes"
+        assert len(set(nodes[:num_src].tolist())) == num_src, "a node appears twice"
+
+
+def check_launch_shape_does_not_change_the_result():
+    class Narrow(nc.NumpyArrays):
+        threads = 3
+
+    g = graph(seed=6)
+    wide = gpu_sample(g, [1, 2, 3, 4, 5], [3, 3])
+    narrow = gpu_sample(g, [1, 2, 3, 4, 5], [3, 3], ops=Narrow())
+    assert np.array_equal(wide[1], narrow[1])
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(wide[0], narrow[0]))
+
+
+def check_hash_table_grows_across_hops():
+    # 2 seeds -> a 64-slot table; the third hop needs far more: the grow path re-inserts every node
+    assert_same_as_cpu(graph(200, 3000, seed=7), [0, 1], [5, 5, 5])
+
+
+CHECKS = {name: fn for name, fn in globals().items() if name.startswith("check_")}
+
+if __name__ == "__main__":
+    warnings.filterwarnings("ignore")
+    results = {}
+    for name in sys.argv[1:] or CHECKS:
+        try:
+            CHECKS[name]()
+            results[name] = "ok"
+        except Exception:
+            results[name] = traceback.format_exc()
+    print(json.dumps(results))

@@ -1,0 +1,36 @@
+"""The numba.cuda sampling kernels, run under the CUDA simulator on tiny graphs (see cudasim_sampling.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).with_name("cudasim_sampling.py")
+CHECKS = [
+    "check_uniform_without_replacement",
+    "check_uniform_with_replacement",
+    "check_selection_sampling_large_fanout",
+    "check_weighted_without_replacement",
+    "check_weighted_with_replacement",
+    "check_full_fanout_is_exactly_the_in_edges",
+    "check_launch_shape_does_not_change_the_result",
+    "check_hash_table_grows_across_hops",
+]
+
+
+@pytest.fixture(scope="module")
+def simulator_results() -> dict[str, str]:
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    proc = subprocess.run([sys.executable, str(SCRIPT), *CHECKS], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_cuda_kernels_under_simulator_match_cpu(simulator_results, check):
+    assert simulator_results[check] == "ok", simulator_results[check]
