@@ -1,0 +1,186 @@
+"""The one contract every feature tier honours: ``gather(ids, out=None) -> rows in ids order``."""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
+
+ID_DTYPES = (torch.int64, torch.int32)
+
+
+@dataclass
+class GatherStats:
+    """Counters of one store. ``bytes_moved`` counts bytes read from the slower tier or copied across a bus.
+
+    ``hits``/``misses`` count distinct rows per gather and are kept by caches only.
+    """
+
+    gathers: int = 0
+    rows_served: int = 0
+    bytes_served: int = 0
+    bytes_moved: int = 0
+    hits: int = 0
+    misses: int = 0
+    victim_hits: int = 0
+    evictions: int = 0
+    prefetched_rows: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        """Hits over distinct rows looked up (0.0 before any lookup)."""
+        looked_up = self.hits + self.misses
+        return self.hits / looked_up if looked_up else 0.0
+
+    def reset(self) -> None:
+        """Zero every counter."""
+        for name in asdict(self):
+            setattr(self, name, 0)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "hit_rate": self.hit_rate}
+
+
+def check_ids(ids, num_rows: int, where: str) -> torch.Tensor:
+    """Validate row ids before any read: a 1-D int64/int32 tensor (or NumPy array) inside ``[0, num_rows)``.
+
+    Returns the ids as a tensor (NumPy input wrapped without a copy).
+    """
+    if isinstance(ids, np.ndarray):
+        if ids.dtype.kind not in "iu":
+            raise FeatureIdError(f"{where}: ids must be integers, got a NumPy array of {ids.dtype}; pass ids.astype(np.int64)")
+        ids = torch.from_numpy(np.ascontiguousarray(ids.astype(np.int64, copy=False)))
+    if not isinstance(ids, torch.Tensor):
+        raise FeatureIdError(f"{where}: ids must be a torch.LongTensor, got {type(ids).__name__}; wrap them with torch.as_tensor(ids, dtype=torch.long)")
+    if ids.dtype not in ID_DTYPES:
+        raise FeatureIdError(f"{where}: ids must be int64 (LongTensor) or int32, got {ids.dtype}; convert with ids.long()")
+    if ids.dim() != 1:
+        raise FeatureIdError(f"{where}: ids must be 1-D, got shape {tuple(ids.shape)}; flatten them with ids.reshape(-1)")
+    if ids.numel():
+        lo, hi = (int(v) for v in torch.aminmax(ids))
+        if lo < 0 or hi >= num_rows:
+            bad = lo if lo < 0 else hi
+            raise FeatureIdError(
+                f"{where}: row id {bad} is out of range for a table of {num_rows} rows (valid: 0..{num_rows - 1}); "
+                "ids must be non-negative node ids of this table (no negative indexing)"
+            )
+    return ids
+
+
+def torch_dtype_of(dtype: np.dtype) -> torch.dtype:
+    """The torch dtype with the same bits as a NumPy dtype."""
+    try:
+        return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+    except TypeError:
+        raise FeatureIdError(f"dtype {dtype} has no torch equivalent; store features as float32/float16/int types") from None
+
+
+def byte_rows(t: torch.Tensor) -> np.ndarray:
+    """A 2-D NumPy view ``[rows, row_bytes]`` of a contiguous CPU tensor, in the widest word that divides a row.
+
+    Works for every dtype torch has (bfloat16 included) because it views the raw bytes.
+    """
+    rows = t.shape[0]
+    flat = t.reshape(rows, -1)
+    if flat.shape[1] == 0:
+        return np.empty((rows, 0), dtype=np.uint8)
+    return widen(flat.view(torch.uint8).numpy())
+
+
+def widen(array: np.ndarray) -> np.ndarray:
+    """View ``[rows, row_bytes]`` uint8 as uint64/32/16 words when the row length and address allow."""
+    row_bytes = array.shape[1]
+    for word in (np.uint64, np.uint32, np.uint16):
+        size = np.dtype(word).itemsize
+        if row_bytes and row_bytes % size == 0 and array.ctypes.data % size == 0:
+            return array.view(word)
+    return array
+
+
+class FeatureStore(ABC):
+    """A table of rows (one per node) that returns any subset of rows, in order, on its target device.
+
+    Subclasses set ``shape`` (``torch.Size``), ``dtype`` (torch), ``device`` and implement ``_gather_into``.
+    """
+
+    shape: torch.Size
+    dtype: torch.dtype
+    device: torch.device
+
+    def __init__(self, shape, dtype: torch.dtype, device: torch.device | str) -> None:
+        self.shape = torch.Size(shape)
+        self.dtype = dtype
+        self.device = torch.device(device)
+        self.stats = GatherStats()
+
+    @property
+    def num_rows(self) -> int:
+        return self.shape[0]
+
+    @property
+    def row_shape(self) -> torch.Size:
+        return self.shape[1:]
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one row."""
+        return math.prod(self.row_shape) * torch.empty((), dtype=self.dtype).element_size()
+
+    @property
+    def nbytes(self) -> int:
+        return self.num_rows * self.row_bytes
+
+    def __len__(self) -> int:
+        return self.num_rows
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def gather(self, ids: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Rows ``ids`` (any order, duplicates allowed) as a ``[len(ids), *row_shape]`` tensor on ``self.device``.
+
+        ``out``, when given, must be a contiguous tensor of that shape, dtype and device; it is filled and returned.
+        Ids out of range raise :class:`~sparsetrain.storage.errors.FeatureIdError` before anything is read.
+        """
+        ids = check_ids(ids, self.num_rows, f"{type(self).__name__}.gather")
+        out = self._output(ids.numel(), out)
+        if ids.numel() and self.row_bytes:
+            self._gather_into(ids, out)
+        self.stats.gathers += 1
+        self.stats.rows_served += ids.numel()
+        self.stats.bytes_served += ids.numel() * self.row_bytes
+        return out
+
+    def __getitem__(self, ids) -> torch.Tensor:
+        """``store[ids]`` is ``store.gather(ids)``."""
+        return self.gather(ids)
+
+    def _output(self, n: int, out: torch.Tensor | None) -> torch.Tensor:
+        shape = (n, *self.row_shape)
+        if out is None:
+            return self._empty(shape)
+        where = f"{type(self).__name__}.gather(out=)"
+        if not isinstance(out, torch.Tensor):
+            raise FeatureOutputError(f"{where}: out must be a torch.Tensor, got {type(out).__name__}")
+        if tuple(out.shape) != shape or out.dtype != self.dtype or out.device != self.device or not out.is_contiguous():
+            raise FeatureOutputError(
+                f"{where}: expected a contiguous {self.dtype} tensor of shape {list(shape)} on {self.device}, got "
+                f"{out.dtype} {list(out.shape)} on {out.device}{'' if out.is_contiguous() else ' (not contiguous)'}; "
+                "allocate it with torch.empty(shape, dtype=store.dtype, device=store.device)"
+            )
+        return out
+
+    def _empty(self, shape) -> torch.Tensor:
+        return torch.empty(shape, dtype=self.dtype, device=self.device)
+
+    @abstractmethod
+    def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:
+        """Fill ``out`` with rows ``ids`` (already validated, non-empty)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(shape={list(self.shape)}, dtype={self.dtype}, device={self.device})"

@@ -1,0 +1,225 @@
+"""`CachedFeatures`: a software cache of rows, on the GPU or in host memory, in front of a slower tier."""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from sparsetrain.storage.base import FeatureStore, check_ids
+from sparsetrain.storage.errors import CacheBudgetError
+from sparsetrain.storage.policies import POLICIES, make_policy
+from sparsetrain.storage.victim import VictimBuffer
+
+PRELOAD_CHUNK_BYTES = 64 << 20
+
+
+def as_feature_store(source) -> FeatureStore:
+    """A FeatureStore for a store, a tensor/array (TensorFeatures) or a .npy path (MmapFeatures)."""
+    if isinstance(source, FeatureStore):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        from sparsetrain.storage.mmap import MmapFeatures
+
+        return MmapFeatures(source)
+    from sparsetrain.storage.tensor import TensorFeatures
+
+    return TensorFeatures(source)
+
+
+class CachedFeatures(FeatureStore):
+    """A cache of ``capacity_bytes`` of rows of ``backing`` on ``device``; ``gather`` serves hits from it.
+
+    ``policy``: ``"static"``, ``"lru"``, ``"clock"`` or ``"hybrid"`` (see :mod:`sparsetrain.storage.policies`);
+    ``hotness`` (one value per row: in-degree or pre-sampling access counts) ranks rows for the static
+    hot set. ``victim_bytes`` of host memory keep recently evicted rows. Row storage never exceeds
+    ``capacity_bytes`` (a budget smaller than one row raises :class:`CacheBudgetError`); per-row
+    bookkeeping (an int64 slot index per row) lives in host memory outside that budget.
+    ``prefetch(ids)`` loads misses in a background thread; gathers and prefetches exchange rows
+    under a lock, so a gather never sees a half-written row.
+    """
+
+    def __init__(
+        self,
+        backing,
+        capacity_bytes: int,
+        policy: str = "hybrid",
+        device: str | torch.device | None = None,
+        *,
+        hotness=None,
+        victim_bytes: int = 0,
+        **policy_options,
+    ) -> None:
+        self.backing = as_feature_store(backing)
+        super().__init__(self.backing.shape, self.backing.dtype, device if device is not None else self.backing.device)
+        if policy not in POLICIES:
+            raise CacheBudgetError(f"unknown cache policy {policy!r}; choose one of {', '.join(POLICIES)}")
+        row_bytes = self.row_bytes
+        if row_bytes == 0 or capacity_bytes < row_bytes:
+            raise CacheBudgetError(
+                f"CachedFeatures: capacity_bytes={capacity_bytes} cannot hold one row of {row_bytes} bytes "
+                f"({list(self.row_shape)} x {self.dtype}); give at least {max(row_bytes, 1)} bytes"
+            )
+        self.capacity_bytes = int(capacity_bytes)
+        num_slots = min(self.capacity_bytes // row_bytes, self.num_rows)
+        self.policy = make_policy(policy, self.num_rows, num_slots, hotness, **policy_options)
+        self.slots = torch.empty((self.policy.num_slots, *self.row_shape), dtype=self.dtype, device=self.device)
+        victim_rows = int(victim_bytes) // row_bytes
+        self.victim = VictimBuffer(self.num_rows, victim_rows, self.row_shape, self.dtype) if victim_rows else None
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._read_events: list = []
+        self._write_event = None
+        self._preload()
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes of row storage held: cache slots plus victim buffer."""
+        slots = self.slots.numel() * self.slots.element_size()
+        return slots + (self.victim.nbytes if self.victim is not None else 0)
+
+    def _preload(self) -> None:
+        ids, slots = self.policy.preload()
+        step = max(1, PRELOAD_CHUNK_BYTES // self.row_bytes)
+        for lo in range(0, ids.size, step):
+            rows = self.backing.gather(torch.from_numpy(ids[lo : lo + step]))
+            self.slots[torch.from_numpy(slots[lo : lo + step]).to(self.device)] = rows.to(self.device)
+            self.stats.bytes_moved += rows.shape[0] * self.row_bytes
+
+    # -------------------------------------------------- CUDA stream ordering between readers and writers
+
+    def _after_read(self) -> None:
+        if self.device.type == "cuda":
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(self.device))
+            self._read_events.append(event)
+
+    def _before_read(self) -> None:
+        if self._write_event is not None:
+            torch.cuda.current_stream(self.device).wait_event(self._write_event)
+
+    def _before_write(self) -> None:
+        if self.device.type == "cuda":
+            stream = torch.cuda.current_stream(self.device)
+            for event in self._read_events:
+                stream.wait_event(event)
+            self._read_events.clear()
+
+    def _after_write(self) -> None:
+        if self.device.type == "cuda":
+            self._write_event = torch.cuda.Event()
+            self._write_event.record(torch.cuda.current_stream(self.device))
+
+    # -------------------------------------------------- gather
+
+    def _device_index(self, index: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(index).to(self.device, non_blocking=True)
+
+    def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:
+        unique, inverse = torch.unique(ids.cpu().long(), return_inverse=True)
+        wanted = unique.numpy()
+        rows = torch.empty((wanted.size, *self.row_shape), dtype=self.dtype, device=self.device)
+        with self._lock:
+            self._before_read()
+            slots = self.policy.lookup(wanted)
+            hit = slots >= 0
+            hit_at = np.flatnonzero(hit)
+            if hit_at.size:
+                rows[self._device_index(hit_at)] = self.slots[self._device_index(slots[hit_at])]
+            self._after_read()
+            missed_at = np.flatnonzero(~hit)
+            fetch_at = self._take_victims(wanted, missed_at, rows)
+        if fetch_at.size:
+            fetched = self.backing.gather(torch.from_numpy(wanted[fetch_at]))
+            rows[self._device_index(fetch_at)] = fetched.to(self.device, non_blocking=True)
+            self.stats.bytes_moved += fetch_at.size * self.row_bytes
+        if missed_at.size:
+            with self._lock:
+                self._admit(wanted[missed_at], rows, missed_at, force=False)
+        torch.index_select(rows, 0, inverse.to(self.device, non_blocking=True), out=out)
+        self.stats.hits += int(hit_at.size)
+        self.stats.misses += int(missed_at.size)
+
+    def _take_victims(self, wanted: np.ndarray, missed_at: np.ndarray, rows: torch.Tensor) -> np.ndarray:
+        """Copy misses held by the victim buffer into ``rows``; returns the positions still to fetch."""
+        if self.victim is None or missed_at.size == 0:
+            return missed_at
+        found, found_rows = self.victim.take(wanted[missed_at])
+        if found.any():
+            rows[self._device_index(missed_at[found])] = found_rows.to(self.device, non_blocking=True)
+            self.stats.victim_hits += int(found.sum())
+        return missed_at[~found]
+
+    def _admit(self, ids: np.ndarray, rows: torch.Tensor, row_at: np.ndarray, force: bool) -> int:
+        """Insert ``ids`` (sorted, distinct; data ``rows[row_at]``) as the policy decides. Caller holds the lock."""
+        admitted, slots, evicted, evicted_slots = self.policy.admit(ids, force)
+        if admitted.size == 0:
+            return 0
+        self._before_write()
+        if evicted.size:
+            if self.victim is not None:
+                self.victim.put(evicted, self.slots[self._device_index(evicted_slots)])
+            self.stats.evictions += int(evicted.size)
+        source = row_at[np.searchsorted(ids, admitted)]
+        self.slots[self._device_index(slots)] = rows[self._device_index(source)]
+        if self.victim is not None:
+            self.victim.discard(admitted)
+        self._after_write()
+        return int(admitted.size)
+
+    # -------------------------------------------------- prefetch
+
+    def prefetch(self, ids: torch.Tensor) -> Future:
+        """Start loading the rows of ``ids`` that are not cached, in a background thread.
+
+        Returns a Future with the number of rows inserted. Policies without a dynamic part (``static``)
+        insert nothing. Gathers may run meanwhile; they see each row either before or after it is written.
+        """
+        ids = check_ids(ids, self.num_rows, "CachedFeatures.prefetch")
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sparsetrain-prefetch")
+        return self._executor.submit(self._prefetch, ids.cpu().long())
+
+    def _prefetch(self, ids: torch.Tensor) -> int:
+        if self.device.type == "cuda":
+            if not hasattr(self, "_side_stream"):
+                self._side_stream = torch.cuda.Stream(self.device)
+            with torch.cuda.stream(self._side_stream):
+                inserted = self._prefetch_rows(ids)
+            self._side_stream.synchronize()
+            return inserted
+        return self._prefetch_rows(ids)
+
+    def _prefetch_rows(self, ids: torch.Tensor) -> int:
+        if self.policy.dynamic_slots == 0:
+            return 0
+        wanted = torch.unique(ids).numpy()
+        with self._lock:
+            missing = np.flatnonzero(self.policy.contains(wanted) < 0)
+            if missing.size == 0:
+                return 0
+            rows = torch.empty((wanted.size, *self.row_shape), dtype=self.dtype, device=self.device)
+            fetch_at = self._take_victims(wanted, missing, rows)
+        if fetch_at.size:
+            rows[self._device_index(fetch_at)] = self.backing.gather(torch.from_numpy(wanted[fetch_at])).to(self.device, non_blocking=True)
+            self.stats.bytes_moved += fetch_at.size * self.row_bytes
+        with self._lock:
+            still = missing[self.policy.contains(wanted[missing]) < 0]
+            inserted = self._admit(wanted[still], rows, still, force=True)
+        self.stats.prefetched_rows += inserted
+        return inserted
+
+    def close(self) -> None:
+        """Stop the prefetch thread (waits for a running prefetch)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    def __repr__(self) -> str:
+        return (
+            f"CachedFeatures({self.backing!r}, capacity_bytes={self.capacity_bytes}, policy={self.policy.name!r}, "
+            f"slots={self.policy.num_slots}, device={self.device})"
+        )

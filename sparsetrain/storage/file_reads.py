@@ -1,0 +1,114 @@
+"""Read chosen rows of a file with parallel ``pread`` calls from Numba (no mmap, so no SIGBUS).
+
+The ids are sorted, neighbouring rows are merged into one read ("runs": rows whose
+gap is at most ``coalesce_bytes``), every run is read by one ``pread`` on a worker
+thread (the GIL is released), and the rows are copied to their output positions.
+A read that comes back short means the file shrank: the caller turns that into an error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange, types
+
+_pread = types.ExternalFunction("pread", types.intp(types.int32, types.voidptr, types.uintp, types.int64))
+_fadvise = types.ExternalFunction("posix_fadvise", types.int32(types.int32, types.int64, types.int64, types.int32))
+POSIX_FADV_WILLNEED = 3
+MAX_RUN_BYTES = 1 << 20
+
+
+@njit(cache=True, nogil=True)
+def plan_runs(sorted_ids, row_bytes, max_gap_rows, max_run_rows):
+    """Merge sorted row ids into runs ``[start, end)``; ``first[r]`` is the first sorted position of run ``r``.
+
+    Returns ``(starts, ends, first, staging_offset, staging_bytes)``; single-row runs need no staging.
+    """
+    n = sorted_ids.size
+    starts = np.empty(n, np.int64)
+    ends = np.empty(n, np.int64)
+    first = np.empty(n + 1, np.int64)
+    runs = 0
+    starts[0] = sorted_ids[0]
+    ends[0] = sorted_ids[0] + 1
+    first[0] = 0
+    for k in range(1, n):
+        row = sorted_ids[k]
+        if row < ends[runs]:
+            continue
+        if row - ends[runs] <= max_gap_rows and row + 1 - starts[runs] <= max_run_rows:
+            ends[runs] = row + 1
+        else:
+            runs += 1
+            starts[runs] = row
+            ends[runs] = row + 1
+            first[runs] = k
+    runs += 1
+    first[runs] = n
+    offsets = np.empty(runs, np.int64)
+    total = 0
+    for r in range(runs):
+        offsets[r] = total
+        length = ends[r] - starts[r]
+        if length > 1:
+            total += length * row_bytes
+    return starts[:runs], ends[:runs], first[: runs + 1], offsets, total
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _read_full(fd, address, length, offset):
+    done = 0
+    while done < length:
+        got = _pread(fd, address + done, length - done, offset + done)
+        if got <= 0:
+            return done
+        done += got
+    return done
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def read_runs(fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging, advise):
+    """Fill byte rows ``out[order[k]]`` with file row ``sorted_ids[k]``; returns the number of short reads.
+
+    ``out`` is ``[n, row_bytes]`` uint8, ``staging`` holds the multi-row runs.
+    """
+    runs = starts.size
+    if advise:
+        for r in prange(runs):
+            _fadvise(fd, data_offset + starts[r] * row_bytes, (ends[r] - starts[r]) * row_bytes, POSIX_FADV_WILLNEED)
+    short = np.zeros(runs, np.int64)
+    for r in prange(runs):
+        k0 = first[r]
+        k1 = first[r + 1]
+        length = (ends[r] - starts[r]) * row_bytes
+        offset = data_offset + starts[r] * row_bytes
+        if ends[r] - starts[r] == 1:
+            dst = out[order[k0]]
+            if _read_full(fd, dst.ctypes.data, length, offset) != length:
+                short[r] = 1
+                continue
+            for k in range(k0 + 1, k1):
+                out[order[k], :] = dst
+        else:
+            buf = staging[offsets[r] : offsets[r] + length]
+            if _read_full(fd, buf.ctypes.data, length, offset) != length:
+                short[r] = 1
+                continue
+            for k in range(k0, k1):
+                at = (sorted_ids[k] - starts[r]) * row_bytes
+                out[order[k], :] = buf[at : at + row_bytes]
+    return short.sum()
+
+
+def read_rows(fd: int, data_offset: int, row_bytes: int, ids: np.ndarray, out: np.ndarray, *, coalesce_bytes: int, advise: bool) -> tuple[int, int]:
+    """Read file rows ``ids`` (int64, validated, non-empty) into ``out`` ``[n, row_bytes]`` uint8.
+
+    Returns ``(short_reads, bytes_read)``.
+    """
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    max_gap = coalesce_bytes // row_bytes
+    max_run = max(1, MAX_RUN_BYTES // row_bytes)
+    starts, ends, first, offsets, staging_bytes = plan_runs(sorted_ids, row_bytes, max_gap, max_run)
+    staging = np.empty(staging_bytes, dtype=np.uint8)
+    short = read_runs(fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging, advise)
+    return int(short), int((ends - starts).sum()) * row_bytes

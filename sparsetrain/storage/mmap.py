@@ -1,0 +1,179 @@
+"""`MmapFeatures`: the dataset's ``features.npy`` on disk; a gather reads only the rows asked for."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sparsetrain.storage.base import FeatureStore, torch_dtype_of
+from sparsetrain.storage.errors import FeatureFileError
+from sparsetrain.storage.file_reads import read_rows
+
+FEATURES_FILE = "features.npy"
+
+
+def read_npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
+    """``(shape, dtype, data_offset)`` of a C-ordered ``.npy`` file, without reading its data."""
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                shape, fortran, dtype = np.lib.format._read_array_header(f, version)
+            offset = f.tell()
+    except FileNotFoundError:
+        raise FeatureFileError(f"{path}: no such feature file; pass the path of a .npy file (a dataset's features.npy)") from None
+    except (ValueError, OSError) as exc:
+        raise FeatureFileError(f"{path}: not a readable .npy file ({exc}); re-create it with numpy.save") from None
+    if fortran and len(shape) > 1:
+        raise FeatureFileError(f"{path}: stored in Fortran order; re-save it C-ordered with np.save(path, np.ascontiguousarray(a))")
+    if dtype.hasobject or len(shape) < 1:
+        raise FeatureFileError(f"{path}: holds {dtype}{list(shape)}; a feature file needs a numeric array with one row per node")
+    return tuple(shape), dtype, offset
+
+
+class MmapFeatures(FeatureStore):
+    """A feature table in a ``.npy`` file; ``gather`` reads the requested rows only, returning CPU tensors.
+
+    Rows are read with parallel ``pread`` calls on sorted, coalesced ids (``coalesce_bytes``: merge two
+    reads when the gap between them is at most this many bytes). Before every gather the file is checked
+    against what was opened, so a file that shrinks, vanishes or is replaced raises
+    :class:`~sparsetrain.storage.errors.FeatureFileError` instead of crashing the process.
+    ``advise=True`` asks the kernel to start all reads at once (``POSIX_FADV_WILLNEED``), which helps when
+    the page cache is cold.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, coalesce_bytes: int = 4096, advise: bool = True) -> None:
+        self.path = Path(path)
+        shape, np_dtype, self.data_offset = read_npy_header(self.path)
+        super().__init__(shape, torch_dtype_of(np_dtype), "cpu")
+        self.np_dtype = np_dtype
+        self.coalesce_bytes = int(coalesce_bytes)
+        self.advise = bool(advise)
+        self._expected_size = self.data_offset + self.nbytes
+        self._open()
+
+    @classmethod
+    def from_dataset(cls, dataset, **kwargs) -> "MmapFeatures":
+        """The features of a dataset folder (or a loaded ``GraphDataset``), checked against its ``meta.json``."""
+        folder = Path(getattr(dataset, "path", dataset))
+        store = cls(folder / FEATURES_FILE, **kwargs)
+        meta = getattr(dataset, "meta", None)
+        if meta is None:
+            from sparsetrain.datasets.format import read_meta
+
+            meta = read_meta(folder)
+        entry = meta.get("files", {}).get(FEATURES_FILE)
+        if entry is None:
+            store.close()
+            raise FeatureFileError(f"{folder}/meta.json: 'files' has no {FEATURES_FILE}; this dataset has no node features")
+        if str(store.np_dtype) != entry["dtype"] or list(store.shape) != list(entry["shape"]):
+            store.close()
+            raise FeatureFileError(
+                f"{store.path}: holds {store.np_dtype}{list(store.shape)} but meta.json records {entry['dtype']}{entry['shape']}; "
+                "the file was replaced or damaged, re-run `sparsetrain preprocess`"
+            )
+        return store
+
+    def _open(self) -> None:
+        try:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise FeatureFileError(f"{self.path}: no such feature file") from None
+        info = os.fstat(self._fd)
+        self._identity = (info.st_dev, info.st_ino)
+        if info.st_size < self._expected_size:
+            self.close()
+            raise FeatureFileError(
+                f"{self.path}: {info.st_size} bytes but its header promises {self._expected_size} "
+                f"({self.num_rows} rows x {self.row_bytes} bytes); the file is truncated, re-create it"
+            )
+
+    def close(self) -> None:
+        """Close the file; later gathers raise."""
+        fd, self._fd = getattr(self, "_fd", -1), -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_fd"] = -1
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._open()
+
+    def check_file(self) -> None:
+        """Raise :class:`FeatureFileError` if the file is closed, gone, replaced or shorter than when opened."""
+        if self._fd < 0:
+            raise FeatureFileError(f"{self.path}: the store was closed; open a new MmapFeatures")
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            raise FeatureFileError(
+                f"{self.path}: the feature file was deleted while the store was open; restore it and open a new MmapFeatures"
+            ) from None
+        if (info.st_dev, info.st_ino) != self._identity:
+            raise FeatureFileError(
+                f"{self.path}: the feature file was replaced by another file while the store was open; open a new MmapFeatures"
+            )
+        self._check_size(os.fstat(self._fd).st_size)
+
+    def _check_size(self, size: int) -> None:
+        if size < self._expected_size:
+            raise FeatureFileError(
+                f"{self.path}: the feature file shrank to {size} bytes while open (needs {self._expected_size} for "
+                f"{self.num_rows} rows); it was truncated or rewritten in place, restore it and open a new MmapFeatures"
+            )
+
+    def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:
+        self.check_file()
+        rows = out.reshape(out.shape[0], -1).view(torch.uint8).numpy()
+        ids_np = ids.cpu().numpy().astype(np.int64, copy=False)
+        short, moved = read_rows(self._fd, self.data_offset, self.row_bytes, ids_np, rows, coalesce_bytes=self.coalesce_bytes, advise=self.advise)
+        if short:
+            self._check_size(os.fstat(self._fd).st_size)
+            raise FeatureFileError(f"{self.path}: {short} read(s) came back short; the file is being modified, open a new MmapFeatures")
+        self.stats.bytes_moved += moved
+
+    def numpy(self) -> np.ndarray:
+        """The whole table as a read-only ``np.memmap`` (for whole-table work; gathers should use ``gather``)."""
+        self.check_file()
+        return np.load(self.path, mmap_mode="r", allow_pickle=False)
+
+    def tensor(self) -> torch.Tensor:
+        """The whole table as a CPU tensor over a copy-on-write memory map (no read until touched)."""
+        self.check_file()
+        return torch.from_numpy(np.load(self.path, mmap_mode="c", allow_pickle=False))
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """Let torch functions (``torch.equal``, ``torch.cat``...) see the store as its whole table."""
+
+        def unwrap(value):
+            if isinstance(value, MmapFeatures):
+                return value.tensor()
+            if isinstance(value, (list, tuple)):
+                return type(value)(unwrap(v) for v in value)
+            return value
+
+        return func(*unwrap(args), **{k: unwrap(v) for k, v in (kwargs or {}).items()})
+
+    def __getitem__(self, index) -> torch.Tensor:
+        """``store[ids]`` gathers rows; slices and ints index the mapped table."""
+        if isinstance(index, (torch.Tensor, np.ndarray)) and getattr(index, "ndim", 0) == 1 and index.dtype not in (torch.bool, np.bool_):
+            return self.gather(index)
+        return self.tensor()[index]
+
+    def __repr__(self) -> str:
+        return f"MmapFeatures({self.path}, shape={list(self.shape)}, dtype={self.dtype})"

@@ -1,0 +1,120 @@
+"""`PinnedFeatures`: rows in page-locked host memory, read zero-copy by a GPU kernel or gathered by the CPU."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from sparsetrain.storage.base import FeatureStore, byte_rows
+from sparsetrain.storage.errors import PinnedMemoryError
+from sparsetrain.storage.gather_kernels import gather_rows
+from sparsetrain.storage.host_memory import DEFAULT_CHUNK_BYTES, HostRegistration, cuda_available, host_pointer_usable_on_device, pinned_empty
+
+COPY_CHUNK_BYTES = 64 << 20
+
+
+def _host_tensor(source) -> torch.Tensor:
+    """A contiguous CPU tensor for ``source`` (tensor, array, path of a .npy, or any FeatureStore)."""
+    if isinstance(source, (str, os.PathLike)):
+        from sparsetrain.storage.mmap import MmapFeatures
+
+        source = MmapFeatures(source)
+    if isinstance(source, FeatureStore):
+        table = pinned_empty(tuple(source.shape), source.dtype)
+        step = max(1, COPY_CHUNK_BYTES // max(1, source.row_bytes))
+        for lo in range(0, source.num_rows, step):
+            ids = torch.arange(lo, min(source.num_rows, lo + step))
+            table[lo : lo + ids.numel()] = source.gather(ids).cpu()
+        return table
+    if isinstance(source, np.ndarray):
+        source = torch.from_numpy(np.ascontiguousarray(source))
+    if not isinstance(source, torch.Tensor) or source.dim() < 1:
+        raise ValueError(f"PinnedFeatures needs a tensor, array, .npy path or FeatureStore with rows, got {type(source).__name__}")
+    return source.detach().cpu().contiguous()
+
+
+class PinnedFeatures(FeatureStore):
+    """A feature table in page-locked, device-mapped host memory.
+
+    ``device="cuda"``: ``gather`` runs a GPU kernel that reads only the requested rows over PCIe
+    (sorted ids, aligned vector loads) and writes them to device memory: no CPU gather, no staging copy.
+    ``device="cpu"``: a parallel Numba gather into a pinned output, ready for ``.to("cuda", non_blocking=True)``.
+    An existing CPU tensor is registered in place (``cudaHostRegister``, chunked when one call fails)
+    unless ``copy=True``; without CUDA the rows simply stay in ordinary host memory.
+    """
+
+    def __init__(self, source, device: str | torch.device | None = None, *, copy: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+        has_cuda = cuda_available()
+        device = torch.device(device if device is not None else ("cuda" if has_cuda else "cpu"))
+        if device.type == "cuda" and not has_cuda:
+            raise PinnedMemoryError("PinnedFeatures(device='cuda') needs a CUDA GPU and none is visible; use device='cpu'")
+        host = _host_tensor(source)
+        super().__init__(host.shape, host.dtype, device)
+        self._registration = None
+        if has_cuda and not host.is_pinned():
+            host = self._pin(host, copy, chunk_bytes)
+        self.host = host
+        self.pinned = has_cuda and (host.is_pinned() or self._registration is not None)
+        self._words = byte_rows(host)
+
+    def _pin(self, host: torch.Tensor, copy: bool, chunk_bytes: int) -> torch.Tensor:
+        nbytes = host.numel() * host.element_size()
+        if not copy and nbytes:
+            try:
+                self._registration = HostRegistration(host.data_ptr(), nbytes, chunk_bytes)
+            except PinnedMemoryError:
+                self._registration = None
+            if self._registration is not None and (len(self._registration.pieces) == 1 or host_pointer_usable_on_device()):
+                return host
+            if self._registration is not None:
+                self._registration.close()
+                self._registration = None
+        try:
+            pinned = torch.empty(host.shape, dtype=host.dtype, pin_memory=True)
+        except RuntimeError as exc:
+            raise PinnedMemoryError(
+                f"could not allocate {nbytes / 2**30:.2f} GiB of pinned host memory ({exc}); free host memory or "
+                "keep the features on disk with MmapFeatures + CachedFeatures"
+            ) from None
+        pinned.copy_(host)
+        return pinned
+
+    def close(self) -> None:
+        """Unregister a buffer registered in place."""
+        if self._registration is not None:
+            self._registration.close()
+            self._registration = None
+
+    def _empty(self, shape) -> torch.Tensor:
+        if self.device.type == "cpu":
+            return pinned_empty(shape, self.dtype)
+        return super()._empty(shape)
+
+    def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:
+        if self.device.type == "cpu":
+            gather_rows(self._words, ids.cpu().numpy(), byte_rows(out))
+        else:
+            self._gather_zero_copy(ids, out)
+        self.stats.bytes_moved += ids.numel() * self.row_bytes
+
+    def _gather_zero_copy(self, ids: torch.Tensor, out: torch.Tensor) -> None:
+        from numba import cuda
+
+        from sparsetrain.storage.cuda_gather import launch_gather, word_bytes, word_view
+
+        row_bytes = self.row_bytes
+        sorted_ids, positions = torch.sort(ids.to(self.device, non_blocking=True).long())
+        word = word_bytes(row_bytes, self.host.data_ptr(), out.data_ptr())
+        src = word_view(self.host.data_ptr(), self.num_rows, row_bytes, word, owner=self.host)
+        dst = word_view(out.data_ptr(), out.shape[0], row_bytes, word, owner=out)
+        with torch.cuda.device(self.device):
+            stream = cuda.external_stream(torch.cuda.current_stream(self.device).cuda_stream)
+            launch_gather(src, cuda.as_cuda_array(sorted_ids, sync=False), cuda.as_cuda_array(positions, sync=False), dst, stream)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
