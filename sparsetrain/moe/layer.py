@@ -130,3 +130,16 @@ def update_expert_biases(model: nn.Module) -> None:
     for m in model.modules():
         if isinstance(m, MoE) and m.router.expert_bias is not None:
             m.update_expert_bias()
+
+
+def finish_step(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> None:
+    """Call after ``optimizer.step()`` on every rank: refreshes FSSDP replicas from their owners,
+    runs rebalances that are due (moving optimizer state rows with the experts) and applies the
+    expert-bias updates of layers built with ``expert_bias=True``."""
+    for m in model.modules():
+        if isinstance(m, MoE):
+            after = getattr(m.experts, "after_step", None)
+            if after is not None:
+                after(optimizer)
+            if m.router.expert_bias is not None:
+                m.update_expert_bias()

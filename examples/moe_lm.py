@@ -1,0 +1,139 @@
+"""A small transformer language model whose MLP is a mixture-of-experts layer (one line), trained
+on synthetic token data. Runs in one process or under torchrun with FSSDP or expert parallelism.
+
+    python examples/moe_lm.py --steps 20
+    torchrun --nproc-per-node 2 examples/moe_lm.py --sharding fssdp
+    torchrun --nproc-per-node 2 examples/moe_lm.py --sharding expert-parallel
+
+Every rank trains on its slice of the same global batch; the printed loss is the global-batch
+loss, so the three modes print the same numbers for the same seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from sparsetrain.moe import FSSDP, ExpertParallel, MoE, finish_step, sync_dense_grads
+
+
+def make_sharding(name: str, **fssdp_kwargs):
+    """``"none"``, ``"fssdp"`` or ``"expert-parallel"`` -> the ``sharding=`` argument of :class:`MoE`."""
+    if name == "none":
+        return None
+    if name == "fssdp":
+        return FSSDP(**fssdp_kwargs)
+    if name == "expert-parallel":
+        return ExpertParallel()
+    raise SystemExit(f"unknown --sharding {name!r}; use none, fssdp or expert-parallel")
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block; the MLP is an MoE."""
+
+    def __init__(self, d: int, heads: int, num_experts: int, top_k: int, sharding) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.mlp = MoE(d, 2 * d, num_experts, top_k, sharding=sharding)  # <- the one line that makes it an MoE model
+
+    def forward(self, h: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = self.ln1(h)
+        h = h + self.attn(a, a, a, attn_mask=mask, need_weights=False)[0]
+        m, aux = self.mlp(self.ln2(h))
+        return h + m, aux.loss
+
+
+class TinyLM(nn.Module):
+    """Token + position embeddings, ``layers`` MoE blocks, a tied-free output head."""
+
+    def __init__(self, vocab: int, d: int = 32, heads: int = 4, layers: int = 2, seq: int = 16,
+                 num_experts: int = 8, top_k: int = 2, sharding_factory=lambda: None) -> None:  # fmt: skip
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(seq, d)
+        self.blocks = nn.ModuleList(Block(d, heads, num_experts, top_k, sharding_factory()) for _ in range(layers))
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        s = tokens.shape[1]
+        h = self.tok(tokens) + self.pos(torch.arange(s, device=tokens.device))
+        mask = torch.triu(torch.full((s, s), float("-inf"), dtype=h.dtype, device=h.device), diagonal=1)
+        aux = h.new_zeros(())
+        for block in self.blocks:
+            h, a = block(h, mask)
+            aux = aux + a
+        return self.head(self.ln(h)), aux
+
+
+def synthetic_batch(step: int, batch: int, seq: int, vocab: int, seed: int = 0) -> torch.Tensor:
+    """``[batch, seq + 1]`` tokens following ``next = (5 * cur + 3) % vocab`` 80% of the time, random otherwise."""
+    g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    tokens = torch.empty(batch, seq + 1, dtype=torch.int64)
+    tokens[:, 0] = torch.randint(0, vocab, (batch,), generator=g)
+    noise = torch.randint(0, vocab, (batch, seq), generator=g)
+    keep = torch.rand(batch, seq, generator=g) < 0.8
+    for t in range(seq):
+        tokens[:, t + 1] = torch.where(keep[:, t], (5 * tokens[:, t] + 3) % vocab, noise[:, t])
+    return tokens
+
+
+def train(sharding: str = "none", *, steps: int = 10, batch: int = 8, seq: int = 16, vocab: int = 64, lr: float = 1e-2,
+          seed: int = 0, dtype: torch.dtype = torch.float32, fssdp_kwargs: dict | None = None,
+          log=None) -> tuple[list[float], TinyLM]:  # fmt: skip
+    """Train :class:`TinyLM` for ``steps`` steps; returns the global-batch loss of every step (same on every
+    rank) and the model."""
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    if batch % world:
+        raise SystemExit(f"--batch {batch} must be divisible by the world size {world}")
+    torch.manual_seed(seed)
+    model = TinyLM(vocab, seq=seq, sharding_factory=lambda: make_sharding(sharding, **(fssdp_kwargs or {}))).to(dtype)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    per_rank = batch // world
+    losses = []
+    for step in range(steps):
+        tokens = synthetic_batch(step, batch, seq, vocab, seed)[rank * per_rank : (rank + 1) * per_rank]
+        logits, aux = model(tokens[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, vocab), tokens[:, 1:].reshape(-1)) + aux
+        opt.zero_grad()
+        loss.backward()
+        sync_dense_grads(model)  # average replicated parameters' gradients (expert shards reduce themselves)
+        opt.step()
+        finish_step(model, opt)  # refresh FSSDP replicas, due rebalances
+        value = loss.detach().clone()
+        if world > 1:
+            dist.all_reduce(value)
+            value /= world
+        losses.append(float(value))
+        if log is not None:
+            log(step, float(value))
+    return losses, model
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sharding", default="none", choices=["none", "fssdp", "expert-parallel"])
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--rematerialize", action="store_true", help="FSSDP: gather experts again in backward")
+    args = p.parse_args()
+    if "RANK" in os.environ:
+        dist.init_process_group("gloo")
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    kwargs = {"rematerialize": True} if args.rematerialize else {}
+
+    def log(step, value):
+        if rank == 0:
+            print(f"step {step:3d}  loss {value:.4f}")
+
+    train(args.sharding, steps=args.steps, batch=args.batch, fssdp_kwargs=kwargs, log=log)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""What the sharded expert modes share: a row shard of the expert table, global routing
+statistics, gradient averaging, and a layout-independent ``state_dict``."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from sparsetrain.collective import RowPlacement, collective_stats, sparse_all_gather
+from sparsetrain.moe import _dist
+from sparsetrain.moe.errors import MoEConfigError
+from sparsetrain.moe.experts import ExpertShape
+
+SHARDED_ATTR = "_sparsetrain_sharded"
+
+
+class ShardedExperts(nn.Module):
+    """Base of the sharded expert tables: ``shard`` holds this rank's rows of the ``[E, row_size]`` table.
+
+    The shard's gradient is the sum over ranks divided by the world size, the same averaging
+    data-parallel training applies to replicated parameters. ``state_dict`` holds the full
+    logical ``w_in``/``w_out`` (a collective: every rank must call it), so a checkpoint loads into
+    any world size or sharding mode, or into a single-process layer.
+    """
+
+    mode = "sharded"
+
+    def __init__(self, shape: ExpertShape, num_experts: int, base_seed: int, group, placement: RowPlacement, stats) -> None:
+        super().__init__()
+        self.shape, self.num_experts, self.group = shape, num_experts, group
+        self.rank, self.world_size = _dist.rank_and_world(group)
+        self.stats = stats if stats is not None else collective_stats()
+        self._check_placement(placement)
+        self.placement = placement
+        self._set_shard(shape.init_rows(placement.local_ids(self.rank), base_seed))
+
+    def _set_shard(self, rows: torch.Tensor) -> nn.Parameter:
+        """Install ``rows`` as a new ``shard`` parameter (a new object: autograd caches a leaf's shape)."""
+        self.shard = nn.Parameter(rows)
+        setattr(self.shard, SHARDED_ATTR, True)
+        if self.world_size > 1:
+            scale = 1.0 / self.world_size
+            self.shard.register_hook(lambda g: g * scale)
+        return self.shard
+
+    def _check_placement(self, placement: RowPlacement) -> None:
+        if not isinstance(placement, RowPlacement):
+            raise MoEConfigError(f"MoE {self.mode}: placement must be a sparsetrain.collective.RowPlacement, got {type(placement).__name__}")
+        if placement.world_size != self.world_size:
+            raise MoEConfigError(
+                f"MoE {self.mode}: the placement is for world size {placement.world_size} but the process group has "
+                f"{self.world_size} ranks; build the placement with world_size={self.world_size}"
+            )
+        if placement.num_rows != self.num_experts:
+            raise MoEConfigError(
+                f"MoE {self.mode}: the placement has {placement.num_rows} rows but the layer has {self.num_experts} experts"
+            )
+
+    @property
+    def owner_placement(self) -> RowPlacement:
+        """The placement without replicas (owned rows only)."""
+        return self.placement
+
+    def global_stats(self, counts: torch.Tensor, num_tokens: int) -> tuple[torch.Tensor, int]:
+        """Per-expert counts and the token count summed over every rank of the group."""
+        both = torch.cat([counts.to(torch.int64), torch.tensor([num_tokens], dtype=torch.int64, device=counts.device)])
+        both = _dist.all_reduce_sum(both, self.group)
+        return both[:-1], int(both[-1])
+
+    def full_rows(self) -> torch.Tensor:
+        """The whole ``[E, row_size]`` table on every rank (a collective)."""
+        base = self.owner_placement
+        with torch.no_grad():
+            owned = self.shard.detach()[: base.num_owned(self.rank)]
+            return sparse_all_gather(owned, torch.arange(self.num_experts), placement=base, group=self.group, stats=self.stats)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        w_in, w_out = self.shape.unpack(self.full_rows())
+        destination[prefix + "w_in"] = w_in.contiguous()
+        destination[prefix + "w_out"] = w_out.contiguous()
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+        keys = (prefix + "w_in", prefix + "w_out")
+        if any(k not in state_dict for k in keys):
+            missing_keys.extend(k for k in keys if k not in state_dict)
+            return
+        w_in, w_out = state_dict[keys[0]], state_dict[keys[1]]
+        want_in = (self.num_experts, self.shape.d_model, self.shape.in_width)
+        want_out = (self.num_experts, self.shape.d_hidden, self.shape.d_model)
+        if tuple(w_in.shape) != want_in or tuple(w_out.shape) != want_out:
+            error_msgs.append(
+                f"{prefix}w_in/w_out: checkpoint shapes {tuple(w_in.shape)}/{tuple(w_out.shape)} do not match the layer's "
+                f"{want_in}/{want_out}; build the layer with the checkpoint's d_model, d_hidden, num_experts and activation"
+            )
+            return
+        rows = self.shape.pack(w_in, w_out)
+        with torch.no_grad():
+            ids = self.placement.local_ids(self.rank).to(rows.device)
+            self.shard.copy_(rows[ids].to(self.shard.dtype))
+
+    def extra_repr(self) -> str:
+        return f"rank={self.rank}, world_size={self.world_size}, local_rows={self.shard.shape[0]}, placement={self.placement!r}"
+
+
+def sharded_parameter_names(model: nn.Module) -> list[str]:
+    """Names of the expert-shard parameters in ``model`` (for DDP's ignore list: they must not be all-reduced)."""
+    return [n for n, p in model.named_parameters() if getattr(p, SHARDED_ATTR, False)]
+
+
+def sync_dense_grads(model: nn.Module, group=None) -> None:
+    """Average the gradients of every replicated parameter over ``group`` (expert shards excluded).
+
+    A missing gradient counts as zero, so every rank joins the same all-reduce. Use this instead of
+    DDP, or wrap with DDP after ignoring :func:`sharded_parameter_names`.
+    """
+    _, world = _dist.rank_and_world(group)
+    if world == 1:
+        return
+    params = [p for p in model.parameters() if p.requires_grad and not getattr(p, SHARDED_ATTR, False)]
+    if not params:
+        return
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+    flat = _dist.all_reduce_sum(flat, group) / world
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad = flat[offset : offset + n].view_as(p).to(p.dtype).clone()
+        offset += n
+

@@ -1,0 +1,226 @@
+"""Single-process MoE == FSSDP (plain, re-materialized, with replicas, rebalanced) == ExpertParallel,
+float64 over gloo at world sizes 2 and 4: outputs, input and parameter gradients, aux losses,
+checkpoints across world sizes, and ten training steps of the example model."""
+
+import importlib.util
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from sparsetrain.collective import RowPlacement
+from sparsetrain.moe import FSSDP, ExpertParallel, MoE, sync_dense_grads
+
+pytestmark = pytest.mark.distributed
+
+D, H, E, TOKENS_PER_RANK = 8, 12, 6, 9
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "moe_lm.py"
+
+
+def _load_example():
+    spec = importlib.util.spec_from_file_location("moe_lm_example", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _entry(rank, world, port, fn, args):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        fn(rank, world, *args)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def spawn(fn, world, *args, timeout=300):
+    """Run ``fn(rank, world, *args)`` on ``world`` gloo ranks; fail (and kill them) after ``timeout`` s."""
+    ctx = mp.start_processes(_entry, args=(world, _free_port(), fn, args), nprocs=world, join=False, start_method="spawn")
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not ctx.join(timeout=5):
+        if time.monotonic() > deadline:
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.kill()
+            pytest.fail(f"distributed workers did not finish within {timeout} s")
+
+
+# ----------------------------------------------------------------------------- equivalence
+CASES = {
+    # name: (MoE kwargs, router steering)
+    "random_top2_shared": ({"top_k": 2, "shared_experts": 1}, None),
+    "all_to_one_expert": ({"top_k": 1}, "one"),
+    "idle_experts_sigmoid_top3": ({"top_k": 3, "router": "sigmoid", "expert_bias": True}, "idle"),
+}
+
+
+def _modes(world):
+    reps = {0: list(range(1, world)), E - 1: [0]}
+    rep = RowPlacement.contiguous(E, world).with_replicas(reps)
+    shuffled = RowPlacement.from_owner(torch.tensor([r % world for r in range(E)][::-1]), world)
+    return {
+        "fssdp": lambda: FSSDP(),
+        "fssdp_remat": lambda: FSSDP(rematerialize=True),
+        "fssdp_replicas": lambda: FSSDP(placement=rep),
+        "fssdp_replicas_remat_owner_array": lambda: FSSDP(placement=shuffled.with_replicas(reps), rematerialize=True),
+        "expert_parallel": lambda: ExpertParallel(),
+    }
+
+
+def _steer(moe, how):
+    with torch.no_grad():
+        if how == "one":
+            moe.router.weight.mul_(1e-3)
+            moe.router.weight[2] += 5.0
+        elif how == "idle":
+            moe.router.expert_bias.copy_(torch.tensor([0.0, 50.0, 50.0, 0.0, 50.0, 0.0]))
+
+
+def _inputs(world, how):
+    g = torch.Generator().manual_seed(123)
+    x = torch.randn(world * TOKENS_PER_RANK, D, dtype=torch.float64, generator=g)
+    if how == "one":
+        x = x.abs() + 0.1
+    return x, torch.randn(x.shape, dtype=torch.float64, generator=g)
+
+
+def _run_equivalence(rank, world):
+    lo, hi = rank * TOKENS_PER_RANK, (rank + 1) * TOKENS_PER_RANK
+    for case, (kw, how) in CASES.items():
+        x, g = _inputs(world, how)
+        torch.manual_seed(0)
+        ref = MoE(D, H, E, **kw).double()
+        _steer(ref, how)
+        xr = x.clone().requires_grad_(True)
+        yr, auxr = ref(xr)
+        ((yr * g).sum() + auxr.loss).backward()
+        ref_rows = ref.experts.shape.pack(ref.experts.w_in.grad, ref.experts.w_out.grad)
+        if how is not None:
+            idle = (auxr.counts == 0).nonzero().flatten()
+            assert idle.numel() > 0 and torch.count_nonzero(ref_rows[idle]) == 0
+        for mode, make in _modes(world).items():
+            where = f"world {world} rank {rank} case {case} mode {mode}"
+            torch.manual_seed(0)
+            moe = MoE(D, H, E, sharding=make(), **kw).double()
+            _steer(moe, how)
+            for k, v in ref.state_dict().items():  # same seed, same weights in every mode
+                torch.testing.assert_close(moe.state_dict()[k], v, atol=0, rtol=0, msg=lambda m: f"{where} {k}: {m}")
+            xl = x[lo:hi].clone().requires_grad_(True)
+            y, aux = moe(xl)
+            (world * (y * g[lo:hi]).sum() + aux.loss).backward()
+            sync_dense_grads(moe)
+            torch.testing.assert_close(y, yr[lo:hi], atol=1e-12, rtol=0, msg=lambda m: f"{where} output: {m}")
+            torch.testing.assert_close(xl.grad / world, xr.grad[lo:hi], atol=1e-12, rtol=0, msg=lambda m: f"{where} x.grad: {m}")
+            stats = torch.stack([aux.loss.detach(), aux.load_balancing_loss.detach(), aux.z_loss.detach()])
+            dist.all_reduce(stats)
+            want = torch.stack([auxr.loss, auxr.load_balancing_loss, auxr.z_loss]).detach()
+            torch.testing.assert_close(stats / world, want, atol=1e-12, rtol=0, msg=lambda m: f"{where} aux: {m}")
+            counts = aux.counts.clone()
+            dist.all_reduce(counts)
+            assert counts.tolist() == auxr.counts.tolist(), where
+            for name in ("router.weight", "shared.w_in", "shared.w_out"):
+                if name in dict(ref.named_parameters()):
+                    torch.testing.assert_close(dict(moe.named_parameters())[name].grad, dict(ref.named_parameters())[name].grad,
+                                               atol=1e-12, rtol=0, msg=lambda m: f"{where} {name}.grad: {m}")  # fmt: skip
+            place = moe.experts.placement
+            ids, owned = place.local_ids(rank), place.num_owned(rank)
+            grad = moe.experts.shard.grad
+            torch.testing.assert_close(grad[:owned], ref_rows[ids[:owned]], atol=1e-12, rtol=0, msg=lambda m: f"{where} expert grads: {m}")
+            assert torch.count_nonzero(grad[owned:]) == 0, where  # replica slots: the owner gets the gradient
+
+
+def _checkpoint_save(rank, world, path):
+    """Train an FSSDP layer (with replicas) one step, save its state_dict and its outputs on fixed input."""
+    torch.manual_seed(5)
+    reps = {1: list(range(world))}
+    moe = MoE(D, H, E, top_k=2, shared_experts=1, sharding=FSSDP(placement=RowPlacement.contiguous(E, world).with_replicas(reps))).double()
+    opt = torch.optim.SGD(moe.parameters(), lr=0.5)
+    x, g = _inputs(world, None)
+    lo, hi = rank * TOKENS_PER_RANK, (rank + 1) * TOKENS_PER_RANK
+    y, aux = moe(x[lo:hi])
+    (world * (y * g[lo:hi]).sum() + aux.loss).backward()
+    sync_dense_grads(moe)
+    opt.step()
+    moe.experts.sync_replicas()
+    state = moe.state_dict()  # collective
+    with torch.no_grad():
+        out = [torch.empty(TOKENS_PER_RANK, D, dtype=torch.float64) for _ in range(world)]
+        dist.all_gather(out, moe(x[lo:hi])[0])
+    if rank == 0:
+        torch.save({"state": state, "x": x, "y": torch.cat(out)}, path)
+
+
+def _checkpoint_load(rank, world, path):
+    saved = torch.load(path)
+    x, want = saved["x"], saved["y"]
+    n = x.shape[0] // world
+    for make in (lambda: FSSDP(), lambda: FSSDP(rematerialize=True), lambda: ExpertParallel()):
+        torch.manual_seed(99)  # different initial weights: everything must come from the checkpoint
+        moe = MoE(D, H, E, top_k=2, shared_experts=1, sharding=make()).double()
+        moe.load_state_dict(saved["state"])
+        with torch.no_grad():
+            y, _ = moe(x[rank * n : (rank + 1) * n])
+        torch.testing.assert_close(y, want[rank * n : (rank + 1) * n], atol=1e-12, rtol=0)
+
+
+def _train_modes(rank, world, out_path):
+    example = _load_example()
+    row_bytes = (32 * 128 + 64 * 32) * 8
+    runs = {
+        "fssdp": {},
+        "fssdp_remat_replicas_rebalance": {"rematerialize": True, "replica_memory_bytes": 2 * row_bytes,
+                                           "rebalance_every": 3, "window": 3, "hot_factor": 1.0},  # fmt: skip
+    }
+    result = {}
+    for name, kw in runs.items():
+        losses, model = example.train("fssdp", steps=10, dtype=torch.float64, fssdp_kwargs=kw)
+        result[name] = losses
+        if kw:
+            place = model.blocks[0].mlp.experts.placement
+            assert place.has_replicas, f"rank {rank}: the rebalanced placement has no replicas: {place}"
+    result["expert_parallel"], _ = example.train("expert-parallel", steps=10, dtype=torch.float64)
+    if rank == 0:
+        torch.save(result, out_path)
+
+
+def test_world_2_equivalence():
+    spawn(_run_equivalence, 2)
+
+
+def test_world_4_equivalence_training_and_checkpoint_to_world_2_and_one_process(tmp_path):
+    ckpt, losses_path = tmp_path / "moe.pt", tmp_path / "losses.pt"
+
+    spawn(_world4_all, 4, str(ckpt), str(losses_path), timeout=600)
+    # the example model in one process: the same ten losses (1e-6 relative)
+    example = _load_example()
+    single, _ = example.train("none", steps=10, dtype=torch.float64)
+    for name, losses in torch.load(losses_path).items():
+        torch.testing.assert_close(torch.tensor(losses), torch.tensor(single), rtol=1e-6, atol=0, msg=lambda m: f"{name}: {m}")
+    # the world-4 checkpoint at world size 2 (FSSDP, re-materialized, expert parallel) and in one process
+    spawn(_checkpoint_load, 2, str(ckpt))
+    saved = torch.load(ckpt)
+    torch.manual_seed(99)
+    moe = MoE(D, H, E, top_k=2, shared_experts=1).double()
+    moe.load_state_dict(saved["state"])
+    with torch.no_grad():
+        torch.testing.assert_close(moe(saved["x"])[0], saved["y"], atol=1e-12, rtol=0)
+
+
+def _world4_all(rank, world, ckpt, losses_path):
+    _run_equivalence(rank, world)
+    _checkpoint_save(rank, world, ckpt)
+    _train_modes(rank, world, losses_path)
