@@ -3,6 +3,19 @@
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.sampling.minibatch import Block, MiniBatch
+from sparsetrain.sampling.ordering import MatchReorder, ReuseStats, SeedBatches, match_reorder, reuse_stats
 from sparsetrain.sampling.sampler import NeighborSampler
 
-__all__ = ["Block", "CSCGraph", "MiniBatch", "NeighborSampler", "SamplingBackendError", "SamplingError"]
+__all__ = [
+    "Block",
+    "CSCGraph",
+    "MatchReorder",
+    "MiniBatch",
+    "NeighborSampler",
+    "ReuseStats",
+    "SamplingBackendError",
+    "SamplingError",
+    "SeedBatches",
+    "match_reorder",
+    "reuse_stats",
+]
