@@ -13,7 +13,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from sparsetrain.collective import RowPlacement
-from sparsetrain.moe import FSSDP, ExpertParallel, MoE, sync_dense_grads
+from sparsetrain.moe import FSSDP, ExpertParallel, MoE, MoEConfigError, sync_dense_grads
 
 pytestmark = pytest.mark.distributed
 
@@ -99,6 +99,8 @@ def _inputs(world, how):
 
 
 def _run_equivalence(rank, world):
+    with pytest.raises(MoEConfigError, match=f"1 experts cannot be split over {world} ranks"):
+        MoE(D, H, 1, top_k=1, sharding=ExpertParallel())
     lo, hi = rank * TOKENS_PER_RANK, (rank + 1) * TOKENS_PER_RANK
     for case, (kw, how) in CASES.items():
         x, g = _inputs(world, how)

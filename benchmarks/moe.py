@@ -1,0 +1,225 @@
+"""MoE benchmark.
+
+1. Single process, CPU: forward+backward tokens/s of ``sparsetrain.moe.MoE`` (tokens sorted by expert,
+   grouped matmul: ``torch._grouped_mm`` where the build has it, else bucketed ``bmm``) against the
+   usual naive per-expert loop (mask tokens of expert e, run it, scatter back), same weights, same run.
+2. World size 4 on gloo (spawned): bytes communicated per training step (forward, backward, Adam step,
+   replica refresh) by FSSDP (plain, re-materialized, load-aware with replicas) and by ExpertParallel,
+   under uniform and Zipf-skewed routing; step time; peak memory per rank.
+
+    python benchmarks/moe.py                # both parts, default sizes
+    python benchmarks/moe.py --quick        # small sizes, a few seconds
+Prints tables and writes benchmarks/out/moe.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import socket
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from sparsetrain.collective import CollectiveStats, RowPlacement  # noqa: E402
+from sparsetrain.moe import FSSDP, ExpertParallel, MoE, finish_step, grouped, sync_dense_grads  # noqa: E402
+
+
+# --------------------------------------------------------------------------- part 1: throughput
+def naive_moe(moe: MoE, x: torch.Tensor) -> torch.Tensor:
+    """The peer: per-expert Python loop over the same router and weights."""
+    r = moe.router(x)
+    y = torch.zeros_like(x)
+    w_in, w_out = moe.experts.w_in, moe.experts.w_out
+    for e in range(moe.num_experts):
+        tok, slot = (r.experts == e).nonzero(as_tuple=True)
+        if tok.numel() == 0:
+            continue
+        gate, up = (x[tok] @ w_in[e]).chunk(2, dim=-1)
+        out = (F.silu(gate) * up) @ w_out[e]
+        y = y.index_add(0, tok, out * r.weights[tok, slot].unsqueeze(1))
+    return y
+
+
+def time_fb(fn, x, reps: int) -> float:
+    for _ in range(2):
+        fn(x).sum().backward()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn(x).sum().backward()
+    return (time.perf_counter() - t0) / reps
+
+
+def throughput(tokens: int, d: int, h: int, experts: int, top_k: int, reps: int) -> list[dict]:
+    rows = []
+    torch.manual_seed(0)
+    moe = MoE(d, h, experts, top_k)
+    x = torch.randn(tokens, d)
+    torch.testing.assert_close(moe(x)[0], naive_moe(moe, x), atol=1e-4, rtol=1e-4)
+    peer = time_fb(lambda v: naive_moe(moe, v), x, reps)
+    backends = ["bucketed"] + (["native"] if grouped.native_available("cpu", torch.float32) else [])
+    for backend in backends:
+        grouped.set_backend(backend)
+        try:
+            ours = time_fb(lambda v: moe(v)[0], x, reps)
+        finally:
+            grouped.set_backend(None)
+        rows.append({"tokens": tokens, "d_model": d, "d_hidden": h, "experts": experts, "top_k": top_k, "backend": backend,
+                     "sparsetrain_tok_s": tokens / ours, "naive_loop_tok_s": tokens / peer, "speedup": peer / ours})  # fmt: skip
+    return rows
+
+
+# --------------------------------------------------------------------------- part 2: communication
+def routed_inputs(rank: int, tokens: int, d: int, experts: int, skew: float, step: int) -> torch.Tensor:
+    """Tokens drawn from ``experts`` clusters (cluster e ~ p_e ∝ 1/(e+1)^skew; skew 0 is uniform)."""
+    g = torch.Generator().manual_seed(1000 * rank + step)
+    p = 1.0 / torch.arange(1, experts + 1, dtype=torch.float64) ** skew
+    cluster = torch.multinomial(p / p.sum(), tokens, replacement=True, generator=g)
+    centers = torch.eye(experts, d) * 4.0
+    return centers[cluster] + 0.5 * torch.randn(tokens, d, generator=g)
+
+
+def steer_router(moe: MoE, d: int) -> None:
+    with torch.no_grad():
+        moe.router.weight.copy_(torch.eye(moe.num_experts, d) + 0.05 * torch.randn(moe.num_experts, d))
+
+
+MODES = ("fssdp", "fssdp_remat", "fssdp_load_aware", "expert_parallel")
+
+
+def make_sharding(mode: str, stats: CollectiveStats, cfg: dict):
+    row_bytes = (cfg["d"] * 2 * cfg["h"] + cfg["h"] * cfg["d"]) * 4
+    if mode == "fssdp":
+        return FSSDP(stats=stats)
+    if mode == "fssdp_remat":
+        return FSSDP(rematerialize=True, stats=stats)
+    if mode == "fssdp_load_aware":
+        return FSSDP(stats=stats, replica_memory_bytes=cfg["replica_rows"] * row_bytes, window=cfg["warmup"], hot_factor=1.25)
+    return ExpertParallel(stats=stats)
+
+
+def comm_worker(rank: int, world: int, port: int, cfg: dict, mode: str, skew: float, tokens: int, out_path: str) -> None:
+    """One (mode, routing, tokens) measurement in fresh processes, so peak RSS is this mode's own."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    d, h, experts = cfg["d"], cfg["h"], cfg["experts"]
+    stats = CollectiveStats()
+    torch.manual_seed(0)
+    moe = MoE(d, h, experts, cfg["top_k"], sharding=make_sharding(mode, stats, cfg))
+    steer_router(moe, d)
+    opt = torch.optim.Adam(moe.parameters(), lr=1e-4)
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for step in range(cfg["warmup"] + cfg["steps"]):
+        if step == cfg["warmup"]:
+            if mode == "fssdp_load_aware":
+                moe.experts.rebalance(opt)
+            stats.reset()
+            dist.barrier()
+            t0 = time.perf_counter()
+        x = routed_inputs(rank, tokens, d, experts, skew, step)
+        y, aux = moe(x)
+        (y.square().mean() + aux.loss).backward()
+        sync_dense_grads(moe)
+        opt.step()
+        opt.zero_grad()
+        finish_step(moe, opt)
+    dist.barrier()
+    seconds = (time.perf_counter() - t0) / cfg["steps"]
+    shard = moe.experts.shard
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    mine = {
+        "bytes_sent": stats.bytes_sent / cfg["steps"],
+        "bytes_received": stats.bytes_received / cfg["steps"],
+        "meta_bytes": stats.total("meta_bytes") / cfg["steps"],
+        "seconds": seconds,
+        "expert_state_bytes": shard.numel() * shard.element_size() * 3,  # params + Adam exp_avg + exp_avg_sq
+        "local_rows": shard.shape[0],
+        "replicas": len(getattr(moe.experts, "placement").replicas),
+        "peak_rss_growth_mib": (peak - rss0) / 1024,
+        "peak_rss_mib": peak / 1024,
+    }
+    everyone = [None] * world
+    dist.all_gather_object(everyone, mine)
+    if rank == 0:
+        Path(out_path).write_text(json.dumps(everyone))
+    dist.destroy_process_group()
+
+
+def communication(cfg: dict) -> list[dict]:
+    out = HERE / "out" / "moe_comm_rank_records.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for tokens in cfg["tokens"]:
+        for skew in cfg["skews"]:
+            for mode in MODES:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", 0))
+                    port = s.getsockname()[1]
+                args = (cfg["world"], port, cfg, mode, skew, tokens, str(out))
+                mp.start_processes(comm_worker, args=args, nprocs=cfg["world"], start_method="spawn")
+                ranks = json.loads(out.read_text())
+                rows.append({
+                    "tokens/rank": tokens,
+                    "routing": "uniform" if skew == 0 else f"zipf(s={skew})",
+                    "mode": mode,
+                    "MiB sent/step/rank (mean)": sum(x["bytes_sent"] + x["meta_bytes"] for x in ranks) / len(ranks) / 2**20,
+                    "MiB received/step (max rank)": max(x["bytes_received"] for x in ranks) / 2**20,
+                    "step s (slowest rank)": max(x["seconds"] for x in ranks),
+                    "expert rows/rank (max)": max(x["local_rows"] for x in ranks),
+                    "replicated experts": ranks[0]["replicas"],
+                    "expert state MiB/rank (max)": max(x["expert_state_bytes"] for x in ranks) / 2**20,
+                    "peak RSS MiB (max rank)": max(x["peak_rss_mib"] for x in ranks),
+                    "RSS growth in steps MiB (max)": max(x["peak_rss_growth_mib"] for x in ranks),
+                })  # fmt: skip
+                print(rows[-1], flush=True)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    keys = list(rows[0])
+    fmt = lambda v: f"{v:,.2f}" if isinstance(v, float) else str(v)  # noqa: E731
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(fmt(r[k]) for k in keys) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description="MoE throughput and FSSDP vs expert-parallel communication")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--skip-comm", action="store_true")
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.quick:
+        tp = [dict(tokens=512, d=64, h=128, experts=8, top_k=2, reps=3)]
+        comm = dict(world=4, d=32, h=64, experts=8, top_k=2, tokens=[256], steps=2, warmup=2, replica_rows=2, skews=[0.0, 1.2])
+    else:
+        tp = [dict(tokens=4096, d=256, h=512, experts=8, top_k=2, reps=5), dict(tokens=4096, d=256, h=512, experts=64, top_k=2, reps=5),
+              dict(tokens=4096, d=256, h=512, experts=64, top_k=8, reps=3)]  # fmt: skip
+        comm = dict(world=4, d=128, h=256, experts=16, top_k=2, tokens=[2048, 8192], steps=3, warmup=2, replica_rows=4, skews=[0.0, 1.2])
+    report = {"torch": torch.__version__, "threads": args.threads, "throughput": [], "communication": [], "comm_config": comm}
+    for cfg in tp:
+        report["throughput"] += throughput(cfg["tokens"], cfg["d"], cfg["h"], cfg["experts"], cfg["top_k"], cfg["reps"])
+    print("forward+backward, CPU float32, tokens/s\n" + table(report["throughput"]))
+    if not args.skip_comm:
+        report["communication"] = communication(comm)
+        print(f"\nworld size {comm['world']} gloo, per training step ({comm})\n" + table(report["communication"]))
+    out = HERE / "out" / "moe.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main()

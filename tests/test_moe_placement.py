@@ -1,0 +1,104 @@
+"""Load-aware expert placement and the sharded modes' single-process behaviour and errors."""
+
+import pytest
+import torch
+
+from sparsetrain.collective import RowPlacement
+from sparsetrain.moe import (
+    FSSDP, ExpertParallel, LoadWindow, MoE, MoEConfigError, balanced_owners, hot_replicas, plan_placement,
+    sharded_parameter_names,
+)  # fmt: skip
+
+
+def brute_force_best_max_load(load, world):
+    """Smallest possible max per-rank load with equal row counts (exhaustive, tiny inputs)."""
+    import itertools
+
+    n = len(load)
+    base, extra = divmod(n, world)
+    room = [base + (1 if r < extra else 0) for r in range(world)]
+    best = None
+    for assign in itertools.product(range(world), repeat=n):
+        if [assign.count(r) for r in range(world)] != room:
+            continue
+        totals = [sum(load[e] for e in range(n) if assign[e] == r) for r in range(world)]
+        best = max(totals) if best is None else min(best, max(totals))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_balanced_owners_equal_rows_and_near_optimal_load(seed):
+    g = torch.Generator().manual_seed(seed)
+    load = (torch.rand(7, generator=g) ** 3 * 100).long()
+    owner = balanced_owners(load, 3)
+    assert sorted(torch.bincount(owner, minlength=3).tolist()) == [2, 2, 3]
+    totals = torch.zeros(3, dtype=torch.int64).index_add_(0, owner, load)
+    best = brute_force_best_max_load(load.tolist(), 3)
+    assert int(totals.max()) <= best + int(load.max())  # greedy LPT bound: within one item of optimal
+    assert torch.equal(owner, balanced_owners(load, 3))  # deterministic
+
+
+def test_hot_replicas_respect_the_cap_and_skip_the_owner():
+    load = torch.tensor([100, 1, 1, 1, 50, 1, 1, 1])
+    owner = balanced_owners(load, 4)
+    reps = hot_replicas(load, owner, 4, max_rows_per_rank=1, hot_factor=2.0)
+    assert sorted(reps[0]) == sorted(r for r in range(4) if r != int(owner[0]))  # hottest first, everywhere
+    # expert 4 is hot too, but the only rank with a free replica row is expert 0's owner
+    assert reps.get(4, []) == ([int(owner[0])] if int(owner[4]) != int(owner[0]) else [])
+    per_rank = [sum(r in ranks for ranks in reps.values()) for r in range(4)]
+    assert max(per_rank) <= 1
+    reps2 = hot_replicas(load, owner, 4, max_rows_per_rank=2, hot_factor=2.0)
+    assert set(reps2) == {0, 4}
+    assert int(owner[4]) not in reps2[4]
+    assert hot_replicas(load, owner, 4, max_rows_per_rank=0) == {}
+    assert hot_replicas(torch.ones(8, dtype=torch.int64), owner, 4, max_rows_per_rank=3) == {}  # nothing is hot
+
+
+def test_plan_placement_is_a_valid_row_placement():
+    load = torch.tensor([0, 900, 5, 5, 5, 5, 80, 0])
+    p = plan_placement(load, 2, max_replica_rows=1, hot_factor=2.0)
+    assert isinstance(p, RowPlacement) and p.num_rows == 8 and p.world_size == 2
+    assert p.num_owned(0) == p.num_owned(1) == 4
+    assert p.has_replicas and set(p.replicas) == {1}
+    ids = torch.arange(8)
+    for r in range(2):
+        assert torch.equal(torch.sort(torch.cat([p.owned_ids(r), p.replica_ids(r)])).values, torch.sort(p.local_ids(r)).values)
+    # the two heaviest experts land on different ranks
+    assert int(p.owner(ids)[1]) != int(p.owner(ids)[6])
+
+
+def test_load_window_keeps_the_last_steps():
+    w = LoadWindow(3, window=2)
+    for c in ([1, 0, 0], [0, 2, 0], [0, 0, 4]):
+        w.add(torch.tensor(c))
+    assert w.load().tolist() == [0, 2, 4] and w.steps_seen == 3
+
+
+def test_sharded_layers_in_one_process_equal_the_plain_layer():
+    torch.manual_seed(0)
+    ref = MoE(8, 12, 6, top_k=2).double()
+    x = torch.randn(10, 8, dtype=torch.float64)
+    for make in (FSSDP, lambda: FSSDP(rematerialize=True), ExpertParallel):
+        torch.manual_seed(0)
+        moe = MoE(8, 12, 6, top_k=2, sharding=make()).double()
+        torch.testing.assert_close(moe(x)[0], ref(x)[0], atol=0, rtol=0)
+        assert sharded_parameter_names(moe) == ["experts.shard"]
+
+
+def test_sharding_configuration_errors():
+    with pytest.raises(MoEConfigError, match="world size 4 but the process group has 1"):
+        MoE(8, 12, 6, sharding=FSSDP(placement=RowPlacement.contiguous(6, 4)))
+    with pytest.raises(MoEConfigError, match="placement has 5 rows but the layer has 6 experts"):
+        MoE(8, 12, 6, sharding=FSSDP(placement=RowPlacement.contiguous(5, 1)))
+    with pytest.raises(MoEConfigError, match="window"):
+        FSSDP(window=0)
+    with pytest.raises(MoEConfigError, match="replica_memory_bytes"):
+        FSSDP(replica_memory_bytes=-1)
+
+
+def test_checkpoint_shape_mismatch_is_reported():
+    torch.manual_seed(0)
+    small = MoE(8, 12, 6, top_k=2)
+    big = MoE(8, 16, 6, top_k=2, sharding=FSSDP())
+    with pytest.raises(RuntimeError, match="do not match the layer"):
+        big.load_state_dict(small.state_dict())
