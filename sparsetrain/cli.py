@@ -12,6 +12,7 @@ from sparsetrain.errors import SparsetrainError
 
 def build_parser() -> argparse.ArgumentParser:
     from sparsetrain.datasets import cli as dataset_cli
+    from sparsetrain.engine import cli as engine_cli
 
     parser = argparse.ArgumentParser(
         prog="sparsetrain",
@@ -20,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"sparsetrain {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     dataset_cli.register(sub)
+    engine_cli.register(sub)
     return parser
 
 

@@ -1,0 +1,80 @@
+"""Distributed data parallel set-up from torchrun's environment, with timeouts instead of hangs."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from sparsetrain.errors import SparsetrainError
+
+DEFAULT_TIMEOUT_S = 30
+
+
+class DistributedError(SparsetrainError, RuntimeError):
+    """Another rank died, timed out or disagreed; this rank cannot go on."""
+
+
+@dataclass
+class DistContext:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init_from_env(device: str = "auto", timeout_s: int = DEFAULT_TIMEOUT_S) -> DistContext:
+    """Join the process group torchrun describes (``RANK``, ``WORLD_SIZE``, ...); a plain run gets world size 1.
+
+    gloo on CPU, NCCL on CUDA. Every collective times out after ``timeout_s``
+    seconds, so a dead rank becomes an error on the others rather than a hang.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    target = torch.device(device)
+    if target.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DistributedError("--device cuda was asked for but no CUDA device is visible; use --device cpu")
+        target = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(target)
+    ctx = DistContext(rank, world_size, local_rank, target)
+    if ctx.enabled and not dist.is_initialized():
+        backend = "nccl" if target.type == "cuda" else "gloo"
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+    return ctx
+
+
+def wrap_model(model: torch.nn.Module, ctx: DistContext) -> torch.nn.Module:
+    model = model.to(ctx.device)
+    if not ctx.enabled:
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
+
+
+def describe_failure(exc: BaseException, ctx: DistContext) -> DistributedError:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return DistributedError(
+        f"rank {ctx.rank} of {ctx.world_size}: lost contact with another rank ({text}); "
+        "another process probably died or was killed; check its log, then restart (add --resume to continue from the last checkpoint)"
+    )
+
+
+def shutdown(ctx: DistContext) -> None:
+    if ctx.enabled and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,47 @@
+"""Node-classification accuracy: exact (full neighborhoods, layer by layer) or on sampled blocks."""
+
+from __future__ import annotations
+
+import torch
+
+from sparsetrain.engine.loader import Loader
+from sparsetrain.engine.models import full_graph_inference
+
+EVAL_EPOCH = 2**20
+"""Evaluation samples under an epoch number training never reaches, so its batches never repeat training's."""
+
+
+def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    return (logits.argmax(dim=-1) == labels).double().mean().item() if len(labels) else float("nan")
+
+
+def full_graph_evaluator(features, labels: torch.Tensor, graph, split: dict[str, torch.Tensor], device="cpu"):
+    """``evaluate(model) -> {"val_acc", "test_acc"}`` using exact layer-wise inference over the whole graph."""
+
+    def evaluate(model) -> dict:
+        out = full_graph_inference(model, features, graph, device=device)
+        return {f"{name}_acc": accuracy(out[idx], labels[idx]) for name, idx in split.items() if name != "train"}
+
+    return evaluate
+
+
+def sampled_evaluator(sampler, features, labels: torch.Tensor, split: dict[str, torch.Tensor], *, batch_size: int, device="cpu"):
+    """``evaluate(model)`` on sampled blocks (for graphs too large for full-graph inference)."""
+    loaders = {name: Loader(sampler, features, labels, idx, batch_size=batch_size, shuffle=False, device=device)
+               for name, idx in split.items() if name != "train"}
+
+    @torch.no_grad()
+    def evaluate(model) -> dict:
+        was_training = model.training
+        model.eval()
+        result = {}
+        for name, loader in loaders.items():
+            correct = total = 0
+            for mb in loader.epoch(EVAL_EPOCH):
+                correct += (model(mb.x, mb.to_pyg()).argmax(dim=-1) == mb.y).sum().item()
+                total += len(mb.y)
+            result[f"{name}_acc"] = correct / total if total else float("nan")
+        model.train(was_training)
+        return result
+
+    return evaluate

@@ -1,0 +1,161 @@
+"""GNNs built from PyG convolutions, computed block by block on sampled minibatches.
+
+Layer ``l`` receives the features of block ``l``'s source nodes and produces
+features only for its destination nodes, which are the first ``num_dst`` source
+nodes and exactly the sources of block ``l + 1``. The same layers also run
+layer-wise over the full graph for exact evaluation (:func:`full_graph_inference`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+PygBlock = tuple[torch.Tensor, tuple[int, int]]
+"""One hop as PyG takes it: (edge_index [2, E] local src -> dst, (num_src, num_dst)), or a sparse ``adj_t``."""
+
+MODELS = ("sage", "gcn", "gat")
+
+
+def block_adj_t(edge_index: torch.Tensor, num_src: int, num_dst: int) -> torch.Tensor:
+    """The block's transposed adjacency as a torch sparse CSR tensor [num_dst, num_src].
+
+    PyG convolutions given this instead of ``edge_index`` aggregate with one SpMM.
+    """
+    dst, src = edge_index[1], edge_index[0]
+    order = torch.argsort(dst * num_src + src)
+    crow = torch.zeros(num_dst + 1, dtype=torch.int64, device=edge_index.device)
+    crow[1:] = torch.cumsum(torch.bincount(dst, minlength=num_dst), 0)
+    values = torch.ones(edge_index.shape[1], device=edge_index.device)
+    return torch.sparse_csr_tensor(crow, src[order], values, size=(num_dst, num_src))
+
+
+class BlockGNN(nn.Module):
+    """A stack of PyG convolutions applied block by block. Use :func:`GraphSAGE`, :func:`GCN` or :func:`GAT`."""
+
+    def __init__(self, kind: str, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int,
+                 dropout: float = 0.5, heads: int = 4, norm: bool = False):
+        super().__init__()
+        from torch_geometric.nn import GATConv, GCNConv, SAGEConv
+
+        if kind not in MODELS:
+            raise ValueError(f"model {kind!r} is not known; choose one of {', '.join(MODELS)}")
+        if num_layers < 1:
+            raise ValueError(f"num_layers={num_layers} must be at least 1")
+        self.kind = kind
+        self.dropout = dropout
+        self.convs = nn.ModuleList()
+        self.norms = nn.ModuleList()
+        dims = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
+        for layer, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
+            last = layer == num_layers - 1
+            if kind == "sage":
+                conv = SAGEConv(d_in, d_out)
+            elif kind == "gcn":
+                conv = GCNConv(d_in, d_out, cached=False)
+            else:
+                conv = GATConv(d_in, d_out if last else d_out // heads, heads=1 if last else heads, add_self_loops=True)
+            self.convs.append(conv)
+            if not last:
+                self.norms.append(nn.LayerNorm(d_out) if norm else nn.Identity())
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.convs)
+
+    def layer(self, i: int, x: torch.Tensor, edge_index: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        """Layer ``i`` on one bipartite block: features of the ``size[1]`` dst nodes."""
+        num_src, num_dst = size
+        conv = self.convs[i]
+        if self.kind == "gcn":  # GCNConv takes one node set: run on the sources, keep the dst rows
+            out = conv(x, edge_index)[:num_dst]
+        else:
+            out = conv((x, x[:num_dst]), edge_index)
+        if i < self.num_layers - 1:
+            out = F.relu(self.norms[i](out))
+            out = F.dropout(out, p=self.dropout, training=self.training)
+        return out
+
+    def forward(self, x: torch.Tensor, blocks: Sequence[PygBlock]) -> torch.Tensor:
+        """``x``: features of the outermost block's sources; ``blocks``: ``MiniBatch.to_pyg()``, outermost first."""
+        if len(blocks) != self.num_layers:
+            raise ValueError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model; use one fanout per layer")
+        for i, (edge_index, size) in enumerate(blocks):
+            x = self.layer(i, x, edge_index, size)
+        return x
+
+
+def GraphSAGE(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5, **kw) -> BlockGNN:
+    """GraphSAGE (mean aggregation) from PyG's ``SAGEConv``."""
+    return BlockGNN("sage", in_channels, hidden_channels, out_channels, num_layers, dropout, **kw)
+
+
+def GCN(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5, **kw) -> BlockGNN:
+    """GCN from PyG's ``GCNConv`` (symmetric normalization within each sampled block)."""
+    return BlockGNN("gcn", in_channels, hidden_channels, out_channels, num_layers, dropout, **kw)
+
+
+def GAT(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5, heads: int = 4, **kw) -> BlockGNN:
+    """GAT from PyG's ``GATConv`` (``heads`` concatenated in hidden layers, one head at the output)."""
+    return BlockGNN("gat", in_channels, hidden_channels, out_channels, num_layers, dropout, heads=heads, **kw)
+
+
+def build_model(kind: str, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int, dropout: float = 0.5) -> BlockGNN:
+    return BlockGNN(kind, in_channels, hidden_channels, out_channels, num_layers, dropout)
+
+
+@torch.no_grad()
+def full_graph_inference(model: BlockGNN, x, graph, nodes_per_chunk: int = 4096, device: str | torch.device = "cpu") -> torch.Tensor:
+    """Exact outputs for every node: layer by layer over all nodes with their full in-neighborhood.
+
+    ``x`` is anything indexable by a LongTensor of node ids (a tensor or a feature
+    store with ``gather``); ``graph`` is a :class:`~sparsetrain.sampling.CSCGraph`.
+    Memory is one layer's output for all nodes; compute per layer is one pass over the edges.
+    """
+    was_training = model.training
+    model.eval()
+    indptr, indices = graph.indptr, graph.indices
+    n = graph.num_nodes
+    current = x
+    for i in range(model.num_layers):
+        if model.kind == "gcn":
+            # GCN normalizes by the degrees of both ends, so one layer needs the whole graph at once
+            col = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
+            edge_index = torch.stack([indices.long(), col]).to(device)
+            current = model.layer(i, _rows(current, torch.arange(n)).to(device), edge_index, (n, n)).cpu()
+            continue
+        outputs = []
+        for lo in range(0, n, nodes_per_chunk):
+            hi = min(lo + nodes_per_chunk, n)
+            start, end = int(indptr[lo]), int(indptr[hi])
+            neighbors = indices[start:end].long()
+            dst_local = torch.repeat_interleave(torch.arange(hi - lo), indptr[lo + 1 : hi + 1] - indptr[lo:hi])
+            # sources = the chunk's own nodes first (dst = first num_dst sources), then their neighbors
+            src_nodes, src_local = torch.unique(torch.cat([torch.arange(lo, hi), neighbors]), return_inverse=True)
+            own = src_local[: hi - lo]
+            order = torch.cat([own, _complement(own, len(src_nodes))])
+            position = torch.empty_like(order)
+            position[order] = torch.arange(len(order))
+            src_nodes = src_nodes[order]
+            edge_index = torch.stack([position[src_local[hi - lo :]], dst_local]).to(device)
+            feats = _rows(current, src_nodes).to(device)
+            outputs.append(model.layer(i, feats, edge_index, (len(src_nodes), hi - lo)).cpu())
+        current = torch.cat(outputs)
+    model.train(was_training)
+    return current
+
+
+def _complement(ids: torch.Tensor, n: int) -> torch.Tensor:
+    mask = torch.ones(n, dtype=torch.bool)
+    mask[ids] = False
+    return mask.nonzero().view(-1)
+
+
+def _rows(table, ids: torch.Tensor) -> torch.Tensor:
+    """Rows of a tensor or of a feature store (anything with ``gather(ids)``)."""
+    if isinstance(table, torch.Tensor):
+        return table[ids]
+    return table.gather(ids)

@@ -1,0 +1,91 @@
+"""One training run from settings: what ``sparsetrain train`` (and torchrun) executes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from sparsetrain.engine.distributed import describe_failure, init_from_env, shutdown, wrap_model
+from sparsetrain.engine.evaluate import full_graph_evaluator, sampled_evaluator
+from sparsetrain.engine.loader import Loader
+from sparsetrain.engine.models import build_model
+from sparsetrain.engine.trainer import Trainer
+from sparsetrain.errors import DatasetError
+
+FULL_EVAL_MAX_NODES = 1_000_000
+
+
+@dataclass
+class TrainSettings:
+    data: Path | None = None
+    model: str = "sage"
+    fanout: list[int] = field(default_factory=lambda: [10, 10])
+    batch_size: int = 1024
+    epochs: int = 5
+    lr: float = 0.003
+    weight_decay: float = 0.0
+    hidden: int = 128
+    dropout: float = 0.5
+    device: str = "auto"
+    cache_gb: float = 0.0
+    eval: str = "auto"
+    checkpoint_dir: Path | None = None
+    checkpoint_every: int = 0
+    resume: bool = False
+    log: Path | None = None
+    seed: int = 0
+    summary_json: Path | None = None
+    quiet: bool = False
+
+
+def _features(ds, settings: TrainSettings, device: torch.device):
+    """The dataset's memory-mapped features, behind a cache when --cache-gb asks for one."""
+    from sparsetrain.storage import CachedFeatures, MmapFeatures
+
+    store = MmapFeatures(ds.path / "features.npy")
+    if settings.cache_gb > 0:
+        store = CachedFeatures(store, int(settings.cache_gb * 2**30), policy="hybrid", device=device, hotness=ds.graph.in_degrees().numpy())
+    return store
+
+
+def train(settings: TrainSettings) -> dict | None:
+    """Train and return the summary on the main rank (``None`` on the others)."""
+    from sparsetrain.datasets import load
+    from sparsetrain.engine.default_data import default_dataset
+    from sparsetrain.sampling import NeighborSampler
+
+    ctx = init_from_env(settings.device)
+    try:
+        ds = load(settings.data) if settings.data is not None else default_dataset(quiet=settings.quiet or not ctx.is_main)
+        if ds.features is None or ds.labels is None or "train" not in ds.split:
+            raise DatasetError(f"{ds.path}: training needs features, labels and a train split; re-import with --features and --labels")
+        torch.manual_seed(settings.seed)
+        features = _features(ds, settings, ctx.device)
+        sampler = NeighborSampler(ds.graph, settings.fanout, seed=settings.seed)
+        loader = Loader(sampler, features, ds.labels, ds.split["train"], batch_size=settings.batch_size, device=ctx.device,
+                        seed=settings.seed, rank=ctx.rank, world_size=ctx.world_size)
+        model = build_model(settings.model, ds.num_features, settings.hidden, ds.num_classes, len(settings.fanout), settings.dropout)
+        model = wrap_model(model, ctx)
+        optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
+        eval_split = {k: v for k, v in ds.split.items() if k != "train"}
+        full = settings.eval == "full" or (settings.eval == "auto" and ds.num_nodes <= FULL_EVAL_MAX_NODES)
+        if full:
+            evaluate = full_graph_evaluator(features, ds.labels, ds.graph, eval_split, device=ctx.device)
+        else:
+            eval_sampler = NeighborSampler(ds.graph, settings.fanout, seed=settings.seed + 1)
+            evaluate = sampled_evaluator(eval_sampler, features, ds.labels, eval_split, batch_size=settings.batch_size, device=ctx.device)
+        trainer = Trainer(model, loader, optimizer, epochs=settings.epochs, evaluate=evaluate if eval_split else None,
+                          checkpoint_dir=settings.checkpoint_dir, checkpoint_every=settings.checkpoint_every,
+                          resume=settings.resume, log_path=settings.log, quiet=settings.quiet, is_main=ctx.is_main)
+        try:
+            summary = trainer.fit()
+        except RuntimeError as exc:
+            if ctx.enabled and not isinstance(exc, FloatingPointError):
+                raise describe_failure(exc, ctx) from None
+            raise
+        summary.update({"model": settings.model, "dataset": str(ds.path), "world_size": ctx.world_size})
+        return summary if ctx.is_main else None
+    finally:
+        shutdown(ctx)

@@ -1,0 +1,194 @@
+"""The training loop: epochs, progress, evaluation, JSON-lines metrics, checkpoints and exact resume."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from sparsetrain._progress import progress
+from sparsetrain.engine.checkpoint import load_latest_checkpoint, save_checkpoint
+from sparsetrain.engine.loader import Loader
+
+
+class Trainer:
+    """Train ``model`` on minibatches from ``loader``.
+
+    ``evaluate(model) -> {"val_acc": .., "test_acc": ..}`` runs after every epoch;
+    the reported result is the test accuracy at the epoch with the best
+    validation accuracy. Checkpoints (every ``checkpoint_every`` steps and at
+    every epoch end) hold model, optimizer, scheduler, RNG state and the position
+    in the epoch; ``resume=True`` continues from the newest intact one exactly.
+    """
+
+    def __init__(self, model: torch.nn.Module, loader: Loader, optimizer: torch.optim.Optimizer, *,
+                 epochs: int, scheduler=None, loss_fn: Callable = F.cross_entropy,
+                 evaluate: Callable[[torch.nn.Module], dict] | None = None,
+                 checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 0, resume: bool = False,
+                 log_path: str | os.PathLike | None = None, quiet: bool = False, is_main: bool = True):
+        if epochs < 1:
+            raise ValueError(f"epochs={epochs} must be at least 1")
+        if resume and checkpoint_dir is None:
+            raise ValueError("resume=True needs a checkpoint_dir to resume from")
+        self.model = model
+        self.loader = loader
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.loss_fn = loss_fn
+        self.evaluate = evaluate
+        self.epochs = epochs
+        self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
+        self.checkpoint_every = checkpoint_every
+        self.resume = resume
+        self.log_path = None if log_path is None else Path(log_path)
+        self.quiet = quiet or not is_main
+        self.is_main = is_main
+        self.epoch = 0
+        self.batch = 0
+        self.step = 0
+        self.history: list[dict] = []
+
+    # ------------------------------------------------------------ state
+    def state_dict(self) -> dict:
+        state = {
+            "model": _unwrap(self.model).state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": {"torch": torch.get_rng_state()},
+            "position": {"epoch": self.epoch, "batch": self.batch, "step": self.step},
+            "history": self.history,
+        }
+        if self.scheduler is not None:
+            state["scheduler"] = self.scheduler.state_dict()
+        if torch.cuda.is_available():
+            state["rng"]["cuda"] = torch.cuda.get_rng_state_all()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        _unwrap(self.model).load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and "scheduler" in state:
+            self.scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["rng"]["torch"])
+        if "cuda" in state["rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        position = state["position"]
+        self.epoch, self.batch, self.step = position["epoch"], position["batch"], position["step"]
+        self.history = list(state.get("history", []))
+
+    def _save(self) -> None:
+        if self.checkpoint_dir is not None and self.is_main:
+            save_checkpoint(self.checkpoint_dir, self.step, self.state_dict())
+
+    def _log(self, record: dict) -> None:
+        if self.log_path is None or not self.is_main:
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def _trim_log(self) -> None:
+        """After a resume, drop log lines written after the checkpoint (they are about to be redone)."""
+        if self.log_path is None or not self.log_path.is_file() or not self.is_main:
+            return
+        kept = [line for line in self.log_path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= self.step]
+        tmp = self.log_path.with_name(self.log_path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        os.replace(tmp, self.log_path)
+
+    # ------------------------------------------------------------ loop
+    def fit(self) -> dict:
+        """Train for the remaining epochs; returns the summary (``val_acc``, ``test_acc``, ``epochs``, ``seconds``)."""
+        if self.resume:
+            state = load_latest_checkpoint(self.checkpoint_dir)
+            if state is not None:
+                self.load_state_dict(state)
+                self._trim_log()
+        started = time.perf_counter()
+        while self.epoch < self.epochs:
+            self._train_epoch()
+            self.epoch += 1
+            self.batch = 0
+            if self.scheduler is not None:
+                self.scheduler.step()
+            self._save()
+        return self.summary(time.perf_counter() - started)
+
+    def _train_epoch(self) -> None:
+        model, loader = self.model, self.loader
+        model.train()
+        losses = []
+        seen = 0
+        epoch_start = time.perf_counter()
+        bar = progress(len(loader), f"epoch {self.epoch + 1}/{self.epochs}", "batch", self.quiet, initial=self.batch)
+        with bar:
+            for mb in loader.epoch(self.epoch, self.batch):
+                self.optimizer.zero_grad(set_to_none=True)
+                out = model(mb.x, mb.to_pyg())
+                loss = self.loss_fn(out, mb.y)
+                if not math.isfinite(loss.item()):
+                    raise FloatingPointError(f"loss became {loss.item()} at step {self.step}; lower the learning rate or check the features for extreme values")
+                loss.backward()
+                self.optimizer.step()
+                self.step += 1
+                self.batch += 1
+                seen += len(mb.seeds)
+                losses.append(loss.item())
+                self._log({"step": self.step, "epoch": self.epoch, "loss": losses[-1]})
+                elapsed = time.perf_counter() - epoch_start
+                stats = loader.last_epoch_stats
+                bar.set_postfix(loss=f"{losses[-1]:.4f}", seeds_s=f"{seen / max(elapsed, 1e-9):.0f}",
+                                stall=f"{stats.wait_seconds / max(elapsed, 1e-9):.0%}", refresh=False)
+                bar.update(1)
+                if self.checkpoint_every and self.step % self.checkpoint_every == 0:
+                    self._save()
+        stats = loader.last_epoch_stats
+        record = {
+            "step": self.step,
+            "epoch": self.epoch + 1,
+            "train_loss": sum(losses) / len(losses) if losses else None,
+            "seconds": round(stats.total_seconds, 4),
+            "stall_fraction": round(stats.stall_fraction, 4),
+            "seeds_per_second": round(stats.seeds / stats.total_seconds, 1) if stats.total_seconds else None,
+        }
+        if self.evaluate is not None:
+            record.update(self.evaluate(_unwrap(model)))
+        self.history.append(record)
+        self._log(record)
+        if not self.quiet:
+            shown = "  ".join(f"{k} {_fmt(v)}" for k, v in record.items() if k != "step")
+            print(shown, flush=True)
+
+    def summary(self, seconds: float) -> dict:
+        best = max((r for r in self.history if "val_acc" in r), key=lambda r: r["val_acc"], default=None)
+        return {
+            "val_acc": None if best is None else best["val_acc"],
+            "test_acc": None if best is None else best.get("test_acc"),
+            "best_epoch": None if best is None else best["epoch"],
+            "epochs": self.epoch,
+            "steps": self.step,
+            "seconds": round(seconds, 3),
+            "stall_fraction": self.history[-1]["stall_fraction"] if self.history else None,
+        }
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.0f}" if abs(value) >= 100 else f"{value:.4f}"
+    return str(value)
+
+
+def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    return model.module if hasattr(model, "module") and isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+
+
+def fit(model: torch.nn.Module, loader: Loader, *, epochs: int, lr: float = 0.01, weight_decay: float = 0.0, **kwargs) -> dict:
+    """Train with Adam and return the summary; a shortcut for :class:`Trainer`."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    return Trainer(model, loader, optimizer, epochs=epochs, **kwargs).fit()

@@ -1,0 +1,130 @@
+"""Loader, block-by-block models and checkpoints against independent references."""
+
+import warnings
+
+import pytest
+import torch
+
+import sparsetrain as st
+from sparsetrain.engine.checkpoint import CheckpointError, list_checkpoints, load_latest_checkpoint, save_checkpoint
+from sparsetrain.engine.loader import Loader
+from sparsetrain.engine.models import GAT, GCN, GraphSAGE, block_adj_t, full_graph_inference
+from sparsetrain.sampling import NeighborSampler
+
+
+@pytest.fixture(scope="module")
+def cora(cora_data, tmp_path_factory):
+    return st.datasets.from_pyg(cora_data, tmp_path_factory.mktemp("cora") / "cora", quiet=True)
+
+
+def full_edge_index(graph):
+    col = torch.repeat_interleave(torch.arange(graph.num_nodes), graph.in_degrees())
+    return torch.stack([graph.indices.long(), col])
+
+
+def test_loader_attaches_the_right_rows_and_covers_every_seed_once(cora):
+    sampler = NeighborSampler(cora.graph, [5, 5], seed=1)
+    loader = Loader(sampler, cora.features, cora.labels, cora.split["test"], batch_size=128, seed=3)
+    seen = []
+    for mb in loader:
+        assert torch.equal(mb.x, cora.features[mb.input_nodes])
+        assert torch.equal(mb.y, cora.labels[mb.seeds])
+        seen.append(mb.seeds)
+    seen = torch.cat(seen)
+    assert len(loader) == 8
+    assert torch.equal(seen.sort().values, cora.split["test"].sort().values)
+    assert 0 <= loader.last_epoch_stats.stall_fraction <= 1 and loader.last_epoch_stats.seeds == 1000
+
+
+def test_loader_is_a_pure_function_of_seed_epoch_and_position(cora):
+    def run(epoch, start=0, prefetch=2):
+        sampler = NeighborSampler(cora.graph, [4, 3], seed=11)
+        loader = Loader(sampler, cora.features, cora.labels, cora.split["val"], batch_size=64, seed=5, prefetch=prefetch)
+        return [(mb.seeds, mb.input_nodes) for mb in loader.epoch(epoch, start)]
+
+    a, b = run(2), run(2, prefetch=0)
+    assert all(torch.equal(x[0], y[0]) and torch.equal(x[1], y[1]) for x, y in zip(a, b))
+    resumed = run(2, start=3)
+    assert all(torch.equal(x[1], y[1]) for x, y in zip(a[3:], resumed))
+    other = run(3)
+    assert not torch.equal(a[0][0], other[0][0])
+
+
+def test_loader_ranks_split_the_seeds(cora):
+    sampler = NeighborSampler(cora.graph, [2], seed=0)
+    shares = [torch.cat([mb.seeds for mb in Loader(sampler, cora.features, cora.labels, cora.split["test"], batch_size=100,
+                                                   rank=r, world_size=3).epoch(0)]) for r in range(3)]
+    assert all(len(s) == 333 for s in shares)
+    assert torch.cat(shares).unique().numel() == 999
+
+
+def test_loader_raises_the_producer_error(cora):
+    class Broken:
+        shape = cora.features.shape
+
+        def gather(self, ids):
+            raise RuntimeError("disk on fire")
+
+    loader = Loader(NeighborSampler(cora.graph, [2], seed=0), Broken(), cora.labels, cora.split["val"], batch_size=50)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        list(loader)
+
+
+@pytest.mark.parametrize("make", [GraphSAGE, GAT, GCN])
+def test_block_forward_with_all_neighbors_equals_the_full_graph_model(cora, make):
+    torch.manual_seed(0)
+    model = make(cora.num_features, 32, cora.num_classes, num_layers=2).eval()
+    ei = full_edge_index(cora.graph)
+    n = cora.num_nodes
+    reference = model(cora.features, [(ei, (n, n))] * 2)
+    assert torch.allclose(full_graph_inference(model, cora.features, cora.graph, nodes_per_chunk=300), reference, atol=1e-5)
+    if make is GCN:
+        return  # GCN normalizes by block degrees: a sampled block is not the full graph
+    seeds = torch.tensor([0, 5, 17, 2000, 2707])
+    mb = NeighborSampler(cora.graph, [-1, -1], seed=0).sample(seeds)
+    out = model(cora.features[mb.input_nodes], mb.to_pyg())
+    assert torch.allclose(out, reference[seeds], atol=1e-5)
+
+
+def test_sparse_adjacency_path_equals_edge_index_path(cora):
+    torch.manual_seed(0)
+    model = GraphSAGE(cora.num_features, 16, cora.num_classes, 2).eval()
+    mb = NeighborSampler(cora.graph, [5, 5], seed=2).sample(torch.arange(0, 300, 7))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sparse = [(block_adj_t(ei, *size), size) for ei, size in mb.to_pyg()]
+    x = cora.features[mb.input_nodes]
+    assert torch.allclose(model(x, sparse), model(x, mb.to_pyg()), atol=1e-5)
+
+
+def test_checkpoints_keep_the_newest_and_fall_back_on_damage(tmp_path):
+    for step in (1, 2, 3, 4):
+        save_checkpoint(tmp_path, step, {"w": torch.full((3,), float(step)), "step": step}, keep=3)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-0000000004.pt", "step-0000000003.pt", "step-0000000002.pt"]
+    assert load_latest_checkpoint(tmp_path)["step"] == 4
+    newest = list_checkpoints(tmp_path)[0]
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    newest.write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match="falling back"):
+        assert load_latest_checkpoint(tmp_path)["step"] == 3
+    for p in tmp_path.glob("*.sha256"):
+        p.write_text("0" * 64)
+    with pytest.warns(UserWarning), pytest.raises(CheckpointError, match="none of the 3"):
+        load_latest_checkpoint(tmp_path)
+
+
+def test_checkpoints_never_unpickle_code(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    save_checkpoint(tmp_path, 1, {"ok": torch.zeros(1)})
+    import hashlib
+
+    path = tmp_path / "step-0000000002.pt"
+    torch.save({"evil": Evil()}, path)
+    (tmp_path / "step-0000000002.pt.sha256").write_text(hashlib.sha256(path.read_bytes()).hexdigest() + "  x\n")
+    with pytest.warns(UserWarning, match="cannot be loaded safely"):
+        state = load_latest_checkpoint(tmp_path)
+    assert set(state) == {"ok"}

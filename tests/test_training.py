@@ -1,0 +1,116 @@
+"""The trainer end to end: accuracy on Cora, exact resume after SIGKILL, DDP over gloo, a dead rank."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import sparsetrain as st
+from sparsetrain.engine.checkpoint import load_latest_checkpoint
+
+CORA_ARGS = ["--fanout", "10,10", "--batch-size", "64", "--lr", "0.005", "--weight-decay", "5e-4", "--hidden", "256", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def cora_dir(cora_data, tmp_path_factory):
+    return st.datasets.from_pyg(cora_data, tmp_path_factory.mktemp("cora") / "cora", quiet=True).path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_graphsage_on_cora_public_split_reaches_79_percent(cli, cora_dir, tmp_path):
+    accs = []
+    for seed in range(3):
+        summary = tmp_path / f"s{seed}.json"
+        code, _, err = cli("train", "--data", cora_dir, *CORA_ARGS, "--epochs", "20", "--seed", seed, "--summary-json", summary)
+        assert code == 0, err
+        result = json.loads(summary.read_text())
+        assert result["epochs"] == 20 and result["seconds"] > 0
+        accs.append(result["test_acc"])
+    assert sum(accs) / 3 >= 0.79, accs
+
+
+def test_default_dataset_trains_well_above_chance(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARSETRAIN_CACHE", str(tmp_path / "cache"))
+    code, out, err = cli("train", "--epochs", "2", "--quiet", "--summary-json", tmp_path / "s.json")
+    assert code == 0, err
+    result = json.loads((tmp_path / "s.json").read_text())
+    assert result["test_acc"] > 3 * (1 / 8)
+    assert "test accuracy" in out
+
+
+def _train_cmd(cora_dir, ckpt, log, *extra):
+    return [sys.executable, "-m", "sparsetrain", "train", "--data", str(cora_dir), *CORA_ARGS, "--batch-size", "16",
+            "--epochs", "12", "--seed", "7", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "4", "--log", str(log), *extra]
+
+
+def _steps(log):
+    if not log.exists():
+        return 0
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return max((r["step"] for r in lines), default=0)
+
+
+def test_sigkill_then_resume_equals_the_uninterrupted_run(cora_dir, tmp_path):
+    full_ckpt, full_log = tmp_path / "full", tmp_path / "full.jsonl"
+    subprocess.run(_train_cmd(cora_dir, full_ckpt, full_log), check=True, capture_output=True)
+
+    ckpt, log = tmp_path / "cut", tmp_path / "cut.jsonl"
+    proc = subprocess.Popen(_train_cmd(cora_dir, ckpt, log), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while _steps(log) < 30 and time.time() < deadline:  # mid-epoch 4 (9 batches an epoch)
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert _steps(log) < 108, "the run finished before it could be killed"
+    subprocess.run(_train_cmd(cora_dir, ckpt, log, "--resume"), check=True, capture_output=True)
+
+    a, b = load_latest_checkpoint(full_ckpt), load_latest_checkpoint(ckpt)
+    assert a["position"] == b["position"]
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    losses = lambda path: [r["loss"] for r in map(json.loads, path.read_text().splitlines()) if "loss" in r]
+    assert losses(full_log) == losses(log)
+
+
+def test_two_rank_gloo_training_on_cora(cora_dir, tmp_path):
+    summary = tmp_path / "s.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(_free_port()),
+           "-m", "sparsetrain", "train", "--data", str(cora_dir), *CORA_ARGS, "--batch-size", "32", "--epochs", "20",
+           "--seed", "0", "--summary-json", str(summary)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = json.loads(summary.read_text())
+    assert metrics["world_size"] == 2
+    assert metrics["test_acc"] >= 0.79
+
+
+def test_a_killed_rank_makes_the_other_exit_with_a_clear_error(cora_dir, tmp_path):
+    port = _free_port()
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        cmd = [sys.executable, "-m", "sparsetrain", "train", "--data", str(cora_dir), *CORA_ARGS, "--batch-size", "8",
+               "--epochs", "200", "--log", str(tmp_path / f"log{rank}.jsonl")]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    deadline = time.time() + 120
+    while _steps(tmp_path / "log0.jsonl") < 5 and time.time() < deadline:
+        time.sleep(0.05)
+    procs[1].send_signal(signal.SIGKILL)
+    killed_at = time.time()
+    _, stderr = procs[0].communicate(timeout=90)
+    assert time.time() - killed_at < 60
+    assert procs[0].returncode not in (0, None)
+    assert "lost contact with another rank" in stderr
+    assert "Traceback" not in stderr
