@@ -134,18 +134,8 @@ def draw_positions(weights, lo, d, k, fanout, replace, weighted, stream, out, st
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def sample_hop(indptr, indices, weights, nodes, num_dst, fanout, replace, weighted, key, table):
-    """One hop: returns ``(edge_index, nodes)``: local [2, E] (src, dst) and the input nodes plus the new sources.
-
-    ``table[g]`` is the local id of global node ``g`` or -1; the first ``num_dst``
-    nodes must already be in it. New nodes get ids in order of first appearance
-    in the (dst-major) edge list. Passes: count (parallel), draw edge positions
-    (parallel, compute only), read the sources at those positions (parallel,
-    prefetched), then the fused dedupe + relabel (one map lookup per edge).
-    """
-    lo = np.empty(num_dst, np.int64)
-    deg = np.empty(num_dst, np.int64)
-    offsets = np.empty(num_dst + 1, np.int64)
+def count_hop(indptr, weights, nodes, num_dst, fanout, replace, weighted, lo, deg, offsets):
+    """Fill ``lo``/``deg`` (where each dst node's in-edges start, how many) and ``offsets`` (edge ranges); returns the edge count."""
     offsets[0] = 0
     for i in prange(num_dst):
         if i + PREFETCH < num_dst:
@@ -157,9 +147,21 @@ def sample_hop(indptr, indices, weights, nodes, num_dst, fanout, replace, weight
         offsets[i + 1] = _count(weights, a, deg[i], fanout, replace, weighted)
     for i in range(num_dst):
         offsets[i + 1] += offsets[i]
+    return offsets[num_dst]
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def sample_hop(indices, weights, nodes, num_dst, fanout, replace, weighted, key, lo, deg, offsets, nbr, table, edge_index):
+    """One hop after :func:`count_hop`: fills ``edge_index`` [2, E] (local src, dst), appends new nodes; returns the node count.
+
+    ``nodes[:num_dst]`` are the dst nodes, all already in ``table`` (global id ->
+    local id, -1 = absent); ``nodes`` has room for ``num_dst + E`` entries and
+    ``nbr`` for ``E``. New nodes get local ids in order of first appearance in
+    the (dst-major) edge list. Passes: draw edge positions (parallel, compute
+    only), read the sources there (parallel, prefetched), then the fused dedupe
+    + relabel (one map lookup per edge).
+    """
     num_edges = offsets[num_dst]
-    nbr = np.empty(num_edges, np.int64)
-    edge_index = np.empty((2, num_edges), np.int64)
     src = edge_index[0]
     dst = edge_index[1]
     for i in prange(num_dst):
@@ -181,8 +183,6 @@ def sample_hop(indptr, indices, weights, nodes, num_dst, fanout, replace, weight
                 prefetch(indices, nbr[e + PREFETCH])
             nbr[e] = indices[nbr[e]]
     # fused dedupe + relabel: one lookup per edge in the node map
-    out_nodes = np.empty(num_dst + num_edges, np.int64)
-    out_nodes[:num_dst] = nodes[:num_dst]
     n = num_dst
     for e in range(num_edges):
         if e + PREFETCH < num_edges:
@@ -192,10 +192,35 @@ def sample_hop(indptr, indices, weights, nodes, num_dst, fanout, replace, weight
         if t < 0:
             t = n
             table[u] = n
-            out_nodes[n] = u
+            nodes[n] = u
             n += 1
         src[e] = t
-    return edge_index, out_nodes[:n]
+    return n
+
+
+class Workspace:
+    """Scratch reused from batch to batch (fresh pages cost a fault each): the node map and the per-hop arrays."""
+
+    def __init__(self, num_nodes: int) -> None:
+        self.table = np.full(num_nodes, -1, np.int32 if num_nodes < 2**31 else np.int64)
+        self.lo = self.deg = self.offsets = self.nbr = self.nodes = np.empty(0, np.int64)
+
+    @staticmethod
+    def _fit(array: np.ndarray, size: int, keep: int = 0) -> np.ndarray:
+        if array.shape[0] >= size:
+            return array
+        grown = np.empty(max(size, array.shape[0] + array.shape[0] // 2), np.int64)
+        grown[:keep] = array[:keep]
+        return grown
+
+    def for_dst(self, num_dst: int) -> None:
+        self.lo = self._fit(self.lo, num_dst)
+        self.deg = self._fit(self.deg, num_dst)
+        self.offsets = self._fit(self.offsets, num_dst + 1)
+
+    def for_edges(self, num_dst: int, num_edges: int) -> None:
+        self.nbr = self._fit(self.nbr, num_edges)
+        self.nodes = self._fit(self.nodes, num_dst + num_edges, keep=num_dst)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -54,7 +54,7 @@ class NeighborSampler:
         self.seed = int(torch.randint(0, 2**62, ()).item()) if seed is None else int(seed) & _SEED_MASK
         self._counter = itertools.count()
         self._lock = threading.Lock()
-        self._tables: list[np.ndarray] = []  # node maps, one per concurrent CPU call
+        self._workspaces: list[neighbor.Workspace] = []  # one per concurrent CPU call
         self._cuda = None
 
     @property
@@ -95,34 +95,43 @@ class NeighborSampler:
         indptr, indices, weights = self.graph.numpy()
         if weights is None or not self.weighted:
             weights = np.empty(0, np.float32)
-        table = self._acquire_table()
-        nodes = np.ascontiguousarray(seeds.numpy())
+        ws = self._acquire_workspace()
         try:
-            repeated = neighbor.insert_seeds(nodes, table)
+            num_nodes = seeds.numel()
+            ws.for_edges(0, num_nodes)
+            ws.nodes[:num_nodes] = seeds.numpy()
+            repeated = neighbor.insert_seeds(ws.nodes[:num_nodes], ws.table)
             if repeated >= 0:
-                raise SamplingError(f"seed {int(nodes[repeated])} appears more than once in seeds; pass unique seeds (e.g. torch.unique(seeds))")
+                raise SamplingError(f"seed {int(ws.nodes[repeated])} appears more than once in seeds; pass unique seeds (e.g. torch.unique(seeds))")
             layers = []
             try:
                 for fanout, key in zip(self.fanouts, keys):
-                    num_dst = nodes.shape[0]
-                    edge_index, nodes = neighbor.sample_hop(indptr, indices, weights, nodes, num_dst, fanout, self.replace, self.weighted, np.uint64(key), table)
-                    layers.append((torch.from_numpy(edge_index), nodes.shape[0], num_dst))
+                    num_dst = num_nodes
+                    ws.for_dst(num_dst)
+                    num_edges = neighbor.count_hop(indptr, weights, ws.nodes, num_dst, fanout, self.replace, self.weighted, ws.lo, ws.deg, ws.offsets)
+                    ws.for_edges(num_dst, num_edges)
+                    edge_index = np.empty((2, num_edges), np.int64)
+                    num_nodes = neighbor.sample_hop(
+                        indices, weights, ws.nodes, num_dst, fanout, self.replace, self.weighted, np.uint64(key),
+                        ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, edge_index,
+                    )
+                    layers.append((torch.from_numpy(edge_index), num_nodes, num_dst))
             finally:
-                neighbor.reset_table(table, nodes)
+                neighbor.reset_table(ws.table, ws.nodes[:num_nodes])
+            input_nodes = torch.from_numpy(ws.nodes[:num_nodes].copy())
         finally:
-            self._release_table(table)
-        return _assemble(seeds, layers, torch.from_numpy(nodes))
+            self._release_workspace(ws)
+        return _assemble(seeds, layers, input_nodes)
 
-    def _acquire_table(self) -> np.ndarray:
+    def _acquire_workspace(self) -> neighbor.Workspace:
         with self._lock:
-            if self._tables:
-                return self._tables.pop()
-        dtype = np.int32 if self.graph.num_nodes < 2**31 else np.int64
-        return np.full(self.graph.num_nodes, -1, dtype)
+            if self._workspaces:
+                return self._workspaces.pop()
+        return neighbor.Workspace(self.graph.num_nodes)
 
-    def _release_table(self, table: np.ndarray) -> None:
+    def _release_workspace(self, ws: neighbor.Workspace) -> None:
         with self._lock:
-            self._tables.append(table)
+            self._workspaces.append(ws)
 
     def __repr__(self) -> str:
         return f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, seed={self.seed}, graph={self.graph!r})"
