@@ -86,7 +86,7 @@ class CachedFeatures(FeatureStore):
         step = max(1, PRELOAD_CHUNK_BYTES // self.row_bytes)
         for lo in range(0, ids.size, step):
             rows = self.backing.gather(torch.from_numpy(ids[lo : lo + step]))
-            self.slots[torch.from_numpy(slots[lo : lo + step]).to(self.device)] = rows.to(self.device)
+            self.slots.index_copy_(0, self._device_index(slots[lo : lo + step]), rows.to(self.device))
             self.stats.bytes_moved += rows.shape[0] * self.row_bytes
 
     # -------------------------------------------------- CUDA stream ordering between readers and writers
@@ -128,13 +128,13 @@ class CachedFeatures(FeatureStore):
             hit = slots >= 0
             hit_at = np.flatnonzero(hit)
             if hit_at.size:
-                rows[self._device_index(hit_at)] = self.slots[self._device_index(slots[hit_at])]
+                rows.index_copy_(0, self._device_index(hit_at), self.slots.index_select(0, self._device_index(slots[hit_at])))
             self._after_read()
             missed_at = np.flatnonzero(~hit)
             fetch_at = self._take_victims(wanted, missed_at, rows)
         if fetch_at.size:
             fetched = self.backing.gather(torch.from_numpy(wanted[fetch_at]))
-            rows[self._device_index(fetch_at)] = fetched.to(self.device, non_blocking=True)
+            rows.index_copy_(0, self._device_index(fetch_at), fetched.to(self.device, non_blocking=True))
             self.stats.bytes_moved += fetch_at.size * self.row_bytes
         if missed_at.size:
             with self._lock:
@@ -149,7 +149,7 @@ class CachedFeatures(FeatureStore):
             return missed_at
         found, found_rows = self.victim.take(wanted[missed_at])
         if found.any():
-            rows[self._device_index(missed_at[found])] = found_rows.to(self.device, non_blocking=True)
+            rows.index_copy_(0, self._device_index(missed_at[found]), found_rows.to(self.device, non_blocking=True))
             self.stats.victim_hits += int(found.sum())
         return missed_at[~found]
 
@@ -161,10 +161,10 @@ class CachedFeatures(FeatureStore):
         self._before_write()
         if evicted.size:
             if self.victim is not None:
-                self.victim.put(evicted, self.slots[self._device_index(evicted_slots)])
+                self.victim.put(evicted, self.slots.index_select(0, self._device_index(evicted_slots)))
             self.stats.evictions += int(evicted.size)
         source = row_at[np.searchsorted(ids, admitted)]
-        self.slots[self._device_index(slots)] = rows[self._device_index(source)]
+        self.slots.index_copy_(0, self._device_index(slots), rows.index_select(0, self._device_index(source)))
         if self.victim is not None:
             self.victim.discard(admitted)
         self._after_write()
@@ -204,7 +204,8 @@ class CachedFeatures(FeatureStore):
             rows = torch.empty((wanted.size, *self.row_shape), dtype=self.dtype, device=self.device)
             fetch_at = self._take_victims(wanted, missing, rows)
         if fetch_at.size:
-            rows[self._device_index(fetch_at)] = self.backing.gather(torch.from_numpy(wanted[fetch_at])).to(self.device, non_blocking=True)
+            fetched = self.backing.gather(torch.from_numpy(wanted[fetch_at])).to(self.device, non_blocking=True)
+            rows.index_copy_(0, self._device_index(fetch_at), fetched)
             self.stats.bytes_moved += fetch_at.size * self.row_bytes
         with self._lock:
             still = missing[self.policy.contains(wanted[missing]) < 0]

@@ -15,6 +15,7 @@ _pread = types.ExternalFunction("pread", types.intp(types.int32, types.voidptr, 
 _fadvise = types.ExternalFunction("posix_fadvise", types.int32(types.int32, types.int64, types.int64, types.int32))
 POSIX_FADV_WILLNEED = 3
 MAX_RUN_BYTES = 1 << 20
+PARALLEL_MIN_RUNS = 512  # below this many reads a parallel region costs more than it saves
 
 
 @njit(cache=True, nogil=True)
@@ -65,38 +66,51 @@ def _read_full(fd, address, length, offset):
     return done
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def read_runs(fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging, advise):
-    """Fill byte rows ``out[order[k]]`` with file row ``sorted_ids[k]``; returns the number of short reads.
+@njit(cache=True, nogil=True, inline="always")
+def _read_run(r, fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging):
+    """Read run ``r`` and place its rows; returns 1 when the read came back short."""
+    k0 = first[r]
+    k1 = first[r + 1]
+    length = (ends[r] - starts[r]) * row_bytes
+    offset = data_offset + starts[r] * row_bytes
+    if ends[r] - starts[r] == 1:
+        dst = out[order[k0]]
+        if _read_full(fd, dst.ctypes.data, length, offset) != length:
+            return 1
+        for k in range(k0 + 1, k1):
+            out[order[k], :] = dst
+    else:
+        buf = staging[offsets[r] : offsets[r] + length]
+        if _read_full(fd, buf.ctypes.data, length, offset) != length:
+            return 1
+        for k in range(k0, k1):
+            at = (sorted_ids[k] - starts[r]) * row_bytes
+            out[order[k], :] = buf[at : at + row_bytes]
+    return 0
 
-    ``out`` is ``[n, row_bytes]`` uint8, ``staging`` holds the multi-row runs.
-    """
+
+@njit(cache=True, nogil=True, parallel=True)
+def _read_runs_parallel(fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging, advise):
     runs = starts.size
     if advise:
         for r in prange(runs):
             _fadvise(fd, data_offset + starts[r] * row_bytes, (ends[r] - starts[r]) * row_bytes, POSIX_FADV_WILLNEED)
     short = np.zeros(runs, np.int64)
     for r in prange(runs):
-        k0 = first[r]
-        k1 = first[r + 1]
-        length = (ends[r] - starts[r]) * row_bytes
-        offset = data_offset + starts[r] * row_bytes
-        if ends[r] - starts[r] == 1:
-            dst = out[order[k0]]
-            if _read_full(fd, dst.ctypes.data, length, offset) != length:
-                short[r] = 1
-                continue
-            for k in range(k0 + 1, k1):
-                out[order[k], :] = dst
-        else:
-            buf = staging[offsets[r] : offsets[r] + length]
-            if _read_full(fd, buf.ctypes.data, length, offset) != length:
-                short[r] = 1
-                continue
-            for k in range(k0, k1):
-                at = (sorted_ids[k] - starts[r]) * row_bytes
-                out[order[k], :] = buf[at : at + row_bytes]
+        short[r] = _read_run(r, fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging)
     return short.sum()
+
+
+@njit(cache=True, nogil=True)
+def _read_runs_serial(fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging, advise):
+    runs = starts.size
+    if advise:
+        for r in range(runs):
+            _fadvise(fd, data_offset + starts[r] * row_bytes, (ends[r] - starts[r]) * row_bytes, POSIX_FADV_WILLNEED)
+    short = 0
+    for r in range(runs):
+        short += _read_run(r, fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging)
+    return short
 
 
 def read_rows(fd: int, data_offset: int, row_bytes: int, ids: np.ndarray, out: np.ndarray, *, coalesce_bytes: int, advise: bool) -> tuple[int, int]:
@@ -110,5 +124,6 @@ def read_rows(fd: int, data_offset: int, row_bytes: int, ids: np.ndarray, out: n
     max_run = max(1, MAX_RUN_BYTES // row_bytes)
     starts, ends, first, offsets, staging_bytes = plan_runs(sorted_ids, row_bytes, max_gap, max_run)
     staging = np.empty(staging_bytes, dtype=np.uint8)
+    read_runs = _read_runs_parallel if starts.size >= PARALLEL_MIN_RUNS else _read_runs_serial
     short = read_runs(fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging, advise)
     return int(short), int((ends - starts).sum()) * row_bytes

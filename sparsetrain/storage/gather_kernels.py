@@ -16,6 +16,7 @@ from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 PREFETCH_DISTANCE = 16
+PARALLEL_MIN_ROWS = 1024  # per thread; smaller gathers run on the calling thread
 CACHE_LINE = 64
 
 
@@ -59,21 +60,26 @@ def _gather_rows(src, ids, out, distance, nthreads):
             out[i, :] = src[ids[i], :]
 
 
+@njit(cache=True, nogil=True)
+def _gather_rows_serial(src, ids, out, distance):
+    n = ids.size
+    base = src.ctypes.data
+    row_bytes = src.shape[1] * src.itemsize
+    for i in range(min(n, distance)):
+        _prefetch_row(base, ids[i], row_bytes)
+    for i in range(n):
+        if i + distance < n:
+            _prefetch_row(base, ids[i + distance], row_bytes)
+        out[i, :] = src[ids[i], :]
+
+
 def gather_rows(src: np.ndarray, ids: np.ndarray, out: np.ndarray, distance: int = PREFETCH_DISTANCE) -> None:
-    """``out[i] = src[ids[i]]`` for 2-D word views ``src``/``out`` (same word type), in parallel.
+    """``out[i] = src[ids[i]]`` for 2-D word views ``src``/``out`` (same word type); parallel for large batches.
 
     ``ids`` must already be validated (int32/int64, in range).
     """
-    nthreads = max(1, min(numba.get_num_threads(), ids.size // 256 + 1))
-    _gather_rows(src, ids, out, distance, nthreads)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _scatter_rows(rows, positions, out):
-    for i in prange(positions.size):
-        out[positions[i], :] = rows[i, :]
-
-
-def scatter_rows(rows: np.ndarray, positions: np.ndarray, out: np.ndarray) -> None:
-    """``out[positions[i]] = rows[i]`` in parallel (word views of the same type)."""
-    _scatter_rows(rows, positions, out)
+    nthreads = min(numba.get_num_threads(), ids.size // PARALLEL_MIN_ROWS)
+    if nthreads <= 1:
+        _gather_rows_serial(src, ids, out, distance)
+    else:
+        _gather_rows(src, ids, out, distance, nthreads)

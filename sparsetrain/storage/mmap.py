@@ -49,7 +49,7 @@ class MmapFeatures(FeatureStore):
     the page cache is cold.
     """
 
-    def __init__(self, path: str | os.PathLike, *, coalesce_bytes: int = 4096, advise: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike, *, coalesce_bytes: int = 4096, advise: bool = False) -> None:
         self.path = Path(path)
         shape, np_dtype, self.data_offset = read_npy_header(self.path)
         super().__init__(shape, torch_dtype_of(np_dtype), "cpu")

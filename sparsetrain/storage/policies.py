@@ -370,17 +370,18 @@ class ClockPolicy(CachePolicy):
 class HybridPolicy(CachePolicy):
     """Static part (``static_fraction`` of the slots, hottest rows by ``hotness``) + scored dynamic part.
 
-    The score of a row is ``prior + recent accesses``: ``prior`` is its share of ``hotness`` expressed
-    in accesses per ``decay_period`` (default ``4 * num_rows``) and the access counts halve every period.
+    The score of a row is ``prior + recent accesses``: ``prior`` is its share of ``hotness`` times
+    ``prior_weight`` (how many accesses the hotness is worth; default ``num_rows``) and the access
+    counts halve every ``decay_period`` accesses (default ``16 * num_rows``).
     """
 
     name = "hybrid"
 
-    def __init__(self, num_rows: int, num_slots: int, hotness: np.ndarray | None = None, static_fraction: float = 0.25, decay_period: int | None = None) -> None:
+    def __init__(self, num_rows: int, num_slots: int, hotness: np.ndarray | None = None, static_fraction: float = 0.25, decay_period: int | None = None, prior_weight: float | None = None) -> None:
         super().__init__(num_rows, min(num_slots, num_rows))
         if not 0.0 <= static_fraction <= 1.0:
             raise CacheBudgetError(f"hybrid: static_fraction must be within [0, 1], got {static_fraction}")
-        self.decay_period = int(decay_period or 4 * self.num_rows)
+        self.decay_period = int(decay_period or 16 * self.num_rows)
         self._counts = np.zeros(self.num_rows, np.float32)
         if hotness is None:
             self._prior = np.zeros(self.num_rows, np.float32)
@@ -388,7 +389,8 @@ class HybridPolicy(CachePolicy):
         else:
             hot = np.asarray(hotness, dtype=np.float64)
             total = hot.sum()
-            self._prior = (hot / total * self.decay_period).astype(np.float32) if total > 0 else np.zeros(self.num_rows, np.float32)
+            weight = self.num_rows if prior_weight is None else float(prior_weight)
+            self._prior = (hot / total * weight).astype(np.float32) if total > 0 else np.zeros(self.num_rows, np.float32)
             static = int(self.num_slots * static_fraction)
         if static:
             rows = top_rows(hot, static)

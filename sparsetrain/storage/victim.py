@@ -40,13 +40,13 @@ class VictimBuffer:
         self.slot_of[old] = -1
         self.id_of[positions] = ids
         self.slot_of[ids] = positions
-        self.rows[torch.from_numpy(positions)] = rows.to("cpu", non_blocking=False)
+        self.rows.index_copy_(0, torch.from_numpy(positions), rows.to("cpu"))
 
     def take(self, ids: np.ndarray) -> tuple[np.ndarray, torch.Tensor]:
         """``(found mask, rows of the found ids)`` for distinct ``ids``."""
         positions = self.slot_of[ids]
         found = positions >= 0
-        return found, self.rows[torch.from_numpy(positions[found])]
+        return found, self.rows.index_select(0, torch.from_numpy(positions[found]))
 
     def discard(self, ids: np.ndarray) -> None:
         """Forget ``ids`` (they went back into the cache)."""
