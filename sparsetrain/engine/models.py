@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -25,19 +27,26 @@ def block_adj_t(edge_index: torch.Tensor, num_src: int, num_dst: int) -> torch.T
 
     PyG convolutions given this instead of ``edge_index`` aggregate with one SpMM.
     """
-    dst, src = edge_index[1], edge_index[0]
-    order = torch.argsort(dst * num_src + src)
+    src, dst = edge_index[0], edge_index[1]
+    if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):  # sampled blocks come grouped by dst already
+        order = torch.argsort(dst, stable=True)
+        src, dst = src[order], dst[order]
     crow = torch.zeros(num_dst + 1, dtype=torch.int64, device=edge_index.device)
     crow[1:] = torch.cumsum(torch.bincount(dst, minlength=num_dst), 0)
-    values = torch.ones(edge_index.shape[1], device=edge_index.device)
-    return torch.sparse_csr_tensor(crow, src[order], values, size=(num_dst, num_src))
+    values = torch.ones(src.numel(), device=edge_index.device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "sparse CSR support is in beta"
+        return torch.sparse_csr_tensor(crow, src, values, size=(num_dst, num_src))
 
 
 class BlockGNN(nn.Module):
-    """A stack of PyG convolutions applied block by block. Use :func:`GraphSAGE`, :func:`GCN` or :func:`GAT`."""
+    """A stack of PyG convolutions applied block by block. Use :func:`GraphSAGE`, :func:`GCN` or :func:`GAT`.
+
+    ``spmm=True`` (SAGE only) hands each layer the block's sparse ``adj_t`` so PyG aggregates with one SpMM.
+    """
 
     def __init__(self, kind: str, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int,
-                 dropout: float = 0.5, heads: int = 4, norm: bool = False):
+                 dropout: float = 0.5, heads: int = 4, norm: bool = False, spmm: bool = True):
         super().__init__()
         from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
@@ -47,6 +56,8 @@ class BlockGNN(nn.Module):
             raise ValueError(f"num_layers={num_layers} must be at least 1")
         self.kind = kind
         self.dropout = dropout
+        # SAGE aggregates a block with one sparse matmul (adj_t @ x) instead of a scatter: about 2x faster on CPU
+        self.spmm = spmm and kind == "sage"
         self.convs = nn.ModuleList()
         self.norms = nn.ModuleList()
         dims = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
@@ -72,6 +83,8 @@ class BlockGNN(nn.Module):
         conv = self.convs[i]
         if self.kind == "gcn":  # GCNConv takes one node set: run on the sources, keep the dst rows
             out = conv(x, edge_index)[:num_dst]
+        elif self.spmm and edge_index.layout == torch.strided:
+            out = conv((x, x[:num_dst]), block_adj_t(edge_index, num_src, num_dst))
         else:
             out = conv((x, x[:num_dst]), edge_index)
         if i < self.num_layers - 1:

@@ -1,0 +1,217 @@
+"""Time per training batch (and extrapolated per epoch) of the same 3-layer GraphSAGE, side by side.
+
+sparsetrain `Loader` (features in RAM, and memory-mapped behind a 10%-of-rows cache) vs PyG
+(torch-sparse; `NeighborLoader` with a plain model, and block by block) vs DGL `DataLoader` +
+`NeighborSampler` (run in the DGL environment by a child process of this run). PyG's `trim_to_layer`
+needs pyg-lib (not on PyPI); its block-by-block counterpart with torch-sparse is the legacy
+`torch_geometric.loader.NeighborSampler`, which is what the fair PyG row uses. Same graph, same
+model shape (hidden 256, fanouts [15,10,5], batch 1024), same machine, back to back.
+
+    python benchmarks/train_epoch.py                         # products scale (/tmp/products, made if missing)
+    python benchmarks/train_epoch.py --data DIR --batches 20 --dgl-python /work/venv-dgl/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = Path(__file__).resolve().parent
+FANOUTS = [15, 10, 5]
+HIDDEN = 256
+BATCH = 1024
+
+
+def _train_steps(model, batches, forward, warmup: int, count: int) -> tuple[float, float]:
+    """Mean seconds per full step (load + forward + backward + update) and per load."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
+    model.train()
+    it = iter(batches)
+    step_times, load_times = [], []
+    for i in range(warmup + count):
+        t0 = time.perf_counter()
+        batch = next(it)
+        t1 = time.perf_counter()
+        optimizer.zero_grad()
+        out, y = forward(model, batch)
+        F.cross_entropy(out, y).backward()
+        optimizer.step()
+        t2 = time.perf_counter()
+        if i >= warmup:
+            step_times.append(t2 - t0)
+            load_times.append(t1 - t0)
+    return float(np.mean(step_times)), float(np.mean(load_times))
+
+
+def run_sparsetrain(ds, features, label: str, warmup: int, count: int, sparse_adj: bool) -> dict:
+    import sparsetrain as st
+    from sparsetrain.engine.models import GraphSAGE, block_adj_t
+
+    sampler = st.sampling.NeighborSampler(ds.graph, FANOUTS, seed=0)
+    loader = st.engine.Loader(sampler, features, ds.labels, ds.split["train"], batch_size=BATCH, seed=0, prefetch=2)
+    model = GraphSAGE(ds.num_features, HIDDEN, ds.num_classes, num_layers=3)
+
+    def forward(model, mb):
+        blocks = mb.to_pyg()
+        if sparse_adj:
+            blocks = [(block_adj_t(ei, *size), size) for ei, size in blocks]
+        return model(mb.x, blocks), mb.y
+
+    epoch = loader.epoch(0)
+    start = time.perf_counter()
+    step, load = _train_steps(model, epoch, forward, warmup, count)
+    stats = loader.last_epoch_stats
+    elapsed = time.perf_counter() - start
+    epoch.close()
+    return {"system": label, "ms_per_batch": 1e3 * step, "loader_wait_ms": 1e3 * load,
+            "stall_fraction": stats.wait_seconds / elapsed, "batches_per_epoch": len(loader)}
+
+
+def run_pyg(ds, x, warmup: int, count: int, block_wise: bool) -> dict:
+    """PyG with torch-sparse. ``block_wise``: the legacy ``NeighborSampler`` giving per-layer bipartite
+    adjacencies (each layer computed only for the nodes the next needs). ``trim_to_layer`` would be the
+    NeighborLoader way, but it needs per-hop counts that only pyg-lib (not on PyPI) reports."""
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader, NeighborSampler
+    from torch_geometric.nn import SAGEConv
+
+    g = ds.graph
+    col = torch.repeat_interleave(torch.arange(g.num_nodes), g.in_degrees())
+    edge_index = torch.stack([g.indices.long(), col])
+    dims = [ds.num_features, HIDDEN, HIDDEN, ds.num_classes]
+
+    class SAGE(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+
+        def forward(self, x, layers):
+            for i, conv in enumerate(self.convs):
+                edge_index, size = layers[i]
+                x = conv((x, x[: size[1]]), edge_index) if size else conv(x, edge_index)
+                if i < 2:
+                    x = F.dropout(F.relu(x), 0.5, self.training)
+            return x
+
+    if block_wise:
+        loader = NeighborSampler(edge_index, sizes=FANOUTS, node_idx=ds.split["train"], batch_size=BATCH, shuffle=True, num_nodes=g.num_nodes)
+
+        def forward(model, item):
+            batch_size, n_id, adjs = item
+            out = model(x[n_id], [(adj.edge_index, adj.size) for adj in adjs])
+            return out, ds.labels[n_id[:batch_size]]
+
+        name = "PyG legacy NeighborSampler (block by block)"
+    else:
+        data = Data(x=x, y=ds.labels, edge_index=edge_index, num_nodes=g.num_nodes)
+        loader = NeighborLoader(data, num_neighbors=FANOUTS, batch_size=BATCH, input_nodes=ds.split["train"], shuffle=True)
+
+        def forward(model, batch):
+            out = model(batch.x, [(batch.edge_index, None)] * 3)
+            return out[: batch.batch_size], batch.y[: batch.batch_size]
+
+        name = "PyG NeighborLoader (plain 3-layer model)"
+    step, load = _train_steps(SAGE(), loader, forward, warmup, count)
+    return {"system": name, "ms_per_batch": 1e3 * step, "loader_wait_ms": 1e3 * load, "stall_fraction": load / step}
+
+
+def run_dgl(data_dir: Path, warmup: int, count: int) -> dict:
+    """Runs inside the DGL environment."""
+    import dgl
+    import dgl.nn as dglnn
+
+    meta = json.loads((data_dir / "meta.json").read_text())
+    indptr = torch.from_numpy(np.load(data_dir / "indptr.npy"))
+    indices = torch.from_numpy(np.load(data_dir / "indices.npy").astype(np.int64))
+    g = dgl.graph(("csc", (indptr, indices, torch.tensor([], dtype=torch.int64))), num_nodes=meta["num_nodes"])
+    g.ndata["feat"] = torch.from_numpy(np.load(data_dir / "features.npy"))
+    g.ndata["label"] = torch.from_numpy(np.load(data_dir / "labels.npy"))
+    train = torch.from_numpy(np.load(data_dir / "train_idx.npy"))
+    sampler = dgl.dataloading.NeighborSampler(list(reversed(FANOUTS)))  # DGL lists fanouts from the input layer
+    loader = dgl.dataloading.DataLoader(g, train, sampler, batch_size=BATCH, shuffle=True, drop_last=False, num_workers=0)
+
+    class SAGE(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            dims = [meta["feature_dim"], HIDDEN, HIDDEN, meta["num_classes"]]
+            self.layers = torch.nn.ModuleList(dglnn.SAGEConv(a, b, "mean") for a, b in zip(dims[:-1], dims[1:]))
+
+        def forward(self, blocks, x):
+            for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+                x = layer(block, x)
+                if i < 2:
+                    x = F.dropout(F.relu(x), 0.5, self.training)
+            return x
+
+    def forward(model, item):
+        _, _, blocks = item
+        return model(blocks, blocks[0].srcdata["feat"]), blocks[-1].dstdata["label"]
+
+    step, load = _train_steps(SAGE(), loader, forward, warmup, count)
+    return {"system": f"DGL {dgl.__version__} DataLoader + NeighborSampler", "ms_per_batch": 1e3 * step,
+            "loader_wait_ms": 1e3 * load, "stall_fraction": load / step}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=Path("/tmp/products"))
+    parser.add_argument("--batches", type=int, default=20, help="timed batches per system (after warm-up)")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--pyg-plain-batches", type=int, default=2, help="the plain PyG model takes seconds a batch")
+    parser.add_argument("--dgl-python", default=os.environ.get("SPARSETRAIN_DGL_PYTHON", "/work/venv-dgl/bin/python"))
+    parser.add_argument("--only-dgl", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--json", type=Path, default=HERE / "out" / "train_epoch.json")
+    args = parser.parse_args()
+
+    if args.only_dgl:
+        print(json.dumps(run_dgl(args.data, args.warmup, args.batches)))
+        return
+
+    import sparsetrain as st
+
+    if not (args.data / "meta.json").exists():
+        st.datasets.synthesize(args.data, 2_400_000, 120_000_000, feature_dim=100, num_classes=47)
+    ds = st.datasets.load(args.data)
+    in_ram = torch.from_numpy(np.load(args.data / "features.npy"))
+    rows = []
+    rows.append(run_sparsetrain(ds, in_ram, "sparsetrain Loader, features in RAM", args.warmup, args.batches, sparse_adj=False))
+    rows.append(run_sparsetrain(ds, in_ram, "sparsetrain Loader, features in RAM, SpMM blocks", args.warmup, args.batches, sparse_adj=True))
+    cache = st.storage.CachedFeatures(st.storage.MmapFeatures(args.data / "features.npy"), capacity_bytes=int(0.1 * in_ram.numel() * 4),
+                                      policy="hybrid", hotness=ds.graph.in_degrees().numpy())
+    rows.append(run_sparsetrain(ds, cache, "sparsetrain Loader, mmap features + 10% hybrid cache", args.warmup, args.batches, sparse_adj=False))
+    if Path(args.dgl_python).exists():
+        out = subprocess.run([args.dgl_python, __file__, "--only-dgl", "--data", str(args.data), "--batches", str(args.batches),
+                              "--warmup", str(args.warmup)], capture_output=True, text=True)
+        if out.returncode == 0:
+            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        else:
+            print(f"(DGL run failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode})")
+    else:
+        print(f"(no DGL environment at {args.dgl_python}; DGL row skipped)")
+    rows.append(run_pyg(ds, in_ram, args.warmup, args.batches, block_wise=True))
+    rows.append(run_pyg(ds, in_ram, 1, args.pyg_plain_batches, block_wise=False))
+
+    ours = min(r["ms_per_batch"] for r in rows[:2])
+    print(f"\n{ds.num_nodes:,} nodes, {ds.num_edges:,} edges, fanouts {FANOUTS}, batch {BATCH}, hidden {HIDDEN}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}")
+    print(f"{'system':<56} {'ms/batch':>9} {'loader wait ms':>15} {'stall':>7} {'ours vs it':>10}")
+    for r in rows:
+        r["speedup_of_sparsetrain"] = r["ms_per_batch"] / ours
+        print(f"{r['system']:<56} {r['ms_per_batch']:>9.1f} {r['loader_wait_ms']:>15.1f} {r['stall_fraction']:>7.1%} {r['speedup_of_sparsetrain']:>9.2f}x")
+    batches = rows[0]["batches_per_epoch"]
+    print(f"\nepoch = {batches} batches: sparsetrain ~{ours * batches / 1e3:.0f} s (extrapolated from the timed batches)")
+    print(f"mmap + 10% cache vs in RAM: {rows[2]['ms_per_batch'] / rows[0]['ms_per_batch']:.2f}x")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"graph": str(args.data), "num_nodes": ds.num_nodes, "num_edges": ds.num_edges, "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
