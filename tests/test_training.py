@@ -84,11 +84,12 @@ def test_sigkill_then_resume_equals_the_uninterrupted_run(cora_dir, tmp_path):
     assert losses(full_log) == losses(log)
 
 
-def test_two_rank_gloo_training_on_cora(cora_dir, tmp_path):
+@pytest.mark.distributed
+def test_two_rank_gloo_training_on_cora_with_sharded_features(cora_dir, tmp_path):
     summary = tmp_path / "s.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(_free_port()),
            "-m", "sparsetrain", "train", "--data", str(cora_dir), *CORA_ARGS, "--batch-size", "32", "--epochs", "20",
-           "--seed", "0", "--summary-json", str(summary)]
+           "--seed", "0", "--features", "sharded", "--summary-json", str(summary)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads(summary.read_text())
@@ -96,6 +97,7 @@ def test_two_rank_gloo_training_on_cora(cora_dir, tmp_path):
     assert metrics["test_acc"] >= 0.79
 
 
+@pytest.mark.distributed
 def test_a_killed_rank_makes_the_other_exit_with_a_clear_error(cora_dir, tmp_path):
     port = _free_port()
     procs = []

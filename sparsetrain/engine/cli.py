@@ -36,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--dropout", type=float, default=0.5)
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    p.add_argument("--features", choices=["mmap", "memory", "sharded"], default="mmap",
+                   help="feature placement: memory-mapped (ranks share the page cache; default), loaded into memory, or sharded across ranks")
     p.add_argument("--cache-gb", type=float, default=0.0, help="feature cache in front of the memory-mapped features (GiB; 0 = none)")
     p.add_argument("--eval", choices=["auto", "full", "sampled"], default="auto", help="full-neighborhood or sampled evaluation")
     p.add_argument("--checkpoint-dir", type=Path, help="write checkpoints here (every --checkpoint-every steps and each epoch)")

@@ -30,6 +30,7 @@ class TrainSettings:
     dropout: float = 0.5
     device: str = "auto"
     cache_gb: float = 0.0
+    features: str = "mmap"
     eval: str = "auto"
     checkpoint_dir: Path | None = None
     checkpoint_every: int = 0
@@ -40,13 +41,32 @@ class TrainSettings:
     quiet: bool = False
 
 
-def _features(ds, settings: TrainSettings, device: torch.device):
-    """The dataset's memory-mapped features, behind a cache when --cache-gb asks for one."""
-    from sparsetrain.storage import CachedFeatures, MmapFeatures
+FEATURE_PLACEMENTS = ("mmap", "memory", "sharded")
 
-    store = MmapFeatures(ds.path / "features.npy")
+
+def _features(ds, settings: TrainSettings, ctx):
+    """The feature store: memory-mapped (ranks share the page cache), loaded into memory, or sharded
+    across ranks; behind a cache when --cache-gb asks for one."""
+    from sparsetrain.storage import CachedFeatures, MmapFeatures, TensorFeatures
+
+    if settings.features == "sharded":
+        if settings.cache_gb > 0:
+            raise DatasetError("--cache-gb cannot front sharded features (a cache hit would skip the collective the other ranks wait in); drop one of them")
+        import torch.distributed as dist
+
+        from sparsetrain.collective import ShardedFeatures
+
+        # a group of its own: the loader thread's collectives never interleave with DDP's
+        group = dist.new_group() if ctx.enabled else None
+        return ShardedFeatures.from_table(ds.features, group=group, device=ctx.device)
+    if settings.features == "memory":
+        store = TensorFeatures(ds.features.clone())
+    elif settings.features == "mmap":
+        store = MmapFeatures(ds.path / "features.npy")
+    else:
+        raise DatasetError(f"--features {settings.features!r}: choose one of {', '.join(FEATURE_PLACEMENTS)}")
     if settings.cache_gb > 0:
-        store = CachedFeatures(store, int(settings.cache_gb * 2**30), policy="hybrid", device=device, hotness=ds.graph.in_degrees().numpy())
+        store = CachedFeatures(store, int(settings.cache_gb * 2**30), policy="hybrid", device=ctx.device, hotness=ds.graph.in_degrees().numpy())
     return store
 
 
@@ -62,7 +82,7 @@ def train(settings: TrainSettings) -> dict | None:
         if ds.features is None or ds.labels is None or "train" not in ds.split:
             raise DatasetError(f"{ds.path}: training needs features, labels and a train split; re-import with --features and --labels")
         torch.manual_seed(settings.seed)
-        features = _features(ds, settings, ctx.device)
+        features = _features(ds, settings, ctx)
         sampler = NeighborSampler(ds.graph, settings.fanout, seed=settings.seed)
         loader = Loader(sampler, features, ds.labels, ds.split["train"], batch_size=settings.batch_size, device=ctx.device,
                         seed=settings.seed, rank=ctx.rank, world_size=ctx.world_size)
