@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 from collections.abc import Sequence
 
+import numba
 import numpy as np
 import torch
 
@@ -16,6 +18,7 @@ from sparsetrain.sampling.minibatch import Block, MiniBatch
 from sparsetrain.sampling.rng import hop_key
 
 _SEED_MASK = (1 << 63) - 1
+PARALLEL_MIN_WORK = 1 << 16  # edges (or 8 x dst nodes) below which a hop runs on one thread
 
 
 class NeighborSampler:
@@ -108,16 +111,19 @@ class NeighborSampler:
                 for fanout, key in zip(self.fanouts, keys):
                     num_dst = num_nodes
                     ws.for_dst(num_dst)
-                    num_edges = neighbor.count_hop(indptr, weights, ws.nodes, num_dst, fanout, self.replace, self.weighted, ws.lo, ws.deg, ws.offsets)
+                    with _threads_for(num_dst * 8):
+                        num_edges = neighbor.count_hop(indptr, weights, ws.nodes, num_dst, fanout, self.replace, self.weighted, ws.lo, ws.deg, ws.offsets)
                     ws.for_edges(num_dst, num_edges)
                     edge_index = np.empty((2, num_edges), np.int64)
-                    num_nodes = neighbor.sample_hop(
-                        indices, weights, ws.nodes, num_dst, fanout, self.replace, self.weighted, np.uint64(key),
-                        ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, edge_index,
-                    )
+                    with _threads_for(num_edges):
+                        num_nodes = neighbor.sample_hop(
+                            indices, weights, ws.nodes, num_dst, fanout, self.replace, self.weighted, np.uint64(key),
+                            ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, edge_index,
+                        )
                     layers.append((torch.from_numpy(edge_index), num_nodes, num_dst))
             finally:
-                neighbor.reset_table(ws.table, ws.nodes[:num_nodes])
+                with _threads_for(num_nodes):
+                    neighbor.reset_table(ws.table, ws.nodes[:num_nodes])
             input_nodes = torch.from_numpy(ws.nodes[:num_nodes].copy())
         finally:
             self._release_workspace(ws)
@@ -135,6 +141,20 @@ class NeighborSampler:
 
     def __repr__(self) -> str:
         return f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, seed={self.seed}, graph={self.graph!r})"
+
+
+@contextlib.contextmanager
+def _threads_for(work: int):
+    """Run small kernels on the calling thread: waking the pool costs more than it saves (and much more on a loaded machine)."""
+    if work >= PARALLEL_MIN_WORK:
+        yield
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def _assemble(seeds: torch.Tensor, layers: list[tuple[torch.Tensor, int, int]], input_nodes: torch.Tensor) -> MiniBatch:
