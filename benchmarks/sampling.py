@@ -203,6 +203,27 @@ def print_table(result: dict) -> None:
     print(f"speedup vs the faster peer (seeds/s): {result['speedup_vs_faster_peer']:.2f}x")
 
 
+def gpu_compare(name: str, dataset: Path, pool_name: str, args) -> dict:
+    """``--gpu``: sampled edges/s of the CUDA kernels, graph in device memory and pinned in host memory."""
+    from sparsetrain.datasets import load
+    from sparsetrain.sampling import NeighborSampler
+
+    ds = load(dataset)
+    batches = [b.cuda() for b in seed_batches(pool_of(ds, pool_name), args.batch_size, args.batches)]
+    out = {"graph": name, "device": torch.cuda.get_device_name()}
+    for where, graph in (("device", ds.graph.to("cuda")), ("pinned", ds.graph.pin_memory())):
+        sampler = NeighborSampler(graph, args.fanouts, seed=0)
+
+        def run(bs):
+            edges = sum(sampler.sample(seeds).num_sampled_edges for seeds in bs)
+            torch.cuda.synchronize()
+            return edges
+
+        out[where] = median(timed_rounds(run, batches, args.rounds))
+        print(f"GPU {name} graph {where}: {out[where]['seeds_per_s']:,.0f} seeds/s, {out[where]['edges_per_s'] / 1e6:.1f} M edges/s")
+    return out
+
+
 # ---------------- batch ordering ----------------
 def ordering(name: str, dataset: Path, pool_name: str, batch_size: int, max_batches: int, window: int, fanouts) -> dict:
     """Rows re-fetched per epoch in random order vs Match-Reorder (fresh draws in both orders)."""
@@ -249,6 +270,8 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per library per phase (two phases around the DGL run)")
     parser.add_argument("--skip-dgl", action="store_true")
     parser.add_argument("--skip-ordering", action="store_true")
+    parser.add_argument("--gpu", action="store_true", help="also time the CUDA kernels (graph in device memory and pinned)")
+    parser.add_argument("--windows", type=int, nargs="+", default=[16, 63], help="Match-Reorder windows to measure")
     parser.add_argument("--ordering-batches", type=int, default=128, help="batches of the synthetic epoch to order")
     parser.add_argument("--peer", choices=["dgl"], help=argparse.SUPPRESS)
     parser.add_argument("--dataset", help=argparse.SUPPRESS)
@@ -266,11 +289,14 @@ def main(argv=None) -> None:
         result = compare(name, path, pool, args)
         print_table(result)
         report["results"].append(result)
+    if args.gpu:
+        report["gpu"] = [gpu_compare(name, path, pool, args) for name, path, pool in graphs] if torch.cuda.is_available() else "no CUDA device"
     if not args.skip_ordering:
         for name, path, pool, size, count in (("cora", graphs[0][1], "all", 64, 10_000), (graphs[1][0], big, "train", args.batch_size, args.ordering_batches)):
-            o = ordering(name, path, pool, size, count, 16, args.fanouts)
-            print_ordering(o)
-            report["ordering"].append(o)
+            for window in args.windows:
+                o = ordering(name, path, pool, size, count, window, args.fanouts)
+                print_ordering(o)
+                report["ordering"].append(o)
     (OUT / "sampling.json").write_text(json.dumps(report, indent=1))
     print(f"\nwrote {OUT / 'sampling.json'}")
 

@@ -311,3 +311,5 @@ def test_csc_graph_from_edge_index_matches_pyg_csc():
     indptr, indices, weights = graph.numpy()
     assert np.shares_memory(indptr, graph.indptr.numpy()) and weights is None
     assert graph.to("cpu") is graph
+    copy = graph.in_memory()
+    assert torch.equal(copy.indices, graph.indices) and copy.indices.data_ptr() != graph.indices.data_ptr()

@@ -80,6 +80,11 @@ class CSCGraph:
             raise SamplingError(f"CSCGraph is on {self.device}; NumPy views need a host graph (call .to('cpu') first)")
         return self.indptr.numpy(), self.indices.numpy(), None if self.weights is None else self.weights.numpy()
 
+    def in_memory(self) -> CSCGraph:
+        """A copy in ordinary host memory (reads a memory-mapped dataset in full; random access then never waits on the disk)."""
+        copy = lambda t: None if t is None else t.to("cpu").clone()  # noqa: E731
+        return CSCGraph(copy(self.indptr), copy(self.indices), copy(self.weights))
+
     def to(self, device: torch.device | str, non_blocking: bool = False) -> CSCGraph:
         """A copy of the topology on ``device`` (itself when already there)."""
         device = torch.device(device)
