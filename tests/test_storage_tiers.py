@@ -51,7 +51,9 @@ def stores_for(table, tmp_path, dtype_name):
     stores = {
         "tensor": TensorFeatures(torch.from_numpy(table.copy())),
         "mmap": MmapFeatures(path),
-        "mmap_nocoalesce": MmapFeatures(path, coalesce_bytes=0, advise=False),
+        "mmap_advise": MmapFeatures(path, advise=True),
+        "mmap_pread": MmapFeatures(path, mode="pread"),
+        "mmap_pread_nocoalesce_advise": MmapFeatures(path, mode="pread", coalesce_bytes=0, advise=True),
         "pinned_cpu": PinnedFeatures(table.copy(), device="cpu"),
     }
     for policy in POLICIES:
@@ -110,7 +112,7 @@ def test_gather_into_out_and_stats(tmp_path):
         store.gather(ids, out=torch.empty(24, 4).t())
 
 
-@pytest.mark.parametrize("kind", ["tensor", "mmap", "pinned_cpu", "cached_hybrid_over_mmap"])
+@pytest.mark.parametrize("kind", ["tensor", "mmap", "mmap_pread", "pinned_cpu", "cached_hybrid_over_mmap"])
 def test_bad_ids_raise_before_any_read(tmp_path, kind):
     table = make_table(np.float32, rows=100)
     store = stores_for(table, tmp_path, "f32")[kind]
@@ -165,7 +167,7 @@ def test_mmap_reads_only_requested_rows(tmp_path):
     """A gather of a few far-apart rows reads about those rows, not the file."""
     table = make_table(np.float32, (256,), rows=4000)
     np.save(tmp_path / "f.npy", table)
-    store = MmapFeatures(tmp_path / "f.npy", coalesce_bytes=0)
+    store = MmapFeatures(tmp_path / "f.npy", mode="pread", coalesce_bytes=0)
     ids = torch.tensor([10, 900, 3999, 2000, 10])
     assert np.array_equal(store.gather(ids).numpy(), table[ids.numpy()])
     assert store.stats.bytes_moved == 4 * 1024

@@ -13,8 +13,11 @@ from numba import njit, prange, types
 
 _pread = types.ExternalFunction("pread", types.intp(types.int32, types.voidptr, types.uintp, types.int64))
 _fadvise = types.ExternalFunction("posix_fadvise", types.int32(types.int32, types.int64, types.int64, types.int32))
+_mincore = types.ExternalFunction("mincore", types.int32(types.voidptr, types.uintp, types.voidptr))
 POSIX_FADV_WILLNEED = 3
 MAX_RUN_BYTES = 1 << 20
+PAGE_BYTES = 4096
+RESIDENCY_SAMPLE = 64
 PARALLEL_MIN_RUNS = 512  # below this many reads a parallel region costs more than it saves
 
 
@@ -127,3 +130,34 @@ def read_rows(fd: int, data_offset: int, row_bytes: int, ids: np.ndarray, out: n
     read_runs = _read_runs_parallel if starts.size >= PARALLEL_MIN_RUNS else _read_runs_serial
     short = read_runs(fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging, advise)
     return int(short), int((ends - starts).sum()) * row_bytes
+
+
+@njit(cache=True, nogil=True)
+def _resident_fraction(base_address, data_offset, row_bytes, sample_ids):
+    vec = np.zeros(1, np.uint8)
+    resident = 0
+    for i in range(sample_ids.size):
+        address = base_address + data_offset + sample_ids[i] * row_bytes
+        page = address - address % PAGE_BYTES
+        if _mincore(page, 1, vec.ctypes.data) == 0 and vec[0] & 1:
+            resident += 1
+    return resident / max(1, sample_ids.size)
+
+
+def resident_fraction(base_address: int, data_offset: int, row_bytes: int, ids: np.ndarray) -> float:
+    """Share of a sample of ``ids`` whose first page is in the page cache (``mincore`` on the mapping)."""
+    step = max(1, ids.size // RESIDENCY_SAMPLE)
+    return float(_resident_fraction(base_address, data_offset, row_bytes, np.ascontiguousarray(ids[::step][:RESIDENCY_SAMPLE], dtype=np.int64)))
+
+
+@njit(cache=True, nogil=True)
+def _advise_runs(fd, data_offset, row_bytes, starts, ends):
+    for r in range(starts.size):
+        _fadvise(fd, data_offset + starts[r] * row_bytes, (ends[r] - starts[r]) * row_bytes, POSIX_FADV_WILLNEED)
+
+
+def advise_rows(fd: int, data_offset: int, row_bytes: int, ids: np.ndarray, coalesce_bytes: int) -> None:
+    """Ask the kernel to start reading the pages of rows ``ids`` now, all at once (``POSIX_FADV_WILLNEED``)."""
+    sorted_ids = np.sort(ids)
+    starts, ends, _, _, _ = plan_runs(sorted_ids, row_bytes, coalesce_bytes // row_bytes, max(1, MAX_RUN_BYTES // row_bytes))
+    _advise_runs(fd, data_offset, row_bytes, starts, ends)

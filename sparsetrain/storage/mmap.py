@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from sparsetrain.storage.base import FeatureStore, torch_dtype_of
+from sparsetrain.storage.base import FeatureStore, torch_dtype_of, widen
 from sparsetrain.storage.errors import FeatureFileError
-from sparsetrain.storage.file_reads import read_rows
+from sparsetrain.storage.file_reads import RESIDENCY_SAMPLE, advise_rows, read_rows, resident_fraction
+from sparsetrain.storage.gather_kernels import gather_rows
 
 FEATURES_FILE = "features.npy"
 
@@ -41,22 +43,32 @@ def read_npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
 class MmapFeatures(FeatureStore):
     """A feature table in a ``.npy`` file; ``gather`` reads the requested rows only, returning CPU tensors.
 
-    Rows are read with parallel ``pread`` calls on sorted, coalesced ids (``coalesce_bytes``: merge two
-    reads when the gap between them is at most this many bytes). Before every gather the file is checked
-    against what was opened, so a file that shrinks, vanishes or is replaced raises
+    ``mode="mmap"`` (default): the file is mapped read-only once and rows are copied by a parallel Numba
+    gather with software prefetch. ``mode="pread"``: rows are read with parallel ``pread`` calls on
+    sorted ids, merging reads whose gap is at most ``coalesce_bytes``; slower on a warm page cache, but
+    no memory access ever touches the file's pages, so even a file truncated in the middle of a gather
+    yields an error rather than a SIGBUS. In both modes the file is checked against what was opened
+    before every gather (size, inode), so a file that shrinks, vanishes or is replaced raises
     :class:`~sparsetrain.storage.errors.FeatureFileError` instead of crashing the process.
-    ``advise=True`` asks the kernel to start all reads at once (``POSIX_FADV_WILLNEED``), which helps when
-    the page cache is cold.
+    ``advise``: ``POSIX_FADV_WILLNEED`` on the rows before reading them, so the kernel reads them all
+    at once (helps a cold page cache); ``"auto"`` does it when a sample of the rows is not cached.
     """
 
-    def __init__(self, path: str | os.PathLike, *, coalesce_bytes: int = 4096, advise: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike, *, mode: str = "mmap", coalesce_bytes: int = 4096, advise: bool | str = "auto") -> None:
+        if mode not in ("mmap", "pread"):
+            raise ValueError(f"MmapFeatures: mode must be 'mmap' or 'pread', got {mode!r}")
+        if advise not in (True, False, "auto"):
+            raise ValueError(f"MmapFeatures: advise must be True, False or 'auto', got {advise!r}")
         self.path = Path(path)
         shape, np_dtype, self.data_offset = read_npy_header(self.path)
         super().__init__(shape, torch_dtype_of(np_dtype), "cpu")
         self.np_dtype = np_dtype
+        self.mode = mode
         self.coalesce_bytes = int(coalesce_bytes)
-        self.advise = bool(advise)
+        self.advise = advise
         self._expected_size = self.data_offset + self.nbytes
+        self._map = None
+        self._words = None
         self._open()
 
     @classmethod
@@ -94,9 +106,20 @@ class MmapFeatures(FeatureStore):
                 f"{self.path}: {info.st_size} bytes but its header promises {self._expected_size} "
                 f"({self.num_rows} rows x {self.row_bytes} bytes); the file is truncated, re-create it"
             )
+        if self.mode == "mmap" and self.nbytes:
+            self._map = mmap.mmap(self._fd, self._expected_size, access=mmap.ACCESS_READ)
+            raw = np.frombuffer(self._map, dtype=np.uint8, count=self.nbytes, offset=self.data_offset)
+            self._words = widen(raw.reshape(self.num_rows, self.row_bytes))
 
     def close(self) -> None:
-        """Close the file; later gathers raise."""
+        """Close the file (and its mapping); later gathers raise."""
+        self._words = None
+        mapping, self._map = getattr(self, "_map", None), None
+        if mapping is not None:
+            try:
+                mapping.close()
+            except BufferError:  # a view handed out by numpy() still uses it; it goes with that view
+                pass
         fd, self._fd = getattr(self, "_fd", -1), -1
         if fd >= 0:
             os.close(fd)
@@ -106,7 +129,7 @@ class MmapFeatures(FeatureStore):
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_fd"] = -1
+        state.update(_fd=-1, _map=None, _words=None)
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -139,12 +162,26 @@ class MmapFeatures(FeatureStore):
     def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:
         self.check_file()
         rows = out.reshape(out.shape[0], -1).view(torch.uint8).numpy()
-        ids_np = ids.cpu().numpy().astype(np.int64, copy=False)
-        short, moved = read_rows(self._fd, self.data_offset, self.row_bytes, ids_np, rows, coalesce_bytes=self.coalesce_bytes, advise=self.advise)
+        ids_np = ids.cpu().numpy()
+        if self._should_advise(ids_np):
+            advise_rows(self._fd, self.data_offset, self.row_bytes, ids_np, self.coalesce_bytes)
+        if self.mode == "mmap":
+            gather_rows(self._words, ids_np, widen(rows))
+            self.stats.bytes_moved += ids_np.size * self.row_bytes
+            return
+        short, moved = read_rows(self._fd, self.data_offset, self.row_bytes, ids_np.astype(np.int64, copy=False), rows, coalesce_bytes=self.coalesce_bytes, advise=False)
         if short:
             self._check_size(os.fstat(self._fd).st_size)
             raise FeatureFileError(f"{self.path}: {short} read(s) came back short; the file is being modified, open a new MmapFeatures")
         self.stats.bytes_moved += moved
+
+    def _should_advise(self, ids: np.ndarray) -> bool:
+        if self.advise != "auto":
+            return bool(self.advise)
+        if self._map is None or ids.size < RESIDENCY_SAMPLE:
+            return False
+        base = np.frombuffer(self._map, dtype=np.uint8, count=1).ctypes.data
+        return resident_fraction(base, self.data_offset, self.row_bytes, ids) < 0.5
 
     def numpy(self) -> np.ndarray:
         """The whole table as a read-only ``np.memmap`` (for whole-table work; gathers should use ``gather``)."""
