@@ -267,7 +267,7 @@ def main(argv=None) -> None:
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--batches", type=int, default=20, help="batches per timed round")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per library per phase (two phases around the DGL run)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds per library per phase (two phases around the DGL run)")
     parser.add_argument("--skip-dgl", action="store_true")
     parser.add_argument("--skip-ordering", action="store_true")
     parser.add_argument("--gpu", action="store_true", help="also time the CUDA kernels (graph in device memory and pinned)")

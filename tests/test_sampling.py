@@ -313,3 +313,15 @@ def test_csc_graph_from_edge_index_matches_pyg_csc():
     assert graph.to("cpu") is graph
     copy = graph.in_memory()
     assert torch.equal(copy.indices, graph.indices) and copy.indices.data_ptr() != graph.indices.data_ptr()
+
+
+def test_concurrent_calls_from_threads_give_the_batches_of_their_keys():
+    from concurrent.futures import ThreadPoolExecutor
+
+    graph = random_graph(3000, 60000, seed=12)
+    sampler = NeighborSampler(graph, [10, 5], seed=4)
+    batches = [torch.arange(i, 3000, 37) for i in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda ib: sampler.sample(ib[1], batch=ib[0]), enumerate(batches)))
+    alone = NeighborSampler(graph, [10, 5], seed=4)
+    assert all(same(mb, alone.sample(b, batch=i)) for i, (mb, b) in enumerate(zip(together, batches)))
