@@ -81,25 +81,23 @@ def torch_dtype_of(dtype: np.dtype) -> torch.dtype:
 
 
 def byte_rows(t: torch.Tensor) -> np.ndarray:
-    """A 2-D NumPy view ``[rows, row_bytes]`` of a contiguous CPU tensor, in the widest word that divides a row.
-
-    Works for every dtype torch has (bfloat16 included) because it views the raw bytes.
-    """
+    """A 2-D uint8 NumPy view ``[rows, row_bytes]`` of a contiguous CPU tensor (any dtype, bfloat16 included)."""
     rows = t.shape[0]
-    flat = t.reshape(rows, -1)
-    if flat.shape[1] == 0:
-        return np.empty((rows, 0), dtype=np.uint8)
-    return widen(flat.view(torch.uint8).numpy())
+    flat = t.reshape(rows, math.prod(t.shape[1:]))
+    if flat.numel() == 0:
+        return np.empty((rows, flat.shape[1] * t.element_size()), dtype=np.uint8)
+    return flat.view(torch.uint8).numpy()
 
 
-def widen(array: np.ndarray) -> np.ndarray:
-    """View ``[rows, row_bytes]`` uint8 as uint64/32/16 words when the row length and address allow."""
-    row_bytes = array.shape[1]
+def widen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """View ``[rows, row_bytes]`` uint8 arrays as the widest common word (8/4/2/1 bytes) that divides the
+    row length and every base address, so kernels copy whole words; all views share one word type."""
+    row_bytes = arrays[0].shape[1]
     for word in (np.uint64, np.uint32, np.uint16):
         size = np.dtype(word).itemsize
-        if row_bytes and row_bytes % size == 0 and array.ctypes.data % size == 0:
-            return array.view(word)
-    return array
+        if row_bytes and row_bytes % size == 0 and all(a.ctypes.data % size == 0 for a in arrays):
+            return tuple(a.view(word) for a in arrays)
+    return arrays
 
 
 class FeatureStore(ABC):

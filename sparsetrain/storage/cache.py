@@ -9,7 +9,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import torch
 
-from sparsetrain.storage.base import FeatureStore, check_ids
+from sparsetrain.storage.base import FeatureStore, byte_rows, check_ids, widen
+from sparsetrain.storage.gather_kernels import assemble_rows, copy_rows
 from sparsetrain.storage.errors import CacheBudgetError
 from sparsetrain.storage.policies import POLICIES, make_policy
 from sparsetrain.storage.victim import VictimBuffer
@@ -119,6 +120,10 @@ class CachedFeatures(FeatureStore):
         return torch.from_numpy(index).to(self.device, non_blocking=True)
 
     def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:
+        if self.device.type == "cpu":
+            with self._lock:
+                self._gather_cpu(ids, out)
+            return
         unique, inverse = torch.unique(ids.cpu().long(), return_inverse=True)
         wanted = unique.numpy()
         rows = torch.empty((wanted.size, *self.row_shape), dtype=self.dtype, device=self.device)
@@ -141,6 +146,41 @@ class CachedFeatures(FeatureStore):
                 self._admit(wanted[missed_at], rows, missed_at, force=False)
         torch.index_select(rows, 0, inverse.to(self.device, non_blocking=True), out=out)
         self.stats.hits += int(hit_at.size)
+        self.stats.misses += int(missed_at.size)
+
+    def _gather_cpu(self, ids: torch.Tensor, out: torch.Tensor) -> None:
+        """CPU cache: one fused pass writes hits and misses into ``out``; the caller holds the lock."""
+        unique, inverse = torch.unique(ids.long(), return_inverse=True)
+        wanted = unique.numpy()
+        slots = self.policy.lookup(wanted)
+        missed_at = np.flatnonzero(slots < 0)
+        missed_ids = wanted[missed_at]
+        if self.victim is None:
+            missed_rows = self.backing.gather(torch.from_numpy(missed_ids)).cpu()
+            fetched = missed_ids.size
+        else:
+            missed_rows = torch.empty((missed_ids.size, *self.row_shape), dtype=self.dtype)
+            local = np.arange(missed_ids.size)
+            fetch = self._take_victims(missed_ids, local, missed_rows)
+            fetched = fetch.size
+            if fetch.size:
+                missed_rows.index_copy_(0, torch.from_numpy(fetch), self.backing.gather(torch.from_numpy(missed_ids[fetch])).cpu())
+        self.stats.bytes_moved += fetched * self.row_bytes
+        missed_at_of_unique = np.full(wanted.size, -1, np.int64)
+        missed_at_of_unique[missed_at] = np.arange(missed_at.size)
+        slot_words, missed_words, out_words = widen(byte_rows(self.slots), byte_rows(missed_rows), byte_rows(out))
+        assemble_rows(slot_words, slots, missed_words, missed_at_of_unique, inverse.numpy(), out_words)
+        if missed_ids.size:
+            admitted, admitted_slots, evicted, evicted_slots = self.policy.admit(missed_ids, False)
+            if evicted.size:
+                if self.victim is not None:
+                    self.victim.put(evicted, self.slots.index_select(0, torch.from_numpy(evicted_slots)))
+                self.stats.evictions += int(evicted.size)
+            if admitted.size:
+                copy_rows(missed_words, np.searchsorted(missed_ids, admitted), slot_words, admitted_slots)
+                if self.victim is not None:
+                    self.victim.discard(admitted)
+        self.stats.hits += int(wanted.size - missed_at.size)
         self.stats.misses += int(missed_at.size)
 
     def _take_victims(self, wanted: np.ndarray, missed_at: np.ndarray, rows: torch.Tensor) -> np.ndarray:

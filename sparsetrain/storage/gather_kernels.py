@@ -73,7 +73,7 @@ def _gather_rows_serial(src, ids, out, distance):
         out[i, :] = src[ids[i], :]
 
 
-def gather_rows(src: np.ndarray, ids: np.ndarray, out: np.ndarray, distance: int = PREFETCH_DISTANCE) -> None:
+def gather_rows(src: np.ndarray, out: np.ndarray, *, ids: np.ndarray, distance: int = PREFETCH_DISTANCE) -> None:
     """``out[i] = src[ids[i]]`` for 2-D word views ``src``/``out`` (same word type); parallel for large batches.
 
     ``ids`` must already be validated (int32/int64, in range).
@@ -83,3 +83,38 @@ def gather_rows(src: np.ndarray, ids: np.ndarray, out: np.ndarray, distance: int
         _gather_rows_serial(src, ids, out, distance)
     else:
         _gather_rows(src, ids, out, distance, nthreads)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _assemble_parallel(slots, slot_of_unique, missed, missed_at_of_unique, inverse, out):
+    for i in prange(inverse.size):
+        u = inverse[i]
+        s = slot_of_unique[u]
+        if s >= 0:
+            out[i, :] = slots[s, :]
+        else:
+            out[i, :] = missed[missed_at_of_unique[u], :]
+
+
+@njit(cache=True, nogil=True)
+def _assemble_serial(slots, slot_of_unique, missed, missed_at_of_unique, inverse, out):
+    for i in range(inverse.size):
+        u = inverse[i]
+        s = slot_of_unique[u]
+        if s >= 0:
+            out[i, :] = slots[s, :]
+        else:
+            out[i, :] = missed[missed_at_of_unique[u], :]
+
+
+def assemble_rows(slots: np.ndarray, slot_of_unique: np.ndarray, missed: np.ndarray, missed_at_of_unique: np.ndarray, inverse: np.ndarray, out: np.ndarray) -> None:
+    """``out[i]`` = cached row ``slots[slot]`` when distinct id ``inverse[i]`` hit, else ``missed[...]``: one pass."""
+    kernel = _assemble_parallel if inverse.size >= 2 * PARALLEL_MIN_ROWS else _assemble_serial
+    kernel(slots, slot_of_unique, missed, missed_at_of_unique, inverse, out)
+
+
+@njit(cache=True, nogil=True)
+def copy_rows(src, src_rows, dst, dst_rows):
+    """``dst[dst_rows[i]] = src[src_rows[i]]``."""
+    for i in range(src_rows.size):
+        dst[dst_rows[i], :] = src[src_rows[i], :]

@@ -68,7 +68,7 @@ class MmapFeatures(FeatureStore):
         self.advise = advise
         self._expected_size = self.data_offset + self.nbytes
         self._map = None
-        self._words = None
+        self._bytes = None
         self._open()
 
     @classmethod
@@ -109,11 +109,11 @@ class MmapFeatures(FeatureStore):
         if self.mode == "mmap" and self.nbytes:
             self._map = mmap.mmap(self._fd, self._expected_size, access=mmap.ACCESS_READ)
             raw = np.frombuffer(self._map, dtype=np.uint8, count=self.nbytes, offset=self.data_offset)
-            self._words = widen(raw.reshape(self.num_rows, self.row_bytes))
+            self._bytes = raw.reshape(self.num_rows, self.row_bytes)
 
     def close(self) -> None:
         """Close the file (and its mapping); later gathers raise."""
-        self._words = None
+        self._bytes = None
         mapping, self._map = getattr(self, "_map", None), None
         if mapping is not None:
             try:
@@ -129,7 +129,7 @@ class MmapFeatures(FeatureStore):
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state.update(_fd=-1, _map=None, _words=None)
+        state.update(_fd=-1, _map=None, _bytes=None)
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -166,7 +166,7 @@ class MmapFeatures(FeatureStore):
         if self._should_advise(ids_np):
             advise_rows(self._fd, self.data_offset, self.row_bytes, ids_np, self.coalesce_bytes)
         if self.mode == "mmap":
-            gather_rows(self._words, ids_np, widen(rows))
+            gather_rows(*widen(self._bytes, rows), ids=ids_np)
             self.stats.bytes_moved += ids_np.size * self.row_bytes
             return
         short, moved = read_rows(self._fd, self.data_offset, self.row_bytes, ids_np.astype(np.int64, copy=False), rows, coalesce_bytes=self.coalesce_bytes, advise=False)

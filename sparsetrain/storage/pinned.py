@@ -7,7 +7,7 @@ import os
 import numpy as np
 import torch
 
-from sparsetrain.storage.base import FeatureStore, byte_rows
+from sparsetrain.storage.base import FeatureStore, byte_rows, widen
 from sparsetrain.storage.errors import PinnedMemoryError
 from sparsetrain.storage.gather_kernels import gather_rows
 from sparsetrain.storage.host_memory import DEFAULT_CHUNK_BYTES, HostRegistration, cuda_available, host_pointer_usable_on_device, pinned_empty
@@ -57,7 +57,7 @@ class PinnedFeatures(FeatureStore):
             host = self._pin(host, copy, chunk_bytes)
         self.host = host
         self.pinned = has_cuda and (host.is_pinned() or self._registration is not None)
-        self._words = byte_rows(host)
+        self._bytes = byte_rows(host)
 
     def _pin(self, host: torch.Tensor, copy: bool, chunk_bytes: int) -> torch.Tensor:
         nbytes = host.numel() * host.element_size()
@@ -94,7 +94,7 @@ class PinnedFeatures(FeatureStore):
 
     def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:
         if self.device.type == "cpu":
-            gather_rows(self._words, ids.cpu().numpy(), byte_rows(out))
+            gather_rows(*widen(self._bytes, byte_rows(out)), ids=ids.cpu().numpy())
         else:
             self._gather_zero_copy(ids, out)
         self.stats.bytes_moved += ids.numel() * self.row_bytes

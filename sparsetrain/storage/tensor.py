@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sparsetrain.storage.base import FeatureStore, byte_rows
+from sparsetrain.storage.base import FeatureStore, byte_rows, widen
 from sparsetrain.storage.gather_kernels import gather_rows
 
 
@@ -23,11 +23,11 @@ class TensorFeatures(FeatureStore):
             raise ValueError(f"TensorFeatures needs a tensor with at least one dimension (rows), got {type(tensor).__name__}")
         self.tensor = tensor.contiguous()
         super().__init__(self.tensor.shape, self.tensor.dtype, self.tensor.device)
-        self._words = byte_rows(self.tensor) if self.device.type == "cpu" else None
+        self._bytes = byte_rows(self.tensor) if self.device.type == "cpu" else None
 
     def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:
-        if self._words is None:
+        if self._bytes is None:
             torch.index_select(self.tensor, 0, ids.to(self.device, non_blocking=True), out=out)
         else:
-            gather_rows(self._words, ids.cpu().numpy(), byte_rows(out))
+            gather_rows(*widen(self._bytes, byte_rows(out)), ids=ids.cpu().numpy())
         self.stats.bytes_moved += ids.numel() * self.row_bytes
