@@ -4,7 +4,6 @@ import gc
 import os
 
 import numpy as np
-import psutil
 import pytest
 import torch
 
@@ -84,17 +83,22 @@ def test_cache_over_file_that_vanishes_reports_it(feature_file):
         cache.gather(torch.arange(40, 60))
 
 
+def proc_status_bytes(field: str) -> int:
+    """A memory field of /proc/self/status (``VmRSS``: resident; ``RssAnon``: resident anonymous memory)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"/proc/self/status has no {field}")
+
+
 def rss_bytes() -> int:
-    return psutil.Process().memory_info().rss
+    return proc_status_bytes("VmRSS")
 
 
 def anon_rss_bytes() -> int:
-    """Resident anonymous memory (heap, buffers): what a leak grows; mapped file pages are not counted."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
-    return rss_bytes()
+    """What a leak grows; mapped file pages are not counted."""
+    return proc_status_bytes("RssAnon")
 
 
 @pytest.mark.parametrize("kind", ["mmap", "pread", "cached_hybrid_victim"])
