@@ -82,7 +82,7 @@ def wait(work, *, op: str, stage: str, info: GroupInfo, timeout: Timeout) -> Non
         raise CollectiveError(
             f"{op}: the {stage} exchange failed on rank {info.rank} of {info.world_size} ({str(exc).strip()[:400]}). "
             f"A peer rank died, did not reach this collective within {limit}, or called a different collective; "
-            "check the other ranks' logs, then destroy the process group and restart the job"
+            "check the other ranks' logs, then end this process and restart the job"
         ) from exc
 
 
@@ -140,37 +140,37 @@ def _describe(code: int, a: int, b: int) -> str:
     return "checking the inputs raised an exception (see that rank's log)"
 
 
-def _shape_str(row: torch.Tensor) -> str:
-    ndim = int(row[_NDIM])
-    dims = [str(int(d)) for d in row[_DIMS : _DIMS + min(ndim, MAX_DIMS)]]
+def _shape_str(row: list[int]) -> str:
+    ndim = row[_NDIM]
+    dims = [str(d) for d in row[_DIMS : _DIMS + min(ndim, MAX_DIMS)]]
     if ndim > MAX_DIMS:
-        dims.append(f"... ({int(row[_NUMEL])} values)")
+        dims.append(f"... ({row[_NUMEL]} values)")
     return "(" + ", ".join(dims) + ("," if ndim == 1 else "") + ")"
 
 
 def check_meta(meta: torch.Tensor, *, op: str, info: GroupInfo, what: str) -> None:
     """Raise the same :class:`CollectiveInputError` on every rank if any rank's input is bad or ranks disagree."""
-    bad = (meta[:, _STATUS] != OK).nonzero().flatten().tolist()
+    rows = meta[:, :_FIXED].tolist()
+    bad = [r for r, row in enumerate(rows) if row[_STATUS] != OK]
     if bad:
-        lines = "; ".join(f"rank {r}: {_describe(int(meta[r, _STATUS]), int(meta[r, _A]), int(meta[r, _B]))}" for r in bad)
+        lines = "; ".join(f"rank {r}: {_describe(rows[r][_STATUS], rows[r][_A], rows[r][_B])}" for r in bad)
         raise CollectiveInputError(f"{op}: bad input on {len(bad)} of {info.world_size} ranks (no data was exchanged) — {lines}")
-    if (meta[:, _FINGERPRINT] != meta[0, _FINGERPRINT]).any():
+    if len({row[_FINGERPRINT] for row in rows}) > 1:
         raise CollectiveInputError(
-            f"{op}: the ranks passed different placements (digests {meta[:, _FINGERPRINT].tolist()}); "
+            f"{op}: the ranks passed different placements (digests {[row[_FINGERPRINT] for row in rows]}); "
             "every rank must build the same RowPlacement"
         )
-    if (meta[:, _DTYPE] != meta[0, _DTYPE]).any():
-        names = ", ".join(f"rank {r}: {dtype_name(int(c))}" for r, c in enumerate(meta[:, _DTYPE].tolist()))
+    if len({row[_DTYPE] for row in rows}) > 1:
+        names = ", ".join(f"rank {r}: {dtype_name(row[_DTYPE])}" for r, row in enumerate(rows))
         raise CollectiveInputError(f"{op}: {what} dtypes differ between ranks ({names}); cast every rank's {what} to one dtype")
-    shape_cols = meta[:, _NDIM:_FINGERPRINT]
-    if (shape_cols != shape_cols[0]).any():
-        shapes = ", ".join(f"rank {r}: {_shape_str(meta[r])}" for r in range(info.world_size))
+    if len({tuple(row[_NDIM:_FINGERPRINT]) for row in rows}) > 1:
+        shapes = ", ".join(f"rank {r}: {_shape_str(row)}" for r, row in enumerate(rows))
         raise CollectiveInputError(
             f"{op}: {what} row shapes (all dims after the first) differ between ranks ({shapes}); every rank must use the same width"
         )
-    grads = meta[:, _GRAD]
-    if (grads >= 0).any() and (grads != grads[0]).any():
-        flags = ", ".join(f"rank {r}: {'yes' if g == 1 else 'no'}" for r, g in enumerate(grads.tolist()))
+    grads = [row[_GRAD] for row in rows]
+    if any(g >= 0 for g in grads) and len(set(grads)) > 1:
+        flags = ", ".join(f"rank {r}: {'yes' if g == 1 else 'no'}" for r, g in enumerate(grads))
         raise CollectiveInputError(
             f"{op}: ranks disagree on whether local_rows needs a gradient ({flags}); the backward pass is a collective, "
             "so either every rank or no rank must require grad"
@@ -187,15 +187,24 @@ def all_to_all(
     info: GroupInfo,
     device: torch.device,
     timeout: Timeout,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``all_to_all_single`` with variable splits along dim 0, on ``device``; returns the received rows."""
+    """``all_to_all_single`` with variable splits along dim 0, on ``device``; returns the received rows.
+
+    ``out`` (optional, contiguous, right shape) receives the rows in place when it lives on ``device``.
+    """
     send = send.to(device).contiguous()
-    recv = torch.empty((int(sum(recv_splits)), *send.shape[1:]), dtype=send.dtype, device=device)
+    shape = (int(sum(recv_splits)), *send.shape[1:])
+    direct = out is not None and out.device == device and out.is_contiguous() and tuple(out.shape) == shape
+    recv = out if direct else torch.empty(shape, dtype=send.dtype, device=device)
     work = dist.all_to_all_single(
         recv, send, output_split_sizes=list(map(int, recv_splits)), input_split_sizes=list(map(int, send_splits)),
         group=info.group, async_op=True,
     )  # fmt: skip
     wait(work, op=op, stage=stage, info=info, timeout=timeout)
+    if out is not None and not direct:
+        out.copy_(recv)
+        return out
     return recv
 
 

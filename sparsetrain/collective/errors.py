@@ -20,4 +20,5 @@ class CollectiveInputError(SparsetrainError, ValueError):
 class CollectiveError(SparsetrainError, RuntimeError):
     """A collective could not complete: a peer rank died, timed out or called a different collective.
 
-    The process group is unusable after this error; destroy it and restart the job."""
+    The process group is unusable after this error: end the process (``destroy_process_group``
+    itself can block after a timed-out gloo operation on torch 2.2) and restart the job."""

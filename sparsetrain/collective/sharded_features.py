@@ -175,16 +175,16 @@ class ShardedFeatures:
             ids_t = ids_t.to(self.device, torch.int64)
             slots = self._slot[ids_t]
             hit = slots >= 0
-            miss = ~hit
-            rows = self._remote(ids_t[miss])
+            hit_pos, miss_pos = hit.nonzero().flatten(), (~hit).nonzero().flatten()
+            rows = self._remote(ids_t[miss_pos])
         n = ids_t.numel()
         result = self._output(n, out)
         if hit is None:
             result.copy_(rows)
         else:
-            result[hit] = self._cache[slots[hit].long()]
-            result[miss] = rows
-            self.stats.hits += int(torch.unique(ids_t[hit]).numel())
+            result.index_copy_(0, hit_pos, self._cache.index_select(0, slots[hit_pos].long()))
+            result.index_copy_(0, miss_pos, rows)
+            self.stats.hits += int(torch.unique(ids_t[hit_pos]).numel())
         self.stats.gathers += 1
         self.stats.rows_served += n
         self.stats.bytes_served += n * self.row_bytes

@@ -32,16 +32,22 @@ SYNC = "sync_replicas"
 
 @dataclass
 class _Plan:
-    """Who serves which distinct id of one request, and the exchange sizes once agreed."""
+    """Who serves which distinct id of one request, and the exchange sizes once agreed.
 
-    uniq: torch.Tensor  # sorted distinct ids
-    inverse: torch.Tensor  # row_ids = uniq[inverse]
-    local_pos: torch.Tensor  # positions in uniq read from this rank's own rows
-    local_idx: torch.Tensor  # ... and their index in local_rows
-    remote_pos: torch.Tensor  # positions in uniq read from other ranks, grouped by serving rank
+    Distinct rows are staged in one buffer: the ``num_local`` rows this rank holds first, then
+    the remote ones grouped by serving rank (the order they arrive in), so received rows land
+    in place and one final ``index_select`` by ``slot`` restores the request order.
+    """
+
+    ids: torch.Tensor  # the request
+    slot: torch.Tensor  # request position -> buffer row
+    buffer_ids: torch.Tensor  # global id of each buffer row
+    num_local: int
+    local_idx: torch.Tensor  # buffer rows [0, num_local) come from these local_rows indices
     counts: torch.Tensor  # [world] distinct ids asked of each rank (0 for self)
     send_splits: list[int] = field(default_factory=list)
     recv_splits: list[int] = field(default_factory=list)
+    exchanged: bool = False  # whether anything crossed the network (same answer on every rank)
     served_idx: torch.Tensor | None = None  # local indices of the rows this rank served, in receive order
 
     @classmethod
@@ -50,25 +56,43 @@ class _Plan:
         if to_owner:
             holder, local = placement.locate(uniq)
         else:
-            holder = placement.nearest_holder(uniq, rank)
-            local = None
+            holder, local = placement.nearest_holder(uniq, rank), None
         mine = holder == rank
         local_pos = mine.nonzero().flatten()
         remote_pos = (~mine).nonzero().flatten()
         remote_pos = remote_pos[torch.argsort(holder[remote_pos], stable=True)]
         counts = torch.bincount(holder[remote_pos], minlength=placement.world_size)
+        order = torch.cat([local_pos, remote_pos])
+        where = torch.empty_like(order)
+        where[order] = torch.arange(order.numel(), device=order.device)
+        buffer_ids = uniq[order]
         if local is not None:
             local_idx = local[local_pos]
         else:
-            local_idx = placement.local_index_on(rank, uniq[local_pos])
-        return cls(uniq, inverse, local_pos, local_idx, remote_pos, counts)
+            local_idx = placement.local_index_on(rank, buffer_ids[: local_pos.numel()])
+        return cls(ids, where[inverse], buffer_ids, local_pos.numel(), local_idx, counts)
+
+    @property
+    def num_unique(self) -> int:
+        return self.buffer_ids.numel()
+
+    @property
+    def remote_ids(self) -> torch.Tensor:
+        return self.buffer_ids[self.num_local :]
 
     def agree(self, meta: torch.Tensor, rank: int) -> bool:
         """Read the exchange sizes from the gathered metadata; False when nothing crosses the network."""
         c = ex.counts_matrix(meta)
         self.send_splits = c[rank].tolist()
         self.recv_splits = c[:, rank].tolist()
-        return bool(c.sum() > 0)
+        self.exchanged = bool(c.sum() > 0)
+        return self.exchanged
+
+    def record(self, rec: CallRecord) -> None:
+        rec.rows_requested = self.ids.numel()
+        rec.rows_unique = self.num_unique
+        rec.rows_local = self.num_local
+        rec.rows_remote = self.num_unique - self.num_local
 
 
 def _validate_ids(row_ids, num_rows: int, device: torch.device) -> tuple[tuple[int, int, int], torch.Tensor]:
@@ -131,10 +155,11 @@ class _Call:
             _raise_local(err, self.local_exc)
         return meta
 
-    def a2a(self, send, send_splits, recv_splits, stage: str) -> torch.Tensor:
+    def a2a(self, send, send_splits, recv_splits, stage: str, out: torch.Tensor | None = None) -> torch.Tensor:
         return ex.all_to_all(
-            send, send_splits, recv_splits, op=self.op, stage=stage, info=self.info, device=self.device, timeout=self.timeout
-        )
+            send, send_splits, recv_splits, op=self.op, stage=stage, info=self.info, device=self.device,
+            timeout=self.timeout, out=out,
+        )  # fmt: skip
 
     def finish(self) -> None:
         self.rec.seconds = time.perf_counter() - self.t0
@@ -165,26 +190,22 @@ def _gather_impl(local_rows, row_ids, placement, group, timeout, stats, grad_fla
                       what="local_rows", grad_flag=grad_flag)  # fmt: skip
     numel = _row_numel(trailing)
     flat = local_rows.reshape(local_rows.shape[0], numel)
-    uniq_rows = torch.empty((plan.uniq.numel(), numel), dtype=local_rows.dtype, device=device)
-    uniq_rows[plan.local_pos] = flat[plan.local_idx]
+    buf = torch.empty((plan.num_unique, numel), dtype=local_rows.dtype, device=device)
+    torch.index_select(flat, 0, plan.local_idx, out=buf[: plan.num_local])
     if plan.agree(meta, rank):
-        send_ids = plan.uniq[plan.remote_pos]
+        send_ids = plan.remote_ids
         recv_ids = call.a2a(send_ids, plan.send_splits, plan.recv_splits, "row-id").to(device)
         plan.served_idx = placement.local_index_on(rank, recv_ids)
         if plan.served_idx.numel() and bool((plan.served_idx < 0).any()):
             raise CollectiveInputError(f"{GATHER}: rank {rank} was asked for rows it does not hold; the ranks' placements differ")
-        served = flat[plan.served_idx]
-        got = call.a2a(served, plan.recv_splits, plan.send_splits, "row").to(device)
-        uniq_rows[plan.remote_pos] = got
+        served = flat.index_select(0, plan.served_idx)
+        call.a2a(served, plan.recv_splits, plan.send_splits, "row", out=buf[plan.num_local :])
         row_bytes = numel * local_rows.element_size()
         call.rec.rows_served = served.shape[0]
         call.rec.bytes_sent = send_ids.numel() * 8 + served.shape[0] * row_bytes
-        call.rec.bytes_received = recv_ids.numel() * 8 + got.shape[0] * row_bytes
-    out = uniq_rows[plan.inverse].reshape(plan.inverse.numel(), *trailing)
-    call.rec.rows_requested = plan.inverse.numel()
-    call.rec.rows_unique = plan.uniq.numel()
-    call.rec.rows_local = plan.local_pos.numel()
-    call.rec.rows_remote = plan.remote_pos.numel()
+        call.rec.bytes_received = recv_ids.numel() * 8 + (plan.num_unique - plan.num_local) * row_bytes
+    out = buf.index_select(0, plan.slot).reshape(plan.slot.numel(), *trailing)
+    plan.record(call.rec)
     call.finish()
     return out, plan
 
@@ -196,22 +217,19 @@ def _backward_with_plan(grad_out, plan: _Plan, placement, local_shape, group, ti
     numel = _row_numel(trailing)
     device = grad_out.device
     g = grad_out.reshape(-1, numel)
-    g_uniq = torch.zeros((plan.uniq.numel(), numel), dtype=g.dtype, device=device).index_add_(0, plan.inverse, g)
+    g_buf = torch.zeros((plan.num_unique, numel), dtype=g.dtype, device=device).index_add_(0, plan.slot, g)
     out = torch.zeros((local_shape[0], numel), dtype=g.dtype, device=device)
-    out.index_add_(0, plan.local_idx, g_uniq[plan.local_pos])
-    if sum(plan.send_splits) or sum(plan.recv_splits) or plan.served_idx is not None:
+    out.index_add_(0, plan.local_idx, g_buf[: plan.num_local])
+    if plan.exchanged:
         call.device = ex.comm_device(call.info.group, device)
-        send = g_uniq[plan.remote_pos]
+        send = g_buf[plan.num_local :]
         got = call.a2a(send, plan.send_splits, plan.recv_splits, "gradient").to(device)
         out.index_add_(0, plan.served_idx, got)
         row_bytes = numel * g.element_size()
         call.rec.bytes_sent = send.shape[0] * row_bytes
         call.rec.bytes_received = got.shape[0] * row_bytes
         call.rec.rows_served = got.shape[0]
-    call.rec.rows_requested = plan.inverse.numel()
-    call.rec.rows_unique = plan.uniq.numel()
-    call.rec.rows_local = plan.local_pos.numel()
-    call.rec.rows_remote = plan.remote_pos.numel()
+    plan.record(call.rec)
     call.finish()
     return out.reshape(local_shape)
 
@@ -241,11 +259,11 @@ def _reduce_scatter_impl(grad_rows, row_ids, placement, group, timeout, stats) -
     meta = call.agree(dtype, trailing, counts, device, what="grad_rows")
     numel = _row_numel(trailing)
     g = grad_rows.detach().reshape(-1, numel)
-    g_uniq = torch.zeros((plan.uniq.numel(), numel), dtype=dtype, device=device).index_add_(0, plan.inverse, g)
+    g_buf = torch.zeros((plan.num_unique, numel), dtype=dtype, device=device).index_add_(0, plan.slot, g)
     out = torch.zeros((placement.local_count(rank), numel), dtype=dtype, device=device)
-    out.index_add_(0, plan.local_idx, g_uniq[plan.local_pos])
+    out.index_add_(0, plan.local_idx, g_buf[: plan.num_local])
     if plan.agree(meta, rank):
-        send = ex.pack_rows(plan.uniq[plan.remote_pos], g_uniq[plan.remote_pos])
+        send = ex.pack_rows(plan.remote_ids, g_buf[plan.num_local :])
         got = call.a2a(send, plan.send_splits, plan.recv_splits, "gradient").to(device)
         got_ids, got_rows = ex.unpack_rows(got, dtype, (numel,))
         owner, local = placement.locate(got_ids)
@@ -255,10 +273,7 @@ def _reduce_scatter_impl(grad_rows, row_ids, placement, group, timeout, stats) -
         call.rec.bytes_sent = send.numel()
         call.rec.bytes_received = got.numel()
         call.rec.rows_served = got.shape[0]
-    call.rec.rows_requested = plan.inverse.numel()
-    call.rec.rows_unique = plan.uniq.numel()
-    call.rec.rows_local = plan.local_pos.numel()
-    call.rec.rows_remote = plan.remote_pos.numel()
+    plan.record(call.rec)
     call.finish()
     return out.reshape(placement.local_count(rank), *trailing)
 
@@ -269,7 +284,7 @@ class _SparseAllGather(torch.autograd.Function):
         out, plan = _gather_impl(local_rows, row_ids, placement, group, timeout, stats, grad_flag)
         ctx.plan, ctx.placement, ctx.group, ctx.timeout, ctx.stats = plan, placement, group, timeout, stats
         ctx.local_shape = tuple(local_rows.shape)
-        ctx.save_for_backward(plan.uniq[plan.inverse])
+        ctx.save_for_backward(plan.ids)
         return out
 
     @staticmethod
@@ -371,12 +386,12 @@ def sync_replicas(
         numel = _row_numel(trailing)
         with torch.no_grad():
             flat = local_rows.detach().reshape(local_rows.shape[0], numel)
-            send = flat[send_idx.to(local_rows.device)]
+            send = flat.index_select(0, send_idx.to(local_rows.device))
             got = call.a2a(send, c[rank].tolist(), c[:, rank].tolist(), "replica").to(local_rows.device)
             reps = placement.replica_ids(rank)
             order = torch.argsort(placement.owner(reps), stable=True)  # arrival order: by source rank, then id
             slots = (placement.num_owned(rank) + order).to(local_rows.device)
-            local_rows.detach().view(local_rows.shape[0], numel)[slots] = got
+            local_rows.detach().view(local_rows.shape[0], numel).index_copy_(0, slots, got)
         row_bytes = numel * local_rows.element_size()
         call.rec.bytes_sent = send.shape[0] * row_bytes
         call.rec.bytes_received = got.shape[0] * row_bytes

@@ -1,0 +1,193 @@
+"""Sparse collectives benchmark: bytes moved and time of ``sparse_all_gather`` vs a dense all-gather.
+
+World of 4 gloo ranks on this machine (spawned here, or run under ``torchrun --nproc-per-node 4``).
+Every rank owns a contiguous quarter of a float32 table. Per request fraction f (1 %, 10 %, 50 %),
+every rank asks for ``f * rows`` uniformly random ids (duplicates included) and reads them with
+``sparse_all_gather``; the peer, timed in the same run, is ``torch.distributed.all_gather`` of the
+whole table followed by indexing. Then ``ShardedFeatures`` serves a skewed (power-law) stream of
+minibatches with and without a static cache of the hottest remote rows.
+Bytes are payload per rank (ids + rows sent to / received from other ranks), mean over ranks;
+times are the median over repeats of the slowest rank. Prints a table and writes JSON.
+
+    python benchmarks/collectives.py                           # 250k rows x 100 float32, world 4
+    python benchmarks/collectives.py --rows 20000 --repeats 2  # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import socket
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from sparsetrain.collective import CollectiveStats, RowPlacement, ShardedFeatures, sparse_all_gather
+
+HERE = Path(__file__).resolve().parent
+FRACTIONS = (0.01, 0.10, 0.50)
+
+
+def _slowest(seconds: float) -> float:
+    t = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t)
+
+
+def _mean(value: float) -> float:
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t)
+    return float(t) / dist.get_world_size()
+
+
+def dense_all_gather(local: torch.Tensor, ids: torch.Tensor, world: int) -> torch.Tensor:
+    """The peer: all-gather every shard (equal sizes here), then index."""
+    parts = [torch.empty_like(local) for _ in range(world)]
+    dist.all_gather(parts, local)
+    return torch.cat(parts)[ids]
+
+
+def bench_gather(rank: int, world: int, args) -> list[dict]:
+    placement = RowPlacement.contiguous(args.rows, world)
+    g = torch.Generator().manual_seed(0)
+    table = torch.randn(args.rows, args.dim, generator=g)
+    local = placement.shard(table, rank)
+    shard_bytes = local.numel() * local.element_size()
+    out = []
+    for frac in FRACTIONS:
+        ids = torch.randint(0, args.rows, (int(frac * args.rows),), generator=torch.Generator().manual_seed(10 + rank))
+        sparse_t, dense_t = [], []
+        stats = CollectiveStats()
+        for rep in range(args.repeats + 1):  # the first round warms up
+            dist.barrier()
+            start = time.perf_counter()
+            got = sparse_all_gather(local, ids, placement=placement, stats=stats)
+            sparse_t.append(_slowest(time.perf_counter() - start))
+            dist.barrier()
+            start = time.perf_counter()
+            ref = dense_all_gather(local, ids, world)
+            dense_t.append(_slowest(time.perf_counter() - start))
+            if rep == 0 and not torch.equal(got, ref):
+                raise SystemExit("sparse_all_gather rows differ from the dense all-gather")
+        rec = stats.records[-1]
+        row_bytes = args.dim * 4
+        out.append({
+            "fraction": frac,
+            "ids_per_rank": ids.numel(),
+            "distinct_per_rank": _mean(rec.rows_unique),
+            "remote_distinct_per_rank": _mean(rec.rows_remote),
+            "sparse_bytes_received": _mean(rec.bytes_received),
+            "sparse_bytes_sent": _mean(rec.bytes_sent),
+            "expected_bytes": _mean(rec.rows_remote * (row_bytes + 8)),
+            "dense_bytes_received": (world - 1) * shard_bytes,
+            "sparse_seconds": statistics.median(sparse_t[1:]),
+            "dense_seconds": statistics.median(dense_t[1:]),
+        })  # fmt: skip
+    return out
+
+
+def bench_sharded(rank: int, world: int, args) -> list[dict]:
+    g = torch.Generator().manual_seed(1)
+    table = torch.randn(args.rows, args.dim, generator=g)
+    # popularity: power law over a fixed random order of the rows (same on every rank)
+    order = torch.randperm(args.rows, generator=g)
+    weight = 1.0 / torch.arange(1, args.rows + 1, dtype=torch.float64) ** args.skew
+    hot = order[: int(args.cache_fraction * args.rows)]
+    batches = [
+        order[torch.multinomial(weight, args.batch, replacement=True, generator=torch.Generator().manual_seed(100 * rank + b))]
+        for b in range(args.steps)
+    ]
+    out = []
+    for name, cache in (("no cache", None), (f"static cache {args.cache_fraction:.0%} hottest", hot)):
+        store = ShardedFeatures.from_table(table, cache_ids=cache)
+        store.gather(batches[0])  # warm-up
+        store.stats.reset()
+        dist.barrier()
+        start = time.perf_counter()
+        for ids in batches:
+            rows = store.gather(ids)
+        seconds = _slowest(time.perf_counter() - start)
+        if not torch.equal(rows, table[batches[-1]]):
+            raise SystemExit("ShardedFeatures rows differ from the table")
+        out.append({
+            "store": name,
+            "steps": args.steps,
+            "batch": args.batch,
+            "cache_bytes_per_rank": _mean(store.cache_bytes),
+            "hit_rate": _mean(store.stats.hit_rate),
+            "bytes_moved_per_step": _mean(store.stats.bytes_moved / args.steps),
+            "seconds_per_step": seconds / args.steps,
+        })  # fmt: skip
+    return out
+
+
+def worker(rank: int, world: int, port: int | None, args, result_path: str | None) -> None:
+    torch.set_num_threads(1)
+    if port is not None:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=120))  # fmt: skip
+    else:
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+    results = {"gather": bench_gather(rank, world, args), "sharded_features": bench_sharded(rank, world, args)}
+    if rank == 0 and result_path:
+        Path(result_path).write_text(json.dumps(results))
+    dist.destroy_process_group()
+
+
+def report(results: dict, args, world: int) -> None:
+    mib = 2**20
+    print(f"\nsparse_all_gather vs dense all-gather, world {world} (gloo), table {args.rows} x {args.dim} float32")
+    print(f"{'fraction':>8} {'ids/rank':>9} {'distinct':>9} {'remote':>8} {'sparse MiB':>10} {'dense MiB':>9} "
+          f"{'bytes ratio':>11} {'sparse ms':>9} {'dense ms':>9} {'speedup':>7}")  # fmt: skip
+    for r in results["gather"]:
+        print(f"{r['fraction']:>8.0%} {r['ids_per_rank']:>9} {r['distinct_per_rank']:>9.0f} {r['remote_distinct_per_rank']:>8.0f} "
+              f"{r['sparse_bytes_received'] / mib:>10.2f} {r['dense_bytes_received'] / mib:>9.2f} "
+              f"{r['sparse_bytes_received'] / r['dense_bytes_received']:>11.3f} {r['sparse_seconds'] * 1e3:>9.1f} "
+              f"{r['dense_seconds'] * 1e3:>9.1f} {r['dense_seconds'] / r['sparse_seconds']:>7.2f}x")  # fmt: skip
+    print(f"\nShardedFeatures, {args.steps} steps x {args.batch} ids per rank, power-law access (exponent {args.skew})")
+    print(f"{'store':<28} {'cache MiB':>9} {'hit rate':>8} {'MiB moved/step':>14} {'ms/step':>8}")
+    for r in results["sharded_features"]:
+        print(f"{r['store']:<28} {r['cache_bytes_per_rank'] / mib:>9.2f} {r['hit_rate']:>8.1%} "
+              f"{r['bytes_moved_per_step'] / mib:>14.2f} {r['seconds_per_step'] * 1e3:>8.1f}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=250_000)
+    parser.add_argument("--dim", type=int, default=100)
+    parser.add_argument("--world", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=20_000)
+    parser.add_argument("--skew", type=float, default=1.0)
+    parser.add_argument("--cache-fraction", type=float, default=0.05)
+    parser.add_argument("--out", type=Path, default=HERE / "out" / "collectives.json")
+    args = parser.parse_args()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    if "RANK" in os.environ:  # under torchrun
+        world = int(os.environ["WORLD_SIZE"])
+        worker(int(os.environ["RANK"]), world, None, args, str(args.out))
+        if int(os.environ["RANK"]) != 0:
+            return
+    else:
+        world = args.world
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        mp.start_processes(worker, args=(world, port, args, str(args.out)), nprocs=world, start_method="spawn")
+    results = json.loads(args.out.read_text())
+    results["config"] = {**{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "world": world,
+                         "backend": "gloo", "torch": torch.__version__}  # fmt: skip
+    args.out.write_text(json.dumps(results, indent=1))
+    report(results, args, world)
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
