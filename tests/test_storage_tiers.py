@@ -144,6 +144,8 @@ def test_numpy_ids_and_getitem(tmp_path):
     assert np.array_equal(store[2:4].numpy(), table[2:4])  # slices read the mapped table
     assert torch.equal(store, torch.from_numpy(table))  # torch functions see the whole table
     assert np.array_equal(store.numpy(), table) and len(store) == 200
+    assert torch.equal(store.clone(), torch.from_numpy(table)) and np.array_equal(np.asarray(store), table)
+    assert store.to(torch.float32).dtype == torch.float32
 
 
 def test_mmap_store_pickles_and_reopens(tmp_path):

@@ -77,7 +77,7 @@ def torch_dtype_of(dtype: np.dtype) -> torch.dtype:
     try:
         return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
     except TypeError:
-        raise FeatureIdError(f"dtype {dtype} has no torch equivalent; store features as float32/float16/int types") from None
+        raise FeatureOutputError(f"dtype {dtype} has no torch equivalent; store features as float32, float16 or an integer type") from None
 
 
 def byte_rows(t: torch.Tensor) -> np.ndarray:

@@ -72,11 +72,14 @@ class MmapFeatures(FeatureStore):
         self._open()
 
     @classmethod
-    def from_dataset(cls, dataset, **kwargs) -> "MmapFeatures":
-        """The features of a dataset folder (or a loaded ``GraphDataset``), checked against its ``meta.json``."""
+    def from_dataset(cls, dataset, *, meta: dict | None = None, **kwargs) -> "MmapFeatures":
+        """The features of a dataset folder (or a loaded ``GraphDataset``), checked against its ``meta.json``.
+
+        ``meta``: the folder's parsed ``meta.json`` when the caller already has it.
+        """
         folder = Path(getattr(dataset, "path", dataset))
         store = cls(folder / FEATURES_FILE, **kwargs)
-        meta = getattr(dataset, "meta", None)
+        meta = meta if meta is not None else getattr(dataset, "meta", None)
         if meta is None:
             from sparsetrain.datasets.format import read_meta
 
@@ -192,6 +195,18 @@ class MmapFeatures(FeatureStore):
         """The whole table as a CPU tensor over a copy-on-write memory map (no read until touched)."""
         self.check_file()
         return torch.from_numpy(np.load(self.path, mmap_mode="c", allow_pickle=False))
+
+    def clone(self) -> torch.Tensor:
+        """The whole table read into memory (what ``tensor.clone()`` gives for an in-memory table)."""
+        return self.tensor().clone()
+
+    def to(self, *args, **kwargs) -> torch.Tensor:
+        """The whole table as a tensor on another device / dtype (reads the file)."""
+        return self.tensor().to(*args, **kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        array = self.numpy()
+        return array if dtype is None else array.astype(dtype)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
