@@ -195,3 +195,18 @@ def test_misaligned_out_buffer(tmp_path):
         assert out.data_ptr() % 8 != 0
         store.gather(torch.from_numpy(ids), out=out)
         assert np.array_equal(out.numpy(), table[ids]), name
+
+
+def test_large_gathers_take_the_parallel_and_streaming_paths(tmp_path):
+    """Outputs over STREAM_MIN_BYTES use non-temporal stores; big id lists use the parallel kernels."""
+    from sparsetrain.storage.gather_kernels import STREAM_MIN_BYTES
+
+    table = make_table(np.float32, (64,), rows=30_000)
+    np.save(tmp_path / "f.npy", table)
+    ids = np.random.default_rng(3).integers(0, 30_000, 40_000)
+    assert ids.size * 256 > STREAM_MIN_BYTES
+    cached = CachedFeatures(torch.from_numpy(table), capacity_bytes=3000 * 256, policy="hybrid", hotness=np.ones(30_000))
+    stores = [TensorFeatures(torch.from_numpy(table)), PinnedFeatures(table, device="cpu"), MmapFeatures(tmp_path / "f.npy"), MmapFeatures(tmp_path / "f.npy", mode="pread"), cached]
+    for store in stores:
+        for _ in range(2):
+            assert np.array_equal(store.gather(torch.from_numpy(ids)).numpy(), table[ids]), store
