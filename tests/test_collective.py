@@ -24,6 +24,7 @@ from sparsetrain.collective import (
     sparse_reduce_scatter,
     sync_replicas,
 )
+from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
 from tests.collective_harness import spawn, values
 
 pytestmark = pytest.mark.distributed
@@ -241,7 +242,14 @@ def _sharded_features(rank: int, world: int) -> dict[str, str | None]:
     saved = plain.stats.bytes_moved - cached.stats.bytes_moved
     record(checks, "cache saves bytes", saved != expect_hits * 6 * 8, f"cached {cached.stats.bytes_moved} B vs plain {plain.stats.bytes_moved} B, {expect_hits} hits")
     bad = torch.tensor([NUM_ROWS + 1]) if rank == world - 1 else ids
-    checks["store id out of range"] = expect_error(lambda: cached.gather(bad), CollectiveInputError, f"rank {world - 1}", "outside")
+    checks["store id out of range"] = expect_error(lambda: cached.gather(bad), FeatureIdError, f"rank {world - 1}", "outside")
+    wrong_out = torch.empty(1 if rank == 0 else ids.numel(), 6, dtype=torch.float64)
+    if rank == 0:
+        checks["store bad out= on one rank"] = expect_error(
+            lambda: plain.gather(ids, out=wrong_out), FeatureOutputError, "expected a contiguous"
+        )
+    else:  # the other ranks are not held up by rank 0's mistake
+        record(checks, "store bad out= on one rank", not torch.equal(plain.gather(ids, out=wrong_out), table[ids]), "rows differ")
     return checks
 
 

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from sparsetrain.storage import FeatureStore
+from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
 from sparsetrain.collective import (
     CollectiveInputError,
     CollectiveStats,
@@ -133,5 +135,8 @@ def test_single_process_sharded_features_with_cache():
     assert torch.equal(store.gather(ids), table[ids]) and torch.equal(store[ids], table[ids])
     assert store.cached_ids.numel() == 0  # a single rank holds every row: nothing to cache
     assert (store.shape, store.dtype, len(store), store.row_bytes) == (torch.Size([30, 4]), torch.float32, 30, 16)
-    with pytest.raises(CollectiveInputError, match="expected a contiguous"):
+    with pytest.raises(FeatureOutputError, match="expected a contiguous"):
         store.gather(ids, out=torch.empty(3, 4))
+    with pytest.raises(FeatureIdError, match="row id 30 is outside"):
+        store.gather(torch.tensor([30]))
+    assert isinstance(store, FeatureStore) and store.gather(torch.zeros(0, dtype=torch.long)).shape == (0, 4)
