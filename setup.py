@@ -3,6 +3,7 @@ from pathlib import Path
 from setuptools import find_packages, setup
 
 ROOT = Path(__file__).parent
+NOTEBOOKS = ["matplotlib>=3.7", "nbclient>=0.8", "nbformat>=5.9", "ipykernel>=6"]
 version = {}
 exec((ROOT / "sparsetrain" / "_version.py").read_text(), version)
 
@@ -25,9 +26,10 @@ setup(
         "torch-geometric>=2.4",
     ],
     extras_require={
-        "dev": ["pytest>=7", "scipy>=1.10", "psutil>=5.9"],
+        # the test suite executes the example notebooks, so dev carries what they need
+        "dev": ["pytest>=7", "scipy>=1.10", "psutil>=5.9", *NOTEBOOKS],
         "gpu": ["cupy-cuda12x>=12"],
-        "notebooks": ["matplotlib>=3.7", "nbclient>=0.8", "nbformat>=5.9", "ipykernel>=6"],
+        "notebooks": NOTEBOOKS,
     },
     entry_points={"console_scripts": ["sparsetrain=sparsetrain.cli:main"]},
 )
