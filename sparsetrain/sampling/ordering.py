@@ -62,16 +62,18 @@ def _consecutive_overlaps(concat, offsets, mark):
 def _overlap_matrix(concat, offsets, mask):
     """``out[i, j] = |I_i & I_j|`` for up to 64 node lists; ``mask`` is zeroed uint64 scratch, left clean."""
     num = offsets.shape[0] - 1
+    if num > 64:
+        raise ValueError("at most 64 node lists")
     for b in range(num):
         bit = np.uint64(1) << np.uint64(b)
         for p in range(offsets[b], offsets[b + 1]):
             mask[concat[p]] |= bit
     out = np.zeros((num, num), np.int64)
-    for b in range(num):
+    for b in range(num - 1):  # pairs (b, j > b); b + 1 <= 63, so the shift is defined
         for p in range(offsets[b], offsets[b + 1]):
             m = mask[concat[p]] >> np.uint64(b + 1)
             j = b + 1
-            while m != 0:
+            while m != 0 and j < num:
                 if m & np.uint64(1):
                     out[b, j] += 1
                     out[j, b] += 1

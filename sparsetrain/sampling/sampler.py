@@ -46,7 +46,7 @@ class NeighborSampler:
             if graph.weights is None:
                 raise SamplingError("weighted=True but the graph has no edge weights; build the dataset with edge weights or pass weighted=False")
             w = graph.weights
-            if not torch.is_floating_point(w):
+            if w.dtype not in (torch.float32, torch.float64):
                 raise SamplingError(f"graph.weights has dtype {w.dtype}; edge weights must be float32 or float64")
             if bool((w < 0).any()) or not bool(torch.isfinite(w).all()):
                 raise SamplingError("graph.weights has negative or non-finite entries; sampling weights must be finite and >= 0")
