@@ -148,6 +148,19 @@ def _correctness(rank: int, world: int) -> dict[str, str | None]:
                 record(failures, key + " gradient", (not torch.allclose(leaf.grad, expected, atol=1e-12, rtol=1e-12)), f"max error {max_error(leaf.grad, expected)}")
                 direct = sparse_reduce_scatter(weights, ids, placement=placement)
                 record(failures, key + " reduce_scatter", (not torch.allclose(direct, expected, atol=1e-12, rtol=1e-12)), f"max error {max_error(direct, expected)}")
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):  # small integers: sums are exact in every dtype
+            key = f"{pname}/{dtype}"
+            table = torch.randint(-4, 5, (NUM_ROWS, 3), generator=torch.Generator().manual_seed(4)).to(dtype)
+            ids = request("random", rank, world, placement, seed=5)
+            leaf = placement.shard(table, rank).requires_grad_(True)
+            out = sparse_all_gather(leaf, ids, placement=placement)
+            record(failures, key + " values", out.dtype != dtype or not torch.equal(out.detach(), table[ids]), "rows differ")
+            weights = torch.randint(-2, 3, out.shape, generator=torch.Generator().manual_seed(rank)).to(dtype)
+            (out * weights).sum().backward()
+            expected = dense_grad(table.double(), ids, weights.double(), placement, rank).to(dtype)
+            record(failures, key + " gradient", not torch.equal(leaf.grad, expected), f"max error {max_error(leaf.grad.double(), expected.double())}")
+            direct = sparse_reduce_scatter(weights, ids, placement=placement)
+            record(failures, key + " reduce_scatter", not torch.equal(direct, expected), "sums differ")
         if placement.has_replicas:
             stale = placement.shard(make_table((5,), seed=1), rank)
             owned = placement.num_owned(rank)

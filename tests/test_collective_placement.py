@@ -140,3 +140,16 @@ def test_single_process_sharded_features_with_cache():
     with pytest.raises(FeatureIdError, match="row id 30 is outside"):
         store.gather(torch.tensor([30]))
     assert isinstance(store, FeatureStore) and store.gather(torch.zeros(0, dtype=torch.long)).shape == (0, 4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_ids_and_rows_pack_into_one_byte_buffer(n, dtype):
+    from sparsetrain.collective._exchange import pack_rows, unpack_rows
+
+    ids = torch.arange(n) * 7 + 2**40
+    rows = torch.randn(n, 3, 2).to(dtype)
+    buf = pack_rows(ids, rows)
+    assert buf.dtype == torch.uint8 and buf.shape == (n, 8 + 6 * rows.element_size())
+    got_ids, got_rows = unpack_rows(buf, dtype, (3, 2))
+    assert torch.equal(got_ids, ids) and torch.equal(got_rows, rows)

@@ -222,6 +222,7 @@ def pack_rows(ids: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
 def unpack_rows(buf: torch.Tensor, dtype: torch.dtype, trailing: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Inverse of :func:`pack_rows`."""
     n = buf.shape[0]
-    ids = buf[:, :8].contiguous().view(torch.int64).reshape(n)
-    rows = buf[:, 8:].contiguous().view(dtype).reshape(n, *trailing)
+    # reshape(-1) yields unit strides even for a single row, which dtype views need
+    ids = buf[:, :8].reshape(-1).view(torch.int64)
+    rows = buf[:, 8:].reshape(-1).view(dtype).reshape(n, *trailing)
     return ids, rows
