@@ -176,6 +176,13 @@ class FeatureStore(ABC):
     def _empty(self, shape) -> torch.Tensor:
         return torch.empty(shape, dtype=self.dtype, device=self.device)
 
+    def _direct_rows(self, ids: np.ndarray) -> np.ndarray | None:
+        """``[num_rows, row_bytes]`` uint8 view of rows a CPU kernel may read in place (about to read ``ids``).
+
+        None when rows are not directly addressable (a cache in front then calls ``gather``).
+        """
+        return None
+
     @abstractmethod
     def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:
         """Fill ``out`` with rows ``ids`` (already validated, non-empty)."""

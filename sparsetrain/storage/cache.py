@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from sparsetrain.storage.base import FeatureStore, byte_rows, check_ids, widen
-from sparsetrain.storage.gather_kernels import assemble_rows, copy_rows
+from sparsetrain.storage.gather_kernels import assemble_direct, assemble_rows, copy_rows
 from sparsetrain.storage.errors import CacheBudgetError
 from sparsetrain.storage.policies import POLICIES, make_policy
 from sparsetrain.storage.victim import VictimBuffer
@@ -155,6 +155,10 @@ class CachedFeatures(FeatureStore):
         slots = self.policy.lookup(wanted)
         missed_at = np.flatnonzero(slots < 0)
         missed_ids = wanted[missed_at]
+        table = self.backing._direct_rows(missed_ids) if self.victim is None and missed_ids.size else None
+        if table is not None:
+            self._gather_cpu_direct(table, wanted, slots, missed_ids, inverse.numpy(), out)
+            return
         if self.victim is None:
             missed_rows = self.backing.gather(torch.from_numpy(missed_ids)).cpu()
             fetched = missed_ids.size
@@ -182,6 +186,26 @@ class CachedFeatures(FeatureStore):
                     self.victim.discard(admitted)
         self.stats.hits += int(wanted.size - missed_at.size)
         self.stats.misses += int(missed_at.size)
+
+    def _gather_cpu_direct(self, table: np.ndarray, wanted: np.ndarray, slots: np.ndarray, missed_ids: np.ndarray, inverse: np.ndarray, out: torch.Tensor) -> None:
+        """Backing rows addressable in place: hits and misses go to ``out`` in one pass, no staging copy."""
+        slot_words, table_words, out_words = widen(byte_rows(self.slots), table, byte_rows(out))
+        assemble_direct(slot_words, slots, table_words, wanted, inverse, out_words)
+        backing = self.backing.stats
+        backing.gathers += 1
+        backing.rows_served += missed_ids.size
+        backing.bytes_served += missed_ids.size * self.row_bytes
+        backing.bytes_moved += missed_ids.size * self.row_bytes
+        self.stats.bytes_moved += missed_ids.size * self.row_bytes
+        if missed_ids.size:
+            admitted, admitted_slots, evicted, _ = self.policy.admit(missed_ids, False)
+            self.stats.evictions += int(evicted.size)
+            if admitted.size:
+                first = np.empty(wanted.size, np.int64)
+                first[inverse[::-1]] = np.arange(inverse.size - 1, -1, -1)
+                copy_rows(out_words, first[np.searchsorted(wanted, admitted)], slot_words, admitted_slots)
+        self.stats.hits += int(wanted.size - missed_ids.size)
+        self.stats.misses += int(missed_ids.size)
 
     def _take_victims(self, wanted: np.ndarray, missed_at: np.ndarray, rows: torch.Tensor) -> np.ndarray:
         """Copy misses held by the victim buffer into ``rows``; returns the positions still to fetch."""

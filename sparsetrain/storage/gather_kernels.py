@@ -173,6 +173,34 @@ def assemble_rows(slots: np.ndarray, slot_of_unique: np.ndarray, missed: np.ndar
     kernel(slots, slot_of_unique, missed, missed_at_of_unique, inverse, out)
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _assemble_direct_parallel(slots, slot_of_unique, table, unique, inverse, out):
+    for i in prange(inverse.size):
+        u = inverse[i]
+        s = slot_of_unique[u]
+        if s >= 0:
+            out[i, :] = slots[s, :]
+        else:
+            out[i, :] = table[unique[u], :]
+
+
+@njit(cache=True, nogil=True)
+def _assemble_direct_serial(slots, slot_of_unique, table, unique, inverse, out):
+    for i in range(inverse.size):
+        u = inverse[i]
+        s = slot_of_unique[u]
+        if s >= 0:
+            out[i, :] = slots[s, :]
+        else:
+            out[i, :] = table[unique[u], :]
+
+
+def assemble_direct(slots: np.ndarray, slot_of_unique: np.ndarray, table: np.ndarray, unique: np.ndarray, inverse: np.ndarray, out: np.ndarray) -> None:
+    """``out[i]`` = cached row when distinct id ``inverse[i]`` hit, else the row read in place from ``table``."""
+    kernel = _assemble_direct_parallel if inverse.size >= 2 * PARALLEL_MIN_ROWS else _assemble_direct_serial
+    kernel(slots, slot_of_unique, table, unique, inverse, out)
+
+
 @njit(cache=True, nogil=True)
 def copy_rows(src, src_rows, dst, dst_rows):
     """``dst[dst_rows[i]] = src[src_rows[i]]``."""

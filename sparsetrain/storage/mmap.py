@@ -178,6 +178,14 @@ class MmapFeatures(FeatureStore):
             raise FeatureFileError(f"{self.path}: {short} read(s) came back short; the file is being modified, open a new MmapFeatures")
         self.stats.bytes_moved += moved
 
+    def _direct_rows(self, ids: np.ndarray) -> np.ndarray | None:
+        if self.mode != "mmap":
+            return None
+        self.check_file()
+        if ids.size and self._should_advise(ids):
+            advise_rows(self._fd, self.data_offset, self.row_bytes, ids, self.coalesce_bytes)
+        return self._bytes
+
     def _should_advise(self, ids: np.ndarray) -> bool:
         if self.advise != "auto":
             return bool(self.advise)

@@ -99,6 +99,9 @@ class PinnedFeatures(FeatureStore):
             self._gather_zero_copy(ids, out)
         self.stats.bytes_moved += ids.numel() * self.row_bytes
 
+    def _direct_rows(self, ids: np.ndarray) -> np.ndarray | None:
+        return self._bytes if self.device.type == "cpu" else None
+
     def _gather_zero_copy(self, ids: torch.Tensor, out: torch.Tensor) -> None:
         from numba import cuda
 
