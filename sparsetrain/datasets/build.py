@@ -17,6 +17,7 @@ import numpy as np
 
 from sparsetrain._progress import progress
 from sparsetrain.datasets import format as fmt
+from sparsetrain.datasets.clustering import CLUSTERS_FILE, cluster_order
 from sparsetrain.datasets.csc import RawCSC, count_in_degrees, fill_columns, sort_and_clean, write_permuted
 from sparsetrain.datasets.dataset import GraphDataset, load
 from sparsetrain.datasets.readers import first_non_integer
@@ -116,13 +117,19 @@ def build_dataset(
     with DatasetWriter(out_dir, options.overwrite) as writer:
         csc = _build_csc(writer, edges, num_nodes, nodes_from, options)
         num_nodes = csc.num_nodes
-        order = node_order(options.reorder, csc) if options.reorder else None
+        clusters = None
+        if options.reorder == "cluster":
+            order, clusters, partitioner = cluster_order(csc, seed=options.seed)
+        else:
+            order = node_order(options.reorder, csc) if options.reorder else None
         inverse = None
         if order is not None:
             inverse = np.empty(num_nodes, dtype=np.int64)
             inverse[order] = np.arange(num_nodes, dtype=np.int64)
             writer.save_array(fmt.ORIGINAL_IDS, order)
 
+        if clusters is not None:
+            writer.save_array(CLUSTERS_FILE, clusters)
         final = _write_csc(writer, csc, order)
         directed = not final.is_symmetric()
         meta = {
@@ -136,6 +143,8 @@ def build_dataset(
             "num_classes": None,
             "permutation": None if order is None else {"method": options.reorder, "file": fmt.ORIGINAL_IDS, "meaning": "original_ids[new_id] = id in the imported data"},
             "splits": {},
+            **({} if clusters is None else {"clusters": {"file": CLUSTERS_FILE, "count": int(clusters[-1]) + 1, "partitioner": partitioner,
+                                                         "meaning": "clusters[new_id] = cluster id; each cluster is a contiguous id range"}}),
             "source": provenance or {},
         }
         del csc, final  # unmap the topology before the features are written

@@ -10,7 +10,7 @@ import numpy as np
 
 from sparsetrain.datasets.csc import RawCSC
 
-METHODS = ("degree", "rcm")
+METHODS = ("degree", "rcm", "cluster")
 
 
 def degree_order(csc: RawCSC) -> np.ndarray:
@@ -63,4 +63,8 @@ def node_order(method: str, csc: RawCSC) -> np.ndarray:
         return degree_order(csc)
     if method == "rcm":
         return rcm_order(csc)
+    if method == "cluster":  # contiguous clusters (see clustering.py; build.py also saves the cluster ids)
+        from sparsetrain.datasets.clustering import cluster_order
+
+        return cluster_order(csc)[0]
     raise ValueError(f"unknown reorder method {method!r}; choose one of {', '.join(METHODS)}")

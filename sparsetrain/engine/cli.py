@@ -22,12 +22,12 @@ def _fanouts(text: str) -> list[int]:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
-        help="train a GNN with sampled minibatches (no arguments: GraphSAGE on the default dataset)",
-        description="Train GraphSAGE / GCN / GAT on a dataset folder with fused neighbor sampling and an overlapped "
+        help="train a GNN or graph transformer with sampled minibatches (no arguments: GraphSAGE on the default dataset)",
+        description="Train GraphSAGE / GCN / GAT / a graph transformer (gt) on a dataset folder with fused neighbor sampling and an overlapped "
         "loader; prints per-epoch accuracy and the final test accuracy. Under torchrun it runs DDP.",
     )
     p.add_argument("--data", type=Path, help="dataset folder (default: the embedded synthetic graph, built on first use)")
-    p.add_argument("--model", choices=MODELS, default="sage", help="model (default sage)")
+    p.add_argument("--model", choices=MODELS, default="sage", help="model (default sage; gt = graph transformer with sparse + cluster attention)")
     p.add_argument("--fanout", type=_fanouts, default=[10, 10], help="neighbors per hop from the seeds outward, as PyG's num_neighbors; -1 = all (default 10,10)")
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--epochs", type=int, default=5)

@@ -19,7 +19,8 @@ from torch import nn
 PygBlock = tuple[torch.Tensor, tuple[int, int]]
 """One hop as PyG takes it: (edge_index [2, E] local src -> dst, (num_src, num_dst)), or a sparse ``adj_t``."""
 
-MODELS = ("sage", "gcn", "gat")
+BLOCK_GNNS = ("sage", "gcn", "gat")
+MODELS = (*BLOCK_GNNS, "gt")  # "gt": sparsetrain.engine.graph_transformer.GraphTransformer
 
 
 def block_adj_t(edge_index: torch.Tensor, num_src: int, num_dst: int) -> torch.Tensor:
@@ -50,8 +51,8 @@ class BlockGNN(nn.Module):
         super().__init__()
         from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
-        if kind not in MODELS:
-            raise ValueError(f"model {kind!r} is not known; choose one of {', '.join(MODELS)}")
+        if kind not in BLOCK_GNNS:
+            raise ValueError(f"model {kind!r} is not known; choose one of {', '.join(BLOCK_GNNS)}")
         if num_layers < 1:
             raise ValueError(f"num_layers={num_layers} must be at least 1")
         self.kind = kind
@@ -116,7 +117,11 @@ def GAT(in_channels: int, hidden_channels: int, out_channels: int, num_layers: i
     return BlockGNN("gat", in_channels, hidden_channels, out_channels, num_layers, dropout, heads=heads, **kw)
 
 
-def build_model(kind: str, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int, dropout: float = 0.5) -> BlockGNN:
+def build_model(kind: str, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int, dropout: float = 0.5) -> nn.Module:
+    if kind == "gt":
+        from sparsetrain.engine.graph_transformer import GraphTransformer
+
+        return GraphTransformer(in_channels, hidden_channels, out_channels, num_layers, dropout=dropout)
     return BlockGNN(kind, in_channels, hidden_channels, out_channels, num_layers, dropout)
 
 

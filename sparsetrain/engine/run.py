@@ -70,6 +70,15 @@ def _features(ds, settings: TrainSettings, ctx):
     return store
 
 
+def _model_sampler(sampler, ds, settings: TrainSettings):
+    """The graph transformer's batches carry cluster ids (the dataset's clusters.npy when it has one)."""
+    if settings.model != "gt":
+        return sampler
+    from sparsetrain.engine.gt_batches import ClusterSampler, load_clusters
+
+    return ClusterSampler(sampler, load_clusters(ds))
+
+
 def train(settings: TrainSettings) -> dict | None:
     """Train and return the summary on the main rank (``None`` on the others)."""
     from sparsetrain.datasets import load
@@ -83,18 +92,19 @@ def train(settings: TrainSettings) -> dict | None:
             raise DatasetError(f"{ds.path}: training needs features, labels and a train split; re-import with --features and --labels")
         torch.manual_seed(settings.seed)
         features = _features(ds, settings, ctx)
-        sampler = NeighborSampler(ds.graph, settings.fanout, seed=settings.seed)
+        sampler = _model_sampler(NeighborSampler(ds.graph, settings.fanout, seed=settings.seed), ds, settings)
         loader = Loader(sampler, features, ds.labels, ds.split["train"], batch_size=settings.batch_size, device=ctx.device,
                         seed=settings.seed, rank=ctx.rank, world_size=ctx.world_size)
         model = build_model(settings.model, ds.num_features, settings.hidden, ds.num_classes, len(settings.fanout), settings.dropout)
         model = wrap_model(model, ctx)
         optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
         eval_split = {k: v for k, v in ds.split.items() if k != "train"}
-        full = settings.eval == "full" or (settings.eval == "auto" and ds.num_nodes <= FULL_EVAL_MAX_NODES)
+        # the graph transformer evaluates on sampled batches, like it trains (its cluster attention is per batch)
+        full = settings.model != "gt" and (settings.eval == "full" or (settings.eval == "auto" and ds.num_nodes <= FULL_EVAL_MAX_NODES))
         if full:
             evaluate = full_graph_evaluator(features, ds.labels, ds.graph, eval_split, device=ctx.device)
         else:
-            eval_sampler = NeighborSampler(ds.graph, settings.fanout, seed=settings.seed + 1)
+            eval_sampler = _model_sampler(NeighborSampler(ds.graph, settings.fanout, seed=settings.seed + 1), ds, settings)
             evaluate = sampled_evaluator(eval_sampler, features, ds.labels, eval_split, batch_size=settings.batch_size, device=ctx.device)
         trainer = Trainer(model, loader, optimizer, epochs=settings.epochs, evaluate=evaluate if eval_split else None,
                           checkpoint_dir=settings.checkpoint_dir, checkpoint_every=settings.checkpoint_every,

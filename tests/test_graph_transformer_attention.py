@@ -1,0 +1,110 @@
+"""Attention kernels against dense float64 references built from an explicit N x N mask."""
+
+import numpy as np
+import pytest
+import torch
+
+from sparsetrain.engine.attention import Packing, add_self_loops, cluster_attention, edge_attention, linear_attention
+
+
+def dense_masked_attention(q, k, v, mask, scale):
+    """Reference: full score matrix, -inf where ``mask`` [heads?, Nd, Ns] is False, softmax, rows with no key -> 0."""
+    scores = torch.einsum("ihd,jhd->hij", q, k) * scale
+    scores = scores.masked_fill(~mask[None], float("-inf"))
+    p = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return torch.einsum("hij,jhd->ihd", p, v)
+
+
+def random_block(num_src, num_dst, num_edges, seed):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, num_src, (num_edges,), generator=g)
+    dst = torch.randint(0, num_dst, (num_edges,), generator=g)
+    ei = torch.unique(torch.stack([src, dst]), dim=1)  # the dense reference cannot hold duplicate edges
+    return ei[:, torch.randperm(ei.shape[1], generator=g)]
+
+
+def qkv(num_dst, num_src, heads, dim, seed):
+    g = torch.Generator().manual_seed(seed)
+    make = lambda n: torch.randn(n, heads, dim, generator=g, dtype=torch.float64, requires_grad=True)  # noqa: E731
+    return make(num_dst), make(num_src), make(num_src)
+
+
+@pytest.mark.parametrize("num_src,num_dst,num_edges,chunk", [(12, 5, 30, 7), (40, 40, 150, 1 << 18), (30, 9, 4, 3)])
+def test_edge_attention_matches_dense_masked_reference(num_src, num_dst, num_edges, chunk):
+    heads, dim = 3, 4
+    ei = add_self_loops(random_block(num_src, num_dst, num_edges, seed=num_src), num_dst)
+    q, k, v = qkv(num_dst, num_src, heads, dim, seed=1)
+    scale = dim ** -0.5
+    out = edge_attention(q, k, v, ei, chunk_edges=chunk)
+    mask = torch.zeros(num_dst, num_src, dtype=torch.bool)
+    mask[ei[1], ei[0]] = True
+    ref = dense_masked_attention(q, k, v, mask, scale)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    weight = torch.randn_like(ref)
+    grads = torch.autograd.grad((out * weight).sum(), (q, k, v))
+    ref_grads = torch.autograd.grad((ref * weight).sum(), (q, k, v))
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_edge_attention_gradcheck_and_isolated_destination():
+    q, k, v = qkv(4, 6, 2, 3, seed=3)
+    ei = torch.tensor([[0, 1, 5, 2, 3], [0, 0, 1, 1, 3]])  # destination 2 has no edge -> output 0
+    out = edge_attention(q, k, v, ei, chunk_edges=2)
+    assert torch.equal(out[2], torch.zeros_like(out[2]))
+    assert torch.autograd.gradcheck(lambda a, b, c: edge_attention(a, b, c, ei, chunk_edges=2), (q, k, v))
+
+
+def test_add_self_loops_replaces_existing_loops():
+    ei = torch.tensor([[0, 1, 2, 3], [0, 0, 2, 1]])
+    out = add_self_loops(ei, num_dst=3)
+    pairs = sorted(map(tuple, out.t().tolist()))
+    assert pairs == [(0, 0), (1, 0), (1, 1), (2, 2), (3, 1)]
+
+
+def block_diagonal_mask(groups):
+    return groups[:, None] == groups[None, :]
+
+
+def test_cluster_attention_matches_dense_block_diagonal_reference():
+    g = torch.Generator().manual_seed(0)
+    sizes = [1, 3, 9, 17, 2, 40, 8]  # several tile buckets (8, 16, 32, 64)
+    groups = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+    groups = groups[torch.randperm(len(groups), generator=g)]  # members scattered over the node ids
+    n, heads, dim = len(groups), 2, 5
+    q, k, v = qkv(n, n, heads, dim, seed=4)
+    out = cluster_attention(q, k, v, Packing.from_groups(groups))
+    ref = dense_masked_attention(q, k, v, block_diagonal_mask(groups), dim ** -0.5)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    weight = torch.randn_like(ref)
+    for got, want in zip(torch.autograd.grad((out * weight).sum(), (q, k, v)), torch.autograd.grad((ref * weight).sum(), (q, k, v))):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_cluster_attention_from_contiguous_pointers():
+    ptr = torch.tensor([0, 4, 4, 11, 30])  # an empty cluster in the middle
+    groups = torch.repeat_interleave(torch.arange(4), ptr[1:] - ptr[:-1])
+    q, k, v = qkv(30, 30, 3, 4, seed=5)
+    packing = Packing.from_pointers(ptr)
+    assert sum(int(valid.sum()) for _, valid in packing.tiles) == 30
+    out = cluster_attention(q, k, v, packing)
+    torch.testing.assert_close(out, dense_masked_attention(q, k, v, block_diagonal_mask(groups), 0.5), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="max_size"):
+        Packing.from_pointers(ptr, max_size=10)
+
+
+def test_linear_attention_matches_explicit_formula_per_group():
+    groups = torch.tensor([0, 1, 0, 2, 1, 0, 0, 2, 2, 2])
+    q, k, v = qkv(10, 10, 2, 3, seed=6)
+    out = linear_attention(q, k, v, Packing.from_groups(groups))
+    phi = lambda x: torch.nn.functional.elu(x) + 1  # noqa: E731
+    qn, kn, vn = phi(q).detach().numpy(), phi(k).detach().numpy(), v.detach().numpy()
+    ref = np.zeros_like(vn)
+    for i in range(10):
+        members = np.flatnonzero(groups.numpy() == groups[i].item())
+        for h in range(2):
+            w = kn[members, h] @ qn[i, h]  # phi(k_j) . phi(q_i)
+            ref[i, h] = (w[:, None] * vn[members, h]).sum(0) / w.sum()
+    np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-12)
+    whole = linear_attention(q, k, v)
+    torch.testing.assert_close(whole, linear_attention(q, k, v, Packing.from_groups(torch.zeros(10, dtype=torch.int64))))
