@@ -154,8 +154,39 @@ def run_dgl(data_dir: Path, warmup: int, count: int) -> dict:
         return model(blocks, blocks[0].srcdata["feat"]), blocks[-1].dstdata["label"]
 
     step, load = _train_steps(SAGE(), loader, forward, warmup, count)
-    return {"system": f"DGL {dgl.__version__} DataLoader + NeighborSampler", "ms_per_batch": 1e3 * step,
+    return {"system": SYSTEMS["dgl"] + f" (DGL {dgl.__version__})", "ms_per_batch": 1e3 * step,
             "loader_wait_ms": 1e3 * load, "stall_fraction": load / step}
+
+
+SYSTEMS = {
+    "sparsetrain": "sparsetrain Loader, features in RAM",
+    "sparsetrain-scatter": "sparsetrain, features in RAM, scatter aggregation",
+    "sparsetrain-mmap-cache": "sparsetrain Loader, mmap features + 10% hybrid cache",
+    "dgl": "DGL DataLoader + NeighborSampler",
+    "pyg-blocks": "PyG legacy NeighborSampler (block by block)",
+    "pyg-plain": "PyG NeighborLoader (plain 3-layer model)",
+}
+
+
+def run_system(name: str, data: Path, warmup: int, count: int) -> dict:
+    """One system, in this process (the parent runs each in a child so memory and timings stay apart)."""
+    if name == "dgl":
+        return run_dgl(data, warmup, count)
+    import sparsetrain as st
+
+    ds = st.datasets.load(data)
+    in_ram = torch.from_numpy(np.load(data / "features.npy"))
+    if name == "sparsetrain":
+        return run_sparsetrain(ds, in_ram, SYSTEMS[name], warmup, count)
+    if name == "sparsetrain-scatter":
+        return run_sparsetrain(ds, in_ram, SYSTEMS[name], warmup, count, spmm=False)
+    if name == "sparsetrain-mmap-cache":
+        del in_ram
+        backing = st.storage.MmapFeatures(data / "features.npy")
+        cache = st.storage.CachedFeatures(backing, capacity_bytes=int(0.1 * backing.nbytes), policy="hybrid",
+                                          hotness=ds.graph.in_degrees().numpy())
+        return run_sparsetrain(ds, cache, SYSTEMS[name], warmup, count)
+    return run_pyg(ds, in_ram, warmup, count, block_wise=name == "pyg-blocks")
 
 
 def main() -> None:
@@ -164,13 +195,14 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=20, help="timed batches per system (after warm-up)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--pyg-plain-batches", type=int, default=2, help="the plain PyG model takes seconds a batch")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {', '.join(SYSTEMS)}")
     parser.add_argument("--dgl-python", default=os.environ.get("SPARSETRAIN_DGL_PYTHON", "/work/venv-dgl/bin/python"))
-    parser.add_argument("--only-dgl", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=HERE / "out" / "train_epoch.json")
     args = parser.parse_args()
 
-    if args.only_dgl:
-        print(json.dumps(run_dgl(args.data, args.warmup, args.batches)))
+    if args.child:
+        print(json.dumps(run_system(args.child, args.data, args.warmup, args.batches)))
         return
 
     import sparsetrain as st
@@ -178,34 +210,33 @@ def main() -> None:
     if not (args.data / "meta.json").exists():
         st.datasets.synthesize(args.data, 2_400_000, 120_000_000, feature_dim=100, num_classes=47)
     ds = st.datasets.load(args.data)
-    in_ram = torch.from_numpy(np.load(args.data / "features.npy"))
     rows = []
-    rows.append(run_sparsetrain(ds, in_ram, "sparsetrain Loader, features in RAM", args.warmup, args.batches))
-    rows.append(run_sparsetrain(ds, in_ram, "sparsetrain, features in RAM, scatter aggregation", args.warmup, args.batches, spmm=False))
-    cache = st.storage.CachedFeatures(st.storage.MmapFeatures(args.data / "features.npy"), capacity_bytes=int(0.1 * in_ram.numel() * 4),
-                                      policy="hybrid", hotness=ds.graph.in_degrees().numpy())
-    rows.append(run_sparsetrain(ds, cache, "sparsetrain Loader, mmap features + 10% hybrid cache", args.warmup, args.batches))
-    if Path(args.dgl_python).exists():
-        out = subprocess.run([args.dgl_python, __file__, "--only-dgl", "--data", str(args.data), "--batches", str(args.batches),
-                              "--warmup", str(args.warmup)], capture_output=True, text=True)
-        if out.returncode == 0:
-            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        else:
-            print(f"(DGL run failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode})")
-    else:
-        print(f"(no DGL environment at {args.dgl_python}; DGL row skipped)")
-    rows.append(run_pyg(ds, in_ram, args.warmup, args.batches, block_wise=True))
-    rows.append(run_pyg(ds, in_ram, 1, args.pyg_plain_batches, block_wise=False))
+    for name in args.systems.split(","):
+        python = args.dgl_python if name == "dgl" else sys.executable
+        if not Path(python).exists():
+            print(f"({name}: no interpreter at {python}; skipped)")
+            continue
+        warmup, count = (1, args.pyg_plain_batches) if name == "pyg-plain" else (args.warmup, args.batches)
+        out = subprocess.run([python, __file__, "--child", name, "--data", str(args.data), "--warmup", str(warmup),
+                              "--batches", str(count)], capture_output=True, text=True)
+        if out.returncode != 0:
+            print(f"({name} failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode})")
+            continue
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(f"{rows[-1]['system']}: {rows[-1]['ms_per_batch']:.1f} ms/batch", flush=True)
 
-    ours = rows[0]["ms_per_batch"]
-    print(f"\n{ds.num_nodes:,} nodes, {ds.num_edges:,} edges, fanouts {FANOUTS}, batch {BATCH}, hidden {HIDDEN}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}")
-    print(f"{'system':<56} {'ms/batch':>9} {'loader wait ms':>15} {'stall':>7} {'ours vs it':>10}")
+    ours = next(r["ms_per_batch"] for r in rows if r["system"] == SYSTEMS["sparsetrain"])
+    print(f"\n{ds.num_nodes:,} nodes, {ds.num_edges:,} edges, fanouts {FANOUTS}, batch {BATCH}, hidden {HIDDEN}, "
+          f"{os.cpu_count()} cores, torch threads {torch.get_num_threads()}")
+    print(f"{'system':<56} {'ms/batch':>9} {'loader wait ms':>15} {'stall':>7} {'ours faster by':>15}")
     for r in rows:
-        r["speedup_of_sparsetrain"] = r["ms_per_batch"] / ours
-        print(f"{r['system']:<56} {r['ms_per_batch']:>9.1f} {r['loader_wait_ms']:>15.1f} {r['stall_fraction']:>7.1%} {r['speedup_of_sparsetrain']:>9.2f}x")
-    batches = rows[0]["batches_per_epoch"]
+        r["sparsetrain_speedup"] = r["ms_per_batch"] / ours
+        print(f"{r['system']:<56} {r['ms_per_batch']:>9.1f} {r['loader_wait_ms']:>15.1f} {r['stall_fraction']:>7.1%} {r['sparsetrain_speedup']:>14.2f}x")
+    batches = -(-len(ds.split["train"]) // BATCH)
     print(f"\nepoch = {batches} batches: sparsetrain ~{ours * batches / 1e3:.0f} s (extrapolated from the timed batches)")
-    print(f"mmap + 10% cache vs in RAM: {rows[2]['ms_per_batch'] / rows[0]['ms_per_batch']:.2f}x")
+    cached = next((r for r in rows if r["system"] == SYSTEMS["sparsetrain-mmap-cache"]), None)
+    if cached:
+        print(f"mmap + 10% cache vs in RAM: {cached['ms_per_batch'] / ours:.2f}x")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"graph": str(args.data), "num_nodes": ds.num_nodes, "num_edges": ds.num_edges, "rows": rows}, indent=2))
 
