@@ -173,32 +173,47 @@ def assemble_rows(slots: np.ndarray, slot_of_unique: np.ndarray, missed: np.ndar
     kernel(slots, slot_of_unique, missed, missed_at_of_unique, inverse, out)
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _assemble_direct_parallel(slots, slot_of_unique, table, unique, inverse, out):
-    for i in prange(inverse.size):
+@njit(cache=True, nogil=True, inline="always")
+def _assemble_direct_range(slots, slot_of_unique, table, unique, inverse, out, lo, hi, distance):
+    slot_base = slots.ctypes.data
+    table_base = table.ctypes.data
+    row_bytes = table.shape[1] * table.itemsize
+    for i in range(lo, hi):
+        ahead = i + distance
+        if ahead < hi:
+            u = inverse[ahead]
+            s = slot_of_unique[u]
+            if s >= 0:
+                _prefetch_row(slot_base, s, row_bytes)
+            else:
+                _prefetch_row(table_base, unique[u], row_bytes)
         u = inverse[i]
         s = slot_of_unique[u]
         if s >= 0:
             out[i, :] = slots[s, :]
         else:
             out[i, :] = table[unique[u], :]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _assemble_direct_parallel(slots, slot_of_unique, table, unique, inverse, out, distance, nthreads):
+    chunk = (inverse.size + nthreads - 1) // nthreads
+    for t in prange(nthreads):
+        _assemble_direct_range(slots, slot_of_unique, table, unique, inverse, out, t * chunk, min(inverse.size, (t + 1) * chunk), distance)
 
 
 @njit(cache=True, nogil=True)
-def _assemble_direct_serial(slots, slot_of_unique, table, unique, inverse, out):
-    for i in range(inverse.size):
-        u = inverse[i]
-        s = slot_of_unique[u]
-        if s >= 0:
-            out[i, :] = slots[s, :]
-        else:
-            out[i, :] = table[unique[u], :]
+def _assemble_direct_serial(slots, slot_of_unique, table, unique, inverse, out, distance):
+    _assemble_direct_range(slots, slot_of_unique, table, unique, inverse, out, 0, inverse.size, distance)
 
 
 def assemble_direct(slots: np.ndarray, slot_of_unique: np.ndarray, table: np.ndarray, unique: np.ndarray, inverse: np.ndarray, out: np.ndarray) -> None:
     """``out[i]`` = cached row when distinct id ``inverse[i]`` hit, else the row read in place from ``table``."""
-    kernel = _assemble_direct_parallel if inverse.size >= 2 * PARALLEL_MIN_ROWS else _assemble_direct_serial
-    kernel(slots, slot_of_unique, table, unique, inverse, out)
+    nthreads = min(numba.get_num_threads(), inverse.size // PARALLEL_MIN_ROWS)
+    if nthreads <= 1:
+        _assemble_direct_serial(slots, slot_of_unique, table, unique, inverse, out, PREFETCH_DISTANCE)
+    else:
+        _assemble_direct_parallel(slots, slot_of_unique, table, unique, inverse, out, PREFETCH_DISTANCE, nthreads)
 
 
 @njit(cache=True, nogil=True)
