@@ -197,14 +197,14 @@ def test_misaligned_out_buffer(tmp_path):
         assert np.array_equal(out.numpy(), table[ids]), name
 
 
-def test_large_gathers_take_the_parallel_and_streaming_paths(tmp_path):
-    """Outputs over STREAM_MIN_BYTES use non-temporal stores; big id lists use the parallel kernels."""
-    from sparsetrain.storage.gather_kernels import STREAM_MIN_BYTES
+def test_large_gathers_take_the_parallel_paths(tmp_path):
+    """Big id lists use the parallel kernels (small ones run on the calling thread)."""
+    from sparsetrain.storage.gather_kernels import PARALLEL_MIN_ROWS
 
     table = make_table(np.float32, (64,), rows=30_000)
     np.save(tmp_path / "f.npy", table)
     ids = np.random.default_rng(3).integers(0, 30_000, 40_000)
-    assert ids.size * 256 > STREAM_MIN_BYTES
+    assert ids.size >= 4 * PARALLEL_MIN_ROWS
     cached = CachedFeatures(torch.from_numpy(table), capacity_bytes=3000 * 256, policy="hybrid", hotness=np.ones(30_000))
     stores = [TensorFeatures(torch.from_numpy(table)), PinnedFeatures(table, device="cpu"), MmapFeatures(tmp_path / "f.npy"), MmapFeatures(tmp_path / "f.npy", mode="pread"), cached]
     for store in stores:

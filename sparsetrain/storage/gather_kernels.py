@@ -3,13 +3,10 @@
 A random gather from a table far larger than the CPU caches is latency bound: each
 row is a fresh DRAM miss. Each thread walks its share of ids and asks for the row
 ``PREFETCH_DISTANCE`` ids ahead (every cache line of it) before copying the current one,
-so several misses are in flight per core instead of one. Large outputs are written with
-non-temporal stores (x86), which skip the read-for-ownership of every destination line.
+so several misses are in flight per core instead of one.
 """
 
 from __future__ import annotations
-
-import platform
 
 import numba
 import numpy as np
@@ -19,10 +16,6 @@ from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 PREFETCH_DISTANCE = 16
-# outputs larger than this (far beyond L2) are written with non-temporal stores on x86: the write then
-# costs one pass over memory instead of two (no read-for-ownership of every destination line)
-STREAM_MIN_BYTES = 4 << 20
-STREAMING = platform.machine().lower() in ("x86_64", "amd64")
 PARALLEL_MIN_ROWS = 1024  # per thread; smaller gathers run on the calling thread
 CACHE_LINE = 64
 
@@ -38,33 +31,6 @@ def _prefetch(typingctx, address):
         fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
         fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
         builder.call(fn, [builder.inttoptr(args[0], i8p), i32(0), i32(3), i32(1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def _stream_store(typingctx, address, value):
-    """Store a uint64 with ``!nontemporal`` (x86: MOVNTI/MOVNTDQ, no read-for-ownership of the line)."""
-    sig = types.void(types.uintp, types.uint64)
-
-    def codegen(context, builder, signature, args):
-        ptr = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
-        store = builder.store(args[1], ptr, align=8)
-        store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def _store_fence(typingctx):
-    """``sfence``: make this thread's non-temporal stores visible before it reports done."""
-    sig = types.void()
-
-    def codegen(context, builder, signature, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse.sfence")
-        builder.call(fn, [])
         return context.get_dummy_value()
 
     return sig, codegen
@@ -94,30 +60,6 @@ def _gather_rows(src, ids, out, distance, nthreads):
             out[i, :] = src[ids[i], :]
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _gather_rows_streaming(src, ids, out, distance, nthreads):
-    """As ``_gather_rows`` for uint64 words, writing ``out`` with non-temporal stores (x86 only)."""
-    n = ids.size
-    base = src.ctypes.data
-    out_base = out.ctypes.data
-    words = src.shape[1]
-    row_bytes = words * 8
-    chunk = (n + nthreads - 1) // nthreads
-    for t in prange(nthreads):
-        lo = t * chunk
-        hi = min(n, lo + chunk)
-        for i in range(lo, min(hi, lo + distance)):
-            _prefetch_row(base, ids[i], row_bytes)
-        for i in range(lo, hi):
-            if i + distance < hi:
-                _prefetch_row(base, ids[i + distance], row_bytes)
-            row = ids[i]
-            at = out_base + i * row_bytes
-            for w in range(words):
-                _stream_store(at + 8 * w, src[row, w])
-        _store_fence()
-
-
 @njit(cache=True, nogil=True)
 def _gather_rows_serial(src, ids, out, distance):
     n = ids.size
@@ -139,8 +81,6 @@ def gather_rows(src: np.ndarray, out: np.ndarray, *, ids: np.ndarray, distance: 
     nthreads = min(numba.get_num_threads(), ids.size // PARALLEL_MIN_ROWS)
     if nthreads <= 1:
         _gather_rows_serial(src, ids, out, distance)
-    elif STREAMING and out.dtype == np.uint64 and out.nbytes >= STREAM_MIN_BYTES:
-        _gather_rows_streaming(src, ids, out, distance, nthreads)
     else:
         _gather_rows(src, ids, out, distance, nthreads)
 
