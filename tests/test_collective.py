@@ -254,6 +254,9 @@ def _sharded_features(rank: int, world: int) -> dict[str, str | None]:
     record(checks, "cache hits", cached.stats.hits != expect_hits, f"{cached.stats.hits} hits, expected {expect_hits} (first round {first_hits})")
     saved = plain.stats.bytes_moved - cached.stats.bytes_moved
     record(checks, "cache saves bytes", saved != expect_hits * 6 * 8, f"cached {cached.stats.bytes_moved} B vs plain {plain.stats.bytes_moved} B, {expect_hits} hits")
+    for size in (5, 400, 60):  # the staging buffer behind the cache grows and is reused
+        more = torch.randint(0, NUM_ROWS, (size,), generator=g)
+        record(checks, f"cache gather of {size}", not torch.equal(cached.gather(more), table[more]), "rows differ")
     bad = torch.tensor([NUM_ROWS + 1]) if rank == world - 1 else ids
     checks["store id out of range"] = expect_error(lambda: cached.gather(bad), FeatureIdError, f"rank {world - 1}", "outside")
     wrong_out = torch.empty(1 if rank == 0 else ids.numel(), 6, dtype=torch.float64)

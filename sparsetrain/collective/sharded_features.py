@@ -10,13 +10,15 @@ a dynamic cache skips the backing store when a batch is all hits, which differs 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
 from sparsetrain.collective import _exchange as ex
 from sparsetrain.collective.errors import CollectiveInputError
 from sparsetrain.collective.placement import RowPlacement
-from sparsetrain.collective.sparse_ops import sparse_all_gather
+from sparsetrain.collective.sparse_ops import gather_distinct
 from sparsetrain.collective.stats import CollectiveStats
 from sparsetrain.storage.base import FeatureStore
 from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
@@ -99,9 +101,11 @@ class ShardedFeatures(FeatureStore):
             # rows held here need no cache; out-of-range ids go on to the collective, which reports them on every rank
             if int(ids[0]) >= 0 and int(ids[-1]) < self.placement.num_rows:
                 ids = ids[self.placement.local_index_on(self.rank, ids) < 0]
-        rows = self._collective_gather(ids.to(self.device))
-        if ids.numel():
-            self._cache = rows
+        self._stage = torch.empty((0, math.prod(self.row_shape)), dtype=self.dtype, device=self.device)
+        buf, slot = self._collective_gather(ids.to(self.device))
+        if ids.numel():  # ids are distinct, so buf holds them in some order: put them in cache order
+            self._stage = buf.index_select(0, slot)
+            self._cache = self._stage.view(ids.numel(), *self.row_shape)
             self._slot = torch.full((self.placement.num_rows,), -1, dtype=torch.int32, device=self.device)
             self._slot[ids.to(self.device)] = torch.arange(ids.numel(), dtype=torch.int32, device=self.device)
             self.stats.bytes_moved += ids.numel() * self.row_bytes
@@ -146,25 +150,46 @@ class ShardedFeatures(FeatureStore):
             and ids.dtype != torch.bool
             and (ids.numel() == 0 or (int(ids.min()) >= 0 and int(ids.max()) < self.num_rows))
         )
-        if not valid or self._slot is None:
-            out.copy_(self._collective_gather(ids))  # bad ids go to the collective, which raises on every rank
-            return
+        if not valid:
+            self._collective_gather(ids)  # raises on every rank
         ids = ids.to(self.device, torch.int64)
+        flat_out = out.view(ids.numel(), math.prod(self.row_shape))
+        if self._slot is None:
+            buf, slot = self._collective_gather(ids)
+            torch.index_select(buf, 0, slot, out=flat_out)
+            return
+        # one staging tensor: cached rows first, then the distinct rows fetched now; one final index_select
         slots = self._slot[ids]
         hit = slots >= 0
-        hit_pos, miss_pos = hit.nonzero().flatten(), (~hit).nonzero().flatten()
-        out.index_copy_(0, miss_pos, self._collective_gather(ids[miss_pos]))
-        out.index_copy_(0, hit_pos, self._cache.index_select(0, slots[hit_pos].long()))
-        self.stats.hits += int(torch.unique(ids[hit_pos]).numel())
+        miss_pos = (~hit).nonzero().flatten()
+        buf, slot = self._collective_gather(ids[miss_pos])
+        source = slots.long()
+        source[miss_pos] = slot + self._cache.shape[0]
+        torch.index_select(self._stage, 0, source, out=flat_out)
+        seen = torch.zeros(self._cache.shape[0], dtype=torch.bool, device=self.device)
+        seen[source[hit]] = True
+        self.stats.hits += int(seen.sum())
 
-    def _collective_gather(self, ids: torch.Tensor) -> torch.Tensor:
-        rows = sparse_all_gather(
-            self.local_rows, ids, placement=self.placement, group=self.group, timeout=self.timeout, stats=self.collective_stats
+    def _staging(self, n: int) -> torch.Tensor:
+        """Rows ``[C, C + n)`` of the staging tensor (rows ``[0, C)`` are the cache), grown when too small."""
+        cached = self._cache.shape[0]
+        if self._stage.shape[0] < cached + n:
+            grown = torch.empty((cached + max(n, 2 * (self._stage.shape[0] - cached)), self._stage.shape[1]),
+                                dtype=self.dtype, device=self.device)  # fmt: skip
+            grown[:cached] = self._stage[:cached]
+            self._stage = grown
+            self._cache = grown[:cached].view(cached, *self.row_shape)
+        return self._stage[cached : cached + n]
+
+    def _collective_gather(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Distinct rows of ``ids`` (in the staging tensor) and each id's row in them."""
+        buf, plan, call = gather_distinct(
+            self.local_rows, ids, self.placement, self.group, self.timeout, self.collective_stats, alloc=self._staging
         )
-        rec = self.collective_stats.records[-1]
-        self.stats.misses += rec.rows_remote
-        self.stats.bytes_moved += rec.rows_remote * self.row_bytes
-        return rows
+        call.finish()
+        self.stats.misses += call.rec.rows_remote
+        self.stats.bytes_moved += call.rec.rows_remote * self.row_bytes
+        return buf, plan.slot
 
     def __repr__(self) -> str:
         cache = f", cached_rows={self.cached_ids.numel()}" if self.cached_ids.numel() else ""

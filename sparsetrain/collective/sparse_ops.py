@@ -9,7 +9,9 @@ the owners in one exchange.
 
 Every call is collective over ``group``: all ranks must call it, in the same order
 (an empty ``row_ids`` is fine). When torch.distributed is not initialized the calls
-run locally as a single rank.
+run locally as a single rank. Under NCCL, rows travel on the current CUDA device, so
+call ``torch.cuda.set_device(local_rank)`` first (as for any NCCL collective); under
+gloo, CUDA rows are staged through host memory.
 """
 
 from __future__ import annotations
@@ -167,6 +169,18 @@ class _Call:
 
 
 def _gather_impl(local_rows, row_ids, placement, group, timeout, stats, grad_flag) -> tuple[torch.Tensor, _Plan]:
+    buf, plan, call = gather_distinct(local_rows, row_ids, placement, group, timeout, stats, grad_flag)
+    out = buf.index_select(0, plan.slot).reshape(plan.slot.numel(), *local_rows.shape[1:])
+    call.finish()
+    return out, plan
+
+
+def gather_distinct(local_rows, row_ids, placement, group, timeout, stats, grad_flag=-1, alloc=None):
+    """The gather without its last step: ``(buf, plan, call)`` where ``buf`` [distinct ids, row numel] holds each
+    distinct requested row once and ``buf[plan.slot]`` is the answer; ``call.finish()`` records the stats.
+
+    ``alloc(n)``, when given, returns the contiguous ``[n, row numel]`` tensor to fill (a reused staging buffer).
+    """
     call = _Call(GATHER, placement, group, timeout, stats)
     rank, world = call.info.rank, call.info.world_size
     trailing = tuple(local_rows.shape[1:]) if isinstance(local_rows, torch.Tensor) else ()
@@ -190,7 +204,10 @@ def _gather_impl(local_rows, row_ids, placement, group, timeout, stats, grad_fla
                       what="local_rows", grad_flag=grad_flag)  # fmt: skip
     numel = _row_numel(trailing)
     flat = local_rows.reshape(local_rows.shape[0], numel)
-    buf = torch.empty((plan.num_unique, numel), dtype=local_rows.dtype, device=device)
+    if alloc is None:
+        buf = torch.empty((plan.num_unique, numel), dtype=local_rows.dtype, device=device)
+    else:
+        buf = alloc(plan.num_unique)
     torch.index_select(flat, 0, plan.local_idx, out=buf[: plan.num_local])
     if plan.agree(meta, rank):
         send_ids = plan.remote_ids
@@ -204,10 +221,8 @@ def _gather_impl(local_rows, row_ids, placement, group, timeout, stats, grad_fla
         call.rec.rows_served = served.shape[0]
         call.rec.bytes_sent = send_ids.numel() * 8 + served.shape[0] * row_bytes
         call.rec.bytes_received = recv_ids.numel() * 8 + (plan.num_unique - plan.num_local) * row_bytes
-    out = buf.index_select(0, plan.slot).reshape(plan.slot.numel(), *trailing)
     plan.record(call.rec)
-    call.finish()
-    return out, plan
+    return buf, plan, call
 
 
 def _backward_with_plan(grad_out, plan: _Plan, placement, local_shape, group, timeout, stats) -> torch.Tensor:
