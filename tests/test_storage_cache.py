@@ -253,3 +253,15 @@ def test_prefetch_loads_next_batch_and_gathers_never_see_torn_rows(tmp_path):
         thread.join()
         cache.close()
     assert not errors and cache.stats.prefetched_rows > 0
+
+
+def test_unique_inverse_matches_numpy():
+    from sparsetrain.storage.gather_kernels import unique_inverse
+
+    rng = np.random.default_rng(11)
+    mark = np.full(1000, -1, np.int64)
+    for ids in (rng.integers(0, 1000, 5000), rng.integers(0, 1000, 1).astype(np.int32), np.empty(0, np.int64), np.array([999, 0, 999])):
+        unique, inverse = unique_inverse(ids, mark)
+        ref_unique, ref_inverse = np.unique(ids.astype(np.int64), return_inverse=True)
+        assert np.array_equal(unique, ref_unique) and np.array_equal(inverse, ref_inverse.reshape(-1))
+        assert (mark == -1).all()

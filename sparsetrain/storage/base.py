@@ -62,7 +62,11 @@ def check_ids(ids, num_rows: int, where: str) -> torch.Tensor:
     if ids.dim() != 1:
         raise FeatureIdError(f"{where}: ids must be 1-D, got shape {tuple(ids.shape)}; flatten them with ids.reshape(-1)")
     if ids.numel():
-        lo, hi = (int(v) for v in torch.aminmax(ids))
+        if ids.device.type == "cpu":  # NumPy: no thread-pool wake-up for a tiny reduction
+            array = ids.numpy()
+            lo, hi = int(array.min()), int(array.max())
+        else:
+            lo, hi = (int(v) for v in torch.aminmax(ids))
         if lo < 0 or hi >= num_rows:
             bad = lo if lo < 0 else hi
             raise FeatureIdError(

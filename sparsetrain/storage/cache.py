@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from sparsetrain.storage.base import FeatureStore, byte_rows, check_ids, widen
-from sparsetrain.storage.gather_kernels import assemble_direct, assemble_rows, copy_rows
+from sparsetrain.storage.gather_kernels import assemble_direct, assemble_rows, copy_rows, unique_inverse
 from sparsetrain.storage.errors import CacheBudgetError
 from sparsetrain.storage.policies import POLICIES, make_policy
 from sparsetrain.storage.victim import VictimBuffer
@@ -71,6 +71,7 @@ class CachedFeatures(FeatureStore):
         victim_rows = int(victim_bytes) // row_bytes
         self.victim = VictimBuffer(self.num_rows, victim_rows, self.row_shape, self.dtype) if victim_rows else None
         self._lock = threading.Lock()
+        self._mark = np.full(self.num_rows, -1, dtype=np.int64)  # scratch for unique_inverse, used under the lock
         self._executor: ThreadPoolExecutor | None = None
         self._read_events: list = []
         self._write_event = None
@@ -124,10 +125,9 @@ class CachedFeatures(FeatureStore):
             with self._lock:
                 self._gather_cpu(ids, out)
             return
-        unique, inverse = torch.unique(ids.cpu().long(), return_inverse=True)
-        wanted = unique.numpy()
-        rows = torch.empty((wanted.size, *self.row_shape), dtype=self.dtype, device=self.device)
         with self._lock:
+            wanted, inverse = unique_inverse(ids.cpu().numpy(), self._mark)
+            rows = torch.empty((wanted.size, *self.row_shape), dtype=self.dtype, device=self.device)
             self._before_read()
             slots = self.policy.lookup(wanted)
             hit = slots >= 0
@@ -144,20 +144,19 @@ class CachedFeatures(FeatureStore):
         if missed_at.size:
             with self._lock:
                 self._admit(wanted[missed_at], rows, missed_at, force=False)
-        torch.index_select(rows, 0, inverse.to(self.device, non_blocking=True), out=out)
+        torch.index_select(rows, 0, self._device_index(inverse), out=out)
         self.stats.hits += int(hit_at.size)
         self.stats.misses += int(missed_at.size)
 
     def _gather_cpu(self, ids: torch.Tensor, out: torch.Tensor) -> None:
         """CPU cache: one fused pass writes hits and misses into ``out``; the caller holds the lock."""
-        unique, inverse = torch.unique(ids.long(), return_inverse=True)
-        wanted = unique.numpy()
+        wanted, inverse = unique_inverse(ids.numpy(), self._mark)
         slots = self.policy.lookup(wanted)
         missed_at = np.flatnonzero(slots < 0)
         missed_ids = wanted[missed_at]
         table = self.backing._direct_rows(missed_ids) if self.victim is None and missed_ids.size else None
         if table is not None:
-            self._gather_cpu_direct(table, wanted, slots, missed_ids, inverse.numpy(), out)
+            self._gather_cpu_direct(table, wanted, slots, missed_ids, inverse, out)
             return
         if self.victim is None:
             missed_rows = self.backing.gather(torch.from_numpy(missed_ids)).cpu()
@@ -173,7 +172,7 @@ class CachedFeatures(FeatureStore):
         missed_at_of_unique = np.full(wanted.size, -1, np.int64)
         missed_at_of_unique[missed_at] = np.arange(missed_at.size)
         slot_words, missed_words, out_words = widen(byte_rows(self.slots), byte_rows(missed_rows), byte_rows(out))
-        assemble_rows(slot_words, slots, missed_words, missed_at_of_unique, inverse.numpy(), out_words)
+        assemble_rows(slot_words, slots, missed_words, missed_at_of_unique, inverse, out_words)
         if missed_ids.size:
             admitted, admitted_slots, evicted, evicted_slots = self.policy.admit(missed_ids, False)
             if evicted.size:
@@ -260,8 +259,8 @@ class CachedFeatures(FeatureStore):
     def _prefetch_rows(self, ids: torch.Tensor) -> int:
         if self.policy.dynamic_slots == 0:
             return 0
-        wanted = torch.unique(ids).numpy()
         with self._lock:
+            wanted, _ = unique_inverse(ids.numpy(), self._mark)
             missing = np.flatnonzero(self.policy.contains(wanted) < 0)
             if missing.size == 0:
                 return 0

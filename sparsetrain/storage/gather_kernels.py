@@ -161,3 +161,34 @@ def copy_rows(src, src_rows, dst, dst_rows):
     """``dst[dst_rows[i]] = src[src_rows[i]]``."""
     for i in range(src_rows.size):
         dst[dst_rows[i], :] = src[src_rows[i], :]
+
+
+@njit(cache=True, nogil=True)
+def _unique_inverse(ids, mark):
+    n = ids.size
+    unique = np.empty(n, np.int64)
+    k = 0
+    for i in range(n):
+        row = ids[i]
+        if mark[row] < 0:
+            mark[row] = k
+            unique[k] = row
+            k += 1
+    unique = np.sort(unique[:k])
+    for j in range(k):
+        mark[unique[j]] = j
+    inverse = np.empty(n, np.int64)
+    for i in range(n):
+        inverse[i] = mark[ids[i]]
+    for j in range(k):
+        mark[unique[j]] = -1
+    return unique, inverse
+
+
+def unique_inverse(ids: np.ndarray, mark: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct ids and, for each id, its position among them (like ``np.unique(return_inverse=True)``).
+
+    O(n) marking with ``mark`` (int64 per table row, all -1; left all -1 again), then a sort of the
+    distinct ids only; runs on the calling thread, so it never wakes a thread pool.
+    """
+    return _unique_inverse(ids, mark)
