@@ -111,7 +111,7 @@ def bench_width(dim: int, mib: int, reps: int, folder: Path, results: list) -> N
         for old in open_stores.values():
             old.close()
         drop_page_cache(path)
-        open_stores.update(mmap=MmapFeatures(path), mmap_noadvise=MmapFeatures(path, advise=False), pread=MmapFeatures(path, mode="pread", advise=True))
+        open_stores.update(mmap=MmapFeatures(path), mmap_auto=MmapFeatures(path, advise="auto"), pread=MmapFeatures(path, mode="pread"))
 
     def peer_fresh():
         return torch.from_numpy(np.load(path, mmap_mode="r"))[ids]
@@ -123,7 +123,7 @@ def bench_width(dim: int, mib: int, reps: int, folder: Path, results: list) -> N
     cold = alternate(
         {
             "mmap": lambda: open_stores["mmap"].gather(ids),
-            "mmap_noadvise": lambda: open_stores["mmap_noadvise"].gather(ids),
+            "mmap_auto": lambda: open_stores["mmap_auto"].gather(ids),
             "pread": lambda: open_stores["pread"].gather(ids),
             "peer": peer_fresh,
         },
@@ -134,7 +134,7 @@ def bench_width(dim: int, mib: int, reps: int, folder: Path, results: list) -> N
     peer_map = torch.from_numpy(np.load(path, mmap_mode="r"))
     peer_map[ids]
     warm = alternate({"mmap": lambda: open_stores["mmap"].gather(ids), "pread": lambda: open_stores["pread"].gather(ids), "peer": lambda: peer_map[ids]}, reps)
-    labels = {"mmap": "MmapFeatures", "mmap_noadvise": "MmapFeatures(advise=False)", "pread": "MmapFeatures(mode='pread')"}
+    labels = {"mmap": "MmapFeatures", "mmap_auto": "MmapFeatures(advise='auto')", "pread": "MmapFeatures(mode='pread')"}
     for label, got in (("cold", cold), ("warm", warm)):
         peer = f"np.load(mmap_mode='r')[ids] {label}"
         row(results, f"disk {tag}", peer, got["peer"], count, row_bytes)

@@ -52,6 +52,7 @@ def stores_for(table, tmp_path, dtype_name):
         "tensor": TensorFeatures(torch.from_numpy(table.copy())),
         "mmap": MmapFeatures(path),
         "mmap_advise": MmapFeatures(path, advise=True),
+        "mmap_advise_auto": MmapFeatures(path, advise="auto"),
         "mmap_pread": MmapFeatures(path, mode="pread"),
         "mmap_pread_nocoalesce_advise": MmapFeatures(path, mode="pread", coalesce_bytes=0, advise=True),
         "pinned_cpu": PinnedFeatures(table.copy(), device="cpu"),

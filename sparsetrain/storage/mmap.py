@@ -51,10 +51,11 @@ class MmapFeatures(FeatureStore):
     before every gather (size, inode), so a file that shrinks, vanishes or is replaced raises
     :class:`~sparsetrain.storage.errors.FeatureFileError` instead of crashing the process.
     ``advise``: ``POSIX_FADV_WILLNEED`` on the rows before reading them, so the kernel reads them all
-    at once (helps a cold page cache); ``"auto"`` does it when a sample of the rows is not cached.
+    at once; ``"auto"`` does it when a sample of the rows is not in the page cache. Off by default:
+    it costs a sort and a system call per run of rows, and paid off only on slow disks.
     """
 
-    def __init__(self, path: str | os.PathLike, *, mode: str = "mmap", coalesce_bytes: int = 4096, advise: bool | str = "auto") -> None:
+    def __init__(self, path: str | os.PathLike, *, mode: str = "mmap", coalesce_bytes: int = 4096, advise: bool | str = False) -> None:
         if mode not in ("mmap", "pread"):
             raise ValueError(f"MmapFeatures: mode must be 'mmap' or 'pread', got {mode!r}")
         if advise not in (True, False, "auto"):
