@@ -85,7 +85,7 @@ def _find_line(path: Path, delimiter: str, column: int, value: str) -> int | Non
     return None
 
 
-def _csv_error(path: Path, exc: Exception, what: str, names: list[str], delimiter: str) -> DatasetError:
+def _csv_error(path: Path, exc: Exception, what: str, names: list[str], delimiter: str, has_header: bool) -> DatasetError:
     text = str(exc).splitlines()[0]
     col = _ARROW_COL.search(text)
     value = _ARROW_VALUE.search(text)
@@ -94,8 +94,9 @@ def _csv_error(path: Path, exc: Exception, what: str, names: list[str], delimite
     column = int(col.group(1))
     line = _find_line(path, delimiter, column, value.group(1))
     where = f"line {line}" if line else "a row"
-    name = names[column] if column < len(names) else str(column)
-    return DatasetError(f"{path}: {where}, column {name!r}: {value.group(1)!r} is not a number; {what}")
+    name = repr(names[column]) if has_header and column < len(names) else str(column + 1)
+    expected = "an integer" if "to int" in text else "a number"
+    return DatasetError(f"{path}: {where}, column {name}: {value.group(1)!r} is not {expected}; {what}")
 
 
 def _iter_csv(path: Path, columns: list[str] | None, types: dict, what: str) -> Iterator[pa.RecordBatch]:
@@ -114,7 +115,7 @@ def _iter_csv(path: Path, columns: list[str] | None, types: dict, what: str) -> 
             for batch in reader:
                 yield batch
     except pa.ArrowInvalid as exc:
-        raise _csv_error(path, exc, what, names, delimiter) from None
+        raise _csv_error(path, exc, what, names, delimiter, has_header) from None
 
 
 # ---------------------------------------------------------------- edges
