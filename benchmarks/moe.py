@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import socket
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -31,7 +31,7 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from sparsetrain.collective import CollectiveStats, RowPlacement  # noqa: E402
+from sparsetrain.collective import CollectiveStats  # noqa: E402
 from sparsetrain.moe import FSSDP, ExpertParallel, MoE, finish_step, grouped, sync_dense_grads  # noqa: E402
 
 
@@ -51,31 +51,55 @@ def naive_moe(moe: MoE, x: torch.Tensor) -> torch.Tensor:
     return y
 
 
-def time_fb(fn, x, reps: int) -> float:
-    for _ in range(2):
-        fn(x).sum().backward()
+def time_pair(ours, peer, x, reps: int) -> tuple[float, float]:
+    """Median forward+backward seconds of ``ours`` and ``peer``, timed alternately (shared, noisy machine)."""
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
+    for fn in (ours, peer):
+        fn(x).float().sum().backward()
+    a, b = [], []
+    for _ in range(reps):
+        for fn, acc in ((ours, a), (peer, b)):
+            sync()
+            t0 = time.perf_counter()
+            fn(x).float().sum().backward()
+            sync()
+            acc.append(time.perf_counter() - t0)
+    return statistics.median(a), statistics.median(b)
+
+
+def matmul_peak_tflops(n: int, d: int, h: int, device: str, dtype: torch.dtype, reps: int = 5) -> float:
+    """Measured dense matmul rate ``[n, d] @ [d, 2h]`` on this device and dtype (the roofline to compare with)."""
+    a, b = torch.randn(n, d, device=device, dtype=dtype), torch.randn(d, 2 * h, device=device, dtype=dtype)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    a @ b
+    sync()
     t0 = time.perf_counter()
     for _ in range(reps):
-        fn(x).sum().backward()
-    return (time.perf_counter() - t0) / reps
+        a @ b
+    sync()
+    return 2 * n * d * 2 * h * reps / (time.perf_counter() - t0) / 1e12
 
 
-def throughput(tokens: int, d: int, h: int, experts: int, top_k: int, reps: int) -> list[dict]:
+def throughput(tokens: int, d: int, h: int, experts: int, top_k: int, reps: int, device: str = "cpu") -> list[dict]:
     rows = []
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     torch.manual_seed(0)
-    moe = MoE(d, h, experts, top_k)
-    x = torch.randn(tokens, d)
-    torch.testing.assert_close(moe(x)[0], naive_moe(moe, x), atol=1e-4, rtol=1e-4)
-    peer = time_fb(lambda v: naive_moe(moe, v), x, reps)
-    backends = ["bucketed"] + (["native"] if grouped.native_available("cpu", torch.float32) else [])
+    moe = MoE(d, h, experts, top_k).to(device, dtype)
+    x = torch.randn(tokens, d, device=device, dtype=dtype)
+    tol = 5e-2 if dtype == torch.bfloat16 else 1e-4
+    torch.testing.assert_close(moe(x)[0], naive_moe(moe, x), atol=tol, rtol=tol)
+    flops = 3 * 2 * tokens * top_k * (d * 2 * h + h * d)  # expert matmuls, forward + backward (x3)
+    peak = matmul_peak_tflops(tokens * top_k, d, h, device, dtype)
+    backends = ["bucketed"] + (["native"] if grouped.native_available(device, dtype) else [])
     for backend in backends:
         grouped.set_backend(backend)
         try:
-            ours = time_fb(lambda v: moe(v)[0], x, reps)
+            ours, peer = time_pair(lambda v: moe(v)[0], lambda v: naive_moe(moe, v), x, reps)
         finally:
             grouped.set_backend(None)
-        rows.append({"tokens": tokens, "d_model": d, "d_hidden": h, "experts": experts, "top_k": top_k, "backend": backend,
-                     "sparsetrain_tok_s": tokens / ours, "naive_loop_tok_s": tokens / peer, "speedup": peer / ours})  # fmt: skip
+        rows.append({"device": device, "tokens": tokens, "d_model": d, "d_hidden": h, "experts": experts, "top_k": top_k,
+                     "backend": backend, "sparsetrain_tok_s": tokens / ours, "naive_loop_tok_s": tokens / peer,
+                     "speedup": peer / ours, "expert_GFLOP_s": flops / ours / 1e9, "matmul_peak_GFLOP_s": peak * 1e3})  # fmt: skip
     return rows
 
 
@@ -108,6 +132,19 @@ def make_sharding(mode: str, stats: CollectiveStats, cfg: dict):
     return ExpertParallel(stats=stats)
 
 
+def proc_status_kib(field: str) -> int:
+    """``VmRSS`` (now) or ``VmHWM`` (peak since the last reset) of this process, KiB (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def reset_peak_rss() -> None:
+    """Reset VmHWM to the current RSS (``echo 5 > /proc/self/clear_refs``), so the peak is the steps' own."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
 def comm_worker(rank: int, world: int, port: int, cfg: dict, mode: str, skew: float, tokens: int, out_path: str) -> None:
     """One (mode, routing, tokens) measurement in fresh processes, so peak RSS is this mode's own."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -119,7 +156,8 @@ def comm_worker(rank: int, world: int, port: int, cfg: dict, mode: str, skew: fl
     moe = MoE(d, h, experts, cfg["top_k"], sharding=make_sharding(mode, stats, cfg))
     steer_router(moe, d)
     opt = torch.optim.Adam(moe.parameters(), lr=1e-4)
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss0 = proc_status_kib("VmRSS")
+    reset_peak_rss()
     for step in range(cfg["warmup"] + cfg["steps"]):
         if step == cfg["warmup"]:
             if mode == "fssdp_load_aware":
@@ -137,7 +175,7 @@ def comm_worker(rank: int, world: int, port: int, cfg: dict, mode: str, skew: fl
     dist.barrier()
     seconds = (time.perf_counter() - t0) / cfg["steps"]
     shard = moe.experts.shard
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = proc_status_kib("VmHWM")
     mine = {
         "bytes_sent": stats.bytes_sent / cfg["steps"],
         "bytes_received": stats.bytes_received / cfg["steps"],
@@ -146,6 +184,7 @@ def comm_worker(rank: int, world: int, port: int, cfg: dict, mode: str, skew: fl
         "expert_state_bytes": shard.numel() * shard.element_size() * 3,  # params + Adam exp_avg + exp_avg_sq
         "local_rows": shard.shape[0],
         "replicas": len(getattr(moe.experts, "placement").replicas),
+        "rss_before_steps_mib": rss0 / 1024,
         "peak_rss_growth_mib": (peak - rss0) / 1024,
         "peak_rss_mib": peak / 1024,
     }
@@ -179,8 +218,9 @@ def communication(cfg: dict) -> list[dict]:
                     "expert rows/rank (max)": max(x["local_rows"] for x in ranks),
                     "replicated experts": ranks[0]["replicas"],
                     "expert state MiB/rank (max)": max(x["expert_state_bytes"] for x in ranks) / 2**20,
-                    "peak RSS MiB (max rank)": max(x["peak_rss_mib"] for x in ranks),
-                    "RSS growth in steps MiB (max)": max(x["peak_rss_growth_mib"] for x in ranks),
+                    "RSS before steps MiB (max rank)": max(x["rss_before_steps_mib"] for x in ranks),
+                    "peak RSS in steps MiB (max rank)": max(x["peak_rss_mib"] for x in ranks),
+                    "peak growth over pre-step RSS MiB (max)": max(x["peak_rss_growth_mib"] for x in ranks),
                 })  # fmt: skip
                 print(rows[-1], flush=True)
     return rows
@@ -199,24 +239,27 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--skip-comm", action="store_true")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", help="device of the throughput part (cuda: bf16, with TFLOP/s vs matmul peak)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     if args.quick:
         tp = [dict(tokens=512, d=64, h=128, experts=8, top_k=2, reps=3)]
         comm = dict(world=4, d=32, h=64, experts=8, top_k=2, tokens=[256], steps=2, warmup=2, replica_rows=2, skews=[0.0, 1.2])
     else:
-        tp = [dict(tokens=4096, d=256, h=512, experts=8, top_k=2, reps=5), dict(tokens=4096, d=256, h=512, experts=64, top_k=2, reps=5),
-              dict(tokens=4096, d=256, h=512, experts=64, top_k=8, reps=3)]  # fmt: skip
+        tp = [dict(tokens=4096, d=256, h=512, experts=8, top_k=2, reps=7), dict(tokens=4096, d=256, h=512, experts=64, top_k=2, reps=7),
+              dict(tokens=4096, d=256, h=512, experts=64, top_k=8, reps=5)]  # fmt: skip
         comm = dict(world=4, d=128, h=256, experts=16, top_k=2, tokens=[2048, 8192], steps=3, warmup=2, replica_rows=4, skews=[0.0, 1.2])
     report = {"torch": torch.__version__, "threads": args.threads, "throughput": [], "communication": [], "comm_config": comm}
     for cfg in tp:
-        report["throughput"] += throughput(cfg["tokens"], cfg["d"], cfg["h"], cfg["experts"], cfg["top_k"], cfg["reps"])
-    print("forward+backward, CPU float32, tokens/s\n" + table(report["throughput"]))
+        report["throughput"] += throughput(cfg["tokens"], cfg["d"], cfg["h"], cfg["experts"], cfg["top_k"], cfg["reps"], args.device)
+    print(f"forward+backward on {args.device}, tokens/s\n" + table(report["throughput"]))
     if not args.skip_comm:
         report["communication"] = communication(comm)
         print(f"\nworld size {comm['world']} gloo, per training step ({comm})\n" + table(report["communication"]))
     out = HERE / "out" / "moe.json"
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.skip_comm and out.exists():  # keep the communication part of an earlier full run
+        report["communication"] = json.loads(out.read_text()).get("communication", [])
     out.write_text(json.dumps(report, indent=1))
     print(f"\nwrote {out}")
 

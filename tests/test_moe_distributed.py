@@ -5,6 +5,7 @@ checkpoints across world sizes, and ten training steps of the example model."""
 import importlib.util
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -48,8 +49,6 @@ def _entry(rank, world, port, fn, args):
 def spawn(fn, world, *args, timeout=300):
     """Run ``fn(rank, world, *args)`` on ``world`` gloo ranks; fail (and kill them) after ``timeout`` s."""
     ctx = mp.start_processes(_entry, args=(world, _free_port(), fn, args), nprocs=world, join=False, start_method="spawn")
-    import time
-
     deadline = time.monotonic() + timeout
     while not ctx.join(timeout=5):
         if time.monotonic() > deadline:

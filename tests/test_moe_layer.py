@@ -211,17 +211,20 @@ def test_grouped_mm_backends_match_a_loop(backend, counts):
         assert torch.count_nonzero(w.grad[e]) == 0
 
 
-def test_float32_layer_uses_the_same_function_on_both_backends():
+def test_float32_layer_is_the_same_function_on_every_backend():
     torch.manual_seed(0)
     moe = MoE(16, 16, 4, top_k=2)
     x = torch.randn(30, 16)
-    grouped.set_backend("bucketed")
-    try:
-        yb, _ = moe(x)
-    finally:
-        grouped.set_backend(None)
-    ya, _ = moe(x)
-    torch.testing.assert_close(ya, yb, atol=1e-5, rtol=1e-5)
+    outs = []
+    backends = ["bucketed", None] + (["native"] if native_available("cpu", torch.float32) else [])
+    for backend in backends:
+        grouped.set_backend(backend)
+        try:
+            outs.append(moe(x)[0])
+        finally:
+            grouped.set_backend(None)
+    for y in outs[1:]:
+        torch.testing.assert_close(y, outs[0], atol=1e-5, rtol=1e-5)
 
 
 def test_same_seed_same_layer_and_state_dict_roundtrip():
@@ -233,3 +236,47 @@ def test_same_seed_same_layer_and_state_dict_roundtrip():
     x = torch.randn(6, D, dtype=torch.float64)
     torch.testing.assert_close(c(x)[0], a(x)[0], atol=0, rtol=0)
     assert set(a.state_dict()) == {"router.weight", "shared.w_in", "shared.w_out", "experts.w_in", "experts.w_out"}
+
+
+@pytest.mark.gpu
+def test_cuda_float32_layer_matches_cpu_float64():
+    import copy
+
+    torch.manual_seed(0)
+    moe = MoE(64, 128, 8, top_k=2, shared_experts=1)
+    x = torch.randn(512, 64)
+    ref = copy.deepcopy(moe).double()
+    xr = x.double().requires_grad_(True)
+    yr, _ = ref(xr)
+    yr.sum().backward()
+    xc = x.cuda().requires_grad_(True)
+    yc, _ = moe.cuda()(xc)
+    yc.sum().backward()
+    torch.testing.assert_close(yc.double().cpu(), yr, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(xc.grad.double().cpu(), xr.grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(moe.experts.w_in.grad.double().cpu(), ref.experts.w_in.grad, atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cuda_native_grouped_mm_matches_bucketed(dtype):
+    if not native_available("cuda", dtype):
+        pytest.skip(f"torch._grouped_mm does not run on this GPU for {dtype}")
+    counts = torch.tensor([0, 100, 3, 0, 61, 4], device="cuda")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(int(counts.sum()), 64, device="cuda", dtype=dtype, generator=gen)
+    w = torch.randn(6, 64, 32, device="cuda", dtype=dtype, generator=gen)
+    g = torch.randn(x.shape[0], 32, device="cuda", dtype=dtype, generator=gen)
+    grads = []
+    for backend in ("native", "bucketed"):
+        xi, wi = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+        grouped.set_backend(backend)
+        try:
+            y = grouped_mm(xi, wi, counts)
+            (y.float() * g.float()).sum().backward()
+        finally:
+            grouped.set_backend(None)
+        grads.append((y.float(), xi.grad.float(), wi.grad.float()))
+    tol = 3e-2 if dtype == torch.bfloat16 else 1e-4
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=tol * 10, rtol=tol)

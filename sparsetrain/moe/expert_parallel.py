@@ -68,7 +68,8 @@ class ExpertParallelExperts(ShardedExperts):
         recv = per_rank[:, self.rank].tolist()
         x_in = _Tally.apply(_dist.all_to_all(x_sorted, send, recv, self.group), self, send, recv)
         mine = all_counts[:, self.first : self.first + self.local]  # [src, local expert]
-        expert_of_row = torch.repeat_interleave(torch.arange(self.local).repeat(self.world_size), mine.reshape(-1)).to(x_in.device)
+        local_ids = torch.arange(self.local, device=mine.device).repeat(self.world_size)
+        expert_of_row = torch.repeat_interleave(local_ids, mine.reshape(-1)).to(x_in.device)
         perm = torch.argsort(expert_of_row, stable=True)
         w_in, w_out = self.shape.unpack(self.shard)
         out = expert_ffn(x_in[perm], w_in, w_out, mine.sum(0), self.shape.activation)

@@ -5,6 +5,7 @@ Backends, chosen per call by device and dtype (no flag):
 * ``native`` — ``torch._grouped_mm`` (PyTorch >= 2.8) wrapped in an autograd function whose
   backward is two more grouped matmuls. Used where a one-time probe on that device and dtype
   succeeds and the row strides are 16-byte aligned (fp32 on CPU; bf16/fp16/fp32 on recent GPUs).
+  On CPU only when groups average at least ``CPU_NATIVE_MIN_ROWS`` rows (measured crossover).
 * ``bucketed`` — groups are bucketed by their row count rounded up to a power of two, and each
   bucket is one padded ``bmm``: at most ``log2(max rows)`` kernel launches whatever the number of
   experts, and at most 2x padding. Everywhere else (fp64, torch 2.2, unaligned shapes).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+CPU_NATIVE_MIN_ROWS = 1024  # mean rows per non-empty group from which CPU torch._grouped_mm beats bucketed bmm
 _NATIVE_OK: dict[tuple[str, torch.dtype], bool] = {}
 _FORCED: str | None = None
 
@@ -110,6 +112,8 @@ def grouped_mm(x: torch.Tensor, w: torch.Tensor, counts: torch.Tensor) -> torch.
     backend = _FORCED
     if backend is None:
         fits = x.dtype == w.dtype and _aligned((x.shape[1], x.dtype), (w.shape[-1], w.dtype))
+        if fits and x.device.type == "cpu":  # measured (benchmarks/moe.py): CPU native wins only with big groups
+            fits = x.shape[0] >= CPU_NATIVE_MIN_ROWS * max(1, int((counts > 0).sum()))
         backend = "native" if fits and _probe(x.device, x.dtype) else "bucketed"
     if backend == "native":
         offs = torch.cumsum(counts, 0).to(torch.int32)

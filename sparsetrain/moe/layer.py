@@ -33,6 +33,14 @@ class MoE(nn.Module):
             :class:`~sparsetrain.moe.ExpertParallel`. Same weights and inputs give the same function in every mode.
 
     Returns ``(y, aux)``: ``y`` has the shape and dtype of ``x``; ``aux`` is a :class:`MoEAux`.
+
+    Under a sharding every rank passes its own tokens. The auxiliary losses use the counts of all
+    ranks, and each rank's ``aux.loss`` is its share, scaled so that the *mean over ranks* equals the
+    loss of the whole global batch; expert-shard gradients are averaged over ranks the same way. With
+    per-rank task losses that are means over equally sized local batches, averaging replicated
+    gradients (:func:`~sparsetrain.moe.sync_dense_grads`, or DDP with
+    :func:`~sparsetrain.moe.sharded_parameter_names` ignored) gives exactly the single-process gradients.
+    ``capacity_factor`` applies to each rank's local tokens.
     Expert weights are initialized row by row from one draw of the global RNG, so the same seed gives
     the same layer in every sharding mode and world size.
     """
