@@ -142,6 +142,12 @@ def _run_equivalence(rank, world):
             grad = moe.experts.shard.grad
             torch.testing.assert_close(grad[:owned], ref_rows[ids[:owned]], atol=1e-12, rtol=0, msg=lambda m: f"{where} expert grads: {m}")
             assert torch.count_nonzero(grad[owned:]) == 0, where  # replica slots: the owner gets the gradient
+            if moe.router.expert_bias is not None:  # the selection-bias update sees global counts on every rank
+                assert moe.pending_counts.tolist() == auxr.counts.tolist(), where
+                moe.update_expert_bias()
+                want_bias = ref.router.expert_bias + ref.router.bias_update_rate * torch.sign(
+                    auxr.counts.double().mean() - auxr.counts.double()).float()  # fmt: skip
+                torch.testing.assert_close(moe.router.expert_bias, want_bias, atol=0, rtol=0, msg=lambda m: f"{where} bias: {m}")
 
 
 def _checkpoint_save(rank, world, path):
