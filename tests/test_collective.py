@@ -246,6 +246,10 @@ def _sharded_features(rank: int, world: int) -> dict[str, str | None]:
     cached, plain = stores["range+cache"], stores["range"]
     remote_cached = cached.placement.local_index_on(rank, torch.unique(cache_ids)) < 0
     expect_hits = torch.isin(torch.unique(ids), torch.unique(cache_ids)[remote_cached]).sum().item()
+    fresh = ShardedFeatures.from_table(table, cache_ids=cache_ids)
+    fill = (fresh.stats.bytes_moved, fresh.stats.misses, fresh.cached_ids.numel())
+    expect_fill = (int(remote_cached.sum()) * 6 * 8, 0, int(remote_cached.sum()))
+    record(checks, "cache fill accounting", fill != expect_fill, f"(bytes_moved, misses, cached rows) {fill}, expected {expect_fill}")
     first_hits = cached.stats.hits
     cached.stats.reset()
     plain.stats.reset()

@@ -103,12 +103,12 @@ class ShardedFeatures(FeatureStore):
                 ids = ids[self.placement.local_index_on(self.rank, ids) < 0]
         self._stage = torch.empty((0, math.prod(self.row_shape)), dtype=self.dtype, device=self.device)
         buf, slot = self._collective_gather(ids.to(self.device))
+        self.stats.misses = 0  # filling the cache is not a gather; its rows stay counted in bytes_moved
         if ids.numel():  # ids are distinct, so buf holds them in some order: put them in cache order
             self._stage = buf.index_select(0, slot)
             self._cache = self._stage.view(ids.numel(), *self.row_shape)
             self._slot = torch.full((self.placement.num_rows,), -1, dtype=torch.int32, device=self.device)
             self._slot[ids.to(self.device)] = torch.arange(ids.numel(), dtype=torch.int32, device=self.device)
-            self.stats.bytes_moved += ids.numel() * self.row_bytes
         self.cached_ids = ids
 
     @property
