@@ -87,7 +87,7 @@ def test_block_forward_equals_sequence_forward_on_the_full_graph():
     x = torch.randn(n, 5, generator=g, dtype=torch.float64)
     ptr = torch.tensor([0, 8, 19, 30])
     clusters = torch.repeat_interleave(torch.arange(3), ptr[1:] - ptr[:-1])
-    model = GraphTransformer(5, 12, 4, num_layers=2, heads=3, dropout=0.0, cross_subgraph=True, global_attention=True).double().eval()
+    model = GraphTransformer(5, 12, 4, num_layers=2, heads=3, dropout=0.0, cross_subgraph=True, global_attention=True, ffn_factor=2).double().eval()
     groups = BatchClusters(clusters, torch.zeros(n, dtype=torch.int64))
     by_blocks = model(x, [(edge_index, (n, n)), (edge_index, (n, n)), groups])
     torch.testing.assert_close(by_blocks, model.forward_sequence(x, edge_index, ptr), rtol=1e-12, atol=1e-12)
@@ -155,3 +155,67 @@ def test_train_cli_model_gt(cli, tmp_path):
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["model"] == "gt" and summary["epochs"] == 2 and 0.0 <= summary["test_acc"] <= 1.0
     assert "test accuracy" in out
+
+
+@pytest.fixture
+def one_thread():
+    """Training runs on one torch thread (the test machine's cores are shared; OpenMP spinning costs 10x)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def cora_accuracy(ds, model_name, seed, epochs, **model_kw):
+    """Train on Cora's public split with sampled batches (fanout 10,10, batch 64) and return the sampled test accuracy."""
+    import torch.nn.functional as F
+
+    from sparsetrain.engine import GraphSAGE, Loader
+    from sparsetrain.engine.evaluate import sampled_evaluator
+
+    torch.manual_seed(seed)
+    clusters = load_clusters(ds) if model_name == "gt" else None
+    wrap = (lambda s: ClusterSampler(s, clusters)) if model_name == "gt" else (lambda s: s)  # noqa: E731
+    features = ds.features.clone()
+    loader = Loader(wrap(NeighborSampler(ds.graph, [10, 10], seed=seed)), features, ds.labels, ds.split["train"], batch_size=64, seed=seed, prefetch=0)
+    if model_name == "gt":
+        model = GraphTransformer(ds.num_features, model_kw.pop("hidden", 256), ds.num_classes, 2, **model_kw)
+        lr = GT_LR
+    else:
+        model = GraphSAGE(ds.num_features, 256, ds.num_classes, 2)
+        lr = 0.005
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=5e-4)
+    for epoch in range(epochs):
+        model.train()
+        for mb in loader.epoch(epoch):
+            optimizer.zero_grad()
+            F.cross_entropy(model(mb.x, mb.to_pyg()), mb.y).backward()
+            optimizer.step()
+    evaluate = sampled_evaluator(wrap(NeighborSampler(ds.graph, [10, 10], seed=seed + 100)), features, ds.labels,
+                                 {"test": ds.split["test"]}, batch_size=512)
+    return evaluate(model)["test_acc"]
+
+
+GT_LR = 0.005
+GT_CORA = {"hidden": 64, "heads": 4, "dropout": 0.5, "input_dropout": 0.8}  # small + strong input dropout: 140 labels
+GT_EPOCHS = 20
+
+
+@pytest.fixture(scope="module")
+def cora_clustered(cora_data, tmp_path_factory):
+    return from_pyg(cora_data, tmp_path_factory.mktemp("gt") / "cora", reorder="cluster", quiet=True)
+
+
+def test_cora_accuracy_fast_check(cora_clustered, one_thread):
+    """One seed, fewer epochs: the transformer learns Cora well above chance (14%) and near GraphSAGE's ~80%."""
+    acc = cora_accuracy(cora_clustered, "gt", seed=0, epochs=15, **GT_CORA)
+    assert acc >= 0.72, acc
+
+
+@pytest.mark.slow
+def test_cora_accuracy_within_two_points_of_graphsage(cora_clustered, one_thread):
+    """Public split, mean of 3 seeds: GraphTransformer >= GraphSAGE - 2 points (same sampler, batches and evaluator)."""
+    gt = [cora_accuracy(cora_clustered, "gt", seed=s, epochs=GT_EPOCHS, **GT_CORA) for s in range(3)]
+    sage = [cora_accuracy(cora_clustered, "sage", seed=s, epochs=20) for s in range(3)]
+    print(f"Cora test accuracy: gt {np.mean(gt):.4f} {gt}, sage {np.mean(sage):.4f} {sage}")
+    assert np.mean(gt) >= np.mean(sage) - 0.02, (gt, sage)

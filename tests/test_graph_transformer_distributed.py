@@ -28,7 +28,7 @@ def problem():
     x = torch.randn(NUM_NODES, IN_DIM, generator=g, dtype=torch.float64)
     y = torch.randint(0, CLASSES, (NUM_NODES,), generator=g)
     torch.manual_seed(0)
-    model = GraphTransformer(IN_DIM, HIDDEN, CLASSES, num_layers=2, heads=HEADS, dropout=0.0, global_attention=True).double()
+    model = GraphTransformer(IN_DIM, HIDDEN, CLASSES, num_layers=2, heads=HEADS, dropout=0.0, global_attention=True, ffn_factor=2).double()
     return model, x, y, edge_index
 
 
