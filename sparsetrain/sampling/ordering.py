@@ -60,7 +60,11 @@ def _consecutive_overlaps(concat, offsets, mark):
 
 @numba.njit(cache=True, nogil=True)
 def _overlap_matrix(concat, offsets, mask):
-    """``out[i, j] = |I_i & I_j|`` for up to 64 node lists; ``mask`` is zeroed uint64 scratch, left clean."""
+    """``out[i, j] = |I_i & I_j|`` for up to 64 node lists; ``mask`` is zeroed uint64 scratch, left clean.
+
+    Every node gets a bit per list holding it; list ``i``'s masks are gathered once,
+    then each count ``j > i`` is a branch-free (vectorized) sum of bit ``j``.
+    """
     num = offsets.shape[0] - 1
     if num > 64:
         raise ValueError("at most 64 node lists")
@@ -69,16 +73,18 @@ def _overlap_matrix(concat, offsets, mask):
         for p in range(offsets[b], offsets[b + 1]):
             mask[concat[p]] |= bit
     out = np.zeros((num, num), np.int64)
-    for b in range(num - 1):  # pairs (b, j > b); b + 1 <= 63, so the shift is defined
-        for p in range(offsets[b], offsets[b + 1]):
-            m = mask[concat[p]] >> np.uint64(b + 1)
-            j = b + 1
-            while m != 0 and j < num:
-                if m & np.uint64(1):
-                    out[b, j] += 1
-                    out[j, b] += 1
-                m >>= np.uint64(1)
-                j += 1
+    gathered = np.empty(np.max(offsets[1:] - offsets[:-1]) if num else 0, np.uint64)
+    for i in range(num - 1):
+        size = offsets[i + 1] - offsets[i]
+        for p in range(size):
+            gathered[p] = mask[concat[offsets[i] + p]]
+        for j in range(i + 1, num):
+            shift = np.uint64(j)
+            count = np.uint64(0)
+            for p in range(size):
+                count += (gathered[p] >> shift) & np.uint64(1)
+            out[i, j] = count
+            out[j, i] = count
     for p in range(concat.shape[0]):
         mask[concat[p]] = np.uint64(0)
     return out
