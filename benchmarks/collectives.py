@@ -4,7 +4,8 @@ World of 4 gloo ranks on this machine (spawned here, or run under ``torchrun --n
 Every rank owns a contiguous quarter of a float32 table. Per request fraction f (1 %, 10 %, 50 %),
 every rank asks for ``f * rows`` uniformly random ids (duplicates included) and reads them with
 ``sparse_all_gather``; the peer, timed in the same run, is ``torch.distributed.all_gather`` of the
-whole table followed by indexing. Then ``ShardedFeatures`` serves a skewed (power-law) stream of
+whole table followed by indexing. The mirror, ``sparse_reduce_scatter`` of row gradients, is timed
+against an ``all_reduce`` of a table-sized gradient. Then ``ShardedFeatures`` serves a skewed (power-law) stream of
 minibatches with and without a static cache of the hottest remote rows.
 Bytes are payload per rank (ids + rows sent to / received from other ranks), mean over ranks;
 times are the median over repeats of the slowest rank. Prints a table and writes JSON.
@@ -28,7 +29,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from sparsetrain.collective import CollectiveStats, RowPlacement, ShardedFeatures, sparse_all_gather
+from sparsetrain.collective import CollectiveStats, RowPlacement, ShardedFeatures, sparse_all_gather, sparse_reduce_scatter
 
 HERE = Path(__file__).resolve().parent
 FRACTIONS = (0.01, 0.10, 0.50)
@@ -92,6 +93,42 @@ def bench_gather(rank: int, world: int, args) -> list[dict]:
     return out
 
 
+def bench_reduce_scatter(rank: int, world: int, args) -> list[dict]:
+    """Row gradients back to their owners: sparse_reduce_scatter vs all_reduce of a table-sized gradient."""
+    placement = RowPlacement.contiguous(args.rows, world)
+    table_bytes = args.rows * args.dim * 4
+    lo = int(placement.owned_ids(rank)[0]) if placement.num_owned(rank) else 0
+    out = []
+    for frac in FRACTIONS:
+        ids = torch.randint(0, args.rows, (int(frac * args.rows),), generator=torch.Generator().manual_seed(20 + rank))
+        grads = torch.randn(ids.numel(), args.dim, generator=torch.Generator().manual_seed(30 + rank))
+        sparse_t, dense_t = [], []
+        stats = CollectiveStats()
+        for rep in range(args.repeats + 1):
+            dist.barrier()
+            start = time.perf_counter()
+            got = sparse_reduce_scatter(grads, ids, placement=placement, stats=stats)
+            sparse_t.append(_slowest(time.perf_counter() - start))
+            dist.barrier()
+            start = time.perf_counter()
+            full = torch.zeros(args.rows, args.dim).index_add_(0, ids, grads)
+            dist.all_reduce(full)
+            ref = full[lo : lo + placement.num_owned(rank)]
+            dense_t.append(_slowest(time.perf_counter() - start))
+            if rep == 0 and not torch.allclose(got, ref, rtol=1e-4, atol=1e-4):
+                raise SystemExit("sparse_reduce_scatter sums differ from the dense all-reduce")
+        rec = stats.records[-1]
+        out.append({
+            "fraction": frac,
+            "remote_distinct_per_rank": _mean(rec.rows_remote),
+            "sparse_bytes_received": _mean(rec.bytes_received),
+            "dense_bytes_received": 2 * (world - 1) / world * table_bytes,  # ring all-reduce volume
+            "sparse_seconds": statistics.median(sparse_t[1:]),
+            "dense_seconds": statistics.median(dense_t[1:]),
+        })  # fmt: skip
+    return out
+
+
 def bench_sharded(rank: int, world: int, args) -> list[dict]:
     g = torch.Generator().manual_seed(1)
     table = torch.randn(args.rows, args.dim, generator=g)
@@ -144,7 +181,11 @@ def worker(rank: int, world: int, port: int | None, args, result_path: str | Non
     else:
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     sharded = bench_sharded(rank, world, args)  # first, before the dense all-gathers fragment the heap
-    results = {"gather": bench_gather(rank, world, args), "sharded_features": sharded}
+    results = {
+        "gather": bench_gather(rank, world, args),
+        "reduce_scatter": bench_reduce_scatter(rank, world, args),
+        "sharded_features": sharded,
+    }
     if rank == 0 and result_path:
         Path(result_path).write_text(json.dumps(results))
     dist.barrier()
@@ -162,6 +203,12 @@ def report(results: dict, args, world: int) -> None:
               f"{r['expected_bytes'] / mib:>9.2f} {r['sparse_bytes_received'] / mib:>10.2f} {r['dense_bytes_received'] / mib:>9.2f} "
               f"{r['sparse_bytes_received'] / r['dense_bytes_received']:>11.3f} {r['sparse_seconds'] * 1e3:>9.1f} "
               f"{r['dense_seconds'] * 1e3:>9.1f} {r['dense_seconds'] / r['sparse_seconds']:>7.2f}x")  # fmt: skip
+    print("\nsparse_reduce_scatter (row gradients to owners) vs all_reduce of a table-sized gradient (ring volume)")
+    print(f"{'fraction':>8} {'remote':>8} {'sparse MiB':>10} {'dense MiB':>9} {'bytes ratio':>11} {'sparse ms':>9} {'dense ms':>9} {'speedup':>7}")
+    for r in results["reduce_scatter"]:
+        print(f"{r['fraction']:>8.0%} {r['remote_distinct_per_rank']:>8.0f} {r['sparse_bytes_received'] / mib:>10.2f} "
+              f"{r['dense_bytes_received'] / mib:>9.2f} {r['sparse_bytes_received'] / r['dense_bytes_received']:>11.3f} "
+              f"{r['sparse_seconds'] * 1e3:>9.1f} {r['dense_seconds'] * 1e3:>9.1f} {r['dense_seconds'] / r['sparse_seconds']:>7.2f}x")  # fmt: skip
     print(f"\nShardedFeatures, {args.steps} steps x {args.batch} ids per rank, power-law access (exponent {args.skew})")
     print(f"{'store':<28} {'cache MiB':>9} {'hit rate':>8} {'MiB moved/step':>14} {'median ms/step':>14} {'of it collective':>16}")
     for r in results["sharded_features"]:
