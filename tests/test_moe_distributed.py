@@ -14,7 +14,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from sparsetrain.collective import RowPlacement
-from sparsetrain.moe import FSSDP, ExpertParallel, MoE, MoEConfigError, sync_dense_grads
+from sparsetrain.moe import FSSDP, ExpertParallel, MoE, MoEConfigError, sharded_parameter_names, sync_dense_grads
 
 pytestmark = pytest.mark.distributed
 
@@ -46,16 +46,25 @@ def _entry(rank, world, port, fn, args):
         dist.destroy_process_group()
 
 
-def spawn(fn, world, *args, timeout=300):
-    """Run ``fn(rank, world, *args)`` on ``world`` gloo ranks; fail (and kill them) after ``timeout`` s."""
-    ctx = mp.start_processes(_entry, args=(world, _free_port(), fn, args), nprocs=world, join=False, start_method="spawn")
-    deadline = time.monotonic() + timeout
-    while not ctx.join(timeout=5):
-        if time.monotonic() > deadline:
-            for p in ctx.processes:
-                if p.is_alive():
-                    p.kill()
-            pytest.fail(f"distributed workers did not finish within {timeout} s")
+def spawn(fn, world, *args, timeout=300, attempts=3):
+    """Run ``fn(rank, world, *args)`` on ``world`` gloo ranks; fail (and kill them) after ``timeout`` s.
+
+    A free port can be taken by another job between picking and binding it; that start-up failure
+    is retried on a new port (other failures are not)."""
+    for attempt in range(attempts):
+        ctx = mp.start_processes(_entry, args=(world, _free_port(), fn, args), nprocs=world, join=False, start_method="spawn")
+        deadline = time.monotonic() + timeout
+        try:
+            while not ctx.join(timeout=5):
+                if time.monotonic() > deadline:
+                    for p in ctx.processes:
+                        if p.is_alive():
+                            p.kill()
+                    pytest.fail(f"distributed workers did not finish within {timeout} s")
+            return
+        except mp.ProcessRaisedException as exc:
+            if "address already in use" not in str(exc).lower() or attempt == attempts - 1:
+                raise
 
 
 # ----------------------------------------------------------------------------- equivalence
@@ -204,8 +213,36 @@ def _train_modes(rank, world, out_path):
         torch.save(result, out_path)
 
 
-def test_world_2_equivalence():
-    spawn(_run_equivalence, 2)
+def _ddp_matches_sync_dense_grads(rank, world):
+    """DDP with the expert shards on its ignore list gives the gradients of ``sync_dense_grads``."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    x = _inputs(world, None)[0][rank * TOKENS_PER_RANK : (rank + 1) * TOKENS_PER_RANK]
+    grads = []
+    for use_ddp in (False, True):
+        torch.manual_seed(0)
+        moe = MoE(D, H, E, top_k=2, shared_experts=1, sharding=FSSDP()).double()
+        net = moe
+        if use_ddp:
+            DDP._set_params_and_buffers_to_ignore_for_model(moe, sharded_parameter_names(moe))
+            net = DDP(moe)
+        y, aux = net(x)
+        (y.square().mean() + aux.loss).backward()
+        if not use_ddp:
+            sync_dense_grads(moe)
+        grads.append({n: p.grad.clone() for n, p in moe.named_parameters()})
+    assert sorted(grads[0]) == ["experts.shard", "router.weight", "shared.w_in", "shared.w_out"]
+    for n in grads[0]:
+        torch.testing.assert_close(grads[1][n], grads[0][n], atol=1e-14, rtol=0, msg=lambda m, n=n: f"rank {rank} {n}: {m}")
+
+
+def _world2_all(rank, world):
+    _run_equivalence(rank, world)
+    _ddp_matches_sync_dense_grads(rank, world)
+
+
+def test_world_2_equivalence_and_ddp():
+    spawn(_world2_all, 2)
 
 
 def test_world_4_equivalence_training_and_checkpoint_to_world_2_and_one_process(tmp_path):
