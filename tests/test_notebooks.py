@@ -1,0 +1,70 @@
+"""The example notebooks run top to bottom (a failing cell fails the test), save their figures, and are committed without outputs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+pytest.importorskip("matplotlib")
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "examples" / "notebooks"
+EXPECTED_FIGURES = {
+    "01_quickstart.ipynb": ["quickstart.png", "quickstart_time_split.png"],
+    "02_features_and_caches.ipynb": ["cache_hit_rate.png", "cache_epoch_time.png"],
+    "03_moe_dropin.ipynb": ["moe_expert_histogram.png", "moe_fssdp_vs_ep.png"],
+    "04_graph_transformer.ipynb": ["gt_reordering.png", "gt_attention_memory.png"],
+}
+
+
+def test_every_notebook_is_listed():
+    assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == sorted(EXPECTED_FIGURES)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_FIGURES))
+def test_committed_notebook_has_no_outputs(name):
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    nbformat.validate(nb)
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert code, f"{name} has no code cells"
+    dirty = [i for i, cell in enumerate(code) if cell.outputs or cell.execution_count is not None]
+    assert not dirty, f"{name}: code cells {dirty} carry outputs or execution counts; strip them before committing"
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+
+
+def python3_kernel() -> str:
+    """The 'python3' kernel runs this interpreter: jupyter_client starts a spec whose argv[0] is 'python' with sys.executable."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert spec.argv[0] in ("python", "python3", sys.executable), f"the python3 kernelspec runs {spec.argv[0]}, not {sys.executable}"
+    return "python3"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_FIGURES))
+def test_notebook_runs_and_saves_its_figures(name, tmp_path, monkeypatch):
+    import matplotlib.image
+
+    monkeypatch.setenv("SPARSETRAIN_NOTEBOOK_OUT", str(tmp_path))  # the kernel inherits the environment
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name=python3_kernel(), resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client.execute()  # raises CellExecutionError on the first failing cell
+
+    for figure in EXPECTED_FIGURES[name]:
+        path = tmp_path / figure
+        assert path.is_file() and path.stat().st_size > 5_000, f"{name} did not save {figure}"
+        image = matplotlib.image.imread(path)
+        height, width = image.shape[:2]
+        assert 200 <= height <= 2000 and 300 <= width <= 3000, (figure, image.shape)
+        rgb = image[..., :3]
+        # a plot, not a blank canvas: many distinct colours and dark pixels (axes, labels, text)
+        assert (rgb.reshape(-1, 3)[:, :3].min(axis=1) < 0.3).mean() > 0.005, f"{figure} has almost no dark pixels (no axes or text?)"
+        assert len({tuple(p) for p in (rgb.reshape(-1, 3)[::7] * 255).astype(int).tolist()}) > 20, f"{figure} looks blank"
+    printed = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs)
+    assert "saved" in printed
+    assert not (NOTEBOOKS / figure).exists()  # nothing written into the repository
