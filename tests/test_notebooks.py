@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -36,27 +38,36 @@ def test_committed_notebook_has_no_outputs(name):
     assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
 
 
-def python3_kernel() -> str:
-    """The 'python3' kernel runs this interpreter: jupyter_client starts a spec whose argv[0] is 'python' with sys.executable."""
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    spec = KernelSpecManager().get_kernel_spec("python3")
-    assert spec.argv[0] in ("python", "python3", sys.executable), f"the python3 kernelspec runs {spec.argv[0]}, not {sys.executable}"
-    return "python3"
+def this_interpreter_kernel(folder: Path, monkeypatch) -> str:
+    """A kernelspec that runs ipykernel in this interpreter, found first (JUPYTER_PATH precedes the user's
+    and the system's folders), so a 'python3' spec of another Python on the machine is never picked."""
+    name = "sparsetrain-tests"
+    spec = folder / "kernels" / name
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": f"Python {sys.version_info.major}.{sys.version_info.minor} (tests)",
+        "language": "python",
+    }))
+    monkeypatch.setenv("JUPYTER_PATH", os.pathsep.join(filter(None, [str(folder), os.environ.get("JUPYTER_PATH")])))
+    return name
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_FIGURES))
 def test_notebook_runs_and_saves_its_figures(name, tmp_path, monkeypatch):
     import matplotlib.image
 
-    monkeypatch.setenv("SPARSETRAIN_NOTEBOOK_OUT", str(tmp_path))  # the kernel inherits the environment
+    figures = tmp_path / "figures"
+    monkeypatch.setenv("SPARSETRAIN_NOTEBOOK_OUT", str(figures))  # the kernel inherits the environment
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    kernel = this_interpreter_kernel(tmp_path / "jupyter", monkeypatch)
+    before = sorted(NOTEBOOKS.rglob("*"))
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=600, kernel_name=python3_kernel(), resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name=kernel, resources={"metadata": {"path": str(NOTEBOOKS)}})
     client.execute()  # raises CellExecutionError on the first failing cell
 
     for figure in EXPECTED_FIGURES[name]:
-        path = tmp_path / figure
+        path = figures / figure
         assert path.is_file() and path.stat().st_size > 5_000, f"{name} did not save {figure}"
         image = matplotlib.image.imread(path)
         height, width = image.shape[:2]
@@ -67,4 +78,4 @@ def test_notebook_runs_and_saves_its_figures(name, tmp_path, monkeypatch):
         assert len({tuple(p) for p in (rgb.reshape(-1, 3)[::7] * 255).astype(int).tolist()}) > 20, f"{figure} looks blank"
     printed = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs)
     assert "saved" in printed
-    assert not (NOTEBOOKS / figure).exists()  # nothing written into the repository
+    assert sorted(NOTEBOOKS.rglob("*")) == before, "the notebook wrote files next to itself; write under SPARSETRAIN_NOTEBOOK_OUT or a temp dir"
