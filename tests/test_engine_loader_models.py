@@ -75,7 +75,7 @@ def test_block_forward_with_all_neighbors_equals_the_full_graph_model(cora, make
     ei = full_edge_index(cora.graph)
     n = cora.num_nodes
     spmm, model.spmm = model.spmm, False  # the reference aggregates with PyG's scatter on the whole graph
-    reference = model(cora.features, [(ei, (n, n))] * 2)
+    reference = model(cora.features.tensor(), [(ei, (n, n))] * 2)
     model.spmm = spmm
     assert torch.allclose(full_graph_inference(model, cora.features, cora.graph, nodes_per_chunk=300), reference, atol=1e-5)
     if make is GCN:

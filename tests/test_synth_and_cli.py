@@ -46,7 +46,7 @@ def _nearest_centroid_accuracy(x, y, train, test, classes):
 
 
 def test_labels_are_learnable_and_the_graph_helps(synth):
-    x, y = synth.features.double(), synth.labels
+    x, y = synth.features.tensor().double(), synth.labels
     train, test = synth.split["train"], synth.split["test"]
     g = synth.graph
     col = torch.repeat_interleave(torch.arange(g.num_nodes), g.in_degrees())

@@ -6,6 +6,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -14,12 +15,18 @@ from sparsetrain.datasets import format as fmt
 from sparsetrain.errors import ChecksumError
 from sparsetrain.sampling.graph import CSCGraph
 
+if TYPE_CHECKING:
+    from sparsetrain.storage import MmapFeatures
+
 
 @dataclass
 class GraphDataset:
     """A node-property graph dataset: CSC topology, node features, labels and splits.
 
     Tensors are backed by memory-mapped files; nothing is read until used.
+    ``features`` is a :class:`~sparsetrain.storage.MmapFeatures` store: ``gather(ids)``
+    reads only those rows, and it also passes for a tensor (indexing, ``torch`` functions,
+    ``.numpy()``, ``.tensor()``).
     ``original_ids[i]`` is the id node ``i`` had in the imported data when the
     nodes were reordered (``None`` otherwise).
     """
@@ -27,7 +34,7 @@ class GraphDataset:
     path: Path
     meta: dict
     graph: CSCGraph
-    features: torch.Tensor | None
+    features: MmapFeatures | None
     labels: torch.Tensor | None
     split: dict[str, torch.Tensor] = field(default_factory=dict)
     original_ids: torch.Tensor | None = None
@@ -80,6 +87,8 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     Arrays are memory-mapped. ``verify=True`` also checks every file's sha256
     (reads everything once) and raises :class:`~sparsetrain.errors.ChecksumError`.
     """
+    from sparsetrain.storage import MmapFeatures  # storage depends on datasets' format, not the other way round
+
     folder = Path(path)
     meta = fmt.read_meta(folder)
     if verify:
@@ -96,12 +105,16 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     graph = CSCGraph(tensor(fmt.INDPTR), tensor(fmt.INDICES), tensor(fmt.EDGE_WEIGHT))
     if graph.num_nodes != meta["num_nodes"] or graph.num_edges != meta["num_edges"] or int(graph.indptr[-1]) != graph.num_edges:
         raise ChecksumError(f"{folder / fmt.INDPTR}: does not describe {meta['num_edges']} edges over {meta['num_nodes']} nodes; the dataset is damaged")
+    features = None
+    if fmt.FEATURES in meta["files"]:
+        fmt.open_array(folder, fmt.FEATURES, meta)  # same checks (and errors) as every other array
+        features = MmapFeatures.from_dataset(folder, meta=meta)
     split = {name: t for name in fmt.SPLIT_NAMES if (t := tensor(fmt.split_file(name))) is not None}
     return GraphDataset(
         path=folder,
         meta=meta,
         graph=graph,
-        features=tensor(fmt.FEATURES),
+        features=features,
         labels=tensor(fmt.LABELS),
         split=split,
         original_ids=tensor(fmt.ORIGINAL_IDS),
