@@ -14,7 +14,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from sparsetrain.collective import RowPlacement
-from sparsetrain.moe import FSSDP, ExpertParallel, MoE, MoEConfigError, sharded_parameter_names, sync_dense_grads
+from sparsetrain.moe import (
+    FSSDP, ExpertParallel, MoE, MoEConfigError, finish_step, load_optimizer_state_dict, optimizer_state_dict,
+    sharded_parameter_names, sync_dense_grads,
+)  # fmt: skip
 
 pytestmark = pytest.mark.distributed
 
@@ -159,38 +162,64 @@ def _run_equivalence(rank, world):
                 torch.testing.assert_close(moe.router.expert_bias, want_bias, atol=0, rtol=0, msg=lambda m: f"{where} bias: {m}")
 
 
+def _step(moe, opt, x, g, world):
+    y, aux = moe(x)
+    (world * (y * g).sum() + aux.loss).backward()
+    sync_dense_grads(moe)
+    opt.step()
+    opt.zero_grad()
+    finish_step(moe, opt)
+
+
+def _gather_outputs(moe, x, world):
+    with torch.no_grad():
+        y = moe(x)[0]
+    if world == 1:
+        return y
+    out = [torch.empty_like(y) for _ in range(world)]
+    dist.all_gather(out, y)
+    return torch.cat(out)
+
+
 def _checkpoint_save(rank, world, path):
-    """Train an FSSDP layer (with replicas) one step, save its state_dict and its outputs on fixed input."""
+    """Train an FSSDP layer (with replicas) two Adam steps; save model and optimizer state, the outputs,
+    and the outputs after a third step (what a resumed run must reproduce)."""
     torch.manual_seed(5)
     reps = {1: list(range(world))}
     moe = MoE(D, H, E, top_k=2, shared_experts=1, sharding=FSSDP(placement=RowPlacement.contiguous(E, world).with_replicas(reps))).double()
-    opt = torch.optim.SGD(moe.parameters(), lr=0.5)
+    opt = torch.optim.Adam(moe.parameters(), lr=0.05)
     x, g = _inputs(world, None)
     lo, hi = rank * TOKENS_PER_RANK, (rank + 1) * TOKENS_PER_RANK
-    y, aux = moe(x[lo:hi])
-    (world * (y * g[lo:hi]).sum() + aux.loss).backward()
-    sync_dense_grads(moe)
-    opt.step()
-    moe.experts.sync_replicas()
-    state = moe.state_dict()  # collective
-    with torch.no_grad():
-        out = [torch.empty(TOKENS_PER_RANK, D, dtype=torch.float64) for _ in range(world)]
-        dist.all_gather(out, moe(x[lo:hi])[0])
+    for _ in range(2):
+        _step(moe, opt, x[lo:hi], g[lo:hi], world)
+    state = {k: v.clone() for k, v in moe.state_dict().items()}  # collective; clone: dense entries are live tensors
+    ostate = optimizer_state_dict(moe, opt)  # collective
+    y = _gather_outputs(moe, x[lo:hi], world)
+    _step(moe, opt, x[lo:hi], g[lo:hi], world)
+    y_next = _gather_outputs(moe, x[lo:hi], world)
     if rank == 0:
-        torch.save({"state": state, "x": x, "y": torch.cat(out)}, path)
+        torch.save({"state": state, "optim": ostate, "x": x, "g": g, "y": y, "y_next": y_next}, path)
+
+
+def _resume_and_check(rank, world, saved, make):
+    """Load model and optimizer state into a fresh layer, check outputs, take the third step, check again."""
+    x, g = saved["x"], saved["g"]
+    n = x.shape[0] // world
+    lo, hi = rank * n, (rank + 1) * n
+    torch.manual_seed(99)  # different initial weights: everything must come from the checkpoint
+    moe = MoE(D, H, E, top_k=2, shared_experts=1, sharding=make()).double()
+    moe.load_state_dict(saved["state"])
+    opt = torch.optim.Adam(moe.parameters(), lr=0.05)
+    load_optimizer_state_dict(moe, opt, saved["optim"])
+    torch.testing.assert_close(_gather_outputs(moe, x[lo:hi], world), saved["y"], atol=1e-12, rtol=0)
+    _step(moe, opt, x[lo:hi], g[lo:hi], world)
+    torch.testing.assert_close(_gather_outputs(moe, x[lo:hi], world), saved["y_next"], atol=1e-10, rtol=0)
 
 
 def _checkpoint_load(rank, world, path):
     saved = torch.load(path)
-    x, want = saved["x"], saved["y"]
-    n = x.shape[0] // world
     for make in (lambda: FSSDP(), lambda: FSSDP(rematerialize=True), lambda: ExpertParallel()):
-        torch.manual_seed(99)  # different initial weights: everything must come from the checkpoint
-        moe = MoE(D, H, E, top_k=2, shared_experts=1, sharding=make()).double()
-        moe.load_state_dict(saved["state"])
-        with torch.no_grad():
-            y, _ = moe(x[rank * n : (rank + 1) * n])
-        torch.testing.assert_close(y, want[rank * n : (rank + 1) * n], atol=1e-12, rtol=0)
+        _resume_and_check(rank, world, saved, make)
 
 
 def _train_modes(rank, world, out_path):
@@ -245,7 +274,7 @@ def test_world_2_equivalence_and_ddp():
     spawn(_world2_all, 2)
 
 
-def test_world_4_equivalence_training_and_checkpoint_to_world_2_and_one_process(tmp_path):
+def test_world_4_equivalence_training_and_checkpoint_resumed_at_world_2_and_one_process(tmp_path):
     ckpt, losses_path = tmp_path / "moe.pt", tmp_path / "losses.pt"
 
     spawn(_world4_all, 4, str(ckpt), str(losses_path), timeout=600)
@@ -256,12 +285,7 @@ def test_world_4_equivalence_training_and_checkpoint_to_world_2_and_one_process(
         torch.testing.assert_close(torch.tensor(losses), torch.tensor(single), rtol=1e-6, atol=0, msg=lambda m: f"{name}: {m}")
     # the world-4 checkpoint at world size 2 (FSSDP, re-materialized, expert parallel) and in one process
     spawn(_checkpoint_load, 2, str(ckpt))
-    saved = torch.load(ckpt)
-    torch.manual_seed(99)
-    moe = MoE(D, H, E, top_k=2, shared_experts=1).double()
-    moe.load_state_dict(saved["state"])
-    with torch.no_grad():
-        torch.testing.assert_close(moe(saved["x"])[0], saved["y"], atol=1e-12, rtol=0)
+    _resume_and_check(0, 1, torch.load(ckpt), lambda: None)
 
 
 def _world4_all(rank, world, ckpt, losses_path):

@@ -1,5 +1,6 @@
 """The drop-in mixture-of-experts layer and its expert placement (FSSDP, expert parallel)."""
 
+from sparsetrain.moe.checkpoint import load_optimizer_state_dict, optimizer_state_dict
 from sparsetrain.moe.dispatch import DispatchPlan, capacity, plan_dispatch
 from sparsetrain.moe.errors import MoEConfigError, MoEInputError, MoEStateError
 from sparsetrain.moe.expert_parallel import ExpertParallel, ExpertParallelExperts
@@ -36,7 +37,9 @@ __all__ = [
     "grouped_mm",
     "hot_replicas",
     "load_balancing_loss",
+    "load_optimizer_state_dict",
     "native_available",
+    "optimizer_state_dict",
     "plan_dispatch",
     "plan_placement",
     "router_z_loss",
