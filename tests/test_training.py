@@ -116,3 +116,14 @@ def test_a_killed_rank_makes_the_other_exit_with_a_clear_error(cora_dir, tmp_pat
     assert procs[0].returncode not in (0, None)
     assert "lost contact with another rank" in stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("placement", [["--cache-gb", "0.002"], ["--features", "memory"]])
+def test_feature_placement_does_not_change_the_run(cli, cora_dir, tmp_path, placement):
+    runs = []
+    for extra in ([], placement):
+        log = tmp_path / f"log{len(runs)}.jsonl"
+        code, _, err = cli("train", "--data", cora_dir, *CORA_ARGS, "--epochs", "2", "--seed", "3", "--log", log, *extra)
+        assert code == 0, err
+        runs.append([r["loss"] for r in map(json.loads, log.read_text().splitlines()) if "loss" in r])
+    assert runs[0] == runs[1]

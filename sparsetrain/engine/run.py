@@ -66,7 +66,7 @@ def _features(ds, settings: TrainSettings, ctx):
     else:
         raise DatasetError(f"--features {settings.features!r}: choose one of {', '.join(FEATURE_PLACEMENTS)}")
     if settings.cache_gb > 0:
-        store = CachedFeatures(store, int(settings.cache_gb * 2**30), policy="hybrid", device=ctx.device, hotness=ds.graph.in_degrees().numpy())
+        store = CachedFeatures(store, int(settings.cache_gb * 2**30), policy="hybrid", device=ctx.device, hotness=_presampled_hotness(ds, settings))
     return store
 
 
@@ -77,6 +77,20 @@ def _model_sampler(sampler, ds, settings: TrainSettings):
     from sparsetrain.engine.gt_batches import ClusterSampler, load_clusters
 
     return ClusterSampler(sampler, load_clusters(ds))
+
+
+PRESAMPLE_BATCHES = 8
+
+
+def _presampled_hotness(ds, settings: TrainSettings):
+    """How often a few pre-sampled batches read each row: a better hot set than in-degree (measured)."""
+    from sparsetrain.sampling import NeighborSampler
+    from sparsetrain.storage import access_counts
+
+    sampler = NeighborSampler(ds.graph, settings.fanout, seed=settings.seed + 2)
+    seeds = ds.split["train"][torch.randperm(len(ds.split["train"]), generator=torch.Generator().manual_seed(settings.seed))]
+    trace = [sampler.sample(part).input_nodes for part in torch.split(seeds, settings.batch_size)[:PRESAMPLE_BATCHES]]
+    return access_counts(trace, ds.num_nodes)
 
 
 def train(settings: TrainSettings) -> dict | None:
