@@ -79,3 +79,18 @@ def test_notebook_runs_and_saves_its_figures(name, tmp_path, monkeypatch):
     printed = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs)
     assert "saved" in printed
     assert sorted(NOTEBOOKS.rglob("*")) == before, "the notebook wrote files next to itself; write under SPARSETRAIN_NOTEBOOK_OUT or a temp dir"
+
+
+def test_notebook_falls_back_to_a_synthetic_graph_without_planetoid(tmp_path, monkeypatch):
+    empty = tmp_path / "no-planetoid"
+    empty.mkdir()
+    monkeypatch.setenv("SPARSETRAIN_PLANETOID", str(empty))
+    figures = tmp_path / "figures"
+    monkeypatch.setenv("SPARSETRAIN_NOTEBOOK_OUT", str(figures))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = nbformat.read(NOTEBOOKS / "04_graph_transformer.ipynb", as_version=4)
+    kernel = this_interpreter_kernel(tmp_path / "jupyter", monkeypatch)
+    nbclient.NotebookClient(nb, timeout=600, kernel_name=kernel, resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    printed = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs)
+    assert "Planetoid Cora raw files not found" in printed and "synthetic graph" in printed
+    assert all((figures / name).stat().st_size > 5_000 for name in EXPECTED_FIGURES["04_graph_transformer.ipynb"])
