@@ -207,9 +207,9 @@ def cora_clustered(cora_data, tmp_path_factory):
 
 
 def test_cora_accuracy_fast_check(cora_clustered, one_thread):
-    """One seed, fewer epochs: the transformer learns Cora well above chance (14%) and near GraphSAGE's ~80%."""
-    acc = cora_accuracy(cora_clustered, "gt", seed=0, epochs=15, **GT_CORA)
-    assert acc >= 0.72, acc
+    """One seed: the transformer learns Cora far above chance (14%), near GraphSAGE's ~79% (METIS or BFS clusters)."""
+    acc = cora_accuracy(cora_clustered, "gt", seed=0, epochs=GT_EPOCHS, **GT_CORA)
+    assert acc >= 0.70, acc
 
 
 @pytest.mark.slow

@@ -92,7 +92,7 @@ def edge_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, edge_index
     ``out[i] = sum_j softmax_j(q_i . k_j * scale) v_j`` per head; a destination without edges gets 0.
     ``edge_index`` [2, E] holds (src, dst) local ids (add self loops with :func:`add_self_loops`).
     """
-    if q.dim() != 3 or k.shape != v.shape[:2] + k.shape[2:] or q.shape[1:] != k.shape[1:]:
+    if q.dim() != 3 or k.dim() != 3 or v.dim() != 3 or k.shape[:2] != v.shape[:2] or q.shape[1:] != k.shape[1:]:
         raise ValueError(f"q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}: expected [nodes, heads, dim] with matching heads and dim")
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     src, dst = edge_index[0].contiguous(), edge_index[1].contiguous()
@@ -147,7 +147,7 @@ class Packing:
 
 
 def _scatter_tiles(packing: Packing, tiles_out: list[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
-    out = like.new_zeros((packing.num_nodes,) + tuple(tiles_out[0].shape[2:])) if tiles_out else like.new_zeros((packing.num_nodes,) + tuple(like.shape[1:]))
+    out = like.new_zeros((packing.num_nodes,) + tuple(like.shape[1:]))
     for (index, valid), t in zip(packing.tiles, tiles_out):
         out = out.index_put((index[valid],), t[valid])
     return out
