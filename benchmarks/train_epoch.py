@@ -52,12 +52,13 @@ def _train_steps(model, batches, forward, warmup: int, count: int) -> tuple[floa
     return float(np.mean(step_times)), float(np.mean(load_times))
 
 
-def run_sparsetrain(ds, features, label: str, warmup: int, count: int, spmm: bool = True) -> dict:
+def run_sparsetrain(ds, features, label: str, warmup: int, count: int, spmm: bool = True, loader_threads: int | None = None) -> dict:
     import sparsetrain as st
     from sparsetrain.engine.models import GraphSAGE
 
     sampler = st.sampling.NeighborSampler(ds.graph, FANOUTS, seed=0)
-    loader = st.engine.Loader(sampler, features, ds.labels, ds.split["train"], batch_size=BATCH, seed=0, prefetch=2)
+    loader = st.engine.Loader(sampler, features, ds.labels, ds.split["train"], batch_size=BATCH, seed=0, prefetch=2,
+                              loader_threads=loader_threads)
     model = GraphSAGE(ds.num_features, HIDDEN, ds.num_classes, num_layers=3, spmm=spmm)
 
     def forward(model, mb):
@@ -160,6 +161,7 @@ def run_dgl(data_dir: Path, warmup: int, count: int) -> dict:
 
 SYSTEMS = {
     "sparsetrain": "sparsetrain Loader, features in RAM",
+    "sparsetrain-1-loader-thread": "sparsetrain, features in RAM, 1 loader thread",
     "sparsetrain-scatter": "sparsetrain, features in RAM, scatter aggregation",
     "sparsetrain-mmap-cache": "sparsetrain Loader, mmap features + 10% hybrid cache",
     "dgl": "DGL DataLoader + NeighborSampler",
@@ -178,6 +180,8 @@ def run_system(name: str, data: Path, warmup: int, count: int) -> dict:
     in_ram = torch.from_numpy(np.load(data / "features.npy"))
     if name == "sparsetrain":
         return run_sparsetrain(ds, in_ram, SYSTEMS[name], warmup, count)
+    if name == "sparsetrain-1-loader-thread":
+        return run_sparsetrain(ds, in_ram, SYSTEMS[name], warmup, count, loader_threads=1)
     if name == "sparsetrain-scatter":
         return run_sparsetrain(ds, in_ram, SYSTEMS[name], warmup, count, spmm=False)
     if name == "sparsetrain-mmap-cache":

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numba
 import torch
 
 _DONE = object()
@@ -48,13 +49,15 @@ class Loader:
     (``gather(ids)``, e.g. ``CachedFeatures``) or a tensor; ``labels`` a tensor;
     ``seeds`` the node ids to iterate (e.g. ``ds.split["train"]``). ``order`` is an
     optional callable ``(list of seed batches, sampler) -> reordered list`` (see
-    the sampling package's batch ordering). ``set_epoch`` picks the shuffle of an
+    the sampling package's batch ordering). ``loader_threads`` caps the Numba
+    threads the background loader uses, leaving cores to the model's compute. ``set_epoch`` picks the shuffle of an
     epoch; ``start_batch`` in :meth:`epoch` resumes mid-epoch.
     """
 
     def __init__(self, sampler, features, labels: torch.Tensor | None, seeds: torch.Tensor, *, batch_size: int,
                  shuffle: bool = True, order=None, device: str | torch.device = "cpu", prefetch: int = 2,
-                 seed: int = 0, drop_last: bool = False, rank: int = 0, world_size: int = 1):
+                 seed: int = 0, drop_last: bool = False, rank: int = 0, world_size: int = 1,
+                 loader_threads: int | None = None):
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size} must be positive")
         if prefetch < 0:
@@ -77,6 +80,7 @@ class Loader:
         self.drop_last = drop_last
         self.rank = rank
         self.world_size = world_size
+        self.loader_threads = loader_threads
         self._epoch = 0
         self._keyed = None
         self.last_epoch_stats = EpochStats()
@@ -156,6 +160,8 @@ class Loader:
             return False
 
         def produce():
+            if self.loader_threads is not None:  # Numba's thread count is per calling thread: this limits the loader only
+                numba.set_num_threads(min(self.loader_threads, numba.config.NUMBA_NUM_THREADS))
             # sample batch k and start fetching its rows (cache prefetch) before gathering batch k - 1
             can_prefetch = hasattr(self.features, "prefetch")
             pending = None
