@@ -16,6 +16,8 @@ fails (out of memory) stops its method. The longest sequence fitting 16 GiB is e
 a fit of the measured peaks (linear for sparse, quadratic for dense) and labelled as such.
 
     python benchmarks/graph_transformer.py            # 2K..128K nodes, table + benchmarks/out/graph_transformer.json
+    python benchmarks/graph_transformer.py --device cuda --sizes 65536,131072,262144,524288,1048576 \
+        --dense-cap-gib 40 --budget-gib 78 --out graph_transformer_gpu.json    # on a lent GPU (not run yet)
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def make_problem(n: int, seed: int = 0):
 def dense_edge_attention(q, k, v, edge_index, **_):
     import torch
 
-    mask = torch.zeros(q.shape[0], k.shape[0], dtype=torch.bool)
+    mask = torch.zeros(q.shape[0], k.shape[0], dtype=torch.bool, device=q.device)
     mask[edge_index[1], edge_index[0]] = True
     scores = torch.einsum("ihd,jhd->hij", q, k) * q.shape[-1] ** -0.5
     p = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
@@ -62,10 +64,10 @@ def dense_edge_attention(q, k, v, edge_index, **_):
 def dense_cluster_attention(q, k, v, packing, **_):
     import torch
 
-    groups = torch.empty(packing.num_nodes, dtype=torch.int64)
+    groups = torch.empty(packing.num_nodes, dtype=torch.int64, device=q.device)
     first = 0
     for index, valid in packing.tiles:
-        ids = torch.arange(first, first + index.shape[0])[:, None].expand_as(index)
+        ids = torch.arange(first, first + index.shape[0], device=q.device)[:, None].expand_as(index)
         groups[index[valid]] = ids[valid]
         first += index.shape[0]
     mask = groups[:, None] == groups[None, :]  # all N² pairs
@@ -73,7 +75,7 @@ def dense_cluster_attention(q, k, v, packing, **_):
     return torch.einsum("hij,jhd->ihd", torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1), v)
 
 
-def child(method: str, n: int, steps: int, threads: int) -> dict:
+def child(method: str, n: int, steps: int, threads: int, device: str = "cpu") -> dict:
     import torch
 
     torch.set_num_threads(threads)
@@ -83,10 +85,16 @@ def child(method: str, n: int, steps: int, threads: int) -> dict:
     if method == "dense":
         gt.edge_attention = dense_edge_attention
         gt.cluster_attention = dense_cluster_attention
-    x, y, edge_index, ptr = make_problem(n)
-    model = gt.GraphTransformer(IN_DIM, HIDDEN, CLASSES, num_layers=2, heads=HEADS, dropout=0.0)
+    x, y, edge_index, ptr = (t.to(device) for t in make_problem(n))
+    model = gt.GraphTransformer(IN_DIM, HIDDEN, CLASSES, num_layers=2, heads=HEADS, dropout=0.0).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    cuda = device.startswith("cuda")
+    if cuda:  # on a GPU: peak allocated by the steps above what inputs and weights hold
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    else:
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     times = []
     for step in range(steps + 1):  # the first step warms up and is not timed
         t0 = time.perf_counter()
@@ -94,11 +102,13 @@ def child(method: str, n: int, steps: int, threads: int) -> dict:
         loss = torch.nn.functional.cross_entropy(model.forward_sequence(x, edge_index, ptr), y)
         loss.backward()
         opt.step()
+        if cuda:
+            torch.cuda.synchronize()
         if step:
             times.append(time.perf_counter() - t0)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = torch.cuda.max_memory_allocated() if cuda else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"method": method, "nodes": n, "edges": int(edge_index.shape[1]), "step_ms": 1000 * sorted(times)[len(times) // 2],
-            "peak_bytes": peak - base, "loss": float(loss)}
+            "peak_bytes": peak - base, "loss": float(loss), "device": device}
 
 
 def dense_predicted_bytes(n: int) -> float:
@@ -108,8 +118,8 @@ def dense_predicted_bytes(n: int) -> float:
     return 6 * HEADS * n * n * 4 + 2 * n * n
 
 
-def run_one(method: str, n: int, steps: int, threads: int) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--child", method, str(n), str(steps), str(threads)], capture_output=True, text=True)
+def run_one(method: str, n: int, steps: int, threads: int, device: str) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--child", method, str(n), str(steps), str(threads), device], capture_output=True, text=True)
     if proc.returncode != 0:
         return {"method": method, "nodes": n, "error": (proc.stderr.strip().splitlines() or ["killed"])[-1]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -137,11 +147,13 @@ def main() -> None:
     ap.add_argument("--dense-cap-gib", type=float, default=4.0, help="stop the dense baseline past this predicted memory")
     ap.add_argument("--budget-gib", type=float, default=16.0)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1: the 2 cores are shared)")
-    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda: on a GPU the peak is torch.cuda.max_memory_allocated")
+    ap.add_argument("--out", default="graph_transformer.json", help="file name under benchmarks/out/")
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        method, n, steps, threads = args.child
-        print(json.dumps(child(method, int(n), int(steps), int(threads))))
+        method, n, steps, threads, device = args.child
+        print(json.dumps(child(method, int(n), int(steps), int(threads), device)))
         return
 
     rows = []
@@ -155,7 +167,7 @@ def main() -> None:
                 stopped[method] = f"predicted {dense_predicted_bytes(n) / GIB:.1f} GiB > cap {args.dense_cap_gib} GiB"
                 rows.append({"method": method, "nodes": n, "stopped": stopped[method]})
                 continue
-            row = run_one(method, n, args.steps, args.threads)
+            row = run_one(method, n, args.steps, args.threads, args.device)
             if "error" in row:
                 stopped[method] = f"failed at {n}: {row['error']}"
             rows.append(row)
@@ -181,10 +193,10 @@ def main() -> None:
         print(f"dense baseline stopped: {stopped['dense']}")
     OUT.mkdir(exist_ok=True)
     config = {"hidden": HIDDEN, "heads": HEADS, "in_dim": IN_DIM, "cluster": CLUSTER, "in_edges_per_node": 8, "layers": "2 sparse + 2 cluster",
-              "steps": args.steps, "dense_cap_gib": args.dense_cap_gib, "torch_threads": args.threads, "cpus": os.cpu_count()}
-    (OUT / "graph_transformer.json").write_text(json.dumps({"config": config, "rows": rows, "longest_in_budget": longest,
+              "steps": args.steps, "dense_cap_gib": args.dense_cap_gib, "torch_threads": args.threads, "cpus": os.cpu_count(), "device": args.device}
+    (OUT / args.out).write_text(json.dumps({"config": config, "rows": rows, "longest_in_budget": longest,
                                                             "budget_gib": args.budget_gib}, indent=2) + "\n")
-    print(f"wrote {OUT / 'graph_transformer.json'}")
+    print(f"wrote {OUT / args.out}")
 
 
 if __name__ == "__main__":

@@ -108,3 +108,24 @@ def test_linear_attention_matches_explicit_formula_per_group():
     np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-12)
     whole = linear_attention(q, k, v)
     torch.testing.assert_close(whole, linear_attention(q, k, v, Packing.from_groups(torch.zeros(10, dtype=torch.int64))))
+
+
+@pytest.mark.gpu
+def test_kernels_on_cuda_match_the_cpu_results():
+    ei = add_self_loops(random_block(300, 120, 2000, seed=9), 120)
+    q, k, v = qkv(120, 300, 4, 16, seed=9)
+    groups = torch.randint(0, 7, (300,), generator=torch.Generator().manual_seed(9))
+    cpu_edge = edge_attention(q, k, v, ei)
+    gpu_edge = edge_attention(q.cuda(), k.cuda(), v.cuda(), ei.cuda(), chunk_edges=512)
+    torch.testing.assert_close(gpu_edge.cpu(), cpu_edge, rtol=1e-10, atol=1e-12)
+    for got, ref in zip(torch.autograd.grad(gpu_edge.square().sum(), (q, k, v)), torch.autograd.grad(cpu_edge.square().sum(), (q, k, v))):
+        torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-11)
+    qs, ks, vs = qkv(300, 300, 4, 16, seed=10)
+    for kernel in (cluster_attention, linear_attention):
+        cpu = kernel(qs, ks, vs, Packing.from_groups(groups))
+        gpu = kernel(qs.cuda(), ks.cuda(), vs.cuda(), Packing.from_groups(groups.cuda()))
+        torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-10, atol=1e-12)
+        grads = torch.autograd.grad(gpu.square().sum(), (qs, ks, vs))
+        want = torch.autograd.grad(cpu.square().sum(), (qs, ks, vs))
+        for got, ref in zip(grads, want):
+            torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-11)
