@@ -180,11 +180,11 @@ def cora_accuracy(ds, model_name, seed, epochs, **model_kw):
     loader = Loader(wrap(NeighborSampler(ds.graph, [10, 10], seed=seed)), features, ds.labels, ds.split["train"], batch_size=64, seed=seed, prefetch=0)
     if model_name == "gt":
         model = GraphTransformer(ds.num_features, model_kw.pop("hidden", 256), ds.num_classes, 2, **model_kw)
-        lr = GT_LR
+        lr, weight_decay = GT_LR, GT_WEIGHT_DECAY
     else:
         model = GraphSAGE(ds.num_features, 256, ds.num_classes, 2)
-        lr = 0.005
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=5e-4)
+        lr, weight_decay = 0.005, 5e-4
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     for epoch in range(epochs):
         model.train()
         for mb in loader.epoch(epoch):
@@ -197,6 +197,7 @@ def cora_accuracy(ds, model_name, seed, epochs, **model_kw):
 
 
 GT_LR = 0.005
+GT_WEIGHT_DECAY = 5e-3  # 10x GraphSAGE's: +0.9 points over 5e-4 (mean of 3 seeds)
 GT_CORA = {"hidden": 64, "heads": 4, "dropout": 0.5, "input_dropout": 0.8}  # small + strong input dropout: 140 labels
 GT_EPOCHS = 20
 
