@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sparsetrain.engine.dropout import dropout
+
 PygBlock = tuple[torch.Tensor, tuple[int, int]]
 """One hop as PyG takes it: (edge_index [2, E] local src -> dst, (num_src, num_dst)), or a sparse ``adj_t``."""
 
@@ -90,7 +92,7 @@ class BlockGNN(nn.Module):
             out = conv((x, x[:num_dst]), edge_index)
         if i < self.num_layers - 1:
             out = F.relu(self.norms[i](out))
-            out = F.dropout(out, p=self.dropout, training=self.training)
+            out = dropout(out, self.dropout, self.training)
         return out
 
     def forward(self, x: torch.Tensor, blocks: Sequence[PygBlock]) -> torch.Tensor:
