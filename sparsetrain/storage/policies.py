@@ -16,6 +16,8 @@ Batches are distinct ids (one gather); hits are counted per distinct id per batc
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 from numba import njit
 
@@ -249,7 +251,7 @@ def _rescore(id_of, counts, prior, key, heap, hpos, used, first_dynamic):
 # ---------------------------------------------------------------- Python wrappers
 
 
-class CachePolicy:
+class CachePolicy(ABC):
     """Slot bookkeeping shared by every policy: ``slot_of[row]`` (-1 when absent) and ``id_of[slot]``."""
 
     name = "base"
@@ -267,9 +269,9 @@ class CachePolicy:
         """Slot of each id (-1 when absent), without recording an access."""
         return self.slot_of[ids]
 
+    @abstractmethod
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Slot of each distinct id (-1 on a miss); records the access."""
-        raise NotImplementedError
 
     def preload(self) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, slots)`` to fill when the cache is built (the static hot set); empty for dynamic policies."""
