@@ -20,21 +20,17 @@ import numpy as np
 from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.errors import DatasetError
+from sparsetrain.sampling.rng import GOLDEN, mix64
 
 P_INTRA = 0.8
 DEGREE_EXPONENT = 0.5  # weight of the node ranked r is (r + 10) ** -0.5: max degree ~ 0.3% of edges on 2.4M nodes
 CENTROID_SCALE = 1.5  # distance between class centroids ~ 2.1 noise standard deviations
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @numba.njit(cache=True, inline="always")
 def _uniform(seed, counter):
-    """Uniform [0, 1) from (seed, counter) with the splitmix64 finalizer."""
-    z = seed + counter * np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+    """Uniform [0, 1) from (seed, counter): the sampler's splitmix64 mixer."""
+    return (mix64(seed + counter * GOLDEN) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
 @numba.njit(cache=True, inline="always")

@@ -25,19 +25,12 @@ import numpy as np
 from numba import cuda
 
 from sparsetrain.sampling.errors import SamplingBackendError
+from sparsetrain.sampling.rng import _INV53, _M1, _M2, _ONE, _S11, _S27, _S30, _S31
+from sparsetrain.sampling.rng import GOLDEN as _GOLDEN  # the mixer's constants: one definition for CPU and GPU
 
 EMPTY = np.int64(-1)
 OFFSET = np.int64(1 << 62)  # table values >= OFFSET are "first edge position + OFFSET" of this hop's new nodes
 FLOYD_MAX = 32  # must match neighbor.FLOYD_MAX
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
-_S11 = np.uint64(11)
-_ONE = np.uint64(1)
-_INV53 = 1.0 / 9007199254740992.0
 
 
 # ---- counter-based RNG: bit-identical to sparsetrain.sampling.rng ----
