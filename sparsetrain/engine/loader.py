@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numba
 import torch
 
+from sparsetrain.storage.rows import gather_rows
+
 _DONE = object()
 
 
@@ -120,7 +122,7 @@ class Loader:
 
     def _finish(self, mb):
         """Gather the batch's features and labels and move them to the device."""
-        mb.x = _gather(self.features, mb.input_nodes)
+        mb.x = gather_rows(self.features, mb.input_nodes)
         mb.y = None if self.labels is None else self.labels[mb.seeds]
         return mb.to(self.device, non_blocking=self.device.type == "cuda") if mb.x.device != self.device else mb
 
@@ -200,9 +202,3 @@ class Loader:
             stop.set()
             thread.join(timeout=10)
             stats.total_seconds = time.perf_counter() - started
-
-
-def _gather(features, ids: torch.Tensor) -> torch.Tensor:
-    if isinstance(features, torch.Tensor):
-        return features[ids]
-    return features.gather(ids)

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from sparsetrain.engine.dropout import dropout
+from sparsetrain.storage.rows import gather_rows
 
 PygBlock = tuple[torch.Tensor, tuple[int, int]]
 """One hop as PyG takes it: (edge_index [2, E] local src -> dst, (num_src, num_dst)), or a sparse ``adj_t``."""
@@ -145,7 +146,7 @@ def full_graph_inference(model: BlockGNN, x, graph, nodes_per_chunk: int = 4096,
             # GCN normalizes by the degrees of both ends, so one layer needs the whole graph at once
             col = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
             edge_index = torch.stack([indices.long(), col]).to(device)
-            current = model.layer(i, _rows(current, torch.arange(n)).to(device), edge_index, (n, n)).cpu()
+            current = model.layer(i, gather_rows(current, torch.arange(n)).to(device), edge_index, (n, n)).cpu()
             continue
         outputs = []
         for lo in range(0, n, nodes_per_chunk):
@@ -161,7 +162,7 @@ def full_graph_inference(model: BlockGNN, x, graph, nodes_per_chunk: int = 4096,
             position[order] = torch.arange(len(order))
             src_nodes = src_nodes[order]
             edge_index = torch.stack([position[src_local[hi - lo :]], dst_local]).to(device)
-            feats = _rows(current, src_nodes).to(device)
+            feats = gather_rows(current, src_nodes).to(device)
             outputs.append(model.layer(i, feats, edge_index, (len(src_nodes), hi - lo)).cpu())
         current = torch.cat(outputs)
     model.train(was_training)
@@ -172,10 +173,3 @@ def _complement(ids: torch.Tensor, n: int) -> torch.Tensor:
     mask = torch.ones(n, dtype=torch.bool)
     mask[ids] = False
     return mask.nonzero().view(-1)
-
-
-def _rows(table, ids: torch.Tensor) -> torch.Tensor:
-    """Rows of a tensor or of a feature store (anything with ``gather(ids)``)."""
-    if isinstance(table, torch.Tensor):
-        return table[ids]
-    return table.gather(ids)
