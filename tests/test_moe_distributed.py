@@ -5,6 +5,7 @@ checkpoints across world sizes, and ten training steps of the example model."""
 import importlib.util
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -47,6 +48,11 @@ def _entry(rank, world, port, fn, args):
         dist.barrier()
     finally:
         dist.destroy_process_group()
+    # Leave without the interpreter's teardown: gloo's threads occasionally abort it
+    # ("terminate called without an active exception"), failing a rank whose work passed.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def spawn(fn, world, *args, timeout=300, attempts=3):
