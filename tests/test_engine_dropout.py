@@ -1,6 +1,6 @@
 import torch
 
-from sparsetrain.engine.dropout import dropout
+from sparsetrain.engine.dropout import dropout, relu_dropout
 
 
 def test_hash_dropout_keeps_the_right_fraction_and_scales():
@@ -28,3 +28,17 @@ def test_same_seed_same_mask_and_masks_differ_between_calls():
     torch.manual_seed(5)
     assert torch.equal(dropout(x, 0.5, True), a)
     assert not torch.equal(a, b)
+
+
+def test_relu_dropout_equals_dropout_of_relu_with_its_gradient():
+    x = torch.randn(400, 33, dtype=torch.float64, requires_grad=True)
+    torch.manual_seed(7)
+    fused = relu_dropout(x, 0.4, training=True)
+    torch.manual_seed(7)
+    reference = dropout(torch.relu(x), 0.4, training=True)
+    assert torch.equal(fused, reference)
+    upstream = torch.randn_like(fused)
+    (grad_fused,) = torch.autograd.grad(fused, x, upstream)
+    (grad_reference,) = torch.autograd.grad(reference, x, upstream)
+    assert torch.allclose(grad_fused, grad_reference)
+    assert torch.equal(relu_dropout(x, 0.4, training=False), torch.relu(x))

@@ -6,7 +6,8 @@ import torch
 import sparsetrain as st
 from sparsetrain.engine.checkpoint import CheckpointError, list_checkpoints, load_latest_checkpoint, save_checkpoint
 from sparsetrain.engine.loader import Loader
-from sparsetrain.engine.models import GAT, GCN, GraphSAGE, block_adj_t, full_graph_inference
+from sparsetrain.engine.host_memory import retain_freed_host_memory
+from sparsetrain.engine.models import GAT, GCN, GraphSAGE, block_adj_t, full_graph_inference, sources_and_targets
 from sparsetrain.sampling import NeighborSampler
 
 
@@ -32,6 +33,27 @@ def test_loader_attaches_the_right_rows_and_covers_every_seed_once(cora):
     assert len(loader) == 8
     assert torch.equal(seen.sort().values, cora.split["test"].sort().values)
     assert 0 <= loader.last_epoch_stats.stall_fraction <= 1 and loader.last_epoch_stats.seeds == 1000
+
+
+def test_loader_over_a_plain_tensor_gives_its_rows(cora):
+    table = cora.features.tensor().clone()
+    loader = Loader(NeighborSampler(cora.graph, [3, 3], seed=0), table, cora.labels, cora.split["val"], batch_size=100)
+    for mb in loader:
+        assert torch.equal(mb.x, table[mb.input_nodes])
+    assert retain_freed_host_memory() is retain_freed_host_memory()  # applied once per process
+
+
+def test_sources_and_targets_gradient_equals_a_slice():
+    x = torch.randn(40, 6, dtype=torch.float64, requires_grad=True)
+    upstream_all, upstream_dst = torch.randn(40, 6, dtype=torch.float64), torch.randn(15, 6, dtype=torch.float64)
+
+    def grad(pair):
+        x_all, x_dst = pair(x)
+        return torch.autograd.grad((x_all.sin() * upstream_all).sum() + (x_dst * upstream_dst).sum(), x)[0]
+
+    assert torch.allclose(grad(lambda x: sources_and_targets(x, 15)), grad(lambda x: (x, x[:15])))
+    (only_dst,) = torch.autograd.grad((sources_and_targets(x, 15)[1] * upstream_dst).sum(), x)
+    assert torch.equal(only_dst[:15], upstream_dst) and not only_dst[15:].any()
 
 
 def test_loader_is_a_pure_function_of_seed_epoch_and_position(cora):

@@ -6,6 +6,10 @@ one seed is drawn from torch's generator per call (so ``torch.manual_seed`` and
 saved RNG states still make runs repeatable), and the mask is a hash of
 (seed, element index), recomputed in backward rather than stored. The kernel is
 serial and releases the GIL, so it runs beside the loader's threads.
+
+:func:`relu_dropout` fuses the ReLU that precedes dropout in a GNN layer: one pass
+forward, and a backward that needs only the output (an element passed both
+ReLU and the mask exactly when its output is positive), with no hash at all.
 """
 
 from __future__ import annotations
@@ -31,31 +35,75 @@ def _masked_scale(src, dst, seed, threshold, scale):
             dst[i] = 0
 
 
-def _apply(x: torch.Tensor, seed: int, p: float) -> torch.Tensor:
+@numba.njit(cache=True, nogil=True)
+def _relu_masked_scale(src, dst, seed, threshold, scale):
+    """dst[i] = src[i] * scale where src[i] > 0 and hash(seed, i) keeps element i, else 0."""
+    key = np.uint64(seed)
+    for i in range(src.shape[0]):
+        if src[i] > 0 and (mix64(key + np.uint64(i) * GOLDEN) >> _SHIFT) >= threshold:
+            dst[i] = src[i] * scale
+        else:
+            dst[i] = 0
+
+
+def _apply(kernel, x: torch.Tensor, seed: int, p: float) -> torch.Tensor:
     x = x.contiguous()
     out = torch.empty_like(x)
     threshold = np.uint64(int(p * 2**53))
-    scale = x.new_tensor(1.0 / (1.0 - p)).item()
-    _masked_scale(x.detach().view(-1).numpy(), out.view(-1).numpy(), seed, threshold, scale)
+    kernel(x.detach().view(-1).numpy(), out.view(-1).numpy(), seed, threshold, _scale(x, p))
     return out
+
+
+def _scale(x: torch.Tensor, p: float) -> float:
+    return x.new_tensor(1.0 / (1.0 - p)).item()  # rounded to x's dtype, as F.dropout scales
 
 
 class _HashDropout(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
         ctx.p, ctx.seed = p, seed
-        return _apply(x, seed, p)
+        return _apply(_masked_scale, x, seed, p)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return _apply(grad, ctx.seed, ctx.p), None, None  # the same mask: same seed, same indices
+        return _apply(_masked_scale, grad, ctx.seed, ctx.p), None, None  # the same mask: same seed, same indices
+
+
+class _HashReluDropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+        out = _apply(_relu_masked_scale, x, seed, p)
+        ctx.save_for_backward(out)
+        ctx.scale = _scale(x, p)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (out,) = ctx.saved_tensors
+        return torch.ops.aten.threshold_backward(grad, out, 0).mul_(ctx.scale), None, None
+
+
+def _hash_path(x: torch.Tensor, p: float) -> bool:
+    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and 0.0 < p < 1.0
+
+
+def _draw_seed() -> int:
+    return int(torch.randint(0, 2**62, (1,)).item())
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """``F.dropout`` semantics; CPU float32/float64 tensors take the hash-mask path."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64) or not 0.0 < p < 1.0:
+    if not _hash_path(x, p):
         return F.dropout(x, p, training)
-    seed = int(torch.randint(0, 2**62, (1,)).item())
-    return _HashDropout.apply(x, p, seed)
+    return _HashDropout.apply(x, p, _draw_seed())
+
+
+def relu_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """``dropout(F.relu(x), p, training)`` in one pass (CPU float32/float64; others fall back to the two ops)."""
+    if not training or p == 0.0:
+        return F.relu(x)
+    if not _hash_path(x, p):
+        return F.dropout(F.relu(x), p, training)
+    return _HashReluDropout.apply(x, p, _draw_seed())

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sparsetrain.engine.dropout import dropout
+from sparsetrain.engine.dropout import relu_dropout
 from sparsetrain.storage.rows import gather_rows
 
 PygBlock = tuple[torch.Tensor, tuple[int, int]]
@@ -41,6 +41,36 @@ def block_adj_t(edge_index: torch.Tensor, num_src: int, num_dst: int) -> torch.T
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "sparse CSR support is in beta"
         return torch.sparse_csr_tensor(crow, src, values, size=(num_dst, num_src))
+
+
+class _SourcesAndTargets(torch.autograd.Function):
+    """``(x, x[:num_dst])`` whose backward sums both gradients in one pass.
+
+    With a plain slice, autograd builds a zero tensor the size of ``x`` for the
+    slice's gradient and then adds it to the aggregation's: three passes over
+    the largest activation of the step instead of one.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, num_dst: int):
+        ctx.num_dst, ctx.num_src = num_dst, x.shape[0]
+        return x.view_as(x), x[:num_dst]
+
+    @staticmethod
+    def backward(ctx, grad_all: torch.Tensor | None, grad_dst: torch.Tensor | None):
+        n = ctx.num_dst
+        if grad_dst is None:
+            return grad_all, None
+        if grad_all is None:
+            grad_all = grad_dst.new_zeros((ctx.num_src, *grad_dst.shape[1:]))
+        return torch.cat([grad_all[:n] + grad_dst, grad_all[n:]]), None
+
+
+def sources_and_targets(x: torch.Tensor, num_dst: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``(x_src, x_dst)`` pair a bipartite PyG convolution takes; dst nodes are the first ``num_dst`` sources."""
+    if not x.requires_grad:
+        return x, x[:num_dst]
+    return _SourcesAndTargets.apply(x, num_dst)
 
 
 class BlockGNN(nn.Module):
@@ -87,13 +117,11 @@ class BlockGNN(nn.Module):
         conv = self.convs[i]
         if self.kind == "gcn":  # GCNConv takes one node set: run on the sources, keep the dst rows
             out = conv(x, edge_index)[:num_dst]
-        elif self.spmm and edge_index.layout == torch.strided:
-            out = conv((x, x[:num_dst]), block_adj_t(edge_index, num_src, num_dst))
         else:
-            out = conv((x, x[:num_dst]), edge_index)
+            adj = block_adj_t(edge_index, num_src, num_dst) if self.spmm and edge_index.layout == torch.strided else edge_index
+            out = conv(sources_and_targets(x, num_dst), adj)
         if i < self.num_layers - 1:
-            out = F.relu(self.norms[i](out))
-            out = dropout(out, self.dropout, self.training)
+            out = relu_dropout(self.norms[i](out), self.dropout, self.training)
         return out
 
     def forward(self, x: torch.Tensor, blocks: Sequence[PygBlock]) -> torch.Tensor:
