@@ -211,3 +211,25 @@ def test_large_gathers_take_the_parallel_paths(tmp_path):
     for store in stores:
         for _ in range(2):
             assert np.array_equal(store.gather(torch.from_numpy(ids)).numpy(), table[ids]), store
+
+
+def test_streaming_store_gather_matches_and_is_chosen_only_when_it_applies():
+    """Large outputs of whole 64-byte lines take the non-temporal-store kernel, serial and parallel; others do not."""
+    from sparsetrain.storage import gather_kernels as gk
+
+    rng = np.random.default_rng(4)
+    table = rng.standard_normal((20_000, 64), dtype=np.float32)  # 256 B rows
+    ids = rng.integers(0, 20_000, gk.STREAMING_MIN_BYTES // 256 + 77)
+    out = torch.empty(ids.size, 64).numpy()  # torch allocates 64-byte aligned (NumPy only 16)
+    assert gk.streams(out)
+    gk._gather_rows_serial(table, ids, out, gk.PREFETCH_DISTANCE, True)
+    assert np.array_equal(out, table[ids])
+    out[:] = 0
+    gk._gather_rows(table, ids, out, gk.PREFETCH_DISTANCE, 2, True)
+    assert np.array_equal(out, table[ids])
+    assert not gk.streams(out[:100])  # small: the reader finds it in cache
+    assert not gk.streams(np.empty((ids.size, 47), dtype=np.float32))  # 188 B rows are not whole lines
+    shifted = torch.empty(out.size + 1).numpy()[1:].reshape(out.shape)
+    assert not gk.streams(shifted)  # not 64-byte aligned
+    gk.gather_rows(table, shifted, ids=ids)
+    assert np.array_equal(shifted, table[ids])

