@@ -69,15 +69,16 @@ def _store_fence(typingctx):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _copy_row(src, ids, out, i, streaming):
+def _copy_row(src, row, out, i, streaming):
+    """``out[i] = src[row]``; ``streaming``: with non-temporal stores (see :func:`streams`)."""
     if streaming:
         row_bytes = src.shape[1] * src.itemsize
-        source = src.ctypes.data + ids[i] * row_bytes
+        source = src.ctypes.data + row * row_bytes
         target = out.ctypes.data + i * row_bytes
         for offset in range(0, row_bytes, CACHE_LINE):
             _copy_line_streaming(target + offset, source + offset)
     else:
-        out[i, :] = src[ids[i], :]
+        out[i, :] = src[row, :]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -96,7 +97,7 @@ def _gather_range(src, ids, out, lo, hi, distance, streaming):
     for i in range(lo, hi):
         if i + distance < hi:
             _prefetch_row(base, ids[i + distance], row_bytes)
-        _copy_row(src, ids, out, i, streaming)
+        _copy_row(src, ids[i], out, i, streaming)
     if streaming:
         _store_fence()
 
@@ -161,7 +162,7 @@ def assemble_rows(slots: np.ndarray, slot_of_unique: np.ndarray, missed: np.ndar
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _assemble_direct_range(slots, slot_of_unique, table, unique, inverse, out, lo, hi, distance):
+def _assemble_direct_range(slots, slot_of_unique, table, unique, inverse, out, lo, hi, distance, streaming):
     slot_base = slots.ctypes.data
     table_base = table.ctypes.data
     row_bytes = table.shape[1] * table.itemsize
@@ -177,30 +178,33 @@ def _assemble_direct_range(slots, slot_of_unique, table, unique, inverse, out, l
         u = inverse[i]
         s = slot_of_unique[u]
         if s >= 0:
-            out[i, :] = slots[s, :]
+            _copy_row(slots, s, out, i, streaming)
         else:
-            out[i, :] = table[unique[u], :]
+            _copy_row(table, unique[u], out, i, streaming)
+    if streaming:
+        _store_fence()
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _assemble_direct_parallel(slots, slot_of_unique, table, unique, inverse, out, distance, nthreads):
+def _assemble_direct_parallel(slots, slot_of_unique, table, unique, inverse, out, distance, nthreads, streaming):
     chunk = (inverse.size + nthreads - 1) // nthreads
     for t in prange(nthreads):
-        _assemble_direct_range(slots, slot_of_unique, table, unique, inverse, out, t * chunk, min(inverse.size, (t + 1) * chunk), distance)
+        _assemble_direct_range(slots, slot_of_unique, table, unique, inverse, out, t * chunk, min(inverse.size, (t + 1) * chunk),
+                               distance, streaming)
 
 
 @njit(cache=True, nogil=True)
-def _assemble_direct_serial(slots, slot_of_unique, table, unique, inverse, out, distance):
-    _assemble_direct_range(slots, slot_of_unique, table, unique, inverse, out, 0, inverse.size, distance)
+def _assemble_direct_serial(slots, slot_of_unique, table, unique, inverse, out, distance, streaming):
+    _assemble_direct_range(slots, slot_of_unique, table, unique, inverse, out, 0, inverse.size, distance, streaming)
 
 
 def assemble_direct(slots: np.ndarray, slot_of_unique: np.ndarray, table: np.ndarray, unique: np.ndarray, inverse: np.ndarray, out: np.ndarray) -> None:
     """``out[i]`` = cached row when distinct id ``inverse[i]`` hit, else the row read in place from ``table``."""
     nthreads = min(numba.get_num_threads(), inverse.size // PARALLEL_MIN_ROWS)
     if nthreads <= 1:
-        _assemble_direct_serial(slots, slot_of_unique, table, unique, inverse, out, PREFETCH_DISTANCE)
+        _assemble_direct_serial(slots, slot_of_unique, table, unique, inverse, out, PREFETCH_DISTANCE, streams(out))
     else:
-        _assemble_direct_parallel(slots, slot_of_unique, table, unique, inverse, out, PREFETCH_DISTANCE, nthreads)
+        _assemble_direct_parallel(slots, slot_of_unique, table, unique, inverse, out, PREFETCH_DISTANCE, nthreads, streams(out))
 
 
 @njit(cache=True, nogil=True)
@@ -221,9 +225,18 @@ def _unique_inverse(ids, mark):
             mark[row] = k
             unique[k] = row
             k += 1
-    unique = np.sort(unique[:k])
-    for j in range(k):
-        mark[unique[j]] = j
+    if k * 8 > mark.size:  # dense: one sequential pass over the marks beats sorting k ids
+        j = 0
+        for row in range(mark.size):
+            if mark[row] >= 0:
+                unique[j] = row
+                mark[row] = j
+                j += 1
+        unique = unique[:k]
+    else:
+        unique = np.sort(unique[:k])
+        for j in range(k):
+            mark[unique[j]] = j
     inverse = np.empty(n, np.int64)
     for i in range(n):
         inverse[i] = mark[ids[i]]
@@ -236,6 +249,6 @@ def unique_inverse(ids: np.ndarray, mark: np.ndarray) -> tuple[np.ndarray, np.nd
     """Sorted distinct ids and, for each id, its position among them (like ``np.unique(return_inverse=True)``).
 
     O(n) marking with ``mark`` (int64 per table row, all -1; left all -1 again), then a sort of the
-    distinct ids only; runs on the calling thread, so it never wakes a thread pool.
+    distinct ids, or a scan of the marks when they cover more than an eighth of the table; runs on the calling thread, so it never wakes a thread pool.
     """
     return _unique_inverse(ids, mark)
