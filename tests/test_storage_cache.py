@@ -265,3 +265,16 @@ def test_unique_inverse_matches_numpy():
         ref_unique, ref_inverse = np.unique(ids.astype(np.int64), return_inverse=True)
         assert np.array_equal(unique, ref_unique) and np.array_equal(inverse, ref_inverse.reshape(-1))
         assert (mark == -1).all()
+
+
+def test_prefetch_of_a_batch_larger_than_the_cache_reads_only_what_it_can_keep(tmp_path):
+    rows = 5000
+    table = np.random.default_rng(2).standard_normal((rows, 16)).astype(np.float32)
+    np.save(tmp_path / "f.npy", table)
+    backing = MmapFeatures(tmp_path / "f.npy")
+    cache = CachedFeatures(backing, capacity_bytes=400 * 64, policy="lru")
+    batch = torch.arange(0, 3000)
+    inserted = cache.prefetch(batch).result()
+    assert 0 < inserted <= cache.policy.dynamic_slots
+    assert backing.stats.rows_served == inserted  # nothing fetched only to be dropped
+    assert np.array_equal(cache.gather(batch).numpy(), table[:3000])

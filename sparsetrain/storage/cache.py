@@ -261,18 +261,20 @@ class CachedFeatures(FeatureStore):
             return 0
         with self._lock:
             wanted, _ = unique_inverse(ids.numpy(), self._mark)
-            missing = np.flatnonzero(self.policy.contains(wanted) < 0)
+            # no more than the dynamic part can keep: a batch larger than the cache would otherwise be read twice
+            missing = wanted[self.policy.contains(wanted) < 0][: self.policy.dynamic_slots]
             if missing.size == 0:
                 return 0
-            rows = torch.empty((wanted.size, *self.row_shape), dtype=self.dtype, device=self.device)
-            fetch_at = self._take_victims(wanted, missing, rows)
+            rows = torch.empty((missing.size, *self.row_shape), dtype=self.dtype, device=self.device)
+            local = np.arange(missing.size)
+            fetch_at = self._take_victims(missing, local, rows)
         if fetch_at.size:
-            fetched = self.backing.gather(torch.from_numpy(wanted[fetch_at])).to(self.device, non_blocking=True)
+            fetched = self.backing.gather(torch.from_numpy(missing[fetch_at])).to(self.device, non_blocking=True)
             rows.index_copy_(0, self._device_index(fetch_at), fetched)
             self.stats.bytes_moved += fetch_at.size * self.row_bytes
         with self._lock:
-            still = missing[self.policy.contains(wanted[missing]) < 0]
-            inserted = self._admit(wanted[still], rows, still, force=True)
+            still = local[self.policy.contains(missing) < 0]
+            inserted = self._admit(missing[still], rows, still, force=True)
         self.stats.prefetched_rows += inserted
         return inserted
 
