@@ -5,7 +5,7 @@ features, each layer's activations and gradients). glibc serves allocations
 above its mmap threshold (at most 32 MiB by default) with a fresh ``mmap`` and
 gives them back with ``munmap`` on free, so every batch page-faults and zeroes
 those pages again: on the products-scale benchmark that was 45% of the step
-(1127 -> 617 ms/batch with the settings below). This is what the PyTorch CPU
+(1127 -> 673 ms/batch with the settings below). This is what the PyTorch CPU
 tuning guide gets by preloading jemalloc or tcmalloc; here it is two
 ``mallopt`` calls, applied once per process, and the price is that the heap
 keeps its peak size instead of shrinking between batches.
