@@ -133,26 +133,26 @@ def gather_rows(src: np.ndarray, out: np.ndarray, *, ids: np.ndarray, distance: 
         _gather_rows(src, ids, out, distance, nthreads, streams(out))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _assemble_one(slots, slot_of_unique, missed, missed_at_of_unique, inverse, out, i):
+    u = inverse[i]
+    s = slot_of_unique[u]
+    if s >= 0:
+        out[i, :] = slots[s, :]
+    else:
+        out[i, :] = missed[missed_at_of_unique[u], :]
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _assemble_parallel(slots, slot_of_unique, missed, missed_at_of_unique, inverse, out):
     for i in prange(inverse.size):
-        u = inverse[i]
-        s = slot_of_unique[u]
-        if s >= 0:
-            out[i, :] = slots[s, :]
-        else:
-            out[i, :] = missed[missed_at_of_unique[u], :]
+        _assemble_one(slots, slot_of_unique, missed, missed_at_of_unique, inverse, out, i)
 
 
 @njit(cache=True, nogil=True)
 def _assemble_serial(slots, slot_of_unique, missed, missed_at_of_unique, inverse, out):
     for i in range(inverse.size):
-        u = inverse[i]
-        s = slot_of_unique[u]
-        if s >= 0:
-            out[i, :] = slots[s, :]
-        else:
-            out[i, :] = missed[missed_at_of_unique[u], :]
+        _assemble_one(slots, slot_of_unique, missed, missed_at_of_unique, inverse, out, i)
 
 
 def assemble_rows(slots: np.ndarray, slot_of_unique: np.ndarray, missed: np.ndarray, missed_at_of_unique: np.ndarray, inverse: np.ndarray, out: np.ndarray) -> None:
