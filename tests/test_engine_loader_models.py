@@ -43,6 +43,16 @@ def test_loader_over_a_plain_tensor_gives_its_rows(cora):
     assert retain_freed_host_memory() is retain_freed_host_memory()  # applied once per process
 
 
+def test_loader_over_learnable_features_passes_gradients(cora):
+    embedding = torch.nn.Embedding(cora.num_nodes, 8)
+    loader = Loader(NeighborSampler(cora.graph, [2], seed=0), embedding.weight, None, cora.split["val"][:64], batch_size=64,
+                    prefetch=0)
+    (mb,) = list(loader)
+    mb.x.sum().backward()
+    touched = embedding.weight.grad.abs().sum(1) > 0
+    assert torch.equal(touched.nonzero().view(-1), mb.input_nodes.sort().values)
+
+
 def test_sources_and_targets_gradient_equals_a_slice():
     x = torch.randn(40, 6, dtype=torch.float64, requires_grad=True)
     upstream_all, upstream_dst = torch.randn(40, 6, dtype=torch.float64), torch.randn(15, 6, dtype=torch.float64)
