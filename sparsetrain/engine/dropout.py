@@ -25,32 +25,21 @@ _SHIFT = np.uint64(11)
 
 
 @numba.njit(cache=True, nogil=True)
-def _masked_scale(src, dst, seed, threshold, scale):
-    """dst[i] = src[i] * scale where hash(seed, i) keeps element i, else 0."""
+def _masked_scale(src, dst, seed, threshold, scale, relu):
+    """dst[i] = src[i] * scale where hash(seed, i) keeps element i (and, with ``relu``, src[i] > 0), else 0."""
     key = np.uint64(seed)
     for i in range(src.shape[0]):
-        if (mix64(key + np.uint64(i) * GOLDEN) >> _SHIFT) >= threshold:
+        if (not relu or src[i] > 0) and (mix64(key + np.uint64(i) * GOLDEN) >> _SHIFT) >= threshold:
             dst[i] = src[i] * scale
         else:
             dst[i] = 0
 
 
-@numba.njit(cache=True, nogil=True)
-def _relu_masked_scale(src, dst, seed, threshold, scale):
-    """dst[i] = src[i] * scale where src[i] > 0 and hash(seed, i) keeps element i, else 0."""
-    key = np.uint64(seed)
-    for i in range(src.shape[0]):
-        if src[i] > 0 and (mix64(key + np.uint64(i) * GOLDEN) >> _SHIFT) >= threshold:
-            dst[i] = src[i] * scale
-        else:
-            dst[i] = 0
-
-
-def _apply(kernel, x: torch.Tensor, seed: int, p: float) -> torch.Tensor:
+def _apply(x: torch.Tensor, seed: int, p: float, relu: bool = False) -> torch.Tensor:
     x = x.contiguous()
     out = torch.empty_like(x)
     threshold = np.uint64(int(p * 2**53))
-    kernel(x.detach().view(-1).numpy(), out.view(-1).numpy(), seed, threshold, _scale(x, p))
+    _masked_scale(x.detach().view(-1).numpy(), out.view(-1).numpy(), seed, threshold, _scale(x, p), relu)
     return out
 
 
@@ -62,17 +51,17 @@ class _HashDropout(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
         ctx.p, ctx.seed = p, seed
-        return _apply(_masked_scale, x, seed, p)
+        return _apply(x, seed, p)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return _apply(_masked_scale, grad, ctx.seed, ctx.p), None, None  # the same mask: same seed, same indices
+        return _apply(grad, ctx.seed, ctx.p), None, None  # the same mask: same seed, same indices
 
 
 class _HashReluDropout(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
-        out = _apply(_relu_masked_scale, x, seed, p)
+        out = _apply(x, seed, p, relu=True)
         ctx.save_for_backward(out)
         ctx.scale = _scale(x, p)
         return out
