@@ -213,10 +213,27 @@ def test_budget_is_exact_and_too_small_raises():
             assert cache.policy.resident <= 37
     with pytest.raises(CacheBudgetError, match="cannot hold one row of 40 bytes"):
         CachedFeatures(table, capacity_bytes=39)
-    with pytest.raises(CacheBudgetError, match="needs hotness"):
-        CachedFeatures(table, capacity_bytes=4000, policy="static")
     with pytest.raises(CacheBudgetError, match="unknown cache policy"):
         CachedFeatures(table, capacity_bytes=4000, policy="lfu")
+
+
+def test_static_without_hotness_keeps_the_first_rows_it_gathers():
+    table = torch.randn(500, 10)
+    cache = CachedFeatures(table, capacity_bytes=40 * 30, policy="static")
+    first = torch.tensor([7, 3, 7, 499, 0])
+    assert torch.equal(cache.gather(first), table[first])
+    assert sorted(cache.policy.id_of[:4].tolist()) == [0, 3, 7, 499]
+    for _ in range(20):
+        ids = torch.randint(0, 500, (100,))
+        assert torch.equal(cache.gather(ids), table[ids])
+    assert cache.policy.resident == 30
+    held = set(cache.policy.id_of.tolist())
+    assert {0, 3, 7, 499} <= held
+    cache.gather(torch.arange(500))
+    assert set(cache.policy.id_of.tolist()) == held  # full: nothing is evicted
+    cache.stats.reset()
+    cache.gather(torch.tensor(sorted(held)))
+    assert cache.stats.hits == 30 and cache.stats.misses == 0
 
 
 def test_prefetch_loads_next_batch_and_gathers_never_see_torn_rows(tmp_path):

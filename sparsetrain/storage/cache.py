@@ -36,7 +36,7 @@ class CachedFeatures(FeatureStore):
 
     ``policy``: ``"static"``, ``"lru"``, ``"clock"`` or ``"hybrid"`` (see :mod:`sparsetrain.storage.policies`);
     ``hotness`` (one value per row: in-degree or pre-sampling access counts) ranks rows for the static
-    hot set. ``victim_bytes`` of host memory keep recently evicted rows. Row storage never exceeds
+    hot set; without it a ``static`` cache keeps the first rows it gathers. ``victim_bytes`` of host memory keep recently evicted rows. Row storage never exceeds
     ``capacity_bytes`` (a budget smaller than one row raises :class:`CacheBudgetError`); per-row
     bookkeeping (an int64 slot index per row) lives in host memory outside that budget.
     ``prefetch(ids)`` loads misses in a background thread; gathers and prefetches exchange rows
@@ -238,8 +238,8 @@ class CachedFeatures(FeatureStore):
     def prefetch(self, ids: torch.Tensor) -> Future:
         """Start loading the rows of ``ids`` that are not cached, in a background thread.
 
-        Returns a Future with the number of rows inserted. Policies without a dynamic part (``static``)
-        insert nothing. Gathers may run meanwhile; they see each row either before or after it is written.
+        Returns a Future with the number of rows inserted. A full ``static`` cache
+        inserts nothing. Gathers may run meanwhile; they see each row either before or after it is written.
         """
         ids = check_ids(ids, self.num_rows, "CachedFeatures.prefetch")
         if self._executor is None:

@@ -4,7 +4,8 @@ Every policy answers ``lookup(ids)`` (slot per id, -1 on a miss; records the acc
 ``admit(ids)`` (which missed rows to insert where, and which resident rows that evicts).
 Batches are distinct ids (one gather); hits are counted per distinct id per batch.
 
-- ``static``: a fixed hot set (top rows by ``hotness``: degree or pre-sampling access counts).
+- ``static``: a fixed hot set (top rows by ``hotness``: degree or pre-sampling access counts;
+  without ``hotness``, the first rows gathered).
 - ``lru``: least recently used, a doubly linked list over slots.
 - ``clock``: second chance with one reference bit per slot.
 - ``hybrid``: a static part holding the hottest rows by ``hotness`` plus a dynamic part whose
@@ -308,26 +309,49 @@ class CachePolicy(ABC):
 
 
 class StaticPolicy(CachePolicy):
-    """The ``num_slots`` rows with the highest ``hotness``, fixed for the life of the cache."""
+    """A hot set fixed for the life of the cache, never evicted.
+
+    With ``hotness`` the set is the ``num_slots`` hottest rows, loaded when the cache is built.
+    Without it the first distinct rows gathered fill the slots and stay (rows a sampler touches
+    early are mostly hot ones); pass in-degrees or pre-sampling counts for a better set.
+    """
 
     name = "static"
 
-    def __init__(self, num_rows: int, num_slots: int, hotness: np.ndarray) -> None:
+    def __init__(self, num_rows: int, num_slots: int, hotness: np.ndarray | None = None) -> None:
         super().__init__(num_rows, min(num_slots, num_rows))
-        hot = top_rows(hotness, self.num_slots)
-        self.id_of[: hot.size] = hot
-        self.slot_of[hot] = np.arange(hot.size)
+        self.first_touch = hotness is None
+        self._filled = 0
+        if not self.first_touch:
+            hot = top_rows(hotness, self.num_slots)
+            self.id_of[: hot.size] = hot
+            self.slot_of[hot] = np.arange(hot.size)
+            self._filled = self.num_slots
 
     @property
     def dynamic_slots(self) -> int:
-        return 0
+        return self.num_slots - self._filled
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         return self.slot_of[ids]
 
     def preload(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.first_touch:
+            return super().preload()
         used = np.flatnonzero(self.id_of >= 0)
         return self.id_of[used], used
+
+    def _admit(self, ids, force, adm, evicted):
+        if self._filled == self.num_slots:
+            return 0, 0
+        ids = np.unique(ids[self.slot_of[ids] < 0])[: self.num_slots - self._filled]
+        slots = np.arange(self._filled, self._filled + ids.size)
+        self.slot_of[ids] = slots
+        self.id_of[slots] = ids
+        adm[: ids.size, 0] = ids
+        adm[: ids.size, 1] = slots
+        self._filled += ids.size
+        return ids.size, 0
 
 
 class LRUPolicy(CachePolicy):
@@ -446,8 +470,6 @@ def make_policy(name: str, num_rows: int, num_slots: int, hotness=None, **option
         if hotness.shape != (num_rows,):
             raise CacheBudgetError(f"hotness must have one value per row ({num_rows}), got shape {hotness.shape}")
     if name == "static":
-        if hotness is None:
-            raise CacheBudgetError("policy 'static' needs hotness= (in-degrees, e.g. graph.in_degrees(), or access counts from pre-sampling)")
         return StaticPolicy(num_rows, num_slots, hotness)
     if name == "lru":
         return LRUPolicy(num_rows, num_slots)
