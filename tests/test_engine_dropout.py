@@ -42,3 +42,27 @@ def test_relu_dropout_equals_dropout_of_relu_with_its_gradient():
     (grad_reference,) = torch.autograd.grad(reference, x, upstream)
     assert torch.allclose(grad_fused, grad_reference)
     assert torch.equal(relu_dropout(x, 0.4, training=False), torch.relu(x))
+
+
+def test_bfloat16_takes_the_same_mask_and_rounds_like_torch():
+    torch.manual_seed(3)
+    x = torch.randn(2000, 65) * 5
+    for relu in (False, True):
+        torch.manual_seed(11)
+        reference = relu_dropout(x, 0.3, True) if relu else dropout(x, 0.3, True)
+        torch.manual_seed(11)
+        half = x.bfloat16()
+        got = relu_dropout(half, 0.3, True) if relu else dropout(half, 0.3, True)
+        assert got.dtype == torch.bfloat16
+        kept = reference != 0
+        assert torch.equal(got != 0, kept)  # same hash mask (and, with relu, same sign test)
+        scale = half.new_tensor(1 / 0.7).float()
+        assert torch.equal(got[kept], (half[kept].float() * scale).bfloat16())
+
+
+def test_bfloat16_relu_dropout_gradient():
+    x = torch.randn(500, 40).bfloat16().requires_grad_()
+    out = relu_dropout(x, 0.5, training=True)
+    out.float().sum().backward()
+    assert x.grad.dtype == torch.bfloat16
+    assert torch.equal(x.grad, (out != 0).bfloat16() * 2.0)

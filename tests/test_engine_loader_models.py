@@ -131,6 +131,9 @@ def test_sparse_adjacency_path_equals_edge_index_path(cora):
     assert torch.allclose(model(x, shuffled), expected, atol=1e-5)
     model.spmm = True
     assert torch.allclose(model(x, mb.to_pyg()), expected, atol=1e-5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # adjacency values follow the features' precision
+        for blocks in (mb.to_pyg(), shuffled):
+            assert torch.allclose(model(x, blocks).float(), expected, atol=0.1, rtol=0.05)
 
 
 def test_checkpoints_keep_the_newest_and_fall_back_on_damage(tmp_path):

@@ -127,3 +127,20 @@ def test_feature_placement_does_not_change_the_run(cli, cora_dir, tmp_path, plac
         assert code == 0, err
         runs.append([r["loss"] for r in map(json.loads, log.read_text().splitlines()) if "loss" in r])
     assert runs[0] == runs[1]
+
+
+def test_bf16_mixed_precision_trains_on_cora(cli, cora_dir, tmp_path):
+    summary = tmp_path / "bf16.json"
+    code, _, err = cli("train", "--data", cora_dir, *CORA_ARGS, "--epochs", "10", "--precision", "bf16", "--summary-json", summary)
+    assert code == 0, err
+    assert json.loads(summary.read_text())["test_acc"] >= 0.75
+    code, _, err = cli("train", "--data", cora_dir, "--precision", "fp16", "--quiet")
+    assert code != 0 and "--precision" in err and "bf16" in err
+
+
+def test_trainer_rejects_an_unknown_precision(cora_dir):
+    ds = st.datasets.load(cora_dir)
+    loader = st.engine.Loader(st.sampling.NeighborSampler(ds.graph, [5]), ds.features, ds.labels, ds.split["train"], batch_size=64)
+    model = st.engine.GraphSAGE(ds.num_features, 16, ds.num_classes, 1)
+    with pytest.raises(ValueError, match="precision 'half' is not supported; choose one of fp32, bf16"):
+        st.engine.Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1, precision="half")

@@ -13,6 +13,7 @@ from sparsetrain.engine.distributed import DistributedError
 from sparsetrain.engine.evaluate import accuracy, full_graph_evaluator, sampled_evaluator
 from sparsetrain.engine.loader import EpochStats, Loader
 from sparsetrain.engine.models import GAT, GCN, BlockGNN, GraphSAGE, block_adj_t, full_graph_inference
+from sparsetrain.engine.precision import PRECISIONS, autocast
 from sparsetrain.engine.trainer import Trainer, fit
 from sparsetrain.engine.attention import Packing, cluster_attention, edge_attention, linear_attention
 from sparsetrain.engine.graph_transformer import GraphTransformer
@@ -20,7 +21,7 @@ from sparsetrain.engine.gt_batches import BatchClusters, ClusteredMiniBatch, Clu
 from sparsetrain.engine.sequence_parallel import SequenceParallelError, SequenceShards, head_to_seq, seq_to_head
 
 __all__ = [
-    "GAT", "GCN", "BlockGNN", "CheckpointError", "DistributedError", "EpochStats", "GraphSAGE", "Loader", "Trainer",
+    "GAT", "GCN", "BlockGNN", "CheckpointError", "DistributedError", "EpochStats", "GraphSAGE", "Loader", "PRECISIONS", "Trainer", "autocast",
     "accuracy", "block_adj_t", "fit", "full_graph_evaluator", "full_graph_inference", "load_latest_checkpoint",
     "sampled_evaluator", "save_checkpoint",
     "BatchClusters", "ClusterSampler", "ClusteredMiniBatch", "GraphTransformer", "Packing", "SequenceParallelError",

@@ -5,7 +5,9 @@ drawing Bernoulli numbers (~290 ms for a 166K x 256 activation, measured). Here
 one seed is drawn from torch's generator per call (so ``torch.manual_seed`` and
 saved RNG states still make runs repeatable), and the mask is a hash of
 (seed, element index), recomputed in backward rather than stored. The kernel is
-serial and releases the GIL, so it runs beside the loader's threads.
+serial and releases the GIL, so it runs beside the loader's threads. bfloat16 tensors
+(autocast) go through the same kernel on their bits: widened to float32, scaled, rounded
+back to nearest-even.
 
 :func:`relu_dropout` fuses the ReLU that precedes dropout in a GNN layer: one pass
 forward, and a backward that needs only the output (an element passed both
@@ -18,6 +20,9 @@ import numba
 import numpy as np
 import torch
 import torch.nn.functional as F
+from llvmlite import ir
+from numba import types
+from numba.core.extending import intrinsic
 
 from sparsetrain.sampling.rng import GOLDEN, mix64
 
@@ -35,11 +40,58 @@ def _masked_scale(src, dst, seed, threshold, scale, relu):
             dst[i] = 0
 
 
+@intrinsic
+def _as_float32(typingctx, bits):
+    """Reinterpret uint32 bits as a float32."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(types.uint32), codegen
+
+
+@intrinsic
+def _float32_bits(typingctx, value):
+    """Reinterpret a float32 as its uint32 bits."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.uint32(types.float32), codegen
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _bfloat16(value):
+    """float32 -> bfloat16 bits (int16), rounded to nearest even; NaN stays NaN."""
+    bits = _float32_bits(value)
+    if value != value:
+        return np.int16(np.uint16((bits >> np.uint32(16)) | np.uint32(0x40)))
+    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    return np.int16(np.uint16(rounded >> np.uint32(16)))
+
+
+@numba.njit(cache=True, nogil=True)
+def _masked_scale_bf16(src, dst, seed, threshold, scale, relu):
+    """:func:`_masked_scale` on bfloat16 bits (int16 arrays)."""
+    key = np.uint64(seed)
+    factor = np.float32(scale)
+    for i in range(src.shape[0]):
+        value = _as_float32(np.uint32(np.uint16(src[i])) << np.uint32(16))
+        if (not relu or value > 0) and (mix64(key + np.uint64(i) * GOLDEN) >> _SHIFT) >= threshold:
+            dst[i] = _bfloat16(value * factor)
+        else:
+            dst[i] = 0
+
+
 def _apply(x: torch.Tensor, seed: int, p: float, relu: bool = False) -> torch.Tensor:
     x = x.contiguous()
     out = torch.empty_like(x)
     threshold = np.uint64(int(p * 2**53))
-    _masked_scale(x.detach().view(-1).numpy(), out.view(-1).numpy(), seed, threshold, _scale(x, p), relu)
+    if x.dtype == torch.bfloat16:
+        kernel, src, dst = _masked_scale_bf16, x.detach().view(-1).view(torch.int16), out.view(-1).view(torch.int16)
+    else:
+        kernel, src, dst = _masked_scale, x.detach().view(-1), out.view(-1)
+    kernel(src.numpy(), dst.numpy(), seed, threshold, _scale(x, p), relu)
     return out
 
 
@@ -73,7 +125,7 @@ class _HashReluDropout(torch.autograd.Function):
 
 
 def _hash_path(x: torch.Tensor, p: float) -> bool:
-    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and 0.0 < p < 1.0
+    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64, torch.bfloat16) and 0.0 < p < 1.0
 
 
 def _draw_seed() -> int:
@@ -81,7 +133,7 @@ def _draw_seed() -> int:
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """``F.dropout`` semantics; CPU float32/float64 tensors take the hash-mask path."""
+    """``F.dropout`` semantics; CPU float32/float64/bfloat16 tensors take the hash-mask path."""
     if not training or p == 0.0:
         return x
     if not _hash_path(x, p):
@@ -90,7 +142,7 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
 
 
 def relu_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """``dropout(F.relu(x), p, training)`` in one pass (CPU float32/float64; others fall back to the two ops)."""
+    """``dropout(F.relu(x), p, training)`` in one pass (CPU float32/float64/bfloat16; others fall back to the two ops)."""
     if not training or p == 0.0:
         return F.relu(x)
     if not _hash_path(x, p):

@@ -26,10 +26,11 @@ BLOCK_GNNS = ("sage", "gcn", "gat")
 MODELS = (*BLOCK_GNNS, "gt")  # "gt": sparsetrain.engine.graph_transformer.GraphTransformer
 
 
-def block_adj_t(edge_index: torch.Tensor, num_src: int, num_dst: int) -> torch.Tensor:
-    """The block's transposed adjacency as a torch sparse CSR tensor [num_dst, num_src].
+def block_adj_t(edge_index: torch.Tensor, num_src: int, num_dst: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The block's transposed adjacency as a torch sparse CSR tensor [num_dst, num_src] of ``dtype`` ones.
 
-    PyG convolutions given this instead of ``edge_index`` aggregate with one SpMM.
+    PyG convolutions given this instead of ``edge_index`` aggregate with one SpMM (whose
+    values must have the features' dtype).
     """
     src, dst = edge_index[0], edge_index[1]
     if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):  # sampled blocks come grouped by dst already
@@ -37,7 +38,7 @@ def block_adj_t(edge_index: torch.Tensor, num_src: int, num_dst: int) -> torch.T
         src, dst = src[order], dst[order]
     crow = torch.zeros(num_dst + 1, dtype=torch.int64, device=edge_index.device)
     crow[1:] = torch.cumsum(torch.bincount(dst, minlength=num_dst), 0)
-    values = torch.ones(src.numel(), device=edge_index.device)
+    values = torch.ones(src.numel(), dtype=dtype, device=edge_index.device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "sparse CSR support is in beta"
         return torch.sparse_csr_tensor(crow, src, values, size=(num_dst, num_src))
@@ -118,7 +119,11 @@ class BlockGNN(nn.Module):
         if self.kind == "gcn":  # GCNConv takes one node set: run on the sources, keep the dst rows
             out = conv(x, edge_index)[:num_dst]
         else:
-            adj = block_adj_t(edge_index, num_src, num_dst) if self.spmm and edge_index.layout == torch.strided else edge_index
+            adj = edge_index
+            if self.spmm and adj.layout == torch.strided:
+                adj = block_adj_t(adj, num_src, num_dst, x.dtype)
+            elif adj.layout != torch.strided and adj.dtype != x.dtype:  # a prebuilt adj_t, features in another precision
+                adj = adj.to(x.dtype)
             out = conv(sources_and_targets(x, num_dst), adj)
         if i < self.num_layers - 1:
             out = relu_dropout(self.norms[i](out), self.dropout, self.training)

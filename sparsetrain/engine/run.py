@@ -39,6 +39,7 @@ class TrainSettings:
     seed: int = 0
     summary_json: Path | None = None
     quiet: bool = False
+    precision: str = "fp32"
 
 
 FEATURE_PLACEMENTS = ("mmap", "memory", "sharded")
@@ -122,7 +123,8 @@ def train(settings: TrainSettings) -> dict | None:
             evaluate = sampled_evaluator(eval_sampler, features, ds.labels, eval_split, batch_size=settings.batch_size, device=ctx.device)
         trainer = Trainer(model, loader, optimizer, epochs=settings.epochs, evaluate=evaluate if eval_split else None,
                           checkpoint_dir=settings.checkpoint_dir, checkpoint_every=settings.checkpoint_every,
-                          resume=settings.resume, log_path=settings.log, quiet=settings.quiet, is_main=ctx.is_main)
+                          resume=settings.resume, log_path=settings.log, quiet=settings.quiet, is_main=ctx.is_main,
+                          precision=settings.precision)
         try:
             summary = trainer.fit()
         except RuntimeError as exc:

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from sparsetrain._progress import progress
 from sparsetrain.engine.checkpoint import load_latest_checkpoint, save_checkpoint
 from sparsetrain.engine.loader import Loader
+from sparsetrain.engine.precision import autocast, check_precision
 
 
 class Trainer:
@@ -25,17 +26,22 @@ class Trainer:
     validation accuracy. Checkpoints (every ``checkpoint_every`` steps and at
     every epoch end) hold model, optimizer, scheduler, RNG state and the position
     in the epoch; ``resume=True`` continues from the newest intact one exactly.
+    ``precision="bf16"`` runs forward, loss and evaluation under bfloat16 autocast
+    (see :mod:`sparsetrain.engine.precision`).
     """
 
     def __init__(self, model: torch.nn.Module, loader: Loader, optimizer: torch.optim.Optimizer, *,
                  epochs: int, scheduler=None, loss_fn: Callable = F.cross_entropy,
                  evaluate: Callable[[torch.nn.Module], dict] | None = None,
                  checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 0, resume: bool = False,
-                 log_path: str | os.PathLike | None = None, quiet: bool = False, is_main: bool = True):
+                 log_path: str | os.PathLike | None = None, quiet: bool = False, is_main: bool = True,
+                 precision: str = "fp32"):
         if epochs < 1:
             raise ValueError(f"epochs={epochs} must be at least 1")
         if resume and checkpoint_dir is None:
             raise ValueError("resume=True needs a checkpoint_dir to resume from")
+        check_precision(precision, loader.device)
+        self.precision = precision
         self.model = model
         self.loader = loader
         self.optimizer = optimizer
@@ -130,8 +136,9 @@ class Trainer:
         with bar:
             for mb in loader.epoch(self.epoch, self.batch):
                 self.optimizer.zero_grad(set_to_none=True)
-                out = model(mb.x, mb.to_pyg())
-                loss = self.loss_fn(out, mb.y)
+                with autocast(self.precision, loader.device):
+                    out = model(mb.x, mb.to_pyg())
+                    loss = self.loss_fn(out.float(), mb.y)
                 if not math.isfinite(loss.item()):
                     raise FloatingPointError(f"loss became {loss.item()} at step {self.step}; lower the learning rate or check the features for extreme values")
                 loss.backward()
@@ -158,7 +165,8 @@ class Trainer:
             "seeds_per_second": round(stats.seeds / stats.total_seconds, 1) if stats.total_seconds else None,
         }
         if self.evaluate is not None:
-            record.update(self.evaluate(_unwrap(model)))
+            with autocast(self.precision, loader.device):
+                record.update(self.evaluate(_unwrap(model)))
         self.history.append(record)
         self._log(record)
         if not self.quiet:
