@@ -58,12 +58,12 @@ def _train_steps(model, batches, forward, warmup: int, count: int, precision: st
 
 
 def run_sparsetrain(ds, features, label: str, warmup: int, count: int, spmm: bool = True, loader_threads: int | None = None,
-                    precision: str = "fp32") -> dict:
+                    precision: str = "fp32", prefetch: int = 2) -> dict:
     import sparsetrain as st
     from sparsetrain.engine.models import GraphSAGE
 
     sampler = st.sampling.NeighborSampler(ds.graph, FANOUTS, seed=0)
-    loader = st.engine.Loader(sampler, features, ds.labels, ds.split["train"], batch_size=BATCH, seed=0, prefetch=2,
+    loader = st.engine.Loader(sampler, features, ds.labels, ds.split["train"], batch_size=BATCH, seed=0, prefetch=prefetch,
                               loader_threads=loader_threads)
     model = GraphSAGE(ds.num_features, HIDDEN, ds.num_classes, num_layers=3, spmm=spmm)
 
@@ -181,6 +181,7 @@ SYSTEMS = {
     "sparsetrain": "sparsetrain Loader, features in RAM",
     "sparsetrain-1-loader-thread": "sparsetrain, features in RAM, 1 loader thread",
     "sparsetrain-scatter": "sparsetrain, features in RAM, scatter aggregation",
+    "sparsetrain-no-overlap": "sparsetrain, features in RAM, prefetch=0 (no overlap)",
     "sparsetrain-mmap-cache": "sparsetrain Loader, mmap features + 10% hybrid cache",
     "sparsetrain-bf16": "sparsetrain, features in RAM, bf16 autocast",
     "dgl": "DGL DataLoader + NeighborSampler",
@@ -204,6 +205,8 @@ def run_system(name: str, data: Path, warmup: int, count: int) -> dict:
         return run_sparsetrain(ds, in_ram, SYSTEMS[name], warmup, count)
     if name == "sparsetrain-1-loader-thread":
         return run_sparsetrain(ds, in_ram, SYSTEMS[name], warmup, count, loader_threads=1)
+    if name == "sparsetrain-no-overlap":
+        return run_sparsetrain(ds, in_ram, SYSTEMS[name], warmup, count, prefetch=0)
     if name == "sparsetrain-bf16":
         return run_sparsetrain(ds, in_ram, SYSTEMS[name], warmup, count, precision="bf16")
     if name == "sparsetrain-scatter":

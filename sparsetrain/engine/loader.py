@@ -58,6 +58,11 @@ class Loader:
     epoch; ``start_batch`` in :meth:`epoch` resumes mid-epoch. ``retain_host_memory`` tunes the process's
     allocator so batches reuse freed host memory instead of page-faulting fresh memory each step (see
     :func:`~sparsetrain.engine.host_memory.retain_freed_host_memory`; the heap then keeps its peak size).
+
+    ``prefetch=0`` loads each batch in the training thread instead. Overlap pays when the model runs on a
+    GPU or leaves CPU cores free; when the model's CPU compute already keeps every core busy, the loader's
+    threads only contend with it, and loading in between steps was 10% faster (2 cores, products-scale
+    GraphSAGE: 506 vs 560 ms a step, benchmarks/RESULTS.md).
     """
 
     def __init__(self, sampler, features, labels: torch.Tensor | None, seeds: torch.Tensor, *, batch_size: int,
