@@ -29,12 +29,18 @@ from sparsetrain.sampling.rng import GOLDEN, mix64
 _SHIFT = np.uint64(11)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _kept(value, key, i, threshold, relu):
+    """Whether element ``i`` survives: its hash clears the dropout threshold (and, with ``relu``, value > 0)."""
+    return (not relu or value > 0) and (mix64(key + np.uint64(i) * GOLDEN) >> _SHIFT) >= threshold
+
+
 @numba.njit(cache=True, nogil=True)
 def _masked_scale(src, dst, seed, threshold, scale, relu):
-    """dst[i] = src[i] * scale where hash(seed, i) keeps element i (and, with ``relu``, src[i] > 0), else 0."""
+    """dst[i] = src[i] * scale where element i is :func:`_kept`, else 0."""
     key = np.uint64(seed)
     for i in range(src.shape[0]):
-        if (not relu or src[i] > 0) and (mix64(key + np.uint64(i) * GOLDEN) >> _SHIFT) >= threshold:
+        if _kept(src[i], key, i, threshold, relu):
             dst[i] = src[i] * scale
         else:
             dst[i] = 0
@@ -77,7 +83,7 @@ def _masked_scale_bf16(src, dst, seed, threshold, scale, relu):
     factor = np.float32(scale)
     for i in range(src.shape[0]):
         value = _as_float32(np.uint32(np.uint16(src[i])) << np.uint32(16))
-        if (not relu or value > 0) and (mix64(key + np.uint64(i) * GOLDEN) >> _SHIFT) >= threshold:
+        if _kept(value, key, i, threshold, relu):
             dst[i] = _bfloat16(value * factor)
         else:
             dst[i] = 0
