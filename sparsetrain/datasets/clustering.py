@@ -24,6 +24,7 @@ import numba
 import numpy as np
 
 from sparsetrain.datasets.csc import RawCSC
+from sparsetrain.datasets.reorder import enqueue_unvisited
 from sparsetrain.errors import DatasetError
 
 CLUSTERS_FILE = "clusters.npy"
@@ -79,12 +80,7 @@ def _bfs_chunks(indptr, indices, starts, cluster_size):
                 filled = 0
             cluster[v] = current
             filled += 1
-            for p in range(indptr[v], indptr[v + 1]):
-                u = indices[p]
-                if not visited[u]:
-                    visited[u] = True
-                    order[tail] = u
-                    tail += 1
+            tail = enqueue_unvisited(indptr, indices, v, visited, order, tail)
     return order, cluster
 
 

@@ -18,6 +18,18 @@ def degree_order(csc: RawCSC) -> np.ndarray:
     return np.argsort(-csc.degrees(), kind="stable").astype(np.int64)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def enqueue_unvisited(indptr, indices, v, visited, order, tail):
+    """Breadth-first step: append v's not yet visited neighbors to ``order`` at ``tail``; returns the new tail."""
+    for p in range(indptr[v], indptr[v + 1]):
+        u = indices[p]
+        if not visited[u]:
+            visited[u] = True
+            order[tail] = u
+            tail += 1
+    return tail
+
+
 @numba.njit(cache=True, nogil=True)
 def _rcm(indptr, indices, degrees, starts):
     n = indptr.shape[0] - 1
@@ -35,12 +47,7 @@ def _rcm(indptr, indices, degrees, starts):
             v = order[head]
             head += 1
             first_new = tail
-            for p in range(indptr[v], indptr[v + 1]):
-                u = indices[p]
-                if not visited[u]:
-                    visited[u] = True
-                    order[tail] = u
-                    tail += 1
+            tail = enqueue_unvisited(indptr, indices, v, visited, order, tail)
             if tail - first_new > 1:  # Cuthill-McKee: enqueue new neighbors by ascending degree
                 block = order[first_new:tail].copy()
                 by_degree = np.argsort(degrees[block], kind="mergesort")
