@@ -312,15 +312,18 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=256, help="table size in MiB (default 256)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--dir", default=None, help="folder for the temporary feature files (default: a temp dir)")
+    parser.add_argument("--gpu-only", action="store_true", help="only the zero-copy GPU section")
     args = parser.parse_args()
     torch.set_num_threads(THREADS)
     numba.set_num_threads(min(THREADS, numba.config.NUMBA_NUM_THREADS))
     results: list = []
+    rates: list = []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         folder = Path(tmp)
-        for dim in (128, 256):
+        for dim in () if args.gpu_only else (128, 256):
             bench_width(dim, args.mib, args.reps, folder, results)
-        rates = bench_hit_rates(results, folder)
+        if not args.gpu_only:
+            rates = bench_hit_rates(results, folder)
     bench_gpu(results, args.reps)
     print_results(results, rates)
     OUT.mkdir(exist_ok=True)

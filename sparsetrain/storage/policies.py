@@ -28,6 +28,33 @@ POLICIES = ("static", "lru", "clock", "hybrid")
 PROTECTED = 1e300  # score of a prefetched row until its first use (or the next decay) rescores it
 
 
+# ---------------------------------------------------------------- slot bookkeeping shared by the policies
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _vacate(s, id_of, slot_of, fresh, evicted, ne):
+    """Free slot ``s``; its row counts as evicted (appended to ``evicted``) unless it was admitted in this
+    same call, so its data never landed. Returns the new eviction count."""
+    old = id_of[s]
+    slot_of[old] = -1
+    if not fresh[s]:
+        evicted[ne, 0] = old
+        evicted[ne, 1] = s
+        ne += 1
+    return ne
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _occupy(s, row, id_of, slot_of, fresh, adm, na):
+    """Put ``row`` in slot ``s`` and append (row, slot) to ``adm``; returns the new admission count."""
+    id_of[s] = row
+    slot_of[row] = s
+    fresh[s] = 1
+    adm[na, 0] = row
+    adm[na, 1] = s
+    return na + 1
+
+
 # ---------------------------------------------------------------- LRU (linked list, head = most recent)
 
 
@@ -84,19 +111,9 @@ def _lru_admit(ids, slot_of, id_of, prev, nxt, ends, fresh, adm, evicted):
                 _to_front(s, prev, nxt, ends)
         else:
             s = ends[1]
-            old = id_of[s]
-            slot_of[old] = -1
-            if not fresh[s]:
-                evicted[ne, 0] = old
-                evicted[ne, 1] = s
-                ne += 1
+            ne = _vacate(s, id_of, slot_of, fresh, evicted, ne)
             _to_front(s, prev, nxt, ends)
-        id_of[s] = row
-        slot_of[row] = s
-        fresh[s] = 1
-        adm[na, 0] = row
-        adm[na, 1] = s
-        na += 1
+        na = _occupy(s, row, id_of, slot_of, fresh, adm, na)
     return na, ne
 
 
@@ -132,19 +149,9 @@ def _clock_admit(ids, slot_of, id_of, ref, state, fresh, adm, evicted):
                 hand = hand + 1 if hand + 1 < capacity else 0
             s = hand
             state[0] = hand + 1 if hand + 1 < capacity else 0
-            old = id_of[s]
-            slot_of[old] = -1
-            if not fresh[s]:
-                evicted[ne, 0] = old
-                evicted[ne, 1] = s
-                ne += 1
-        id_of[s] = row
-        slot_of[row] = s
+            ne = _vacate(s, id_of, slot_of, fresh, evicted, ne)
         ref[s] = 1
-        fresh[s] = 1
-        adm[na, 0] = row
-        adm[na, 1] = s
-        na += 1
+        na = _occupy(s, row, id_of, slot_of, fresh, adm, na)
     return na, ne
 
 
@@ -222,20 +229,10 @@ def _hybrid_admit(ids, slot_of, id_of, counts, prior, key, heap, hpos, state, fi
             s = heap[0]
             if score <= key[s]:
                 continue
-            old = id_of[s]
-            slot_of[old] = -1
-            if not fresh[s]:
-                evicted[ne, 0] = old
-                evicted[ne, 1] = s
-                ne += 1
+            ne = _vacate(s, id_of, slot_of, fresh, evicted, ne)
             key[s] = score
             _sift_down(0, heap, used, hpos, key)
-        id_of[s] = row
-        slot_of[row] = s
-        fresh[s] = 1
-        adm[na, 0] = row
-        adm[na, 1] = s
-        na += 1
+        na = _occupy(s, row, id_of, slot_of, fresh, adm, na)
     return na, ne
 
 
