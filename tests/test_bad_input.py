@@ -185,3 +185,20 @@ def test_interrupted_run_leaves_no_half_dataset(tmp_path, sig):
     st.datasets.synthesize(out, 1000, 8000, feature_dim=4, num_classes=3, quiet=True)
     assert not list(tmp_path.glob(".big.tmp-*"))
     assert st.datasets.load(out, verify=True).num_edges == 8000
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [("--epochs", "0"), ("--batch-size", "-4"), ("--hidden", "0"), ("--lr", "nan"), ("--lr", "0"), ("--weight-decay", "-1e-4"),
+     ("--dropout", "1"), ("--dropout", "abc"), ("--cache-gb", "-1"), ("--cache-gb", "inf"), ("--checkpoint-every", "-2")],
+)
+def test_train_rejects_out_of_range_numbers_before_loading_data(cli, tmp_path, flag, value):
+    code, stdout, stderr = cli("train", "--data", tmp_path / "never-read", f"{flag}={value}", "--quiet")
+    assert code == 2
+    assert f"argument {flag}" in stderr and repr(value) in stderr and "Traceback" not in stderr
+
+
+def test_nan_split_fraction_is_a_clear_error(cli, files, tmp_path):
+    code, _, stderr = cli("preprocess", "--edges", files["ok"], "--split=nan,0.2,0.2", "--out", tmp_path / "out", "--quiet")
+    assert code != 0 and "split fractions" in stderr and "Traceback" not in stderr
+    assert not (tmp_path / "out").exists()

@@ -53,8 +53,8 @@ class BuildOptions:
         if self.num_classes is not None and self.num_classes < 1:
             raise DatasetError(f"num_classes={self.num_classes} must be at least 1")
         fractions = tuple(float(f) for f in self.split_fractions)
-        if len(fractions) != 3 or any(f < 0 for f in fractions) or sum(fractions) > 1 + 1e-9:
-            raise DatasetError(f"split fractions {self.split_fractions} must be three non-negative numbers (train, val, test) summing to at most 1")
+        if len(fractions) != 3 or not all(f >= 0 for f in fractions) or sum(fractions) > 1 + 1e-9:
+            raise DatasetError(f"split fractions {self.split_fractions} must be three non-negative numbers (train, val, test) summing to at most 1, e.g. 0.6,0.2,0.2")
         self.split_fractions = fractions
 
 

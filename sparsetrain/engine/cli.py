@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from sparsetrain.engine.models import MODELS
@@ -20,6 +21,30 @@ def _fanouts(text: str) -> list[int]:
     return values
 
 
+def _ranged(cast, low: float, high: float = math.inf, *, low_open: bool = False, high_open: bool = False, rule: str):
+    """An argparse type: ``cast(text)`` checked to be finite and within [low, high] (ends open as asked)."""
+
+    def parse(text: str):
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {rule}") from None
+        too_low = value < low or (low_open and value == low)
+        too_high = value > high or (high_open and value == high)
+        if not math.isfinite(value) or too_low or too_high:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {rule}")
+        return value
+
+    return parse
+
+
+_POSITIVE_INT = _ranged(int, 1, rule="a positive integer")
+_COUNT = _ranged(int, 0, rule="an integer >= 0")
+_POSITIVE = _ranged(float, 0, low_open=True, rule="a positive number")
+_NON_NEGATIVE = _ranged(float, 0, rule="a number >= 0")
+_PROBABILITY = _ranged(float, 0, 1, high_open=True, rule="a probability in [0, 1)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
@@ -30,21 +55,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", type=Path, help="dataset folder (default: the embedded synthetic graph, built on first use)")
     p.add_argument("--model", choices=MODELS, default="sage", help="model (default sage; gt = graph transformer with sparse + cluster attention)")
     p.add_argument("--fanout", type=_fanouts, default=[10, 10], help="neighbors per hop from the seeds outward, as PyG's num_neighbors; -1 = all (default 10,10)")
-    p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--lr", type=float, default=0.003)
-    p.add_argument("--weight-decay", type=float, default=0.0)
-    p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--dropout", type=float, default=0.5)
+    p.add_argument("--batch-size", type=_POSITIVE_INT, default=1024)
+    p.add_argument("--epochs", type=_POSITIVE_INT, default=5)
+    p.add_argument("--lr", type=_POSITIVE, default=0.003)
+    p.add_argument("--weight-decay", type=_NON_NEGATIVE, default=0.0)
+    p.add_argument("--hidden", type=_POSITIVE_INT, default=128)
+    p.add_argument("--dropout", type=_PROBABILITY, default=0.5)
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="fp32 (default) or bf16 mixed precision (autocast; ~2x faster matmuls on GPUs and CPUs with AVX-512 BF16 / AMX)")
     p.add_argument("--features", choices=["mmap", "memory", "sharded"], default="mmap",
                    help="feature placement: memory-mapped (ranks share the page cache; default), loaded into memory, or sharded across ranks")
-    p.add_argument("--cache-gb", type=float, default=0.0, help="feature cache in front of the memory-mapped features (GiB; 0 = none)")
+    p.add_argument("--cache-gb", type=_NON_NEGATIVE, default=0.0, help="feature cache in front of the memory-mapped features (GiB; 0 = none)")
     p.add_argument("--eval", choices=["auto", "full", "sampled"], default="auto", help="full-neighborhood or sampled evaluation")
     p.add_argument("--checkpoint-dir", type=Path, help="write checkpoints here (every --checkpoint-every steps and each epoch)")
-    p.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0 = epoch ends only)")
+    p.add_argument("--checkpoint-every", type=_COUNT, default=0, help="steps between checkpoints (0 = epoch ends only)")
     p.add_argument("--resume", action="store_true", help="continue from the newest intact checkpoint in --checkpoint-dir")
     p.add_argument("--log", type=Path, help="JSON-lines metrics log")
     p.add_argument("--seed", type=int, default=0)
