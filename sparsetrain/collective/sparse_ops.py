@@ -225,6 +225,15 @@ def gather_distinct(local_rows, row_ids, placement, group, timeout, stats, grad_
     return buf, plan, call
 
 
+def _sum_per_distinct_id(g: torch.Tensor, plan: _Plan, local_count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradient rows ``g`` (one per requested id) summed per distinct id (``g_buf``, in the plan's slot order),
+    and this rank's ``[local_count, numel]`` gradient holding the sums of the ids it owns itself."""
+    g_buf = torch.zeros((plan.num_unique, g.shape[1]), dtype=g.dtype, device=g.device).index_add_(0, plan.slot, g)
+    out = torch.zeros((local_count, g.shape[1]), dtype=g.dtype, device=g.device)
+    out.index_add_(0, plan.local_idx, g_buf[: plan.num_local])
+    return g_buf, out
+
+
 def _backward_with_plan(grad_out, plan: _Plan, placement, local_shape, group, timeout, stats) -> torch.Tensor:
     """Reduce-scatter along the forward's routes (valid when there are no replicas: server == owner)."""
     call = _Call(GATHER_BACKWARD, placement, group, timeout, stats)
@@ -232,9 +241,7 @@ def _backward_with_plan(grad_out, plan: _Plan, placement, local_shape, group, ti
     numel = _row_numel(trailing)
     device = grad_out.device
     g = grad_out.reshape(-1, numel)
-    g_buf = torch.zeros((plan.num_unique, numel), dtype=g.dtype, device=device).index_add_(0, plan.slot, g)
-    out = torch.zeros((local_shape[0], numel), dtype=g.dtype, device=device)
-    out.index_add_(0, plan.local_idx, g_buf[: plan.num_local])
+    g_buf, out = _sum_per_distinct_id(g, plan, local_shape[0])
     if plan.exchanged:
         call.device = ex.comm_device(call.info.group, device)
         send = g_buf[plan.num_local :]
@@ -274,9 +281,7 @@ def _reduce_scatter_impl(grad_rows, row_ids, placement, group, timeout, stats) -
     meta = call.agree(dtype, trailing, counts, device, what="grad_rows")
     numel = _row_numel(trailing)
     g = grad_rows.detach().reshape(-1, numel)
-    g_buf = torch.zeros((plan.num_unique, numel), dtype=dtype, device=device).index_add_(0, plan.slot, g)
-    out = torch.zeros((placement.local_count(rank), numel), dtype=dtype, device=device)
-    out.index_add_(0, plan.local_idx, g_buf[: plan.num_local])
+    g_buf, out = _sum_per_distinct_id(g, plan, placement.local_count(rank))
     if plan.agree(meta, rank):
         send = ex.pack_rows(plan.remote_ids, g_buf[plan.num_local :])
         got = call.a2a(send, plan.send_splits, plan.recv_splits, "gradient").to(device)
