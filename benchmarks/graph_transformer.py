@@ -177,7 +177,7 @@ def main() -> None:
         "sparse": fit_longest([r for r in rows if r["method"] == "sparse" and r["nodes"] >= 8192], 1, args.budget_gib * GIB),
         "dense": fit_longest([r for r in rows if r["method"] == "dense"], 2, args.budget_gib * GIB),
     }
-    print(f"\n| nodes | edges | sparse ms/step | sparse peak MiB | dense ms/step | dense peak MiB | dense / sparse time |")
+    print("\n| nodes | edges | sparse ms/step | sparse peak MiB | dense ms/step | dense peak MiB | dense / sparse time |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n in sorted({r["nodes"] for r in rows}):
         s = next(r for r in rows if r["nodes"] == n and r["method"] == "sparse")

@@ -1,7 +1,5 @@
 """Bad input exits non-zero with one line naming the file and the fix, and never touches the target."""
 
-import gzip
-import os
 import signal
 import subprocess
 import sys

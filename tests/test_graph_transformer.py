@@ -9,7 +9,7 @@ import scipy.sparse as sp
 import torch
 from scipy.sparse.csgraph import connected_components
 
-from sparsetrain.datasets import from_pyg, load, synthesize
+from sparsetrain.datasets import from_pyg, synthesize
 from sparsetrain.datasets.clustering import bfs_clusters, cluster_pointers, symmetric_adjacency
 from sparsetrain.engine.gt_batches import BatchClusters, ClusterSampler, batch_groups, load_clusters
 from sparsetrain.engine.graph_transformer import GraphTransformer

@@ -52,7 +52,7 @@ def _rank_main(rank: int, world: int, port: int, out_dir: str) -> None:
         for g in grads.values():  # data-parallel style: the loss is the sum over ranks
             dist.all_reduce(g)
         result = ("ok", (lo, hi, logits.detach(), grads))
-    except BaseException as exc:  # shipped to the parent
+    except BaseException:  # shipped to the parent
         import traceback
 
         result = ("error", traceback.format_exc())

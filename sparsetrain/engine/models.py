@@ -13,7 +13,6 @@ from collections.abc import Sequence
 import warnings
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from sparsetrain.engine.dropout import relu_dropout
