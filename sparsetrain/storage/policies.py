@@ -394,7 +394,7 @@ class HybridPolicy(CachePolicy):
     """Static part (``static_fraction`` of the slots, hottest rows by ``hotness``) + scored dynamic part.
 
     The score of a row is ``prior + recent accesses``: ``prior`` is its share of ``hotness`` times
-    ``prior_weight`` (how many accesses the hotness is worth; default ``num_rows``) and the access
+    ``prior_weight`` (how many accesses the hotness is worth; default its own total, at least ``num_rows``) and the access
     counts halve every ``decay_period`` accesses (default ``16 * num_rows``).
     """
 
@@ -412,7 +412,8 @@ class HybridPolicy(CachePolicy):
         else:
             hot = np.asarray(hotness, dtype=np.float64)
             total = hot.sum()
-            weight = self.num_rows if prior_weight is None else float(prior_weight)
+            # hotness in accesses (pre-sampled counts, degrees) is worth its own total; a normalized score, num_rows
+            weight = max(total, self.num_rows) if prior_weight is None else float(prior_weight)
             self._prior = (hot / total * weight).astype(np.float32) if total > 0 else np.zeros(self.num_rows, np.float32)
             static = int(self.num_slots * static_fraction)
         if static:
