@@ -41,6 +41,15 @@ def _slowest(seconds: float) -> float:
     return float(t)
 
 
+def _timed(fn, times: list[float]):
+    """Run ``fn`` with every rank starting together; append the slowest rank's seconds to ``times``."""
+    dist.barrier()
+    start = time.perf_counter()
+    result = fn()
+    times.append(_slowest(time.perf_counter() - start))
+    return result
+
+
 def _mean(value: float) -> float:
     t = torch.tensor([value], dtype=torch.float64)
     dist.all_reduce(t)
@@ -66,14 +75,8 @@ def bench_gather(rank: int, world: int, args) -> list[dict]:
         sparse_t, dense_t = [], []
         stats = CollectiveStats()
         for rep in range(args.repeats + 1):  # the first round warms up
-            dist.barrier()
-            start = time.perf_counter()
-            got = sparse_all_gather(local, ids, placement=placement, stats=stats)
-            sparse_t.append(_slowest(time.perf_counter() - start))
-            dist.barrier()
-            start = time.perf_counter()
-            ref = dense_all_gather(local, ids, world)
-            dense_t.append(_slowest(time.perf_counter() - start))
+            got = _timed(lambda: sparse_all_gather(local, ids, placement=placement, stats=stats), sparse_t)
+            ref = _timed(lambda: dense_all_gather(local, ids, world), dense_t)
             if rep == 0 and not torch.equal(got, ref):
                 raise SystemExit("sparse_all_gather rows differ from the dense all-gather")
         rec = stats.records[-1]
@@ -93,6 +96,13 @@ def bench_gather(rank: int, world: int, args) -> list[dict]:
     return out
 
 
+def dense_reduce(grads, ids, args, lo: int, count: int) -> torch.Tensor:
+    """The peer: a table-sized gradient all-reduced, then this rank's rows [lo, lo + count)."""
+    full = torch.zeros(args.rows, args.dim).index_add_(0, ids, grads)
+    dist.all_reduce(full)
+    return full[lo : lo + count]
+
+
 def bench_reduce_scatter(rank: int, world: int, args) -> list[dict]:
     """Row gradients back to their owners: sparse_reduce_scatter vs all_reduce of a table-sized gradient."""
     placement = RowPlacement.contiguous(args.rows, world)
@@ -105,16 +115,8 @@ def bench_reduce_scatter(rank: int, world: int, args) -> list[dict]:
         sparse_t, dense_t = [], []
         stats = CollectiveStats()
         for rep in range(args.repeats + 1):
-            dist.barrier()
-            start = time.perf_counter()
-            got = sparse_reduce_scatter(grads, ids, placement=placement, stats=stats)
-            sparse_t.append(_slowest(time.perf_counter() - start))
-            dist.barrier()
-            start = time.perf_counter()
-            full = torch.zeros(args.rows, args.dim).index_add_(0, ids, grads)
-            dist.all_reduce(full)
-            ref = full[lo : lo + placement.num_owned(rank)]
-            dense_t.append(_slowest(time.perf_counter() - start))
+            got = _timed(lambda: sparse_reduce_scatter(grads, ids, placement=placement, stats=stats), sparse_t)
+            ref = _timed(lambda: dense_reduce(grads, ids, args, lo, placement.num_owned(rank)), dense_t)
             if rep == 0 and not torch.allclose(got, ref, rtol=1e-4, atol=1e-4):
                 raise SystemExit("sparse_reduce_scatter sums differ from the dense all-reduce")
         rec = stats.records[-1]
@@ -150,10 +152,7 @@ def bench_sharded(rank: int, world: int, args) -> list[dict]:
         store.stats.reset()
     for ids in batches:  # the two stores take turns, so drifting machine load hits both alike
         for name, store in stores.items():
-            dist.barrier()
-            start = time.perf_counter()
-            store.gather(ids)
-            seconds[name].append(_slowest(time.perf_counter() - start))
+            _timed(lambda: store.gather(ids), seconds[name])
     results = [
         {
             "store": name,
