@@ -47,7 +47,7 @@ def naive_moe(moe: MoE, x: torch.Tensor) -> torch.Tensor:
             continue
         gate, up = (x[tok] @ w_in[e]).chunk(2, dim=-1)
         out = (F.silu(gate) * up) @ w_out[e]
-        y = y.index_add(0, tok, out * r.weights[tok, slot].unsqueeze(1))
+        y = y.index_add(0, tok, (out * r.weights[tok, slot].unsqueeze(1)).to(y.dtype))
     return y
 
 

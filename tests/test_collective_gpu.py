@@ -51,7 +51,9 @@ def _cuda_checks(rank: int, world: int) -> dict[str, float]:
 @pytest.mark.parametrize("world", [1, 2])
 def test_cuda_rows_over_gloo(world):
     for checks in values(spawn(_cuda_checks, world, timeout_s=300)):
-        assert all(err == 0 for err in checks.values()), checks
+        # rows are copied bit for bit; sums of duplicate ids' gradients run in another order on the GPU (float64)
+        assert all(err == 0 for name, err in checks.items() if "gather" in name or "features" in name), checks
+        assert all(err <= 1e-12 for err in checks.values()), checks
 
 
 def _nccl_entry(rank: int, world: int, port: int, queue) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda
+from sparsetrain._numba_cuda import cuda
 
 from sparsetrain.sampling.errors import SamplingBackendError
 from sparsetrain.sampling.rng import _INV53, _M1, _M2, _ONE, _S11, _S27, _S30, _S31

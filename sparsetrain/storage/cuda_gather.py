@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from numba import cuda
+from sparsetrain._numba_cuda import cuda
 
 THREADS_PER_BLOCK = 256
 MAX_BLOCKS = 65535

@@ -115,7 +115,7 @@ class HostRegistration:
 def host_pointer_usable_on_device() -> bool:
     """Whether kernels may use a registered host pointer as is (UVA and CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM)."""
     try:
-        from numba import cuda
+        from sparsetrain._numba_cuda import cuda
 
         return bool(cuda.get_current_device().CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM)
     except Exception:

@@ -103,7 +103,7 @@ class PinnedFeatures(FeatureStore):
         return self._bytes if self.device.type == "cpu" else None
 
     def _gather_zero_copy(self, ids: torch.Tensor, out: torch.Tensor) -> None:
-        from numba import cuda
+        from sparsetrain._numba_cuda import cuda
 
         from sparsetrain.storage.cuda_gather import launch_gather, word_bytes, word_view
 

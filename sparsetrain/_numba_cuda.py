@@ -1,0 +1,16 @@
+"""``numba.cuda`` for the GPU paths, imported through here so the shim below is in place first.
+
+numba-cuda up to at least 0.30 registers an overload of ``np.row_stack`` while it loads its
+targets at the first kernel compile; NumPy 2.4 removed that alias, so every kernel launch
+failed with ``AttributeError: module 'numpy' has no attribute 'row_stack'`` (seen on the lent
+H100: numba-cuda 0.30.4, NumPy 2.5). Restoring the alias (it was ``np.vstack``) is harmless.
+"""
+
+import numpy as np
+
+if not hasattr(np, "row_stack"):
+    np.row_stack = np.vstack
+
+from numba import cuda  # noqa: E402
+
+__all__ = ["cuda"]
