@@ -80,7 +80,7 @@ def child(method: str, n: int, steps: int, threads: int, device: str = "cpu") ->
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    from sparsetrain.engine import graph_transformer as gt
+    from sparsetrain.nn import graph_transformer as gt
 
     if method == "dense":
         gt.edge_attention = dense_edge_attention

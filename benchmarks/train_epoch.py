@@ -60,7 +60,7 @@ def _train_steps(model, batches, forward, warmup: int, count: int, precision: st
 def run_sparsetrain(ds, features, label: str, warmup: int, count: int, spmm: bool = True, loader_threads: int | None = None,
                     precision: str = "fp32", prefetch: int = 2) -> dict:
     import sparsetrain as st
-    from sparsetrain.engine.models import GraphSAGE
+    from sparsetrain.nn.models import GraphSAGE
 
     sampler = st.sampling.NeighborSampler(ds.graph, FANOUTS, seed=0)
     loader = st.engine.Loader(sampler, features, ds.labels, ds.split["train"], batch_size=BATCH, seed=0, prefetch=prefetch,

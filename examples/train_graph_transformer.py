@@ -14,7 +14,9 @@ import torch
 import torch.nn.functional as F
 
 import sparsetrain as st
-from sparsetrain.engine import ClusterSampler, GraphTransformer, load_clusters
+from sparsetrain.datasets import load_clusters
+from sparsetrain.nn import GraphTransformer
+from sparsetrain.sampling import ClusterSampler
 
 ds = st.datasets.load(sys.argv[1] if len(sys.argv) > 1 else "data/synth")
 clusters = load_clusters(ds)  # cluster id per node, or None

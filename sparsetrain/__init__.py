@@ -1,14 +1,14 @@
 """sparsetrain: a GPU-centric data path for large graph models and mixture-of-experts layers.
 
 Subpackages are imported on first use (``sparsetrain.datasets``, ``.storage``,
-``.sampling``, ``.collective``, ``.moe``, ``.engine``) so the CLI starts fast.
+``.sampling``, ``.collective``, ``.nn``, ``.moe``, ``.engine``) so the CLI starts fast.
 """
 
 import importlib
 
 from sparsetrain._version import __version__
 
-_SUBPACKAGES = ("datasets", "storage", "sampling", "collective", "moe", "engine", "errors")
+_SUBPACKAGES = ("datasets", "storage", "sampling", "collective", "nn", "moe", "engine", "errors")
 
 __all__ = ["__version__", *_SUBPACKAGES]
 

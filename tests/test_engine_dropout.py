@@ -1,6 +1,6 @@
 import torch
 
-from sparsetrain.engine.dropout import dropout, relu_dropout
+from sparsetrain.nn.dropout import dropout, relu_dropout
 
 
 def test_hash_dropout_keeps_the_right_fraction_and_scales():

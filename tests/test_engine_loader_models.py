@@ -7,7 +7,8 @@ import sparsetrain as st
 from sparsetrain.engine.checkpoint import CheckpointError, list_checkpoints, load_latest_checkpoint, save_checkpoint
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.host_memory import retain_freed_host_memory
-from sparsetrain.engine.models import GAT, GCN, GraphSAGE, block_adj_t, full_graph_inference, sources_and_targets
+from sparsetrain.engine.inference import full_graph_inference
+from sparsetrain.nn.models import GAT, GCN, GraphSAGE, block_adj_t, sources_and_targets
 from sparsetrain.sampling import NeighborSampler
 
 

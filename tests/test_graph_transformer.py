@@ -9,11 +9,11 @@ import scipy.sparse as sp
 import torch
 from scipy.sparse.csgraph import connected_components
 
-from sparsetrain.datasets import from_pyg, synthesize
+from sparsetrain.datasets import from_pyg, load_clusters, synthesize
 from sparsetrain.datasets.clustering import bfs_clusters, cluster_pointers, symmetric_adjacency
-from sparsetrain.engine.gt_batches import BatchClusters, ClusterSampler, batch_groups, load_clusters
-from sparsetrain.engine.graph_transformer import GraphTransformer
+from sparsetrain.nn import GraphTransformer
 from sparsetrain.sampling import NeighborSampler
+from sparsetrain.sampling.clusters import BatchClusters, ClusterSampler, batch_groups
 from sparsetrain.sampling.minibatch import Block
 
 
@@ -170,7 +170,8 @@ def cora_accuracy(ds, model_name, seed, epochs, **model_kw):
     """Train on Cora's public split with sampled batches (fanout 10,10, batch 64) and return the sampled test accuracy."""
     import torch.nn.functional as F
 
-    from sparsetrain.engine import GraphSAGE, Loader
+    from sparsetrain.engine import Loader
+    from sparsetrain.nn import GraphSAGE
     from sparsetrain.engine.evaluate import sampled_evaluator
 
     torch.manual_seed(seed)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from sparsetrain.engine.attention import Packing, add_self_loops, cluster_attention, edge_attention, linear_attention
+from sparsetrain.nn.attention import Packing, add_self_loops, cluster_attention, edge_attention, linear_attention
 
 
 def dense_masked_attention(q, k, v, mask, scale):

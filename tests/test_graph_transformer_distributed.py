@@ -12,8 +12,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from sparsetrain.engine.graph_transformer import GraphTransformer
-from sparsetrain.engine.sequence_parallel import SequenceParallelError, SequenceShards, cluster_shard_bounds
+from sparsetrain.nn.graph_transformer import GraphTransformer
+from sparsetrain.nn.sequence_parallel import SequenceParallelError, SequenceShards, cluster_shard_bounds
 
 pytestmark = pytest.mark.distributed
 

@@ -141,6 +141,6 @@ def test_bf16_mixed_precision_trains_on_cora(cli, cora_dir, tmp_path):
 def test_trainer_rejects_an_unknown_precision(cora_dir):
     ds = st.datasets.load(cora_dir)
     loader = st.engine.Loader(st.sampling.NeighborSampler(ds.graph, [5]), ds.features, ds.labels, ds.split["train"], batch_size=64)
-    model = st.engine.GraphSAGE(ds.num_features, 16, ds.num_classes, 1)
+    model = st.nn.GraphSAGE(ds.num_features, 16, ds.num_classes, 1)
     with pytest.raises(ValueError, match="precision 'half' is not supported; choose one of fp32, bf16"):
         st.engine.Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1, precision="half")

@@ -5,10 +5,10 @@ and ``synthesize`` write one (the CLI verbs ``preprocess`` and ``synth``).
 """
 
 from sparsetrain.datasets.build import BuildOptions
-from sparsetrain.datasets.dataset import GraphDataset, load, verify_checksums
+from sparsetrain.datasets.dataset import GraphDataset, load, load_clusters, verify_checksums
 from sparsetrain.datasets.files import from_files, from_ogb
 from sparsetrain.datasets.format import FORMAT_VERSION
 from sparsetrain.datasets.pyg import from_pyg
 from sparsetrain.datasets.synth import synthesize
 
-__all__ = ["FORMAT_VERSION", "BuildOptions", "GraphDataset", "from_files", "from_ogb", "from_pyg", "load", "synthesize", "verify_checksums"]
+__all__ = ["FORMAT_VERSION", "BuildOptions", "GraphDataset", "from_files", "from_ogb", "from_pyg", "load", "load_clusters", "synthesize", "verify_checksums"]

@@ -118,3 +118,12 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
         split=split,
         original_ids=tensor(fmt.ORIGINAL_IDS),
     )
+
+
+def load_clusters(ds: GraphDataset) -> torch.Tensor | None:
+    """The dataset's cluster id per node (``clusters.npy``), or None when it was not built with ``reorder="cluster"``."""
+    from sparsetrain.datasets.clustering import CLUSTERS_FILE
+
+    if not ds.meta.get("clusters") or CLUSTERS_FILE not in ds.meta.get("files", {}):
+        return None
+    return torch.from_numpy(fmt.open_array(ds.path, CLUSTERS_FILE, ds.meta))

@@ -1,29 +1,45 @@
-"""The loader pipeline, the trainer, models from PyG layers, and distributed launch.
+"""The loader pipeline, the trainer, layer-wise inference, checkpoints and distributed launch.
 
 ``Loader`` overlaps sampling and feature gathering with compute; ``Trainer`` / ``fit``
 run epochs with progress, evaluation, metrics logs and exact checkpoint/resume;
-``GraphSAGE``, ``GCN``, ``GAT`` are PyG convolutions applied block by block;
-``GraphTransformer`` interleaves exact sparse (edge) and dense (cluster) attention, with
-``ClusterSampler`` bringing cluster ids into batches and ``SequenceShards`` for
-cluster-aware sequence parallelism.
+``full_graph_inference`` runs a model layer by layer over the whole graph. Models live in
+:mod:`sparsetrain.nn`, ``ClusterSampler`` in :mod:`sparsetrain.sampling`.
 """
+
+import importlib
+import warnings
 
 from sparsetrain.engine.checkpoint import CheckpointError, load_latest_checkpoint, save_checkpoint
 from sparsetrain.engine.distributed import DistributedError
 from sparsetrain.engine.evaluate import accuracy, full_graph_evaluator, sampled_evaluator
+from sparsetrain.engine.inference import full_graph_inference
 from sparsetrain.engine.loader import EpochStats, Loader
-from sparsetrain.engine.models import GAT, GCN, BlockGNN, GraphSAGE, block_adj_t, full_graph_inference
 from sparsetrain.engine.precision import PRECISIONS, autocast
 from sparsetrain.engine.trainer import Trainer, fit
-from sparsetrain.engine.attention import Packing, cluster_attention, edge_attention, linear_attention
-from sparsetrain.engine.graph_transformer import GraphTransformer
-from sparsetrain.engine.gt_batches import BatchClusters, ClusteredMiniBatch, ClusterSampler, load_clusters
-from sparsetrain.engine.sequence_parallel import SequenceParallelError, SequenceShards, head_to_seq, seq_to_head
 
 __all__ = [
-    "GAT", "GCN", "BlockGNN", "CheckpointError", "DistributedError", "EpochStats", "GraphSAGE", "Loader", "PRECISIONS", "Trainer", "autocast",
-    "accuracy", "block_adj_t", "fit", "full_graph_evaluator", "full_graph_inference", "load_latest_checkpoint",
+    "CheckpointError", "DistributedError", "EpochStats", "Loader", "PRECISIONS", "Trainer", "autocast",
+    "accuracy", "fit", "full_graph_evaluator", "full_graph_inference", "load_latest_checkpoint",
     "sampled_evaluator", "save_checkpoint",
-    "BatchClusters", "ClusterSampler", "ClusteredMiniBatch", "GraphTransformer", "Packing", "SequenceParallelError",
-    "SequenceShards", "cluster_attention", "edge_attention", "head_to_seq", "linear_attention", "load_clusters", "seq_to_head",
 ]
+
+_MOVED = {
+    **dict.fromkeys(("GAT", "GCN", "BlockGNN", "GraphSAGE", "block_adj_t"), "sparsetrain.nn.models"),
+    **dict.fromkeys(("Packing", "cluster_attention", "edge_attention", "linear_attention"), "sparsetrain.nn.attention"),
+    "GraphTransformer": "sparsetrain.nn.graph_transformer",
+    **dict.fromkeys(("SequenceParallelError", "SequenceShards", "head_to_seq", "seq_to_head"), "sparsetrain.nn.sequence_parallel"),
+    **dict.fromkeys(("BatchClusters", "ClusteredMiniBatch", "ClusterSampler"), "sparsetrain.sampling.clusters"),
+    "load_clusters": "sparsetrain.datasets.dataset",
+}
+"""Names that lived here in 0.1 and moved to ``sparsetrain.nn`` / ``.sampling`` / ``.datasets``; kept for one release."""
+
+
+def __getattr__(name: str):
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sparsetrain.engine' has no attribute {name!r}")
+    package = importlib.import_module(module.rsplit(".", 1)[0])
+    where = package.__name__ if name in getattr(package, "__all__", ()) else module
+    warnings.warn(f"sparsetrain.engine.{name} moved to {where}.{name}; import it from {where} "
+                  "(the old name goes away in the next release)", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(module), name)

@@ -7,8 +7,8 @@ import json
 import math
 from pathlib import Path
 
-from sparsetrain.engine.models import MODELS
 from sparsetrain.engine.precision import PRECISIONS
+from sparsetrain.nn.models import MODELS
 
 
 def _fanouts(text: str) -> list[int]:

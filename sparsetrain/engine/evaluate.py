@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from sparsetrain.engine.inference import full_graph_inference
 from sparsetrain.engine.loader import Loader
-from sparsetrain.engine.models import full_graph_inference
 
 EVAL_EPOCH = 2**20
 """Evaluation samples under an epoch number training never reaches, so its batches never repeat training's."""

@@ -10,9 +10,9 @@ import torch
 from sparsetrain.engine.distributed import describe_failure, init_from_env, shutdown, wrap_model
 from sparsetrain.engine.evaluate import full_graph_evaluator, sampled_evaluator
 from sparsetrain.engine.loader import Loader
-from sparsetrain.engine.models import build_model
 from sparsetrain.engine.trainer import Trainer
 from sparsetrain.errors import DatasetError
+from sparsetrain.nn.models import build_model
 
 FULL_EVAL_MAX_NODES = 1_000_000
 
@@ -75,7 +75,8 @@ def _model_sampler(sampler, ds, settings: TrainSettings):
     """The graph transformer's batches carry cluster ids (the dataset's clusters.npy when it has one)."""
     if settings.model != "gt":
         return sampler
-    from sparsetrain.engine.gt_batches import ClusterSampler, load_clusters
+    from sparsetrain.datasets import load_clusters
+    from sparsetrain.sampling import ClusterSampler
 
     return ClusterSampler(sampler, load_clusters(ds))
 

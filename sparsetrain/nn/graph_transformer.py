@@ -9,10 +9,10 @@ each with a residual). So the layer sequence is sparse, cluster, sparse, cluster
 
 Two ways in:
 
-- ``model(x, blocks)`` on a sampled batch, exactly like :class:`~sparsetrain.engine.BlockGNN`
+- ``model(x, blocks)`` on a sampled batch, exactly like :class:`~sparsetrain.nn.BlockGNN`
   (the Loader and Trainer work unchanged). Cluster ids arrive as the trailing
-  :class:`~sparsetrain.engine.gt_batches.BatchClusters` of ``ClusteredMiniBatch.to_pyg()``
-  (wrap the sampler in :class:`~sparsetrain.engine.gt_batches.ClusterSampler`); without it,
+  :class:`~sparsetrain.sampling.clusters.BatchClusters` of ``ClusteredMiniBatch.to_pyg()``
+  (wrap the sampler in :class:`~sparsetrain.sampling.clusters.ClusterSampler`); without it,
   each connected subgraph of the batch is one cluster. Attention never crosses subgraphs.
 - ``model.forward_sequence(x, edge_index, cluster_ptr)`` on one long node sequence (every
   layer maps all N nodes to N nodes), optionally sequence-parallel over ranks holding whole
@@ -27,9 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sparsetrain.engine.attention import Packing, add_self_loops, cluster_attention, edge_attention, linear_attention
-from sparsetrain.engine.gt_batches import DEFAULT_MAX_CLUSTER_SIZE, BatchClusters, batch_groups
-from sparsetrain.engine.sequence_parallel import SequenceShards, head_to_seq, seq_to_head
+from sparsetrain.nn.attention import Packing, add_self_loops, cluster_attention, edge_attention, linear_attention
+from sparsetrain.nn.sequence_parallel import SequenceShards, head_to_seq, seq_to_head
+from sparsetrain.sampling.clusters import DEFAULT_MAX_CLUSTER_SIZE, BatchClusters, batch_groups
 
 
 class _TransformerLayer(nn.Module):

@@ -3,7 +3,8 @@
 Layer ``l`` receives the features of block ``l``'s source nodes and produces
 features only for its destination nodes, which are the first ``num_dst`` source
 nodes and exactly the sources of block ``l + 1``. The same layers also run
-layer-wise over the full graph for exact evaluation (:func:`full_graph_inference`).
+layer-wise over the full graph for exact evaluation
+(:func:`sparsetrain.engine.full_graph_inference`, through :meth:`BlockGNN.layer`).
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ import warnings
 import torch
 from torch import nn
 
-from sparsetrain.engine.dropout import relu_dropout
-from sparsetrain.storage.rows import gather_rows
+from sparsetrain.nn.dropout import relu_dropout
 
 PygBlock = tuple[torch.Tensor, tuple[int, int]]
 """One hop as PyG takes it: (edge_index [2, E] local src -> dst, (num_src, num_dst)), or a sparse ``adj_t``."""
 
 BLOCK_GNNS = ("sage", "gcn", "gat")
-MODELS = (*BLOCK_GNNS, "gt")  # "gt": sparsetrain.engine.graph_transformer.GraphTransformer
+MODELS = (*BLOCK_GNNS, "gt")  # "gt": sparsetrain.nn.graph_transformer.GraphTransformer
 
 
 def block_adj_t(edge_index: torch.Tensor, num_src: int, num_dst: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -154,54 +154,7 @@ def GAT(in_channels: int, hidden_channels: int, out_channels: int, num_layers: i
 
 def build_model(kind: str, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int, dropout: float = 0.5) -> nn.Module:
     if kind == "gt":
-        from sparsetrain.engine.graph_transformer import GraphTransformer
+        from sparsetrain.nn.graph_transformer import GraphTransformer
 
         return GraphTransformer(in_channels, hidden_channels, out_channels, num_layers, dropout=dropout)
     return BlockGNN(kind, in_channels, hidden_channels, out_channels, num_layers, dropout)
-
-
-@torch.no_grad()
-def full_graph_inference(model: BlockGNN, x, graph, nodes_per_chunk: int = 4096, device: str | torch.device = "cpu") -> torch.Tensor:
-    """Exact outputs for every node: layer by layer over all nodes with their full in-neighborhood.
-
-    ``x`` is anything indexable by a LongTensor of node ids (a tensor or a feature
-    store with ``gather``); ``graph`` is a :class:`~sparsetrain.sampling.CSCGraph`.
-    Memory is one layer's output for all nodes; compute per layer is one pass over the edges.
-    """
-    was_training = model.training
-    model.eval()
-    indptr, indices = graph.indptr, graph.indices
-    n = graph.num_nodes
-    current = x
-    for i in range(model.num_layers):
-        if model.kind == "gcn":
-            # GCN normalizes by the degrees of both ends, so one layer needs the whole graph at once
-            col = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
-            edge_index = torch.stack([indices.long(), col]).to(device)
-            current = model.layer(i, gather_rows(current, torch.arange(n)).to(device), edge_index, (n, n)).cpu()
-            continue
-        outputs = []
-        for lo in range(0, n, nodes_per_chunk):
-            hi = min(lo + nodes_per_chunk, n)
-            start, end = int(indptr[lo]), int(indptr[hi])
-            neighbors = indices[start:end].long()
-            dst_local = torch.repeat_interleave(torch.arange(hi - lo), indptr[lo + 1 : hi + 1] - indptr[lo:hi])
-            # sources = the chunk's own nodes first (dst = first num_dst sources), then their neighbors
-            src_nodes, src_local = torch.unique(torch.cat([torch.arange(lo, hi), neighbors]), return_inverse=True)
-            own = src_local[: hi - lo]
-            order = torch.cat([own, _complement(own, len(src_nodes))])
-            position = torch.empty_like(order)
-            position[order] = torch.arange(len(order))
-            src_nodes = src_nodes[order]
-            edge_index = torch.stack([position[src_local[hi - lo :]], dst_local]).to(device)
-            feats = gather_rows(current, src_nodes).to(device)
-            outputs.append(model.layer(i, feats, edge_index, (len(src_nodes), hi - lo)).cpu())
-        current = torch.cat(outputs)
-    model.train(was_training)
-    return current
-
-
-def _complement(ids: torch.Tensor, n: int) -> torch.Tensor:
-    mask = torch.ones(n, dtype=torch.bool)
-    mask[ids] = False
-    return mask.nonzero().view(-1)

@@ -42,17 +42,6 @@ class BatchClusters:
         return BatchClusters(self.clusters.to(device, non_blocking=non_blocking), self.subgraphs.to(device, non_blocking=non_blocking))
 
 
-def load_clusters(ds) -> torch.Tensor | None:
-    """The dataset's cluster id per node (``clusters.npy``), or None when it was not built with ``reorder="cluster"``."""
-    from sparsetrain.datasets import format as fmt
-    from sparsetrain.datasets.clustering import CLUSTERS_FILE
-
-    info = ds.meta.get("clusters")
-    if not info or CLUSTERS_FILE not in ds.meta.get("files", {}):
-        return None
-    return torch.from_numpy(np.asarray(fmt.open_array(ds.path, CLUSTERS_FILE, ds.meta)))
-
-
 def _compact(keys: np.ndarray) -> np.ndarray:
     return np.unique(keys, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
@@ -117,7 +106,7 @@ class ClusteredMiniBatch(MiniBatch):
 class ClusterSampler:
     """Wrap a sampler so its batches carry cluster and subgraph ids (see the module docstring).
 
-    ``clusters``: cluster id per graph node (e.g. :func:`load_clusters`), or None.
+    ``clusters``: cluster id per graph node (e.g. :func:`sparsetrain.datasets.load_clusters`), or None.
     """
 
     def __init__(self, sampler, clusters: torch.Tensor | None = None, *, max_cluster_size: int = DEFAULT_MAX_CLUSTER_SIZE,

@@ -1,0 +1,49 @@
+"""Models, the graph transformer and ClusterSampler moved out of ``sparsetrain.engine``; the old names
+still resolve to the same objects for one release, with a DeprecationWarning naming the new home."""
+
+import importlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+import sparsetrain.engine
+
+NEW_HOMES = {
+    "GraphSAGE": "sparsetrain.nn", "GCN": "sparsetrain.nn", "GAT": "sparsetrain.nn", "BlockGNN": "sparsetrain.nn",
+    "block_adj_t": "sparsetrain.nn.models", "GraphTransformer": "sparsetrain.nn", "Packing": "sparsetrain.nn",
+    "cluster_attention": "sparsetrain.nn", "edge_attention": "sparsetrain.nn", "linear_attention": "sparsetrain.nn",
+    "SequenceShards": "sparsetrain.nn", "SequenceParallelError": "sparsetrain.nn", "head_to_seq": "sparsetrain.nn",
+    "seq_to_head": "sparsetrain.nn", "ClusterSampler": "sparsetrain.sampling", "BatchClusters": "sparsetrain.sampling",
+    "ClusteredMiniBatch": "sparsetrain.sampling", "load_clusters": "sparsetrain.datasets",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_HOMES))
+def test_old_engine_name_warns_and_is_the_moved_object(name):
+    home = NEW_HOMES[name]
+    with pytest.warns(DeprecationWarning, match=re.escape(f"sparsetrain.engine.{name} moved to {home}.{name}")):
+        old = getattr(sparsetrain.engine, name)
+    assert old is getattr(importlib.import_module(home), name)
+
+
+def test_every_moved_name_is_covered_and_unknown_names_still_fail():
+    assert set(sparsetrain.engine._MOVED) == set(NEW_HOMES)
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchModel'"):
+        sparsetrain.engine.NoSuchModel  # noqa: B018
+    assert not set(NEW_HOMES) & set(sparsetrain.engine.__all__)
+
+
+def test_from_import_of_an_old_name_warns():
+    with pytest.warns(DeprecationWarning, match="import it from sparsetrain.nn"):
+        from sparsetrain.engine import GraphSAGE
+    from sparsetrain.nn import GraphSAGE as new
+
+    assert GraphSAGE is new
+
+
+def test_new_locations_import_without_deprecation_warnings():
+    code = "import sparsetrain as st, sparsetrain.engine, sparsetrain.nn, sparsetrain.sampling, sparsetrain.datasets; st.nn.GraphTransformer"
+    done = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
