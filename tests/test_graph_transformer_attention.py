@@ -1,4 +1,4 @@
-"""Attention kernels against dense float64 references built from an explicit N x N mask."""
+"""Attention kernels against dense float64 references built from an explicit N x N mask, PyTorch's SDPA with that mask, and PyG's TransformerConv."""
 
 import numpy as np
 import pytest
@@ -108,6 +108,74 @@ def test_linear_attention_matches_explicit_formula_per_group():
     np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-12)
     whole = linear_attention(q, k, v)
     torch.testing.assert_close(whole, linear_attention(q, k, v, Packing.from_groups(torch.zeros(10, dtype=torch.int64))))
+
+
+def sdpa_with_mask(q, k, v, mask):
+    """PyTorch's fused attention over all nodes, restricted by a boolean [Nq, Nk] mask (heads as the batch dim)."""
+    out = torch.nn.functional.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask)
+    return out.transpose(0, 1)
+
+
+def test_edge_and_cluster_attention_equal_sdpa_with_the_equivalent_dense_mask():
+    n, heads, dim = 96, 4, 8
+    ei = add_self_loops(random_block(n, n, 500, seed=11), n)
+    groups = torch.randint(0, 9, (n,), generator=torch.Generator().manual_seed(11))
+    q, k, v = qkv(n, n, heads, dim, seed=11)
+    edge_mask = torch.zeros(n, n, dtype=torch.bool)
+    edge_mask[ei[1], ei[0]] = True
+    for ours, mask in ((edge_attention(q, k, v, ei, chunk_edges=128), edge_mask),
+                       (cluster_attention(q, k, v, Packing.from_groups(groups)), block_diagonal_mask(groups))):
+        ref = sdpa_with_mask(q, k, v, mask)
+        torch.testing.assert_close(ours, ref, rtol=1e-12, atol=1e-12)
+        weight = torch.randn_like(ref)
+        for got, want in zip(torch.autograd.grad((ours * weight).sum(), (q, k, v)), torch.autograd.grad((ref * weight).sum(), (q, k, v))):
+            torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_graph_transformer_sequence_equals_the_model_on_sdpa_masks(monkeypatch):
+    from sparsetrain.nn import GraphTransformer
+    from sparsetrain.nn import graph_transformer as gt
+
+    n, heads = 80, 4
+    g = torch.Generator().manual_seed(12)
+    ei = torch.unique(torch.randint(0, n, (2, 400), generator=g), dim=1)
+    ptr = torch.tensor([0, 16, 40, 41, 72, 80])
+    x = torch.randn(n, 6, generator=g, dtype=torch.float64)
+    torch.manual_seed(0)
+    model = GraphTransformer(6, 16, 3, num_layers=2, heads=heads, dropout=0.0).double()
+    ours = model.forward_sequence(x, ei, ptr)
+    loops = add_self_loops(ei, n)
+    edge_mask = torch.zeros(n, n, dtype=torch.bool)
+    edge_mask[loops[1], loops[0]] = True
+    cluster_mask = block_diagonal_mask(torch.repeat_interleave(torch.arange(len(ptr) - 1), ptr[1:] - ptr[:-1]))
+    monkeypatch.setattr(gt, "edge_attention", lambda q, k, v, *_, **__: sdpa_with_mask(q, k, v, edge_mask))
+    monkeypatch.setattr(gt, "cluster_attention", lambda q, k, v, *_, **__: sdpa_with_mask(q, k, v, cluster_mask))
+    torch.testing.assert_close(ours, model.forward_sequence(x, ei, ptr), rtol=1e-10, atol=1e-12)
+
+
+def test_edge_only_graph_transformer_equals_pyg_transformer_conv_with_the_same_weights():
+    """The benchmark's PyG peer computes the same function: our sparse layer's attention is TransformerConv's."""
+    from torch_geometric.nn import TransformerConv
+
+    from sparsetrain.nn import GraphTransformer
+
+    n, dim, heads = 50, 16, 4
+    g = torch.Generator().manual_seed(13)
+    ei = torch.randint(0, n, (2, 300), generator=g)  # duplicates included: both count every copy of an edge
+    x = torch.randn(n, 5, generator=g, dtype=torch.float64)
+    torch.manual_seed(0)
+    model = GraphTransformer(5, dim, 3, num_layers=2, heads=heads, dropout=0.0, cluster_layers=False).double()
+    edges = add_self_loops(ei, n)
+    h = model.embed(x)
+    for layer in model.sparse:
+        conv = TransformerConv(dim, dim // heads, heads=heads, root_weight=False).double()
+        (key_w, value_w), (key_b, value_b) = layer.kv.weight.chunk(2), layer.kv.bias.chunk(2)
+        with torch.no_grad():
+            for lin, w, b in ((conv.lin_query, layer.q.weight, layer.q.bias), (conv.lin_key, key_w, key_b), (conv.lin_value, value_w, value_b)):
+                lin.weight.copy_(w)
+                lin.bias.copy_(b)
+        h = h + layer.out(conv(layer.norm(h), edges))
+    torch.testing.assert_close(model.forward_sequence(x, ei), model.head(model.head_norm(h)), rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.gpu
