@@ -70,7 +70,7 @@ def describe_failure(exc: BaseException, ctx: DistContext) -> DistributedError:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return DistributedError(
         f"rank {ctx.rank} of {ctx.world_size}: lost contact with another rank ({text}); "
-        "another process probably died or was killed; check its log, then restart (add --resume to continue from the last checkpoint)"
+        "another process probably died, was killed or stopped responding; check its log, then restart (add --resume to continue from the last checkpoint)"
     )
 
 
