@@ -4,7 +4,9 @@ World of 4 gloo ranks on this machine (spawned here, or run under ``torchrun --n
 Every rank owns a contiguous quarter of a float32 table. Per request fraction f (1 %, 10 %, 50 %),
 every rank asks for ``f * rows`` uniformly random ids (duplicates included) and reads them with
 ``sparse_all_gather``; the peer, timed in the same run, is ``torch.distributed.all_gather`` of the
-whole table followed by indexing. The mirror, ``sparse_reduce_scatter`` of row gradients, is timed
+whole table followed by indexing. A second peer prices the sparse collective's extra rounds: one bare
+``dist.all_to_all_single`` that moves only the distinct rows each rank needs from their owners, with
+the ids and split sizes exchanged before timing (no metadata round, no id round). The mirror, ``sparse_reduce_scatter`` of row gradients, is timed
 against an ``all_reduce`` of a table-sized gradient. Then ``ShardedFeatures`` serves a skewed (power-law) stream of
 minibatches with and without a static cache of the hottest remote rows.
 Bytes are payload per rank (ids + rows sent to / received from other ranks), mean over ranks;
@@ -63,6 +65,30 @@ def dense_all_gather(local: torch.Tensor, ids: torch.Tensor, world: int) -> torc
     return torch.cat(parts)[ids]
 
 
+def bare_exchange_plan(ids: torch.Tensor, placement: RowPlacement, rank: int, world: int):
+    """Set-up of the bare peer, not timed: what each owner sends to whom, and every split size."""
+    uniq, slot = torch.unique(ids, return_inverse=True)
+    owner = placement.owner(uniq)
+    order = torch.argsort(owner, stable=True)  # rows arrive grouped by source rank
+    position = torch.empty_like(order)
+    position[order] = torch.arange(order.numel())
+    uniq, slot = uniq[order], position[slot]
+    recv_splits = torch.bincount(owner, minlength=world)
+    send_splits = torch.empty_like(recv_splits)
+    dist.all_to_all_single(send_splits, recv_splits)
+    asked = torch.empty(int(send_splits.sum()), dtype=torch.int64)
+    dist.all_to_all_single(asked, uniq, send_splits.tolist(), recv_splits.tolist())
+    return placement.local_index_on(rank, asked), send_splits.tolist(), recv_splits.tolist(), slot
+
+
+def bare_all_to_all(local: torch.Tensor, plan) -> torch.Tensor:
+    """The peer with no metadata round: owners send the needed rows in one all_to_all_single, then index."""
+    served_idx, send_splits, recv_splits, slot = plan
+    recv = local.new_empty((sum(recv_splits), local.shape[1]))
+    dist.all_to_all_single(recv, local.index_select(0, served_idx), recv_splits, send_splits)
+    return recv[slot]
+
+
 def bench_gather(rank: int, world: int, args) -> list[dict]:
     placement = RowPlacement.contiguous(args.rows, world)
     g = torch.Generator().manual_seed(0)
@@ -72,13 +98,15 @@ def bench_gather(rank: int, world: int, args) -> list[dict]:
     out = []
     for frac in FRACTIONS:
         ids = torch.randint(0, args.rows, (int(frac * args.rows),), generator=torch.Generator().manual_seed(10 + rank))
-        sparse_t, dense_t = [], []
+        sparse_t, dense_t, bare_t = [], [], []
         stats = CollectiveStats()
+        plan = bare_exchange_plan(ids, placement, rank, world)
         for rep in range(args.repeats + 1):  # the first round warms up
             got = _timed(lambda: sparse_all_gather(local, ids, placement=placement, stats=stats), sparse_t)
             ref = _timed(lambda: dense_all_gather(local, ids, world), dense_t)
-            if rep == 0 and not torch.equal(got, ref):
-                raise SystemExit("sparse_all_gather rows differ from the dense all-gather")
+            bare = _timed(lambda: bare_all_to_all(local, plan), bare_t)
+            if rep == 0 and not (torch.equal(got, ref) and torch.equal(bare, ref)):
+                raise SystemExit("sparse_all_gather or the bare all_to_all_single rows differ from the dense all-gather")
         rec = stats.records[-1]
         row_bytes = args.dim * 4
         out.append({
@@ -92,6 +120,7 @@ def bench_gather(rank: int, world: int, args) -> list[dict]:
             "dense_bytes_received": (world - 1) * shard_bytes,
             "sparse_seconds": statistics.median(sparse_t[1:]),
             "dense_seconds": statistics.median(dense_t[1:]),
+            "bare_all_to_all_seconds": statistics.median(bare_t[1:]),
         })  # fmt: skip
     return out
 
@@ -202,6 +231,12 @@ def report(results: dict, args, world: int) -> None:
               f"{r['expected_bytes'] / mib:>9.2f} {r['sparse_bytes_received'] / mib:>10.2f} {r['dense_bytes_received'] / mib:>9.2f} "
               f"{r['sparse_bytes_received'] / r['dense_bytes_received']:>11.3f} {r['sparse_seconds'] * 1e3:>9.1f} "
               f"{r['dense_seconds'] * 1e3:>9.1f} {r['dense_seconds'] / r['sparse_seconds']:>7.2f}x")  # fmt: skip
+    print("\nthe same gathers against one bare all_to_all_single of the needed rows (ids and splits known in advance):")
+    print("the price of the sparse collective's metadata and id rounds and its dedupe bookkeeping")
+    print(f"{'fraction':>8} {'sparse ms':>9} {'bare a2a ms':>11} {'sparse/bare':>11}")
+    for r in results["gather"]:
+        print(f"{r['fraction']:>8.0%} {r['sparse_seconds'] * 1e3:>9.1f} {r['bare_all_to_all_seconds'] * 1e3:>11.1f} "
+              f"{r['sparse_seconds'] / r['bare_all_to_all_seconds']:>10.2f}x")  # fmt: skip
     print("\nsparse_reduce_scatter (row gradients to owners) vs all_reduce of a table-sized gradient (ring volume)")
     print(f"{'fraction':>8} {'remote':>8} {'sparse MiB':>10} {'dense MiB':>9} {'bytes ratio':>11} {'sparse ms':>9} {'dense ms':>9} {'speedup':>7}")
     for r in results["reduce_scatter"]:

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from sparsetrain.collective import RowPlacement, ShardedFeatures, sparse_all_gather, sparse_reduce_scatter
+from sparsetrain.collective import RowPlacement, ShardedFeatures, all_to_all, sparse_all_gather, sparse_reduce_scatter
 from tests.collective_harness import free_port, spawn, values
 
 pytestmark = [pytest.mark.gpu, pytest.mark.distributed]
@@ -44,6 +44,16 @@ def _cuda_checks(rank: int, world: int) -> dict[str, float]:
     store = ShardedFeatures.from_table(table, device=dev, cache_ids=torch.arange(0, 101, 5))
     ids = torch.randint(0, 101, (200,), generator=torch.Generator().manual_seed(20 + rank))
     errors["sharded features"] = (store.gather(ids.to(dev)).cpu() - table[ids]).abs().max().item()
+    # the differentiable all-to-all: rank r sends r + 1 rows to every rank; the result stays on the rank's device
+    def rows(src: int) -> torch.Tensor:
+        return table[: (src + 1) * world] + 1000 * src
+
+    x = rows(rank).to(dev).requires_grad_(True)
+    y = all_to_all(x, [rank + 1] * world, [src + 1 for src in range(world)])
+    expected = torch.cat([rows(src)[(src + 1) * rank : (src + 1) * (rank + 1)] for src in range(world)])
+    errors["all_to_all gather"] = (y.detach().cpu() - expected).abs().max().item() + float(y.device != dev)
+    (y * 2).sum().backward()
+    errors["all_to_all gradient"] = (x.grad.cpu() - 2).abs().max().item() + float(x.grad.device != dev)
     return errors
 
 

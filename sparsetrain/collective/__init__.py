@@ -1,10 +1,14 @@
-"""Sparse collectives over torch.distributed: fetch or reduce exactly the rows a rank needs.
+"""The one distributed layer: sparse collectives that fetch or reduce exactly the rows a rank needs,
+the differentiable all-to-all, rank/group helpers whose groups time out, and the sharded feature table.
 
 ``ShardedFeatures`` (a ``sparsetrain.storage`` feature store) is imported on first use so that
 ``import sparsetrain.collective`` stays light for the MoE layer.
 """
 
+from sparsetrain.collective.all_to_all import all_to_all
+from sparsetrain.collective.dense import all_gather_rows, all_reduce_sum
 from sparsetrain.collective.errors import CollectiveError, CollectiveInputError, PlacementError
+from sparsetrain.collective.groups import GroupInfo, comm_device, default_timeout, group_info, init_process_group, new_group
 from sparsetrain.collective.placement import RowPlacement
 from sparsetrain.collective.sparse_ops import sparse_all_gather, sparse_reduce_scatter, sync_replicas
 from sparsetrain.collective.stats import CallRecord, CollectiveStats, collective_stats
@@ -14,11 +18,20 @@ __all__ = [
     "CollectiveError",
     "CollectiveInputError",
     "CollectiveStats",
+    "GroupInfo",
     "PlacementError",
     "RowPlacement",
     "ShardedFeatureIdError",
     "ShardedFeatures",
+    "all_gather_rows",
+    "all_reduce_sum",
+    "all_to_all",
     "collective_stats",
+    "comm_device",
+    "default_timeout",
+    "group_info",
+    "init_process_group",
+    "new_group",
     "sparse_all_gather",
     "sparse_reduce_scatter",
     "sync_replicas",

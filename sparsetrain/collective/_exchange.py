@@ -10,16 +10,13 @@ wait has a timeout, and a failed or timed-out exchange becomes a
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
 from sparsetrain.collective.errors import CollectiveError, CollectiveInputError
-
-Timeout = datetime.timedelta | float | None
+from sparsetrain.collective.groups import GroupInfo, Timeout, as_timedelta
 
 DTYPES = (
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
@@ -38,40 +35,9 @@ _GRAD = _FINGERPRINT + 1
 _FIXED = _GRAD + 1
 
 
-@dataclass
-class GroupInfo:
-    """The caller's view of a process group."""
-
-    group: object
-    rank: int
-    world_size: int
-    distributed: bool
-
-
-def group_info(group=None) -> GroupInfo:
-    """Rank and size in ``group``; a single local rank when torch.distributed is not initialized."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return GroupInfo(None, 0, 1, False)
-    return GroupInfo(group, dist.get_rank(group), dist.get_world_size(group), True)
-
-
-def comm_device(group, data_device: torch.device) -> torch.device:
-    """The device payload must sit on for ``group``'s backend (CUDA for NCCL, CPU for gloo)."""
-    backend = str(dist.get_backend(group)).lower()
-    if backend == "nccl" or ("nccl" in backend and data_device.type == "cuda"):
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
-
-
-def _as_timedelta(timeout: Timeout) -> datetime.timedelta | None:
-    if timeout is None or isinstance(timeout, datetime.timedelta):
-        return timeout
-    return datetime.timedelta(seconds=float(timeout))
-
-
 def wait(work, *, op: str, stage: str, info: GroupInfo, timeout: Timeout) -> None:
     """Wait for ``work``; turn a failure or timeout into a :class:`CollectiveError`."""
-    td = _as_timedelta(timeout)
+    td = as_timedelta(timeout)
     try:
         if td is None:
             work.wait()
@@ -177,7 +143,7 @@ def check_meta(meta: torch.Tensor, *, op: str, info: GroupInfo, what: str) -> No
         )
 
 
-def all_to_all(
+def exchange_rows(
     send: torch.Tensor,
     send_splits: Sequence[int],
     recv_splits: Sequence[int],
@@ -189,7 +155,10 @@ def all_to_all(
     timeout: Timeout,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``all_to_all_single`` with variable splits along dim 0, on ``device``; returns the received rows.
+    """One step of a sparse collective: ``all_to_all_single`` with variable splits along dim 0, on ``device``,
+    waited for with ``timeout``; returns the received rows. Not differentiable (the sparse collectives'
+    autograd Functions call it in forward and backward); the differentiable exchange is
+    :func:`sparsetrain.collective.all_to_all`.
 
     ``out`` (optional, contiguous, right shape) receives the rows in place when it lives on ``device``.
     """

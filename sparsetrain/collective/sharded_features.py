@@ -15,8 +15,8 @@ import math
 import numpy as np
 import torch
 
-from sparsetrain.collective import _exchange as ex
 from sparsetrain.collective.errors import CollectiveInputError
+from sparsetrain.collective.groups import Timeout, group_info
 from sparsetrain.collective.placement import RowPlacement
 from sparsetrain.collective.sparse_ops import gather_distinct
 from sparsetrain.collective.stats import CollectiveStats
@@ -48,14 +48,14 @@ class ShardedFeatures(FeatureStore):
         *,
         group=None,
         cache_ids: torch.Tensor | None = None,
-        timeout: ex.Timeout = None,
+        timeout: Timeout = None,
     ) -> None:
         super().__init__((placement.num_rows, *local_rows.shape[1:]), local_rows.dtype, local_rows.device)
         self.local_rows = local_rows
         self.placement = placement
         self.group = group
         self.timeout = timeout
-        self.rank = ex.group_info(group).rank
+        self.rank = group_info(group).rank
         self.collective_stats = CollectiveStats()
         self._slot: torch.Tensor | None = None
         self._cache = local_rows.new_empty((0, *local_rows.shape[1:]))
@@ -70,14 +70,14 @@ class ShardedFeatures(FeatureStore):
         group=None,
         device: torch.device | str | None = None,
         cache_ids: torch.Tensor | None = None,
-        timeout: ex.Timeout = None,
+        timeout: Timeout = None,
     ) -> ShardedFeatures:
         """Keep this rank's share of a full table every rank can read (a tensor or a memory-mapped array).
 
         ``partition``: None splits rows into contiguous id ranges; an owner-rank array
         partitions by it; a :class:`RowPlacement` is used as is. Only this rank's rows are copied.
         """
-        info = ex.group_info(group)
+        info = group_info(group)
         if partition is None:
             placement = RowPlacement.contiguous(len(table), info.world_size)
         elif isinstance(partition, RowPlacement):

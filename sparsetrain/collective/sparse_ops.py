@@ -23,6 +23,7 @@ import torch
 
 from sparsetrain.collective import _exchange as ex
 from sparsetrain.collective.errors import CollectiveInputError
+from sparsetrain.collective.groups import Timeout, comm_device, group_info
 from sparsetrain.collective.placement import RowPlacement
 from sparsetrain.collective.stats import CallRecord, CollectiveStats, collective_stats
 
@@ -128,11 +129,11 @@ def _raise_local(err: CollectiveInputError, local_exc: BaseException | None):
 class _Call:
     """Shared bookkeeping of one collective call: group, devices, validation, metadata, stats."""
 
-    def __init__(self, op: str, placement: RowPlacement, group, timeout: ex.Timeout, stats: CollectiveStats | None):
+    def __init__(self, op: str, placement: RowPlacement, group, timeout: Timeout, stats: CollectiveStats | None):
         if not isinstance(placement, RowPlacement):
             raise TypeError(f"{op}: placement must be a RowPlacement, got {type(placement).__name__}")
         self.op, self.placement, self.timeout = op, placement, timeout
-        self.info = ex.group_info(group)
+        self.info = group_info(group)
         self.stats = stats if stats is not None else collective_stats()
         self.rec = CallRecord(op, self.info.rank, self.info.world_size)
         self.t0 = time.perf_counter()
@@ -147,7 +148,7 @@ class _Call:
 
     def agree(self, dtype, trailing, counts, device, *, what: str, grad_flag: int = -1) -> torch.Tensor:
         """Exchange metadata and raise on every rank if any input is bad; returns the metadata matrix."""
-        self.device = ex.comm_device(self.info.group, device) if self.info.distributed and self.info.world_size > 1 else device
+        self.device = comm_device(self.info.group, device) if self.info.distributed and self.info.world_size > 1 else device
         fixed = ex.local_meta(self.status, dtype, trailing, self.placement.fingerprint(), grad_flag)
         meta = ex.exchange_meta(fixed, counts, op=self.op, info=self.info, device=self.device, timeout=self.timeout)
         self.rec.meta_bytes = (self.info.world_size - 1) * meta.shape[1] * 8
@@ -158,7 +159,7 @@ class _Call:
         return meta
 
     def a2a(self, send, send_splits, recv_splits, stage: str, out: torch.Tensor | None = None) -> torch.Tensor:
-        return ex.all_to_all(
+        return ex.exchange_rows(
             send, send_splits, recv_splits, op=self.op, stage=stage, info=self.info, device=self.device,
             timeout=self.timeout, out=out,
         )  # fmt: skip
@@ -243,7 +244,7 @@ def _backward_with_plan(grad_out, plan: _Plan, placement, local_shape, group, ti
     g = grad_out.reshape(-1, numel)
     g_buf, out = _sum_per_distinct_id(g, plan, local_shape[0])
     if plan.exchanged:
-        call.device = ex.comm_device(call.info.group, device)
+        call.device = comm_device(call.info.group, device)
         send = g_buf[plan.num_local :]
         got = call.a2a(send, plan.send_splits, plan.recv_splits, "gradient").to(device)
         out.index_add_(0, plan.served_idx, got)
@@ -325,7 +326,7 @@ def sparse_all_gather(
     *,
     placement: RowPlacement,
     group=None,
-    timeout: ex.Timeout = None,
+    timeout: Timeout = None,
     stats: CollectiveStats | None = None,
 ) -> torch.Tensor:
     """Rows ``row_ids`` of the table sharded over ``group`` by ``placement``, in request order.
@@ -352,7 +353,7 @@ def sparse_reduce_scatter(
     *,
     placement: RowPlacement,
     group=None,
-    timeout: ex.Timeout = None,
+    timeout: Timeout = None,
     stats: CollectiveStats | None = None,
 ) -> torch.Tensor:
     """Sum every rank's ``grad_rows`` (row ``i`` belongs to global row ``row_ids[i]``) into the owners' rows.
@@ -371,7 +372,7 @@ def sync_replicas(
     *,
     placement: RowPlacement,
     group=None,
-    timeout: ex.Timeout = None,
+    timeout: Timeout = None,
     stats: CollectiveStats | None = None,
 ) -> torch.Tensor:
     """Copy every owned row to its replica slots on the other ranks, in place; returns ``local_rows``.

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import datetime
 import os
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+from sparsetrain.collective.groups import Timeout, init_process_group
 from sparsetrain.errors import SparsetrainError
-
-DEFAULT_TIMEOUT_S = 30
 
 
 class DistributedError(SparsetrainError, RuntimeError):
@@ -34,11 +32,12 @@ class DistContext:
         return self.rank == 0
 
 
-def init_from_env(device: str = "auto", timeout_s: int = DEFAULT_TIMEOUT_S) -> DistContext:
+def init_from_env(device: str = "auto", timeout: Timeout = None) -> DistContext:
     """Join the process group torchrun describes (``RANK``, ``WORLD_SIZE``, ...); a plain run gets world size 1.
 
-    gloo on CPU, NCCL on CUDA. Every collective times out after ``timeout_s``
-    seconds, so a dead rank becomes an error on the others rather than a hang.
+    gloo on CPU, NCCL on CUDA. Every collective times out after ``timeout`` (seconds or a timedelta;
+    default :func:`sparsetrain.collective.default_timeout`: 30 s, or ``$SPARSETRAIN_DIST_TIMEOUT``),
+    so a dead or stopped rank becomes an error on the others rather than a hang.
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -54,7 +53,7 @@ def init_from_env(device: str = "auto", timeout_s: int = DEFAULT_TIMEOUT_S) -> D
     ctx = DistContext(rank, world_size, local_rank, target)
     if ctx.enabled and not dist.is_initialized():
         backend = "nccl" if target.type == "cuda" else "gloo"
-        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+        init_process_group(backend, timeout=timeout)
     return ctx
 
 
@@ -71,7 +70,7 @@ def describe_failure(exc: BaseException, ctx: DistContext) -> DistributedError:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return DistributedError(
         f"rank {ctx.rank} of {ctx.world_size}: lost contact with another rank ({text}); "
-        "another process probably died or was killed; check its log, then restart (add --resume to continue from the last checkpoint)"
+        "another process probably died, was killed or stopped responding; check its log, then restart (add --resume to continue from the last checkpoint)"
     )
 
 

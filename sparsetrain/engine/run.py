@@ -53,12 +53,10 @@ def _features(ds, settings: TrainSettings, ctx):
     if settings.features == "sharded":
         if settings.cache_gb > 0:
             raise DatasetError("--cache-gb cannot front sharded features (a cache hit would skip the collective the other ranks wait in); drop one of them")
-        import torch.distributed as dist
+        from sparsetrain.collective import ShardedFeatures, new_group
 
-        from sparsetrain.collective import ShardedFeatures
-
-        # a group of its own: the loader thread's collectives never interleave with DDP's
-        group = dist.new_group() if ctx.enabled else None
+        # a group of its own (with the library's timeout): the loader thread's collectives never interleave with DDP's
+        group = new_group() if ctx.enabled else None
         return ShardedFeatures.from_table(ds.features, group=group, device=ctx.device)
     if settings.features == "memory":
         store = TensorFeatures(ds.features.clone())

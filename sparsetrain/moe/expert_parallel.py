@@ -11,8 +11,7 @@ import time
 
 import torch
 
-from sparsetrain.collective import CallRecord, RowPlacement
-from sparsetrain.moe import _dist
+from sparsetrain.collective import CallRecord, RowPlacement, all_gather_rows, all_to_all, group_info
 from sparsetrain.moe.errors import MoEConfigError
 from sparsetrain.moe.experts import ExpertShape, expert_ffn
 from sparsetrain.moe.sharded import ShardedExperts
@@ -32,7 +31,7 @@ class ExpertParallel:
 
     def build(self, shape: ExpertShape, num_experts: int, base_seed: int) -> ExpertParallelExperts:
         """The expert block of this rank for one layer (called by :class:`MoE`)."""
-        _, world = _dist.rank_and_world(self.group)
+        world = group_info(self.group).world_size
         if num_experts < world:
             raise MoEConfigError(
                 f"ExpertParallel: {num_experts} experts cannot be split over {world} ranks (each rank needs at least one); "
@@ -62,11 +61,11 @@ class ExpertParallelExperts(ShardedExperts):
     def forward(self, x_sorted: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         """Send rows to their experts' ranks, run the local experts, bring the results back."""
         t0 = time.perf_counter()
-        all_counts = _dist.all_gather_rows(counts.to(torch.int64), self.group)  # [W, E]
+        all_counts = all_gather_rows(counts.to(torch.int64), self.group)  # [W, E]
         per_rank = torch.stack([all_counts[:, a:b].sum(1) for a, b in zip(self.bounds[:-1], self.bounds[1:])], 1)  # [src, dst]
         send = per_rank[self.rank].tolist()
         recv = per_rank[:, self.rank].tolist()
-        x_in = _Tally.apply(_dist.all_to_all(x_sorted, send, recv, self.group), self, send, recv)
+        x_in = _Tally.apply(all_to_all(x_sorted, send, recv, self.group), self, send, recv)
         mine = all_counts[:, self.first : self.first + self.local]  # [src, local expert]
         local_ids = torch.arange(self.local, device=mine.device).repeat(self.world_size)
         expert_of_row = torch.repeat_interleave(local_ids, mine.reshape(-1)).to(x_in.device)
@@ -75,7 +74,7 @@ class ExpertParallelExperts(ShardedExperts):
         out = expert_ffn(x_in[perm], w_in, w_out, mine.sum(0), self.shape.activation)
         back = torch.empty_like(perm)
         back[perm] = torch.arange(perm.numel(), device=perm.device)
-        result = _dist.all_to_all(out[back], recv, send, self.group)
+        result = all_to_all(out[back], recv, send, self.group)
         if self.world_size > 1:  # dispatch sends `away` rows and receives `arriving`; the combine the reverse
             away, arriving = sum(send) - send[self.rank], sum(recv) - recv[self.rank]
             self._record(away + arriving, arriving + away, x_sorted.shape[1] * x_sorted.element_size(), time.perf_counter() - t0)

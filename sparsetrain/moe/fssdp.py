@@ -14,8 +14,7 @@ from __future__ import annotations
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from sparsetrain.collective import RowPlacement, sparse_all_gather, sync_replicas
-from sparsetrain.moe import _dist
+from sparsetrain.collective import RowPlacement, group_info, sparse_all_gather, sync_replicas
 from sparsetrain.moe.errors import MoEConfigError
 from sparsetrain.moe.experts import ExpertShape, expert_ffn
 from sparsetrain.moe.placement import LoadWindow, plan_placement
@@ -62,7 +61,7 @@ class FSSDP:
 
     def build(self, shape: ExpertShape, num_experts: int, base_seed: int) -> FSSDPExperts:
         """The sharded expert table for one layer (called by :class:`MoE`)."""
-        _, world = _dist.rank_and_world(self.group)
+        world = group_info(self.group).world_size
         placement = self.placement if self.placement is not None else RowPlacement.contiguous(num_experts, world)
         return FSSDPExperts(shape, num_experts, base_seed, self, placement)
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sparsetrain.collective import RowPlacement, collective_stats, sparse_all_gather
-from sparsetrain.moe import _dist
+from sparsetrain.collective import RowPlacement, all_reduce_sum, collective_stats, group_info, sparse_all_gather
 from sparsetrain.moe.errors import MoEConfigError
 from sparsetrain.moe.experts import ExpertShape
 
@@ -28,7 +27,8 @@ class ShardedExperts(nn.Module):
     def __init__(self, shape: ExpertShape, num_experts: int, base_seed: int, group, placement: RowPlacement, stats) -> None:
         super().__init__()
         self.shape, self.num_experts, self.group = shape, num_experts, group
-        self.rank, self.world_size = _dist.rank_and_world(group)
+        info = group_info(group)
+        self.rank, self.world_size = info.rank, info.world_size
         self.stats = stats if stats is not None else collective_stats()
         self._check_placement(placement)
         self.placement = placement
@@ -64,7 +64,7 @@ class ShardedExperts(nn.Module):
     def global_stats(self, counts: torch.Tensor, num_tokens: int) -> tuple[torch.Tensor, int]:
         """Per-expert counts and the token count summed over every rank of the group."""
         both = torch.cat([counts.to(torch.int64), torch.tensor([num_tokens], dtype=torch.int64, device=counts.device)])
-        both = _dist.all_reduce_sum(both, self.group)
+        both = all_reduce_sum(both, self.group)
         return both[:-1], int(both[-1])
 
     def full_rows(self) -> torch.Tensor:
@@ -113,14 +113,14 @@ def sync_dense_grads(model: nn.Module, group=None) -> None:
     A missing gradient counts as zero, so every rank joins the same all-reduce. Use this instead of
     DDP, or wrap with DDP after ignoring :func:`sharded_parameter_names`.
     """
-    _, world = _dist.rank_and_world(group)
+    world = group_info(group).world_size
     if world == 1:
         return
     params = [p for p in model.parameters() if p.requires_grad and not getattr(p, SHARDED_ATTR, False)]
     if not params:
         return
     flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
-    flat = _dist.all_reduce_sum(flat, group) / world
+    flat = all_reduce_sum(flat, group) / world
     offset = 0
     for p in params:
         n = p.numel()

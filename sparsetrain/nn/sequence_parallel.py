@@ -6,9 +6,10 @@ Dense cluster attention is then local to a rank and needs no communication. Atte
 that crosses clusters (along graph edges, or the global linear term) switches Q/K/V
 from sequence-sharded ``[local nodes, heads, dim]`` to head-sharded ``[all nodes,
 heads / P, dim]`` with one all-to-all, attends over the whole sequence for its heads,
-and switches the output back with a second all-to-all. Both all-to-alls are
-differentiable (each one's backward is the other). Works over any ``torch.distributed``
-backend that has ``all_to_all_single`` (gloo on CPU, NCCL on GPU).
+and switches the output back with a second all-to-all. Both are the library's one
+differentiable all-to-all (:func:`sparsetrain.collective.all_to_all`), so each one's backward
+is the other. Works over any ``torch.distributed`` backend that has ``all_to_all_single``
+(gloo on CPU, NCCL on GPU).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.distributed as dist
 
+from sparsetrain.collective import all_to_all, group_info
 from sparsetrain.errors import SparsetrainError
 
 
@@ -51,8 +52,8 @@ class SequenceShards:
     @classmethod
     def from_clusters(cls, cluster_ptr: torch.Tensor, group=None) -> SequenceShards:
         """Shards of whole clusters over the ranks of ``group`` (default: the world)."""
-        world_size, rank = dist.get_world_size(group), dist.get_rank(group)
-        return cls(cluster_shard_bounds(cluster_ptr, world_size), rank, world_size, group)
+        info = group_info(group)
+        return cls(cluster_shard_bounds(cluster_ptr, info.world_size), info.rank, info.world_size, group)
 
     @property
     def lo(self) -> int:
@@ -85,57 +86,23 @@ class SequenceShards:
             raise SequenceParallelError(f"{heads} attention heads cannot be split over {self.world_size} ranks; use a multiple of {self.world_size} heads")
 
 
-def _seq_to_head(x: torch.Tensor, shards: SequenceShards) -> torch.Tensor:
-    n, heads, dim = x.shape
-    p = shards.world_size
-    local_heads = heads // p
-    send = x.reshape(n, p, local_heads, dim).transpose(0, 1).contiguous()
-    recv = x.new_empty(shards.num_nodes * local_heads * dim)
-    dist.all_to_all_single(recv, send.view(-1), [s * local_heads * dim for s in shards.sizes()],
-                           [n * local_heads * dim] * p, group=shards.group)
-    return recv.view(shards.num_nodes, local_heads, dim)
-
-
-def _head_to_seq(y: torch.Tensor, shards: SequenceShards) -> torch.Tensor:
-    _, local_heads, dim = y.shape
-    p = shards.world_size
-    n = shards.hi - shards.lo
-    recv = y.new_empty(p * n * local_heads * dim)
-    dist.all_to_all_single(recv, y.contiguous().view(-1), [n * local_heads * dim] * p,
-                           [s * local_heads * dim for s in shards.sizes()], group=shards.group)
-    return recv.view(p, n, local_heads, dim).transpose(0, 1).reshape(n, p * local_heads, dim)
-
-
-class _SeqToHead(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, shards):
-        ctx.shards = shards
-        return _seq_to_head(x, shards)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _head_to_seq(grad, ctx.shards), None
-
-
-class _HeadToSeq(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, y, shards):
-        ctx.shards = shards
-        return _head_to_seq(y, shards)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _seq_to_head(grad, ctx.shards), None
-
-
 def seq_to_head(x: torch.Tensor, shards: SequenceShards) -> torch.Tensor:
     """``[local nodes, heads, dim]`` on every rank -> ``[all nodes, heads / P, dim]`` (this rank's heads)."""
     shards.check_heads(x.shape[1])
-    if x.shape[0] != shards.hi - shards.lo:
-        raise SequenceParallelError(f"rank {shards.rank}: got {x.shape[0]} local nodes but the shard [{shards.lo}, {shards.hi}) has {shards.hi - shards.lo}")
-    return _SeqToHead.apply(x, shards)
+    n, heads, dim = x.shape
+    if n != shards.hi - shards.lo:
+        raise SequenceParallelError(f"rank {shards.rank}: got {n} local nodes but the shard [{shards.lo}, {shards.hi}) has {shards.hi - shards.lo}")
+    p = shards.world_size
+    local_heads = heads // p
+    # row block r of the send buffer is this rank's nodes with rank r's heads
+    send = x.reshape(n, p, local_heads, dim).transpose(0, 1).reshape(p * n, local_heads, dim)
+    return all_to_all(send, [n] * p, shards.sizes(), shards.group)
 
 
 def head_to_seq(y: torch.Tensor, shards: SequenceShards) -> torch.Tensor:
     """Inverse of :func:`seq_to_head`: ``[all nodes, heads / P, dim]`` -> ``[local nodes, heads, dim]``."""
-    return _HeadToSeq.apply(y, shards)
+    _, local_heads, dim = y.shape
+    p = shards.world_size
+    n = shards.hi - shards.lo
+    recv = all_to_all(y, shards.sizes(), [n] * p, shards.group)
+    return recv.view(p, n, local_heads, dim).transpose(0, 1).reshape(n, p * local_heads, dim)
