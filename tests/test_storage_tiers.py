@@ -8,7 +8,6 @@ import torch
 
 import sparsetrain.storage as st_storage
 from sparsetrain.storage import (
-    POLICIES,
     CachedFeatures,
     FeatureFileError,
     FeatureIdError,
@@ -17,6 +16,7 @@ from sparsetrain.storage import (
     PinnedFeatures,
     TensorFeatures,
 )
+from sparsetrain.storage.policies import POLICIES
 
 NUM_ROWS = 1500
 DTYPES = [np.float32, np.float16, np.float64, np.int64, np.int32, np.int8, np.uint8, np.bool_]
