@@ -40,7 +40,9 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
 sys.path.insert(0, str(HERE.parent))
 
-from sparsetrain.storage import CachedFeatures, MmapFeatures, PinnedFeatures, TensorFeatures, access_counts, belady_hit_rate, make_policy, replay  # noqa: E402
+from sparsetrain.storage import CachedFeatures, MmapFeatures, PinnedFeatures, TensorFeatures  # noqa: E402
+from sparsetrain.storage.belady import belady_hit_rate  # noqa: E402
+from sparsetrain.storage.policies import access_counts, make_policy, replay  # noqa: E402
 
 THREADS = 2
 

@@ -1,7 +1,9 @@
 """sparsetrain: a GPU-centric data path for large graph models and mixture-of-experts layers.
 
-Subpackages are imported on first use (``sparsetrain.datasets``, ``.storage``,
-``.sampling``, ``.collective``, ``.nn``, ``.moe``, ``.engine``) so the CLI starts fast.
+The nouns a PyG / DGL / Hugging Face user looks for are here (``st.load``, ``st.NeighborSampler``,
+``st.Loader``, ``st.CachedFeatures``, ``st.MoE``...); the rest lives in the subpackages
+(``sparsetrain.datasets``, ``.storage``, ``.sampling``, ``.collective``, ``.nn``, ``.moe``, ``.engine``).
+Everything is imported on first use, so ``import sparsetrain`` and the CLI start fast.
 """
 
 import importlib
@@ -10,10 +12,46 @@ from sparsetrain._version import __version__
 
 _SUBPACKAGES = ("datasets", "storage", "sampling", "collective", "nn", "moe", "engine", "errors")
 
-__all__ = ["__version__", *_SUBPACKAGES]
+_NOUNS = {
+    "load": "datasets",
+    "from_pyg": "datasets",
+    "synthesize": "datasets",
+    "CSCGraph": "sampling",
+    "NeighborSampler": "sampling",
+    "MiniBatch": "sampling",
+    "FeatureStore": "storage",
+    "TensorFeatures": "storage",
+    "MmapFeatures": "storage",
+    "PinnedFeatures": "storage",
+    "CachedFeatures": "storage",
+    "ShardedFeatures": "collective",
+    "sparse_all_gather": "collective",
+    "sparse_reduce_scatter": "collective",
+    "Loader": "engine",
+    "Trainer": "engine",
+    "fit": "engine",
+    "GraphSAGE": "nn",
+    "GCN": "nn",
+    "GAT": "nn",
+    "GraphTransformer": "nn",
+    "MoE": "moe",
+    "FSSDP": "moe",
+}
+"""Public name -> the subpackage that exports it."""
+
+__all__ = ["__version__", *_SUBPACKAGES, *_NOUNS]
 
 
 def __getattr__(name: str):
     if name in _SUBPACKAGES:
         return importlib.import_module(f"sparsetrain.{name}")
-    raise AttributeError(f"module 'sparsetrain' has no attribute {name!r}")
+    package = _NOUNS.get(name)
+    if package is None:
+        raise AttributeError(f"module 'sparsetrain' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"sparsetrain.{package}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -4,10 +4,8 @@ import pytest
 import torch
 
 from sparsetrain.collective import RowPlacement
-from sparsetrain.moe import (
-    FSSDP, ExpertParallel, LoadWindow, MoE, MoEConfigError, balanced_owners, hot_replicas, plan_placement,
-    sharded_parameter_names,
-)  # fmt: skip
+from sparsetrain.moe import FSSDP, ExpertParallel, MoE, MoEConfigError, sharded_parameter_names
+from sparsetrain.moe.placement import LoadWindow, balanced_owners, hot_replicas, plan_placement
 
 
 def brute_force_best_max_load(load, world):

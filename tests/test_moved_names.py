@@ -23,7 +23,7 @@ NEW_HOMES = {
 @pytest.mark.parametrize("name", sorted(NEW_HOMES))
 def test_old_engine_name_warns_and_is_the_moved_object(name):
     home = NEW_HOMES[name]
-    with pytest.warns(DeprecationWarning, match=re.escape(f"sparsetrain.engine.{name} moved to {home}.{name}")):
+    with pytest.warns(DeprecationWarning, match=re.escape(f"sparsetrain.engine.{name} is deprecated: it moved to {home}.{name}")):
         old = getattr(sparsetrain.engine, name)
     assert old is getattr(importlib.import_module(home), name)
 

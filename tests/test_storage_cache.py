@@ -7,8 +7,9 @@ import pytest
 import torch
 
 import sparsetrain as st
-from sparsetrain.storage import CacheBudgetError, CachedFeatures, MmapFeatures, TensorFeatures, access_counts, belady_hit_rate, make_policy, replay
-from sparsetrain.storage.policies import top_rows
+from sparsetrain.storage import CacheBudgetError, CachedFeatures, MmapFeatures, TensorFeatures
+from sparsetrain.storage.belady import belady_hit_rate
+from sparsetrain.storage.policies import access_counts, make_policy, replay, top_rows
 
 # ---------------------------------------------------------------- traces
 

@@ -8,14 +8,15 @@ import torch
 
 import sparsetrain.storage as st_storage
 from sparsetrain.storage import (
-    POLICIES,
     CachedFeatures,
+    FeatureFileError,
     FeatureIdError,
     FeatureOutputError,
     MmapFeatures,
     PinnedFeatures,
     TensorFeatures,
 )
+from sparsetrain.storage.policies import POLICIES
 
 NUM_ROWS = 1500
 DTYPES = [np.float32, np.float16, np.float64, np.int64, np.int32, np.int8, np.uint8, np.bool_]
@@ -156,14 +157,30 @@ def test_mmap_store_pickles_and_reopens(tmp_path):
     assert np.array_equal(clone.gather(torch.tensor([63, 1])).numpy(), table[[63, 1]])
 
 
-def test_mmap_from_dataset_checks_meta(tmp_path):
+def test_dataset_feature_store_checks_meta(tmp_path):
+    import json
+
     import sparsetrain as st
 
     ds = st.datasets.synthesize(tmp_path / "g", 300, 1200, feature_dim=6, num_classes=3, seed=0, overwrite=True, quiet=True)
-    store = MmapFeatures.from_dataset(ds)
+    table = np.load(tmp_path / "g" / "features.npy")
     ids = torch.randint(0, 300, (50,), generator=torch.Generator().manual_seed(1))
-    assert torch.equal(store.gather(ids), ds.features[ids])
-    assert torch.equal(MmapFeatures.from_dataset(tmp_path / "g").gather(ids), ds.features[ids])
+    store = ds.feature_store(mode="pread")
+    assert store is not ds.features and store.mode == "pread"
+    assert np.array_equal(store.gather(ids).numpy(), table[ids.numpy()])
+    with pytest.warns(DeprecationWarning, match="feature_store"):
+        old = MmapFeatures.from_dataset(ds)
+    assert np.array_equal(old.gather(ids).numpy(), table[ids.numpy()])
+    with pytest.raises(FeatureFileError, match=r"sparsetrain\.datasets\.load\(path\)"):
+        MmapFeatures.from_dataset(tmp_path / "g")
+
+    meta = json.loads((tmp_path / "g" / "meta.json").read_text())
+    meta["files"]["features.npy"]["shape"] = [300, 7]
+    with pytest.raises(FeatureFileError, match=r"meta\.json records float32\[300, 7\]"):
+        st.datasets.GraphDataset(ds.path, meta, ds.graph, None, ds.labels).feature_store()
+    del meta["files"]["features.npy"]
+    with pytest.raises(FeatureFileError, match="has no node features"):
+        st.datasets.GraphDataset(ds.path, meta, ds.graph, None, ds.labels).feature_store()
 
 
 def test_mmap_reads_only_requested_rows(tmp_path):

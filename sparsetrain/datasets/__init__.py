@@ -4,11 +4,20 @@
 and ``synthesize`` write one (the CLI verbs ``preprocess`` and ``synth``).
 """
 
-from sparsetrain.datasets.build import BuildOptions
-from sparsetrain.datasets.dataset import GraphDataset, load, load_clusters, verify_checksums
+from sparsetrain._deprecation import moved_attribute
+from sparsetrain.datasets.dataset import GraphDataset, load, load_clusters
 from sparsetrain.datasets.files import from_files, from_ogb
-from sparsetrain.datasets.format import FORMAT_VERSION
 from sparsetrain.datasets.pyg import from_pyg
 from sparsetrain.datasets.synth import synthesize
 
-__all__ = ["FORMAT_VERSION", "BuildOptions", "GraphDataset", "from_files", "from_ogb", "from_pyg", "load", "load_clusters", "synthesize", "verify_checksums"]
+__all__ = ["GraphDataset", "from_files", "from_ogb", "from_pyg", "load", "load_clusters", "synthesize"]
+
+_MOVED = {
+    "BuildOptions": "sparsetrain.datasets.build",
+    "FORMAT_VERSION": "sparsetrain.datasets.format",
+    "verify_checksums": "sparsetrain.datasets.dataset",
+}
+
+
+def __getattr__(name: str):
+    return moved_attribute(__name__, _MOVED, name)

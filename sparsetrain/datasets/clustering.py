@@ -24,7 +24,7 @@ import numba
 import numpy as np
 
 from sparsetrain.datasets.csc import RawCSC
-from sparsetrain.datasets.reorder import enqueue_unvisited
+from sparsetrain.datasets.traversal import enqueue_unvisited
 from sparsetrain.errors import DatasetError
 
 CLUSTERS_FILE = "clusters.npy"

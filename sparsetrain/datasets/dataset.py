@@ -6,16 +6,14 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
 from sparsetrain.datasets import format as fmt
 from sparsetrain.errors import ChecksumError
 from sparsetrain.sampling.graph import CSCGraph
-
-if TYPE_CHECKING:
-    from sparsetrain.storage import MmapFeatures
+from sparsetrain.storage.errors import FeatureFileError
+from sparsetrain.storage.mmap import MmapFeatures
 
 
 @dataclass
@@ -25,7 +23,8 @@ class GraphDataset:
     Tensors are backed by memory-mapped files; nothing is read until used.
     ``features`` is a :class:`~sparsetrain.storage.MmapFeatures` store: ``gather(ids)``
     reads only those rows, and it also passes for a tensor (indexing, ``torch`` functions,
-    ``.numpy()``, ``.tensor()``).
+    ``.numpy()``, ``.tensor()``). :meth:`feature_store` opens another one, with its own
+    options and statistics.
     ``original_ids[i]`` is the id node ``i`` had in the imported data when the
     nodes were reordered (``None`` otherwise).
     """
@@ -58,6 +57,23 @@ class GraphDataset:
     def directed(self) -> bool:
         return bool(self.meta.get("directed", True))
 
+    def feature_store(self, **options) -> MmapFeatures:
+        """A new :class:`~sparsetrain.storage.MmapFeatures` over this dataset's features, checked against ``meta.json``.
+
+        ``options`` go to ``MmapFeatures`` (``mode``, ``coalesce_bytes``, ``advise``).
+        """
+        entry = self.meta["files"].get(fmt.FEATURES)
+        if entry is None:
+            raise FeatureFileError(f"{self.path / fmt.META_FILE}: 'files' has no {fmt.FEATURES}; this dataset has no node features")
+        store = MmapFeatures(self.path / fmt.FEATURES, **options)
+        if str(store.np_dtype) != entry["dtype"] or list(store.shape) != list(entry["shape"]):
+            store.close()
+            raise FeatureFileError(
+                f"{store.path}: holds {store.np_dtype}{list(store.shape)} but meta.json records {entry['dtype']}{entry['shape']}; "
+                "the file was replaced or damaged, re-run `sparsetrain preprocess`"
+            )
+        return store
+
     def __repr__(self) -> str:
         splits = ", ".join(f"{k}={v.numel()}" for k, v in self.split.items())
         return (
@@ -86,8 +102,6 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     Arrays are memory-mapped. ``verify=True`` also checks every file's sha256
     (reads everything once) and raises :class:`~sparsetrain.errors.ChecksumError`.
     """
-    from sparsetrain.storage import MmapFeatures  # storage depends on datasets' format, not the other way round
-
     folder = Path(path)
     meta = fmt.read_meta(folder)
     if verify:
@@ -104,20 +118,20 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     graph = CSCGraph(tensor(fmt.INDPTR), tensor(fmt.INDICES), tensor(fmt.EDGE_WEIGHT))
     if graph.num_nodes != meta["num_nodes"] or graph.num_edges != meta["num_edges"] or int(graph.indptr[-1]) != graph.num_edges:
         raise ChecksumError(f"{folder / fmt.INDPTR}: does not describe {meta['num_edges']} edges over {meta['num_nodes']} nodes; the dataset is damaged")
-    features = None
-    if fmt.FEATURES in meta["files"]:
-        fmt.open_array(folder, fmt.FEATURES, meta)  # same checks (and errors) as every other array
-        features = MmapFeatures.from_dataset(folder, meta=meta)
     split = {name: t for name in fmt.SPLIT_NAMES if (t := tensor(fmt.split_file(name))) is not None}
-    return GraphDataset(
+    dataset = GraphDataset(
         path=folder,
         meta=meta,
         graph=graph,
-        features=features,
+        features=None,
         labels=tensor(fmt.LABELS),
         split=split,
         original_ids=tensor(fmt.ORIGINAL_IDS),
     )
+    if fmt.FEATURES in meta["files"]:
+        fmt.open_array(folder, fmt.FEATURES, meta)  # same checks (and errors) as every other array
+        dataset.features = dataset.feature_store()
+    return dataset
 
 
 def load_clusters(ds: GraphDataset) -> torch.Tensor | None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from sparsetrain.datasets.clustering import cluster_order
 from sparsetrain.datasets.csc import RawCSC
+from sparsetrain.datasets.traversal import enqueue_unvisited
 
 METHODS = ("degree", "rcm", "cluster")
 
@@ -16,18 +18,6 @@ METHODS = ("degree", "rcm", "cluster")
 def degree_order(csc: RawCSC) -> np.ndarray:
     """Nodes by in-degree, highest first (ties by old id): the hot rows become a prefix."""
     return np.argsort(-csc.degrees(), kind="stable").astype(np.int64)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def enqueue_unvisited(indptr, indices, v, visited, order, tail):
-    """Breadth-first step: append v's not yet visited neighbors to ``order`` at ``tail``; returns the new tail."""
-    for p in range(indptr[v], indptr[v + 1]):
-        u = indices[p]
-        if not visited[u]:
-            visited[u] = True
-            order[tail] = u
-            tail += 1
-    return tail
 
 
 @numba.njit(cache=True, nogil=True)
@@ -71,7 +61,5 @@ def node_order(method: str, csc: RawCSC) -> np.ndarray:
     if method == "rcm":
         return rcm_order(csc)
     if method == "cluster":  # contiguous clusters (see clustering.py; build.py also saves the cluster ids)
-        from sparsetrain.datasets.clustering import cluster_order
-
         return cluster_order(csc)[0]
     raise ValueError(f"unknown reorder method {method!r}; choose one of {', '.join(METHODS)}")

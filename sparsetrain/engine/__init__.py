@@ -6,9 +6,7 @@ run epochs with progress, evaluation, metrics logs and exact checkpoint/resume;
 :mod:`sparsetrain.nn`, ``ClusterSampler`` in :mod:`sparsetrain.sampling`.
 """
 
-import importlib
-import warnings
-
+from sparsetrain._deprecation import moved_attribute
 from sparsetrain.engine.checkpoint import CheckpointError, load_latest_checkpoint, save_checkpoint
 from sparsetrain.engine.distributed import DistributedError
 from sparsetrain.engine.evaluate import accuracy, full_graph_evaluator, sampled_evaluator
@@ -35,11 +33,4 @@ _MOVED = {
 
 
 def __getattr__(name: str):
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sparsetrain.engine' has no attribute {name!r}")
-    package = importlib.import_module(module.rsplit(".", 1)[0])
-    where = package.__name__ if name in getattr(package, "__all__", ()) else module
-    warnings.warn(f"sparsetrain.engine.{name} moved to {where}.{name}; import it from {where} "
-                  "(the old name goes away in the next release)", DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(module), name)
+    return moved_attribute(__name__, _MOVED, name)

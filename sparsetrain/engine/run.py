@@ -85,7 +85,7 @@ PRESAMPLE_BATCHES = 8
 def _presampled_hotness(ds, settings: TrainSettings):
     """How often a few pre-sampled batches read each row: a better hot set than in-degree (measured)."""
     from sparsetrain.sampling import NeighborSampler
-    from sparsetrain.storage import access_counts
+    from sparsetrain.storage.policies import access_counts
 
     sampler = NeighborSampler(ds.graph, settings.fanout, seed=settings.seed + 2)
     seeds = ds.split["train"][torch.randperm(len(ds.split["train"]), generator=torch.Generator().manual_seed(settings.seed))]

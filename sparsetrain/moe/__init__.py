@@ -1,49 +1,56 @@
-"""The drop-in mixture-of-experts layer and its expert placement (FSSDP, expert parallel)."""
+"""The drop-in mixture-of-experts layer and its expert placement (FSSDP, expert parallel).
 
+Building blocks (router, dispatch, expert kernels, placement planning) stay importable from their
+modules: :mod:`sparsetrain.moe.router`, ``.dispatch``, ``.experts``, ``.grouped``, ``.placement``, ``.losses``.
+"""
+
+from sparsetrain._deprecation import moved_attribute
 from sparsetrain.moe.checkpoint import load_optimizer_state_dict, optimizer_state_dict
-from sparsetrain.moe.dispatch import DispatchPlan, capacity, plan_dispatch
 from sparsetrain.moe.errors import MoEConfigError, MoEInputError, MoEStateError
-from sparsetrain.moe.expert_parallel import ExpertParallel, ExpertParallelExperts
-from sparsetrain.moe.experts import ExpertShape, LocalExperts, expert_ffn
-from sparsetrain.moe.fssdp import FSSDP, FSSDPExperts
-from sparsetrain.moe.grouped import grouped_mm, native_available
+from sparsetrain.moe.expert_parallel import ExpertParallel
+from sparsetrain.moe.fssdp import FSSDP
 from sparsetrain.moe.layer import MoE, finish_step, update_expert_biases
-from sparsetrain.moe.losses import MoEAux, load_balancing_loss, router_z_loss
-from sparsetrain.moe.placement import LoadWindow, balanced_owners, hot_replicas, plan_placement
-from sparsetrain.moe.router import Router, Routing
-from sparsetrain.moe.sharded import ShardedExperts, sharded_parameter_names, sync_dense_grads
+from sparsetrain.moe.losses import MoEAux
+from sparsetrain.moe.sharded import sharded_parameter_names, sync_dense_grads
 
 __all__ = [
-    "DispatchPlan",
     "ExpertParallel",
-    "ExpertParallelExperts",
-    "ExpertShape",
     "FSSDP",
-    "FSSDPExperts",
-    "LoadWindow",
-    "LocalExperts",
     "MoE",
     "MoEAux",
     "MoEConfigError",
     "MoEInputError",
     "MoEStateError",
-    "Router",
-    "Routing",
-    "ShardedExperts",
-    "balanced_owners",
-    "capacity",
-    "expert_ffn",
     "finish_step",
-    "grouped_mm",
-    "hot_replicas",
-    "load_balancing_loss",
     "load_optimizer_state_dict",
-    "native_available",
     "optimizer_state_dict",
-    "plan_dispatch",
-    "plan_placement",
-    "router_z_loss",
     "sharded_parameter_names",
     "sync_dense_grads",
     "update_expert_biases",
 ]
+
+_MOVED = {
+    "DispatchPlan": "sparsetrain.moe.dispatch",
+    "capacity": "sparsetrain.moe.dispatch",
+    "plan_dispatch": "sparsetrain.moe.dispatch",
+    "ExpertParallelExperts": "sparsetrain.moe.expert_parallel",
+    "ExpertShape": "sparsetrain.moe.experts",
+    "LocalExperts": "sparsetrain.moe.experts",
+    "expert_ffn": "sparsetrain.moe.experts",
+    "FSSDPExperts": "sparsetrain.moe.fssdp",
+    "grouped_mm": "sparsetrain.moe.grouped",
+    "native_available": "sparsetrain.moe.grouped",
+    "load_balancing_loss": "sparsetrain.moe.losses",
+    "router_z_loss": "sparsetrain.moe.losses",
+    "LoadWindow": "sparsetrain.moe.placement",
+    "balanced_owners": "sparsetrain.moe.placement",
+    "hot_replicas": "sparsetrain.moe.placement",
+    "plan_placement": "sparsetrain.moe.placement",
+    "Router": "sparsetrain.moe.router",
+    "Routing": "sparsetrain.moe.router",
+    "ShardedExperts": "sparsetrain.moe.sharded",
+}
+
+
+def __getattr__(name: str):
+    return moved_attribute(__name__, _MOVED, name)

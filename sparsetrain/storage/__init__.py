@@ -7,16 +7,17 @@ Every store answers ``gather(ids, out=None) -> Tensor`` with the rows of ``ids``
 - :class:`PinnedFeatures`: page-locked host memory read zero-copy by a GPU kernel (or gathered by the CPU).
 - :class:`CachedFeatures`: a cache (``static``/``lru``/``clock``/``hybrid``) in front of any of them.
 
+Access-trace tools (``access_counts``, ``replay``, ``make_policy``) live in :mod:`sparsetrain.storage.policies`,
+Belady's optimum in :mod:`sparsetrain.storage.belady`.
 GPU code (numba.cuda, CUDA runtime calls) is imported only when a GPU path runs.
 """
 
+from sparsetrain._deprecation import moved_attribute
 from sparsetrain.storage.base import FeatureStore, GatherStats
-from sparsetrain.storage.belady import belady_hit_rate
-from sparsetrain.storage.cache import CachedFeatures, as_feature_store
+from sparsetrain.storage.cache import CachedFeatures
 from sparsetrain.storage.errors import CacheBudgetError, FeatureFileError, FeatureIdError, FeatureOutputError, PinnedMemoryError
 from sparsetrain.storage.mmap import MmapFeatures
 from sparsetrain.storage.pinned import PinnedFeatures
-from sparsetrain.storage.policies import POLICIES, access_counts, make_policy, replay
 from sparsetrain.storage.tensor import TensorFeatures
 
 __all__ = [
@@ -26,15 +27,22 @@ __all__ = [
     "MmapFeatures",
     "PinnedFeatures",
     "CachedFeatures",
-    "as_feature_store",
-    "POLICIES",
-    "make_policy",
-    "replay",
-    "access_counts",
-    "belady_hit_rate",
     "FeatureIdError",
     "FeatureOutputError",
     "FeatureFileError",
     "CacheBudgetError",
     "PinnedMemoryError",
 ]
+
+_MOVED = {
+    "as_feature_store": "sparsetrain.storage.cache",
+    "POLICIES": "sparsetrain.storage.policies",
+    "make_policy": "sparsetrain.storage.policies",
+    "replay": "sparsetrain.storage.policies",
+    "access_counts": "sparsetrain.storage.policies",
+    "belady_hit_rate": "sparsetrain.storage.belady",
+}
+
+
+def __getattr__(name: str):
+    return moved_attribute(__name__, _MOVED, name)

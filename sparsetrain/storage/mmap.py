@@ -1,9 +1,10 @@
-"""`MmapFeatures`: the dataset's ``features.npy`` on disk; a gather reads only the rows asked for."""
+"""`MmapFeatures`: a feature table in a ``.npy`` file on disk; a gather reads only the rows asked for."""
 
 from __future__ import annotations
 
 import mmap
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,6 @@ from sparsetrain.storage.base import FeatureStore, torch_dtype_of, widen
 from sparsetrain.storage.errors import FeatureFileError
 from sparsetrain.storage.file_reads import RESIDENCY_SAMPLE, advise_rows, read_rows, resident_fraction
 from sparsetrain.storage.gather_kernels import gather_rows
-
-FEATURES_FILE = "features.npy"
 
 
 def read_npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
@@ -73,29 +72,20 @@ class MmapFeatures(FeatureStore):
         self._open()
 
     @classmethod
-    def from_dataset(cls, dataset, *, meta: dict | None = None, **kwargs) -> "MmapFeatures":
-        """The features of a dataset folder (or a loaded ``GraphDataset``), checked against its ``meta.json``.
-
-        ``meta``: the folder's parsed ``meta.json`` when the caller already has it.
-        """
-        folder = Path(getattr(dataset, "path", dataset))
-        store = cls(folder / FEATURES_FILE, **kwargs)
-        meta = meta if meta is not None else getattr(dataset, "meta", None)
-        if meta is None:
-            from sparsetrain.datasets.format import read_meta
-
-            meta = read_meta(folder)
-        entry = meta.get("files", {}).get(FEATURES_FILE)
-        if entry is None:
-            store.close()
-            raise FeatureFileError(f"{folder}/meta.json: 'files' has no {FEATURES_FILE}; this dataset has no node features")
-        if str(store.np_dtype) != entry["dtype"] or list(store.shape) != list(entry["shape"]):
-            store.close()
+    def from_dataset(cls, dataset, **kwargs) -> "MmapFeatures":
+        """Deprecated: use ``dataset.feature_store(**kwargs)`` (a new store) or ``dataset.features`` (the one ``load`` opened)."""
+        if not hasattr(dataset, "feature_store"):
             raise FeatureFileError(
-                f"{store.path}: holds {store.np_dtype}{list(store.shape)} but meta.json records {entry['dtype']}{entry['shape']}; "
-                "the file was replaced or damaged, re-run `sparsetrain preprocess`"
+                f"MmapFeatures.from_dataset({dataset!r}): storage no longer reads dataset folders; "
+                "open the folder with sparsetrain.datasets.load(path) and use its .features or .feature_store()"
             )
-        return store
+        warnings.warn(
+            "MmapFeatures.from_dataset(ds) is deprecated and will be removed in the next release; use ds.feature_store() "
+            "(or ds.features)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return dataset.feature_store(**kwargs)
 
     def _open(self) -> None:
         try:
