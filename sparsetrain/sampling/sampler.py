@@ -73,10 +73,10 @@ class NeighborSampler:
         deprecated spelling of ``SamplerInput(seeds, key=batch)``.
         """
         if batch is not None:
-            warnings.warn("NeighborSampler.sample(seeds, batch=k) is deprecated; pass SamplerInput(seeds, key=k) "
-                          "(from sparsetrain.sampling import SamplerInput)", DeprecationWarning, stacklevel=2)
             if isinstance(inp, SamplerInput):
                 raise SamplingError("sample() got both a SamplerInput and batch=; put the key in SamplerInput(seeds, key=...) only")
+            warnings.warn("NeighborSampler.sample(seeds, batch=k) is deprecated; pass SamplerInput(seeds, key=k) "
+                          "(from sparsetrain.sampling import SamplerInput)", DeprecationWarning, stacklevel=2)
             inp = SamplerInput(inp, key=batch)
         elif not isinstance(inp, SamplerInput):
             inp = SamplerInput(inp)

@@ -107,7 +107,7 @@ class Producer:
                                       "this is a bug in a loader stage, please report it") from None
             if self._timeout is not None and time.monotonic() - waited_since > self._timeout:
                 self._stuck = True
-                raise LoaderError(f"the loader thread produced no batch for {self._timeout:.0f} s; it is stuck "
+                raise LoaderError(f"the loader thread produced no batch for {self._timeout:g} s; it is stuck "
                                   "(a stopped peer rank in a collective, a hung read): check the other ranks and the storage, "
                                   "or pass a larger Loader(timeout=...) if batches legitimately take that long")
         if item is _DONE:
