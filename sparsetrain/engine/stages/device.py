@@ -93,7 +93,7 @@ class CopyToDevice:
     def _copy(self, t: torch.Tensor) -> torch.Tensor:
         if t.device == self.device:
             return t
-        if t.device.type == "cpu" and not t.is_pinned():
+        if t.device.type == "cpu" and not t.is_pinned() and not t.requires_grad:  # learnable rows move through autograd's to()
             t = t.pin_memory()
         return t.to(self.device, non_blocking=True)
 
