@@ -217,7 +217,7 @@ def bench_hit_rates(results: list, folder: Path) -> list:
     pre = [perm[rng.choice(n, 1000, p=p)] for _ in range(10)]
     traces = {"Zipf(1.0), 20K rows, 300 batches of 1000 draws": (zipf, access_counts(pre, n), n)}
     try:
-        from sparsetrain.sampling import NeighborSampler
+        from sparsetrain.sampling import NeighborSampler, SamplerInput
 
         ds = st.datasets.synthesize(folder / "graph", 20_000, 200_000, feature_dim=4, num_classes=4, seed=0, overwrite=True, quiet=True)
 
@@ -229,7 +229,7 @@ def bench_hit_rates(results: list, folder: Path) -> list:
             for _ in range(batches):
                 if pos + 16 > order.numel():
                     order, pos = train[torch.randperm(train.numel(), generator=gen)], 0
-                out.append(sampler.sample(order[pos : pos + 16]).input_nodes.numpy())
+                out.append(sampler.sample(SamplerInput(order[pos : pos + 16])).input_nodes.numpy())
                 pos += 16
             return out
 

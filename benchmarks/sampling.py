@@ -71,10 +71,10 @@ def median(rounds: list[dict]) -> dict:
 
 # ---------------- libraries ----------------
 def ours_runner(graph, fanouts):
-    from sparsetrain.sampling import NeighborSampler
+    from sparsetrain.sampling import NeighborSampler, SamplerInput
 
     sampler = NeighborSampler(graph, fanouts, seed=0)
-    return lambda batches: sum(sampler.sample(seeds).num_sampled_edges for seeds in batches)
+    return lambda batches: sum(sampler.sample(SamplerInput(seeds)).num_sampled_edges for seeds in batches)
 
 
 def pyg_runner(graph, fanouts, threads: int):
@@ -232,7 +232,7 @@ def gpu_compare(name: str, dataset: Path, pool_name: str, args) -> dict:
         sampler = NeighborSampler(graph, args.fanouts, seed=0)
 
         def run(bs):
-            edges = sum(sampler.sample(seeds).num_sampled_edges for seeds in bs)
+            edges = sum(sampler.sample(SamplerInput(seeds)).num_sampled_edges for seeds in bs)
             torch.cuda.synchronize()
             return edges
 
@@ -246,7 +246,7 @@ def gpu_compare(name: str, dataset: Path, pool_name: str, args) -> dict:
 def ordering(name: str, dataset: Path, pool_name: str, batch_size: int, max_batches: int, window: int, fanouts) -> dict:
     """Rows re-fetched per epoch in random order vs Match-Reorder (fresh draws in both orders)."""
     from sparsetrain.datasets import load
-    from sparsetrain.sampling import MatchReorder, NeighborSampler, SeedBatches, reuse_stats
+    from sparsetrain.sampling import MatchReorder, NeighborSampler, SamplerInput, SeedBatches, reuse_stats
 
     ds = load(dataset)
     sampler = NeighborSampler(ds.graph, fanouts, seed=1)
@@ -257,8 +257,8 @@ def ordering(name: str, dataset: Path, pool_name: str, batch_size: int, max_batc
     reordered = reorder(random_order, sampler)
     seconds = time.perf_counter() - start
     fresh = {
-        "random": reuse_stats([sampler.sample(b).input_nodes for b in random_order], ds.num_nodes),
-        "reordered": reuse_stats([sampler.sample(b).input_nodes for b in reordered], ds.num_nodes),
+        "random": reuse_stats([sampler.sample(SamplerInput(b)).input_nodes for b in random_order], ds.num_nodes),
+        "reordered": reuse_stats([sampler.sample(SamplerInput(b)).input_nodes for b in reordered], ds.num_nodes),
     }
     out = {"graph": name, "batches": len(random_order), "batch_size": batch_size, "window": window, "reorder_seconds": seconds,
            "presampled": {"random": vars(reorder.before), "reordered": vars(reorder.after)},

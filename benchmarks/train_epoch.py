@@ -64,7 +64,7 @@ def run_sparsetrain(ds, features, label: str, warmup: int, count: int, spmm: boo
 
     sampler = st.sampling.NeighborSampler(ds.graph, FANOUTS, seed=0)
     loader = st.engine.Loader(sampler, features, ds.labels, ds.split["train"], batch_size=BATCH, seed=0, prefetch=prefetch,
-                              loader_threads=loader_threads)
+                              loader_threads=loader_threads, retain_host_memory=True)  # what Trainer and the CLI apply
     model = GraphSAGE(ds.num_features, HIDDEN, ds.num_classes, num_layers=3, spmm=spmm)
 
     def forward(model, mb):
@@ -129,7 +129,7 @@ def run_pyg(ds, x, warmup: int, count: int, block_wise: bool) -> dict:
 
 
 def run_dgl(name: str, data_dir: Path, warmup: int, count: int) -> dict:
-    """Runs inside the DGL environment. ``-same-allocator`` in ``name``: the glibc settings sparsetrain's Loader
+    """Runs inside the DGL environment. ``-same-allocator`` in ``name``: the glibc settings sparsetrain's Trainer
     applies (sparsetrain is installed there without dependencies), so the comparison is not only about page
     faults; ``-bf16``: bfloat16 autocast, as for sparsetrain's bf16 row."""
     import dgl

@@ -18,6 +18,8 @@ _NOUNS = {
     "synthesize": "datasets",
     "CSCGraph": "sampling",
     "NeighborSampler": "sampling",
+    "ClusterSampler": "sampling",
+    "SamplerInput": "sampling",
     "MiniBatch": "sampling",
     "FeatureStore": "storage",
     "TensorFeatures": "storage",

@@ -18,7 +18,7 @@ import torch
 
 assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUDASIM=1"
 
-from sparsetrain.sampling import CSCGraph, NeighborSampler  # noqa: E402
+from sparsetrain.sampling import CSCGraph, NeighborSampler, SamplerInput  # noqa: E402
 from sparsetrain.sampling import neighbor_cuda as nc  # noqa: E402
 from sparsetrain.sampling.rng import hop_key  # noqa: E402
 
@@ -39,7 +39,7 @@ def gpu_sample(g: CSCGraph, seeds, fanouts, *, replace=False, weighted=False, se
 
 def assert_same_as_cpu(g, seeds, fanouts, **kw):
     layers, nodes = gpu_sample(g, seeds, fanouts, **kw)
-    mb = NeighborSampler(g, fanouts, seed=5, **kw).sample(torch.tensor(seeds), batch=7)
+    mb = NeighborSampler(g, fanouts, seed=5, **kw).sample(SamplerInput(torch.tensor(seeds), key=7))
     assert np.array_equal(nodes, mb.input_nodes.numpy()), "input nodes differ from the CPU sampler"
     for (edge_index, num_src, num_dst), block in zip(reversed(layers), mb.blocks):
         assert (num_src, num_dst) == (block.num_src, block.num_dst), "block sizes differ"

@@ -1,5 +1,14 @@
 """Loader, block-by-block models and checkpoints against independent references."""
 
+import ctypes
+import ctypes.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
 import pytest
 import torch
 
@@ -8,8 +17,11 @@ from sparsetrain.engine.checkpoint import CheckpointError, list_checkpoints, loa
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.inference import full_graph_inference
+from sparsetrain.engine.stages import LoaderError, Producer
+from sparsetrain.engine.stages.device import map_tensors
 from sparsetrain.nn.models import GAT, GCN, GraphSAGE, block_adj_t, sources_and_targets
-from sparsetrain.sampling import NeighborSampler
+from sparsetrain.sampling import Block, NeighborSampler, SamplerInput
+from sparsetrain.sampling.clusters import BatchClusters, ClusteredMiniBatch
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +111,119 @@ def test_loader_raises_the_producer_error(cora):
     loader = Loader(NeighborSampler(cora.graph, [2], seed=0), Broken(), cora.labels, cora.split["val"], batch_size=50)
     with pytest.raises(RuntimeError, match="disk on fire"):
         list(loader)
+
+
+def test_loader_calls_a_stuck_or_dead_producer_an_error(cora):
+    release = threading.Event()
+
+    class Stuck:  # a gather that never returns, like one waiting on a stopped peer rank
+        shape = cora.features.shape
+
+        def gather(self, ids):
+            release.wait(30)
+            return torch.zeros(len(ids), 4)
+
+    loader = Loader(NeighborSampler(cora.graph, [2], seed=0), Stuck(), cora.labels, cora.split["val"], batch_size=50, timeout=0.5)
+    started = time.monotonic()
+    try:
+        with pytest.raises(LoaderError, match="no batch for 0.5 s; it is stuck"):
+            list(loader)
+        assert time.monotonic() - started < 10
+    finally:
+        release.set()
+
+
+def test_loader_notices_a_producer_thread_that_ended_without_a_word(cora, monkeypatch):
+    monkeypatch.setattr(Producer, "_run", lambda self: None)
+    loader = Loader(NeighborSampler(cora.graph, [2], seed=0), cora.features, cora.labels, cora.split["val"], batch_size=50)
+    with pytest.raises(LoaderError, match="ended without"):
+        list(loader)
+
+
+def test_loader_checks_the_sampler_returns_a_minibatch(cora):
+    class Pairs:
+        def sample(self, inp):
+            return inp.seeds, inp.key
+
+    with pytest.raises(LoaderError, match="Pairs.sample returned a tuple"):
+        list(Loader(Pairs(), cora.features, cora.labels, cora.split["val"], batch_size=50, prefetch=0))
+
+
+def test_loader_hands_samplers_keyed_inputs_matching_seed_batches(cora):
+    seen = []
+
+    class Recording:
+        def __init__(self):
+            self.inner = NeighborSampler(cora.graph, [2], seed=0)
+
+        def sample(self, inp):
+            seen.append(inp)
+            return self.inner.sample(inp)
+
+    seeds = cora.split["test"]
+    list(Loader(Recording(), cora.features, cora.labels, seeds, batch_size=100, seed=4, rank=1, world_size=2).epoch(3))
+    share = seeds[torch.randperm(len(seeds), generator=torch.Generator().manual_seed(4 * 1_000_003 + 3))][500:1000]
+    assert all(isinstance(inp, SamplerInput) for inp in seen)
+    assert torch.equal(torch.cat([inp.seeds for inp in seen]), share)
+    assert [inp.key for inp in seen] == [(3 * 2 + 1) * 10 + i for i in range(5)]
+
+
+def test_map_tensors_reaches_every_tensor_of_a_batch():
+    groups = BatchClusters(torch.tensor([0, 0, 1]), torch.tensor([0, 0, 0]))
+    mb = ClusteredMiniBatch(torch.tensor([5]), torch.tensor([5, 7, 9]), [Block(torch.tensor([[1, 2], [0, 0]]), 3, 1)],
+                            torch.ones(3, 2), torch.tensor([4]), groups=groups)
+    doubled = map_tensors(mb, lambda t: t * 2)
+    assert isinstance(doubled, ClusteredMiniBatch) and doubled.blocks[0].num_src == 3
+    assert torch.equal(doubled.input_nodes, torch.tensor([10, 14, 18])) and torch.equal(doubled.y, torch.tensor([8]))
+    assert torch.equal(doubled.blocks[0].edge_index, torch.tensor([[2, 4], [0, 0]])) and torch.equal(doubled.x, torch.full((3, 2), 2.0))
+    assert torch.equal(doubled.groups.clusters, torch.tensor([0, 0, 2])) and torch.equal(mb.x, torch.ones(3, 2))
+
+
+_ALLOCATOR_PROBE = r"""
+import ctypes, ctypes.util, json, sys
+import torch
+from sparsetrain.engine import Loader, Trainer, GraphSAGE
+from sparsetrain.sampling import CSCGraph, NeighborSampler
+
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.mallinfo2.restype = Mallinfo2
+libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]
+
+def big_block_is_mmapped():  # glibc's default serves 64 MiB with its own mmap; the tuned heap does not
+    before = libc.mallinfo2().hblks
+    block = libc.malloc(64 << 20)
+    mapped = libc.mallinfo2().hblks > before
+    libc.free(block)
+    return mapped
+
+g = torch.Generator().manual_seed(0)
+graph = CSCGraph.from_edge_index(torch.randint(0, 200, (2, 2000), generator=g), 200)
+loader = Loader(NeighborSampler(graph, [3], seed=0), torch.randn(200, 8, generator=g), torch.randint(0, 3, (200,), generator=g),
+                torch.arange(200), batch_size=50)
+seen = {"fresh": big_block_is_mmapped()}
+list(loader)
+seen["after_loader"] = big_block_is_mmapped()
+model = GraphSAGE(8, 8, 3, num_layers=1)
+Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1, quiet=True)
+seen["after_trainer"] = big_block_is_mmapped()
+json.dump(seen, sys.stdout)
+"""
+
+
+@pytest.mark.skipif(not hasattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), "mallinfo2"), reason="needs glibc >= 2.33")
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_plain_loader_leaves_the_allocator_alone_and_the_trainer_tunes_it(keep):
+    env = {k: v for k, v in os.environ.items() if k != "SPARSETRAIN_KEEP_MALLOC"}
+    if keep:
+        env["SPARSETRAIN_KEEP_MALLOC"] = "1"
+    run = subprocess.run([sys.executable, "-c", _ALLOCATOR_PROBE], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout)
+    assert seen == {"fresh": True, "after_loader": True, "after_trainer": keep}
 
 
 @pytest.mark.parametrize("make", [GraphSAGE, GAT, GCN])

@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy import stats
 
-from sparsetrain.sampling import CSCGraph, MiniBatch, NeighborSampler, SamplingBackendError, SamplingError
+from sparsetrain.sampling import CSCGraph, MiniBatch, NeighborSampler, SamplerInput, SamplingBackendError, SamplingError
 
 
 def random_graph(num_nodes: int = 300, num_edges: int = 3000, seed: int = 0, weighted: bool = False) -> CSCGraph:
@@ -147,7 +147,7 @@ def draw_counts(graph: CSCGraph, fanout: int, trials: int, **kw) -> np.ndarray:
     sampler = NeighborSampler(graph, [fanout], seed=11, **kw)
     counts = np.zeros(graph.num_nodes, np.int64)
     for b in range(trials):
-        mb = sampler.sample(torch.tensor([0]), batch=b)
+        mb = sampler.sample(SamplerInput(torch.tensor([0]), key=b))
         np.add.at(counts, mb.input_nodes[mb.blocks[0].edge_index[0]].numpy(), 1)
     return counts[1:]
 
@@ -219,8 +219,16 @@ def test_batch_counter_and_explicit_batch_key():
     first, second = a.sample(seeds), a.sample(seeds)
     assert not same(first, second)  # a new batch draws afresh
     b = NeighborSampler(graph, [3, 3], seed=9)
-    assert same(b.sample(seeds, batch=1), second)
-    assert same(b.sample(seeds, batch=0), first)
+    assert same(b.sample(SamplerInput(seeds, key=1)), second)
+    assert same(b.sample(SamplerInput(seeds, key=0)), first)
+    assert same(b.sample(SamplerInput(seeds)), first)  # no key: the sampler's own counter, which explicit keys leave alone
+    with pytest.warns(DeprecationWarning, match="SamplerInput"):
+        assert same(b.sample(seeds, batch=1), second)  # the old spelling, for one release
+    with pytest.raises(SamplingError, match="both"):
+        b.sample(SamplerInput(seeds, key=1), batch=1)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(SamplingError, match="key="):
+            SamplerInput(seeds, key=bad)
 
 
 def test_node_map_is_clean_after_an_error_and_between_batches():
@@ -229,7 +237,8 @@ def test_node_map_is_clean_after_an_error_and_between_batches():
     with pytest.raises(SamplingError, match="more than once"):
         sampler.sample(torch.tensor([5, 6, 5]))
     for b in range(3):
-        assert same(sampler.sample(torch.tensor([5, 6]), batch=b), NeighborSampler(graph, [4, 4], seed=1).sample(torch.tensor([5, 6]), batch=b))
+        inp = SamplerInput(torch.tensor([5, 6]), key=b)
+        assert same(sampler.sample(inp), NeighborSampler(graph, [4, 4], seed=1).sample(inp))
 
 
 # ---------- PyG views: a model on the blocks equals the full-graph model ----------
@@ -322,6 +331,6 @@ def test_concurrent_calls_from_threads_give_the_batches_of_their_keys():
     sampler = NeighborSampler(graph, [10, 5], seed=4)
     batches = [torch.arange(i, 3000, 37) for i in range(8)]
     with ThreadPoolExecutor(4) as pool:
-        together = list(pool.map(lambda ib: sampler.sample(ib[1], batch=ib[0]), enumerate(batches)))
+        together = list(pool.map(lambda ib: sampler.sample(SamplerInput(ib[1], key=ib[0])), enumerate(batches)))
     alone = NeighborSampler(graph, [10, 5], seed=4)
-    assert all(same(mb, alone.sample(b, batch=i)) for i, (mb, b) in enumerate(zip(together, batches)))
+    assert all(same(mb, alone.sample(SamplerInput(b, key=i))) for i, (mb, b) in enumerate(zip(together, batches)))

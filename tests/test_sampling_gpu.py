@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sparsetrain.sampling import CSCGraph, NeighborSampler
+from sparsetrain.sampling import CSCGraph, NeighborSampler, SamplerInput
 
 pytestmark = pytest.mark.gpu
 
@@ -22,8 +22,8 @@ def test_gpu_batches_equal_cpu_batches(where, kw):
     host = graph(weighted="weighted" in kw)
     on_gpu = host.to("cuda") if where == "device" else host.pin_memory()
     seeds = torch.arange(0, 5000, 11)
-    cpu = NeighborSampler(host, [15, 10, 5], seed=3, **kw).sample(seeds, batch=4)
-    gpu = NeighborSampler(on_gpu, [15, 10, 5], seed=3, **kw).sample(seeds.cuda(), batch=4)
+    cpu = NeighborSampler(host, [15, 10, 5], seed=3, **kw).sample(SamplerInput(seeds, key=4))
+    gpu = NeighborSampler(on_gpu, [15, 10, 5], seed=3, **kw).sample(SamplerInput(seeds.cuda(), key=4))
     assert gpu.input_nodes.is_cuda and all(b.edge_index.is_cuda for b in gpu.blocks)
     assert torch.equal(gpu.input_nodes.cpu(), cpu.input_nodes)
     for a, b in zip(gpu.blocks, cpu.blocks):

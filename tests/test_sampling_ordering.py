@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sparsetrain.sampling import CSCGraph, MatchReorder, NeighborSampler, SamplingError, SeedBatches, match_reorder, reuse_stats
+from sparsetrain.sampling import CSCGraph, MatchReorder, NeighborSampler, SamplerInput, SamplingError, SeedBatches, match_reorder, reuse_stats
 
 
 def random_sets(count: int, num_nodes: int, size: int, seed: int = 0) -> list[torch.Tensor]:
@@ -64,7 +64,7 @@ def test_seed_batches_reordered_on_cora_share_more_rows(cora_data):
     assert len(after) == len(plain) == 43
     assert sorted(torch.cat(after).tolist()) == list(range(graph.num_nodes))  # every seed once
     assert sorted(b[0].item() for b in before) == sorted(b[0].item() for b in after)  # the same batches, reordered
-    assert reorder.before == reuse_stats([sampler.sample(b, batch=(1 << 48) + i).input_nodes for i, b in enumerate(before)], graph.num_nodes)
+    assert reorder.before == reuse_stats([sampler.sample(SamplerInput(b, key=(1 << 48) + i)).input_nodes for i, b in enumerate(before)], graph.num_nodes)
     assert reorder.after.rows_needed == reorder.before.rows_needed
     assert reorder.after.fraction_reused > reorder.before.fraction_reused
 
@@ -79,3 +79,20 @@ def test_seed_batches_are_a_function_of_seed_and_epoch():
     assert [len(b) for b in SeedBatches(seeds, 32, drop_last=True, shuffle=False).batches()] == [32, 32, 32]
     with pytest.raises(SamplingError, match="sampler"):
         SeedBatches(seeds, 32, order=MatchReorder())
+
+
+def test_seed_batches_share_one_shuffle_across_ranks_with_keys_unique_across_epochs_and_ranks():
+    seeds = torch.arange(1000, 1100)
+    keys = []
+    for epoch in range(3):
+        shuffled = seeds[torch.randperm(100, generator=torch.Generator().manual_seed(4 * 1_000_003 + epoch))]
+        for rank in range(3):
+            batches = SeedBatches(seeds, 8, seed=4, rank=rank, world_size=3)
+            inputs = batches.inputs(epoch)
+            assert len(batches) == len(inputs) == 5  # 33 seeds a rank, the last one left out
+            assert torch.equal(torch.cat([inp.seeds for inp in inputs]), shuffled[33 * rank : 33 * (rank + 1)])
+            assert all(torch.equal(inp.seeds, b) for inp, b in zip(inputs, batches.batches(epoch)))
+            keys += [inp.key for inp in inputs]
+    assert sorted(keys) == sorted({(e * 3 + r) * 13 + i for e in range(3) for r in range(3) for i in range(5)})
+    with pytest.raises(SamplingError, match="rank=3"):
+        SeedBatches(seeds, 8, rank=3, world_size=3)

@@ -1,6 +1,6 @@
 """The loader pipeline, the trainer, layer-wise inference, checkpoints and distributed launch.
 
-``Loader`` overlaps sampling and feature gathering with compute; ``Trainer`` / ``fit``
+``Loader`` composes the data path's stages (:mod:`sparsetrain.engine.stages`) and overlaps them with compute; ``Trainer`` / ``fit``
 run epochs with progress, evaluation, metrics logs and exact checkpoint/resume;
 ``full_graph_inference`` runs a model layer by layer over the whole graph. Models live in
 :mod:`sparsetrain.nn`, ``ClusterSampler`` in :mod:`sparsetrain.sampling`.
@@ -13,10 +13,11 @@ from sparsetrain.engine.evaluate import accuracy, full_graph_evaluator, sampled_
 from sparsetrain.engine.inference import full_graph_inference
 from sparsetrain.engine.loader import EpochStats, Loader
 from sparsetrain.engine.precision import PRECISIONS, autocast
+from sparsetrain.engine.stages import LoaderError
 from sparsetrain.engine.trainer import Trainer, fit
 
 __all__ = [
-    "CheckpointError", "DistributedError", "EpochStats", "Loader", "PRECISIONS", "Trainer", "autocast",
+    "CheckpointError", "DistributedError", "EpochStats", "Loader", "LoaderError", "PRECISIONS", "Trainer", "autocast",
     "accuracy", "fit", "full_graph_evaluator", "full_graph_inference", "load_latest_checkpoint",
     "sampled_evaluator", "save_checkpoint",
 ]

@@ -9,6 +9,7 @@ import torch
 
 from sparsetrain.engine.distributed import describe_failure, init_from_env, shutdown, wrap_model
 from sparsetrain.engine.evaluate import full_graph_evaluator, sampled_evaluator
+from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.trainer import Trainer
 from sparsetrain.errors import DatasetError
@@ -84,12 +85,13 @@ PRESAMPLE_BATCHES = 8
 
 def _presampled_hotness(ds, settings: TrainSettings):
     """How often a few pre-sampled batches read each row: a better hot set than in-degree (measured)."""
-    from sparsetrain.sampling import NeighborSampler
+    from sparsetrain.sampling import NeighborSampler, SamplerInput
     from sparsetrain.storage.policies import access_counts
 
     sampler = NeighborSampler(ds.graph, settings.fanout, seed=settings.seed + 2)
     seeds = ds.split["train"][torch.randperm(len(ds.split["train"]), generator=torch.Generator().manual_seed(settings.seed))]
-    trace = [sampler.sample(part).input_nodes for part in torch.split(seeds, settings.batch_size)[:PRESAMPLE_BATCHES]]
+    parts = torch.split(seeds, settings.batch_size)[:PRESAMPLE_BATCHES]
+    trace = [sampler.sample(SamplerInput(part, key=i)).input_nodes for i, part in enumerate(parts)]
     return access_counts(trace, ds.num_nodes)
 
 
@@ -99,6 +101,7 @@ def train(settings: TrainSettings) -> dict | None:
     from sparsetrain.engine.default_data import default_dataset
     from sparsetrain.sampling import NeighborSampler
 
+    retain_freed_host_memory()  # before the first large allocation; the Trainer would do it only after set-up
     ctx = init_from_env(settings.device)
     try:
         ds = load(settings.data) if settings.data is not None else default_dataset(quiet=settings.quiet or not ctx.is_main)

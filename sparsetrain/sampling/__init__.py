@@ -1,11 +1,13 @@
-"""Graph topology, fused multi-hop neighbor sampling, cluster sampling, minibatch types and batch ordering."""
+"""Graph topology, seed batches, fused multi-hop neighbor and cluster sampling, typed sampler input / minibatch output, batch ordering."""
 
 from sparsetrain.sampling.clusters import BatchClusters, ClusteredMiniBatch, ClusterSampler
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import Block, MiniBatch
-from sparsetrain.sampling.ordering import MatchReorder, ReuseStats, SeedBatches, match_reorder, reuse_stats
+from sparsetrain.sampling.ordering import MatchReorder, ReuseStats, match_reorder, reuse_stats
 from sparsetrain.sampling.sampler import NeighborSampler
+from sparsetrain.sampling.seeds import SeedBatches
 
 __all__ = [
     "BatchClusters",
@@ -17,6 +19,7 @@ __all__ = [
     "MiniBatch",
     "NeighborSampler",
     "ReuseStats",
+    "SamplerInput",
     "SamplingBackendError",
     "SamplingError",
     "SeedBatches",

@@ -10,14 +10,13 @@ no clusters, the subgraph itself. Any group larger than ``max_cluster_size`` is 
 consecutive pieces (by local id: seeds first, then hop by hop), so dense attention
 stays bounded.
 
-``ClusterSampler`` wraps a sampler and attaches both ids (computed on the CPU while the
-loader prefetches); ``ClusteredMiniBatch.to_pyg()`` hands them to the model as a
+``ClusterSampler`` is a sampler stage around an inner sampler that attaches both ids
+(computed on the CPU while the loader prefetches); ``ClusteredMiniBatch.to_pyg()`` hands them to the model as a
 trailing :class:`BatchClusters` after the usual per-hop ``(edge_index, size)`` pairs.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -25,6 +24,7 @@ import numpy as np
 import torch
 
 from sparsetrain.errors import DatasetError
+from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import MiniBatch
 
 DEFAULT_MAX_CLUSTER_SIZE = 256
@@ -104,31 +104,35 @@ class ClusteredMiniBatch(MiniBatch):
 
 
 class ClusterSampler:
-    """Wrap a sampler so its batches carry cluster and subgraph ids (see the module docstring).
+    """A sampler stage: sample with ``sampler``, then attach the batch's cluster and subgraph ids (see the module docstring).
 
+    ``sampler``: the inner sampler (``sample(SamplerInput) -> MiniBatch``, with a ``graph``);
     ``clusters``: cluster id per graph node (e.g. :func:`sparsetrain.datasets.load_clusters`), or None.
     """
 
     def __init__(self, sampler, clusters: torch.Tensor | None = None, *, max_cluster_size: int = DEFAULT_MAX_CLUSTER_SIZE,
                  cross_subgraph: bool = False):
-        if clusters is not None:
-            num_nodes = getattr(getattr(sampler, "graph", None), "num_nodes", None)
-            if num_nodes is not None and len(clusters) != num_nodes:
-                raise DatasetError(f"clusters has {len(clusters)} entries but the graph has {num_nodes} nodes; use the clusters.npy of the same dataset")
+        if clusters is not None and len(clusters) != sampler.graph.num_nodes:
+            raise DatasetError(f"clusters has {len(clusters)} entries but the graph has {sampler.graph.num_nodes} nodes; "
+                               "use the clusters.npy of the same dataset")
         self.sampler = sampler
         self.clusters = clusters
         self.max_cluster_size = max_cluster_size
         self.cross_subgraph = cross_subgraph
-        self._keyed = "batch" in inspect.signature(sampler.sample).parameters
 
-    def __getattr__(self, name):  # graph, fanouts, ... of the wrapped sampler (for batch ordering)
-        if name == "sampler":
-            raise AttributeError(name)
-        return getattr(self.sampler, name)
+    @property
+    def graph(self):
+        """The inner sampler's graph (batch ordering reads its size)."""
+        return self.sampler.graph
 
-    def sample(self, seeds: torch.Tensor, *, batch: int | None = None) -> ClusteredMiniBatch:
-        """Sample ``seeds`` with the wrapped sampler and attach the batch's :class:`BatchClusters`."""
-        mb = self.sampler.sample(seeds, batch=batch) if self._keyed else self.sampler.sample(seeds)
+    @property
+    def fanouts(self) -> list[int]:
+        """The inner sampler's fanouts."""
+        return self.sampler.fanouts
+
+    def sample(self, inp: SamplerInput) -> ClusteredMiniBatch:
+        """Sample ``inp`` with the inner sampler and attach the batch's :class:`BatchClusters`."""
+        mb = self.sampler.sample(inp)
         node_clusters = None if self.clusters is None else self.clusters[mb.input_nodes.cpu()]
         groups = batch_groups(mb.blocks, len(mb.input_nodes), node_clusters, max_cluster_size=self.max_cluster_size,
                               cross_subgraph=self.cross_subgraph)

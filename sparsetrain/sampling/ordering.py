@@ -10,7 +10,7 @@ fraction of rows that did not need fetching again.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numba
@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.input import SamplerInput
 
 MAX_WINDOW = 63  # one bit per batch of the window (plus the previous window's last batch) in a uint64 mask
 _PRESAMPLE_KEY = 1 << 48  # batch keys for pre-sampling, far from the sampler's own counter
@@ -135,7 +136,7 @@ def match_reorder(input_nodes: Sequence[torch.Tensor], num_nodes: int, window: i
 
 
 class MatchReorder:
-    """The ``order`` hook of a seed iterator or loader: ``(seed batches, sampler) -> reordered seed batches``.
+    """The ``order`` hook of :class:`~sparsetrain.sampling.SeedBatches` (and so of a loader): ``(seed batches, sampler) -> reordered seed batches``.
 
     Pre-samples every batch (with batch keys apart from the sampler's own
     counter), orders them with :func:`match_reorder`, and keeps the reuse of
@@ -153,48 +154,8 @@ class MatchReorder:
 
     def __call__(self, batches: Sequence[torch.Tensor], sampler) -> list[torch.Tensor]:
         num_nodes = sampler.graph.num_nodes
-        inputs = [sampler.sample(b, batch=_PRESAMPLE_KEY + i).input_nodes for i, b in enumerate(batches)]
+        inputs = [sampler.sample(SamplerInput(b, key=_PRESAMPLE_KEY + i)).input_nodes for i, b in enumerate(batches)]
         order = match_reorder(inputs, num_nodes, self.window)
         self.before = reuse_stats(inputs, num_nodes)
         self.after = reuse_stats([inputs[i] for i in order], num_nodes)
         return [batches[i] for i in order]
-
-
-class SeedBatches:
-    """An epoch's seed batches: shuffled by ``(seed, epoch)``, optionally reordered (``order=MatchReorder()``, needs ``sampler``)."""
-
-    def __init__(self, seeds: torch.Tensor, batch_size: int, *, shuffle: bool = True, drop_last: bool = False, seed: int = 0,
-                 order: MatchReorder | None = None, sampler=None) -> None:
-        if batch_size < 1:
-            raise SamplingError(f"batch_size={batch_size}; give a positive batch size")
-        if order is not None and sampler is None:
-            raise SamplingError("order= needs sampler= (batches are pre-sampled to measure their overlap)")
-        self.seeds = torch.as_tensor(seeds, dtype=torch.int64)
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.drop_last = drop_last
-        self.seed = seed
-        self.order = order
-        self.sampler = sampler
-        self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def batches(self, epoch: int | None = None) -> list[torch.Tensor]:
-        """The batches of ``epoch`` (default: the current one), a pure function of (seed, epoch)."""
-        epoch = self.epoch if epoch is None else epoch
-        seeds = self.seeds
-        if self.shuffle:
-            seeds = seeds[torch.randperm(len(seeds), generator=torch.Generator().manual_seed(self.seed * 1_000_003 + epoch))]
-        parts = list(torch.split(seeds, self.batch_size))
-        if self.drop_last and parts and len(parts[-1]) < self.batch_size:
-            parts.pop()
-        return self.order(parts, self.sampler) if self.order is not None else parts
-
-    def __len__(self) -> int:
-        n = len(self.seeds)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-    def __iter__(self) -> Iterator[torch.Tensor]:
-        return iter(self.batches())

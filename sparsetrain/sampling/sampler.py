@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
+import warnings
 from collections.abc import Sequence
 
 import numba
@@ -14,6 +15,7 @@ import torch
 from sparsetrain.sampling import neighbor
 from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import Block, MiniBatch
 from sparsetrain.sampling.rng import hop_key
 
@@ -31,9 +33,9 @@ class NeighborSampler:
     Without replacement by default; ``weighted=True`` draws proportionally to
     ``graph.weights``. Runs on the GPU when the graph is on CUDA (or pinned and
     the seeds are on CUDA), else on the CPU. The same ``seed`` gives the same
-    batches, whatever the thread count: the ``b``-th call of :meth:`sample` uses
-    batch key ``b`` unless ``batch`` is given (a loader passes its own key, so a
-    resumed run redraws the same batches).
+    batches, whatever the thread count: a :class:`SamplerInput` with ``key=k`` draws
+    batch ``k`` (a loader passes its own keys, so a resumed run redraws the same
+    batches); without a key, the ``b``-th call of :meth:`sample` uses key ``b``.
     """
 
     def __init__(self, graph: CSCGraph, fanouts: Sequence[int], *, replace: bool = False, weighted: bool = False, seed: int | None = None) -> None:
@@ -64,17 +66,29 @@ class NeighborSampler:
     def num_hops(self) -> int:
         return len(self.fanouts)
 
-    def sample(self, seeds: torch.Tensor, *, batch: int | None = None) -> MiniBatch:
-        """Sample the blocks of ``seeds`` (unique node ids); see the class docstring for the semantics."""
-        seeds = torch.as_tensor(seeds)
+    def sample(self, inp: SamplerInput | torch.Tensor, *, batch: int | None = None) -> MiniBatch:
+        """Sample the blocks of ``inp.seeds`` (unique node ids) with batch key ``inp.key``; see the class docstring.
+
+        A plain tensor of seeds stands for ``SamplerInput(seeds)``. ``batch=`` is the
+        deprecated spelling of ``SamplerInput(seeds, key=batch)``.
+        """
+        if batch is not None:
+            if isinstance(inp, SamplerInput):
+                raise SamplingError("sample() got both a SamplerInput and batch=; put the key in SamplerInput(seeds, key=...) only")
+            warnings.warn("NeighborSampler.sample(seeds, batch=k) is deprecated; pass SamplerInput(seeds, key=k) "
+                          "(from sparsetrain.sampling import SamplerInput)", DeprecationWarning, stacklevel=2)
+            inp = SamplerInput(inp, key=batch)
+        elif not isinstance(inp, SamplerInput):
+            inp = SamplerInput(inp)
+        seeds, key = inp.seeds, inp.key
         if seeds.dim() != 1 or seeds.dtype.is_floating_point or seeds.dtype == torch.bool:
             raise SamplingError(f"seeds must be a 1-D integer tensor of node ids; got shape {list(seeds.shape)} dtype {seeds.dtype}")
         if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= self.graph.num_nodes):
             raise SamplingError(f"seeds has ids outside [0, {self.graph.num_nodes}); seeds must be node ids of this graph")
-        if batch is None:
+        if key is None:
             with self._lock:
-                batch = next(self._counter)
-        keys = [hop_key(self.seed, int(batch), hop) for hop in range(self.num_hops)]
+                key = next(self._counter)
+        keys = [hop_key(self.seed, key, hop) for hop in range(self.num_hops)]
         if self._on_gpu(seeds):
             return self._sample_cuda(seeds, keys)
         return self._sample_cpu(seeds.to("cpu", torch.int64), keys)
