@@ -19,127 +19,24 @@ copies. Under ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on NumPy arrays
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 from sparsetrain._numba_cuda import cuda
 
+from sparsetrain.sampling import draw, rng
 from sparsetrain.sampling.errors import SamplingBackendError
-from sparsetrain.sampling.rng import _INV53, _M1, _M2, _ONE, _S11, _S27, _S30, _S31
-from sparsetrain.sampling.rng import GOLDEN as _GOLDEN  # the mixer's constants: one definition for CPU and GPU
+from sparsetrain.sampling.retarget import retarget
 
 EMPTY = np.int64(-1)
 OFFSET = np.int64(1 << 62)  # table values >= OFFSET are "first edge position + OFFSET" of this hop's new nodes
-FLOYD_MAX = 32  # must match neighbor.FLOYD_MAX
 
 
-# ---- counter-based RNG: bit-identical to sparsetrain.sampling.rng ----
-@cuda.jit(device=True)
-def _mix64(z):
-    z = (z ^ (z >> _S30)) * _M1
-    z = (z ^ (z >> _S27)) * _M2
-    return z ^ (z >> _S31)
-
-
-@cuda.jit(device=True)
-def _uniform(stream, j):
-    return (_mix64(stream + (np.uint64(j) + _ONE) * _GOLDEN) >> _S11) * _INV53
-
-
-@cuda.jit(device=True)
-def _below(stream, j, n):
-    r = np.int64(_uniform(stream, j) * n)
-    return r if r < n else n - 1
-
-
-@cuda.jit(device=True)
-def _es_key(weights, lo, p, stream):
-    w = weights[lo + p]
-    if w <= 0:
-        return -math.inf
-    return math.log(_uniform(stream, p)) / w
-
-
-# ---- per-node draws: the same algorithms as neighbor.draw_positions ----
-@cuda.jit(device=True)
-def _count(weights, lo, d, fanout, replace, weighted):
-    if d == 0 or fanout < 0:
-        return d
-    if weighted:
-        positive = 0
-        for p in range(lo, lo + d):
-            if weights[p] > 0:
-                positive += 1
-        if replace:
-            return fanout if positive > 0 else 0
-        return min(fanout, positive)
-    return fanout if replace else min(fanout, d)
-
-
-@cuda.jit(device=True)
-def _draw_positions(weights, lo, d, k, fanout, replace, weighted, stream, out, start):
-    if fanout < 0 or (k == d and not replace and not weighted):
-        for j in range(k):
-            out[start + j] = j
-    elif weighted and replace:
-        total = 0.0
-        for p in range(d):
-            total += weights[lo + p]
-        for j in range(k):
-            target = _uniform(stream, j) * total
-            acc = 0.0
-            pick = 0
-            for p in range(d):
-                w = weights[lo + p]
-                if w > 0:
-                    pick = p
-                    acc += w
-                    if target < acc:
-                        break
-            out[start + j] = pick
-    elif weighted:
-        filled = 0
-        worst = 0
-        worst_key = math.inf
-        for p in range(d):
-            if weights[lo + p] <= 0:
-                continue
-            key = _es_key(weights, lo, p, stream)
-            if filled < k:
-                out[start + filled] = p
-                if key < worst_key:
-                    worst_key = key
-                    worst = filled
-                filled += 1
-            elif key > worst_key:
-                out[start + worst] = p
-                worst_key = math.inf
-                for j in range(k):
-                    kj = _es_key(weights, lo, out[start + j], stream)
-                    if kj < worst_key:
-                        worst_key = kj
-                        worst = j
-    elif replace:
-        for j in range(k):
-            out[start + j] = _below(stream, j, d)
-    elif k <= FLOYD_MAX:
-        c = 0
-        for j in range(d - k, d):
-            t = _below(stream, j, j + 1)
-            for q in range(start, start + c):
-                if out[q] == t:
-                    t = j
-                    break
-            out[start + c] = t
-            c += 1
-    else:
-        c = 0
-        for p in range(d):
-            if (d - p) * _uniform(stream, p) < k - c:
-                out[start + c] = p
-                c += 1
-                if c == k:
-                    break
+# the RNG and the per-node draws: the CPU sampler's source, compiled for the device
+_device = retarget([rng.mix64, rng.uniform, rng.below, rng.node_stream, draw.edge_count, draw.es_key, draw.draw_positions], cuda.jit(device=True))
+_mix64 = _device["mix64"]
+_node_stream = _device["node_stream"]
+_edge_count = _device["edge_count"]
+_draw_positions = _device["draw_positions"]
 
 
 # ---- the open-addressing map ----
@@ -173,7 +70,7 @@ def _count_kernel(indptr, weights, nodes, num_dst, fanout, replace, weighted, lo
         d = indptr[v + 1] - a
         lo[i] = a
         deg[i] = d
-        counts[i] = _count(weights, a, d, fanout, replace, weighted)
+        counts[i] = _edge_count(weights, a, d, fanout, replace, weighted)
 
 
 @cuda.jit
@@ -186,7 +83,7 @@ def _sample_kernel(indices, weights, nodes, num_dst, lo, deg, ends, fanout, repl
         if k > 0:
             v = nodes[i]
             a = lo[i]
-            stream = _mix64(key ^ (np.uint64(v) * _GOLDEN))
+            stream = _node_stream(key, v)
             _draw_positions(weights, a, deg[i], k, fanout, replace, weighted, stream, src, start)
             for e in range(start, start + k):
                 u = np.int64(indices[a + src[e]])
