@@ -1,8 +1,6 @@
 """GPU kernels of the fused multi-hop neighbor sampler (``numba.cuda``).
 
-One thread per dst node draws its in-edges (the same draws as the CPU kernels in
-:mod:`sparsetrain.sampling.neighbor`: same counter-based stream, same
-algorithms) and inserts every sampled source straight into one open-addressing
+One thread per dst node draws its in-edges and inserts every sampled source straight into one open-addressing
 hash table (global id -> local id) with ``atomicCAS`` on the key, FastGL's
 Fused-Map: sampling, dedupe and relabel share the probe. Ids are made
 deterministic without a second map: each inserted key keeps the smallest edge
@@ -10,6 +8,19 @@ position that carried it (``atomicMin`` on ``OFFSET + e``); a flag + scan pass
 numbers the first occurrences in edge order, so new nodes get the same local ids
 as on the CPU, whatever the launch shape. Nodes of earlier hops sit in the same
 table with their final ids (< OFFSET), which ``atomicMin`` never overwrites.
+
+What is shared with the CPU kernels (:mod:`sparsetrain.sampling.neighbor`): the
+counter-based RNG (:mod:`sparsetrain.sampling.rng`), the per-node edge count and
+the draws (:mod:`sparsetrain.sampling.draw`), compiled here from the same Python
+source as device functions (:func:`sparsetrain.sampling.retarget.retarget`), so
+both targets make the same draws. What is not: the dedupe + relabel. Thousands
+of threads insert at once, so it needs the atomics and the scan above; the CPU
+does it in one sequential pass over a direct-address table, which on a CPU is
+faster than any atomic scheme and gives the same ids.
+
+Kernels run on PyTorch's current CUDA stream (never the legacy default stream),
+so they are ordered with the torch ops around them (allocations, scans); the only
+host syncs are the explicit reads of each hop's edge and new-node counts.
 
 The graph may be in device memory or page-locked host memory (read zero-copy
 over PCIe). Arrays cross from PyTorch by ``__cuda_array_interface__``, never by
@@ -143,7 +154,12 @@ class TorchArrays:
         return int(a[-1].item()) if a.numel() else 0
 
     def kernel(self, a):
-        return cuda.as_cuda_array(a) if a.device.type == "cuda" else _host_mapped(a)
+        # sync=False: the kernels run on the stream that produced ``a``, so no host wait is needed
+        return cuda.as_cuda_array(a, sync=False) if a.device.type == "cuda" else _host_mapped(a)
+
+    def stream(self):
+        """Numba's handle on PyTorch's current stream of this device."""
+        return cuda.external_stream(self.torch.cuda.current_stream(self.device).cuda_stream)
 
     def stack(self, a, b):
         return self.torch.stack([a, b])
@@ -174,6 +190,9 @@ class NumpyArrays(TorchArrays):
 
     def kernel(self, a):
         return a
+
+    def stream(self):
+        return 0  # the simulator runs kernels in order on the host
 
     def stack(self, a, b):
         return np.stack([a, b])
@@ -214,18 +233,20 @@ class CudaGraph:
         self.ops = TorchArrays(device or "cuda")
         self.indptr = self.ops.kernel(graph.indptr)
         self.indices = self.ops.kernel(graph.indices)
-        self.weights = self.ops.kernel(graph.weights) if graph.weights is not None else cuda.to_device(np.empty(1, np.float32))
+        self.weights = self.ops.kernel(graph.weights if graph.weights is not None else self.ops.empty(1, np.float32))
 
 
 def sample_layers(graph: CudaGraph, seeds, fanouts, replace: bool, weighted: bool, keys):
     """All hops on the GPU: ``([(edge_index [2, E], num_src, num_dst) innermost first], nodes)`` as CUDA tensors."""
-    return sample_arrays(graph.ops, graph.indptr, graph.indices, graph.weights, seeds, fanouts, replace, weighted, keys)
+    with graph.ops.torch.cuda.device(graph.ops.device):
+        return sample_arrays(graph.ops, graph.indptr, graph.indices, graph.weights, seeds, fanouts, replace, weighted, keys)
 
 
 def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weighted, keys):
     """The hop loop over any array back end (``ops``); graph arrays already in kernel form."""
     t = ops.threads
     k = ops.kernel
+    stream = ops.stream()
     num_seeds = len(seeds)
     nodes = ops.empty(num_seeds)
     ops.copy_into(nodes, seeds, num_seeds)
@@ -236,27 +257,27 @@ def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weight
     for hop, fanout in enumerate(fanouts):
         num_dst = num_nodes
         lo, deg, counts = ops.empty(num_dst), ops.empty(num_dst), ops.empty(num_dst)
-        _count_kernel[_blocks(num_dst, t), t](indptr, weights, k(nodes), num_dst, fanout, replace, weighted, k(lo), k(deg), k(counts))
+        _count_kernel[_blocks(num_dst, t), t, stream](indptr, weights, k(nodes), num_dst, fanout, replace, weighted, k(lo), k(deg), k(counts))
         ends = ops.cumsum(counts)
         num_edges = ops.last(ends)
         needed = _capacity(num_dst + num_edges)
         if needed > capacity:  # grow: a fresh table holding every node so far
             capacity = needed
             table_keys, table_vals = ops.full(capacity, EMPTY), ops.full(capacity, np.iinfo(np.int64).max)
-            _insert_known[_blocks(num_dst, t), t](k(nodes), num_dst, k(table_keys), k(table_vals), capacity - 1)
+            _insert_known[_blocks(num_dst, t), t, stream](k(nodes), num_dst, k(table_keys), k(table_vals), capacity - 1)
         src, dst, slots = ops.empty(num_edges), ops.empty(num_edges), ops.empty(num_edges)
-        _sample_kernel[_blocks(num_dst, t), t](
+        _sample_kernel[_blocks(num_dst, t), t, stream](
             indices, weights, k(nodes), num_dst, k(lo), k(deg), k(ends), fanout, replace, weighted, np.uint64(keys[hop]),
             k(table_keys), k(table_vals), capacity - 1, k(src), k(dst), k(slots),
         )
         flags = ops.empty(num_edges)
-        _first_kernel[_blocks(num_edges, t), t](k(slots), k(table_vals), num_edges, k(flags))
+        _first_kernel[_blocks(num_edges, t), t, stream](k(slots), k(table_vals), num_edges, k(flags))
         ranks = ops.cumsum(flags)
         num_new = ops.last(ranks)
         grown = ops.empty(num_dst + num_new)
         ops.copy_into(grown, nodes, num_dst)
-        _number_kernel[_blocks(num_edges, t), t](k(slots), k(table_keys), k(table_vals), num_edges, k(ranks), num_dst, k(grown))
-        _relabel_kernel[_blocks(num_edges, t), t](k(slots), k(table_vals), num_edges, k(src))
+        _number_kernel[_blocks(num_edges, t), t, stream](k(slots), k(table_keys), k(table_vals), num_edges, k(ranks), num_dst, k(grown))
+        _relabel_kernel[_blocks(num_edges, t), t, stream](k(slots), k(table_vals), num_edges, k(src))
         nodes = grown
         num_nodes = num_dst + num_new
         layers.append((ops.stack(src, dst), num_nodes, num_dst))
