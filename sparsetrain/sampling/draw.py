@@ -44,6 +44,17 @@ def edge_count(weights, lo, d, fanout, replace, weighted):
 
 
 @numba.njit(cache=True, inline="always")
+def count_node(indptr, weights, nodes, i, fanout, replace, weighted, lo, deg):
+    """Record where dst node ``i``'s in-edges start (``lo[i]``) and how many it has (``deg[i]``); return how many it gets."""
+    v = nodes[i]
+    a = indptr[v]
+    d = indptr[v + 1] - a
+    lo[i] = a
+    deg[i] = d
+    return edge_count(weights, a, d, fanout, replace, weighted)
+
+
+@numba.njit(cache=True, inline="always")
 def es_key(weights, lo, p, stream):
     """Efraimidis-Spirakis key of edge ``lo + p``: larger keys win; -inf for weight 0."""
     w = weights[lo + p]

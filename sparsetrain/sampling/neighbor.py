@@ -31,7 +31,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from sparsetrain.sampling.draw import draw_positions, edge_count
+from sparsetrain.sampling.draw import count_node, draw_positions
 from sparsetrain.sampling.prefetch import prefetch
 from sparsetrain.sampling.rng import node_stream
 
@@ -46,11 +46,7 @@ def count_hop(indptr, weights, nodes, num_dst, fanout, replace, weighted, lo, de
     for i in prange(num_dst):
         if i + PREFETCH < num_dst:
             prefetch(indptr, nodes[i + PREFETCH])
-        v = nodes[i]
-        a = indptr[v]
-        lo[i] = a
-        deg[i] = indptr[v + 1] - a
-        offsets[i + 1] = edge_count(weights, a, deg[i], fanout, replace, weighted)
+        offsets[i + 1] = count_node(indptr, weights, nodes, i, fanout, replace, weighted, lo, deg)
     for i in range(num_dst):
         offsets[i + 1] += offsets[i]
     return offsets[num_dst]

@@ -1,7 +1,8 @@
 """GPU kernels of the fused multi-hop neighbor sampler (``numba.cuda``).
 
-One thread per dst node draws its in-edges and inserts every sampled source straight into one open-addressing
-hash table (global id -> local id) with ``atomicCAS`` on the key, FastGL's
+One thread per dst node draws its in-edges and inserts every sampled source
+straight into one open-addressing hash table (global id -> local id) with
+``atomicCAS`` on the key, FastGL's
 Fused-Map: sampling, dedupe and relabel share the probe. Ids are made
 deterministic without a second map: each inserted key keeps the smallest edge
 position that carried it (``atomicMin`` on ``OFFSET + e``); a flag + scan pass
@@ -10,8 +11,8 @@ as on the CPU, whatever the launch shape. Nodes of earlier hops sit in the same
 table with their final ids (< OFFSET), which ``atomicMin`` never overwrites.
 
 What is shared with the CPU kernels (:mod:`sparsetrain.sampling.neighbor`): the
-counter-based RNG (:mod:`sparsetrain.sampling.rng`), the per-node edge count and
-the draws (:mod:`sparsetrain.sampling.draw`), compiled here from the same Python
+counter-based RNG (:mod:`sparsetrain.sampling.rng`), the per-node edge ranges and
+counts and the draws (:mod:`sparsetrain.sampling.draw`), compiled here from the same Python
 source as device functions (:func:`sparsetrain.sampling.retarget.retarget`), so
 both targets make the same draws. What is not: the dedupe + relabel. Thousands
 of threads insert at once, so it needs the atomics and the scan above; the CPU
@@ -43,10 +44,12 @@ OFFSET = np.int64(1 << 62)  # table values >= OFFSET are "first edge position + 
 
 
 # the RNG and the per-node draws: the CPU sampler's source, compiled for the device
-_device = retarget([rng.mix64, rng.uniform, rng.below, rng.node_stream, draw.edge_count, draw.es_key, draw.draw_positions], cuda.jit(device=True))
+_device = retarget(
+    [rng.mix64, rng.uniform, rng.below, rng.node_stream, draw.edge_count, draw.count_node, draw.es_key, draw.draw_positions], cuda.jit(device=True)
+)
 _mix64 = _device["mix64"]
 _node_stream = _device["node_stream"]
-_edge_count = _device["edge_count"]
+_count_node = _device["count_node"]
 _draw_positions = _device["draw_positions"]
 
 
@@ -76,12 +79,7 @@ def _insert_known(nodes, num_nodes, table_keys, table_vals, mask):
 def _count_kernel(indptr, weights, nodes, num_dst, fanout, replace, weighted, lo, deg, counts):
     i = cuda.grid(1)
     if i < num_dst:
-        v = nodes[i]
-        a = indptr[v]
-        d = indptr[v + 1] - a
-        lo[i] = a
-        deg[i] = d
-        counts[i] = _edge_count(weights, a, d, fanout, replace, weighted)
+        counts[i] = _count_node(indptr, weights, nodes, i, fanout, replace, weighted, lo, deg)
 
 
 @cuda.jit
