@@ -31,7 +31,6 @@ copies. Under ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on NumPy arrays
 
 from __future__ import annotations
 
-
 import numpy as np
 from sparsetrain._numba_cuda import cuda
 
