@@ -67,6 +67,15 @@ def check_weighted_with_replacement():
     assert_same_as_cpu(graph(seed=4, weighted=True), [2, 4], [3, 3], weighted=True, replace=True)
 
 
+def check_zero_weight_edges_and_zero_fanout():
+    g = graph(seed=8, weighted=True)
+    w = g.weights.clone()
+    w[::3] = 0  # never drawn, on both targets
+    g = CSCGraph(g.indptr, g.indices, w)
+    assert_same_as_cpu(g, [2, 5, 9], [4, 0, 3], weighted=True)
+    assert_same_as_cpu(g, [2, 5, 9], [4, 3], weighted=True, replace=True)
+
+
 def check_full_fanout_is_exactly_the_in_edges():
     g = graph(50, 200, seed=5)
     layers, nodes = assert_same_as_cpu(g, [0, 10], [-1, -1])

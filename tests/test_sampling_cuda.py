@@ -17,6 +17,7 @@ CHECKS = [
     "check_selection_sampling_large_fanout",
     "check_weighted_without_replacement",
     "check_weighted_with_replacement",
+    "check_zero_weight_edges_and_zero_fanout",
     "check_full_fanout_is_exactly_the_in_edges",
     "check_launch_shape_does_not_change_the_result",
     "check_hash_table_grows_across_hops",

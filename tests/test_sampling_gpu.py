@@ -29,3 +29,22 @@ def test_gpu_batches_equal_cpu_batches(where, kw):
     for a, b in zip(gpu.blocks, cpu.blocks):
         assert (a.num_src, a.num_dst) == (b.num_src, b.num_dst)
         assert torch.equal(a.edge_index.cpu(), b.edge_index)
+
+
+def test_gpu_sampling_on_a_side_stream_equals_cpu_batches():
+    """Kernels follow torch's current stream: sampling under a busy side stream still sees its own inputs in order."""
+    host = graph()
+    on_gpu = host.to("cuda")
+    seeds = torch.arange(0, 5000, 7)
+    cpu = NeighborSampler(host, [15, 10], seed=9).sample(seeds, batch=2)
+    sampler = NeighborSampler(on_gpu, [15, 10], seed=9)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        busy = torch.randn(4096, 4096, device="cuda")
+        for _ in range(8):  # queue work ahead of the sampler on the same stream
+            busy = busy @ busy.T / 4096
+        gpu = sampler.sample(seeds.cuda(), batch=2)
+    torch.cuda.current_stream().wait_stream(side)
+    assert torch.equal(gpu.input_nodes.cpu(), cpu.input_nodes)
+    for a, b in zip(gpu.blocks, cpu.blocks):
+        assert torch.equal(a.edge_index.cpu(), b.edge_index)

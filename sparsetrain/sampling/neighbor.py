@@ -14,15 +14,15 @@ sized to the batch instead). The table is left clean by :func:`reset_table`
 for the next batch, touching only the batch's nodes. Sampling is bound by
 memory latency, so loads are prefetched a few iterations ahead.
 
-Draws come from :mod:`sparsetrain.sampling.rng`, so a batch is the same
-whatever the thread count. Per dst node:
-- fanout -1 takes every in-edge (weights ignored);
-- uniform without replacement: Floyd's algorithm (k <= 32) or selection
-  sampling (larger k), each a uniform k-subset of the in-edges;
-- uniform with replacement: ``fanout`` independent draws;
-- weighted with replacement: ``fanout`` draws, each proportional to the weight;
-- weighted without replacement: the k largest keys ``log(u) / w``
-  (Efraimidis-Spirakis); edges of weight 0 are never drawn.
+The per-node draws (:mod:`sparsetrain.sampling.draw`) and the random numbers
+(:mod:`sparsetrain.sampling.rng`, counter-based, so a batch is the same
+whatever the thread count) are shared with the GPU kernels, which compile the
+same source. The dedupe + relabel pass is not shared: here it is one sequential
+pass over a direct-address table (cheap, cache-friendly, no atomics), while the
+GPU inserts from thousands of threads at once into a hash table with
+``atomicCAS``/``atomicMin`` and numbers first occurrences with a scan
+(:mod:`sparsetrain.sampling.neighbor_cuda`). Both give new nodes local ids in
+order of first appearance in the edge list, so the batches are identical.
 """
 
 from __future__ import annotations
@@ -31,110 +31,12 @@ import numba
 import numpy as np
 from numba import prange
 
+from sparsetrain.sampling.draw import count_node, draw_positions
 from sparsetrain.sampling.prefetch import prefetch
-from sparsetrain.sampling.rng import below, node_stream, uniform
+from sparsetrain.sampling.rng import node_stream
 
-FLOYD_MAX = 32  # above this fanout, selection sampling (O(degree)) beats Floyd's O(k^2) membership scans
 PREFETCH = 32  # loads issued this many iterations ahead
 GATHER_CHUNKS = 256  # edge ranges of the parallel source read (results do not depend on it)
-
-
-@numba.njit(cache=True, inline="always")
-def _count(weights, lo, d, fanout, replace, weighted):
-    """How many in-edges a node with ``d`` in-edges starting at ``lo`` gets."""
-    if d == 0 or fanout < 0:
-        return d
-    if weighted:
-        positive = 0
-        for p in range(lo, lo + d):
-            if weights[p] > 0:
-                positive += 1
-        if replace:
-            return fanout if positive > 0 else 0
-        return min(fanout, positive)
-    return fanout if replace else min(fanout, d)
-
-
-@numba.njit(cache=True, inline="always")
-def _es_key(weights, lo, p, stream):
-    """Efraimidis-Spirakis key of edge ``lo + p``: larger keys win; -inf for weight 0."""
-    w = weights[lo + p]
-    if w <= 0:
-        return -np.inf
-    return np.log(uniform(stream, p)) / w
-
-
-@numba.njit(cache=True, inline="always")
-def draw_positions(weights, lo, d, k, fanout, replace, weighted, stream, out, start):
-    """Write the positions (0 <= p < d) of the ``k`` sampled in-edges of one node to ``out[start:start + k]``.
-
-    ``lo`` is where the node's edges start (weights are read at ``lo + p``).
-    """
-    if fanout < 0 or (k == d and not replace and not weighted):
-        for j in range(k):
-            out[start + j] = j
-    elif weighted and replace:
-        total = 0.0
-        for p in range(d):
-            total += weights[lo + p]
-        for j in range(k):
-            target = uniform(stream, j) * total
-            acc = 0.0
-            pick = 0
-            for p in range(d):
-                w = weights[lo + p]
-                if w > 0:
-                    pick = p
-                    acc += w
-                    if target < acc:
-                        break
-            out[start + j] = pick
-    elif weighted:
-        # the k largest keys; a full heap is not worth it for fanouts of tens
-        filled = 0
-        worst = 0
-        worst_key = np.inf
-        for p in range(d):
-            if weights[lo + p] <= 0:
-                continue
-            key = _es_key(weights, lo, p, stream)
-            if filled < k:
-                out[start + filled] = p
-                if key < worst_key:
-                    worst_key = key
-                    worst = filled
-                filled += 1
-            elif key > worst_key:
-                out[start + worst] = p
-                worst_key = np.inf
-                for j in range(k):
-                    kj = _es_key(weights, lo, out[start + j], stream)
-                    if kj < worst_key:
-                        worst_key = kj
-                        worst = j
-    elif replace:
-        for j in range(k):
-            out[start + j] = below(stream, j, d)
-    elif k <= FLOYD_MAX:
-        # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless taken, else j
-        c = 0
-        for j in range(d - k, d):
-            t = below(stream, j, j + 1)
-            for q in range(start, start + c):
-                if out[q] == t:
-                    t = j
-                    break
-            out[start + c] = t
-            c += 1
-    else:
-        # selection sampling: keep edge p with probability (still needed) / (still left)
-        c = 0
-        for p in range(d):
-            if (d - p) * uniform(stream, p) < k - c:
-                out[start + c] = p
-                c += 1
-                if c == k:
-                    break
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -144,11 +46,7 @@ def count_hop(indptr, weights, nodes, num_dst, fanout, replace, weighted, lo, de
     for i in prange(num_dst):
         if i + PREFETCH < num_dst:
             prefetch(indptr, nodes[i + PREFETCH])
-        v = nodes[i]
-        a = indptr[v]
-        lo[i] = a
-        deg[i] = indptr[v + 1] - a
-        offsets[i + 1] = _count(weights, a, deg[i], fanout, replace, weighted)
+        offsets[i + 1] = count_node(indptr, weights, nodes, i, fanout, replace, weighted, lo, deg)
     for i in range(num_dst):
         offsets[i + 1] += offsets[i]
     return offsets[num_dst]

@@ -1,15 +1,27 @@
 """GPU kernels of the fused multi-hop neighbor sampler (``numba.cuda``).
 
-One thread per dst node draws its in-edges (the same draws as the CPU kernels in
-:mod:`sparsetrain.sampling.neighbor`: same counter-based stream, same
-algorithms) and inserts every sampled source straight into one open-addressing
-hash table (global id -> local id) with ``atomicCAS`` on the key, FastGL's
+One thread per dst node draws its in-edges and inserts every sampled source
+straight into one open-addressing hash table (global id -> local id) with
+``atomicCAS`` on the key, FastGL's
 Fused-Map: sampling, dedupe and relabel share the probe. Ids are made
 deterministic without a second map: each inserted key keeps the smallest edge
 position that carried it (``atomicMin`` on ``OFFSET + e``); a flag + scan pass
 numbers the first occurrences in edge order, so new nodes get the same local ids
 as on the CPU, whatever the launch shape. Nodes of earlier hops sit in the same
 table with their final ids (< OFFSET), which ``atomicMin`` never overwrites.
+
+What is shared with the CPU kernels (:mod:`sparsetrain.sampling.neighbor`): the
+counter-based RNG (:mod:`sparsetrain.sampling.rng`), the per-node edge ranges and
+counts and the draws (:mod:`sparsetrain.sampling.draw`), compiled here from the same Python
+source as device functions (:func:`sparsetrain.sampling.retarget.retarget`), so
+both targets make the same draws. What is not: the dedupe + relabel. Thousands
+of threads insert at once, so it needs the atomics and the scan above; the CPU
+does it in one sequential pass over a direct-address table, which on a CPU is
+faster than any atomic scheme and gives the same ids.
+
+Kernels run on PyTorch's current CUDA stream (never the legacy default stream),
+so they are ordered with the torch ops around them (allocations, scans); the only
+host syncs are the explicit reads of each hop's edge and new-node counts.
 
 The graph may be in device memory or page-locked host memory (read zero-copy
 over PCIe). Arrays cross from PyTorch by ``__cuda_array_interface__``, never by
@@ -19,127 +31,25 @@ copies. Under ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on NumPy arrays
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from sparsetrain._numba_cuda import cuda
 
+from sparsetrain.sampling import draw, rng
 from sparsetrain.sampling.errors import SamplingBackendError
-from sparsetrain.sampling.rng import _INV53, _M1, _M2, _ONE, _S11, _S27, _S30, _S31
-from sparsetrain.sampling.rng import GOLDEN as _GOLDEN  # the mixer's constants: one definition for CPU and GPU
+from sparsetrain.sampling.retarget import retarget
 
 EMPTY = np.int64(-1)
 OFFSET = np.int64(1 << 62)  # table values >= OFFSET are "first edge position + OFFSET" of this hop's new nodes
-FLOYD_MAX = 32  # must match neighbor.FLOYD_MAX
 
 
-# ---- counter-based RNG: bit-identical to sparsetrain.sampling.rng ----
-@cuda.jit(device=True)
-def _mix64(z):
-    z = (z ^ (z >> _S30)) * _M1
-    z = (z ^ (z >> _S27)) * _M2
-    return z ^ (z >> _S31)
-
-
-@cuda.jit(device=True)
-def _uniform(stream, j):
-    return (_mix64(stream + (np.uint64(j) + _ONE) * _GOLDEN) >> _S11) * _INV53
-
-
-@cuda.jit(device=True)
-def _below(stream, j, n):
-    r = np.int64(_uniform(stream, j) * n)
-    return r if r < n else n - 1
-
-
-@cuda.jit(device=True)
-def _es_key(weights, lo, p, stream):
-    w = weights[lo + p]
-    if w <= 0:
-        return -math.inf
-    return math.log(_uniform(stream, p)) / w
-
-
-# ---- per-node draws: the same algorithms as neighbor.draw_positions ----
-@cuda.jit(device=True)
-def _count(weights, lo, d, fanout, replace, weighted):
-    if d == 0 or fanout < 0:
-        return d
-    if weighted:
-        positive = 0
-        for p in range(lo, lo + d):
-            if weights[p] > 0:
-                positive += 1
-        if replace:
-            return fanout if positive > 0 else 0
-        return min(fanout, positive)
-    return fanout if replace else min(fanout, d)
-
-
-@cuda.jit(device=True)
-def _draw_positions(weights, lo, d, k, fanout, replace, weighted, stream, out, start):
-    if fanout < 0 or (k == d and not replace and not weighted):
-        for j in range(k):
-            out[start + j] = j
-    elif weighted and replace:
-        total = 0.0
-        for p in range(d):
-            total += weights[lo + p]
-        for j in range(k):
-            target = _uniform(stream, j) * total
-            acc = 0.0
-            pick = 0
-            for p in range(d):
-                w = weights[lo + p]
-                if w > 0:
-                    pick = p
-                    acc += w
-                    if target < acc:
-                        break
-            out[start + j] = pick
-    elif weighted:
-        filled = 0
-        worst = 0
-        worst_key = math.inf
-        for p in range(d):
-            if weights[lo + p] <= 0:
-                continue
-            key = _es_key(weights, lo, p, stream)
-            if filled < k:
-                out[start + filled] = p
-                if key < worst_key:
-                    worst_key = key
-                    worst = filled
-                filled += 1
-            elif key > worst_key:
-                out[start + worst] = p
-                worst_key = math.inf
-                for j in range(k):
-                    kj = _es_key(weights, lo, out[start + j], stream)
-                    if kj < worst_key:
-                        worst_key = kj
-                        worst = j
-    elif replace:
-        for j in range(k):
-            out[start + j] = _below(stream, j, d)
-    elif k <= FLOYD_MAX:
-        c = 0
-        for j in range(d - k, d):
-            t = _below(stream, j, j + 1)
-            for q in range(start, start + c):
-                if out[q] == t:
-                    t = j
-                    break
-            out[start + c] = t
-            c += 1
-    else:
-        c = 0
-        for p in range(d):
-            if (d - p) * _uniform(stream, p) < k - c:
-                out[start + c] = p
-                c += 1
-                if c == k:
-                    break
+# the RNG and the per-node draws: the CPU sampler's source, compiled for the device
+_device = retarget(
+    [rng.mix64, rng.uniform, rng.below, rng.node_stream, draw.edge_count, draw.count_node, draw.es_key, draw.draw_positions], cuda.jit(device=True)
+)
+_mix64 = _device["mix64"]
+_node_stream = _device["node_stream"]
+_count_node = _device["count_node"]
+_draw_positions = _device["draw_positions"]
 
 
 # ---- the open-addressing map ----
@@ -168,12 +78,7 @@ def _insert_known(nodes, num_nodes, table_keys, table_vals, mask):
 def _count_kernel(indptr, weights, nodes, num_dst, fanout, replace, weighted, lo, deg, counts):
     i = cuda.grid(1)
     if i < num_dst:
-        v = nodes[i]
-        a = indptr[v]
-        d = indptr[v + 1] - a
-        lo[i] = a
-        deg[i] = d
-        counts[i] = _count(weights, a, d, fanout, replace, weighted)
+        counts[i] = _count_node(indptr, weights, nodes, i, fanout, replace, weighted, lo, deg)
 
 
 @cuda.jit
@@ -186,7 +91,7 @@ def _sample_kernel(indices, weights, nodes, num_dst, lo, deg, ends, fanout, repl
         if k > 0:
             v = nodes[i]
             a = lo[i]
-            stream = _mix64(key ^ (np.uint64(v) * _GOLDEN))
+            stream = _node_stream(key, v)
             _draw_positions(weights, a, deg[i], k, fanout, replace, weighted, stream, src, start)
             for e in range(start, start + k):
                 u = np.int64(indices[a + src[e]])
@@ -246,7 +151,12 @@ class TorchArrays:
         return int(a[-1].item()) if a.numel() else 0
 
     def kernel(self, a):
-        return cuda.as_cuda_array(a) if a.device.type == "cuda" else _host_mapped(a)
+        # sync=False: the kernels run on the stream that produced ``a``, so no host wait is needed
+        return cuda.as_cuda_array(a, sync=False) if a.device.type == "cuda" else _host_mapped(a)
+
+    def stream(self):
+        """Numba's handle on PyTorch's current stream of this device."""
+        return cuda.external_stream(self.torch.cuda.current_stream(self.device).cuda_stream)
 
     def stack(self, a, b):
         return self.torch.stack([a, b])
@@ -277,6 +187,9 @@ class NumpyArrays(TorchArrays):
 
     def kernel(self, a):
         return a
+
+    def stream(self):
+        return 0  # the simulator runs kernels in order on the host
 
     def stack(self, a, b):
         return np.stack([a, b])
@@ -317,18 +230,20 @@ class CudaGraph:
         self.ops = TorchArrays(device or "cuda")
         self.indptr = self.ops.kernel(graph.indptr)
         self.indices = self.ops.kernel(graph.indices)
-        self.weights = self.ops.kernel(graph.weights) if graph.weights is not None else cuda.to_device(np.empty(1, np.float32))
+        self.weights = self.ops.kernel(graph.weights if graph.weights is not None else self.ops.empty(1, np.float32))
 
 
 def sample_layers(graph: CudaGraph, seeds, fanouts, replace: bool, weighted: bool, keys):
     """All hops on the GPU: ``([(edge_index [2, E], num_src, num_dst) innermost first], nodes)`` as CUDA tensors."""
-    return sample_arrays(graph.ops, graph.indptr, graph.indices, graph.weights, seeds, fanouts, replace, weighted, keys)
+    with graph.ops.torch.cuda.device(graph.ops.device):
+        return sample_arrays(graph.ops, graph.indptr, graph.indices, graph.weights, seeds, fanouts, replace, weighted, keys)
 
 
 def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weighted, keys):
     """The hop loop over any array back end (``ops``); graph arrays already in kernel form."""
     t = ops.threads
     k = ops.kernel
+    stream = ops.stream()
     num_seeds = len(seeds)
     nodes = ops.empty(num_seeds)
     ops.copy_into(nodes, seeds, num_seeds)
@@ -339,27 +254,27 @@ def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weight
     for hop, fanout in enumerate(fanouts):
         num_dst = num_nodes
         lo, deg, counts = ops.empty(num_dst), ops.empty(num_dst), ops.empty(num_dst)
-        _count_kernel[_blocks(num_dst, t), t](indptr, weights, k(nodes), num_dst, fanout, replace, weighted, k(lo), k(deg), k(counts))
+        _count_kernel[_blocks(num_dst, t), t, stream](indptr, weights, k(nodes), num_dst, fanout, replace, weighted, k(lo), k(deg), k(counts))
         ends = ops.cumsum(counts)
         num_edges = ops.last(ends)
         needed = _capacity(num_dst + num_edges)
         if needed > capacity:  # grow: a fresh table holding every node so far
             capacity = needed
             table_keys, table_vals = ops.full(capacity, EMPTY), ops.full(capacity, np.iinfo(np.int64).max)
-            _insert_known[_blocks(num_dst, t), t](k(nodes), num_dst, k(table_keys), k(table_vals), capacity - 1)
+            _insert_known[_blocks(num_dst, t), t, stream](k(nodes), num_dst, k(table_keys), k(table_vals), capacity - 1)
         src, dst, slots = ops.empty(num_edges), ops.empty(num_edges), ops.empty(num_edges)
-        _sample_kernel[_blocks(num_dst, t), t](
+        _sample_kernel[_blocks(num_dst, t), t, stream](
             indices, weights, k(nodes), num_dst, k(lo), k(deg), k(ends), fanout, replace, weighted, np.uint64(keys[hop]),
             k(table_keys), k(table_vals), capacity - 1, k(src), k(dst), k(slots),
         )
         flags = ops.empty(num_edges)
-        _first_kernel[_blocks(num_edges, t), t](k(slots), k(table_vals), num_edges, k(flags))
+        _first_kernel[_blocks(num_edges, t), t, stream](k(slots), k(table_vals), num_edges, k(flags))
         ranks = ops.cumsum(flags)
         num_new = ops.last(ranks)
         grown = ops.empty(num_dst + num_new)
         ops.copy_into(grown, nodes, num_dst)
-        _number_kernel[_blocks(num_edges, t), t](k(slots), k(table_keys), k(table_vals), num_edges, k(ranks), num_dst, k(grown))
-        _relabel_kernel[_blocks(num_edges, t), t](k(slots), k(table_vals), num_edges, k(src))
+        _number_kernel[_blocks(num_edges, t), t, stream](k(slots), k(table_keys), k(table_vals), num_edges, k(ranks), num_dst, k(grown))
+        _relabel_kernel[_blocks(num_edges, t), t, stream](k(slots), k(table_vals), num_edges, k(src))
         nodes = grown
         num_nodes = num_dst + num_new
         layers.append((ops.stack(src, dst), num_nodes, num_dst))

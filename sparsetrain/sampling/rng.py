@@ -2,8 +2,9 @@
 
 No state is carried between draws, so the result does not depend on how the
 frontier is split across threads (CPU) or thread blocks (GPU). The mixer is the
-splitmix64 finalizer. ``neighbor_cuda`` holds the same functions compiled for
-the device; the two must stay bit-identical (tests compare them).
+splitmix64 finalizer. This is the one definition: the GPU sampler compiles these
+same functions as CUDA device functions (:func:`sparsetrain.sampling.retarget.retarget`),
+and the dataset synthesizer and dropout kernels call them from their own kernels.
 """
 
 from __future__ import annotations
