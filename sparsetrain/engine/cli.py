@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from sparsetrain.engine.precision import PRECISIONS
+from sparsetrain.engine.run import FEATURE_PLACEMENTS
 from sparsetrain.nn.models import MODELS
 
 
@@ -64,8 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="fp32 (default) or bf16 mixed precision (autocast; ~2x faster matmuls on GPUs and CPUs with AVX-512 BF16 / AMX)")
-    p.add_argument("--features", choices=["mmap", "memory", "sharded"], default="mmap",
-                   help="feature placement: memory-mapped (ranks share the page cache; default), loaded into memory, or sharded across ranks")
+    p.add_argument("--features", choices=FEATURE_PLACEMENTS, default="auto",
+                   help="feature placement: auto (default: on a GPU, in its memory when they fit, else pinned host memory read "
+                        "zero-copy; on a CPU, mmap), mmap (ranks share the page cache), memory, device, pinned, or sharded across ranks")
     p.add_argument("--cache-gb", type=_NON_NEGATIVE, default=0.0, help="feature cache in front of the memory-mapped features (GiB; 0 = none)")
     p.add_argument("--eval", choices=["auto", "full", "sampled"], default="auto", help="full-neighborhood or sampled evaluation")
     p.add_argument("--checkpoint-dir", type=Path, help="write checkpoints here (every --checkpoint-every steps and each epoch)")

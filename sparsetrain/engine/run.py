@@ -31,7 +31,7 @@ class TrainSettings:
     dropout: float = 0.5
     device: str = "auto"
     cache_gb: float = 0.0
-    features: str = "mmap"
+    features: str = "auto"
     eval: str = "auto"
     checkpoint_dir: Path | None = None
     checkpoint_every: int = 0
@@ -43,15 +43,38 @@ class TrainSettings:
     precision: str = "fp32"
 
 
-FEATURE_PLACEMENTS = ("mmap", "memory", "sharded")
+FEATURE_PLACEMENTS = ("auto", "mmap", "memory", "device", "pinned", "sharded")
+GPU_RESIDENT_FRACTION = 0.4  # of the GPU's free memory that the graph, and then the features, may take to live there
+
+
+def _fits_on_gpu(nbytes: int, device: torch.device) -> bool:
+    return nbytes <= GPU_RESIDENT_FRACTION * torch.cuda.mem_get_info(device)[0]
+
+
+def _placement(ds, settings: TrainSettings, ctx) -> str:
+    """``--features auto``: on a GPU, the features in device memory when they fit, else in pinned host memory read
+    zero-copy by the GPU; on a CPU, or in front of a cache, memory-mapped."""
+    if settings.features != "auto":
+        return settings.features
+    if ctx.device.type != "cuda" or settings.cache_gb > 0:
+        return "mmap"
+    return "device" if _fits_on_gpu(ds.features.nbytes, ctx.device) else "pinned"
+
+
+def _graph(ds, ctx):
+    """The sampler's topology: in GPU memory when it fits (sampling then runs on the GPU), else the host's."""
+    graph = ds.graph
+    nbytes = sum(t.numel() * t.element_size() for t in (graph.indptr, graph.indices, graph.weights) if t is not None)
+    return graph.to(ctx.device) if ctx.device.type == "cuda" and _fits_on_gpu(nbytes, ctx.device) else graph
 
 
 def _features(ds, settings: TrainSettings, ctx):
-    """The feature store: memory-mapped (ranks share the page cache), loaded into memory, or sharded
-    across ranks; behind a cache when --cache-gb asks for one."""
-    from sparsetrain.storage import CachedFeatures, MmapFeatures, TensorFeatures
+    """The feature store (see ``--features``): memory-mapped (ranks share the page cache), in host memory, in GPU
+    memory, pinned host memory read zero-copy by the GPU, or sharded across ranks; behind a cache when --cache-gb asks."""
+    from sparsetrain.storage import CachedFeatures, MmapFeatures, PinnedFeatures, TensorFeatures
 
-    if settings.features == "sharded":
+    placement = _placement(ds, settings, ctx)
+    if placement == "sharded":
         if settings.cache_gb > 0:
             raise DatasetError("--cache-gb cannot front sharded features (a cache hit would skip the collective the other ranks wait in); drop one of them")
         from sparsetrain.collective import ShardedFeatures, new_group
@@ -59,9 +82,15 @@ def _features(ds, settings: TrainSettings, ctx):
         # a group of its own (with the library's timeout): the loader thread's collectives never interleave with DDP's
         group = new_group() if ctx.enabled else None
         return ShardedFeatures.from_table(ds.features, group=group, device=ctx.device)
-    if settings.features == "memory":
+    if placement in ("device", "pinned") and ctx.device.type != "cuda":
+        raise DatasetError(f"--features {placement} needs a CUDA device (this run is on {ctx.device}); use --features mmap or memory")
+    if placement == "memory":
         store = TensorFeatures(ds.features.clone())
-    elif settings.features == "mmap":
+    elif placement == "device":
+        store = TensorFeatures(ds.features.to(ctx.device))
+    elif placement == "pinned":
+        store = PinnedFeatures(ds.features.numpy(), device=ctx.device, copy=True)
+    elif placement == "mmap":
         store = MmapFeatures(ds.path / "features.npy")
     else:
         raise DatasetError(f"--features {settings.features!r}: choose one of {', '.join(FEATURE_PLACEMENTS)}")
@@ -109,8 +138,10 @@ def train(settings: TrainSettings) -> dict | None:
             raise DatasetError(f"{ds.path}: training needs features, labels and a train split; re-import with --features and --labels")
         torch.manual_seed(settings.seed)
         features = _features(ds, settings, ctx)
-        sampler = _model_sampler(NeighborSampler(ds.graph, settings.fanout, seed=settings.seed), ds, settings)
-        loader = Loader(sampler, features, ds.labels, ds.split["train"], batch_size=settings.batch_size, device=ctx.device,
+        graph = _graph(ds, ctx)
+        labels = ds.labels.to(ctx.device) if graph.device.type == "cuda" else ds.labels  # indexed by GPU-sampled seeds
+        sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed), ds, settings)
+        loader = Loader(sampler, features, labels, ds.split["train"], batch_size=settings.batch_size, device=ctx.device,
                         seed=settings.seed, rank=ctx.rank, world_size=ctx.world_size)
         model = build_model(settings.model, ds.num_features, settings.hidden, ds.num_classes, len(settings.fanout), settings.dropout)
         model = wrap_model(model, ctx)
@@ -121,8 +152,8 @@ def train(settings: TrainSettings) -> dict | None:
         if full:
             evaluate = full_graph_evaluator(features, ds.labels, ds.graph, eval_split, device=ctx.device)
         else:
-            eval_sampler = _model_sampler(NeighborSampler(ds.graph, settings.fanout, seed=settings.seed + 1), ds, settings)
-            evaluate = sampled_evaluator(eval_sampler, features, ds.labels, eval_split, batch_size=settings.batch_size, device=ctx.device)
+            eval_sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed + 1), ds, settings)
+            evaluate = sampled_evaluator(eval_sampler, features, labels, eval_split, batch_size=settings.batch_size, device=ctx.device)
         trainer = Trainer(model, loader, optimizer, epochs=settings.epochs, evaluate=evaluate if eval_split else None,
                           checkpoint_dir=settings.checkpoint_dir, checkpoint_every=settings.checkpoint_every,
                           resume=settings.resume, log_path=settings.log, quiet=settings.quiet, is_main=ctx.is_main,
