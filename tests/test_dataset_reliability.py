@@ -51,7 +51,7 @@ def test_source_id_beyond_the_given_node_count_is_refused(cli, tmp_path):
 
 
 def test_source_id_at_2_pow_32_never_wraps(cli, tmp_path):
-    np.save(tmp_path / "e.npy", np.array([[2**32, 0], [1, 2]]))
+    np.save(tmp_path / "e.npy", np.array([[2**32, 0, 1], [1, 2, 0]]))
     _fails_cleanly(cli, tmp_path, "--edges", tmp_path / "e.npy", expected=["e.npy", "row 0", "src", str(2**32), "--num-nodes"])
 
 
@@ -271,7 +271,9 @@ def test_non_utf8_header_is_a_clear_error(cli, tmp_path):
     [
         ("src,dst\n0,1\n1,2\n2,\n", "edges", ["line 4", "'dst'"]),
         ("src,dst,weight\n0,1,1\n1,2,\n", "edges", ["line 3", "'weight'"]),
-        ("label\n0\n1\n\n2\n,\n", "labels", ["line 6"]),
+        ("label\n0\n1\n\n2\n1.5\n", "labels", ["line 6", "1.5"]),
+        ("label\n0\n1\n2\n3,4\n", "labels", ["line 5", "'3,4'"]),
+        ("src,dst\n0,1\n\n1,2,3\n", "edges", ["line 4", "3 fields"]),
     ],
 )
 def test_csv_errors_name_the_file_line(cli, tmp_path, text, role, expected):
