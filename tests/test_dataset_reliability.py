@@ -245,6 +245,16 @@ def test_one_huge_label_does_not_set_a_billion_classes(cli, tmp_path):
     assert ds.num_classes == 10**9 + 1
 
 
+def test_class_count_stays_near_the_labels_in_use(cli, tmp_path):
+    edges = _write(tmp_path / "e.csv", "src,dst\n" + "".join(f"{i},{(i + 1) % 100}\n" for i in range(100)))
+    labels = np.arange(100) % 7 + 1  # 1-based labels: 8 classes, class 0 unused
+    np.save(tmp_path / "l.npy", labels)
+    assert st.datasets.from_files(tmp_path / "ok", edges, labels=tmp_path / "l.npy", quiet=True).num_classes == 8
+    labels[60] = 150  # below 2 * num_nodes, but far beyond the 8 labels in use
+    np.save(tmp_path / "l.npy", labels)
+    _fails_cleanly(cli, tmp_path, "--edges", edges, "--labels", tmp_path / "l.npy", expected=["l.npy", "row 60", "150", "--num-classes 151"])
+
+
 def test_two_by_two_npy_edge_index_is_ambiguous(cli, tmp_path):
     np.save(tmp_path / "e.npy", np.array([[0, 1], [2, 3]]))
     _fails_cleanly(cli, tmp_path, "--edges", tmp_path / "e.npy", expected=["e.npy", "[2, 2]", "ambiguous"])

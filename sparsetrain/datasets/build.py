@@ -360,7 +360,15 @@ _SPARE_CLASSES = 64
 def _write_labels(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, num_classes: int | None) -> int:
     out = writer.new_array(fmt.LABELS, (num_nodes,), np.int64)
     highest, highest_row = -1, 0
-    used = np.zeros(0, dtype=np.int64)
+    # which labels occur; never longer than 2 * num_nodes + _SPARE_CLASSES, beyond that a label is refused outright
+    used = np.zeros(0, dtype=np.bool_)
+
+    def too_many_classes() -> DatasetError:
+        return DatasetError(
+            f"{source.name}: {source.where(highest_row)}: label {highest} would make {highest + 1} classes, far more than the "
+            f"distinct labels in use; fix the label, or pass --num-classes {highest + 1} if there really are that many classes"
+        )
+
     for first, chunk in _rows_in_chunks(source, num_nodes, nodes_from):
         values = _integers(source, np.asarray(chunk).reshape(-1), first, "labels")
         bad = (values < 0) if num_classes is None else ((values < 0) | (values >= num_classes))
@@ -373,17 +381,18 @@ def _write_labels(writer: DatasetWriter, source: Source, num_nodes: int, nodes_f
             if values[top] > highest:
                 highest, highest_row = int(values[top]), first + top
             if num_classes is None:
-                used = np.union1d(used, values)
+                if highest + 1 > 2 * num_nodes + _SPARE_CLASSES:
+                    raise too_many_classes()
+                if highest + 1 > len(used):
+                    used = np.concatenate([used, np.zeros(highest + 1 - len(used), dtype=np.bool_)])
+                used[values] = True
         rows = slice(first, first + len(values)) if inverse is None else inverse[first : first + len(values)]
         out[rows] = values
     out.flush()
     if num_classes is not None:
         return num_classes
-    if highest + 1 > 2 * len(used) + _SPARE_CLASSES:
-        raise DatasetError(
-            f"{source.name}: {source.where(highest_row)}: label {highest} would make {highest + 1} classes but only {len(used)} distinct labels "
-            f"are used; fix the label, or pass --num-classes {highest + 1} if there really are that many classes"
-        )
+    if highest + 1 > 2 * int(used.sum()) + _SPARE_CLASSES:
+        raise too_many_classes()
     return highest + 1
 
 

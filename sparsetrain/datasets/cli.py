@@ -85,10 +85,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_build_options(p, with_cleaning=False)
     p.set_defaults(run=_synth)
 
-    p = sub.add_parser("info", help="describe a dataset folder: sizes, degrees, checksums",
-                       description="Print a dataset's sizes, degree statistics, splits and checksum status.")
+    p = sub.add_parser("info", help="describe a dataset folder: sizes, degrees, checksums, structure",
+                       description="Print a dataset's sizes, degree statistics, splits, and checksum and structure status "
+                       "(monotone column pointers, every id, label and weight in range).")
     p.add_argument("path", type=Path, help="dataset folder")
-    p.add_argument("--no-verify", action="store_true", help="skip the sha256 check of every file")
+    p.add_argument("--no-verify", action="store_true", help="skip the sha256 and structure checks of every file")
     p.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(run=_info)
 
