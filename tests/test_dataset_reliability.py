@@ -310,3 +310,64 @@ def test_feature_row_mismatch_blames_the_features(cli, tmp_path):
 def test_cli_errors_exit_with_1(cli, tmp_path):
     code, _, stderr = cli("preprocess", "--edges", tmp_path / "nope.csv", "--out", tmp_path / "out")
     assert code == 1 and "nope.csv" in stderr
+
+
+def test_unsigned_ids_beyond_int64_never_wrap(cli, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"src": pa.array([0, 2**64 - 1], pa.uint64()), "dst": pa.array([1, 2], pa.uint64())}), tmp_path / "e.parquet")
+    _fails_cleanly(cli, tmp_path, "--edges", tmp_path / "e.parquet", expected=["e.parquet", "row 1", "src", str(2**64 - 1)])
+    np.save(tmp_path / "e.npy", np.array([[0, 1, 2], [1, 2**64 - 1, 0]], dtype=np.uint64))
+    _fails_cleanly(cli, tmp_path, "--edges", tmp_path / "e.npy", expected=["e.npy", "row 1", "dst", str(2**64 - 1)])
+
+
+def test_unused_parquet_column_is_refused(cli, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"src": [0, 1], "dst": [1, 2], "wieght": [0.5, 1.0]}), tmp_path / "e.parquet")
+    _fails_cleanly(cli, tmp_path, "--edges", tmp_path / "e.parquet", expected=["e.parquet", "'wieght'"])
+
+
+def test_header_case_and_spacing_do_not_hide_the_weight(tmp_path):
+    edges = _write(tmp_path / "e.csv", "Src, Dst, Weight\n0,1,0.5\n1,2,2.0\n")
+    ds = st.datasets.from_files(tmp_path / "ds", edges, quiet=True)
+    assert ds.graph.weights.tolist() == [0.5, 2.0] and ds.graph.indices.tolist() == [0, 1]
+
+
+def test_feature_array_lying_about_its_dtype_is_refused_on_load(dataset):
+    _rewrite(dataset, fmt.FEATURES, np.ones((300, 4), np.float64))
+    with pytest.raises(DatasetError, match="features.npy: holds float64"):
+        st.datasets.load(dataset)
+
+
+def test_clusters_count_must_be_a_positive_integer(tmp_path):
+    edges = _write(tmp_path / "e.csv", "src,dst\n" + "".join(f"{i},{(i + 1) % 50}\n" for i in range(50)))
+    ds = st.datasets.from_files(tmp_path / "ds", edges, reorder="cluster", undirected=True, quiet=True)
+    assert st.datasets.load(ds.path, verify=True).meta["clusters"]["count"] >= 1
+    _edit_meta(ds.path, lambda m: m["clusters"].update(count="3"))
+    with pytest.raises(DatasetError, match="'count'"):
+        st.datasets.load(ds.path)
+
+
+def test_ogb_node_count_must_be_a_whole_number(tmp_path):
+    raw = tmp_path / "ogb" / "raw"
+    raw.mkdir(parents=True)
+    _write(raw / "edge.csv", "0,1\n1,2\n")
+    _write(raw / "num-node-list.csv", "2.5\n")
+    with pytest.raises(DatasetError, match="num-node-list.csv: holds 2.5"):
+        st.datasets.from_ogb(tmp_path / "ogb", tmp_path / "out", quiet=True)
+
+
+def test_system_errors_are_one_line(cli, tmp_path, monkeypatch):
+    import errno
+
+    import sparsetrain.datasets.files as files
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out"))
+
+    monkeypatch.setattr(files, "from_files", full)
+    message = _fails_cleanly(cli, tmp_path, "--edges", _write(tmp_path / "e.csv", "0,1\n"), expected=["No space left", "disk space"])
+    assert str(tmp_path / "out") in message

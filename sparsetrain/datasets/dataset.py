@@ -186,7 +186,13 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
         raise ChecksumError(f"{folder / fmt.INDPTR}: does not describe {meta['num_edges']} edges over {meta['num_nodes']} nodes; the dataset is damaged")
     features = None
     if fmt.FEATURES in meta["files"]:
-        fmt.open_array(folder, fmt.FEATURES, meta)  # same checks (and errors) as every other array
+        array = fmt.open_array(folder, fmt.FEATURES, meta)  # same checks (and errors) as every other array
+        if str(array.dtype) not in fmt.FEATURE_DTYPES or array.ndim != 2 or len(array) != n:
+            raise DatasetError(
+                f"{folder / fmt.FEATURES}: holds {array.dtype}{list(array.shape)} but the format needs "
+                f"{' or '.join(fmt.FEATURE_DTYPES)}[{n}, D]; {_REBUILD}"
+            )
+        del array
         features = MmapFeatures.from_dataset(folder, meta=meta)
     split = {name: t for name in fmt.SPLIT_NAMES if (t := tensor(fmt.split_file(name))) is not None}
     ds = GraphDataset(

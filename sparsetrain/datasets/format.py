@@ -137,6 +137,8 @@ def check_meta(meta: dict, path: Path) -> None:
         wanted = ("method", "file") if field == "permutation" else ("file", "count")
         if not isinstance(part, dict) or any(k not in part for k in wanted):
             raise DatasetError(f"{path}: field {field!r} needs {' and '.join(repr(k) for k in wanted)}; {_DAMAGED}")
+        if field == "clusters" and not _count(part["count"], 1):
+            raise DatasetError(f"{path}: field 'clusters': 'count' is {part['count']!r}, not a positive integer; {_DAMAGED}")
         if part["file"] not in files:
             raise DatasetError(f"{path}: field {field!r} names file {part['file']!r}, which 'files' does not list; {_DAMAGED}")
 

@@ -273,7 +273,7 @@ class EdgeListReader:
         for lo in range(0, total, self.chunk_rows):
             hi = min(lo + self.chunk_rows, total)
             block = array[:, lo:hi] if pairs_first else array[lo:hi].T
-            yield block[0].astype(np.int64), block[1].astype(np.int64), None
+            yield (_to_int64(self.path, block[0], "src", lo, self.where), _to_int64(self.path, block[1], "dst", lo, self.where), None)
 
 
 def _parquet_file(path: Path) -> pq.ParquetFile:
@@ -301,9 +301,17 @@ def _open_npy(path: Path) -> np.ndarray:
         raise DatasetError(f"{path}: not a readable .npy file ({exc}); save it with numpy.save") from None
 
 
+def _to_int64(path: Path, values: np.ndarray, name: str, first_row: int, where) -> np.ndarray:
+    """int64 ids; an unsigned id that int64 cannot hold is an error, never a wrap to a negative id."""
+    if values.dtype == np.uint64 and len(values) and values.max() > np.iinfo(np.int64).max:
+        bad = int(np.flatnonzero(values > np.iinfo(np.int64).max)[0])
+        raise DatasetError(f"{path}: {where(first_row + bad)}, {name}: node id {values[bad]} does not fit in int64; node ids must be in [0, num_nodes), fix that row")
+    return values.astype(np.int64, copy=False)
+
+
 def _int_column(path: Path, column: pa.Array, name: str, first_row: int, where) -> np.ndarray:
     if pa.types.is_integer(column.type) and column.null_count == 0:
-        return column.to_numpy().astype(np.int64, copy=False)
+        return _to_int64(path, column.to_numpy(), name, first_row, where)
     if column.null_count:
         bad = first_row + int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
         raise DatasetError(f"{path}: {where(bad)}, column {name!r}: empty value; every edge needs a node id")
