@@ -198,6 +198,7 @@ def test_meta_file_names_stay_inside_the_folder(dataset, cli, name):
         (lambda m: m["files"].pop(fmt.INDPTR), "indptr.npy"),
         (lambda m: m.update(num_nodes="300"), "num_nodes"),
         (lambda m: m.update(num_classes=-2), "num_classes"),
+        (lambda m: m.pop("num_classes"), "num_classes"),
         (lambda m: m.update(permutation={"method": "rcm"}), "permutation"),
     ],
 )

@@ -127,6 +127,8 @@ def check_meta(meta: dict, path: Path) -> None:
             if not ok:
                 state = "is missing" if field not in entry else f"is {entry[field]!r}"
                 raise DatasetError(f"{path}: 'files' entry {name}: field {field!r} {state}; {_DAMAGED}")
+    if LABELS in files and meta.get("num_classes") is None:
+        raise DatasetError(f"{path}: field 'num_classes' is missing but {LABELS} is listed; {_DAMAGED}")
     for required in (INDPTR, INDICES):
         if required not in files:
             raise DatasetError(f"{path}: 'files' has no entry for {required}; {_DAMAGED}")
