@@ -186,7 +186,7 @@ _GROWTH_GUARD = 1 << 27
 def _far_id_error(edges: EdgeSource, where: str, column: str, node: int, num_edges: str) -> DatasetError:
     return DatasetError(
         f"{edges.name}: {where}, {column}: node id {node} is far beyond {num_edges} and would make {node + 1} nodes; "
-        f"fix the id, or pass --num-nodes {node + 1} (num_nodes=) if the graph really has that many nodes"
+        f"fix the id, or pass --num-nodes {node + 1} (num_nodes={node + 1} in Python) if the graph really has that many nodes"
     )
 
 
