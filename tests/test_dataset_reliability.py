@@ -372,3 +372,12 @@ def test_system_errors_are_one_line(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(files, "from_files", full)
     message = _fails_cleanly(cli, tmp_path, "--edges", _write(tmp_path / "e.csv", "0,1\n"), expected=["No space left", "disk space"])
     assert str(tmp_path / "out") in message
+
+
+def test_wide_utf8_header_longer_than_one_read(tmp_path):
+    names = ",".join(f"é{i}" for i in range(12000))  # a first line past 64 KiB, multi-byte characters across the boundary
+    path = _write(tmp_path / "f.csv", names + "\n" + "\n".join(",".join(["1"] * 12000) for _ in range(3)) + "\n")
+    from sparsetrain.datasets.readers import NodeTableReader
+
+    chunk = np.concatenate(list(NodeTableReader(path, "features")()))
+    assert chunk.shape == (3, 12000) and (chunk == 1).all()

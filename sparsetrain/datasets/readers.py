@@ -77,7 +77,12 @@ def _csv_layout(path: Path) -> tuple[bool, list[str], str]:
     """(has_header, column_names, delimiter) from the first line."""
     try:
         with pa.input_stream(str(path), compression="detect") as stream:
-            head = stream.read(1 << 16)
+            head = b""
+            while b"\n" not in head and len(head) < 1 << 24:  # the whole first line, however wide
+                block = stream.read(1 << 16)
+                if not block:
+                    break
+                head += block
     except (OSError, pa.ArrowInvalid) as exc:
         raise _read_failed(path, exc) from None
     first_bytes = head.split(b"\n", 1)[0]
