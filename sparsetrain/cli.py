@@ -36,10 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except SparsetrainError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 1
     except FileNotFoundError as exc:
         print(f"error: {exc.filename}: no such file or folder; check the path", file=sys.stderr)
-        return 2
+        return 1
     except KeyboardInterrupt:
         print("interrupted; nothing was written", file=sys.stderr)
         return 130

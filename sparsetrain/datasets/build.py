@@ -81,9 +81,13 @@ class Source:
 
 @dataclass
 class EdgeSource(Source):
-    """Edge chunks ``(src, dst, weight | None)``; ``weighted`` says whether weights come along."""
+    """Edge chunks ``(src, dst, weight | None)``; ``weighted`` says whether weights come along.
+
+    ``weight_name`` names the weights in errors when they are not a column of ``name`` (a separate array).
+    """
 
     weighted: bool = False
+    weight_name: str | None = None
 
 
 def build_dataset(
@@ -104,16 +108,22 @@ def build_dataset(
         if name not in fmt.SPLIT_NAMES:
             raise DatasetError(f"split {name!r} is not known; use {', '.join(fmt.SPLIT_NAMES)}")
     nodes_from = "the given num_nodes"
-    if num_nodes is None:
-        table = next((s for s in (features, labels) if s is not None and s.rows is not None), None)
-        if table is not None:
-            num_nodes, nodes_from = table.rows, f"num_nodes = the {table.rows} rows of {table.name}"
+    known = [t for t in (features, labels) if t is not None and t.rows is not None]
+    if num_nodes is None and known:
+        if len(known) == 2 and known[0].rows != known[1].rows:
+            raise DatasetError(
+                f"{known[0].name}: has {known[0].rows} rows but {known[1].name} has {known[1].rows} rows; "
+                "features and labels need one row per node each (fix the file that is wrong, or pass --num-nodes)"
+            )
+        num_nodes, nodes_from = known[0].rows, f"num_nodes = the {known[0].rows} rows of {known[0].name}"
     if num_nodes is not None and num_nodes < 1:
         raise DatasetError(f"num_nodes={num_nodes}: a graph needs at least one node")
-    for table in (features, labels):
-        if table is not None and num_nodes is not None and table.rows is not None and table.rows != num_nodes:
-            raise DatasetError(f"{table.name}: has {table.rows} rows but the graph has {num_nodes} nodes; one row per node is required (fix the file or --num-nodes)")
+    for table in known:
+        if table.rows != num_nodes:
+            raise DatasetError(f"{table.name}: has {table.rows} rows but the graph has {num_nodes} nodes ({nodes_from}); one row per node is required (fix the file or --num-nodes)")
 
+    if num_nodes is None:
+        nodes_from = "num_nodes = the largest node id in the edges + 1"
     with DatasetWriter(out_dir, options.overwrite) as writer:
         csc = _build_csc(writer, edges, num_nodes, nodes_from, options)
         num_nodes = csc.num_nodes
@@ -149,10 +159,10 @@ def build_dataset(
         }
         del csc, final  # unmap the topology before the features are written
         if features is not None:
-            meta["feature_dim"] = _write_features(writer, features, num_nodes, inverse, options)
+            meta["feature_dim"] = _write_features(writer, features, num_nodes, nodes_from, inverse, options)
             meta["feature_dtype"] = options.feature_dtype
         if labels is not None:
-            meta["num_classes"] = _write_labels(writer, labels, num_nodes, inverse, options.num_classes)
+            meta["num_classes"] = _write_labels(writer, labels, num_nodes, nodes_from, inverse, options.num_classes)
         split_arrays = _read_splits(splits or {}, num_nodes)
         if not split_arrays and labels is not None:
             split_arrays = _random_split(num_nodes, options.split_fractions, options.seed)
@@ -165,33 +175,113 @@ def build_dataset(
     return load(out_dir)
 
 
-def _check_ids(edges: EdgeSource, num_nodes: int | None, nodes_from: str):
-    def check(src: np.ndarray, dst: np.ndarray, first_row: int) -> None:
+# Without a node count, ids up to this many are always accepted (the arrays they size are a few MiB);
+# beyond it an id may be at most _IDS_PER_EDGE times the edge count, or --num-nodes must say so.
+_FREE_IDS = 1 << 16
+_IDS_PER_EDGE = 4
+# While the edge count of a CSV is still unknown, pass 1 never grows its count array past this (1 GiB).
+_GROWTH_GUARD = 1 << 27
+
+
+def _far_id_error(edges: EdgeSource, where: str, column: str, node: int, num_edges: str) -> DatasetError:
+    return DatasetError(
+        f"{edges.name}: {where}, {column}: node id {node} is far beyond {num_edges} and would make {node + 1} nodes; "
+        f"fix the id, or pass --num-nodes {node + 1} (num_nodes={node + 1} in Python) if the graph really has that many nodes"
+    )
+
+
+class _EdgeCheck:
+    """Validates each chunk of pass 1: ids in range at both ends, weights finite and >= 0.
+
+    Without ``num_nodes`` it also keeps the largest id and where it was, so that an id
+    far beyond the edge count is refused (before it sizes an array) rather than imported.
+    """
+
+    def __init__(self, edges: EdgeSource, num_nodes: int | None, nodes_from: str):
+        self.edges, self.num_nodes, self.nodes_from = edges, num_nodes, nodes_from
+        self.highest: tuple[int, int, str] | None = None  # (id, row, column)
+
+    def limit(self, num_edges: int) -> int:
+        return max(_FREE_IDS, _IDS_PER_EDGE * num_edges)
+
+    def __call__(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray | None, first_row: int) -> None:
+        edges = self.edges
         for column, ids in (("src", src), ("dst", dst)):
             if len(ids) == 0:
                 continue
-            low = ids.min()
-            high = ids.max()
+            low, high = int(ids.min()), int(ids.max())
             if low < 0:
                 row = int(np.flatnonzero(ids < 0)[0])
                 raise DatasetError(f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is negative; node ids must be in [0, num_nodes)")
-            if num_nodes is not None and high >= num_nodes:
-                row = int(np.flatnonzero(ids >= num_nodes)[0])
+            if self.num_nodes is not None:
+                if high >= self.num_nodes:
+                    row = int(np.flatnonzero(ids >= self.num_nodes)[0])
+                    raise DatasetError(
+                        f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is out of range [0, {self.num_nodes}) "
+                        f"({self.nodes_from}); fix the id, or give every node a row / pass a larger --num-nodes"
+                    )
+                continue
+            if self.highest is None or high > self.highest[0]:
+                self.highest = (high, first_row + int(np.argmax(ids)), column)
+            seen = first_row + len(src)
+            known = edges.rows is not None
+            if high >= (self.limit(edges.rows) if known else max(_GROWTH_GUARD, self.limit(seen))):
+                node, row, col = self.highest
+                raise _far_id_error(edges, edges.where(row), col, node, f"the {edges.rows if known else f'first {seen}'} edges")
+        if weight is not None and len(weight):
+            bad = ~np.isfinite(weight) | (weight < 0)
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                name, column = (edges.weight_name, "") if edges.weight_name else (edges.name, ", weight")
                 raise DatasetError(
-                    f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is out of range [0, {num_nodes}) "
-                    f"({nodes_from}); fix the id, or give every node a row / pass a larger --num-nodes"
+                    f"{name}: {edges.where(first_row + row)}{column}: {weight[row]} is not a finite number >= 0 (as float32); "
+                    "edge weights must be finite and non-negative, fix that row"
                 )
 
-    return check
+    def finish(self, num_edges: int) -> None:
+        """The strict rule once the edge count is known (a CSV's only now)."""
+        if self.num_nodes is None and self.highest is not None and self.highest[0] >= self.limit(num_edges):
+            node, row, column = self.highest
+            raise _far_id_error(self.edges, self.edges.where(row), column, node, f"the {num_edges} edges")
+
+
+def _available_memory() -> int | None:
+    """Bytes the kernel can hand out without swapping (``MemAvailable``), else the physical memory."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_node_memory(num_nodes: int, nodes_from: str) -> None:
+    """Refuse a node count whose per-node arrays (degree counts, column pointers) cannot fit in memory."""
+    needed = 16 * (num_nodes + 1)
+    available = _available_memory()
+    if available is not None and needed > available:
+        raise DatasetError(
+            f"num_nodes={num_nodes} ({nodes_from}) needs {needed / 2**30:.1f} GiB for per-node arrays but {available / 2**30:.1f} GiB "
+            "is available; pass the real node count with --num-nodes"
+        )
 
 
 def _build_csc(writer: DatasetWriter, edges: EdgeSource, num_nodes: int | None, nodes_from: str, options: BuildOptions) -> RawCSC:
     total = edges.rows
+    if num_nodes is not None:
+        _check_node_memory(num_nodes, nodes_from)
+    check = _EdgeCheck(edges, num_nodes, nodes_from)
     with progress(total, "count edges", "edge", options.quiet) as bar:
-        counts = count_in_degrees(edges.chunks, num_nodes, options.undirected, _check_ids(edges, num_nodes, nodes_from), bar.update)
+        counts = count_in_degrees(edges.chunks, num_nodes, options.undirected, check, bar.update)
     raw_edges = int(counts.sum())
     if raw_edges == 0:
         raise DatasetError(f"{edges.name}: holds no edges; an edge list needs at least one 'src, dst' row")
+    check.finish(raw_edges // (2 if options.undirected else 1))
     if num_nodes is None:
         num_nodes = len(counts)
     elif len(counts) < num_nodes:
@@ -222,23 +312,23 @@ def _write_csc(writer: DatasetWriter, csc: RawCSC, order: np.ndarray | None) -> 
     return RawCSC(indptr, indices, weights)
 
 
-def _rows_in_chunks(source: Source, num_nodes: int) -> Iterator[tuple[int, np.ndarray]]:
+def _rows_in_chunks(source: Source, num_nodes: int, nodes_from: str) -> Iterator[tuple[int, np.ndarray]]:
     """(first_row, chunk) pairs, checking the total row count against ``num_nodes``."""
     row = 0
     for chunk in source.chunks():
         if row + len(chunk) > num_nodes:
-            raise DatasetError(f"{source.name}: has more than {num_nodes} rows but the graph has {num_nodes} nodes; one row per node (fix the file or --num-nodes)")
+            raise DatasetError(f"{source.name}: has more than {num_nodes} rows but the graph has {num_nodes} nodes ({nodes_from}); one row per node (fix the file or --num-nodes)")
         yield row, chunk
         row += len(chunk)
     if row != num_nodes:
-        raise DatasetError(f"{source.name}: has {row} rows but the graph has {num_nodes} nodes; one row per node is required (fix the file or --num-nodes)")
+        raise DatasetError(f"{source.name}: has {row} rows but the graph has {num_nodes} nodes ({nodes_from}); one row per node is required (fix the file or --num-nodes)")
 
 
-def _write_features(writer: DatasetWriter, source: Source, num_nodes: int, inverse: np.ndarray | None, options: BuildOptions) -> int:
+def _write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, options: BuildOptions) -> int:
     dtype = np.dtype(options.feature_dtype)
     out = None
     with progress(num_nodes, "features", "row", options.quiet) as bar:
-        for first, chunk in _rows_in_chunks(source, num_nodes):
+        for first, chunk in _rows_in_chunks(source, num_nodes, nodes_from):
             chunk = np.asarray(chunk)
             if chunk.ndim != 2:
                 chunk = chunk.reshape(len(chunk), -1)
@@ -262,10 +352,24 @@ def _write_features(writer: DatasetWriter, source: Source, num_nodes: int, inver
     return int(out.shape[1])
 
 
-def _write_labels(writer: DatasetWriter, source: Source, num_nodes: int, inverse: np.ndarray | None, num_classes: int | None) -> int:
+# Without --num-classes the class count is the largest label + 1, as long as that is not far beyond
+# the labels in use: a lone typo (label 10**9) must not size a model's output layer.
+_SPARE_CLASSES = 64
+
+
+def _write_labels(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, num_classes: int | None) -> int:
     out = writer.new_array(fmt.LABELS, (num_nodes,), np.int64)
-    highest = -1
-    for first, chunk in _rows_in_chunks(source, num_nodes):
+    highest, highest_row = -1, 0
+    # which labels occur; never longer than 2 * num_nodes + _SPARE_CLASSES, beyond that a label is refused outright
+    used = np.zeros(0, dtype=np.bool_)
+
+    def too_many_classes() -> DatasetError:
+        return DatasetError(
+            f"{source.name}: {source.where(highest_row)}: label {highest} would make {highest + 1} classes, far more than the "
+            f"distinct labels in use; fix the label, or pass --num-classes {highest + 1} if there really are that many classes"
+        )
+
+    for first, chunk in _rows_in_chunks(source, num_nodes, nodes_from):
         values = _integers(source, np.asarray(chunk).reshape(-1), first, "labels")
         bad = (values < 0) if num_classes is None else ((values < 0) | (values >= num_classes))
         if bad.any():
@@ -273,11 +377,23 @@ def _write_labels(writer: DatasetWriter, source: Source, num_nodes: int, inverse
             allowed = "must be >= 0" if num_classes is None else f"must be in [0, {num_classes})"
             raise DatasetError(f"{source.name}: {source.where(first + row)}: label {values[row]} {allowed}; fix the label or pass the right --num-classes")
         if len(values):
-            highest = max(highest, int(values.max()))
+            top = int(np.argmax(values))
+            if values[top] > highest:
+                highest, highest_row = int(values[top]), first + top
+            if num_classes is None:
+                if highest + 1 > 2 * num_nodes + _SPARE_CLASSES:
+                    raise too_many_classes()
+                if highest + 1 > len(used):
+                    used = np.concatenate([used, np.zeros(highest + 1 - len(used), dtype=np.bool_)])
+                used[values] = True
         rows = slice(first, first + len(values)) if inverse is None else inverse[first : first + len(values)]
         out[rows] = values
     out.flush()
-    return num_classes if num_classes is not None else highest + 1
+    if num_classes is not None:
+        return num_classes
+    if highest + 1 > 2 * int(used.sum()) + _SPARE_CLASSES:
+        raise too_many_classes()
+    return highest + 1
 
 
 def _integers(source: Source, values: np.ndarray, first: int, what: str) -> np.ndarray:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 
 import numpy as np
 
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.reorder import METHODS
+from sparsetrain.errors import DatasetError
 
 
 def _add_build_options(p: argparse.ArgumentParser, with_cleaning: bool = True) -> None:
@@ -53,6 +55,26 @@ def _options(args: argparse.Namespace) -> dict:
     return options
 
 
+def _one_line(verb):
+    """System errors of a verb (disk full, permissions, memory) as one-line errors rather than tracebacks."""
+
+    @functools.wraps(verb)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return verb(args)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            where = exc.filename or getattr(args, "out", None) or getattr(args, "path", "")
+            raise DatasetError(f"{where}: {exc.strerror or exc}; check the path, its permissions and the free disk space") from None
+        except MemoryError:
+            raise DatasetError(
+                f"out of memory in `sparsetrain {args.verb}`; pass --num-nodes / --num-classes if an id or label is wrong, or use a larger machine"
+            ) from None
+
+    return run
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "preprocess",
@@ -70,7 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ogb-split", help="which folder under split/ to use (default: the first)")
     p.add_argument("--num-nodes", type=int, help="number of nodes (default: rows of --features, else largest id + 1)")
     _add_build_options(p)
-    p.set_defaults(run=_preprocess)
+    p.set_defaults(run=_one_line(_preprocess))
 
     p = sub.add_parser(
         "synth",
@@ -83,14 +105,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--feature-dim", type=int, default=100, help="feature dimension (default 100)")
     p.add_argument("--classes", type=int, default=47, help="number of classes / communities (default 47)")
     _add_build_options(p, with_cleaning=False)
-    p.set_defaults(run=_synth)
+    p.set_defaults(run=_one_line(_synth))
 
-    p = sub.add_parser("info", help="describe a dataset folder: sizes, degrees, checksums",
-                       description="Print a dataset's sizes, degree statistics, splits and checksum status.")
+    p = sub.add_parser("info", help="describe a dataset folder: sizes, degrees, checksums, structure",
+                       description="Print a dataset's sizes, degree statistics, splits, and checksum and structure status "
+                       "(monotone column pointers, every id, label and weight in range).")
     p.add_argument("path", type=Path, help="dataset folder")
-    p.add_argument("--no-verify", action="store_true", help="skip the sha256 check of every file")
+    p.add_argument("--no-verify", action="store_true", help="skip the sha256 and structure checks of every file")
     p.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
-    p.set_defaults(run=_info)
+    p.set_defaults(run=_one_line(_info))
 
 
 def _preprocess(args: argparse.Namespace) -> int:
@@ -128,10 +151,14 @@ def _human(num_bytes: float) -> str:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from sparsetrain.datasets.dataset import load, verify_checksums
+    from sparsetrain.datasets.dataset import load, verify_checksums, verify_structure
 
     ds = load(args.path)
     meta = ds.meta
+    status = {} if args.no_verify else verify_checksums(ds.path, meta)
+    bad = [name for name, ok in status.items() if not ok]
+    if not args.no_verify and not bad:
+        verify_structure(ds)  # only when the bytes are the recorded ones: a damaged file is reported as a mismatch
     degrees = ds.graph.in_degrees().numpy()
     size = sum((ds.path / name).stat().st_size for name in meta["files"])
     lines = [
@@ -148,12 +175,9 @@ def _info(args: argparse.Namespace) -> int:
     if meta.get("permutation"):
         lines.append(f"reordered    by {meta['permutation']['method']} (original ids in {meta['permutation']['file']})")
     lines.append(f"size         {_human(size)} in {len(meta['files'])} files")
-    bad = []
     if args.no_verify:
         lines.append("checksums    not checked (--no-verify)")
     else:
-        status = verify_checksums(ds.path, meta)
-        bad = [name for name, ok in status.items() if not ok]
-        lines.append(f"checksums    all {len(status)} files OK" if not bad else f"checksums    MISMATCH: {', '.join(bad)} (re-run `sparsetrain preprocess`)")
+        lines.append(f"checksums    all {len(status)} files OK, structure OK" if not bad else f"checksums    MISMATCH: {', '.join(bad)} (re-run `sparsetrain preprocess`)")
     print("\n".join(lines))
     return 1 if bad else 0

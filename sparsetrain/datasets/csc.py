@@ -153,22 +153,21 @@ class RawCSC:
 def count_in_degrees(chunks: EdgeChunks, num_nodes: int | None, undirected: bool, check: Callable, on_chunk=None) -> np.ndarray:
     """Pass 1: in-degree of every node (both directions when ``undirected``).
 
-    ``check(src, dst, first_row)`` validates a chunk; the count array grows when
-    ``num_nodes`` is not known in advance.
+    ``check(src, dst, weight, first_row)`` validates a chunk before any of its ids
+    is used. When ``num_nodes`` is not known in advance the count array grows to
+    the largest id at either end of an edge, so no source id lies past the last node.
     """
     counts = np.zeros(num_nodes or 0, dtype=np.int64)
     row = 0
-    for src, dst, _ in chunks():
-        check(src, dst, row)
+    for src, dst, w in chunks():
+        check(src, dst, w, row)
         row += len(src)
-        ends = [dst, src] if undirected else [dst]
-        for ids in ends:
-            if len(ids) == 0:
-                continue
-            chunk_counts = np.bincount(ids, minlength=len(counts))
-            if len(chunk_counts) > len(counts):
-                counts = np.concatenate([counts, np.zeros(len(chunk_counts) - len(counts), dtype=np.int64)])
-            counts += chunk_counts
+        if len(src):
+            need = max(int(src.max()), int(dst.max())) + 1
+            if need > len(counts):
+                counts = np.concatenate([counts, np.zeros(need - len(counts), dtype=np.int64)])
+            for ids in [dst, src] if undirected else [dst]:
+                counts += np.bincount(ids, minlength=len(counts))
         if on_chunk is not None:
             on_chunk(len(src))
     return counts

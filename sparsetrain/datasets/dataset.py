@@ -7,10 +7,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from sparsetrain.datasets import format as fmt
-from sparsetrain.errors import ChecksumError
+from sparsetrain.errors import ChecksumError, DatasetError
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.storage.errors import FeatureFileError
 from sparsetrain.storage.mmap import MmapFeatures
@@ -96,11 +97,79 @@ def verify_checksums(path: str | os.PathLike, meta: dict | None = None) -> dict[
         return dict(pool.map(check, meta["files"].items()))
 
 
+_CHUNK = 1 << 24
+_REBUILD = "the dataset is damaged, re-run `sparsetrain preprocess`"
+
+
+def _chunks(array: np.ndarray, chunk: int):
+    for lo in range(0, len(array), chunk):
+        yield lo, np.asarray(array[lo : lo + chunk])
+
+
+def _check_range(path: Path, array: np.ndarray, low: int, high: int | None, what: str, chunk: int) -> None:
+    """Every entry in ``[low, high)`` (``high=None``: no upper end), one chunk in memory at a time."""
+    for lo, part in _chunks(array, chunk):
+        if len(part) == 0:
+            continue
+        bad = part < low if high is None else (part < low) | (part >= high)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            allowed = f">= {low}" if high is None else f"in [{low}, {high})"
+            raise DatasetError(f"{path}: entry {lo + i} is {what} {part[i]}, which must be {allowed}; {_REBUILD}")
+
+
+def _check_increasing(path: Path, array: np.ndarray, strict: bool, what: str, chunk: int) -> None:
+    previous = None
+    for lo, part in _chunks(array, chunk):
+        if len(part) == 0:
+            continue
+        joined = part if previous is None else np.concatenate([[previous], part])
+        step = np.diff(joined)
+        bad = step <= 0 if strict else step < 0
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0]) + (lo if previous is None else lo - 1)
+            order = "increase" if strict else "not decrease"
+            raise DatasetError(f"{path}: entry {i + 1} is {array[i + 1]} after {array[i]}; {what} must {order}; {_REBUILD}")
+        previous = part[-1]
+
+
+def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
+    """Check what checksums cannot: pointers monotone, every id and label in range, weights finite.
+
+    Streams every array in chunks of ``chunk`` entries (bounded memory); raises
+    :class:`~sparsetrain.errors.DatasetError` naming the file and the first bad entry.
+    """
+    folder, meta, n = ds.path, ds.meta, ds.num_nodes
+    indptr = ds.graph.indptr.numpy()
+    if len(indptr) == 0 or indptr[0] != 0:
+        raise DatasetError(f"{folder / fmt.INDPTR}: entry 0 is {indptr[0] if len(indptr) else 'missing'}, column pointers must start at 0; {_REBUILD}")
+    _check_increasing(folder / fmt.INDPTR, indptr, False, "column pointers", chunk)
+    _check_range(folder / fmt.INDICES, ds.graph.indices.numpy(), 0, n, "node", chunk)
+    if ds.graph.weights is not None:
+        for lo, part in _chunks(ds.graph.weights.numpy(), chunk):
+            bad = ~np.isfinite(part) | (part < 0)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise DatasetError(f"{folder / fmt.EDGE_WEIGHT}: entry {lo + i} is {part[i]}, edge weights must be finite and >= 0; {_REBUILD}")
+    if ds.labels is not None:
+        _check_range(folder / fmt.LABELS, ds.labels.numpy(), 0, ds.num_classes, "label", chunk)
+    for name, idx in ds.split.items():
+        file = folder / fmt.split_file(name)
+        _check_range(file, idx.numpy(), 0, n, "node", chunk)
+        _check_increasing(file, idx.numpy(), True, "split node ids", chunk)
+    if ds.original_ids is not None:
+        _check_range(folder / fmt.ORIGINAL_IDS, ds.original_ids.numpy(), 0, n, "node", chunk)
+    clusters = meta.get("clusters")
+    if clusters is not None:
+        _check_range(folder / clusters["file"], fmt.open_array(folder, clusters["file"], meta), 0, clusters["count"], "cluster", chunk)
+
+
 def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     """Open a dataset folder made by ``sparsetrain preprocess`` / ``synth`` / :func:`from_pyg`.
 
     Arrays are memory-mapped. ``verify=True`` also checks every file's sha256
-    (reads everything once) and raises :class:`~sparsetrain.errors.ChecksumError`.
+    (reads everything once; :class:`~sparsetrain.errors.ChecksumError`) and the
+    structure (:func:`verify_structure`).
     """
     folder = Path(path)
     meta = fmt.read_meta(folder)
@@ -112,14 +181,25 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
                 "the file was altered or truncated, re-run `sparsetrain preprocess`"
             )
 
+    n, e = meta["num_nodes"], meta["num_edges"]
+    layout = {fmt.INDPTR: (("int64",), n + 1), fmt.INDICES: (("int32", "int64"), e), fmt.EDGE_WEIGHT: (("float32",), e),
+              fmt.LABELS: (("int64",), n), fmt.ORIGINAL_IDS: (("int64",), n)}
+
     def tensor(name: str) -> torch.Tensor | None:
-        return torch.from_numpy(fmt.open_array(folder, name, meta)) if name in meta["files"] else None
+        if name not in meta["files"]:
+            return None
+        array = fmt.open_array(folder, name, meta)
+        dtypes, length = layout.get(name, (("int64",), None))
+        if str(array.dtype) not in dtypes or array.ndim != 1 or (length is not None and len(array) != length):
+            want = f"{' or '.join(dtypes)}[{'' if length is None else length}]"
+            raise DatasetError(f"{folder / name}: holds {array.dtype}{list(array.shape)} but the format needs {want}; {_REBUILD}")
+        return torch.from_numpy(array)
 
     graph = CSCGraph(tensor(fmt.INDPTR), tensor(fmt.INDICES), tensor(fmt.EDGE_WEIGHT))
     if graph.num_nodes != meta["num_nodes"] or graph.num_edges != meta["num_edges"] or int(graph.indptr[-1]) != graph.num_edges:
         raise ChecksumError(f"{folder / fmt.INDPTR}: does not describe {meta['num_edges']} edges over {meta['num_nodes']} nodes; the dataset is damaged")
     split = {name: t for name in fmt.SPLIT_NAMES if (t := tensor(fmt.split_file(name))) is not None}
-    dataset = GraphDataset(
+    ds = GraphDataset(
         path=folder,
         meta=meta,
         graph=graph,
@@ -129,9 +209,20 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
         original_ids=tensor(fmt.ORIGINAL_IDS),
     )
     if fmt.FEATURES in meta["files"]:
-        fmt.open_array(folder, fmt.FEATURES, meta)  # same checks (and errors) as every other array
-        dataset.features = dataset.feature_store()
-    return dataset
+        _check_feature_array(folder, meta)
+        ds.features = ds.feature_store()
+    if verify:
+        verify_structure(ds)
+    return ds
+
+
+def _check_feature_array(folder: Path, meta: dict) -> None:
+    array = fmt.open_array(folder, fmt.FEATURES, meta)  # same checks (and errors) as every other array
+    if str(array.dtype) not in fmt.FEATURE_DTYPES or array.ndim != 2 or len(array) != meta["num_nodes"]:
+        raise DatasetError(
+            f"{folder / fmt.FEATURES}: holds {array.dtype}{list(array.shape)} but the format needs "
+            f"{' or '.join(fmt.FEATURE_DTYPES)}[{meta['num_nodes']}, D]; {_REBUILD}"
+        )
 
 
 def load_clusters(ds: GraphDataset) -> torch.Tensor | None:

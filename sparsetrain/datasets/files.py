@@ -9,7 +9,7 @@ import numpy as np
 
 from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
 from sparsetrain.datasets.dataset import GraphDataset
-from sparsetrain.datasets.readers import EdgeListReader, NodeTableReader
+from sparsetrain.datasets.readers import EdgeListReader, NodeTableReader, first_non_integer
 from sparsetrain.errors import DatasetError
 
 
@@ -55,6 +55,8 @@ def _ogb_count(path: Path) -> int | None:
     values = np.concatenate(list(reader()))
     if len(values) != 1:
         raise DatasetError(f"{path}: holds {len(values)} values; OGB stores a single graph's count here (multi-graph datasets are not node-property datasets)")
+    if first_non_integer(values) is not None or values[0] < 1:
+        raise DatasetError(f"{path}: holds {values[0]}; the node count must be a positive whole number (fix the file or pass --num-nodes)")
     return int(values[0])
 
 

@@ -82,10 +82,67 @@ def read_meta(folder: Path) -> dict:
         raise DatasetError(
             f"{path}: field 'format_version' is {version!r} but this sparsetrain reads up to {FORMAT_VERSION}; upgrade sparsetrain"
         )
+    check_meta(meta, path)
+    return meta
+
+
+_DAMAGED = "the dataset is damaged, re-run `sparsetrain preprocess`"
+
+
+def _count(value, least: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _bare_name(name) -> bool:
+    """A plain ``.npy`` file name inside the folder: no directory part, not hidden, no traversal."""
+    return (
+        isinstance(name, str) and name.endswith(".npy") and not name.startswith(".")
+        and "/" not in name and "\\" not in name and "\0" not in name and os.path.basename(name) == name
+    )
+
+
+def check_meta(meta: dict, path: Path) -> None:
+    """Every field ``load``/``info`` read is present, typed, and names only files inside the folder."""
     for field in ("num_nodes", "num_edges", "files"):
         if field not in meta:
-            raise DatasetError(f"{path}: field {field!r} is missing; the dataset is damaged, re-run `sparsetrain preprocess`")
-    return meta
+            raise DatasetError(f"{path}: field {field!r} is missing; {_DAMAGED}")
+    for field in ("num_nodes", "num_edges"):
+        if not _count(meta[field]):
+            raise DatasetError(f"{path}: field {field!r} is {meta[field]!r}, not a non-negative integer; {_DAMAGED}")
+    if meta.get("num_classes") is not None and not _count(meta["num_classes"], 1):
+        raise DatasetError(f"{path}: field 'num_classes' is {meta['num_classes']!r}, not a positive integer or null; {_DAMAGED}")
+    files = meta["files"]
+    if not isinstance(files, dict):
+        raise DatasetError(f"{path}: field 'files' is a {type(files).__name__}, not an object of file entries; {_DAMAGED}")
+    for name, entry in files.items():
+        if not _bare_name(name):
+            raise DatasetError(f"{path}: 'files' entry {name!r} is not a plain .npy file name inside the dataset folder; {_DAMAGED}")
+        if not isinstance(entry, dict):
+            raise DatasetError(f"{path}: 'files' entry {name} is not an object with dtype, shape and sha256; {_DAMAGED}")
+        for field, ok in (
+            ("dtype", isinstance(entry.get("dtype"), str)),
+            ("shape", isinstance(entry.get("shape"), list) and all(_count(n) for n in entry["shape"])),
+            ("sha256", isinstance(entry.get("sha256"), str) and len(entry["sha256"]) == 64),
+        ):
+            if not ok:
+                state = "is missing" if field not in entry else f"is {entry[field]!r}"
+                raise DatasetError(f"{path}: 'files' entry {name}: field {field!r} {state}; {_DAMAGED}")
+    if LABELS in files and meta.get("num_classes") is None:
+        raise DatasetError(f"{path}: field 'num_classes' is missing but {LABELS} is listed; {_DAMAGED}")
+    for required in (INDPTR, INDICES):
+        if required not in files:
+            raise DatasetError(f"{path}: 'files' has no entry for {required}; {_DAMAGED}")
+    for field in ("permutation", "clusters"):
+        part = meta.get(field)
+        if part is None:
+            continue
+        wanted = ("method", "file") if field == "permutation" else ("file", "count")
+        if not isinstance(part, dict) or any(k not in part for k in wanted):
+            raise DatasetError(f"{path}: field {field!r} needs {' and '.join(repr(k) for k in wanted)}; {_DAMAGED}")
+        if field == "clusters" and not _count(part["count"], 1):
+            raise DatasetError(f"{path}: field 'clusters': 'count' is {part['count']!r}, not a positive integer; {_DAMAGED}")
+        if part["file"] not in files:
+            raise DatasetError(f"{path}: field {field!r} names file {part['file']!r}, which 'files' does not list; {_DAMAGED}")
 
 
 def open_array(folder: Path, name: str, meta: dict) -> np.ndarray:

@@ -56,7 +56,7 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     weight = None if weight is None else _numpy(weight, "edge_weight").astype(np.float32).reshape(-1)
     if weight is not None and len(weight) != edge_index.shape[1]:
         raise DatasetError(f"data.edge_weight has {len(weight)} entries for {edge_index.shape[1]} edges; give one weight per edge")
-    edges = EdgeSource("data.edge_index", _edge_chunks(edge_index, weight), edge_index.shape[1], weighted=weight is not None)
+    edges = EdgeSource("data.edge_index", _edge_chunks(edge_index, weight), edge_index.shape[1], weighted=weight is not None, weight_name="data.edge_weight")
 
     features = labels = None
     if getattr(data, "x", None) is not None:
@@ -75,10 +75,12 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
         if mask is not None:
             splits[name] = Source.from_array(f"data.{attr}", _split_indices(_numpy(mask, attr), name))
 
+    # PyG infers num_nodes from the largest edge id when nothing sets it; infer it here instead, under the same checks as files.
+    explicit = "num_nodes" in data or features is not None or labels is not None
     return build_dataset(
         out_dir,
         edges,
-        num_nodes=int(data.num_nodes),
+        num_nodes=int(data.num_nodes) if explicit else None,
         features=features,
         labels=labels,
         splits=splits,

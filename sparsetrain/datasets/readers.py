@@ -57,56 +57,112 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def _read_failed(path: Path, exc: Exception) -> DatasetError:
+    """A compressed or unreadable file, in words: which file, what is wrong, how to fix it."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    suffix = path.suffix.lower()
+    packer = {".gz": "gzip", ".bz2": "bzip2", ".zst": "zstd"}.get(suffix)
+    if packer and "truncated" in text.lower():
+        return DatasetError(f"{path}: the {packer} stream is truncated ({text}); the file is incomplete, copy or compress it again")
+    if packer:
+        return DatasetError(f"{path}: not readable as {packer} data ({text}); compress it with {packer} or drop {suffix} from the name")
+    return DatasetError(f"{path}: cannot be read ({text}); check the file")
+
+
+def _open_text(path: Path):
+    return io.TextIOWrapper(pa.input_stream(str(path), compression="detect"), encoding="utf-8", errors="replace")
+
+
 def _csv_layout(path: Path) -> tuple[bool, list[str], str]:
     """(has_header, column_names, delimiter) from the first line."""
-    with pa.input_stream(str(path), compression="detect") as stream:
-        head = stream.read(1 << 16).decode("utf-8", errors="replace")
-    first = head.splitlines()[0] if head.strip() else ""
+    try:
+        with pa.input_stream(str(path), compression="detect") as stream:
+            head = b""
+            while b"\n" not in head and len(head) < 1 << 24:  # the whole first line, however wide
+                block = stream.read(1 << 16)
+                if not block:
+                    break
+                head += block
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise _read_failed(path, exc) from None
+    first_bytes = head.split(b"\n", 1)[0]
+    try:
+        first = first_bytes.decode("utf-8").removeprefix("\ufeff").rstrip("\r")
+    except UnicodeDecodeError:
+        raise DatasetError(f"{path}: line 1 is not UTF-8 text; save the file as UTF-8 (CSV headers and values must be UTF-8)") from None
     if not first.strip():
         raise DatasetError(f"{path}: the first line is empty; the file must start with a header or a data row")
     delimiter = "\t" if "\t" in first else ("," if "," in first else " ")
-    fields = [f.strip() for f in first.split(delimiter) if f.strip() != "" or delimiter != " "]
+    fields = [f.strip().strip('"').strip() for f in first.split(delimiter) if f.strip() != "" or delimiter != " "]
     has_header = not all(_is_number(f) for f in fields)
     names = [f.lower() for f in fields] if has_header else [f"c{i}" for i in range(len(fields))]
+    if has_header and len(set(names)) != len(names):
+        repeated = next(n for n in names if names.count(n) > 1)
+        raise DatasetError(f"{path}: line 1 names column {repeated!r} twice; give every column its own name")
     return has_header, names, delimiter
+
+
+def csv_line(path: Path, row: int, has_header: bool) -> int:
+    """1-based line of 0-based data ``row``, counting the header and the empty lines the parser skips (error path only)."""
+    seen = -1 if has_header else 0
+    with _open_text(path) as text:
+        for number, line in enumerate(text, start=1):
+            if line.rstrip("\r\n") == "":
+                continue
+            if seen == row:
+                return number
+            seen += 1
+    return row + 1 + int(has_header)
 
 
 _ARROW_COL = re.compile(r"column #(\d+)")
 _ARROW_VALUE = re.compile(r"invalid value '([^']*)'")
+_ARROW_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
 
 
-def _find_line(path: Path, delimiter: str, column: int, value: str) -> int | None:
-    """1-based line of the first row whose field ``column`` is ``value`` (only on the error path)."""
-    with pa.input_stream(str(path), compression="detect") as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as text:
-        for number, line in enumerate(text, start=1):
-            fields = line.rstrip("\r\n").split(delimiter)
-            if column < len(fields) and fields[column].strip().strip('"') == value:
-                return number
+def _find_line(path: Path, delimiter: str, match) -> int | None:
+    """1-based line of the first line whose fields satisfy ``match`` (only on the error path)."""
+    try:
+        with _open_text(path) as text:
+            for number, line in enumerate(text, start=1):
+                if line.rstrip("\r\n") != "" and match(line.rstrip("\r\n").split(delimiter)):
+                    return number
+    except (OSError, pa.ArrowInvalid):
+        return None
     return None
 
 
 def _csv_error(path: Path, exc: Exception, what: str, names: list[str], delimiter: str, has_header: bool) -> DatasetError:
     text = str(exc).splitlines()[0]
+    count = _ARROW_COUNT.search(text)
+    if count:
+        want = int(count.group(1))
+        line = _find_line(path, delimiter, lambda fields: len(fields) != want)
+        where = f"line {line}" if line else "a line"
+        return DatasetError(f"{path}: {where} has {count.group(2)} fields but line 1 has {want}; give every line the same columns")
     col = _ARROW_COL.search(text)
     value = _ARROW_VALUE.search(text)
     if not (col and value):
         return DatasetError(f"{path}: cannot be parsed ({text}); {what}")
     column = int(col.group(1))
-    line = _find_line(path, delimiter, column, value.group(1))
-    where = f"line {line}" if line else "a row"
+    wanted = value.group(1)
+    line = _find_line(path, delimiter, lambda fields: column < len(fields) and fields[column].strip().strip('"') == wanted)
+    where = f"line {line}" if line else "a line"
     name = repr(names[column]) if has_header and column < len(names) else str(column + 1)
     expected = "an integer" if "to int" in text else "a number"
-    return DatasetError(f"{path}: {where}, column {name}: {value.group(1)!r} is not {expected}; {what}")
+    return DatasetError(f"{path}: {where}, column {name}: {wanted!r} is not {expected}; {what}")
 
 
 def _iter_csv(path: Path, columns: list[str] | None, types: dict, what: str) -> Iterator[pa.RecordBatch]:
     _check_exists(path)
     has_header, names, delimiter = _csv_layout(path)
-    read = pacsv.ReadOptions(column_names=None if has_header else names, block_size=1 << 24)
+    # our own (stripped, lower-case) names, so a header's case or spacing never hides a column
+    read = pacsv.ReadOptions(column_names=names, skip_rows=int(has_header), block_size=1 << 24)
     parse = pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True)
     convert = pacsv.ConvertOptions(
         column_types={n: types.get(n, types.get("*")) for n in (columns or names) if types.get(n, types.get("*"))},
         include_columns=columns,
+        null_values=[""],
         quoted_strings_can_be_null=False,
         strings_can_be_null=False,
     )
@@ -115,7 +171,11 @@ def _iter_csv(path: Path, columns: list[str] | None, types: dict, what: str) -> 
             for batch in reader:
                 yield batch
     except pa.ArrowInvalid as exc:
+        if "CSV" not in str(exc) and "conversion" not in str(exc).lower():
+            raise _read_failed(path, exc) from None
         raise _csv_error(path, exc, what, names, delimiter, has_header) from None
+    except OSError as exc:
+        raise _read_failed(path, exc) from None
 
 
 # ---------------------------------------------------------------- edges
@@ -140,7 +200,7 @@ class EdgeListReader:
     def weighted(self) -> bool:
         return self.weight_col is not None
 
-    def _pick(self, names: list[str]) -> tuple[str, str, str | None]:
+    def _pick(self, names: list[str], has_header: bool = True) -> tuple[str, str, str | None]:
         lower = [n.lower() for n in names]
         src = next((names[lower.index(n)] for n in _SRC_NAMES if n in lower), None)
         dst = next((names[lower.index(n)] for n in _DST_NAMES if n in lower), None)
@@ -149,12 +209,23 @@ class EdgeListReader:
                 raise DatasetError(f"{self.path}: found {len(names)} column(s); an edge list needs two (src, dst)")
             src, dst = names[0], names[1]
         weight = next((names[lower.index(n)] for n in _WEIGHT_NAMES if n in lower), None)
+        unused = [n for n in names if n not in (src, dst, weight)]
+        if unused and not has_header:
+            raise DatasetError(
+                f"{self.path}: line 1 has {len(names)} columns and no header; start the file with a header line "
+                f"'src,dst,weight' (the third column is then the edge weight), or keep only the src and dst columns"
+            )
+        if unused:
+            raise DatasetError(
+                f"{self.path}: column {unused[0]!r} is not used (columns: {', '.join(names)}); name the edge weight column "
+                f"'weight' (or {', '.join(repr(n) for n in _WEIGHT_NAMES[1:])}), or remove the column"
+            )
         return src, dst, weight
 
     def _columns(self) -> tuple:
         if self.kind == "csv":
-            _, names, _ = _csv_layout(self.path)
-            return self._pick(names)
+            has_header, names, _ = _csv_layout(self.path)
+            return self._pick(names, has_header)
         if self.kind == "parquet":
             schema = _parquet_file(self.path).schema_arrow
             return self._pick(schema.names)
@@ -163,6 +234,11 @@ class EdgeListReader:
             raise DatasetError(f"{self.path}: shape {list(array.shape)}; a NumPy edge list must be [2, E] or [E, 2]")
         if not np.issubdtype(array.dtype, np.integer):
             raise DatasetError(f"{self.path}: dtype {array.dtype}; node ids must be integers")
+        if array.shape == (2, 2):
+            raise DatasetError(
+                f"{self.path}: shape [2, 2] is ambiguous (two edges as [2, E] or as [E, 2]); "
+                "write this edge list as CSV (src,dst per line) or with more than two edges"
+            )
         return None, None, None
 
     def num_rows(self) -> int | None:
@@ -187,11 +263,11 @@ class EdgeListReader:
             batches = _iter_csv(self.path, cols, types, "node ids must be integers; fix or remove that line")
         row = 0
         for batch in batches:
-            src = _int_column(self.path, batch.column(self.src_col), self.src_col, row)
-            dst = _int_column(self.path, batch.column(self.dst_col), self.dst_col, row)
+            src = _int_column(self.path, batch.column(self.src_col), self.src_col, row, self.where)
+            dst = _int_column(self.path, batch.column(self.dst_col), self.dst_col, row, self.where)
             w = None
             if self.weight_col:
-                w = _float_column(self.path, batch.column(self.weight_col), self.weight_col, row)
+                w = _float_column(self.path, batch.column(self.weight_col), self.weight_col, row, self.where)
             row += len(src)
             yield src, dst, w
 
@@ -202,7 +278,7 @@ class EdgeListReader:
         for lo in range(0, total, self.chunk_rows):
             hi = min(lo + self.chunk_rows, total)
             block = array[:, lo:hi] if pairs_first else array[lo:hi].T
-            yield block[0].astype(np.int64), block[1].astype(np.int64), None
+            yield (_to_int64(self.path, block[0], "src", lo, self.where), _to_int64(self.path, block[1], "dst", lo, self.where), None)
 
 
 def _parquet_file(path: Path) -> pq.ParquetFile:
@@ -230,26 +306,34 @@ def _open_npy(path: Path) -> np.ndarray:
         raise DatasetError(f"{path}: not a readable .npy file ({exc}); save it with numpy.save") from None
 
 
-def _int_column(path: Path, column: pa.Array, name: str, first_row: int) -> np.ndarray:
+def _to_int64(path: Path, values: np.ndarray, name: str, first_row: int, where) -> np.ndarray:
+    """int64 ids; an unsigned id that int64 cannot hold is an error, never a wrap to a negative id."""
+    if values.dtype == np.uint64 and len(values) and values.max() > np.iinfo(np.int64).max:
+        bad = int(np.flatnonzero(values > np.iinfo(np.int64).max)[0])
+        raise DatasetError(f"{path}: {where(first_row + bad)}, {name}: node id {values[bad]} does not fit in int64; node ids must be in [0, num_nodes), fix that row")
+    return values.astype(np.int64, copy=False)
+
+
+def _int_column(path: Path, column: pa.Array, name: str, first_row: int, where) -> np.ndarray:
     if pa.types.is_integer(column.type) and column.null_count == 0:
-        return column.to_numpy().astype(np.int64, copy=False)
+        return _to_int64(path, column.to_numpy(), name, first_row, where)
     if column.null_count:
         bad = first_row + int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-        raise DatasetError(f"{path}: row {bad}, column {name!r}: empty value; every edge needs a node id")
+        raise DatasetError(f"{path}: {where(bad)}, column {name!r}: empty value; every edge needs a node id")
     values = column.to_numpy(zero_copy_only=False)
     if np.issubdtype(values.dtype, np.floating):
         frac = ~np.isfinite(values) | (values != np.round(values))
         if not frac.any():
             return values.astype(np.int64)
         bad = int(np.flatnonzero(frac)[0])
-        raise DatasetError(f"{path}: row {first_row + bad}, column {name!r}: {values[bad]!r} is not an integer node id; fix that row")
+        raise DatasetError(f"{path}: {where(first_row + bad)}, column {name!r}: {values[bad]!r} is not an integer node id; fix that row")
     raise DatasetError(f"{path}: column {name!r} has type {column.type}; node ids must be integers")
 
 
-def _float_column(path: Path, column: pa.Array, name: str, first_row: int) -> np.ndarray:
+def _float_column(path: Path, column: pa.Array, name: str, first_row: int, where) -> np.ndarray:
     if column.null_count:
         bad = first_row + int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-        raise DatasetError(f"{path}: row {bad}, column {name!r}: empty value; fill it or drop the column")
+        raise DatasetError(f"{path}: {where(bad)}, column {name!r}: empty value; fill it or drop the column")
     if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
         raise DatasetError(f"{path}: column {name!r} has type {column.type}; it must be numeric")
     return column.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
@@ -315,11 +399,11 @@ class NodeTableReader:
             if len(names) == 1 and (pa.types.is_list(first_type) or pa.types.is_fixed_size_list(first_type)):
                 col = batch.column(0)
                 if col.null_count:
-                    raise DatasetError(f"{self.path}: row {first_row}: empty feature vector; every node needs one")
+                    raise DatasetError(f"{self.path}: {self.where(first_row + int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0]))}: empty feature vector; every node needs one")
                 lengths = pc.list_value_length(col).to_numpy()
                 if len(lengths) and (lengths != lengths[0]).any():
                     bad = int(np.flatnonzero(lengths != lengths[0])[0])
-                    raise DatasetError(f"{self.path}: row {first_row + bad}: vector of length {lengths[bad]}, expected {lengths[0]}; all feature vectors must have one length")
+                    raise DatasetError(f"{self.path}: {self.where(first_row + bad)}: vector of length {lengths[bad]}, expected {lengths[0]}; all feature vectors must have one length")
                 flat = col.flatten().to_numpy(zero_copy_only=False)
                 return flat.reshape(len(col), -1)
             columns = [self._numeric(batch.column(i), names[i], first_row) for i in range(len(names))]
@@ -333,7 +417,7 @@ class NodeTableReader:
     def _numeric(self, column: pa.Array, name: str, first_row: int) -> np.ndarray:
         if column.null_count:
             bad = first_row + int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-            raise DatasetError(f"{self.path}: row {bad}, column {name!r}: empty value; every node needs a value")
+            raise DatasetError(f"{self.path}: {self.where(bad)}, column {name!r}: empty value; every node needs a value")
         if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type)):
             raise DatasetError(f"{self.path}: column {name!r} has type {column.type}; {self.role} must be numeric")
         return column.to_numpy(zero_copy_only=False)
@@ -350,5 +434,5 @@ def first_non_integer(values: np.ndarray) -> int | None:
 def where_in(path: Path, kind: str, has_header: bool):
     """Turn a 0-based data row into the user's terms: a CSV line number or an array row."""
     if kind == "csv":
-        return lambda row: f"line {row + 1 + int(has_header)}"
+        return lambda row: f"line {csv_line(path, row, has_header)}"
     return lambda row: f"row {row}"
