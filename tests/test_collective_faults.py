@@ -8,7 +8,6 @@ The CLI run is marked slow (about 100 s on a loaded 2-core machine, 14 s of it w
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,15 +15,10 @@ import time
 import pytest
 
 import sparsetrain as st
+from tests.collective_harness import free_port
 
 TIMEOUT_S = 10
 CORA_ARGS = ["--fanout", "10,10", "--hidden", "64", "--quiet"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _steps(path) -> int:
@@ -37,7 +31,7 @@ def cora_dir(cora_data, tmp_path_factory):
 
 
 def _start_ranks(argv: list[str], tmp_path, world: int = 2) -> list[subprocess.Popen]:
-    port = _free_port()
+    port = free_port()
     procs = []
     for rank in range(world):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
@@ -77,18 +71,11 @@ except SparsetrainError as exc:
 """
 
 
-@pytest.mark.distributed
-def test_a_stopped_rank_fails_the_loader_thread_waiting_on_it(cora_dir, tmp_path):
-    port = _free_port()
-    procs = []
-    for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   SPARSETRAIN_DIST_TIMEOUT=str(TIMEOUT_S))
-        procs.append(subprocess.Popen([sys.executable, "-c", LOADER_SCRIPT, str(cora_dir), str(tmp_path / f"progress{rank}")],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+def _stop_rank_one_once_rank_zero_is_going(procs, progress, steps: int) -> tuple[float, str]:
+    """SIGSTOP rank 1 once rank 0 logged ``steps`` steps; wait for rank 0 to exit: (seconds it took, its stderr)."""
     try:
         deadline = time.time() + 120
-        while _steps(tmp_path / "progress0") < 20 and time.time() < deadline and procs[0].poll() is None:
+        while _steps(progress) < steps and time.time() < deadline and procs[0].poll() is None:
             time.sleep(0.05)
         assert procs[0].poll() is None, procs[0].communicate()[1][-2000:]
         procs[1].send_signal(signal.SIGSTOP)
@@ -101,6 +88,19 @@ def test_a_stopped_rank_fails_the_loader_thread_waiting_on_it(cora_dir, tmp_path
                 p.kill()
             p.communicate()
     print(f"rank 0 exited {took:.1f} s after rank 1 was stopped: {stderr.strip()}")
+    return took, stderr
+
+
+@pytest.mark.distributed
+def test_a_stopped_rank_fails_the_loader_thread_waiting_on_it(cora_dir, tmp_path):
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   SPARSETRAIN_DIST_TIMEOUT=str(TIMEOUT_S))
+        procs.append(subprocess.Popen([sys.executable, "-c", LOADER_SCRIPT, str(cora_dir), str(tmp_path / f"progress{rank}")],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    took, stderr = _stop_rank_one_once_rank_zero_is_going(procs, tmp_path / "progress0", steps=20)
     assert took < 60
     assert procs[0].returncode == 3, stderr[-2000:]
     assert "CollectiveError" in stderr and "sparse_all_gather" in stderr and "did not reach this collective" in stderr
@@ -113,21 +113,7 @@ def test_a_stopped_rank_fails_the_loader_thread_waiting_on_it(cora_dir, tmp_path
 def test_a_stopped_rank_makes_the_other_exit_with_a_clear_error(cora_dir, tmp_path):
     procs = _start_ranks(["-m", "sparsetrain", "train", "--data", str(cora_dir), *CORA_ARGS, "--batch-size", "8",
                           "--epochs", "200", "--features", "sharded"], tmp_path)
-    try:
-        deadline = time.time() + 120
-        while _steps(tmp_path / "log0.jsonl") < 5 and time.time() < deadline and procs[0].poll() is None:
-            time.sleep(0.05)
-        assert procs[0].poll() is None, procs[0].communicate()[1][-2000:]
-        procs[1].send_signal(signal.SIGSTOP)
-        stopped_at = time.time()
-        _, stderr = procs[0].communicate(timeout=90)
-        took = time.time() - stopped_at
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.communicate()
-    print(f"rank 0 exited {took:.1f} s after rank 1 was stopped: {stderr.strip()}")
+    took, stderr = _stop_rank_one_once_rank_zero_is_going(procs, tmp_path / "log0.jsonl", steps=5)
     assert took < 60
     assert procs[0].returncode not in (0, None)
     assert "lost contact with another rank" in stderr

@@ -3,7 +3,6 @@
 import datetime
 import os
 import pickle
-import socket
 import tempfile
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import torch.multiprocessing as mp
 
 from sparsetrain.nn.graph_transformer import GraphTransformer
 from sparsetrain.nn.sequence_parallel import SequenceParallelError, SequenceShards, cluster_shard_bounds
+from tests.collective_harness import free_port
 
 pytestmark = pytest.mark.distributed
 
@@ -59,12 +59,6 @@ def _rank_main(rank: int, world: int, port: int, out_dir: str) -> None:
     Path(out_dir, f"{rank}.pkl").write_bytes(pickle.dumps(result))
     dist.barrier()
     os._exit(0)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_world(world: int) -> list:

@@ -4,7 +4,6 @@ checkpoints across world sizes, and ten training steps of the example model."""
 
 import importlib.util
 import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from sparsetrain.moe import (
     FSSDP, ExpertParallel, MoE, MoEConfigError, finish_step, load_optimizer_state_dict, optimizer_state_dict,
     sharded_parameter_names, sync_dense_grads,
 )  # fmt: skip
+from tests.collective_harness import free_port
 
 pytestmark = pytest.mark.distributed
 
@@ -31,12 +31,6 @@ def _load_example():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _entry(rank, world, port, fn, args):
@@ -61,7 +55,7 @@ def spawn(fn, world, *args, timeout=300, attempts=3):
     A free port can be taken by another job between picking and binding it; that start-up failure
     is retried on a new port (other failures are not)."""
     for attempt in range(attempts):
-        ctx = mp.start_processes(_entry, args=(world, _free_port(), fn, args), nprocs=world, join=False, start_method="spawn")
+        ctx = mp.start_processes(_entry, args=(world, free_port(), fn, args), nprocs=world, join=False, start_method="spawn")
         deadline = time.monotonic() + timeout
         try:
             while not ctx.join(timeout=5):

@@ -3,7 +3,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ import torch
 
 import sparsetrain as st
 from sparsetrain.engine.checkpoint import load_latest_checkpoint
+from tests.collective_harness import free_port
 
 CORA_ARGS = ["--fanout", "10,10", "--batch-size", "64", "--lr", "0.005", "--weight-decay", "5e-4", "--hidden", "256", "--quiet"]
 
@@ -20,12 +20,6 @@ CORA_ARGS = ["--fanout", "10,10", "--batch-size", "64", "--lr", "0.005", "--weig
 @pytest.fixture(scope="module")
 def cora_dir(cora_data, tmp_path_factory):
     return st.datasets.from_pyg(cora_data, tmp_path_factory.mktemp("cora") / "cora", quiet=True).path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_graphsage_on_cora_public_split_reaches_79_percent(cli, cora_dir, tmp_path):
@@ -87,7 +81,7 @@ def test_sigkill_then_resume_equals_the_uninterrupted_run(cora_dir, tmp_path):
 @pytest.mark.distributed
 def test_two_rank_gloo_training_on_cora_with_sharded_features(cora_dir, tmp_path):
     summary = tmp_path / "s.json"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(_free_port()),
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
            "-m", "sparsetrain", "train", "--data", str(cora_dir), *CORA_ARGS, "--batch-size", "32", "--epochs", "20",
            "--seed", "0", "--features", "sharded", "--summary-json", str(summary)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -99,7 +93,7 @@ def test_two_rank_gloo_training_on_cora_with_sharded_features(cora_dir, tmp_path
 
 @pytest.mark.distributed
 def test_a_killed_rank_makes_the_other_exit_with_a_clear_error(cora_dir, tmp_path):
-    port = _free_port()
+    port = free_port()
     procs = []
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
