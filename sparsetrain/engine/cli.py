@@ -73,7 +73,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint-dir", type=Path, help="write checkpoints here (every --checkpoint-every steps and each epoch)")
     p.add_argument("--checkpoint-every", type=_COUNT, default=0, help="steps between checkpoints (0 = epoch ends only)")
     p.add_argument("--resume", action="store_true", help="continue from the newest intact checkpoint in --checkpoint-dir")
-    p.add_argument("--log", type=Path, help="JSON-lines metrics log")
+    # not --log: torchrun reads any prefix of its own --log-dir/--logs-specs, so `torchrun ... train --log F` fails there
+    p.add_argument("--metrics-log", "--log", dest="log", type=Path,
+                   help="append per-step and per-epoch metrics here as JSON lines (--log is the old name; it fails under torchrun)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--summary-json", type=Path, help="write the final metrics (val_acc, test_acc, epochs, seconds) here")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
