@@ -59,3 +59,81 @@ def test_the_old_log_option_still_works_outside_torchrun(cli, tiny_dir, tmp_path
     same = lambda path: [{k: v for k, v in r.items() if k not in timing} for r in _metrics(path)]
     assert same(tmp_path / "log.jsonl") == same(tmp_path / "metrics-log.jsonl")
     assert len(_metrics(tmp_path / "log.jsonl")) > 1
+
+
+def _folder_state(folder) -> dict:
+    return {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in folder.iterdir()}
+
+
+def _one_line_error(code, err) -> str:
+    assert code == 1, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err
+
+
+def test_checkpoints_of_another_run_are_refused_by_name(cli, tiny_dir, tmp_path):
+    other = st.datasets.synthesize(tmp_path / "other", 400, 3200, feature_dim=8, num_classes=3, seed=5, quiet=True).path
+    ckpt = tmp_path / "ck"
+    base = ["train", "--data", tiny_dir, *TINY_ARGS, "--checkpoint-dir", ckpt]
+    code, _, err = cli(*base, "--epochs", "1")
+    assert code == 0, err
+    before = _folder_state(ckpt)
+    assert [name for name in before if name.endswith(".pt")] == ["step-0000000004.pt"]
+
+    err = _one_line_error(*cli(*base, "--epochs", "1")[::2])  # a new run in a used folder
+    assert str(ckpt) in err and "already holds checkpoints" in err and "--resume" in err and "new --checkpoint-dir" in err
+    cases = [(["--seed", "1"], "seed: checkpoint 0, this run 1"),
+             (["--hidden", "32"], "model parameters differ"),
+             (["--fanout", "5,3"], "fanout: checkpoint [5, 5], this run [5, 3]"),
+             (["--batch-size", "32"], "batch_size: checkpoint 64, this run 32"),
+             (["--data", other], f"dataset contents differ (checkpoint {tiny_dir}, this run {other})")]
+    for extra, named in cases:
+        err = _one_line_error(*cli(*base, "--epochs", "2", "--resume", *extra)[::2])
+        assert named in err and "belongs to another run" in err and "new --checkpoint-dir" in err, (extra, err)
+    assert _folder_state(ckpt) == before  # nothing written, nothing pruned
+
+    code, _, err = cli(*base, "--epochs", "2", "--resume")  # the same run continues
+    assert code == 0, err
+    assert sorted(name for name in _folder_state(ckpt) if name.endswith(".pt")) == ["step-0000000004.pt", "step-0000000008.pt"]
+
+
+def test_pruning_keeps_the_checkpoint_just_written(tmp_path):
+    from sparsetrain.engine.checkpoint import list_checkpoints, load_latest_checkpoint, save_checkpoint
+
+    for step in (100, 101, 102):
+        save_checkpoint(tmp_path, step, {"step": step}, keep=2)
+    save_checkpoint(tmp_path, 5, {"step": 5}, keep=2)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-0000000102.pt", "step-0000000005.pt"]
+    assert load_latest_checkpoint(tmp_path)["step"] == 102
+
+
+def test_a_checkpoint_write_killed_midway_leaves_no_temp_file_for_good(tmp_path):
+    import os
+    import signal
+
+    from sparsetrain.engine import checkpoint
+
+    checkpoint.save_checkpoint(tmp_path, 1, {"w": torch.ones(2)})
+    pid = os.fork()
+    if pid == 0:  # a writer killed in the middle of writing step 2
+        def half_written(state, f):
+            f.write(b"PK\x03\x04 half a checkpoint")
+            f.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        checkpoint.torch.save = half_written
+        try:
+            checkpoint.save_checkpoint(tmp_path, 2, {"w": torch.ones(2)})
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status)
+    leftover = f".step-0000000002.pt.tmp-{pid}"
+    live = f".step-0000000009.pt.tmp-{os.getpid()}"  # a write in progress in a live process is not touched
+    (tmp_path / live).write_bytes(b"")
+    assert leftover in _folder_state(tmp_path)
+    assert checkpoint.load_latest_checkpoint(tmp_path)["w"].tolist() == [1.0, 1.0]
+    assert sorted(_folder_state(tmp_path)) == [live, "step-0000000001.pt", "step-0000000001.pt.sha256"]
+    (tmp_path / f".step-0000000002.pt.sha256.tmp-{pid}").write_bytes(b"")
+    checkpoint.save_checkpoint(tmp_path, 3, {"w": torch.zeros(2)})
+    assert sorted(_folder_state(tmp_path)) == [live, "step-0000000001.pt", "step-0000000001.pt.sha256",
+                                               "step-0000000003.pt", "step-0000000003.pt.sha256"]

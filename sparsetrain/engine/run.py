@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,6 +125,12 @@ def _presampled_hotness(ds, settings: TrainSettings):
     return access_counts(trace, ds.num_nodes)
 
 
+def _run_info(ds, settings: TrainSettings) -> dict:
+    """What, beyond the Trainer's own view (parameters, seed, batching), makes a checkpoint this run's."""
+    meta = hashlib.sha256((ds.path / "meta.json").read_bytes()).hexdigest()  # meta.json holds every array's sha256
+    return {"model": settings.model, "dataset": {"path": str(ds.path), "sha256": meta}, "fanout": list(settings.fanout)}
+
+
 def train(settings: TrainSettings) -> dict | None:
     """Train and return the summary on the main rank (``None`` on the others)."""
     from sparsetrain.datasets import load
@@ -157,7 +164,7 @@ def train(settings: TrainSettings) -> dict | None:
         trainer = Trainer(model, loader, optimizer, epochs=settings.epochs, evaluate=evaluate if eval_split else None,
                           checkpoint_dir=settings.checkpoint_dir, checkpoint_every=settings.checkpoint_every,
                           resume=settings.resume, log_path=settings.log, quiet=settings.quiet, is_main=ctx.is_main,
-                          precision=settings.precision)
+                          precision=settings.precision, run_info=_run_info(ds, settings))
         try:
             summary = trainer.fit()
         except RuntimeError as exc:
