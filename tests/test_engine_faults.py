@@ -137,3 +137,61 @@ def test_a_checkpoint_write_killed_midway_leaves_no_temp_file_for_good(tmp_path)
     checkpoint.save_checkpoint(tmp_path, 3, {"w": torch.zeros(2)})
     assert sorted(_folder_state(tmp_path)) == [live, "step-0000000001.pt", "step-0000000001.pt.sha256",
                                                "step-0000000003.pt", "step-0000000003.pt.sha256"]
+
+
+def test_only_a_failed_collective_counts_as_another_ranks_failure():
+    import torch.distributed as dist
+
+    from sparsetrain.collective.errors import CollectiveError
+    from sparsetrain.engine.checkpoint import CheckpointError
+    from sparsetrain.engine.distributed import caused_by_another_rank
+    from sparsetrain.engine.stages import LoaderError
+
+    peer = [CollectiveError("sparse_all_gather: the data exchange failed"), dist.DistBackendError("NCCL communicator was aborted"),
+            RuntimeError("[third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:30409: Connection reset by peer"),
+            RuntimeError("[third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms for recv operation")]
+    own = [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"), CheckpointError("ck: none of the 2 checkpoints is intact"),
+           LoaderError("the loader thread produced no batch for 300 s"), RuntimeError("mat1 and mat2 shapes cannot be multiplied (64x8 and 16x3)")]
+    assert [caused_by_another_rank(e) for e in peer] == [True] * len(peer)
+    assert [caused_by_another_rank(e) for e in own] == [False] * len(own)
+
+
+# rank 1 runs out of memory in its first step; rank 0 then waits on it in DDP's all-reduce
+OWN_FAILURE = """
+import os, sys, torch
+from sparsetrain.cli import main
+from sparsetrain.engine import trainer
+if os.environ["RANK"] == "1":
+    def out_of_memory(self):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+    trainer.Trainer._train_epoch = out_of_memory
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.distributed
+def test_a_ranks_own_error_is_reported_as_itself_and_the_other_loses_contact(tiny_dir, tmp_path):
+    import os
+
+    from tests.collective_harness import free_port
+
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), SPARSETRAIN_DIST_TIMEOUT="10")
+        procs.append(subprocess.Popen([sys.executable, "-c", OWN_FAILURE, "train", "--data", str(tiny_dir), *TINY_ARGS, "--epochs", "1"],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        errs = [p.communicate(timeout=240)[1] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    own, peer = errs[1], errs[0]
+    assert procs[1].returncode == 1 and procs[0].returncode == 1, errs
+    for err in errs:
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "rank 1 of 2: out of memory on cpu (CUDA out of memory. Tried to allocate 20.00 GiB); lower --batch-size" in own
+    assert "lost contact" not in own
+    assert "rank 0 of 2: lost contact with another rank" in peer
