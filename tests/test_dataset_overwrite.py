@@ -127,3 +127,18 @@ def _dead_pid() -> int:
         os._exit(0)
     os.waitpid(pid, 0)
     return pid
+
+
+def test_overwriting_a_symlinked_dataset_replaces_the_link_and_keeps_its_target(sources, tmp_path):
+    a, b = sources
+    target = tmp_path / "elsewhere"
+    shutil.copytree(a, target)
+    (tmp_path / "data").symlink_to(target)
+    with writer_mod.DatasetWriter(tmp_path / "data", overwrite=True) as writer:
+        meta = fmt.read_meta(b)
+        for name in meta["files"]:
+            writer.save_array(name, np.load(b / name, allow_pickle=False))
+        writer.commit({k: v for k, v in meta.items() if k not in ("format", "format_version", "created_by", "files")})
+    assert _nodes(tmp_path / "data") == B_NODES and not (tmp_path / "data").is_symlink()
+    assert _nodes(target) == A_NODES
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "elsewhere"]

@@ -69,6 +69,14 @@ def _complete(folder: Path) -> bool:
         return False
 
 
+def _remove(path: Path) -> None:
+    """Delete a replaced dataset: the link itself when ``--out`` was a symlink to a folder, else the folder."""
+    if path.is_symlink():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def recover_interrupted(out_dir: str | os.PathLike) -> None:
     """Undo what a killed writer for ``out_dir`` left beside it.
 
@@ -82,9 +90,9 @@ def recover_interrupted(out_dir: str | os.PathLike) -> None:
             os.rename(old, out_dir)
             fmt.fsync_path(out_dir.parent)
         else:
-            shutil.rmtree(old, ignore_errors=True)
+            _remove(old)
     for tmp in _leftovers(out_dir, "tmp"):
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove(tmp)
 
 
 _RENAME_EXCHANGE = 2
@@ -186,5 +194,5 @@ class DatasetWriter:
             os.rename(self.out_dir, old)
             os.rename(self.tmp_dir, self.out_dir)
         fmt.fsync_path(self.out_dir.parent)
-        shutil.rmtree(old, ignore_errors=True)
+        _remove(old)
         return self.out_dir
