@@ -36,7 +36,7 @@ def _start_ranks(argv: list[str], tmp_path, world: int = 2) -> list[subprocess.P
     for rank in range(world):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), SPARSETRAIN_DIST_TIMEOUT=str(TIMEOUT_S))
-        procs.append(subprocess.Popen([sys.executable, *argv, "--log", str(tmp_path / f"log{rank}.jsonl")], env=env,
+        procs.append(subprocess.Popen([sys.executable, *argv, "--metrics-log", str(tmp_path / f"log{rank}.jsonl")], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     return procs
 

@@ -45,7 +45,7 @@ def test_default_dataset_trains_well_above_chance(cli, tmp_path, monkeypatch):
 
 def _train_cmd(cora_dir, ckpt, log, *extra):
     return [sys.executable, "-m", "sparsetrain", "train", "--data", str(cora_dir), *CORA_ARGS, "--batch-size", "16",
-            "--epochs", "12", "--seed", "7", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "4", "--log", str(log), *extra]
+            "--epochs", "12", "--seed", "7", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "4", "--metrics-log", str(log), *extra]
 
 
 def _steps(log):
@@ -98,7 +98,7 @@ def test_a_killed_rank_makes_the_other_exit_with_a_clear_error(cora_dir, tmp_pat
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         cmd = [sys.executable, "-m", "sparsetrain", "train", "--data", str(cora_dir), *CORA_ARGS, "--batch-size", "8",
-               "--epochs", "200", "--log", str(tmp_path / f"log{rank}.jsonl")]
+               "--epochs", "200", "--metrics-log", str(tmp_path / f"log{rank}.jsonl")]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     deadline = time.time() + 120
     while _steps(tmp_path / "log0.jsonl") < 5 and time.time() < deadline:
@@ -117,7 +117,7 @@ def test_feature_placement_does_not_change_the_run(cli, cora_dir, tmp_path, plac
     runs = []
     for extra in ([], placement):
         log = tmp_path / f"log{len(runs)}.jsonl"
-        code, _, err = cli("train", "--data", cora_dir, *CORA_ARGS, "--epochs", "2", "--seed", "3", "--log", log, *extra)
+        code, _, err = cli("train", "--data", cora_dir, *CORA_ARGS, "--epochs", "2", "--seed", "3", "--metrics-log", log, *extra)
         assert code == 0, err
         runs.append([r["loss"] for r in map(json.loads, log.read_text().splitlines()) if "loss" in r])
     assert runs[0] == runs[1]

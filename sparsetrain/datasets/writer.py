@@ -3,10 +3,21 @@
 Everything is written into a hidden temp folder beside the target
 (``.<name>.tmp-<pid>-<random>``); only a complete, checksummed, fsynced folder
 is renamed into place. A failed or interrupted run leaves the target as it was.
+
+Replacing a dataset (``--overwrite``) swaps the two folders in one atomic step
+(Linux ``renameat2(RENAME_EXCHANGE)``), so the path holds the old or the new
+dataset at every instant; the old one, now under the temp name, is then deleted.
+Where the filesystem cannot swap, the old folder is first renamed aside
+(``.<name>.old-<pid>-<random>``) and the new one renamed in; a run killed between
+the two renames leaves no dataset at the path, and the next writer for that path
+restores the old one (see :func:`recover_interrupted`).
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import functools
 import json
 import os
 import secrets
@@ -15,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sparsetrain._process import pid_alive
 from sparsetrain._version import __version__
 from sparsetrain.datasets import format as fmt
 from sparsetrain.errors import OutputExistsError
@@ -35,25 +47,77 @@ def check_output(out_dir: Path, overwrite: bool) -> None:
         )
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _remove_stale_temps(out_dir: Path) -> None:
-    """Temp folders left by runs that were killed (their pid is gone)."""
-    for tmp in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):
+def _leftovers(out_dir: Path, kind: str) -> list[Path]:
+    """``.<name>.<kind>-<pid>-<random>`` folders beside ``out_dir`` whose writer is dead."""
+    found = []
+    for path in out_dir.parent.glob(f".{out_dir.name}.{kind}-*"):
         try:
-            pid = int(tmp.name.rsplit(".tmp-", 1)[1].split("-")[0])
+            pid = int(path.name.rsplit(f".{kind}-", 1)[1].split("-")[0])
         except ValueError:
             continue
-        if not _pid_alive(pid):
-            shutil.rmtree(tmp, ignore_errors=True)
+        if not pid_alive(pid):
+            found.append(path)
+    return sorted(found)
+
+
+def _complete(folder: Path) -> bool:
+    """``folder`` has a readable meta.json and every file it lists (a partly deleted folder lacks some)."""
+    try:
+        meta = fmt.read_meta(folder)
+        return all((folder / name).is_file() for name in meta["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _remove(path: Path) -> None:
+    """Delete a replaced dataset: the link itself when ``--out`` was a symlink to a folder, else the folder."""
+    if path.is_symlink():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def recover_interrupted(out_dir: str | os.PathLike) -> None:
+    """Undo what a killed writer for ``out_dir`` left beside it.
+
+    A dataset moved aside (``.old-*``) is renamed back when nothing is at ``out_dir``,
+    else deleted; unfinished temp folders (``.tmp-*``) are deleted. Only leftovers of dead
+    processes are touched.
+    """
+    out_dir = Path(out_dir).absolute()
+    for old in _leftovers(out_dir, "old"):
+        if not out_dir.exists() and _complete(old):
+            os.rename(old, out_dir)
+            fmt.fsync_path(out_dir.parent)
+        else:
+            _remove(old)
+    for tmp in _leftovers(out_dir, "tmp"):
+        _remove(tmp)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+@functools.cache
+def _renameat2():
+    try:
+        return ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError, TypeError):  # not Linux / glibc < 2.28
+        return None
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directory entries in one atomic step; False where the platform or filesystem cannot."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
 
 
 class DatasetWriter:
@@ -65,9 +129,10 @@ class DatasetWriter:
     def __init__(self, out_dir: str | os.PathLike, overwrite: bool = False):
         self.out_dir = Path(out_dir).absolute()
         self.overwrite = overwrite
+        if self.out_dir.parent.is_dir():
+            recover_interrupted(self.out_dir)
         check_output(self.out_dir, overwrite)
         self.out_dir.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_temps(self.out_dir)
         self.tmp_dir = self.out_dir.parent / f".{self.out_dir.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
         self.tmp_dir.mkdir()
         self._arrays: list[str] = []
@@ -117,13 +182,17 @@ class DatasetWriter:
             os.fsync(f.fileno())
         fmt.fsync_path(self.tmp_dir)
 
-        old = None
-        if self.out_dir.exists():
-            check_output(self.out_dir, self.overwrite)  # it may have appeared while we worked
+        if not self.out_dir.exists():
+            os.rename(self.tmp_dir, self.out_dir)
+            fmt.fsync_path(self.out_dir.parent)
+            return self.out_dir
+        check_output(self.out_dir, self.overwrite)  # it may have appeared while we worked
+        if _exchange(self.tmp_dir, self.out_dir):
+            old = self.tmp_dir  # now holds the replaced dataset; if killed while deleting it, a dead pid's .tmp-* is removed next time
+        else:
             old = self.out_dir.parent / f".{self.out_dir.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
             os.rename(self.out_dir, old)
-        os.rename(self.tmp_dir, self.out_dir)
+            os.rename(self.tmp_dir, self.out_dir)
         fmt.fsync_path(self.out_dir.parent)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        _remove(old)
         return self.out_dir

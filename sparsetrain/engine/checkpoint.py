@@ -5,6 +5,12 @@ Python values only) plus ``step-<global step>.pt.sha256``. Both are written to a
 temp name, fsynced and renamed, checksum last: a checkpoint without a matching
 checksum file is incomplete or damaged and is skipped, with a warning, in
 favour of the previous one.
+
+A checkpoint records which run wrote it (``state["run"]``: parameter names and shapes,
+dataset, seed, batching): :func:`check_same_run` refuses to resume another run's
+checkpoint, and :func:`refuse_foreign_checkpoints` refuses to start a new run in a folder
+that already holds checkpoints (its keep-N pruning by step would delete the new run's).
+Temp files of a write killed midway are removed by the next save or load.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from pathlib import Path
 
 import torch
 
+from sparsetrain._process import pid_alive
 from sparsetrain.errors import SparsetrainError
 
 _NAME = re.compile(r"^step-(\d+)\.pt$")
+_TEMP = re.compile(r"^\.step-\d+\.pt(?:\.sha256)?\.tmp-(\d+)$")
 
 
 class CheckpointError(SparsetrainError, RuntimeError):
@@ -47,10 +55,20 @@ def _write_atomic(path: Path, write) -> None:
             tmp.unlink()
 
 
+def _remove_stale_temps(folder: Path) -> None:
+    """Temp files of checkpoint writes whose process is gone (killed midway)."""
+    for path in folder.iterdir():
+        if (m := _TEMP.match(path.name)) and not pid_alive(int(m.group(1))):
+            path.unlink(missing_ok=True)
+
+
 def save_checkpoint(folder: str | os.PathLike, step: int, state: dict, keep: int = 3) -> Path:
-    """Write ``state`` as the checkpoint of ``step``; keep the newest ``keep`` checkpoints."""
+    """Write ``state`` as the checkpoint of ``step``; keep it and the ``keep - 1`` newest others."""
+    if keep < 1:
+        raise ValueError(f"keep={keep} must be at least 1 (the checkpoint just written is always kept)")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temps(folder)
     path = folder / f"step-{step:010d}.pt"
     _write_atomic(path, lambda f: torch.save(state, f))
     digest = _sha256(path)
@@ -60,7 +78,7 @@ def save_checkpoint(folder: str | os.PathLike, step: int, state: dict, keep: int
         os.fsync(fd)
     finally:
         os.close(fd)
-    for old in list_checkpoints(folder)[keep:]:
+    for old in [p for p in list_checkpoints(folder) if p != path][keep - 1:]:
         old.unlink(missing_ok=True)
         old.with_name(old.name + ".sha256").unlink(missing_ok=True)
     return path
@@ -90,6 +108,8 @@ def load_latest_checkpoint(folder: str | os.PathLike) -> dict | None:
     ``torch.load(weights_only=True)``: no pickled code from the file runs.
     """
     candidates = list_checkpoints(folder)
+    if candidates:
+        _remove_stale_temps(Path(folder))
     for path in candidates:
         if not _intact(path):
             warnings.warn(f"{path}: checksum missing or wrong (damaged or interrupted write); falling back to the previous checkpoint", stacklevel=2)
@@ -101,3 +121,45 @@ def load_latest_checkpoint(folder: str | os.PathLike) -> dict | None:
     if candidates:
         raise CheckpointError(f"{folder}: none of the {len(candidates)} checkpoints is intact; delete the folder to start over")
     return None
+
+
+def refuse_foreign_checkpoints(folder: str | os.PathLike) -> None:
+    """Raise :class:`CheckpointError` when a run that does not resume would write into a folder holding checkpoints."""
+    found = list_checkpoints(folder)
+    if found:
+        raise CheckpointError(
+            f"{folder}: already holds checkpoints (newest {found[0].name}) of an earlier run; pass --resume (resume=True) "
+            "to continue that run, or choose a new --checkpoint-dir (or empty this one) to start a new run"
+        )
+
+
+def _describe(key: str, recorded, current) -> str:
+    if key == "parameters":
+        names = [n for n in dict.fromkeys([*recorded, *current]) if recorded.get(n) != current.get(n)]
+        first = names[0]
+        return (f"model parameters differ ({len(names)} of them, e.g. {first!r}: checkpoint "
+                f"{recorded.get(first, 'absent')}, this run {current.get(first, 'absent')})")
+    if key == "dataset":
+        return f"dataset contents differ (checkpoint {recorded['path']}, this run {current['path']})"
+    return f"{key}: checkpoint {recorded!r}, this run {current!r}"
+
+
+def check_same_run(folder: str | os.PathLike, state: dict, identity: dict) -> None:
+    """Raise :class:`CheckpointError` naming what differs when ``state`` was written by a run other than ``identity``.
+
+    ``identity`` maps a setting to its value (``"parameters"``: name -> shape; ``"dataset"``:
+    ``{"path", "sha256"}``, compared by content); settings the checkpoint does not record are not compared.
+    """
+    recorded = state.get("run")
+    step = state.get("position", {}).get("step", "?")
+    if recorded is None:
+        warnings.warn(f"{folder}: the checkpoint of step {step} does not record which run wrote it (an older sparsetrain); "
+                      "resuming it without checking that its settings match this run", stacklevel=2)
+        return
+    same = lambda key: (recorded[key]["sha256"] == identity[key]["sha256"]) if key == "dataset" else recorded[key] == identity[key]
+    differs = [_describe(key, recorded[key], identity[key]) for key in identity if key in recorded and not same(key)]
+    if differs:
+        raise CheckpointError(
+            f"{folder}: its newest checkpoint (step {step}) belongs to another run: {'; '.join(differs)}; "
+            "resume it with that run's settings, or choose a new --checkpoint-dir (without --resume) for this run"
+        )

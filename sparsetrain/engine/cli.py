@@ -70,10 +70,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "zero-copy; on a CPU, mmap), mmap (ranks share the page cache), memory, device, pinned, or sharded across ranks")
     p.add_argument("--cache-gb", type=_NON_NEGATIVE, default=0.0, help="feature cache in front of the memory-mapped features (GiB; 0 = none)")
     p.add_argument("--eval", choices=["auto", "full", "sampled"], default="auto", help="full-neighborhood or sampled evaluation")
-    p.add_argument("--checkpoint-dir", type=Path, help="write checkpoints here (every --checkpoint-every steps and each epoch)")
+    p.add_argument("--checkpoint-dir", type=Path,
+                   help="write checkpoints here (every --checkpoint-every steps and each epoch; the newest 3 are kept). One folder per run: "
+                        "a run without --resume refuses a folder that already holds checkpoints")
     p.add_argument("--checkpoint-every", type=_COUNT, default=0, help="steps between checkpoints (0 = epoch ends only)")
-    p.add_argument("--resume", action="store_true", help="continue from the newest intact checkpoint in --checkpoint-dir")
-    p.add_argument("--log", type=Path, help="JSON-lines metrics log")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the newest intact checkpoint in --checkpoint-dir (start fresh if it has none); refused when "
+                        "that checkpoint belongs to another run (model, dataset, seed, batch size, fanout or world size differ)")
+    # not --log: torchrun reads any prefix of its own --log-dir/--logs-specs, so `torchrun ... train --log F` fails there
+    p.add_argument("--metrics-log", "--log", dest="log", type=Path,
+                   help="append per-step and per-epoch metrics here as JSON lines (--log is the old name; it fails under torchrun)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--summary-json", type=Path, help="write the final metrics (val_acc, test_acc, epochs, seconds) here")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

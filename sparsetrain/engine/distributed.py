@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+from sparsetrain.collective.errors import CollectiveError
 from sparsetrain.collective.groups import Timeout, init_process_group
 from sparsetrain.errors import SparsetrainError
 
@@ -66,7 +68,19 @@ def wrap_model(model: torch.nn.Module, ctx: DistContext) -> torch.nn.Module:
     return DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
 
 
+# gloo reports a dead or silent peer as a plain RuntimeError raised from its transport (DDP's all-reduce included)
+_BACKEND_FAILURE = re.compile(r"gloo|nccl|c10d|ProcessGroup|Connection (?:reset|closed) by peer|Broken pipe", re.IGNORECASE)
+
+
+def caused_by_another_rank(exc: BaseException) -> bool:
+    """Whether ``exc`` is a collective that failed or timed out (a peer died or stopped), not this rank's own error."""
+    if isinstance(exc, (CollectiveError, dist.DistError)):
+        return True
+    return type(exc) is RuntimeError and bool(_BACKEND_FAILURE.search(str(exc)))
+
+
 def describe_failure(exc: BaseException, ctx: DistContext) -> DistributedError:
+    """One line for a failure :func:`caused_by_another_rank`: this rank lost contact with a peer."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return DistributedError(
         f"rank {ctx.rank} of {ctx.world_size}: lost contact with another rank ({text}); "

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from sparsetrain.engine.distributed import describe_failure, init_from_env, shutdown, wrap_model
+from sparsetrain.engine.distributed import caused_by_another_rank, describe_failure, init_from_env, shutdown, wrap_model
 from sparsetrain.engine.evaluate import full_graph_evaluator, sampled_evaluator
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.trainer import Trainer
-from sparsetrain.errors import DatasetError
+from sparsetrain.errors import DatasetError, SparsetrainError
 from sparsetrain.nn.models import build_model
 
 FULL_EVAL_MAX_NODES = 1_000_000
+
+
+class TrainingOutOfMemoryError(SparsetrainError, RuntimeError):
+    """This rank ran out of (GPU or host) memory while training."""
 
 
 @dataclass
@@ -124,6 +129,12 @@ def _presampled_hotness(ds, settings: TrainSettings):
     return access_counts(trace, ds.num_nodes)
 
 
+def _run_info(ds, settings: TrainSettings) -> dict:
+    """What, beyond the Trainer's own view (parameters, seed, batching), makes a checkpoint this run's."""
+    meta = hashlib.sha256((ds.path / "meta.json").read_bytes()).hexdigest()  # meta.json holds every array's sha256
+    return {"model": settings.model, "dataset": {"path": str(ds.path), "sha256": meta}, "fanout": list(settings.fanout)}
+
+
 def train(settings: TrainSettings) -> dict | None:
     """Train and return the summary on the main rank (``None`` on the others)."""
     from sparsetrain.datasets import load
@@ -157,11 +168,17 @@ def train(settings: TrainSettings) -> dict | None:
         trainer = Trainer(model, loader, optimizer, epochs=settings.epochs, evaluate=evaluate if eval_split else None,
                           checkpoint_dir=settings.checkpoint_dir, checkpoint_every=settings.checkpoint_every,
                           resume=settings.resume, log_path=settings.log, quiet=settings.quiet, is_main=ctx.is_main,
-                          precision=settings.precision)
+                          precision=settings.precision, run_info=_run_info(ds, settings))
         try:
             summary = trainer.fit()
-        except RuntimeError as exc:
-            if ctx.enabled and not isinstance(exc, FloatingPointError):
+        except torch.OutOfMemoryError as exc:
+            where = f"rank {ctx.rank} of {ctx.world_size}: " if ctx.enabled else ""
+            raise TrainingOutOfMemoryError(
+                f"{where}out of memory on {ctx.device} ({str(exc).strip().splitlines()[0]}); lower --batch-size, --fanout or --hidden, "
+                "or keep the features off the GPU (--features pinned or mmap)"
+            ) from None
+        except RuntimeError as exc:  # a rank's own failure (a bad input, a damaged checkpoint) is reported as itself
+            if ctx.enabled and caused_by_another_rank(exc):
                 raise describe_failure(exc, ctx) from None
             raise
         summary.update({"model": settings.model, "dataset": str(ds.path), "world_size": ctx.world_size})

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from sparsetrain._progress import progress
-from sparsetrain.engine.checkpoint import load_latest_checkpoint, save_checkpoint
+from sparsetrain.engine.checkpoint import check_same_run, load_latest_checkpoint, refuse_foreign_checkpoints, save_checkpoint
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.precision import autocast, check_precision
@@ -26,7 +26,10 @@ class Trainer:
     the reported result is the test accuracy at the epoch with the best
     validation accuracy. Checkpoints (every ``checkpoint_every`` steps and at
     every epoch end) hold model, optimizer, scheduler, RNG state and the position
-    in the epoch; ``resume=True`` continues from the newest intact one exactly.
+    in the epoch; ``resume=True`` continues from the newest intact one exactly. Checkpoints record
+    which run wrote them (parameter names and shapes, the loader's seed and batching, and
+    ``run_info``, e.g. the dataset and fanouts): resuming another run's checkpoint, or starting
+    without ``resume`` in a folder that holds checkpoints, raises :class:`CheckpointError`.
     ``precision="bf16"`` runs forward, loss and evaluation under bfloat16 autocast
     (see :mod:`sparsetrain.engine.precision`). ``retain_host_memory`` (on by default) keeps
     freed host memory in the process heap so each step reuses warm pages: 1127 -> 673 ms a
@@ -39,7 +42,7 @@ class Trainer:
                  evaluate: Callable[[torch.nn.Module], dict] | None = None,
                  checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 0, resume: bool = False,
                  log_path: str | os.PathLike | None = None, quiet: bool = False, is_main: bool = True,
-                 precision: str = "fp32", retain_host_memory: bool = True):
+                 precision: str = "fp32", retain_host_memory: bool = True, run_info: dict | None = None):
         if epochs < 1:
             raise ValueError(f"epochs={epochs} must be at least 1")
         if resume and checkpoint_dir is None:
@@ -58,6 +61,7 @@ class Trainer:
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.checkpoint_every = checkpoint_every
         self.resume = resume
+        self.run_info = dict(run_info or {})
         self.log_path = None if log_path is None else Path(log_path)
         self.quiet = quiet or not is_main
         self.is_main = is_main
@@ -67,8 +71,19 @@ class Trainer:
         self.history: list[dict] = []
 
     # ------------------------------------------------------------ state
+    def run_identity(self) -> dict:
+        """What makes a checkpoint this run's: a checkpoint that differs in any of these cannot be resumed here."""
+        batches = self.loader.seed_batches
+        return {
+            "parameters": {name: list(t.shape) for name, t in _unwrap(self.model).state_dict().items()},
+            "seed": batches.seed, "batch_size": batches.batch_size, "shuffle": batches.shuffle, "drop_last": batches.drop_last,
+            "world_size": batches.world_size, "train_seeds": len(batches.seeds),
+            **self.run_info,
+        }
+
     def state_dict(self) -> dict:
         state = {
+            "run": self.run_identity(),
             "model": _unwrap(self.model).state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "rng": {"torch": torch.get_rng_state()},
@@ -120,8 +135,11 @@ class Trainer:
         if self.resume:
             state = load_latest_checkpoint(self.checkpoint_dir)
             if state is not None:
+                check_same_run(self.checkpoint_dir, state, self.run_identity())
                 self.load_state_dict(state)
                 self._trim_log()
+        elif self.checkpoint_dir is not None:
+            refuse_foreign_checkpoints(self.checkpoint_dir)
         started = time.perf_counter()
         while self.epoch < self.epochs:
             self._train_epoch()
