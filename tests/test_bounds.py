@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from sparsetrain.datasets import format as fmt
 
@@ -60,3 +61,44 @@ def test_per_node_files_are_read_at_load_so_shrinking_them_is_harmless(results, 
 def test_damaged_topology_is_an_error_not_a_crash(results, damage, reader):
     name = fmt.INDICES if "index" in damage else fmt.INDPTR
     _one_line_error(results[f"damaged:{damage}/{reader}"], ("SamplingError", "DatasetError"), name, "sparsetrain info")
+
+
+TRAIN_AFTER_DAMAGE = """
+import os, sys
+import numpy as np
+import sparsetrain.datasets as datasets
+from sparsetrain.cli import main
+
+folder, name, how = sys.argv[1:4]
+opened = datasets.load
+
+
+def load(path, verify=False):  # the file changes after `train` opened the dataset
+    ds = opened(path, verify)
+    target = os.path.join(folder, name)
+    if how == "shrink":
+        os.truncate(target, os.path.getsize(target) // 2)
+    else:  # in place, behind the open mapping: an id far past the nodes
+        with open(target, "r+b") as f:
+            f.seek(os.path.getsize(target) - 4 * 50)
+            f.write(np.full(50, 10**9, np.int32).tobytes())
+    return ds
+
+
+datasets.load = load
+sys.exit(main(["train", "--data", folder, "--epochs", "1", "--batch-size", "64", "--quiet", "--eval", "full"]))
+"""
+
+
+@pytest.mark.parametrize("name, how, fragment", [(fmt.INDPTR, "shrink", "shrank"),
+                                                 (fmt.INDICES, "damage", "which must be in [0, 300)")])
+def test_train_on_a_graph_changed_after_load_exits_1_with_one_line(tmp_path, name, how, fragment):
+    import sparsetrain as st
+
+    folder = st.datasets.synthesize(tmp_path / "ds", 300, 3000, feature_dim=4, num_classes=5, quiet=True).path
+    assert st.datasets.load(folder).graph.indices.dtype == torch.int32
+    proc = subprocess.run([sys.executable, "-c", TRAIN_AFTER_DAMAGE, str(folder), name, how], capture_output=True, text=True, timeout=600)
+    message = proc.stderr.strip()
+    assert proc.returncode == 1, (proc.returncode, message[-3000:])
+    assert message.startswith("error: ") and "\n" not in message and "Traceback" not in message, message
+    assert name in message and fragment in message, message
