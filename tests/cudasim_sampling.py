@@ -103,6 +103,30 @@ def check_hash_table_grows_across_hops():
     assert_same_as_cpu(graph(200, 3000, seed=7), [0, 1], [5, 5, 5])
 
 
+def check_damaged_graph_is_an_error_not_a_stray_read():
+    from sparsetrain.sampling.errors import SamplingError
+
+    good = graph(seed=8)
+    indptr, indices, _ = good.numpy()
+    seeds = np.arange(good.num_nodes)
+    for array, position, value, fragment in [
+        ("indices", 17, 10**6, "CSCGraph.indices: entry 17 is 1000000"),
+        ("indices", 40, -3, "CSCGraph.indices: entry 40 is -3"),
+        ("indptr", 11, indptr[13], "CSCGraph.indptr: node 11's in-edges"),  # node 11's range runs backwards
+        ("indptr", 30, len(indices) + 5, "CSCGraph.indptr: node 30's in-edges"),  # nodes 29 and 30: past the edges, backwards
+    ]:
+        damaged = {"indptr": indptr.copy(), "indices": indices.copy()}
+        damaged[array][position] = value
+        g = CSCGraph.from_numpy(damaged["indptr"], damaged["indices"])
+        for fanouts, kw in [([-1, 2], {}), ([50], {}), ([50, 3], {"replace": True, "weighted": False})]:  # every edge is drawn
+            try:
+                gpu_sample(g, seeds, fanouts, **kw)
+            except SamplingError as exc:
+                assert fragment in str(exc) and "sparsetrain info" in str(exc), str(exc)
+            else:
+                raise AssertionError(f"{array}[{position}] = {value} sampled with fanouts {fanouts} {kw} without an error")
+
+
 CHECKS = {name: fn for name, fn in globals().items() if name.startswith("check_")}
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ CHECKS = [
     "check_full_fanout_is_exactly_the_in_edges",
     "check_launch_shape_does_not_change_the_result",
     "check_hash_table_grows_across_hops",
+    "check_damaged_graph_is_an_error_not_a_stray_read",
 ]
 
 

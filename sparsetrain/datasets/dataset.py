@@ -1,4 +1,4 @@
-"""`GraphDataset` and `load()`: open a dataset folder memory-mapped, in no time and no RAM."""
+"""`GraphDataset` and `load()`: open a dataset folder memory-mapped, in no time and little RAM."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 
 from sparsetrain.datasets import format as fmt
 from sparsetrain.errors import ChecksumError, DatasetError
-from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.graph import CSCGraph, MappedFile
 from sparsetrain.storage.errors import FeatureFileError
 from sparsetrain.storage.mmap import MmapFeatures
 
@@ -21,7 +21,9 @@ from sparsetrain.storage.mmap import MmapFeatures
 class GraphDataset:
     """A node-property graph dataset: CSC topology, node features, labels and splits.
 
-    Tensors are backed by memory-mapped files; nothing is read until used.
+    The graph and the features are backed by memory-mapped files (nothing is read until used;
+    readers check the files first, so one truncated meanwhile is an error, not a SIGBUS);
+    labels, splits and ``original_ids`` are read into memory by :func:`load`.
     ``features`` is a :class:`~sparsetrain.storage.MmapFeatures` store: ``gather(ids)``
     reads only those rows, and it also passes for a tensor (indexing, ``torch`` functions,
     ``.numpy()``, ``.tensor()``). :meth:`feature_store` opens another one, with its own
@@ -101,14 +103,17 @@ _CHUNK = 1 << 24
 _REBUILD = "the dataset is damaged, re-run `sparsetrain preprocess`"
 
 
-def _chunks(array: np.ndarray, chunk: int):
+def _chunks(array: np.ndarray, chunk: int, check=None):
+    """``(start, entries)`` in memory one chunk at a time; ``check()`` first, before each (a mapped file may shrink meanwhile)."""
     for lo in range(0, len(array), chunk):
+        if check is not None:
+            check()
         yield lo, np.asarray(array[lo : lo + chunk])
 
 
-def _check_range(path: Path, array: np.ndarray, low: int, high: int | None, what: str, chunk: int) -> None:
+def _check_range(path: Path, array: np.ndarray, low: int, high: int | None, what: str, chunk: int, check=None) -> None:
     """Every entry in ``[low, high)`` (``high=None``: no upper end), one chunk in memory at a time."""
-    for lo, part in _chunks(array, chunk):
+    for lo, part in _chunks(array, chunk, check):
         if len(part) == 0:
             continue
         bad = part < low if high is None else (part < low) | (part >= high)
@@ -118,9 +123,9 @@ def _check_range(path: Path, array: np.ndarray, low: int, high: int | None, what
             raise DatasetError(f"{path}: entry {lo + i} is {what} {part[i]}, which must be {allowed}; {_REBUILD}")
 
 
-def _check_increasing(path: Path, array: np.ndarray, strict: bool, what: str, chunk: int) -> None:
+def _check_increasing(path: Path, array: np.ndarray, strict: bool, what: str, chunk: int, check=None) -> None:
     previous = None
-    for lo, part in _chunks(array, chunk):
+    for lo, part in _chunks(array, chunk, check):
         if len(part) == 0:
             continue
         joined = part if previous is None else np.concatenate([[previous], part])
@@ -140,13 +145,15 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
     :class:`~sparsetrain.errors.DatasetError` naming the file and the first bad entry.
     """
     folder, meta, n = ds.path, ds.meta, ds.num_nodes
+    check = ds.graph.check_files
+    check()
     indptr = ds.graph.indptr.numpy()
     if len(indptr) == 0 or indptr[0] != 0:
         raise DatasetError(f"{folder / fmt.INDPTR}: entry 0 is {indptr[0] if len(indptr) else 'missing'}, column pointers must start at 0; {_REBUILD}")
-    _check_increasing(folder / fmt.INDPTR, indptr, False, "column pointers", chunk)
-    _check_range(folder / fmt.INDICES, ds.graph.indices.numpy(), 0, n, "node", chunk)
+    _check_increasing(folder / fmt.INDPTR, indptr, False, "column pointers", chunk, check)
+    _check_range(folder / fmt.INDICES, ds.graph.indices.numpy(), 0, n, "node", chunk, check)
     if ds.graph.weights is not None:
-        for lo, part in _chunks(ds.graph.weights.numpy(), chunk):
+        for lo, part in _chunks(ds.graph.weights.numpy(), chunk, check):
             bad = ~np.isfinite(part) | (part < 0)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
@@ -161,13 +168,13 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
         _check_range(folder / fmt.ORIGINAL_IDS, ds.original_ids.numpy(), 0, n, "node", chunk)
     clusters = meta.get("clusters")
     if clusters is not None:
-        _check_range(folder / clusters["file"], fmt.open_array(folder, clusters["file"], meta), 0, clusters["count"], "cluster", chunk)
+        _check_range(folder / clusters["file"], fmt.open_array(folder, clusters["file"], meta, mmap=False), 0, clusters["count"], "cluster", chunk)
 
 
 def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     """Open a dataset folder made by ``sparsetrain preprocess`` / ``synth`` / :func:`from_pyg`.
 
-    Arrays are memory-mapped. ``verify=True`` also checks every file's sha256
+    The graph and the features are memory-mapped, the per-node arrays read. ``verify=True`` also checks every file's sha256
     (reads everything once; :class:`~sparsetrain.errors.ChecksumError`) and the
     structure (:func:`verify_structure`).
     """
@@ -185,17 +192,23 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     layout = {fmt.INDPTR: (("int64",), n + 1), fmt.INDICES: (("int32", "int64"), e), fmt.EDGE_WEIGHT: (("float32",), e),
               fmt.LABELS: (("int64",), n), fmt.ORIGINAL_IDS: (("int64",), n)}
 
-    def tensor(name: str) -> torch.Tensor | None:
+    def tensor(name: str, mmap: bool = False) -> torch.Tensor | None:
         if name not in meta["files"]:
             return None
-        array = fmt.open_array(folder, name, meta)
+        array = fmt.open_array(folder, name, meta, mmap=mmap)
         dtypes, length = layout.get(name, (("int64",), None))
         if str(array.dtype) not in dtypes or array.ndim != 1 or (length is not None and len(array) != length):
             want = f"{' or '.join(dtypes)}[{'' if length is None else length}]"
             raise DatasetError(f"{folder / name}: holds {array.dtype}{list(array.shape)} but the format needs {want}; {_REBUILD}")
         return torch.from_numpy(array)
 
-    graph = CSCGraph(tensor(fmt.INDPTR), tensor(fmt.INDICES), tensor(fmt.EDGE_WEIGHT))
+    # the graph stays mapped (it is the large part) and its readers check its files first; the per-node arrays are
+    # read into memory (8 bytes a node each), so no later truncation of their files can reach a reader
+    files = {field: _mapped(folder, name) for field, name in _GRAPH_FILES.items() if name in meta["files"]}
+    graph = CSCGraph(tensor(fmt.INDPTR, True), tensor(fmt.INDICES, True), tensor(fmt.EDGE_WEIGHT, True), files=files)
+    for field, name in _GRAPH_FILES.items():
+        if field in files and not files[field].same_file(folder / name):
+            raise DatasetError(f"{folder / name}: was replaced while the dataset was being opened; open it again")
     if graph.num_nodes != meta["num_nodes"] or graph.num_edges != meta["num_edges"] or int(graph.indptr[-1]) != graph.num_edges:
         raise ChecksumError(f"{folder / fmt.INDPTR}: does not describe {meta['num_edges']} edges over {meta['num_nodes']} nodes; the dataset is damaged")
     split = {name: t for name in fmt.SPLIT_NAMES if (t := tensor(fmt.split_file(name))) is not None}
@@ -216,6 +229,18 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     return ds
 
 
+_GRAPH_FILES = {"indptr": fmt.INDPTR, "indices": fmt.INDICES, "weights": fmt.EDGE_WEIGHT}
+
+
+def _mapped(folder: Path, name: str) -> MappedFile:
+    try:
+        return MappedFile(folder / name)
+    except FileNotFoundError:
+        raise DatasetError(f"{folder / name}: missing; the dataset is incomplete, re-run `sparsetrain preprocess`") from None
+    except OSError as exc:
+        raise DatasetError(f"{folder / name}: cannot be opened ({exc.strerror}); check its permissions") from None
+
+
 def _check_feature_array(folder: Path, meta: dict) -> None:
     array = fmt.open_array(folder, fmt.FEATURES, meta)  # same checks (and errors) as every other array
     if str(array.dtype) not in fmt.FEATURE_DTYPES or array.ndim != 2 or len(array) != meta["num_nodes"]:
@@ -231,4 +256,4 @@ def load_clusters(ds: GraphDataset) -> torch.Tensor | None:
 
     if not ds.meta.get("clusters") or CLUSTERS_FILE not in ds.meta.get("files", {}):
         return None
-    return torch.from_numpy(fmt.open_array(ds.path, CLUSTERS_FILE, ds.meta))
+    return torch.from_numpy(fmt.open_array(ds.path, CLUSTERS_FILE, ds.meta, mmap=False))

@@ -22,22 +22,21 @@ def full_graph_inference(model: BlockGNN, x, graph, nodes_per_chunk: int = 4096,
     """
     was_training = model.training
     model.eval()
-    indptr, indices = graph.indptr, graph.indices
     n = graph.num_nodes
     current = x
     for i in range(model.num_layers):
         if model.kind == "gcn":
             # GCN normalizes by the degrees of both ends, so one layer needs the whole graph at once
-            col = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
-            edge_index = torch.stack([indices.long(), col]).to(device)
+            counts, neighbors = graph.columns(0, n)
+            col = torch.repeat_interleave(torch.arange(n), counts)
+            edge_index = torch.stack([neighbors, col]).to(device)
             current = model.layer(i, gather_rows(current, torch.arange(n)).to(device), edge_index, (n, n)).cpu()
             continue
         outputs = []
         for lo in range(0, n, nodes_per_chunk):
             hi = min(lo + nodes_per_chunk, n)
-            start, end = int(indptr[lo]), int(indptr[hi])
-            neighbors = indices[start:end].long()
-            dst_local = torch.repeat_interleave(torch.arange(hi - lo), indptr[lo + 1 : hi + 1] - indptr[lo:hi])
+            counts, neighbors = graph.columns(lo, hi)  # checked: a damaged graph is an error here, not a stray read
+            dst_local = torch.repeat_interleave(torch.arange(hi - lo), counts)
             # sources = the chunk's own nodes first (dst = first num_dst sources), then their neighbors
             src_nodes, src_local = torch.unique(torch.cat([torch.arange(lo, hi), neighbors]), return_inverse=True)
             own = src_local[: hi - lo]

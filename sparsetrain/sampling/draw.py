@@ -44,14 +44,21 @@ def edge_count(weights, lo, d, fanout, replace, weighted):
 
 
 @numba.njit(cache=True, inline="always")
-def count_node(indptr, weights, nodes, i, fanout, replace, weighted, lo, deg):
-    """Record where dst node ``i``'s in-edges start (``lo[i]``) and how many it has (``deg[i]``); return how many it gets."""
+def count_node(indptr, weights, nodes, i, fanout, replace, weighted, num_edges, lo, deg):
+    """Record where dst node ``i``'s in-edges start (``lo[i]``) and how many it has (``deg[i]``); return how many it gets.
+
+    -1 (and no edges) when its range is not inside ``[0, num_edges)``: a damaged ``indptr`` is reported, never read through.
+    """
     v = nodes[i]
     a = indptr[v]
-    d = indptr[v + 1] - a
+    b = indptr[v + 1]
+    if a < 0 or b < a or b > num_edges:
+        lo[i] = 0
+        deg[i] = 0
+        return -1
     lo[i] = a
-    deg[i] = d
-    return edge_count(weights, a, d, fanout, replace, weighted)
+    deg[i] = b - a
+    return edge_count(weights, a, b - a, fanout, replace, weighted)
 
 
 @numba.njit(cache=True, inline="always")

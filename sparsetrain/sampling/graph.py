@@ -8,21 +8,74 @@ neighbor sampling reads (a dst node's in-edges are contiguous) and the one
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
+
+DAMAGED = "the graph is damaged: check it with `sparsetrain info` (or sparsetrain.datasets.load(path, verify=True))"
+
+
+class MappedFile:
+    """The file behind a memory-mapped array, held open so that :meth:`check` can see it shrink.
+
+    Reading a mapped page past the end of a file that was truncated after mapping kills
+    the process with SIGBUS; an ``fstat`` of the mapped file before a read turns that
+    into a :class:`~sparsetrain.errors.DatasetError`.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self._fd = os.open(self.path, os.O_RDONLY)
+        self.size = os.fstat(self._fd).st_size
+
+    def same_file(self, path: str | os.PathLike) -> bool:
+        """True when ``path`` names the file held open here (it was not replaced in between)."""
+        mine, theirs = os.fstat(self._fd), os.stat(path)
+        return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
+
+    def check(self) -> None:
+        """Raise :class:`~sparsetrain.errors.DatasetError` when the file is now shorter than when it was mapped."""
+        size = os.fstat(self._fd).st_size
+        if size < self.size:
+            raise DatasetError(
+                f"{self.path}: the file shrank to {size} bytes after it was mapped (it had {self.size}); it was truncated or "
+                "rewritten in place while in use, restore it and open the dataset again with sparsetrain.datasets.load"
+            )
+
+    def __getstate__(self) -> dict:
+        return {"path": self.path, "size": self.size}
+
+    def __setstate__(self, state: dict) -> None:
+        self.path, self.size = state["path"], state["size"]
+        self._fd = os.open(self.path, os.O_RDONLY)
+
+    def __del__(self) -> None:
+        fd, self._fd = getattr(self, "_fd", -1), -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path})"
 
 
 @dataclass
 class CSCGraph:
-    """CSC topology: ``indptr`` int64 [N + 1], ``indices`` int32/int64 [E], optional ``weights`` [E]."""
+    """CSC topology: ``indptr`` int64 [N + 1], ``indices`` int32/int64 [E], optional ``weights`` [E].
+
+    ``files``: for arrays memory-mapped from files, their :class:`MappedFile` by field name
+    (``"indptr"``, ``"indices"``, ``"weights"``); readers call :meth:`check_files` before reading.
+    """
 
     indptr: torch.Tensor
     indices: torch.Tensor
     weights: torch.Tensor | None = None
+    files: dict[str, MappedFile] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.indptr.dtype != torch.int64 or self.indptr.dim() != 1 or self.indptr.numel() < 1:
@@ -31,6 +84,16 @@ class CSCGraph:
             raise ValueError("CSCGraph.indices must be a 1-D int32 or int64 tensor")
         if self.weights is not None and self.weights.shape != self.indices.shape:
             raise ValueError("CSCGraph.weights must have one entry per edge (same shape as indices)")
+
+    def check_files(self) -> None:
+        """Raise :class:`~sparsetrain.errors.DatasetError` if a file an array is mapped from has shrunk (one ``fstat`` each)."""
+        for mapped in self.files.values():
+            mapped.check()
+
+    def source(self, name: str) -> str:
+        """Where array ``name`` (``"indptr"``, ``"indices"``, ``"weights"``) comes from, for error messages."""
+        mapped = self.files.get(name)
+        return str(mapped.path) if mapped is not None else f"CSCGraph.{name}"
 
     @classmethod
     def from_numpy(cls, indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray | None = None) -> CSCGraph:
@@ -82,6 +145,7 @@ class CSCGraph:
 
     def in_memory(self) -> CSCGraph:
         """A copy in ordinary host memory (reads a memory-mapped dataset in full; random access then never waits on the disk)."""
+        self.check_files()
         copy = lambda t: None if t is None else t.to("cpu").clone()  # noqa: E731
         return CSCGraph(copy(self.indptr), copy(self.indices), copy(self.weights))
 
@@ -90,6 +154,7 @@ class CSCGraph:
         device = torch.device(device)
         if device == self.device or (device.type == self.device.type and device.index is None):
             return self
+        self.check_files()
         move = lambda t: None if t is None else t.to(device, non_blocking=non_blocking)  # noqa: E731
         return CSCGraph(move(self.indptr), move(self.indices), move(self.weights))
 
@@ -99,11 +164,35 @@ class CSCGraph:
             return self
         if not torch.cuda.is_available():
             raise SamplingBackendError("CSCGraph.pin_memory() needs CUDA (page-locked memory is a CUDA driver feature); keep the graph in ordinary memory on this machine")
+        self.check_files()
         pin = lambda t: None if t is None else t.cpu().pin_memory()  # noqa: E731
         return CSCGraph(pin(self.indptr), pin(self.indices), pin(self.weights))
 
+    def columns(self, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """In-degrees of nodes ``[lo, hi)`` and their in-neighbors (int64, concatenated), checked to lie inside the graph.
+
+        A damaged ``indptr`` or ``indices`` (a range outside the edges, an id that is not a node) raises
+        :class:`~sparsetrain.sampling.errors.SamplingError` naming the file and the entry, instead of being read through.
+        """
+        self.check_files()
+        ptr = self.indptr[lo : hi + 1]
+        counts = ptr[1:] - ptr[:-1]
+        bad = (ptr[:-1] < 0) | (counts < 0) | (ptr[1:] > self.num_edges)
+        if bool(bad.any()):
+            v = lo + int(bad.nonzero()[0])
+            raise SamplingError(f"{self.source('indptr')}: node {v}'s in-edges are entries {int(self.indptr[v])} to {int(self.indptr[v + 1])} "
+                                f"of indices, which has {self.num_edges}; {DAMAGED}")
+        start = int(ptr[0]) if hi > lo else 0
+        neighbors = self.indices[start : start + int(counts.sum())].long()
+        bad = (neighbors < 0) | (neighbors >= self.num_nodes)
+        if bool(bad.any()):
+            p = int(bad.nonzero()[0])
+            raise SamplingError(f"{self.source('indices')}: entry {start + p} is {int(neighbors[p])}, which must be in [0, {self.num_nodes}); {DAMAGED}")
+        return counts, neighbors
+
     def to_edge_index(self) -> torch.Tensor:
         """All edges as an int64 ``[2, E]`` tensor (source row, destination row), in CSC order."""
+        self.check_files()
         dst = torch.repeat_interleave(torch.arange(self.num_nodes, device=self.device), self.in_degrees())
         return torch.stack([self.indices.to(torch.int64), dst])
 

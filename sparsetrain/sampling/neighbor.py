@@ -40,14 +40,19 @@ GATHER_CHUNKS = 256  # edge ranges of the parallel source read (results do not d
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def count_hop(indptr, weights, nodes, num_dst, fanout, replace, weighted, lo, deg, offsets):
-    """Fill ``lo``/``deg`` (where each dst node's in-edges start, how many) and ``offsets`` (edge ranges); returns the edge count."""
+def count_hop(indptr, weights, nodes, num_dst, fanout, replace, weighted, num_edges, lo, deg, offsets):
+    """Fill ``lo``/``deg`` (where each dst node's in-edges start, how many) and ``offsets`` (edge ranges); returns the edge count.
+
+    ``-1 - i`` when dst node ``i``'s range in ``indptr`` lies outside ``[0, num_edges)`` (a damaged graph).
+    """
     offsets[0] = 0
     for i in prange(num_dst):
         if i + PREFETCH < num_dst:
             prefetch(indptr, nodes[i + PREFETCH])
-        offsets[i + 1] = count_node(indptr, weights, nodes, i, fanout, replace, weighted, lo, deg)
+        offsets[i + 1] = count_node(indptr, weights, nodes, i, fanout, replace, weighted, num_edges, lo, deg)
     for i in range(num_dst):
+        if offsets[i + 1] < 0:
+            return -1 - i
         offsets[i + 1] += offsets[i]
     return offsets[num_dst]
 
@@ -55,6 +60,8 @@ def count_hop(indptr, weights, nodes, num_dst, fanout, replace, weighted, lo, de
 @numba.njit(cache=True, nogil=True, parallel=True)
 def sample_hop(indices, weights, nodes, num_dst, fanout, replace, weighted, key, lo, deg, offsets, nbr, table, edge_index):
     """One hop after :func:`count_hop`: fills ``edge_index`` [2, E] (local src, dst), appends new nodes; returns the node count.
+
+    ``-1 - e`` when edge ``e``'s source (``nbr[e]``) is not a node id (a damaged graph); the table is then as before the call.
 
     ``nodes[:num_dst]`` are the dst nodes, all already in ``table`` (global id ->
     local id, -1 = absent); ``nodes`` has room for ``num_dst + E`` entries and
@@ -90,6 +97,10 @@ def sample_hop(indices, weights, nodes, num_dst, fanout, replace, weighted, key,
         if e + PREFETCH < num_edges:
             prefetch(table, nbr[e + PREFETCH])
         u = nbr[e]
+        if u < 0 or u >= table.shape[0]:  # a damaged ``indices``: leave the table as it was and report edge e
+            for j in range(num_dst, n):
+                table[nodes[j]] = -1
+            return -1 - e
         t = table[u]
         if t < 0:
             t = n

@@ -35,7 +35,8 @@ import numpy as np
 from sparsetrain._numba_cuda import cuda
 
 from sparsetrain.sampling import draw, rng
-from sparsetrain.sampling.errors import SamplingBackendError
+from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
+from sparsetrain.sampling.graph import DAMAGED
 from sparsetrain.sampling.retarget import retarget
 
 EMPTY = np.int64(-1)
@@ -75,15 +76,25 @@ def _insert_known(nodes, num_nodes, table_keys, table_vals, mask):
 
 
 @cuda.jit
-def _count_kernel(indptr, weights, nodes, num_dst, fanout, replace, weighted, lo, deg, counts):
+def _count_kernel(indptr, weights, nodes, num_dst, fanout, replace, weighted, num_edges, lo, deg, counts, status):
+    """Per dst node: its edge range and count; a node whose range is outside the edges gets none and is noted in ``status[0]``."""
     i = cuda.grid(1)
     if i < num_dst:
-        counts[i] = _count_node(indptr, weights, nodes, i, fanout, replace, weighted, lo, deg)
+        c = _count_node(indptr, weights, nodes, i, fanout, replace, weighted, num_edges, lo, deg)
+        if c < 0:
+            cuda.atomic.max(status, 0, nodes[i] + 1)
+            c = 0
+        counts[i] = c
 
 
 @cuda.jit
-def _sample_kernel(indices, weights, nodes, num_dst, lo, deg, ends, fanout, replace, weighted, key, table_keys, table_vals, mask, src, dst, slots):
-    """Draw node i's in-edges into src[start:end] (positions), then read each source and insert it into the map."""
+def _sample_kernel(indices, weights, nodes, num_dst, num_nodes, lo, deg, ends, fanout, replace, weighted, key, table_keys, table_vals, mask,
+                   src, dst, slots, status):
+    """Draw node i's in-edges into src[start:end] (positions), then read each source and insert it into the map.
+
+    A source that is not a node id is noted in ``status[1]`` (its entry of ``indices`` + 1) and replaced by the dst
+    node itself, already in the map: the batch stays memory-safe until the host sees ``status`` and raises.
+    """
     i = cuda.grid(1)
     if i < num_dst:
         start = ends[i - 1] if i > 0 else np.int64(0)
@@ -95,6 +106,9 @@ def _sample_kernel(indices, weights, nodes, num_dst, lo, deg, ends, fanout, repl
             _draw_positions(weights, a, deg[i], k, fanout, replace, weighted, stream, src, start)
             for e in range(start, start + k):
                 u = np.int64(indices[a + src[e]])
+                if u < 0 or u >= num_nodes:
+                    cuda.atomic.max(status, 1, a + src[e] + 1)
+                    u = v
                 slots[e] = _insert(table_keys, table_vals, mask, u, OFFSET + e)
                 dst[e] = i
 
@@ -228,6 +242,7 @@ class CudaGraph:
             raise SamplingBackendError("GPU sampling needs a CUDA device visible to numba.cuda; sample on the CPU (keep the graph and seeds on the host)")
         device = graph.device if graph.device.type == "cuda" else None
         self.ops = TorchArrays(device or "cuda")
+        self.sources = (graph.source("indptr"), graph.source("indices"))
         self.indptr = self.ops.kernel(graph.indptr)
         self.indices = self.ops.kernel(graph.indices)
         self.weights = self.ops.kernel(graph.weights if graph.weights is not None else self.ops.empty(1, np.float32))
@@ -236,11 +251,15 @@ class CudaGraph:
 def sample_layers(graph: CudaGraph, seeds, fanouts, replace: bool, weighted: bool, keys):
     """All hops on the GPU: ``([(edge_index [2, E], num_src, num_dst) innermost first], nodes)`` as CUDA tensors."""
     with graph.ops.torch.cuda.device(graph.ops.device):
-        return sample_arrays(graph.ops, graph.indptr, graph.indices, graph.weights, seeds, fanouts, replace, weighted, keys)
+        return sample_arrays(graph.ops, graph.indptr, graph.indices, graph.weights, seeds, fanouts, replace, weighted, keys, graph.sources)
 
 
-def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weighted, keys):
-    """The hop loop over any array back end (``ops``); graph arrays already in kernel form."""
+def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weighted, keys, sources=("CSCGraph.indptr", "CSCGraph.indices")):
+    """The hop loop over any array back end (``ops``); graph arrays already in kernel form.
+
+    A damaged graph (a node's ``indptr`` range outside the edges, an ``indices`` entry that is not a node id) raises
+    :class:`~sparsetrain.sampling.errors.SamplingError` naming ``sources`` (where ``indptr`` and ``indices`` come from).
+    """
     t = ops.threads
     k = ops.kernel
     stream = ops.stream()
@@ -251,10 +270,13 @@ def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weight
     capacity = 0
     table_keys = table_vals = None
     layers = []
+    status = ops.full(2, 0)  # 1 + the last node with a damaged indptr range, 1 + the last damaged entry of indices
+    graph_nodes, graph_edges = indptr.shape[0] - 1, indices.shape[0]
     for hop, fanout in enumerate(fanouts):
         num_dst = num_nodes
         lo, deg, counts = ops.empty(num_dst), ops.empty(num_dst), ops.empty(num_dst)
-        _count_kernel[_blocks(num_dst, t), t, stream](indptr, weights, k(nodes), num_dst, fanout, replace, weighted, k(lo), k(deg), k(counts))
+        _count_kernel[_blocks(num_dst, t), t, stream](indptr, weights, k(nodes), num_dst, fanout, replace, weighted, graph_edges, k(lo), k(deg),
+                                                      k(counts), k(status))
         ends = ops.cumsum(counts)
         num_edges = ops.last(ends)
         needed = _capacity(num_dst + num_edges)
@@ -264,8 +286,8 @@ def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weight
             _insert_known[_blocks(num_dst, t), t, stream](k(nodes), num_dst, k(table_keys), k(table_vals), capacity - 1)
         src, dst, slots = ops.empty(num_edges), ops.empty(num_edges), ops.empty(num_edges)
         _sample_kernel[_blocks(num_dst, t), t, stream](
-            indices, weights, k(nodes), num_dst, k(lo), k(deg), k(ends), fanout, replace, weighted, np.uint64(keys[hop]),
-            k(table_keys), k(table_vals), capacity - 1, k(src), k(dst), k(slots),
+            indices, weights, k(nodes), num_dst, graph_nodes, k(lo), k(deg), k(ends), fanout, replace, weighted, np.uint64(keys[hop]),
+            k(table_keys), k(table_vals), capacity - 1, k(src), k(dst), k(slots), k(status),
         )
         flags = ops.empty(num_edges)
         _first_kernel[_blocks(num_edges, t), t, stream](k(slots), k(table_vals), num_edges, k(flags))
@@ -278,4 +300,11 @@ def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weight
         nodes = grown
         num_nodes = num_dst + num_new
         layers.append((ops.stack(src, dst), num_nodes, num_dst))
+    bad_node, bad_entry = status.tolist()
+    if bad_node:
+        node = bad_node - 1
+        raise SamplingError(f"{sources[0]}: node {node}'s in-edges are entries {int(indptr[node])} to {int(indptr[node + 1])} of indices, "
+                            f"which has {graph_edges}; {DAMAGED}")
+    if bad_entry:
+        raise SamplingError(f"{sources[1]}: entry {bad_entry - 1} is {int(indices[bad_entry - 1])}, which must be in [0, {graph_nodes}); {DAMAGED}")
     return layers, nodes

@@ -14,7 +14,7 @@ import torch
 
 from sparsetrain.sampling import neighbor
 from sparsetrain.sampling.errors import SamplingError
-from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.graph import DAMAGED, CSCGraph
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import Block, MiniBatch
 from sparsetrain.sampling.rng import hop_key
@@ -47,6 +47,7 @@ class NeighborSampler:
         if weighted:
             if graph.weights is None:
                 raise SamplingError("weighted=True but the graph has no edge weights; build the dataset with edge weights or pass weighted=False")
+            graph.check_files()
             w = graph.weights
             if w.dtype not in (torch.float32, torch.float64):
                 raise SamplingError(f"graph.weights has dtype {w.dtype}; edge weights must be float32 or float64")
@@ -109,6 +110,7 @@ class NeighborSampler:
         return _assemble(seeds, layers, nodes)
 
     def _sample_cpu(self, seeds: torch.Tensor, keys: list[int]) -> MiniBatch:
+        self.graph.check_files()
         indptr, indices, weights = self.graph.numpy()
         if weights is None or not self.weighted:
             weights = np.empty(0, np.float32)
@@ -126,14 +128,20 @@ class NeighborSampler:
                     num_dst = num_nodes
                     ws.for_dst(num_dst)
                     with _threads_for(num_dst * 8):
-                        num_edges = neighbor.count_hop(indptr, weights, ws.nodes, num_dst, fanout, self.replace, self.weighted, ws.lo, ws.deg, ws.offsets)
+                        num_edges = neighbor.count_hop(indptr, weights, ws.nodes, num_dst, fanout, self.replace, self.weighted,
+                                                       len(indices), ws.lo, ws.deg, ws.offsets)
+                    if num_edges < 0:
+                        raise self._bad_range(int(ws.nodes[-1 - num_edges]))
                     ws.for_edges(num_dst, num_edges)
                     edge_index = np.empty((2, num_edges), np.int64)
                     with _threads_for(num_edges):
-                        num_nodes = neighbor.sample_hop(
+                        found = neighbor.sample_hop(
                             indices, weights, ws.nodes, num_dst, fanout, self.replace, self.weighted, np.uint64(key),
                             ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, edge_index,
                         )
+                    if found < 0:
+                        raise self._bad_neighbor(ws, num_dst, -1 - found)
+                    num_nodes = found
                     layers.append((torch.from_numpy(edge_index), num_nodes, num_dst))
             finally:
                 with _threads_for(num_nodes):
@@ -142,6 +150,23 @@ class NeighborSampler:
         finally:
             self._release_workspace(ws)
         return _assemble(seeds, layers, input_nodes)
+
+    def _bad_range(self, node: int) -> SamplingError:
+        indptr = self.graph.indptr
+        return SamplingError(
+            f"{self.graph.source('indptr')}: node {node}'s in-edges are entries {int(indptr[node])} to {int(indptr[node + 1])} of "
+            f"indices, which has {self.graph.num_edges}; {DAMAGED}"
+        )
+
+    def _bad_neighbor(self, ws: neighbor.Workspace, num_dst: int, edge: int) -> SamplingError:
+        """The error for sampled edge ``edge`` whose source ``ws.nbr[edge]`` is not a node id, naming its entry in ``indices``."""
+        node = int(np.searchsorted(ws.offsets[: num_dst + 1], edge, side="right")) - 1
+        start, value = int(ws.lo[node]), ws.nbr[edge]
+        entry = start + int(np.flatnonzero(self.graph.indices.numpy()[start : start + ws.deg[node]] == value)[0])
+        return SamplingError(
+            f"{self.graph.source('indices')}: entry {entry} is {value} (an in-neighbor of node {int(ws.nodes[node])}), which must be "
+            f"in [0, {self.graph.num_nodes}); {DAMAGED}"
+        )
 
     def _acquire_workspace(self) -> neighbor.Workspace:
         with self._lock:
