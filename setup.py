@@ -17,7 +17,8 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["sparsetrain", "sparsetrain.*"]),
     include_package_data=True,
-    package_data={"sparsetrain": ["py.typed"]},
+    # Cora's Planetoid raw files (MIT licence, 0.6 MB) so `sparsetrain train --data cora` works offline
+    package_data={"sparsetrain": ["py.typed"], "sparsetrain.datasets.builtin": ["cora/ind.cora.*", "cora/LICENSE"]},
     install_requires=[
         "torch>=2.2",
         "numpy>=1.24",
