@@ -94,3 +94,14 @@ def test_defaults_reach_graphsages_published_band_on_cora_and_gt_within_two_poin
     print(f"defaults on Cora: sage {np.mean(sage):.4f} {sage}, gt {np.mean(gt):.4f} {gt}")
     assert np.mean(sage) >= 0.79, sage
     assert np.mean(gt) >= np.mean(sage) - 0.02, (gt, sage)
+
+
+def test_gt_clusters_a_graph_without_clusters_like_preprocess_does(cora_data, tmp_path):
+    from sparsetrain.engine.run import _clusters
+
+    plain = st.datasets.from_pyg(cora_data, tmp_path / "plain", quiet=True)
+    clustered = st.datasets.from_pyg(cora_data, tmp_path / "clustered", reorder="cluster", quiet=True)
+    online = _clusters(plain)
+    original = np.load(clustered.path / "original_ids.npy")  # original_ids[new] = old
+    assert np.array_equal(online.numpy()[original], st.datasets.load_clusters(clustered).numpy())
+    assert np.array_equal(_clusters(clustered).numpy(), st.datasets.load_clusters(clustered).numpy())  # its own clusters.npy
