@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.datasets.pyg import from_pyg
+from sparsetrain.errors import DatasetError
 
 RAW = Path(__file__).resolve().parent
 PLANETOID = ("cora",)
@@ -16,7 +17,7 @@ PLANETOID = ("cora",)
 def planetoid_raw_dir(name: str) -> Path:
     """The folder holding the packaged Planetoid raw files of ``name`` (e.g. ``"cora"``)."""
     if name not in PLANETOID:
-        raise ValueError(f"{name!r} is not a built-in Planetoid dataset; choose one of {', '.join(PLANETOID)}")
+        raise DatasetError(f"{name!r} is not a built-in Planetoid dataset; choose one of {', '.join(PLANETOID)}")
     return RAW / name
 
 
