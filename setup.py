@@ -15,9 +15,10 @@ setup(
     long_description=(ROOT / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=find_packages(include=["sparsetrain", "sparsetrain.*"]),
+    # the folder of Cora's Planetoid raw files (MIT licence, 0.6 MB) is a data package: `sparsetrain train` works offline
+    packages=[*find_packages(include=["sparsetrain", "sparsetrain.*"]), "sparsetrain.datasets.builtin.cora"],
     include_package_data=True,
-    package_data={"sparsetrain": ["py.typed"]},
+    package_data={"sparsetrain": ["py.typed"], "sparsetrain.datasets.builtin.cora": ["ind.cora.*", "LICENSE"]},
     install_requires=[
         "torch>=2.2",
         "numpy>=1.24",

@@ -25,10 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -38,7 +36,6 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
-PLANETOID = Path(os.environ.get("SPARSETRAIN_PLANETOID", "/work/shared/data/planetoid"))
 DGL_PYTHON = os.environ.get("SPARSETRAIN_DGL_PYTHON", "/work/venv-dgl/bin/python")
 
 
@@ -130,16 +127,13 @@ def pool_of(ds, name: str) -> np.ndarray:
 
 
 def cora_dataset() -> Path:
-    """Cora as a sparsetrain dataset under benchmarks/out (made once from the shared Planetoid files)."""
-    from torch_geometric.datasets import Planetoid
-
+    """Cora as a sparsetrain dataset under benchmarks/out (made once from the Planetoid files shipped in the package)."""
     from sparsetrain.datasets import from_pyg
+    from sparsetrain.datasets.builtin import planetoid_data
 
     folder = OUT / "cora"
     if not (folder / "meta.json").is_file():
-        with tempfile.TemporaryDirectory() as tmp:
-            shutil.copytree(PLANETOID, Path(tmp) / "Cora" / "raw")
-            from_pyg(Planetoid(tmp, "Cora")[0], folder, overwrite=True, quiet=True)
+        from_pyg(planetoid_data("cora"), folder, overwrite=True, quiet=True)
     return folder
 
 

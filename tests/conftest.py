@@ -1,15 +1,8 @@
-import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
-
-PLANETOID = Path(__file__).resolve().parents[2] / "shared" / "data" / "planetoid"
-if not PLANETOID.is_dir():
-    PLANETOID = Path(os.environ.get("SPARSETRAIN_PLANETOID", "/work/shared/data/planetoid"))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -20,15 +13,11 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def cora_data(tmp_path_factory):
-    """PyG's Planetoid Cora, read offline from the shared raw files."""
-    if not PLANETOID.is_dir():
-        pytest.skip("Planetoid Cora raw files not found (set SPARSETRAIN_PLANETOID)")
-    from torch_geometric.datasets import Planetoid
+def cora_data():
+    """PyG's Planetoid Cora (public split), read offline from the raw files shipped in the package."""
+    from sparsetrain.datasets.builtin import planetoid_data
 
-    root = tmp_path_factory.mktemp("planetoid")
-    shutil.copytree(PLANETOID, root / "Cora" / "raw")
-    return Planetoid(str(root), "Cora")[0]
+    return planetoid_data("cora")
 
 
 @pytest.fixture

@@ -34,9 +34,19 @@ def test_graphsage_on_cora_public_split_reaches_79_percent(cli, cora_dir, tmp_pa
     assert sum(accs) / 3 >= 0.79, accs
 
 
-def test_default_dataset_trains_well_above_chance(cli, tmp_path, monkeypatch):
+def test_the_default_dataset_is_the_packaged_cora(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("SPARSETRAIN_CACHE", str(tmp_path / "cache"))
-    code, out, err = cli("train", "--epochs", "2", "--quiet", "--summary-json", tmp_path / "s.json")
+    code, out, err = cli("train", "--epochs", "30", "--quiet", "--summary-json", tmp_path / "s.json")
+    assert code == 0, err
+    result = json.loads((tmp_path / "s.json").read_text())
+    assert result["dataset"] == str(tmp_path / "cache" / "cora-planetoid-v1")
+    assert result["test_acc"] > 5 * (1 / 7)  # well above chance after 30 full-batch steps
+    assert "test accuracy" in out
+
+
+def test_the_builtin_synthetic_graph_trains_well_above_chance(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARSETRAIN_CACHE", str(tmp_path / "cache"))
+    code, out, err = cli("train", "--data", "synthetic", "--epochs", "2", "--quiet", "--summary-json", tmp_path / "s.json")
     assert code == 0, err
     result = json.loads((tmp_path / "s.json").read_text())
     assert result["test_acc"] > 3 * (1 / 8)

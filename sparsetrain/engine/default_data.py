@@ -1,4 +1,4 @@
-"""The embedded default dataset: a deterministic synthetic graph, built on first use and cached."""
+"""Datasets by name: Cora (shipped with the package; the default) and a synthetic graph, built on first use and cached."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ import os
 from pathlib import Path
 
 from sparsetrain.datasets import GraphDataset, load, synthesize
-from sparsetrain.errors import OutputExistsError
+from sparsetrain.datasets.builtin import build_planetoid
+from sparsetrain.errors import DatasetError, OutputExistsError
 
 DEFAULT_GRAPH = {"num_nodes": 20_000, "num_edges": 400_000, "feature_dim": 64, "num_classes": 8, "seed": 0}
-_NAME = "default-synth-v1"
+DEFAULT_NAME = "cora"
+BUILTIN = {"cora": "cora-planetoid-v1", "synthetic": "default-synth-v1"}
+"""Built-in dataset name -> its folder in :func:`cache_dir` (a new version suffix when what is built changes)."""
 
 
 def cache_dir() -> Path:
@@ -20,15 +23,37 @@ def cache_dir() -> Path:
     return Path(base) / "sparsetrain"
 
 
-def default_dataset(quiet: bool = False) -> GraphDataset:
-    """The default graph (20K nodes, 400K edges, 64 features, 8 learnable classes); a few seconds to build once."""
-    path = cache_dir() / _NAME
+def builtin_dataset(name: str, quiet: bool = False) -> GraphDataset:
+    """The built-in dataset ``name`` (see ``BUILTIN``): Cora's public split from the packaged Planetoid files, or the
+    synthetic graph (20K nodes, 400K edges, 64 features, 8 learnable classes); built once into :func:`cache_dir`."""
+    path = cache_dir() / BUILTIN[name]
     if not (path / "meta.json").is_file():
         if not quiet:
-            print(f"building the default dataset in {path} (once)", flush=True)
+            print(f"building the {name} dataset in {path} (once)", flush=True)
         try:
-            synthesize(path, DEFAULT_GRAPH["num_nodes"], DEFAULT_GRAPH["num_edges"], feature_dim=DEFAULT_GRAPH["feature_dim"],
-                       num_classes=DEFAULT_GRAPH["num_classes"], seed=DEFAULT_GRAPH["seed"], quiet=quiet)
+            if name == "synthetic":
+                synthesize(path, DEFAULT_GRAPH["num_nodes"], DEFAULT_GRAPH["num_edges"], feature_dim=DEFAULT_GRAPH["feature_dim"],
+                           num_classes=DEFAULT_GRAPH["num_classes"], seed=DEFAULT_GRAPH["seed"], quiet=quiet)
+            else:
+                build_planetoid(name, path, quiet=quiet)
         except OutputExistsError:  # another process (e.g. another rank) finished it first
             pass
     return load(path)
+
+
+def default_dataset(quiet: bool = False) -> GraphDataset:
+    """The dataset ``sparsetrain train`` uses without ``--data``: Cora (public split), built from the packaged files."""
+    return builtin_dataset(DEFAULT_NAME, quiet)
+
+
+def open_dataset(data: str | os.PathLike | None, quiet: bool = False) -> GraphDataset:
+    """``--data``: a dataset folder; else, when no such folder exists, a built-in name (cora, synthetic); None: the default."""
+    if data is None:
+        return default_dataset(quiet)
+    name = str(data).lower()
+    if Path(data).exists():
+        return load(data)
+    if name in BUILTIN:
+        return builtin_dataset(name, quiet)
+    raise DatasetError(f"{data}: no such dataset folder, nor a built-in dataset ({', '.join(BUILTIN)}); "
+                       "give a folder made by `sparsetrain preprocess` or `sparsetrain synth`, or a built-in name")

@@ -152,9 +152,11 @@ def GAT(in_channels: int, hidden_channels: int, out_channels: int, num_layers: i
     return BlockGNN("gat", in_channels, hidden_channels, out_channels, num_layers, dropout, heads=heads, **kw)
 
 
-def build_model(kind: str, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int, dropout: float = 0.5) -> nn.Module:
+def build_model(kind: str, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int, dropout: float = 0.5,
+                input_dropout: float | None = None) -> nn.Module:
+    """The model ``kind`` (sage, gcn, gat or gt); ``input_dropout`` applies to the graph transformer only."""
     if kind == "gt":
         from sparsetrain.nn.graph_transformer import GraphTransformer
 
-        return GraphTransformer(in_channels, hidden_channels, out_channels, num_layers, dropout=dropout)
+        return GraphTransformer(in_channels, hidden_channels, out_channels, num_layers, dropout=dropout, input_dropout=input_dropout)
     return BlockGNN(kind, in_channels, hidden_channels, out_channels, num_layers, dropout)
