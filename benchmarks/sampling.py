@@ -213,14 +213,14 @@ def print_table(result: dict) -> None:
 def gpu_compare(name: str, dataset: Path, pool_name: str, args) -> dict:
     """``--gpu``: sampled edges/s of the CUDA kernels, graph in device memory and pinned in host memory."""
     from sparsetrain.datasets import load
-    from sparsetrain.sampling import NeighborSampler
+    from sparsetrain.sampling import NeighborSampler, SamplerInput
 
     ds = load(dataset)
     batches = [b.cuda() for b in seed_batches(pool_of(ds, pool_name), args.batch_size, args.batches)]
     out = {"graph": name, "device": torch.cuda.get_device_name()}
     cpu = NeighborSampler(ds.graph, args.fanouts, seed=0)  # the same run's reference: the CPU kernels on this host's cores
     cpu_batches = [b.cpu() for b in batches]
-    out["cpu"] = median(timed_rounds(lambda bs: sum(cpu.sample(seeds).num_sampled_edges for seeds in bs), cpu_batches, args.rounds))
+    out["cpu"] = median(timed_rounds(lambda bs: sum(cpu.sample(SamplerInput(seeds)).num_sampled_edges for seeds in bs), cpu_batches, args.rounds))
     print(f"CPU {name} ({os.cpu_count()} cores): {out['cpu']['seeds_per_s']:,.0f} seeds/s, {out['cpu']['edges_per_s'] / 1e6:.1f} M edges/s")
     for where, graph in (("device", ds.graph.to("cuda")), ("pinned", ds.graph.pin_memory())):
         sampler = NeighborSampler(graph, args.fanouts, seed=0)

@@ -204,10 +204,10 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
 
     # the graph stays mapped (it is the large part) and its readers check its files first; the per-node arrays are
     # read into memory (8 bytes a node each), so no later truncation of their files can reach a reader
-    files = {field: _mapped(folder, name) for field, name in _GRAPH_FILES.items() if name in meta["files"]}
+    files = {key: _mapped(folder, name) for key, name in _GRAPH_FILES.items() if name in meta["files"]}
     graph = CSCGraph(tensor(fmt.INDPTR, True), tensor(fmt.INDICES, True), tensor(fmt.EDGE_WEIGHT, True), files=files)
-    for field, name in _GRAPH_FILES.items():
-        if field in files and not files[field].same_file(folder / name):
+    for key, name in _GRAPH_FILES.items():
+        if key in files and not files[key].same_file(folder / name):
             raise DatasetError(f"{folder / name}: was replaced while the dataset was being opened; open it again")
     if graph.num_nodes != meta["num_nodes"] or graph.num_edges != meta["num_edges"] or int(graph.indptr[-1]) != graph.num_edges:
         raise ChecksumError(f"{folder / fmt.INDPTR}: does not describe {meta['num_edges']} edges over {meta['num_nodes']} nodes; the dataset is damaged")
