@@ -1,6 +1,6 @@
 """Neighbor sampling throughput: sparsetrain vs PyG (torch-sparse) vs DGL, and batch ordering.
 
-    python benchmarks/sampling.py                      # Cora + the products-scale graph at /tmp/products
+    python benchmarks/sampling.py                      # Cora + the products-scale graph at benchmarks/out/products
     python benchmarks/sampling.py --small              # a 200K-node synthetic graph instead (made if missing)
 
 Fanouts [15, 10, 5] from the seeds outwards, batches of 1024 random seeds (the
@@ -36,7 +36,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
-DGL_PYTHON = os.environ.get("SPARSETRAIN_DGL_PYTHON", "/work/venv-dgl/bin/python")
+DGL_PYTHON = os.environ.get("SPARSETRAIN_DGL_PYTHON", str(HERE.parent / ".ci" / "venv-dgl" / "bin" / "python"))  # the venv .ci/run builds
 
 
 def seed_batches(pool: np.ndarray, batch_size: int, count: int, seed: int = 0) -> list[torch.Tensor]:
@@ -274,7 +274,7 @@ def print_ordering(o: dict) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--products", default="/tmp/products", help="products-scale dataset folder (made with sparsetrain.datasets.synthesize if missing)")
+    parser.add_argument("--products", default=str(HERE / "out" / "products"), help="products-scale dataset folder (made with sparsetrain.datasets.synthesize if missing)")
     parser.add_argument("--small", action="store_true", help="use a 200K-node / 10M-edge synthetic graph instead of products scale")
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
     parser.add_argument("--batch-size", type=int, default=1024)
@@ -295,7 +295,7 @@ def main(argv=None) -> None:
 
     OUT.mkdir(exist_ok=True)
     torch.set_num_threads(2)
-    big = synthetic_dataset(Path("/tmp/sampling-small"), 200_000, 10_000_000) if args.small else synthetic_dataset(Path(args.products), 2_400_000, 120_000_000)
+    big = synthetic_dataset(HERE / "out" / "sampling-small", 200_000, 10_000_000) if args.small else synthetic_dataset(Path(args.products), 2_400_000, 120_000_000)
     graphs = [("cora", cora_dataset(), "all"), ("small synthetic" if args.small else "products-scale synthetic", big, "train")]
     report = {"fanouts": args.fanouts, "batch_size": args.batch_size, "cpu_count": os.cpu_count(), "torch": torch.__version__, "results": [], "ordering": []}
     for name, path, pool in graphs if not args.skip_compare else []:

@@ -7,8 +7,8 @@ needs pyg-lib (not on PyPI); its block-by-block counterpart with torch-sparse is
 `torch_geometric.loader.NeighborSampler`, which is what the fair PyG row uses. Same graph, same
 model shape (hidden 256, fanouts [15,10,5], batch 1024), same machine, back to back.
 
-    python benchmarks/train_epoch.py                         # products scale (/tmp/products, made if missing)
-    python benchmarks/train_epoch.py --data DIR --batches 20 --dgl-python /work/venv-dgl/bin/python
+    python benchmarks/train_epoch.py                         # products scale (benchmarks/out/products, made if missing)
+    python benchmarks/train_epoch.py --data DIR --batches 20 --dgl-python .ci/venv-dgl/bin/python
 """
 
 from __future__ import annotations
@@ -222,12 +222,12 @@ def run_system(name: str, data: Path, warmup: int, count: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=Path("/tmp/products"))
+    parser.add_argument("--data", type=Path, default=HERE / "out" / "products")
     parser.add_argument("--batches", type=int, default=20, help="timed batches per system (after warm-up)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--pyg-plain-batches", type=int, default=2, help="the plain PyG model takes seconds a batch")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {', '.join(SYSTEMS)}")
-    parser.add_argument("--dgl-python", default=os.environ.get("SPARSETRAIN_DGL_PYTHON", "/work/venv-dgl/bin/python"))
+    parser.add_argument("--dgl-python", default=os.environ.get("SPARSETRAIN_DGL_PYTHON", str(HERE.parent / ".ci" / "venv-dgl" / "bin" / "python")))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=HERE / "out" / "train_epoch.json")
     args = parser.parse_args()

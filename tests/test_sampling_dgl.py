@@ -1,4 +1,4 @@
-"""DGL views of our blocks, against DGL itself (run with /work/venv-dgl/bin/python -m pytest -m dgl)."""
+"""DGL views of our blocks, against DGL itself (run with .ci/venv-dgl/bin/python -m pytest -m dgl; .ci/run builds that environment)."""
 
 from __future__ import annotations
 

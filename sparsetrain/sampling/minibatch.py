@@ -78,7 +78,7 @@ class MiniBatch:
             import dgl
         except ImportError as exc:
             raise SamplingBackendError(
-                f"MiniBatch.to_dgl() needs the dgl package ({exc}); install dgl (e.g. the /work/venv-dgl environment) or use .to_pyg()"
+                f"MiniBatch.to_dgl() needs the dgl package ({exc}); install dgl (e.g. the torch 2.2.1 + dgl 2.1.0 environment .ci/run builds in .ci/venv-dgl) or use .to_pyg()"
             ) from None
         device = self.input_nodes.device
         blocks = []
