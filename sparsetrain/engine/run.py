@@ -78,7 +78,7 @@ def resolved(settings: TrainSettings) -> TrainSettings:
 
 
 FEATURE_PLACEMENTS = ("auto", "mmap", "memory", "device", "pinned", "sharded")
-GPU_RESIDENT_FRACTION = 0.4  # of the GPU's free memory that the graph, and then the features, may take to live there
+GPU_RESIDENT_FRACTION = 0.4  # of the GPU's free memory that the features, and then the graph, may each take to live there
 
 
 def _fits_on_gpu(nbytes: int, device: torch.device) -> bool:
