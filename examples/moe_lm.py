@@ -1,25 +1,34 @@
 """A small transformer language model whose MLP is a mixture-of-experts layer (one line), trained
-on synthetic token data. Runs in one process or under torchrun with FSSDP or expert parallelism.
+on synthetic token data. Runs in one process or under torchrun with FSSDP or expert parallelism,
+the dense part averaged by hand, by DDP or sharded by FSDP2, with DCP checkpoints that resume at
+any world size.
 
     python examples/moe_lm.py --steps 20
     torchrun --nproc-per-node 2 examples/moe_lm.py --sharding fssdp
+    torchrun --nproc-per-node 2 examples/moe_lm.py --sharding fssdp --dp ddp
+    torchrun --nproc-per-node 2 examples/moe_lm.py --sharding fssdp --dp fsdp2 --steps 10 --save /tmp/ckpt
+    python examples/moe_lm.py --resume /tmp/ckpt --steps 20          # continues at step 10 in one process
     torchrun --nproc-per-node 2 examples/moe_lm.py --sharding expert-parallel
 
 Every rank trains on its slice of the same global batch; the printed loss is the global-batch
-loss, so the three modes print the same numbers for the same seed.
+loss, so every mode prints the same numbers for the same seed.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.fsdp import fully_shard
+from torch.nn.parallel import DistributedDataParallel
 
-from sparsetrain.moe import FSSDP, ExpertParallel, MoE, finish_step, sync_dense_grads
+from sparsetrain.moe import FSSDP, DCPState, ExpertParallel, MoE, finish_step, sharded_parameter_names, sync_dense_grads
 
 
 def make_sharding(name: str, **fssdp_kwargs):
@@ -70,6 +79,28 @@ class TinyLM(nn.Module):
         return self.head(self.ln(h)), aux
 
 
+def data_parallel(model: nn.Module, dp: str, layers=()) -> nn.Module:
+    """The dense part of ``model`` data-parallel: ``"sync"`` (gradients averaged by :func:`sync_dense_grads`
+    after backward), ``"ddp"`` or ``"fsdp2"`` (``fully_shard`` on each of ``layers``, then the root).
+
+    Expert shards are left out of both DDP and FSDP2: their sharding already reduce-scatters their
+    gradients (summed over ranks, then divided by the world size, which is DDP's and FSDP2's averaging).
+    """
+    if dp == "sync" or not dist.is_initialized():
+        return model
+    names = sharded_parameter_names(model)
+    if dp == "ddp":
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, names)
+        return DistributedDataParallel(model)
+    if dp == "fsdp2":
+        ignored = {p for n, p in model.named_parameters() if n in set(names)}
+        for layer in layers:
+            fully_shard(layer, ignored_params=ignored)
+        fully_shard(model, ignored_params=ignored)
+        return model
+    raise SystemExit(f"unknown --dp {dp!r}; use sync, ddp or fsdp2")
+
+
 def synthetic_batch(step: int, batch: int, seq: int, vocab: int, seed: int = 0) -> torch.Tensor:
     """``[batch, seq + 1]`` tokens following ``next = (5 * cur + 3) % vocab`` 80% of the time, random otherwise."""
     g = torch.Generator().manual_seed(seed * 1_000_003 + step)
@@ -82,26 +113,35 @@ def synthetic_batch(step: int, batch: int, seq: int, vocab: int, seed: int = 0) 
     return tokens
 
 
-def train(sharding: str = "none", *, steps: int = 10, batch: int = 8, seq: int = 16, vocab: int = 64, lr: float = 1e-2,
-          seed: int = 0, dtype: torch.dtype = torch.float32, fssdp_kwargs: dict | None = None,
-          log=None) -> tuple[list[float], TinyLM]:  # fmt: skip
-    """Train :class:`TinyLM` for ``steps`` steps; returns the global-batch loss of every step (same on every
-    rank) and the model."""
+def train(sharding: str = "none", *, dp: str = "sync", steps: int = 10, batch: int = 8, seq: int = 16, vocab: int = 64,
+          lr: float = 1e-2, seed: int = 0, dtype: torch.dtype = torch.float32, fssdp_kwargs: dict | None = None,
+          resume: str | None = None, save: str | None = None, log=None) -> tuple[list[float], nn.Module]:  # fmt: skip
+    """Train :class:`TinyLM` up to step ``steps``; returns the global-batch loss of every step run (same on every
+    rank) and the model. ``resume``/``save``: a DCP checkpoint folder to start from / write at the end (any
+    world size, sharding mode and ``dp`` can resume any other)."""
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
     if batch % world:
         raise SystemExit(f"--batch {batch} must be divisible by the world size {world}")
     torch.manual_seed(seed)
     model = TinyLM(vocab, seq=seq, sharding_factory=lambda: make_sharding(sharding, **(fssdp_kwargs or {}))).to(dtype)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    net = data_parallel(model, dp, layers=model.blocks)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)  # after data_parallel: FSDP2 replaces parameters by DTensors
+    start = 0
+    if resume is not None:
+        state = {"train": DCPState(model, opt), "step": 0}
+        dcp.load(state, checkpoint_id=resume)
+        start = state["step"]
     per_rank = batch // world
     losses = []
-    for step in range(steps):
+    for step in range(start, steps):
+        t0 = time.perf_counter()
         tokens = synthetic_batch(step, batch, seq, vocab, seed)[rank * per_rank : (rank + 1) * per_rank]
-        logits, aux = model(tokens[:, :-1])
+        logits, aux = net(tokens[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, vocab), tokens[:, 1:].reshape(-1)) + aux
         opt.zero_grad()
         loss.backward()
-        sync_dense_grads(model)  # average replicated parameters' gradients (expert shards reduce themselves)
+        if dp == "sync":
+            sync_dense_grads(model)  # average replicated parameters' gradients (expert shards reduce themselves)
         opt.step()
         finish_step(model, opt)  # refresh FSSDP replicas, due rebalances
         value = loss.detach().clone()
@@ -110,27 +150,34 @@ def train(sharding: str = "none", *, steps: int = 10, batch: int = 8, seq: int =
             value /= world
         losses.append(float(value))
         if log is not None:
-            log(step, float(value))
+            log(step, float(value), time.perf_counter() - t0)
+    if save is not None:
+        dcp.save({"train": DCPState(model, opt), "step": steps}, checkpoint_id=save)
     return losses, model
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sharding", default="none", choices=["none", "fssdp", "expert-parallel"])
-    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--dp", default="sync", choices=["sync", "ddp", "fsdp2"],
+                   help="data parallelism of the dense part under torchrun: sync_dense_grads, DDP or FSDP2")  # fmt: skip
+    p.add_argument("--steps", type=int, default=20, help="train up to this step (a resumed run continues from its checkpoint's)")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--rematerialize", action="store_true", help="FSSDP: gather experts again in backward")
+    p.add_argument("--save", help="write a DCP checkpoint folder after the last step")
+    p.add_argument("--resume", help="start from a DCP checkpoint folder (written at any world size)")
     args = p.parse_args()
     if "RANK" in os.environ:
         dist.init_process_group("gloo")
     rank = dist.get_rank() if dist.is_initialized() else 0
     kwargs = {"rematerialize": True} if args.rematerialize else {}
 
-    def log(step, value):
+    def log(step, value, seconds):
         if rank == 0:
-            print(f"step {step:3d}  loss {value:.4f}")
+            print(f"step {step:3d}  loss {value:.4f}  {1000 * seconds:6.1f} ms")
 
-    train(args.sharding, steps=args.steps, batch=args.batch, fssdp_kwargs=kwargs, log=log)
+    train(args.sharding, dp=args.dp, steps=args.steps, batch=args.batch, fssdp_kwargs=kwargs,
+          resume=args.resume, save=args.save, log=log)  # fmt: skip
     if dist.is_initialized():
         dist.destroy_process_group()
 

@@ -6,6 +6,7 @@ modules: :mod:`sparsetrain.moe.router`, ``.dispatch``, ``.experts``, ``.grouped`
 
 from sparsetrain._deprecation import moved_attribute
 from sparsetrain.moe.checkpoint import load_optimizer_state_dict, optimizer_state_dict
+from sparsetrain.moe.dcp import DCPState, dcp_state_dict, load_dcp_state_dict
 from sparsetrain.moe.errors import MoEConfigError, MoEInputError, MoEStateError
 from sparsetrain.moe.expert_parallel import ExpertParallel
 from sparsetrain.moe.fssdp import FSSDP
@@ -14,6 +15,7 @@ from sparsetrain.moe.losses import MoEAux
 from sparsetrain.moe.sharded import sharded_parameter_names, sync_dense_grads
 
 __all__ = [
+    "DCPState",
     "ExpertParallel",
     "FSSDP",
     "MoE",
@@ -21,7 +23,9 @@ __all__ = [
     "MoEConfigError",
     "MoEInputError",
     "MoEStateError",
+    "dcp_state_dict",
     "finish_step",
+    "load_dcp_state_dict",
     "load_optimizer_state_dict",
     "optimizer_state_dict",
     "sharded_parameter_names",
