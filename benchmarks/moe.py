@@ -1,8 +1,11 @@
 """MoE benchmark.
 
-1. Single process, CPU: forward+backward tokens/s of ``sparsetrain.moe.MoE`` (tokens sorted by expert,
-   grouped matmul: ``torch._grouped_mm`` where the build has it, else bucketed ``bmm``) against the
-   usual naive per-expert loop (mask tokens of expert e, run it, scatter back), same weights, same run.
+1. Single process: forward+backward tokens/s of a ``transformers`` Mixtral MoE block swapped for
+   sparsetrain's (``replace_moe_blocks``; grouped matmul, each backend: bucketed ``bmm`` and
+   ``torch._grouped_mm``) against, on the same weights in the same run: the per-expert loop with
+   in-place ``index_add_``, and transformers' own experts implementations (``eager``: its per-expert
+   loop; ``grouped_mm``: sorted tokens and ``torch.nn.functional.grouped_mm``). CPU fp32; bf16 with
+   ``--device cuda``.
 2. World size 4 on gloo (spawned): bytes communicated per training step (forward, backward, Adam step,
    replica refresh) by FSSDP (plain, re-materialized, load-aware with replicas) and by ExpertParallel,
    under uniform and Zipf-skewed routing; step time; peak memory per rank.
@@ -15,6 +18,7 @@ Prints tables and writes benchmarks/out/moe.json.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import socket
@@ -36,8 +40,35 @@ from sparsetrain.moe import FSSDP, ExpertParallel, MoE, finish_step, grouped, sy
 
 
 # --------------------------------------------------------------------------- part 1: throughput
+HF_IMPLEMENTATIONS = ("eager", "grouped_mm")  # transformers' own experts implementations timed as peers
+
+
+def hf_block(d: int, h: int, experts: int, top_k: int, device: str, dtype: torch.dtype):
+    """A ``transformers`` Mixtral MoE block with random weights (the HF peer's block)."""
+    from transformers import MixtralConfig
+    from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+
+    cfg = MixtralConfig(hidden_size=d, intermediate_size=h, num_local_experts=experts, num_experts_per_tok=top_k)
+    block = MixtralSparseMoeBlock(cfg)
+    with torch.no_grad():
+        block.gate.weight.normal_(0.0, d**-0.5)
+        block.experts.gate_up_proj.normal_(0.0, d**-0.5)
+        block.experts.down_proj.normal_(0.0, h**-0.5)
+    return block.to(device, dtype)
+
+
+def hf_with(block, implementation: str):
+    """A copy of the HF block whose experts run ``implementation`` (``config._experts_implementation``)."""
+    twin = copy.deepcopy(block)
+    twin.experts.config = copy.deepcopy(block.experts.config)
+    twin.experts.config._experts_implementation = implementation
+    return twin
+
+
 def naive_moe(moe: MoE, x: torch.Tensor) -> torch.Tensor:
-    """The peer: per-expert Python loop over the same router and weights."""
+    """The loop peer: per-expert Python loop over the same router and weights, accumulating in place."""
+    lead = x.shape[:-1]
+    x = x.reshape(-1, x.shape[-1])
     r = moe.router(x)
     y = torch.zeros_like(x)
     w_in, w_out = moe.experts.w_in, moe.experts.w_out
@@ -45,26 +76,37 @@ def naive_moe(moe: MoE, x: torch.Tensor) -> torch.Tensor:
         tok, slot = (r.experts == e).nonzero(as_tuple=True)
         if tok.numel() == 0:
             continue
-        gate, up = (x[tok] @ w_in[e]).chunk(2, dim=-1)
-        out = (F.silu(gate) * up) @ w_out[e]
-        y = y.index_add(0, tok, (out * r.weights[tok, slot].unsqueeze(1)).to(y.dtype))
-    return y
+        gate, up = (x[tok] @ w_in[e].to(x.dtype)).chunk(2, dim=-1)
+        out = (F.silu(gate) * up) @ w_out[e].to(x.dtype)
+        y.index_add_(0, tok, (out * r.weights[tok, slot].unsqueeze(1)).to(y.dtype))
+    return y.reshape(*lead, -1)
 
 
-def time_pair(ours, peer, x, reps: int) -> tuple[float, float]:
-    """Median forward+backward seconds of ``ours`` and ``peer``, timed alternately (shared, noisy machine)."""
+def time_alternating(fns: dict, x: torch.Tensor, reps: int) -> dict[str, float]:
+    """Median forward+backward seconds of every function, timed in turn within each rep (shared, noisy machine)."""
     sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
-    for fn in (ours, peer):
+    for fn in fns.values():
         fn(x).float().sum().backward()
-    a, b = [], []
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(reps):
-        for fn, acc in ((ours, a), (peer, b)):
+        for name, fn in fns.items():
             sync()
             t0 = time.perf_counter()
             fn(x).float().sum().backward()
             sync()
-            acc.append(time.perf_counter() - t0)
-    return statistics.median(a), statistics.median(b)
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def with_backend(fn, backend: str):
+    def run(v):
+        grouped.set_backend(backend)
+        try:
+            return fn(v)
+        finally:
+            grouped.set_backend(None)
+
+    return run
 
 
 def matmul_peak_tflops(n: int, d: int, h: int, device: str, dtype: torch.dtype, reps: int = 5) -> float:
@@ -81,26 +123,33 @@ def matmul_peak_tflops(n: int, d: int, h: int, device: str, dtype: torch.dtype, 
 
 
 def throughput(tokens: int, d: int, h: int, experts: int, top_k: int, reps: int, device: str = "cpu") -> list[dict]:
-    rows = []
+    """One Mixtral block, same weights: sparsetrain's replacement (each grouped-matmul backend) against the
+    per-expert loop with in-place ``index_add_`` and transformers' own experts implementations."""
+    from sparsetrain.moe.hf import replace_moe_blocks
+
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     torch.manual_seed(0)
-    moe = MoE(d, h, experts, top_k).to(device, dtype)
-    x = torch.randn(tokens, d, device=device, dtype=dtype)
-    tol = 5e-2 if dtype == torch.bfloat16 else 1e-4
-    torch.testing.assert_close(moe(x)[0], naive_moe(moe, x), atol=tol, rtol=tol)
-    flops = 3 * 2 * tokens * top_k * (d * 2 * h + h * d)  # expert matmuls, forward + backward (x3)
-    peak = matmul_peak_tflops(tokens * top_k, d, h, device, dtype)
+    block = hf_block(d, h, experts, top_k, device, dtype)
+    holder = torch.nn.ModuleDict({"mlp": copy.deepcopy(block)})
+    ours = replace_moe_blocks(holder)["mlp"]
+    x = torch.randn(1, tokens, d, device=device, dtype=dtype)
     backends = ["bucketed"] + (["native"] if grouped.native_available(device, dtype) else [])
-    for backend in backends:
-        grouped.set_backend(backend)
-        try:
-            ours, peer = time_pair(lambda v: moe(v)[0], lambda v: naive_moe(moe, v), x, reps)
-        finally:
-            grouped.set_backend(None)
-        rows.append({"device": device, "tokens": tokens, "d_model": d, "d_hidden": h, "experts": experts, "top_k": top_k,
-                     "backend": backend, "sparsetrain_tok_s": tokens / ours, "naive_loop_tok_s": tokens / peer,
-                     "speedup": peer / ours, "expert_GFLOP_s": flops / ours / 1e9, "matmul_peak_GFLOP_s": peak * 1e3})  # fmt: skip
-    return rows
+    fns = {f"sparsetrain ({b})": with_backend(ours, b) for b in backends}
+    fns["loop, in-place index_add_"] = lambda v: naive_moe(ours.moe, v)
+    fns.update({f"HF {impl}": hf_with(block, impl) for impl in HF_IMPLEMENTATIONS})
+    tol = 5e-2 if dtype == torch.bfloat16 else 1e-4
+    with torch.no_grad():
+        want = ours(x)
+        for name, fn in fns.items():
+            torch.testing.assert_close(fn(x), want, atol=tol, rtol=tol, msg=lambda m, name=name: f"{name}: {m}")
+    seconds = time_alternating(fns, x, reps)
+    flops = 3 * 2 * tokens * top_k * (d * 2 * h + h * d)  # expert matmuls, forward + backward (x3)
+    peak = matmul_peak_tflops(tokens * top_k, d, h, device, dtype) * 1e3
+    best_ours = min(seconds[f"sparsetrain ({b})"] for b in backends)
+    return [{"device": device, "dtype": str(dtype).replace("torch.", ""), "tokens": tokens, "d_model": d, "d_hidden": h,
+             "experts": experts, "top_k": top_k, "implementation": name, "tok_s": tokens / sec,
+             "best sparsetrain x faster": sec / best_ours, "expert_GFLOP_s": flops / sec / 1e9, "matmul_peak_GFLOP_s": peak}
+            for name, sec in seconds.items()]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- part 2: communication
@@ -239,27 +288,36 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--skip-comm", action="store_true")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--device", default="cpu", help="device of the throughput part (cuda: bf16, with TFLOP/s vs matmul peak)")
+    p.add_argument("--device", default="cpu", help="device of the throughput part (cuda: bf16, with GFLOP/s vs matmul peak)")
+    p.add_argument("--skip-throughput", action="store_true")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     if args.quick:
         tp = [dict(tokens=512, d=64, h=128, experts=8, top_k=2, reps=3)]
         comm = dict(world=4, d=32, h=64, experts=8, top_k=2, tokens=[256], steps=2, warmup=2, replica_rows=2, skews=[0.0, 1.2])
     else:
-        tp = [dict(tokens=4096, d=256, h=512, experts=8, top_k=2, reps=7), dict(tokens=4096, d=256, h=512, experts=64, top_k=2, reps=7),
-              dict(tokens=4096, d=256, h=512, experts=64, top_k=8, reps=5)]  # fmt: skip
+        tp = [dict(tokens=2048, d=256, h=512, experts=8, top_k=2, reps=3), dict(tokens=2048, d=256, h=512, experts=64, top_k=2, reps=3),
+              dict(tokens=2048, d=256, h=512, experts=64, top_k=8, reps=3)]  # fmt: skip
         comm = dict(world=4, d=128, h=256, experts=16, top_k=2, tokens=[2048, 8192], steps=3, warmup=2, replica_rows=4, skews=[0.0, 1.2])
+    if args.device.startswith("cuda") and not args.quick:  # GPU-sized blocks, bf16
+        tp = [dict(tokens=t, d=1024, h=2048, experts=e, top_k=k, reps=10) for t in (8192, 32768) for e, k in ((8, 2), (64, 8))]
     report = {"torch": torch.__version__, "threads": args.threads, "throughput": [], "communication": [], "comm_config": comm}
-    for cfg in tp:
-        report["throughput"] += throughput(cfg["tokens"], cfg["d"], cfg["h"], cfg["experts"], cfg["top_k"], cfg["reps"], args.device)
-    print(f"forward+backward on {args.device}, tokens/s\n" + table(report["throughput"]))
+    out = HERE / "out" / "moe.json"
+    earlier = json.loads(out.read_text()) if out.exists() else {}
+    if args.skip_throughput:  # keep the throughput part of an earlier run
+        report["throughput"] = earlier.get("throughput", [])
+    for cfg in [] if args.skip_throughput else tp:
+        rows = throughput(cfg["tokens"], cfg["d"], cfg["h"], cfg["experts"], cfg["top_k"], cfg["reps"], args.device)
+        report["throughput"] += rows
+        print(table(rows), flush=True)
+    if report["throughput"]:
+        print(f"forward+backward on {args.device}, tokens/s\n" + table(report["throughput"]))
     if not args.skip_comm:
         report["communication"] = communication(comm)
         print(f"\nworld size {comm['world']} gloo, per training step ({comm})\n" + table(report["communication"]))
-    out = HERE / "out" / "moe.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    if args.skip_comm and out.exists():  # keep the communication part of an earlier full run
-        report["communication"] = json.loads(out.read_text()).get("communication", [])
+    if args.skip_comm:  # keep the communication part of an earlier full run
+        report["communication"] = earlier.get("communication", [])
     out.write_text(json.dumps(report, indent=1))
     print(f"\nwrote {out}")
 

@@ -24,7 +24,12 @@ class MoE(nn.Module):
             the rest by the policy in :mod:`sparsetrain.moe.dispatch` (1st choices before 2nd, then token order).
         router: ``"softmax"`` or ``"sigmoid"`` scores; ``renormalize`` rescales the chosen weights to sum
             to one (default: on for sigmoid, off for softmax).
-        shared_experts: number of always-on experts (one dense MLP of width ``shared_experts * d_hidden``).
+        routed_scaling_factor: multiplies the combine weights after renormalization (DeepSeek-V3: 2.5).
+        n_group, topk_group: group-limited routing (DeepSeek-V3): experts form ``n_group`` equal groups and a
+            token picks its experts among its ``topk_group`` best groups (default: no limit).
+        shared_experts: number of always-on experts (one dense MLP of width ``shared_experts * d_hidden``,
+            or ``shared_hidden`` when given); ``shared_gate`` scales its output by a learned per-token
+            sigmoid gate (Qwen2-MoE).
         activation: ``"swiglu"`` (default), ``"gelu"``, ``"relu"`` or ``"silu"``.
         aux_loss_weight, z_loss_weight: weights of the load-balancing loss and router z-loss in ``aux.loss``.
         expert_bias: DeepSeek-V3 selection-only bias; call :meth:`update_expert_bias` after each optimizer
@@ -56,6 +61,11 @@ class MoE(nn.Module):
         router: str = "softmax",
         renormalize: bool | None = None,
         shared_experts: int = 0,
+        shared_hidden: int | None = None,
+        shared_gate: bool = False,
+        routed_scaling_factor: float = 1.0,
+        n_group: int = 1,
+        topk_group: int | None = None,
         activation: str = "swiglu",
         aux_loss_weight: float = 0.01,
         z_loss_weight: float = 1e-3,
@@ -70,6 +80,8 @@ class MoE(nn.Module):
             raise MoEConfigError(f"MoE: capacity_factor must be > 0 or None (dropless), got {capacity_factor}")
         if shared_experts < 0:
             raise MoEConfigError(f"MoE: shared_experts must be >= 0, got {shared_experts}")
+        if not shared_experts and (shared_hidden is not None or shared_gate):
+            raise MoEConfigError("MoE: shared_hidden and shared_gate describe the shared experts; set shared_experts >= 1")
         self.d_model, self.d_hidden, self.num_experts, self.top_k = d_model, d_hidden, num_experts, top_k
         self.capacity_factor = capacity_factor
         self.aux_loss_weight, self.z_loss_weight = float(aux_loss_weight), float(z_loss_weight)
@@ -78,8 +90,12 @@ class MoE(nn.Module):
         self.router = Router(
             d_model, num_experts, top_k, score=router, renormalize=renormalize,
             expert_bias=expert_bias, bias_update_rate=bias_update_rate,
+            routed_scaling_factor=routed_scaling_factor, n_group=n_group, topk_group=topk_group,
         )  # fmt: skip
-        self.shared = SharedExperts(d_model, d_hidden, shared_experts, activation) if shared_experts else None
+        self.shared = None
+        if shared_experts:
+            width = shared_experts * d_hidden if shared_hidden is None else shared_hidden
+            self.shared = SharedExperts(d_model, width, activation, gate=shared_gate)
         if sharding is None:
             self.experts = LocalExperts(shape, num_experts, base_seed)
         else:
@@ -119,6 +135,7 @@ class MoE(nn.Module):
             z_loss=z,
             counts=plan.selected,
             dropped=plan.dropped,
+            router_logits=routing.logits,
         )
         return y.reshape(*lead, self.d_model).to(x.dtype), aux
 

@@ -22,6 +22,7 @@ class MoEAux:
     z_loss: torch.Tensor  #: mean over tokens of ``logsumexp(logits)^2``
     counts: torch.Tensor  #: ``[E]`` int64 tokens routed to each expert by this rank (before capacity drops)
     dropped: torch.Tensor  #: int64 scalar, expert assignments dropped by the capacity limit on this rank
+    router_logits: torch.Tensor | None = None  #: ``[T, E]`` router logits of this call's tokens (fp32 or fp64)
 
 
 def load_balancing_loss(

@@ -32,9 +32,14 @@ class Router(nn.Module):
     """Linear router ``logits = x @ weight.T`` with softmax or sigmoid scores and top-k selection.
 
     ``renormalize`` rescales the k chosen weights to sum to one (default: on for sigmoid, off
-    for softmax). With ``expert_bias=True`` a per-expert bias (a buffer, not a parameter) is
-    added to the scores *for selection only*, DeepSeek-V3 style: the combine weights stay the
-    unbiased scores, and :meth:`update_bias` nudges the bias toward balanced load outside autograd.
+    for softmax); ``routed_scaling_factor`` then multiplies them (DeepSeek-V3: 2.5). With
+    ``expert_bias=True`` a per-expert bias (a buffer, not a parameter) is added to the scores *for
+    selection only*, DeepSeek-V3 style: the combine weights stay the unbiased scores, and
+    :meth:`update_bias` nudges the bias toward balanced load outside autograd.
+
+    Group-limited routing (``n_group`` > 1, DeepSeek-V3): the experts form ``n_group`` equal
+    consecutive groups, a group's score is the sum of its two best (bias-corrected) expert scores,
+    and each token picks its ``top_k`` experts only among its ``topk_group`` best groups.
     """
 
     def __init__(
@@ -47,6 +52,9 @@ class Router(nn.Module):
         renormalize: bool | None = None,
         expert_bias: bool = False,
         bias_update_rate: float = 1e-3,
+        routed_scaling_factor: float = 1.0,
+        n_group: int = 1,
+        topk_group: int | None = None,
     ) -> None:
         super().__init__()
         if score not in SCORES:
@@ -55,8 +63,14 @@ class Router(nn.Module):
             raise MoEConfigError(
                 f"MoE: top_k={top_k} must be between 1 and num_experts={num_experts}; lower top_k or add experts"
             )
+        topk_group = n_group if topk_group is None else topk_group
+        check_groups(num_experts, top_k, n_group, topk_group)
+        if not math.isfinite(routed_scaling_factor) or routed_scaling_factor <= 0:
+            raise MoEConfigError(f"MoE: routed_scaling_factor must be a finite number > 0, got {routed_scaling_factor}")
         self.num_experts = num_experts
         self.top_k = top_k
+        self.routed_scaling_factor = float(routed_scaling_factor)
+        self.n_group, self.topk_group = int(n_group), int(topk_group)
         self.score = score
         self.renormalize = (score == "sigmoid") if renormalize is None else bool(renormalize)
         self.bias_update_rate = float(bias_update_rate)
@@ -76,10 +90,14 @@ class Router(nn.Module):
         pick = scores.detach()
         if self.expert_bias is not None:
             pick = pick + self.expert_bias.to(dt)
+        if self.topk_group < self.n_group:
+            pick = limit_to_groups(pick, self.n_group, self.topk_group)
         experts = torch.topk(pick, self.top_k, dim=-1, sorted=True).indices
         weights = scores.gather(1, experts)
         if self.renormalize:
             weights = weights / weights.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(dt).tiny)
+        if self.routed_scaling_factor != 1.0:
+            weights = weights * self.routed_scaling_factor
         return Routing(logits=logits, scores=scores, experts=experts, weights=weights)
 
     @torch.no_grad()
@@ -93,3 +111,31 @@ class Router(nn.Module):
             raise MoEConfigError("MoE.update_expert_bias: the layer was built without expert_bias=True")
         c = counts.to(torch.float32).to(self.expert_bias.device)
         self.expert_bias.add_(self.bias_update_rate * torch.sign(c.mean() - c))
+
+
+def check_groups(num_experts: int, top_k: int, n_group: int, topk_group: int) -> None:
+    """Raise :class:`MoEConfigError` unless group-limited routing with these sizes can pick ``top_k`` experts."""
+    if n_group < 1 or num_experts % n_group:
+        raise MoEConfigError(f"MoE: n_group={n_group} must be >= 1 and divide num_experts={num_experts}")
+    if not 1 <= topk_group <= n_group:
+        raise MoEConfigError(f"MoE: topk_group={topk_group} must be between 1 and n_group={n_group}")
+    if n_group > 1 and num_experts // n_group < 2:
+        raise MoEConfigError(f"MoE: group-limited routing needs >= 2 experts per group; num_experts={num_experts}, n_group={n_group}")
+    if top_k > topk_group * (num_experts // n_group):
+        raise MoEConfigError(
+            f"MoE: top_k={top_k} exceeds the {topk_group * (num_experts // n_group)} experts in topk_group={topk_group} "
+            f"groups of {num_experts // n_group}; raise topk_group or lower top_k"
+        )
+
+
+def limit_to_groups(pick: torch.Tensor, n_group: int, topk_group: int) -> torch.Tensor:
+    """Selection scores with every expert outside each token's ``topk_group`` best groups set to ``-inf``.
+
+    A group's score is the sum of its two highest selection scores (DeepSeek-V3's group-limited routing).
+    """
+    tokens, num_experts = pick.shape
+    per_group = num_experts // n_group
+    group_scores = pick.view(tokens, n_group, per_group).topk(2, dim=-1).values.sum(dim=-1)
+    best = group_scores.topk(topk_group, dim=-1).indices
+    keep = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, best, True)
+    return pick.masked_fill(~keep.repeat_interleave(per_group, dim=1), float("-inf"))
