@@ -9,6 +9,7 @@ any world size.
     torchrun --nproc-per-node 2 examples/moe_lm.py --sharding fssdp --dp fsdp2 --steps 10 --save /tmp/ckpt
     python examples/moe_lm.py --resume /tmp/ckpt --steps 20          # continues at step 10 in one process
     torchrun --nproc-per-node 2 examples/moe_lm.py --sharding expert-parallel
+    torchrun --nproc-per-node 2 examples/moe_lm.py --model mixtral --sharding fssdp --dp fsdp2   # HF Mixtral
 
 Every rank trains on its slice of the same global batch; the printed loss is the global-batch
 loss, so every mode prints the same numbers for the same seed.
@@ -79,6 +80,21 @@ class TinyLM(nn.Module):
         return self.head(self.ln(h)), aux
 
 
+def mixtral_lm(vocab: int, seq: int, sharding) -> nn.Module:
+    """A 2-layer Hugging Face Mixtral (random weights) whose MoE blocks are sparsetrain ``MoE`` layers.
+
+    ``aux_loss="sparsetrain"``: the load-balancing loss over the tokens of all ranks enters backward
+    through each block (see :mod:`sparsetrain.moe.hf`); the printed loss is the language-model loss."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    from sparsetrain.moe.hf import replace_moe_blocks
+
+    cfg = MixtralConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=seq,
+                        bos_token_id=None, eos_token_id=None, pad_token_id=None)  # fmt: skip
+    return replace_moe_blocks(MixtralForCausalLM(cfg), sharding=sharding, aux_loss="sparsetrain")
+
+
 def data_parallel(model: nn.Module, dp: str, layers=()) -> nn.Module:
     """The dense part of ``model`` data-parallel: ``"sync"`` (gradients averaged by :func:`sync_dense_grads`
     after backward), ``"ddp"`` or ``"fsdp2"`` (``fully_shard`` on each of ``layers``, then the root).
@@ -113,22 +129,30 @@ def synthetic_batch(step: int, batch: int, seq: int, vocab: int, seed: int = 0) 
     return tokens
 
 
-def train(sharding: str = "none", *, dp: str = "sync", steps: int = 10, batch: int = 8, seq: int = 16, vocab: int = 64,
+def train(sharding: str = "none", *, model: str = "tiny", dp: str = "sync", steps: int = 10, batch: int = 8, seq: int = 16, vocab: int = 64,
           lr: float = 1e-2, seed: int = 0, dtype: torch.dtype = torch.float32, fssdp_kwargs: dict | None = None,
           resume: str | None = None, save: str | None = None, log=None) -> tuple[list[float], nn.Module]:  # fmt: skip
-    """Train :class:`TinyLM` up to step ``steps``; returns the global-batch loss of every step run (same on every
+    """Train :class:`TinyLM` (``model="tiny"``) or :func:`mixtral_lm` (``"mixtral"``) up to step ``steps``; returns the global-batch loss of every step run (same on every
     rank) and the model. ``resume``/``save``: a DCP checkpoint folder to start from / write at the end (any
     world size, sharding mode and ``dp`` can resume any other)."""
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
     if batch % world:
         raise SystemExit(f"--batch {batch} must be divisible by the world size {world}")
     torch.manual_seed(seed)
-    model = TinyLM(vocab, seq=seq, sharding_factory=lambda: make_sharding(sharding, **(fssdp_kwargs or {}))).to(dtype)
-    net = data_parallel(model, dp, layers=model.blocks)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)  # after data_parallel: FSDP2 replaces parameters by DTensors
+    make = lambda: make_sharding(sharding, **(fssdp_kwargs or {}))  # noqa: E731
+    if model == "tiny":
+        lm = TinyLM(vocab, seq=seq, sharding_factory=make).to(dtype)
+        layers = lm.blocks
+    elif model == "mixtral":
+        lm = mixtral_lm(vocab, seq, make()).to(dtype)
+        layers = lm.model.layers
+    else:
+        raise SystemExit(f"unknown --model {model!r}; use tiny or mixtral")
+    net = data_parallel(lm, dp, layers=layers)
+    opt = torch.optim.Adam(lm.parameters(), lr=lr)  # after data_parallel: FSDP2 replaces parameters by DTensors
     start = 0
     if resume is not None:
-        state = {"train": DCPState(model, opt), "step": 0}
+        state = {"train": DCPState(lm, opt), "step": 0}
         dcp.load(state, checkpoint_id=resume)
         start = state["step"]
     per_rank = batch // world
@@ -136,14 +160,17 @@ def train(sharding: str = "none", *, dp: str = "sync", steps: int = 10, batch: i
     for step in range(start, steps):
         t0 = time.perf_counter()
         tokens = synthetic_batch(step, batch, seq, vocab, seed)[rank * per_rank : (rank + 1) * per_rank]
-        logits, aux = net(tokens[:, :-1])
+        if isinstance(lm, TinyLM):
+            logits, aux = net(tokens[:, :-1])
+        else:
+            logits, aux = net(input_ids=tokens[:, :-1]).logits, 0.0
         loss = F.cross_entropy(logits.reshape(-1, vocab), tokens[:, 1:].reshape(-1)) + aux
         opt.zero_grad()
         loss.backward()
         if dp == "sync":
-            sync_dense_grads(model)  # average replicated parameters' gradients (expert shards reduce themselves)
+            sync_dense_grads(lm)  # average replicated parameters' gradients (expert shards reduce themselves)
         opt.step()
-        finish_step(model, opt)  # refresh FSSDP replicas, due rebalances
+        finish_step(lm, opt)  # refresh FSSDP replicas, due rebalances
         value = loss.detach().clone()
         if world > 1:
             dist.all_reduce(value)
@@ -152,13 +179,14 @@ def train(sharding: str = "none", *, dp: str = "sync", steps: int = 10, batch: i
         if log is not None:
             log(step, float(value), time.perf_counter() - t0)
     if save is not None:
-        dcp.save({"train": DCPState(model, opt), "step": steps}, checkpoint_id=save)
-    return losses, model
+        dcp.save({"train": DCPState(lm, opt), "step": steps}, checkpoint_id=save)
+    return losses, lm
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sharding", default="none", choices=["none", "fssdp", "expert-parallel"])
+    p.add_argument("--model", default="tiny", choices=["tiny", "mixtral"], help="tiny: TinyLM; mixtral: HF Mixtral via replace_moe_blocks")
     p.add_argument("--dp", default="sync", choices=["sync", "ddp", "fsdp2"],
                    help="data parallelism of the dense part under torchrun: sync_dense_grads, DDP or FSDP2")  # fmt: skip
     p.add_argument("--steps", type=int, default=20, help="train up to this step (a resumed run continues from its checkpoint's)")
@@ -174,9 +202,9 @@ def main() -> None:
 
     def log(step, value, seconds):
         if rank == 0:
-            print(f"step {step:3d}  loss {value:.4f}  {1000 * seconds:6.1f} ms")
+            print(f"step {step:3d}  loss {value:.7f}  {1000 * seconds:6.1f} ms")
 
-    train(args.sharding, dp=args.dp, steps=args.steps, batch=args.batch, fssdp_kwargs=kwargs,
+    train(args.sharding, model=args.model, dp=args.dp, steps=args.steps, batch=args.batch, fssdp_kwargs=kwargs,
           resume=args.resume, save=args.save, log=log)  # fmt: skip
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -1,6 +1,7 @@
 """FSSDP composed with the dense model's data parallelism (DDP, FSDP2) and DCP checkpoints across
-world sizes (2 -> 1, 1 -> 2, 4 -> 2): float64 losses of the example model equal the single-process
-run's, step by step, uninterrupted or resumed."""
+world sizes (2 -> 1, 1 -> 2, 4 -> 2): float64 losses of the example models (an HF Mixtral through
+``replace_moe_blocks``, and TinyLM) equal the single-process, unsharded run's, step by step,
+uninterrupted or resumed."""
 
 import importlib.util
 from pathlib import Path
@@ -12,13 +13,14 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.tensor import DTensor
 
 from sparsetrain.moe import FSSDP, DCPState, MoE, MoEStateError, dcp_state_dict, load_dcp_state_dict
+from sparsetrain.moe.sharded import ShardedExperts
 from tests.collective_harness import spawn, values
 
 pytestmark = pytest.mark.distributed
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "moe_lm.py"
 STEPS, SAVE_AT = 6, 3
-ROW_BYTES = (32 * 128 + 64 * 32) * 8  # one expert of the example model in float64
+ROW_BYTES = (32 * 128 + 64 * 32) * 8  # one expert of either example model in float64
 REBALANCED = {"rematerialize": True, "replica_memory_bytes": 2 * ROW_BYTES, "rebalance_every": 3, "window": 3, "hot_factor": 1.0}
 
 
@@ -29,16 +31,17 @@ def _example():
     return mod
 
 
-def _train(rank, world, sharding, dp, steps, kwargs=None, resume=None, save=None):
-    losses, model = _example().train(sharding, dp=dp, steps=steps, dtype=torch.float64, fssdp_kwargs=kwargs, resume=resume, save=save)
-    placement = model.blocks[0].mlp.experts.placement if sharding == "fssdp" else None
-    return losses, repr(placement)
+def _train(rank, world, arch, sharding, dp, steps, kwargs=None, resume=None, save=None):
+    losses, model = _example().train(sharding, model=arch, dp=dp, steps=steps, dtype=torch.float64, fssdp_kwargs=kwargs,
+                                     resume=resume, save=save)  # fmt: skip
+    tables = [m for m in model.modules() if isinstance(m, ShardedExperts)]
+    return losses, repr(tables[0].placement) if tables else None
 
 
 @pytest.fixture(scope="module")
 def single():
-    """The single-process, unsharded run every other run must reproduce."""
-    return _example().train("none", steps=STEPS, dtype=torch.float64)[0]
+    """The single-process, unsharded runs every other run must reproduce."""
+    return {arch: _example().train("none", model=arch, steps=STEPS, dtype=torch.float64)[0] for arch in ("mixtral", "tiny")}
 
 
 def _same(losses, want, what):
@@ -47,27 +50,29 @@ def _same(losses, want, what):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dp", ["ddp", "fsdp2"])
-def test_fssdp_with_dense_data_parallel_equals_single_process(dp, single):
-    for rank, (losses, _) in enumerate(values(spawn(_train, 2, "fssdp", dp, STEPS))):
-        _same(losses, single, f"FSSDP + {dp}, rank {rank}")
+def test_hf_mixtral_fssdp_with_dense_data_parallel_equals_single_process(dp, single):
+    for rank, (losses, _) in enumerate(values(spawn(_train, 2, "mixtral", "fssdp", dp, STEPS))):
+        _same(losses, single["mixtral"], f"Mixtral, FSSDP + {dp}, rank {rank}")
 
 
 @pytest.mark.slow
 def test_dcp_saved_at_2_ranks_resumes_in_one_process(tmp_path, single):
     ckpt = str(tmp_path / "ckpt")
-    for losses, _ in values(spawn(_train, 2, "fssdp", "fsdp2", SAVE_AT, None, None, ckpt)):
-        _same(losses, single[:SAVE_AT], "before the checkpoint")
+    want = single["mixtral"]
+    for losses, _ in values(spawn(_train, 2, "mixtral", "fssdp", "fsdp2", SAVE_AT, None, None, ckpt)):
+        _same(losses, want[:SAVE_AT], "before the checkpoint")
     # unsharded layer (plain w_in/w_out read whole) and FSSDP at world size 1
-    _same(_train(0, 1, "none", "sync", STEPS, resume=ckpt)[0], single[SAVE_AT:], "resumed unsharded")
-    _same(_train(0, 1, "fssdp", "sync", STEPS, resume=ckpt)[0], single[SAVE_AT:], "resumed FSSDP at world size 1")
+    _same(_train(0, 1, "mixtral", "none", "sync", STEPS, resume=ckpt)[0], want[SAVE_AT:], "resumed unsharded")
+    _same(_train(0, 1, "mixtral", "fssdp", "sync", STEPS, resume=ckpt)[0], want[SAVE_AT:], "resumed FSSDP at world size 1")
 
 
 @pytest.mark.slow
 def test_dcp_saved_in_one_process_resumes_at_2_ranks(tmp_path, single):
     ckpt = str(tmp_path / "ckpt")
-    _same(_train(0, 1, "none", "sync", SAVE_AT, save=ckpt)[0], single[:SAVE_AT], "before the checkpoint")
-    for rank, (losses, _) in enumerate(values(spawn(_train, 2, "fssdp", "ddp", STEPS, None, ckpt))):
-        _same(losses, single[SAVE_AT:], f"resumed at 2 ranks under DDP, rank {rank}")
+    want = single["tiny"]
+    _same(_train(0, 1, "tiny", "none", "sync", SAVE_AT, save=ckpt)[0], want[:SAVE_AT], "before the checkpoint")
+    for rank, (losses, _) in enumerate(values(spawn(_train, 2, "tiny", "fssdp", "ddp", STEPS, None, ckpt))):
+        _same(losses, want[SAVE_AT:], f"resumed at 2 ranks under DDP, rank {rank}")
 
 
 @pytest.mark.slow
@@ -76,10 +81,10 @@ def test_dcp_saved_at_4_ranks_rebalanced_resumes_at_2_ranks(tmp_path, single):
     the 4 ranks check the DTensors DCP sees first."""
     ckpt = str(tmp_path / "ckpt")
     for losses, placement in values(spawn(_save_at_4, 4, ckpt, str(tmp_path / "tables"), timeout_s=400)):
-        _same(losses, single[:SAVE_AT], "before the checkpoint")
-        assert "replicas" in placement and "offsets" not in placement, placement
-    for rank, (losses, _) in enumerate(values(spawn(_train, 2, "fssdp", "fsdp2", STEPS, None, ckpt))):
-        _same(losses, single[SAVE_AT:], f"resumed at 2 ranks under FSDP2, rank {rank}")
+        _same(losses, single["mixtral"][:SAVE_AT], "before the checkpoint")
+        assert "replicated_rows" in placement and "contiguous" not in placement, placement
+    for rank, (losses, _) in enumerate(values(spawn(_train, 2, "mixtral", "fssdp", "fsdp2", STEPS, None, ckpt))):
+        _same(losses, single["mixtral"][SAVE_AT:], f"resumed at 2 ranks under FSDP2, rank {rank}")
 
 
 D, H, E = 4, 6, 6
@@ -113,7 +118,7 @@ def _dtensor_tables(rank, world, path):
 
 def _save_at_4(rank, world, ckpt, tables_ckpt):
     _dtensor_tables(rank, world, tables_ckpt)
-    return _train(rank, world, "fssdp", "sync", SAVE_AT, REBALANCED, None, ckpt)
+    return _train(rank, world, "mixtral", "fssdp", "sync", SAVE_AT, REBALANCED, None, ckpt)
 
 
 def test_load_dcp_state_dict_needs_model_entry():
