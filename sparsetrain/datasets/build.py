@@ -324,7 +324,8 @@ def _rows_in_chunks(source: Source, num_nodes: int, nodes_from: str) -> Iterator
         raise DatasetError(f"{source.name}: has {row} rows but the graph has {num_nodes} nodes ({nodes_from}); one row per node is required (fix the file or --num-nodes)")
 
 
-def _write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, options: BuildOptions) -> int:
+def _write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, options: BuildOptions,
+                    name: str = fmt.FEATURES) -> int:
     dtype = np.dtype(options.feature_dtype)
     out = None
     with progress(num_nodes, "features", "row", options.quiet) as bar:
@@ -335,7 +336,7 @@ def _write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes
             if out is None:
                 if chunk.shape[1] == 0:
                     raise DatasetError(f"{source.name}: feature rows have no columns; give at least one feature per node")
-                out = writer.new_array(fmt.FEATURES, (num_nodes, chunk.shape[1]), dtype)
+                out = writer.new_array(name, (num_nodes, chunk.shape[1]), dtype)
             elif chunk.shape[1] != out.shape[1]:
                 raise DatasetError(f"{source.name}: {source.where(first)} has {chunk.shape[1]} features, earlier rows {out.shape[1]}; all rows need the same width")
             values = chunk.astype(dtype, copy=False)
@@ -357,8 +358,9 @@ def _write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes
 _SPARE_CLASSES = 64
 
 
-def _write_labels(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, num_classes: int | None) -> int:
-    out = writer.new_array(fmt.LABELS, (num_nodes,), np.int64)
+def _write_labels(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, num_classes: int | None,
+                  name: str = fmt.LABELS) -> int:
+    out = writer.new_array(name, (num_nodes,), np.int64)
     highest, highest_row = -1, 0
     # which labels occur; never longer than 2 * num_nodes + _SPARE_CLASSES, beyond that a label is refused outright
     used = np.zeros(0, dtype=np.bool_)

@@ -174,6 +174,8 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
 def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     """Open a dataset folder made by ``sparsetrain preprocess`` / ``synth`` / :func:`from_pyg`.
 
+    A typed folder (format version 2) opens as a :class:`~sparsetrain.datasets.HeteroGraphDataset`.
+
     The graph and the features are memory-mapped, the per-node arrays read. ``verify=True`` also checks every file's sha256
     (reads everything once; :class:`~sparsetrain.errors.ChecksumError`) and the
     structure (:func:`verify_structure`).
@@ -187,6 +189,10 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
                 f"{folder / bad[0]}: sha256 does not match meta.json ({len(bad)} file(s) differ: {', '.join(bad)}); "
                 "the file was altered or truncated, re-run `sparsetrain preprocess`"
             )
+    if meta["format_version"] >= 2:
+        from sparsetrain.datasets.hetero_dataset import load_hetero
+
+        return load_hetero(folder, meta, verify)
 
     n, e = meta["num_nodes"], meta["num_edges"]
     layout = {fmt.INDPTR: (("int64",), n + 1), fmt.INDICES: (("int32", "int64"), e), fmt.EDGE_WEIGHT: (("float32",), e),

@@ -73,9 +73,15 @@ def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: s
 
     Edges are taken as stored; pass ``undirected=True`` for datasets OGB symmetrises
     (``add_inverse_edge`` in its master table, e.g. ogbn-products, ogbn-proteins).
+    A heterogeneous folder (``raw/num-node-dict.csv.gz``, e.g. ogbn-mag) is imported as a typed dataset
+    (:func:`~sparsetrain.datasets.hetero_import.from_ogb_hetero`).
     """
     root = Path(ogb_dir)
     raw = root / "raw"
+    if _find(raw, "num-node-dict") is not None:
+        from sparsetrain.datasets.hetero_import import from_ogb_hetero
+
+        return from_ogb_hetero(root, out_dir, split=split, **options)
     edge_file = _find(raw, "edge")
     if edge_file is None:
         raise DatasetError(f"{raw}: no edge.csv.gz; an OGB node-property folder has raw/edge.csv.gz (download it with the ogb package elsewhere)")

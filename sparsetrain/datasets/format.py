@@ -26,7 +26,9 @@ import numpy as np
 from sparsetrain.errors import DatasetError
 
 FORMAT_NAME = "sparsetrain-graph"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The newest format version this sparsetrain reads: 1 homogeneous, 2 typed (:mod:`sparsetrain.datasets.hetero_format`)."""
+HOMOGENEOUS_VERSION = 1
 META_FILE = "meta.json"
 
 INDPTR = "indptr.npy"
@@ -82,7 +84,12 @@ def read_meta(folder: Path) -> dict:
         raise DatasetError(
             f"{path}: field 'format_version' is {version!r} but this sparsetrain reads up to {FORMAT_VERSION}; upgrade sparsetrain"
         )
-    check_meta(meta, path)
+    if version >= 2:
+        from sparsetrain.datasets.hetero_format import check_hetero_meta
+
+        check_hetero_meta(meta, path)
+    else:
+        check_meta(meta, path)
     return meta
 
 
@@ -101,16 +108,10 @@ def _bare_name(name) -> bool:
     )
 
 
-def check_meta(meta: dict, path: Path) -> None:
-    """Every field ``load``/``info`` read is present, typed, and names only files inside the folder."""
-    for field in ("num_nodes", "num_edges", "files"):
-        if field not in meta:
-            raise DatasetError(f"{path}: field {field!r} is missing; {_DAMAGED}")
-    for field in ("num_nodes", "num_edges"):
-        if not _count(meta[field]):
-            raise DatasetError(f"{path}: field {field!r} is {meta[field]!r}, not a non-negative integer; {_DAMAGED}")
-    if meta.get("num_classes") is not None and not _count(meta["num_classes"], 1):
-        raise DatasetError(f"{path}: field 'num_classes' is {meta['num_classes']!r}, not a positive integer or null; {_DAMAGED}")
+def check_files_field(meta: dict, path: Path) -> None:
+    """``meta['files']`` maps plain .npy names inside the folder to ``{dtype, shape, sha256}``."""
+    if "files" not in meta:
+        raise DatasetError(f"{path}: field 'files' is missing; {_DAMAGED}")
     files = meta["files"]
     if not isinstance(files, dict):
         raise DatasetError(f"{path}: field 'files' is a {type(files).__name__}, not an object of file entries; {_DAMAGED}")
@@ -127,6 +128,20 @@ def check_meta(meta: dict, path: Path) -> None:
             if not ok:
                 state = "is missing" if field not in entry else f"is {entry[field]!r}"
                 raise DatasetError(f"{path}: 'files' entry {name}: field {field!r} {state}; {_DAMAGED}")
+
+
+def check_meta(meta: dict, path: Path) -> None:
+    """Every field ``load``/``info`` read is present, typed, and names only files inside the folder."""
+    for field in ("num_nodes", "num_edges", "files"):
+        if field not in meta:
+            raise DatasetError(f"{path}: field {field!r} is missing; {_DAMAGED}")
+    for field in ("num_nodes", "num_edges"):
+        if not _count(meta[field]):
+            raise DatasetError(f"{path}: field {field!r} is {meta[field]!r}, not a non-negative integer; {_DAMAGED}")
+    if meta.get("num_classes") is not None and not _count(meta["num_classes"], 1):
+        raise DatasetError(f"{path}: field 'num_classes' is {meta['num_classes']!r}, not a positive integer or null; {_DAMAGED}")
+    check_files_field(meta, path)
+    files = meta["files"]
     if LABELS in files and meta.get("num_classes") is None:
         raise DatasetError(f"{path}: field 'num_classes' is missing but {LABELS} is listed; {_DAMAGED}")
     for required in (INDPTR, INDICES):

@@ -46,7 +46,12 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     ``feature_dtype``, ``num_classes``, ``overwrite``, ``quiet``...). The
     ``train_mask``/``val_mask``/``test_mask`` become the split (e.g. Planetoid's
     public split); without masks and with labels, a random split is drawn.
+    A ``HeteroData`` is written as a typed dataset (:func:`~sparsetrain.datasets.hetero_import.from_pyg_hetero`).
     """
+    if hasattr(data, "node_types") and hasattr(data, "edge_types"):
+        from sparsetrain.datasets.hetero_import import from_pyg_hetero
+
+        return from_pyg_hetero(data, out_dir, **options)
     if getattr(data, "edge_index", None) is None:
         raise DatasetError("data.edge_index is missing; from_pyg needs a graph with edge_index [2, E]")
     edge_index = _numpy(data.edge_index, "edge_index")
