@@ -144,8 +144,7 @@ def _typed_options(args: argparse.Namespace) -> dict:
 
 
 def _preprocess_typed(args: argparse.Namespace):
-    from sparsetrain.datasets.files import _find
-    from sparsetrain.datasets.hetero_import import from_files_hetero, from_ogb_hetero
+    from sparsetrain.datasets.files import _find, from_files_hetero, from_ogb_hetero
 
     if args.ogb is not None and _find(args.ogb / "raw", "num-node-dict") is not None:
         return from_ogb_hetero(args.ogb, args.out, split=args.ogb_split, target_type=args.target_type, **_typed_options(args))

@@ -85,9 +85,7 @@ def read_meta(folder: Path) -> dict:
             f"{path}: field 'format_version' is {version!r} but this sparsetrain reads up to {FORMAT_VERSION}; upgrade sparsetrain"
         )
     if version >= 2:
-        from sparsetrain.datasets.hetero_format import check_hetero_meta
-
-        check_hetero_meta(meta, path)
+        check_files_field(meta, path)  # the typed fields are checked by hetero_format.check_hetero_meta when it is opened
     else:
         check_meta(meta, path)
     return meta

@@ -10,7 +10,7 @@ import torch
 
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets import hetero_format as hfmt
-from sparsetrain.datasets.dataset import _check_range, _check_increasing, _mapped
+from sparsetrain.datasets.checks import check_increasing, check_range, mapped_file
 from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.sampling.hetero_graph import EdgeType, HeteroGraph
@@ -81,6 +81,7 @@ class HeteroGraphDataset:
 
 def load_hetero(folder: Path, meta: dict, verify: bool = False) -> HeteroGraphDataset:
     """Open a version-2 folder whose ``meta`` was read (and checked) by :func:`~sparsetrain.datasets.format.read_meta`."""
+    hfmt.check_hetero_meta(meta, folder / fmt.META_FILE)
     files = meta["files"]
     num_nodes = {t: e["num_nodes"] for t, e in meta["node_types"].items()}
 
@@ -99,7 +100,7 @@ def load_hetero(folder: Path, meta: dict, verify: bool = False) -> HeteroGraphDa
         indices = array(hfmt.edge_file(et, "indices"), True, ("int32", "int64"), (e,))
         if int(indptr[0]) != 0 or int(indptr[-1]) != e:
             raise DatasetError(f"{folder / hfmt.edge_file(et, 'indptr')}: does not describe {e} edges (first {indptr[0]}, last {indptr[-1]}); {_REBUILD}")
-        mapped = {"indptr": _mapped(folder, hfmt.edge_file(et, "indptr")), "indices": _mapped(folder, hfmt.edge_file(et, "indices"))}
+        mapped = {"indptr": mapped_file(folder, hfmt.edge_file(et, "indptr")), "indices": mapped_file(folder, hfmt.edge_file(et, "indices"))}
         edges[et] = CSCGraph(torch.from_numpy(indptr), torch.from_numpy(indices), files=mapped)
         edge_ids[et] = torch.from_numpy(array(hfmt.edge_file(et, "edge_ids"), False, ("int64",), (e,)))
         name = hfmt.edge_file(et, "features")
@@ -127,12 +128,12 @@ def verify_hetero_structure(ds: HeteroGraphDataset, chunk: int = 1 << 24) -> Non
     folder = ds.path
     for et, csc in ds.graph.edges.items():
         csc.check_files()
-        _check_increasing(folder / hfmt.edge_file(et, "indptr"), csc.indptr.numpy(), False, "column pointers", chunk, csc.check_files)
-        _check_range(folder / hfmt.edge_file(et, "indices"), csc.indices.numpy(), 0, ds.graph.num_nodes[et[0]], f"{et[0]!r} node", chunk, csc.check_files)
-        _check_range(folder / hfmt.edge_file(et, "edge_ids"), ds.graph.edge_ids[et].numpy(), 0, csc.num_edges, "edge id", chunk)
+        check_increasing(folder / hfmt.edge_file(et, "indptr"), csc.indptr.numpy(), False, "column pointers", chunk, csc.check_files)
+        check_range(folder / hfmt.edge_file(et, "indices"), csc.indices.numpy(), 0, ds.graph.num_nodes[et[0]], f"{et[0]!r} node", chunk, csc.check_files)
+        check_range(folder / hfmt.edge_file(et, "edge_ids"), ds.graph.edge_ids[et].numpy(), 0, csc.num_edges, "edge id", chunk)
     for t, labels in ds.labels.items():
-        _check_range(folder / hfmt.node_file(t, "labels"), labels.numpy(), 0, ds.meta["node_types"][t]["num_classes"], "label", chunk)
+        check_range(folder / hfmt.node_file(t, "labels"), labels.numpy(), 0, ds.meta["node_types"][t]["num_classes"], "label", chunk)
     for name, idx in ds.split.items():
         file = folder / fmt.split_file(name)
-        _check_range(file, idx.numpy(), 0, ds.graph.num_nodes[ds.target_type], f"{ds.target_type!r} node", chunk)
-        _check_increasing(file, idx.numpy(), True, "split node ids", chunk)
+        check_range(file, idx.numpy(), 0, ds.graph.num_nodes[ds.target_type], f"{ds.target_type!r} node", chunk)
+        check_increasing(file, idx.numpy(), True, "split node ids", chunk)

@@ -1,4 +1,4 @@
-"""Import a PyTorch Geometric ``Data`` object."""
+"""Import a PyTorch Geometric ``Data`` or ``HeteroData`` object."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 
 from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
 from sparsetrain.datasets.dataset import GraphDataset
+from sparsetrain.datasets.hetero_build import EdgeTypeSource, HeteroBuildOptions, NodeTypeSource, build_hetero_dataset
 from sparsetrain.errors import DatasetError
 
 _SPLIT_ATTRS = {"train": "train_mask", "val": "val_mask", "test": "test_mask"}
@@ -46,11 +47,9 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     ``feature_dtype``, ``num_classes``, ``overwrite``, ``quiet``...). The
     ``train_mask``/``val_mask``/``test_mask`` become the split (e.g. Planetoid's
     public split); without masks and with labels, a random split is drawn.
-    A ``HeteroData`` is written as a typed dataset (:func:`~sparsetrain.datasets.hetero_import.from_pyg_hetero`).
+    A ``HeteroData`` is written as a typed dataset (:func:`from_pyg_hetero`).
     """
     if hasattr(data, "node_types") and hasattr(data, "edge_types"):
-        from sparsetrain.datasets.hetero_import import from_pyg_hetero
-
         return from_pyg_hetero(data, out_dir, **options)
     if getattr(data, "edge_index", None) is None:
         raise DatasetError("data.edge_index is missing; from_pyg needs a graph with edge_index [2, E]")
@@ -92,3 +91,48 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
         options=BuildOptions(**options),
         provenance={"importer": "pyg", "class": type(data).__name__},
     )
+
+
+def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None = None, **options):
+    """Write a PyG ``HeteroData`` (per node type ``x``, ``y``, ``num_nodes``, split masks; per edge type ``edge_index``,
+    optional ``edge_attr``) as a typed dataset. ``target_type`` defaults to the one node type with labels.
+
+    Options are :class:`~sparsetrain.datasets.hetero_build.HeteroBuildOptions` fields (``add_reverse``, ``overwrite``...).
+    """
+    nodes, splits = {}, {}
+    for t in data.node_types:
+        store = data[t]
+        x = store.get("x")
+        y = store.get("y")
+        features = None if x is None else Source.from_array(f"data[{t!r}].x", (a := _numpy(x, f"[{t!r}].x")).reshape(len(a), -1))
+        labels = None
+        if y is not None:
+            y = _numpy(y, f"[{t!r}].y")
+            y = y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y
+            if y.ndim != 1:
+                raise DatasetError(f"data[{t!r}].y has shape {list(y.shape)}; only single-label node classification (y of shape [N]) is supported")
+            labels = Source.from_array(f"data[{t!r}].y", y)
+        num_nodes = store.num_nodes if ("num_nodes" in store or x is not None or y is not None) else None
+        nodes[t] = NodeTypeSource(num_nodes=None if num_nodes is None else int(num_nodes), features=features, labels=labels)
+    labelled = [t for t in data.node_types if data[t].get("y") is not None]
+    if target_type is None and len(labelled) == 1:
+        target_type = labelled[0]
+    if target_type is not None:
+        for name, attr in _SPLIT_ATTRS.items():
+            mask = data[target_type].get(attr)
+            if mask is not None:
+                splits[name] = Source.from_array(f"data[{target_type!r}].{attr}", _split_indices(_numpy(mask, attr), name))
+    edges = {}
+    for et in data.edge_types:
+        store = data[et]
+        edge_index = _numpy(store.edge_index, f"[{et}].edge_index")
+        if edge_index.ndim != 2 or edge_index.shape[0] != 2:
+            raise DatasetError(f"data[{et}].edge_index has shape {list(edge_index.shape)}; expected [2, num_edges]")
+        attr = store.get("edge_attr")
+        feats = None
+        if attr is not None:
+            a = _numpy(attr, f"[{et}].edge_attr").astype(np.float32)
+            feats = Source.from_array(f"data[{et}].edge_attr", a.reshape(len(a), -1))
+        edges[tuple(et)] = EdgeTypeSource(EdgeSource(f"data[{et}].edge_index", _edge_chunks(edge_index, None), edge_index.shape[1]), feats)
+    return build_hetero_dataset(out_dir, nodes, edges, target_type=target_type, splits=splits, options=HeteroBuildOptions(**options),
+                                provenance={"importer": "pyg", "class": type(data).__name__})
