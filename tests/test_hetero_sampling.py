@@ -119,3 +119,29 @@ def test_bad_typed_sampler_input_is_a_clear_error():
     with pytest.raises(SparsetrainError, match="not a node type"):
         sampler.sample(SamplerInput(torch.tensor([1]), node_type="zz"))
     assert sampler.sample(torch.tensor([1, 2])).seeds.tolist() == [1, 2]  # the table was left clean
+
+
+def test_rgcn_block_by_block_equals_full_graph_heteroconv():
+    from sparsetrain.nn import RGCN
+
+    data = fake_graph(seed=4)
+    graph = hetero_graph_from_data(data)
+    torch.manual_seed(0)
+    model = RGCN(data.node_types, data.edge_types, {"v0": data["v0"].num_features, "v1": data["v1"].num_features}, 16, 5, 2, "v0",
+                 num_nodes={t: data[t].num_nodes for t in data.node_types}, dropout=0.0).eval()
+    featureless = [t for t in data.node_types if t not in ("v0", "v1")]
+    with torch.no_grad():
+        # reference: PyG's HeteroConv on the full HeteroData, layer by layer
+        x = {t: data[t].x for t in ("v0", "v1")} | {t: torch.arange(data[t].num_nodes) for t in featureless}
+        h = model.inputs(x)
+        for layer, (conv, roots) in enumerate(zip(model.convs, model.roots)):
+            out = conv(h, data.edge_index_dict)
+            h = {t: roots[t](h[t]) + out[t] for t in h}
+            if layer == 0:
+                h = {t: v.relu() for t, v in h.items()}
+        full = h["v0"]
+        sampler = HeteroNeighborSampler(graph, [-1, -1], seed_type="v0", seed=1)
+        seeds = torch.arange(0, data["v0"].num_nodes, 4)
+        mb = sampler.sample(seeds)
+        x = {t: data[t].x[mb.input_nodes[t]] for t in ("v0", "v1")} | {t: mb.input_nodes[t] for t in featureless}
+        torch.testing.assert_close(model(x, mb.to_pyg()), full[seeds], atol=1e-5, rtol=1e-5)

@@ -42,7 +42,9 @@ class Loader:
     """Iterate minibatches whose ``x`` (input-node features) and ``y`` (seed labels) are already on ``device``.
 
     ``sampler`` has ``sample(SamplerInput) -> MiniBatch``; ``features`` is a feature store
-    (``gather(ids)``, e.g. ``CachedFeatures``) or a tensor; ``labels`` a tensor;
+    (``gather(ids)``, e.g. ``CachedFeatures``) or a tensor, or, for a typed sampler
+    (:class:`~sparsetrain.sampling.HeteroNeighborSampler`), a dict of them per node type (each type its own store
+    and cache; ``x`` is then a dict); ``labels`` a tensor (of the seeds' type);
     ``seeds`` the node ids to iterate (e.g. ``ds.split["train"]``). ``order`` is an
     optional callable ``(list of seed batches, sampler) -> reordered list`` (see
     the sampling package's batch ordering). ``loader_threads`` caps the Numba

@@ -52,7 +52,7 @@ def sample_hetero_from_nodes(sampler: HeteroNeighborSampler, input_type: str, se
         row=row,
         col=col,
         edge=edge,
-        num_sampled_nodes={t: list(v) for t, v in mb.num_sampled_nodes.items()},
-        num_sampled_edges={et: list(v) for et, v in mb.num_sampled_edges.items()},
+        num_sampled_nodes={t: list(v) for t, v in mb.nodes_per_hop.items()},
+        num_sampled_edges={et: list(v) for et, v in mb.edges_per_hop.items()},
         metadata=None,
     )

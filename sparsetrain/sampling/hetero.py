@@ -220,14 +220,14 @@ class HeteroNeighborSampler:
             ))
         counts = np.stack(per_hop_nodes)
         new_per_hop = np.diff(counts, axis=0, prepend=0)
-        num_sampled_edges = {et: [int(layer[et][0].shape[1]) if et in layer else 0 for layer, _, _ in layers] for et in self._topo.edge_types}
+        edges_per_hop = {et: [int(layer[et][0].shape[1]) if et in layer else 0 for layer, _, _ in layers] for et in self._topo.edge_types}
         return HeteroMiniBatch(
             seed_type=seed_type,
             seeds=seeds,
             input_nodes={t: torch.from_numpy(nodes[i]) for i, t in enumerate(types)},
             blocks=blocks,
-            num_sampled_nodes={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
-            num_sampled_edges=num_sampled_edges,
+            nodes_per_hop={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
+            edges_per_hop=edges_per_hop,
         )
 
     def _acquire(self) -> _Workspace:

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from sparsetrain.sampling.errors import SamplingBackendError
 from sparsetrain.sampling.hetero_graph import EdgeType
+from sparsetrain.sampling.minibatch import MiniBatch
 
 
 @dataclass
@@ -37,32 +39,43 @@ class HeteroBlock:
 
 
 @dataclass
-class HeteroMiniBatch:
-    """A sampled typed computation graph.
+class HeteroMiniBatch(MiniBatch):
+    """A sampled typed computation graph (a :class:`~sparsetrain.sampling.MiniBatch` whose fields are per type).
 
     ``seeds``: global ids of ``seed_type`` nodes. ``input_nodes[t]``: global ids of every type-``t`` node the first
-    block reads, in local-id order. ``blocks``: outermost hop first. ``num_sampled_nodes[t][h]``: type-``t`` nodes
-    first reached at hop ``h`` (hop 0: the seeds); ``num_sampled_edges[et][h]``: edges sampled at hop ``h + 1``.
-    ``x`` (per type) and ``y`` (seed labels) are left for a loader to attach.
+    block reads, in local-id order. ``blocks``: :class:`HeteroBlock` s, outermost hop first. ``nodes_per_hop[t][h]``:
+    type-``t`` nodes first reached at hop ``h`` (hop 0: the seeds); ``edges_per_hop[et][h]``: edges sampled at hop
+    ``h + 1``. ``x`` (a dict per node type) and ``y`` (seed labels) are left for a loader to attach.
     """
 
-    seed_type: str
-    seeds: torch.Tensor
     input_nodes: dict[str, torch.Tensor]
     blocks: list[HeteroBlock]
-    num_sampled_nodes: dict[str, list[int]] = field(default_factory=dict)
-    num_sampled_edges: dict[EdgeType, list[int]] = field(default_factory=dict)
     x: dict[str, torch.Tensor] | None = None
-    y: torch.Tensor | None = None
-
-    @property
-    def num_sampled_edges_total(self) -> int:
-        return sum(block.num_edges for block in self.blocks)
+    seed_type: str = ""
+    nodes_per_hop: dict[str, list[int]] = field(default_factory=dict)
+    edges_per_hop: dict[EdgeType, list[int]] = field(default_factory=dict)
 
     def to_pyg(self) -> list[tuple[dict[EdgeType, torch.Tensor], tuple[dict[str, int], dict[str, int]]]]:
         """Per hop, outermost first, ``(edge_index_dict, (num_src_dict, num_dst_dict))``: what a ``HeteroConv`` takes
         block by block (``conv(x_dict, edge_index_dict)``, then each type's output cut to its ``num_dst``)."""
         return [(block.edge_index, (block.num_src, block.num_dst)) for block in self.blocks]
+
+    def to_dgl(self) -> list:
+        """Per hop, outermost first, a typed DGL block (``dgl.create_block`` from a dict per edge type) with ``dgl.NID``."""
+        try:
+            import dgl
+        except ImportError as exc:
+            raise SamplingBackendError(f"HeteroMiniBatch.to_dgl() needs the dgl package ({exc}); install dgl or use .to_pyg()") from None
+        blocks = []
+        for block in self.blocks:
+            b = dgl.create_block({et: (ei[0], ei[1]) for et, ei in block.edge_index.items()}, num_src_nodes=block.num_src,
+                                 num_dst_nodes=block.num_dst, idtype=torch.int64, device=self.seeds.device)
+            for t in b.srctypes:
+                b.srcnodes[t].data[dgl.NID] = self.input_nodes[t][: block.num_src[t]]
+            for t in b.dsttypes:
+                b.dstnodes[t].data[dgl.NID] = self.input_nodes[t][: block.num_dst[t]]
+            blocks.append(b)
+        return blocks
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> HeteroMiniBatch:
         """A copy with every tensor on ``device``."""
