@@ -136,7 +136,7 @@ def test_rgcn_block_by_block_equals_full_graph_heteroconv():
         h = model.inputs(x)
         for layer, (conv, roots) in enumerate(zip(model.convs, model.roots)):
             out = conv(h, data.edge_index_dict)
-            h = {t: roots[t](h[t]) + out[t] for t in h}
+            h = {t: roots[t](h[t]) + out[t] if t in out else roots[t](h[t]) for t in roots}
             if layer == 0:
                 h = {t: v.relu() for t, v in h.items()}
         full = h["v0"]

@@ -108,10 +108,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Generate a power-law graph (degree-corrected stochastic block model) whose features and labels follow "
         "its communities, deterministic for --seed. --edges counts directed edges (each undirected edge twice).",
     )
-    p.add_argument("--nodes", type=int, required=True, help="number of nodes")
-    p.add_argument("--edges", type=int, required=True, help="number of directed edges (even)")
-    p.add_argument("--feature-dim", type=int, default=100, help="feature dimension (default 100)")
-    p.add_argument("--classes", type=int, default=47, help="number of classes / communities (default 47)")
+    p.add_argument("--nodes", type=int, help="number of nodes (required unless --hetero)")
+    p.add_argument("--edges", type=int, help="number of directed edges (even; required unless --hetero)")
+    p.add_argument("--feature-dim", type=int, help="feature dimension (default 100; --hetero: 128)")
+    p.add_argument("--classes", type=int, help="number of classes / communities (default 47; --hetero: 349)")
+    p.add_argument("--hetero", action="store_true", help="an ogbn-mag-shaped typed graph (papers, authors, institutions, fields; "
+                   "cites, writes, affiliated_with, has_topic and their reverses) with learnable paper labels")
+    p.add_argument("--scale", type=float, default=1.0, help="--hetero: size relative to ogbn-mag (1.0: 1.9M nodes, 21M edges + reverses)")
     _add_build_options(p, with_cleaning=False)
     p.set_defaults(run=_one_line(_synth))
 
@@ -191,9 +194,27 @@ def _preprocess(args: argparse.Namespace) -> int:
 def _synth(args: argparse.Namespace) -> int:
     from sparsetrain.datasets.synth import synthesize
 
-    ds = synthesize(args.out, args.nodes, args.edges, feature_dim=args.feature_dim, num_classes=args.classes, **_options(args))
+    if args.hetero:
+        return _synth_hetero(args)
+    missing = [f"--{n}" for n in ("nodes", "edges") if getattr(args, n) is None]
+    if missing:
+        raise DatasetError(f"synth needs {' and '.join(missing)} (or --hetero for the ogbn-mag-shaped typed graph)")
+    ds = synthesize(args.out, args.nodes, args.edges, feature_dim=args.feature_dim or 100, num_classes=args.classes or 47, **_options(args))
     if not args.quiet:
         print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, {ds.num_classes} classes")
+    return 0
+
+
+def _synth_hetero(args: argparse.Namespace) -> int:
+    from sparsetrain.datasets.synth_hetero import synthesize_hetero
+
+    if args.nodes is not None or args.edges is not None or args.reorder != "none":
+        raise DatasetError("--hetero sizes the graph with --scale; drop --nodes/--edges/--reorder")
+    ds = synthesize_hetero(args.out, scale=args.scale, num_classes=args.classes or 349, feature_dim=args.feature_dim or 128, seed=args.seed,
+                           feature_dtype=args.feature_dtype, overwrite=args.overwrite, quiet=args.quiet)
+    if not args.quiet:
+        print(f"wrote {ds.path}: {sum(ds.num_nodes.values())} nodes of {len(ds.node_types)} types, {ds.graph.num_edges} edges of "
+              f"{len(ds.edge_types)} types, target type {ds.target_type} ({ds.num_classes} classes)")
     return 0
 
 

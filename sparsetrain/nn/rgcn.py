@@ -9,6 +9,7 @@ Node types without input features get a learnable embedding per node: their ``x`
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -38,9 +39,16 @@ class RGCN(nn.Module):
             raise ValueError(f"target_type {target_type!r} is not one of the node types {list(node_types)}")
         self.node_types, self.edge_types, self.target_type = list(node_types), [tuple(et) for et in edge_types], target_type
         self.dropout = dropout
+        # layer l computes only the node types layer l + 1 reads, so every parameter reaches the loss (as DDP requires)
+        needed = [{target_type}]
+        relations = []
+        for _ in range(num_layers):
+            ets = [et for et in self.edge_types if et[2] in needed[0]]
+            relations.insert(0, ets)
+            needed.insert(0, needed[0] | {et[0] for et in ets})
         self.project = nn.ModuleDict()
         self.embed = nn.ModuleDict()
-        for t in self.node_types:
+        for t in sorted(needed[0]):
             if in_channels.get(t, 0) > 0:
                 self.project[t] = nn.Linear(in_channels[t], hidden)
             elif num_nodes is not None and t in num_nodes:
@@ -52,8 +60,10 @@ class RGCN(nn.Module):
         self.roots = nn.ModuleList()
         for layer in range(num_layers):
             out = out_channels if layer == num_layers - 1 else hidden
-            self.convs.append(HeteroConv({et: make((hidden, hidden), out) for et in self.edge_types}, aggr="sum"))
-            self.roots.append(nn.ModuleDict({t: nn.Linear(hidden, out) for t in self.node_types}))
+            with warnings.catch_warnings():  # types no later layer reads are left out on purpose; PyG warns about them
+                warnings.filterwarnings("ignore", message="There exist node types")
+                self.convs.append(HeteroConv({et: make((hidden, hidden), out) for et in relations[layer]}, aggr="sum"))
+            self.roots.append(nn.ModuleDict({t: nn.Linear(hidden, out) for t in sorted(needed[layer + 1])}))
 
     def inputs(self, x: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Hidden-width input per node type: projected features, or (for int64 node ids) embedding rows."""
@@ -72,9 +82,8 @@ class RGCN(nn.Module):
             out = conv(pairs, edges)
             nxt = {}
             for t, root in roots.items():
-                if t in h and num_dst.get(t, 0) > 0:
-                    r = root(h[t][: num_dst[t]])
-                    nxt[t] = r + out[t] if t in out else r
+                r = root(h[t][: num_dst[t]])
+                nxt[t] = r + out[t] if t in out else r
             if layer != last:
                 nxt = {t: nn.functional.dropout(v.relu(), self.dropout, self.training) for t, v in nxt.items()}
             h = nxt
