@@ -213,8 +213,8 @@ class HeteroNeighborSampler:
         blocks = []
         for layer, before, after in reversed(layers):
             blocks.append(HeteroBlock(
-                edge_index={et: torch.from_numpy(ei.copy()) for et, (ei, _) in layer.items()},
-                edge_ids={et: torch.from_numpy(ids.copy()) for et, (_, ids) in layer.items()},
+                edge_index={et: torch.from_numpy(ei) for et, (ei, _) in layer.items()},  # fresh arrays, not workspace views
+                edge_ids={et: torch.from_numpy(ids) for et, (_, ids) in layer.items()},
                 num_src={t: int(after[i]) for i, t in enumerate(types)},
                 num_dst={t: int(before[i]) for i, t in enumerate(types)},
             ))
