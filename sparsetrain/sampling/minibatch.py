@@ -19,11 +19,16 @@ from sparsetrain.sampling.errors import SamplingBackendError
 
 @dataclass
 class Block:
-    """One hop: ``edge_index`` [2, E] int64 local (src, dst) ids; dst nodes are the first ``num_dst`` src nodes."""
+    """One hop: ``edge_index`` [2, E] int64 local (src, dst) ids; dst nodes are the first ``num_dst`` src nodes.
+
+    ``edge_ids``: int64 [E], the graph's id of each edge (aligned with the columns of ``edge_index``): the
+    graph's ``edge_perm`` there, or the edge's CSC position; ``None`` when the block was built without them.
+    """
 
     edge_index: torch.Tensor
     num_src: int
     num_dst: int
+    edge_ids: torch.Tensor | None = None
 
     @property
     def num_edges(self) -> int:
@@ -34,7 +39,8 @@ class Block:
         return self.edge_index, (self.num_src, self.num_dst)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
-        return replace(self, edge_index=self.edge_index.to(device, non_blocking=non_blocking))
+        edge_ids = None if self.edge_ids is None else self.edge_ids.to(device, non_blocking=non_blocking)
+        return replace(self, edge_index=self.edge_index.to(device, non_blocking=non_blocking), edge_ids=edge_ids)
 
     def __repr__(self) -> str:
         return f"Block(num_src={self.num_src}, num_dst={self.num_dst}, num_edges={self.num_edges})"
