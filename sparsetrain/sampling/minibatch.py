@@ -53,8 +53,8 @@ class MiniBatch:
     ``seeds``: the batch's target nodes (global ids). ``input_nodes``: global ids
     of every node whose features the first block reads, seeds first.
     ``blocks``: outermost hop first (``blocks[0].num_src == len(input_nodes)``,
-    ``blocks[-1].num_dst == len(seeds)``). ``x`` / ``y`` are left for a loader to
-    attach (features of ``input_nodes``, labels of ``seeds``).
+    ``blocks[-1].num_dst == len(seeds)``). ``x`` / ``y`` / ``edge_attr`` are left for a loader to
+    attach (features of ``input_nodes``, labels of ``seeds``, per block the features of its ``edge_ids``).
     """
 
     seeds: torch.Tensor
@@ -62,6 +62,7 @@ class MiniBatch:
     blocks: list[Block]
     x: torch.Tensor | None = None
     y: torch.Tensor | None = None
+    edge_attr: list[torch.Tensor] | None = None
 
     @property
     def num_sampled_edges(self) -> int:
@@ -106,6 +107,7 @@ class MiniBatch:
             blocks=[b.to(device, non_blocking) for b in self.blocks],
             x=move(self.x),
             y=move(self.y),
+            edge_attr=None if self.edge_attr is None else [move(e) for e in self.edge_attr],
         )
 
     def __repr__(self) -> str:
