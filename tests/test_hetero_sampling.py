@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 import torch
 
+from torch_geometric.sampler import NodeSamplerInput
+
 from sparsetrain.errors import SparsetrainError
 from sparsetrain.pyg.hetero import hetero_graph_from_data, hetero_sampler_for, sample_hetero_from_nodes
 from sparsetrain.sampling import HeteroNeighborSampler, SamplerInput
@@ -32,7 +34,7 @@ def test_same_typed_node_and_edge_sets_as_pygs_neighbor_loader():
     theirs = NeighborLoader(data, num_neighbors=fanouts, input_nodes=("v0", seeds), batch_size=16, shuffle=False)
     sampler = hetero_sampler_for(data, fanouts, seed=0)
     for b, batch in enumerate(theirs):
-        out = sample_hetero_from_nodes(sampler, "v0", seeds[batch["v0"].input_id], key=b)
+        out = sample_hetero_from_nodes(sampler, NodeSamplerInput(batch["v0"].input_id, seeds[batch["v0"].input_id], input_type="v0"), key=b)
         assert torch.equal(out.node["v0"][: batch["v0"].batch_size], batch["v0"].n_id[: batch["v0"].batch_size])
         for t in data.node_types:
             assert sorted(out.node[t].tolist()) == sorted(batch[t].n_id.tolist()), t
@@ -49,9 +51,32 @@ def test_same_typed_node_and_edge_sets_as_pygs_neighbor_loader():
         assert mine["v0"].x.shape == batch["v0"].x.shape
 
 
+def test_sparsetrain_pyg_neighbor_loader_yields_pygs_hetero_batches():
+    from torch_geometric.loader import NeighborLoader as PygLoader
+
+    from sparsetrain.pyg import NeighborLoader
+
+    data = fake_graph(seed=5)
+    seeds = torch.arange(0, data["v0"].num_nodes, 2)
+    for num_neighbors in ([-1, -1], {et: [-1, -1] for et in data.edge_types}):
+        ours = NeighborLoader(data, num_neighbors=num_neighbors, input_nodes=("v0", seeds), batch_size=20, shuffle=False)
+        theirs = PygLoader(data, num_neighbors=num_neighbors, input_nodes=("v0", seeds), batch_size=20, shuffle=False)
+        for a, b in zip(ours, theirs, strict=True):
+            assert a["v0"].batch_size == b["v0"].batch_size and torch.equal(a["v0"].input_id, b["v0"].input_id)
+            assert torch.equal(a["v0"].n_id[: a["v0"].batch_size], b["v0"].n_id[: b["v0"].batch_size])
+            for t in data.node_types:
+                assert sorted(a[t].n_id.tolist()) == sorted(b[t].n_id.tolist())
+                assert torch.equal(a[t].x, data[t].x[a[t].n_id])
+            for et in data.edge_types:
+                assert global_edges({k: a[k].n_id for k in data.node_types}, *a[et].edge_index, et) == \
+                    global_edges({k: b[k].n_id for k in data.node_types}, *b[et].edge_index, et)
+                assert sorted(a[et].e_id.tolist()) == sorted(b[et].e_id.tolist())
+
+
 def test_pyg_hetero_model_on_sparsetrain_batches_equals_full_graph():
-    from torch_geometric.loader.utils import filter_hetero_data
     from torch_geometric.nn import SAGEConv, to_hetero
+
+    from sparsetrain.pyg import NeighborLoader
 
     data = fake_graph(seed=1)
 
@@ -68,13 +93,11 @@ def test_pyg_hetero_model_on_sparsetrain_batches_equals_full_graph():
     model = to_hetero(GNN(), data.metadata(), aggr="sum")
     with torch.no_grad():
         full = model(data.x_dict, data.edge_index_dict)["v0"]
-        sampler = hetero_sampler_for(data, [-1, -1], seed=3)
         seeds = torch.randperm(data["v0"].num_nodes)[:40]
-        for b, part in enumerate(seeds.split(13)):
-            out = sample_hetero_from_nodes(sampler, "v0", part, key=b)
-            batch = filter_hetero_data(data, dict(out.node), dict(out.row), dict(out.col), dict(out.edge))
-            got = model(batch.x_dict, batch.edge_index_dict)["v0"][: len(part)]
-            torch.testing.assert_close(got, full[part], atol=1e-5, rtol=1e-5)
+        for batch in NeighborLoader(data, num_neighbors=[-1, -1], input_nodes=("v0", seeds), batch_size=13, shuffle=False):
+            n = batch["v0"].batch_size
+            got = model(batch.x_dict, batch.edge_index_dict)["v0"][:n]
+            torch.testing.assert_close(got, full[batch["v0"].n_id[:n]], atol=1e-5, rtol=1e-5)
 
 
 def test_dgl_semantics_blocks_and_fanout_caps_and_determinism():

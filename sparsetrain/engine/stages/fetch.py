@@ -18,16 +18,20 @@ from sparsetrain.storage.tensor import TensorFeatures
 class FetchFeatures:
     """``x = features[input_nodes]``, ``y = labels[seeds]`` (``labels`` may be None); :meth:`prefetch` starts a read early.
 
+    With ``edge_features`` (a store or tensor of one row per graph edge, e.g. ``ds.edge_features``),
+    ``edge_attr[i]`` = the rows of block ``i``'s ``edge_ids``.
+
     A plain, contiguous CPU tensor is read with the prefetching Numba gather (``TensorFeatures``;
     ~15% off a products-scale step against ``x[ids]``); a tensor that requires grad keeps torch
     indexing, so gradients reach it.
     """
 
-    def __init__(self, features, labels: torch.Tensor | None = None) -> None:
+    def __init__(self, features, labels: torch.Tensor | None = None, edge_features=None) -> None:
         typed = isinstance(features, dict)
         stores = {t: _store(f) for t, f in features.items()} if typed else _store(features)
         self.features = stores
         self.labels = labels
+        self.edge_features = edge_features
         self._prefetch = ({t: p for t, f in stores.items() if (p := getattr(f, "prefetch", None)) is not None} if typed
                           else getattr(stores, "prefetch", None))
 
@@ -46,6 +50,8 @@ class FetchFeatures:
         else:
             mb.x = gather_rows(self.features, mb.input_nodes)
         mb.y = None if self.labels is None else self.labels[mb.seeds]
+        if self.edge_features is not None:
+            mb.edge_attr = [gather_rows(self.edge_features, block.edge_ids) for block in mb.blocks]
         return mb
 
 
