@@ -83,3 +83,17 @@ def test_renamed_names_still_resolve_with_a_warning_naming_the_new_name(module, 
     with pytest.warns(DeprecationWarning, match=rf"{module}\.{old} is deprecated: it was renamed {new_home}\.{new}"):
         value = getattr(importlib.import_module(module), old)
     assert value is getattr(importlib.import_module(new_home), new)
+
+
+@pytest.mark.parametrize(
+    ("package", "names"),
+    [
+        ("datasets", ["HeteroGraphDataset", "synthesize_hetero"]),
+        ("sampling", ["EdgeType", "HeteroBlock", "HeteroGraph", "HeteroMiniBatch", "HeteroNeighborSampler"]),
+        ("nn", ["RGCN"]),
+    ],
+)
+def test_typed_graph_names_are_public(package, names):
+    module = importlib.import_module(f"sparsetrain.{package}")
+    for name in names:
+        assert name in module.__all__ and getattr(module, name) is not None, name
