@@ -168,3 +168,19 @@ def test_rgcn_block_by_block_equals_full_graph_heteroconv():
         mb = sampler.sample(seeds)
         x = {t: data[t].x[mb.input_nodes[t]] for t in ("v0", "v1")} | {t: mb.input_nodes[t] for t in featureless}
         torch.testing.assert_close(model(x, mb.to_pyg()), full[seeds], atol=1e-5, rtol=1e-5)
+
+
+def test_a_damaged_typed_graph_is_an_error_not_a_wild_read():
+    from sparsetrain.sampling import CSCGraph, HeteroGraph
+
+    indptr = torch.tensor([0, 2, 3, 5])
+    good = HeteroGraph({"a": 4, "b": 3}, {("a", "r", "b"): CSCGraph(indptr, torch.tensor([0, 3, 1, 2, 0], dtype=torch.int32)),
+                                         ("b", "s", "a"): CSCGraph(torch.tensor([0, 1, 2, 2, 3]), torch.tensor([0, 2, 1], dtype=torch.int32))})
+    bad = HeteroGraph({"a": 4, "b": 3}, {("a", "r", "b"): CSCGraph(indptr, torch.tensor([0, 3, 1, 99, 0], dtype=torch.int32)),
+                                        ("b", "s", "a"): good.edges[("b", "s", "a")]})
+    sampler = HeteroNeighborSampler(bad, [-1, -1], seed_type="b", seed=0)
+    with pytest.raises(SparsetrainError, match=r"\('a', 'r', 'b'\): CSC entry 3 is not a 'a' node id"):
+        sampler.sample(torch.tensor([2]))
+    ok = sampler.sample(torch.tensor([0]))  # column 0 is intact, and the failed batch left the node maps clean
+    ref = HeteroNeighborSampler(good, [-1, -1], seed_type="b", seed=0).sample(torch.tensor([0]))
+    assert all(torch.equal(ok.input_nodes[t], ref.input_nodes[t]) for t in ("a", "b"))
