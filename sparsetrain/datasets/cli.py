@@ -84,7 +84,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--edges", type=Path, help="edge list: CSV (src,dst[,weight]; .gz ok), Parquet, or .npy [2,E]/[E,2]")
-    src.add_argument("--ogb", type=Path, help="OGB node-property folder with raw/ and split/")
+    src.add_argument("--ogb", type=Path, help="OGB node-property folder with raw/ and split/ (a heterogeneous one, e.g. ogbn-mag, gives a typed dataset)")
+    src.add_argument("--typed-edges", action="append", metavar="SRC,REL,DST=FILE",
+                     help="typed dataset: the edge list of one edge type (src-type ids, dst-type ids); repeat per edge type")
+    typed = p.add_argument_group("typed (heterogeneous) datasets: --typed-edges or a heterogeneous --ogb folder")
+    typed.add_argument("--node-features", action="append", default=[], metavar="TYPE=FILE", help="features of one node type (one row per node)")
+    typed.add_argument("--node-labels", action="append", default=[], metavar="TYPE=FILE", help="labels of one node type")
+    typed.add_argument("--node-count", action="append", default=[], metavar="TYPE=N", help="node count of one type (default: its file rows, else largest id + 1)")
+    typed.add_argument("--target-type", help="node type the labels and splits are for (default: the only labelled type)")
+    typed.add_argument("--add-reverse", action="store_true", help="also store (dst, rev_REL, src) for every edge type")
     p.add_argument("--features", type=Path, help="node features: .npy [N,D], Parquet, or CSV (one row per node)")
     p.add_argument("--labels", type=Path, help="node labels: .npy [N], Parquet, or CSV (one per line)")
     for name in fmt.SPLIT_NAMES:
@@ -100,10 +108,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Generate a power-law graph (degree-corrected stochastic block model) whose features and labels follow "
         "its communities, deterministic for --seed. --edges counts directed edges (each undirected edge twice).",
     )
-    p.add_argument("--nodes", type=int, required=True, help="number of nodes")
-    p.add_argument("--edges", type=int, required=True, help="number of directed edges (even)")
-    p.add_argument("--feature-dim", type=int, default=100, help="feature dimension (default 100)")
-    p.add_argument("--classes", type=int, default=47, help="number of classes / communities (default 47)")
+    p.add_argument("--nodes", type=int, help="number of nodes (required unless --hetero)")
+    p.add_argument("--edges", type=int, help="number of directed edges (even; required unless --hetero)")
+    p.add_argument("--feature-dim", type=int, help="feature dimension (default 100; --hetero: 128)")
+    p.add_argument("--classes", type=int, help="number of classes / communities (default 47; --hetero: 349)")
+    p.add_argument("--hetero", action="store_true", help="an ogbn-mag-shaped typed graph (papers, authors, institutions, fields; "
+                   "cites, writes, affiliated_with, has_topic and their reverses) with learnable paper labels")
+    p.add_argument("--scale", type=float, default=1.0, help="--hetero: size relative to ogbn-mag (1.0: 1.9M nodes, 21M edges + reverses)")
     _add_build_options(p, with_cleaning=False)
     p.set_defaults(run=_one_line(_synth))
 
@@ -116,9 +127,56 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_one_line(_info))
 
 
+def _pairs(values: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for text in values:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise DatasetError(f"{flag} {text!r}: write it as KEY=VALUE (e.g. {flag} paper=paper_feat.npy)")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _typed_options(args: argparse.Namespace) -> dict:
+    unsupported = [f for f, on in (("--undirected", args.undirected), ("--drop-self-loops", args.drop_self_loops),
+                                   ("--drop-duplicates", args.drop_duplicates), ("--reorder", args.reorder != "none")) if on]
+    if unsupported:
+        raise DatasetError(f"{unsupported[0]} is for homogeneous graphs; a typed dataset keeps edges as given (use --add-reverse for reverse edge types)")
+    return {"add_reverse": args.add_reverse, "feature_dtype": args.feature_dtype, "split_fractions": args.split, "seed": args.seed,
+            "overwrite": args.overwrite, "quiet": args.quiet}
+
+
+def _preprocess_typed(args: argparse.Namespace):
+    from sparsetrain.datasets.files import _find, from_files_hetero, from_ogb_hetero
+
+    if args.ogb is not None and _find(args.ogb / "raw", "num-node-dict") is not None:
+        return from_ogb_hetero(args.ogb, args.out, split=args.ogb_split, target_type=args.target_type, **_typed_options(args))
+    if not args.typed_edges:
+        return None
+    homogeneous = [n for n in ("features", "labels", "num_nodes") if getattr(args, n, None) is not None]
+    if homogeneous:
+        raise DatasetError(f"--{homogeneous[0].replace('_', '-')} is for homogeneous graphs; with --typed-edges use --node-features/--node-labels/--node-count TYPE=...")
+    counts = {}
+    for t, v in _pairs(args.node_count, "--node-count").items():
+        try:
+            counts[t] = int(v)
+        except ValueError:
+            raise DatasetError(f"--node-count {t}={v}: the count must be a whole number") from None
+    splits = {n: getattr(args, f"{n}_idx") for n in fmt.SPLIT_NAMES if getattr(args, f"{n}_idx")}
+    return from_files_hetero(args.out, _pairs(args.typed_edges, "--typed-edges"), features=_pairs(args.node_features, "--node-features"),
+                             labels=_pairs(args.node_labels, "--node-labels"), num_nodes=counts, target_type=args.target_type,
+                             splits=splits, **_typed_options(args))
+
+
 def _preprocess(args: argparse.Namespace) -> int:
     from sparsetrain.datasets.files import from_files, from_ogb
 
+    typed = _preprocess_typed(args)
+    if typed is not None:
+        if not args.quiet:
+            print(f"wrote {typed.path}: {len(typed.node_types)} node types, {len(typed.edge_types)} edge types, "
+                  f"{typed.graph.num_edges} edges, target type {typed.target_type}")
+        return 0
     options = _options(args)
     if args.ogb is not None:
         extra = [n for n in ("edges", "features", "labels", "train_idx", "val_idx", "test_idx") if getattr(args, n, None)]
@@ -136,9 +194,27 @@ def _preprocess(args: argparse.Namespace) -> int:
 def _synth(args: argparse.Namespace) -> int:
     from sparsetrain.datasets.synth import synthesize
 
-    ds = synthesize(args.out, args.nodes, args.edges, feature_dim=args.feature_dim, num_classes=args.classes, **_options(args))
+    if args.hetero:
+        return _synth_hetero(args)
+    missing = [f"--{n}" for n in ("nodes", "edges") if getattr(args, n) is None]
+    if missing:
+        raise DatasetError(f"synth needs {' and '.join(missing)} (or --hetero for the ogbn-mag-shaped typed graph)")
+    ds = synthesize(args.out, args.nodes, args.edges, feature_dim=args.feature_dim or 100, num_classes=args.classes or 47, **_options(args))
     if not args.quiet:
         print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, {ds.num_classes} classes")
+    return 0
+
+
+def _synth_hetero(args: argparse.Namespace) -> int:
+    from sparsetrain.datasets.synth_hetero import synthesize_hetero
+
+    if args.nodes is not None or args.edges is not None or args.reorder != "none":
+        raise DatasetError("--hetero sizes the graph with --scale; drop --nodes/--edges/--reorder")
+    ds = synthesize_hetero(args.out, scale=args.scale, num_classes=args.classes or 349, feature_dim=args.feature_dim or 128, seed=args.seed,
+                           feature_dtype=args.feature_dtype, overwrite=args.overwrite, quiet=args.quiet)
+    if not args.quiet:
+        print(f"wrote {ds.path}: {sum(ds.num_nodes.values())} nodes of {len(ds.node_types)} types, {ds.graph.num_edges} edges of "
+              f"{len(ds.edge_types)} types, target type {ds.target_type} ({ds.num_classes} classes)")
     return 0
 
 
@@ -157,6 +233,8 @@ def _info(args: argparse.Namespace) -> int:
     meta = ds.meta
     status = {} if args.no_verify else verify_checksums(ds.path, meta)
     bad = [name for name, ok in status.items() if not ok]
+    if meta["format_version"] >= 2:
+        return _info_typed(ds, args, status, bad)
     if not args.no_verify and not bad:
         verify_structure(ds)  # only when the bytes are the recorded ones: a damaged file is reported as a mismatch
     degrees = ds.graph.in_degrees().numpy()
@@ -174,6 +252,36 @@ def _info(args: argparse.Namespace) -> int:
     ]
     if meta.get("permutation"):
         lines.append(f"reordered    by {meta['permutation']['method']} (original ids in {meta['permutation']['file']})")
+    lines.append(f"size         {_human(size)} in {len(meta['files'])} files")
+    if args.no_verify:
+        lines.append("checksums    not checked (--no-verify)")
+    else:
+        lines.append(f"checksums    all {len(status)} files OK, structure OK" if not bad else f"checksums    MISMATCH: {', '.join(bad)} (re-run `sparsetrain preprocess`)")
+    print("\n".join(lines))
+    return 1 if bad else 0
+
+
+def _info_typed(ds, args: argparse.Namespace, status: dict, bad: list[str]) -> int:
+    from sparsetrain.datasets.hetero_dataset import verify_hetero_structure
+
+    if not args.no_verify and not bad:
+        verify_hetero_structure(ds)
+    meta = ds.meta
+    size = sum((ds.path / name).stat().st_size for name in meta["files"])
+    lines = [f"dataset      {ds.path}  (format v{meta['format_version']}, typed, {meta.get('created_by', '?')})",
+             f"node types   {len(ds.node_types)}, {sum(ds.num_nodes.values()):,} nodes"]
+    for t, entry in meta["node_types"].items():
+        feats = f"{entry['feature_dim']} x {entry['feature_dtype']} features" if t in ds.features else "no features"
+        labels = f", {entry['num_classes']} classes" if t in ds.labels else ""
+        target = "  (target)" if t == ds.target_type else ""
+        lines.append(f"  {t:<20} {entry['num_nodes']:>12,} nodes  {feats}{labels}{target}")
+    lines.append(f"edge types   {len(ds.edge_types)}, {ds.graph.num_edges:,} edges")
+    for et, csc in ds.graph.edges.items():
+        deg = csc.in_degrees().numpy()
+        mean = f"{deg.mean():.2f}" if len(deg) else "-"
+        extra = f", {ds.edge_features[et].shape[1]} edge features" if et in ds.edge_features else ""
+        lines.append(f"  {', '.join(et):<40} {csc.num_edges:>12,} edges  in-degree mean {mean} max {deg.max() if len(deg) else 0}{extra}")
+    lines.append("splits       " + ("  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items()) + f"  (of {ds.target_type!r})" if ds.split else "none"))
     lines.append(f"size         {_human(size)} in {len(meta['files'])} files")
     if args.no_verify:
         lines.append("checksums    not checked (--no-verify)")

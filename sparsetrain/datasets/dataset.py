@@ -11,8 +11,9 @@ import numpy as np
 import torch
 
 from sparsetrain.datasets import format as fmt
+from sparsetrain.datasets.checks import array_chunks, check_increasing, check_range, mapped_file
 from sparsetrain.errors import ChecksumError, DatasetError
-from sparsetrain.sampling.graph import CSCGraph, MappedFile
+from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.storage.errors import FeatureFileError
 from sparsetrain.storage.mmap import MmapFeatures
 
@@ -29,7 +30,8 @@ class GraphDataset:
     ``.numpy()``, ``.tensor()``). :meth:`feature_store` opens another one, with its own
     options and statistics.
     ``original_ids[i]`` is the id node ``i`` had in the imported data when the
-    nodes were reordered (``None`` otherwise).
+    nodes were reordered (``None`` otherwise). ``edge_features``: a store of one row per
+    edge in CSC order (row = a sampled block's ``edge_ids``), or ``None``.
     """
 
     path: Path
@@ -39,6 +41,7 @@ class GraphDataset:
     labels: torch.Tensor | None
     split: dict[str, torch.Tensor] = field(default_factory=dict)
     original_ids: torch.Tensor | None = None
+    edge_features: MmapFeatures | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -103,41 +106,6 @@ _CHUNK = 1 << 24
 _REBUILD = "the dataset is damaged, re-run `sparsetrain preprocess`"
 
 
-def _chunks(array: np.ndarray, chunk: int, check=None):
-    """``(start, entries)`` in memory one chunk at a time; ``check()`` first, before each (a mapped file may shrink meanwhile)."""
-    for lo in range(0, len(array), chunk):
-        if check is not None:
-            check()
-        yield lo, np.asarray(array[lo : lo + chunk])
-
-
-def _check_range(path: Path, array: np.ndarray, low: int, high: int | None, what: str, chunk: int, check=None) -> None:
-    """Every entry in ``[low, high)`` (``high=None``: no upper end), one chunk in memory at a time."""
-    for lo, part in _chunks(array, chunk, check):
-        if len(part) == 0:
-            continue
-        bad = part < low if high is None else (part < low) | (part >= high)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            allowed = f">= {low}" if high is None else f"in [{low}, {high})"
-            raise DatasetError(f"{path}: entry {lo + i} is {what} {part[i]}, which must be {allowed}; {_REBUILD}")
-
-
-def _check_increasing(path: Path, array: np.ndarray, strict: bool, what: str, chunk: int, check=None) -> None:
-    previous = None
-    for lo, part in _chunks(array, chunk, check):
-        if len(part) == 0:
-            continue
-        joined = part if previous is None else np.concatenate([[previous], part])
-        step = np.diff(joined)
-        bad = step <= 0 if strict else step < 0
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0]) + (lo if previous is None else lo - 1)
-            order = "increase" if strict else "not decrease"
-            raise DatasetError(f"{path}: entry {i + 1} is {array[i + 1]} after {array[i]}; {what} must {order}; {_REBUILD}")
-        previous = part[-1]
-
-
 def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
     """Check what checksums cannot: pointers monotone, every id and label in range, weights finite.
 
@@ -150,29 +118,31 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
     indptr = ds.graph.indptr.numpy()
     if len(indptr) == 0 or indptr[0] != 0:
         raise DatasetError(f"{folder / fmt.INDPTR}: entry 0 is {indptr[0] if len(indptr) else 'missing'}, column pointers must start at 0; {_REBUILD}")
-    _check_increasing(folder / fmt.INDPTR, indptr, False, "column pointers", chunk, check)
-    _check_range(folder / fmt.INDICES, ds.graph.indices.numpy(), 0, n, "node", chunk, check)
+    check_increasing(folder / fmt.INDPTR, indptr, False, "column pointers", chunk, check)
+    check_range(folder / fmt.INDICES, ds.graph.indices.numpy(), 0, n, "node", chunk, check)
     if ds.graph.weights is not None:
-        for lo, part in _chunks(ds.graph.weights.numpy(), chunk, check):
+        for lo, part in array_chunks(ds.graph.weights.numpy(), chunk, check):
             bad = ~np.isfinite(part) | (part < 0)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
                 raise DatasetError(f"{folder / fmt.EDGE_WEIGHT}: entry {lo + i} is {part[i]}, edge weights must be finite and >= 0; {_REBUILD}")
     if ds.labels is not None:
-        _check_range(folder / fmt.LABELS, ds.labels.numpy(), 0, ds.num_classes, "label", chunk)
+        check_range(folder / fmt.LABELS, ds.labels.numpy(), 0, ds.num_classes, "label", chunk)
     for name, idx in ds.split.items():
         file = folder / fmt.split_file(name)
-        _check_range(file, idx.numpy(), 0, n, "node", chunk)
-        _check_increasing(file, idx.numpy(), True, "split node ids", chunk)
+        check_range(file, idx.numpy(), 0, n, "node", chunk)
+        check_increasing(file, idx.numpy(), True, "split node ids", chunk)
     if ds.original_ids is not None:
-        _check_range(folder / fmt.ORIGINAL_IDS, ds.original_ids.numpy(), 0, n, "node", chunk)
+        check_range(folder / fmt.ORIGINAL_IDS, ds.original_ids.numpy(), 0, n, "node", chunk)
     clusters = meta.get("clusters")
     if clusters is not None:
-        _check_range(folder / clusters["file"], fmt.open_array(folder, clusters["file"], meta, mmap=False), 0, clusters["count"], "cluster", chunk)
+        check_range(folder / clusters["file"], fmt.open_array(folder, clusters["file"], meta, mmap=False), 0, clusters["count"], "cluster", chunk)
 
 
 def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     """Open a dataset folder made by ``sparsetrain preprocess`` / ``synth`` / :func:`from_pyg`.
+
+    A typed folder (format version 2) opens as a :class:`~sparsetrain.datasets.HeteroGraphDataset`.
 
     The graph and the features are memory-mapped, the per-node arrays read. ``verify=True`` also checks every file's sha256
     (reads everything once; :class:`~sparsetrain.errors.ChecksumError`) and the
@@ -187,6 +157,10 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
                 f"{folder / bad[0]}: sha256 does not match meta.json ({len(bad)} file(s) differ: {', '.join(bad)}); "
                 "the file was altered or truncated, re-run `sparsetrain preprocess`"
             )
+    if meta["format_version"] >= 2:
+        from sparsetrain.datasets.hetero_dataset import load_hetero
+
+        return load_hetero(folder, meta, verify)
 
     n, e = meta["num_nodes"], meta["num_edges"]
     layout = {fmt.INDPTR: (("int64",), n + 1), fmt.INDICES: (("int32", "int64"), e), fmt.EDGE_WEIGHT: (("float32",), e),
@@ -204,7 +178,7 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
 
     # the graph stays mapped (it is the large part) and its readers check its files first; the per-node arrays are
     # read into memory (8 bytes a node each), so no later truncation of their files can reach a reader
-    files = {key: _mapped(folder, name) for key, name in _GRAPH_FILES.items() if name in meta["files"]}
+    files = {key: mapped_file(folder, name) for key, name in _GRAPH_FILES.items() if name in meta["files"]}
     graph = CSCGraph(tensor(fmt.INDPTR, True), tensor(fmt.INDICES, True), tensor(fmt.EDGE_WEIGHT, True), files=files)
     for key, name in _GRAPH_FILES.items():
         if key in files and not files[key].same_file(folder / name):
@@ -224,21 +198,18 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     if fmt.FEATURES in meta["files"]:
         _check_feature_array(folder, meta)
         ds.features = ds.feature_store()
+    if fmt.EDGE_FEATURES in meta["files"]:
+        array = fmt.open_array(folder, fmt.EDGE_FEATURES, meta)
+        if str(array.dtype) not in fmt.FEATURE_DTYPES or array.ndim != 2 or len(array) != meta["num_edges"]:
+            raise DatasetError(f"{folder / fmt.EDGE_FEATURES}: holds {array.dtype}{list(array.shape)} but the format needs "
+                               f"{' or '.join(fmt.FEATURE_DTYPES)}[{meta['num_edges']}, D]; {_REBUILD}")
+        ds.edge_features = MmapFeatures(folder / fmt.EDGE_FEATURES)
     if verify:
         verify_structure(ds)
     return ds
 
 
 _GRAPH_FILES = {"indptr": fmt.INDPTR, "indices": fmt.INDICES, "weights": fmt.EDGE_WEIGHT}
-
-
-def _mapped(folder: Path, name: str) -> MappedFile:
-    try:
-        return MappedFile(folder / name)
-    except FileNotFoundError:
-        raise DatasetError(f"{folder / name}: missing; the dataset is incomplete, re-run `sparsetrain preprocess`") from None
-    except OSError as exc:
-        raise DatasetError(f"{folder / name}: cannot be opened ({exc.strerror}); check its permissions") from None
 
 
 def _check_feature_array(folder: Path, meta: dict) -> None:

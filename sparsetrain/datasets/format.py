@@ -7,6 +7,8 @@ Layout (format version 1)::
     indices.npy         int32 [num_edges]       in-neighbors, sorted within a column
                         (int64 when num_nodes >= 2**31)
     edge_weight.npy     float32 [num_edges]     optional
+    edge_features.npy   float32|float16 [num_edges, edge_feature_dim]   optional, in CSC edge order
+                                                (row k = the edge at position k of indices)
     features.npy        float32|float16 [num_nodes, feature_dim]   optional
     labels.npy          int64 [num_nodes]       optional
     train_idx.npy, val_idx.npy, test_idx.npy    int64, sorted   optional
@@ -26,13 +28,16 @@ import numpy as np
 from sparsetrain.errors import DatasetError
 
 FORMAT_NAME = "sparsetrain-graph"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The newest format version this sparsetrain reads: 1 homogeneous, 2 typed (:mod:`sparsetrain.datasets.hetero_format`)."""
+HOMOGENEOUS_VERSION = 1
 META_FILE = "meta.json"
 
 INDPTR = "indptr.npy"
 INDICES = "indices.npy"
 EDGE_WEIGHT = "edge_weight.npy"
 FEATURES = "features.npy"
+EDGE_FEATURES = "edge_features.npy"
 LABELS = "labels.npy"
 ORIGINAL_IDS = "original_ids.npy"
 SPLIT_NAMES = ("train", "val", "test")
@@ -82,7 +87,10 @@ def read_meta(folder: Path) -> dict:
         raise DatasetError(
             f"{path}: field 'format_version' is {version!r} but this sparsetrain reads up to {FORMAT_VERSION}; upgrade sparsetrain"
         )
-    check_meta(meta, path)
+    if version >= 2:
+        check_files_field(meta, path)  # the typed fields are checked by hetero_format.check_hetero_meta when it is opened
+    else:
+        check_meta(meta, path)
     return meta
 
 
@@ -101,16 +109,10 @@ def _bare_name(name) -> bool:
     )
 
 
-def check_meta(meta: dict, path: Path) -> None:
-    """Every field ``load``/``info`` read is present, typed, and names only files inside the folder."""
-    for field in ("num_nodes", "num_edges", "files"):
-        if field not in meta:
-            raise DatasetError(f"{path}: field {field!r} is missing; {_DAMAGED}")
-    for field in ("num_nodes", "num_edges"):
-        if not _count(meta[field]):
-            raise DatasetError(f"{path}: field {field!r} is {meta[field]!r}, not a non-negative integer; {_DAMAGED}")
-    if meta.get("num_classes") is not None and not _count(meta["num_classes"], 1):
-        raise DatasetError(f"{path}: field 'num_classes' is {meta['num_classes']!r}, not a positive integer or null; {_DAMAGED}")
+def check_files_field(meta: dict, path: Path) -> None:
+    """``meta['files']`` maps plain .npy names inside the folder to ``{dtype, shape, sha256}``."""
+    if "files" not in meta:
+        raise DatasetError(f"{path}: field 'files' is missing; {_DAMAGED}")
     files = meta["files"]
     if not isinstance(files, dict):
         raise DatasetError(f"{path}: field 'files' is a {type(files).__name__}, not an object of file entries; {_DAMAGED}")
@@ -127,6 +129,20 @@ def check_meta(meta: dict, path: Path) -> None:
             if not ok:
                 state = "is missing" if field not in entry else f"is {entry[field]!r}"
                 raise DatasetError(f"{path}: 'files' entry {name}: field {field!r} {state}; {_DAMAGED}")
+
+
+def check_meta(meta: dict, path: Path) -> None:
+    """Every field ``load``/``info`` read is present, typed, and names only files inside the folder."""
+    for field in ("num_nodes", "num_edges", "files"):
+        if field not in meta:
+            raise DatasetError(f"{path}: field {field!r} is missing; {_DAMAGED}")
+    for field in ("num_nodes", "num_edges"):
+        if not _count(meta[field]):
+            raise DatasetError(f"{path}: field {field!r} is {meta[field]!r}, not a non-negative integer; {_DAMAGED}")
+    if meta.get("num_classes") is not None and not _count(meta["num_classes"], 1):
+        raise DatasetError(f"{path}: field 'num_classes' is {meta['num_classes']!r}, not a positive integer or null; {_DAMAGED}")
+    check_files_field(meta, path)
+    files = meta["files"]
     if LABELS in files and meta.get("num_classes") is None:
         raise DatasetError(f"{path}: field 'num_classes' is missing but {LABELS} is listed; {_DAMAGED}")
     for required in (INDPTR, INDICES):

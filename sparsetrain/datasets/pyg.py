@@ -1,16 +1,19 @@
-"""Import a PyTorch Geometric ``Data`` object."""
+"""Import a PyTorch Geometric ``Data`` or ``HeteroData`` object."""
 
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
-from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
+from sparsetrain.datasets.build import BuildOptions, EdgeFeatures, EdgeSource, Source, build_dataset
 from sparsetrain.datasets.dataset import GraphDataset
+from sparsetrain.datasets.hetero_build import EdgeTypeSource, HeteroBuildOptions, NodeTypeSource, build_hetero_dataset
 from sparsetrain.errors import DatasetError
 
 _SPLIT_ATTRS = {"train": "train_mask", "val": "val_mask", "test": "test_mask"}
+_KEPT = {"edge_index", "x", "y", "edge_weight", "edge_attr", "num_nodes", *_SPLIT_ATTRS.values()}
 
 
 def _numpy(value, what: str) -> np.ndarray:
@@ -39,14 +42,21 @@ def _split_indices(mask: np.ndarray, name: str) -> np.ndarray:
 
 
 def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
-    """Write a PyG ``Data`` (``edge_index``, optional ``x``, ``y``, ``edge_weight`` and split masks) as a dataset.
+    """Write a PyG ``Data`` (``edge_index``, optional ``x``, ``y``, ``edge_weight``, ``edge_attr`` and split masks) as a dataset.
+
+    ``edge_attr`` becomes the dataset's edge features (in CSC edge order); it is not kept, with a
+    warning, when ``undirected``/``drop_self_loops``/``drop_duplicates`` merge or drop edges. Other
+    attributes are not kept either, and a warning names them.
 
     Options are :class:`~sparsetrain.datasets.build.BuildOptions` fields
     (``undirected``, ``drop_self_loops``, ``drop_duplicates``, ``reorder``,
     ``feature_dtype``, ``num_classes``, ``overwrite``, ``quiet``...). The
     ``train_mask``/``val_mask``/``test_mask`` become the split (e.g. Planetoid's
     public split); without masks and with labels, a random split is drawn.
+    A ``HeteroData`` is written as a typed dataset (:func:`from_pyg_hetero`).
     """
+    if hasattr(data, "node_types") and hasattr(data, "edge_types"):
+        return from_pyg_hetero(data, out_dir, **options)
     if getattr(data, "edge_index", None) is None:
         raise DatasetError("data.edge_index is missing; from_pyg needs a graph with edge_index [2, E]")
     edge_index = _numpy(data.edge_index, "edge_index")
@@ -57,6 +67,19 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     if weight is not None and len(weight) != edge_index.shape[1]:
         raise DatasetError(f"data.edge_weight has {len(weight)} entries for {edge_index.shape[1]} edges; give one weight per edge")
     edges = EdgeSource("data.edge_index", _edge_chunks(edge_index, weight), edge_index.shape[1], weighted=weight is not None, weight_name="data.edge_weight")
+
+    options = BuildOptions(**options)
+    others = sorted(set(data.keys()) - _KEPT)
+    if others:
+        warnings.warn(f"from_pyg keeps edge_index, x, y, edge_weight, edge_attr and the split masks; not kept: {', '.join(others)}", stacklevel=2)
+    edge_features = None
+    if getattr(data, "edge_attr", None) is not None:
+        merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates") if getattr(options, name)]
+        if merging:
+            warnings.warn(f"from_pyg: data.edge_attr is not kept because {', '.join(merging)} merges or drops edges; "
+                          "import without those options to keep edge features", stacklevel=2)
+        else:
+            edge_features = EdgeFeatures("data.edge_attr", edge_index, _numpy(data.edge_attr, "edge_attr"))
 
     features = labels = None
     if getattr(data, "x", None) is not None:
@@ -84,6 +107,52 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
         features=features,
         labels=labels,
         splits=splits,
-        options=BuildOptions(**options),
+        options=options,
         provenance={"importer": "pyg", "class": type(data).__name__},
+        edge_features=edge_features,
     )
+
+
+def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None = None, **options):
+    """Write a PyG ``HeteroData`` (per node type ``x``, ``y``, ``num_nodes``, split masks; per edge type ``edge_index``,
+    optional ``edge_attr``) as a typed dataset. ``target_type`` defaults to the one node type with labels.
+
+    Options are :class:`~sparsetrain.datasets.hetero_build.HeteroBuildOptions` fields (``add_reverse``, ``overwrite``...).
+    """
+    nodes, splits = {}, {}
+    for t in data.node_types:
+        store = data[t]
+        x = store.get("x")
+        y = store.get("y")
+        features = None if x is None else Source.from_array(f"data[{t!r}].x", (a := _numpy(x, f"[{t!r}].x")).reshape(len(a), -1))
+        labels = None
+        if y is not None:
+            y = _numpy(y, f"[{t!r}].y")
+            y = y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y
+            if y.ndim != 1:
+                raise DatasetError(f"data[{t!r}].y has shape {list(y.shape)}; only single-label node classification (y of shape [N]) is supported")
+            labels = Source.from_array(f"data[{t!r}].y", y)
+        num_nodes = store.num_nodes if ("num_nodes" in store or x is not None or y is not None) else None
+        nodes[t] = NodeTypeSource(num_nodes=None if num_nodes is None else int(num_nodes), features=features, labels=labels)
+    labelled = [t for t in data.node_types if data[t].get("y") is not None]
+    if target_type is None and len(labelled) == 1:
+        target_type = labelled[0]
+    if target_type is not None:
+        for name, attr in _SPLIT_ATTRS.items():
+            mask = data[target_type].get(attr)
+            if mask is not None:
+                splits[name] = Source.from_array(f"data[{target_type!r}].{attr}", _split_indices(_numpy(mask, attr), name))
+    edges = {}
+    for et in data.edge_types:
+        store = data[et]
+        edge_index = _numpy(store.edge_index, f"[{et}].edge_index")
+        if edge_index.ndim != 2 or edge_index.shape[0] != 2:
+            raise DatasetError(f"data[{et}].edge_index has shape {list(edge_index.shape)}; expected [2, num_edges]")
+        attr = store.get("edge_attr")
+        feats = None
+        if attr is not None:
+            a = _numpy(attr, f"[{et}].edge_attr").astype(np.float32)
+            feats = Source.from_array(f"data[{et}].edge_attr", a.reshape(len(a), -1))
+        edges[tuple(et)] = EdgeTypeSource(EdgeSource(f"data[{et}].edge_index", _edge_chunks(edge_index, None), edge_index.shape[1]), feats)
+    return build_hetero_dataset(out_dir, nodes, edges, target_type=target_type, splits=splits, options=HeteroBuildOptions(**options),
+                                provenance={"importer": "pyg", "class": type(data).__name__})

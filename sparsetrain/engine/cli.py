@@ -55,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--data", type=Path, help="dataset folder, or a built-in dataset: cora (the default; Planetoid's public split, "
                    "shipped with the package) or synthetic (20K nodes); built-ins are built on first use into ~/.cache/sparsetrain")
-    p.add_argument("--model", choices=MODELS, default="sage", help="model (default sage; gt = graph transformer with sparse + cluster attention; a graph without "
+    p.add_argument("--target-type", help="typed (heterogeneous) datasets: the node type to train on (default: the dataset's target type)")
+    p.add_argument("--model", choices=(*MODELS, "rgcn"), default="sage", help="model (default sage, rgcn on a typed dataset; gt = graph transformer with sparse + cluster attention; a graph without "
                    "clusters.npy is partitioned at start, up to 1M nodes)")
     p.add_argument("--fanout", type=_fanouts, default=[10, 10], help="neighbors per hop from the seeds outward, as PyG's num_neighbors; -1 = all (default 10,10)")
     p.add_argument("--batch-size", type=_POSITIVE_INT, default=1024)

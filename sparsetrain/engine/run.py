@@ -11,6 +11,8 @@ import torch
 
 from sparsetrain.engine.distributed import caused_by_another_rank, describe_failure, init_from_env, shutdown, wrap_model
 from sparsetrain.engine.evaluate import full_graph_evaluator, sampled_evaluator
+from sparsetrain.datasets.hetero_dataset import HeteroGraphDataset
+from sparsetrain.engine.hetero_run import typed_parts
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.trainer import Trainer
@@ -47,6 +49,7 @@ class TrainSettings:
     summary_json: Path | None = None
     quiet: bool = False
     precision: str = "fp32"
+    target_type: str | None = None  # typed datasets: the node type to train on (default: the dataset's target type)
 
 
 MODEL_DEFAULTS = {
@@ -55,6 +58,7 @@ MODEL_DEFAULTS = {
     "gat": {"lr": 0.01, "weight_decay": 5e-4, "hidden": 128},
     # small and with strong input dropout: attention overfits few labels (Cora: 140) otherwise
     "gt": {"lr": 0.005, "weight_decay": 5e-3, "hidden": 64, "input_dropout": 0.8},
+    "rgcn": {"lr": 0.01, "weight_decay": 0.0, "hidden": 64},
 }
 """Per-model optimizer and size defaults (PyG's and DGL's Cora and products settings for the GNNs)."""
 
@@ -184,40 +188,54 @@ def _run_info(ds, settings: TrainSettings) -> dict:
     return {"model": settings.model, "dataset": {"path": str(ds.path), "sha256": meta}, "fanout": list(settings.fanout)}
 
 
+def _homogeneous_parts(ds, settings: TrainSettings, ctx):
+    """``(loader, model, evaluate)`` of a run on a homogeneous dataset."""
+    from sparsetrain.sampling import NeighborSampler
+
+    if ds.features is None or ds.labels is None or "train" not in ds.split:
+        raise DatasetError(f"{ds.path}: training needs features, labels and a train split; re-import with --features and --labels")
+    features = _features(ds, settings, ctx)
+    graph = _graph(ds, ctx)
+    labels = ds.labels.to(ctx.device) if graph.device.type == "cuda" else ds.labels  # indexed by GPU-sampled seeds
+    clusters = _clusters(ds) if settings.model == "gt" else None
+    sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed), clusters, settings)
+    loader = Loader(sampler, features, labels, ds.split["train"], batch_size=settings.batch_size, device=ctx.device,
+                    seed=settings.seed, rank=ctx.rank, world_size=ctx.world_size)
+    extra = {k: v for k, v in MODEL_DEFAULTS.get(settings.model, {}).items() if k not in ("lr", "weight_decay", "hidden")}
+    model = build_model(settings.model, ds.num_features, settings.hidden, ds.num_classes, len(settings.fanout), settings.dropout, **extra)
+    eval_split = {k: v for k, v in ds.split.items() if k != "train"}
+    # the graph transformer evaluates on sampled batches, like it trains (its cluster attention is per batch)
+    full = settings.model != "gt" and (settings.eval == "full" or (settings.eval == "auto" and ds.num_nodes <= FULL_EVAL_MAX_NODES))
+    if full:
+        evaluate = full_graph_evaluator(features, ds.labels, ds.graph, eval_split, device=ctx.device)
+    else:
+        eval_sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed + 1), clusters, settings)
+        evaluate = sampled_evaluator(eval_sampler, features, labels, eval_split, batch_size=settings.batch_size, device=ctx.device)
+    return loader, model, (evaluate if eval_split else None)
+
+
 def train(settings: TrainSettings) -> dict | None:
     """Train and return the summary on the main rank (``None`` on the others)."""
     from sparsetrain.engine.default_data import open_dataset
-    from sparsetrain.sampling import NeighborSampler
 
-    settings = resolved(settings)
     retain_freed_host_memory()  # before the first large allocation; the Trainer would do it only after set-up
     ctx = init_from_env(settings.device)
     try:
         ds = open_dataset(settings.data, quiet=settings.quiet or not ctx.is_main)
-        if ds.features is None or ds.labels is None or "train" not in ds.split:
-            raise DatasetError(f"{ds.path}: training needs features, labels and a train split; re-import with --features and --labels")
+        if isinstance(ds, HeteroGraphDataset) and settings.model == "sage":  # the default model; a typed graph trains an R-GCN
+            settings = replace(settings, model="rgcn")
+        elif settings.target_type is not None and not isinstance(ds, HeteroGraphDataset):
+            raise DatasetError(f"--target-type {settings.target_type}: {ds.path} is a homogeneous dataset (one node type); drop --target-type")
+        settings = resolved(settings)
         torch.manual_seed(settings.seed)
-        features = _features(ds, settings, ctx)
-        graph = _graph(ds, ctx)
-        labels = ds.labels.to(ctx.device) if graph.device.type == "cuda" else ds.labels  # indexed by GPU-sampled seeds
-        clusters = _clusters(ds) if settings.model == "gt" else None
-        sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed), clusters, settings)
-        loader = Loader(sampler, features, labels, ds.split["train"], batch_size=settings.batch_size, device=ctx.device,
-                        seed=settings.seed, rank=ctx.rank, world_size=ctx.world_size)
-        extra = {k: v for k, v in MODEL_DEFAULTS.get(settings.model, {}).items() if k not in ("lr", "weight_decay", "hidden")}
-        model = build_model(settings.model, ds.num_features, settings.hidden, ds.num_classes, len(settings.fanout), settings.dropout, **extra)
+        if isinstance(ds, HeteroGraphDataset):
+            loader, model, evaluate = typed_parts(ds, settings, ctx)
+        else:
+            loader, model, evaluate = _homogeneous_parts(ds, settings, ctx)
         model = wrap_model(model, ctx)
         optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
-        eval_split = {k: v for k, v in ds.split.items() if k != "train"}
-        # the graph transformer evaluates on sampled batches, like it trains (its cluster attention is per batch)
-        full = settings.model != "gt" and (settings.eval == "full" or (settings.eval == "auto" and ds.num_nodes <= FULL_EVAL_MAX_NODES))
-        if full:
-            evaluate = full_graph_evaluator(features, ds.labels, ds.graph, eval_split, device=ctx.device)
-        else:
-            eval_sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed + 1), clusters, settings)
-            evaluate = sampled_evaluator(eval_sampler, features, labels, eval_split, batch_size=settings.batch_size, device=ctx.device)
         epochs = settings.epochs if settings.epochs is not None else auto_epochs(len(loader))
-        trainer = Trainer(model, loader, optimizer, epochs=epochs, evaluate=evaluate if eval_split else None,
+        trainer = Trainer(model, loader, optimizer, epochs=epochs, evaluate=evaluate,
                           checkpoint_dir=settings.checkpoint_dir, checkpoint_every=settings.checkpoint_every,
                           resume=settings.resume, log_path=settings.log, quiet=settings.quiet, is_main=ctx.is_main,
                           precision=settings.precision, run_info=_run_info(ds, settings))

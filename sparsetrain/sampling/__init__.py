@@ -1,8 +1,11 @@
-"""Graph topology, seed batches, fused multi-hop neighbor and cluster sampling, typed sampler input / minibatch output, batch ordering."""
+"""Graph topology (homogeneous and typed), seed batches, fused multi-hop neighbor (also typed) and cluster sampling, typed sampler input / minibatch output, batch ordering."""
 
 from sparsetrain.sampling.clusters import BatchClusters, ClusteredMiniBatch, ClusterSampler
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.hetero import HeteroNeighborSampler
+from sparsetrain.sampling.hetero_graph import EdgeType, HeteroGraph
+from sparsetrain.sampling.hetero_minibatch import HeteroBlock, HeteroMiniBatch
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import Block, MiniBatch
 from sparsetrain.sampling.ordering import MatchReorder, ReuseStats, match_reorder, reuse_stats
@@ -13,6 +16,11 @@ __all__ = [
     "BatchClusters",
     "Block",
     "CSCGraph",
+    "EdgeType",
+    "HeteroBlock",
+    "HeteroGraph",
+    "HeteroMiniBatch",
+    "HeteroNeighborSampler",
     "ClusterSampler",
     "ClusteredMiniBatch",
     "MatchReorder",

@@ -23,10 +23,12 @@ class SamplerInput:
     ``seeds``: node ids (1-D integer tensor). ``key``: the batch key the sampler's
     random numbers derive from, so the same (sampler seed, key) redraws the same
     batch, e.g. on resume; ``None`` takes the sampler's next own key (its call counter).
+    ``node_type``: the node type of the seeds, for a typed sampler (``None``: the sampler's own ``seed_type``).
     """
 
     seeds: torch.Tensor
     key: int | None = None
+    node_type: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seeds", torch.as_tensor(self.seeds))
@@ -41,4 +43,5 @@ class SamplerInput:
         object.__setattr__(self, "key", key)
 
     def __repr__(self) -> str:
-        return f"SamplerInput(seeds={self.seeds.numel()}, key={self.key})"
+        typed = "" if self.node_type is None else f", node_type={self.node_type!r}"
+        return f"SamplerInput(seeds={self.seeds.numel()}, key={self.key}{typed})"

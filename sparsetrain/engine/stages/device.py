@@ -82,7 +82,8 @@ class CopyToDevice:
     def __call__(self, mb) -> Staged:
         """Issue the batch's copies (inside :meth:`stream` on CUDA)."""
         if not self._cuda:
-            return Staged(mb if mb.x.device == self.device else mb.to(self.device))
+            x = next(iter(mb.x.values()), None) if isinstance(mb.x, dict) else mb.x  # typed batches hold x per node type
+            return Staged(mb if x is None or x.device == self.device else mb.to(self.device))
         side = self._side_stream()
         with torch.cuda.stream(side):
             moved = map_tensors(mb, self._copy)

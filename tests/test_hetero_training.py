@@ -1,0 +1,60 @@
+"""The mag-shaped synthetic typed graph: deterministic, learnable; `sparsetrain train` trains an R-GCN on it in 1 and 2 ranks."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import sparsetrain as st
+from sparsetrain.datasets.synth_hetero import synthesize_hetero
+from tests.collective_harness import free_port
+
+ARGS = ["--epochs", "4", "--batch-size", "128", "--fanout", "5,5", "--hidden", "32", "--seed", "0", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def mag(tmp_path_factory):
+    return synthesize_hetero(tmp_path_factory.mktemp("mag") / "mag", scale=0.002, num_classes=4, seed=3, quiet=True).path
+
+
+def test_synthetic_mag_is_deterministic_and_mag_shaped(mag, tmp_path):
+    again = synthesize_hetero(tmp_path / "again", scale=0.002, num_classes=4, seed=3, quiet=True)
+    ds = st.datasets.load(mag, verify=True)
+    assert ds.num_nodes == {"paper": 1473, "author": 2269, "institution": 17, "field_of_study": 120}
+    assert {et[1] for et in ds.edge_types} == {"cites", "writes", "affiliated_with", "has_topic", "rev_cites", "rev_writes",
+                                              "rev_affiliated_with", "rev_has_topic"}
+    meta = json.loads((mag / "meta.json").read_text())
+    assert meta["files"] == json.loads((again.path / "meta.json").read_text())["files"]  # same bytes (sha256) for the same seed
+    # learnable: a paper's cited papers mostly share its class
+    csc = ds.graph.edges[("paper", "cites", "paper")]
+    y = ds.labels["paper"]
+    dst = torch.repeat_interleave(torch.arange(csc.num_nodes), csc.in_degrees())
+    assert (y[csc.indices.long()] == y[dst]).float().mean() > 0.6
+
+
+def test_train_rgcn_on_the_typed_graph_well_above_chance(cli, mag, tmp_path):
+    code, _, err = cli("train", "--data", mag, *ARGS, "--summary-json", tmp_path / "s.json")
+    assert code == 0, err
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["model"] == "rgcn" and summary["test_acc"] > 0.6  # chance: 0.25
+
+
+def test_target_type_without_labels_is_a_clear_error(cli, mag, tmp_path):
+    code, _, err = cli("train", "--data", mag, "--target-type", "author", *ARGS)
+    assert code == 1 and "'author' has no labels" in err and "\n" not in err.strip()
+
+
+@pytest.mark.distributed
+def test_two_ranks_train_the_typed_graph_like_one(cli, mag, tmp_path):
+    summary = tmp_path / "s2.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+           "-m", "sparsetrain", "train", "--data", str(mag), *ARGS, "--summary-json", str(summary)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    two = json.loads(summary.read_text())
+    code, _, err = cli("train", "--data", mag, *ARGS, "--summary-json", tmp_path / "s1.json")
+    one = json.loads((tmp_path / "s1.json").read_text())
+    assert two["world_size"] == 2 and two["test_acc"] > 0.6
+    assert abs(two["test_acc"] - one["test_acc"]) < 0.1
