@@ -281,3 +281,16 @@ def test_unsupported_family_and_misuse_raise_clear_errors():
         replace_moe_blocks(build("mixtral"), aux_loss="both")
     with pytest.raises(MoEConfigError, match="hidden_act='gelu'"):
         replace_moe_blocks(build("olmoe", hidden_act="gelu"))
+
+
+def test_replacing_after_hf_installed_its_recorders_keeps_router_logits():
+    model = build("qwen3_moe")
+    ids = tokens(7)
+    with torch.no_grad():
+        before = model(ids, output_router_logits=True)  # installs HF's hooks on the HF routers
+        replace_moe_blocks(model)
+        after = model(ids, output_router_logits=True)
+    assert len(after.router_logits) == len(before.router_logits) == 2
+    for x, y in zip(before.router_logits, after.router_logits):
+        torch.testing.assert_close(y.float(), x.float(), atol=1e-5, rtol=0)
+    torch.testing.assert_close(after.aux_loss, before.aux_loss, atol=1e-6, rtol=0)
