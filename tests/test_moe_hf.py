@@ -54,11 +54,13 @@ FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, 
 HAS_HF_AUX = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"}  # DeepSeek-V3's HF model computes no aux loss
 
 
-def build(family: str, seed: int = 0, **kw):
-    """An HF model with decisive routing (router weights of unit scale, random correction bias)."""
+def build(family: str, seed: int = 0, decisive: bool = True, **kw):
+    """An HF model; ``decisive``: router weights of unit scale and a random correction bias (else HF's init)."""
     cls, cfg = FAMILIES[family](**kw)
     torch.manual_seed(seed)
     model = cls(cfg)
+    if not decisive:
+        return model
     with torch.no_grad():
         for m in model.modules():
             if hasattr(m, "top_k") and hasattr(m, "weight") and m.weight.dim() == 2:  # the routers
@@ -142,6 +144,18 @@ def test_logits_gradients_and_expert_choice_equal_hf(family):
     assert set(grads_ours) == set(grads_hf)
     for n, g in grads_hf.items():
         torch.testing.assert_close(grads_ours[n], g, atol=1e-5, rtol=0, msg=lambda m, n=n: f"{n}: {m}")
+
+
+@pytest.mark.parametrize("family", ["mixtral", "qwen3_moe", "deepseek_v3"])
+def test_hf_initialization_near_ties_route_identically(family):
+    hf = build(family, decisive=False)  # HF's own init: router std 0.02, so top-k gaps are tiny
+    ours = replace_moe_blocks(copy.deepcopy(hf))
+    hf_choice, our_choice = expert_choices(hf), expert_choices(ours)
+    ids = tokens(8, batch=4, seq=16)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids).logits, hf(ids).logits, atol=1e-5, rtol=0)
+    assert len(hf_choice) == len(our_choice) > 0
+    assert all(torch.equal(x, y) for x, y in zip(hf_choice, our_choice))
 
 
 @pytest.mark.parametrize("family", [f if f == "mixtral" else pytest.param(f, marks=pytest.mark.slow) for f in sorted(FAMILIES)])
