@@ -54,11 +54,13 @@ FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, 
 HAS_HF_AUX = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"}  # DeepSeek-V3's HF model computes no aux loss
 
 
-def build(family: str, seed: int = 0, **kw):
-    """An HF model with decisive routing (router weights of unit scale, random correction bias)."""
+def build(family: str, seed: int = 0, decisive: bool = True, **kw):
+    """An HF model; ``decisive``: router weights of unit scale and a random correction bias (else HF's init)."""
     cls, cfg = FAMILIES[family](**kw)
     torch.manual_seed(seed)
     model = cls(cfg)
+    if not decisive:
+        return model
     with torch.no_grad():
         for m in model.modules():
             if hasattr(m, "top_k") and hasattr(m, "weight") and m.weight.dim() == 2:  # the routers
@@ -142,6 +144,18 @@ def test_logits_gradients_and_expert_choice_equal_hf(family):
     assert set(grads_ours) == set(grads_hf)
     for n, g in grads_hf.items():
         torch.testing.assert_close(grads_ours[n], g, atol=1e-5, rtol=0, msg=lambda m, n=n: f"{n}: {m}")
+
+
+@pytest.mark.parametrize("family", ["mixtral", "qwen3_moe", "deepseek_v3"])
+def test_hf_initialization_near_ties_route_identically(family):
+    hf = build(family, decisive=False)  # HF's own init: router std 0.02, so top-k gaps are tiny
+    ours = replace_moe_blocks(copy.deepcopy(hf))
+    hf_choice, our_choice = expert_choices(hf), expert_choices(ours)
+    ids = tokens(8, batch=4, seq=16)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids).logits, hf(ids).logits, atol=1e-5, rtol=0)
+    assert len(hf_choice) == len(our_choice) > 0
+    assert all(torch.equal(x, y) for x, y in zip(hf_choice, our_choice))
 
 
 @pytest.mark.parametrize("family", [f if f == "mixtral" else pytest.param(f, marks=pytest.mark.slow) for f in sorted(FAMILIES)])
@@ -281,3 +295,16 @@ def test_unsupported_family_and_misuse_raise_clear_errors():
         replace_moe_blocks(build("mixtral"), aux_loss="both")
     with pytest.raises(MoEConfigError, match="hidden_act='gelu'"):
         replace_moe_blocks(build("olmoe", hidden_act="gelu"))
+
+
+def test_replacing_after_hf_installed_its_recorders_keeps_router_logits():
+    model = build("qwen3_moe")
+    ids = tokens(7)
+    with torch.no_grad():
+        before = model(ids, output_router_logits=True)  # installs HF's hooks on the HF routers
+        replace_moe_blocks(model)
+        after = model(ids, output_router_logits=True)
+    assert len(after.router_logits) == len(before.router_logits) == 2
+    for x, y in zip(before.router_logits, after.router_logits):
+        torch.testing.assert_close(y.float(), x.float(), atol=1e-5, rtol=0)
+    torch.testing.assert_close(after.aux_loss, before.aux_loss, atol=1e-6, rtol=0)

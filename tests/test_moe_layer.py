@@ -281,3 +281,70 @@ def test_cuda_native_grouped_mm_matches_bucketed(dtype):
     tol = 3e-2 if dtype == torch.bfloat16 else 1e-4
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, atol=tol * 10, rtol=tol)
+
+
+def naive_group_limited(pick, n_group, topk_group, top_k):
+    """Per token: group score = sum of its 2 best scores, keep the best ``topk_group`` groups, then top-k inside."""
+    per = pick.shape[1] // n_group
+    chosen = []
+    for row in pick.tolist():
+        score = [sum(sorted(row[g * per : (g + 1) * per], reverse=True)[:2]) for g in range(n_group)]
+        groups = sorted(range(n_group), key=lambda g: -score[g])[:topk_group]
+        allowed = [e for g in groups for e in range(g * per, (g + 1) * per)]
+        chosen.append(sorted(sorted(allowed, key=lambda e: -row[e])[:top_k]))
+    return chosen
+
+
+@pytest.mark.parametrize("renormalize", [True, False])
+def test_group_limited_routing_scaling_and_bias_match_a_naive_reference(renormalize):
+    from sparsetrain.moe.router import Router
+
+    torch.manual_seed(0)
+    router = Router(D, 12, 3, score="sigmoid", renormalize=renormalize, expert_bias=True, n_group=4, topk_group=2,
+                    routed_scaling_factor=2.5).double()  # fmt: skip
+    with torch.no_grad():
+        router.expert_bias.copy_(torch.randn(12) * 0.2)
+    x = torch.randn(40, D, dtype=torch.float64)
+    r = router(x)
+    scores = torch.sigmoid(x @ router.weight.t())
+    pick = scores + router.expert_bias.double()
+    assert r.experts.sort(dim=-1).values.tolist() == naive_group_limited(pick, 4, 2, 3)
+    w = scores.gather(1, r.experts)
+    if renormalize:
+        w = w / w.sum(-1, keepdim=True)
+    torch.testing.assert_close(r.weights, 2.5 * w, atol=1e-12, rtol=0)
+    # without the group limit the choice differs for some token (the limit does something here)
+    free = Router(D, 12, 3, score="sigmoid", expert_bias=True).double()
+    free.load_state_dict(router.state_dict())
+    assert not torch.equal(free(x).experts.sort(dim=-1).values, r.experts.sort(dim=-1).values)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        (dict(n_group=5), "n_group=5 must be >= 1 and divide num_experts=6"),
+        (dict(n_group=3, topk_group=4), "topk_group=4 must be between 1 and n_group=3"),
+        (dict(n_group=3, topk_group=1, top_k=3), "top_k=3 exceeds the 2 experts"),
+        (dict(n_group=6), ">= 2 experts per group"),
+        (dict(routed_scaling_factor=0.0), "routed_scaling_factor must be a finite number > 0"),
+        (dict(shared_hidden=8), "set shared_experts >= 1"),
+        (dict(shared_gate=True), "set shared_experts >= 1"),
+    ],
+)
+def test_routing_options_are_checked_at_construction(kw, match):
+    with pytest.raises(MoEConfigError, match=match):
+        MoE(D, H, E, kw.pop("top_k", 2), **kw)
+
+
+def test_shared_expert_with_its_own_width_and_gate():
+    torch.manual_seed(0)
+    moe = MoE(D, H, E, 2, shared_experts=1, shared_hidden=5, shared_gate=True).double()
+    assert moe.shared.w_in.shape == (D, 10) and moe.shared.w_out.shape == (5, D)
+    x = torch.randn(7, D, dtype=torch.float64)
+    y, _ = moe(x)
+    s = moe.shared
+    gate, up = (x @ s.w_in).chunk(2, dim=-1)
+    shared = torch.sigmoid(x @ s.gate_weight.t()) * ((torch.nn.functional.silu(gate) * up) @ s.w_out)
+    moe.shared = None
+    routed, _ = moe(x)
+    torch.testing.assert_close(y, routed + shared, atol=1e-12, rtol=0)

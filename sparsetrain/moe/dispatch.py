@@ -58,5 +58,11 @@ def plan_dispatch(experts: torch.Tensor, num_experts: int, capacity_factor: floa
 def combine(expert_out: torch.Tensor, plan: DispatchPlan, weights: torch.Tensor, num_tokens: int) -> torch.Tensor:
     """``y[t] = sum over kept assignments a of t: weight[a] * expert_out[a]`` (``[T, d]``)."""
     w = weights.t().reshape(-1)[plan.order].to(expert_out.dtype)
-    out = expert_out.new_zeros(num_tokens, expert_out.shape[-1])
-    return out.index_add(0, plan.tokens, expert_out * w.unsqueeze(1))
+    weighted = expert_out * w.unsqueeze(1)
+    if plan.order.numel() == weights.numel():
+        # nothing dropped: un-sort to choice-major [k, T, d] and sum the k choices; a gather, whose backward
+        # is cheaper than index_add's scatter on the CPU
+        inverse = torch.empty_like(plan.order)
+        inverse[plan.order] = torch.arange(plan.order.numel(), device=plan.order.device)
+        return weighted.index_select(0, inverse).view(weights.shape[1], num_tokens, weighted.shape[-1]).sum(0)
+    return weighted.new_zeros(num_tokens, weighted.shape[-1]).index_add(0, plan.tokens, weighted)

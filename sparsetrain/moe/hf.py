@@ -7,19 +7,18 @@ from HF's fused layout. ``export_hf_state_dict(model)`` maps them back, so
 ``model.save_pretrained(path, state_dict=export_hf_state_dict(model))`` writes a checkpoint that
 ``from_pretrained`` loads into the original HF classes.
 
-Routing defaults per family (read from the block being replaced):
+Routing per family, read from the block being replaced (``norm_topk_prob``: renormalize the top-k weights
+to sum to one; the transformers 5.x config default is off for Qwen2-MoE, Qwen3-MoE and OLMoE, on for
+DeepSeek-V3, and released Qwen3-MoE checkpoints set it on):
 
-=========== ======== ==================================== ==================================================
-family      scores   top-k weights renormalized            extras
-=========== ======== ==================================== ==================================================
-Mixtral     softmax  always                                ``router_jitter_noise`` (training only)
-Qwen2-MoE   softmax  ``norm_topk_prob`` (default off)      shared expert of its own width, sigmoid-gated
-Qwen3-MoE   softmax  ``norm_topk_prob`` (default on)
-OLMoE       softmax  ``norm_topk_prob`` (default off)
-DeepSeek-V3 sigmoid  ``norm_topk_prob`` (default on)       ``routed_scaling_factor``, ``n_group``/``topk_group``,
-                                                           ``e_score_correction_bias`` (selection only),
-                                                           ``n_shared_experts`` shared experts, ungated
-=========== ======== ==================================== ==================================================
+* Mixtral: softmax scores, top-k weights always renormalized; ``router_jitter_noise`` in training.
+* Qwen2-MoE: softmax, ``norm_topk_prob``; a shared expert of its own width
+  (``shared_expert_intermediate_size``) scaled by a per-token sigmoid gate (``shared_expert_gate``).
+* Qwen3-MoE, OLMoE: softmax, ``norm_topk_prob``.
+* DeepSeek-V3: sigmoid scores, ``norm_topk_prob``, then ``routed_scaling_factor``; group-limited top-k
+  (``n_group``, ``topk_group``); ``e_score_correction_bias`` added for selection only (the noaux_tc bias,
+  kept in fp32; sparsetrain's ``update_expert_biases``/``finish_step`` update it, HF's code never does);
+  ``n_shared_experts`` ungated shared experts.
 
 Auxiliary losses, two ways (``aux_loss=``):
 

@@ -119,7 +119,7 @@ class MoE(nn.Module):
         counts, total_tokens = self.experts.global_stats(plan.selected, num_tokens)
         if self.training and self.router.expert_bias is not None:
             self.pending_counts += counts.to(self.pending_counts.device)
-        expert_out = self.experts(xt[plan.tokens], plan.counts)
+        expert_out = self.experts(xt.index_select(0, plan.tokens), plan.counts)  # backward: index_add, not index_put
         y = combine(expert_out, plan, routing.weights, num_tokens)
         if self.shared is not None:
             y = y + self.shared(xt)

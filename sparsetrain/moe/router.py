@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from sparsetrain.moe.errors import MoEConfigError
@@ -85,7 +86,7 @@ class Router(nn.Module):
     def forward(self, x: torch.Tensor) -> Routing:
         """Route ``x`` of shape ``[T, d_model]``."""
         dt = router_dtype(x.dtype)
-        logits = x.to(dt) @ self.weight.to(dt).t()
+        logits = F.linear(x.to(dt), self.weight.to(dt))  # the op HF routers use: bit-equal logits, same choices on ties
         scores = torch.softmax(logits, dim=-1) if self.score == "softmax" else torch.sigmoid(logits)
         pick = scores.detach()
         if self.expert_bias is not None:
