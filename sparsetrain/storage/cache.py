@@ -34,7 +34,7 @@ def as_feature_store(source) -> FeatureStore:
 class CachedFeatures(FeatureStore):
     """A cache of ``capacity_bytes`` of rows of ``backing`` on ``device``; ``gather`` serves hits from it.
 
-    ``policy``: ``"static"``, ``"lru"``, ``"clock"`` or ``"hybrid"`` (see :mod:`sparsetrain.storage.policies`);
+    ``policy``: ``"static"``, ``"lru"``, ``"clock"``, ``"sieve"`` or ``"hybrid"`` (see :mod:`sparsetrain.storage.policies`);
     ``hotness`` (one value per row: in-degree or pre-sampling access counts) ranks rows for the static
     hot set; without it a ``static`` cache keeps the first rows it gathers. ``victim_bytes`` of host memory keep recently evicted rows. Row storage never exceeds
     ``capacity_bytes`` (a budget smaller than one row raises :class:`CacheBudgetError`); per-row

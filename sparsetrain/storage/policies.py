@@ -8,6 +8,10 @@ Batches are distinct ids (one gather); hits are counted per distinct id per batc
   without ``hotness``, the first rows gathered).
 - ``lru``: least recently used, a doubly linked list over slots.
 - ``clock``: second chance with one reference bit per slot.
+- ``sieve``: SIEVE (Zhang et al., NSDI'24; GraphBolt's disk-feature cache): a FIFO queue with one
+  visited bit per row; a hand walks from the oldest row towards the newest, clearing bits and evicting
+  the first unvisited row. Unlike CLOCK, kept rows stay where they are, so new rows that are not
+  reused leave quickly.
 - ``hybrid``: a static part holding the hottest rows by ``hotness`` plus a dynamic part whose
   eviction order is a score = prior hotness + recent reuse (access counts halved every
   ``decay_period`` accesses), kept in a min-heap; a missed row is admitted only when its score
@@ -24,7 +28,7 @@ from numba import njit
 
 from sparsetrain.storage.errors import CacheBudgetError
 
-POLICIES = ("static", "lru", "clock", "hybrid")
+POLICIES = ("static", "lru", "clock", "sieve", "hybrid")
 PROTECTED = 1e300  # score of a prefetched row until its first use (or the next decay) rescores it
 
 
@@ -151,6 +155,64 @@ def _clock_admit(ids, slot_of, id_of, ref, state, fresh, adm, evicted):
             state[0] = hand + 1 if hand + 1 < capacity else 0
             ne = _vacate(s, id_of, slot_of, fresh, evicted, ne)
         ref[s] = 1
+        na = _occupy(s, row, id_of, slot_of, fresh, adm, na)
+    return na, ne
+
+
+# ---------------------------------------------------------------- SIEVE (FIFO list + visited bits + a hand from the old end)
+
+
+@njit(cache=True, nogil=True)
+def _sieve_lookup(ids, slot_of, visited, slots):
+    for i in range(ids.size):
+        s = slot_of[ids[i]]
+        slots[i] = s
+        if s >= 0:
+            visited[s] = 1
+
+
+@njit(cache=True, nogil=True)
+def _sieve_admit(ids, slot_of, id_of, visited, newer, older, state, fresh, adm, evicted):
+    """``state = [newest, oldest, hand, used]``; ``newer``/``older`` link the slots in insertion order.
+
+    The hand (-1: start at the oldest) clears visited bits on its way to the newest end and evicts
+    the first unvisited slot; it then rests on the next newer slot.
+    """
+    na = 0
+    ne = 0
+    capacity = id_of.size
+    for i in range(ids.size):
+        row = ids[i]
+        if slot_of[row] >= 0:
+            continue
+        if state[3] < capacity:
+            s = state[3]
+            state[3] += 1
+        else:
+            s = state[2] if state[2] >= 0 else state[1]
+            while visited[s]:
+                visited[s] = 0
+                s = newer[s] if newer[s] >= 0 else state[1]
+            state[2] = newer[s]
+            o = older[s]
+            n = newer[s]
+            if o >= 0:
+                newer[o] = n
+            else:
+                state[1] = n
+            if n >= 0:
+                older[n] = o
+            else:
+                state[0] = o
+            ne = _vacate(s, id_of, slot_of, fresh, evicted, ne)
+        older[s] = state[0]
+        newer[s] = -1
+        if state[0] >= 0:
+            newer[state[0]] = s
+        state[0] = s
+        if state[1] < 0:
+            state[1] = s
+        visited[s] = 0
         na = _occupy(s, row, id_of, slot_of, fresh, adm, na)
     return na, ne
 
@@ -390,6 +452,27 @@ class ClockPolicy(CachePolicy):
         return _clock_admit(ids, self.slot_of, self.id_of, self._ref, self._state, self._fresh, adm, evicted)
 
 
+class SievePolicy(CachePolicy):
+    """SIEVE: FIFO insertion order, a visited bit per slot, a hand that evicts the oldest unvisited row."""
+
+    name = "sieve"
+
+    def __init__(self, num_rows: int, num_slots: int) -> None:
+        super().__init__(num_rows, num_slots)
+        self._visited = np.zeros(self.num_slots, np.uint8)
+        self._newer = np.full(self.num_slots, -1, np.int64)
+        self._older = np.full(self.num_slots, -1, np.int64)
+        self._state = np.array([-1, -1, -1, 0], np.int64)
+
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        slots = np.empty(ids.size, np.int64)
+        _sieve_lookup(ids, self.slot_of, self._visited, slots)
+        return slots
+
+    def _admit(self, ids, force, adm, evicted):
+        return _sieve_admit(ids, self.slot_of, self.id_of, self._visited, self._newer, self._older, self._state, self._fresh, adm, evicted)
+
+
 class HybridPolicy(CachePolicy):
     """Static part (``static_fraction`` of the slots, hottest rows by ``hotness``) + scored dynamic part.
 
@@ -462,7 +545,7 @@ def top_rows(hotness, k: int) -> np.ndarray:
 
 
 def make_policy(name: str, num_rows: int, num_slots: int, hotness=None, **options) -> CachePolicy:
-    """Build a policy by name (``static``, ``lru``, ``clock``, ``hybrid``)."""
+    """Build a policy by name (``static``, ``lru``, ``clock``, ``sieve``, ``hybrid``)."""
     if hotness is not None:
         hotness = np.asarray(hotness.numpy() if hasattr(hotness, "numpy") else hotness, dtype=np.float64)
         if hotness.shape != (num_rows,):
@@ -473,6 +556,8 @@ def make_policy(name: str, num_rows: int, num_slots: int, hotness=None, **option
         return LRUPolicy(num_rows, num_slots)
     if name == "clock":
         return ClockPolicy(num_rows, num_slots)
+    if name == "sieve":
+        return SievePolicy(num_rows, num_slots)
     if name == "hybrid":
         return HybridPolicy(num_rows, num_slots, hotness, **options)
     raise CacheBudgetError(f"unknown cache policy {name!r}; choose one of {', '.join(POLICIES)}")
