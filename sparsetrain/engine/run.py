@@ -31,12 +31,14 @@ class TrainSettings:
     fanout: list[int] = field(default_factory=lambda: [10, 10])
     batch_size: int = 1024
     epochs: int | None = None  # None: auto_epochs()
+    max_steps: int | None = None
     lr: float | None = None  # None: the model's entry in MODEL_DEFAULTS (and weight_decay, hidden likewise)
     weight_decay: float | None = None
     hidden: int | None = None
     dropout: float = 0.5
     device: str = "auto"
     cache_gb: float = 0.0
+    cache_policy: str = "hybrid"
     features: str = "auto"
     eval: str = "auto"
     checkpoint_dir: Path | None = None
@@ -77,7 +79,7 @@ def resolved(settings: TrainSettings) -> TrainSettings:
     return replace(settings, **{k: defaults[k] for k in ("lr", "weight_decay", "hidden") if getattr(settings, k) is None})
 
 
-FEATURE_PLACEMENTS = ("auto", "mmap", "memory", "device", "pinned", "sharded")
+FEATURE_PLACEMENTS = ("auto", "mmap", "disk", "memory", "device", "pinned", "sharded")
 GPU_RESIDENT_FRACTION = 0.4  # of the GPU's free memory that the features, and then the graph, may each take to live there
 
 
@@ -103,8 +105,9 @@ def _graph(ds, ctx):
 
 
 def _features(ds, settings: TrainSettings, ctx):
-    """The feature store (see ``--features``): memory-mapped (ranks share the page cache), in host memory, in GPU
-    memory, pinned host memory read zero-copy by the GPU, or sharded across ranks; behind a cache when --cache-gb asks."""
+    """The feature store (see ``--features``): memory-mapped (ranks share the page cache), read from disk with O_DIRECT
+    (files larger than memory), in host memory, in GPU memory, pinned host memory read zero-copy by the GPU, or sharded
+    across ranks; behind a cache when --cache-gb asks."""
     from sparsetrain.storage import CachedFeatures, MmapFeatures, PinnedFeatures, TensorFeatures
 
     placement = _placement(ds, settings, ctx)
@@ -126,10 +129,13 @@ def _features(ds, settings: TrainSettings, ctx):
         store = PinnedFeatures(ds.features.numpy(), device=ctx.device, copy=True)
     elif placement == "mmap":
         store = MmapFeatures(ds.path / "features.npy")
+    elif placement == "disk":
+        store = ds.feature_store(mode="direct")
     else:
         raise DatasetError(f"--features {settings.features!r}: choose one of {', '.join(FEATURE_PLACEMENTS)}")
     if settings.cache_gb > 0:
-        store = CachedFeatures(store, int(settings.cache_gb * 2**30), policy="hybrid", device=ctx.device, hotness=_presampled_hotness(ds, settings))
+        hotness = _presampled_hotness(ds, settings) if settings.cache_policy in ("static", "hybrid") else None
+        store = CachedFeatures(store, int(settings.cache_gb * 2**30), policy=settings.cache_policy, device=ctx.device, hotness=hotness)
     return store
 
 
@@ -220,7 +226,7 @@ def train(settings: TrainSettings) -> dict | None:
         trainer = Trainer(model, loader, optimizer, epochs=epochs, evaluate=evaluate if eval_split else None,
                           checkpoint_dir=settings.checkpoint_dir, checkpoint_every=settings.checkpoint_every,
                           resume=settings.resume, log_path=settings.log, quiet=settings.quiet, is_main=ctx.is_main,
-                          precision=settings.precision, run_info=_run_info(ds, settings))
+                          precision=settings.precision, run_info=_run_info(ds, settings), max_steps=settings.max_steps)
         try:
             summary = trainer.fit()
         except torch.OutOfMemoryError as exc:
