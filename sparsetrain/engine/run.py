@@ -12,12 +12,13 @@ import torch
 from sparsetrain.engine.distributed import caused_by_another_rank, describe_failure, init_from_env, shutdown, wrap_model
 from sparsetrain.engine.evaluate import full_graph_evaluator, sampled_evaluator
 from sparsetrain.engine.host_memory import retain_freed_host_memory
+from sparsetrain.engine.inference import layerwise_cost, sampled_cost
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.trainer import Trainer
 from sparsetrain.errors import DatasetError, SparsetrainError
 from sparsetrain.nn.models import build_model
 
-FULL_EVAL_MAX_NODES = 1_000_000
+LAYER_TABLE_BUDGET = 4 << 30  # bytes of one layer's embeddings kept in memory by layer-wise evaluation; larger ones go to disk
 
 
 class TrainingOutOfMemoryError(SparsetrainError, RuntimeError):
@@ -139,6 +140,13 @@ def _features(ds, settings: TrainSettings, ctx):
     return store
 
 
+def _full_eval_is_cheaper(ds, settings: TrainSettings, eval_split: dict) -> bool:
+    """``--eval auto``: layer-wise inference (every edge once per layer) when it aggregates fewer edges than sampled
+    evaluation of the val/test nodes (their fanout blocks): Cora, arxiv, products; not papers100M (1% labelled)."""
+    eval_nodes = sum(len(idx) for idx in eval_split.values())
+    return layerwise_cost(ds.num_edges, len(settings.fanout)) <= sampled_cost(eval_nodes, settings.fanout)
+
+
 ONLINE_CLUSTER_MAX_NODES = 1_000_000
 
 
@@ -216,9 +224,9 @@ def train(settings: TrainSettings) -> dict | None:
         optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
         eval_split = {k: v for k, v in ds.split.items() if k != "train"}
         # the graph transformer evaluates on sampled batches, like it trains (its cluster attention is per batch)
-        full = settings.model != "gt" and (settings.eval == "full" or (settings.eval == "auto" and ds.num_nodes <= FULL_EVAL_MAX_NODES))
+        full = settings.model != "gt" and (settings.eval == "full" or (settings.eval == "auto" and _full_eval_is_cheaper(ds, settings, eval_split)))
         if full:
-            evaluate = full_graph_evaluator(features, ds.labels, ds.graph, eval_split, device=ctx.device)
+            evaluate = full_graph_evaluator(features, ds.labels, ds.graph, eval_split, device=ctx.device, memory_budget=LAYER_TABLE_BUDGET)
         else:
             eval_sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed + 1), clusters, settings)
             evaluate = sampled_evaluator(eval_sampler, features, labels, eval_split, batch_size=settings.batch_size, device=ctx.device)

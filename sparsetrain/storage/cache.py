@@ -71,7 +71,7 @@ class CachedFeatures(FeatureStore):
         victim_rows = int(victim_bytes) // row_bytes
         self.victim = VictimBuffer(self.num_rows, victim_rows, self.row_shape, self.dtype) if victim_rows else None
         self._lock = threading.Lock()
-        self._mark = np.full(self.num_rows, -1, dtype=np.int64)  # scratch for unique_inverse, used under the lock
+        self._mark = np.full(self.num_rows, -1, dtype=np.int32)  # scratch for unique_inverse (positions in one batch), used under the lock
         self._executor: ThreadPoolExecutor | None = None
         self._read_events: list = []
         self._write_event = None

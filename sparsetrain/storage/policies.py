@@ -321,13 +321,13 @@ class CachePolicy(ABC):
             raise CacheBudgetError(f"a cache needs at least one slot, got {num_slots}")
         self.num_rows = int(num_rows)
         self.num_slots = int(num_slots)
-        self.slot_of = np.full(self.num_rows, -1, dtype=np.int64)
+        self.slot_of = np.full(self.num_rows, -1, dtype=slot_dtype(self.num_slots))  # one per table row: keep it small
         self.id_of = np.full(self.num_slots, -1, dtype=np.int64)
         self._fresh = np.zeros(self.num_slots, dtype=np.uint8)
 
     def contains(self, ids: np.ndarray) -> np.ndarray:
         """Slot of each id (-1 when absent), without recording an access."""
-        return self.slot_of[ids]
+        return self.slot_of[ids].astype(np.int64, copy=False)
 
     @abstractmethod
     def lookup(self, ids: np.ndarray) -> np.ndarray:
@@ -392,7 +392,7 @@ class StaticPolicy(CachePolicy):
         return self.num_slots - self._filled
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
-        return self.slot_of[ids]
+        return self.slot_of[ids].astype(np.int64, copy=False)
 
     def preload(self) -> tuple[np.ndarray, np.ndarray]:
         if self.first_touch:
@@ -532,6 +532,11 @@ class HybridPolicy(CachePolicy):
         return _hybrid_admit(
             ids, self.slot_of, self.id_of, self._counts, self._prior, self._key, self._heap, self._hpos, self._state, self.first_dynamic, force, self._fresh, adm, evicted
         )
+
+
+def slot_dtype(num_slots: int) -> np.dtype:
+    """int32 slot indices while they fit (half the bookkeeping of a 100M-row table), else int64."""
+    return np.dtype(np.int32) if num_slots < 2**31 - 1 else np.dtype(np.int64)
 
 
 def top_rows(hotness, k: int) -> np.ndarray:
