@@ -337,3 +337,55 @@ def test_prefetch_of_a_batch_larger_than_the_cache_reads_only_what_it_can_keep(t
     assert 0 < inserted <= cache.policy.dynamic_slots
     assert backing.stats.rows_served == inserted  # nothing fetched only to be dropped
     assert np.array_equal(cache.gather(batch).numpy(), table[:3000])
+
+
+# ---------------------------------------------------------------- device bookkeeping (the CUDA path, run on CPU tensors)
+
+
+@pytest.mark.parametrize("policy", ["static", "lru", "clock", "sieve", "hybrid"])
+def test_device_bookkeeping_returns_exact_rows_and_matches_replay_when_synchronized(policy):
+    num_rows = 3000
+    trace, _, _ = zipf_trace(num_rows, batches=60, draws=400, seed=8)
+    hot = access_counts(trace[:5], num_rows)
+    table = np.random.default_rng(1).standard_normal((num_rows, 8)).astype(np.float32)
+    lagging = CachedFeatures(TensorFeatures(table), capacity_bytes=300 * 32, policy=policy, hotness=hot, bookkeeping="device")
+    exact = CachedFeatures(TensorFeatures(table), capacity_bytes=300 * 32, policy=policy, hotness=hot, bookkeeping="device")
+    assert lagging.bookkeeping == "device" and lagging._slot_of.dtype == torch.int32
+    for batch in trace:
+        ids = torch.from_numpy(batch)
+        assert np.array_equal(lagging.gather(ids).numpy(), table[batch])
+        assert np.array_equal(exact.gather(ids).numpy(), table[batch])
+        exact.synchronize()
+    lagging.close()
+    assert exact.stats.hit_rate == pytest.approx(replay(make_policy(policy, num_rows, 300, hot), trace))
+    for cache in (lagging, exact):  # the device table and the policy agree on every row
+        assert np.array_equal(cache._slot_of.numpy(), cache.policy.slot_of)
+
+
+def test_device_bookkeeping_keeps_the_policy_off_the_gathering_thread():
+    table = np.arange(2000 * 4, dtype=np.float32).reshape(2000, 4)
+    cache = CachedFeatures(TensorFeatures(table), capacity_bytes=200 * 16, policy="lru", bookkeeping="device")
+    threads = []
+    lookup = cache.policy.lookup
+
+    def recording_lookup(ids):
+        threads.append(threading.current_thread())
+        return lookup(ids)
+
+    cache.policy.lookup = recording_lookup
+    for seed in range(5):
+        ids = torch.from_numpy(np.random.default_rng(seed).integers(0, 2000, 300))
+        assert np.array_equal(cache.gather(ids).numpy(), table[ids.numpy()])
+    cache.synchronize()
+    assert len(threads) == 5 and threading.current_thread() not in threads
+    ids = torch.arange(100, 150)
+    cache.prefetch(ids).result()
+    cache.stats.reset()
+    assert np.array_equal(cache.gather(ids).numpy(), table[100:150])
+    assert cache.stats.hits == 50 and cache.stats.misses == 0
+    cache.close()
+
+
+def test_device_bookkeeping_refuses_a_victim_buffer():
+    with pytest.raises(CacheBudgetError, match="victim"):
+        CachedFeatures(TensorFeatures(np.zeros((10, 2), np.float32)), 80, policy="lru", victim_bytes=16, bookkeeping="device")
