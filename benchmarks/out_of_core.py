@@ -12,7 +12,8 @@ and the feature file's pages are dropped from the page cache (``posix_fadvise(DO
 - ``in-RAM reference``: features from an in-memory table of 1/8 of the rows, ids modulo its size (the same gather
   volume and compute, no disk).
 
-Disk bytes per batch come from ``/proc/self/io`` (``read_bytes``: what the process made the storage layer read,
+Peak RSS is ``ru_maxrss``, split into its anonymous part (allocations: cache, bookkeeping, batches, model) and its
+file-backed part (mapped pages of the graph and, for the peer, of the features). Disk bytes per batch come from ``/proc/self/io`` (``read_bytes``: what the process made the storage layer read,
 page faults and O_DIRECT alike). ``--trace-batches`` adds the hit-rate table: every policy and Belady's optimum
 on a trace of sampled input nodes of this graph, cache sizes as above. Writes benchmarks/out/out_of_core.json.
 """
@@ -25,6 +26,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -77,11 +79,31 @@ def read_bytes() -> int:
     return 0
 
 
-def rss_anon_bytes() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) * 1024
-    return 0
+class PeakMemory:
+    """Peak ``RssAnon`` (what the process allocated) and ``RssFile`` (mapped file pages: the graph's arrays, the mmap
+    peer's features; page cache the kernel may take back) sampled every 50 ms on a thread."""
+
+    def __init__(self) -> None:
+        self.peak = {"RssAnon": 0, "RssFile": 0, "VmRSS": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def sample(self) -> None:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            key = line.split(":")[0]
+            if key in self.peak:
+                self.peak[key] = max(self.peak[key], int(line.split()[1]) * 1024)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.sample()
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+        return {f"peak_{k}_gib": v / GIB for k, v in self.peak.items()}
 
 
 def one_row(args: argparse.Namespace) -> dict:
@@ -91,6 +113,7 @@ def one_row(args: argparse.Namespace) -> dict:
     from sparsetrain.nn.models import build_model
 
     torch.set_num_threads(args.threads)
+    memory = PeakMemory()
     ds = st.datasets.load(args.data)
     path = ds.path / "features.npy"
     started = time.perf_counter()
@@ -133,7 +156,7 @@ def one_row(args: argparse.Namespace) -> dict:
         "disk_mb_per_batch": (read_bytes() - io_start) / n / 1e6,
         "hit_rate": (features.stats.hits - stats_start[0]) / looked_up if looked_up else None,
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB,
-        "rss_anon_gib_at_end": rss_anon_bytes() / GIB,
+        **memory.stop(),
         "setup_seconds": setup_seconds,
     }
 
@@ -195,13 +218,14 @@ def main() -> None:
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(json.dumps(results[-1]), flush=True)
     by = {r["row"]: r for r in results}
-    print(f"\n{'features':<22}{'ms/batch':>10}{'vs mmap':>9}{'vs RAM':>8}{'hit':>7}{'disk MB/batch':>15}{'peak RSS GiB':>14}")
+    print(f"\n{'features':<24}{'ms/batch':>10}{'vs mmap':>9}{'vs RAM':>8}{'hit':>7}{'disk MB/batch':>15}{'peak RSS GiB':>14}{'anon':>7}{'file':>7}")
     for r in results:
         name = {"mmap": "mmap peer", "ram": "in-RAM reference (1/8)"}.get(r["row"], f"disk + cache {r['row']} GiB")
         vs_mmap = by["mmap"]["ms_per_batch"] / r["ms_per_batch"] if "mmap" in by else float("nan")
         vs_ram = r["ms_per_batch"] / by["ram"]["ms_per_batch"] if "ram" in by else float("nan")
         hit = "" if r["hit_rate"] is None else f"{r['hit_rate']:.0%}"
-        print(f"{name:<22}{r['ms_per_batch']:>10.0f}{vs_mmap:>8.2f}x{vs_ram:>7.2f}x{hit:>7}{r['disk_mb_per_batch']:>15.1f}{r['peak_rss_gib']:>14.2f}")
+        print(f"{name:<24}{r['ms_per_batch']:>10.0f}{vs_mmap:>8.2f}x{vs_ram:>7.2f}x{hit:>7}{r['disk_mb_per_batch']:>15.1f}"
+              f"{r['peak_rss_gib']:>14.2f}{r['peak_RssAnon_gib']:>7.2f}{r['peak_RssFile_gib']:>7.2f}")
     trace = hit_rate_table(args) if args.trace_batches else []
     out = HERE / "out"
     out.mkdir(exist_ok=True)

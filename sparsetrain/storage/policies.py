@@ -321,8 +321,8 @@ class CachePolicy(ABC):
             raise CacheBudgetError(f"a cache needs at least one slot, got {num_slots}")
         self.num_rows = int(num_rows)
         self.num_slots = int(num_slots)
-        self.slot_of = np.full(self.num_rows, -1, dtype=slot_dtype(self.num_slots))  # one per table row: keep it small
-        self.id_of = np.full(self.num_slots, -1, dtype=np.int64)
+        self.slot_of = np.full(self.num_rows, -1, dtype=index_dtype(self.num_slots))  # one per table row: keep it small
+        self.id_of = np.full(self.num_slots, -1, dtype=index_dtype(self.num_rows))
         self._fresh = np.zeros(self.num_slots, dtype=np.uint8)
 
     def contains(self, ids: np.ndarray) -> np.ndarray:
@@ -420,8 +420,8 @@ class LRUPolicy(CachePolicy):
 
     def __init__(self, num_rows: int, num_slots: int) -> None:
         super().__init__(num_rows, num_slots)
-        self._prev = np.full(self.num_slots, -1, np.int64)
-        self._next = np.full(self.num_slots, -1, np.int64)
+        self._prev = np.full(self.num_slots, -1, index_dtype(self.num_slots))
+        self._next = np.full(self.num_slots, -1, index_dtype(self.num_slots))
         self._ends = np.array([-1, -1, 0], np.int64)
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
@@ -460,8 +460,8 @@ class SievePolicy(CachePolicy):
     def __init__(self, num_rows: int, num_slots: int) -> None:
         super().__init__(num_rows, num_slots)
         self._visited = np.zeros(self.num_slots, np.uint8)
-        self._newer = np.full(self.num_slots, -1, np.int64)
-        self._older = np.full(self.num_slots, -1, np.int64)
+        self._newer = np.full(self.num_slots, -1, index_dtype(self.num_slots))
+        self._older = np.full(self.num_slots, -1, index_dtype(self.num_slots))
         self._state = np.array([-1, -1, -1, 0], np.int64)
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
@@ -493,11 +493,11 @@ class HybridPolicy(CachePolicy):
             self._prior = np.zeros(self.num_rows, np.float32)
             static = 0
         else:
-            hot = np.asarray(hotness, dtype=np.float64)
-            total = hot.sum()
+            hot = np.asarray(hotness, dtype=np.float32)
+            total = float(hot.sum(dtype=np.float64))
             # hotness in accesses (pre-sampled counts, degrees) is worth its own total; a normalized score, num_rows
             weight = max(total, self.num_rows) if prior_weight is None else float(prior_weight)
-            self._prior = (hot / total * weight).astype(np.float32) if total > 0 else np.zeros(self.num_rows, np.float32)
+            self._prior = hot * np.float32(weight / total) if total > 0 else np.zeros(self.num_rows, np.float32)
             static = int(self.num_slots * static_fraction)
         if static:
             rows = top_rows(hot, static)
@@ -506,8 +506,8 @@ class HybridPolicy(CachePolicy):
             static = rows.size
         self.first_dynamic = static
         self._key = np.zeros(self.num_slots, np.float64)
-        self._heap = np.zeros(self.num_slots - static, np.int64)
-        self._hpos = np.zeros(self.num_slots, np.int64)
+        self._heap = np.zeros(self.num_slots - static, index_dtype(self.num_slots))
+        self._hpos = np.zeros(self.num_slots, index_dtype(self.num_slots))
         self._state = np.zeros(1, np.int64)
         self._since_decay = 0
 
@@ -534,25 +534,31 @@ class HybridPolicy(CachePolicy):
         )
 
 
-def slot_dtype(num_slots: int) -> np.dtype:
-    """int32 slot indices while they fit (half the bookkeeping of a 100M-row table), else int64."""
-    return np.dtype(np.int32) if num_slots < 2**31 - 1 else np.dtype(np.int64)
+def index_dtype(size: int) -> np.dtype:
+    """int32 for indices below ``size`` while they fit (half the bookkeeping of a 100M-row table), else int64."""
+    return np.dtype(np.int32) if size < 2**31 - 1 else np.dtype(np.int64)
 
 
 def top_rows(hotness, k: int) -> np.ndarray:
-    """The ``k`` rows with the highest hotness, hottest first (ties by lower id)."""
-    hot = np.asarray(hotness, dtype=np.float64)
+    """The ``k`` rows with the highest hotness, hottest first (ties by lower id).
+
+    Memory beyond ``hotness``: one copy of it and the candidates (no index array per row)."""
+    hot = np.asarray(hotness)
     k = min(int(k), hot.size)
     if k <= 0:
         return np.empty(0, np.int64)
-    part = np.argpartition(-hot, k - 1)[:k] if k < hot.size else np.arange(hot.size)
-    return part[np.lexsort((part, -hot[part]))].astype(np.int64)
+    if k < hot.size:
+        threshold = np.partition(hot, hot.size - k)[hot.size - k]
+        part = np.flatnonzero(hot >= threshold)  # k rows plus any ties at the threshold
+    else:
+        part = np.arange(hot.size)
+    return part[np.lexsort((part, -hot[part]))][:k].astype(np.int64)
 
 
 def make_policy(name: str, num_rows: int, num_slots: int, hotness=None, **options) -> CachePolicy:
     """Build a policy by name (``static``, ``lru``, ``clock``, ``sieve``, ``hybrid``)."""
     if hotness is not None:
-        hotness = np.asarray(hotness.numpy() if hasattr(hotness, "numpy") else hotness, dtype=np.float64)
+        hotness = np.asarray(hotness.numpy() if hasattr(hotness, "numpy") else hotness, dtype=np.float32)
         if hotness.shape != (num_rows,):
             raise CacheBudgetError(f"hotness must have one value per row ({num_rows}), got shape {hotness.shape}")
     if name == "static":
@@ -584,7 +590,7 @@ def replay(policy: CachePolicy, trace) -> float:
 
 def access_counts(trace, num_rows: int) -> np.ndarray:
     """How often each row appears in a trace (distinct per batch): hotness from pre-sampling."""
-    counts = np.zeros(num_rows, np.int64)
+    counts = np.zeros(num_rows, np.int32)
     for batch in trace:
         ids = np.unique(np.asarray(batch.numpy() if hasattr(batch, "numpy") else batch, dtype=np.int64))
         counts[ids] += 1
