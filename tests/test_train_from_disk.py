@@ -29,3 +29,24 @@ def test_training_from_disk_behind_a_cache_takes_the_same_steps_as_mmap(cli, tmp
 def test_unknown_cache_policy_is_a_one_line_error(cli, tmp_path):
     code, out, err = cli("train", "--features", "disk", "--cache-gb", "1", "--cache-policy", "fifo")
     assert code == 2 and "--cache-policy" in err and "sieve" in err
+
+
+def test_progress_bar_shows_the_cache_hit_rate_and_disk_read_rate(tmp_path):
+    import numpy as np
+    import torch
+
+    from sparsetrain.engine.trainer import _FeatureReads
+    from sparsetrain.storage import CachedFeatures, MmapFeatures
+
+    np.save(tmp_path / "f.npy", np.arange(4000 * 64, dtype=np.float32).reshape(4000, 64))
+    disk = MmapFeatures(tmp_path / "f.npy", mode="direct")
+    cache = CachedFeatures(disk, 100 * 256, policy="lru")
+    reads = _FeatureReads(cache)
+    assert reads.cache is cache and reads.disk is disk and reads.postfix() == {"disk_MB_s": "0"}
+    cache.gather(torch.arange(50))
+    cache.gather(torch.arange(50))
+    shown = reads.postfix()
+    assert shown["hit"] == "50%" and float(shown["disk_MB_s"]) >= 0
+    assert disk.stats.bytes_moved >= 50 * 256
+    assert reads.totals() == {"hit_rate": 0.5, "disk_mb": round(disk.stats.bytes_moved / 1e6, 1)}
+    assert not _FeatureReads(torch.zeros(3, 2)).shown
