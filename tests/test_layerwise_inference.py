@@ -62,10 +62,20 @@ def test_full_graph_inference_is_deprecated_and_delegates(cora):
     assert torch.equal(old, st.engine.layerwise_inference(model, cora, batch_size=300))
 
 
-def test_auto_eval_picks_layerwise_where_it_aggregates_fewer_edges():
-    from sparsetrain.engine.inference import layerwise_cost, sampled_cost
+def test_auto_eval_picks_layerwise_on_small_graphs_and_where_its_weighted_edges_are_fewer():
+    from types import SimpleNamespace
 
-    # products: 124M edges, 2.25M val+test nodes; papers100M: 1.6B edges, 339K val+test nodes; fanout 15,10,5
-    assert layerwise_cost(124_000_000, 3) < sampled_cost(2_252_000, [15, 10, 5])
-    assert layerwise_cost(1_600_000_000, 3) > sampled_cost(339_000, [15, 10, 5])
+    from sparsetrain.engine.inference import layerwise_cost, sampled_cost
+    from sparsetrain.engine.run import TrainSettings, _full_eval_is_cheaper
+
+    assert layerwise_cost(1_000, 3) == 3_000 and sampled_cost(2, [15, 10, 5]) == 2 * (15 + 150 + 750)
     assert sampled_cost(10, [-1, 5]) == np.inf
+    fanout = TrainSettings(fanout=[15, 10, 5])
+
+    def picks(nodes, edges, eval_nodes):
+        return _full_eval_is_cheaper(SimpleNamespace(num_nodes=nodes, num_edges=edges), fanout, {"valid": range(eval_nodes)})
+
+    assert picks(2708, 10_556, 1_500)  # Cora
+    assert not picks(200_000, 2_000_000, 80_000)  # measured: layer-wise 93 s, sampled 66 s
+    assert not picks(111_059_956, 1_615_685_872, 339_000)  # papers100M
+    assert picks(200_000, 2_000_000, 200_000)  # 16 x 6M weighted layer-wise edges < 183M sampled ones
