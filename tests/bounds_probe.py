@@ -78,12 +78,12 @@ def all_seeds() -> SamplerInput:
 
 
 def inference(ds, kind: str) -> None:
-    from sparsetrain.engine.inference import full_graph_inference
+    from sparsetrain.engine.inference import layerwise_inference
     from sparsetrain.nn.models import build_model
 
     torch.manual_seed(0)
     model = build_model(kind, ds.num_features, 8, ds.num_classes, 2, 0.0)
-    full_graph_inference(model, ds.features, ds.graph, nodes_per_chunk=64)
+    layerwise_inference(model, ds, batch_size=64)
 
 
 # ---- item 4: a mapped file that shrinks after load

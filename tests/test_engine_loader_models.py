@@ -16,7 +16,7 @@ import sparsetrain as st
 from sparsetrain.engine.checkpoint import CheckpointError, list_checkpoints, load_latest_checkpoint, save_checkpoint
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.host_memory import retain_freed_host_memory
-from sparsetrain.engine.inference import full_graph_inference
+from sparsetrain.engine.inference import infer_layers
 from sparsetrain.engine.stages import LoaderError, Producer
 from sparsetrain.engine.stages.device import map_tensors
 from sparsetrain.nn.models import GAT, GCN, GraphSAGE, block_adj_t, sources_and_targets
@@ -235,7 +235,7 @@ def test_block_forward_with_all_neighbors_equals_the_full_graph_model(cora, make
     spmm, model.spmm = model.spmm, False  # the reference aggregates with PyG's scatter on the whole graph
     reference = model(cora.features.tensor(), [(ei, (n, n))] * 2)
     model.spmm = spmm
-    assert torch.allclose(full_graph_inference(model, cora.features, cora.graph, nodes_per_chunk=300), reference, atol=1e-5)
+    assert torch.allclose(infer_layers(model, cora.features, cora.graph, 300, torch.device("cpu"), None, None), reference, atol=1e-5)
     if make is GCN:
         return  # GCN normalizes by block degrees: a sampled block is not the full graph
     seeds = torch.tensor([0, 5, 17, 2000, 2707])

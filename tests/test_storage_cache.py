@@ -66,7 +66,7 @@ def reference_belady(trace, capacity):
 
 def hit_rates(num_rows, trace, hotness):
     capacity = num_rows // 10
-    rates = {name: replay(make_policy(name, num_rows, capacity, hotness), trace) for name in ("static", "lru", "clock", "hybrid")}
+    rates = {name: replay(make_policy(name, num_rows, capacity, hotness), trace) for name in ("static", "lru", "clock", "sieve", "hybrid")}
     rates["belady"] = belady_hit_rate(trace, capacity, num_rows)
     return rates
 
@@ -122,7 +122,7 @@ def test_belady_bounds_every_policy_on_random_traces():
     for seed in range(5):
         trace = [rng.zipf(1.2, size=50) % 500 for _ in range(200)]
         hot = access_counts(trace[:20], 500)
-        rates = {name: replay(make_policy(name, 500, 40, hot), trace) for name in ("static", "lru", "clock", "hybrid")}
+        rates = {name: replay(make_policy(name, 500, 40, hot), trace) for name in ("static", "lru", "clock", "sieve", "hybrid")}
         assert max(rates.values()) <= belady_hit_rate(trace, 40, 500) + 1e-12, (seed, rates)
 
 
@@ -174,6 +174,37 @@ def test_lru_and_clock_against_simple_references():
         assert replay(make_policy("clock", 60, capacity), trace) == pytest.approx(reference_clock(capacity))
 
 
+def test_sieve_against_the_papers_algorithm():
+    """SIEVE as the NSDI'24 paper writes it: a queue (new at the head), visited bits, a hand from the tail."""
+    rng = np.random.default_rng(5)
+    trace = [rng.zipf(1.3, size=8) % 60 for _ in range(400)]
+
+    def reference_sieve(capacity):
+        queue, visited, hand, hits, total = [], {}, None, 0, 0  # queue[0] = tail (oldest), queue[-1] = head
+        for batch in trace:
+            ids = np.unique(batch)
+            missed = [i for i in ids if i not in visited]
+            for i in ids:
+                if i in visited:
+                    visited[i] = True
+            hits, total = hits + ids.size - len(missed), total + ids.size
+            for i in missed:  # in id order, like replay's admit
+                if len(queue) == capacity:
+                    at = queue.index(hand) if hand is not None else 0
+                    while visited[queue[at]]:
+                        visited[queue[at]] = False
+                        at = at + 1 if at + 1 < len(queue) else 0
+                    victim = queue.pop(at)
+                    del visited[victim]
+                    hand = queue[at] if at < len(queue) else None
+                queue.append(i)
+                visited[i] = False
+        return hits / total
+
+    for capacity in (1, 5, 17):
+        assert replay(make_policy("sieve", 60, capacity), trace) == pytest.approx(reference_sieve(capacity))
+
+
 def test_static_policy_holds_the_hottest_rows():
     hot = np.array([5.0, 1.0, 9.0, 9.0, 0.0, 7.0])
     assert top_rows(hot, 3).tolist() == [2, 3, 5]
@@ -187,7 +218,7 @@ def test_cached_features_hit_rate_equals_replay(tmp_path):
     trace, _, _ = zipf_trace(num_rows, batches=60, draws=400, seed=7)
     hot = access_counts(trace[:5], num_rows)
     table = np.random.default_rng(0).standard_normal((num_rows, 8)).astype(np.float32)
-    for policy in ("static", "lru", "clock", "hybrid"):
+    for policy in ("static", "lru", "clock", "sieve", "hybrid"):
         cache = CachedFeatures(TensorFeatures(table), capacity_bytes=300 * 32, policy=policy, hotness=hot)
         for batch in trace:
             assert np.array_equal(cache.gather(torch.from_numpy(batch)).numpy(), table[batch])
@@ -216,7 +247,7 @@ def test_victim_buffer_serves_recent_evictions_without_backing_reads(tmp_path):
 
 def test_budget_is_exact_and_too_small_raises():
     table = torch.randn(500, 10)  # 40-byte rows
-    for policy in ("static", "lru", "clock", "hybrid"):
+    for policy in ("static", "lru", "clock", "sieve", "hybrid"):
         cache = CachedFeatures(table, capacity_bytes=40 * 37 + 39, policy=policy, hotness=torch.arange(500.0))
         assert cache.memory_bytes == 40 * 37 <= cache.capacity_bytes
         for _ in range(50):
@@ -306,3 +337,55 @@ def test_prefetch_of_a_batch_larger_than_the_cache_reads_only_what_it_can_keep(t
     assert 0 < inserted <= cache.policy.dynamic_slots
     assert backing.stats.rows_served == inserted  # nothing fetched only to be dropped
     assert np.array_equal(cache.gather(batch).numpy(), table[:3000])
+
+
+# ---------------------------------------------------------------- device bookkeeping (the CUDA path, run on CPU tensors)
+
+
+@pytest.mark.parametrize("policy", ["static", "lru", "clock", "sieve", "hybrid"])
+def test_device_bookkeeping_returns_exact_rows_and_matches_replay_when_synchronized(policy):
+    num_rows = 3000
+    trace, _, _ = zipf_trace(num_rows, batches=60, draws=400, seed=8)
+    hot = access_counts(trace[:5], num_rows)
+    table = np.random.default_rng(1).standard_normal((num_rows, 8)).astype(np.float32)
+    lagging = CachedFeatures(TensorFeatures(table), capacity_bytes=300 * 32, policy=policy, hotness=hot, bookkeeping="device")
+    exact = CachedFeatures(TensorFeatures(table), capacity_bytes=300 * 32, policy=policy, hotness=hot, bookkeeping="device")
+    assert lagging.bookkeeping == "device" and lagging._slot_of.dtype == torch.int32
+    for batch in trace:
+        ids = torch.from_numpy(batch)
+        assert np.array_equal(lagging.gather(ids).numpy(), table[batch])
+        assert np.array_equal(exact.gather(ids).numpy(), table[batch])
+        exact.synchronize()
+    lagging.close()
+    assert exact.stats.hit_rate == pytest.approx(replay(make_policy(policy, num_rows, 300, hot), trace))
+    for cache in (lagging, exact):  # the device table and the policy agree on every row
+        assert np.array_equal(cache._slot_of.numpy(), cache.policy.slot_of)
+
+
+def test_device_bookkeeping_keeps_the_policy_off_the_gathering_thread():
+    table = np.arange(2000 * 4, dtype=np.float32).reshape(2000, 4)
+    cache = CachedFeatures(TensorFeatures(table), capacity_bytes=200 * 16, policy="lru", bookkeeping="device")
+    threads = []
+    lookup = cache.policy.lookup
+
+    def recording_lookup(ids):
+        threads.append(threading.current_thread())
+        return lookup(ids)
+
+    cache.policy.lookup = recording_lookup
+    for seed in range(5):
+        ids = torch.from_numpy(np.random.default_rng(seed).integers(0, 2000, 300))
+        assert np.array_equal(cache.gather(ids).numpy(), table[ids.numpy()])
+    cache.synchronize()
+    assert len(threads) == 5 and threading.current_thread() not in threads
+    ids = torch.arange(100, 150)
+    cache.prefetch(ids).result()
+    cache.stats.reset()
+    assert np.array_equal(cache.gather(ids).numpy(), table[100:150])
+    assert cache.stats.hits == 50 and cache.stats.misses == 0
+    cache.close()
+
+
+def test_device_bookkeeping_refuses_a_victim_buffer():
+    with pytest.raises(CacheBudgetError, match="victim"):
+        CachedFeatures(TensorFeatures(np.zeros((10, 2), np.float32)), 80, policy="lru", victim_bytes=16, bookkeeping="device")

@@ -83,7 +83,28 @@ def test_pinned_cpu_path_returns_pinned_rows():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("policy", ["static", "lru", "clock", "hybrid"])
+@pytest.mark.parametrize("policy", ["static", "lru", "clock", "sieve", "hybrid"])
+def test_gpu_cache_with_device_bookkeeping_over_direct_reads(tmp_path, policy):
+    """No victim buffer: slots are looked up on the GPU; the policy catches up on its own thread."""
+    from sparsetrain.storage import CachedFeatures, MmapFeatures
+
+    table = np.random.default_rng(0).standard_normal((4000, 128)).astype(np.float16)
+    np.save(tmp_path / "f.npy", table)
+    cache = CachedFeatures(MmapFeatures(tmp_path / "f.npy", mode="direct"), 400 * 256, policy, device="cuda", hotness=np.arange(4000.0))
+    assert cache.bookkeeping == "device" and cache._slot_of.device.type == "cuda"
+    gen = torch.Generator().manual_seed(1)
+    for step in range(50):
+        ids = torch.randint(0, 4000, (700,), generator=gen)
+        if step % 3 == 0:
+            cache.prefetch(torch.randint(0, 4000, (300,), generator=gen))
+        got = cache.gather(ids.cuda())
+        assert got.device.type == "cuda" and np.array_equal(got.cpu().numpy(), table[ids.numpy()])
+    cache.close()
+    assert torch.equal(cache._slot_of.cpu(), torch.from_numpy(cache.policy.slot_of))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("policy", ["static", "lru", "clock", "sieve", "hybrid"])
 def test_gpu_cache_over_mmap(tmp_path, policy):
     from sparsetrain.storage import CachedFeatures, MmapFeatures
 

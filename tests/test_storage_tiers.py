@@ -56,6 +56,8 @@ def stores_for(table, tmp_path, dtype_name):
         "mmap_advise_auto": MmapFeatures(path, advise="auto"),
         "mmap_pread": MmapFeatures(path, mode="pread"),
         "mmap_pread_nocoalesce_advise": MmapFeatures(path, mode="pread", coalesce_bytes=0, advise=True),
+        "disk_direct": MmapFeatures(path, mode="direct"),
+        "disk_direct_one_thread_coalesce": MmapFeatures(path, mode="direct", io_threads=1, coalesce_bytes=16384),
         "pinned_cpu": PinnedFeatures(table.copy(), device="cpu"),
     }
     for policy in POLICIES:
@@ -193,6 +195,36 @@ def test_mmap_reads_only_requested_rows(tmp_path):
     assert store.stats.bytes_moved == 4 * 1024
 
 
+def test_direct_reads_blocks_of_requested_rows_and_bypasses_the_page_cache(tmp_path):
+    """mode="direct": O_DIRECT reads of the blocks holding the rows (512 B to 4 KiB), none of them left in the page cache."""
+    import mmap
+    import os
+
+    from sparsetrain.storage.file_reads import resident_fraction
+
+    table = make_table(np.float16, (128,), rows=40_000)  # 256 B rows: 16 per block
+    path = tmp_path / "f.npy"
+    np.save(path, table)
+    store = MmapFeatures(path, mode="direct", coalesce_bytes=0)
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # the header read (and its readahead) went through the page cache
+    if not store.direct:
+        pytest.skip(f"{tmp_path}: the file system does not take O_DIRECT")
+    ids = np.array([5, 6, 39_999, 20_000, 5, 17 * 16, 17 * 16 + 15])
+    assert np.array_equal(store.gather(torch.from_numpy(ids)).numpy(), table[ids])
+    data, block = store.data_offset, store.block_bytes
+    assert block in (512, 1024, 2048, 4096)
+    blocks = {(data + i * 256) // block for i in ids} | {(data + i * 256 + 255) // block for i in ids}
+    assert store.stats.bytes_moved == len(blocks) * block
+    mapping = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    base = np.frombuffer(mapping, dtype=np.uint8, count=1).ctypes.data
+    assert resident_fraction(base, data, 256, np.unique(ids)) == 0.0
+    del base
+    mapping.close()
+    os.close(fd)
+
+
 def test_cpu_only_import_does_not_load_cuda_modules():
     import subprocess
     import sys
@@ -224,7 +256,8 @@ def test_large_gathers_take_the_parallel_paths(tmp_path):
     ids = np.random.default_rng(3).integers(0, 30_000, 40_000)
     assert ids.size >= 4 * PARALLEL_MIN_ROWS
     cached = CachedFeatures(torch.from_numpy(table), capacity_bytes=3000 * 256, policy="hybrid", hotness=np.ones(30_000))
-    stores = [TensorFeatures(torch.from_numpy(table)), PinnedFeatures(table, device="cpu"), MmapFeatures(tmp_path / "f.npy"), MmapFeatures(tmp_path / "f.npy", mode="pread"), cached]
+    stores = [TensorFeatures(torch.from_numpy(table)), PinnedFeatures(table, device="cpu"), MmapFeatures(tmp_path / "f.npy"), MmapFeatures(tmp_path / "f.npy", mode="pread"),
+              MmapFeatures(tmp_path / "f.npy", mode="direct", io_threads=3), cached]
     for store in stores:
         for _ in range(2):
             assert np.array_equal(store.gather(torch.from_numpy(ids)).numpy(), table[ids]), store

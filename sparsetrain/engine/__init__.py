@@ -2,7 +2,7 @@
 
 ``Loader`` composes the data path's stages (:mod:`sparsetrain.engine.stages`) and overlaps them with compute; ``Trainer`` / ``fit``
 run epochs with progress, evaluation, metrics logs and exact checkpoint/resume;
-``full_graph_inference`` runs a model layer by layer over the whole graph. Models live in
+``layerwise_inference`` runs a model layer by layer over the whole graph. Models live in
 :mod:`sparsetrain.nn`, ``ClusterSampler`` in :mod:`sparsetrain.sampling`.
 """
 
@@ -10,7 +10,7 @@ from sparsetrain._deprecation import moved_attribute
 from sparsetrain.engine.checkpoint import CheckpointError, load_latest_checkpoint, save_checkpoint
 from sparsetrain.engine.distributed import DistributedError
 from sparsetrain.engine.evaluate import accuracy, full_graph_evaluator, sampled_evaluator
-from sparsetrain.engine.inference import full_graph_inference
+from sparsetrain.engine.inference import layerwise_inference
 from sparsetrain.engine.loader import EpochStats, Loader
 from sparsetrain.engine.precision import PRECISIONS, autocast
 from sparsetrain.engine.stages import LoaderError
@@ -18,7 +18,7 @@ from sparsetrain.engine.trainer import Trainer, fit
 
 __all__ = [
     "CheckpointError", "DistributedError", "EpochStats", "Loader", "LoaderError", "PRECISIONS", "Trainer", "autocast",
-    "accuracy", "fit", "full_graph_evaluator", "full_graph_inference", "load_latest_checkpoint",
+    "accuracy", "fit", "full_graph_evaluator", "layerwise_inference", "load_latest_checkpoint",
     "sampled_evaluator", "save_checkpoint",
 ]
 
@@ -34,4 +34,8 @@ _MOVED = {
 
 
 def __getattr__(name: str):
+    if name == "full_graph_inference":  # renamed: the function itself warns when called
+        from sparsetrain.engine.inference import full_graph_inference
+
+        return full_graph_inference
     return moved_attribute(__name__, _MOVED, name)

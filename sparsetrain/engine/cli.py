@@ -10,6 +10,7 @@ from pathlib import Path
 from sparsetrain.engine.precision import PRECISIONS
 from sparsetrain.engine.run import FEATURE_PLACEMENTS
 from sparsetrain.nn.models import MODELS
+from sparsetrain.storage.policies import POLICIES
 
 
 def _fanouts(text: str) -> list[int]:
@@ -63,6 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=_POSITIVE_INT,
                    help="epochs to train (default: about 2000 optimizer steps, at most 200 epochs: 200 full-batch epochs on Cora, "
                         "~11 on products; the test accuracy reported is the one at the best validation epoch)")
+    p.add_argument("--max-steps", type=_POSITIVE_INT, help="stop after this many optimizer steps, mid-epoch if need be (a partial epoch is not evaluated)")
     p.add_argument("--lr", type=_POSITIVE, help="Adam learning rate (default 0.01; gt 0.005)")
     p.add_argument("--weight-decay", type=_NON_NEGATIVE, help="L2 weight decay (default 5e-4; gt 5e-3)")
     p.add_argument("--hidden", type=_POSITIVE_INT, help="hidden size (default 128; gt 64)")
@@ -72,8 +74,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fp32 (default) or bf16 mixed precision (autocast; ~2x faster matmuls on GPUs and CPUs with AVX-512 BF16 / AMX)")
     p.add_argument("--features", choices=FEATURE_PLACEMENTS, default="auto",
                    help="feature placement: auto (default: on a GPU, in its memory when they fit, else pinned host memory read "
-                        "zero-copy; on a CPU, mmap), mmap (ranks share the page cache), memory, device, pinned, or sharded across ranks")
-    p.add_argument("--cache-gb", type=_NON_NEGATIVE, default=0.0, help="feature cache in front of the memory-mapped features (GiB; 0 = none)")
+                        "zero-copy; on a CPU, mmap), mmap (ranks share the page cache), disk (O_DIRECT reads of the rows a batch needs, "
+                        "for features larger than memory; give it a --cache-gb), memory, device, pinned, or sharded across ranks")
+    p.add_argument("--cache-gb", type=_NON_NEGATIVE, default=0.0, help="feature cache in front of the mmap or disk features (GiB; 0 = none)")
+    p.add_argument("--cache-policy", choices=POLICIES, default="hybrid",
+                   help="the cache's replacement policy (default hybrid: a pre-sampled hot set plus a scored dynamic part)")
     p.add_argument("--eval", choices=["auto", "full", "sampled"], default="auto", help="full-neighborhood or sampled evaluation")
     p.add_argument("--checkpoint-dir", type=Path,
                    help="write checkpoints here (every --checkpoint-every steps and each epoch; the newest 3 are kept). One folder per run: "
@@ -101,6 +106,12 @@ def _train(args: argparse.Namespace) -> int:
     if args.summary_json is not None:
         args.summary_json.parent.mkdir(parents=True, exist_ok=True)
         args.summary_json.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"test accuracy {summary['test_acc']:.4f} (val {summary['val_acc']:.4f}, epoch {summary['best_epoch']}) "
-          f"after {summary['epochs']} epochs in {summary['seconds']:.1f} s")
+    if summary["test_acc"] is None:
+        print(f"{summary['steps']} steps in {summary['seconds']:.1f} s (no epoch finished, so no accuracy)")
+    else:
+        print(f"test accuracy {summary['test_acc']:.4f} (val {summary['val_acc']:.4f}, epoch {summary['best_epoch']}) "
+              f"after {summary['epochs']} epochs in {summary['seconds']:.1f} s")
+    if summary.get("disk_mb") is not None or summary.get("hit_rate") is not None:
+        hit = "n/a" if summary.get("hit_rate") is None else f"{summary['hit_rate']:.1%}"
+        print(f"features: cache hit rate {hit}, {summary['disk_mb']:.0f} MB read from disk")
     return 0

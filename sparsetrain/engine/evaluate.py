@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from sparsetrain.engine.inference import full_graph_inference
+from sparsetrain.engine.inference import infer_layers
 from sparsetrain.engine.loader import Loader
+from sparsetrain.storage.rows import gather_rows
 
 EVAL_EPOCH = 2**20
 """Evaluation samples under an epoch number training never reaches, so its batches never repeat training's."""
@@ -15,12 +16,18 @@ def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     return (logits.argmax(dim=-1) == labels).double().mean().item() if len(labels) else float("nan")
 
 
-def full_graph_evaluator(features, labels: torch.Tensor, graph, split: dict[str, torch.Tensor], device="cpu"):
-    """``evaluate(model) -> {"val_acc", "test_acc"}`` using exact layer-wise inference over the whole graph."""
+def full_graph_evaluator(features, labels: torch.Tensor, graph, split: dict[str, torch.Tensor], device="cpu", *,
+                         batch_size: int = 4096, memory_budget: int | None = None):
+    """``evaluate(model) -> {"val_acc", "test_acc"}`` using exact layer-wise inference over the whole graph
+    (:func:`~sparsetrain.engine.layerwise_inference`; layer tables above ``memory_budget`` bytes go to disk)."""
 
     def evaluate(model) -> dict:
-        out = full_graph_inference(model, features, graph, device=device)
-        return {f"{name}_acc": accuracy(out[idx], labels[idx]) for name, idx in split.items() if name != "train"}
+        out = infer_layers(model, features, graph, batch_size, torch.device(device), memory_budget, None)
+        result = {f"{name}_acc": accuracy(gather_rows(out, idx).float(), labels[idx]) for name, idx in split.items() if name != "train"}
+        if not isinstance(out, torch.Tensor):
+            out.close()
+            out.path.unlink(missing_ok=True)
+        return result
 
     return evaluate
 

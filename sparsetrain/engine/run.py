@@ -14,12 +14,13 @@ from sparsetrain.engine.evaluate import full_graph_evaluator, sampled_evaluator
 from sparsetrain.datasets.hetero_dataset import HeteroGraphDataset
 from sparsetrain.engine.hetero_run import typed_parts
 from sparsetrain.engine.host_memory import retain_freed_host_memory
+from sparsetrain.engine.inference import layerwise_cost, sampled_cost
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.trainer import Trainer
 from sparsetrain.errors import DatasetError, SparsetrainError
 from sparsetrain.nn.models import build_model
 
-FULL_EVAL_MAX_NODES = 1_000_000
+LAYER_TABLE_BUDGET = 4 << 30  # bytes of one layer's embeddings kept in memory by layer-wise evaluation; larger ones go to disk
 
 
 class TrainingOutOfMemoryError(SparsetrainError, RuntimeError):
@@ -33,12 +34,14 @@ class TrainSettings:
     fanout: list[int] = field(default_factory=lambda: [10, 10])
     batch_size: int = 1024
     epochs: int | None = None  # None: auto_epochs()
+    max_steps: int | None = None
     lr: float | None = None  # None: the model's entry in MODEL_DEFAULTS (and weight_decay, hidden likewise)
     weight_decay: float | None = None
     hidden: int | None = None
     dropout: float = 0.5
     device: str = "auto"
     cache_gb: float = 0.0
+    cache_policy: str = "hybrid"
     features: str = "auto"
     eval: str = "auto"
     checkpoint_dir: Path | None = None
@@ -81,7 +84,7 @@ def resolved(settings: TrainSettings) -> TrainSettings:
     return replace(settings, **{k: defaults[k] for k in ("lr", "weight_decay", "hidden") if getattr(settings, k) is None})
 
 
-FEATURE_PLACEMENTS = ("auto", "mmap", "memory", "device", "pinned", "sharded")
+FEATURE_PLACEMENTS = ("auto", "mmap", "disk", "memory", "device", "pinned", "sharded")
 GPU_RESIDENT_FRACTION = 0.4  # of the GPU's free memory that the features, and then the graph, may each take to live there
 
 
@@ -107,8 +110,9 @@ def _graph(ds, ctx):
 
 
 def _features(ds, settings: TrainSettings, ctx):
-    """The feature store (see ``--features``): memory-mapped (ranks share the page cache), in host memory, in GPU
-    memory, pinned host memory read zero-copy by the GPU, or sharded across ranks; behind a cache when --cache-gb asks."""
+    """The feature store (see ``--features``): memory-mapped (ranks share the page cache), read from disk with O_DIRECT
+    (files larger than memory), in host memory, in GPU memory, pinned host memory read zero-copy by the GPU, or sharded
+    across ranks; behind a cache when --cache-gb asks."""
     from sparsetrain.storage import CachedFeatures, MmapFeatures, PinnedFeatures, TensorFeatures
 
     placement = _placement(ds, settings, ctx)
@@ -130,11 +134,28 @@ def _features(ds, settings: TrainSettings, ctx):
         store = PinnedFeatures(ds.features.numpy(), device=ctx.device, copy=True)
     elif placement == "mmap":
         store = MmapFeatures(ds.path / "features.npy")
+    elif placement == "disk":
+        store = ds.feature_store(mode="direct")
     else:
         raise DatasetError(f"--features {settings.features!r}: choose one of {', '.join(FEATURE_PLACEMENTS)}")
     if settings.cache_gb > 0:
-        store = CachedFeatures(store, int(settings.cache_gb * 2**30), policy="hybrid", device=ctx.device, hotness=_presampled_hotness(ds, settings))
+        hotness = _presampled_hotness(ds, settings) if settings.cache_policy in ("static", "hybrid") else None
+        store = CachedFeatures(store, int(settings.cache_gb * 2**30), policy=settings.cache_policy, device=ctx.device, hotness=hotness)
     return store
+
+
+EXACT_EVAL_MAX_NODES = 100_000  # below this both evaluations take seconds; the exact one is preferred
+LAYERWISE_EDGE_COST = 16  # a layer-wise edge costs ~16 sampled ones on 2 CPU cores (chunks re-gather their neighbors; RESULTS.md)
+
+
+def _full_eval_is_cheaper(ds, settings: TrainSettings, eval_split: dict) -> bool:
+    """``--eval auto``: exact layer-wise inference on small graphs (Cora), and on larger ones when its edges, weighted
+    by their measured cost, are fewer than those of sampled evaluation of the val/test nodes (never on papers100M,
+    1% labelled; on a 200K-node graph with 40% of nodes to evaluate it lost 93 s to 66 s, so sampled there too)."""
+    if ds.num_nodes <= EXACT_EVAL_MAX_NODES:
+        return True
+    eval_nodes = sum(len(idx) for idx in eval_split.values())
+    return LAYERWISE_EDGE_COST * layerwise_cost(ds.num_edges, len(settings.fanout)) <= sampled_cost(eval_nodes, settings.fanout)
 
 
 ONLINE_CLUSTER_MAX_NODES = 1_000_000
@@ -205,9 +226,9 @@ def _homogeneous_parts(ds, settings: TrainSettings, ctx):
     model = build_model(settings.model, ds.num_features, settings.hidden, ds.num_classes, len(settings.fanout), settings.dropout, **extra)
     eval_split = {k: v for k, v in ds.split.items() if k != "train"}
     # the graph transformer evaluates on sampled batches, like it trains (its cluster attention is per batch)
-    full = settings.model != "gt" and (settings.eval == "full" or (settings.eval == "auto" and ds.num_nodes <= FULL_EVAL_MAX_NODES))
+    full = settings.model != "gt" and (settings.eval == "full" or (settings.eval == "auto" and _full_eval_is_cheaper(ds, settings, eval_split)))
     if full:
-        evaluate = full_graph_evaluator(features, ds.labels, ds.graph, eval_split, device=ctx.device)
+        evaluate = full_graph_evaluator(features, ds.labels, ds.graph, eval_split, device=ctx.device, memory_budget=LAYER_TABLE_BUDGET)
     else:
         eval_sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed + 1), clusters, settings)
         evaluate = sampled_evaluator(eval_sampler, features, labels, eval_split, batch_size=settings.batch_size, device=ctx.device)
@@ -238,7 +259,7 @@ def train(settings: TrainSettings) -> dict | None:
         trainer = Trainer(model, loader, optimizer, epochs=epochs, evaluate=evaluate,
                           checkpoint_dir=settings.checkpoint_dir, checkpoint_every=settings.checkpoint_every,
                           resume=settings.resume, log_path=settings.log, quiet=settings.quiet, is_main=ctx.is_main,
-                          precision=settings.precision, run_info=_run_info(ds, settings))
+                          precision=settings.precision, run_info=_run_info(ds, settings), max_steps=settings.max_steps)
         try:
             summary = trainer.fit()
         except torch.OutOfMemoryError as exc:

@@ -34,7 +34,8 @@ class Trainer:
     (see :mod:`sparsetrain.engine.precision`). ``retain_host_memory`` (on by default) keeps
     freed host memory in the process heap so each step reuses warm pages: 1127 -> 673 ms a
     products-scale step on 2 cores (see :func:`~sparsetrain.engine.host_memory.retain_freed_host_memory`;
-    ``SPARSETRAIN_KEEP_MALLOC=1`` opts out).
+    ``SPARSETRAIN_KEEP_MALLOC=1`` opts out). ``max_steps`` stops training after that many optimizer steps,
+    mid-epoch if need be (a partial epoch is not evaluated).
     """
 
     def __init__(self, model: torch.nn.Module, loader: Loader, optimizer: torch.optim.Optimizer, *,
@@ -42,7 +43,8 @@ class Trainer:
                  evaluate: Callable[[torch.nn.Module], dict] | None = None,
                  checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 0, resume: bool = False,
                  log_path: str | os.PathLike | None = None, quiet: bool = False, is_main: bool = True,
-                 precision: str = "fp32", retain_host_memory: bool = True, run_info: dict | None = None):
+                 precision: str = "fp32", retain_host_memory: bool = True, run_info: dict | None = None,
+                 max_steps: int | None = None):
         if epochs < 1:
             raise ValueError(f"epochs={epochs} must be at least 1")
         if resume and checkpoint_dir is None:
@@ -58,6 +60,7 @@ class Trainer:
         self.loss_fn = loss_fn
         self.evaluate = evaluate
         self.epochs = epochs
+        self.max_steps = max_steps
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.checkpoint_every = checkpoint_every
         self.resume = resume
@@ -69,6 +72,7 @@ class Trainer:
         self.batch = 0
         self.step = 0
         self.history: list[dict] = []
+        self._run_reads = _FeatureReads(None)
 
     # ------------------------------------------------------------ state
     def run_identity(self) -> dict:
@@ -141,8 +145,11 @@ class Trainer:
         elif self.checkpoint_dir is not None:
             refuse_foreign_checkpoints(self.checkpoint_dir)
         started = time.perf_counter()
-        while self.epoch < self.epochs:
-            self._train_epoch()
+        self._run_reads = _FeatureReads(self.loader.features)
+        while self.epoch < self.epochs and not self._step_limit_reached():
+            if not self._train_epoch():
+                self._save()
+                break
             self.epoch += 1
             self.batch = 0
             if self.scheduler is not None:
@@ -150,12 +157,17 @@ class Trainer:
             self._save()
         return self.summary(time.perf_counter() - started)
 
-    def _train_epoch(self) -> None:
+    def _step_limit_reached(self) -> bool:
+        return self.max_steps is not None and self.step >= self.max_steps
+
+    def _train_epoch(self) -> bool:
+        """Train one epoch (evaluate and log it); False when ``max_steps`` cut it short."""
         model, loader = self.model, self.loader
         model.train()
         losses = []
         seen = 0
         epoch_start = time.perf_counter()
+        reads = _FeatureReads(loader.features)
         bar = progress(len(loader), f"epoch {self.epoch + 1}/{self.epochs}", "batch", self.quiet, initial=self.batch)
         with bar:
             for mb in loader.epoch(self.epoch, self.batch):
@@ -175,10 +187,17 @@ class Trainer:
                 elapsed = time.perf_counter() - epoch_start
                 stats = loader.last_epoch_stats
                 bar.set_postfix(loss=f"{losses[-1]:.4f}", seeds_s=f"{seen / max(elapsed, 1e-9):.0f}",
-                                stall=f"{stats.wait_seconds / max(elapsed, 1e-9):.0%}", refresh=False)
+                                stall=f"{stats.wait_seconds / max(elapsed, 1e-9):.0%}", **reads.postfix(), refresh=False)
                 bar.update(1)
                 if self.checkpoint_every and self.step % self.checkpoint_every == 0:
                     self._save()
+                if self._step_limit_reached() and self.batch < len(loader):
+                    break
+        if self._step_limit_reached() and self.batch < len(loader):
+            self._log({"step": self.step, "epoch": self.epoch, "stopped": "max_steps", **reads.totals()})
+            if not self.quiet:
+                print(f"stopped after {self.step} steps (--max-steps)", flush=True)
+            return False
         stats = loader.last_epoch_stats
         record = {
             "step": self.step,
@@ -196,6 +215,7 @@ class Trainer:
         if not self.quiet:
             shown = "  ".join(f"{k} {_fmt(v)}" for k, v in record.items() if k != "step")
             print(shown, flush=True)
+        return True
 
     def summary(self, seconds: float) -> dict:
         best = max((r for r in self.history if "val_acc" in r), key=lambda r: r["val_acc"], default=None)
@@ -207,7 +227,47 @@ class Trainer:
             "steps": self.step,
             "seconds": round(seconds, 3),
             "stall_fraction": self.history[-1]["stall_fraction"] if self.history else None,
+            **(self._run_reads.totals() if self._run_reads.shown else {}),
         }
+
+
+class _FeatureReads:
+    """What the progress bar shows of the feature store: a cache's hit rate and the disk tier's read rate since start."""
+
+    def __init__(self, features) -> None:
+        self.cache = features if hasattr(features, "backing") else None
+        bottom = features
+        while hasattr(bottom, "backing"):
+            bottom = bottom.backing
+        self.disk = bottom if getattr(bottom, "mode", None) in ("direct", "pread") else None
+        self.start = time.perf_counter()
+        self.hits, self.misses = self._counts()
+        self.bytes = self.disk.stats.bytes_moved if self.disk is not None else 0
+
+    @property
+    def shown(self) -> bool:
+        """Whether there is a cache or a disk tier to report on."""
+        return self.cache is not None or self.disk is not None
+
+    def _counts(self) -> tuple[int, int]:
+        return (self.cache.stats.hits, self.cache.stats.misses) if self.cache is not None else (0, 0)
+
+    def totals(self) -> dict:
+        """Hit rate and disk megabytes read since start (for the log)."""
+        hits, misses = self._counts()
+        looked_up = hits + misses - self.hits - self.misses
+        disk = (self.disk.stats.bytes_moved - self.bytes) if self.disk is not None else 0
+        return {"hit_rate": (hits - self.hits) / looked_up if looked_up else None, "disk_mb": round(disk / 1e6, 1)}
+
+    def postfix(self) -> dict:
+        shown = {}
+        hits, misses = self._counts()
+        if hits + misses > self.hits + self.misses:
+            shown["hit"] = f"{(hits - self.hits) / (hits + misses - self.hits - self.misses):.0%}"
+        if self.disk is not None:
+            seconds = max(time.perf_counter() - self.start, 1e-9)
+            shown["disk_MB_s"] = f"{(self.disk.stats.bytes_moved - self.bytes) / seconds / 1e6:.0f}"
+        return shown
 
 
 def _fmt(value) -> str:

@@ -4,7 +4,7 @@ Layer ``l`` receives the features of block ``l``'s source nodes and produces
 features only for its destination nodes, which are the first ``num_dst`` source
 nodes and exactly the sources of block ``l + 1``. The same layers also run
 layer-wise over the full graph for exact evaluation
-(:func:`sparsetrain.engine.full_graph_inference`, through :meth:`BlockGNN.layer`).
+(:func:`sparsetrain.engine.layerwise_inference`, through :meth:`BlockGNN.layer`).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 Every :class:`FeatureSource` answers ``gather(ids, out=None) -> Tensor`` with the rows of ``ids`` in order:
 
 - :class:`TensorFeatures`: a tensor in CPU or GPU memory.
-- :class:`MmapFeatures`: a ``.npy`` file; reads only the requested rows (parallel ``pread``).
+- :class:`MmapFeatures`: a ``.npy`` file; reads only the requested rows (mapped, parallel ``pread``, or ``O_DIRECT`` blocks).
 - :class:`PinnedFeatures`: page-locked host memory read zero-copy by a GPU kernel (or gathered by the CPU).
-- :class:`CachedFeatures`: a cache (``static``/``lru``/``clock``/``hybrid``) in front of any of them.
+- :class:`CachedFeatures`: a cache (``static``/``lru``/``clock``/``sieve``/``hybrid``) in front of any of them.
 
 Access-trace tools (``access_counts``, ``replay``, ``make_policy``) live in :mod:`sparsetrain.storage.policies`,
 Belady's optimum in :mod:`sparsetrain.storage.belady`.

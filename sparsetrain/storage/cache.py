@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -16,6 +17,7 @@ from sparsetrain.storage.policies import POLICIES, make_policy
 from sparsetrain.storage.victim import VictimBuffer
 
 PRELOAD_CHUNK_BYTES = 64 << 20
+MAX_PENDING_UPDATES = 2  # device bookkeeping: gathers the policy may lag behind before a gather waits for it
 
 
 def as_feature_source(source) -> FeatureSource:
@@ -34,13 +36,20 @@ def as_feature_source(source) -> FeatureSource:
 class CachedFeatures(FeatureSource):
     """A cache of ``capacity_bytes`` of rows of ``backing`` on ``device``; ``gather`` serves hits from it.
 
-    ``policy``: ``"static"``, ``"lru"``, ``"clock"`` or ``"hybrid"`` (see :mod:`sparsetrain.storage.policies`);
+    ``policy``: ``"static"``, ``"lru"``, ``"clock"``, ``"sieve"`` or ``"hybrid"`` (see :mod:`sparsetrain.storage.policies`);
     ``hotness`` (one value per row: in-degree or pre-sampling access counts) ranks rows for the static
     hot set; without it a ``static`` cache keeps the first rows it gathers. ``victim_bytes`` of host memory keep recently evicted rows. Row storage never exceeds
     ``capacity_bytes`` (a budget smaller than one row raises :class:`CacheBudgetError`); per-row
     bookkeeping (an int64 slot index per row) lives in host memory outside that budget.
     ``prefetch(ids)`` loads misses in a background thread; gathers and prefetches exchange rows
     under a lock, so a gather never sees a half-written row.
+
+    ``bookkeeping``: ``"host"`` asks the policy for every gather's slots (ids copied to the host first);
+    ``"device"`` keeps a slot per row in a tensor on the cache's device and looks ids up there with torch
+    ops, so a gather copies only its missed ids to the host; the policy (which rows to keep) learns of the
+    gather's accesses and admits its misses afterwards, on a background thread, at most
+    ``MAX_PENDING_UPDATES`` gathers behind (:meth:`synchronize` waits for it). ``"auto"`` (default):
+    ``"device"`` on CUDA without a victim buffer, else ``"host"``.
     """
 
     def __init__(
@@ -52,6 +61,7 @@ class CachedFeatures(FeatureSource):
         *,
         hotness=None,
         victim_bytes: int = 0,
+        bookkeeping: str = "auto",
         **policy_options,
     ) -> None:
         self.backing = as_feature_source(backing)
@@ -71,11 +81,22 @@ class CachedFeatures(FeatureSource):
         victim_rows = int(victim_bytes) // row_bytes
         self.victim = VictimBuffer(self.num_rows, victim_rows, self.row_shape, self.dtype) if victim_rows else None
         self._lock = threading.Lock()
-        self._mark = np.full(self.num_rows, -1, dtype=np.int64)  # scratch for unique_inverse, used under the lock
+        self._mark = np.full(self.num_rows, -1, dtype=np.int32)  # scratch for unique_inverse (positions in one batch), used under the lock
         self._executor: ThreadPoolExecutor | None = None
         self._read_events: list = []
         self._write_event = None
+        if bookkeeping not in ("auto", "host", "device"):
+            raise CacheBudgetError(f"CachedFeatures: bookkeeping must be 'auto', 'host' or 'device', got {bookkeeping!r}")
+        if bookkeeping == "device" and self.victim is not None:
+            raise CacheBudgetError("CachedFeatures: bookkeeping='device' has no victim buffer; pass victim_bytes=0 or bookkeeping='host'")
+        if bookkeeping == "auto":
+            bookkeeping = "device" if self.device.type == "cuda" and self.victim is None else "host"
+        self.bookkeeping = bookkeeping
+        self._slot_of = None  # device bookkeeping: the policy's slot per row, mirrored on the device
+        self._pending: deque[Future] = deque()
         self._preload()
+        if bookkeeping == "device":
+            self._slot_of = torch.from_numpy(self.policy.slot_of).to(self.device, torch.int32)
 
     @property
     def memory_bytes(self) -> int:
@@ -121,6 +142,9 @@ class CachedFeatures(FeatureSource):
         return torch.from_numpy(index).to(self.device, non_blocking=True)
 
     def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:
+        if self.bookkeeping == "device":
+            self._gather_device(ids, out)
+            return
         if self.device.type == "cpu":
             with self._lock:
                 self._gather_cpu(ids, out)
@@ -206,6 +230,53 @@ class CachedFeatures(FeatureSource):
         self.stats.hits += int(wanted.size - missed_ids.size)
         self.stats.misses += int(missed_ids.size)
 
+    def _gather_device(self, ids: torch.Tensor, out: torch.Tensor) -> None:
+        """Slots looked up on the device; only the missed ids go to the host (to read the backing store)."""
+        wanted, inverse = torch.unique(ids.to(self.device, non_blocking=True).long(), return_inverse=True)
+        with self._lock:
+            self._before_read()
+            slots = self._slot_of.index_select(0, wanted).long()
+            hit = slots >= 0
+            rows = self.slots.index_select(0, slots.clamp(min=0))  # a miss reads slot 0 here and is overwritten below
+            self._after_read()
+        missed_at = (~hit).nonzero().view(-1)
+        missed = wanted.index_select(0, missed_at).cpu()  # the one device-to-host copy of a gather
+        fetched = None
+        if missed.numel():
+            fetched = self.backing.gather(missed).to(self.device, non_blocking=True)
+            rows.index_copy_(0, missed_at, fetched)
+            self.stats.bytes_moved += missed.numel() * self.row_bytes
+        torch.index_select(rows, 0, inverse, out=out)
+        self.stats.hits += wanted.numel() - missed.numel()
+        self.stats.misses += missed.numel()
+        ready = None
+        if self.device.type == "cuda":
+            ready = torch.cuda.Event()
+            ready.record(torch.cuda.current_stream(self.device))
+        while len(self._pending) >= MAX_PENDING_UPDATES:
+            self._pending.popleft().result()
+        self._pending.append(self._worker().submit(self._update_policy, wanted, missed.numpy(), fetched, ready))
+
+    def _update_policy(self, wanted: torch.Tensor, missed: np.ndarray, fetched: torch.Tensor | None, ready) -> None:
+        """Off the critical path: tell the policy about a gather's accesses, then admit its misses (device bookkeeping)."""
+        if ready is not None:
+            ready.synchronize()
+        self.policy.lookup(wanted.cpu().numpy())
+        if missed.size:
+            with self._lock:
+                self._admit(missed, fetched, np.arange(missed.size), force=False)
+
+    def synchronize(self) -> None:
+        """Wait until the policy has seen every gather so far (device bookkeeping; a no-op otherwise)."""
+        while self._pending:
+            self._pending.popleft().result()
+
+    def _worker(self) -> ThreadPoolExecutor:
+        """The one background thread for prefetches and policy updates (so the policy is used by one thread at a time)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sparsetrain-cache")
+        return self._executor
+
     def _take_victims(self, wanted: np.ndarray, missed_at: np.ndarray, rows: torch.Tensor) -> np.ndarray:
         """Copy misses held by the victim buffer into ``rows``; returns the positions still to fetch."""
         if self.victim is None or missed_at.size == 0:
@@ -225,9 +296,13 @@ class CachedFeatures(FeatureSource):
         if evicted.size:
             if self.victim is not None:
                 self.victim.put(evicted, self.slots.index_select(0, self._device_index(evicted_slots)))
+            if self._slot_of is not None:
+                self._slot_of.index_fill_(0, self._device_index(evicted), -1)
             self.stats.evictions += int(evicted.size)
         source = row_at[np.searchsorted(ids, admitted)]
         self.slots.index_copy_(0, self._device_index(slots), rows.index_select(0, self._device_index(source)))
+        if self._slot_of is not None:
+            self._slot_of.index_copy_(0, self._device_index(admitted), self._device_index(slots.astype(np.int32)))
         if self.victim is not None:
             self.victim.discard(admitted)
         self._after_write()
@@ -242,9 +317,7 @@ class CachedFeatures(FeatureSource):
         inserts nothing. Gathers may run meanwhile; they see each row either before or after it is written.
         """
         ids = check_ids(ids, self.num_rows, "CachedFeatures.prefetch")
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sparsetrain-prefetch")
-        return self._executor.submit(self._prefetch, ids.cpu().long())
+        return self._worker().submit(self._prefetch, ids.cpu().long())
 
     def _prefetch(self, ids: torch.Tensor) -> int:
         if self.device.type == "cuda":
@@ -279,7 +352,8 @@ class CachedFeatures(FeatureSource):
         return inserted
 
     def close(self) -> None:
-        """Stop the prefetch thread (waits for a running prefetch)."""
+        """Stop the background thread (waits for a running prefetch or policy update)."""
+        self.synchronize()
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None

@@ -4,9 +4,14 @@ The ids are sorted, neighbouring rows are merged into one read ("runs": rows who
 gap is at most ``coalesce_bytes``), every run is read by one ``pread`` on a worker
 thread (the GIL is released), and the rows are copied to their output positions.
 A read that comes back short means the file shrank: the caller turns that into an error.
+The ``O_DIRECT`` variant (``plan_block_runs`` + ``read_block_runs``) reads whole aligned blocks
+into an aligned buffer, bypassing the page cache; many Python threads call it at once, each
+with one read in flight, since a blocked ``pread`` needs no core.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 from numba import njit, prange, types
@@ -161,3 +166,78 @@ def advise_rows(fd: int, data_offset: int, row_bytes: int, ids: np.ndarray, coal
     sorted_ids = np.sort(ids)
     starts, ends, _, _, _ = plan_runs(sorted_ids, row_bytes, coalesce_bytes // row_bytes, max(1, MAX_RUN_BYTES // row_bytes))
     _advise_runs(fd, data_offset, row_bytes, starts, ends)
+
+
+# ---------------------------------------------------------------- O_DIRECT reads (no page cache)
+
+DIRECT_BLOCK_BYTES = 4096  # O_DIRECT needs file offset, length and buffer aligned to the device's logical block; 4 KiB covers every common one
+
+
+@njit(cache=True, nogil=True)
+def plan_block_runs(sorted_ids, data_offset, row_bytes, block, max_gap_bytes, max_run_bytes):
+    """Merge sorted row ids into block-aligned reads.
+
+    Returns ``(start, length, need, first)``: read ``r`` covers file bytes ``[start[r], start[r] + length[r])``
+    (both multiples of ``block``), of which the first ``need[r]`` must come back (the last block may
+    extend past the end of the file); its rows are sorted positions ``first[r]:first[r + 1]``.
+    """
+    n = sorted_ids.size
+    start = np.empty(n, np.int64)
+    end = np.empty(n, np.int64)
+    need = np.empty(n, np.int64)
+    first = np.empty(n + 1, np.int64)
+    runs = -1
+    for k in range(n):
+        lo = data_offset + sorted_ids[k] * row_bytes
+        hi = lo + row_bytes
+        a_lo = lo - lo % block
+        a_hi = hi + (block - hi % block) % block
+        if runs >= 0 and a_lo <= end[runs] + max_gap_bytes and a_hi - start[runs] <= max_run_bytes:
+            if a_hi > end[runs]:
+                end[runs] = a_hi
+            need[runs] = hi - start[runs]
+        else:
+            runs += 1
+            start[runs] = a_lo
+            end[runs] = a_hi
+            need[runs] = hi - a_lo
+            first[runs] = k
+    runs += 1
+    first[runs] = n
+    return start[:runs], end[:runs] - start[:runs], need[:runs], first[: runs + 1]
+
+
+@njit(cache=True, nogil=True)
+def read_block_runs(fd, start, length, need, first, sorted_ids, order, data_offset, row_bytes, out, buf, r_lo, r_hi):
+    """Read runs ``r_lo:r_hi`` into the aligned ``buf`` one at a time and copy their rows to ``out``.
+
+    Releases the GIL, so several threads can each keep a read in flight; returns the number of short reads.
+    """
+    short = 0
+    for r in range(r_lo, r_hi):
+        got = 0
+        base = buf.ctypes.data
+        while got < need[r]:
+            n = _pread(fd, base + got, length[r] - got, start[r] + got)
+            if n <= 0:
+                break
+            got += n
+        if got < need[r]:
+            short += 1
+            continue
+        for k in range(first[r], first[r + 1]):
+            at = data_offset + sorted_ids[k] * row_bytes - start[r]
+            out[order[k], :] = buf[at : at + row_bytes]
+    return short
+
+
+def aligned_empty(nbytes: int, alignment: int = DIRECT_BLOCK_BYTES) -> np.ndarray:
+    """A uint8 buffer of ``nbytes`` whose address is a multiple of ``alignment`` (O_DIRECT's rule)."""
+    raw = np.empty(nbytes + alignment, dtype=np.uint8)
+    skip = (-raw.ctypes.data) % alignment
+    return raw[skip : skip + nbytes]
+
+
+def advise_random(fd: int) -> None:
+    """Readahead off for this file (``POSIX_FADV_RANDOM``): a read of one row brings in no neighbours."""
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)

@@ -248,7 +248,7 @@ def _unique_inverse(ids, mark):
 def unique_inverse(ids: np.ndarray, mark: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct ids and, for each id, its position among them (like ``np.unique(return_inverse=True)``).
 
-    O(n) marking with ``mark`` (int64 per table row, all -1; left all -1 again), then a sort of the
+    O(n) marking with ``mark`` (int32 or int64 per table row, all -1; left all -1 again), then a sort of the
     distinct ids, or a scan of the marks when they cover more than an eighth of the table; runs on the calling thread, so it never wakes a thread pool.
     """
     return _unique_inverse(ids, mark)

@@ -8,6 +8,10 @@ Batches are distinct ids (one gather); hits are counted per distinct id per batc
   without ``hotness``, the first rows gathered).
 - ``lru``: least recently used, a doubly linked list over slots.
 - ``clock``: second chance with one reference bit per slot.
+- ``sieve``: SIEVE (Zhang et al., NSDI'24; GraphBolt's disk-feature cache): a FIFO queue with one
+  visited bit per row; a hand walks from the oldest row towards the newest, clearing bits and evicting
+  the first unvisited row. Unlike CLOCK, kept rows stay where they are, so new rows that are not
+  reused leave quickly.
 - ``hybrid``: a static part holding the hottest rows by ``hotness`` plus a dynamic part whose
   eviction order is a score = prior hotness + recent reuse (access counts halved every
   ``decay_period`` accesses), kept in a min-heap; a missed row is admitted only when its score
@@ -24,7 +28,7 @@ from numba import njit
 
 from sparsetrain.storage.errors import CacheBudgetError
 
-POLICIES = ("static", "lru", "clock", "hybrid")
+POLICIES = ("static", "lru", "clock", "sieve", "hybrid")
 PROTECTED = 1e300  # score of a prefetched row until its first use (or the next decay) rescores it
 
 
@@ -155,6 +159,64 @@ def _clock_admit(ids, slot_of, id_of, ref, state, fresh, adm, evicted):
     return na, ne
 
 
+# ---------------------------------------------------------------- SIEVE (FIFO list + visited bits + a hand from the old end)
+
+
+@njit(cache=True, nogil=True)
+def _sieve_lookup(ids, slot_of, visited, slots):
+    for i in range(ids.size):
+        s = slot_of[ids[i]]
+        slots[i] = s
+        if s >= 0:
+            visited[s] = 1
+
+
+@njit(cache=True, nogil=True)
+def _sieve_admit(ids, slot_of, id_of, visited, newer, older, state, fresh, adm, evicted):
+    """``state = [newest, oldest, hand, used]``; ``newer``/``older`` link the slots in insertion order.
+
+    The hand (-1: start at the oldest) clears visited bits on its way to the newest end and evicts
+    the first unvisited slot; it then rests on the next newer slot.
+    """
+    na = 0
+    ne = 0
+    capacity = id_of.size
+    for i in range(ids.size):
+        row = ids[i]
+        if slot_of[row] >= 0:
+            continue
+        if state[3] < capacity:
+            s = state[3]
+            state[3] += 1
+        else:
+            s = state[2] if state[2] >= 0 else state[1]
+            while visited[s]:
+                visited[s] = 0
+                s = newer[s] if newer[s] >= 0 else state[1]
+            state[2] = newer[s]
+            o = older[s]
+            n = newer[s]
+            if o >= 0:
+                newer[o] = n
+            else:
+                state[1] = n
+            if n >= 0:
+                older[n] = o
+            else:
+                state[0] = o
+            ne = _vacate(s, id_of, slot_of, fresh, evicted, ne)
+        older[s] = state[0]
+        newer[s] = -1
+        if state[0] >= 0:
+            newer[state[0]] = s
+        state[0] = s
+        if state[1] < 0:
+            state[1] = s
+        visited[s] = 0
+        na = _occupy(s, row, id_of, slot_of, fresh, adm, na)
+    return na, ne
+
+
 # ---------------------------------------------------------------- hybrid (static part + scored min-heap)
 
 
@@ -259,13 +321,13 @@ class CachePolicy(ABC):
             raise CacheBudgetError(f"a cache needs at least one slot, got {num_slots}")
         self.num_rows = int(num_rows)
         self.num_slots = int(num_slots)
-        self.slot_of = np.full(self.num_rows, -1, dtype=np.int64)
-        self.id_of = np.full(self.num_slots, -1, dtype=np.int64)
+        self.slot_of = np.full(self.num_rows, -1, dtype=index_dtype(self.num_slots))  # one per table row: keep it small
+        self.id_of = np.full(self.num_slots, -1, dtype=index_dtype(self.num_rows))
         self._fresh = np.zeros(self.num_slots, dtype=np.uint8)
 
     def contains(self, ids: np.ndarray) -> np.ndarray:
         """Slot of each id (-1 when absent), without recording an access."""
-        return self.slot_of[ids]
+        return self.slot_of[ids].astype(np.int64, copy=False)
 
     @abstractmethod
     def lookup(self, ids: np.ndarray) -> np.ndarray:
@@ -330,7 +392,7 @@ class StaticPolicy(CachePolicy):
         return self.num_slots - self._filled
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
-        return self.slot_of[ids]
+        return self.slot_of[ids].astype(np.int64, copy=False)
 
     def preload(self) -> tuple[np.ndarray, np.ndarray]:
         if self.first_touch:
@@ -358,8 +420,8 @@ class LRUPolicy(CachePolicy):
 
     def __init__(self, num_rows: int, num_slots: int) -> None:
         super().__init__(num_rows, num_slots)
-        self._prev = np.full(self.num_slots, -1, np.int64)
-        self._next = np.full(self.num_slots, -1, np.int64)
+        self._prev = np.full(self.num_slots, -1, index_dtype(self.num_slots))
+        self._next = np.full(self.num_slots, -1, index_dtype(self.num_slots))
         self._ends = np.array([-1, -1, 0], np.int64)
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
@@ -390,6 +452,27 @@ class ClockPolicy(CachePolicy):
         return _clock_admit(ids, self.slot_of, self.id_of, self._ref, self._state, self._fresh, adm, evicted)
 
 
+class SievePolicy(CachePolicy):
+    """SIEVE: FIFO insertion order, a visited bit per slot, a hand that evicts the oldest unvisited row."""
+
+    name = "sieve"
+
+    def __init__(self, num_rows: int, num_slots: int) -> None:
+        super().__init__(num_rows, num_slots)
+        self._visited = np.zeros(self.num_slots, np.uint8)
+        self._newer = np.full(self.num_slots, -1, index_dtype(self.num_slots))
+        self._older = np.full(self.num_slots, -1, index_dtype(self.num_slots))
+        self._state = np.array([-1, -1, -1, 0], np.int64)
+
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        slots = np.empty(ids.size, np.int64)
+        _sieve_lookup(ids, self.slot_of, self._visited, slots)
+        return slots
+
+    def _admit(self, ids, force, adm, evicted):
+        return _sieve_admit(ids, self.slot_of, self.id_of, self._visited, self._newer, self._older, self._state, self._fresh, adm, evicted)
+
+
 class HybridPolicy(CachePolicy):
     """Static part (``static_fraction`` of the slots, hottest rows by ``hotness``) + scored dynamic part.
 
@@ -410,11 +493,11 @@ class HybridPolicy(CachePolicy):
             self._prior = np.zeros(self.num_rows, np.float32)
             static = 0
         else:
-            hot = np.asarray(hotness, dtype=np.float64)
-            total = hot.sum()
+            hot = np.asarray(hotness, dtype=np.float32)
+            total = float(hot.sum(dtype=np.float64))
             # hotness in accesses (pre-sampled counts, degrees) is worth its own total; a normalized score, num_rows
             weight = max(total, self.num_rows) if prior_weight is None else float(prior_weight)
-            self._prior = (hot / total * weight).astype(np.float32) if total > 0 else np.zeros(self.num_rows, np.float32)
+            self._prior = hot * np.float32(weight / total) if total > 0 else np.zeros(self.num_rows, np.float32)
             static = int(self.num_slots * static_fraction)
         if static:
             rows = top_rows(hot, static)
@@ -423,8 +506,8 @@ class HybridPolicy(CachePolicy):
             static = rows.size
         self.first_dynamic = static
         self._key = np.zeros(self.num_slots, np.float64)
-        self._heap = np.zeros(self.num_slots - static, np.int64)
-        self._hpos = np.zeros(self.num_slots, np.int64)
+        self._heap = np.zeros(self.num_slots - static, index_dtype(self.num_slots))
+        self._hpos = np.zeros(self.num_slots, index_dtype(self.num_slots))
         self._state = np.zeros(1, np.int64)
         self._since_decay = 0
 
@@ -451,20 +534,31 @@ class HybridPolicy(CachePolicy):
         )
 
 
+def index_dtype(size: int) -> np.dtype:
+    """int32 for indices below ``size`` while they fit (half the bookkeeping of a 100M-row table), else int64."""
+    return np.dtype(np.int32) if size < 2**31 - 1 else np.dtype(np.int64)
+
+
 def top_rows(hotness, k: int) -> np.ndarray:
-    """The ``k`` rows with the highest hotness, hottest first (ties by lower id)."""
-    hot = np.asarray(hotness, dtype=np.float64)
+    """The ``k`` rows with the highest hotness, hottest first (ties by lower id).
+
+    Memory beyond ``hotness``: one copy of it and the candidates (no index array per row)."""
+    hot = np.asarray(hotness)
     k = min(int(k), hot.size)
     if k <= 0:
         return np.empty(0, np.int64)
-    part = np.argpartition(-hot, k - 1)[:k] if k < hot.size else np.arange(hot.size)
-    return part[np.lexsort((part, -hot[part]))].astype(np.int64)
+    if k < hot.size:
+        threshold = np.partition(hot, hot.size - k)[hot.size - k]
+        part = np.flatnonzero(hot >= threshold)  # k rows plus any ties at the threshold
+    else:
+        part = np.arange(hot.size)
+    return part[np.lexsort((part, -hot[part]))][:k].astype(np.int64)
 
 
 def make_policy(name: str, num_rows: int, num_slots: int, hotness=None, **options) -> CachePolicy:
-    """Build a policy by name (``static``, ``lru``, ``clock``, ``hybrid``)."""
+    """Build a policy by name (``static``, ``lru``, ``clock``, ``sieve``, ``hybrid``)."""
     if hotness is not None:
-        hotness = np.asarray(hotness.numpy() if hasattr(hotness, "numpy") else hotness, dtype=np.float64)
+        hotness = np.asarray(hotness.numpy() if hasattr(hotness, "numpy") else hotness, dtype=np.float32)
         if hotness.shape != (num_rows,):
             raise CacheBudgetError(f"hotness must have one value per row ({num_rows}), got shape {hotness.shape}")
     if name == "static":
@@ -473,6 +567,8 @@ def make_policy(name: str, num_rows: int, num_slots: int, hotness=None, **option
         return LRUPolicy(num_rows, num_slots)
     if name == "clock":
         return ClockPolicy(num_rows, num_slots)
+    if name == "sieve":
+        return SievePolicy(num_rows, num_slots)
     if name == "hybrid":
         return HybridPolicy(num_rows, num_slots, hotness, **options)
     raise CacheBudgetError(f"unknown cache policy {name!r}; choose one of {', '.join(POLICIES)}")
@@ -494,7 +590,7 @@ def replay(policy: CachePolicy, trace) -> float:
 
 def access_counts(trace, num_rows: int) -> np.ndarray:
     """How often each row appears in a trace (distinct per batch): hotness from pre-sampling."""
-    counts = np.zeros(num_rows, np.int64)
+    counts = np.zeros(num_rows, np.int32)
     for batch in trace:
         ids = np.unique(np.asarray(batch.numpy() if hasattr(batch, "numpy") else batch, dtype=np.int64))
         counts[ids] += 1
