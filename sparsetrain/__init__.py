@@ -2,7 +2,7 @@
 
 The nouns a PyG / DGL / Hugging Face user looks for are here (``st.load``, ``st.NeighborSampler``,
 ``st.Loader``, ``st.CachedFeatures``, ``st.MoE``...); the rest lives in the subpackages
-(``sparsetrain.datasets``, ``.storage``, ``.sampling``, ``.collective``, ``.nn``, ``.moe``, ``.engine``).
+(``sparsetrain.datasets``, ``.storage``, ``.sampling``, ``.collective``, ``.nn``, ``.moe``, ``.engine``, ``.pyg``).
 Everything is imported on first use, so ``import sparsetrain`` and the CLI start fast.
 """
 
@@ -10,7 +10,7 @@ import importlib
 
 from sparsetrain._version import __version__
 
-_SUBPACKAGES = ("datasets", "storage", "sampling", "collective", "nn", "moe", "engine", "errors")
+_SUBPACKAGES = ("datasets", "storage", "sampling", "collective", "nn", "moe", "engine", "pyg", "errors")
 
 _NOUNS = {
     "load": "datasets",

@@ -228,3 +228,35 @@ def test_link_sampling_is_a_clear_error(cora_pyg):
     sampler = stp.NeighborSampler(cora_pyg, [2])
     with pytest.raises(stp.PyGOptionError, match="LinkNeighborLoader"):
         sampler.sample_from_edges(None)
+
+
+def test_public_names_resolve():
+    import sparsetrain as st
+
+    assert st.pyg is stp and all(getattr(stp, name) is not None for name in stp.__all__)
+    assert issubclass(stp.NeighborLoader, PygNeighborLoader)
+
+
+# ---------- training: an unmodified PyG-style script ----------
+@pytest.mark.slow
+def test_pyg_style_graphsage_with_trim_to_layer_learns_cora(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "pyg_sage_cora.py"
+    done = subprocess.run([sys.executable, str(script), "--root", str(tmp_path), "--seeds", "0", "1", "2"],
+                          capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    accs = [float(line.split()[-1]) for line in done.stdout.splitlines() if line.startswith("seed ")]
+    assert len(accs) == 3 and sum(accs) / 3 >= 0.79, done.stdout
+
+
+@pytest.mark.slow
+def test_worker_processes_give_the_batches_of_the_main_process(cora_pyg):
+    def epoch(workers: int):
+        loader = stp.NeighborLoader(cora_pyg, num_neighbors=[5, 5], batch_size=256, shuffle=False, seed=4, num_workers=workers)
+        return [(b.n_id, b.e_id) for b in loader]
+
+    main, workers = epoch(0), epoch(2)  # workers start by forkserver: Numba's OpenMP pool does not survive fork
+    assert len(main) == len(workers) and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(main, workers))

@@ -121,3 +121,16 @@ def test_hop_nodes_is_checked():
     _, graph = multigraph(20, 50, seed=7)
     with pytest.raises(SamplingError, match="hop_nodes"):
         NeighborSampler(graph, [2], hop_nodes="fresh")
+
+
+def test_a_pickled_sampler_draws_the_same_batches():
+    import pickle
+
+    _, graph = multigraph(300, 3000, seed=8)
+    sampler = NeighborSampler(graph, [4, 4], seed=6, hop_nodes="new")
+    sampler.sample(torch.tensor([1, 2]))  # scratch and counters in use
+    copy = pickle.loads(pickle.dumps(sampler))
+    for key in range(3):
+        a = sampler.sample(SamplerInput(torch.tensor([5, 9, 12]), key=key))
+        b = copy.sample(SamplerInput(torch.tensor([5, 9, 12]), key=key))
+        assert torch.equal(a.input_nodes, b.input_nodes) and all(torch.equal(x.edge_ids, y.edge_ids) for x, y in zip(a.blocks, b.blocks))

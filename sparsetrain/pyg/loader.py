@@ -27,6 +27,8 @@ class NeighborLoader(torch_geometric.loader.NeighborLoader):
     Arguments and batch fields are PyG's (``x``, ``y``, ``edge_index``, ``n_id``, ``e_id``, ``edge_attr``,
     ``batch_size``, ``input_id``, ``num_sampled_nodes``, ``num_sampled_edges``). ``seed`` fixes the
     sampler's random stream. A dataset's ``features`` store may be swapped (e.g. a ``CachedFeatures``).
+    With ``num_workers > 0`` workers start by ``forkserver`` (Numba's OpenMP threads do not survive a
+    fork), so ``data`` is pickled to each worker once; pass ``multiprocessing_context`` to choose otherwise.
     """
 
     def __init__(self, data, num_neighbors, input_nodes=None, input_time=None, replace: bool = False,
@@ -45,6 +47,9 @@ class NeighborLoader(torch_geometric.loader.NeighborLoader):
             data = (DatasetFeatureStore(ds, features), DatasetGraphStore(ds))
         elif features is not None:
             raise PyGOptionError("features= replaces a sparsetrain dataset's feature store; with other data, put features in the data")
+        if kwargs.get("num_workers", 0) > 0 and kwargs.get("multiprocessing_context") is None:
+            # Numba's OpenMP thread pool does not survive fork(): a forked worker would be terminated
+            kwargs["multiprocessing_context"] = "forkserver"
         if neighbor_sampler is None:
             neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
                                                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,

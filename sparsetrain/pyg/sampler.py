@@ -16,6 +16,7 @@ import os
 import threading
 from typing import Any
 
+import numpy as np
 import torch
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
@@ -58,6 +59,11 @@ def _hetero_module():
     except ModuleNotFoundError:
         raise PyGOptionError(f"heterogeneous graphs (HeteroData) need the typed sampler module {HETERO_MODULE}, which this "
                              "sparsetrain does not have; use torch_geometric's own loader for HeteroData") from None
+
+
+def _concat(parts: list[torch.Tensor]) -> torch.Tensor:
+    # NumPy's single-threaded copy: torch.cat's thread pool cost 20x more on a loaded 2-core machine (55 vs 2.8 ms for 500K ids)
+    return torch.from_numpy(np.concatenate([p.numpy() for p in parts]))
 
 
 class NeighborSampler(BaseSampler):
@@ -107,6 +113,20 @@ class NeighborSampler(BaseSampler):
         self.num_nodes = self.graph.num_nodes
         self.fused = FusedSampler(self.graph, fanouts, replace=self.replace, weighted=weight_attr is not None, seed=self.seed, hop_nodes="new")
 
+    def __getstate__(self) -> dict:
+        """Pickled into DataLoader workers (``multiprocessing_context="forkserver"``) without the lock; keys restart per worker."""
+        state = dict(self.__dict__)
+        state.pop("_counter"), state.pop("_lock")
+        state["_hetero"] = None if self._hetero is None else HETERO_MODULE
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._counter = itertools.count()
+        self._lock = threading.Lock()
+        if self._hetero is not None:
+            self._hetero = _hetero_module()
+
     @property
     def is_hetero(self) -> bool:
         return self._hetero is not None
@@ -138,9 +158,9 @@ class NeighborSampler(BaseSampler):
         hops = mb.blocks[::-1]  # the seeds' hop first
         return SamplerOutput(
             node=mb.input_nodes,
-            row=torch.cat([b.edge_index[0] for b in hops]),
-            col=torch.cat([b.edge_index[1] for b in hops]),
-            edge=torch.cat([b.edge_ids for b in hops]),
+            row=_concat([b.edge_index[0] for b in hops]),
+            col=_concat([b.edge_index[1] for b in hops]),
+            edge=_concat([b.edge_ids for b in hops]),
             batch=None,
             num_sampled_nodes=[seeds.numel()] + [b.num_src - b.num_dst for b in hops],
             num_sampled_edges=[b.num_edges for b in hops],

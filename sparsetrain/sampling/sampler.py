@@ -73,6 +73,20 @@ class NeighborSampler:
         self._workspaces: list[neighbor.Workspace] = []  # one per concurrent CPU call
         self._cuda = None
 
+    def __getstate__(self) -> dict:
+        """Pickled (e.g. into a loader's worker process) without its lock, scratch and device views; the copy counts keys from 0."""
+        state = dict(self.__dict__)
+        for name in ("_counter", "_lock", "_workspaces", "_cuda"):
+            state.pop(name)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._counter = itertools.count()
+        self._lock = threading.Lock()
+        self._workspaces = []
+        self._cuda = None
+
     @property
     def num_hops(self) -> int:
         return len(self.fanouts)

@@ -1,0 +1,161 @@
+"""PyG's NeighborLoader (torch-sparse) vs ``sparsetrain.pyg.NeighborLoader`` on the same ``Data``: loader and training step.
+
+    python benchmarks/pyg_loader.py                          # products scale: 2.4M nodes, 62M edges (made once)
+    python benchmarks/pyg_loader.py --nodes 200000 --edges 10000000 --batches 10
+
+The graph is a synthetic products-scale dataset (``sparsetrain.datasets.synthesize`` into
+``--data``, made if missing), turned into one PyG ``Data`` (features in memory, edges in a random
+order as a user's edge list would be). Both loaders get the same ``Data``, the same seed batches
+(``input_nodes`` = a fixed permutation of the training split, ``shuffle=False``), fanouts
+[15, 10, 5], batch 1024. Timed in the same run, rounds alternating:
+
+- loader only: batches/s of iterating each loader (sampling + PyG's ``filter_data``: x, y, n_id, e_id);
+  PyG with ``num_workers=0`` and ``2`` (its sampler is single-threaded per batch; the better counts),
+  sparsetrain with ``num_workers=0`` (its sampler uses Numba's threads);
+- training step: ms per step (next batch + forward + backward + Adam) of PyG's
+  ``torch_geometric.nn.models.GraphSAGE`` (3 layers, hidden 256): with ``trim_to_layer`` on
+  sparsetrain's batches; plain on PyG's, whose torch-sparse batches carry no per-hop counts
+  (``trim_to_layer`` needs pyg-lib, which has no wheel for this torch).
+Writes benchmarks/out/pyg_loader.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "out"
+
+
+def make_data(folder: Path, num_nodes: int, num_edges: int, seed: int):
+    """The dataset at ``folder`` (synthesized if missing) as a PyG ``Data`` with shuffled edges, and its training split."""
+    from torch_geometric.data import Data
+
+    from sparsetrain.datasets import load, synthesize
+
+    if not (folder / "meta.json").is_file():
+        print(f"making {folder} ({num_nodes:,} nodes, {num_edges:,} edges)...", flush=True)
+        synthesize(folder, num_nodes, num_edges, feature_dim=100, num_classes=47, seed=seed, overwrite=True, quiet=True)
+    ds = load(folder)
+    edge_index = ds.graph.to_edge_index()
+    edge_index = edge_index[:, torch.from_numpy(np.random.default_rng(seed).permutation(edge_index.shape[1]))]
+    # x stays on the mapped file (page cache, not process memory): the same table for both loaders, 2 GB less to hold
+    data = Data(x=ds.features.tensor(), y=ds.labels.clone(), edge_index=edge_index.contiguous(), num_nodes=ds.num_nodes)
+    return data, ds.split["train"], ds.num_classes
+
+
+def loaders(data, seeds, args, workers: int):
+    """(name, loader) pairs over the same seed batches."""
+    from torch_geometric.loader import NeighborLoader as PygLoader
+
+    from sparsetrain.pyg import NeighborLoader
+
+    common = dict(num_neighbors=args.fanouts, input_nodes=seeds, batch_size=args.batch_size, shuffle=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyG: sampling without pyg-lib is deprecated
+        pyg = PygLoader(data, **common, num_workers=workers)
+    return pyg, NeighborLoader(data, **common, seed=0)
+
+
+def time_loader(loader, count: int) -> float:
+    """Batches per second over ``count`` batches (after the iterator's start)."""
+    it = iter(loader)
+    next(it)
+    start = time.perf_counter()
+    for _ in itertools.islice(it, count):
+        pass
+    return count / (time.perf_counter() - start)
+
+
+def time_steps(loader, model, count: int, trim: bool) -> float:
+    """Median ms per training step (next batch + forward + backward + update) over ``count`` steps after one warm-up."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
+    model.train()
+    times = []
+    it = iter(loader)
+    for _ in range(count + 1):
+        start = time.perf_counter()
+        batch = next(it)
+        kw = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes, num_sampled_edges_per_hop=batch.num_sampled_edges) if trim else {}
+        out = model(batch.x, batch.edge_index, **kw)[: batch.batch_size]
+        loss = F.cross_entropy(out, batch.y[: batch.batch_size])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times[1:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(OUT / "products-pyg"), help="dataset folder (synthesized there if missing)")
+    parser.add_argument("--nodes", type=int, default=2_400_000)
+    parser.add_argument("--edges", type=int, default=62_000_000, help="directed edges (even: the synthetic graph is undirected)")
+    parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--batches", type=int, default=20, help="batches per loader round")
+    parser.add_argument("--rounds", type=int, default=3, help="loader rounds per library (alternating)")
+    parser.add_argument("--steps", type=int, default=8, help="timed training steps per library")
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    from torch_geometric.nn.models import GraphSAGE
+
+    start = time.perf_counter()
+    data, train, num_classes = make_data(Path(args.data), args.nodes, args.edges, args.seed)
+    print(f"{data.num_nodes:,} nodes, {data.num_edges:,} edges, x {list(data.x.shape)} ({time.perf_counter() - start:.0f} s to load)", flush=True)
+    need = args.batch_size * (args.batches + 1) * 2
+    seeds = train[torch.from_numpy(np.random.default_rng(args.seed).permutation(len(train))[:need])]
+
+    start = time.perf_counter()
+    pyg0, ours = loaders(data, seeds, args, workers=0)
+    pyg2, _ = loaders(data, seeds, args, workers=2)
+    print(f"loaders built in {time.perf_counter() - start:.0f} s", flush=True)
+    rates = {"pyg_0_workers": [], "pyg_2_workers": [], "sparsetrain": []}
+    for r in range(args.rounds):
+        for name, loader in (("sparsetrain", ours), ("pyg_0_workers", pyg0), ("pyg_2_workers", pyg2)):
+            rates[name].append(time_loader(loader, args.batches))
+            print(f"round {r}: {name} {rates[name][-1]:.2f} batches/s", flush=True)
+    loader_rate = {k: statistics.median(v) for k, v in rates.items()}
+    pyg_best = max(loader_rate["pyg_0_workers"], loader_rate["pyg_2_workers"])
+
+    def model():
+        torch.manual_seed(args.seed)
+        return GraphSAGE(data.num_features, args.hidden, num_layers=len(args.fanouts), out_channels=num_classes)
+
+    step_ms = {
+        "sparsetrain_trim": time_steps(ours, model(), args.steps, trim=True),
+        "pyg_0_workers": time_steps(pyg0, model(), args.steps, trim=False),
+        "pyg_2_workers": time_steps(pyg2, model(), args.steps, trim=False),
+    }
+    pyg_step = min(step_ms["pyg_0_workers"], step_ms["pyg_2_workers"])
+    result = {
+        "graph": {"nodes": data.num_nodes, "edges": data.num_edges, "feature_dim": data.num_features},
+        "fanouts": args.fanouts, "batch_size": args.batch_size, "batches_per_round": args.batches, "rounds": args.rounds,
+        "torch_threads": torch.get_num_threads(), "loader_batches_per_s": loader_rate, "loader_rounds": rates, "step_ms": step_ms,
+        "loader_ratio": loader_rate["sparsetrain"] / pyg_best, "step_ratio": pyg_step / step_ms["sparsetrain_trim"],
+    }
+    print()
+    print(f"| loader | batches/s | vs best PyG |\n| --- | ---: | ---: |")
+    for name, rate in loader_rate.items():
+        print(f"| {name} | {rate:.2f} | {rate / pyg_best:.2f}x |")
+    print(f"\n| training step (GraphSAGE, hidden {args.hidden}) | ms | PyG best / this |\n| --- | ---: | ---: |")
+    for name, ms in step_ms.items():
+        print(f"| {name} | {ms:.0f} | {pyg_step / ms:.2f}x |")
+    OUT.mkdir(exist_ok=True)
+    (OUT / "pyg_loader.json").write_text(json.dumps(result, indent=2))
+    print(f"\nloader ratio {result['loader_ratio']:.2f}x, step ratio {result['step_ratio']:.2f}x; wrote {OUT / 'pyg_loader.json'}")
+
+
+if __name__ == "__main__":
+    main()
