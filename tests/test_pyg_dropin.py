@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 import torch
-from torch_geometric.data import Data, HeteroData
+from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader as PygNeighborLoader
 from torch_geometric.nn.models import GraphSAGE
 
@@ -209,19 +209,6 @@ def test_feature_store_serves_rows_and_sizes(cora_dataset):
 def test_unsupported_options_are_one_line_errors_naming_the_option(cora_pyg, kw, named):
     with pytest.raises(stp.PyGOptionError, match=named):
         stp.NeighborLoader(cora_pyg, num_neighbors=[2], **kw)
-
-
-def test_hetero_data_needs_the_typed_sampler_module():
-    data = HeteroData()
-    data["a"].x = torch.randn(3, 2)
-    data["a", "to", "a"].edge_index = torch.tensor([[0, 1], [1, 2]])
-    try:
-        import sparsetrain.pyg.hetero  # noqa: F401
-    except ModuleNotFoundError:
-        with pytest.raises(stp.PyGOptionError, match=r"sparsetrain\.pyg\.hetero"):
-            stp.NeighborSampler(data, [2])
-    else:
-        pytest.skip("sparsetrain.pyg.hetero is present; its own tests cover HeteroData")
 
 
 def test_link_sampling_is_a_clear_error(cora_pyg):

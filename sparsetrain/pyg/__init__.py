@@ -5,7 +5,7 @@
   it also takes a sparsetrain dataset (object or folder).
 - :class:`DatasetFeatureStore`, :class:`DatasetGraphStore`: PyG's ``FeatureStore``/``GraphStore`` over a
   sparsetrain dataset, so PyG's own loaders accept ``(feature_store, graph_store)``.
-Heterogeneous graphs are sampled by ``sparsetrain.pyg.hetero`` when it is present.
+Heterogeneous graphs (``HeteroData``) are sampled by :mod:`sparsetrain.pyg.hetero` on the typed sampler.
 """
 
 from sparsetrain.pyg.errors import PyGOptionError

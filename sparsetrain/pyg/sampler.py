@@ -10,7 +10,6 @@ seeds first, then each hop's new nodes; edges hop by hop (so ``trim_to_layer`` w
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import os
 import threading
@@ -24,12 +23,12 @@ from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.pyg.errors import PyGOptionError
+from sparsetrain.pyg.hetero import sample_hetero_from_nodes
 from sparsetrain.pyg.stores import DatasetGraphStore, as_dataset
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.sampler import NeighborSampler as FusedSampler
 
-HETERO_MODULE = "sparsetrain.pyg.hetero"  # provides sample_hetero_from_nodes(sampler, inputs) -> HeteroSamplerOutput
 
 
 def graph_of(data: Any, weight_attr: str | None = None) -> CSCGraph:
@@ -47,18 +46,10 @@ def graph_of(data: Any, weight_attr: str | None = None) -> CSCGraph:
             raise PyGOptionError("weight_attr is not supported for (FeatureStore, GraphStore) data; pass a Data with that edge attribute")
         row, colptr, perm = graph_store.csc()
         if isinstance(row, dict):
-            raise PyGOptionError(f"{HETERO_MODULE}: the graph store holds typed edges; heterogeneous graphs need the typed sampler module {HETERO_MODULE}")
+            raise PyGOptionError("the graph store holds typed edges; sample a heterogeneous graph from its HeteroData (or a typed sparsetrain dataset)")
         return CSCGraph(colptr.to(torch.int64), row, edge_perm=None if perm is None else perm.to(torch.int64))
     raise PyGOptionError(f"data is a {type(data).__name__}; pass a torch_geometric Data, a sparsetrain dataset (or its folder), "
                          "or a (FeatureStore, GraphStore) pair")
-
-
-def _hetero_module():
-    try:
-        return importlib.import_module(HETERO_MODULE)
-    except ModuleNotFoundError:
-        raise PyGOptionError(f"heterogeneous graphs (HeteroData) need the typed sampler module {HETERO_MODULE}, which this "
-                             "sparsetrain does not have; use torch_geometric's own loader for HeteroData") from None
 
 
 def _concat(parts: list[torch.Tensor]) -> torch.Tensor:
@@ -101,14 +92,14 @@ class NeighborSampler(BaseSampler):
         self._lock = threading.Lock()
         if isinstance(data, HeteroData):
             self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
-            self._hetero = _hetero_module()
+            self._hetero = True
             self.fused = None
             return
         if isinstance(num_neighbors, dict):
             raise PyGOptionError("num_neighbors is a dict (one list per edge type) but the graph is homogeneous; pass a list, e.g. [15, 10]")
         self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(list(num_neighbors))
         fanouts = self.num_neighbors.get_mapped_values()
-        self._hetero = None
+        self._hetero = False
         self.graph = graph_of(data, weight_attr)
         self.num_nodes = self.graph.num_nodes
         self.fused = FusedSampler(self.graph, fanouts, replace=self.replace, weighted=weight_attr is not None, seed=self.seed, hop_nodes="new")
@@ -117,19 +108,16 @@ class NeighborSampler(BaseSampler):
         """Pickled into DataLoader workers (``multiprocessing_context="forkserver"``) without the lock; keys restart per worker."""
         state = dict(self.__dict__)
         state.pop("_counter"), state.pop("_lock")
-        state["_hetero"] = None if self._hetero is None else HETERO_MODULE
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._counter = itertools.count()
         self._lock = threading.Lock()
-        if self._hetero is not None:
-            self._hetero = _hetero_module()
 
     @property
     def is_hetero(self) -> bool:
-        return self._hetero is not None
+        return self._hetero
 
     @property
     def is_temporal(self) -> bool:
@@ -149,8 +137,8 @@ class NeighborSampler(BaseSampler):
 
     def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs) -> SamplerOutput:
         """Sample around ``inputs.node`` (unique ids); see the class docstring for the output layout."""
-        if self._hetero is not None:
-            return self._hetero.sample_hetero_from_nodes(self, inputs)
+        if self._hetero:
+            return sample_hetero_from_nodes(self, inputs)
         if inputs.time is not None:
             raise PyGOptionError("the seeds carry times (input_time): temporal sampling is not supported; leave input_time=None")
         seeds = inputs.node.to("cpu", torch.int64)
