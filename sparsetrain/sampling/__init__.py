@@ -1,10 +1,12 @@
-"""Graph topology, seed batches, fused multi-hop neighbor and cluster sampling, typed sampler input / minibatch output, batch ordering."""
+"""Graph topology, seed batches, fused multi-hop neighbor and cluster sampling, edge seeds with negatives, typed sampler input / minibatch output, batch ordering."""
 
 from sparsetrain.sampling.clusters import BatchClusters, ClusteredMiniBatch, ClusterSampler
+from sparsetrain.sampling.edge_seeds import LinkMiniBatch, LinkNeighborSampler
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.graph import CSCGraph
-from sparsetrain.sampling.input import SamplerInput
+from sparsetrain.sampling.input import EdgeSamplerInput, EdgeSeeds, SamplerInput
 from sparsetrain.sampling.minibatch import Block, MiniBatch
+from sparsetrain.sampling.negatives import NegativeSampler
 from sparsetrain.sampling.ordering import MatchReorder, ReuseStats, match_reorder, reuse_stats
 from sparsetrain.sampling.sampler import NeighborSampler
 from sparsetrain.sampling.seeds import SeedBatches
@@ -15,8 +17,13 @@ __all__ = [
     "CSCGraph",
     "ClusterSampler",
     "ClusteredMiniBatch",
+    "EdgeSamplerInput",
+    "EdgeSeeds",
+    "LinkMiniBatch",
+    "LinkNeighborSampler",
     "MatchReorder",
     "MiniBatch",
+    "NegativeSampler",
     "NeighborSampler",
     "ReuseStats",
     "SamplerInput",

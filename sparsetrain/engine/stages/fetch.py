@@ -15,7 +15,7 @@ from sparsetrain.storage.tensor import TensorFeatures
 
 
 class FetchFeatures:
-    """``x = features[input_nodes]``, ``y = labels[seeds]`` (``labels`` may be None); :meth:`prefetch` starts a read early.
+    """``x = features[input_nodes]``, ``y = labels[seeds]`` (``labels`` None: ``y`` left as sampled); :meth:`prefetch` starts a read early.
 
     A plain, contiguous CPU tensor is read with the prefetching Numba gather (``TensorFeatures``;
     ~15% off a products-scale step against ``x[ids]``); a tensor that requires grad keeps torch
@@ -37,5 +37,6 @@ class FetchFeatures:
 
     def __call__(self, mb: MiniBatch) -> MiniBatch:
         mb.x = gather_rows(self.features, mb.input_nodes)
-        mb.y = None if self.labels is None else self.labels[mb.seeds]
+        if self.labels is not None:  # without node labels, y stays what the sampler set (edge labels of a link batch)
+            mb.y = self.labels[mb.seeds]
         return mb
