@@ -21,7 +21,7 @@ _NOUNS = {
     "ClusterSampler": "sampling",
     "SamplerInput": "sampling",
     "MiniBatch": "sampling",
-    "FeatureStore": "storage",
+    "FeatureSource": "storage",
     "TensorFeatures": "storage",
     "MmapFeatures": "storage",
     "PinnedFeatures": "storage",
@@ -41,6 +41,9 @@ _NOUNS = {
 }
 """Public name -> the subpackage that exports it."""
 
+_RENAMED = {"FeatureStore": "sparsetrain.storage.base:FeatureSource"}
+"""Old public name -> its new home, resolved with a DeprecationWarning."""
+
 __all__ = ["__version__", *_SUBPACKAGES, *_NOUNS]
 
 
@@ -49,7 +52,9 @@ def __getattr__(name: str):
         return importlib.import_module(f"sparsetrain.{name}")
     package = _NOUNS.get(name)
     if package is None:
-        raise AttributeError(f"module 'sparsetrain' has no attribute {name!r}")
+        from sparsetrain._deprecation import moved_attribute
+
+        return moved_attribute(__name__, _RENAMED, name)
     value = getattr(importlib.import_module(f"sparsetrain.{package}"), name)
     globals()[name] = value
     return value

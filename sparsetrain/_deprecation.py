@@ -9,14 +9,20 @@ import warnings
 def moved_attribute(package: str, moved: dict[str, str], name: str):
     """``package.name`` looked up in ``moved`` (name -> module now holding it); warns, or raises ``AttributeError``.
 
-    The warning names the public package of the new home when it exports the name, else the module.
-    Meant for a package's module-level ``__getattr__``.
+    A name that was also renamed maps to ``"module:new_name"``. The warning names the public package of the
+    new home when it exports the name, else the module. Meant for a package's module-level ``__getattr__``.
     """
-    module = moved.get(name)
-    if module is None:
+    target = moved.get(name)
+    if target is None:
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    module, _, new_name = target.partition(":")
+    new_name = new_name or name
     parent = importlib.import_module(module.rsplit(".", 1)[0])
-    where = parent.__name__ if name in getattr(parent, "__all__", ()) else module
-    warnings.warn(f"{package}.{name} is deprecated: it moved to {where}.{name}; import it from {where} "
-                  "(the old name goes away in the next release)", DeprecationWarning, stacklevel=3)
-    return getattr(importlib.import_module(module), name)
+    where = parent.__name__ if new_name in getattr(parent, "__all__", ()) else module
+    if new_name == name:
+        warnings.warn(f"{package}.{name} is deprecated: it moved to {where}.{name}; import it from {where} "
+                      "(the old name goes away in the next release)", DeprecationWarning, stacklevel=3)
+    else:
+        warnings.warn(f"{package}.{name} is deprecated: it was renamed {where}.{new_name}; import {new_name} from {where} "
+                      "(the old name goes away in the next release)", DeprecationWarning, stacklevel=3)
+    return getattr(importlib.import_module(module), new_name)

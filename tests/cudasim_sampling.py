@@ -29,21 +29,24 @@ def graph(num_nodes=60, num_edges=500, seed=0, weighted=False) -> CSCGraph:
     return CSCGraph.from_edge_index(ei, num_nodes, torch.rand(ei.shape[1], generator=g) if weighted else None)
 
 
-def gpu_sample(g: CSCGraph, seeds, fanouts, *, replace=False, weighted=False, seed=5, batch=7, ops=None):
+def gpu_sample(g: CSCGraph, seeds, fanouts, *, replace=False, weighted=False, hop_nodes="all", seed=5, batch=7, ops=None):
     indptr, indices, weights = g.numpy()
     weights = weights if weighted else np.empty(1, np.float32)
+    edge_perm = None if g.edge_perm is None else g.edge_perm.numpy()
     keys = [hop_key(seed, batch, h) for h in range(len(fanouts))]
     with np.errstate(all="ignore"):  # uint64 products wrap on purpose
-        return nc.sample_arrays(ops or nc.NumpyArrays(), indptr, indices, weights, np.asarray(seeds, np.int64), fanouts, replace, weighted, keys)
+        return nc.sample_arrays(ops or nc.NumpyArrays(), indptr, indices, weights, np.asarray(seeds, np.int64), fanouts, replace, weighted, keys,
+                                edge_perm=edge_perm, new_only=hop_nodes == "new")
 
 
 def assert_same_as_cpu(g, seeds, fanouts, **kw):
     layers, nodes = gpu_sample(g, seeds, fanouts, **kw)
     mb = NeighborSampler(g, fanouts, seed=5, **kw).sample(SamplerInput(torch.tensor(seeds), key=7))
     assert np.array_equal(nodes, mb.input_nodes.numpy()), "input nodes differ from the CPU sampler"
-    for (edge_index, num_src, num_dst), block in zip(reversed(layers), mb.blocks):
+    for (edge_index, num_src, num_dst, edge_ids), block in zip(reversed(layers), mb.blocks):
         assert (num_src, num_dst) == (block.num_src, block.num_dst), "block sizes differ"
         assert np.array_equal(edge_index, block.edge_index.numpy()), "block edges differ"
+        assert np.array_equal(edge_ids, block.edge_ids.numpy()), "block edge ids differ"
     return layers, nodes
 
 
@@ -80,11 +83,34 @@ def check_full_fanout_is_exactly_the_in_edges():
     g = graph(50, 200, seed=5)
     layers, nodes = assert_same_as_cpu(g, [0, 10], [-1, -1])
     src_all, dst_all = g.to_edge_index().numpy()
-    for edge_index, num_src, num_dst in layers:
+    for edge_index, num_src, num_dst, _ in layers:
         got = sorted(zip(nodes[edge_index[0]].tolist(), nodes[edge_index[1]].tolist()))
         wanted = np.isin(dst_all, nodes[:num_dst])
         assert got == sorted(zip(src_all[wanted].tolist(), dst_all[wanted].tolist())), "block is not the in-edges of its dst nodes"
         assert len(set(nodes[:num_src].tolist())) == num_src, "a node appears twice"
+
+
+def check_edge_ids_follow_the_edge_permutation():
+    g = graph(seed=9)  # from_edge_index: edge ids are columns of the edge_index it was built from
+    assert g.edge_perm is not None
+    layers, nodes = assert_same_as_cpu(g, [3, 9, 11], [3, -1])
+    ei = torch.unique(torch.randint(0, 60, (2, 500), generator=torch.Generator().manual_seed(9)), dim=1).numpy()
+    for edge_index, _, _, edge_ids in layers:
+        assert np.array_equal(ei[:, edge_ids], nodes[edge_index]), "edge ids do not name the sampled edges"
+    plain = CSCGraph(g.indptr, g.indices)  # no edge_perm: CSC positions
+    layers, nodes = assert_same_as_cpu(plain, [3, 9, 11], [3, -1])
+    for edge_index, _, _, edge_ids in layers:
+        assert np.array_equal(plain.to_edge_index().numpy()[:, edge_ids], nodes[edge_index]), "edge ids are not CSC positions"
+
+
+def check_new_nodes_only_hops():
+    g = graph(seed=10)
+    assert_same_as_cpu(g, [3, 9, 11, 40], [3, 2, 2], hop_nodes="new")
+    layers, nodes = assert_same_as_cpu(g, [0, 10], [-1, -1, 2], hop_nodes="new", replace=True)
+    first = 0
+    for edge_index, num_src, num_dst, _ in layers:
+        assert (edge_index[1] >= first).all(), "a hop sampled for a node reached before the hop before"
+        first = num_dst
 
 
 def check_launch_shape_does_not_change_the_result():
@@ -95,7 +121,7 @@ def check_launch_shape_does_not_change_the_result():
     wide = gpu_sample(g, [1, 2, 3, 4, 5], [3, 3])
     narrow = gpu_sample(g, [1, 2, 3, 4, 5], [3, 3], ops=Narrow())
     assert np.array_equal(wide[1], narrow[1])
-    assert all(np.array_equal(a[0], b[0]) for a, b in zip(wide[0], narrow[0]))
+    assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[3], b[3]) for a, b in zip(wide[0], narrow[0]))
 
 
 def check_hash_table_grows_across_hops():

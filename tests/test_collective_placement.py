@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from sparsetrain.storage import FeatureStore
+from sparsetrain.storage import FeatureSource
 from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
 from sparsetrain.collective import (
     CollectiveInputError,
@@ -139,7 +139,7 @@ def test_single_process_sharded_features_with_cache():
         store.gather(ids, out=torch.empty(3, 4))
     with pytest.raises(FeatureIdError, match="row id 30 is outside"):
         store.gather(torch.tensor([30]))
-    assert isinstance(store, FeatureStore) and store.gather(torch.zeros(0, dtype=torch.long)).shape == (0, 4)
+    assert isinstance(store, FeatureSource) and store.gather(torch.zeros(0, dtype=torch.long)).shape == (0, 4)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])

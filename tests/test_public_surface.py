@@ -10,7 +10,7 @@ import pytest
 import sparsetrain as st
 
 README_NOUNS = [
-    "load", "from_pyg", "synthesize", "CSCGraph", "NeighborSampler", "MiniBatch", "Loader", "FeatureStore",
+    "load", "from_pyg", "synthesize", "CSCGraph", "NeighborSampler", "MiniBatch", "Loader", "FeatureSource",
     "TensorFeatures", "MmapFeatures", "PinnedFeatures", "CachedFeatures", "ShardedFeatures", "Trainer", "fit",
     "MoE", "FSSDP", "GraphSAGE", "GCN", "GAT", "GraphTransformer", "sparse_all_gather", "sparse_reduce_scatter",
 ]  # fmt: skip
@@ -67,3 +67,19 @@ def test_names_that_left_a_package_still_resolve_with_a_warning(package, name, m
         warnings.simplefilter("error")
         with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
             getattr(importlib.import_module(f"sparsetrain.{package}"), "no_such_name")
+
+
+@pytest.mark.parametrize(
+    ("module", "old", "new_home"),
+    [
+        ("sparsetrain", "FeatureStore", "sparsetrain.storage"),
+        ("sparsetrain.storage", "FeatureStore", "sparsetrain.storage"),
+        ("sparsetrain.storage.base", "FeatureStore", "sparsetrain.storage"),
+        ("sparsetrain.storage", "as_feature_store", "sparsetrain.storage.cache"),
+    ],
+)
+def test_renamed_names_still_resolve_with_a_warning_naming_the_new_name(module, old, new_home):
+    new = {"FeatureStore": "FeatureSource", "as_feature_store": "as_feature_source"}[old]
+    with pytest.warns(DeprecationWarning, match=rf"{module}\.{old} is deprecated: it was renamed {new_home}\.{new}"):
+        value = getattr(importlib.import_module(module), old)
+    assert value is getattr(importlib.import_module(new_home), new)

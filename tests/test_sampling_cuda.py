@@ -19,6 +19,8 @@ CHECKS = [
     "check_weighted_with_replacement",
     "check_zero_weight_edges_and_zero_fanout",
     "check_full_fanout_is_exactly_the_in_edges",
+    "check_edge_ids_follow_the_edge_permutation",
+    "check_new_nodes_only_hops",
     "check_launch_shape_does_not_change_the_result",
     "check_hash_table_grows_across_hops",
     "check_damaged_graph_is_an_error_not_a_stray_read",

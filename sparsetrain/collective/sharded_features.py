@@ -1,6 +1,6 @@
 """A feature table partitioned over ranks, read with :func:`sparse_all_gather`.
 
-A :class:`sparsetrain.storage.FeatureStore` (``gather(ids, *, out=None)``, ``shape``,
+A :class:`sparsetrain.storage.FeatureSource` (``gather(ids, *, out=None)``, ``shape``,
 ``dtype``, ``device``, ``stats``). Unlike a local store, every ``gather`` is a collective:
 all ranks of the group call it the same number of times (an empty ``ids`` is fine), just
 as every rank runs every step under DDP. That is also why it keeps its own static cache
@@ -20,7 +20,7 @@ from sparsetrain.collective.groups import Timeout, group_info
 from sparsetrain.collective.placement import RowPlacement
 from sparsetrain.collective.sparse_ops import gather_distinct
 from sparsetrain.collective.stats import CollectiveStats
-from sparsetrain.storage.base import FeatureStore
+from sparsetrain.storage.base import FeatureSource
 from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
 
 
@@ -28,7 +28,7 @@ class ShardedFeatureIdError(CollectiveInputError, FeatureIdError):
     """Bad ids given to :meth:`ShardedFeatures.gather` on some rank; raised on every rank of the group."""
 
 
-class ShardedFeatures(FeatureStore):
+class ShardedFeatures(FeatureSource):
     """Rows ``placement.local_ids(rank)`` of a feature table on each rank; ``gather`` reads any rows.
 
     ``cache_ids`` (optional, per rank) names remote rows this rank reads often (e.g. the

@@ -87,6 +87,15 @@ class Source:
 
 
 @dataclass
+class EdgeFeatures:
+    """One feature row per edge of an in-memory edge list: ``values[i]`` belongs to edge ``(edge_index[0, i], edge_index[1, i])``."""
+
+    name: str
+    edge_index: np.ndarray
+    values: np.ndarray
+
+
+@dataclass
 class EdgeSource(Source):
     """Edge chunks ``(src, dst, weight | None)``; ``weighted`` says whether weights come along.
 
@@ -108,15 +117,20 @@ def build_dataset(
     options: BuildOptions | None = None,
     provenance: dict | None = None,
     edge_splits: dict[str, tuple[EdgeSplit, str]] | None = None,
+    edge_features: EdgeFeatures | None = None,
 ) -> GraphDataset:
     """Validate everything, write the dataset folder atomically, and return it loaded.
 
     ``edge_splits``: given link-prediction splits (``{name: (EdgeSplit, where it came from)}``, e.g. OGB's);
     ``options.link_split`` draws them instead (see :mod:`sparsetrain.datasets.edge_split`).
+    ``edge_features`` are written in the dataset's CSC edge order; every edge must be kept
+    (no ``undirected``, ``drop_self_loops``, ``drop_duplicates`` or ``link_split``).
     """
     options = options or BuildOptions()
     if edge_splits and options.link_split is not None:
         raise DatasetError("the source already has link splits; drop --link-split (link_split=...)")
+    if edge_features is not None:
+        _check_edge_features(edge_features, options)
     out_dir = Path(out_dir)
     for name in splits or {}:
         if name not in fmt.SPLIT_NAMES:
@@ -178,6 +192,9 @@ def build_dataset(
                                                          "meaning": "clusters[new_id] = cluster id; each cluster is a contiguous id range"}}),
             "source": provenance or {},
         }
+        if edge_features is not None:
+            meta["edge_feature_dim"] = _write_edge_features(writer, edge_features, final, order, options)
+            meta["edge_feature_dtype"] = options.feature_dtype
         del csc, final  # unmap the topology before the features are written
         if features is not None:
             meta["feature_dim"] = _write_features(writer, features, num_nodes, nodes_from, inverse, options)
@@ -392,6 +409,41 @@ def _write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes
             bar.update(len(values))
     out.flush()
     return int(out.shape[1])
+
+
+def _check_edge_features(edges: EdgeFeatures, options: BuildOptions) -> None:
+    merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates", "link_split") if getattr(options, name)]
+    if merging:
+        raise DatasetError(f"{edges.name}: edge features need every edge kept, but {', '.join(merging)} merges or drops edges; "
+                           "build without those options, or without edge features")
+    values = edges.values.reshape(len(edges.values), -1)
+    if len(values) != edges.edge_index.shape[1] or values.shape[1] == 0:
+        raise DatasetError(f"{edges.name}: has shape {list(edges.values.shape)} for {edges.edge_index.shape[1]} edges; "
+                           "give one row of at least one feature per edge")
+    finite = np.isfinite(values.astype(options.feature_dtype, copy=False))
+    if not finite.all():
+        row, col = (int(i[0]) for i in np.nonzero(~finite))
+        raise DatasetError(f"{edges.name}: row {row}, column {col}: {values[row, col]} is not a finite number (as {options.feature_dtype}); "
+                           "replace NaN/inf edge features (e.g. with 0) before importing")
+
+
+def _write_edge_features(writer: DatasetWriter, edges: EdgeFeatures, final: RawCSC, order: np.ndarray | None, options: BuildOptions) -> int:
+    """Rows of ``edges.values`` in the dataset's CSC order: edges matched by (dst, src) in original ids, parallel edges in input order."""
+    n = np.int64(final.num_nodes)
+    dst = np.repeat(np.arange(n, dtype=np.int64), final.degrees())
+    src = np.asarray(final.indices, dtype=np.int64)
+    if order is not None:
+        src, dst = order[src], order[dst]
+    given_src, given_dst = (np.asarray(a, dtype=np.int64) for a in edges.edge_index)
+    source_row = np.empty(len(src), dtype=np.int64)
+    source_row[np.argsort(dst * n + src, kind="stable")] = np.argsort(given_dst * n + given_src, kind="stable")
+    values = edges.values.reshape(len(edges.values), -1)
+    out = writer.new_array(fmt.EDGE_FEATURES, (len(src), values.shape[1]), np.dtype(options.feature_dtype))
+    chunk = 1 << 20
+    for lo in range(0, len(src), chunk):
+        out[lo : lo + chunk] = values[source_row[lo : lo + chunk]]
+    out.flush()
+    return int(values.shape[1])
 
 
 # Without --num-classes the class count is the largest label + 1, as long as that is not far beyond

@@ -30,8 +30,9 @@ class GraphDataset:
     ``.numpy()``, ``.tensor()``). :meth:`feature_store` opens another one, with its own
     options and statistics.
     ``original_ids[i]`` is the id node ``i`` had in the imported data when the
-    nodes were reordered (``None`` otherwise). ``edge_split``: link-prediction edges per split
-    (``"train"``, ``"val"``, ``"test"``), empty when the dataset has none.
+    nodes were reordered (``None`` otherwise). ``edge_features``: a store of one row per
+    edge in CSC order (row = a sampled block's ``edge_ids``), or ``None``. ``edge_split``: link-prediction
+    edges per split (``"train"``, ``"val"``, ``"test"``), empty when the dataset has none.
     """
 
     path: Path
@@ -41,6 +42,7 @@ class GraphDataset:
     labels: torch.Tensor | None
     split: dict[str, torch.Tensor] = field(default_factory=dict)
     original_ids: torch.Tensor | None = None
+    edge_features: MmapFeatures | None = None
     edge_split: dict[str, EdgeSplit] = field(default_factory=dict)
 
     @property
@@ -234,6 +236,12 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     if fmt.FEATURES in meta["files"]:
         _check_feature_array(folder, meta)
         ds.features = ds.feature_store()
+    if fmt.EDGE_FEATURES in meta["files"]:
+        array = fmt.open_array(folder, fmt.EDGE_FEATURES, meta)
+        if str(array.dtype) not in fmt.FEATURE_DTYPES or array.ndim != 2 or len(array) != meta["num_edges"]:
+            raise DatasetError(f"{folder / fmt.EDGE_FEATURES}: holds {array.dtype}{list(array.shape)} but the format needs "
+                               f"{' or '.join(fmt.FEATURE_DTYPES)}[{meta['num_edges']}, D]; {_REBUILD}")
+        ds.edge_features = MmapFeatures(folder / fmt.EDGE_FEATURES)
     if verify:
         verify_structure(ds)
     return ds

@@ -7,6 +7,8 @@ Layout (format version 1)::
     indices.npy         int32 [num_edges]       in-neighbors, sorted within a column
                         (int64 when num_nodes >= 2**31)
     edge_weight.npy     float32 [num_edges]     optional
+    edge_features.npy   float32|float16 [num_edges, edge_feature_dim]   optional, in CSC edge order
+                                                (row k = the edge at position k of indices)
     features.npy        float32|float16 [num_nodes, feature_dim]   optional
     labels.npy          int64 [num_nodes]       optional
     train_idx.npy, val_idx.npy, test_idx.npy    int64, sorted   optional
@@ -39,6 +41,7 @@ INDPTR = "indptr.npy"
 INDICES = "indices.npy"
 EDGE_WEIGHT = "edge_weight.npy"
 FEATURES = "features.npy"
+EDGE_FEATURES = "edge_features.npy"
 LABELS = "labels.npy"
 ORIGINAL_IDS = "original_ids.npy"
 SPLIT_NAMES = ("train", "val", "test")

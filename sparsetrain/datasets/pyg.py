@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
-from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
+from sparsetrain.datasets.build import BuildOptions, EdgeFeatures, EdgeSource, Source, build_dataset
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.errors import DatasetError
 
 _SPLIT_ATTRS = {"train": "train_mask", "val": "val_mask", "test": "test_mask"}
+_KEPT = {"edge_index", "x", "y", "edge_weight", "edge_attr", "num_nodes", *_SPLIT_ATTRS.values()}
 
 
 def _numpy(value, what: str) -> np.ndarray:
@@ -39,7 +41,11 @@ def _split_indices(mask: np.ndarray, name: str) -> np.ndarray:
 
 
 def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
-    """Write a PyG ``Data`` (``edge_index``, optional ``x``, ``y``, ``edge_weight`` and split masks) as a dataset.
+    """Write a PyG ``Data`` (``edge_index``, optional ``x``, ``y``, ``edge_weight``, ``edge_attr`` and split masks) as a dataset.
+
+    ``edge_attr`` becomes the dataset's edge features (in CSC edge order); it is not kept, with a
+    warning, when ``undirected``/``drop_self_loops``/``drop_duplicates`` merge or drop edges. Other
+    attributes are not kept either, and a warning names them.
 
     Options are :class:`~sparsetrain.datasets.build.BuildOptions` fields
     (``undirected``, ``drop_self_loops``, ``drop_duplicates``, ``reorder``,
@@ -57,6 +63,19 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     if weight is not None and len(weight) != edge_index.shape[1]:
         raise DatasetError(f"data.edge_weight has {len(weight)} entries for {edge_index.shape[1]} edges; give one weight per edge")
     edges = EdgeSource("data.edge_index", _edge_chunks(edge_index, weight), edge_index.shape[1], weighted=weight is not None, weight_name="data.edge_weight")
+
+    options = BuildOptions(**options)
+    others = sorted(set(data.keys()) - _KEPT)
+    if others:
+        warnings.warn(f"from_pyg keeps edge_index, x, y, edge_weight, edge_attr and the split masks; not kept: {', '.join(others)}", stacklevel=2)
+    edge_features = None
+    if getattr(data, "edge_attr", None) is not None:
+        merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates") if getattr(options, name)]
+        if merging:
+            warnings.warn(f"from_pyg: data.edge_attr is not kept because {', '.join(merging)} merges or drops edges; "
+                          "import without those options to keep edge features", stacklevel=2)
+        else:
+            edge_features = EdgeFeatures("data.edge_attr", edge_index, _numpy(data.edge_attr, "edge_attr"))
 
     features = labels = None
     if getattr(data, "x", None) is not None:
@@ -84,6 +103,7 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
         features=features,
         labels=labels,
         splits=splits,
-        options=BuildOptions(**options),
+        options=options,
         provenance={"importer": "pyg", "class": type(data).__name__},
+        edge_features=edge_features,
     )

@@ -50,7 +50,8 @@ class Loader:
     the sampling package's batch ordering). ``loader_threads`` caps the Numba
     threads the background loader uses, leaving cores to the model's compute. ``set_epoch`` picks the shuffle of an
     epoch; ``start_batch`` in :meth:`epoch` resumes mid-epoch. ``timeout``: seconds to wait for one batch before
-    the loader thread counts as stuck (an error, not a hang).
+    the loader thread counts as stuck (an error, not a hang). ``edge_features`` (e.g. ``ds.edge_features``) fills
+    ``mb.edge_attr``: per block, the rows of its ``edge_ids``.
 
     ``retain_host_memory=True`` tunes this process's glibc allocator so batches reuse freed host memory instead
     of page-faulting fresh memory each step (:func:`~sparsetrain.engine.host_memory.retain_freed_host_memory`):
@@ -69,7 +70,7 @@ class Loader:
                  shuffle: bool = True, order=None, device: str | torch.device = "cpu", prefetch: int = 2,
                  seed: int = 0, drop_last: bool = False, rank: int = 0, world_size: int = 1,
                  loader_threads: int | None = None, retain_host_memory: bool = False,
-                 timeout: float | None = BATCH_TIMEOUT_S):
+                 timeout: float | None = BATCH_TIMEOUT_S, edge_features=None):
         if prefetch < 0:
             raise ValueError(f"prefetch={prefetch} must be >= 0")
         if timeout is not None and not timeout > 0:
@@ -81,7 +82,7 @@ class Loader:
         self.seed_batches = SeedBatches(seeds, batch_size, shuffle=shuffle, drop_last=drop_last, seed=seed, order=order,
                                         sampler=sampler, rank=rank, world_size=world_size)
         self.sample_stage = Sample(sampler)
-        self.fetch_stage = FetchFeatures(features, labels)
+        self.fetch_stage = FetchFeatures(features, labels, edge_features)
         self.device_stage = CopyToDevice(device)
         self.sampler = sampler
         self.features = self.fetch_stage.features

@@ -68,6 +68,8 @@ class MappedFile:
 class CSCGraph:
     """CSC topology: ``indptr`` int64 [N + 1], ``indices`` int32/int64 [E], optional ``weights`` [E].
 
+    ``edge_perm``: optional int64 [E], the caller's id of the edge at each CSC position (e.g. its column in
+    the ``edge_index`` the graph was built from); samplers then report edge ids in that order, else CSC positions.
     ``files``: for arrays memory-mapped from files, their :class:`MappedFile` by field name
     (``"indptr"``, ``"indices"``, ``"weights"``); readers call :meth:`check_files` before reading.
     """
@@ -75,6 +77,7 @@ class CSCGraph:
     indptr: torch.Tensor
     indices: torch.Tensor
     weights: torch.Tensor | None = None
+    edge_perm: torch.Tensor | None = None
     files: dict[str, MappedFile] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -84,6 +87,8 @@ class CSCGraph:
             raise ValueError("CSCGraph.indices must be a 1-D int32 or int64 tensor")
         if self.weights is not None and self.weights.shape != self.indices.shape:
             raise ValueError("CSCGraph.weights must have one entry per edge (same shape as indices)")
+        if self.edge_perm is not None and (self.edge_perm.dtype != torch.int64 or self.edge_perm.shape != self.indices.shape):
+            raise ValueError("CSCGraph.edge_perm must be an int64 tensor with one entry per edge (same shape as indices)")
 
     def check_files(self) -> None:
         """Raise :class:`~sparsetrain.errors.DatasetError` if a file an array is mapped from has shrunk (one ``fstat`` each)."""
@@ -106,7 +111,8 @@ class CSCGraph:
         """Build from a PyG-style ``edge_index`` [2, E] (row 0 = source, row 1 = destination).
 
         Edges are sorted by destination, then source; duplicates are kept.
-        ``indices`` is int32 when every node id fits, else int64.
+        ``indices`` is int32 when every node id fits, else int64. ``edge_perm``
+        maps each CSC position back to the edge's column in ``edge_index``.
         """
         if edge_index.dim() != 2 or edge_index.shape[0] != 2:
             raise SamplingError(f"edge_index has shape {list(edge_index.shape)}; expected [2, num_edges]")
@@ -126,7 +132,7 @@ class CSCGraph:
             if edge_weight.numel() != src.numel():
                 raise SamplingError(f"edge_weight has {edge_weight.numel()} entries for {src.numel()} edges; give one weight per edge")
             weights = edge_weight.detach().cpu().reshape(-1)[order].contiguous()
-        return cls(indptr, src[order].to(index_dtype).contiguous(), weights)
+        return cls(indptr, src[order].to(index_dtype).contiguous(), weights, order)
 
     @property
     def device(self) -> torch.device:
@@ -147,7 +153,7 @@ class CSCGraph:
         """A copy in ordinary host memory (reads a memory-mapped dataset in full; random access then never waits on the disk)."""
         self.check_files()
         copy = lambda t: None if t is None else t.to("cpu").clone()  # noqa: E731
-        return CSCGraph(copy(self.indptr), copy(self.indices), copy(self.weights))
+        return CSCGraph(copy(self.indptr), copy(self.indices), copy(self.weights), copy(self.edge_perm))
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> CSCGraph:
         """A copy of the topology on ``device`` (itself when already there)."""
@@ -156,7 +162,7 @@ class CSCGraph:
             return self
         self.check_files()
         move = lambda t: None if t is None else t.to(device, non_blocking=non_blocking)  # noqa: E731
-        return CSCGraph(move(self.indptr), move(self.indices), move(self.weights))
+        return CSCGraph(move(self.indptr), move(self.indices), move(self.weights), move(self.edge_perm))
 
     def pin_memory(self) -> CSCGraph:
         """A copy in page-locked host memory, which GPU sampling kernels read in place over PCIe."""
@@ -166,7 +172,7 @@ class CSCGraph:
             raise SamplingBackendError("CSCGraph.pin_memory() needs CUDA (page-locked memory is a CUDA driver feature); keep the graph in ordinary memory on this machine")
         self.check_files()
         pin = lambda t: None if t is None else t.cpu().pin_memory()  # noqa: E731
-        return CSCGraph(pin(self.indptr), pin(self.indices), pin(self.weights))
+        return CSCGraph(pin(self.indptr), pin(self.indices), pin(self.weights), pin(self.edge_perm))
 
     def columns(self, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
         """In-degrees of nodes ``[lo, hi)`` and their in-neighbors (int64, concatenated), checked to lie inside the graph.

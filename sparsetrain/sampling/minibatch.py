@@ -19,11 +19,16 @@ from sparsetrain.sampling.errors import SamplingBackendError
 
 @dataclass
 class Block:
-    """One hop: ``edge_index`` [2, E] int64 local (src, dst) ids; dst nodes are the first ``num_dst`` src nodes."""
+    """One hop: ``edge_index`` [2, E] int64 local (src, dst) ids; dst nodes are the first ``num_dst`` src nodes.
+
+    ``edge_ids``: int64 [E], the graph's id of each edge (aligned with the columns of ``edge_index``): the
+    graph's ``edge_perm`` there, or the edge's CSC position; ``None`` when the block was built without them.
+    """
 
     edge_index: torch.Tensor
     num_src: int
     num_dst: int
+    edge_ids: torch.Tensor | None = None
 
     @property
     def num_edges(self) -> int:
@@ -34,7 +39,8 @@ class Block:
         return self.edge_index, (self.num_src, self.num_dst)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
-        return replace(self, edge_index=self.edge_index.to(device, non_blocking=non_blocking))
+        edge_ids = None if self.edge_ids is None else self.edge_ids.to(device, non_blocking=non_blocking)
+        return replace(self, edge_index=self.edge_index.to(device, non_blocking=non_blocking), edge_ids=edge_ids)
 
     def __repr__(self) -> str:
         return f"Block(num_src={self.num_src}, num_dst={self.num_dst}, num_edges={self.num_edges})"
@@ -47,8 +53,8 @@ class MiniBatch:
     ``seeds``: the batch's target nodes (global ids). ``input_nodes``: global ids
     of every node whose features the first block reads, seeds first.
     ``blocks``: outermost hop first (``blocks[0].num_src == len(input_nodes)``,
-    ``blocks[-1].num_dst == len(seeds)``). ``x`` / ``y`` are left for a loader to
-    attach (features of ``input_nodes``, labels of ``seeds``).
+    ``blocks[-1].num_dst == len(seeds)``). ``x`` / ``y`` / ``edge_attr`` are left for a loader to
+    attach (features of ``input_nodes``, labels of ``seeds``, per block the features of its ``edge_ids``).
     """
 
     seeds: torch.Tensor
@@ -56,6 +62,7 @@ class MiniBatch:
     blocks: list[Block]
     x: torch.Tensor | None = None
     y: torch.Tensor | None = None
+    edge_attr: list[torch.Tensor] | None = None
 
     @property
     def num_sampled_edges(self) -> int:
@@ -100,6 +107,7 @@ class MiniBatch:
             blocks=[b.to(device, non_blocking) for b in self.blocks],
             x=move(self.x),
             y=move(self.y),
+            edge_attr=None if self.edge_attr is None else [move(e) for e in self.edge_attr],
         )
 
     def __repr__(self) -> str:

@@ -6,7 +6,8 @@ node gets, in parallel) then :func:`sample_hop`: for every dst node (the first
 parallel over dst nodes; then one pass over the drawn edges looks every source
 up in the node map (global id -> local id), appends the unseen ones to
 ``nodes`` and writes the local source id of every edge: dedupe and relabel are
-the same lookup, with no sort and no second pass. The map is a direct-address
+the same lookup, with no sort and no second pass. The read of the sources also
+writes every edge's id (its CSC position, or the graph's ``edge_perm`` there). The map is a direct-address
 table (one int32 per graph node, -1 = absent): the identity hash, with no
 probing and a size that fits the last-level cache on graphs of a few million
 nodes (9.6 MB for 2.4M nodes; the GPU kernels use an open-addressing table
@@ -43,6 +44,7 @@ GATHER_CHUNKS = 256  # edge ranges of the parallel source read (results do not d
 def count_hop(indptr, weights, nodes, num_dst, fanout, replace, weighted, num_edges, lo, deg, offsets):
     """Fill ``lo``/``deg`` (where each dst node's in-edges start, how many) and ``offsets`` (edge ranges); returns the edge count.
 
+    The dst nodes are ``nodes[:num_dst]`` (a hop that samples only for some nodes passes a slice).
     ``-1 - i`` when dst node ``i``'s range in ``indptr`` lies outside ``[0, num_edges)`` (a damaged graph).
     """
     offsets[0] = 0
@@ -58,39 +60,50 @@ def count_hop(indptr, weights, nodes, num_dst, fanout, replace, weighted, num_ed
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def sample_hop(indices, weights, nodes, num_dst, fanout, replace, weighted, key, lo, deg, offsets, nbr, table, edge_index):
-    """One hop after :func:`count_hop`: fills ``edge_index`` [2, E] (local src, dst), appends new nodes; returns the node count.
+def sample_hop(indices, weights, edge_perm, nodes, first, num_dst, fanout, replace, weighted, key, lo, deg, offsets, nbr, table,
+               edge_index, edge_ids):
+    """One hop after :func:`count_hop`: fills ``edge_index`` [2, E] (local src, dst) and ``edge_ids``, appends new nodes; returns the node count.
 
     ``-1 - e`` when edge ``e``'s source (``nbr[e]``) is not a node id (a damaged graph); the table is then as before the call.
 
-    ``nodes[:num_dst]`` are the dst nodes, all already in ``table`` (global id ->
-    local id, -1 = absent); ``nodes`` has room for ``num_dst + E`` entries and
-    ``nbr`` for ``E``. New nodes get local ids in order of first appearance in
-    the (dst-major) edge list. Passes: draw edge positions (parallel, compute
+    ``nodes[:num_dst]`` are the nodes found so far, all already in ``table``
+    (global id -> local id, -1 = absent); the hop samples in-edges of
+    ``nodes[first:num_dst]`` (``lo``/``deg``/``offsets`` are indexed from
+    ``first``, as :func:`count_hop` filled them for that slice). ``nodes`` has
+    room for ``num_dst + E`` entries and ``nbr`` for ``E``. ``edge_ids[e]`` is the
+    CSC position of edge ``e``, or ``edge_perm`` at it when ``edge_perm`` is not
+    empty. New nodes get local ids in order of first appearance in the
+    (dst-major) edge list. Passes: draw edge positions (parallel, compute
     only), read the sources there (parallel, prefetched), then the fused dedupe
     + relabel (one map lookup per edge).
     """
-    num_edges = offsets[num_dst]
+    count = num_dst - first
+    num_edges = offsets[count]
     src = edge_index[0]
     dst = edge_index[1]
-    for i in prange(num_dst):
+    permuted = edge_perm.shape[0] > 0
+    for i in prange(count):
         start = offsets[i]
         k = offsets[i + 1] - start
         if k > 0:
             a = lo[i]
-            draw_positions(weights, a, deg[i], k, fanout, replace, weighted, node_stream(key, nodes[i]), nbr, start)
+            draw_positions(weights, a, deg[i], k, fanout, replace, weighted, node_stream(key, nodes[first + i]), nbr, start)
             for j in range(start, start + k):
                 nbr[j] += a
-                dst[j] = i
+                dst[j] = first + i
     chunks = min(GATHER_CHUNKS, num_edges // 1024 + 1)
     per = (num_edges + chunks - 1) // chunks
     for c in prange(chunks):
-        first = c * per
-        last = min(num_edges, first + per)
-        for e in range(first, last):
+        first_edge = c * per
+        last = min(num_edges, first_edge + per)
+        for e in range(first_edge, last):
             if e + PREFETCH < last:
                 prefetch(indices, nbr[e + PREFETCH])
-            nbr[e] = indices[nbr[e]]
+                if permuted:
+                    prefetch(edge_perm, nbr[e + PREFETCH])
+            p = nbr[e]
+            edge_ids[e] = edge_perm[p] if permuted else p
+            nbr[e] = indices[p]
     # fused dedupe + relabel: one lookup per edge in the node map
     n = num_dst
     for e in range(num_edges):

@@ -88,11 +88,12 @@ def _count_kernel(indptr, weights, nodes, num_dst, fanout, replace, weighted, nu
 
 
 @cuda.jit
-def _sample_kernel(indices, weights, nodes, num_dst, num_nodes, lo, deg, ends, fanout, replace, weighted, key, table_keys, table_vals, mask,
-                   src, dst, slots, status):
-    """Draw node i's in-edges into src[start:end] (positions), then read each source and insert it into the map.
+def _sample_kernel(indices, weights, edge_perm, permuted, nodes, first, num_dst, num_nodes, lo, deg, ends, fanout, replace, weighted, key, table_keys,
+                   table_vals, mask, src, dst, edge_ids, slots, status):
+    """Draw node first + i's in-edges into src[start:end] (positions), then read each source and insert it into the map.
 
-    A source that is not a node id is noted in ``status[1]`` (its entry of ``indices`` + 1) and replaced by the dst
+    ``nodes`` here starts at the first node the hop samples for; ``num_dst`` counts those nodes. ``edge_ids[e]``
+    is the edge's CSC position, or ``edge_perm`` there when ``permuted``. A source that is not a node id is noted in ``status[1]`` (its entry of ``indices`` + 1) and replaced by the dst
     node itself, already in the map: the batch stays memory-safe until the host sees ``status`` and raises.
     """
     i = cuda.grid(1)
@@ -105,12 +106,14 @@ def _sample_kernel(indices, weights, nodes, num_dst, num_nodes, lo, deg, ends, f
             stream = _node_stream(key, v)
             _draw_positions(weights, a, deg[i], k, fanout, replace, weighted, stream, src, start)
             for e in range(start, start + k):
-                u = np.int64(indices[a + src[e]])
+                p = a + src[e]
+                edge_ids[e] = edge_perm[p] if permuted else p
+                u = np.int64(indices[p])
                 if u < 0 or u >= num_nodes:
-                    cuda.atomic.max(status, 1, a + src[e] + 1)
+                    cuda.atomic.max(status, 1, p + 1)
                     u = v
                 slots[e] = _insert(table_keys, table_vals, mask, u, OFFSET + e)
-                dst[e] = i
+                dst[e] = first + i
 
 
 @cuda.jit
@@ -246,18 +249,23 @@ class CudaGraph:
         self.indptr = self.ops.kernel(graph.indptr)
         self.indices = self.ops.kernel(graph.indices)
         self.weights = self.ops.kernel(graph.weights if graph.weights is not None else self.ops.empty(1, np.float32))
+        self.edge_perm = None if graph.edge_perm is None else self.ops.kernel(graph.edge_perm)
 
 
-def sample_layers(graph: CudaGraph, seeds, fanouts, replace: bool, weighted: bool, keys):
-    """All hops on the GPU: ``([(edge_index [2, E], num_src, num_dst) innermost first], nodes)`` as CUDA tensors."""
+def sample_layers(graph: CudaGraph, seeds, fanouts, replace: bool, weighted: bool, keys, new_only: bool = False):
+    """All hops on the GPU: ``([(edge_index [2, E], num_src, num_dst, edge_ids [E]) innermost first], nodes)`` as CUDA tensors."""
     with graph.ops.torch.cuda.device(graph.ops.device):
-        return sample_arrays(graph.ops, graph.indptr, graph.indices, graph.weights, seeds, fanouts, replace, weighted, keys, graph.sources)
+        return sample_arrays(graph.ops, graph.indptr, graph.indices, graph.weights, seeds, fanouts, replace, weighted, keys, graph.sources,
+                             edge_perm=graph.edge_perm, new_only=new_only)
 
 
-def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weighted, keys, sources=("CSCGraph.indptr", "CSCGraph.indices")):
+def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weighted, keys, sources=("CSCGraph.indptr", "CSCGraph.indices"), *,
+                  edge_perm=None, new_only: bool = False):
     """The hop loop over any array back end (``ops``); graph arrays already in kernel form.
 
-    A damaged graph (a node's ``indptr`` range outside the edges, an ``indices`` entry that is not a node id) raises
+    ``edge_perm`` (CSC position -> edge id; ``None`` = the position) and ``new_only`` (sample each hop only for the
+    nodes first reached at the hop before) are :class:`~sparsetrain.sampling.NeighborSampler`'s graph ``edge_perm``
+    and ``hop_nodes="new"``. A damaged graph (a node's ``indptr`` range outside the edges, an ``indices`` entry that is not a node id) raises
     :class:`~sparsetrain.sampling.errors.SamplingError` naming ``sources`` (where ``indptr`` and ``indices`` come from).
     """
     t = ops.threads
@@ -272,11 +280,15 @@ def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weight
     layers = []
     status = ops.full(2, 0)  # 1 + the last node with a damaged indptr range, 1 + the last damaged entry of indices
     graph_nodes, graph_edges = indptr.shape[0] - 1, indices.shape[0]
+    permuted = edge_perm is not None
+    edge_perm = k(ops.empty(1)) if edge_perm is None else edge_perm  # never read then; one entry, so the device view is not empty
+    first = 0  # the hop samples for nodes[first:num_dst]
     for hop, fanout in enumerate(fanouts):
         num_dst = num_nodes
-        lo, deg, counts = ops.empty(num_dst), ops.empty(num_dst), ops.empty(num_dst)
-        _count_kernel[_blocks(num_dst, t), t, stream](indptr, weights, k(nodes), num_dst, fanout, replace, weighted, graph_edges, k(lo), k(deg),
-                                                      k(counts), k(status))
+        count = num_dst - first
+        lo, deg, counts = ops.empty(count), ops.empty(count), ops.empty(count)
+        _count_kernel[_blocks(count, t), t, stream](indptr, weights, k(nodes[first:]), count, fanout, replace, weighted, graph_edges, k(lo), k(deg),
+                                                    k(counts), k(status))
         ends = ops.cumsum(counts)
         num_edges = ops.last(ends)
         needed = _capacity(num_dst + num_edges)
@@ -284,10 +296,10 @@ def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weight
             capacity = needed
             table_keys, table_vals = ops.full(capacity, EMPTY), ops.full(capacity, np.iinfo(np.int64).max)
             _insert_known[_blocks(num_dst, t), t, stream](k(nodes), num_dst, k(table_keys), k(table_vals), capacity - 1)
-        src, dst, slots = ops.empty(num_edges), ops.empty(num_edges), ops.empty(num_edges)
-        _sample_kernel[_blocks(num_dst, t), t, stream](
-            indices, weights, k(nodes), num_dst, graph_nodes, k(lo), k(deg), k(ends), fanout, replace, weighted, np.uint64(keys[hop]),
-            k(table_keys), k(table_vals), capacity - 1, k(src), k(dst), k(slots), k(status),
+        src, dst, edge_ids, slots = ops.empty(num_edges), ops.empty(num_edges), ops.empty(num_edges), ops.empty(num_edges)
+        _sample_kernel[_blocks(count, t), t, stream](
+            indices, weights, edge_perm, permuted, k(nodes[first:]), first, count, graph_nodes, k(lo), k(deg), k(ends), fanout, replace, weighted,
+            np.uint64(keys[hop]), k(table_keys), k(table_vals), capacity - 1, k(src), k(dst), k(edge_ids), k(slots), k(status),
         )
         flags = ops.empty(num_edges)
         _first_kernel[_blocks(num_edges, t), t, stream](k(slots), k(table_vals), num_edges, k(flags))
@@ -299,7 +311,9 @@ def sample_arrays(ops, indptr, indices, weights, seeds, fanouts, replace, weight
         _relabel_kernel[_blocks(num_edges, t), t, stream](k(slots), k(table_vals), num_edges, k(src))
         nodes = grown
         num_nodes = num_dst + num_new
-        layers.append((ops.stack(src, dst), num_nodes, num_dst))
+        layers.append((ops.stack(src, dst), num_nodes, num_dst, edge_ids))
+        if new_only:
+            first = num_dst
     bad_node, bad_entry = status.tolist()
     if bad_node:
         node = bad_node - 1

@@ -21,6 +21,7 @@ from sparsetrain.sampling.rng import hop_key
 
 _SEED_MASK = (1 << 63) - 1
 PARALLEL_MIN_WORK = 1 << 16  # edges (or 8 x dst nodes) below which a hop runs on one thread
+HOP_NODES = ("all", "new")
 
 
 class NeighborSampler:
@@ -28,8 +29,13 @@ class NeighborSampler:
 
     ``fanouts[h]`` is how many in-neighbors every node gets at hop ``h`` from the
     seeds (``fanouts[0]`` for the seeds themselves, as in PyG's ``num_neighbors``;
-    -1 = all). Each hop samples for all of its dst nodes, i.e. every node found
-    so far (DGL's semantics), so ``blocks[-1]`` (the innermost) uses ``fanouts[0]``.
+    -1 = all), so ``blocks[-1]`` (the innermost) uses ``fanouts[0]``. ``hop_nodes``
+    says which nodes a hop samples for: ``"all"`` (default) every node found so far
+    (DGL's message-flow graphs), ``"new"`` only the nodes first reached at the hop
+    before (PyG's ``NeighborLoader``); either way a block's dst nodes are its first
+    ``num_dst`` src nodes, with ``"new"`` only the newest of them have in-edges.
+    Every block carries ``edge_ids``: the graph's ``edge_perm`` of each sampled edge,
+    or its CSC position when the graph has none.
     Without replacement by default; ``weighted=True`` draws proportionally to
     ``graph.weights``. Runs on the GPU when the graph is on CUDA (or pinned and
     the seeds are on CUDA), else on the CPU. The same ``seed`` gives the same
@@ -38,12 +44,15 @@ class NeighborSampler:
     batches); without a key, the ``b``-th call of :meth:`sample` uses key ``b``.
     """
 
-    def __init__(self, graph: CSCGraph, fanouts: Sequence[int], *, replace: bool = False, weighted: bool = False, seed: int | None = None) -> None:
+    def __init__(self, graph: CSCGraph, fanouts: Sequence[int], *, replace: bool = False, weighted: bool = False, seed: int | None = None,
+                 hop_nodes: str = "all") -> None:
         if not isinstance(graph, CSCGraph):
             raise SamplingError(f"graph is a {type(graph).__name__}; pass a sparsetrain.sampling.CSCGraph (e.g. sparsetrain.datasets.load(path).graph)")
         fanouts = list(fanouts)
         if not fanouts or any(not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < -1 for f in fanouts):
             raise SamplingError(f"fanouts={fanouts!r}; give a non-empty list of ints >= 0, or -1 for all neighbors")
+        if hop_nodes not in HOP_NODES:
+            raise SamplingError(f"hop_nodes={hop_nodes!r}; give 'all' (every node found so far, DGL) or 'new' (nodes first reached at the hop before, PyG)")
         if weighted:
             if graph.weights is None:
                 raise SamplingError("weighted=True but the graph has no edge weights; build the dataset with edge weights or pass weighted=False")
@@ -57,6 +66,7 @@ class NeighborSampler:
         self.fanouts = [int(f) for f in fanouts]
         self.replace = bool(replace)
         self.weighted = bool(weighted)
+        self.hop_nodes = hop_nodes
         self.seed = int(torch.randint(0, 2**62, ()).item()) if seed is None else int(seed) & _SEED_MASK
         self._counter = itertools.count()
         self._lock = threading.Lock()
@@ -106,7 +116,7 @@ class NeighborSampler:
         seeds = seeds.to(device, torch.int64)
         if torch.unique(seeds).numel() != seeds.numel():
             raise SamplingError("seeds has repeated node ids; pass unique seeds (e.g. torch.unique(seeds))")
-        layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self.fanouts, self.replace, self.weighted, keys)
+        layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self.fanouts, self.replace, self.weighted, keys, self.hop_nodes == "new")
         return _assemble(seeds, layers, nodes)
 
     def _sample_cpu(self, seeds: torch.Tensor, keys: list[int]) -> MiniBatch:
@@ -114,6 +124,8 @@ class NeighborSampler:
         indptr, indices, weights = self.graph.numpy()
         if weights is None or not self.weighted:
             weights = np.empty(0, np.float32)
+        edge_perm = np.empty(0, np.int64) if self.graph.edge_perm is None else self.graph.edge_perm.numpy()
+        new_only = self.hop_nodes == "new"
         ws = self._acquire_workspace()
         try:
             num_nodes = seeds.numel()
@@ -123,26 +135,31 @@ class NeighborSampler:
             if repeated >= 0:
                 raise SamplingError(f"seed {int(ws.nodes[repeated])} appears more than once in seeds; pass unique seeds (e.g. torch.unique(seeds))")
             layers = []
+            first = 0  # the hop samples for nodes[first:num_dst]
             try:
                 for fanout, key in zip(self.fanouts, keys):
                     num_dst = num_nodes
-                    ws.for_dst(num_dst)
-                    with _threads_for(num_dst * 8):
-                        num_edges = neighbor.count_hop(indptr, weights, ws.nodes, num_dst, fanout, self.replace, self.weighted,
+                    count = num_dst - first
+                    ws.for_dst(count)
+                    with _threads_for(count * 8):
+                        num_edges = neighbor.count_hop(indptr, weights, ws.nodes[first:], count, fanout, self.replace, self.weighted,
                                                        len(indices), ws.lo, ws.deg, ws.offsets)
                     if num_edges < 0:
-                        raise self._bad_range(int(ws.nodes[-1 - num_edges]))
+                        raise self._bad_range(int(ws.nodes[first - 1 - num_edges]))
                     ws.for_edges(num_dst, num_edges)
                     edge_index = np.empty((2, num_edges), np.int64)
+                    edge_ids = np.empty(num_edges, np.int64)
                     with _threads_for(num_edges):
                         found = neighbor.sample_hop(
-                            indices, weights, ws.nodes, num_dst, fanout, self.replace, self.weighted, np.uint64(key),
-                            ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, edge_index,
+                            indices, weights, edge_perm, ws.nodes, first, num_dst, fanout, self.replace, self.weighted, np.uint64(key),
+                            ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, edge_index, edge_ids,
                         )
                     if found < 0:
-                        raise self._bad_neighbor(ws, num_dst, -1 - found)
+                        raise self._bad_neighbor(ws, first, count, -1 - found)
                     num_nodes = found
-                    layers.append((torch.from_numpy(edge_index), num_nodes, num_dst))
+                    layers.append((torch.from_numpy(edge_index), num_nodes, num_dst, torch.from_numpy(edge_ids)))
+                    if new_only:
+                        first = num_dst
             finally:
                 with _threads_for(num_nodes):
                     neighbor.reset_table(ws.table, ws.nodes[:num_nodes])
@@ -158,13 +175,13 @@ class NeighborSampler:
             f"indices, which has {self.graph.num_edges}; {DAMAGED}"
         )
 
-    def _bad_neighbor(self, ws: neighbor.Workspace, num_dst: int, edge: int) -> SamplingError:
+    def _bad_neighbor(self, ws: neighbor.Workspace, first: int, count: int, edge: int) -> SamplingError:
         """The error for sampled edge ``edge`` whose source ``ws.nbr[edge]`` is not a node id, naming its entry in ``indices``."""
-        node = int(np.searchsorted(ws.offsets[: num_dst + 1], edge, side="right")) - 1
+        node = int(np.searchsorted(ws.offsets[: count + 1], edge, side="right")) - 1
         start, value = int(ws.lo[node]), ws.nbr[edge]
         entry = start + int(np.flatnonzero(self.graph.indices.numpy()[start : start + ws.deg[node]] == value)[0])
         return SamplingError(
-            f"{self.graph.source('indices')}: entry {entry} is {value} (an in-neighbor of node {int(ws.nodes[node])}), which must be "
+            f"{self.graph.source('indices')}: entry {entry} is {value} (an in-neighbor of node {int(ws.nodes[first + node])}), which must be "
             f"in [0, {self.graph.num_nodes}); {DAMAGED}"
         )
 
@@ -179,7 +196,8 @@ class NeighborSampler:
             self._workspaces.append(ws)
 
     def __repr__(self) -> str:
-        return f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, seed={self.seed}, graph={self.graph!r})"
+        return (f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, hop_nodes={self.hop_nodes!r}, "
+                f"seed={self.seed}, graph={self.graph!r})")
 
 
 @contextlib.contextmanager
@@ -196,7 +214,7 @@ def _threads_for(work: int):
         numba.set_num_threads(before)
 
 
-def _assemble(seeds: torch.Tensor, layers: list[tuple[torch.Tensor, int, int]], input_nodes: torch.Tensor) -> MiniBatch:
-    """Innermost-first hop results ``(edge_index, num_src, num_dst)`` to a MiniBatch (outermost block first)."""
-    blocks = [Block(edge_index, num_src, num_dst) for edge_index, num_src, num_dst in reversed(layers)]
+def _assemble(seeds: torch.Tensor, layers: list[tuple[torch.Tensor, int, int, torch.Tensor]], input_nodes: torch.Tensor) -> MiniBatch:
+    """Innermost-first hop results ``(edge_index, num_src, num_dst, edge_ids)`` to a MiniBatch (outermost block first)."""
+    blocks = [Block(edge_index, num_src, num_dst, edge_ids) for edge_index, num_src, num_dst, edge_ids in reversed(layers)]
     return MiniBatch(seeds=seeds, input_nodes=input_nodes, blocks=blocks)

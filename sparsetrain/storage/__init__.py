@@ -1,6 +1,6 @@
 """Feature tiers behind one gather contract (device, pinned host, memory-mapped disk) and the caches in front of them.
 
-Every store answers ``gather(ids, out=None) -> Tensor`` with the rows of ``ids`` in order:
+Every :class:`FeatureSource` answers ``gather(ids, out=None) -> Tensor`` with the rows of ``ids`` in order:
 
 - :class:`TensorFeatures`: a tensor in CPU or GPU memory.
 - :class:`MmapFeatures`: a ``.npy`` file; reads only the requested rows (parallel ``pread``).
@@ -13,7 +13,7 @@ GPU code (numba.cuda, CUDA runtime calls) is imported only when a GPU path runs.
 """
 
 from sparsetrain._deprecation import moved_attribute
-from sparsetrain.storage.base import FeatureStore, GatherStats
+from sparsetrain.storage.base import FeatureSource, GatherStats
 from sparsetrain.storage.cache import CachedFeatures
 from sparsetrain.storage.errors import CacheBudgetError, FeatureFileError, FeatureIdError, FeatureOutputError, PinnedMemoryError
 from sparsetrain.storage.mmap import MmapFeatures
@@ -21,7 +21,7 @@ from sparsetrain.storage.pinned import PinnedFeatures
 from sparsetrain.storage.tensor import TensorFeatures
 
 __all__ = [
-    "FeatureStore",
+    "FeatureSource",
     "GatherStats",
     "TensorFeatures",
     "MmapFeatures",
@@ -35,7 +35,8 @@ __all__ = [
 ]
 
 _MOVED = {
-    "as_feature_store": "sparsetrain.storage.cache",
+    "FeatureStore": "sparsetrain.storage.base:FeatureSource",
+    "as_feature_store": "sparsetrain.storage.cache:as_feature_source",
     "POLICIES": "sparsetrain.storage.policies",
     "make_policy": "sparsetrain.storage.policies",
     "replay": "sparsetrain.storage.policies",

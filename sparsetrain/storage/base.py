@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from sparsetrain._deprecation import moved_attribute
+
 from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
 
 ID_DTYPES = (torch.int64, torch.int32)
@@ -104,8 +106,10 @@ def widen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     return arrays
 
 
-class FeatureStore(ABC):
+class FeatureSource(ABC):
     """A table of rows (one per node) that returns any subset of rows, in order, on its target device.
+
+    (Named apart from PyG's ``torch_geometric.data.FeatureStore``, which :mod:`sparsetrain.pyg` implements over these.)
 
     Subclasses set ``shape`` (``torch.Size``), ``dtype`` (torch), ``device`` and implement ``_gather_into``.
     """
@@ -193,3 +197,10 @@ class FeatureStore(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(shape={list(self.shape)}, dtype={self.dtype}, device={self.device})"
+
+
+_RENAMED = {"FeatureStore": "sparsetrain.storage.base:FeatureSource"}
+
+
+def __getattr__(name: str):
+    return moved_attribute(__name__, _RENAMED, name)

@@ -9,7 +9,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import torch
 
-from sparsetrain.storage.base import FeatureStore, byte_rows, check_ids, widen
+from sparsetrain.storage.base import FeatureSource, byte_rows, check_ids, widen
 from sparsetrain.storage.gather_kernels import assemble_direct, assemble_rows, copy_rows, unique_inverse
 from sparsetrain.storage.errors import CacheBudgetError
 from sparsetrain.storage.policies import POLICIES, make_policy
@@ -18,9 +18,9 @@ from sparsetrain.storage.victim import VictimBuffer
 PRELOAD_CHUNK_BYTES = 64 << 20
 
 
-def as_feature_store(source) -> FeatureStore:
-    """A FeatureStore for a store, a tensor/array (TensorFeatures) or a .npy path (MmapFeatures)."""
-    if isinstance(source, FeatureStore):
+def as_feature_source(source) -> FeatureSource:
+    """A FeatureSource for a store, a tensor/array (TensorFeatures) or a .npy path (MmapFeatures)."""
+    if isinstance(source, FeatureSource):
         return source
     if isinstance(source, (str, os.PathLike)):
         from sparsetrain.storage.mmap import MmapFeatures
@@ -31,7 +31,7 @@ def as_feature_store(source) -> FeatureStore:
     return TensorFeatures(source)
 
 
-class CachedFeatures(FeatureStore):
+class CachedFeatures(FeatureSource):
     """A cache of ``capacity_bytes`` of rows of ``backing`` on ``device``; ``gather`` serves hits from it.
 
     ``policy``: ``"static"``, ``"lru"``, ``"clock"`` or ``"hybrid"`` (see :mod:`sparsetrain.storage.policies`);
@@ -54,7 +54,7 @@ class CachedFeatures(FeatureStore):
         victim_bytes: int = 0,
         **policy_options,
     ) -> None:
-        self.backing = as_feature_store(backing)
+        self.backing = as_feature_source(backing)
         super().__init__(self.backing.shape, self.backing.dtype, device if device is not None else self.backing.device)
         if policy not in POLICIES:
             raise CacheBudgetError(f"unknown cache policy {policy!r}; choose one of {', '.join(POLICIES)}")

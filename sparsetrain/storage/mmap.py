@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sparsetrain.storage.base import FeatureStore, torch_dtype_of, widen
+from sparsetrain.storage.base import FeatureSource, torch_dtype_of, widen
 from sparsetrain.storage.errors import FeatureFileError
 from sparsetrain.storage.file_reads import RESIDENCY_SAMPLE, advise_rows, read_rows, resident_fraction
 from sparsetrain.storage.gather_kernels import gather_rows
@@ -39,7 +39,7 @@ def read_npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
     return tuple(shape), dtype, offset
 
 
-class MmapFeatures(FeatureStore):
+class MmapFeatures(FeatureSource):
     """A feature table in a ``.npy`` file; ``gather`` reads the requested rows only, returning CPU tensors.
 
     ``mode="mmap"`` (default): the file is mapped read-only once and rows are copied by a parallel Numba

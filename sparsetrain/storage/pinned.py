@@ -7,7 +7,7 @@ import os
 import numpy as np
 import torch
 
-from sparsetrain.storage.base import FeatureStore, byte_rows, widen
+from sparsetrain.storage.base import FeatureSource, byte_rows, widen
 from sparsetrain.storage.errors import PinnedMemoryError
 from sparsetrain.storage.gather_kernels import gather_rows
 from sparsetrain.storage.host_memory import DEFAULT_CHUNK_BYTES, HostRegistration, cuda_available, host_pointer_usable_on_device, pinned_empty
@@ -16,12 +16,12 @@ COPY_CHUNK_BYTES = 64 << 20
 
 
 def _host_tensor(source) -> torch.Tensor:
-    """A contiguous CPU tensor for ``source`` (tensor, array, path of a .npy, or any FeatureStore)."""
+    """A contiguous CPU tensor for ``source`` (tensor, array, path of a .npy, or any FeatureSource)."""
     if isinstance(source, (str, os.PathLike)):
         from sparsetrain.storage.mmap import MmapFeatures
 
         source = MmapFeatures(source)
-    if isinstance(source, FeatureStore):
+    if isinstance(source, FeatureSource):
         table = pinned_empty(tuple(source.shape), source.dtype)
         step = max(1, COPY_CHUNK_BYTES // max(1, source.row_bytes))
         for lo in range(0, source.num_rows, step):
@@ -31,11 +31,11 @@ def _host_tensor(source) -> torch.Tensor:
     if isinstance(source, np.ndarray):
         source = torch.from_numpy(np.ascontiguousarray(source))
     if not isinstance(source, torch.Tensor) or source.dim() < 1:
-        raise ValueError(f"PinnedFeatures needs a tensor, array, .npy path or FeatureStore with rows, got {type(source).__name__}")
+        raise ValueError(f"PinnedFeatures needs a tensor, array, .npy path or FeatureSource with rows, got {type(source).__name__}")
     return source.detach().cpu().contiguous()
 
 
-class PinnedFeatures(FeatureStore):
+class PinnedFeatures(FeatureSource):
     """A feature table in page-locked, device-mapped host memory.
 
     ``device="cuda"``: ``gather`` runs a GPU kernel that reads only the requested rows over PCIe

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sparsetrain.storage.base import FeatureStore, byte_rows, widen
+from sparsetrain.storage.base import FeatureSource, byte_rows, widen
 from sparsetrain.storage.gather_kernels import gather_rows
 
 
-class TensorFeatures(FeatureStore):
+class TensorFeatures(FeatureSource):
     """A feature table held in a tensor; ``gather`` returns rows on the tensor's device.
 
     CPU gathers run a parallel Numba copy with software prefetch; GPU gathers use ``index_select``.

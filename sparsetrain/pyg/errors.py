@@ -1,0 +1,7 @@
+"""Errors raised by :mod:`sparsetrain.pyg`."""
+
+from sparsetrain.errors import SparsetrainError
+
+
+class PyGOptionError(SparsetrainError, ValueError):
+    """A PyG loader or sampler option that sparsetrain's sampler does not support (it names the option and the way out)."""

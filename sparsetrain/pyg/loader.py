@@ -1,0 +1,62 @@
+"""`NeighborLoader`: PyG's ``NeighborLoader`` (same signature, same batches) on sparsetrain's sampler.
+
+The two-line change in a PyG script is the import. ``data`` may also be a sparsetrain dataset
+(object or folder): it is served through :class:`~sparsetrain.pyg.stores.DatasetFeatureStore` and
+:class:`~sparsetrain.pyg.stores.DatasetGraphStore` (``input_nodes`` may then name a split,
+``"train"``), and batches gain ``edge_attr`` gathered from the dataset's edge features.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch_geometric.loader
+
+from sparsetrain.datasets.dataset import GraphDataset
+from sparsetrain.pyg.errors import PyGOptionError
+from sparsetrain.pyg.sampler import NeighborSampler
+from sparsetrain.pyg.stores import DatasetFeatureStore, DatasetGraphStore, as_dataset
+from sparsetrain.storage.rows import gather_rows
+
+
+class NeighborLoader(torch_geometric.loader.NeighborLoader):
+    """``torch_geometric.loader.NeighborLoader`` with :class:`sparsetrain.pyg.NeighborSampler` behind it.
+
+    Arguments and batch fields are PyG's (``x``, ``y``, ``edge_index``, ``n_id``, ``e_id``, ``edge_attr``,
+    ``batch_size``, ``input_id``, ``num_sampled_nodes``, ``num_sampled_edges``). ``seed`` fixes the
+    sampler's random stream. A dataset's ``features`` store may be swapped (e.g. a ``CachedFeatures``).
+    """
+
+    def __init__(self, data, num_neighbors, input_nodes=None, input_time=None, replace: bool = False,
+                 subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform",
+                 time_attr: str | None = None, weight_attr: str | None = None, transform=None, transform_sampler_output=None,
+                 is_sorted: bool = False, filter_per_worker: bool | None = None, neighbor_sampler: NeighborSampler | None = None,
+                 directed: bool = True, *, seed: int | None = None, features=None, **kwargs: Any) -> None:
+        self.edge_features = None
+        if isinstance(data, (GraphDataset, str, os.PathLike)):
+            ds = as_dataset(data)
+            if isinstance(input_nodes, str):
+                if input_nodes not in ds.split:
+                    raise PyGOptionError(f"input_nodes={input_nodes!r} is not a split of {ds.path} (it has {', '.join(ds.split) or 'none'})")
+                input_nodes = ds.split[input_nodes]
+            self.edge_features = getattr(ds, "edge_features", None)
+            data = (DatasetFeatureStore(ds, features), DatasetGraphStore(ds))
+        elif features is not None:
+            raise PyGOptionError("features= replaces a sparsetrain dataset's feature store; with other data, put features in the data")
+        if neighbor_sampler is None:
+            neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
+                                               temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+                                               is_sorted=is_sorted, directed=directed, seed=seed)
+        super().__init__(data, num_neighbors, input_nodes=input_nodes, input_time=input_time, replace=replace,
+                         subgraph_type=subgraph_type, disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
+                         weight_attr=weight_attr, transform=transform, transform_sampler_output=transform_sampler_output,
+                         is_sorted=is_sorted, filter_per_worker=filter_per_worker, neighbor_sampler=neighbor_sampler,
+                         directed=directed, **kwargs)
+
+    def filter_fn(self, out):
+        data = super().filter_fn(out)
+        if self.edge_features is not None and "e_id" in data:
+            data.edge_attr = gather_rows(self.edge_features, data.e_id.to(torch.int64))
+        return data

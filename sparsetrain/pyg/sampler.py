@@ -1,0 +1,155 @@
+"""`NeighborSampler`: PyG's ``BaseSampler`` contract on sparsetrain's fused sampler.
+
+What PyG's own ``NeighborSampler`` does with pyg-lib or torch-sparse, done by the Numba sampler of
+:mod:`sparsetrain.sampling` with ``hop_nodes="new"`` (PyG's hops: each hop samples only for the
+nodes the hop before reached first). ``sample_from_nodes`` returns PyG's ``SamplerOutput``: nodes
+seeds first, then each hop's new nodes; edges hop by hop (so ``trim_to_layer`` works) as local
+``(row, col)`` = (source, destination); ``edge`` the sampled edges' ids in the caller's edge order
+(the graph's ``edge_perm``), so ``edge_permutation`` is ``None``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import threading
+from typing import Any
+
+import torch
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+from torch_geometric.sampler.base import NumNeighbors, SubgraphType
+
+from sparsetrain.datasets.dataset import GraphDataset
+from sparsetrain.pyg.errors import PyGOptionError
+from sparsetrain.pyg.stores import DatasetGraphStore, as_dataset
+from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.input import SamplerInput
+from sparsetrain.sampling.sampler import NeighborSampler as FusedSampler
+
+HETERO_MODULE = "sparsetrain.pyg.hetero"  # provides sample_hetero_from_nodes(sampler, inputs) -> HeteroSamplerOutput
+
+
+def graph_of(data: Any, weight_attr: str | None = None) -> CSCGraph:
+    """The CSC graph behind ``data``: a PyG ``Data`` (edge ids = its ``edge_index`` columns), a dataset or folder, or a ``(FeatureStore, GraphStore)`` pair."""
+    if isinstance(data, Data):
+        weight = None if weight_attr is None else data[weight_attr]
+        return CSCGraph.from_edge_index(data.edge_index, data.num_nodes, None if weight is None else weight.float())
+    if isinstance(data, (GraphDataset, str, os.PathLike)):
+        return as_dataset(data).graph
+    if isinstance(data, (tuple, list)) and len(data) == 2:
+        graph_store = data[1]
+        if isinstance(graph_store, DatasetGraphStore):
+            return graph_store.graph
+        if weight_attr is not None:
+            raise PyGOptionError("weight_attr is not supported for (FeatureStore, GraphStore) data; pass a Data with that edge attribute")
+        row, colptr, perm = graph_store.csc()
+        if isinstance(row, dict):
+            raise PyGOptionError(f"{HETERO_MODULE}: the graph store holds typed edges; heterogeneous graphs need the typed sampler module {HETERO_MODULE}")
+        return CSCGraph(colptr.to(torch.int64), row, edge_perm=None if perm is None else perm.to(torch.int64))
+    raise PyGOptionError(f"data is a {type(data).__name__}; pass a torch_geometric Data, a sparsetrain dataset (or its folder), "
+                         "or a (FeatureStore, GraphStore) pair")
+
+
+def _hetero_module():
+    try:
+        return importlib.import_module(HETERO_MODULE)
+    except ModuleNotFoundError:
+        raise PyGOptionError(f"heterogeneous graphs (HeteroData) need the typed sampler module {HETERO_MODULE}, which this "
+                             "sparsetrain does not have; use torch_geometric's own loader for HeteroData") from None
+
+
+class NeighborSampler(BaseSampler):
+    """PyG's ``NeighborSampler`` (same constructor) backed by sparsetrain's fused Numba sampler.
+
+    ``num_neighbors``: a list (or ``NumNeighbors``), -1 = all. ``replace``: draw with replacement.
+    ``weight_attr``: an edge attribute of ``data`` to draw proportionally to. ``seed``: the random
+    stream (default: drawn from torch's generator, so ``torch.manual_seed`` fixes it); batch ``b`` of
+    a process (of DataLoader worker ``w`` of ``W``: ``b * W + w``) uses key ``b``, so the same seed
+    gives the same batches. Not supported, each a :class:`~sparsetrain.pyg.errors.PyGOptionError`
+    naming the option: ``subgraph_type`` other than ``"directional"``, ``disjoint=True``, temporal
+    sampling (``time_attr``), ``sample_direction="backward"``.
+    """
+
+    def __init__(self, data, num_neighbors, subgraph_type: SubgraphType | str = "directional", replace: bool = False,
+                 disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
+                 weight_attr: str | None = None, is_sorted: bool = False, share_memory: bool = False, directed: bool = True,
+                 sample_direction: str = "forward", *, seed: int | None = None) -> None:
+        if not directed or SubgraphType(subgraph_type) != SubgraphType.directional:
+            raise PyGOptionError(f"subgraph_type={SubgraphType(subgraph_type).value!r} (or directed=False) is not supported; "
+                                 "sparsetrain samples subgraph_type='directional'")
+        if disjoint:
+            raise PyGOptionError("disjoint=True is not supported; sparsetrain samples one shared subgraph per batch (disjoint=False)")
+        if time_attr is not None:
+            raise PyGOptionError(f"time_attr={time_attr!r}: temporal sampling is not supported; leave time_attr=None")
+        if sample_direction != "forward":
+            raise PyGOptionError(f"sample_direction={sample_direction!r} is not supported; sparsetrain samples in-edges ('forward')")
+        self.data = data
+        self.replace = bool(replace)
+        self.disjoint = False
+        self.subgraph_type = SubgraphType.directional
+        self.weight_attr = weight_attr
+        self.seed = int(torch.randint(0, 2**62, ()).item()) if seed is None else int(seed)
+        self._counter = itertools.count()
+        self._lock = threading.Lock()
+        if isinstance(data, HeteroData):
+            self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
+            self._hetero = _hetero_module()
+            self.fused = None
+            return
+        if isinstance(num_neighbors, dict):
+            raise PyGOptionError("num_neighbors is a dict (one list per edge type) but the graph is homogeneous; pass a list, e.g. [15, 10]")
+        self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(list(num_neighbors))
+        fanouts = self.num_neighbors.get_mapped_values()
+        self._hetero = None
+        self.graph = graph_of(data, weight_attr)
+        self.num_nodes = self.graph.num_nodes
+        self.fused = FusedSampler(self.graph, fanouts, replace=self.replace, weighted=weight_attr is not None, seed=self.seed, hop_nodes="new")
+
+    @property
+    def is_hetero(self) -> bool:
+        return self._hetero is not None
+
+    @property
+    def is_temporal(self) -> bool:
+        return False
+
+    @property
+    def edge_permutation(self) -> None:
+        """``None``: ``SamplerOutput.edge`` already holds the caller's edge ids."""
+        return None
+
+    def next_key(self) -> int:
+        """The batch key of this call: the process's call count, interleaved across DataLoader workers."""
+        with self._lock:
+            count = next(self._counter)
+        info = torch.utils.data.get_worker_info()
+        return count if info is None else count * info.num_workers + info.id
+
+    def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs) -> SamplerOutput:
+        """Sample around ``inputs.node`` (unique ids); see the class docstring for the output layout."""
+        if self._hetero is not None:
+            return self._hetero.sample_hetero_from_nodes(self, inputs)
+        if inputs.time is not None:
+            raise PyGOptionError("the seeds carry times (input_time): temporal sampling is not supported; leave input_time=None")
+        seeds = inputs.node.to("cpu", torch.int64)
+        mb = self.fused.sample(SamplerInput(seeds, key=self.next_key()))
+        hops = mb.blocks[::-1]  # the seeds' hop first
+        return SamplerOutput(
+            node=mb.input_nodes,
+            row=torch.cat([b.edge_index[0] for b in hops]),
+            col=torch.cat([b.edge_index[1] for b in hops]),
+            edge=torch.cat([b.edge_ids for b in hops]),
+            batch=None,
+            num_sampled_nodes=[seeds.numel()] + [b.num_src - b.num_dst for b in hops],
+            num_sampled_edges=[b.num_edges for b in hops],
+            metadata=(inputs.input_id, inputs.time),
+        )
+
+    def sample_from_edges(self, inputs, neg_sampling=None):
+        raise PyGOptionError("sample_from_edges (link prediction, LinkNeighborLoader) is not in sparsetrain.pyg yet; "
+                             "use torch_geometric.loader.LinkNeighborLoader")
+
+    def __repr__(self) -> str:
+        return f"sparsetrain.pyg.NeighborSampler(num_neighbors={self.num_neighbors.values}, replace={self.replace}, seed={self.seed})"
