@@ -20,6 +20,7 @@ EXPECTED_FIGURES = {
     "02_features_and_caches.ipynb": ["cache_hit_rate.png", "cache_epoch_time.png"],
     "03_moe_dropin.ipynb": ["moe_expert_histogram.png", "moe_fssdp_vs_ep.png"],
     "04_graph_transformer.ipynb": ["gt_reordering.png", "gt_attention_memory.png"],
+    "06_link_prediction.ipynb": ["link_training.png", "link_leakage.png"],
 }
 
 
