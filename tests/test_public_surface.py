@@ -83,3 +83,15 @@ def test_renamed_names_still_resolve_with_a_warning_naming_the_new_name(module, 
     with pytest.warns(DeprecationWarning, match=rf"{module}\.{old} is deprecated: it was renamed {new_home}\.{new}"):
         value = getattr(importlib.import_module(module), old)
     assert value is getattr(importlib.import_module(new_home), new)
+
+
+def test_link_prediction_names():
+    import sparsetrain.nn
+    import sparsetrain.pyg
+    import sparsetrain.sampling
+
+    for name in ("EdgeSamplerInput", "EdgeSeeds", "LinkMiniBatch", "LinkNeighborSampler", "NegativeSampler"):
+        assert name in sparsetrain.sampling.__all__ and getattr(sparsetrain.sampling, name) is not None
+    for name in ("LinkPredictor", "DotDecoder", "MLPDecoder"):
+        assert name in sparsetrain.nn.__all__
+    assert "LinkNeighborLoader" in sparsetrain.pyg.__all__
