@@ -25,6 +25,8 @@ import math
 import threading
 from dataclasses import dataclass, fields, replace
 
+import numba
+import numpy as np
 import torch
 
 from sparsetrain.sampling.errors import SamplingError
@@ -156,25 +158,49 @@ def exclude_edges(blocks: list[Block], local_src: torch.Tensor, local_dst: torch
     if reverse:
         keys = torch.cat([keys, local_dst * num_seeds + local_src])
     keys = torch.unique(keys)
-    kept = []
-    for block in blocks:
-        s, d = block.edge_index
-        candidate = (s < num_seeds) & (d < num_seeds)
-        drop = torch.zeros_like(candidate)
-        if bool(candidate.any()):
-            where = candidate.nonzero().view(-1)
-            k = s[where] * num_seeds + d[where]
-            pos = torch.searchsorted(keys, k).clamp_(max=keys.numel() - 1)
-            drop[where] = keys[pos] == k
-        kept.append(_filter_block(block, ~drop))
+    return [_filter_block(block, _kept(block.edge_index, keys, num_seeds)) for block in blocks]
+
+
+@numba.njit(cache=True, nogil=True)
+def _kept_cpu(src, dst, num_seeds, keys, keep):
+    """``keep[e]``: edge ``e`` is not a seed edge (only edges between two seeds are looked up); returns the kept count."""
+    kept = 0
+    for e in range(src.shape[0]):
+        s, d = src[e], dst[e]
+        ok = True
+        if s < num_seeds and d < num_seeds:
+            key = s * num_seeds + d
+            i = np.searchsorted(keys, key)
+            ok = not (i < keys.shape[0] and keys[i] == key)
+        keep[e] = ok
+        kept += ok
     return kept
 
 
-def _filter_block(block: Block, keep: torch.Tensor) -> Block:
-    """The block with only the edges where ``keep``; per-edge fields (``edge_index``, edge ids) filtered alike."""
+def _kept(edge_index: torch.Tensor, keys: torch.Tensor, num_seeds: int) -> torch.Tensor | None:
+    """Indices of the edges to keep, or None when every edge stays (a one-pass Numba scan on the CPU, torch ops elsewhere)."""
+    s, d = edge_index
+    if edge_index.device.type == "cpu":
+        keep = np.empty(s.numel(), np.bool_)
+        kept = _kept_cpu(s.numpy(), d.numpy(), num_seeds, keys.numpy(), keep)
+        return None if kept == s.numel() else torch.from_numpy(np.flatnonzero(keep))
+    candidate = ((s < num_seeds) & (d < num_seeds)).nonzero().view(-1)
+    k = s[candidate] * num_seeds + d[candidate]
+    drop = keys[torch.searchsorted(keys, k).clamp_(max=keys.numel() - 1)] == k
+    if not bool(drop.any()):
+        return None
+    keep = torch.ones(s.numel(), dtype=torch.bool, device=s.device)
+    keep[candidate[drop]] = False
+    return keep.nonzero().view(-1)
+
+
+def _filter_block(block: Block, kept: torch.Tensor | None) -> Block:
+    """The block with only the edges ``kept`` (indices); per-edge fields (``edge_index``, edge ids) filtered alike."""
+    if kept is None:
+        return block
     changes = {}
     for f in fields(block):
         value = getattr(block, f.name)
-        if isinstance(value, torch.Tensor) and value.shape[-1:] == keep.shape and f.name != "edge_index" and value.dim() == 1:
-            changes[f.name] = value[keep]
-    return replace(block, edge_index=block.edge_index[:, keep], **changes)
+        if f.name != "edge_index" and isinstance(value, torch.Tensor) and value.dim() == 1 and value.numel() == block.num_edges:
+            changes[f.name] = value.index_select(0, kept)
+    return replace(block, edge_index=block.edge_index.index_select(1, kept), **changes)
