@@ -138,3 +138,16 @@ def test_bad_input():
         EdgeSamplerInput(torch.tensor([0, 1]), torch.tensor([1]))
     with pytest.raises(SamplingError, match="integer"):
         EdgeSeeds(torch.tensor([0.5]), torch.tensor([1.0]))
+
+
+def test_exclusion_scan_equals_the_device_agnostic_torch_path():
+    from sparsetrain.sampling.edge_seeds import _kept
+
+    g = torch.Generator().manual_seed(0)
+    edge_index = torch.randint(0, 40, (2, 5000), generator=g)
+    keys = torch.unique(torch.randint(0, 20 * 20, (30,), generator=g))
+    cpu, dev = _kept(edge_index, keys, 20, numba_scan=True), _kept(edge_index, keys, 20, numba_scan=False)
+    assert cpu is not None and torch.equal(cpu, dev)
+    s, d = edge_index[:, cpu]
+    assert not bool(((s < 20) & (d < 20) & torch.isin(s * 20 + d, keys)).any())
+    assert cpu.numel() == 5000 - int(((edge_index[0] < 20) & (edge_index[1] < 20) & torch.isin(edge_index[0] * 20 + edge_index[1], keys)).sum())

@@ -177,10 +177,10 @@ def _kept_cpu(src, dst, num_seeds, keys, keep):
     return kept
 
 
-def _kept(edge_index: torch.Tensor, keys: torch.Tensor, num_seeds: int) -> torch.Tensor | None:
+def _kept(edge_index: torch.Tensor, keys: torch.Tensor, num_seeds: int, numba_scan: bool | None = None) -> torch.Tensor | None:
     """Indices of the edges to keep, or None when every edge stays (a one-pass Numba scan on the CPU, torch ops elsewhere)."""
     s, d = edge_index
-    if edge_index.device.type == "cpu":
+    if numba_scan if numba_scan is not None else edge_index.device.type == "cpu":
         keep = np.empty(s.numel(), np.bool_)
         kept = _kept_cpu(s.numpy(), d.numpy(), num_seeds, keys.numpy(), keep)
         return None if kept == s.numel() else torch.from_numpy(np.flatnonzero(keep))
