@@ -21,6 +21,7 @@ EXPECTED_FIGURES = {
     "03_moe_dropin.ipynb": ["moe_expert_histogram.png", "moe_fssdp_vs_ep.png"],
     "04_graph_transformer.ipynb": ["gt_reordering.png", "gt_attention_memory.png"],
     "05_heterogeneous.ipynb": ["hetero_cache_hit_rate.png", "hetero_training.png"],
+    "06_link_prediction.ipynb": ["link_training.png", "link_leakage.png"],
     "07_out_of_core.ipynb": ["ooc_hit_rate_and_reads.png"],
 }
 

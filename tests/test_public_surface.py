@@ -97,3 +97,15 @@ def test_typed_graph_names_are_public(package, names):
     module = importlib.import_module(f"sparsetrain.{package}")
     for name in names:
         assert name in module.__all__ and getattr(module, name) is not None, name
+
+
+def test_link_prediction_names():
+    import sparsetrain.nn
+    import sparsetrain.pyg
+    import sparsetrain.sampling
+
+    for name in ("EdgeSamplerInput", "EdgeSeeds", "LinkMiniBatch", "LinkNeighborSampler", "NegativeSampler"):
+        assert name in sparsetrain.sampling.__all__ and getattr(sparsetrain.sampling, name) is not None
+    for name in ("LinkPredictor", "DotDecoder", "MLPDecoder"):
+        assert name in sparsetrain.nn.__all__
+    assert "LinkNeighborLoader" in sparsetrain.pyg.__all__

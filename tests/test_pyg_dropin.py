@@ -211,10 +211,15 @@ def test_unsupported_options_are_one_line_errors_naming_the_option(cora_pyg, kw,
         stp.NeighborLoader(cora_pyg, num_neighbors=[2], **kw)
 
 
-def test_link_sampling_is_a_clear_error(cora_pyg):
+def test_unsupported_link_sampling_options_are_clear_errors(cora_pyg):
+    from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling
+
     sampler = stp.NeighborSampler(cora_pyg, [2])
-    with pytest.raises(stp.PyGOptionError, match="LinkNeighborLoader"):
-        sampler.sample_from_edges(None)
+    inputs = EdgeSamplerInput(None, torch.tensor([0]), torch.tensor([1]))
+    with pytest.raises(stp.PyGOptionError, match="src_weight"):
+        sampler.sample_from_edges(inputs, NegativeSampling("binary", src_weight=torch.ones(cora_pyg.num_nodes)))
+    with pytest.raises(stp.PyGOptionError, match="edge_label_time"):
+        sampler.sample_from_edges(EdgeSamplerInput(None, torch.tensor([0]), torch.tensor([1]), time=torch.tensor([1])))
 
 
 def test_public_names_resolve():

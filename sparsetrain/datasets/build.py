@@ -20,6 +20,7 @@ from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.clustering import CLUSTERS_FILE, cluster_order
 from sparsetrain.datasets.csc import RawCSC, count_in_degrees, fill_columns, sort_and_clean, write_permuted
 from sparsetrain.datasets.dataset import GraphDataset, load
+from sparsetrain.datasets.edge_split import DEFAULT_NEG_PER_POS, EdgeSplit, check_edge_split, check_fractions, random_edge_split
 from sparsetrain.datasets.readers import first_non_integer
 from sparsetrain.datasets.reorder import METHODS, node_order
 from sparsetrain.datasets.writer import DatasetWriter
@@ -42,6 +43,8 @@ class BuildOptions:
     seed: int = 0
     overwrite: bool = False
     quiet: bool = False
+    link_split: tuple[float, float, float] | None = None
+    link_negatives: int = DEFAULT_NEG_PER_POS
 
     def __post_init__(self) -> None:
         if self.reorder in ("none", ""):
@@ -56,6 +59,10 @@ class BuildOptions:
         if len(fractions) != 3 or not all(f >= 0 for f in fractions) or sum(fractions) > 1 + 1e-9:
             raise DatasetError(f"split fractions {self.split_fractions} must be three non-negative numbers (train, val, test) summing to at most 1, e.g. 0.6,0.2,0.2")
         self.split_fractions = fractions
+        if self.link_split is not None:
+            self.link_split = check_fractions(self.link_split)
+        if isinstance(self.link_negatives, bool) or not isinstance(self.link_negatives, int) or self.link_negatives < 0:
+            raise DatasetError(f"link_negatives={self.link_negatives!r}: give the number of fixed negatives per val/test positive (an int >= 0)")
 
 
 @dataclass
@@ -109,14 +116,19 @@ def build_dataset(
     splits: dict[str, Source] | None = None,
     options: BuildOptions | None = None,
     provenance: dict | None = None,
+    edge_splits: dict[str, tuple[EdgeSplit, str]] | None = None,
     edge_features: EdgeFeatures | None = None,
 ) -> GraphDataset:
     """Validate everything, write the dataset folder atomically, and return it loaded.
 
+    ``edge_splits``: given link-prediction splits (``{name: (EdgeSplit, where it came from)}``, e.g. OGB's);
+    ``options.link_split`` draws them instead (see :mod:`sparsetrain.datasets.edge_split`).
     ``edge_features`` are written in the dataset's CSC edge order; every edge must be kept
-    (no ``undirected``, ``drop_self_loops`` or ``drop_duplicates``).
+    (no ``undirected``, ``drop_self_loops``, ``drop_duplicates`` or ``link_split``).
     """
     options = options or BuildOptions()
+    if edge_splits and options.link_split is not None:
+        raise DatasetError("the source already has link splits; drop --link-split (link_split=...)")
     if edge_features is not None:
         _check_edge_features(edge_features, options)
     out_dir = Path(out_dir)
@@ -143,6 +155,13 @@ def build_dataset(
     with DatasetWriter(out_dir, options.overwrite) as writer:
         csc = _build_csc(writer, edges, num_nodes, nodes_from, options)
         num_nodes = csc.num_nodes
+        links = {name: split for name, (split, _) in (edge_splits or {}).items()}
+        for name, (split, where) in (edge_splits or {}).items():
+            check_edge_split(split, num_nodes, where)
+        from_scratch = True
+        if options.link_split is not None:
+            csc, links = random_edge_split(csc, options.link_split, neg_per_pos=options.link_negatives, seed=options.seed)
+            from_scratch = False
         clusters = None
         if options.reorder == "cluster":
             order, clusters, partitioner = cluster_order(csc, seed=options.seed)
@@ -156,7 +175,7 @@ def build_dataset(
 
         if clusters is not None:
             writer.save_array(CLUSTERS_FILE, clusters)
-        final = _write_csc(writer, csc, order)
+        final = _write_csc(writer, csc, order, from_scratch)
         directed = not final.is_symmetric()
         meta = {
             "name": out_dir.name,
@@ -182,6 +201,10 @@ def build_dataset(
             meta["feature_dtype"] = options.feature_dtype
         if labels is not None:
             meta["num_classes"] = _write_labels(writer, labels, num_nodes, nodes_from, inverse, options.num_classes)
+        if links:
+            meta["link_split"] = _write_edge_splits(writer, links, inverse)
+            if options.link_split is not None:
+                meta["link_split_from"] = {"random": list(options.link_split), "seed": options.seed, "neg_per_pos": options.link_negatives}
         split_arrays = _read_splits(splits or {}, num_nodes)
         if not split_arrays and labels is not None:
             split_arrays = _random_split(num_nodes, options.split_fractions, options.seed)
@@ -314,9 +337,26 @@ def _build_csc(writer: DatasetWriter, edges: EdgeSource, num_nodes: int | None, 
     return sort_and_clean(RawCSC(indptr, indices, weights), options.drop_self_loops, merge)
 
 
-def _write_csc(writer: DatasetWriter, csc: RawCSC, order: np.ndarray | None) -> RawCSC:
+def _write_edge_splits(writer: DatasetWriter, links: dict[str, EdgeSplit], inverse: np.ndarray | None) -> dict:
+    """Write each split's positive (and negative) edges in the final node ids; returns the meta.json entry."""
+    entry = {}
+    for name, split in links.items():
+        record = {"pos": fmt.edge_file(name, "pos"), "neg": None, "neg_per_pos": split.neg_per_pos,
+                  "num_pos": int(split.pos.shape[1]), "num_neg": 0}
+        for kind, edges in (("pos", split.pos), ("neg", split.neg)):
+            if edges is None:
+                continue
+            array = edges.numpy().astype(np.int64, copy=False)
+            writer.save_array(fmt.edge_file(name, kind), array if inverse is None else inverse[array])
+            record[kind] = fmt.edge_file(name, kind)
+            record[f"num_{kind}"] = int(array.shape[1])
+        entry[name] = record
+    return entry
+
+
+def _write_csc(writer: DatasetWriter, csc: RawCSC, order: np.ndarray | None, from_scratch: bool = True) -> RawCSC:
     """The dataset's topology arrays: the scratch arrays renamed when nothing moves, else a relabelled copy."""
-    if order is None and csc.num_edges == len(csc.indices):
+    if order is None and from_scratch and csc.num_edges == len(csc.indices):
         writer.save_array(fmt.INDPTR, csc.indptr)
         csc.indices.flush()
         writer.adopt(writer.scratch(fmt.INDICES), fmt.INDICES)
@@ -373,7 +413,7 @@ def _write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes
 
 
 def _check_edge_features(edges: EdgeFeatures, options: BuildOptions) -> None:
-    merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates") if getattr(options, name)]
+    merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates", "link_split") if getattr(options, name)]
     if merging:
         raise DatasetError(f"{edges.name}: edge features need every edge kept, but {', '.join(merging)} merges or drops edges; "
                            "build without those options, or without edge features")

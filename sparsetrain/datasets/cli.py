@@ -49,7 +49,7 @@ def _options(args: argparse.Namespace) -> dict:
         "overwrite": args.overwrite,
         "quiet": args.quiet,
     }
-    for name in ("undirected", "drop_self_loops", "drop_duplicates", "num_classes"):
+    for name in ("undirected", "drop_self_loops", "drop_duplicates", "num_classes", "link_split", "link_negatives"):
         if hasattr(args, name):
             options[name] = getattr(args, name)
     return options
@@ -98,6 +98,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     for name in fmt.SPLIT_NAMES:
         p.add_argument(f"--{name}-idx", type=Path, help=f"node ids of the {name} split (.npy, CSV or Parquet)")
     p.add_argument("--ogb-split", help="which folder under split/ to use (default: the first)")
+    p.add_argument("--link-split", type=_fractions, metavar="TRAIN,VAL,TEST",
+                   help="link prediction: split the edges (e.g. 0.85,0.05,0.10; each undirected edge once), remove the val/test "
+                        "edges from the graph and draw fixed strict negatives for them (--seed)")
+    p.add_argument("--link-negatives", type=int, default=100, metavar="K",
+                   help="fixed negatives per val/test positive with --link-split (default 100: MRR ranks each positive among its K)")
     p.add_argument("--num-nodes", type=int, help="number of nodes (default: rows of --features, else largest id + 1)")
     _add_build_options(p)
     p.set_defaults(run=_one_line(_preprocess))
@@ -250,6 +255,9 @@ def _info(args: argparse.Namespace) -> int:
         f"classes      {ds.num_classes}" if ds.labels is not None else "labels       none",
         "splits       " + ("  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items()) or "none"),
     ]
+    if ds.edge_split:
+        lines.append("link split   " + "  ".join(f"{k} {v.pos.shape[1]:,}" + ("" if v.neg is None else f" (+{v.neg.shape[1]:,} neg)")
+                                                  for k, v in ds.edge_split.items()))
     if meta.get("permutation"):
         lines.append(f"reordered    by {meta['permutation']['method']} (original ids in {meta['permutation']['file']})")
     lines.append(f"size         {_human(size)} in {len(meta['files'])} files")

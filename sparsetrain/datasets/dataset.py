@@ -12,6 +12,7 @@ import torch
 
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.checks import array_chunks, check_increasing, check_range, mapped_file
+from sparsetrain.datasets.edge_split import EdgeSplit
 from sparsetrain.errors import ChecksumError, DatasetError
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.storage.errors import FeatureFileError
@@ -31,7 +32,8 @@ class GraphDataset:
     options and statistics.
     ``original_ids[i]`` is the id node ``i`` had in the imported data when the
     nodes were reordered (``None`` otherwise). ``edge_features``: a store of one row per
-    edge in CSC order (row = a sampled block's ``edge_ids``), or ``None``.
+    edge in CSC order (row = a sampled block's ``edge_ids``), or ``None``. ``edge_split``: link-prediction
+    edges per split (``"train"``, ``"val"``, ``"test"``), empty when the dataset has none.
     """
 
     path: Path
@@ -42,6 +44,7 @@ class GraphDataset:
     split: dict[str, torch.Tensor] = field(default_factory=dict)
     original_ids: torch.Tensor | None = None
     edge_features: MmapFeatures | None = None
+    edge_split: dict[str, EdgeSplit] = field(default_factory=dict)
 
     @property
     def num_nodes(self) -> int:
@@ -132,6 +135,12 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
         file = folder / fmt.split_file(name)
         check_range(file, idx.numpy(), 0, n, "node", chunk)
         check_increasing(file, idx.numpy(), True, "split node ids", chunk)
+    for name, split in ds.edge_split.items():
+        entry = meta["link_split"][name]
+        for kind in ("pos", "neg"):
+            edges = getattr(split, kind)
+            if edges is not None:
+                check_range(folder / entry[kind], edges.numpy().reshape(-1), 0, n, "node", chunk)
     if ds.original_ids is not None:
         check_range(folder / fmt.ORIGINAL_IDS, ds.original_ids.numpy(), 0, n, "node", chunk)
     clusters = meta.get("clusters")
@@ -195,6 +204,7 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
         split=split,
         original_ids=tensor(fmt.ORIGINAL_IDS),
     )
+    ds.edge_split = _edge_splits(folder, meta)
     if fmt.FEATURES in meta["files"]:
         _check_feature_array(folder, meta)
         ds.features = ds.feature_store()
@@ -207,6 +217,27 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     if verify:
         verify_structure(ds)
     return ds
+
+
+def _edge_splits(folder: Path, meta: dict) -> dict[str, EdgeSplit]:
+    """The link-prediction edges meta.json lists, read into memory and checked for shape and count."""
+    result = {}
+    for name, entry in (meta.get("link_split") or {}).items():
+        arrays = {}
+        for kind in ("pos", "neg"):
+            if entry.get(kind) is None:
+                continue
+            array = fmt.open_array(folder, entry[kind], meta, mmap=False)
+            if array.dtype != np.int64 or array.ndim != 2 or array.shape[0] != 2:
+                raise DatasetError(f"{folder / entry[kind]}: holds {array.dtype}{list(array.shape)} but the format needs int64[2, E]; {_REBUILD}")
+            arrays[kind] = torch.from_numpy(array)
+        split = EdgeSplit(arrays["pos"], arrays.get("neg"), entry.get("neg_per_pos"))
+        k = split.neg_per_pos
+        if k is not None and split.neg is not None and split.neg.shape[1] != k * split.pos.shape[1]:
+            raise DatasetError(f"{folder / entry['neg']}: holds {split.neg.shape[1]} negatives but meta.json records {k} for each of "
+                               f"{split.pos.shape[1]} positives; {_REBUILD}")
+        result[name] = split
+    return result
 
 
 _GRAPH_FILES = {"indptr": fmt.INDPTR, "indices": fmt.INDICES, "weights": fmt.EDGE_WEIGHT}

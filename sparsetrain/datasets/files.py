@@ -1,4 +1,4 @@
-"""Import edge lists and node tables from CSV / Parquet / NumPy files, and OGB node-property folders (homogeneous and typed)."""
+"""Import edge lists and node tables from CSV / Parquet / NumPy files, OGB node-property folders (homogeneous and typed) and OGB link-property folders."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_d
 from sparsetrain.datasets import hetero_format as hfmt
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.datasets.hetero_build import EdgeTypeSource, HeteroBuildOptions, NodeTypeSource, build_hetero_dataset
+from sparsetrain.datasets.ogb_link import is_link_split_dir, read_ogb_edge_splits
 from sparsetrain.datasets.readers import EdgeListReader, NodeTableReader, first_non_integer
 from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.hetero_graph import EdgeType
@@ -74,7 +75,9 @@ def _find(folder: Path, stem: str) -> Path | None:
 
 def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: str | None = None, **options) -> GraphDataset:
     """Import an OGB node-property folder (``raw/edge.csv.gz``, ``raw/node-feat.csv.gz``,
-    ``raw/node-label.csv.gz``, ``split/<name>/{train,valid,test}.csv.gz``) without the ``ogb`` package.
+    ``raw/node-label.csv.gz``, ``split/<name>/{train,valid,test}.csv.gz``) without the ``ogb`` package,
+    or a link-property folder (``split/<name>/{train,valid,test}.pt``, see :mod:`sparsetrain.datasets.ogb_link`),
+    whose ``raw/edge.csv.gz`` is already the training graph.
 
     Edges are taken as stored; pass ``undirected=True`` for datasets OGB symmetrises
     (``add_inverse_edge`` in its master table, e.g. ogbn-products, ogbn-proteins).
@@ -97,6 +100,17 @@ def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: s
         if not split_dirs:
             raise DatasetError(f"{split_root / split}: no such split folder; available: {', '.join(p.name for p in sorted(split_root.iterdir())) or 'none'}")
     splits = {}
+    if split_dirs and is_link_split_dir(split_dirs[0]):
+        return build_dataset(
+            out_dir,
+            _edge_source(edge_file),
+            num_nodes=num_nodes,
+            features=None if feat_file is None else Source.from_reader(NodeTableReader(feat_file, "features")),
+            labels=None if label_file is None else Source.from_reader(NodeTableReader(label_file, "labels")),
+            options=BuildOptions(**options),
+            provenance={"importer": "ogb-link", "folder": str(root), "split": split_dirs[0].name},
+            edge_splits=read_ogb_edge_splits(split_dirs[0]),
+        )
     if split_dirs:
         for ours, theirs in _OGB_SPLIT_FILES.items():
             found = _find(split_dirs[0], theirs)

@@ -14,6 +14,12 @@ Layout (format version 1)::
     train_idx.npy, val_idx.npy, test_idx.npy    int64, sorted   optional
     original_ids.npy    int64 [num_nodes]       optional: original id of each node when
                                                 the nodes were reordered
+    link_<split>_pos.npy, link_<split>_neg.npy   int64 [2, E]   optional link-prediction
+                        edges (split train/val/test; meta.json 'link_split' lists them, with
+                        'neg_per_pos' when the negatives are grouped by positive); the graph
+                        then holds no val/test edge (datasets/edge_split.py)
+
+Folders written before 'link_split' existed load unchanged: every field above it is optional.
 """
 
 from __future__ import annotations
@@ -148,6 +154,7 @@ def check_meta(meta: dict, path: Path) -> None:
     for required in (INDPTR, INDICES):
         if required not in files:
             raise DatasetError(f"{path}: 'files' has no entry for {required}; {_DAMAGED}")
+    _check_link_meta(meta, path)
     for field in ("permutation", "clusters"):
         part = meta.get(field)
         if part is None:
@@ -159,6 +166,30 @@ def check_meta(meta: dict, path: Path) -> None:
             raise DatasetError(f"{path}: field 'clusters': 'count' is {part['count']!r}, not a positive integer; {_DAMAGED}")
         if part["file"] not in files:
             raise DatasetError(f"{path}: field {field!r} names file {part['file']!r}, which 'files' does not list; {_DAMAGED}")
+
+
+LINK_SPLIT_NAMES = ("train", "val", "test")
+
+
+def edge_file(split: str, kind: str) -> str:
+    """``link_<split>_<pos|neg>.npy``: a split's positive or negative edges."""
+    return f"link_{split}_{kind}.npy"
+
+
+def _check_link_meta(meta: dict, path: Path) -> None:
+    links = meta.get("link_split")
+    if links is None:
+        return
+    if not isinstance(links, dict) or any(name not in LINK_SPLIT_NAMES for name in links):
+        raise DatasetError(f"{path}: field 'link_split' must map some of {', '.join(LINK_SPLIT_NAMES)} to their edge files; {_DAMAGED}")
+    for name, entry in links.items():
+        if not isinstance(entry, dict) or entry.get("pos") not in meta["files"]:
+            raise DatasetError(f"{path}: field 'link_split': {name!r} has no 'pos' file listed in 'files'; {_DAMAGED}")
+        if entry.get("neg") is not None and entry["neg"] not in meta["files"]:
+            raise DatasetError(f"{path}: field 'link_split': {name!r} names 'neg' file {entry['neg']!r}, which 'files' does not list; {_DAMAGED}")
+        k = entry.get("neg_per_pos")
+        if k is not None and not _count(k):
+            raise DatasetError(f"{path}: field 'link_split': {name!r} has 'neg_per_pos' {k!r}, not a count or null; {_DAMAGED}")
 
 
 def open_array(folder: Path, name: str, meta: dict, *, mmap: bool = True) -> np.ndarray:

@@ -17,7 +17,7 @@ import torch
 
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.stages import CopyToDevice, FetchFeatures, Producer, Sample, Staged
-from sparsetrain.sampling.input import SamplerInput
+from sparsetrain.sampling.input import EdgeSamplerInput, EdgeSeeds, SamplerInput
 from sparsetrain.sampling.seeds import SeedBatches
 
 BATCH_TIMEOUT_S = 300.0
@@ -45,7 +45,9 @@ class Loader:
     (``gather(ids)``, e.g. ``CachedFeatures``) or a tensor, or, for a typed sampler
     (:class:`~sparsetrain.sampling.HeteroNeighborSampler`), a dict of them per node type (each type its own store
     and cache; ``x`` is then a dict); ``labels`` a tensor (of the seeds' type);
-    ``seeds`` the node ids to iterate (e.g. ``ds.split["train"]``). ``order`` is an
+    ``seeds`` the node ids to iterate (e.g. ``ds.split["train"]``), or an :class:`~sparsetrain.sampling.EdgeSeeds`
+    table for a :class:`~sparsetrain.sampling.LinkNeighborSampler` (``labels`` None; ``y`` is then the
+    batch's ``edge_label``). ``order`` is an
     optional callable ``(list of seed batches, sampler) -> reordered list`` (see
     the sampling package's batch ordering). ``loader_threads`` caps the Numba
     threads the background loader uses, leaving cores to the model's compute. ``set_epoch`` picks the shuffle of an
@@ -75,9 +77,10 @@ class Loader:
             raise ValueError(f"prefetch={prefetch} must be >= 0")
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout={timeout} must be a positive number of seconds (or None to wait forever)")
-        seeds = torch.as_tensor(seeds, dtype=torch.int64)
-        if seeds.dim() != 1:
-            raise ValueError(f"seeds must be a 1-D tensor of node ids, got shape {list(seeds.shape)}")
+        if not isinstance(seeds, EdgeSeeds):
+            seeds = torch.as_tensor(seeds, dtype=torch.int64)
+            if seeds.dim() != 1:
+                raise ValueError(f"seeds must be a 1-D tensor of node ids (or EdgeSeeds), got shape {list(seeds.shape)}")
         self.seed_batches = SeedBatches(seeds, batch_size, shuffle=shuffle, drop_last=drop_last, seed=seed, order=order,
                                         sampler=sampler, rank=rank, world_size=world_size)
         self.sample_stage = Sample(sampler)
@@ -103,15 +106,15 @@ class Loader:
     def set_epoch(self, epoch: int) -> None:
         self._epoch = epoch
 
-    def batches(self, epoch: int) -> list[torch.Tensor]:
+    def batches(self, epoch: int) -> list[torch.Tensor | EdgeSeeds]:
         """This rank's seed batches of ``epoch``: a pure function of (seed, epoch, rank) (see :class:`~sparsetrain.sampling.SeedBatches`)."""
         return self.seed_batches.batches(epoch)
 
-    def _load(self, inp: SamplerInput) -> Staged:
+    def _load(self, inp: SamplerInput | EdgeSamplerInput) -> Staged:
         """Stages 2-4 for one batch, in line."""
         return self.device_stage(self.fetch_stage(self.sample_stage(inp)))
 
-    def _lookahead(self, todo: list[SamplerInput]) -> Iterator[Staged]:
+    def _lookahead(self, todo: list[SamplerInput | EdgeSamplerInput]) -> Iterator[Staged]:
         """Stages 2-4 in the producer: batch k is sampled and its rows' fetch started (cache prefetch) before batch k - 1 is gathered."""
         pending = None
         for inp in todo:
@@ -142,7 +145,7 @@ class Loader:
                 mb = to_device.ready(staged)
                 stats.wait_seconds += time.perf_counter() - t0
                 stats.batches += 1
-                stats.seeds += len(inp.seeds)
+                stats.seeds += len(inp.seeds) if isinstance(inp, SamplerInput) else len(inp)
                 yield mb
             stats.total_seconds = time.perf_counter() - started
             return

@@ -27,9 +27,16 @@ class TrainingOutOfMemoryError(SparsetrainError, RuntimeError):
     """This rank ran out of (GPU or host) memory while training."""
 
 
+TASKS = ("node", "link")
+EXCLUDE_CHOICES = ("auto", "none", "self", "reverse")
+
+
 @dataclass
 class TrainSettings:
     data: Path | None = None
+    task: str = "node"  # "link": sparsetrain.engine.link_task
+    decoder: str = "dot"  # link task: "dot" or "mlp"
+    exclude: str = "auto"  # link task: seed edges left out of the blocks; auto = reverse on symmetric graphs, else self
     model: str = "sage"
     fanout: list[int] = field(default_factory=lambda: [10, 10])
     batch_size: int = 1024
@@ -64,23 +71,27 @@ MODEL_DEFAULTS = {
     "rgcn": {"lr": 0.01, "weight_decay": 0.0, "hidden": 64},
 }
 """Per-model optimizer and size defaults (PyG's and DGL's Cora and products settings for the GNNs)."""
+LINK_DEFAULTS = {"lr": 0.01, "weight_decay": 0.0, "hidden": 128}
+"""``--task link`` defaults (PyG's link_pred example): weight decay shrinks the embeddings a dot product compares."""
+LINK_AUTO_STEPS = 750
+"""``--task link`` epochs when ``--epochs`` is not given: about this many steps (Cora: 150 epochs); the best val AUC epoch is reported."""
 
 AUTO_STEPS = 2000
 AUTO_MAX_EPOCHS = 200
 
 
-def auto_epochs(steps_per_epoch: int) -> int:
+def auto_epochs(steps_per_epoch: int, steps: int = AUTO_STEPS) -> int:
     """Epochs when ``--epochs`` is not given: about ``AUTO_STEPS`` optimizer steps, at most ``AUTO_MAX_EPOCHS`` epochs.
 
     A fixed epoch count means 1 step an epoch on a small train set (Cora: 140 seeds) and hundreds on a large one
     (products: 193); counting steps gives both enough training (Cora 200 epochs, arxiv 23, products 11), and the
     reported test accuracy is the one at the best validation epoch."""
-    return max(1, min(AUTO_MAX_EPOCHS, math.ceil(AUTO_STEPS / max(steps_per_epoch, 1))))
+    return max(1, min(AUTO_MAX_EPOCHS, math.ceil(steps / max(steps_per_epoch, 1))))
 
 
 def resolved(settings: TrainSettings) -> TrainSettings:
     """``settings`` with the model's defaults filled in where a field is None (``epochs`` stays None: it needs the loader)."""
-    defaults = MODEL_DEFAULTS.get(settings.model, MODEL_DEFAULTS["sage"])
+    defaults = LINK_DEFAULTS if settings.task == "link" else MODEL_DEFAULTS.get(settings.model, MODEL_DEFAULTS["sage"])
     return replace(settings, **{k: defaults[k] for k in ("lr", "weight_decay", "hidden") if getattr(settings, k) is None})
 
 
@@ -206,7 +217,10 @@ def _presampled_hotness(ds, settings: TrainSettings):
 def _run_info(ds, settings: TrainSettings) -> dict:
     """What, beyond the Trainer's own view (parameters, seed, batching), makes a checkpoint this run's."""
     meta = hashlib.sha256((ds.path / "meta.json").read_bytes()).hexdigest()  # meta.json holds every array's sha256
-    return {"model": settings.model, "dataset": {"path": str(ds.path), "sha256": meta}, "fanout": list(settings.fanout)}
+    info = {"model": settings.model, "dataset": {"path": str(ds.path), "sha256": meta}, "fanout": list(settings.fanout)}
+    if settings.task != "node":
+        info.update(task=settings.task, decoder=settings.decoder, exclude=settings.exclude)
+    return info
 
 
 def _homogeneous_parts(ds, settings: TrainSettings, ctx):
@@ -242,12 +256,16 @@ def train(settings: TrainSettings) -> dict | None:
     retain_freed_host_memory()  # before the first large allocation; the Trainer would do it only after set-up
     ctx = init_from_env(settings.device)
     try:
-        ds = open_dataset(settings.data, quiet=settings.quiet or not ctx.is_main)
+        ds = open_dataset(settings.data, quiet=settings.quiet or not ctx.is_main, task=settings.task)
         if isinstance(ds, HeteroGraphDataset) and settings.model == "sage":  # the default model; a typed graph trains an R-GCN
             settings = replace(settings, model="rgcn")
         elif settings.target_type is not None and not isinstance(ds, HeteroGraphDataset):
             raise DatasetError(f"--target-type {settings.target_type}: {ds.path} is a homogeneous dataset (one node type); drop --target-type")
+        if settings.task == "link" and isinstance(ds, HeteroGraphDataset):
+            raise DatasetError(f"--task link: {ds.path} is a typed (heterogeneous) dataset; link prediction trains on homogeneous datasets made with --link-split")
         settings = resolved(settings)
+        if settings.task == "link":
+            return _train_link(ds, settings, ctx)
         torch.manual_seed(settings.seed)
         if isinstance(ds, HeteroGraphDataset):
             loader, model, evaluate = typed_parts(ds, settings, ctx)
@@ -260,19 +278,45 @@ def train(settings: TrainSettings) -> dict | None:
                           checkpoint_dir=settings.checkpoint_dir, checkpoint_every=settings.checkpoint_every,
                           resume=settings.resume, log_path=settings.log, quiet=settings.quiet, is_main=ctx.is_main,
                           precision=settings.precision, run_info=_run_info(ds, settings), max_steps=settings.max_steps)
-        try:
-            summary = trainer.fit()
-        except torch.OutOfMemoryError as exc:
-            where = f"rank {ctx.rank} of {ctx.world_size}: " if ctx.enabled else ""
-            raise TrainingOutOfMemoryError(
-                f"{where}out of memory on {ctx.device} ({str(exc).strip().splitlines()[0]}); lower --batch-size, --fanout or --hidden, "
-                "or keep the features off the GPU (--features pinned or mmap)"
-            ) from None
-        except RuntimeError as exc:  # a rank's own failure (a bad input, a damaged checkpoint) is reported as itself
-            if ctx.enabled and caused_by_another_rank(exc):
-                raise describe_failure(exc, ctx) from None
-            raise
+        summary = _fit(trainer, ctx)
         summary.update({"model": settings.model, "dataset": str(ds.path), "world_size": ctx.world_size})
         return summary if ctx.is_main else None
     finally:
         shutdown(ctx)
+
+
+def _fit(trainer: Trainer, ctx) -> dict:
+    """``trainer.fit()`` with out-of-memory and peer-rank failures as one-line errors."""
+    try:
+        return trainer.fit()
+    except torch.OutOfMemoryError as exc:
+        where = f"rank {ctx.rank} of {ctx.world_size}: " if ctx.enabled else ""
+        raise TrainingOutOfMemoryError(
+            f"{where}out of memory on {ctx.device} ({str(exc).strip().splitlines()[0]}); lower --batch-size, --fanout or --hidden, "
+            "or keep the features off the GPU (--features pinned or mmap)"
+        ) from None
+    except RuntimeError as exc:  # a rank's own failure (a bad input, a damaged checkpoint) is reported as itself
+        if ctx.enabled and caused_by_another_rank(exc):
+            raise describe_failure(exc, ctx) from None
+        raise
+
+
+def _train_link(ds, settings: TrainSettings, ctx) -> dict | None:
+    """``--task link``: edge-seed batches, a GraphSAGE encoder with a dot or MLP decoder, AUC/MRR/Hits@K (see ``link_task``)."""
+    from sparsetrain.engine.link_task import link_forward, link_loss, link_parts
+
+    if settings.model != "sage":
+        raise DatasetError(f"--task link trains the GraphSAGE encoder; drop --model {settings.model}")
+    torch.manual_seed(settings.seed)
+    loader, model, evaluate = link_parts(ds, settings, ctx, _features(ds, settings, ctx), _graph(ds, ctx))
+    model = wrap_model(model, ctx)
+    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
+    epochs = settings.epochs if settings.epochs is not None else auto_epochs(len(loader), LINK_AUTO_STEPS)
+    trainer = Trainer(model, loader, optimizer, epochs=epochs, loss_fn=link_loss, evaluate=evaluate, batch_forward=link_forward,
+                      select_metric="val_auc", checkpoint_dir=settings.checkpoint_dir, checkpoint_every=settings.checkpoint_every,
+                      resume=settings.resume, log_path=settings.log, quiet=settings.quiet, is_main=ctx.is_main,
+                      precision=settings.precision, run_info=_run_info(ds, settings), max_steps=settings.max_steps)
+    summary = _fit(trainer, ctx)
+    summary.update({"task": "link", "model": settings.model, "decoder": settings.decoder, "dataset": str(ds.path),
+                    "world_size": ctx.world_size})
+    return summary if ctx.is_main else None

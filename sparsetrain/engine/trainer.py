@@ -36,6 +36,10 @@ class Trainer:
     products-scale step on 2 cores (see :func:`~sparsetrain.engine.host_memory.retain_freed_host_memory`;
     ``SPARSETRAIN_KEEP_MALLOC=1`` opts out). ``max_steps`` stops training after that many optimizer steps,
     mid-epoch if need be (a partial epoch is not evaluated).
+
+    Other tasks plug in two things: ``batch_forward(model, mb) -> (output, target)`` (default
+    ``model(mb.x, mb.to_pyg()), mb.y``; link prediction passes ``mb.edge_label_index`` too) and
+    ``select_metric``, the validation metric that picks the reported epoch (``"val_acc"``; ``"val_auc"``).
     """
 
     def __init__(self, model: torch.nn.Module, loader: Loader, optimizer: torch.optim.Optimizer, *,
@@ -44,7 +48,7 @@ class Trainer:
                  checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 0, resume: bool = False,
                  log_path: str | os.PathLike | None = None, quiet: bool = False, is_main: bool = True,
                  precision: str = "fp32", retain_host_memory: bool = True, run_info: dict | None = None,
-                 max_steps: int | None = None):
+                 max_steps: int | None = None, batch_forward: Callable | None = None, select_metric: str = "val_acc"):
         if epochs < 1:
             raise ValueError(f"epochs={epochs} must be at least 1")
         if resume and checkpoint_dir is None:
@@ -58,6 +62,8 @@ class Trainer:
         self.optimizer = optimizer
         self.scheduler = scheduler
         self.loss_fn = loss_fn
+        self.batch_forward = batch_forward or _node_forward
+        self.select_metric = select_metric
         self.evaluate = evaluate
         self.epochs = epochs
         self.max_steps = max_steps
@@ -135,7 +141,7 @@ class Trainer:
 
     # ------------------------------------------------------------ loop
     def fit(self) -> dict:
-        """Train for the remaining epochs; returns the summary (``val_acc``, ``test_acc``, ``epochs``, ``seconds``)."""
+        """Train for the remaining epochs; returns the summary (``val_acc``, ``test_acc`` or the task's metrics, ``epochs``, ``seconds``)."""
         if self.resume:
             state = load_latest_checkpoint(self.checkpoint_dir)
             if state is not None:
@@ -173,8 +179,8 @@ class Trainer:
             for mb in loader.epoch(self.epoch, self.batch):
                 self.optimizer.zero_grad(set_to_none=True)
                 with autocast(self.precision, loader.device):
-                    out = model(mb.x, mb.to_pyg())
-                    loss = self.loss_fn(out.float(), mb.y)
+                    out, target = self.batch_forward(model, mb)
+                    loss = self.loss_fn(out.float(), target)
                 if not math.isfinite(loss.item()):
                     raise FloatingPointError(f"loss became {loss.item()} at step {self.step}; lower the learning rate or check the features for extreme values")
                 loss.backward()
@@ -218,10 +224,14 @@ class Trainer:
         return True
 
     def summary(self, seconds: float) -> dict:
-        best = max((r for r in self.history if "val_acc" in r), key=lambda r: r["val_acc"], default=None)
+        """The validation and test metrics of the epoch with the best ``select_metric``, and the run's totals."""
+        key = self.select_metric
+        best = max((r for r in self.history if r.get(key) is not None), key=lambda r: r[key], default=None)
+        metrics = {k: None for k in (key, key.replace("val_", "test_", 1))}
+        if best is not None:
+            metrics.update({k: v for k, v in best.items() if k.startswith(("val_", "test_"))})
         return {
-            "val_acc": None if best is None else best["val_acc"],
-            "test_acc": None if best is None else best.get("test_acc"),
+            **metrics,
             "best_epoch": None if best is None else best["epoch"],
             "epochs": self.epoch,
             "steps": self.step,
@@ -268,6 +278,10 @@ class _FeatureReads:
             seconds = max(time.perf_counter() - self.start, 1e-9)
             shown["disk_MB_s"] = f"{(self.disk.stats.bytes_moved - self.bytes) / seconds / 1e6:.0f}"
         return shown
+
+
+def _node_forward(model: torch.nn.Module, mb) -> tuple[torch.Tensor, torch.Tensor]:
+    return model(mb.x, mb.to_pyg()), mb.y
 
 
 def _fmt(value) -> str:

@@ -1,4 +1,4 @@
-"""`NeighborLoader`: PyG's ``NeighborLoader`` (same signature, same batches) on sparsetrain's sampler.
+"""`NeighborLoader`, `LinkNeighborLoader`: PyG's loaders (same signatures, same batch fields) on sparsetrain's sampler.
 
 The two-line change in a PyG script is the import. ``data`` may also be a sparsetrain dataset
 (object or folder): it is served through :class:`~sparsetrain.pyg.stores.DatasetFeatureStore` and
@@ -65,3 +65,31 @@ class NeighborLoader(torch_geometric.loader.NeighborLoader):
         if self.edge_features is not None and "e_id" in data:
             data.edge_attr = gather_rows(self.edge_features, data.e_id.to(torch.int64))
         return data
+
+
+class LinkNeighborLoader(torch_geometric.loader.LinkNeighborLoader):
+    """``torch_geometric.loader.LinkNeighborLoader`` with :class:`sparsetrain.pyg.NeighborSampler` behind it.
+
+    Arguments and batch fields are PyG's (``edge_label_index``/``edge_label`` for binary negatives,
+    ``src_index``/``dst_pos_index``/``dst_neg_index`` for triplet ones, ``n_id``, ``e_id``, ``input_id``, ...).
+    ``seed`` fixes the sampler's random stream (neighbors and negatives). As PyG's, it does not remove
+    the seed edges from the sampled subgraph; use :class:`sparsetrain.sampling.LinkNeighborSampler` with
+    ``exclude=`` for that.
+    """
+
+    def __init__(self, data, num_neighbors, edge_label_index=None, edge_label=None, edge_label_time=None, replace: bool = False,
+                 subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform", neg_sampling=None,
+                 neg_sampling_ratio=None, time_attr: str | None = None, weight_attr: str | None = None, transform=None,
+                 transform_sampler_output=None, is_sorted: bool = False, filter_per_worker: bool | None = None,
+                 neighbor_sampler: NeighborSampler | None = None, directed: bool = True, *, seed: int | None = None,
+                 **kwargs: Any) -> None:
+        if neighbor_sampler is None:
+            neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
+                                               temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+                                               is_sorted=is_sorted, directed=directed, seed=seed)
+        super().__init__(data, num_neighbors, edge_label_index=edge_label_index, edge_label=edge_label,
+                         edge_label_time=edge_label_time, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
+                         temporal_strategy=temporal_strategy, neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio,
+                         time_attr=time_attr, weight_attr=weight_attr, transform=transform,
+                         transform_sampler_output=transform_sampler_output, is_sorted=is_sorted, filter_per_worker=filter_per_worker,
+                         neighbor_sampler=neighbor_sampler, directed=directed, **kwargs)

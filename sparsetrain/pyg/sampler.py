@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch_geometric.data import Data, HeteroData
-from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NegativeSampling, NodeSamplerInput, SamplerOutput
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
 from sparsetrain.datasets.dataset import GraphDataset
@@ -26,7 +26,10 @@ from sparsetrain.pyg.errors import PyGOptionError
 from sparsetrain.pyg.hetero import sample_hetero_from_nodes
 from sparsetrain.pyg.stores import DatasetGraphStore, as_dataset
 from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.edge_seeds import LinkMiniBatch, LinkNeighborSampler
+from sparsetrain.sampling.input import EdgeSamplerInput as FusedEdgeInput
 from sparsetrain.sampling.input import SamplerInput
+from sparsetrain.sampling.minibatch import MiniBatch
 from sparsetrain.sampling.sampler import NeighborSampler as FusedSampler
 
 
@@ -143,21 +146,44 @@ class NeighborSampler(BaseSampler):
             raise PyGOptionError("the seeds carry times (input_time): temporal sampling is not supported; leave input_time=None")
         seeds = inputs.node.to("cpu", torch.int64)
         mb = self.fused.sample(SamplerInput(seeds, key=self.next_key()))
-        hops = mb.blocks[::-1]  # the seeds' hop first
-        return SamplerOutput(
-            node=mb.input_nodes,
-            row=_concat([b.edge_index[0] for b in hops]),
-            col=_concat([b.edge_index[1] for b in hops]),
-            edge=_concat([b.edge_ids for b in hops]),
-            batch=None,
-            num_sampled_nodes=[seeds.numel()] + [b.num_src - b.num_dst for b in hops],
-            num_sampled_edges=[b.num_edges for b in hops],
-            metadata=(inputs.input_id, inputs.time),
-        )
+        return _output(mb, (inputs.input_id, inputs.time))
 
-    def sample_from_edges(self, inputs, neg_sampling=None):
-        raise PyGOptionError("sample_from_edges (link prediction, LinkNeighborLoader) is not in sparsetrain.pyg yet; "
-                             "use torch_geometric.loader.LinkNeighborLoader")
+    def sample_from_edges(self, inputs: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None) -> SamplerOutput:
+        """PyG's link sampling: seed edges ``(inputs.row, inputs.col)`` plus negatives, their endpoints deduplicated and
+        sampled as one batch (:class:`~sparsetrain.sampling.LinkNeighborSampler`); ``metadata`` as PyG's: binary (or no
+        negatives) ``(input_id, edge_label_index, edge_label, None)``, triplet ``(input_id, src_index, dst_pos_index,
+        dst_neg_index, None)``. Negatives are uniform, as PyG draws them; the seed edges stay in the blocks, as in PyG."""
+        if self._hetero is not None:
+            raise PyGOptionError("sample_from_edges on HeteroData is not supported; use torch_geometric's LinkNeighborLoader for typed graphs")
+        if inputs.time is not None:
+            raise PyGOptionError("the seed edges carry times (edge_label_time): temporal sampling is not supported")
+        neg = NegativeSampling.cast(neg_sampling)
+        if neg is not None and (neg.src_weight is not None or neg.dst_weight is not None):
+            raise PyGOptionError("NegativeSampling with src_weight/dst_weight is not supported; sparsetrain draws uniform negatives")
+        mode = None if neg is None else neg.mode.value
+        link = LinkNeighborSampler(self.fused, neg_sampling=mode, amount=1.0 if neg is None else neg.amount)
+        mb = link.sample(FusedEdgeInput(inputs.row.to("cpu", torch.int64), inputs.col.to("cpu", torch.int64), inputs.label,
+                                        key=self.next_key(), input_id=inputs.input_id))
+        if mode == "triplet":
+            metadata = (inputs.input_id, mb.src_index, mb.dst_pos_index, mb.dst_neg_index, None)
+        else:
+            metadata = (inputs.input_id, mb.edge_label_index, mb.edge_label, None)
+        return _output(mb, metadata)
 
     def __repr__(self) -> str:
         return f"sparsetrain.pyg.NeighborSampler(num_neighbors={self.num_neighbors.values}, replace={self.replace}, seed={self.seed})"
+
+
+def _output(mb: MiniBatch | LinkMiniBatch, metadata: tuple) -> SamplerOutput:
+    """PyG's ``SamplerOutput`` of a batch: nodes seeds first, edges hop by hop from the seeds outwards."""
+    hops = mb.blocks[::-1]  # the seeds' hop first
+    return SamplerOutput(
+        node=mb.input_nodes,
+        row=torch.cat([b.edge_index[0] for b in hops]),
+        col=torch.cat([b.edge_index[1] for b in hops]),
+        edge=torch.cat([b.edge_ids for b in hops]),
+        batch=None,
+        num_sampled_nodes=[mb.seeds.numel()] + [b.num_src - b.num_dst for b in hops],
+        num_sampled_edges=[b.num_edges for b in hops],
+        metadata=metadata,
+    )

@@ -32,16 +32,102 @@ class SamplerInput:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seeds", torch.as_tensor(self.seeds))
-        if self.key is None:
-            return
-        try:
-            key = None if isinstance(self.key, bool) else operator.index(self.key)
-        except TypeError:
-            key = None
-        if key is None or key < 0:
-            raise SamplingError(f"SamplerInput key={self.key!r}; give a non-negative int, or None for the sampler's own counter")
-        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "key", _check_key(self.key, "SamplerInput"))
 
     def __repr__(self) -> str:
         typed = "" if self.node_type is None else f", node_type={self.node_type!r}"
         return f"SamplerInput(seeds={self.seeds.numel()}, key={self.key}{typed})"
+
+
+def _check_key(key, what: str) -> int | None:
+    if key is None:
+        return None
+    try:
+        checked = None if isinstance(key, bool) else operator.index(key)
+    except TypeError:
+        checked = None
+    if checked is None or checked < 0:
+        raise SamplingError(f"{what} key={key!r}; give a non-negative int, or None for the sampler's own counter")
+    return checked
+
+
+def _node_ids(value, what: str) -> torch.Tensor:
+    t = torch.as_tensor(value)
+    if t.dim() != 1 or t.dtype.is_floating_point or t.dtype == torch.bool or t.dtype.is_complex:
+        raise SamplingError(f"{what} must be a 1-D integer tensor of node ids; got shape {list(t.shape)} dtype {t.dtype}")
+    return t
+
+
+@dataclass(frozen=True)
+class EdgeSamplerInput:
+    """A batch of seed edges ``src[i] -> dst[i]`` (optional ``label`` per edge) and the key that fixes its draws.
+
+    ``input_id``: each edge's position in the loader's edge table (PyG's ``input_id``); ``key`` as in
+    :class:`SamplerInput`. Negatives are the sampler's to draw (see
+    :class:`~sparsetrain.sampling.LinkNeighborSampler`).
+    """
+
+    src: torch.Tensor
+    dst: torch.Tensor
+    label: torch.Tensor | None = None
+    key: int | None = None
+    input_id: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        src, dst = _node_ids(self.src, "EdgeSamplerInput.src"), _node_ids(self.dst, "EdgeSamplerInput.dst")
+        if src.shape != dst.shape:
+            raise SamplingError(f"EdgeSamplerInput has {src.numel()} sources but {dst.numel()} destinations; give one of each per edge")
+        if self.label is not None and torch.as_tensor(self.label).shape[:1] != src.shape:
+            raise SamplingError(f"EdgeSamplerInput.label has shape {list(torch.as_tensor(self.label).shape)}; give one label per edge ({src.numel()})")
+        object.__setattr__(self, "src", src)
+        object.__setattr__(self, "dst", dst)
+        object.__setattr__(self, "key", _check_key(self.key, "EdgeSamplerInput"))
+
+    def __len__(self) -> int:
+        return self.src.numel()
+
+    def __repr__(self) -> str:
+        return f"EdgeSamplerInput(edges={self.src.numel()}, labels={self.label is not None}, key={self.key})"
+
+
+@dataclass(frozen=True)
+class EdgeSeeds:
+    """The edge table a loader iterates: ``src``, ``dst`` [E] and optional ``label`` [E]; indexing keeps each edge's position.
+
+    ``SeedBatches`` shuffles and cuts it like node ids; :meth:`input` makes a batch's
+    :class:`EdgeSamplerInput` (``input_id`` = positions in the full table).
+    """
+
+    src: torch.Tensor
+    dst: torch.Tensor
+    label: torch.Tensor | None = None
+    ids: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        src, dst = _node_ids(self.src, "edge seeds src").to(torch.int64), _node_ids(self.dst, "edge seeds dst").to(torch.int64)
+        if src.shape != dst.shape:
+            raise SamplingError(f"edge seeds: {src.numel()} sources but {dst.numel()} destinations; give one of each per edge")
+        if self.label is not None and torch.as_tensor(self.label).shape[:1] != src.shape:
+            raise SamplingError(f"edge seeds: label has shape {list(torch.as_tensor(self.label).shape)}; give one label per edge ({src.numel()})")
+        object.__setattr__(self, "src", src)
+        object.__setattr__(self, "dst", dst)
+        if self.ids is None:
+            object.__setattr__(self, "ids", torch.arange(src.numel()))
+
+    @classmethod
+    def from_edge_index(cls, edge_index: torch.Tensor, label: torch.Tensor | None = None) -> EdgeSeeds:
+        """From a PyG-style ``[2, E]`` tensor (row 0 sources, row 1 destinations)."""
+        edge_index = torch.as_tensor(edge_index)
+        if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+            raise SamplingError(f"edge_label_index has shape {list(edge_index.shape)}; expected [2, num_edges]")
+        return cls(edge_index[0], edge_index[1], label)
+
+    def __len__(self) -> int:
+        return self.src.numel()
+
+    def __getitem__(self, index) -> EdgeSeeds:
+        pick = lambda t: None if t is None else t[index]  # noqa: E731
+        return EdgeSeeds(self.src[index], self.dst[index], pick(self.label), self.ids[index])
+
+    def input(self, key: int | None = None) -> EdgeSamplerInput:
+        return EdgeSamplerInput(self.src, self.dst, self.label, key=key, input_id=self.ids)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 
 from sparsetrain.sampling.errors import SamplingError
-from sparsetrain.sampling.input import SamplerInput
+from sparsetrain.sampling.input import EdgeSamplerInput, EdgeSeeds, SamplerInput
 
 _SHUFFLE_STRIDE = 1_000_003  # the epoch's shuffle seed is seed * stride + epoch
 
@@ -28,10 +28,11 @@ class SeedBatches:
     With ``world_size > 1`` every rank draws the same shuffle and takes its own equal
     share (the remainder is left out, so all ranks step together). ``order`` is a
     hook ``(seed batches, sampler) -> reordered seed batches`` such as ``MatchReorder()``
-    (it needs ``sampler``). :meth:`inputs` gives the batches as keyed ``SamplerInput``.
+    (it needs ``sampler``). :meth:`inputs` gives the batches as keyed ``SamplerInput``
+    (``EdgeSamplerInput`` when ``seeds`` is an :class:`~sparsetrain.sampling.EdgeSeeds` table).
     """
 
-    def __init__(self, seeds: torch.Tensor, batch_size: int, *, shuffle: bool = True, drop_last: bool = False, seed: int = 0,
+    def __init__(self, seeds: torch.Tensor | EdgeSeeds, batch_size: int, *, shuffle: bool = True, drop_last: bool = False, seed: int = 0,
                  order: Callable[[Sequence[torch.Tensor], object], list[torch.Tensor]] | None = None, sampler=None,
                  rank: int = 0, world_size: int = 1) -> None:
         if batch_size < 1:
@@ -40,7 +41,9 @@ class SeedBatches:
             raise SamplingError("order= needs sampler= (batches are pre-sampled to measure their overlap)")
         if not 0 <= rank < world_size:
             raise SamplingError(f"rank={rank}; give a rank in [0, world_size={world_size})")
-        self.seeds = torch.as_tensor(seeds, dtype=torch.int64)
+        if isinstance(seeds, EdgeSeeds) and order is not None:
+            raise SamplingError("order= reorders node-seed batches only; drop it for edge seeds")
+        self.seeds = seeds if isinstance(seeds, EdgeSeeds) else torch.as_tensor(seeds, dtype=torch.int64)
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.drop_last = drop_last
@@ -54,7 +57,7 @@ class SeedBatches:
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def batches(self, epoch: int | None = None) -> list[torch.Tensor]:
+    def batches(self, epoch: int | None = None) -> list[torch.Tensor | EdgeSeeds]:
         """This rank's seed batches of ``epoch`` (default: the current one), a pure function of (seed, epoch, rank)."""
         epoch = self.epoch if epoch is None else epoch
         seeds = self.seeds
@@ -64,17 +67,18 @@ class SeedBatches:
         if self.world_size > 1:
             share = len(seeds) // self.world_size
             seeds = seeds[self.rank * share : (self.rank + 1) * share]
-        parts = list(torch.split(seeds, self.batch_size))
+        parts = [seeds[lo : lo + self.batch_size] for lo in range(0, len(seeds), self.batch_size)]
         if self.drop_last and parts and len(parts[-1]) < self.batch_size:
             parts.pop()
         return self.order(parts, self.sampler) if self.order is not None else parts
 
-    def inputs(self, epoch: int | None = None) -> list[SamplerInput]:
+    def inputs(self, epoch: int | None = None) -> list[SamplerInput | EdgeSamplerInput]:
         """The batches of ``epoch`` as ``SamplerInput`` whose keys never collide across epochs or ranks."""
         epoch = self.epoch if epoch is None else epoch
         per_epoch = -(-len(self.seeds) // self.batch_size)
         first = (epoch * self.world_size + self.rank) * per_epoch
-        return [SamplerInput(part, key=first + i) for i, part in enumerate(self.batches(epoch))]
+        return [part.input(key=first + i) if isinstance(part, EdgeSeeds) else SamplerInput(part, key=first + i)
+                for i, part in enumerate(self.batches(epoch))]
 
     def __len__(self) -> int:
         n = len(self.seeds) // self.world_size

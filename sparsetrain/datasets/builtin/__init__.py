@@ -28,6 +28,8 @@ def planetoid_data(name: str = "cora"):
     return read_planetoid_data(str(planetoid_raw_dir(name)), name)
 
 
-def build_planetoid(name: str, out_dir: str | os.PathLike, quiet: bool = False) -> GraphDataset:
-    """Write the built-in Planetoid dataset ``name`` as a dataset folder (atomically; keeps the public split)."""
-    return from_pyg(planetoid_data(name), out_dir, quiet=quiet)
+def build_planetoid(name: str, out_dir: str | os.PathLike, quiet: bool = False, **options) -> GraphDataset:
+    """Write the built-in Planetoid dataset ``name`` as a dataset folder (atomically; keeps the public split).
+
+    ``options`` go to :func:`~sparsetrain.datasets.from_pyg` (e.g. ``link_split=(0.85, 0.05, 0.10)``)."""
+    return from_pyg(planetoid_data(name), out_dir, quiet=quiet, **options)

@@ -16,7 +16,7 @@ from sparsetrain.storage.tensor import TensorFeatures
 
 
 class FetchFeatures:
-    """``x = features[input_nodes]``, ``y = labels[seeds]`` (``labels`` may be None); :meth:`prefetch` starts a read early.
+    """``x = features[input_nodes]``, ``y = labels[seeds]`` (``labels`` None: ``y`` left as sampled); :meth:`prefetch` starts a read early.
 
     With ``edge_features`` (a store or tensor of one row per graph edge, e.g. ``ds.edge_features``),
     ``edge_attr[i]`` = the rows of block ``i``'s ``edge_ids``.
@@ -49,7 +49,8 @@ class FetchFeatures:
             mb.x = {t: gather_rows(self.features[t], ids) if t in self.features else ids for t, ids in mb.input_nodes.items()}
         else:
             mb.x = gather_rows(self.features, mb.input_nodes)
-        mb.y = None if self.labels is None else self.labels[mb.seeds]
+        if self.labels is not None:  # without node labels, y stays what the sampler set (edge labels of a link batch)
+            mb.y = self.labels[mb.seeds]
         if self.edge_features is not None:
             mb.edge_attr = [gather_rows(self.edge_features, block.edge_ids) for block in mb.blocks]
         return mb

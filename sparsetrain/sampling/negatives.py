@@ -1,0 +1,138 @@
+"""Negative edges for link prediction: destinations drawn uniformly or by degree^0.75, optionally strict.
+
+``strict`` redraws a candidate ``(u, w)`` that is an edge of the graph (or ``w == u``), so no
+negative is a positive; the edge test is a binary search in column ``w`` of the CSC, whose
+sources are sorted. Draws come from the counter-based RNG of :mod:`sparsetrain.sampling.rng`:
+the same (seed, key) gives the same negatives whatever the thread count.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import torch
+from numba import prange
+
+from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.rng import below, hop_key, node_stream, uniform
+
+DISTRIBUTIONS = ("uniform", "degree")
+MAX_TRIES = 64  # strict draws per negative before giving up (only a near-complete neighborhood needs more)
+_SRC_STREAM = 1 << 20  # hop numbers of the negatives' streams: far from any neighbor-sampling hop
+_DST_STREAM = _SRC_STREAM + 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def has_edge(indptr, indices, u, v):
+    """Whether ``u -> v`` is an edge: a binary search for ``u`` in column ``v`` (clamped to the arrays)."""
+    lo = max(indptr[v], 0)
+    hi = min(indptr[v + 1], indices.shape[0])
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if indices[mid] < u:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < min(indptr[v + 1], indices.shape[0]) and indices[lo] == u
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _draw(cdf, num_nodes, stream, j):
+    if cdf.shape[0] == 0:
+        return below(stream, j, num_nodes)
+    r = uniform(stream, j) * cdf[cdf.shape[0] - 1]
+    lo, hi = 0, cdf.shape[0] - 1
+    while lo < hi:  # first node whose cumulative weight exceeds r
+        mid = (lo + hi) // 2
+        if cdf[mid] <= r:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def draw_destinations(src, k, cdf, num_nodes, strict, indptr, indices, key, out):
+    """``out[i * k + j]``: negative destination ``j`` of source ``src[i]``; -1 where ``strict`` found none in ``MAX_TRIES``."""
+    for e in prange(src.shape[0] * k):
+        u = src[e // k]
+        stream = node_stream(key, e)
+        w = -1
+        for attempt in range(MAX_TRIES):
+            c = _draw(cdf, num_nodes, stream, attempt)
+            if not strict or (c != u and not has_edge(indptr, indices, u, c)):
+                w = c
+                break
+        out[e] = w
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def draw_nodes(n, cdf, num_nodes, key, out):
+    """``out[i]``: node ``i`` drawn from the distribution."""
+    for i in prange(n):
+        out[i] = _draw(cdf, num_nodes, node_stream(key, i), 0)
+
+
+class NegativeSampler:
+    """Draw negative edges of ``graph``: ``distribution="uniform"`` or ``"degree"`` (in-degree ** ``exponent``, as word2vec/PinSAGE).
+
+    ``strict=True``: no negative is an edge of the graph or a self loop (destinations are redrawn;
+    a :class:`SamplingError` when a source has no non-neighbor left). Deterministic in
+    ``(seed, key)``.
+    """
+
+    def __init__(self, graph: CSCGraph, *, distribution: str = "uniform", strict: bool = False, exponent: float = 0.75,
+                 seed: int = 0) -> None:
+        if distribution not in DISTRIBUTIONS:
+            raise SamplingError(f"negative distribution {distribution!r}; choose one of {', '.join(DISTRIBUTIONS)}")
+        if graph.num_nodes < 1:
+            raise SamplingError("the graph has no nodes to draw negatives from")
+        self.graph = graph
+        self.distribution = distribution
+        self.strict = bool(strict)
+        self.seed = int(seed)
+        self._cdf = np.empty(0, np.float64)
+        if distribution == "degree":
+            weights = graph.in_degrees().to(torch.float64).numpy() ** float(exponent)
+            if not weights.sum() > 0:
+                raise SamplingError("distribution='degree' on a graph without edges; use distribution='uniform'")
+            self._cdf = np.cumsum(weights)
+
+    @property
+    def num_nodes(self) -> int:
+        return self.graph.num_nodes
+
+    def _check_ids(self, ids: torch.Tensor, what: str) -> np.ndarray:
+        if ids.dim() != 1 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
+            raise SamplingError(f"{what} must be a 1-D integer tensor of node ids; got shape {list(ids.shape)} dtype {ids.dtype}")
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_nodes):
+            raise SamplingError(f"{what} has ids outside [0, {self.num_nodes}); pass node ids of this graph")
+        return ids.to("cpu", torch.int64).numpy()
+
+    def destinations(self, src: torch.Tensor, k: int = 1, key: int = 0) -> torch.Tensor:
+        """``k`` negative destinations per source, row-major: ``[len(src) * k]`` (entry ``i * k + j`` belongs to ``src[i]``)."""
+        if k < 0:
+            raise SamplingError(f"k={k}; give a number of negatives per source >= 0")
+        src_np = self._check_ids(torch.as_tensor(src), "src")
+        out = np.empty(len(src_np) * k, np.int64)
+        if self.strict:
+            self.graph.check_files()
+        indptr, indices, _ = self.graph.numpy()
+        draw_destinations(src_np, k, self._cdf, self.num_nodes, self.strict, indptr, indices,
+                          np.uint64(hop_key(self.seed, key, _DST_STREAM)), out)
+        if self.strict and len(out) and out.min() < 0:
+            u = int(src_np[int(np.flatnonzero(out < 0)[0]) // k])
+            raise SamplingError(f"no strict negative found for source node {u} in {MAX_TRIES} draws (it links to almost every node); "
+                                "use strict=False or a sparser graph")
+        return torch.from_numpy(out).to(torch.as_tensor(src).device)
+
+    def pairs(self, num: int, key: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """``num`` negative edges whose sources and destinations are both drawn (PyG's binary negative sampling)."""
+        src = np.empty(int(num), np.int64)
+        draw_nodes(int(num), self._cdf, self.num_nodes, np.uint64(hop_key(self.seed, key, _SRC_STREAM)), src)
+        src_t = torch.from_numpy(src)
+        return src_t, self.destinations(src_t, 1, key)
+
+    def __repr__(self) -> str:
+        return f"NegativeSampler(distribution={self.distribution!r}, strict={self.strict}, seed={self.seed})"
