@@ -130,7 +130,7 @@ def _corrupt(folder, case):
         labels = ds.labels.numpy().copy()
         labels[42] = 5
         _rewrite(folder, fmt.LABELS, labels)
-        return [fmt.LABELS, "entry 42", "[0, 5)"]
+        return [fmt.LABELS, "entry 42", "[-1, 5)"]
     if case == "split id out of range":
         train = ds.split["train"].numpy().copy()
         train[-1] = 300

@@ -159,7 +159,7 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
                 i = int(np.flatnonzero(bad)[0])
                 raise DatasetError(f"{folder / fmt.EDGE_WEIGHT}: entry {lo + i} is {part[i]}, edge weights must be finite and >= 0; {_REBUILD}")
     if ds.labels is not None:
-        _check_range(folder / fmt.LABELS, ds.labels.numpy(), 0, ds.num_classes, "label", chunk)
+        _check_range(folder / fmt.LABELS, ds.labels.numpy(), -1, ds.num_classes, "label", chunk)
     for name, idx in ds.split.items():
         file = folder / fmt.split_file(name)
         _check_range(file, idx.numpy(), 0, n, "node", chunk)

@@ -8,7 +8,7 @@ Layout (format version 1)::
                         (int64 when num_nodes >= 2**31)
     edge_weight.npy     float32 [num_edges]     optional
     features.npy        float32|float16 [num_nodes, feature_dim]   optional
-    labels.npy          int64 [num_nodes]       optional
+    labels.npy          int64 [num_nodes]       optional; -1 = no label (never in a split)
     train_idx.npy, val_idx.npy, test_idx.npy    int64, sorted   optional
     original_ids.npy    int64 [num_nodes]       optional: original id of each node when
                                                 the nodes were reordered
