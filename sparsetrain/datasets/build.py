@@ -86,10 +86,12 @@ class EdgeSource(Source):
     """Edge chunks ``(src, dst, weight | None)``; ``weighted`` says whether weights come along.
 
     ``weight_name`` names the weights in errors when they are not a column of ``name`` (a separate array).
+    ``release`` is called once the edges have been read for the last time (a generated source frees its scratch).
     """
 
     weighted: bool = False
     weight_name: str | None = None
+    release: Callable[[], None] | None = None
 
 
 def build_dataset(
@@ -295,6 +297,8 @@ def _build_csc(writer: DatasetWriter, edges: EdgeSource, num_nodes: int | None, 
     del counts
     with progress(total, "bucket edges", "edge", options.quiet) as bar:
         buckets = write_buckets(edges.chunks, firsts, num_nodes, options.undirected, edges.weighted, writer.scratch, bar.update)
+    if edges.release is not None:
+        edges.release()
     with (
         writer.stream_array(fmt.INDICES, (raw_edges,), fmt.index_dtype(num_nodes), scratch=True) as indices,
         writer.stream_array(fmt.EDGE_WEIGHT, (raw_edges if edges.weighted else 0,), np.float32, scratch=True) as weights,

@@ -10,6 +10,7 @@ import numpy as np
 
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.reorder import METHODS
+from sparsetrain.datasets.presets import PRESETS
 from sparsetrain.errors import DatasetError
 
 
@@ -21,9 +22,9 @@ def _add_build_options(p: argparse.ArgumentParser, with_cleaning: bool = True) -
         p.add_argument("--num-classes", type=int, help="labels must lie in [0, C) (default: largest label + 1)")
     p.add_argument("--reorder", choices=["none", *METHODS], default="none",
                    help="renumber nodes: 'degree' (hubs first) or 'rcm' (neighbors get close ids); the map back is kept")
-    p.add_argument("--feature-dtype", choices=fmt.FEATURE_DTYPES, default="float32", help="stored feature dtype")
-    p.add_argument("--split", type=_fractions, default=(0.6, 0.2, 0.2), metavar="TRAIN,VAL,TEST",
-                   help="random split fractions when no split files are given (default 0.6,0.2,0.2)")
+    p.add_argument("--feature-dtype", choices=fmt.FEATURE_DTYPES, help="stored feature dtype (default float32)")
+    p.add_argument("--split", type=_fractions, metavar="TRAIN,VAL,TEST",
+                   help="random split fractions of the labelled nodes when no split files are given (default 0.6,0.2,0.2)")
     p.add_argument("--seed", type=int, default=0, help="seed for every random choice")
     p.add_argument("--out", required=True, type=Path, help="dataset folder to create")
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset at --out")
@@ -43,8 +44,8 @@ def _fractions(text: str) -> tuple[float, float, float]:
 def _options(args: argparse.Namespace) -> dict:
     options = {
         "reorder": args.reorder,
-        "feature_dtype": args.feature_dtype,
-        "split_fractions": args.split,
+        "feature_dtype": args.feature_dtype or "float32",
+        "split_fractions": args.split or (0.6, 0.2, 0.2),
         "seed": args.seed,
         "overwrite": args.overwrite,
         "quiet": args.quiet,
@@ -100,10 +101,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Generate a power-law graph (degree-corrected stochastic block model) whose features and labels follow "
         "its communities, deterministic for --seed. --edges counts directed edges (each undirected edge twice).",
     )
-    p.add_argument("--nodes", type=int, required=True, help="number of nodes")
-    p.add_argument("--edges", type=int, required=True, help="number of directed edges (even)")
-    p.add_argument("--feature-dim", type=int, default=100, help="feature dimension (default 100)")
-    p.add_argument("--classes", type=int, default=47, help="number of classes / communities (default 47)")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="sizes of a known graph: papers100m = ogbn-papers100M (111M nodes, "
+                   "1.6B edges, 128 float16 features, 172 classes, 1.39%% labelled); other flags override its values")
+    p.add_argument("--nodes", type=int, help="number of nodes (required without --preset)")
+    p.add_argument("--edges", type=int, help="number of directed edges, even (required without --preset)")
+    p.add_argument("--feature-dim", type=int, help="feature dimension (default 100)")
+    p.add_argument("--classes", type=int, help="number of classes / communities (default 47)")
+    p.add_argument("--label-fraction", type=float, help="fraction of nodes with a label, the rest -1 (default 1)")
     _add_build_options(p, with_cleaning=False)
     p.set_defaults(run=_one_line(_synth))
 
@@ -136,7 +140,15 @@ def _preprocess(args: argparse.Namespace) -> int:
 def _synth(args: argparse.Namespace) -> int:
     from sparsetrain.datasets.synth import synthesize
 
-    ds = synthesize(args.out, args.nodes, args.edges, feature_dim=args.feature_dim, num_classes=args.classes, **_options(args))
+    preset = {"feature_dim": 100, "classes": 47, "label_fraction": 1.0, **PRESETS.get(args.preset, {})}
+    for name in ("nodes", "edges", "feature_dim", "classes", "label_fraction", "feature_dtype", "split"):
+        if getattr(args, name) is None and name in preset:
+            setattr(args, name, preset[name])
+    for name in ("nodes", "edges"):
+        if getattr(args, name) is None:
+            raise DatasetError(f"--{name}: required (or pass --preset {'|'.join(sorted(PRESETS))})")
+    ds = synthesize(args.out, args.nodes, args.edges, feature_dim=args.feature_dim, num_classes=args.classes,
+                    label_fraction=args.label_fraction, **_options(args))
     if not args.quiet:
         print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, {ds.num_classes} classes")
     return 0
