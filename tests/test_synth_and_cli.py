@@ -103,7 +103,11 @@ def test_preprocess_from_an_ogb_folder_via_cli(cli, tmp_path):
         f.write("0,1\n1,2\n2,3\n")
     with gzip.open(raw / "node-label.csv.gz", "wt") as f:
         f.write("0\n1\n0\n1\n")
+    with gzip.open(raw / "node-feat.csv.gz", "wt") as f:
+        f.write("0.5\n1.5\n2.5\n3.5\n")
     code, _, stderr = cli("preprocess", "--ogb", tmp_path / "ogbn_tiny", "--undirected", "--out", tmp_path / "o", "--quiet")
+    assert code == 1 and "no split folder" in stderr and "--split random" in stderr  # never a silent random split
+    code, _, stderr = cli("preprocess", "--ogb", tmp_path / "ogbn_tiny", "--undirected", "--split", "random", "--out", tmp_path / "o", "--quiet")
     assert code == 0, stderr
     ds = st.datasets.load(tmp_path / "o")
     assert ds.num_edges == 6 and ds.num_classes == 2 and not ds.directed

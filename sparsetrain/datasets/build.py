@@ -22,12 +22,12 @@ from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.clustering import CLUSTERS_FILE, cluster_order
 from sparsetrain.datasets.csc import MAX_NODES, RawCSC, assemble_columns, bucket_ranges, count_in_degrees, write_buckets, write_permuted
 from sparsetrain.datasets.dataset import GraphDataset, load
+from sparsetrain.datasets.presets import DEFAULT_SPLIT
 from sparsetrain.datasets.readers import first_non_integer
 from sparsetrain.datasets.reorder import METHODS, node_order
 from sparsetrain.datasets.writer import DatasetWriter
 from sparsetrain.errors import DatasetError
 
-DEFAULT_SPLIT = (0.6, 0.2, 0.2)
 
 
 @dataclass

@@ -10,7 +10,7 @@ import numpy as np
 
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.reorder import METHODS
-from sparsetrain.datasets.presets import PRESETS
+from sparsetrain.datasets.presets import DEFAULT_SPLIT, PRESETS
 from sparsetrain.errors import DatasetError
 
 
@@ -23,8 +23,9 @@ def _add_build_options(p: argparse.ArgumentParser, with_cleaning: bool = True) -
     p.add_argument("--reorder", choices=["none", *METHODS], default="none",
                    help="renumber nodes: 'degree' (hubs first) or 'rcm' (neighbors get close ids); the map back is kept")
     p.add_argument("--feature-dtype", choices=fmt.FEATURE_DTYPES, help="stored feature dtype (default float32)")
-    p.add_argument("--split", type=_fractions, metavar="TRAIN,VAL,TEST",
-                   help="random split fractions of the labelled nodes when no split files are given (default 0.6,0.2,0.2)")
+    p.add_argument("--split", type=_fractions, metavar="random|TRAIN,VAL,TEST",
+                   help="random split of the labelled nodes when no split files are given: 'random' (0.6,0.2,0.2) or its fractions; "
+                   "with --ogb, a random split instead of the folder's (required when the folder has none)")
     p.add_argument("--seed", type=int, default=0, help="seed for every random choice")
     p.add_argument("--out", required=True, type=Path, help="dataset folder to create")
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset at --out")
@@ -32,6 +33,8 @@ def _add_build_options(p: argparse.ArgumentParser, with_cleaning: bool = True) -
 
 
 def _fractions(text: str) -> tuple[float, float, float]:
+    if text == "random":
+        return DEFAULT_SPLIT
     try:
         parts = tuple(float(x) for x in text.split(","))
     except ValueError:
@@ -45,7 +48,7 @@ def _options(args: argparse.Namespace) -> dict:
     options = {
         "reorder": args.reorder,
         "feature_dtype": args.feature_dtype or "float32",
-        "split_fractions": args.split or (0.6, 0.2, 0.2),
+        "split_fractions": args.split or DEFAULT_SPLIT,
         "seed": args.seed,
         "overwrite": args.overwrite,
         "quiet": args.quiet,
@@ -121,14 +124,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _preprocess(args: argparse.Namespace) -> int:
-    from sparsetrain.datasets.files import from_files, from_ogb
+    from sparsetrain.datasets.files import from_files
+    from sparsetrain.datasets.ogb_folder import from_ogb
 
     options = _options(args)
     if args.ogb is not None:
         extra = [n for n in ("edges", "features", "labels", "train_idx", "val_idx", "test_idx") if getattr(args, n, None)]
         if extra:
             raise SystemExit(f"error: --ogb reads everything from the folder; drop --{extra[0].replace('_', '-')}")
-        ds = from_ogb(args.ogb, args.out, split=args.ogb_split, num_nodes=args.num_nodes, **options)
+        if args.split and args.ogb_split:
+            raise DatasetError("--split and --ogb-split: choose one (a random split, or the folder's split)")
+        ds = from_ogb(args.ogb, args.out, split="random" if args.split else args.ogb_split, num_nodes=args.num_nodes, **options)
     else:
         splits = {n: getattr(args, f"{n}_idx") for n in fmt.SPLIT_NAMES if getattr(args, f"{n}_idx")}
         ds = from_files(args.out, args.edges, features=args.features, labels=args.labels, splits=splits, num_nodes=args.num_nodes, **options)

@@ -1,10 +1,12 @@
 """A synthetic power-law graph with learnable communities (``sparsetrain synth``).
 
 Model: a degree-corrected stochastic block model. Every node gets a class
-(its community) and a power-law weight (Chung-Lu: expected degree proportional
-to the weight). An undirected edge picks one end by weight over all nodes; the
-other end, with probability ``p_intra``, by weight inside the first end's
-community, else by weight over all nodes. Features are the class centroid plus
+(its community) and a power-law weight: the node of random rank r weighs
+(r + 10) ** -1/2 (Chung-Lu: expected degree proportional to the weight; the
+largest degree is ~0.3% of the edges on 2.4M nodes). Picks by weight invert the
+continuous CDF of that law, O(1) each. An undirected edge picks one end by
+weight over all nodes; the other end, with probability ``p_intra``, by weight
+inside the first end's community, else by weight over all nodes. Features are the class centroid plus
 near-Gaussian noise, so features alone predict the class moderately and averaging
 over neighbors (what a GNN does) predicts it well. Deterministic for a seed:
 random numbers come from a counter-based hash, whatever the thread count.
@@ -28,7 +30,6 @@ from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.rng import GOLDEN, mix64
 
 P_INTRA = 0.8
-DEGREE_EXPONENT = 0.5  # weight of the node ranked r is (r + 10) ** -0.5: max degree ~ 0.3% of edges on 2.4M nodes
 CENTROID_SCALE = 1.5  # distance between class centroids ~ 2.1 noise standard deviations
 
 
@@ -39,44 +40,40 @@ def _uniform(seed, counter):
 
 
 @numba.njit(cache=True, inline="always")
-def _pick(cumulative, lo, hi, u):
-    """Index in [lo, hi) drawn with probability proportional to the weights behind ``cumulative``."""
-    base = cumulative[lo - 1] if lo > 0 else 0.0
-    target = base + u * (cumulative[hi - 1] - base)
-    while lo < hi - 1:
-        mid = (lo + hi) // 2
-        if cumulative[mid - 1] > target:
-            hi = mid
-        else:
-            lo = mid
-    return lo
+def _rank(u, count, offset):
+    """Rank in [0, count) drawn with probability ~ (rank + offset) ** -1/2: the continuous inverse CDF, O(1)."""
+    low = np.sqrt(offset)
+    x = (low + u * (np.sqrt(count + offset) - low)) ** 2 - offset
+    return min(count - 1, max(0, np.int64(x)))
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _draw_pairs(keys, seed, first, cumulative, community, starts, by_position, num_nodes, p_intra):
+def _draw_pairs(keys, seed, first, node_of_rank, classes, starts, by_position, num_nodes, p_intra):
     """Fill ``keys`` with undirected pairs as ``min * N + max``; draw ``first + i`` uses counters 16(first+i)...
 
-    Works in "position" space, where nodes are sorted by community so a community
-    is one range; ``by_position`` maps a position to the node id.
+    ``node_of_rank[r]`` is the node of global rank r (weight (r + 10) ** -1/2);
+    ``by_position[starts[c]:starts[c + 1]]`` are community c's nodes by rank, whose
+    k-th member has global rank about k * N / size, hence offset 10 * size / N.
     """
     seed = np.uint64(seed)
     for i in numba.prange(keys.shape[0]):
         base = np.uint64(first + i) * np.uint64(16)
-        s = _pick(cumulative, 0, num_nodes, _uniform(seed, base))
-        t = s
+        u = node_of_rank[_rank(_uniform(seed, base), num_nodes, 10.0)]
+        v = u
         for attempt in range(7):
             c = np.uint64(1 + 2 * attempt)
+            draw = _uniform(seed, base + c + np.uint64(1))
             if _uniform(seed, base + c) < p_intra and attempt < 4:
-                comm = community[s]
-                t = _pick(cumulative, starts[comm], starts[comm + 1], _uniform(seed, base + c + np.uint64(1)))
+                comm = classes[u]
+                size = starts[comm + 1] - starts[comm]
+                v = by_position[starts[comm] + _rank(draw, size, 10.0 * size / num_nodes)]
             else:
-                t = _pick(cumulative, 0, num_nodes, _uniform(seed, base + c + np.uint64(1)))
-            if t != s:
+                v = node_of_rank[_rank(draw, num_nodes, 10.0)]
+            if v != u:
                 break
-        u, v = by_position[s], by_position[t]
         if u == v:  # only possible on a graph with a node of overwhelming weight; resolve deterministically
             v = (u + 1) % num_nodes
-        keys[i] = min(u, v) * num_nodes + max(u, v)
+        keys[i] = min(u, v) * np.int64(num_nodes) + max(u, v)
 
 
 _NOISE_SCALE = np.sqrt(3.0) / 65536.0  # four 16-bit uniforms summed: standard deviation 65536 / sqrt(3)
@@ -237,25 +234,24 @@ class _PairBuckets:
                 yield keys[: _keep_below(keys, self.salt, self.threshold)]
 
 
-def _community_weights(num_nodes: int, num_classes: int, rng: np.random.Generator):
-    """Each node's class, and the position-space arrays the pair kernel samples from."""
+def _communities(num_nodes: int, num_classes: int, rng: np.random.Generator):
+    """Each node's class and the lookup arrays the pair kernel samples from (4 bytes per node each)."""
+    ids = np.int64 if num_nodes >= 2**31 else np.int32
     classes = rng.integers(0, num_classes, size=num_nodes, dtype=np.int32)
-    weight = (rng.permutation(num_nodes) + 10.0) ** -DEGREE_EXPONENT
-    by_position = np.argsort(classes, kind="stable").astype(np.int64 if num_nodes >= 2**31 else np.int32)
-    cumulative = np.cumsum(weight[by_position])
-    del weight
-    community = classes[by_position]
-    starts = np.searchsorted(community, np.arange(num_classes + 1)).astype(np.int64)
-    return classes, by_position, cumulative, community, starts
+    node_of_rank = rng.permutation(num_nodes).astype(ids)
+    class_by_rank = classes[node_of_rank]
+    by_position = node_of_rank[np.argsort(class_by_rank, kind="stable")]  # by class, then by rank
+    starts = np.searchsorted(np.sort(class_by_rank), np.arange(num_classes + 1)).astype(np.int64)
+    return classes, node_of_rank, by_position, starts
 
 
 def _unique_pairs(scratch, num_pairs: int, num_nodes: int, num_classes: int, seed: int, rng: np.random.Generator) -> tuple[_PairBuckets, np.ndarray]:
     """Exactly ``num_pairs`` distinct undirected pairs (in buckets on disk) and each node's class."""
-    classes, by_position, cumulative, community, starts = _community_weights(num_nodes, num_classes, rng)
+    classes, node_of_rank, by_position, starts = _communities(num_nodes, num_classes, rng)
 
     def draw_chunk(first: int, count: int) -> np.ndarray:
         keys = np.empty(count, dtype=np.int64)
-        _draw_pairs(keys, seed, first, cumulative, community, starts, by_position, num_nodes, P_INTRA)
+        _draw_pairs(keys, seed, first, node_of_rank, classes, starts, by_position, num_nodes, P_INTRA)
         return keys
 
     pairs = _PairBuckets(scratch, num_pairs, seed)
