@@ -355,6 +355,13 @@ def _put_rows(out, first: int, rows: np.ndarray, inverse: np.ndarray | None) -> 
         out.write_rows(int(targets[lo]), rows[lo:hi])
 
 
+def _all_finite(values: np.ndarray) -> bool:
+    """``np.isfinite(values).all()``; on float16 by the exponent bits, which is many times faster."""
+    if values.dtype == np.float16:
+        return not ((values.view(np.uint16) & 0x7C00) == 0x7C00).any()
+    return bool(np.isfinite(values).all())
+
+
 def _write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, options: BuildOptions) -> int:
     dtype = np.dtype(options.feature_dtype)
     out = None
@@ -371,8 +378,8 @@ def _write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes
                 elif chunk.shape[1] != out.shape[1]:
                     raise DatasetError(f"{source.name}: {source.where(first)} has {chunk.shape[1]} features, earlier rows {out.shape[1]}; all rows need the same width")
                 values = chunk.astype(dtype, copy=False)
-                finite = np.isfinite(values)
-                if not finite.all():
+                if not _all_finite(values):
+                    finite = np.isfinite(values)
                     row, col = (int(i[0]) for i in np.nonzero(~finite))
                     raw = chunk[row, col]
                     hint = f"it overflows {dtype}; use feature dtype float32" if np.isfinite(raw) else "replace NaN/inf features (e.g. with 0) before importing"
