@@ -152,3 +152,16 @@ def test_ogb_folder_layout(tmp_path, graph):
     keys = np.unique(ei[1] * n + ei[0])
     assert ds.num_edges == len(keys)
     assert np.array_equal(ds.graph.indices.numpy(), keys % n)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("layout", ["2E", "E2"])
+def test_npy_edges_and_features_in_either_memory_order(tmp_path, graph, order, layout):
+    n, src, dst, feats, _ = graph
+    pairs = np.stack([src, dst]) if layout == "2E" else np.stack([src, dst], 1)
+    np.save(edges := tmp_path / "e.npy", np.asarray(pairs, order=order))
+    np.save(fp := tmp_path / "f.npy", np.asarray(feats, order=order))
+    ds = st.datasets.from_files(tmp_path / "out", edges, features=fp, quiet=True)
+    keys = np.sort(dst.astype(np.int64) * n + src)
+    assert np.array_equal(ds.graph.indices.numpy(), keys % n)
+    assert np.array_equal(ds.features.numpy(), feats)
