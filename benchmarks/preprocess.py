@@ -14,7 +14,7 @@ edge count), then `sparsetrain preprocess --ogb` of an OGB binary-layout folder 
 raw/data.npz, node-label.npz with NaN for unlabelled nodes, split_dict.pt) at 1/10 of the nodes
 and edges. Its peer is OGB's own reader, `ogb.io.read_graph_raw.read_binary_graph_raw`, which
 loads the arrays into memory (run only where it fits: `--ogb-peer`). Needs ~45 GiB of free disk
-at full scale (`--skip-full` leaves that run out).
+at full scale (`--skip-full` / `--skip-tenth` leave those runs out).
 
     python benchmarks/preprocess.py --scale papers100m --workdir /tmp/p100m-bench
 """
@@ -170,9 +170,10 @@ def papers100m(args) -> None:
     if not args.skip_full:
         measure("synth --preset papers100m (1.6B edges)", SYNTH_CLI, "--out", work / "full", "--overwrite", folder=work / "full")
         shutil.rmtree(work / "full")
-    measure(f"synth --preset papers100m --edges {tenth_e} --feature-dim {args.tenth_feature_dim}", SYNTH_CLI, "--edges", tenth_e,
-            "--feature-dim", args.tenth_feature_dim, "--out", work / "tenth", "--overwrite", folder=work / "tenth")
-    shutil.rmtree(work / "tenth")
+    if not args.skip_tenth:
+        measure(f"synth --preset papers100m --edges {tenth_e} --feature-dim {args.tenth_feature_dim}", SYNTH_CLI, "--edges", tenth_e,
+                "--feature-dim", args.tenth_feature_dim, "--out", work / "tenth", "--overwrite", folder=work / "tenth")
+        shutil.rmtree(work / "tenth")
     ogb = work / "ogb-tenth"
     shutil.rmtree(ogb, ignore_errors=True)
     export = run_stage(WRITE_OGB, str(ogb), str(n // 10), str(tenth_e), str(dim), str(PAPERS100M["classes"]), str(PAPERS100M["label_fraction"]))
@@ -196,6 +197,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", choices=["papers100m"], help="the bounded-memory runs at papers100M scale instead of the Parquet import")
     parser.add_argument("--skip-full", action="store_true", help="with --scale papers100m: leave out the full 1.6B-edge synth")
+    parser.add_argument("--skip-tenth", action="store_true", help="with --scale papers100m: leave out the 1/10-edge synth")
     parser.add_argument("--tenth-feature-dim", type=int, default=128, help="feature dim of the 1/10-edge synth (lower it to save disk)")
     parser.add_argument("--ogb-peer", action="store_true", help="also time OGB's in-memory reader on the 1/10 folder")
     parser.add_argument("--nodes", type=int, default=2_400_000)
