@@ -176,10 +176,10 @@ def papers100m(args) -> None:
         shutil.rmtree(work / "tenth")
     ogb = work / "ogb-tenth"
     shutil.rmtree(ogb, ignore_errors=True)
-    export = run_stage(WRITE_OGB, str(ogb), str(n // 10), str(tenth_e), str(dim), str(PAPERS100M["classes"]), str(PAPERS100M["label_fraction"]))
+    export = run_stage(WRITE_OGB, str(ogb), str(n // 10), str(tenth_e), str(args.ogb_feature_dim), str(PAPERS100M["classes"]), str(PAPERS100M["label_fraction"]))
     npz_gib = (ogb / "raw" / "data.npz").stat().st_size / 2**30
     print(f"(wrote the OGB binary folder in {export['seconds']} s: data.npz {npz_gib:.2f} GiB deflated)", flush=True)
-    measure(f"preprocess --ogb (binary, {n // 10:,} nodes, {tenth_e:,} edges)", PREPROCESS_OGB, ogb, work / "ogb-imported", folder=work / "ogb-imported")
+    measure(f"preprocess --ogb (binary, {n // 10:,} nodes, {tenth_e:,} edges, {args.ogb_feature_dim}-dim)", PREPROCESS_OGB, ogb, work / "ogb-imported", folder=work / "ogb-imported")
     shutil.rmtree(work / "ogb-imported")
     if args.ogb_peer:
         measure("peer: ogb read_binary_graph_raw (into memory)", OGB_PEER, ogb)
@@ -199,6 +199,7 @@ def main() -> None:
     parser.add_argument("--skip-full", action="store_true", help="with --scale papers100m: leave out the full 1.6B-edge synth")
     parser.add_argument("--skip-tenth", action="store_true", help="with --scale papers100m: leave out the 1/10-edge synth")
     parser.add_argument("--tenth-feature-dim", type=int, default=128, help="feature dim of the 1/10-edge synth (lower it to save disk)")
+    parser.add_argument("--ogb-feature-dim", type=int, default=128, help="node_feat width of the 1/10 OGB folder (float32 in OGB)")
     parser.add_argument("--ogb-peer", action="store_true", help="also time OGB's in-memory reader on the 1/10 folder")
     parser.add_argument("--nodes", type=int, default=2_400_000)
     parser.add_argument("--edges", type=int, default=120_000_000)
