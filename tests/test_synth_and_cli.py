@@ -145,3 +145,15 @@ def test_papers100m_preset_shape_at_small_scale(cli, tmp_path):
     split = torch.cat([ds.split[k] for k in ("train", "val", "test")])
     assert len(split) == labelled and (ds.labels[split] >= 0).all()  # only labelled nodes, all of them
     assert abs(len(ds.split["train"]) / labelled - 0.7804) < 0.01
+
+
+def test_synth_does_not_depend_on_the_bucket_count(synth, tmp_path, monkeypatch):
+    import sparsetrain.datasets.csc as csc
+    import sparsetrain.datasets.synth as synth_module
+
+    monkeypatch.setattr(synth_module, "PAIRS_PER_BUCKET", 5000)
+    monkeypatch.setattr(synth_module, "DRAW_CHUNK", 7000)
+    monkeypatch.setattr(csc, "BUCKET_EDGES", 3000)
+    small = st.datasets.synthesize(tmp_path / "small", 5000, 100_000, feature_dim=32, num_classes=10, seed=3, quiet=True)
+    for name in ("indptr.npy", "indices.npy", "features.npy", "labels.npy", "train_idx.npy"):
+        assert small.meta["files"][name]["sha256"] == synth.meta["files"][name]["sha256"], name

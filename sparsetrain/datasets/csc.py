@@ -128,9 +128,10 @@ def count_in_degrees(chunks: EdgeChunks, num_nodes: int | None, undirected: bool
     return counts
 
 
-def bucket_ranges(counts: np.ndarray, bucket_edges: int = BUCKET_EDGES) -> np.ndarray:
+def bucket_ranges(counts: np.ndarray, bucket_edges: int | None = None) -> np.ndarray:
     """First node of each destination range (plus ``num_nodes`` at the end); a range holds at most
-    ``bucket_edges`` in-edges unless one node alone has more."""
+    ``bucket_edges`` (default :data:`BUCKET_EDGES`) in-edges unless one node alone has more."""
+    bucket_edges = bucket_edges or BUCKET_EDGES
     total = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=total[1:])
     firsts = [0]
@@ -182,7 +183,7 @@ class ColumnsWritten:
 def assemble_columns(buckets: list[tuple[Path, Path | None]], firsts: np.ndarray, num_nodes: int, indices, weights, drop_self_loops: bool, drop_duplicates: bool, on_bucket=None) -> ColumnsWritten:
     """Sort and clean each bucket, append its columns to ``indices`` / ``weights`` (:class:`ArrayFile`), delete it."""
     degrees = np.zeros(num_nodes, dtype=np.int64)
-    forward = backward = np.uint64(0)
+    forward = backward = 0  # sums modulo 2**64 (Python ints: NumPy scalars warn on the intended wrap-around)
     result = np.zeros(3, dtype=np.uint64)
     written = 0
     for b, (key_path, weight_path) in enumerate(buckets):
@@ -197,7 +198,7 @@ def assemble_columns(buckets: list[tuple[Path, Path | None]], firsts: np.ndarray
         lo = int(firsts[b])
         _clean_bucket(keys, w, weight_path is not None, num_nodes, lo, degrees[lo : int(firsts[b + 1])], drop_self_loops, drop_duplicates, result)
         kept = int(result[0])
-        forward, backward = forward + result[1], backward + result[2]
+        forward, backward = (forward + int(result[1])) % 2**64, (backward + int(result[2])) % 2**64
         indices.append(keys[:kept].astype(indices.dtype))
         if weight_path:
             weights.append(w[:kept])
