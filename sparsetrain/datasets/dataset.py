@@ -242,7 +242,7 @@ def _mapped(folder: Path, name: str) -> MappedFile:
 
 
 def _check_feature_array(folder: Path, meta: dict) -> None:
-    array = fmt.open_array(folder, fmt.FEATURES, meta)  # same checks (and errors) as every other array
+    array = fmt.open_array(folder, fmt.FEATURES, meta, readonly=True)  # same checks (and errors) as every other array
     if str(array.dtype) not in fmt.FEATURE_DTYPES or array.ndim != 2 or len(array) != meta["num_nodes"]:
         raise DatasetError(
             f"{folder / fmt.FEATURES}: holds {array.dtype}{list(array.shape)} but the format needs "

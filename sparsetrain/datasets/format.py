@@ -145,11 +145,13 @@ def check_meta(meta: dict, path: Path) -> None:
             raise DatasetError(f"{path}: field {field!r} names file {part['file']!r}, which 'files' does not list; {_DAMAGED}")
 
 
-def open_array(folder: Path, name: str, meta: dict, *, mmap: bool = True) -> np.ndarray:
+def open_array(folder: Path, name: str, meta: dict, *, mmap: bool = True, readonly: bool = False) -> np.ndarray:
     """Memory-map one array file (``mmap=False``: read it into memory) and check its dtype and shape against ``meta.json``.
 
     Mapped copy-on-write: reads share the page cache, and a stray in-place write
-    in user code can never reach the file.
+    in user code can never reach the file. ``readonly`` maps it read-only instead: a
+    copy-on-write mapping is charged against the commit limit (RAM + swap), so one larger
+    than that (papers100M's 28 GiB of features on a 24 GiB machine) fails with ENOMEM.
     """
     path = folder / name
     entry = meta["files"].get(name)
@@ -158,7 +160,7 @@ def open_array(folder: Path, name: str, meta: dict, *, mmap: bool = True) -> np.
     if not path.is_file():
         raise DatasetError(f"{path}: missing; the dataset is incomplete, re-run `sparsetrain preprocess`")
     try:
-        array = np.load(path, mmap_mode="c" if mmap else None, allow_pickle=False)
+        array = np.load(path, mmap_mode=("r" if readonly else "c") if mmap else None, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise DatasetError(f"{path}: cannot be read as .npy ({exc}); the file is truncated or damaged, re-run `sparsetrain preprocess`") from None
     if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
