@@ -40,7 +40,7 @@ def files(tmp_path):
     f["f_text"] = _write(d / "f_text.csv", "1,2,3\n1,2,3\n1,x,3\n1,2,3\n")
     np.save(f.setdefault("l_ok", d / "l_ok.npy"), np.array([0, 1, 1, 2]))
     np.save(f.setdefault("l_range", d / "l_range.npy"), np.array([0, 1, 5, 2]))
-    np.save(f.setdefault("l_neg", d / "l_neg.npy"), np.array([0, -1, 1, 2]))
+    np.save(f.setdefault("l_neg", d / "l_neg.npy"), np.array([0, -2, 1, 2]))
     pq.write_table(pa.table({"label": [0.0, 1.0, 1.5, 2.0]}), f.setdefault("l_frac", d / "l_frac.parquet"))
     np.save(f.setdefault("tr", d / "tr.npy"), np.array([0, 1]))
     np.save(f.setdefault("va", d / "va.npy"), np.array([1, 2]))
@@ -61,7 +61,7 @@ BAD = {
     "inf feature": (["--edges", "ok", "--features", "f_inf"], ["f_inf.csv", "line 2", "inf"]),
     "text feature": (["--edges", "ok", "--features", "f_text"], ["f_text.csv", "line 3", "'x'"]),
     "label out of range": (["--edges", "ok", "--labels", "l_range", "--num-classes", "3"], ["l_range.npy", "row 2", "5", "[0, 3)"]),
-    "negative label": (["--edges", "ok", "--labels", "l_neg"], ["l_neg.npy", "row 1", "-1"]),
+    "negative label": (["--edges", "ok", "--labels", "l_neg"], ["l_neg.npy", "row 1", "-2", "-1: no label"]),
     "fractional label": (["--edges", "ok", "--labels", "l_frac"], ["l_frac.parquet", "row 2", "1.5"]),
     "overlapping splits": (["--edges", "ok", "--labels", "l_ok", "--train-idx", "tr", "--val-idx", "va"], ["va.npy", "node 1", "train"]),
     "split id out of range": (["--edges", "ok", "--labels", "l_ok", "--test-idx", "te_range"], ["te_range.npy", "7"]),

@@ -130,7 +130,7 @@ def _corrupt(folder, case):
         labels = ds.labels.numpy().copy()
         labels[42] = 5
         _rewrite(folder, fmt.LABELS, labels)
-        return [fmt.LABELS, "entry 42", "[0, 5)"]
+        return [fmt.LABELS, "entry 42", "[-1, 5)"]
     if case == "split id out of range":
         train = ds.split["train"].numpy().copy()
         train[-1] = 300
@@ -383,3 +383,21 @@ def test_wide_utf8_header_longer_than_one_read(tmp_path):
 
     chunk = np.concatenate(list(NodeTableReader(path, "features")()))
     assert chunk.shape == (3, 12000) and (chunk == 1).all()
+
+
+def test_feature_check_maps_read_only(tmp_path, monkeypatch):
+    """A copy-on-write map is charged to the commit limit; the load-time feature check must not need one."""
+    from sparsetrain.datasets import format as fmt_module
+
+    ds = st.datasets.synthesize(tmp_path / "g", 200, 2000, feature_dim=4, num_classes=3, quiet=True)
+    modes = []
+    real_load = np.load
+
+    def spy(path, *args, **kwargs):
+        if str(path).endswith(fmt_module.FEATURES):
+            modes.append(kwargs.get("mmap_mode"))
+        return real_load(path, *args, **kwargs)
+
+    monkeypatch.setattr(fmt_module.np, "load", spy)
+    st.datasets.load(ds.path)
+    assert modes and all(mode == "r" for mode in modes)

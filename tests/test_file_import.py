@@ -152,3 +152,40 @@ def test_ogb_folder_layout(tmp_path, graph):
     keys = np.unique(ei[1] * n + ei[0])
     assert ds.num_edges == len(keys)
     assert np.array_equal(ds.graph.indices.numpy(), keys % n)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("layout", ["2E", "E2"])
+def test_npy_edges_and_features_in_either_memory_order(tmp_path, graph, order, layout):
+    n, src, dst, feats, _ = graph
+    pairs = np.stack([src, dst]) if layout == "2E" else np.stack([src, dst], 1)
+    np.save(edges := tmp_path / "e.npy", np.asarray(pairs, order=order))
+    np.save(fp := tmp_path / "f.npy", np.asarray(feats, order=order))
+    ds = st.datasets.from_files(tmp_path / "out", edges, features=fp, quiet=True)
+    keys = np.sort(dst.astype(np.int64) * n + src)
+    assert np.array_equal(ds.graph.indices.numpy(), keys % n)
+    assert np.array_equal(ds.features.numpy(), feats)
+
+
+def test_many_small_buckets_give_the_same_csc_as_pyg(tmp_path, graph, monkeypatch):
+    """The bucketed build at a bucket size far below the edge count (as at papers100M scale)."""
+    from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
+
+    import sparsetrain.datasets.csc as csc
+
+    monkeypatch.setattr(csc, "BUCKET_EDGES", 97)
+    n, src, dst, *_ = graph
+    w = np.random.default_rng(3).random(len(src)).astype(np.float32)
+    src, dst = np.concatenate([src, np.arange(10)]), np.concatenate([dst, np.arange(10)])  # self loops
+    w = np.concatenate([w, np.ones(10, np.float32)])
+    path = write_edges(tmp_path, "csv", src, dst, w)
+    ds = st.datasets.from_files(tmp_path / "out", path, num_nodes=n, undirected=True, drop_self_loops=True, quiet=True)
+    ei, ew = to_undirected(torch.from_numpy(np.stack([src, dst])), torch.from_numpy(np.loadtxt(path, delimiter=",", skiprows=1)[:, 2]).float(), num_nodes=n)
+    ei, ew = remove_self_loops(ei, ew)
+    ei, ew = coalesce(ei[[1, 0]], ew, num_nodes=n)
+    assert torch.equal(ds.graph.indices.long(), ei[1])
+    assert torch.equal(ds.graph.indptr, torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(ei[0], minlength=n).cumsum(0)]))
+    assert torch.allclose(ds.graph.weights, ew, atol=1e-6)
+    assert ds.meta["directed"] is False
+    directed = st.datasets.from_files(tmp_path / "directed", path, num_nodes=n, quiet=True)
+    assert directed.meta["directed"] is True

@@ -103,8 +103,57 @@ def test_preprocess_from_an_ogb_folder_via_cli(cli, tmp_path):
         f.write("0,1\n1,2\n2,3\n")
     with gzip.open(raw / "node-label.csv.gz", "wt") as f:
         f.write("0\n1\n0\n1\n")
+    with gzip.open(raw / "node-feat.csv.gz", "wt") as f:
+        f.write("0.5\n1.5\n2.5\n3.5\n")
     code, _, stderr = cli("preprocess", "--ogb", tmp_path / "ogbn_tiny", "--undirected", "--out", tmp_path / "o", "--quiet")
+    assert code == 1 and "no split folder" in stderr and "--split random" in stderr  # never a silent random split
+    code, _, stderr = cli("preprocess", "--ogb", tmp_path / "ogbn_tiny", "--undirected", "--split", "random", "--out", tmp_path / "o", "--quiet")
     assert code == 0, stderr
     ds = st.datasets.load(tmp_path / "o")
     assert ds.num_edges == 6 and ds.num_classes == 2 and not ds.directed
     assert np.array_equal(ds.graph.indptr.numpy(), [0, 1, 3, 5, 6])
+
+
+def test_float16_bits_match_numpy_cast():
+    from sparsetrain.datasets.synth import _float16_bits
+
+    rng = np.random.default_rng(0)
+    np_errors = np.errstate(all="ignore")
+    np_errors.__enter__()
+    values = np.concatenate([
+        rng.standard_normal(200_000) * 10.0 ** rng.integers(-9, 6, 200_000),  # normals, subnormals, overflow
+        rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32),  # every bit pattern
+        np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 65504, 65520, 65519.99, 2.0**-24, 2.0**-25, 3 * 2.0**-26, 2.0**-14]),
+    ]).astype(np.float32)
+    bits = np.empty(values.shape, np.uint16)
+    _float16_bits(values.view(np.uint32), bits)
+    expected = values.astype(np.float16)
+    np_errors.__exit__(None, None, None)
+    nan = np.isnan(expected)
+    assert np.array_equal(bits.view(np.float16)[nan].view(np.uint16) & 0x7C00, np.full(nan.sum(), 0x7C00, np.uint16))
+    assert np.array_equal(bits[~nan], expected[~nan].view(np.uint16))
+
+
+def test_papers100m_preset_shape_at_small_scale(cli, tmp_path):
+    out = tmp_path / "p"
+    code, _, stderr = cli("synth", "--preset", "papers100m", "--nodes", 20000, "--edges", 300000, "--out", out, "--quiet")
+    assert code == 0, stderr
+    ds = st.datasets.load(out, verify=True)
+    assert (ds.num_features, ds.num_classes, ds.features.dtype) == (128, 172, torch.float16)
+    labelled = (ds.labels >= 0).sum().item()
+    assert labelled == round(0.0139 * 20000) and (ds.labels >= -1).all()
+    split = torch.cat([ds.split[k] for k in ("train", "val", "test")])
+    assert len(split) == labelled and (ds.labels[split] >= 0).all()  # only labelled nodes, all of them
+    assert abs(len(ds.split["train"]) / labelled - 0.7804) < 0.01
+
+
+def test_synth_does_not_depend_on_the_bucket_count(synth, tmp_path, monkeypatch):
+    import sparsetrain.datasets.csc as csc
+    import sparsetrain.datasets.synth as synth_module
+
+    monkeypatch.setattr(synth_module, "PAIRS_PER_BUCKET", 5000)
+    monkeypatch.setattr(synth_module, "DRAW_CHUNK", 7000)
+    monkeypatch.setattr(csc, "BUCKET_EDGES", 3000)
+    small = st.datasets.synthesize(tmp_path / "small", 5000, 100_000, feature_dim=32, num_classes=10, seed=3, quiet=True)
+    for name in ("indptr.npy", "indices.npy", "features.npy", "labels.npy", "train_idx.npy"):
+        assert small.meta["files"][name]["sha256"] == synth.meta["files"][name]["sha256"], name

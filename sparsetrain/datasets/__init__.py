@@ -7,7 +7,8 @@
 from sparsetrain._deprecation import moved_attribute
 from sparsetrain.datasets.dataset import GraphDataset, load, load_clusters
 from sparsetrain.datasets.hetero_dataset import HeteroGraphDataset
-from sparsetrain.datasets.files import from_files, from_ogb
+from sparsetrain.datasets.files import from_files
+from sparsetrain.datasets.ogb_folder import from_ogb
 from sparsetrain.datasets.pyg import from_pyg
 from sparsetrain.datasets.synth import synthesize
 from sparsetrain.datasets.synth_hetero import synthesize_hetero

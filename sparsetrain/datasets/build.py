@@ -1,9 +1,11 @@
 """The one pipeline every importer feeds: edges, node tables and splits -> a dataset folder.
 
 Order of work: validate cheap things first, build the CSC from two streaming
-passes over the edges, choose a node order, then stream features and labels
-straight into their (possibly permuted) rows. Everything goes into a temp
-folder that is renamed into place only when complete.
+passes over the edges (see :mod:`~sparsetrain.datasets.csc`), choose a node order,
+then stream features and labels straight into their (possibly permuted) rows.
+Without a reordering, memory is a few arrays per node plus one chunk or bucket,
+whatever the edge count. Everything goes into a temp folder that is renamed into
+place only when complete.
 """
 
 from __future__ import annotations
@@ -18,15 +20,15 @@ import numpy as np
 from sparsetrain._progress import progress
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.clustering import CLUSTERS_FILE, cluster_order
-from sparsetrain.datasets.csc import RawCSC, count_in_degrees, fill_columns, sort_and_clean, write_permuted
+from sparsetrain.datasets.csc import MAX_NODES, RawCSC, assemble_columns, bucket_ranges, count_in_degrees, write_buckets, write_permuted
 from sparsetrain.datasets.dataset import GraphDataset, load
 from sparsetrain.datasets.edge_split import DEFAULT_NEG_PER_POS, EdgeSplit, check_edge_split, check_fractions, random_edge_split
+from sparsetrain.datasets.presets import DEFAULT_SPLIT
 from sparsetrain.datasets.readers import first_non_integer
 from sparsetrain.datasets.reorder import METHODS, node_order
 from sparsetrain.datasets.writer import DatasetWriter
 from sparsetrain.errors import DatasetError
 
-DEFAULT_SPLIT = (0.6, 0.2, 0.2)
 
 
 @dataclass
@@ -100,10 +102,12 @@ class EdgeSource(Source):
     """Edge chunks ``(src, dst, weight | None)``; ``weighted`` says whether weights come along.
 
     ``weight_name`` names the weights in errors when they are not a column of ``name`` (a separate array).
+    ``release`` is called once the edges have been read for the last time (a generated source frees its scratch).
     """
 
     weighted: bool = False
     weight_name: str | None = None
+    release: Callable[[], None] | None = None
 
 
 def build_dataset(
@@ -153,7 +157,7 @@ def build_dataset(
     if num_nodes is None:
         nodes_from = "num_nodes = the largest node id in the edges + 1"
     with DatasetWriter(out_dir, options.overwrite) as writer:
-        csc = _build_csc(writer, edges, num_nodes, nodes_from, options)
+        csc, symmetric = _build_csc(writer, edges, num_nodes, nodes_from, options)
         num_nodes = csc.num_nodes
         links = {name: split for name, (split, _) in (edge_splits or {}).items()}
         for name, (split, where) in (edge_splits or {}).items():
@@ -176,7 +180,7 @@ def build_dataset(
         if clusters is not None:
             writer.save_array(CLUSTERS_FILE, clusters)
         final = _write_csc(writer, csc, order, from_scratch)
-        directed = not final.is_symmetric()
+        directed = not symmetric
         meta = {
             "name": out_dir.name,
             "num_nodes": num_nodes,
@@ -199,16 +203,18 @@ def build_dataset(
         if features is not None:
             meta["feature_dim"] = _write_features(writer, features, num_nodes, nodes_from, inverse, options)
             meta["feature_dtype"] = options.feature_dtype
+        unlabelled = None
         if labels is not None:
-            meta["num_classes"] = _write_labels(writer, labels, num_nodes, nodes_from, inverse, options.num_classes)
+            meta["num_classes"], unlabelled = _write_labels(writer, labels, num_nodes, nodes_from, inverse, options.num_classes)
         if links:
             meta["link_split"] = _write_edge_splits(writer, links, inverse)
             if options.link_split is not None:
                 meta["link_split_from"] = {"random": list(options.link_split), "seed": options.seed, "neg_per_pos": options.link_negatives}
-        split_arrays = _read_splits(splits or {}, num_nodes)
+        split_arrays = _read_splits(splits or {}, num_nodes, unlabelled)
         if not split_arrays and labels is not None:
-            split_arrays = _random_split(num_nodes, options.split_fractions, options.seed)
+            split_arrays = _random_split(num_nodes, unlabelled, options.split_fractions, options.seed)
             meta["splits_from"] = {"random": list(options.split_fractions), "seed": options.seed}
+        del unlabelled
         for name, idx in split_arrays.items():
             mapped = np.sort(idx if inverse is None else inverse[idx])
             writer.save_array(fmt.split_file(name), mapped)
@@ -313,7 +319,8 @@ def _check_node_memory(num_nodes: int, nodes_from: str) -> None:
         )
 
 
-def _build_csc(writer: DatasetWriter, edges: EdgeSource, num_nodes: int | None, nodes_from: str, options: BuildOptions) -> RawCSC:
+def _build_csc(writer: DatasetWriter, edges: EdgeSource, num_nodes: int | None, nodes_from: str, options: BuildOptions) -> tuple[RawCSC, bool]:
+    """The cleaned CSC in scratch files (indices and weights memory-mapped, unread) and whether it is symmetric."""
     total = edges.rows
     if num_nodes is not None:
         _check_node_memory(num_nodes, nodes_from)
@@ -326,15 +333,28 @@ def _build_csc(writer: DatasetWriter, edges: EdgeSource, num_nodes: int | None, 
     check.finish(raw_edges // (2 if options.undirected else 1))
     if num_nodes is None:
         num_nodes = len(counts)
-    elif len(counts) < num_nodes:
-        counts = np.concatenate([counts, np.zeros(num_nodes - len(counts), dtype=np.int64)])
-    dtype = fmt.index_dtype(num_nodes)
-    indices = np.lib.format.open_memmap(writer.scratch(fmt.INDICES), mode="w+", dtype=dtype, shape=(raw_edges,))
-    weights = np.lib.format.open_memmap(writer.scratch(fmt.EDGE_WEIGHT), mode="w+", dtype=np.float32, shape=(raw_edges,)) if edges.weighted else None
-    with progress(total, "fill columns", "edge", options.quiet) as bar:
-        indptr = fill_columns(edges.chunks, counts, indices, weights, options.undirected, bar.update)
-    merge = options.drop_duplicates or options.undirected
-    return sort_and_clean(RawCSC(indptr, indices, weights), options.drop_self_loops, merge)
+    if num_nodes > MAX_NODES:
+        raise DatasetError(f"num_nodes={num_nodes} ({nodes_from}): graphs of more than {MAX_NODES} nodes are not supported; check the node ids")
+    firsts = bucket_ranges(np.concatenate([counts, np.zeros(num_nodes - len(counts), dtype=np.int64)]) if len(counts) < num_nodes else counts)
+    del counts
+    with progress(total, "bucket edges", "edge", options.quiet) as bar:
+        buckets = write_buckets(edges.chunks, firsts, num_nodes, options.undirected, edges.weighted, writer.scratch, bar.update)
+    if edges.release is not None:
+        edges.release()
+    with (
+        writer.stream_array(fmt.INDICES, (raw_edges,), fmt.index_dtype(num_nodes), scratch=True) as indices,
+        writer.stream_array(fmt.EDGE_WEIGHT, (raw_edges if edges.weighted else 0,), np.float32, scratch=True) as weights,
+        progress(len(buckets), "sort columns", "bucket", options.quiet) as bar,
+    ):
+        merge = options.drop_duplicates or options.undirected
+        done = assemble_columns(buckets, firsts, num_nodes, indices, weights, options.drop_self_loops, merge, bar.update)
+        indices.shrink(done.num_edges)
+        weights.shrink(done.num_edges if edges.weighted else 0)
+
+    def mapped(name):
+        return np.load(writer.scratch(name), mmap_mode="r")
+
+    return RawCSC(done.indptr, mapped(fmt.INDICES), mapped(fmt.EDGE_WEIGHT) if edges.weighted else None), done.symmetric
 
 
 def _write_edge_splits(writer: DatasetWriter, links: dict[str, EdgeSplit], inverse: np.ndarray | None) -> dict:
@@ -358,10 +378,8 @@ def _write_csc(writer: DatasetWriter, csc: RawCSC, order: np.ndarray | None, fro
     """The dataset's topology arrays: the scratch arrays renamed when nothing moves, else a relabelled copy."""
     if order is None and from_scratch and csc.num_edges == len(csc.indices):
         writer.save_array(fmt.INDPTR, csc.indptr)
-        csc.indices.flush()
         writer.adopt(writer.scratch(fmt.INDICES), fmt.INDICES)
         if csc.weights is not None:
-            csc.weights.flush()
             writer.adopt(writer.scratch(fmt.EDGE_WEIGHT), fmt.EDGE_WEIGHT)
         return csc
     indptr = writer.new_array(fmt.INDPTR, (csc.num_nodes + 1,), np.int64)
@@ -383,32 +401,54 @@ def _rows_in_chunks(source: Source, num_nodes: int, nodes_from: str) -> Iterator
         raise DatasetError(f"{source.name}: has {row} rows but the graph has {num_nodes} nodes ({nodes_from}); one row per node is required (fix the file or --num-nodes)")
 
 
+def _put_rows(out, first: int, rows: np.ndarray, inverse: np.ndarray | None) -> None:
+    """Rows ``first...`` of the imported order into ``out`` (an :class:`ArrayFile`), through ``inverse`` when reordered."""
+    if inverse is None:
+        out.write_rows(first, rows)
+        return
+    targets = inverse[first : first + len(rows)]
+    order = np.argsort(targets, kind="stable")
+    targets, rows = targets[order], rows[order]
+    breaks = np.flatnonzero(np.diff(targets) != 1) + 1
+    for lo, hi in zip(np.concatenate([[0], breaks]), np.concatenate([breaks, [len(targets)]]), strict=True):
+        out.write_rows(int(targets[lo]), rows[lo:hi])
+
+
+def _all_finite(values: np.ndarray) -> bool:
+    """``np.isfinite(values).all()``; on float16 by the exponent bits, which is many times faster."""
+    if values.dtype == np.float16:
+        return not ((values.view(np.uint16) & 0x7C00) == 0x7C00).any()
+    return bool(np.isfinite(values).all())
+
+
 def _write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, options: BuildOptions,
                     name: str = fmt.FEATURES) -> int:
     dtype = np.dtype(options.feature_dtype)
     out = None
-    with progress(num_nodes, "features", "row", options.quiet) as bar:
-        for first, chunk in _rows_in_chunks(source, num_nodes, nodes_from):
-            chunk = np.asarray(chunk)
-            if chunk.ndim != 2:
-                chunk = chunk.reshape(len(chunk), -1)
-            if out is None:
-                if chunk.shape[1] == 0:
-                    raise DatasetError(f"{source.name}: feature rows have no columns; give at least one feature per node")
-                out = writer.new_array(name, (num_nodes, chunk.shape[1]), dtype)
-            elif chunk.shape[1] != out.shape[1]:
-                raise DatasetError(f"{source.name}: {source.where(first)} has {chunk.shape[1]} features, earlier rows {out.shape[1]}; all rows need the same width")
-            values = chunk.astype(dtype, copy=False)
-            finite = np.isfinite(values)
-            if not finite.all():
-                row, col = (int(i[0]) for i in np.nonzero(~finite))
-                raw = chunk[row, col]
-                hint = f"it overflows {dtype}; use feature dtype float32" if np.isfinite(raw) else "replace NaN/inf features (e.g. with 0) before importing"
-                raise DatasetError(f"{source.name}: {source.where(first + row)}, column {col}: {raw} is not a finite number; {hint}")
-            rows = slice(first, first + len(values)) if inverse is None else inverse[first : first + len(values)]
-            out[rows] = values
-            bar.update(len(values))
-    out.flush()
+    try:
+        with progress(num_nodes, "features", "row", options.quiet) as bar:
+            for first, chunk in _rows_in_chunks(source, num_nodes, nodes_from):
+                chunk = np.asarray(chunk)
+                if chunk.ndim != 2:
+                    chunk = chunk.reshape(len(chunk), -1)
+                if out is None:
+                    if chunk.shape[1] == 0:
+                        raise DatasetError(f"{source.name}: feature rows have no columns; give at least one feature per node")
+                    out = writer.stream_array(name, (num_nodes, chunk.shape[1]), dtype)
+                elif chunk.shape[1] != out.shape[1]:
+                    raise DatasetError(f"{source.name}: {source.where(first)} has {chunk.shape[1]} features, earlier rows {out.shape[1]}; all rows need the same width")
+                values = chunk.astype(dtype, copy=False)
+                if not _all_finite(values):
+                    finite = np.isfinite(values)
+                    row, col = (int(i[0]) for i in np.nonzero(~finite))
+                    raw = chunk[row, col]
+                    hint = f"it overflows {dtype}; use feature dtype float32" if np.isfinite(raw) else "replace NaN/inf features (e.g. with 0) before importing"
+                    raise DatasetError(f"{source.name}: {source.where(first + row)}, column {col}: {raw} is not a finite number; {hint}")
+                _put_rows(out, first, values, inverse)
+                bar.update(len(values))
+    finally:
+        if out is not None:
+            out.close()
     return int(out.shape[1])
 
 
@@ -453,8 +493,15 @@ _SPARE_CLASSES = 64
 
 
 def _write_labels(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, num_classes: int | None,
-                  name: str = fmt.LABELS) -> int:
-    out = writer.new_array(name, (num_nodes,), np.int64)
+                  name: str = fmt.LABELS) -> tuple[int, np.ndarray]:
+    """Write the labels (-1: no label); returns the class count and which nodes (new ids) have no label."""
+    with writer.stream_array(name, (num_nodes,), np.int64) as out:
+        unlabelled = np.zeros(num_nodes, dtype=np.bool_)
+        num_classes = _stream_labels(source, num_nodes, nodes_from, inverse, num_classes, out, unlabelled)
+    return num_classes, unlabelled
+
+
+def _stream_labels(source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, num_classes: int | None, out, unlabelled: np.ndarray) -> int:
     highest, highest_row = -1, 0
     # which labels occur; never longer than 2 * num_nodes + _SPARE_CLASSES, beyond that a label is refused outright
     used = np.zeros(0, dtype=np.bool_)
@@ -467,10 +514,10 @@ def _write_labels(writer: DatasetWriter, source: Source, num_nodes: int, nodes_f
 
     for first, chunk in _rows_in_chunks(source, num_nodes, nodes_from):
         values = _integers(source, np.asarray(chunk).reshape(-1), first, "labels")
-        bad = (values < 0) if num_classes is None else ((values < 0) | (values >= num_classes))
+        bad = (values < -1) if num_classes is None else ((values < -1) | (values >= num_classes))
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            allowed = "must be >= 0" if num_classes is None else f"must be in [0, {num_classes})"
+            allowed = "must be >= 0 (or -1: no label)" if num_classes is None else f"must be in [0, {num_classes}) (or -1: no label)"
             raise DatasetError(f"{source.name}: {source.where(first + row)}: label {values[row]} {allowed}; fix the label or pass the right --num-classes")
         if len(values):
             top = int(np.argmax(values))
@@ -481,10 +528,12 @@ def _write_labels(writer: DatasetWriter, source: Source, num_nodes: int, nodes_f
                     raise too_many_classes()
                 if highest + 1 > len(used):
                     used = np.concatenate([used, np.zeros(highest + 1 - len(used), dtype=np.bool_)])
-                used[values] = True
-        rows = slice(first, first + len(values)) if inverse is None else inverse[first : first + len(values)]
-        out[rows] = values
-    out.flush()
+                used[values[values >= 0]] = True
+        _put_rows(out, first, values, inverse)
+        missing = np.flatnonzero(values < 0) + first
+        unlabelled[missing if inverse is None else inverse[missing]] = True
+    if highest < 0:
+        raise DatasetError(f"{source.name}: no node has a label (all are -1 or NaN); give some nodes a label, or import without labels")
     if num_classes is not None:
         return num_classes
     if highest + 1 > 2 * int(used.sum()) + _SPARE_CLASSES:
@@ -499,7 +548,7 @@ def _integers(source: Source, values: np.ndarray, first: int, what: str) -> np.n
     return values.astype(np.int64, copy=False)
 
 
-def _read_splits(splits: dict[str, Source], num_nodes: int) -> dict[str, np.ndarray]:
+def _read_splits(splits: dict[str, Source], num_nodes: int, unlabelled: np.ndarray | None) -> dict[str, np.ndarray]:
     owner = np.full(num_nodes, -1, dtype=np.int8)
     result = {}
     for k, (name, source) in enumerate(splits.items()):
@@ -518,6 +567,9 @@ def _read_splits(splits: dict[str, Source], num_nodes: int) -> dict[str, np.ndar
                 other = list(splits)[taken[at]]
                 what = "twice" if other == name else f"also in the {other} split"
                 raise DatasetError(f"{source.name}: {source.where(row + at)}: node {ids[at]} is {what}; splits must not overlap or repeat nodes")
+            if unlabelled is not None and unlabelled[ids].any():
+                at = int(np.flatnonzero(unlabelled[ids])[0])
+                raise DatasetError(f"{source.name}: {source.where(row + at)}: node {ids[at]} has no label (-1 or NaN); a {name} node needs one, fix its label or drop it from the split")
             owner[ids] = k
             # a duplicate inside one chunk escapes the check above
             if len(np.unique(ids)) != len(ids):
@@ -529,8 +581,12 @@ def _read_splits(splits: dict[str, Source], num_nodes: int) -> dict[str, np.ndar
     return result
 
 
-def _random_split(num_nodes: int, fractions: tuple[float, float, float], seed: int) -> dict[str, np.ndarray]:
+def _random_split(num_nodes: int, unlabelled: np.ndarray, fractions: tuple[float, float, float], seed: int) -> dict[str, np.ndarray]:
+    """Split the labelled nodes at random by ``fractions`` of their number."""
     perm = np.random.default_rng(seed).permutation(num_nodes)
-    sizes = [int(round(f * num_nodes)) for f in fractions]
-    bounds = np.minimum(np.cumsum([0, *sizes]), num_nodes)
+    if unlabelled.any():
+        perm = perm[~unlabelled[perm]]
+    labelled = len(perm)
+    sizes = [int(round(f * labelled)) for f in fractions]
+    bounds = np.minimum(np.cumsum([0, *sizes]), labelled)
     return {name: perm[bounds[i] : bounds[i + 1]] for i, name in enumerate(fmt.SPLIT_NAMES)}

@@ -10,6 +10,7 @@ import numpy as np
 
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.reorder import METHODS
+from sparsetrain.datasets.presets import DEFAULT_SPLIT, PRESETS
 from sparsetrain.errors import DatasetError
 
 
@@ -21,9 +22,10 @@ def _add_build_options(p: argparse.ArgumentParser, with_cleaning: bool = True) -
         p.add_argument("--num-classes", type=int, help="labels must lie in [0, C) (default: largest label + 1)")
     p.add_argument("--reorder", choices=["none", *METHODS], default="none",
                    help="renumber nodes: 'degree' (hubs first) or 'rcm' (neighbors get close ids); the map back is kept")
-    p.add_argument("--feature-dtype", choices=fmt.FEATURE_DTYPES, default="float32", help="stored feature dtype")
-    p.add_argument("--split", type=_fractions, default=(0.6, 0.2, 0.2), metavar="TRAIN,VAL,TEST",
-                   help="random split fractions when no split files are given (default 0.6,0.2,0.2)")
+    p.add_argument("--feature-dtype", choices=fmt.FEATURE_DTYPES, help="stored feature dtype (default float32)")
+    p.add_argument("--split", type=_fractions, metavar="random|TRAIN,VAL,TEST",
+                   help="random split of the labelled nodes when no split files are given: 'random' (0.6,0.2,0.2) or its fractions; "
+                   "with --ogb, a random split instead of the folder's (required when the folder has none)")
     p.add_argument("--seed", type=int, default=0, help="seed for every random choice")
     p.add_argument("--out", required=True, type=Path, help="dataset folder to create")
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset at --out")
@@ -31,6 +33,8 @@ def _add_build_options(p: argparse.ArgumentParser, with_cleaning: bool = True) -
 
 
 def _fractions(text: str) -> tuple[float, float, float]:
+    if text == "random":
+        return DEFAULT_SPLIT
     try:
         parts = tuple(float(x) for x in text.split(","))
     except ValueError:
@@ -43,8 +47,8 @@ def _fractions(text: str) -> tuple[float, float, float]:
 def _options(args: argparse.Namespace) -> dict:
     options = {
         "reorder": args.reorder,
-        "feature_dtype": args.feature_dtype,
-        "split_fractions": args.split,
+        "feature_dtype": args.feature_dtype or "float32",
+        "split_fractions": args.split or DEFAULT_SPLIT,
         "seed": args.seed,
         "overwrite": args.overwrite,
         "quiet": args.quiet,
@@ -113,10 +117,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Generate a power-law graph (degree-corrected stochastic block model) whose features and labels follow "
         "its communities, deterministic for --seed. --edges counts directed edges (each undirected edge twice).",
     )
-    p.add_argument("--nodes", type=int, help="number of nodes (required unless --hetero)")
-    p.add_argument("--edges", type=int, help="number of directed edges (even; required unless --hetero)")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="sizes of a known graph: papers100m = ogbn-papers100M (111M nodes, "
+                   "1.6B edges, 128 float16 features, 172 classes, 1.39%% labelled); other flags override its values")
+    p.add_argument("--nodes", type=int, help="number of nodes (required without --preset or --hetero)")
+    p.add_argument("--edges", type=int, help="number of directed edges, even (required without --preset or --hetero)")
     p.add_argument("--feature-dim", type=int, help="feature dimension (default 100; --hetero: 128)")
     p.add_argument("--classes", type=int, help="number of classes / communities (default 47; --hetero: 349)")
+    p.add_argument("--label-fraction", type=float, help="fraction of nodes with a label, the rest -1 (default 1)")
     p.add_argument("--hetero", action="store_true", help="an ogbn-mag-shaped typed graph (papers, authors, institutions, fields; "
                    "cites, writes, affiliated_with, has_topic and their reverses) with learnable paper labels")
     p.add_argument("--scale", type=float, default=1.0, help="--hetero: size relative to ogbn-mag (1.0: 1.9M nodes, 21M edges + reverses)")
@@ -152,7 +159,8 @@ def _typed_options(args: argparse.Namespace) -> dict:
 
 
 def _preprocess_typed(args: argparse.Namespace):
-    from sparsetrain.datasets.files import _find, from_files_hetero, from_ogb_hetero
+    from sparsetrain.datasets.files import from_files_hetero
+    from sparsetrain.datasets.ogb_folder import _find, from_ogb_hetero
 
     if args.ogb is not None and _find(args.ogb / "raw", "num-node-dict") is not None:
         return from_ogb_hetero(args.ogb, args.out, split=args.ogb_split, target_type=args.target_type, **_typed_options(args))
@@ -174,7 +182,8 @@ def _preprocess_typed(args: argparse.Namespace):
 
 
 def _preprocess(args: argparse.Namespace) -> int:
-    from sparsetrain.datasets.files import from_files, from_ogb
+    from sparsetrain.datasets.files import from_files
+    from sparsetrain.datasets.ogb_folder import from_ogb
 
     typed = _preprocess_typed(args)
     if typed is not None:
@@ -187,7 +196,9 @@ def _preprocess(args: argparse.Namespace) -> int:
         extra = [n for n in ("edges", "features", "labels", "train_idx", "val_idx", "test_idx") if getattr(args, n, None)]
         if extra:
             raise SystemExit(f"error: --ogb reads everything from the folder; drop --{extra[0].replace('_', '-')}")
-        ds = from_ogb(args.ogb, args.out, split=args.ogb_split, num_nodes=args.num_nodes, **options)
+        if args.split and args.ogb_split:
+            raise DatasetError("--split and --ogb-split: choose one (a random split, or the folder's split)")
+        ds = from_ogb(args.ogb, args.out, split="random" if args.split else args.ogb_split, num_nodes=args.num_nodes, **options)
     else:
         splits = {n: getattr(args, f"{n}_idx") for n in fmt.SPLIT_NAMES if getattr(args, f"{n}_idx")}
         ds = from_files(args.out, args.edges, features=args.features, labels=args.labels, splits=splits, num_nodes=args.num_nodes, **options)
@@ -201,10 +212,15 @@ def _synth(args: argparse.Namespace) -> int:
 
     if args.hetero:
         return _synth_hetero(args)
-    missing = [f"--{n}" for n in ("nodes", "edges") if getattr(args, n) is None]
-    if missing:
-        raise DatasetError(f"synth needs {' and '.join(missing)} (or --hetero for the ogbn-mag-shaped typed graph)")
-    ds = synthesize(args.out, args.nodes, args.edges, feature_dim=args.feature_dim or 100, num_classes=args.classes or 47, **_options(args))
+    preset = {"feature_dim": 100, "classes": 47, "label_fraction": 1.0, **PRESETS.get(args.preset, {})}
+    for name in ("nodes", "edges", "feature_dim", "classes", "label_fraction", "feature_dtype", "split"):
+        if getattr(args, name) is None and name in preset:
+            setattr(args, name, preset[name])
+    for name in ("nodes", "edges"):
+        if getattr(args, name) is None:
+            raise DatasetError(f"--{name}: required (or pass --preset {'|'.join(sorted(PRESETS))})")
+    ds = synthesize(args.out, args.nodes, args.edges, feature_dim=args.feature_dim, num_classes=args.classes,
+                    label_fraction=args.label_fraction, **_options(args))
     if not args.quiet:
         print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, {ds.num_classes} classes")
     return 0
@@ -216,7 +232,7 @@ def _synth_hetero(args: argparse.Namespace) -> int:
     if args.nodes is not None or args.edges is not None or args.reorder != "none":
         raise DatasetError("--hetero sizes the graph with --scale; drop --nodes/--edges/--reorder")
     ds = synthesize_hetero(args.out, scale=args.scale, num_classes=args.classes or 349, feature_dim=args.feature_dim or 128, seed=args.seed,
-                           feature_dtype=args.feature_dtype, overwrite=args.overwrite, quiet=args.quiet)
+                           feature_dtype=args.feature_dtype or "float32", overwrite=args.overwrite, quiet=args.quiet)
     if not args.quiet:
         print(f"wrote {ds.path}: {sum(ds.num_nodes.values())} nodes of {len(ds.node_types)} types, {ds.graph.num_edges} edges of "
               f"{len(ds.edge_types)} types, target type {ds.target_type} ({ds.num_classes} classes)")

@@ -1,88 +1,217 @@
-"""Edge list -> CSC in bounded memory.
+"""Edge list -> CSC in memory bounded independently of the edge count.
 
-Two streaming passes over the edge chunks: the first counts in-degrees (and
-validates ids), the second scatters sources into their column. Columns are then
-sorted, and optionally cleaned (self loops, duplicates) in place. Memory is the
-output arrays (memory-mapped) plus one chunk and an int64 array per node.
+Pass 1 streams the edge chunks once to count in-degrees (and validate ids).
+Pass 2 streams them again and appends every directed edge, as one int64 key
+``(dst - first node of its range) * num_nodes + src``, to the scratch file of its
+destination range ("bucket"); ranges hold at most ``bucket_edges`` edges each.
+Then each bucket in turn is read, sorted, cleaned (self loops, duplicates) and
+appended to the output column arrays, which are written, never mapped.
+Memory is two int64 arrays per node plus one bucket (512 MiB at the default),
+whatever the number of edges.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numba
 import numpy as np
+
+from sparsetrain.sampling.rng import mix64
 
 EdgeChunk = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
 EdgeChunks = Callable[[], Iterator[EdgeChunk]]
 """A re-iterable edge source: each call yields ``(src, dst, weight | None)`` int64/float32 chunks."""
 
-
-@numba.njit(cache=True, nogil=True)
-def _scatter(indices, cursor, src, dst, both_directions):
-    for i in range(src.shape[0]):
-        s, d = src[i], dst[i]
-        indices[cursor[d]] = s
-        cursor[d] += 1
-        if both_directions:
-            indices[cursor[s]] = d
-            cursor[s] += 1
+BUCKET_EDGES = 1 << 26
+MAX_NODES = 3_037_000_499  # keys (dst * num_nodes + src) must fit in int64
 
 
 @numba.njit(cache=True, nogil=True)
-def _scatter_weighted(indices, weights, cursor, src, dst, w, both_directions):
+def _count(counts, src, dst, both_directions):
     for i in range(src.shape[0]):
-        s, d = src[i], dst[i]
-        indices[cursor[d]] = s
-        weights[cursor[d]] = w[i]
-        cursor[d] += 1
+        counts[dst[i]] += 1
         if both_directions:
-            indices[cursor[s]] = d
-            weights[cursor[s]] = w[i]
-            cursor[s] += 1
+            counts[src[i]] += 1
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _sort_columns(indptr, indices):
-    for v in numba.prange(indptr.shape[0] - 1):
-        indices[indptr[v] : indptr[v + 1]].sort()
+@numba.njit(cache=True, nogil=True)
+def _group_by_bucket(src, dst, w, has_weights, bucket_of_node, first_node, num_nodes, both_directions, bucket, keys, weights, offsets):
+    """Fill ``keys`` (and ``weights``) with the chunk's directed edges grouped by bucket; ``offsets[b]`` starts bucket b.
 
-
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _sort_columns_weighted(indptr, indices, weights):
-    for v in numba.prange(indptr.shape[0] - 1):
-        lo, hi = indptr[v], indptr[v + 1]
-        order = np.argsort(indices[lo:hi], kind="mergesort")
-        indices[lo:hi] = indices[lo:hi][order]
-        weights[lo:hi] = weights[lo:hi][order]
-
-
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _clean_columns(indptr, indices, weights, has_weights, drop_self_loops, drop_duplicates):
-    """Compact each sorted column in place; returns the new length of every column.
-
-    Duplicate edges are merged and their weights summed (PyG's ``coalesce``).
+    Outputs are passed in rather than returned: no arrays are boxed on the way back,
+    which keeps the call safe when a signal handler raises right after it.
     """
-    n = indptr.shape[0] - 1
-    kept = np.zeros(n, dtype=np.int64)
-    for v in numba.prange(n):
-        lo, hi = indptr[v], indptr[v + 1]
-        out = lo
-        for p in range(lo, hi):
-            u = indices[p]
-            if drop_self_loops and u == v:
-                continue
-            if drop_duplicates and out > lo and indices[out - 1] == u:
-                if has_weights:
-                    weights[out - 1] += weights[p]
-                continue
-            indices[out] = u
+    per_edge = 2 if both_directions else 1
+    m = src.shape[0] * per_edge
+    offsets[:] = 0
+    for i in range(src.shape[0]):
+        offsets[bucket_of_node[dst[i]] + 1] += 1
+        if both_directions:
+            offsets[bucket_of_node[src[i]] + 1] += 1
+    for b in range(offsets.shape[0] - 1):
+        offsets[b + 1] += offsets[b]
+    bucket[: offsets.shape[0] - 1] = offsets[:-1]
+    for j in range(m):
+        i = j // per_edge
+        s, d = (src[i], dst[i]) if j % per_edge == 0 else (dst[i], src[i])
+        b = bucket_of_node[d]
+        p = bucket[b]
+        keys[p] = (d - first_node[b]) * num_nodes + s
+        if has_weights:
+            weights[p] = w[i]
+        bucket[b] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _clean_bucket(keys, weights, has_weights, num_nodes, first_node, degrees, drop_self_loops, drop_duplicates, result):
+    """Compact sorted keys in place into source ids; count each column; hash the distinct edges both ways.
+
+    ``result`` (uint64[3]) receives the kept count and the two hashes.
+
+    Duplicate edges are merged and their weights summed (PyG's ``coalesce``). The two
+    hashes are sums of a bijective mixer over every distinct edge as (src, dst) and as
+    (dst, src): equal exactly when the edge set equals its reverse, up to a 2**-64 chance.
+    """
+    out = 0
+    forward = np.uint64(0)
+    backward = np.uint64(0)
+    n = np.uint64(num_nodes)
+    previous = -1
+    for p in range(keys.shape[0]):
+        key = keys[p]  # read before the slot is overwritten below (out <= p)
+        d = key // num_nodes
+        s = key - d * num_nodes
+        v = d + first_node
+        distinct = key != previous
+        previous = key
+        if drop_self_loops and s == v:
+            continue
+        if drop_duplicates and not distinct:
             if has_weights:
-                weights[out] = weights[p]
-            out += 1
-        kept[v] = out - lo
-    return kept
+                weights[out - 1] += weights[p]
+            continue
+        if distinct:
+            forward += mix64(np.uint64(s) * n + np.uint64(v))
+            backward += mix64(np.uint64(v) * n + np.uint64(s))
+        keys[out] = s
+        if has_weights:
+            weights[out] = weights[p]
+        degrees[d] += 1
+        out += 1
+    result[0] = out
+    result[1] = forward
+    result[2] = backward
+
+
+def count_in_degrees(chunks: EdgeChunks, num_nodes: int | None, undirected: bool, check: Callable, on_chunk=None) -> np.ndarray:
+    """Pass 1: in-degree of every node (both directions when ``undirected``).
+
+    ``check(src, dst, weight, first_row)`` validates a chunk before any of its ids
+    is used. When ``num_nodes`` is not known in advance the count array grows to
+    the largest id at either end of an edge, so no source id lies past the last node.
+    """
+    counts = np.zeros(num_nodes or 0, dtype=np.int64)
+    row = 0
+    for src, dst, w in chunks():
+        check(src, dst, w, row)
+        row += len(src)
+        if len(src):
+            need = max(int(src.max()), int(dst.max())) + 1
+            if need > len(counts):
+                counts = np.concatenate([counts, np.zeros(need - len(counts), dtype=np.int64)])
+            _count(counts, src, dst, undirected)
+        if on_chunk is not None:
+            on_chunk(len(src))
+    return counts
+
+
+def bucket_ranges(counts: np.ndarray, bucket_edges: int | None = None) -> np.ndarray:
+    """First node of each destination range (plus ``num_nodes`` at the end); a range holds at most
+    ``bucket_edges`` (default :data:`BUCKET_EDGES`) in-edges unless one node alone has more."""
+    bucket_edges = bucket_edges or BUCKET_EDGES
+    total = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=total[1:])
+    firsts = [0]
+    while firsts[-1] < len(counts):
+        start = firsts[-1]
+        end = int(np.searchsorted(total, total[start] + bucket_edges, side="right")) - 1
+        firsts.append(min(len(counts), max(start + 1, end)))
+    return np.asarray(firsts, dtype=np.int64)
+
+
+def write_buckets(chunks: EdgeChunks, firsts: np.ndarray, num_nodes: int, undirected: bool, weighted: bool, scratch: Callable[[str], Path], on_chunk=None) -> list[tuple[Path, Path | None]]:
+    """Pass 2: append every directed edge's key (and weight) to its bucket's scratch files."""
+    num_buckets = len(firsts) - 1
+    bucket_of = np.repeat(np.arange(num_buckets, dtype=np.int32), np.diff(firsts))
+    paths = [(scratch(f"bucket{b}.keys"), scratch(f"bucket{b}.weights") if weighted else None) for b in range(num_buckets)]
+    files = [(open(k, "wb"), open(w, "wb") if w else None) for k, w in paths]
+    no_weights = np.zeros(0, dtype=np.float32)
+    cursor = np.zeros(num_buckets, dtype=np.int64)
+    offsets = np.zeros(num_buckets + 1, dtype=np.int64)
+    try:
+        for src, dst, w in chunks():
+            m = len(src) * (2 if undirected else 1)
+            keys = np.empty(m, dtype=np.int64)
+            weights = np.empty(m, dtype=np.float32) if weighted else no_weights
+            _group_by_bucket(src, dst, no_weights if w is None else w, weighted, bucket_of, firsts, num_nodes, undirected, cursor, keys, weights, offsets)
+            for b in np.flatnonzero(np.diff(offsets)):
+                keys[offsets[b] : offsets[b + 1]].tofile(files[b][0])
+                if weighted:
+                    weights[offsets[b] : offsets[b + 1]].tofile(files[b][1])
+            if on_chunk is not None:
+                on_chunk(len(src))
+    finally:
+        for k, w in files:
+            k.close()
+            if w is not None:
+                w.close()
+    return paths
+
+
+@dataclass
+class ColumnsWritten:
+    """What :func:`assemble_columns` produced: column pointers, edge count and whether the edge set is symmetric."""
+
+    indptr: np.ndarray
+    num_edges: int
+    symmetric: bool
+
+
+def assemble_columns(buckets: list[tuple[Path, Path | None]], firsts: np.ndarray, num_nodes: int, indices, weights, drop_self_loops: bool, drop_duplicates: bool, on_bucket=None) -> ColumnsWritten:
+    """Sort and clean each bucket, append its columns to ``indices`` / ``weights`` (:class:`ArrayFile`), delete it."""
+    degrees = np.zeros(num_nodes, dtype=np.int64)
+    forward = backward = 0  # sums modulo 2**64 (Python ints: NumPy scalars warn on the intended wrap-around)
+    result = np.zeros(3, dtype=np.uint64)
+    written = 0
+    for b, (key_path, weight_path) in enumerate(buckets):
+        keys = np.fromfile(key_path, dtype=np.int64)
+        w = np.fromfile(weight_path, dtype=np.float32) if weight_path else np.zeros(0, dtype=np.float32)
+        if weight_path:
+            order = np.argsort(keys, kind="stable")
+            keys, w = keys[order], w[order]
+            del order
+        else:
+            keys.sort()
+        lo = int(firsts[b])
+        _clean_bucket(keys, w, weight_path is not None, num_nodes, lo, degrees[lo : int(firsts[b + 1])], drop_self_loops, drop_duplicates, result)
+        kept = int(result[0])
+        forward, backward = (forward + int(result[1])) % 2**64, (backward + int(result[2])) % 2**64
+        indices.append(keys[:kept].astype(indices.dtype))
+        if weight_path:
+            weights.append(w[:kept])
+        written += kept
+        del keys, w
+        key_path.unlink()
+        if weight_path:
+            weight_path.unlink()
+        if on_bucket is not None:
+            on_bucket(1)
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(degrees, out=indptr[1:])
+    return ColumnsWritten(indptr, written, bool(forward == backward))
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -112,24 +241,9 @@ def _write_columns(new_indptr, out_indices, out_weights, old_indptr, old_indices
                     out_weights[dst + p - lo] = old_weights[p]
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _count_asymmetric(indptr, indices):
-    """Number of edges u -> v whose reverse v -> u is absent (columns must be sorted)."""
-    n = indptr.shape[0] - 1
-    missing = np.zeros(n, dtype=np.int64)
-    for v in numba.prange(n):
-        for p in range(indptr[v], indptr[v + 1]):
-            u = indices[p]
-            column = indices[indptr[u] : indptr[u + 1]]
-            k = np.searchsorted(column, v)
-            if k == column.shape[0] or column[k] != v:
-                missing[v] += 1
-    return missing.sum()
-
-
 @dataclass
 class RawCSC:
-    """CSC arrays before they are written into the dataset (may live in scratch memmaps)."""
+    """CSC arrays in memory or memory-mapped (the reorderings and the partitioner read them)."""
 
     indptr: np.ndarray
     indices: np.ndarray
@@ -146,81 +260,9 @@ class RawCSC:
     def degrees(self) -> np.ndarray:
         return np.diff(self.indptr)
 
-    def is_symmetric(self) -> bool:
-        return _count_asymmetric(self.indptr, self.indices) == 0
-
-
-def count_in_degrees(chunks: EdgeChunks, num_nodes: int | None, undirected: bool, check: Callable, on_chunk=None) -> np.ndarray:
-    """Pass 1: in-degree of every node (both directions when ``undirected``).
-
-    ``check(src, dst, weight, first_row)`` validates a chunk before any of its ids
-    is used. When ``num_nodes`` is not known in advance the count array grows to
-    the largest id at either end of an edge, so no source id lies past the last node.
-    """
-    counts = np.zeros(num_nodes or 0, dtype=np.int64)
-    row = 0
-    for src, dst, w in chunks():
-        check(src, dst, w, row)
-        row += len(src)
-        if len(src):
-            need = max(int(src.max()), int(dst.max())) + 1
-            if need > len(counts):
-                counts = np.concatenate([counts, np.zeros(need - len(counts), dtype=np.int64)])
-            for ids in [dst, src] if undirected else [dst]:
-                counts += np.bincount(ids, minlength=len(counts))
-        if on_chunk is not None:
-            on_chunk(len(src))
-    return counts
-
-
-def fill_columns(chunks: EdgeChunks, counts: np.ndarray, indices: np.ndarray, weights: np.ndarray | None, undirected: bool, on_chunk=None) -> np.ndarray:
-    """Pass 2: scatter every edge's source into its column; returns ``indptr``."""
-    indptr = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    cursor = indptr[:-1].copy()
-    for src, dst, w in chunks():
-        if weights is None:
-            _scatter(indices, cursor, src, dst, undirected)
-        else:
-            _scatter_weighted(indices, weights, cursor, src, dst, w, undirected)
-        if on_chunk is not None:
-            on_chunk(len(src))
-    return indptr
-
-
-def sort_and_clean(csc: RawCSC, drop_self_loops: bool, drop_duplicates: bool) -> RawCSC:
-    """Sort every column; drop self loops / merge duplicates in place when asked."""
-    has_weights = csc.weights is not None
-    if has_weights:
-        _sort_columns_weighted(csc.indptr, csc.indices, csc.weights)
-    else:
-        _sort_columns(csc.indptr, csc.indices)
-    if not (drop_self_loops or drop_duplicates):
-        return csc
-    weights = csc.weights if has_weights else np.zeros(0, dtype=np.float32)
-    kept = _clean_columns(csc.indptr, csc.indices, weights, has_weights, drop_self_loops, drop_duplicates)
-    # Move the compacted columns left; sequential, so no column overwrites one not yet moved.
-    new_indptr = np.zeros_like(csc.indptr)
-    np.cumsum(kept, out=new_indptr[1:])
-    _compact(csc.indptr, new_indptr, csc.indices, weights, has_weights)
-    return RawCSC(new_indptr, csc.indices, csc.weights)
-
-
-@numba.njit(cache=True, nogil=True)
-def _compact(old_indptr, new_indptr, indices, weights, has_weights):
-    for v in range(old_indptr.shape[0] - 1):
-        lo, dst = old_indptr[v], new_indptr[v]
-        for j in range(new_indptr[v + 1] - dst):
-            indices[dst + j] = indices[lo + j]
-            if has_weights:
-                weights[dst + j] = weights[lo + j]
-
 
 def write_permuted(csc: RawCSC, out_indptr: np.ndarray, out_indices: np.ndarray, out_weights: np.ndarray | None, order: np.ndarray | None) -> None:
-    """Write ``csc`` into the output arrays; with ``order`` (new id -> old id) relabel the nodes.
-
-    ``csc.indptr`` may describe compacted columns; only ``num_edges`` entries are copied.
-    """
+    """Write ``csc`` into the output arrays; with ``order`` (new id -> old id) relabel the nodes."""
     n = csc.num_nodes
     degrees = csc.degrees()
     relabel = order is not None

@@ -130,7 +130,7 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
                 i = int(np.flatnonzero(bad)[0])
                 raise DatasetError(f"{folder / fmt.EDGE_WEIGHT}: entry {lo + i} is {part[i]}, edge weights must be finite and >= 0; {_REBUILD}")
     if ds.labels is not None:
-        check_range(folder / fmt.LABELS, ds.labels.numpy(), 0, ds.num_classes, "label", chunk)
+        check_range(folder / fmt.LABELS, ds.labels.numpy(), -1, ds.num_classes, "label", chunk)
     for name, idx in ds.split.items():
         file = folder / fmt.split_file(name)
         check_range(file, idx.numpy(), 0, n, "node", chunk)
@@ -244,7 +244,7 @@ _GRAPH_FILES = {"indptr": fmt.INDPTR, "indices": fmt.INDICES, "weights": fmt.EDG
 
 
 def _check_feature_array(folder: Path, meta: dict) -> None:
-    array = fmt.open_array(folder, fmt.FEATURES, meta)  # same checks (and errors) as every other array
+    array = fmt.open_array(folder, fmt.FEATURES, meta, readonly=True)  # same checks (and errors) as every other array
     if str(array.dtype) not in fmt.FEATURE_DTYPES or array.ndim != 2 or len(array) != meta["num_nodes"]:
         raise DatasetError(
             f"{folder / fmt.FEATURES}: holds {array.dtype}{list(array.shape)} but the format needs "

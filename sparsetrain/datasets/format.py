@@ -10,7 +10,7 @@ Layout (format version 1)::
     edge_features.npy   float32|float16 [num_edges, edge_feature_dim]   optional, in CSC edge order
                                                 (row k = the edge at position k of indices)
     features.npy        float32|float16 [num_nodes, feature_dim]   optional
-    labels.npy          int64 [num_nodes]       optional
+    labels.npy          int64 [num_nodes]       optional; -1 = no label (never in a split)
     train_idx.npy, val_idx.npy, test_idx.npy    int64, sorted   optional
     original_ids.npy    int64 [num_nodes]       optional: original id of each node when
                                                 the nodes were reordered
@@ -192,11 +192,13 @@ def _check_link_meta(meta: dict, path: Path) -> None:
             raise DatasetError(f"{path}: field 'link_split': {name!r} has 'neg_per_pos' {k!r}, not a count or null; {_DAMAGED}")
 
 
-def open_array(folder: Path, name: str, meta: dict, *, mmap: bool = True) -> np.ndarray:
+def open_array(folder: Path, name: str, meta: dict, *, mmap: bool = True, readonly: bool = False) -> np.ndarray:
     """Memory-map one array file (``mmap=False``: read it into memory) and check its dtype and shape against ``meta.json``.
 
     Mapped copy-on-write: reads share the page cache, and a stray in-place write
-    in user code can never reach the file.
+    in user code can never reach the file. ``readonly`` maps it read-only instead: a
+    copy-on-write mapping is charged against the commit limit (RAM + swap), so one larger
+    than that (papers100M's 28 GiB of features on a 24 GiB machine) fails with ENOMEM.
     """
     path = folder / name
     entry = meta["files"].get(name)
@@ -205,7 +207,7 @@ def open_array(folder: Path, name: str, meta: dict, *, mmap: bool = True) -> np.
     if not path.is_file():
         raise DatasetError(f"{path}: missing; the dataset is incomplete, re-run `sparsetrain preprocess`")
     try:
-        array = np.load(path, mmap_mode="c" if mmap else None, allow_pickle=False)
+        array = np.load(path, mmap_mode=("r" if readonly else "c") if mmap else None, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise DatasetError(f"{path}: cannot be read as .npy ({exc}); the file is truncated or damaged, re-run `sparsetrain preprocess`") from None
     if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:

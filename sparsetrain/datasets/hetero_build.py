@@ -147,6 +147,7 @@ def build_hetero_dataset(
                     raise DatasetError(f"edge type {key} is given twice; merge its edge lists into one")
                 _write_edge_type(writer, key, s, d, counts, feats, meta)
                 written.append(key)
+        unlabelled: dict[str, np.ndarray] = {}
         for t, node in node_types.items():
             entry = {"num_nodes": counts[t], "feature_dim": 0, "feature_dtype": None, "num_classes": None}
             where = f"the {counts[t]} {t!r} nodes"
@@ -154,12 +155,13 @@ def build_hetero_dataset(
                 entry["feature_dim"] = _write_features(writer, node.features, counts[t], where, None, build, hfmt.node_file(t, "features"))
                 entry["feature_dtype"] = options.feature_dtype
             if node.labels is not None:
-                entry["num_classes"] = _write_labels(writer, node.labels, counts[t], where, None, node.num_classes, hfmt.node_file(t, "labels"))
+                entry["num_classes"], unlabelled[t] = _write_labels(writer, node.labels, counts[t], where, None, node.num_classes,
+                                                                    hfmt.node_file(t, "labels"))
             meta["node_types"][t] = entry
         if target_type is not None:
-            split_arrays = _read_splits(splits or {}, counts[target_type])
+            split_arrays = _read_splits(splits or {}, counts[target_type], unlabelled.get(target_type))
             if not split_arrays and node_types[target_type].labels is not None:
-                split_arrays = _random_split(counts[target_type], options.split_fractions, options.seed)
+                split_arrays = _random_split(counts[target_type], unlabelled[target_type], options.split_fractions, options.seed)
                 meta["splits_from"] = {"random": list(options.split_fractions), "seed": options.seed}
             for name, idx in split_arrays.items():
                 writer.save_array(fmt.split_file(name), np.sort(idx))

@@ -275,10 +275,15 @@ class EdgeListReader:
         array = _open_npy(self.path)
         pairs_first = array.shape[0] == 2 and array.shape[1] != 2
         total = array.shape[1] if pairs_first else array.shape[0]
+        two_rows = pairs_first == bool(array.flags.c_contiguous)  # all sources, then all destinations, on disk
         for lo in range(0, total, self.chunk_rows):
-            hi = min(lo + self.chunk_rows, total)
-            block = array[:, lo:hi] if pairs_first else array[lo:hi].T
-            yield (_to_int64(self.path, block[0], "src", lo, self.where), _to_int64(self.path, block[1], "dst", lo, self.where), None)
+            n = min(self.chunk_rows, total - lo)
+            if two_rows:
+                src, dst = _read_flat(self.path, array, lo, n), _read_flat(self.path, array, total + lo, n)
+            else:
+                block = _read_flat(self.path, array, 2 * lo, 2 * n).reshape(n, 2)
+                src, dst = block[:, 0], block[:, 1]
+            yield (_to_int64(self.path, src, "src", lo, self.where), _to_int64(self.path, dst, "dst", lo, self.where), None)
 
 
 def _parquet_file(path: Path) -> pq.ParquetFile:
@@ -304,6 +309,18 @@ def _open_npy(path: Path) -> np.ndarray:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise DatasetError(f"{path}: not a readable .npy file ({exc}); save it with numpy.save") from None
+
+
+def _read_flat(path: Path, array: np.memmap, first: int, count: int) -> np.ndarray:
+    """Elements ``first ... first + count`` of a .npy's data in storage order, by a plain read.
+
+    Not through the mapping: mapped pages would stay in this process's RSS as a pass
+    streams through the file; read ones stay only in the page cache.
+    """
+    data = np.fromfile(path, dtype=array.dtype, count=count, offset=array.offset + first * array.dtype.itemsize)
+    if len(data) != count:
+        raise DatasetError(f"{path}: ends before element {first + count}; the file is truncated, save it again with numpy.save")
+    return data
 
 
 def _to_int64(path: Path, values: np.ndarray, name: str, first_row: int, where) -> np.ndarray:
@@ -377,9 +394,14 @@ class NodeTableReader:
     def __call__(self) -> Iterator[np.ndarray]:
         if self.kind == "npy":
             array = _open_npy(self.path)
+            width = int(np.prod(array.shape[1:], dtype=np.int64))
             for lo in range(0, array.shape[0], self.chunk_rows):
-                chunk = np.asarray(array[lo : lo + self.chunk_rows])
-                yield chunk.reshape(len(chunk), -1) if self.role == "features" else chunk.reshape(-1)
+                n = min(self.chunk_rows, array.shape[0] - lo)
+                if array.flags.c_contiguous:
+                    chunk = _read_flat(self.path, array, lo * width, n * width).reshape(n, width)
+                else:  # Fortran order: rows are strided on disk
+                    chunk = np.asarray(array[lo : lo + n]).reshape(n, width)
+                yield chunk if self.role == "features" else chunk.reshape(-1)
             return
         row = 0
         if self.kind == "parquet":

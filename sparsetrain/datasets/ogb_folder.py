@@ -1,0 +1,325 @@
+"""Import an OGB node-property folder, in either layout OGB ships, without the ``ogb`` package.
+
+Binary layout (what ``ogb.io.DatasetSaver`` writes; ogbn-papers100M ships this way)::
+
+    raw/data.npz         edge_index int64 [2, E], num_nodes_list int64 [1], node_feat float32 [N, D], ...
+    raw/node-label.npz   node_label [N, 1] (float; NaN = no label)
+    split/<name>/split_dict.pt   {"train", "valid", "test"} index arrays (loaded with weights_only=True)
+    RELEASE_v<k>.txt, mapping/   provenance only
+
+CSV layout: ``raw/edge.csv.gz``, ``raw/num-node-list.csv.gz``, ``raw/node-feat.csv.gz``,
+``raw/node-label.csv.gz``, ``split/<name>/{train,valid,test}.csv.gz``.
+
+Node features, labels and all three split parts are required: a folder without them is
+an error naming what is missing (``split="random"`` draws a random split instead).
+Every array is streamed in chunks (see :mod:`~sparsetrain.datasets.npz`).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sparsetrain.datasets import hetero_format as hfmt
+from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
+from sparsetrain.datasets.dataset import GraphDataset
+from sparsetrain.datasets.files import _edge_source
+from sparsetrain.datasets.hetero_build import EdgeTypeSource, HeteroBuildOptions, NodeTypeSource, build_hetero_dataset
+from sparsetrain.datasets.npz import NpzMember
+from sparsetrain.datasets.readers import CHUNK_ROWS, EdgeListReader, NodeTableReader, first_non_integer
+from sparsetrain.datasets.ogb_link import is_link_split_dir, read_ogb_edge_splits
+from sparsetrain.errors import DatasetError
+from sparsetrain.sampling.hetero_graph import EdgeType
+
+_SPLIT_PARTS = {"train": "train", "val": "valid", "test": "test"}
+_RANDOM_HINT = "pass --split random (split='random' in Python) to draw a random split of the labelled nodes instead"
+
+
+def _find(folder: Path, stem: str) -> Path | None:
+    for suffix in (".csv.gz", ".csv"):
+        if (folder / f"{stem}{suffix}").is_file():
+            return folder / f"{stem}{suffix}"
+    return None
+
+
+def _csv_count(path: Path) -> int | None:
+    if not path.is_file():
+        return None
+    values = np.concatenate(list(NodeTableReader(path, "index")()))
+    if len(values) != 1:
+        raise DatasetError(f"{path}: holds {len(values)} values; OGB stores a single graph's count here (multi-graph datasets are not node-property datasets)")
+    if first_non_integer(values) is not None or values[0] < 1:
+        raise DatasetError(f"{path}: holds {values[0]}; the node count must be a positive whole number (fix the file or pass --num-nodes)")
+    return int(values[0])
+
+
+def _labels_as_ints(chunk: np.ndarray) -> np.ndarray:
+    """OGB stores labels as floats with NaN for nodes without one; those become -1."""
+    chunk = np.asarray(chunk).reshape(-1)
+    if np.issubdtype(chunk.dtype, np.floating):
+        chunk = np.where(np.isnan(chunk), -1.0, chunk)
+    return chunk
+
+
+# ---------------------------------------------------------------- binary layout
+
+def _member(path: Path, name: str, what: str) -> NpzMember:
+    if name not in NpzMember.names(path):
+        raise DatasetError(f"{path}: holds no {name} ({what}); an OGB node-property folder needs it (download the dataset again)")
+    return NpzMember(path, name)
+
+
+def _binary_sources(raw: Path, num_nodes: int | None) -> tuple[EdgeSource, int, Source, Source]:
+    data = raw / "data.npz"
+    edges = _member(data, "edge_index", "the edges")
+    if len(edges.shape) != 2 or edges.shape[0] != 2 or edges.dtype.kind not in "iu":
+        raise DatasetError(f"{edges.label}: is {edges.dtype}{list(edges.shape)}; OGB's edge_index is an integer array of shape [2, num_edges]")
+    if num_nodes is None:
+        counts = _member(data, "num_nodes_list", "the node count")
+        values = counts.read().reshape(-1)
+        if len(values) != 1 or values.dtype.kind not in "iu" or values[0] < 1:
+            raise DatasetError(f"{counts.label}: holds {values.tolist()[:4]}; a node-property dataset has one graph with a positive node count")
+        num_nodes = int(values[0])
+    num_edges = edges.shape[1]
+
+    def edge_chunks():
+        # [2, E] in C order: all sources, then all destinations; two streams side by side
+        for src, dst in zip(edges.elements(0, num_edges, CHUNK_ROWS), edges.elements(num_edges, num_edges, CHUNK_ROWS), strict=True):
+            yield src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False), None
+
+    names = NpzMember.names(data)
+    if "node_feat" not in names:
+        raise DatasetError(f"{data}: holds no node_feat (arrays: {', '.join(names)}); the node features are missing, this importer needs them")
+    feats = NpzMember(data, "node_feat")
+    if len(feats.shape) != 2 or feats.dtype.kind not in "iuf":
+        raise DatasetError(f"{feats.label}: is {feats.dtype}{list(feats.shape)}; node features must be numbers of shape [num_nodes, dim]")
+    label_file = raw / "node-label.npz"
+    if not label_file.is_file():
+        raise DatasetError(f"{label_file}: missing; the node labels are missing, an OGB node-property folder has raw/node-label.npz")
+    labels = _member(label_file, "node_label", "the node labels")
+    if labels.dtype.kind not in "iuf" or len(labels.shape) not in (1, 2) or (len(labels.shape) == 2 and labels.shape[1] != 1):
+        raise DatasetError(f"{labels.label}: is {labels.dtype}{list(labels.shape)}; one class label per node ([num_nodes] or [num_nodes, 1]) is supported")
+    where = lambda row: f"row {row}"  # noqa: E731
+    return (
+        EdgeSource(edges.label, edge_chunks, num_edges, lambda row: f"edge {row}"),
+        num_nodes,
+        Source(feats.label, lambda: feats.rows(max(1, (1 << 26) // max(1, feats.dtype.itemsize * feats.shape[1]))), feats.shape[0], where),
+        Source(labels.label, lambda: (_labels_as_ints(c) for c in labels.rows(CHUNK_ROWS)), labels.shape[0], where),
+    )
+
+
+def _load_split_dict(path: Path) -> dict:
+    """``split_dict.pt`` as OGB writes it (NumPy arrays or tensors), without running pickled code."""
+    reconstruct = np._core.multiarray._reconstruct
+    allowed = [reconstruct, (reconstruct, "numpy.core.multiarray._reconstruct"), np.ndarray, np.dtype,
+               *(getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith("DType"))]
+    try:
+        with torch.serialization.safe_globals(allowed):
+            split = torch.load(path, weights_only=True)
+    except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError, ... for a damaged file
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DatasetError(f"{path}: cannot be read as OGB's split_dict.pt ({text}); download the dataset again") from None
+    if not isinstance(split, dict):
+        raise DatasetError(f"{path}: holds a {type(split).__name__}, not a dict with 'train', 'valid' and 'test'; download the dataset again")
+    return split
+
+
+def _split_sources(folder: Path) -> dict[str, Source]:
+    pt = folder / "split_dict.pt"
+    sources = {}
+    if pt.is_file():
+        split = _load_split_dict(pt)
+        for ours, theirs in _SPLIT_PARTS.items():
+            if theirs not in split:
+                raise DatasetError(f"{pt}: has no {theirs!r} part (keys: {', '.join(map(str, split))}); OGB splits have train, valid and test")
+            part = split[theirs]
+            values = part.numpy() if isinstance(part, torch.Tensor) else np.asarray(part)
+            sources[ours] = Source.from_array(f"{pt}[{theirs}]", values.reshape(-1))
+        return sources
+    for ours, theirs in _SPLIT_PARTS.items():
+        found = _find(folder, theirs)
+        if found is None:
+            raise DatasetError(f"{folder}: has no {theirs}.csv.gz (nor split_dict.pt); OGB splits have train, valid and test parts")
+        sources[ours] = Source.from_reader(NodeTableReader(found, "index"))
+    return sources
+
+
+def _release(root: Path) -> str | None:
+    versions = [m.group(1) for p in root.glob("RELEASE_v*.txt") if (m := re.fullmatch(r"RELEASE_v(\d+)\.txt", p.name))]
+    return max(versions, key=int) if versions else None
+
+
+def _split_dir(root: Path, split: str | None) -> Path:
+    """The folder under ``split/`` to use: ``split`` by name, else the first; an error naming the fix when there is none."""
+    split_root = root / "split"
+    split_dirs = sorted(p for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
+    if not split_dirs:
+        raise DatasetError(f"{split_root}: no split folder; an OGB folder ships split/<name>/ (split_dict.pt or train/valid/test.csv.gz); {_RANDOM_HINT}")
+    if split is None:
+        return split_dirs[0]
+    named = [p for p in split_dirs if p.name == split]
+    if not named:
+        raise DatasetError(f"{split_root / split}: no such split folder; available: {', '.join(p.name for p in split_dirs)}")
+    return named[0]
+
+
+def _from_ogb_link(root: Path, out_dir, split_dir: Path, num_nodes: int | None, options: dict) -> GraphDataset:
+    """An OGB link-property folder: ``raw/edge.csv.gz`` is the training graph, ``split/<name>/{train,valid,test}.pt`` the edge splits."""
+    raw = root / "raw"
+    edge_file = _find(raw, "edge")
+    if edge_file is None:
+        raise DatasetError(f"{raw}: no edge.csv.gz; an OGB link-property folder has raw/edge.csv.gz (download it with the ogb package elsewhere)")
+    num_nodes = num_nodes or _csv_count(raw / "num-node-list.csv.gz") or _csv_count(raw / "num-node-list.csv")
+    feat_file, label_file = _find(raw, "node-feat"), _find(raw, "node-label")
+    return build_dataset(
+        out_dir,
+        _edge_source(edge_file),
+        num_nodes=num_nodes,
+        features=None if feat_file is None else Source.from_reader(NodeTableReader(feat_file, "features")),
+        labels=None if label_file is None else Source.from_reader(NodeTableReader(label_file, "labels")),
+        options=BuildOptions(**options),
+        provenance={"importer": "ogb-link", "folder": str(root), "split": split_dir.name},
+        edge_splits=read_ogb_edge_splits(split_dir),
+    )
+
+
+def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: str | None = None, **options) -> GraphDataset:
+    """Import an OGB node-property folder (binary ``raw/data.npz`` layout or CSV layout), a heterogeneous one
+    (``raw/num-node-dict.csv.gz``, e.g. ogbn-mag: :func:`from_ogb_hetero`) or a link-property one
+    (``split/<name>/{train,valid,test}.pt``, see :mod:`sparsetrain.datasets.ogb_link`).
+
+    ``split`` names the folder under ``split/`` (default: the only/first one), or is
+    ``"random"`` to draw a random split of the labelled nodes by ``split_fractions``.
+    Edges are taken as stored; pass ``undirected=True`` for datasets OGB symmetrises
+    (``add_inverse_edge`` in its master table, e.g. ogbn-products, ogbn-proteins).
+    Options are :class:`BuildOptions` fields and ``num_nodes``.
+    """
+    root = Path(ogb_dir)
+    raw = root / "raw"
+    num_nodes = options.pop("num_nodes", None)
+    if not root.is_dir():
+        raise DatasetError(f"{root}: no such folder; --ogb takes an OGB dataset folder (with raw/ and split/)")
+    if _find(raw, "num-node-dict") is not None:
+        return from_ogb_hetero(root, out_dir, split=split, **options)
+    split_dir = None if split == "random" else _split_dir(root, split)
+    if split_dir is not None and is_link_split_dir(split_dir):
+        return _from_ogb_link(root, out_dir, split_dir, num_nodes, options)
+    if (raw / "data.npz").is_file():
+        layout = "binary"
+        edges, num_nodes, features, labels = _binary_sources(raw, num_nodes)
+    else:
+        layout = "csv"
+        edge_file = _find(raw, "edge")
+        if edge_file is None:
+            raise DatasetError(f"{raw}: has neither data.npz nor edge.csv.gz; an OGB node-property folder has one of them (download it with the ogb package elsewhere)")
+        num_nodes = num_nodes or _csv_count(raw / "num-node-list.csv.gz") or _csv_count(raw / "num-node-list.csv")
+        reader = EdgeListReader(edge_file)
+        edges = EdgeSource(str(edge_file), reader, reader.num_rows(), reader.where, weighted=reader.weighted)
+        feat_file, label_file = _find(raw, "node-feat"), _find(raw, "node-label")
+        if feat_file is None:
+            raise DatasetError(f"{raw}: has no node-feat.csv.gz; the node features are missing, this importer needs them")
+        if label_file is None:
+            raise DatasetError(f"{raw}: has no node-label.csv.gz; the node labels are missing, an OGB node-property folder has them")
+        features = Source.from_reader(NodeTableReader(feat_file, "features"))
+        label_reader = NodeTableReader(label_file, "labels")
+        labels = Source(str(label_file), lambda: (_labels_as_ints(c) for c in label_reader()), label_reader.num_rows(), label_reader.where)
+
+    splits = {}
+    if split_dir is not None:
+        splits = _split_sources(split_dir)
+        split = split_dir.name
+
+    return build_dataset(
+        out_dir,
+        edges,
+        num_nodes=num_nodes,
+        features=features,
+        labels=labels,
+        splits=splits,
+        options=BuildOptions(**options),
+        provenance={"importer": "ogb", "folder": str(root), "layout": layout, "split": split, "release": _release(root),
+                    "mapping": (root / "mapping").is_dir()},
+    )
+
+
+def _read_count_dict(path: Path) -> dict[str, int]:
+    """OGB's ``num-node-dict.csv.gz``: a header of node types and one row of counts."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            rows = [r for r in csv.reader(f) if r]
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
+        raise DatasetError(f"{path}: cannot be read ({exc}); it must be OGB's CSV of node types and counts") from None
+    if len(rows) != 2 or len(rows[0]) != len(rows[1]):
+        raise DatasetError(f"{path}: expected a header of node types and one row of counts (OGB's num-node-dict); got {len(rows)} rows")
+    counts = {}
+    for name, value in zip(rows[0], rows[1]):
+        try:
+            counts[hfmt.check_type_name(name.strip(), f"{path}: node type")] = int(value)
+        except ValueError:
+            raise DatasetError(f"{path}: count {value!r} of node type {name!r} is not a whole number; fix the file") from None
+    return counts
+
+
+def _ogb_split_file(split_dir: Path, node_type: str, part: str) -> Path | None:
+    """OGB stores ``<split>/<type>/<part>.csv.gz``; ``<split>/<part>/<type>.csv.gz`` is accepted too."""
+    return _find(split_dir / node_type, part) or _find(split_dir / part, node_type)
+
+
+def from_ogb_hetero(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: str | None = None,
+                    target_type: str | None = None, **options):
+    """Import an OGB heterogeneous node-property folder in the ogbn-mag CSV layout (``raw/num-node-dict.csv.gz``,
+    ``raw/relations/<src>___<rel>___<dst>/edge.csv.gz``, ``raw/node-feat/<type>/node-feat.csv.gz``,
+    ``raw/node-label/<type>/node-label.csv.gz``, ``split/<name>/<type>/{train,valid,test}.csv.gz``) without the ``ogb`` package.
+
+    Edges are taken as stored; ``add_reverse=True`` adds ``rev_<rel>`` edge types (as PyG's ``OGB_MAG`` with ``ToUndirected``).
+    """
+    root = Path(ogb_dir)
+    raw = root / "raw"
+    count_file = _find(raw, "num-node-dict")
+    if count_file is None:
+        raise DatasetError(f"{raw}: no num-node-dict.csv.gz; an OGB heterogeneous folder has raw/num-node-dict.csv.gz and raw/relations/")
+    counts = _read_count_dict(count_file)
+    nodes = {}
+    for t, n in counts.items():
+        feat = _find(raw / "node-feat" / t, "node-feat")
+        label = _find(raw / "node-label" / t, "node-label")
+        nodes[t] = NodeTypeSource(num_nodes=n, features=None if feat is None else Source.from_reader(NodeTableReader(feat, "features")),
+                                  labels=None if label is None else Source.from_reader(NodeTableReader(label, "labels")))
+    relations = raw / "relations"
+    edges: dict[EdgeType, EdgeTypeSource] = {}
+    for folder in sorted(p for p in relations.iterdir() if p.is_dir()) if relations.is_dir() else []:
+        parts = folder.name.split(hfmt.SEPARATOR)
+        if len(parts) != 3:
+            raise DatasetError(f"{folder}: a relation folder is named <src>___<rel>___<dst>; rename it")
+        edge_file = _find(folder, "edge")
+        if edge_file is None:
+            raise DatasetError(f"{folder}: no edge.csv.gz; every relation folder needs its edge list")
+        edges[tuple(parts)] = EdgeTypeSource(_edge_source(edge_file))
+    if not edges:
+        raise DatasetError(f"{relations}: no relation folders; an OGB heterogeneous folder has raw/relations/<src>___<rel>___<dst>/edge.csv.gz")
+    labelled = [t for t, node in nodes.items() if node.labels is not None]
+    if target_type is None:
+        if len(labelled) != 1:
+            raise DatasetError(f"{raw / 'node-label'}: {len(labelled)} node types have labels ({labelled}); pass --target-type to choose one")
+        target_type = labelled[0]
+    split_root = root / "split"
+    split_dirs = sorted(p for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
+    if split is not None:
+        split_dirs = [p for p in split_dirs if p.name == split]
+        if not split_dirs:
+            raise DatasetError(f"{split_root / split}: no such split folder; available: {', '.join(p.name for p in sorted(split_root.iterdir())) or 'none'}")
+    splits = {}
+    if split_dirs:
+        for ours, theirs in (("train", "train"), ("val", "valid"), ("test", "test")):
+            found = _ogb_split_file(split_dirs[0], target_type, theirs)
+            if found is not None:
+                splits[ours] = Source.from_reader(NodeTableReader(found, "index"))
+    return build_hetero_dataset(out_dir, nodes, edges, target_type=target_type, splits=splits, options=HeteroBuildOptions(**options),
+                                provenance={"importer": "ogb-hetero", "folder": str(root)})
