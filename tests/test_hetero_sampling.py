@@ -9,6 +9,7 @@ from torch_geometric.sampler import NodeSamplerInput
 from sparsetrain.errors import SparsetrainError
 from sparsetrain.pyg.hetero import hetero_graph_from_data, hetero_sampler_for, sample_hetero_from_nodes
 from sparsetrain.sampling import HeteroNeighborSampler, SamplerInput
+from tests.pyg_backend import needs_pyg_sampler
 
 
 def fake_graph(seed=0, nodes=120):
@@ -24,6 +25,7 @@ def global_edges(node, row, col, et):
     return sorted(zip(node[et[0]][row].tolist(), node[et[2]][col].tolist()))
 
 
+@needs_pyg_sampler
 def test_same_typed_node_and_edge_sets_as_pygs_neighbor_loader():
     from torch_geometric.loader import NeighborLoader
     from torch_geometric.loader.utils import filter_hetero_data
@@ -51,6 +53,7 @@ def test_same_typed_node_and_edge_sets_as_pygs_neighbor_loader():
         assert mine["v0"].x.shape == batch["v0"].x.shape
 
 
+@needs_pyg_sampler
 def test_sparsetrain_pyg_neighbor_loader_yields_pygs_hetero_batches():
     from torch_geometric.loader import NeighborLoader as PygLoader
 

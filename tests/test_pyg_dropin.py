@@ -18,6 +18,7 @@ from torch_geometric.nn.models import GraphSAGE
 import sparsetrain.pyg as stp
 from sparsetrain.datasets import from_pyg
 from sparsetrain.datasets.builtin import planetoid_raw_dir
+from tests.pyg_backend import needs_pyg_sampler
 
 
 def with_edge_attr(data: Data, dim: int = 3, seed: int = 0) -> Data:
@@ -85,6 +86,7 @@ def loaders(data: Data, **kw):
     return stp.NeighborLoader(data, seed=0, **kw), ref
 
 
+@needs_pyg_sampler
 @pytest.mark.parametrize("input_nodes", [None, "mask"])
 def test_full_neighborhood_batches_equal_pyg(graph, input_nodes):
     seeds = None
@@ -101,6 +103,7 @@ def test_full_neighborhood_batches_equal_pyg(graph, input_nodes):
     assert count == len(ref)
 
 
+@needs_pyg_sampler
 def test_graphsage_seed_outputs_equal_pyg_with_and_without_trim(graph):
     torch.manual_seed(0)
     model = GraphSAGE(graph.num_features, 16, num_layers=2, out_channels=3).eval()
@@ -150,6 +153,7 @@ def pair_triples(batch) -> list[tuple[int, int]]:
     return sorted(zip(src.tolist(), dst.tolist()))
 
 
+@needs_pyg_sampler
 def test_pyg_own_loader_over_the_adapters_equals_over_data(cora_pyg, cora_dataset):
     fs, gs = stp.DatasetFeatureStore(cora_dataset), stp.DatasetGraphStore(cora_dataset)
     seeds = cora_dataset.split["train"]
@@ -167,6 +171,7 @@ def test_pyg_own_loader_over_the_adapters_equals_over_data(cora_pyg, cora_datase
         assert torch.equal(torch.stack([src, dst]), a.n_id[a.edge_index])
 
 
+@needs_pyg_sampler
 def test_our_loader_over_a_dataset_folder_equals_pyg_over_data(cora_pyg, cora_dataset):
     ours = stp.NeighborLoader(str(cora_dataset.path), num_neighbors=[-1, -1], input_nodes="train", batch_size=32, seed=0)
     with warnings.catch_warnings():

@@ -7,6 +7,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
 from sparsetrain.pyg import LinkNeighborLoader
+from tests.pyg_backend import needs_pyg_sampler
 
 N = 80
 
@@ -21,6 +22,7 @@ def _edges(batch):
     return set(zip(batch.n_id[batch.edge_index[0]].tolist(), batch.n_id[batch.edge_index[1]].tolist()))
 
 
+@needs_pyg_sampler
 def test_all_neighbors_give_pyg_s_subgraphs():
     data = _data()
     label_index = data.edge_index[:, :40]
@@ -36,6 +38,7 @@ def test_all_neighbors_give_pyg_s_subgraphs():
         assert torch.equal(data.edge_index[:, a.e_id], a.n_id[a.edge_index])  # e_id: the caller's edge ids
 
 
+@needs_pyg_sampler
 def test_binary_and_triplet_fields_match_pyg_s():
     data = _data()
     label_index = data.edge_index[:, :32]

@@ -153,7 +153,7 @@ class NeighborSampler(BaseSampler):
         sampled as one batch (:class:`~sparsetrain.sampling.LinkNeighborSampler`); ``metadata`` as PyG's: binary (or no
         negatives) ``(input_id, edge_label_index, edge_label, None)``, triplet ``(input_id, src_index, dst_pos_index,
         dst_neg_index, None)``. Negatives are uniform, as PyG draws them; the seed edges stay in the blocks, as in PyG."""
-        if self._hetero is not None:
+        if self._hetero:
             raise PyGOptionError("sample_from_edges on HeteroData is not supported; use torch_geometric's LinkNeighborLoader for typed graphs")
         if inputs.time is not None:
             raise PyGOptionError("the seed edges carry times (edge_label_time): temporal sampling is not supported")
