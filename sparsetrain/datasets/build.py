@@ -164,7 +164,7 @@ def build_dataset(
             check_edge_split(split, num_nodes, where)
         from_scratch = True
         if options.link_split is not None:
-            csc, links = random_edge_split(csc, options.link_split, neg_per_pos=options.link_negatives, seed=options.seed)
+            csc, links = random_edge_split(csc, options.link_split, symmetric=symmetric, neg_per_pos=options.link_negatives, seed=options.seed)
             from_scratch = False
         clusters = None
         if options.reorder == "cluster":

@@ -154,7 +154,7 @@ def _typed_options(args: argparse.Namespace) -> dict:
                                    ("--drop-duplicates", args.drop_duplicates), ("--reorder", args.reorder != "none")) if on]
     if unsupported:
         raise DatasetError(f"{unsupported[0]} is for homogeneous graphs; a typed dataset keeps edges as given (use --add-reverse for reverse edge types)")
-    return {"add_reverse": args.add_reverse, "feature_dtype": args.feature_dtype, "split_fractions": args.split, "seed": args.seed,
+    return {"add_reverse": args.add_reverse, "feature_dtype": args.feature_dtype or "float32", "split_fractions": args.split or DEFAULT_SPLIT, "seed": args.seed,
             "overwrite": args.overwrite, "quiet": args.quiet}
 
 

@@ -78,9 +78,11 @@ def _column_ids(csc: RawCSC) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(csc.indices[: csc.num_edges], dtype=np.int64), dst
 
 
-def random_edge_split(csc: RawCSC, fractions, *, neg_per_pos: int = DEFAULT_NEG_PER_POS, seed: int = 0
+def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: int = DEFAULT_NEG_PER_POS, seed: int = 0
                       ) -> tuple[RawCSC, dict[str, EdgeSplit]]:
     """The message-passing graph without the val/test edges, and the three splits (see the module docstring).
+
+    ``symmetric``: every edge's reverse is in the graph (as the import found), so a held-out edge takes its reverse along.
 
     Train positives are drawn from the edges left in the graph (all of them when the fractions sum to 1).
     """
@@ -89,7 +91,6 @@ def random_edge_split(csc: RawCSC, fractions, *, neg_per_pos: int = DEFAULT_NEG_
         raise DatasetError(f"link negatives per positive {neg_per_pos}; give a count >= 0")
     n = csc.num_nodes
     src, dst = _column_ids(csc)
-    symmetric = csc.is_symmetric()
     keys = np.unique((src * n + dst)[src < dst] if symmetric else (src * n + dst)[src != dst])
     total = len(keys)
     n_val, n_test = int(round(val_f * total)), int(round(test_f * total))

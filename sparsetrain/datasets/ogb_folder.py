@@ -208,7 +208,7 @@ def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: s
     if _find(raw, "num-node-dict") is not None:
         return from_ogb_hetero(root, out_dir, split=split, **options)
     split_dir = None if split == "random" else _split_dir(root, split)
-    if split_dir is not None and is_link_split_dir(split_dir):
+    if split_dir is not None and not (raw / "data.npz").is_file() and is_link_split_dir(split_dir):  # link folders ship CSV edges
         return _from_ogb_link(root, out_dir, split_dir, num_nodes, options)
     if (raw / "data.npz").is_file():
         layout = "binary"

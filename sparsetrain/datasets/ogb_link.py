@@ -20,8 +20,12 @@ OGB_SPLIT_FILES = {"train": "train", "val": "valid", "test": "test"}
 
 
 def is_link_split_dir(folder: Path) -> bool:
-    """Whether ``folder`` holds OGB link-property split files."""
-    return (folder / "split_dict.pt").is_file() or (folder / "train.pt").is_file()
+    """Whether ``folder`` holds OGB link-property split files: ``train.pt``, or a ``split_dict.pt`` of per-split dicts
+    (a node-property ``split_dict.pt`` maps each split to a tensor of node ids)."""
+    if (folder / "train.pt").is_file():
+        return True
+    path = folder / "split_dict.pt"
+    return path.is_file() and isinstance(_load(path).get("train"), dict)
 
 
 def _load(path: Path) -> dict:
