@@ -68,12 +68,7 @@ class RowNormalized(nn.Module):
             x = x / x.abs().sum(dim=-1, keepdim=True).clamp(min=self.eps)
         return self.gnn.layer(i, x, edge_index, size)
 
-    def forward(self, x: torch.Tensor, blocks: Sequence[PygBlock]) -> torch.Tensor:
-        if len(blocks) != self.num_layers:
-            raise ValueError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model; use one fanout per layer")
-        for i, (edge_index, size) in enumerate(blocks):
-            x = self.layer(i, x, edge_index, size)
-        return x
+    forward = BlockGNN.forward  # block by block through this class's ``layer``
 
 
 class LinkPredictor(nn.Module):
