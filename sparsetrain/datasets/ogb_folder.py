@@ -207,6 +207,8 @@ def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: s
         raise DatasetError(f"{root}: no such folder; --ogb takes an OGB dataset folder (with raw/ and split/)")
     if _find(raw, "num-node-dict") is not None:
         return from_ogb_hetero(root, out_dir, split=split, **options)
+    if not (raw / "data.npz").is_file():  # a bad count file is reported before anything else
+        num_nodes = num_nodes or _csv_count(raw / "num-node-list.csv.gz") or _csv_count(raw / "num-node-list.csv")
     split_dir = None if split == "random" else _split_dir(root, split)
     if split_dir is not None and not (raw / "data.npz").is_file() and is_link_split_dir(split_dir):  # link folders ship CSV edges
         return _from_ogb_link(root, out_dir, split_dir, num_nodes, options)
