@@ -10,10 +10,9 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.tensor import DTensor
 
 from sparsetrain.moe import FSSDP, DCPState, MoE, MoEStateError, dcp_state_dict, load_dcp_state_dict
-from sparsetrain.moe.sharded import ShardedExperts
+from sparsetrain.moe.sharded import DTensor, ShardedExperts  # DTensor: torch.distributed.tensor, or ._tensor before torch 2.4
 from tests.collective_harness import spawn, values
 
 pytestmark = pytest.mark.distributed

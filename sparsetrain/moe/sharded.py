@@ -8,7 +8,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor, Shard
+try:
+    from torch.distributed.tensor import DTensor, Shard
+except ImportError:  # torch < 2.4 (e.g. 2.2.1, which DGL needs) keeps them in the private module
+    from torch.distributed._tensor import DTensor, Shard
 
 from sparsetrain.collective import RowPlacement, all_reduce_sum, collective_stats, group_info, sparse_all_gather
 from sparsetrain.moe.errors import MoEConfigError, MoEStateError
