@@ -276,6 +276,11 @@ def _info(args: argparse.Namespace) -> int:
                                                   for k, v in ds.edge_split.items()))
     if meta.get("permutation"):
         lines.append(f"reordered    by {meta['permutation']['method']} (original ids in {meta['permutation']['file']})")
+    return _print_info(lines, size, meta, args, status, bad)
+
+
+def _print_info(lines: list[str], size: int, meta: dict, args: argparse.Namespace, status: dict, bad: list[str]) -> int:
+    """Print ``info``'s lines with the size and checksum lines both dataset kinds end with; the exit code."""
     lines.append(f"size         {_human(size)} in {len(meta['files'])} files")
     if args.no_verify:
         lines.append("checksums    not checked (--no-verify)")
@@ -306,10 +311,4 @@ def _info_typed(ds, args: argparse.Namespace, status: dict, bad: list[str]) -> i
         extra = f", {ds.edge_features[et].shape[1]} edge features" if et in ds.edge_features else ""
         lines.append(f"  {', '.join(et):<40} {csc.num_edges:>12,} edges  in-degree mean {mean} max {deg.max() if len(deg) else 0}{extra}")
     lines.append("splits       " + ("  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items()) + f"  (of {ds.target_type!r})" if ds.split else "none"))
-    lines.append(f"size         {_human(size)} in {len(meta['files'])} files")
-    if args.no_verify:
-        lines.append("checksums    not checked (--no-verify)")
-    else:
-        lines.append(f"checksums    all {len(status)} files OK, structure OK" if not bad else f"checksums    MISMATCH: {', '.join(bad)} (re-run `sparsetrain preprocess`)")
-    print("\n".join(lines))
-    return 1 if bad else 0
+    return _print_info(lines, size, meta, args, status, bad)

@@ -175,7 +175,6 @@ def _from_ogb_link(root: Path, out_dir, split_dir: Path, num_nodes: int | None, 
     edge_file = _find(raw, "edge")
     if edge_file is None:
         raise DatasetError(f"{raw}: no edge.csv.gz; an OGB link-property folder has raw/edge.csv.gz (download it with the ogb package elsewhere)")
-    num_nodes = num_nodes or _csv_count(raw / "num-node-list.csv.gz") or _csv_count(raw / "num-node-list.csv")
     feat_file, label_file = _find(raw, "node-feat"), _find(raw, "node-label")
     return build_dataset(
         out_dir,
@@ -220,7 +219,6 @@ def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: s
         edge_file = _find(raw, "edge")
         if edge_file is None:
             raise DatasetError(f"{raw}: has neither data.npz nor edge.csv.gz; an OGB node-property folder has one of them (download it with the ogb package elsewhere)")
-        num_nodes = num_nodes or _csv_count(raw / "num-node-list.csv.gz") or _csv_count(raw / "num-node-list.csv")
         reader = EdgeListReader(edge_file)
         edges = EdgeSource(str(edge_file), reader, reader.num_rows(), reader.where, weighted=reader.weighted)
         feat_file, label_file = _find(raw, "node-feat"), _find(raw, "node-label")
