@@ -3,6 +3,7 @@
 import csv
 import gzip
 import json
+import random
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from sparsetrain.errors import DatasetError
 def fake_hetero(seed: int = 0):
     from torch_geometric.datasets import FakeHeteroDataset
 
+    random.seed(seed)  # FakeHeteroDataset picks edge types and sizes with Python's random
     torch.manual_seed(seed)
     data = FakeHeteroDataset(num_graphs=1, num_node_types=3, num_edge_types=6, avg_num_nodes=60, num_classes=4, task="node", edge_dim=3)[0]
     return data

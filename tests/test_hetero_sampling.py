@@ -1,5 +1,7 @@
 """The fused typed sampler against PyG: same typed node and edge sets as PyG's NeighborLoader, exact model outputs."""
 
+import random
+
 import numpy as np
 import pytest
 import torch
@@ -16,6 +18,7 @@ def fake_graph(seed=0, nodes=120):
     import torch_geometric.transforms as T
     from torch_geometric.datasets import FakeHeteroDataset
 
+    random.seed(seed)  # FakeHeteroDataset picks edge types and sizes with Python's random
     torch.manual_seed(seed)
     data = FakeHeteroDataset(num_graphs=1, num_node_types=3, num_edge_types=5, avg_num_nodes=nodes, num_classes=3, task="node")[0]
     return T.ToUndirected()(data)  # every node type then has in-edges, as a to_hetero model needs
