@@ -318,12 +318,28 @@ def test_unique_inverse_matches_numpy():
     from sparsetrain.storage.gather_kernels import unique_inverse
 
     rng = np.random.default_rng(11)
-    mark = np.full(1000, -1, np.int64)
-    for ids in (rng.integers(0, 1000, 5000), rng.integers(0, 1000, 1).astype(np.int32), np.empty(0, np.int64), np.array([999, 0, 999])):
-        unique, inverse = unique_inverse(ids, mark)
-        ref_unique, ref_inverse = np.unique(ids.astype(np.int64), return_inverse=True)
-        assert np.array_equal(unique, ref_unique) and np.array_equal(inverse, ref_inverse.reshape(-1))
-        assert (mark == -1).all()
+    for mark in (np.full(1000, -1, np.int64), None):  # marks (small tables) and the sort (large ones)
+        for ids in (rng.integers(0, 1000, 5000), rng.integers(0, 1000, 1).astype(np.int32), np.empty(0, np.int64), np.array([999, 0, 999])):
+            unique, inverse = unique_inverse(ids, mark)
+            ref_unique, ref_inverse = np.unique(ids.astype(np.int64), return_inverse=True)
+            assert np.array_equal(unique, ref_unique) and np.array_equal(inverse, ref_inverse.reshape(-1))
+            assert unique.dtype == inverse.dtype == np.int64
+            assert mark is None or (mark == -1).all()
+
+
+@pytest.mark.parametrize("policy", ["lru", "hybrid"])
+def test_a_cache_over_a_large_table_keeps_no_marks_per_row_and_gathers_the_same(tmp_path, monkeypatch, policy):
+    from sparsetrain.storage import gather_kernels
+
+    table = np.random.default_rng(3).standard_normal((3000, 8)).astype(np.float32)
+    np.save(tmp_path / "f.npy", table)
+    monkeypatch.setattr(gather_kernels, "MARK_MAX_ROWS", 1000)  # this table counts as large
+    cache = CachedFeatures(MmapFeatures(tmp_path / "f.npy"), capacity_bytes=500 * 32, policy=policy)
+    assert cache._mark is None
+    for seed in range(5):
+        ids = torch.from_numpy(np.random.default_rng(seed).integers(0, 3000, 800))
+        assert torch.equal(cache.gather(ids), torch.from_numpy(table[ids.numpy()]))
+    assert cache.stats.hits > 0
 
 
 def test_prefetch_of_a_batch_larger_than_the_cache_reads_only_what_it_can_keep(tmp_path):

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from sparsetrain.storage.base import FeatureSource, byte_rows, check_ids, widen
-from sparsetrain.storage.gather_kernels import assemble_direct, assemble_rows, copy_rows, unique_inverse
+from sparsetrain.storage.gather_kernels import assemble_direct, assemble_rows, copy_rows, new_marks, unique_inverse
 from sparsetrain.storage.errors import CacheBudgetError
 from sparsetrain.storage.policies import POLICIES, make_policy
 from sparsetrain.storage.victim import VictimBuffer
@@ -81,7 +81,7 @@ class CachedFeatures(FeatureSource):
         victim_rows = int(victim_bytes) // row_bytes
         self.victim = VictimBuffer(self.num_rows, victim_rows, self.row_shape, self.dtype) if victim_rows else None
         self._lock = threading.Lock()
-        self._mark = np.full(self.num_rows, -1, dtype=np.int32)  # scratch for unique_inverse (positions in one batch), used under the lock
+        self._mark = new_marks(self.num_rows)  # scratch for unique_inverse, used under the lock
         self._executor: ThreadPoolExecutor | None = None
         self._read_events: list = []
         self._write_event = None

@@ -245,10 +245,22 @@ def _unique_inverse(ids, mark):
     return unique, inverse
 
 
-def unique_inverse(ids: np.ndarray, mark: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+MARK_MAX_ROWS = 1 << 22  # above this the marks no longer sit in the CPU caches and NumPy's sort wins (2.5x at 111M rows)
+
+
+def new_marks(num_rows: int) -> np.ndarray | None:
+    """Scratch for :func:`unique_inverse` over ids below ``num_rows``: one int32 per row, or None for a large table."""
+    return np.full(num_rows, -1, dtype=np.int32) if num_rows <= MARK_MAX_ROWS else None
+
+
+def unique_inverse(ids: np.ndarray, mark: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct ids and, for each id, its position among them (like ``np.unique(return_inverse=True)``).
 
-    O(n) marking with ``mark`` (int32 or int64 per table row, all -1; left all -1 again), then a sort of the
-    distinct ids, or a scan of the marks when they cover more than an eighth of the table; runs on the calling thread, so it never wakes a thread pool.
+    With ``mark`` (:func:`new_marks`: all -1, left all -1 again): O(n) marking, then a sort of the distinct ids, or a
+    scan of the marks when they cover more than an eighth of the table; runs on the calling thread, so it never wakes a
+    thread pool. Without it (tables above ``MARK_MAX_ROWS``), NumPy's sort.
     """
+    if mark is None:
+        unique, inverse = np.unique(ids, return_inverse=True)
+        return unique.astype(np.int64, copy=False), inverse.reshape(-1).astype(np.int64, copy=False)
     return _unique_inverse(ids, mark)
