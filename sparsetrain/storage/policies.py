@@ -36,6 +36,16 @@ PROTECTED = 1e300  # score of a prefetched row until its first use (or the next 
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _take_unused(state, k, capacity):
+    """The next never-used slot, taken (``state[k]`` counts the slots taken so far), or -1 once all were."""
+    s = state[k]
+    if s < capacity:
+        state[k] = s + 1
+        return s
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _vacate(s, id_of, slot_of, fresh, evicted, ne):
     """Free slot ``s``; its row counts as evicted (appended to ``evicted``) unless it was admitted in this
     same call, so its data never landed. Returns the new eviction count."""
@@ -103,9 +113,8 @@ def _lru_admit(ids, slot_of, id_of, prev, nxt, ends, fresh, adm, evicted):
         row = ids[i]
         if slot_of[row] >= 0:
             continue
-        if ends[2] < capacity:
-            s = ends[2]
-            ends[2] += 1
+        s = _take_unused(ends, 2, capacity)
+        if s >= 0:
             prev[s] = -1
             nxt[s] = -1
             if ends[0] < 0:
@@ -143,10 +152,8 @@ def _clock_admit(ids, slot_of, id_of, ref, state, fresh, adm, evicted):
         row = ids[i]
         if slot_of[row] >= 0:
             continue
-        if state[1] < capacity:
-            s = state[1]
-            state[1] += 1
-        else:
+        s = _take_unused(state, 1, capacity)
+        if s < 0:
             hand = state[0]
             while ref[hand]:
                 ref[hand] = 0
@@ -185,10 +192,8 @@ def _sieve_admit(ids, slot_of, id_of, visited, newer, older, state, fresh, adm, 
         row = ids[i]
         if slot_of[row] >= 0:
             continue
-        if state[3] < capacity:
-            s = state[3]
-            state[3] += 1
-        else:
+        s = _take_unused(state, 3, capacity)
+        if s < 0:
             s = state[2] if state[2] >= 0 else state[1]
             while visited[s]:
                 visited[s] = 0
