@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -40,9 +39,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dgl_peer import add_peer_flag, peer_threads, run_in_dgl_env
+
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
-DGL_PYTHON = os.environ.get("SPARSETRAIN_DGL_PYTHON", str(HERE.parent / ".ci" / "venv-dgl" / "bin" / "python"))
 FEATURELESS_DIM = 64
 
 
@@ -158,17 +158,11 @@ def ours_step(ds, fanouts, hidden: int):
 
 # ---------------- DGL (the DGL environment) ----------------
 def dgl_rounds(args, dataset_path: Path, threads: int) -> dict:
-    if not Path(DGL_PYTHON).is_file():
-        return {"error": f"no DGL environment at {DGL_PYTHON}; set SPARSETRAIN_DGL_PYTHON to its python"}
-    cmd = [DGL_PYTHON, str(Path(__file__).resolve()), "--peer", "dgl", "--dataset", str(dataset_path), "--batches", str(args.batches),
-           "--rounds", str(args.rounds), "--batch-size", str(args.batch_size), "--hidden", str(args.hidden), "--fanouts", *map(str, args.fanouts)]
+    flags = ["--dataset", dataset_path, "--batches", args.batches, "--rounds", args.rounds, "--batch-size", args.batch_size,
+             "--hidden", args.hidden, "--fanouts", *args.fanouts]
     if args.step:
-        cmd.append("--step")
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), SPARSETRAIN_PEER_THREADS=str(threads), PYTHONPATH=str(HERE.parent))
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        flags.append("--step")
+    return run_in_dgl_env(__file__, flags, threads)
 
 
 def dgl_peer(args) -> None:
@@ -177,7 +171,7 @@ def dgl_peer(args) -> None:
 
     from sparsetrain.datasets import load
 
-    torch.set_num_threads(int(os.environ.get("SPARSETRAIN_PEER_THREADS", "2")))
+    torch.set_num_threads(peer_threads())
     ds = load(args.dataset)
     data = {}
     for et, csc in ds.graph.edges.items():
@@ -259,7 +253,7 @@ def main(argv=None) -> None:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--step", action="store_true", help="also time an R-GCN training step against DGL")
     p.add_argument("--skip-dgl", action="store_true")
-    p.add_argument("--peer", choices=["dgl"], help=argparse.SUPPRESS)
+    add_peer_flag(p)
     p.add_argument("--dataset", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.peer == "dgl":

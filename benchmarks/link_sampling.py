@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,9 +32,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dgl_peer import add_peer_flag, run_in_dgl_env
+
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
-DGL_PYTHON = os.environ.get("SPARSETRAIN_DGL_PYTHON", str(HERE.parent / ".ci" / "venv-dgl" / "bin" / "python"))
 HIDDEN = 256
 
 
@@ -167,14 +167,8 @@ def dgl_peer(args) -> None:
 
 
 def dgl_run(args, threads: int) -> dict:
-    cmd = [DGL_PYTHON, str(Path(__file__).resolve()), "--peer", "dgl", "--data", str(args.data), "--batches", str(args.batches),
-           "--rounds", str(args.rounds), "--batch-size", str(args.batch_size), "--threads", str(threads), "--steps", str(args.steps),
-           "--fanouts", *map(str, args.fanouts)]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=str(HERE.parent))
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_in_dgl_env(__file__, ["--data", args.data, "--batches", args.batches, "--rounds", args.rounds, "--batch-size", args.batch_size,
+                                     "--threads", threads, "--steps", args.steps, "--fanouts", *args.fanouts], threads)
 
 
 def small_dataset() -> Path:
@@ -199,7 +193,7 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch/OpenMP threads of the peers")
     parser.add_argument("--skip-dgl", action="store_true")
     parser.add_argument("--skip-pyg", action="store_true")
-    parser.add_argument("--peer", choices=["dgl"], help=argparse.SUPPRESS)
+    add_peer_flag(parser)
     args = parser.parse_args(argv)
     if args.peer == "dgl":
         dgl_peer(args)

@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,9 +33,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dgl_peer import add_peer_flag, peer_threads, run_in_dgl_env
+
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
-DGL_PYTHON = os.environ.get("SPARSETRAIN_DGL_PYTHON", str(HERE.parent / ".ci" / "venv-dgl" / "bin" / "python"))  # the venv .ci/run builds
 
 
 def seed_batches(pool: np.ndarray, batch_size: int, count: int, seed: int = 0) -> list[torch.Tensor]:
@@ -92,13 +92,8 @@ def pyg_runner(graph, fanouts, threads: int):
 
 def dgl_rounds(dataset: str, args, pool_name: str, threads: int) -> dict:
     """Run the DGL peer in the DGL environment on ``threads`` OpenMP threads; returns its JSON."""
-    cmd = [DGL_PYTHON, str(Path(__file__).resolve()), "--peer", "dgl", "--dataset", dataset, "--pool", pool_name,
-           "--batches", str(args.batches), "--rounds", str(args.rounds), "--batch-size", str(args.batch_size), "--fanouts", *map(str, args.fanouts)]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), SPARSETRAIN_PEER_THREADS=str(threads))
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_in_dgl_env(__file__, ["--dataset", dataset, "--pool", pool_name, "--batches", args.batches, "--rounds", args.rounds,
+                                     "--batch-size", args.batch_size, "--fanouts", *args.fanouts], threads)
 
 
 def dgl_peer(args) -> None:
@@ -107,7 +102,7 @@ def dgl_peer(args) -> None:
 
     from sparsetrain.datasets import load
 
-    torch.set_num_threads(int(os.environ.get("SPARSETRAIN_PEER_THREADS", "2")))
+    torch.set_num_threads(peer_threads())
     ds = load(args.dataset)
     indptr, indices = ds.graph.indptr.to(torch.int64), ds.graph.indices.to(torch.int64)
     g = dgl.graph(("csc", (indptr, indices, torch.tensor([], dtype=torch.int64))), num_nodes=ds.num_nodes)
@@ -286,7 +281,7 @@ def main(argv=None) -> None:
     parser.add_argument("--gpu", action="store_true", help="also time the CUDA kernels (graph in device memory and pinned)")
     parser.add_argument("--windows", type=int, nargs="+", default=[16, 63], help="Match-Reorder windows to measure")
     parser.add_argument("--ordering-batches", type=int, default=128, help="batches of the synthetic epoch to order")
-    parser.add_argument("--peer", choices=["dgl"], help=argparse.SUPPRESS)
+    add_peer_flag(parser)
     parser.add_argument("--dataset", help=argparse.SUPPRESS)
     parser.add_argument("--pool", default="train", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

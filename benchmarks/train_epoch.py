@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from dgl_peer import DGL_PYTHON, run_json
 
 HERE = Path(__file__).resolve().parent
 FANOUTS = [15, 10, 5]
@@ -227,7 +228,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--pyg-plain-batches", type=int, default=2, help="the plain PyG model takes seconds a batch")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {', '.join(SYSTEMS)}")
-    parser.add_argument("--dgl-python", default=os.environ.get("SPARSETRAIN_DGL_PYTHON", str(HERE.parent / ".ci" / "venv-dgl" / "bin" / "python")))
+    parser.add_argument("--dgl-python", default=DGL_PYTHON)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=HERE / "out" / "train_epoch.json")
     args = parser.parse_args()
@@ -248,12 +249,11 @@ def main() -> None:
             print(f"({name}: no interpreter at {python}; skipped)")
             continue
         warmup, count = (1, args.pyg_plain_batches) if name == "pyg-plain" else (args.warmup, args.batches)
-        out = subprocess.run([python, __file__, "--child", name, "--data", str(args.data), "--warmup", str(warmup),
-                              "--batches", str(count)], capture_output=True, text=True)
-        if out.returncode != 0:
-            print(f"({name} failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode})")
+        row = run_json([python, __file__, "--child", name, "--data", str(args.data), "--warmup", str(warmup), "--batches", str(count)])
+        if "error" in row:
+            print(f"({name} failed: {row['error']})")
             continue
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        rows.append(row)
         print(f"{rows[-1]['system']}: {rows[-1]['ms_per_batch']:.1f} ms/batch", flush=True)
 
     # each row against sparsetrain at the same precision
