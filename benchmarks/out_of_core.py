@@ -36,12 +36,12 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from sparsetrain.storage import FeatureStore, TensorFeatures  # noqa: E402
+from sparsetrain.storage import FeatureSource, TensorFeatures  # noqa: E402
 
 GIB = 2**30
 
 
-class NumpyMmapPeer(FeatureStore):
+class NumpyMmapPeer(FeatureSource):
     """The plain peer: ``torch.from_numpy(np.load(p, mmap_mode="r")[ids])``."""
 
     def __init__(self, path: Path) -> None:
@@ -52,7 +52,7 @@ class NumpyMmapPeer(FeatureStore):
         out.copy_(torch.from_numpy(self.array[ids.numpy()]))
 
 
-class ModuloTable(FeatureStore):
+class ModuloTable(FeatureSource):
     """The in-RAM reference: rows of an in-memory table of 1/8 the rows, ids taken modulo its size."""
 
     def __init__(self, path: Path) -> None:
@@ -109,7 +109,7 @@ class PeakMemory:
 def one_row(args: argparse.Namespace) -> dict:
     """Train ``--warmup`` + ``--batches`` batches with the features of ``args.row``; runs in a child process."""
     import sparsetrain as st
-    from sparsetrain.engine.run import TrainSettings, _presampled_hotness
+    from sparsetrain.engine.run import _cache_hotness
     from sparsetrain.nn.models import build_model
 
     torch.set_num_threads(args.threads)
@@ -122,8 +122,7 @@ def one_row(args: argparse.Namespace) -> dict:
     elif args.row == "ram":
         features = ModuloTable(path)
     else:
-        settings = TrainSettings(fanout=args.fanout, batch_size=args.batch_size, seed=0)
-        hotness = _presampled_hotness(ds, settings) if args.policy in ("static", "hybrid") else None
+        hotness = _cache_hotness(ds) if args.policy in ("static", "hybrid") else None
         features = st.CachedFeatures(ds.feature_store(mode="direct"), int(float(args.row) * GIB), policy=args.policy, hotness=hotness)
     setup_seconds = time.perf_counter() - started
     sampler = st.NeighborSampler(ds.graph, args.fanout, seed=0)
@@ -164,7 +163,7 @@ def one_row(args: argparse.Namespace) -> dict:
 def hit_rate_table(args: argparse.Namespace) -> list[dict]:
     """Every policy and Belady on a trace of ``--trace-batches`` sampled batches (input nodes) of this graph."""
     import sparsetrain as st
-    from sparsetrain.engine.run import TrainSettings, _presampled_hotness
+    from sparsetrain.engine.run import _cache_hotness
     from sparsetrain.sampling import SamplerInput
     from sparsetrain.storage.belady import belady_hit_rate
     from sparsetrain.storage.policies import POLICIES, make_policy, replay
@@ -175,7 +174,7 @@ def hit_rate_table(args: argparse.Namespace) -> list[dict]:
     seeds = ds.split["train"][torch.randperm(len(ds.split["train"]), generator=torch.Generator().manual_seed(0))]
     trace = [sampler.sample(SamplerInput(part, key=i)).input_nodes.numpy() for i, part in
              enumerate(torch.split(seeds, args.batch_size)[: args.trace_batches])]
-    hotness = _presampled_hotness(ds, TrainSettings(fanout=args.fanout, batch_size=args.batch_size, seed=0))
+    hotness = _cache_hotness(ds)
     table = []
     for gib in args.caches:
         slots = min(ds.num_nodes, int(gib * GIB) // row_bytes)

@@ -79,6 +79,17 @@ def test_full_fanout_matches_pyg_k_hop_random_directed(indices_dtype):
     check_structure(mb, seeds)
 
 
+@pytest.mark.parametrize("indices_dtype", [torch.int32, torch.int64])
+def test_out_degrees_match_pyg_degree_of_the_edge_sources(indices_dtype):
+    from torch_geometric.utils import degree
+
+    graph = random_graph(400, 1600, seed=4)
+    graph = CSCGraph(graph.indptr, graph.indices.to(indices_dtype))
+    src, dst = graph.to_edge_index()
+    assert torch.equal(graph.out_degrees(), degree(src, graph.num_nodes, dtype=torch.int64))
+    assert torch.equal(graph.in_degrees(), degree(dst, graph.num_nodes, dtype=torch.int64))
+
+
 def test_full_fanout_blocks_are_exactly_the_in_edges_of_dst_nodes(cora_graph):
     seeds = torch.tensor([3, 99, 1500])
     mb = NeighborSampler(cora_graph, [-1, -1], seed=0).sample(seeds)

@@ -39,13 +39,15 @@ def sampling_trace(ds, batches, batch_size, fanouts, seed):
     return trace
 
 
-def reference_belady(trace, capacity):
-    """Textbook Belady (with bypass) by scanning future uses: O(n * capacity), for small traces."""
+def reference_belady(trace, capacity, warmup=0):
+    """Textbook Belady (with bypass) by scanning future uses: O(n * capacity), for small traces; hits of the first
+    ``warmup`` batches are not counted."""
     seq = [int(x) for batch in trace for x in np.unique(batch)]
+    count_from = sum(np.unique(batch).size for batch in trace[:warmup])
     cache, hits = set(), 0
     for t, row in enumerate(seq):
         if row in cache:
-            hits += 1
+            hits += t >= count_from
             continue
 
         def next_use(r):
@@ -61,7 +63,7 @@ def reference_belady(trace, capacity):
             if next_use(far) > next_use(row):
                 cache.remove(far)
                 cache.add(row)
-    return hits / len(seq)
+    return hits / (len(seq) - count_from)
 
 
 def hit_rates(num_rows, trace, hotness):
@@ -115,6 +117,21 @@ def test_belady_matches_textbook_reference():
     for capacity in (1, 3, 7):
         trace = [rng.zipf(1.3, size=6) % 40 for _ in range(40)]
         assert belady_hit_rate(trace, capacity, 40) == pytest.approx(reference_belady(trace, capacity))
+        assert belady_hit_rate(trace, capacity, 40, warmup=25) == pytest.approx(reference_belady(trace, capacity, warmup=25))
+
+
+def test_replay_warmup_counts_only_the_batches_after_it():
+    rng = np.random.default_rng(5)
+    trace = [rng.integers(0, 60, 8) for _ in range(30)]
+    policy = make_policy("lru", 60, 10)
+    hits = total = 0
+    for i, batch in enumerate(trace):
+        ids = np.unique(batch)
+        missed = policy.lookup(ids) < 0
+        if i >= 12:
+            hits, total = hits + int((~missed).sum()), total + ids.size
+        policy.admit(ids[missed])
+    assert replay(make_policy("lru", 60, 10), trace, warmup=12) == pytest.approx(hits / total)
 
 
 def test_belady_bounds_every_policy_on_random_traces():

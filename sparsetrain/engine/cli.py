@@ -86,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "for features larger than memory; give it a --cache-gb), memory, device, pinned, or sharded across ranks")
     p.add_argument("--cache-gb", type=_NON_NEGATIVE, default=0.0, help="feature cache in front of the mmap or disk features (GiB; 0 = none)")
     p.add_argument("--cache-policy", choices=POLICIES, default="hybrid",
-                   help="the cache's replacement policy (default hybrid: a pre-sampled hot set plus a scored dynamic part)")
+                   help="the cache's replacement policy (default hybrid: the rows most often drawn as neighbors (out-degree) plus a scored dynamic part)")
     p.add_argument("--eval", choices=["auto", "full", "sampled"], default="auto", help="full-neighborhood or sampled evaluation")
     p.add_argument("--checkpoint-dir", type=Path,
                    help="write checkpoints here (every --checkpoint-every steps and each epoch; the newest 3 are kept). One folder per run: "

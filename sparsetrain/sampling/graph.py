@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from numba import njit
 
 from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
@@ -214,6 +215,21 @@ class CSCGraph:
         """In-degree of every node, int64 [N]."""
         return self.indptr[1:] - self.indptr[:-1]
 
+    def out_degrees(self) -> torch.Tensor:
+        """Out-degree of every node (how many in-neighbor lists hold it), int64 [N]: one pass over ``indices``."""
+        self.check_files()
+        if self.device.type != "cpu":
+            return torch.bincount(self.indices.to(torch.int64), minlength=self.num_nodes)
+        return torch.from_numpy(_count_occurrences(self.indices.numpy(), self.num_nodes))
+
     def __repr__(self) -> str:
         weighted = ", weighted" if self.weights is not None else ""
         return f"CSCGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, indices={self.indices.dtype}{weighted})"
+
+
+@njit(cache=True, nogil=True)
+def _count_occurrences(indices, num_nodes):
+    counts = np.zeros(num_nodes, np.int64)
+    for i in range(indices.size):
+        counts[indices[i]] += 1
+    return counts

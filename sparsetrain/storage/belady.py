@@ -24,8 +24,8 @@ def _next_use(seq, num_rows):
 
 
 @njit(cache=True, nogil=True)
-def _belady_hits(seq, nxt, num_rows, capacity):
-    """Replay with a max-heap of resident rows keyed by next use; returns the hit count."""
+def _belady_hits(seq, nxt, num_rows, capacity, count_from):
+    """Replay with a max-heap of resident rows keyed by next use; returns the hits at positions ``>= count_from``."""
     heap = np.empty(capacity, np.int64)
     key = np.empty(num_rows, np.int64)
     pos = np.full(num_rows, -1, np.int64)
@@ -36,7 +36,8 @@ def _belady_hits(seq, nxt, num_rows, capacity):
         nu = nxt[t]
         j = pos[row]
         if j >= 0:
-            hits += 1
+            if t >= count_from:
+                hits += 1
         elif size < capacity:
             j = size
             heap[j] = row
@@ -81,11 +82,14 @@ def flatten_trace(trace) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
 
-def belady_hit_rate(trace, capacity_rows: int, num_rows: int | None = None) -> float:
-    """Optimal (clairvoyant) hit rate of a ``capacity_rows``-row cache over ``trace`` (iterable of id batches)."""
+def belady_hit_rate(trace, capacity_rows: int, num_rows: int | None = None, warmup: int = 0) -> float:
+    """Optimal (clairvoyant) hit rate of a ``capacity_rows``-row cache over ``trace`` (iterable of id batches), starting
+    empty; the first ``warmup`` batches fill the cache but are not counted (as in ``policies.replay``)."""
+    trace = list(trace)
     seq = flatten_trace(trace)
-    if seq.size == 0 or capacity_rows <= 0:
+    count_from = flatten_trace(trace[:warmup]).size
+    if seq.size == count_from or capacity_rows <= 0:
         return 0.0
     rows = int(num_rows if num_rows is not None else seq.max() + 1)
     nxt = _next_use(seq, rows)
-    return _belady_hits(seq, nxt, rows, int(capacity_rows)) / seq.size
+    return _belady_hits(seq, nxt, rows, int(capacity_rows), count_from) / (seq.size - count_from)

@@ -106,6 +106,8 @@ class CachedFeatures(FeatureSource):
 
     def _preload(self) -> None:
         ids, slots = self.policy.preload()
+        order = np.argsort(ids)  # in file order, a chunk's rows are dense enough to be read in long runs (disk)
+        ids, slots = ids[order], slots[order]
         step = max(1, PRELOAD_CHUNK_BYTES // self.row_bytes)
         for lo in range(0, ids.size, step):
             rows = self.backing.gather(torch.from_numpy(ids[lo : lo + step]))

@@ -479,7 +479,8 @@ class SievePolicy(CachePolicy):
 
 
 class HybridPolicy(CachePolicy):
-    """Static part (``static_fraction`` of the slots, hottest rows by ``hotness``) + scored dynamic part.
+    """Static part (``static_fraction`` of the slots, hottest rows by ``hotness``) + scored dynamic part, which starts
+    with the next hottest rows (those with positive hotness).
 
     The score of a row is ``prior + recent accesses``: ``prior`` is its share of ``hotness`` times
     ``prior_weight`` (how many accesses the hotness is worth; default its own total, at least ``num_rows``) and the access
@@ -496,24 +497,33 @@ class HybridPolicy(CachePolicy):
         self._counts = np.zeros(self.num_rows, np.float32)
         if hotness is None:
             self._prior = np.zeros(self.num_rows, np.float32)
-            static = 0
+            rows = np.empty(0, np.int64)
         else:
-            hot = np.asarray(hotness, dtype=np.float32)
+            hot = np.array(hotness, dtype=np.float32)
             total = float(hot.sum(dtype=np.float64))
             # hotness in accesses (pre-sampled counts, degrees) is worth its own total; a normalized score, num_rows
             weight = max(total, self.num_rows) if prior_weight is None else float(prior_weight)
-            self._prior = hot * np.float32(weight / total) if total > 0 else np.zeros(self.num_rows, np.float32)
-            static = int(self.num_slots * static_fraction)
-        if static:
-            rows = top_rows(hot, static)
-            self.id_of[: rows.size] = rows
-            self.slot_of[rows] = np.arange(rows.size)
-            static = rows.size
+            if total > 0:
+                hot *= np.float32(weight / total)
+            else:
+                hot[:] = 0
+            self._prior = hot
+            rows = top_rows(hot, self.num_slots)
+            rows = rows[hot[rows] > 0]
+        # the static part holds the hottest rows; the dynamic part starts with the next hottest (started empty, it
+        # would keep whatever missed first: once full, a row gets in only by beating the lowest resident score)
+        self.id_of[: rows.size] = rows
+        self.slot_of[rows] = np.arange(rows.size)
+        static = min(int(self.num_slots * static_fraction), rows.size) if hotness is not None else 0
+        used = rows.size - static
         self.first_dynamic = static
         self._key = np.zeros(self.num_slots, np.float64)
         self._heap = np.zeros(self.num_slots - static, index_dtype(self.num_slots))
         self._hpos = np.zeros(self.num_slots, index_dtype(self.num_slots))
-        self._state = np.zeros(1, np.int64)
+        self._heap[:used] = np.arange(static, rows.size)
+        self._hpos[static : rows.size] = np.arange(used)
+        self._state = np.array([used], np.int64)
+        _rescore(self.id_of, self._counts, self._prior, self._key, self._heap, self._hpos, used, static)
         self._since_decay = 0
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
@@ -531,7 +541,8 @@ class HybridPolicy(CachePolicy):
         return self.num_slots - self.first_dynamic
 
     def preload(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.id_of[: self.first_dynamic].copy(), np.arange(self.first_dynamic)
+        filled = self.first_dynamic + int(self._state[0])
+        return self.id_of[:filled].copy(), np.arange(filled)
 
     def _admit(self, ids, force, adm, evicted):
         return _hybrid_admit(
@@ -579,16 +590,18 @@ def make_policy(name: str, num_rows: int, num_slots: int, hotness=None, **option
     raise CacheBudgetError(f"unknown cache policy {name!r}; choose one of {', '.join(POLICIES)}")
 
 
-def replay(policy: CachePolicy, trace) -> float:
-    """Hit rate of ``policy`` over a trace (an iterable of id batches; each batch counted by distinct ids)."""
+def replay(policy: CachePolicy, trace, warmup: int = 0) -> float:
+    """Hit rate of ``policy`` over a trace (an iterable of id batches; each batch counted by distinct ids); the first
+    ``warmup`` batches update the policy but are not counted (a cache's steady state rather than its filling)."""
     hits = 0
     total = 0
-    for batch in trace:
+    for i, batch in enumerate(trace):
         ids = np.unique(np.asarray(batch.numpy() if hasattr(batch, "numpy") else batch, dtype=np.int64))
         slots = policy.lookup(ids)
         missed = slots < 0
-        hits += ids.size - int(missed.sum())
-        total += ids.size
+        if i >= warmup:
+            hits += ids.size - int(missed.sum())
+            total += ids.size
         policy.admit(ids[missed])
     return hits / total if total else 0.0
 
