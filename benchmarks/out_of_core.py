@@ -1,13 +1,16 @@
-"""Training from disk: features larger than memory, behind caches of 2, 4 and 8 GiB, against two peers in the same run.
+"""Training from disk: features larger than memory, behind caches of 2, 4 and 8 GiB, against the peers in the same run.
 
-    python benchmarks/out_of_core.py --data benchmarks/out/papers100m            # the issue's run
+    sparsetrain synth --preset papers100m --out /tmp/papers100m                 # 28 GiB of features, ~12 min
+    python benchmarks/out_of_core.py --data /tmp/papers100m                      # the issue's run
     python benchmarks/out_of_core.py --data /tmp/small --caches 0.05,0.1 --batches 5 --warmup 2
 
 Every row trains GraphSAGE [15,10,5] (batch 1024, hidden 128, Adam) with the overlapped ``Loader`` for
-``--warmup`` batches, then times ``--batches`` more; each row runs in its own process (its peak RSS is its own),
+``--warmup`` batches, then times ``--batches`` more (the plain mmap peer: 1 and ``--mmap-batches``); each row runs in its own process (its peak RSS is its own),
 and the feature file's pages are dropped from the page cache (``posix_fadvise(DONTNEED)``) before each.
 
 - ``mmap peer``: what a PyG user writes, ``torch.from_numpy(np.load(p, mmap_mode="r")[ids])``;
+- ``mmap peer, MADV_RANDOM``: the same with the kernel's readahead turned off for the mapping (what a careful user
+  adds: each page fault then reads one page, not a readahead window);
 - ``disk + cache N GiB``: ``CachedFeatures(ds.feature_store(mode="direct"), N GiB, --policy)``;
 - ``in-RAM reference``: features from an in-memory table of 1/8 of the rows, ids modulo its size (the same gather
   volume and compute, no disk).
@@ -15,13 +18,14 @@ and the feature file's pages are dropped from the page cache (``posix_fadvise(DO
 Peak RSS is ``ru_maxrss``, split into its anonymous part (allocations: cache, bookkeeping, batches, model) and its
 file-backed part (mapped pages of the graph and, for the peer, of the features). Disk bytes per batch come from ``/proc/self/io`` (``read_bytes``: what the process made the storage layer read,
 page faults and O_DIRECT alike). ``--trace-batches`` adds the hit-rate table: every policy and Belady's optimum
-on a trace of sampled input nodes of this graph, cache sizes as above. Writes benchmarks/out/out_of_core.json.
+on a trace of sampled input nodes of this graph, cache sizes as above, counted over the trace's second half. Writes benchmarks/out/out_of_core.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import mmap
 import os
 import resource
 import subprocess
@@ -37,16 +41,20 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from sparsetrain.storage import FeatureSource, TensorFeatures  # noqa: E402
+from sparsetrain.storage.base import torch_dtype_of  # noqa: E402
 
 GIB = 2**30
 
 
 class NumpyMmapPeer(FeatureSource):
-    """The plain peer: ``torch.from_numpy(np.load(p, mmap_mode="r")[ids])``."""
+    """The plain peer: ``torch.from_numpy(np.load(p, mmap_mode="r")[ids])``; with ``random_access``, the careful user's
+    version, which also turns the kernel's readahead off for the mapping (``madvise(MADV_RANDOM)``)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, random_access: bool = False) -> None:
         self.array = np.load(path, mmap_mode="r")
-        super().__init__(self.array.shape, torch.from_numpy(self.array[:1]).dtype, "cpu")
+        if random_access:
+            self.array._mmap.madvise(mmap.MADV_RANDOM)
+        super().__init__(self.array.shape, torch_dtype_of(self.array.dtype), "cpu")
 
     def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:
         out.copy_(torch.from_numpy(self.array[ids.numpy()]))
@@ -117,8 +125,8 @@ def one_row(args: argparse.Namespace) -> dict:
     ds = st.datasets.load(args.data)
     path = ds.path / "features.npy"
     started = time.perf_counter()
-    if args.row == "mmap":
-        features = NumpyMmapPeer(path)
+    if args.row in ("mmap", "mmap-random"):
+        features = NumpyMmapPeer(path, random_access=args.row == "mmap-random")
     elif args.row == "ram":
         features = ModuloTable(path)
     else:
@@ -126,23 +134,25 @@ def one_row(args: argparse.Namespace) -> dict:
         features = st.CachedFeatures(ds.feature_store(mode="direct"), int(float(args.row) * GIB), policy=args.policy, hotness=hotness)
     setup_seconds = time.perf_counter() - started
     sampler = st.NeighborSampler(ds.graph, args.fanout, seed=0)
-    loader = st.Loader(sampler, features, ds.labels, ds.split["train"], batch_size=args.batch_size, seed=0)
+    # no batch timeout: with a file larger than the page cache, the plain peer takes minutes a batch
+    loader = st.Loader(sampler, features, ds.labels, ds.split["train"], batch_size=args.batch_size, seed=0, timeout=None)
+    warmup, batches = (1, args.mmap_batches) if args.row == "mmap" else (args.warmup, args.batches)
     model = build_model("sage", ds.num_features, args.hidden, ds.num_classes, len(args.fanout), 0.5)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
     times, rows = [], []
     io_start = t0 = None
     for i, mb in enumerate(loader.epoch(0)):
-        if i == args.warmup:
+        if i == warmup:
             io_start, t0 = read_bytes(), time.perf_counter()
             stats_start = (features.stats.hits, features.stats.misses)
         optimizer.zero_grad(set_to_none=True)
         loss = torch.nn.functional.cross_entropy(model(mb.x.float(), mb.to_pyg()), mb.y)
         loss.backward()
         optimizer.step()
-        if i >= args.warmup:
+        if i >= warmup:
             times.append(time.perf_counter())
             rows.append(len(mb.input_nodes))
-        if i + 1 == args.warmup + args.batches:
+        if i + 1 == warmup + batches:
             break
     seconds = times[-1] - t0
     n = len(times)
@@ -178,8 +188,9 @@ def hit_rate_table(args: argparse.Namespace) -> list[dict]:
     table = []
     for gib in args.caches:
         slots = min(ds.num_nodes, int(gib * GIB) // row_bytes)
-        rates = {name: replay(make_policy(name, ds.num_nodes, slots, hotness), trace) for name in POLICIES}
-        rates["belady"] = belady_hit_rate(trace, slots, ds.num_nodes)
+        warmup = len(trace) // 2  # counted: the second half, once the empty caches (and Belady's) have filled
+        rates = {name: replay(make_policy(name, ds.num_nodes, slots, hotness), trace, warmup) for name in POLICIES}
+        rates["belady"] = belady_hit_rate(trace, slots, ds.num_nodes, warmup)
         table.append({"cache_gib": gib, "slots": slots, **rates})
         print(f"  cache {gib:g} GiB: " + "  ".join(f"{k} {v:.3f}" for k, v in rates.items()), flush=True)
     return table
@@ -195,8 +206,10 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--warmup", type=int, default=10, help="batches before timing (cache warm-up)")
     p.add_argument("--batches", type=int, default=20, help="timed batches per row")
+    p.add_argument("--mmap-batches", type=int, default=2,
+                   help="timed batches of the plain mmap peer, after 1 warm-up batch (minutes each once the file exceeds the page cache)")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rows", default="mmap,ram,caches", help="which rows: mmap, ram, caches")
+    p.add_argument("--rows", default="mmap,mmap-random,ram,caches", help="which rows: mmap, mmap-random, ram, caches")
     p.add_argument("--trace-batches", type=int, default=0, help="batches of the hit-rate trace (0: no hit-rate table)")
     p.add_argument("--row", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -206,7 +219,7 @@ def main() -> None:
         print(json.dumps(one_row(args)))
         return
     wanted = args.rows.split(",")
-    rows = [r for r in ("mmap", "ram") if r in wanted] + ([f"{g:g}" for g in args.caches] if "caches" in wanted else [])
+    rows = [r for r in ("mmap", "mmap-random", "ram") if r in wanted] + ([f"{g:g}" for g in args.caches] if "caches" in wanted else [])
     results = []
     for row in rows:
         drop_page_cache(args.data / "features.npy")
@@ -217,13 +230,14 @@ def main() -> None:
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(json.dumps(results[-1]), flush=True)
     by = {r["row"]: r for r in results}
-    print(f"\n{'features':<24}{'ms/batch':>10}{'vs mmap':>9}{'vs RAM':>8}{'hit':>7}{'disk MB/batch':>15}{'peak RSS GiB':>14}{'anon':>7}{'file':>7}")
+    print(f"\n{'features':<26}{'ms/batch':>10}{'vs mmap':>9}{'vs mmap-random':>15}{'vs RAM':>8}{'hit':>7}{'disk MB/batch':>15}{'peak RSS GiB':>14}{'anon':>7}{'file':>7}")
     for r in results:
-        name = {"mmap": "mmap peer", "ram": "in-RAM reference (1/8)"}.get(r["row"], f"disk + cache {r['row']} GiB")
+        name = {"mmap": "mmap peer", "mmap-random": "mmap peer, MADV_RANDOM", "ram": "in-RAM reference (1/8)"}.get(r["row"], f"disk + cache {r['row']} GiB")
         vs_mmap = by["mmap"]["ms_per_batch"] / r["ms_per_batch"] if "mmap" in by else float("nan")
+        vs_random = by["mmap-random"]["ms_per_batch"] / r["ms_per_batch"] if "mmap-random" in by else float("nan")
         vs_ram = r["ms_per_batch"] / by["ram"]["ms_per_batch"] if "ram" in by else float("nan")
         hit = "" if r["hit_rate"] is None else f"{r['hit_rate']:.0%}"
-        print(f"{name:<24}{r['ms_per_batch']:>10.0f}{vs_mmap:>8.2f}x{vs_ram:>7.2f}x{hit:>7}{r['disk_mb_per_batch']:>15.1f}"
+        print(f"{name:<26}{r['ms_per_batch']:>10.0f}{vs_mmap:>8.2f}x{vs_random:>14.2f}x{vs_ram:>7.2f}x{hit:>7}{r['disk_mb_per_batch']:>15.1f}"
               f"{r['peak_rss_gib']:>14.2f}{r['peak_RssAnon_gib']:>7.2f}{r['peak_RssFile_gib']:>7.2f}")
     trace = hit_rate_table(args) if args.trace_batches else []
     out = HERE / "out"
