@@ -69,6 +69,16 @@ def _occupy(s, row, id_of, slot_of, fresh, adm, na):
     return na + 1
 
 
+@njit(cache=True, nogil=True)
+def _lookup_and_mark(ids, slot_of, bits, slots):
+    """Slot of each id; a hit sets its slot's bit (CLOCK's reference bit, SIEVE's visited bit)."""
+    for i in range(ids.size):
+        s = slot_of[ids[i]]
+        slots[i] = s
+        if s >= 0:
+            bits[s] = 1
+
+
 # ---------------------------------------------------------------- LRU (linked list, head = most recent)
 
 
@@ -134,15 +144,6 @@ def _lru_admit(ids, slot_of, id_of, prev, nxt, ends, fresh, adm, evicted):
 
 
 @njit(cache=True, nogil=True)
-def _clock_lookup(ids, slot_of, ref, slots):
-    for i in range(ids.size):
-        s = slot_of[ids[i]]
-        slots[i] = s
-        if s >= 0:
-            ref[s] = 1
-
-
-@njit(cache=True, nogil=True)
 def _clock_admit(ids, slot_of, id_of, ref, state, fresh, adm, evicted):
     """``state = [hand, used]``."""
     na = 0
@@ -167,15 +168,6 @@ def _clock_admit(ids, slot_of, id_of, ref, state, fresh, adm, evicted):
 
 
 # ---------------------------------------------------------------- SIEVE (FIFO list + visited bits + a hand from the old end)
-
-
-@njit(cache=True, nogil=True)
-def _sieve_lookup(ids, slot_of, visited, slots):
-    for i in range(ids.size):
-        s = slot_of[ids[i]]
-        slots[i] = s
-        if s >= 0:
-            visited[s] = 1
 
 
 @njit(cache=True, nogil=True)
@@ -450,7 +442,7 @@ class ClockPolicy(CachePolicy):
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         slots = np.empty(ids.size, np.int64)
-        _clock_lookup(ids, self.slot_of, self._ref, slots)
+        _lookup_and_mark(ids, self.slot_of, self._ref, slots)
         return slots
 
     def _admit(self, ids, force, adm, evicted):
@@ -471,7 +463,7 @@ class SievePolicy(CachePolicy):
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         slots = np.empty(ids.size, np.int64)
-        _sieve_lookup(ids, self.slot_of, self._visited, slots)
+        _lookup_and_mark(ids, self.slot_of, self._visited, slots)
         return slots
 
     def _admit(self, ids, force, adm, evicted):
