@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 import torch
 
-from sparsetrain.sampling import HeteroGraph, HeteroNeighborSampler, SamplerInput
+from sparsetrain.sampling import CSCGraph, HeteroNeighborSampler, SamplerInput
 
 # sha256 of the batches below, recorded on the tree before the typed and homogeneous graphs became one class
 # (main at 125e9cc): the unified sampler must draw exactly the same typed batches.
@@ -18,7 +18,7 @@ MAG_RELATIONS = [("author", "writes", "paper", 3000), ("paper", "cites", "paper"
                  ("author", "affiliated_with", "institution", 1000), ("paper", "has_topic", "field_of_study", 2500)]
 
 
-def mag_like_graph(seed: int = 11) -> HeteroGraph:
+def mag_like_graph(seed: int = 11) -> CSCGraph:
     """Four node types, eight edge types (each relation and its reverse), repeated edges included, in random order."""
     rng = np.random.default_rng(seed)
     edges = {}
@@ -26,7 +26,7 @@ def mag_like_graph(seed: int = 11) -> HeteroGraph:
         ei = np.stack([rng.integers(0, MAG_NODES[src], count), rng.integers(0, MAG_NODES[dst], count)])
         edges[(src, rel, dst)] = torch.from_numpy(ei)
         edges[(dst, f"rev_{rel}", src)] = torch.from_numpy(ei[::-1].copy())
-    return HeteroGraph.from_edge_index_dict(edges, MAG_NODES)
+    return CSCGraph.from_edge_index_dict(edges, MAG_NODES)
 
 
 def typed_digest(graph, sampler_for) -> str:
@@ -44,7 +44,7 @@ def typed_digest(graph, sampler_for) -> str:
             for block in mb.blocks:
                 digest.update(repr(sorted(block.num_src.items())).encode() + repr(sorted(block.num_dst.items())).encode())
                 for et in sorted(block.edge_index):
-                    ids = graph.edge_ids[et][block.edge_ids[et]]  # the edge's column in the edge_index it was built from
+                    ids = block.edge_ids[et]  # the edge's column in the edge_index it was built from
                     digest.update(repr(et).encode() + block.edge_index[et].numpy().tobytes() + ids.numpy().tobytes())
     return digest.hexdigest()
 

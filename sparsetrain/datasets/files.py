@@ -12,7 +12,7 @@ from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.datasets.hetero_build import EdgeTypeSource, HeteroBuildOptions, NodeTypeSource, build_hetero_dataset
 from sparsetrain.datasets.readers import EdgeListReader, NodeTableReader
 from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.hetero_graph import EdgeType
+from sparsetrain.sampling.graph import EdgeType
 
 
 def _edge_source(path: Path) -> EdgeSource:

@@ -19,7 +19,7 @@ from sparsetrain.datasets import hetero_format as hfmt
 from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, _random_split, _read_splits, _write_features, _write_labels
 from sparsetrain.datasets.writer import DatasetWriter
 from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.hetero_graph import EdgeType
+from sparsetrain.sampling.graph import EdgeType
 
 
 @dataclass

@@ -12,8 +12,7 @@ from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets import hetero_format as hfmt
 from sparsetrain.datasets.checks import check_increasing, check_range, mapped_file
 from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.graph import CSCGraph
-from sparsetrain.sampling.hetero_graph import EdgeType, HeteroGraph
+from sparsetrain.sampling.graph import CSCGraph, EdgeType
 from sparsetrain.storage.mmap import MmapFeatures
 
 _REBUILD = "the dataset is damaged, re-run `sparsetrain preprocess`"
@@ -23,18 +22,21 @@ _REBUILD = "the dataset is damaged, re-run `sparsetrain preprocess`"
 class HeteroGraphDataset:
     """Node types with their features and labels, edge types each as a CSC over its dst type, and the target type's splits.
 
-    ``graph`` is a :class:`~sparsetrain.sampling.HeteroGraph` (memory-mapped); ``features[type]`` a
-    :class:`~sparsetrain.storage.MmapFeatures` per node type that has features; ``labels[type]`` int64 per labelled
-    type; ``split`` holds ids of ``target_type`` nodes; ``edge_features[edge_type]`` [E, F] in CSC order.
+    ``graph`` is a typed :class:`~sparsetrain.sampling.CSCGraph` (read into memory; its edge ids are CSC positions
+    per edge type); ``features[type]`` a :class:`~sparsetrain.storage.MmapFeatures` per node type that has features;
+    ``labels[type]`` int64 per labelled type; ``split`` holds ids of ``target_type`` nodes;
+    ``edge_features[edge_type]`` [E, F] in CSC order; ``edge_ids[edge_type]`` each CSC edge's position in the
+    imported edge list.
     """
 
     path: Path
     meta: dict
-    graph: HeteroGraph
+    graph: CSCGraph
     features: dict[str, MmapFeatures] = field(default_factory=dict)
     labels: dict[str, torch.Tensor] = field(default_factory=dict)
     edge_features: dict[EdgeType, torch.Tensor] = field(default_factory=dict)
     split: dict[str, torch.Tensor] = field(default_factory=dict)
+    edge_ids: dict[EdgeType, torch.Tensor] = field(default_factory=dict)
 
     @property
     def node_types(self) -> list[str]:
@@ -42,7 +44,7 @@ class HeteroGraphDataset:
 
     @property
     def edge_types(self) -> list[EdgeType]:
-        return list(self.graph.edges)
+        return self.graph.edge_types
 
     @property
     def num_nodes(self) -> dict[str, int]:
@@ -50,7 +52,7 @@ class HeteroGraphDataset:
 
     @property
     def num_edges(self) -> dict[EdgeType, int]:
-        return {et: csc.num_edges for et, csc in self.graph.edges.items()}
+        return self.graph.num_edges_per_type
 
     @property
     def target_type(self) -> str | None:
@@ -106,7 +108,7 @@ def load_hetero(folder: Path, meta: dict, verify: bool = False) -> HeteroGraphDa
         name = hfmt.edge_file(et, "features")
         if name in files:
             edge_features[et] = torch.from_numpy(array(name, True, ("float32",), (e, None)))
-    ds = HeteroGraphDataset(folder, meta, HeteroGraph(num_nodes, edges, edge_ids), edge_features=edge_features)
+    ds = HeteroGraphDataset(folder, meta, CSCGraph.from_relations(num_nodes, edges), edge_features=edge_features, edge_ids=edge_ids)
     for t, n in num_nodes.items():
         if hfmt.node_file(t, "features") in files:
             array(hfmt.node_file(t, "features"), True, fmt.FEATURE_DTYPES, (n, None))
@@ -130,7 +132,7 @@ def verify_hetero_structure(ds: HeteroGraphDataset, chunk: int = 1 << 24) -> Non
         csc.check_files()
         check_increasing(folder / hfmt.edge_file(et, "indptr"), csc.indptr.numpy(), False, "column pointers", chunk, csc.check_files)
         check_range(folder / hfmt.edge_file(et, "indices"), csc.indices.numpy(), 0, ds.graph.num_nodes[et[0]], f"{et[0]!r} node", chunk, csc.check_files)
-        check_range(folder / hfmt.edge_file(et, "edge_ids"), ds.graph.edge_ids[et].numpy(), 0, csc.num_edges, "edge id", chunk)
+        check_range(folder / hfmt.edge_file(et, "edge_ids"), ds.edge_ids[et].numpy(), 0, csc.num_edges, "edge id", chunk)
     for t, labels in ds.labels.items():
         check_range(folder / hfmt.node_file(t, "labels"), labels.numpy(), 0, ds.meta["node_types"][t]["num_classes"], "label", chunk)
     for name, idx in ds.split.items():

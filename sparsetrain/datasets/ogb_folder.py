@@ -35,7 +35,7 @@ from sparsetrain.datasets.npz import NpzMember
 from sparsetrain.datasets.readers import CHUNK_ROWS, EdgeListReader, NodeTableReader, first_non_integer
 from sparsetrain.datasets.ogb_link import is_link_split_dir, read_ogb_edge_splits
 from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.hetero_graph import EdgeType
+from sparsetrain.sampling.graph import EdgeType
 
 _SPLIT_PARTS = {"train": "train", "val": "valid", "test": "test"}
 _RANDOM_HINT = "pass --split random (split='random' in Python) to draw a random split of the labelled nodes instead"
