@@ -50,7 +50,7 @@ def test_from_pyg_heterodata_round_trips(tmp_path):
         ei = data[et].edge_index.numpy()
         assert edge_multiset(src, dst) == edge_multiset(ei[0], ei[1])
         # edge_ids: CSC position -> column of edge_index; edge features follow
-        ids = ds.graph.edge_ids[et].numpy()
+        ids = ds.edge_ids[et].numpy()
         assert np.array_equal(ei[0, ids], src) and np.array_equal(ei[1, ids], dst)
         assert torch.equal(ds.edge_features[et], data[et].edge_attr[torch.from_numpy(ids)])
     for t in data.node_types:

@@ -42,9 +42,11 @@ class GraphDataset:
 
     Typed: ``graph`` the typed ``CSCGraph`` (columns per (edge type, dst node)); ``features[type]``,
     ``labels[type]`` for the node types that have them; ``edge_features[edge_type]`` [E_t, F] in that type's CSC
-    order. Both: ``split`` holds ids of :attr:`target_type` nodes; ``edge_split`` link-prediction edges per split
-    (``"train"``, ``"val"``, ``"test"``), empty when the dataset has none. :meth:`feature_store` opens another
-    store, with its own options and statistics.
+    order; ``edge_ids[edge_type]`` each CSC edge's row in the imported edge list (the graph's own edge ids, which
+    samplers report, are CSC positions within the edge type, the rows of ``edge_features``). Both: ``split`` holds
+    ids of :attr:`target_type` nodes; ``edge_split`` link-prediction edges per split (``"train"``, ``"val"``,
+    ``"test"``), empty when the dataset has none. :meth:`feature_store` opens another store, with its own options
+    and statistics.
     """
 
     path: Path
@@ -56,6 +58,7 @@ class GraphDataset:
     original_ids: torch.Tensor | None = None
     edge_features: MmapFeatures | dict[EdgeType, MmapFeatures] | None = None
     edge_split: dict[str, EdgeSplit] = field(default_factory=dict)
+    edge_ids: torch.Tensor | dict[EdgeType, torch.Tensor] | None = None
 
     @property
     def is_typed(self) -> bool:
@@ -216,14 +219,14 @@ def _verify_topology(ds: GraphDataset, chunk: int) -> None:
         raise DatasetError(f"{folder / fmt.INDPTR}: entry 0 is {indptr[0] if len(indptr) else 'missing'}, column pointers must start at 0; {_REBUILD}")
     check_increasing(folder / fmt.INDPTR, indptr, False, "column pointers", chunk, check)
     indices = graph.indices.numpy()
-    edge_ids = None if graph.edge_perm is None else graph.edge_perm.numpy()
+    edge_ids = None if fmt.EDGE_IDS not in ds.meta["files"] else fmt.open_array(folder, fmt.EDGE_IDS, ds.meta)
     start = 0
     for et, entry in zip(ds.edge_types, ds.meta["edge_types"]):
         end = start + entry["num_edges"]
         what = "node" if not ds.is_typed else f"{et[0]!r} node"
         check_range(folder / fmt.INDICES, indices[start:end], 0, ds.meta["node_types"][et[0]], what, chunk, check, first=start)
         if edge_ids is not None:
-            check_range(folder / fmt.EDGE_IDS, edge_ids[start:end], 0, entry["num_edges"], "edge id", chunk, check, first=start)
+            check_range(folder / fmt.EDGE_IDS, edge_ids[start:end], 0, entry["num_edges"], "edge id", chunk, first=start)
         start = end
     if graph.weights is not None:
         for lo, part in array_chunks(graph.weights.numpy(), chunk, check):
@@ -251,7 +254,7 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
             )
     counts = meta["node_types"]
     typed = not fmt.is_homogeneous(meta)
-    graph = legacy.open_graph(folder, meta) if meta["format_version"] == 2 else _open_graph(folder, meta, typed)
+    graph, edge_ids = legacy.open_graph(folder, meta) if meta["format_version"] == 2 else _open_graph(folder, meta, typed)
 
     def array(name: str, dtypes: tuple[str, ...], shape: tuple, mmap: bool = False) -> np.ndarray:
         return format_array(folder, meta, name, dtypes, shape, mmap=mmap)
@@ -264,7 +267,7 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
         original_ids = torch.from_numpy(array(fmt.ORIGINAL_IDS, ("int64",), (counts[next(iter(counts))],)))
     labels = {t: torch.from_numpy(array(entry["file"], ("int64",), (counts[t],))) for t, entry in meta.get("labels", {}).items()}
     ds = GraphDataset(path=folder, meta=meta, graph=graph, features=None, labels=labels if typed else labels.get(fmt.NODE),
-                      split=split, original_ids=original_ids)
+                      split=split, original_ids=original_ids, edge_ids=edge_ids if typed or edge_ids is None else edge_ids[fmt.EDGE])
     ds.edge_split = _edge_splits(folder, meta)
     features = {}
     for t, name in meta.get("features", {}).items():
@@ -282,16 +285,19 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     return ds
 
 
-_GRAPH_FILES = {"indptr": fmt.INDPTR, "indices": fmt.INDICES, "weights": fmt.EDGE_WEIGHT, "edge_perm": fmt.EDGE_IDS}
+_GRAPH_FILES = {"indptr": fmt.INDPTR, "indices": fmt.INDICES, "weights": fmt.EDGE_WEIGHT}
 
 
-def _open_graph(folder: Path, meta: dict, typed: bool) -> CSCGraph:
-    """The flat CSC, memory-mapped; its readers check its files first. Each edge type's columns hold its edges."""
+def _open_graph(folder: Path, meta: dict, typed: bool) -> tuple[CSCGraph, dict[EdgeType, torch.Tensor] | None]:
+    """The flat CSC, memory-mapped (its readers check its files first), and each edge type's edge ids when stored.
+
+    The graph gets no ``edge_perm``: the edge ids samplers report are CSC positions (within the edge type), the
+    rows of the edge features.
+    """
     counts, edge_types = meta["node_types"], fmt.edge_types_of(meta)
     columns = sum(counts[et[2]] for et in edge_types)
     num_edges = sum(entry["num_edges"] for entry in meta["edge_types"])
-    layout = {"indptr": (("int64",), columns + 1), "indices": (("int32", "int64"), num_edges),
-              "weights": (("float32",), num_edges), "edge_perm": (("int64",), num_edges)}
+    layout = {"indptr": (("int64",), columns + 1), "indices": (("int32", "int64"), num_edges), "weights": (("float32",), num_edges)}
     arrays = {key: torch.from_numpy(format_array(folder, meta, name, layout[key][0], (layout[key][1],), mmap=True))
               for key, name in _GRAPH_FILES.items() if name in meta["files"]}
     files = {key: mapped_file(folder, name) for key, name in _GRAPH_FILES.items() if name in meta["files"]}
@@ -308,10 +314,14 @@ def _open_graph(folder: Path, meta: dict, typed: bool) -> CSCGraph:
         column, edge = column + counts[et[2]], edge + entry["num_edges"]
     if int(indptr[-1]) != num_edges:
         raise ChecksumError(f"{folder / fmt.INDPTR}: does not describe {num_edges} edges over {columns} columns; the dataset is damaged")
+    edge_ids = None
+    if fmt.EDGE_IDS in meta["files"]:
+        flat = torch.from_numpy(format_array(folder, meta, fmt.EDGE_IDS, ("int64",), (num_edges,)))
+        starts = np.cumsum([0] + [entry["num_edges"] for entry in meta["edge_types"]]).tolist()
+        edge_ids = {et: flat[starts[k] : starts[k + 1]] for k, et in enumerate(edge_types)}
     if not typed:
-        return CSCGraph(arrays["indptr"], arrays["indices"], arrays.get("weights"), arrays.get("edge_perm"), files=files)
-    return CSCGraph.typed(dict(counts), edge_types, arrays["indptr"], arrays["indices"], arrays.get("weights"),
-                          arrays.get("edge_perm"), files=files)
+        return CSCGraph(arrays["indptr"], arrays["indices"], arrays.get("weights"), files=files), edge_ids
+    return CSCGraph.typed(dict(counts), edge_types, arrays["indptr"], arrays["indices"], arrays.get("weights"), files=files), edge_ids
 
 
 def _edge_splits(folder: Path, meta: dict) -> dict[str, EdgeSplit]:

@@ -49,16 +49,16 @@ from pathlib import Path
 import numpy as np
 
 from sparsetrain.errors import DatasetError
+from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
 
 FORMAT_NAME = "sparsetrain-graph"
 FORMAT_VERSION = 3
 """The version this sparsetrain writes, and the newest it reads (1 and 2 still load)."""
 META_FILE = "meta.json"
 
-EdgeType = tuple[str, str, str]
-NODE = "_N"
+NODE = NODE_TYPE
 """The node type of a homogeneous graph."""
-EDGE: EdgeType = (NODE, "_E", NODE)
+EDGE: EdgeType = EDGE_TYPE
 """The edge type of a homogeneous graph."""
 SEPARATOR = "___"  # OGB's separator in relation folder names
 

@@ -25,8 +25,8 @@ def relation_file(edge_type: fmt.EdgeType, kind: str) -> str:
     return f"edge.{fmt.edge_key(edge_type)}.{kind}.npy"
 
 
-def _relations(folder: Path, meta: dict) -> dict[fmt.EdgeType, CSCGraph]:
-    relations = {}
+def _relations(folder: Path, meta: dict) -> tuple[dict[fmt.EdgeType, CSCGraph], dict[fmt.EdgeType, torch.Tensor]]:
+    relations, edge_ids = {}, {}
     for entry in meta["edge_types"]:
         et, e = (entry["src"], entry["rel"], entry["dst"]), entry["num_edges"]
         for kind in ("indptr", "indices", "edge_ids"):
@@ -37,22 +37,25 @@ def _relations(folder: Path, meta: dict) -> dict[fmt.EdgeType, CSCGraph]:
         if int(indptr[0]) != 0 or int(indptr[-1]) != e:
             raise DatasetError(f"{folder / relation_file(et, 'indptr')}: does not describe {e} edges (first {indptr[0]}, "
                                f"last {indptr[-1]}); {_REBUILD}")
-        edge_ids = format_array(folder, meta, relation_file(et, "edge_ids"), ("int64",), (e,), mmap=False)
+        edge_ids[et] = torch.from_numpy(format_array(folder, meta, relation_file(et, "edge_ids"), ("int64",), (e,), mmap=False))
         files = {kind: mapped_file(folder, relation_file(et, kind)) for kind in ("indptr", "indices")}
-        relations[et] = CSCGraph(torch.from_numpy(indptr), torch.from_numpy(indices), edge_perm=torch.from_numpy(edge_ids), files=files)
-    return relations
+        relations[et] = CSCGraph(torch.from_numpy(indptr), torch.from_numpy(indices), files=files)
+    return relations, edge_ids
 
 
-def open_graph(folder: Path, meta: dict) -> CSCGraph:
-    """The typed graph of a version-2 folder, its relations concatenated into the flat layout."""
-    return CSCGraph.from_relations(dict(meta["node_types"]), _relations(folder, meta))
+def open_graph(folder: Path, meta: dict) -> tuple[CSCGraph, dict[fmt.EdgeType, torch.Tensor]]:
+    """The typed graph of a version-2 folder, its relations concatenated into the flat layout, and each edge type's
+    edge ids (kept beside the graph, as version 3 keeps them)."""
+    relations, edge_ids = _relations(folder, meta)
+    return CSCGraph.from_relations(dict(meta["node_types"]), relations), edge_ids
 
 
 def verify_relations(folder: Path, meta: dict, chunk: int) -> None:
     """Version 2's structure checks: per edge type, pointers monotone, source ids and edge ids in range."""
-    for et, csc in _relations(folder, meta).items():
+    relations, edge_ids = _relations(folder, meta)
+    for et, csc in relations.items():
         csc.check_files()
         check_increasing(folder / relation_file(et, "indptr"), csc.indptr.numpy(), False, "column pointers", chunk, csc.check_files)
         check_range(folder / relation_file(et, "indices"), csc.indices.numpy(), 0, meta["node_types"][et[0]], f"{et[0]!r} node",
                     chunk, csc.check_files)
-        check_range(folder / relation_file(et, "edge_ids"), csc.edge_perm.numpy(), 0, csc.num_edges, "edge id", chunk)
+        check_range(folder / relation_file(et, "edge_ids"), edge_ids[et].numpy(), 0, csc.num_edges, "edge id", chunk)
