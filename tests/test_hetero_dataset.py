@@ -1,4 +1,4 @@
-"""Typed datasets (format 2): PyG HeteroData, OGB heterogeneous folders and per-type files round-trip; bad input is one line."""
+"""Typed datasets (format 3, the typed case of the one format): PyG HeteroData, OGB heterogeneous folders and per-type files round-trip; bad input is one line."""
 
 import csv
 import gzip
@@ -10,7 +10,6 @@ import pytest
 import torch
 
 import sparsetrain as st
-from sparsetrain.datasets.hetero_dataset import HeteroGraphDataset
 from sparsetrain.errors import DatasetError
 
 
@@ -40,7 +39,7 @@ def test_from_pyg_heterodata_round_trips(tmp_path):
     mask[::3] = True
     data["v0"].train_mask = mask
     ds = st.datasets.from_pyg(data, tmp_path / "h")
-    assert isinstance(ds, HeteroGraphDataset) and ds.meta["format_version"] == 2
+    assert isinstance(ds, st.datasets.GraphDataset) and ds.is_typed and ds.meta["format_version"] == 3
     ds = st.datasets.load(tmp_path / "h", verify=True)
     assert ds.target_type == "v0" and ds.num_classes == int(data["v0"].y.max()) + 1
     assert ds.num_nodes == {t: data[t].num_nodes for t in data.node_types}
