@@ -204,6 +204,21 @@ class ColumnsWritten:
     symmetric: bool
 
 
+def _stable_sort(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``order = np.argsort(keys, kind="stable")`` and ``keys[order]``; by one plain sort of ``key * n + position`` when
+    that fits in int64 (several times faster than a stable argsort), else by the stable argsort."""
+    n = len(keys)
+    if n and int(keys.min()) >= 0 and (int(keys.max()) + 1) * n < 2**63:
+        packed = keys * n
+        packed += np.arange(n, dtype=np.int64)
+        packed.sort()
+        order = packed % n
+        packed //= n
+        return order, packed
+    order = np.argsort(keys, kind="stable")
+    return order, keys[order]
+
+
 def assemble_columns(buckets: list[Bucket], firsts: np.ndarray, num_nodes: int, indices, weights, drop_self_loops: bool, drop_duplicates: bool,
                      on_bucket=None, ids=None) -> ColumnsWritten:
     """Sort and clean each bucket, append its columns to ``indices`` / ``weights`` / ``ids`` (:class:`ArrayFile`), delete it.
@@ -223,8 +238,7 @@ def assemble_columns(buckets: list[Bucket], firsts: np.ndarray, num_nodes: int, 
         w = np.fromfile(weight_path, dtype=np.float32) if weight_path else np.zeros(0, dtype=np.float32)
         rows = np.fromfile(id_path, dtype=np.int64) if id_path else None
         if weight_path or id_path:
-            order = np.argsort(keys, kind="stable")
-            keys = keys[order]
+            order, keys = _stable_sort(keys)
             w = w[order] if weight_path else w
             rows = rows[order] if id_path else None
             del order

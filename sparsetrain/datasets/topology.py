@@ -15,7 +15,7 @@ import numpy as np
 
 from sparsetrain._progress import progress
 from sparsetrain.datasets import format as fmt
-from sparsetrain.datasets.csc import MAX_NODES, RawCSC, assemble_columns, bucket_ranges, count_in_degrees, write_buckets
+from sparsetrain.datasets.csc import BUCKET_EDGES, MAX_NODES, RawCSC, assemble_columns, bucket_ranges, count_in_degrees, write_buckets
 from sparsetrain.datasets.format import EdgeType
 from sparsetrain.datasets.sources import EdgeSource, Source
 from sparsetrain.datasets.writer import DatasetWriter
@@ -214,7 +214,8 @@ def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], cou
                                "are not supported; check the node ids")
         if len(degrees) < n_dst:
             degrees = np.concatenate([degrees, np.zeros(n_dst - len(degrees), dtype=np.int64)])
-        passes.append((et, source, bucket_ranges(degrees), raw_edges))
+        # a bucket carrying edge ids holds a quarter of the edges: keys, ids and their sort cost about four times the bytes
+        passes.append((et, source, bucket_ranges(degrees, BUCKET_EDGES // 4 if with_ids else None), raw_edges))
         del degrees
     weighted = [et for et, source in edges.items() if source.weighted]
     if weighted and len(weighted) != len(edges):
