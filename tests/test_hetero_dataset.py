@@ -161,3 +161,15 @@ def test_damaged_typed_meta_is_a_clear_error(tmp_path):
     (tmp_path / "h" / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(DatasetError, match="names node type 'nope'"):
         st.datasets.load(tmp_path / "h")
+
+
+@pytest.mark.parametrize("flag", ["--node-features", "--node-labels"])
+def test_a_misspelt_node_type_is_an_error_naming_the_known_types(tmp_path, cli, flag):
+    """Issue 29: ``--node-features papr=...`` used to create a third node type with no edges."""
+    np.savetxt(tmp_path / "writes.csv", [[0, 1], [2, 3]], fmt="%d", delimiter=",", header="src,dst", comments="")
+    np.save(tmp_path / "table.npy", np.zeros((4, 2), dtype=np.float32) if flag == "--node-features" else np.zeros(4, dtype=np.int64))
+    code, out, err = cli("preprocess", "--typed-edges", f"author,writes,paper={tmp_path / 'writes.csv'}", flag, f"papr={tmp_path / 'table.npy'}",
+                         "--out", tmp_path / "o", "--quiet")
+    line = err.strip()
+    assert code == 1 and not (tmp_path / "o").exists() and "\n" not in line
+    assert "'papr'" in line and "author, paper" in line and "spelling" in line and "table.npy" in line
