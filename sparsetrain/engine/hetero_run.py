@@ -51,7 +51,7 @@ def typed_features(ds, settings, device: torch.device) -> dict:
 def typed_parts(ds, settings, ctx):
     """``(loader, model, evaluate)`` of a typed run."""
     from sparsetrain.nn.rgcn import RGCN
-    from sparsetrain.sampling.hetero import HeteroNeighborSampler
+    from sparsetrain.sampling import NeighborSampler
 
     if settings.model not in ("sage", *TYPED_MODELS):
         raise DatasetError(f"--model {settings.model}: a typed dataset trains {' or '.join(TYPED_MODELS)}; drop --model or pass --model rgcn")
@@ -60,12 +60,12 @@ def typed_parts(ds, settings, ctx):
         raise DatasetError(f"{ds.path}: node type {target!r} has labels but no class count; re-import the dataset")
     num_classes = ds.num_classes_of(target)
     features = typed_features(ds, settings, ctx.device)
-    sampler = HeteroNeighborSampler(ds.graph, settings.fanout, seed_type=target, seed=settings.seed)
+    sampler = NeighborSampler(ds.graph, settings.fanout, seed_type=target, seed=settings.seed)
     loader = Loader(sampler, features, labels, split["train"], batch_size=settings.batch_size, device=ctx.device,
                     seed=settings.seed, rank=ctx.rank, world_size=ctx.world_size)
     model = RGCN(ds.node_types, ds.edge_types, ds.num_features, settings.hidden, num_classes,
                  len(settings.fanout), target, num_nodes=ds.num_nodes, dropout=settings.dropout)
     eval_split = {k: v for k, v in split.items() if k != "train"}
-    eval_sampler = HeteroNeighborSampler(ds.graph, settings.fanout, seed_type=target, seed=settings.seed + 1)
+    eval_sampler = NeighborSampler(ds.graph, settings.fanout, seed_type=target, seed=settings.seed + 1)
     evaluate = sampled_evaluator(eval_sampler, features, labels, eval_split, batch_size=settings.batch_size, device=ctx.device) if eval_split else None
     return loader, model, evaluate
