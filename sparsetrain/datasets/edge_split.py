@@ -11,6 +11,7 @@ per-positive candidate lists; AUC and Hits@K read them as one pool.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,7 +111,9 @@ def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: i
     weights = None if csc.weights is None else np.asarray(csc.weights[: csc.num_edges])[keep]
     graph = RawCSC(indptr, np.asarray(csc.indices[: csc.num_edges])[keep], weights)
 
-    full = NegativeSampler(CSCGraph.from_numpy(np.asarray(csc.indptr), np.asarray(csc.indices)), strict=True, seed=seed)
+    with warnings.catch_warnings():  # the arrays are read-only maps and the sampler only reads them: torch's warning does not apply
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        full = NegativeSampler(CSCGraph.from_numpy(np.asarray(csc.indptr), np.asarray(csc.indices)), strict=True, seed=seed)
     splits = {}
     for key, name in enumerate(LINK_SPLIT_NAMES):
         chosen = np.sort(parts[name])
