@@ -20,6 +20,7 @@ import torch
 from sparsetrain.datasets.csc import RawCSC
 from sparsetrain.datasets.format import LINK_SPLIT_NAMES
 from sparsetrain.errors import DatasetError
+from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.sampling.negatives import NegativeSampler
 
@@ -121,7 +122,11 @@ def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: i
         if name == "train":
             splits[name] = EdgeSplit(pos)
             continue
-        neg_dst = full.destinations(pos[0], neg_per_pos, key=key)
+        try:
+            neg_dst = full.destinations(pos[0], neg_per_pos, key=key)
+        except SamplingError as exc:  # its fix names the Python keyword; the import has none to offer
+            raise DatasetError(f"{name} negatives: {str(exc).split(';')[0]}; every val/test negative must be a non-edge, "
+                               "so link prediction needs a sparser graph (or leave that node out)") from None
         neg = torch.stack([pos[0].repeat_interleave(neg_per_pos), neg_dst])
         splits[name] = EdgeSplit(pos, neg, neg_per_pos)
     return graph, splits
