@@ -47,7 +47,8 @@ def main() -> None:
     from sparsetrain.sampling import SamplerInput
 
     if not (args.data / "meta.json").is_file():
-        st.datasets.synthesize(args.data, 400_000, 8_000_000, feature_dim=100, num_classes=47, feature_dtype=args.feature_dtype)
+        st.datasets.synthesize(args.data, 400_000, 8_000_000, feature_dim=100, num_classes=47,
+                               feature_dtype=args.feature_dtype)
     ds = st.datasets.load(args.data)
     features = st.storage.TensorFeatures(torch.from_numpy(np.load(args.data / "features.npy")))
     sampler = st.sampling.NeighborSampler(ds.graph, FANOUTS, seed=0)
@@ -75,10 +76,12 @@ def main() -> None:
             input_rows.append(len(mb.input_nodes))
     ms = {key: 1e3 * float(np.mean(v)) for key, v in rows.items()}
     step = ms["gather"] + ms["step"]
-    result = {"data": str(args.data), "feature_dtype": str(features.dtype), "input_rows_per_batch": float(np.mean(input_rows)),
+    result = {"data": str(args.data), "feature_dtype": str(features.dtype),
+              "input_rows_per_batch": float(np.mean(input_rows)),
               "ms": ms, "check_vs_gather": ms[CHECK] / ms["gather"], "check_vs_step": ms[CHECK] / step,
               "peer_vs_check": ms[PEER] / ms[CHECK]}
-    print(f"{result['input_rows_per_batch']:,.0f} input rows x {ds.num_features} {features.dtype} a batch, {args.batches} batches")
+    print(f"{result['input_rows_per_batch']:,.0f} input rows x {ds.num_features} {features.dtype} a batch, "
+          f"{args.batches} batches")
     print("| part | ms / batch | vs gather + step |\n| --- | ---: | ---: |")
     for key, value in ms.items():
         print(f"| {key} | {value:.2f} | {value / step:.2%} |")

@@ -32,7 +32,7 @@ def progress(total=None, desc: str = "", unit: str = "it", quiet: bool = False, 
 
 
 class _CompileNotice:
-    """A ``numba:compile`` listener that prints one line the first time a kernel compiles (a cache hit fires no event)."""
+    """A ``numba:compile`` listener: one line the first time a kernel compiles (a cache hit fires no event)."""
 
     def __init__(self) -> None:
         from numba.core import event
@@ -58,7 +58,7 @@ class _CompileNotice:
 
 @contextlib.contextmanager
 def compile_notice(quiet: bool = False):
-    """While the block runs, the first Numba compile (a cold cache: first run, or the code changed) says so in one line."""
+    """While the block runs, the first Numba compile (a cold cache: first run, or changed code) says so in one line."""
     if quiet:
         yield
         return

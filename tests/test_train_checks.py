@@ -52,7 +52,8 @@ def test_a_large_file_is_guarded_per_batch_naming_the_file_and_rows(cli, tiny, m
     monkeypatch.setattr(dataset_checks, "SMALL_FILE_BYTES", 0)  # as if features.npy were too large to hash at open
     bad_rows = [5, 77, 301]
     _write_into(tiny / "features.npy", [(r, r % 8) for r in bad_rows], value)
-    code, _, err = cli("train", "--data", tiny, "--epochs", "1", "--fanout", "-1,-1", *TINY[2:])  # every neighbor: all rows read
+    every_neighbor = ["--fanout", "-1,-1", *TINY[2:]]
+    code, _, err = cli("train", "--data", tiny, "--epochs", "1", *every_neighbor)
     _one_line_error(code, err)
     features = np.load(tiny / "features.npy")
     expected = np.flatnonzero(~np.isfinite(features).all(axis=1))
@@ -99,7 +100,8 @@ def test_check_finite_names_the_rows_numpy_finds():
     with pytest.raises(DatasetError) as info:
         check_finite(x, ids, x)
     expected = ids[np.flatnonzero(~np.isfinite(x.numpy()).all(axis=1))]
-    assert f"{TENSOR}: rows {', '.join(map(str, expected.tolist()))} hold NaN or inf (3 of the 1000 rows" in str(info.value)
+    named = ", ".join(map(str, expected.tolist()))
+    assert f"{TENSOR}: rows {named} hold NaN or inf (3 of the 1000 rows" in str(info.value)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -117,10 +119,12 @@ def test_trainer_refuses_class_targets_out_of_range_naming_the_seeds():
     graph = st.CSCGraph.from_edge_index(torch.randint(0, 50, (2, 400), generator=torch.Generator().manual_seed(0)), 50)
     labels = torch.arange(50) % 3
     labels[[4, 11]] = torch.tensor([3, -2])
-    loader = st.Loader(st.NeighborSampler(graph, [3]), torch.randn(50, 4), labels, torch.arange(50), batch_size=50, shuffle=False)
+    loader = st.Loader(st.NeighborSampler(graph, [3]), torch.randn(50, 4), labels, torch.arange(50), batch_size=50,
+                       shuffle=False)
     model = st.GraphSAGE(4, 8, 3, num_layers=1)
     trainer = st.Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1, quiet=True)
-    with pytest.raises(DatasetError, match=r"2 seed\(s\) of this batch have a label outside \[0, 3\).*nodes 4 \(label 3\), 11 \(label -2\)"):
+    says = r"2 seed\(s\) of this batch have a label outside \[0, 3\).*nodes 4 \(label 3\), 11 \(label -2\)"
+    with pytest.raises(DatasetError, match=says):
         trainer.fit()
 
 

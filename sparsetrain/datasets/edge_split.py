@@ -112,9 +112,10 @@ def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: i
     weights = None if csc.weights is None else np.asarray(csc.weights[: csc.num_edges])[keep]
     graph = RawCSC(indptr, np.asarray(csc.indices[: csc.num_edges])[keep], weights)
 
-    with warnings.catch_warnings():  # the arrays are read-only maps and the sampler only reads them: torch's warning does not apply
+    with warnings.catch_warnings():  # read-only maps the sampler only reads: torch's not-writable warning does not apply
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        full = NegativeSampler(CSCGraph.from_numpy(np.asarray(csc.indptr), np.asarray(csc.indices)), strict=True, seed=seed)
+        full_graph = CSCGraph.from_numpy(np.asarray(csc.indptr), np.asarray(csc.indices))
+    full = NegativeSampler(full_graph, strict=True, seed=seed)
     splits = {}
     for key, name in enumerate(LINK_SPLIT_NAMES):
         chosen = np.sort(parts[name])
@@ -125,8 +126,8 @@ def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: i
         try:
             neg_dst = full.destinations(pos[0], neg_per_pos, key=key)
         except SamplingError as exc:  # its fix names the Python keyword; the import has none to offer
-            raise DatasetError(f"{name} negatives: {str(exc).split(';')[0]}; every val/test negative must be a non-edge, "
-                               "so link prediction needs a sparser graph (or leave that node out)") from None
+            raise DatasetError(f"{name} negatives: {str(exc).split(';')[0]}; every val/test negative must be a "
+                               "non-edge, so link prediction needs a sparser graph (or leave that node out)") from None
         neg = torch.stack([pos[0].repeat_interleave(neg_per_pos), neg_dst])
         splits[name] = EdgeSplit(pos, neg, neg_per_pos)
     return graph, splits

@@ -28,7 +28,8 @@ _REIMPORT = "the file changed after import; re-run `sparsetrain preprocess` (`sp
 
 def check_files(folder: Path, meta: dict, small_file_bytes: int | None = None) -> None:
     """Every array file of ``meta['files']`` has the size its header promises; those up to ``small_file_bytes``
-    (default ``SMALL_FILE_BYTES``) match their recorded sha256. Raises :class:`~sparsetrain.errors.ChecksumError` naming the file."""
+    (default ``SMALL_FILE_BYTES``) match their recorded sha256. Raises :class:`~sparsetrain.errors.ChecksumError`
+    naming the file."""
     small_file_bytes = SMALL_FILE_BYTES if small_file_bytes is None else small_file_bytes
     for name, entry in meta["files"].items():
         path = folder / name
@@ -45,11 +46,13 @@ def check_files(folder: Path, meta: dict, small_file_bytes: int | None = None) -
             raise ChecksumError(f"{path}: sha256 does not match meta.json; {_REIMPORT}")
 
 
-def check_split_labels(where: str, labels: torch.Tensor, split: dict[str, torch.Tensor], num_classes: int | None) -> None:
+def check_split_labels(where: str, labels: torch.Tensor, split: dict[str, torch.Tensor],
+                       num_classes: int | None) -> None:
     """Every node of every split has a label in ``[0, num_classes)``; raises :class:`~sparsetrain.errors.DatasetError`
     naming ``where`` (the labels), a few nodes and their labels."""
     if num_classes is None:
-        raise DatasetError(f"{where}: meta.json records no class count for these labels; re-run `sparsetrain preprocess`")
+        raise DatasetError(f"{where}: meta.json records no class count for these labels; "
+                           "re-run `sparsetrain preprocess`")
     for name, idx in split.items():
         picked = labels[idx]
         bad = ((picked < 0) | (picked >= num_classes)).nonzero().flatten()
@@ -73,6 +76,7 @@ def check_for_training(ds, *, verify: bool = False, task: str = "node", target_t
     if isinstance(ds.labels, dict):  # typed: the target type's split, when training uses it
         target = target_type or ds.target_type
         if target == ds.target_type and target in ds.labels and ds.split:
-            check_split_labels(f"{ds.path}: the labels of node type {target!r}", ds.labels[target], ds.split, ds.num_classes)
+            where = f"{ds.path}: the labels of node type {target!r}"
+            check_split_labels(where, ds.labels[target], ds.split, ds.num_classes)
     elif ds.labels is not None:
         check_split_labels(str(ds.path / fmt.LABELS), ds.labels, ds.split, ds.num_classes)

@@ -73,7 +73,8 @@ def _read_int(path: str) -> int | None:
 def _stat_value(path: str, key: str) -> int:
     try:
         with open(path) as f:
-            return next((int(parts[1]) for parts in (line.split() for line in f) if len(parts) > 1 and parts[0] == key), 0)
+            rows = (line.split() for line in f)
+            return next((int(parts[1]) for parts in rows if len(parts) > 1 and parts[0] == key), 0)
     except (OSError, ValueError):
         return 0
 

@@ -75,7 +75,8 @@ def infer_layers(model: BlockGNN, x, graph, batch_size: int, device: torch.devic
             for lo in range(0, n, batch_size):
                 hi = min(lo + batch_size, n)
                 src_nodes, edge_index = _chunk_block(graph, lo, hi)
-                out = model.layer(i, _rows(current, src_nodes, device, i == 0), edge_index.to(device), (len(src_nodes), hi - lo)).float().cpu()
+                rows = _rows(current, src_nodes, device, i == 0)
+                out = model.layer(i, rows, edge_index.to(device), (len(src_nodes), hi - lo)).float().cpu()
                 if table is None:
                     table = _new_table(n, out.shape[1], memory_budget, spill_dir, i)
                 table[lo:hi] = out.numpy() if isinstance(table, np.ndarray) else out

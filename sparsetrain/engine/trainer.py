@@ -123,13 +123,14 @@ class Trainer:
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore a checkpoint's state; this run's optimizer hyperparameters are kept (see :meth:`changed_settings`)."""
+        """Restore a checkpoint's state, keeping this run's optimizer hyperparameters (see :meth:`changed_settings`)."""
         _unwrap(self.model).load_state_dict(state["model"])
         own = [{k: v for k, v in group.items() if k != "params"} for group in self.optimizer.param_groups]
         self.optimizer.load_state_dict(state["optimizer"])
         self._changed = self._keep_own_hyperparameters(own)
         recorded = state.get("hyperparameters", {})
-        self._changed.update({k: (recorded[k], v) for k, v in self.hyperparameters.items() if k in recorded and recorded[k] != v})
+        self._changed.update({k: (recorded[k], v) for k, v in self.hyperparameters.items()
+                              if k in recorded and recorded[k] != v})
         if self.scheduler is not None and "scheduler" in state:
             self.scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["rng"]["torch"])
@@ -140,7 +141,7 @@ class Trainer:
         self.history = list(state.get("history", []))
 
     def _keep_own_hyperparameters(self, own: list[dict]) -> dict:
-        """Put this run's optimizer hyperparameters back over the checkpoint's; ``{name: (old, new)}`` of those that differ."""
+        """Put this run's optimizer hyperparameters back over the checkpoint's; ``{name: (old, new)}`` of changed ones."""
         changed = {}
         scheduled = {"lr", "initial_lr"} if self.scheduler is not None else set()
         for group, mine in zip(self.optimizer.param_groups, own):
@@ -159,7 +160,8 @@ class Trainer:
         changes = self.changed_settings()
         if changes and self.is_main:
             shown = ", ".join(f"{k} {_fmt_setting(old)} -> {_fmt_setting(new)}" for k, (old, new) in changes.items())
-            print(f"resuming at step {self.step} with {shown} (this run's values apply from here)", file=sys.stderr, flush=True)
+            print(f"resuming at step {self.step} with {shown} (this run's values apply from here)", file=sys.stderr,
+                  flush=True)
 
     def _save(self) -> None:
         if self.checkpoint_dir is not None and self.is_main:
@@ -226,7 +228,7 @@ class Trainer:
                 with autocast(self.precision, loader.device):
                     out, target = self.batch_forward(model, mb)
                     out_of_range = _class_targets_out_of_range(out, target)
-                    if out_of_range is not None:  # a valid class in their place: a device-side assert would end the process
+                    if out_of_range is not None:  # a valid class in their place (a device-side assert ends the process)
                         target = target.masked_fill(out_of_range, 0)
                     loss = self.loss_fn(out.float(), target)
                 self._check_step(loss, out, target, out_of_range, mb)
@@ -281,8 +283,9 @@ class Trainer:
             raise _target_error(out, out_of_range, mb)
         if not math.isfinite(self._loss_value):
             raise TrainingDivergedError(
-                f"the loss became {self._loss_value} at step {self.step + 1} (epoch {self.epoch + 1}, batch {self.batch + 1}): "
-                "the training diverged; lower the learning rate (--lr) or check the features for extreme values")
+                f"the loss became {self._loss_value} at step {self.step + 1} (epoch {self.epoch + 1}, batch "
+                f"{self.batch + 1}): the training diverged; lower the learning rate (--lr) or check the features for "
+                "extreme values")
 
     def summary(self, seconds: float) -> dict:
         """The validation and test metrics of the epoch with the best ``select_metric``, and the run's totals."""
@@ -346,7 +349,7 @@ def _node_forward(model: torch.nn.Module, mb) -> tuple[torch.Tensor, torch.Tenso
 
 
 def _class_targets_out_of_range(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor | None:
-    """For class-index targets of ``[batch, classes]`` logits, the mask of targets outside ``[0, classes)``; else None."""
+    """For class-index targets of ``[batch, classes]`` logits, the mask of those outside ``[0, classes)``; else None."""
     if out.dim() != 2 or target.dim() != 1 or target.dtype.is_floating_point or target.dtype == torch.bool:
         return None
     return (target < 0) | (target >= out.shape[1])
@@ -357,10 +360,12 @@ def _target_error(out: torch.Tensor, out_of_range: torch.Tensor, mb) -> DatasetE
     seeds = getattr(mb, "seeds", None)
     labels = getattr(mb, "y", None)
     ids = rows if not isinstance(seeds, torch.Tensor) else seeds.cpu()[rows]
-    shown = ", ".join(f"{int(i)}" + ("" if labels is None else f" (label {int(labels.cpu()[r])})") for i, r in zip(ids, rows))
+    shown = ", ".join(f"{int(i)}" + ("" if labels is None else f" (label {int(labels.cpu()[r])})")
+                      for i, r in zip(ids, rows))
     return DatasetError(
-        f"{int(out_of_range.sum())} seed(s) of this batch have a label outside [0, {out.shape[1]}), the model's classes: nodes "
-        f"{shown}; fix the labels (or their class count) and re-import the dataset with `sparsetrain preprocess`")
+        f"{int(out_of_range.sum())} seed(s) of this batch have a label outside [0, {out.shape[1]}), the model's "
+        f"classes: nodes {shown}; fix the labels (or their class count) and re-import the dataset with "
+        "`sparsetrain preprocess`")
 
 
 EPOCH_FORMATS = {"epoch": "{:d}", "seconds": "{:.2f}", "seeds_per_second": "{:,.0f}"}

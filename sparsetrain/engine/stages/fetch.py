@@ -71,8 +71,8 @@ class FetchFeatures:
 
 
 def check_finite(x: torch.Tensor, ids: torch.Tensor, store, what: str = "") -> None:
-    """Raise :class:`~sparsetrain.errors.DatasetError` naming ``store``'s file and a few of ``ids`` when the floating-point
-    rows ``x`` (``x[i]`` read for ``ids[i]``) hold a NaN or an infinity. Costs one min/max pass when they do not
+    """Raise :class:`~sparsetrain.errors.DatasetError` naming ``store``'s file and a few of ``ids`` when the
+    floating-point rows ``x`` (``x[i]`` read for ``ids[i]``) hold a NaN or an infinity. Costs one min/max pass when they do not
     (benchmarks/finite_check.py: about a fifth of the gather, under 1% of a products-scale CPU step)."""
     if not x.dtype.is_floating_point or x.numel() == 0:
         return
@@ -81,17 +81,21 @@ def check_finite(x: torch.Tensor, ids: torch.Tensor, store, what: str = "") -> N
     bad = (~torch.isfinite(x.reshape(len(x), -1))).any(dim=1).nonzero().flatten()
     shown = ", ".join(str(int(i)) for i in ids.reshape(-1)[bad].cpu().sort().values[:5])
     source = feature_source(store)
-    fix = ("the file changed after import (`sparsetrain info` on its folder checks every file); re-import the data with "
-           "finite values (`sparsetrain preprocess`)" if source != TENSOR else "replace them before training (e.g. torch.nan_to_num)")
-    raise DatasetError(f"{source}: {what}rows {shown}{' ...' if len(bad) > 5 else ''} hold NaN or inf ({len(bad)} of the "
-                       f"{len(x)} rows this batch read); {fix}")
+    if source == TENSOR:
+        fix = "replace them before training (e.g. torch.nan_to_num)"
+    else:
+        fix = ("the file changed after import (`sparsetrain info` on its folder checks every file); re-import the data "
+               "with finite values (`sparsetrain preprocess`)")
+    more = " ..." if len(bad) > 5 else ""
+    raise DatasetError(f"{source}: {what}rows {shown}{more} hold NaN or inf ({len(bad)} of the {len(x)} rows this batch "
+                       f"read); {fix}")
 
 
 TENSOR = "the feature tensor"
 
 
 def feature_source(store) -> str:
-    """The file ``store``'s rows come from (through any caches in front of it), or ``TENSOR`` for rows held in memory."""
+    """The file ``store``'s rows come from (through any caches in front of it), or ``TENSOR`` for rows in memory."""
     while hasattr(store, "backing"):
         store = store.backing
     path = getattr(store, "path", None)
