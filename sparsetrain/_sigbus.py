@@ -14,7 +14,9 @@ and takes no lock (the GIL may be held by the faulting thread). A fault at an ad
 every registered range, or a SIGBUS sent by ``kill``, is not ours to label: the handler puts the
 previous action back and returns, so the access faults again and the previous handler (Python's
 ``faulthandler``, a debugger, the default core dump with exit status 135) sees the real fault;
-for a real fault it first writes one generic line saying so.
+for a real fault it first writes one generic line saying so. Chaining, rather than one exit 1 for
+every SIGBUS, keeps a genuine bug (or ``/dev/shm`` running full under a DataLoader) from being
+reported as a truncated dataset file, and keeps its core dump.
 
 Only on Linux x86-64 (the ``siginfo_t``/``struct sigaction`` layouts are written for it);
 elsewhere :func:`watch` does nothing. ``SPARSETRAIN_SIGBUS_HANDLER=0`` in the environment
@@ -35,7 +37,6 @@ from pathlib import Path
 import numpy as np
 from llvmlite import ir
 from numba import cfunc, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 SIGBUS = 7
@@ -69,7 +70,14 @@ def supported() -> bool:
 
 
 class _SigAction(ctypes.Structure):
-    _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16), ("flags", ctypes.c_int), ("restorer", ctypes.c_void_p)]
+    """glibc's ``struct sigaction`` on x86-64 (152 bytes)."""
+
+    _fields_ = [
+        ("handler", ctypes.c_void_p),
+        ("mask", ctypes.c_ulong * 16),
+        ("flags", ctypes.c_int),
+        ("restorer", ctypes.c_void_p),
+    ]
 
 
 _SA_SIGINFO, _SA_ONSTACK = 0x4, 0x08000000
@@ -153,7 +161,8 @@ def installed() -> bool:
 
 def default_message(path: str | os.PathLike, fix: str = "restore it and run again") -> str:
     """The line written when a read of ``path``'s mapping faults."""
-    return f"error: {path} was truncated or rewritten while in use (SIGBUS reading it); {fix}"
+    cause = "was truncated or rewritten while in use, or its disk failed a read"
+    return f"error: {path} {cause} (SIGBUS reading it); {fix}"
 
 
 def _mapping_of(array) -> mmap.mmap | None:
@@ -169,7 +178,7 @@ def watch(array: np.ndarray, path: str | os.PathLike, *, fix: str = "restore it 
 
     Installs the handler on first use. The range is unregistered when its mapping is closed or freed. Does
     nothing (returns False) for an array that is not memory-mapped, an empty one, where the handler is not
-    :func:`supported`, or when ``CAPACITY`` ranges are registered already (a fault there then takes the generic path).
+    :func:`supported`, or when ``CAPACITY`` ranges are registered already (a fault there takes the generic path).
     """
     if not isinstance(array, np.ndarray) or array.nbytes == 0:
         return False
@@ -220,6 +229,7 @@ def registered() -> list[tuple[int, int, str]]:
 # ---- the handler: native code only, async-signal-safe calls only -------------------------------------------------
 
 _SI_CODE, _SI_ADDR = 8, 16  # offsets in siginfo_t (x86-64): si_code, and si_addr for SIGBUS/SIGSEGV
+_BUS_ADRERR = 2  # si_code of a read past the end of a mapped file (BUS_ADRALN, BUS_MCEERR_* are other faults)
 _write = types.ExternalFunction("write", types.intp(types.int32, types.intp, types.uintp))
 _exit = types.ExternalFunction("_exit", types.void(types.int32))
 _sigaction = types.ExternalFunction("sigaction", types.int32(types.int32, types.intp, types.intp))
@@ -272,15 +282,16 @@ def _exchange(typingctx, address, value):
 def _on_sigbus(signum, info, context):  # the sa_sigaction, compiled by install()
     state = _state_address()
     code = _load32(info + _SI_CODE)
-    if code > 0:  # a fault (BUS_ADRERR...); <= 0 is a signal sent by kill/raise, with no address
-        address = _load64(info + _SI_ADDR)
+    if code > 0:  # a fault; <= 0 is a signal sent by kill/raise, with no address
         found = _GENERIC
-        for slot in range(_load64(state + 8 * _CAPACITY)):
-            row = state + 8 * (_REGIONS + 3 * slot)
-            end = _load64(row + 8)
-            if end != 0 and _load64(row) <= address and address < end:
-                found = slot
-                break
+        if code == _BUS_ADRERR:  # a mapped page past the end of its file, or one its disk could not read
+            address = _load64(info + _SI_ADDR)
+            for slot in range(_load64(state + 8 * _CAPACITY)):
+                row = state + 8 * (_REGIONS + 3 * slot)
+                end = _load64(row + 8)
+                if end != 0 and _load64(row) <= address and address < end:
+                    found = slot
+                    break
         claimed = state + 8 * _CLAIMED
         message = state + 8 * _MESSAGES + found * _load64(state + 8 * _STRIDE)
         if found != _GENERIC:

@@ -27,8 +27,9 @@ PROBE = Path(__file__).with_name("sigbus_probe.py")
 WITHOUT_HANDLER = {**os.environ, "SPARSETRAIN_SIGBUS_HANDLER": "0"}
 
 
-def _probe(case: str, path: Path, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(PROBE), case, str(path)], capture_output=True, text=True, timeout=300, env=env)
+def _probe(case: str, path: Path, env=None, python_flags=()) -> subprocess.CompletedProcess:
+    command = [sys.executable, *python_flags, str(PROBE), case, str(path)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
 
 
 def _assert_one_line(proc: subprocess.CompletedProcess, path: Path) -> None:
@@ -60,6 +61,14 @@ def test_a_fault_outside_the_registered_files_keeps_its_sigbus_death(table):
     proc = _probe("unwatched", table)
     assert proc.returncode == -signal.SIGBUS, (proc.returncode, proc.stderr[-3000:])
     assert proc.stderr.strip() == _sigbus.GENERIC_MESSAGE  # said once, then the default action (a core dump) as before
+
+
+def test_faulthandler_installed_first_still_sees_the_faults_that_are_not_ours(table):
+    ours = _probe("watched", table, python_flags=("-X", "faulthandler"))
+    _assert_one_line(ours, table)
+    other = _probe("unwatched", table, python_flags=("-X", "faulthandler"))
+    assert other.returncode == -signal.SIGBUS, (other.returncode, other.stderr[-3000:])
+    assert other.stderr.startswith(_sigbus.GENERIC_MESSAGE + "\nFatal Python error: Bus error"), other.stderr[-3000:]
 
 
 def test_a_sigbus_sent_by_kill_keeps_its_default_action(table):
@@ -114,7 +123,8 @@ def test_dataset_arrays_are_registered_where_they_are_mapped(tmp_path):
     import sparsetrain as st
 
     ds = st.datasets.synthesize(tmp_path / "ds", 300, 3000, feature_dim=4, num_classes=5, quiet=True)
-    rows = {Path(m.split(" was truncated")[0].removeprefix("error: ")).name: (s, e) for s, e, m in _sigbus.registered()}
+    rows = {Path(m.split(" was truncated")[0].removeprefix("error: ")).name: (s, e)
+            for s, e, m in _sigbus.registered()}
     for name, tensor in [("indptr.npy", ds.graph.indptr), ("indices.npy", ds.graph.indices)]:
         assert rows[name] == (tensor.data_ptr(), tensor.data_ptr() + tensor.numel() * tensor.element_size())
     assert rows["features.npy"][0] == ds.features._bytes.ctypes.data
@@ -149,13 +159,14 @@ sys.exit(main(["train", "--data", folder, "--features", "mmap", "--epochs", "1",
 def small_dataset(tmp_path_factory) -> Path:
     import sparsetrain as st
 
-    return st.datasets.synthesize(tmp_path_factory.mktemp("sigbus") / "ds", 300, 3000, feature_dim=4, num_classes=5, quiet=True).path
+    folder = tmp_path_factory.mktemp("sigbus") / "ds"
+    return st.datasets.synthesize(folder, 300, 3000, feature_dim=4, num_classes=5, quiet=True).path
 
 
-def _train_truncated(small_dataset: Path, tmp_path: Path, name: str, env=None) -> tuple[subprocess.CompletedProcess, Path]:
+def _train_truncated(small_dataset: Path, tmp_path: Path, name: str, env=None):
     folder = shutil.copytree(small_dataset, tmp_path / "ds")
-    proc = subprocess.run([sys.executable, "-c", TRAIN_TRUNCATED, str(folder), name], capture_output=True, text=True, timeout=600, env=env)
-    return proc, folder / name
+    command = [sys.executable, "-c", TRAIN_TRUNCATED, str(folder), name]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, env=env), folder / name
 
 
 @pytest.mark.parametrize("name", ["features.npy", "indices.npy"])
@@ -205,9 +216,11 @@ def test_train_racing_a_truncation_exits_1_naming_the_file_every_time(tmp_path):
     by_handler = 0
     for seed in range(10):
         folder = shutil.copytree(source, tmp_path / f"run{seed}")
-        proc = subprocess.run([sys.executable, "-c", TRAIN_RACING, str(folder), str(seed)], capture_output=True, text=True, timeout=600)
+        command = [sys.executable, "-c", TRAIN_RACING, str(folder), str(seed)]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
         message = proc.stderr.strip()
         assert proc.returncode == 1, (seed, proc.returncode, message[-3000:])
-        assert message.startswith("error: ") and "\n" not in message and str(folder / "features.npy") in message, message
+        assert message.startswith("error: ") and "\n" not in message, message
+        assert str(folder / "features.npy") in message, message
         by_handler += "SIGBUS" in message
     print(f"{by_handler}/10 runs ended by the SIGBUS handler, the rest by the size check")
