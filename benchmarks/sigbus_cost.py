@@ -1,6 +1,7 @@
 """Cost of the SIGBUS handler (``sparsetrain._sigbus``) on the hot path: gathers and training steps from a memory-mapped
 dataset with the handler installed (every mapping registered) and with the previous SIGBUS action back, alternating
-in one process (round r runs on/off, round r + 1 off/on), plus what one registration costs when a file is mapped.
+in one process (each gather timed on and off back to back; training steps in rounds, round r on/off, r + 1 off/on),
+plus what one registration costs when a file is mapped.
 
     python benchmarks/sigbus_cost.py                        # a synthetic graph made in a temp folder
     python benchmarks/sigbus_cost.py --data DIR --rounds 8 --steps 20
@@ -39,12 +40,19 @@ def handler(on: bool) -> None:
     assert _sigbus.installed() == on
 
 
-def time_gathers(features, batches: list[torch.Tensor]) -> float:
-    """Mean milliseconds per ``features.gather`` of one batch's input nodes."""
-    start = time.perf_counter()
-    for ids in batches:
-        features.gather(ids)
-    return 1e3 * (time.perf_counter() - start) / len(batches)
+def time_gather_pairs(features, batches: list[torch.Tensor], first_on: bool) -> list[tuple[float, float]]:
+    """``(on, off)`` milliseconds of ``features.gather`` of each batch's input nodes, the two back to back (the load of
+    a shared machine changes slower than that), the first of each pair alternating."""
+    pairs = []
+    for i, ids in enumerate(batches):
+        times = {}
+        for on in ((first_on, not first_on) if i % 2 == 0 else (not first_on, first_on)):
+            handler(on)
+            start = time.perf_counter()
+            features.gather(ids)
+            times[on] = 1e3 * (time.perf_counter() - start)
+        pairs.append((times[True], times[False]))
+    return pairs
 
 
 def time_steps(loader, model, optimizer, warmup: int, steps: int) -> float:
@@ -104,31 +112,34 @@ def main() -> None:
         registered = len(_sigbus.registered())
 
         time_steps(loader, model, optimizer, 2, 2)  # warm-up: kernels, page cache, allocator
-        results = {"on": {"gather_ms": [], "step_ms": []}, "off": {"gather_ms": [], "step_ms": []}}
+        results = {"gather_ms": [], "step_ms": []}  # (on, off) pairs
         for r in range(args.rounds):
-            for state in (("on", "off") if r % 2 == 0 else ("off", "on")):
-                handler(state == "on")
-                results[state]["gather_ms"].append(time_gathers(ds.features, batches))
-                results[state]["step_ms"].append(time_steps(loader, model, optimizer, 1, args.steps))
+            results["gather_ms"] += time_gather_pairs(ds.features, batches, first_on=r % 2 == 0)
+            steps = {}
+            for on in ((True, False) if r % 2 == 0 else (False, True)):
+                handler(on)
+                steps[on] = time_steps(loader, model, optimizer, 1, args.steps)
+            results["step_ms"].append((steps[True], steps[False]))
         handler(True)
         registration = registration_cost(folder / "features.npy", 200)
 
     rows = []
-    for metric in ("gather_ms", "step_ms"):
-        on, off = results["on"][metric], results["off"][metric]
-        pair_ratios = [a / b for a, b in zip(on, off)]
+    for metric, pairs in results.items():
+        on, off = [p[0] for p in pairs], [p[1] for p in pairs]
+        pair_ratios = [a / b for a, b in pairs]
         rows.append({"metric": metric, "on_median": statistics.median(on), "off_median": statistics.median(off),
                      "ratio_median": statistics.median(pair_ratios),
                      "ratio_min": min(pair_ratios), "ratio_max": max(pair_ratios)})
-    print(f"{registered} ranges registered; {args.rounds} rounds alternating on/off; batch {BATCH}, fanouts {FANOUTS}")
-    print(f"{'':10} {'handler on':>12} {'off':>12} {'on/off (median of rounds)':>27} {'range':>16}")
+    print(f"{registered} ranges registered; {args.rounds} rounds; batch {BATCH}, fanouts {FANOUTS}; gathers timed in "
+          f"on/off pairs ({len(results['gather_ms'])}), steps in rounds of {args.steps} ({args.rounds} pairs)")
+    print(f"{'':10} {'handler on':>12} {'off':>12} {'on/off (median of pairs)':>26} {'range':>16}")
     for row in rows:
-        print(f"{row['metric']:10} {row['on_median']:12.2f} {row['off_median']:12.2f} {row['ratio_median']:27.3f} "
+        print(f"{row['metric']:10} {row['on_median']:12.2f} {row['off_median']:12.2f} {row['ratio_median']:26.3f} "
               f"{row['ratio_min']:7.3f}-{row['ratio_max']:.3f}")
     for label, us in registration.items():
         print(f"{label}: {us:.1f} us per mapping")
     OUT.mkdir(exist_ok=True)
-    report = {"args": vars(args), "registered": registered, "rows": rows, "per_round": results,
+    report = {"args": vars(args), "registered": registered, "rows": rows, "pairs": results,
               "registration_us": registration}
     (OUT / "sigbus_cost.json").write_text(json.dumps(report, indent=1))
     print(f"wrote {OUT / 'sigbus_cost.json'}")
