@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 
 from sparsetrain.errors import SparsetrainError
@@ -41,17 +42,23 @@ def trained(seed: int = 0):
     return moe, opt
 
 
-def quiet_dcp(fn, *args, **kwargs):
+def quiet_dcp(fn, state, path: Path, storage=None):
+    """``dcp.save``/``dcp.load`` of ``state`` at ``path`` (torch's own reader/writer unless ``storage`` is given),
+    spelled as torch 2.2 takes it too."""
+    if storage is None:
+        storage = FileSystemWriter(path) if fn is dcp.save else FileSystemReader(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # DCP's "assuming the intent is to ... in a single process"
-        return fn(*args, **kwargs)
+        if fn is dcp.save:
+            return fn(state, storage_writer=storage, no_dist=True)
+        return fn(state, storage_reader=storage, no_dist=True)
 
 
 @pytest.fixture
 def checkpoint(tmp_path):
     moe, opt = trained()
     path = tmp_path / "ckpt"
-    quiet_dcp(dcp.save, {"train": DCPState(moe, opt), "step": 3}, checkpoint_id=path)
+    quiet_dcp(dcp.save, {"train": DCPState(moe, opt), "step": 3}, path)
     return path, moe, opt
 
 
@@ -68,7 +75,7 @@ def test_genuine_checkpoint_loads_exactly(checkpoint):
             torch.testing.assert_close(other_opt.state[q][key], v, atol=0, rtol=0)
     # the same reader through torch's own entry point
     third, _ = trained(seed=2)
-    quiet_dcp(dcp.load, {"train": DCPState(third)}, storage_reader=SafeFileSystemReader(path))
+    quiet_dcp(dcp.load, {"train": DCPState(third)}, path, SafeFileSystemReader(path))
     for a, b in zip(moe.parameters(), third.parameters()):
         torch.testing.assert_close(b, a, atol=0, rtol=0)
 
@@ -91,11 +98,11 @@ def test_pickled_code_in_metadata_is_refused_and_never_runs(checkpoint, tmp_path
     assert "\n" not in message and str(path / ".metadata") in message and "refused to unpickle io.open" in message, message
     assert not marker.exists()
     with pytest.raises(CheckpointException):  # torch's reader through dcp.load: the reader errors are DCP's too
-        quiet_dcp(dcp.load, {"train": DCPState(moe)}, storage_reader=SafeFileSystemReader(path))
+        quiet_dcp(dcp.load, {"train": DCPState(moe)}, path, SafeFileSystemReader(path))
     assert not marker.exists()
     # the payload is real: torch's own reader runs it
     with pytest.raises(BaseException):
-        quiet_dcp(dcp.load, {"train": DCPState(moe)}, checkpoint_id=path)
+        quiet_dcp(dcp.load, {"train": DCPState(moe)}, path)
     assert marker.exists()
 
 
@@ -103,14 +110,14 @@ def test_pickled_code_in_a_value_is_refused_and_never_runs(tmp_path):
     marker = tmp_path / "marker"
     path = tmp_path / "ckpt"
     moe, opt = trained()
-    quiet_dcp(dcp.save, {"train": DCPState(moe, opt), "step": TouchOnLoad(marker)}, checkpoint_id=path)
+    quiet_dcp(dcp.save, {"train": DCPState(moe, opt), "step": TouchOnLoad(marker)}, path)
     assert not marker.exists()
     state = {"train": DCPState(*trained(seed=1)), "step": 0}
     with pytest.raises(DCPCheckpointError, match=r"refused the value of 'step'") as err:
         load_dcp(state, checkpoint_id=path)
     assert "\n" not in str(err.value) and str(path) in str(err.value)
     assert not marker.exists()
-    quiet_dcp(dcp.load, {"step": 0}, checkpoint_id=path)  # torch's reader runs it
+    quiet_dcp(dcp.load, {"step": 0}, path)  # torch's reader runs it
     assert marker.exists()
 
 

@@ -40,6 +40,8 @@ _PATHS = ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath")
 _ALLOWED = {
     *(("torch.distributed.checkpoint.metadata", n) for n in _METADATA_CLASSES),
     ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+    ("torch.distributed._shard.sharded_tensor.metadata", "TensorProperties"),  # where torch < 2.4 kept it
+    ("torch.distributed._shard.sharded_tensor.metadata", "MEM_FORMAT_ENCODING"),
     ("torch", "Size"),
     ("torch.serialization", "_get_layout"),  # how torch >= 2.5 pickles a torch.layout
     ("collections", "OrderedDict"),
