@@ -2,7 +2,9 @@
 
     state = {"train": DCPState(model, optimizer)}
     dcp.save(state, checkpoint_id=path)           # every rank writes its own experts
-    dcp.load(state, checkpoint_id=path)           # at any world size / sharding mode; fills model and optimizer
+    load_dcp(state, checkpoint_id=path)           # at any world size / sharding mode; fills model and optimizer
+
+(:func:`~sparsetrain.moe.load_dcp` is ``dcp.load`` through a reader that runs no pickled code from the folder.)
 
 How FSSDP's shards present themselves to DCP: as DTensors sharded over the expert dimension, under
 the same keys a single-process layer has (``…experts.w_in`` ``[E, d_model, in_width]`` and

@@ -15,7 +15,6 @@ and one-line errors (:class:`~sparsetrain.moe.DCPCheckpointError`) instead of DC
 
 from __future__ import annotations
 
-import inspect
 import io
 import os
 import pickle
@@ -40,10 +39,10 @@ _PATHS = ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath")
 _ALLOWED = {
     *(("torch.distributed.checkpoint.metadata", n) for n in _METADATA_CLASSES),
     ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
-    ("torch.distributed._shard.sharded_tensor.metadata", "TensorProperties"),  # where torch < 2.4 kept it
+    ("torch.distributed._shard.sharded_tensor.metadata", "TensorProperties"),  # where torch 2.2 keeps it
     ("torch.distributed._shard.sharded_tensor.metadata", "MEM_FORMAT_ENCODING"),
     ("torch", "Size"),
-    ("torch.serialization", "_get_layout"),  # how torch >= 2.5 pickles a torch.layout
+    ("torch.serialization", "_get_layout"),  # how torch pickles a torch.layout
     ("collections", "OrderedDict"),
     *(("pathlib", n) for n in _PATHS),  # StorageMeta.checkpoint_id
     *(("pathlib._local", n) for n in _PATHS),  # Python >= 3.13
@@ -61,11 +60,13 @@ class _MetadataUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in _ALLOWED:
             return super().find_class(module, name)
-        if module == "torch" and isinstance(getattr(torch, name, None), _TORCH_CONSTANTS):
-            return getattr(torch, name)
+        constant = vars(torch).get(name) if module == "torch" else None  # vars: no lazy submodule import
+        if isinstance(constant, _TORCH_CONSTANTS):
+            return constant
         raise DCPCheckpointError(
-            f"{self.path}: refused to unpickle {module}.{name}: a DCP .metadata holds only torch.distributed.checkpoint's "
-            "metadata classes, and building anything else could run code; load only checkpoints you trust, or save it again"
+            f"{self.path}: refused to unpickle {module}.{name}: a DCP .metadata holds only"
+            " torch.distributed.checkpoint's metadata classes, and building anything else could run code; load only"
+            " checkpoints you trust, or save it again"
         )
 
 
@@ -104,8 +105,8 @@ def read_dcp_metadata(path: str | os.PathLike) -> Any:
         except Exception as exc:  # truncated or garbage: EOFError, UnpicklingError, a class's TypeError, ...
             first = str(exc).splitlines()[0] if str(exc) else ""
             raise DCPCheckpointError(
-                f"{path}: not a readable DCP metadata file ({type(exc).__name__}: {first}); the checkpoint is damaged or "
-                "incomplete: save it again"
+                f"{path}: not a readable DCP metadata file ({type(exc).__name__}: {first}); the checkpoint is damaged"
+                " or incomplete: save it again"
             ) from None
     return _checked(metadata, path)
 
@@ -178,21 +179,20 @@ def load_dcp(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike, pr
     file) for a folder without DCP metadata, a refused or damaged file, and any failure DCP reports.
     """
     checkpoint = Path(checkpoint_id)
-    rank = dist.get_rank(process_group) if dist.is_available() and dist.is_initialized() else 0
+    distributed = dist.is_available() and dist.is_initialized()
+    rank = dist.get_rank(process_group) if distributed else 0
     reader = SafeFileSystemReader(checkpoint)
     try:
         reader.read_metadata()  # refuse before DCP starts (its fallback would log the refusal as a traceback)
     except FileNotFoundError:
         if not (checkpoint / f"__{rank}.metadata").is_file():  # DCP's per-rank metadata, saved without collectives
             raise DCPCheckpointError(
-                f"{checkpoint}: not a DCP checkpoint (no .metadata); pass the folder torch.distributed.checkpoint.save wrote"
+                f"{checkpoint}: not a DCP checkpoint (no .metadata); pass the folder that "
+                "torch.distributed.checkpoint.save wrote"
             ) from None
-    kwargs = {}
-    if "no_dist" in inspect.signature(dcp.load).parameters:  # torch >= 2.3
-        kwargs["no_dist"] = not (dist.is_available() and dist.is_initialized())
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
-            dcp.load(state_dict, storage_reader=reader, process_group=process_group, **kwargs)
+            dcp.load(state_dict, storage_reader=reader, process_group=process_group, no_dist=not distributed)
     except CheckpointException as exc:
         raise _one_line(exc, checkpoint) from None
