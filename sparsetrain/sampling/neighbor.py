@@ -39,26 +39,12 @@ import numba
 import numpy as np
 from numba import prange
 
-from sparsetrain.sampling.draw import count_node, draw_positions
+from sparsetrain.sampling.draw import count_node, draw_positions, segment_of
 from sparsetrain.sampling.prefetch import prefetch
 from sparsetrain.sampling.rng import node_stream
 
 PREFETCH = 32  # loads issued this many iterations ahead
 GATHER_CHUNKS = 256  # edge ranges of the parallel source read (results do not depend on it)
-
-
-@numba.njit(cache=True, inline="always")
-def segment_of(seg_start, i):
-    """The segment holding work item ``i``: the last ``s`` with ``seg_start[s] <= i`` (no loop for one segment)."""
-    lo = 0
-    hi = seg_start.shape[0] - 2
-    while lo < hi:
-        mid = (lo + hi + 1) >> 1
-        if seg_start[mid] <= i:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)

@@ -13,16 +13,15 @@ import numpy as np
 import torch
 
 from sparsetrain.sampling import neighbor
-from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
+from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput
+from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout, normalize_fanouts
 from sparsetrain.sampling.minibatch import Block, MiniBatch
-from sparsetrain.sampling.rng import hop_key
 
 _SEED_MASK = (1 << 63) - 1
 PARALLEL_MIN_WORK = 1 << 16  # edges (or 8 x work items) below which a hop runs on one thread
 HOP_NODES = ("all", "new")
-MAX_EDGE_TYPES = 1 << 20  # typed hop keys pack (hop, edge type) into one counter: hop * MAX_EDGE_TYPES + edge type
 
 
 class NeighborSampler:
@@ -42,8 +41,8 @@ class NeighborSampler:
     Without replacement by default; ``weighted=True`` draws proportionally to
     ``graph.weights``. ``seed_type``: the node type of the seeds on a typed graph
     (unless a :class:`SamplerInput` names one in ``node_type``). Runs on the GPU when
-    the graph is on CUDA (or pinned and the seeds are on CUDA), else on the CPU
-    (typed graphs: the CPU only, for now). The same ``seed`` gives the same
+    the graph is on CUDA (or pinned and the seeds are on CUDA), else on the CPU;
+    both targets draw the same batches. The same ``seed`` gives the same
     batches, whatever the thread count: a :class:`SamplerInput` with ``key=k`` draws
     batch ``k`` (a loader passes its own keys, so a resumed run redraws the same
     batches); without a key, the ``b``-th call of :meth:`sample` uses key ``b``.
@@ -74,7 +73,7 @@ class NeighborSampler:
         self.hop_nodes = hop_nodes
         self.seed_type = seed_type
         self.seed = int(torch.randint(0, 2**62, ()).item()) if seed is None else int(seed) & _SEED_MASK
-        self._layout = _Layout(graph, self.fanouts)
+        self._layout = KernelLayout(graph, self.fanouts)
         self._counter = itertools.count()
         self._lock = threading.Lock()
         self._workspaces: list[neighbor.Workspace] = []  # one per concurrent CPU call
@@ -126,8 +125,8 @@ class NeighborSampler:
         if key is None:
             with self._lock:
                 key = next(self._counter)
-        if self._on_gpu(seeds):
-            return self._sample_cuda(seeds, [hop_key(self.seed, key, hop) for hop in range(self.num_hops)])
+        if self.graph.device.type == "cuda" or (seeds.device.type == "cuda" and self.graph.is_pinned()):
+            return self._sample_cuda(seeds, seed_type, key)
         return self._sample_cpu(seeds.to("cpu", torch.int64), seed_type, key)
 
     def _seed_type(self, node_type: str | None) -> int:
@@ -144,14 +143,7 @@ class NeighborSampler:
                                 f"({layout.node_types})")
         return layout.type_index[name]
 
-    def _on_gpu(self, seeds: torch.Tensor) -> bool:
-        on_gpu = self.graph.device.type == "cuda" or (seeds.device.type == "cuda" and self.graph.is_pinned())
-        if on_gpu and self.graph.is_typed:
-            raise SamplingBackendError("typed graphs are sampled on the CPU only for now; keep the typed graph and the "
-                                       "seeds on the host")
-        return on_gpu
-
-    def _sample_cuda(self, seeds: torch.Tensor, keys: list[int]) -> MiniBatch:
+    def _sample_cuda(self, seeds: torch.Tensor, seed_type: int, key: int) -> MiniBatch:
         from sparsetrain.sampling import neighbor_cuda
 
         if self._cuda is None:
@@ -160,10 +152,10 @@ class NeighborSampler:
         seeds = seeds.to(device, torch.int64)
         if torch.unique(seeds).numel() != seeds.numel():
             raise SamplingError("seeds has repeated node ids; pass unique seeds (e.g. torch.unique(seeds))")
-        layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self.fanouts, self.replace, self.weighted, keys,
-                                                    self.hop_nodes == "new")
-        blocks = [Block(edge_index, num_src, num_dst, ids) for edge_index, num_src, num_dst, ids in reversed(layers)]
-        return MiniBatch(seeds=seeds, input_nodes=nodes, blocks=blocks)
+        keys = [self._layout.hop_keys(self.seed, key, hop) for hop in range(self.num_hops)]
+        layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
+                                                    self.hop_nodes == "new", seed_type)
+        return self._assemble(seeds, seed_type, nodes, layers)
 
     def _sample_cpu(self, seeds: torch.Tensor, seed_type: int, key: int) -> MiniBatch:
         self.graph.check_files()
@@ -191,21 +183,18 @@ class NeighborSampler:
                     before = counts.copy()
                     edge_index, edge_ids, segments = self._hop(hop, key, ws, first, counts, indptr, indices, weights,
                                                                edge_perm)
-                    layers.append((edge_index, edge_ids, segments, before, counts.copy()))
+                    layers.append((torch.from_numpy(edge_index), torch.from_numpy(edge_ids), segments, before,
+                                   counts.copy()))
                     if self.hop_nodes == "new":
                         first = before
             finally:
                 for t in range(T):
                     with _threads_for(int(counts[t])):
                         neighbor.reset_table(ws.table, ws.nodes[t][: counts[t]], layout.type_offset[t])
-            nodes = [ws.nodes[t][: counts[t]].copy() for t in range(T)]
+            nodes = [torch.from_numpy(ws.nodes[t][: counts[t]].copy()) for t in range(T)]
         finally:
             self._release_workspace(ws)
-        if not self.graph.is_typed:
-            blocks = [Block(torch.from_numpy(ei), int(after[0]), int(before[0]), torch.from_numpy(ids))
-                      for ei, ids, _, before, after in reversed(layers)]
-            return MiniBatch(seeds=seeds, input_nodes=torch.from_numpy(nodes[0]), blocks=blocks)
-        return self._typed_batch(seeds, seed_type, nodes, layers)
+        return self._assemble(seeds, seed_type, nodes, layers)
 
     def _hop(self, hop, key, ws, first, counts, indptr, indices, weights, edge_perm):
         """Sample hop ``hop`` for every edge type (counts grow by the new nodes); ``(edge_index, edge_ids, segments)``.
@@ -259,7 +248,12 @@ class NeighborSampler:
         segments = [(int(k), int(ends[s]), int(ends[s + 1])) for s, k in enumerate(seg_et)]
         return edge_index, edge_ids, segments
 
-    def _typed_batch(self, seeds, seed_type, nodes, layers) -> MiniBatch:
+    def _assemble(self, seeds: torch.Tensor, seed_type: int, nodes: list[torch.Tensor], layers: list) -> MiniBatch:
+        """The batch from the hop loop's nodes per type and per-hop ``(edge_index, edge_ids, segments, before, after)``
+        (innermost first; ``segments``: ``(edge type, first edge, end edge)``), on either target."""
+        if not self.graph.is_typed:
+            blocks = [Block(ei, int(after[0]), int(before[0]), ids) for ei, ids, _, before, after in reversed(layers)]
+            return MiniBatch(seeds=seeds, input_nodes=nodes[0], blocks=blocks)
         layout = self._layout
         types, edge_types = layout.node_types, layout.edge_types
         blocks, edges_per_hop = [], {et: [] for et in edge_types}
@@ -269,8 +263,8 @@ class NeighborSampler:
             for k, et in enumerate(edge_types):
                 if layout.fanouts[hop, k] != 0:  # an edge type sampled at this hop, even if no node had such edges
                     a, b = span.get(k, (0, 0))
-                    edge_index[et] = torch.from_numpy(ei[:, a:b].copy())
-                    edge_ids[et] = torch.from_numpy(ids[a:b].copy())
+                    edge_index[et] = ei[:, a:b].clone()
+                    edge_ids[et] = ids[a:b].clone()
                 edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
             blocks.append(Block(edge_index=edge_index, edge_ids=edge_ids,
                                 num_src={t: int(after[i]) for i, t in enumerate(types)},
@@ -279,7 +273,7 @@ class NeighborSampler:
         new_per_hop = np.diff(counts, axis=0, prepend=0)
         return MiniBatch(
             seeds=seeds,
-            input_nodes={t: torch.from_numpy(nodes[i]) for i, t in enumerate(types)},
+            input_nodes={t: nodes[i] for i, t in enumerate(types)},
             blocks=blocks[::-1],
             seed_type=types[seed_type],
             nodes_per_hop={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
@@ -335,35 +329,6 @@ class NeighborSampler:
                 f"hop_nodes={self.hop_nodes!r}{typed}, seed={self.seed}, graph={self.graph!r})")
 
 
-def normalize_fanouts(graph: CSCGraph, fanouts) -> list[int] | dict[EdgeType, list[int]]:
-    """Checked fanouts: a list of ints (every edge type), or on a typed graph ``{edge_type: [per hop]}`` (types left
-    out: 0)."""
-    if isinstance(fanouts, Mapping):
-        unknown = [k for k in fanouts if tuple(k) not in graph.edge_types]
-        if unknown:
-            raise SamplingError(f"fanouts names edge type {unknown[0]!r}, which the graph does not have; its edge "
-                                f"types are {graph.edge_types}")
-        lengths = {len(list(v)) for v in fanouts.values()}
-        if len(lengths) != 1:
-            raise SamplingError(f"fanouts per edge type have different hop counts {sorted(lengths)}; give every edge "
-                                "type one entry per hop")
-        hops = lengths.pop()
-        out = {et: _hop_counts(fanouts.get(et, [0] * hops), et) for et in graph.edge_types}
-        return out if graph.is_typed else out[graph.edge_types[0]]
-    if isinstance(fanouts, Sequence) and not isinstance(fanouts, str):
-        return _hop_counts(fanouts, None)
-    raise SamplingError(f"fanouts={fanouts!r}; give a list of ints (one per hop, every edge type) or a dict "
-                        "{edge_type: list}")
-
-
-def _hop_counts(per_hop, edge_type) -> list[int]:
-    per_hop = list(per_hop)
-    if not per_hop or any(not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < -1 for f in per_hop):
-        where = "" if edge_type is None else f" for {edge_type}"
-        raise SamplingError(f"fanouts={per_hop!r}{where}; give a non-empty list of ints >= 0, or -1 for all neighbors")
-    return [int(f) for f in per_hop]
-
-
 def _check_weights(graph: CSCGraph) -> None:
     if graph.weights is None:
         raise SamplingError("weighted=True but the graph has no edge weights; build the dataset with edge weights or "
@@ -375,37 +340,6 @@ def _check_weights(graph: CSCGraph) -> None:
     if bool((w < 0).any()) or not bool(torch.isfinite(w).all()):
         raise SamplingError("graph.weights has negative or non-finite entries; sampling weights must be finite and "
                             ">= 0")
-
-
-class _Layout:
-    """What the kernels need to know of the graph's types (one of each on a homogeneous graph); the fanouts per hop."""
-
-    def __init__(self, graph: CSCGraph, fanouts) -> None:
-        self.typed = graph.is_typed
-        self.node_types = graph.node_types
-        self.edge_types = graph.edge_types
-        self.type_index = {t: i for i, t in enumerate(self.node_types)}
-        sizes = graph.num_nodes if graph.is_typed else {self.node_types[0]: graph.num_nodes}
-        self.type_size = np.array([sizes[t] for t in self.node_types], np.int64)
-        self.type_offset = np.concatenate([[0], np.cumsum(self.type_size)]).astype(np.int64)
-        self.et_src = np.array([self.type_index[et[0]] for et in self.edge_types], np.int64)
-        self.et_dst = np.array([self.type_index[et[2]] for et in self.edge_types], np.int64)
-        cols = graph.types.col_offset if graph.is_typed else [0, graph.num_nodes]
-        self.col_offset = np.array(cols[:-1], np.int64)
-        # an edge's id without edge_perm is its CSC position counted from its edge type's first edge
-        self.edge_offset = np.zeros(1, np.int64)
-        if graph.is_typed:
-            first_cols = torch.tensor(cols[:-1], dtype=torch.int64, device=graph.device)
-            self.edge_offset = graph.indptr[first_cols].cpu().numpy().astype(np.int64)
-        per_type = fanouts if isinstance(fanouts, dict) else {et: fanouts for et in self.edge_types}
-        self.fanouts = np.array([per_type[et] for et in self.edge_types], np.int64).T.copy()  # [hops, edge types]
-
-    def hop_keys(self, seed: int, key: int, hop: int) -> np.ndarray:
-        """Per edge type, the key of hop ``hop`` of batch ``key`` (the counter rule of :class:`NeighborSampler`)."""
-        if not self.typed:
-            return np.array([hop_key(seed, key, hop)], np.uint64)
-        counters = [hop * MAX_EDGE_TYPES + k for k in range(len(self.edge_types))]
-        return np.array([hop_key(seed, key, c) for c in counters], np.uint64)
 
 
 @contextlib.contextmanager
