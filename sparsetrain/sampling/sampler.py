@@ -133,6 +133,9 @@ class NeighborSampler:
         """Index of the seeds' node type: a homogeneous graph's one type, else ``node_type`` or ``seed_type``."""
         layout = self._layout
         if not self.graph.is_typed:
+            if node_type not in (None, layout.node_types[0]):
+                raise SamplingError(f"the seeds are {node_type!r} nodes but the graph is homogeneous (its one node type is "
+                                    f"{layout.node_types[0]!r}); drop node_type")
             return 0
         name = node_type or self.seed_type
         if name is None:
@@ -240,7 +243,7 @@ class NeighborSampler:
         if not single and found:
             new = new_nodes[:found]
             new_type = np.searchsorted(layout.type_offset, new, side="right") - 1
-            for t in np.unique(new_type):
+            for t in np.flatnonzero(np.bincount(new_type, minlength=len(layout.node_types))):
                 mine = new[new_type == t] - layout.type_offset[t]
                 start = int(counts[t]) - len(mine)
                 ws.grow_nodes(t, int(counts[t]), start)[start : counts[t]] = mine
@@ -263,8 +266,7 @@ class NeighborSampler:
             for k, et in enumerate(edge_types):
                 if layout.fanouts[hop, k] != 0:  # an edge type sampled at this hop, even if no node had such edges
                     a, b = span.get(k, (0, 0))
-                    edge_index[et] = ei[:, a:b].clone()
-                    edge_ids[et] = ids[a:b].clone()
+                    edge_index[et], edge_ids[et] = _cut(ei, a, b), _cut(ids, a, b)
                 edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
             blocks.append(Block(edge_index=edge_index, edge_ids=edge_ids,
                                 num_src={t: int(after[i]) for i, t in enumerate(types)},
@@ -327,6 +329,13 @@ class NeighborSampler:
         typed = f", seed_type={self.seed_type!r}" if self.graph.is_typed else ""
         return (f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, "
                 f"hop_nodes={self.hop_nodes!r}{typed}, seed={self.seed}, graph={self.graph!r})")
+
+
+def _cut(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
+    """A contiguous copy of ``t[..., a:b]``; on the host by NumPy, whose copy beats torch's on a strided slice."""
+    if t.device.type == "cpu":
+        return torch.from_numpy(t.numpy()[..., a:b].copy())
+    return t[..., a:b].clone()
 
 
 def _check_weights(graph: CSCGraph) -> None:
