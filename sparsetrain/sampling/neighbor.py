@@ -1,4 +1,4 @@
-"""CPU kernels of the fused multi-hop neighbor sampler (Numba, ``parallel=True``), for homogeneous and typed graphs alike.
+"""CPU kernels of the fused multi-hop neighbor sampler (Numba, ``parallel=True``), for homogeneous and typed graphs.
 
 One hop of a message-flow graph is :func:`count_hop` (how many edges each work
 item gets, in parallel) then :func:`sample_hop`. A work item is one column of the
@@ -39,7 +39,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from sparsetrain.sampling.draw import count_node, draw_positions
+from sparsetrain.sampling.draw import count_node, draw_positions, segment_of
 from sparsetrain.sampling.prefetch import prefetch
 from sparsetrain.sampling.rng import node_stream
 
@@ -47,23 +47,10 @@ PREFETCH = 32  # loads issued this many iterations ahead
 GATHER_CHUNKS = 256  # edge ranges of the parallel source read (results do not depend on it)
 
 
-@numba.njit(cache=True, inline="always")
-def segment_of(seg_start, i):
-    """The segment holding work item ``i``: the last ``s`` with ``seg_start[s] <= i`` (one comparison-free step for one segment)."""
-    lo = 0
-    hi = seg_start.shape[0] - 2
-    while lo < hi:
-        mid = (lo + hi + 1) >> 1
-        if seg_start[mid] <= i:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 @numba.njit(cache=True, nogil=True, parallel=True)
 def count_hop(indptr, weights, cols, seg_start, seg_fanout, replace, weighted, num_edges, lo, deg, offsets):
-    """Fill ``lo``/``deg`` (where each item's in-edges start, how many) and ``offsets`` (edge ranges); returns the edge count.
+    """Fill ``lo``/``deg`` (where each item's in-edges start, how many) and ``offsets`` (edge ranges); returns the
+    edge count.
 
     Item ``i`` is column ``cols[i]`` with the fanout of its segment, ``seg_fanout``.
     ``-1 - i`` when item ``i``'s range in ``indptr`` lies outside ``[0, num_edges)`` (a damaged graph).
@@ -73,7 +60,8 @@ def count_hop(indptr, weights, cols, seg_start, seg_fanout, replace, weighted, n
     for i in prange(n):
         if i + PREFETCH < n:
             prefetch(indptr, cols[i + PREFETCH])
-        offsets[i + 1] = count_node(indptr, weights, cols, i, seg_fanout[segment_of(seg_start, i)], replace, weighted, num_edges, lo, deg)
+        fanout = seg_fanout[segment_of(seg_start, i)]
+        offsets[i + 1] = count_node(indptr, weights, cols, i, fanout, replace, weighted, num_edges, lo, deg)
     for i in range(n):
         if offsets[i + 1] < 0:
             return -1 - i
@@ -82,9 +70,11 @@ def count_hop(indptr, weights, cols, seg_start, seg_fanout, replace, weighted, n
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fanouts, keys, replace, weighted, col_offset, edge_offset,
-               et_src, type_offset, type_size, lo, deg, offsets, nbr, table, counts, new_nodes, edge_index, edge_ids):
-    """One hop after :func:`count_hop`: fills ``edge_index`` [2, E] (local src, dst) and ``edge_ids``; returns the new-node count.
+def sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fanouts, keys, replace, weighted,
+               col_offset, edge_offset, et_src, type_offset, type_size, lo, deg, offsets, nbr, table, counts, new_nodes,
+               edge_index, edge_ids):
+    """One hop after :func:`count_hop`: fills ``edge_index`` [2, E] (local src, dst) and ``edge_ids``; returns the
+    new-node count.
 
     Per edge type ``k``: ``fanouts[k]``, ``keys[k]`` (its hop key), ``col_offset[k]`` / ``edge_offset[k]`` (its first
     column and edge), ``et_src[k]`` (its source node type). Local id ``j`` of node type ``t`` is in ``table`` at
@@ -107,7 +97,8 @@ def sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fa
             s = segment_of(seg_start, i)
             et = seg_et[s]
             a = lo[i]
-            draw_positions(weights, a, deg[i], k, fanouts[et], replace, weighted, node_stream(keys[et], cols[i] - col_offset[et]), nbr, start)
+            stream = node_stream(keys[et], cols[i] - col_offset[et])
+            draw_positions(weights, a, deg[i], k, fanouts[et], replace, weighted, stream, nbr, start)
             d = seg_dst[s] + i - seg_start[s]
             base = edge_offset[et]
             for j in range(start, start + k):
@@ -162,7 +153,8 @@ def sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fa
 
 @numba.njit(cache=True, nogil=True)
 def insert_seeds(seeds, base, table):
-    """Give seed ``i`` (a node of the type whose table range starts at ``base``) local id ``i``; the first repeated seed's index, or -1."""
+    """Give seed ``i`` (of the node type whose table range starts at ``base``) local id ``i``; returns the index of
+    the first repeated seed, or -1."""
     for i in range(seeds.shape[0]):
         g = base + seeds[i]
         if table[g] >= 0:
@@ -175,13 +167,13 @@ def insert_seeds(seeds, base, table):
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def reset_table(table, nodes, base):
-    """Mark every node of a finished batch absent again (touches only those entries); ``nodes`` of the type starting at ``base``."""
+    """Mark the ``nodes`` (of the type starting at ``base``) of a finished batch absent again, touching only them."""
     for i in prange(nodes.shape[0]):
         table[base + nodes[i]] = -1
 
 
 class Workspace:
-    """Scratch reused from batch to batch (fresh pages cost a fault each): the node map, the nodes per type, the per-hop arrays."""
+    """Scratch reused from batch to batch (fresh pages cost a fault each): node map, nodes per type, per-hop arrays."""
 
     def __init__(self, total_nodes: int, num_types: int) -> None:
         self.table = np.full(total_nodes, -1, np.int32 if total_nodes < 2**31 else np.int64)

@@ -13,16 +13,15 @@ import numpy as np
 import torch
 
 from sparsetrain.sampling import neighbor
-from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
+from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput
+from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout, normalize_fanouts
 from sparsetrain.sampling.minibatch import Block, MiniBatch
-from sparsetrain.sampling.rng import hop_key
 
 _SEED_MASK = (1 << 63) - 1
 PARALLEL_MIN_WORK = 1 << 16  # edges (or 8 x work items) below which a hop runs on one thread
 HOP_NODES = ("all", "new")
-MAX_EDGE_TYPES = 1 << 20  # a typed graph's hop keys pack (hop, edge type) into one counter: hop * MAX_EDGE_TYPES + edge type
 
 
 class NeighborSampler:
@@ -42,8 +41,8 @@ class NeighborSampler:
     Without replacement by default; ``weighted=True`` draws proportionally to
     ``graph.weights``. ``seed_type``: the node type of the seeds on a typed graph
     (unless a :class:`SamplerInput` names one in ``node_type``). Runs on the GPU when
-    the graph is on CUDA (or pinned and the seeds are on CUDA), else on the CPU
-    (typed graphs: the CPU only, for now). The same ``seed`` gives the same
+    the graph is on CUDA (or pinned and the seeds are on CUDA), else on the CPU;
+    both targets draw the same batches. The same ``seed`` gives the same
     batches, whatever the thread count: a :class:`SamplerInput` with ``key=k`` draws
     batch ``k`` (a loader passes its own keys, so a resumed run redraws the same
     batches); without a key, the ``b``-th call of :meth:`sample` uses key ``b``.
@@ -51,40 +50,38 @@ class NeighborSampler:
     a homogeneous graph and ``c = h * 2**20 + (index of the edge type)`` on a typed one.
     """
 
-    def __init__(self, graph: CSCGraph, fanouts: Sequence[int] | Mapping[EdgeType, Sequence[int]], *, replace: bool = False,
-                 weighted: bool = False, seed: int | None = None, hop_nodes: str = "all", seed_type: str | None = None) -> None:
+    def __init__(self, graph: CSCGraph, fanouts: Sequence[int] | Mapping[EdgeType, Sequence[int]], *,
+                 replace: bool = False, weighted: bool = False, seed: int | None = None, hop_nodes: str = "all",
+                 seed_type: str | None = None) -> None:
         if not isinstance(graph, CSCGraph):
-            raise SamplingError(f"graph is a {type(graph).__name__}; pass a sparsetrain.sampling.CSCGraph (e.g. sparsetrain.datasets.load(path).graph)")
+            raise SamplingError(f"graph is a {type(graph).__name__}; pass a sparsetrain.sampling.CSCGraph "
+                                "(e.g. sparsetrain.datasets.load(path).graph)")
         if hop_nodes not in HOP_NODES:
-            raise SamplingError(f"hop_nodes={hop_nodes!r}; give 'all' (every node found so far, DGL) or 'new' (nodes first reached at the hop before, PyG)")
+            raise SamplingError(f"hop_nodes={hop_nodes!r}; give 'all' (every node found so far, DGL) or 'new' "
+                                "(nodes first reached at the hop before, PyG)")
         if len(graph.edge_types) >= MAX_EDGE_TYPES:
-            raise SamplingError(f"the graph has {len(graph.edge_types)} edge types; at most {MAX_EDGE_TYPES - 1} are supported")
+            raise SamplingError(f"the graph has {len(graph.edge_types)} edge types; at most {MAX_EDGE_TYPES - 1} are "
+                                "supported")
         if seed_type is not None and seed_type not in graph.node_types:
             raise SamplingError(f"seed_type={seed_type!r} is not a node type of the graph ({graph.node_types})")
         self.fanouts = normalize_fanouts(graph, fanouts)
         if weighted:
-            if graph.weights is None:
-                raise SamplingError("weighted=True but the graph has no edge weights; build the dataset with edge weights or pass weighted=False")
-            graph.check_files()
-            w = graph.weights
-            if w.dtype not in (torch.float32, torch.float64):
-                raise SamplingError(f"graph.weights has dtype {w.dtype}; edge weights must be float32 or float64")
-            if bool((w < 0).any()) or not bool(torch.isfinite(w).all()):
-                raise SamplingError("graph.weights has negative or non-finite entries; sampling weights must be finite and >= 0")
+            _check_weights(graph)
         self.graph = graph
         self.replace = bool(replace)
         self.weighted = bool(weighted)
         self.hop_nodes = hop_nodes
         self.seed_type = seed_type
         self.seed = int(torch.randint(0, 2**62, ()).item()) if seed is None else int(seed) & _SEED_MASK
-        self._layout = _Layout(graph, self.fanouts)
+        self._layout = KernelLayout(graph, self.fanouts)
         self._counter = itertools.count()
         self._lock = threading.Lock()
         self._workspaces: list[neighbor.Workspace] = []  # one per concurrent CPU call
         self._cuda = None
 
     def __getstate__(self) -> dict:
-        """Pickled (e.g. into a loader's worker process) without its lock, scratch and device views; the copy counts keys from 0."""
+        """Pickled (e.g. into a loader's worker process) without its lock, scratch and device views; the copy counts
+        keys from 0."""
         state = dict(self.__dict__)
         for name in ("_counter", "_lock", "_workspaces", "_cuda"):
             state.pop(name)
@@ -109,7 +106,8 @@ class NeighborSampler:
         """
         if batch is not None:
             if isinstance(inp, SamplerInput):
-                raise SamplingError("sample() got both a SamplerInput and batch=; put the key in SamplerInput(seeds, key=...) only")
+                raise SamplingError("sample() got both a SamplerInput and batch=; put the key in "
+                                    "SamplerInput(seeds, key=...) only")
             warnings.warn("NeighborSampler.sample(seeds, batch=k) is deprecated; pass SamplerInput(seeds, key=k) "
                           "(from sparsetrain.sampling import SamplerInput)", DeprecationWarning, stacklevel=2)
             inp = SamplerInput(inp, key=batch)
@@ -118,7 +116,8 @@ class NeighborSampler:
         seeds, key = inp.seeds, inp.key
         seed_type = self._seed_type(inp.node_type)
         if seeds.dim() != 1 or seeds.dtype.is_floating_point or seeds.dtype == torch.bool:
-            raise SamplingError(f"seeds must be a 1-D integer tensor of node ids; got shape {list(seeds.shape)} dtype {seeds.dtype}")
+            raise SamplingError(f"seeds must be a 1-D integer tensor of node ids; got shape {list(seeds.shape)} "
+                                f"dtype {seeds.dtype}")
         n = int(self._layout.type_size[seed_type])
         if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= n):
             of = f"{self._layout.node_types[seed_type]!r} " if self.graph.is_typed else ""
@@ -126,29 +125,28 @@ class NeighborSampler:
         if key is None:
             with self._lock:
                 key = next(self._counter)
-        if self._on_gpu(seeds):
-            return self._sample_cuda(seeds, [hop_key(self.seed, key, hop) for hop in range(self.num_hops)])
+        if self.graph.device.type == "cuda" or (seeds.device.type == "cuda" and self.graph.is_pinned()):
+            return self._sample_cuda(seeds, seed_type, key)
         return self._sample_cpu(seeds.to("cpu", torch.int64), seed_type, key)
 
     def _seed_type(self, node_type: str | None) -> int:
-        """The index of the seeds' node type (a homogeneous graph's one type, or the one named / the sampler's ``seed_type``)."""
+        """Index of the seeds' node type: a homogeneous graph's one type, else ``node_type`` or ``seed_type``."""
         layout = self._layout
         if not self.graph.is_typed:
+            if node_type not in (None, layout.node_types[0]):
+                raise SamplingError(f"the seeds are {node_type!r} nodes but the graph is homogeneous (its one node type is "
+                                    f"{layout.node_types[0]!r}); drop node_type")
             return 0
         name = node_type or self.seed_type
         if name is None:
-            raise SamplingError("the seeds' node type is unknown; pass seed_type= to the sampler or SamplerInput(seeds, node_type=...)")
+            raise SamplingError("the seeds' node type is unknown; pass seed_type= to the sampler or "
+                                "SamplerInput(seeds, node_type=...)")
         if name not in layout.type_index:
-            raise SamplingError(f"node type {name!r} of the seeds is not a node type of the graph ({layout.node_types})")
+            raise SamplingError(f"node type {name!r} of the seeds is not a node type of the graph "
+                                f"({layout.node_types})")
         return layout.type_index[name]
 
-    def _on_gpu(self, seeds: torch.Tensor) -> bool:
-        on_gpu = self.graph.device.type == "cuda" or (seeds.device.type == "cuda" and self.graph.is_pinned())
-        if on_gpu and self.graph.is_typed:
-            raise SamplingBackendError("typed graphs are sampled on the CPU only for now; keep the typed graph and the seeds on the host")
-        return on_gpu
-
-    def _sample_cuda(self, seeds: torch.Tensor, keys: list[int]) -> MiniBatch:
+    def _sample_cuda(self, seeds: torch.Tensor, seed_type: int, key: int) -> MiniBatch:
         from sparsetrain.sampling import neighbor_cuda
 
         if self._cuda is None:
@@ -157,9 +155,10 @@ class NeighborSampler:
         seeds = seeds.to(device, torch.int64)
         if torch.unique(seeds).numel() != seeds.numel():
             raise SamplingError("seeds has repeated node ids; pass unique seeds (e.g. torch.unique(seeds))")
-        layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self.fanouts, self.replace, self.weighted, keys, self.hop_nodes == "new")
-        blocks = [Block(edge_index, num_src, num_dst, edge_ids) for edge_index, num_src, num_dst, edge_ids in reversed(layers)]
-        return MiniBatch(seeds=seeds, input_nodes=nodes, blocks=blocks)
+        keys = [self._layout.hop_keys(self.seed, key, hop) for hop in range(self.num_hops)]
+        layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
+                                                    self.hop_nodes == "new", seed_type)
+        return self._assemble(seeds, seed_type, nodes, layers)
 
     def _sample_cpu(self, seeds: torch.Tensor, seed_type: int, key: int) -> MiniBatch:
         self.graph.check_files()
@@ -178,27 +177,27 @@ class NeighborSampler:
             base = layout.type_offset[seed_type]
             repeated = neighbor.insert_seeds(seeds_np, base, ws.table)
             if repeated >= 0:
-                raise SamplingError(f"seed {int(seeds_np[repeated])} appears more than once in seeds; pass unique seeds (e.g. torch.unique(seeds))")
+                raise SamplingError(f"seed {int(seeds_np[repeated])} appears more than once in seeds; pass unique "
+                                    "seeds (e.g. torch.unique(seeds))")
             ws.grow_nodes(seed_type, len(seeds_np), 0)[: len(seeds_np)] = seeds_np
             counts[seed_type] = len(seeds_np)
             try:
                 for hop in range(self.num_hops):
                     before = counts.copy()
-                    edge_index, edge_ids, segments = self._hop(hop, key, ws, first, counts, indptr, indices, weights, edge_perm)
-                    layers.append((edge_index, edge_ids, segments, before, counts.copy()))
+                    edge_index, edge_ids, segments = self._hop(hop, key, ws, first, counts, indptr, indices, weights,
+                                                               edge_perm)
+                    layers.append((torch.from_numpy(edge_index), torch.from_numpy(edge_ids), segments, before,
+                                   counts.copy()))
                     if self.hop_nodes == "new":
                         first = before
             finally:
                 for t in range(T):
                     with _threads_for(int(counts[t])):
                         neighbor.reset_table(ws.table, ws.nodes[t][: counts[t]], layout.type_offset[t])
-            nodes = [ws.nodes[t][: counts[t]].copy() for t in range(T)]
+            nodes = [torch.from_numpy(ws.nodes[t][: counts[t]].copy()) for t in range(T)]
         finally:
             self._release_workspace(ws)
-        if not self.graph.is_typed:
-            blocks = [Block(torch.from_numpy(ei), int(after[0]), int(before[0]), torch.from_numpy(ids)) for ei, ids, _, before, after in reversed(layers)]
-            return MiniBatch(seeds=seeds, input_nodes=torch.from_numpy(nodes[0]), blocks=blocks)
-        return self._typed_batch(seeds, seed_type, nodes, layers)
+        return self._assemble(seeds, seed_type, nodes, layers)
 
     def _hop(self, hop, key, ws, first, counts, indptr, indices, weights, edge_perm):
         """Sample hop ``hop`` for every edge type (counts grow by the new nodes); ``(edge_index, edge_ids, segments)``.
@@ -221,8 +220,8 @@ class NeighborSampler:
         work = len(cols)
         ws.for_items(work)
         with _threads_for(work * 8):
-            num_edges = neighbor.count_hop(indptr, weights, cols, seg_start, fan[seg_et], self.replace, self.weighted, len(indices),
-                                           ws.lo, ws.deg, ws.offsets)
+            num_edges = neighbor.count_hop(indptr, weights, cols, seg_start, fan[seg_et], self.replace, self.weighted,
+                                           len(indices), ws.lo, ws.deg, ws.offsets)
         if num_edges < 0:
             raise self._bad_range(cols, seg_start, seg_et, -1 - num_edges)
         ws.nbr = ws.fit(ws.nbr, num_edges)
@@ -234,22 +233,30 @@ class NeighborSampler:
         edge_index = np.empty((2, num_edges), np.int64)
         edge_ids = np.empty(num_edges, np.int64)
         with _threads_for(num_edges):
-            found = neighbor.sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fan, layout.hop_keys(self.seed, key, hop),
-                                        self.replace, self.weighted, layout.col_offset, layout.edge_offset, layout.et_src, layout.type_offset,
-                                        layout.type_size, ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, counts, new_nodes, edge_index, edge_ids)
+            found = neighbor.sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fan,
+                                        layout.hop_keys(self.seed, key, hop), self.replace, self.weighted,
+                                        layout.col_offset, layout.edge_offset, layout.et_src, layout.type_offset,
+                                        layout.type_size, ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, counts,
+                                        new_nodes, edge_index, edge_ids)
         if found < 0:
             raise self._bad_neighbor(cols, seg_start, seg_et, ws, -1 - found)
         if not single and found:
             new = new_nodes[:found]
             new_type = np.searchsorted(layout.type_offset, new, side="right") - 1
-            for t in np.unique(new_type):
+            for t in np.flatnonzero(np.bincount(new_type, minlength=len(layout.node_types))):
                 mine = new[new_type == t] - layout.type_offset[t]
                 start = int(counts[t]) - len(mine)
                 ws.grow_nodes(t, int(counts[t]), start)[start : counts[t]] = mine
-        segments = [(int(k), int(ws.offsets[seg_start[s]]), int(ws.offsets[seg_start[s + 1]])) for s, k in enumerate(seg_et)]
+        ends = ws.offsets[seg_start]
+        segments = [(int(k), int(ends[s]), int(ends[s + 1])) for s, k in enumerate(seg_et)]
         return edge_index, edge_ids, segments
 
-    def _typed_batch(self, seeds, seed_type, nodes, layers) -> MiniBatch:
+    def _assemble(self, seeds: torch.Tensor, seed_type: int, nodes: list[torch.Tensor], layers: list) -> MiniBatch:
+        """The batch from the hop loop's nodes per type and per-hop ``(edge_index, edge_ids, segments, before, after)``
+        (innermost first; ``segments``: ``(edge type, first edge, end edge)``), on either target."""
+        if not self.graph.is_typed:
+            blocks = [Block(ei, int(after[0]), int(before[0]), ids) for ei, ids, _, before, after in reversed(layers)]
+            return MiniBatch(seeds=seeds, input_nodes=nodes[0], blocks=blocks)
         layout = self._layout
         types, edge_types = layout.node_types, layout.edge_types
         blocks, edges_per_hop = [], {et: [] for et in edge_types}
@@ -259,15 +266,16 @@ class NeighborSampler:
             for k, et in enumerate(edge_types):
                 if layout.fanouts[hop, k] != 0:  # an edge type sampled at this hop, even if no node had such edges
                     a, b = span.get(k, (0, 0))
-                    edge_index[et], edge_ids[et] = torch.from_numpy(ei[:, a:b].copy()), torch.from_numpy(ids[a:b].copy())
+                    edge_index[et], edge_ids[et] = _cut(ei, a, b), _cut(ids, a, b)
                 edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
-            blocks.append(Block(edge_index=edge_index, edge_ids=edge_ids, num_src={t: int(after[i]) for i, t in enumerate(types)},
+            blocks.append(Block(edge_index=edge_index, edge_ids=edge_ids,
+                                num_src={t: int(after[i]) for i, t in enumerate(types)},
                                 num_dst={t: int(before[i]) for i, t in enumerate(types)}))
         counts = np.stack([layers[0][3]] + [after for *_, after in layers])
         new_per_hop = np.diff(counts, axis=0, prepend=0)
         return MiniBatch(
             seeds=seeds,
-            input_nodes={t: torch.from_numpy(nodes[i]) for i, t in enumerate(types)},
+            input_nodes={t: nodes[i] for i, t in enumerate(types)},
             blocks=blocks[::-1],
             seed_type=types[seed_type],
             nodes_per_hop={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
@@ -283,22 +291,25 @@ class NeighborSampler:
     def _bad_range(self, cols, seg_start, seg_et, i: int) -> SamplingError:
         k, node = self._item(cols, seg_start, seg_et, i)
         if self.graph.is_typed:
-            return SamplingError(f"edge type {self._layout.edge_types[k]}: the in-edges of node {node} lie outside its edge list; {DAMAGED}")
+            return SamplingError(f"edge type {self._layout.edge_types[k]}: the in-edges of node {node} lie outside its "
+                                 f"edge list; {DAMAGED}")
         indptr = self.graph.indptr
         return SamplingError(
-            f"{self.graph.source('indptr')}: node {node}'s in-edges are entries {int(indptr[node])} to {int(indptr[node + 1])} of "
-            f"indices, which has {self.graph.num_edges}; {DAMAGED}"
+            f"{self.graph.source('indptr')}: node {node}'s in-edges are entries {int(indptr[node])} to "
+            f"{int(indptr[node + 1])} of indices, which has {self.graph.num_edges}; {DAMAGED}"
         )
 
     def _bad_neighbor(self, cols, seg_start, seg_et, ws: neighbor.Workspace, edge: int) -> SamplingError:
-        """The error for sampled edge ``edge`` whose source ``ws.nbr[edge]`` is not a node id, naming its entry in ``indices``."""
+        """The error for sampled edge ``edge`` whose source ``ws.nbr[edge]`` is not a node id, naming its entry in
+        ``indices``."""
         i = int(np.searchsorted(ws.offsets[: len(cols) + 1], edge, side="right")) - 1
         k, node = self._item(cols, seg_start, seg_et, i)
         start, value = int(ws.lo[i]), ws.nbr[edge]
         entry = start + int(np.flatnonzero(self.graph.indices.numpy()[start : start + ws.deg[i]] == value)[0])
         if self.graph.is_typed:
             et = self._layout.edge_types[k]
-            return SamplingError(f"edge type {et}: CSC entry {entry - int(self._layout.edge_offset[k])} is not a {et[0]!r} node id; {DAMAGED}")
+            entry -= int(self._layout.edge_offset[k])
+            return SamplingError(f"edge type {et}: CSC entry {entry} is not a {et[0]!r} node id; {DAMAGED}")
         return SamplingError(
             f"{self.graph.source('indices')}: entry {entry} is {value} (an in-neighbor of node {node}), which must be "
             f"in [0, {self.graph.num_nodes}); {DAMAGED}"
@@ -316,67 +327,33 @@ class NeighborSampler:
 
     def __repr__(self) -> str:
         typed = f", seed_type={self.seed_type!r}" if self.graph.is_typed else ""
-        return (f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, hop_nodes={self.hop_nodes!r}{typed}, "
-                f"seed={self.seed}, graph={self.graph!r})")
+        return (f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, "
+                f"hop_nodes={self.hop_nodes!r}{typed}, seed={self.seed}, graph={self.graph!r})")
 
 
-def normalize_fanouts(graph: CSCGraph, fanouts) -> list[int] | dict[EdgeType, list[int]]:
-    """Checked fanouts: a list of ints (every edge type), or on a typed graph ``{edge_type: [per hop]}`` (missing types: 0)."""
-    if isinstance(fanouts, Mapping):
-        unknown = [k for k in fanouts if tuple(k) not in graph.edge_types]
-        if unknown:
-            raise SamplingError(f"fanouts names edge type {unknown[0]!r}, which the graph does not have; its edge types are {graph.edge_types}")
-        lengths = {len(list(v)) for v in fanouts.values()}
-        if len(lengths) != 1:
-            raise SamplingError(f"fanouts per edge type have different hop counts {sorted(lengths)}; give every edge type one entry per hop")
-        hops = lengths.pop()
-        out = {et: _hop_counts(fanouts.get(et, [0] * hops), et) for et in graph.edge_types}
-        return out if graph.is_typed else out[graph.edge_types[0]]
-    if isinstance(fanouts, Sequence) and not isinstance(fanouts, str):
-        return _hop_counts(fanouts, None)
-    raise SamplingError(f"fanouts={fanouts!r}; give a list of ints (one per hop, every edge type) or a dict {{edge_type: list}}")
+def _cut(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
+    """A contiguous copy of ``t[..., a:b]``; on the host by NumPy, whose copy beats torch's on a strided slice."""
+    if t.device.type == "cpu":
+        return torch.from_numpy(t.numpy()[..., a:b].copy())
+    return t[..., a:b].clone()
 
 
-def _hop_counts(per_hop, edge_type) -> list[int]:
-    per_hop = list(per_hop)
-    if not per_hop or any(not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < -1 for f in per_hop):
-        where = "" if edge_type is None else f" for {edge_type}"
-        raise SamplingError(f"fanouts={per_hop!r}{where}; give a non-empty list of ints >= 0, or -1 for all neighbors")
-    return [int(f) for f in per_hop]
-
-
-class _Layout:
-    """What the kernels need to know about the graph's types (one type each for a homogeneous graph), and the fanouts per hop."""
-
-    def __init__(self, graph: CSCGraph, fanouts) -> None:
-        self.typed = graph.is_typed
-        self.node_types = graph.node_types
-        self.edge_types = graph.edge_types
-        self.type_index = {t: i for i, t in enumerate(self.node_types)}
-        sizes = graph.num_nodes if graph.is_typed else {self.node_types[0]: graph.num_nodes}
-        self.type_size = np.array([sizes[t] for t in self.node_types], np.int64)
-        self.type_offset = np.concatenate([[0], np.cumsum(self.type_size)]).astype(np.int64)
-        self.et_src = np.array([self.type_index[et[0]] for et in self.edge_types], np.int64)
-        self.et_dst = np.array([self.type_index[et[2]] for et in self.edge_types], np.int64)
-        cols = graph.types.col_offset if graph.is_typed else [0, graph.num_nodes]
-        self.col_offset = np.array(cols[:-1], np.int64)
-        # an edge's id without edge_perm is its CSC position counted from its edge type's first edge
-        self.edge_offset = np.zeros(1, np.int64)
-        if graph.is_typed:
-            self.edge_offset = graph.indptr[torch.tensor(cols[:-1], dtype=torch.int64, device=graph.device)].cpu().numpy().astype(np.int64)
-        per_type = fanouts if isinstance(fanouts, dict) else {et: fanouts for et in self.edge_types}
-        self.fanouts = np.array([per_type[et] for et in self.edge_types], np.int64).T.copy()  # [hops, edge types]
-
-    def hop_keys(self, seed: int, key: int, hop: int) -> np.ndarray:
-        """Per edge type, the key of hop ``hop`` of batch ``key`` (the counter rule of :class:`NeighborSampler`)."""
-        if not self.typed:
-            return np.array([hop_key(seed, key, hop)], np.uint64)
-        return np.array([hop_key(seed, key, hop * MAX_EDGE_TYPES + k) for k in range(len(self.edge_types))], np.uint64)
+def _check_weights(graph: CSCGraph) -> None:
+    if graph.weights is None:
+        raise SamplingError("weighted=True but the graph has no edge weights; build the dataset with edge weights or "
+                            "pass weighted=False")
+    graph.check_files()
+    w = graph.weights
+    if w.dtype not in (torch.float32, torch.float64):
+        raise SamplingError(f"graph.weights has dtype {w.dtype}; edge weights must be float32 or float64")
+    if bool((w < 0).any()) or not bool(torch.isfinite(w).all()):
+        raise SamplingError("graph.weights has negative or non-finite entries; sampling weights must be finite and "
+                            ">= 0")
 
 
 @contextlib.contextmanager
 def _threads_for(work: int):
-    """Run small kernels on the calling thread: waking the pool costs more than it saves (and much more on a loaded machine)."""
+    """Run small kernels on the calling thread: waking the pool costs more than it saves (more on a loaded machine)."""
     if work >= PARALLEL_MIN_WORK:
         yield
         return
