@@ -348,8 +348,8 @@ def _check_edge_features(edges: EdgeFeatures, source: EdgeSource, options: Build
     if not finite.all():
         row, col = (int(i[0]) for i in np.nonzero(~finite))
         raise DatasetError(f"{edges.name}: row {row}, column {col}: {values[row, col]} is not a finite number "
-                           f"(as {options.feature_dtype}); replace NaN/inf edge features (e.g. with 0) before "
-                           "importing")
+                           f"(as {options.feature_dtype}); replace NaN/inf edge features (e.g. with 0) "
+                           "before importing")
 
 
 def _write_all_edge_features(writer: DatasetWriter, graph: _Graph, final: RawCSC, num_edges: dict[EdgeType, int],

@@ -15,8 +15,8 @@ _REBUILD = "the dataset is damaged, re-run `sparsetrain preprocess`"
 
 
 def array_chunks(array: np.ndarray, chunk: int, check=None):
-    """``(start, entries)`` in memory one chunk at a time; ``check()`` first, before each (a mapped file may shrink "
-      "meanwhile)."""
+    """``(start, entries)`` in memory one chunk at a time; ``check()`` first, before each (a mapped file may
+    shrink meanwhile)."""
     for lo in range(0, len(array), chunk):
         if check is not None:
             check()

@@ -191,8 +191,8 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
         check_range(folder / entry["file"], labels.numpy(), -1, entry["num_classes"], "label", chunk)
     for name, idx in ds.split.items():
         file = folder / fmt.split_file(name)
-        check_range(file, idx.numpy(), 0, counts[ds.target_type], "node" if not ds.is_typed else f"{ds.target_type!r} "
-                                                                                                 "node", chunk)
+        what = f"{ds.target_type!r} node" if ds.is_typed else "node"
+        check_range(file, idx.numpy(), 0, counts[ds.target_type], what, chunk)
         check_increasing(file, idx.numpy(), True, "split node ids", chunk)
     for name, split in ds.edge_split.items():
         entry = meta["link_split"][name]

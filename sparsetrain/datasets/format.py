@@ -105,8 +105,8 @@ def check_type_name(name, what: str) -> str:
     """A node type or relation name usable in a file name: letters, digits, ``_``, ``-``; no ``___``."""
     if not isinstance(name, str) or not _NAME.match(name) or SEPARATOR in name or len(name) > 100:
         raise DatasetError(
-            f"{what} {name!r} is not a usable type name; use letters, digits, '_' and '-' only (no '___', at most 100 "
-            "characters)"
+            f"{what} {name!r} is not a usable type name; use letters, digits, '_' and '-' only "
+            "(no '___', at most 100 characters)"
         )
     return name
 
@@ -152,8 +152,8 @@ def read_meta(folder: Path) -> dict:
         raise DatasetError(f"{folder}: no such dataset folder; create one with `sparsetrain preprocess` or "
                            "`sparsetrain synth`")
     if not path.is_file():
-        raise DatasetError(f"{path}: missing; {folder} is not a sparsetrain dataset (make one with `sparsetrain "
-                           "preprocess`)")
+        raise DatasetError(f"{path}: missing; {folder} is not a sparsetrain dataset "
+                           "(make one with `sparsetrain preprocess`)")
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -163,8 +163,8 @@ def read_meta(folder: Path) -> dict:
     version = meta.get("format_version")
     if not _count(version, 1) or version > FORMAT_VERSION:
         raise DatasetError(
-            f"{path}: field 'format_version' is {version!r} but this sparsetrain reads 1 to {FORMAT_VERSION}; upgrade "
-            "sparsetrain"
+            f"{path}: field 'format_version' is {version!r} but this sparsetrain reads 1 to {FORMAT_VERSION}; "
+            "upgrade sparsetrain"
         )
     if version < FORMAT_VERSION:
         meta = _upgrade(meta, path)

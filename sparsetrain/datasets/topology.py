@@ -169,8 +169,8 @@ def node_counts(types: list[str], num_nodes: dict[str, int | None], features: di
 
 
 def infer_typed_counts(counts: dict[str, int | None], edges: dict[EdgeType, EdgeSource]) -> dict[str, int]:
-    """Counts of the node types that have none: the largest id the edge lists give them + 1 (one pass over those "
-      "lists)."""
+    """Counts of the node types that have none: the largest id the edge lists give them + 1 (one pass over
+    those lists)."""
     highest = {t: -1 for t, n in counts.items() if n is None}
     for et, source in edges.items():
         if et[0] not in highest and et[2] not in highest:
