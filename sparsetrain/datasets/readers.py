@@ -19,7 +19,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from sparsetrain._sigbus import watch
-from sparsetrain.errors import DatasetError
+from sparsetrain.errors import DatasetError, SettingError
 
 CHUNK_ROWS = 1 << 22
 _SRC_NAMES = ("src", "source", "from", "u", "row")
@@ -370,7 +370,7 @@ class NodeTableReader:
 
     def __init__(self, path: str | Path, role: str, chunk_rows: int = CHUNK_ROWS):
         if role not in ("features", "labels", "index"):
-            raise ValueError(f"unknown node table role {role!r}")
+            raise SettingError(f"unknown node table role {role!r}")
         self.path = Path(path)
         self.role = role
         _check_exists(self.path)
