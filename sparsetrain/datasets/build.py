@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sparsetrain._sigbus import watch
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.clustering import CLUSTERS_FILE, cluster_order
 from sparsetrain.datasets.csc import RawCSC, write_permuted
@@ -328,8 +329,12 @@ def _write_csc(writer: DatasetWriter, csc: RawCSC, order: np.ndarray | None, fro
     ids = None
     if csc.edge_ids is not None:
         shape = (csc.num_edges,)
-        ids = writer.new_array(fmt.EDGE_IDS, shape, np.int64) if keep_ids else np.lib.format.open_memmap(
-            writer.scratch("permuted_edge_ids.npy"), mode="w+", dtype=np.int64, shape=shape)
+        if keep_ids:
+            ids = writer.new_array(fmt.EDGE_IDS, shape, np.int64)
+        else:
+            scratch = writer.scratch("permuted_edge_ids.npy")
+            ids = np.lib.format.open_memmap(scratch, mode="w+", dtype=np.int64, shape=shape)
+            watch(ids, scratch, fix="run again")
     write_permuted(csc, indptr, indices, weights, order, ids)
     return RawCSC(indptr, indices, weights, ids)
 

@@ -21,7 +21,8 @@ def _add_build_options(p: argparse.ArgumentParser, with_cleaning: bool = True) -
         p.add_argument("--drop-duplicates", action="store_true", help="merge repeated edges (weights summed)")
         p.add_argument("--num-classes", type=int, help="labels must lie in [0, C) (default: largest label + 1)")
     p.add_argument("--reorder", choices=["none", *METHODS], default="none",
-                   help="renumber nodes: 'degree' (hubs first) or 'rcm' (neighbors get close ids); the map back is kept")
+                   help="renumber nodes: 'degree' (hubs first), 'rcm' (neighbors get close ids) or 'cluster' (graph "
+                        "partitions contiguous, kept in clusters.npy for --model gt); the map back is kept")
     p.add_argument("--feature-dtype", choices=fmt.FEATURE_DTYPES, help="stored feature dtype (default float32)")
     p.add_argument("--split", type=_fractions, metavar="random|TRAIN,VAL,TEST",
                    help="random split of the labelled nodes when no split files are given: 'random' (0.6,0.2,0.2) or its fractions; "
@@ -203,7 +204,8 @@ def _preprocess(args: argparse.Namespace) -> int:
         splits = {n: getattr(args, f"{n}_idx") for n in fmt.SPLIT_NAMES if getattr(args, f"{n}_idx")}
         ds = from_files(args.out, args.edges, features=args.features, labels=args.labels, splits=splits, num_nodes=args.num_nodes, **options)
     if not args.quiet:
-        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, {ds.num_classes} classes")
+        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, "
+              f"{_classes(ds)}")
     return 0
 
 
@@ -222,7 +224,8 @@ def _synth(args: argparse.Namespace) -> int:
     ds = synthesize(args.out, args.nodes, args.edges, feature_dim=args.feature_dim, num_classes=args.classes,
                     label_fraction=args.label_fraction, **_options(args))
     if not args.quiet:
-        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, {ds.num_classes} classes")
+        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, "
+              f"{_classes(ds)}")
     return 0
 
 
@@ -237,6 +240,10 @@ def _synth_hetero(args: argparse.Namespace) -> int:
         print(f"wrote {ds.path}: {sum(ds.num_nodes.values())} nodes of {len(ds.node_types)} types, {ds.graph.num_edges} edges of "
               f"{len(ds.edge_types)} types, target type {ds.target_type} ({ds.num_classes} classes)")
     return 0
+
+
+def _classes(ds) -> str:
+    return "no labels" if ds.num_classes is None else f"{ds.num_classes} classes"
 
 
 def _human(num_bytes: float) -> str:

@@ -11,6 +11,7 @@ per-positive candidate lists; AUC and Hits@K read them as one pool.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +20,7 @@ import torch
 from sparsetrain.datasets.csc import RawCSC
 from sparsetrain.datasets.format import LINK_SPLIT_NAMES
 from sparsetrain.errors import DatasetError
+from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.sampling.negatives import NegativeSampler
 
@@ -110,7 +112,10 @@ def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: i
     weights = None if csc.weights is None else np.asarray(csc.weights[: csc.num_edges])[keep]
     graph = RawCSC(indptr, np.asarray(csc.indices[: csc.num_edges])[keep], weights)
 
-    full = NegativeSampler(CSCGraph.from_numpy(np.asarray(csc.indptr), np.asarray(csc.indices)), strict=True, seed=seed)
+    with warnings.catch_warnings():  # read-only maps the sampler only reads: torch's not-writable warning does not apply
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        full_graph = CSCGraph.from_numpy(np.asarray(csc.indptr), np.asarray(csc.indices))
+    full = NegativeSampler(full_graph, strict=True, seed=seed)
     splits = {}
     for key, name in enumerate(LINK_SPLIT_NAMES):
         chosen = np.sort(parts[name])
@@ -118,7 +123,11 @@ def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: i
         if name == "train":
             splits[name] = EdgeSplit(pos)
             continue
-        neg_dst = full.destinations(pos[0], neg_per_pos, key=key)
+        try:
+            neg_dst = full.destinations(pos[0], neg_per_pos, key=key)
+        except SamplingError as exc:  # its fix names the Python keyword; the import has none to offer
+            raise DatasetError(f"{name} negatives: {str(exc).split(';')[0]}; every val/test negative must be a "
+                               "non-edge, so link prediction needs a sparser graph (or leave that node out)") from None
         neg = torch.stack([pos[0].repeat_interleave(neg_per_pos), neg_dst])
         splits[name] = EdgeSplit(pos, neg, neg_per_pos)
     return graph, splits

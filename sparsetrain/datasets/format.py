@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sparsetrain._sigbus import watch
 from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
 
@@ -333,7 +334,8 @@ def link_edge_type(entry: dict) -> EdgeType:
 def open_array(folder: Path, name: str, meta: dict, *, mmap: bool = True, readonly: bool = False) -> np.ndarray:
     """Memory-map one array file (``mmap=False``: read it into memory) and check its dtype and shape against ``meta.json``.
 
-    Mapped copy-on-write: reads share the page cache, and a stray in-place write
+    A mapped array is registered with ``sparsetrain._sigbus``, so a read of it after the file was truncated ends the
+    process with one line naming the file. Mapped copy-on-write: reads share the page cache, and a stray in-place write
     in user code can never reach the file. ``readonly`` maps it read-only instead: a
     copy-on-write mapping is charged against the commit limit (RAM + swap), so one larger
     than that (papers100M's 28 GiB of features on a 24 GiB machine) fails with ENOMEM.
@@ -354,6 +356,8 @@ def open_array(folder: Path, name: str, meta: dict, *, mmap: bool = True, readon
             f"{path}: holds {array.dtype}{list(array.shape)} but meta.json records {entry['dtype']}{entry['shape']}; "
             "the file was replaced or damaged, re-run `sparsetrain preprocess`"
         )
+    if mmap:
+        watch(array, path)  # a read after the file is truncated: one line naming it, not a SIGBUS death
     return array
 
 

@@ -18,7 +18,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from sparsetrain.errors import DatasetError
+from sparsetrain._sigbus import watch
+from sparsetrain.errors import DatasetError, SettingError
 
 CHUNK_ROWS = 1 << 22
 _SRC_NAMES = ("src", "source", "from", "u", "row")
@@ -306,9 +307,11 @@ def _parquet_batches(path: Path, columns: list[str] | None, chunk_rows: int) -> 
 
 def _open_npy(path: Path) -> np.ndarray:
     try:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise DatasetError(f"{path}: not a readable .npy file ({exc}); save it with numpy.save") from None
+    watch(array, path)
+    return array
 
 
 def _read_flat(path: Path, array: np.memmap, first: int, count: int) -> np.ndarray:
@@ -367,7 +370,7 @@ class NodeTableReader:
 
     def __init__(self, path: str | Path, role: str, chunk_rows: int = CHUNK_ROWS):
         if role not in ("features", "labels", "index"):
-            raise ValueError(f"unknown node table role {role!r}")
+            raise SettingError(f"unknown node table role {role!r}")
         self.path = Path(path)
         self.role = role
         _check_exists(self.path)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sparsetrain._progress import progress
+from sparsetrain._sigbus import watch
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.csc import (BUCKET_EDGES, MAX_NODES, RawCSC, assemble_columns, bucket_ranges,
                                       count_in_degrees, write_buckets)
@@ -263,7 +264,9 @@ def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], cou
     indptr = np.concatenate([*parts, np.asarray([written], dtype=np.int64)])
 
     def mapped(name):
-        return np.load(writer.scratch(name), mmap_mode="r")
+        array = np.load(writer.scratch(name), mmap_mode="r")
+        watch(array, writer.scratch(name), fix="run again")
+        return array
 
     csc = RawCSC(indptr, mapped(fmt.INDICES), mapped(fmt.EDGE_WEIGHT) if weighted else None,
                  mapped(fmt.EDGE_IDS) if with_ids else None)
