@@ -22,7 +22,8 @@ def _save(folder, arrays: dict[str, np.ndarray], meta: dict, version: int) -> No
     for name, array in arrays.items():
         np.save(folder / name, np.ascontiguousarray(array))
         files[name] = {"dtype": str(array.dtype), "shape": list(array.shape), "sha256": fmt.sha256_file(folder / name)}
-    meta = {"format": fmt.FORMAT_NAME, "format_version": version, "created_by": "sparsetrain 0.1.0", **meta, "files": files}
+    meta = {"format": fmt.FORMAT_NAME, "format_version": version, "created_by": "sparsetrain 0.1.0", **meta,
+            "files": files}
     (folder / "meta.json").write_text(json.dumps(meta, indent=2))
 
 
@@ -45,13 +46,14 @@ def write_version1(folder, data, link: bool = False) -> None:
     n = data.num_nodes
     indptr, indices, _ = _csc(src, dst, n, n)
     arrays = {"indptr.npy": indptr, "indices.npy": indices, "features.npy": data.x.numpy().astype(np.float32)}
-    meta = {"name": folder.name, "num_nodes": n, "num_edges": len(indices), "directed": False, "has_edge_weights": False,
-            "feature_dim": int(data.x.shape[1]), "feature_dtype": "float32", "num_classes": None, "permutation": None, "splits": {},
-            "source": {"importer": "test fixture"}}
+    meta = {"name": folder.name, "num_nodes": n, "num_edges": len(indices), "directed": False,
+            "has_edge_weights": False, "feature_dim": int(data.x.shape[1]), "feature_dtype": "float32",
+            "num_classes": None, "permutation": None, "splits": {}, "source": {"importer": "test fixture"}}
     if link:
         rng = np.random.default_rng(0)
         pos, neg = data.edge_index[:, :50].numpy().astype(np.int64), rng.integers(0, n, (2, 150)).astype(np.int64)
-        arrays |= {"link_val_pos.npy": pos, "link_val_neg.npy": neg, "link_train_pos.npy": data.edge_index[:, 50:].numpy().astype(np.int64)}
+        train = data.edge_index[:, 50:].numpy().astype(np.int64)
+        arrays |= {"link_val_pos.npy": pos, "link_val_neg.npy": neg, "link_train_pos.npy": train}
         meta["link_split"] = {"train": {"pos": "link_train_pos.npy", "neg": None, "neg_per_pos": None},
                               "val": {"pos": "link_val_pos.npy", "neg": "link_val_neg.npy", "neg_per_pos": 3}}
     else:
@@ -68,7 +70,8 @@ def fake_hetero():
 
     random.seed(5)
     torch.manual_seed(5)
-    data = FakeHeteroDataset(num_graphs=1, num_node_types=3, num_edge_types=5, avg_num_nodes=50, num_classes=4, task="node", edge_dim=2)[0]
+    data = FakeHeteroDataset(num_graphs=1, num_node_types=3, num_edge_types=5, avg_num_nodes=50, num_classes=4,
+                             task="node", edge_dim=2)[0]
     data["v0"].train_mask = torch.arange(data["v0"].num_nodes) % 3 == 0
     return data
 
@@ -77,7 +80,8 @@ def write_version2(folder, data) -> None:
     """A PyG ``HeteroData`` as format version 2 laid it out: a CSC file set per edge type, per-type node tables."""
     arrays, node_types, edge_types = {}, {}, []
     for t in data.node_types:
-        node_types[t] = {"num_nodes": data[t].num_nodes, "feature_dim": int(data[t].x.shape[1]), "feature_dtype": "float32", "num_classes": None}
+        node_types[t] = {"num_nodes": data[t].num_nodes, "feature_dim": int(data[t].x.shape[1]),
+                         "feature_dtype": "float32", "num_classes": None}
         arrays[f"node.{t}.features.npy"] = data[t].x.numpy().astype(np.float32)
     arrays["node.v0.labels.npy"] = data["v0"].y.numpy().astype(np.int64)
     node_types["v0"]["num_classes"] = int(data["v0"].y.max()) + 1
@@ -85,7 +89,8 @@ def write_version2(folder, data) -> None:
         src, dst = data[et].edge_index.numpy()
         indptr, indices, order = _csc(src, dst, data[et[0]].num_nodes, data[et[2]].num_nodes)
         key = "___".join(et)
-        arrays |= {f"edge.{key}.indptr.npy": indptr, f"edge.{key}.indices.npy": indices, f"edge.{key}.edge_ids.npy": order,
+        arrays |= {f"edge.{key}.indptr.npy": indptr, f"edge.{key}.indices.npy": indices,
+                   f"edge.{key}.edge_ids.npy": order,
                    f"edge.{key}.features.npy": data[et].edge_attr.numpy()[order].astype(np.float32)}
         edge_types.append({"src": et[0], "rel": et[1], "dst": et[2], "num_edges": len(indices), "edge_feature_dim": 2})
     arrays["train_idx.npy"] = np.flatnonzero(data["v0"].train_mask.numpy()).astype(np.int64)
@@ -111,7 +116,8 @@ def test_version1_folder_loads_to_the_tensors_of_version3(tmp_path, cli):
     src, dst = data.edge_index.numpy()
     ref = scipy.sparse.csc_matrix((np.ones(len(src)), (src, dst)), shape=(data.num_nodes,) * 2)
     ref.sort_indices()
-    assert np.array_equal(old.graph.indptr.numpy(), ref.indptr) and np.array_equal(old.graph.indices.numpy(), ref.indices)
+    assert np.array_equal(old.graph.indptr.numpy(), ref.indptr)
+    assert np.array_equal(old.graph.indices.numpy(), ref.indices)
     assert torch.equal(old.features.tensor(), new.features.tensor()) and torch.equal(old.features.tensor(), data.x)
     assert torch.equal(old.labels, new.labels) and old.num_classes == new.num_classes == 7
     assert old.split.keys() == new.split.keys() and all(torch.equal(old.split[k], new.split[k]) for k in old.split)
@@ -145,9 +151,11 @@ def test_version2_folder_loads_to_the_tensors_of_version3(tmp_path, cli):
         # the relation is the CSC of that edge type's edge_index
         rel, ei = old.graph.relation(et), data[et].edge_index
         assert torch.equal(rel.indices.long(), ei[0, old.edge_ids[et]])
-        assert torch.equal(torch.repeat_interleave(torch.arange(rel.num_nodes), rel.in_degrees()), ei[1, old.edge_ids[et]])
+        dst = torch.repeat_interleave(torch.arange(rel.num_nodes), rel.in_degrees())
+        assert torch.equal(dst, ei[1, old.edge_ids[et]])
     for t in data.node_types:
-        assert torch.equal(old.features[t].tensor(), new.features[t].tensor()) and torch.equal(old.features[t].tensor(), data[t].x)
+        assert torch.equal(old.features[t].tensor(), new.features[t].tensor())
+        assert torch.equal(old.features[t].tensor(), data[t].x)
     assert old.labels.keys() == new.labels.keys() == {"v0"} and torch.equal(old.labels["v0"], new.labels["v0"])
     assert torch.equal(old.split["train"], new.split["train"])
     code, out, _ = cli("info", tmp_path / "v2")

@@ -209,7 +209,7 @@ def test_preprocess_of_a_link_dataset_prints_no_torch_warning_and_no_none(tmp_pa
 
 BUILTINS = ("ValueError", "TypeError", "RuntimeError", "KeyError", "IndexError", "FloatingPointError")
 SKIPPED_FOR_NOW = ("sampling/", "datasets/format.py", "datasets/build.py", "datasets/dataset.py", "datasets/writer.py",
-                   "datasets/hetero_")
+                   "datasets/hetero_", "nn/rgcn.py")
 """Files other work rewrites now; their deliberate raises of bare builtins are converted there."""
 
 

@@ -16,11 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
+from sparsetrain._sigbus import watch
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.clustering import CLUSTERS_FILE, cluster_order
 from sparsetrain.datasets.csc import RawCSC, write_permuted
 from sparsetrain.datasets.dataset import GraphDataset, load
-from sparsetrain.datasets.edge_split import DEFAULT_NEG_PER_POS, EdgeSplit, check_edge_split, check_fractions, random_edge_split
+from sparsetrain.datasets.edge_split import (DEFAULT_NEG_PER_POS, EdgeSplit, check_edge_split, check_fractions,
+                                             random_edge_split)
 from sparsetrain.datasets.format import EdgeType
 from sparsetrain.datasets.node_tables import random_split, read_splits, write_features, write_labels
 from sparsetrain.datasets.presets import DEFAULT_SPLIT
@@ -38,8 +40,9 @@ _ONE_TYPE_OPTIONS = ("undirected", "drop_self_loops", "drop_duplicates", "reorde
 
 @dataclass
 class BuildOptions:
-    """How to clean and lay out the graph. ``undirected`` adds reverse edges and merges duplicates (as PyG's ``to_undirected``);
-    ``add_reverse`` (typed graphs) also stores ``(dst, "rev_" + rel, src)`` for every edge type (PyG's ``ToUndirected``).
+    """How to clean and lay out the graph. ``undirected`` adds reverse edges and merges duplicates (as PyG's
+    ``to_undirected``); ``add_reverse`` (typed graphs) also stores ``(dst, "rev_" + rel, src)`` for every edge type
+    (PyG's ``ToUndirected``).
 
     ``num_classes``: labels must lie in ``[0, C)``; an int for every labelled node type, or a dict by node type.
     """
@@ -64,19 +67,22 @@ class BuildOptions:
         if self.reorder is not None and self.reorder not in METHODS:
             raise DatasetError(f"reorder={self.reorder!r} is not known; choose one of: none, {', '.join(METHODS)}")
         if self.feature_dtype not in fmt.FEATURE_DTYPES:
-            raise DatasetError(f"feature dtype {self.feature_dtype!r} is not supported; choose one of {', '.join(fmt.FEATURE_DTYPES)}")
+            raise DatasetError(f"feature dtype {self.feature_dtype!r} is not supported; "
+                               f"choose one of {', '.join(fmt.FEATURE_DTYPES)}")
         classes = self.num_classes.values() if isinstance(self.num_classes, dict) else [self.num_classes]
         for c in classes:
             if c is not None and c < 1:
                 raise DatasetError(f"num_classes={c} must be at least 1")
         fractions = tuple(float(f) for f in self.split_fractions)
         if len(fractions) != 3 or not all(f >= 0 for f in fractions) or sum(fractions) > 1 + 1e-9:
-            raise DatasetError(f"split fractions {self.split_fractions} must be three non-negative numbers (train, val, test) summing to at most 1, e.g. 0.6,0.2,0.2")
+            raise DatasetError(f"split fractions {self.split_fractions} must be three non-negative numbers "
+                               "(train, val, test) summing to at most 1, e.g. 0.6,0.2,0.2")
         self.split_fractions = fractions
         if self.link_split is not None:
             self.link_split = check_fractions(self.link_split)
         if isinstance(self.link_negatives, bool) or not isinstance(self.link_negatives, int) or self.link_negatives < 0:
-            raise DatasetError(f"link_negatives={self.link_negatives!r}: give the number of fixed negatives per val/test positive (an int >= 0)")
+            raise DatasetError(f"link_negatives={self.link_negatives!r}: give the number of fixed negatives per "
+                               "val/test positive (an int >= 0)")
 
     def classes_of(self, node_type: str) -> int | None:
         return self.num_classes.get(node_type) if isinstance(self.num_classes, dict) else self.num_classes
@@ -98,14 +104,15 @@ class _Graph:
 def _by_type(edges, num_nodes, features, labels, edge_features, options: BuildOptions) -> _Graph:
     if not isinstance(edges, dict):
         if options.add_reverse:
-            raise DatasetError("add_reverse is for typed graphs (a dict of edge types); a homogeneous graph adds reverse edges with "
-                               "undirected=True (--undirected)")
+            raise DatasetError("add_reverse is for typed graphs (a dict of edge types); a homogeneous graph adds "
+                               "reverse edges with undirected=True (--undirected)")
         return _Graph(False, [fmt.NODE], {fmt.EDGE: edges}, {fmt.NODE: num_nodes},
                       {} if features is None else {fmt.NODE: features}, {} if labels is None else {fmt.NODE: labels},
                       {} if edge_features is None else {fmt.EDGE: edge_features})
     one_type = [name for name in _ONE_TYPE_OPTIONS if getattr(options, name)]
     if one_type:
-        raise DatasetError(f"{one_type[0]} is for homogeneous graphs; a typed dataset keeps edges as given (use add_reverse for reverse edge types)")
+        raise DatasetError(f"{one_type[0]} is for homogeneous graphs; a typed dataset keeps edges as given "
+                           "(use add_reverse for reverse edge types)")
     if not edges:
         raise DatasetError("a typed dataset needs at least one edge type; give edges for some (src, rel, dst)")
     num_nodes, features, labels, edge_features = num_nodes or {}, features or {}, labels or {}, edge_features or {}
@@ -119,8 +126,8 @@ def _by_type(edges, num_nodes, features, labels, edge_features, options: BuildOp
     for what, table in (("features", features), ("labels", labels)):
         for t, source in table.items():
             if t not in node_types:
-                raise DatasetError(f"{source.name}: gives the {what} of node type {t!r}, which no edge type or node count names "
-                                   f"(node types: {', '.join(node_types)}); check the type's spelling")
+                raise DatasetError(f"{source.name}: gives the {what} of node type {t!r}, which no edge type or node "
+                                   f"count names (node types: {', '.join(node_types)}); check the type's spelling")
     typed_edges, typed_features = {}, {}
     for et, source in edges.items():
         reverse = (et[2], f"rev_{et[1]}", et[0])
@@ -130,7 +137,8 @@ def _by_type(edges, num_nodes, features, labels, edge_features, options: BuildOp
             typed_edges[key] = s if s is not None else source.reversed()
             if et in edge_features:
                 typed_features[key] = edge_features[et]
-    return _Graph(True, node_types, typed_edges, {t: num_nodes.get(t) for t in node_types}, dict(features), dict(labels), typed_features)
+    counts = {t: num_nodes.get(t) for t in node_types}
+    return _Graph(True, node_types, typed_edges, counts, dict(features), dict(labels), typed_features)
 
 
 def build_dataset(
@@ -149,101 +157,126 @@ def build_dataset(
 ) -> GraphDataset:
     """Validate everything, write the dataset folder atomically, and return it loaded.
 
-    Homogeneous: ``edges`` one :class:`EdgeSource`, ``num_nodes``/``features``/``labels``/``edge_features`` one value each.
-    Typed: ``edges`` a dict by edge type of sources in src-type and dst-type ids, the rest dicts by node (edge) type;
-    ``num_nodes`` lists the node types in their order (a count, or None: the rows of the type's features or labels,
-    else the largest id + 1); ``target_type`` names the node type ``splits`` refer to.
+    Homogeneous: ``edges`` one :class:`EdgeSource`, ``num_nodes``/``features``/``labels``/``edge_features`` one
+    value each. Typed: ``edges`` a dict by edge type of sources in src-type and dst-type ids, the rest dicts by node
+    (edge) type; ``num_nodes`` lists the node types in their order (a count, or None: the rows of the type's
+    features or labels, else the largest id + 1); ``target_type`` names the node type ``splits`` refer to.
 
     ``edge_splits``: given link-prediction splits (``{name: (EdgeSplit, where it came from)}``, e.g. OGB's);
     ``options.link_split`` draws them instead (see :mod:`sparsetrain.datasets.edge_split`).
-    ``edge_features`` (row ``i`` = the source's edge ``i``) are written in the dataset's CSC edge order; every edge must
-    be kept (no ``undirected``, ``drop_self_loops``, ``drop_duplicates`` or ``link_split``).
+    ``edge_features`` (row ``i`` = the source's edge ``i``) are written in the dataset's CSC edge order; every edge
+    must be kept (no ``undirected``, ``drop_self_loops``, ``drop_duplicates`` or ``link_split``).
     """
     options = options or BuildOptions()
     graph = _by_type(edges, num_nodes, features, labels, edge_features, options)
-    if edge_splits and options.link_split is not None:
-        raise DatasetError("the source already has link splits; drop --link-split (link_split=...)")
-    if edge_splits and graph.typed:
-        raise DatasetError("link splits are written for graphs of one node and one edge type; import the typed graph without them")
-    for et, values in graph.edge_features.items():
-        _check_edge_features(values, graph.edges[et], options)
-    out_dir = Path(out_dir)
-    for name in splits or {}:
-        if name not in fmt.SPLIT_NAMES:
-            raise DatasetError(f"split {name!r} is not known; use {', '.join(fmt.SPLIT_NAMES)}")
-    if not graph.typed:
-        target_type = fmt.NODE
-    elif target_type is not None and target_type not in graph.node_types:
-        raise DatasetError(f"target type {target_type!r} is not among the node types {sorted(graph.node_types)}; choose one of them")
-    elif splits and target_type is None:
-        raise DatasetError("splits were given without a target type; name the node type they refer to (--target-type)")
+    target_type = _check_inputs(graph, splits, target_type, edge_splits, options)
     counts, nodes_from = node_counts(graph.node_types, graph.num_nodes, graph.features, graph.labels, graph.typed)
     if graph.typed:
         counts = infer_typed_counts(counts, edges)
         nodes_from = {t: f"the {n} {t!r} nodes" for t, n in counts.items()}
-
+    out_dir = Path(out_dir)
     with DatasetWriter(out_dir, options.overwrite) as writer:
-        topology = build_topology(writer, graph.edges, counts, nodes_from, options, graph.typed, with_ids=graph.typed or bool(graph.edge_features))
-        counts, csc = topology.counts, topology.csc
-        num_edges = dict(topology.num_edges)
-        links = {name: split for name, (split, _) in (edge_splits or {}).items()}
-        for name, (split, where) in (edge_splits or {}).items():
-            check_edge_split(split, counts[fmt.NODE], where)
-        from_scratch = True
-        if options.link_split is not None:
-            csc, links = random_edge_split(csc, options.link_split, symmetric=topology.symmetric, neg_per_pos=options.link_negatives,
-                                           seed=options.seed)
+        with_ids = graph.typed or bool(graph.edge_features)
+        topology = build_topology(writer, graph.edges, counts, nodes_from, options, graph.typed, with_ids)
+        counts, csc, num_edges = topology.counts, topology.csc, dict(topology.num_edges)
+        meta = {"name": out_dir.name, "node_types": counts, "edge_types": [], "features": {}, "labels": {},
+                "directed": graph.typed or not topology.symmetric, "target_type": target_type, "splits": {}}
+        links, order = {}, None
+        if not graph.typed:  # link splits and node orders: for a graph of one node and one edge type
+            csc, links = _link_split(csc, edge_splits, topology.symmetric, options, meta)
             num_edges[fmt.EDGE] = csc.num_edges
-            from_scratch = False
-        order, clusters, inverse = None, None, None
-        if options.reorder == "cluster":
-            order, clusters, partitioner = cluster_order(csc, seed=options.seed)
-        elif options.reorder:
-            order = node_order(options.reorder, csc)
+            order = _node_order(writer, csc, options, meta)
+        final = _write_csc(writer, csc, order, from_scratch=options.link_split is None, keep_ids=graph.typed)
+        meta["has_edge_weights"] = final.weights is not None
+        meta["edge_types"] = [{"src": et[0], "rel": et[1], "dst": et[2], "num_edges": num_edges[et], "features": None}
+                              for et in graph.edges]
+        _write_all_edge_features(writer, graph, final, num_edges, options.feature_dtype, meta)
+        del csc, final  # unmap the topology before the features are written
+        inverse = None
         if order is not None:
             inverse = np.empty(len(order), dtype=np.int64)
             inverse[order] = np.arange(len(order), dtype=np.int64)
-            writer.save_array(fmt.ORIGINAL_IDS, order)
-        if clusters is not None:
-            writer.save_array(CLUSTERS_FILE, clusters)
-        final = _write_csc(writer, csc, order, from_scratch, keep_ids=graph.typed)
-        meta = {
-            "name": out_dir.name,
-            "node_types": counts,
-            "edge_types": [{"src": et[0], "rel": et[1], "dst": et[2], "num_edges": num_edges[et], "features": None} for et in graph.edges],
-            "directed": graph.typed or not topology.symmetric,
-            "has_edge_weights": final.weights is not None,
-            "features": {},
-            "labels": {},
-            "target_type": target_type,
-            "permutation": None if order is None else {"method": options.reorder, "file": fmt.ORIGINAL_IDS,
-                                                       "meaning": "original_ids[new_id] = id in the imported data"},
-            "splits": {},
-            **({} if clusters is None else {"clusters": {"file": CLUSTERS_FILE, "count": int(clusters[-1]) + 1, "partitioner": partitioner,
-                                                         "meaning": "clusters[new_id] = cluster id; each cluster is a contiguous id range"}}),
-            "source": provenance or {},
-        }
-        _write_all_edge_features(writer, graph, final, num_edges, options.feature_dtype, meta)
-        del csc, final  # unmap the topology before the features are written
-        unlabelled: dict[str, np.ndarray] = {}
-        for t in graph.node_types:
-            if t in graph.features:
-                name = fmt.node_file(t, "features")
-                write_features(writer, graph.features[t], counts[t], nodes_from[t], inverse, options.feature_dtype, name, options.quiet)
-                meta["features"][t] = name
-            if t in graph.labels:
-                name = fmt.node_file(t, "labels")
-                classes, unlabelled[t] = write_labels(writer, graph.labels[t], counts[t], nodes_from[t], inverse, options.classes_of(t), name)
-                meta["labels"][t] = {"file": name, "num_classes": classes}
+        unlabelled = _write_node_tables(writer, graph, counts, nodes_from, inverse, options, meta)
         if links:
             meta["link_split"] = _write_edge_splits(writer, links, inverse)
-            if options.link_split is not None:
-                meta["link_split_from"] = {"random": list(options.link_split), "seed": options.seed, "neg_per_pos": options.link_negatives}
         if target_type is not None:
-            _write_splits(writer, splits or {}, counts[target_type], unlabelled.get(target_type), inverse, options, meta)
+            unlabelled_targets = unlabelled.get(target_type)
+            _write_splits(writer, splits or {}, counts[target_type], unlabelled_targets, inverse, options, meta)
         del unlabelled
+        meta["source"] = provenance or {}
         writer.commit(meta)
     return load(out_dir)
+
+
+def _check_inputs(graph: _Graph, splits: dict | None, target_type: str | None, edge_splits: dict | None,
+                  options: BuildOptions) -> str | None:
+    """The cheap checks, before any long work; returns the target type (a homogeneous graph's is its one type)."""
+    if edge_splits and options.link_split is not None:
+        raise DatasetError("the source already has link splits; drop --link-split (link_split=...)")
+    if edge_splits and graph.typed:
+        raise DatasetError("link splits are written for graphs of one node and one edge type; "
+                           "import the typed graph without them")
+    for et, values in graph.edge_features.items():
+        _check_edge_features(values, graph.edges[et], options)
+    for name in splits or {}:
+        if name not in fmt.SPLIT_NAMES:
+            raise DatasetError(f"split {name!r} is not known; use {', '.join(fmt.SPLIT_NAMES)}")
+    if not graph.typed:
+        return fmt.NODE
+    if target_type is not None and target_type not in graph.node_types:
+        raise DatasetError(f"target type {target_type!r} is not among the node types {sorted(graph.node_types)}; "
+                           "choose one of them")
+    if splits and target_type is None:
+        raise DatasetError("splits were given without a target type; name the node type they refer to (--target-type)")
+    return target_type
+
+
+def _link_split(csc: RawCSC, edge_splits: dict | None, symmetric: bool, options: BuildOptions,
+                meta: dict) -> tuple[RawCSC, dict[str, EdgeSplit]]:
+    """The given link splits, checked, or a random one drawn from ``csc`` (which then loses its val/test edges)."""
+    for split, where in (edge_splits or {}).values():
+        check_edge_split(split, csc.num_nodes, where)
+    if options.link_split is None:
+        return csc, {name: split for name, (split, _) in (edge_splits or {}).items()}
+    k = options.link_negatives
+    meta["link_split_from"] = {"random": list(options.link_split), "seed": options.seed, "neg_per_pos": k}
+    return random_edge_split(csc, options.link_split, symmetric=symmetric, neg_per_pos=k, seed=options.seed)
+
+
+def _node_order(writer: DatasetWriter, csc: RawCSC, options: BuildOptions, meta: dict) -> np.ndarray | None:
+    """``options.reorder``'s order (``order[new_id] = old_id``), saved with any cluster ids it makes; None: keep ids."""
+    meta["permutation"] = None
+    if not options.reorder:
+        return None
+    if options.reorder == "cluster":
+        order, clusters, partitioner = cluster_order(csc, seed=options.seed)
+        writer.save_array(CLUSTERS_FILE, clusters)
+        meta["clusters"] = {"file": CLUSTERS_FILE, "count": int(clusters[-1]) + 1, "partitioner": partitioner,
+                            "meaning": "clusters[new_id] = cluster id; each cluster is a contiguous id range"}
+    else:
+        order = node_order(options.reorder, csc)
+    writer.save_array(fmt.ORIGINAL_IDS, order)
+    meta["permutation"] = {"method": options.reorder, "file": fmt.ORIGINAL_IDS,
+                           "meaning": "original_ids[new_id] = id in the imported data"}
+    return order
+
+
+def _write_node_tables(writer: DatasetWriter, graph: _Graph, counts: dict[str, int], nodes_from: dict[str, str],
+                       inverse: np.ndarray | None, options: BuildOptions, meta: dict) -> dict[str, np.ndarray]:
+    """Every node type's features and labels; returns which nodes of each labelled type have no label."""
+    unlabelled = {}
+    for t in graph.node_types:
+        if t in graph.features:
+            name = fmt.node_file(t, "features")
+            write_features(writer, graph.features[t], counts[t], nodes_from[t], inverse, options.feature_dtype, name,
+                           options.quiet)
+            meta["features"][t] = name
+        if t in graph.labels:
+            name = fmt.node_file(t, "labels")
+            classes, unlabelled[t] = write_labels(writer, graph.labels[t], counts[t], nodes_from[t], inverse,
+                                                  options.classes_of(t), name)
+            meta["labels"][t] = {"file": name, "num_classes": classes}
+    return unlabelled
 
 
 def _write_splits(writer: DatasetWriter, splits: dict[str, Source], num_nodes: int, unlabelled: np.ndarray | None,
@@ -276,7 +309,8 @@ def _write_edge_splits(writer: DatasetWriter, links: dict[str, EdgeSplit], inver
     return entry
 
 
-def _write_csc(writer: DatasetWriter, csc: RawCSC, order: np.ndarray | None, from_scratch: bool, keep_ids: bool) -> RawCSC:
+def _write_csc(writer: DatasetWriter, csc: RawCSC, order: np.ndarray | None, from_scratch: bool,
+               keep_ids: bool) -> RawCSC:
     """The dataset's topology arrays: the scratch arrays renamed when nothing moves, else a relabelled copy.
 
     ``keep_ids``: the edge ids become ``edge_ids.npy``; else they stay scratch (edge features still follow them).
@@ -295,17 +329,22 @@ def _write_csc(writer: DatasetWriter, csc: RawCSC, order: np.ndarray | None, fro
     ids = None
     if csc.edge_ids is not None:
         shape = (csc.num_edges,)
-        ids = writer.new_array(fmt.EDGE_IDS, shape, np.int64) if keep_ids else np.lib.format.open_memmap(
-            writer.scratch("permuted_edge_ids.npy"), mode="w+", dtype=np.int64, shape=shape)
+        if keep_ids:
+            ids = writer.new_array(fmt.EDGE_IDS, shape, np.int64)
+        else:
+            scratch = writer.scratch("permuted_edge_ids.npy")
+            ids = np.lib.format.open_memmap(scratch, mode="w+", dtype=np.int64, shape=shape)
+            watch(ids, scratch, fix="run again")
     write_permuted(csc, indptr, indices, weights, order, ids)
     return RawCSC(indptr, indices, weights, ids)
 
 
 def _check_edge_features(edges: EdgeFeatures, source: EdgeSource, options: BuildOptions) -> None:
-    merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates", "link_split") if getattr(options, name)]
+    merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates", "link_split")
+               if getattr(options, name)]
     if merging:
-        raise DatasetError(f"{edges.name}: edge features need every edge kept, but {', '.join(merging)} merges or drops edges; "
-                           "build without those options, or without edge features")
+        raise DatasetError(f"{edges.name}: edge features need every edge kept, but {', '.join(merging)} merges or "
+                           "drops edges; build without those options, or without edge features")
     values = edges.values.reshape(len(edges.values), -1)
     if (source.rows is not None and len(values) != source.rows) or values.shape[1] == 0:
         raise DatasetError(f"{edges.name}: has shape {list(edges.values.shape)} for {source.rows} edges; "
@@ -313,12 +352,13 @@ def _check_edge_features(edges: EdgeFeatures, source: EdgeSource, options: Build
     finite = np.isfinite(values.astype(options.feature_dtype, copy=False))
     if not finite.all():
         row, col = (int(i[0]) for i in np.nonzero(~finite))
-        raise DatasetError(f"{edges.name}: row {row}, column {col}: {values[row, col]} is not a finite number (as {options.feature_dtype}); "
-                           "replace NaN/inf edge features (e.g. with 0) before importing")
+        raise DatasetError(f"{edges.name}: row {row}, column {col}: {values[row, col]} is not a finite number "
+                           f"(as {options.feature_dtype}); replace NaN/inf edge features (e.g. with 0) "
+                           "before importing")
 
 
-def _write_all_edge_features(writer: DatasetWriter, graph: _Graph, final: RawCSC, num_edges: dict[EdgeType, int], dtype: str,
-                             meta: dict) -> None:
+def _write_all_edge_features(writer: DatasetWriter, graph: _Graph, final: RawCSC, num_edges: dict[EdgeType, int],
+                             dtype: str, meta: dict) -> None:
     """Each edge type's feature rows in its CSC order: row ``p`` is the source's row ``edge_ids[p]``."""
     start = 0
     for entry, et in zip(meta["edge_types"], graph.edges):
@@ -327,7 +367,8 @@ def _write_all_edge_features(writer: DatasetWriter, graph: _Graph, final: RawCSC
         if features is not None:
             values = features.values.reshape(len(features.values), -1)
             if len(values) != end - start:
-                raise DatasetError(f"{features.name}: has {len(values)} rows but edge type {et} has {end - start} edges; give one row per edge")
+                raise DatasetError(f"{features.name}: has {len(values)} rows but edge type {et} has "
+                                   f"{end - start} edges; give one row per edge")
             name = fmt.edge_features_file(et)
             out = writer.new_array(name, (end - start, values.shape[1]), np.dtype(dtype))
             chunk = 1 << 20

@@ -15,7 +15,8 @@ _REBUILD = "the dataset is damaged, re-run `sparsetrain preprocess`"
 
 
 def array_chunks(array: np.ndarray, chunk: int, check=None):
-    """``(start, entries)`` in memory one chunk at a time; ``check()`` first, before each (a mapped file may shrink meanwhile)."""
+    """``(start, entries)`` in memory one chunk at a time; ``check()`` first, before each (a mapped file may
+    shrink meanwhile)."""
     for lo in range(0, len(array), chunk):
         if check is not None:
             check()
@@ -27,13 +28,15 @@ def format_array(folder: Path, meta: dict, name: str, dtypes: tuple[str, ...], s
     """Open one listed array (:func:`~sparsetrain.datasets.format.open_array`) and check that it is one of ``dtypes`` of
     ``shape`` (``None``: any length on that axis)."""
     a = fmt.open_array(folder, name, meta, mmap=mmap, readonly=readonly)
-    if str(a.dtype) not in dtypes or a.ndim != len(shape) or any(s is not None and s != n for s, n in zip(shape, a.shape)):
+    fits = a.ndim == len(shape) and all(s is None or s == n for s, n in zip(shape, a.shape))
+    if str(a.dtype) not in dtypes or not fits:
         want = f"{' or '.join(dtypes)}[{', '.join('*' if s is None else str(s) for s in shape)}]"
         raise DatasetError(f"{folder / name}: holds {a.dtype}{list(a.shape)} but the format needs {want}; {_REBUILD}")
     return a
 
 
-def check_range(path: Path, array: np.ndarray, low: int, high: int | None, what: str, chunk: int, check=None, first: int = 0) -> None:
+def check_range(path: Path, array: np.ndarray, low: int, high: int | None, what: str, chunk: int, check=None,
+                first: int = 0) -> None:
     """Every entry in ``[low, high)`` (``high=None``: no upper end), one chunk in memory at a time.
 
     ``array`` may be a part of the file starting at entry ``first`` (messages count entries of the file).
@@ -60,7 +63,8 @@ def check_increasing(path: Path, array: np.ndarray, strict: bool, what: str, chu
         if bad.any():
             i = int(np.flatnonzero(bad)[0]) + (lo if previous is None else lo - 1)
             order = "increase" if strict else "not decrease"
-            raise DatasetError(f"{path}: entry {i + 1} is {array[i + 1]} after {array[i]}; {what} must {order}; {_REBUILD}")
+            raise DatasetError(f"{path}: entry {i + 1} is {array[i + 1]} after {array[i]}; {what} must {order}; "
+                               f"{_REBUILD}")
         previous = part[-1]
 
 

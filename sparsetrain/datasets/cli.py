@@ -266,11 +266,13 @@ def _info(args: argparse.Namespace) -> int:
     kind = ", typed" if ds.is_typed else ""
     lines = [f"dataset      {ds.path}  (format version {ds.format_version}{kind}, {meta.get('created_by', '?')})"]
     lines += _typed_lines(ds) if ds.is_typed else _homogeneous_lines(ds)
-    lines.append(f"size         {_human(sum((ds.path / name).stat().st_size for name in meta['files']))} in {len(meta['files'])} files")
+    size = sum((ds.path / name).stat().st_size for name in meta["files"])
+    lines.append(f"size         {_human(size)} in {len(meta['files'])} files")
     if args.no_verify:
         lines.append("checksums    not checked (--no-verify)")
     else:
-        lines.append(f"checksums    all {len(status)} files OK, structure OK" if not bad else f"checksums    MISMATCH: {', '.join(bad)} (re-run `sparsetrain preprocess`)")
+        lines.append(f"checksums    all {len(status)} files OK, structure OK" if not bad else
+                     f"checksums    MISMATCH: {', '.join(bad)} (re-run `sparsetrain preprocess`)")
     print("\n".join(lines))
     return 1 if bad else 0
 
@@ -316,6 +318,8 @@ def _typed_lines(ds) -> list[str]:
         deg = _degrees(ds, k)
         mean = f"{deg.mean():.2f}" if len(deg) else "-"
         extra = f", {ds.edge_features[et].shape[1]} edge features" if et in ds.edge_features else ""
-        lines.append(f"  {', '.join(et):<40} {e:>12,} edges  in-degree mean {mean} max {deg.max() if len(deg) else 0}{extra}")
-    lines.append("splits       " + ("  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items()) + f"  (of {ds.target_type!r})" if ds.split else "none"))
+        top = deg.max() if len(deg) else 0
+        lines.append(f"  {', '.join(et):<40} {e:>12,} edges  in-degree mean {mean} max {top}{extra}")
+    splits = "  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items())
+    lines.append("splits       " + (f"{splits}  (of {ds.target_type!r})" if ds.split else "none"))
     return lines

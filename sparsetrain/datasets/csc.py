@@ -24,6 +24,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.rng import mix64
 
 EdgeChunk = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
@@ -227,7 +228,8 @@ def assemble_columns(buckets: list[Bucket], firsts: np.ndarray, num_nodes: int, 
     Edge ids need every edge kept: no ``drop_self_loops``, no ``drop_duplicates``.
     """
     if ids is not None and (drop_self_loops or drop_duplicates):
-        raise ValueError("edge ids follow every edge; they cannot be kept while self loops or duplicates are dropped")
+        raise DatasetError("edge ids follow every edge; they cannot be kept while self loops or duplicates are dropped "
+                           "(build without drop_self_loops / drop_duplicates / undirected)")
     num_columns = int(firsts[-1])
     degrees = np.zeros(num_columns, dtype=np.int64)
     forward = backward = 0  # sums modulo 2**64 (Python ints: NumPy scalars warn on the intended wrap-around)

@@ -123,7 +123,8 @@ class GraphDataset:
         """
         if node_type is None:
             if self.is_typed:
-                raise DatasetError(f"{self.path}: a typed dataset has features per node type; pass node_type= (one of {', '.join(self.node_types)})")
+                raise DatasetError(f"{self.path}: a typed dataset has features per node type; pass node_type= (one of "
+                                   f"{', '.join(self.node_types)})")
             node_type = fmt.NODE
         name = self.meta.get("features", {}).get(node_type)
         entry = self.meta["files"].get(name)
@@ -132,12 +133,14 @@ class GraphDataset:
                 with_features = sorted(t for t, n in self.meta.get("features", {}).items() if n in self.meta["files"])
                 raise FeatureFileError(f"{self.path / fmt.META_FILE}: node type {node_type!r} has no features; "
                                        f"node types with features: {with_features}")
-            raise FeatureFileError(f"{self.path / fmt.META_FILE}: 'files' has no {fmt.FEATURES}; this dataset has no node features")
+            raise FeatureFileError(f"{self.path / fmt.META_FILE}: 'files' has no {fmt.FEATURES}; this dataset has no "
+                                   "node features")
         store = MmapFeatures(self.path / name, **options)
         if str(store.np_dtype) != entry["dtype"] or list(store.shape) != list(entry["shape"]):
             store.close()
             raise FeatureFileError(
-                f"{store.path}: holds {store.np_dtype}{list(store.shape)} but meta.json records {entry['dtype']}{entry['shape']}; "
+                f"{store.path}: holds {store.np_dtype}{list(store.shape)} but meta.json records "
+                f"{entry['dtype']}{entry['shape']}; "
                 "the file was replaced or damaged, re-run `sparsetrain preprocess`"
             )
         return store
@@ -188,7 +191,8 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
         check_range(folder / entry["file"], labels.numpy(), -1, entry["num_classes"], "label", chunk)
     for name, idx in ds.split.items():
         file = folder / fmt.split_file(name)
-        check_range(file, idx.numpy(), 0, counts[ds.target_type], "node" if not ds.is_typed else f"{ds.target_type!r} node", chunk)
+        what = f"{ds.target_type!r} node" if ds.is_typed else "node"
+        check_range(file, idx.numpy(), 0, counts[ds.target_type], what, chunk)
         check_increasing(file, idx.numpy(), True, "split node ids", chunk)
     for name, split in ds.edge_split.items():
         entry = meta["link_split"][name]
@@ -201,12 +205,14 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
                 check_range(folder / entry[kind], edges.numpy().reshape(-1), 0, counts[src], "node", chunk)
             else:
                 for row, end in ((0, src), (1, dst)):
-                    check_range(folder / entry[kind], edges[row].numpy(), 0, counts[end], f"{end!r} node", chunk, first=row * edges.shape[1])
+                    check_range(folder / entry[kind], edges[row].numpy(), 0, counts[end], f"{end!r} node", chunk,
+                                first=row * edges.shape[1])
     if ds.original_ids is not None:
         check_range(folder / fmt.ORIGINAL_IDS, ds.original_ids.numpy(), 0, counts[fmt.NODE], "node", chunk)
     clusters = meta.get("clusters")
     if clusters is not None:
-        check_range(folder / clusters["file"], fmt.open_array(folder, clusters["file"], meta, mmap=False), 0, clusters["count"], "cluster", chunk)
+        ids = fmt.open_array(folder, clusters["file"], meta, mmap=False)
+        check_range(folder / clusters["file"], ids, 0, clusters["count"], "cluster", chunk)
 
 
 def _verify_topology(ds: GraphDataset, chunk: int) -> None:
@@ -216,7 +222,8 @@ def _verify_topology(ds: GraphDataset, chunk: int) -> None:
     check()
     indptr = graph.indptr.numpy()
     if len(indptr) == 0 or indptr[0] != 0:
-        raise DatasetError(f"{folder / fmt.INDPTR}: entry 0 is {indptr[0] if len(indptr) else 'missing'}, column pointers must start at 0; {_REBUILD}")
+        raise DatasetError(f"{folder / fmt.INDPTR}: entry 0 is {indptr[0] if len(indptr) else 'missing'}, column "
+                           f"pointers must start at 0; {_REBUILD}")
     check_increasing(folder / fmt.INDPTR, indptr, False, "column pointers", chunk, check)
     indices = graph.indices.numpy()
     edge_ids = None if fmt.EDGE_IDS not in ds.meta["files"] else fmt.open_array(folder, fmt.EDGE_IDS, ds.meta)
@@ -224,24 +231,27 @@ def _verify_topology(ds: GraphDataset, chunk: int) -> None:
     for et, entry in zip(ds.edge_types, ds.meta["edge_types"]):
         end = start + entry["num_edges"]
         what = "node" if not ds.is_typed else f"{et[0]!r} node"
-        check_range(folder / fmt.INDICES, indices[start:end], 0, ds.meta["node_types"][et[0]], what, chunk, check, first=start)
+        check_range(folder / fmt.INDICES, indices[start:end], 0, ds.meta["node_types"][et[0]], what, chunk, check,
+                    first=start)
         if edge_ids is not None:
-            check_range(folder / fmt.EDGE_IDS, edge_ids[start:end], 0, entry["num_edges"], "edge id", chunk, first=start)
+            check_range(folder / fmt.EDGE_IDS, edge_ids[start:end], 0, entry["num_edges"], "edge id", chunk,
+                        first=start)
         start = end
     if graph.weights is not None:
         for lo, part in array_chunks(graph.weights.numpy(), chunk, check):
             bad = ~np.isfinite(part) | (part < 0)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                raise DatasetError(f"{folder / fmt.EDGE_WEIGHT}: entry {lo + i} is {part[i]}, edge weights must be finite and >= 0; {_REBUILD}")
+                raise DatasetError(f"{folder / fmt.EDGE_WEIGHT}: entry {lo + i} is {part[i]}, edge weights must be "
+                                   f"finite and >= 0; {_REBUILD}")
 
 
 def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     """Open a dataset folder made by ``sparsetrain preprocess`` / ``synth`` / :func:`from_pyg` (any format version).
 
-    The graph and the features are memory-mapped, the per-node arrays read. ``verify=True`` also checks every file's sha256
-    (reads everything once; :class:`~sparsetrain.errors.ChecksumError`) and the
-    structure (:func:`verify_structure`).
+    The graph and the features are memory-mapped, the per-node arrays read. ``verify=True`` also checks every
+    file's sha256 (reads everything once; :class:`~sparsetrain.errors.ChecksumError`) and the structure
+    (:func:`verify_structure`).
     """
     folder = Path(path)
     meta = fmt.read_meta(folder)
@@ -254,24 +264,31 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
             )
     counts = meta["node_types"]
     typed = not fmt.is_homogeneous(meta)
-    graph, edge_ids = legacy.open_graph(folder, meta) if meta["format_version"] == 2 else _open_graph(folder, meta, typed)
+    if meta["format_version"] == 2:
+        graph, edge_ids = legacy.open_graph(folder, meta)
+    else:
+        graph, edge_ids = _open_graph(folder, meta, typed)
 
     def array(name: str, dtypes: tuple[str, ...], shape: tuple, mmap: bool = False) -> np.ndarray:
         return format_array(folder, meta, name, dtypes, shape, mmap=mmap)
 
-    # the per-node arrays are read into memory (8 bytes a node each), so no later truncation of their files can reach a reader
+    # the per-node arrays are read into memory (8 bytes a node each): no later truncation of their files reaches them
     split = {name: torch.from_numpy(array(fmt.split_file(name), ("int64",), (None,)))
              for name in fmt.SPLIT_NAMES if fmt.split_file(name) in meta["files"]}
     original_ids = None
     if fmt.ORIGINAL_IDS in meta["files"]:
         original_ids = torch.from_numpy(array(fmt.ORIGINAL_IDS, ("int64",), (counts[next(iter(counts))],)))
-    labels = {t: torch.from_numpy(array(entry["file"], ("int64",), (counts[t],))) for t, entry in meta.get("labels", {}).items()}
-    ds = GraphDataset(path=folder, meta=meta, graph=graph, features=None, labels=labels if typed else labels.get(fmt.NODE),
-                      split=split, original_ids=original_ids, edge_ids=edge_ids if typed or edge_ids is None else edge_ids[fmt.EDGE])
+    labels = {t: torch.from_numpy(array(entry["file"], ("int64",), (counts[t],)))
+              for t, entry in meta.get("labels", {}).items()}
+    if edge_ids is not None and not typed:
+        edge_ids = edge_ids[fmt.EDGE]
+    ds = GraphDataset(path=folder, meta=meta, graph=graph, features=None,
+                      labels=labels if typed else labels.get(fmt.NODE), split=split, original_ids=original_ids,
+                      edge_ids=edge_ids)
     ds.edge_split = _edge_splits(folder, meta)
     features = {}
     for t, name in meta.get("features", {}).items():
-        format_array(folder, meta, name, fmt.FEATURE_DTYPES, (counts[t], None), readonly=True)  # the checks every array gets
+        format_array(folder, meta, name, fmt.FEATURE_DTYPES, (counts[t], None), readonly=True)  # every array's checks
         features[t] = ds.feature_store(t)
     ds.features = features if typed else features.get(fmt.NODE)
     edge_features = {}
@@ -297,7 +314,8 @@ def _open_graph(folder: Path, meta: dict, typed: bool) -> tuple[CSCGraph, dict[E
     counts, edge_types = meta["node_types"], fmt.edge_types_of(meta)
     columns = sum(counts[et[2]] for et in edge_types)
     num_edges = sum(entry["num_edges"] for entry in meta["edge_types"])
-    layout = {"indptr": (("int64",), columns + 1), "indices": (("int32", "int64"), num_edges), "weights": (("float32",), num_edges)}
+    layout = {"indptr": (("int64",), columns + 1), "indices": (("int32", "int64"), num_edges),
+              "weights": (("float32",), num_edges)}
     arrays = {key: torch.from_numpy(format_array(folder, meta, name, layout[key][0], (layout[key][1],), mmap=True))
               for key, name in _GRAPH_FILES.items() if name in meta["files"]}
     files = {key: mapped_file(folder, name) for key, name in _GRAPH_FILES.items() if name in meta["files"]}
@@ -309,11 +327,13 @@ def _open_graph(folder: Path, meta: dict, typed: bool) -> tuple[CSCGraph, dict[E
     indptr = arrays["indptr"]
     for et, entry in zip(edge_types, meta["edge_types"]):
         if int(indptr[column]) != edge:
-            raise ChecksumError(f"{folder / fmt.INDPTR}: entry {column} is {int(indptr[column])}, but edge type {et}'s edges start "
+            raise ChecksumError(f"{folder / fmt.INDPTR}: entry {column} is {int(indptr[column])}, but edge type "
+                                f"{et}'s edges start "
                                 f"at {edge}; the dataset is damaged")
         column, edge = column + counts[et[2]], edge + entry["num_edges"]
     if int(indptr[-1]) != num_edges:
-        raise ChecksumError(f"{folder / fmt.INDPTR}: does not describe {num_edges} edges over {columns} columns; the dataset is damaged")
+        raise ChecksumError(f"{folder / fmt.INDPTR}: does not describe {num_edges} edges over {columns} columns; the "
+                            "dataset is damaged")
     edge_ids = None
     if fmt.EDGE_IDS in meta["files"]:
         flat = torch.from_numpy(format_array(folder, meta, fmt.EDGE_IDS, ("int64",), (num_edges,)))
@@ -321,7 +341,9 @@ def _open_graph(folder: Path, meta: dict, typed: bool) -> tuple[CSCGraph, dict[E
         edge_ids = {et: flat[starts[k] : starts[k + 1]] for k, et in enumerate(edge_types)}
     if not typed:
         return CSCGraph(arrays["indptr"], arrays["indices"], arrays.get("weights"), files=files), edge_ids
-    return CSCGraph.typed(dict(counts), edge_types, arrays["indptr"], arrays["indices"], arrays.get("weights"), files=files), edge_ids
+    graph = CSCGraph.typed(dict(counts), edge_types, arrays["indptr"], arrays["indices"], arrays.get("weights"),
+                           files=files)
+    return graph, edge_ids
 
 
 def _edge_splits(folder: Path, meta: dict) -> dict[str, EdgeSplit]:
@@ -336,7 +358,8 @@ def _edge_splits(folder: Path, meta: dict) -> dict[str, EdgeSplit]:
         split = EdgeSplit(arrays["pos"], arrays.get("neg"), entry.get("neg_per_pos"))
         k = split.neg_per_pos
         if k is not None and split.neg is not None and split.neg.shape[1] != k * split.pos.shape[1]:
-            raise DatasetError(f"{folder / entry['neg']}: holds {split.neg.shape[1]} negatives but meta.json records {k} for each of "
+            raise DatasetError(f"{folder / entry['neg']}: holds {split.neg.shape[1]} negatives but meta.json records "
+                               f"{k} for each of "
                                f"{split.pos.shape[1]} positives; {_REBUILD}")
         result[name] = split
     return result

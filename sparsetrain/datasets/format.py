@@ -106,7 +106,8 @@ def check_type_name(name, what: str) -> str:
     """A node type or relation name usable in a file name: letters, digits, ``_``, ``-``; no ``___``."""
     if not isinstance(name, str) or not _NAME.match(name) or SEPARATOR in name or len(name) > 100:
         raise DatasetError(
-            f"{what} {name!r} is not a usable type name; use letters, digits, '_' and '-' only (no '___', at most 100 characters)"
+            f"{what} {name!r} is not a usable type name; use letters, digits, '_' and '-' only "
+            "(no '___', at most 100 characters)"
         )
     return name
 
@@ -149,9 +150,11 @@ def read_meta(folder: Path) -> dict:
     """
     path = folder / META_FILE
     if not folder.is_dir():
-        raise DatasetError(f"{folder}: no such dataset folder; create one with `sparsetrain preprocess` or `sparsetrain synth`")
+        raise DatasetError(f"{folder}: no such dataset folder; create one with `sparsetrain preprocess` or "
+                           "`sparsetrain synth`")
     if not path.is_file():
-        raise DatasetError(f"{path}: missing; {folder} is not a sparsetrain dataset (make one with `sparsetrain preprocess`)")
+        raise DatasetError(f"{path}: missing; {folder} is not a sparsetrain dataset "
+                           "(make one with `sparsetrain preprocess`)")
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -161,7 +164,8 @@ def read_meta(folder: Path) -> dict:
     version = meta.get("format_version")
     if not _count(version, 1) or version > FORMAT_VERSION:
         raise DatasetError(
-            f"{path}: field 'format_version' is {version!r} but this sparsetrain reads 1 to {FORMAT_VERSION}; upgrade sparsetrain"
+            f"{path}: field 'format_version' is {version!r} but this sparsetrain reads 1 to {FORMAT_VERSION}; "
+            "upgrade sparsetrain"
         )
     if version < FORMAT_VERSION:
         meta = _upgrade(meta, path)
@@ -187,10 +191,12 @@ def check_files_field(meta: dict, path: Path) -> None:
         raise DatasetError(f"{path}: field 'files' is missing; {_DAMAGED}")
     files = meta["files"]
     if not isinstance(files, dict):
-        raise DatasetError(f"{path}: field 'files' is a {type(files).__name__}, not an object of file entries; {_DAMAGED}")
+        raise DatasetError(f"{path}: field 'files' is a {type(files).__name__}, not an object of file entries; "
+                           f"{_DAMAGED}")
     for name, entry in files.items():
         if not _bare_name(name):
-            raise DatasetError(f"{path}: 'files' entry {name!r} is not a plain .npy file name inside the dataset folder; {_DAMAGED}")
+            raise DatasetError(f"{path}: 'files' entry {name!r} is not a plain .npy file name inside the dataset "
+                               f"folder; {_DAMAGED}")
         if not isinstance(entry, dict):
             raise DatasetError(f"{path}: 'files' entry {name} is not an object with dtype, shape and sha256; {_DAMAGED}")
         for field, ok in (
@@ -223,15 +229,18 @@ def check_meta(meta: dict, path: Path) -> None:
             raise DatasetError(f"{path}: field {field!r} is {table!r}, not an object by node type; {_DAMAGED}")
         for t in table:
             if t not in node_types:
-                raise DatasetError(f"{path}: field {field!r} names node type {t!r}, which 'node_types' does not list; {_DAMAGED}")
+                raise DatasetError(f"{path}: field {field!r} names node type {t!r}, which 'node_types' does not list; "
+                                   f"{_DAMAGED}")
     for t, name in features.items():
         _listed(meta, path, name, f"field 'features' of node type {t!r}")
     for t, entry in labels.items():
         if not isinstance(entry, dict):
-            raise DatasetError(f"{path}: field 'labels' of node type {t!r} is not an object with file and num_classes; {_DAMAGED}")
+            raise DatasetError(f"{path}: field 'labels' of node type {t!r} is not an object with file and "
+                               f"num_classes; {_DAMAGED}")
         _listed(meta, path, entry.get("file"), f"field 'labels' of node type {t!r}")
         if not _count(entry.get("num_classes"), 1):
-            raise DatasetError(f"{path}: field 'labels' of node type {t!r}: 'num_classes' is {entry.get('num_classes')!r}, "
+            raise DatasetError(f"{path}: field 'labels' of node type {t!r}: 'num_classes' is "
+                               f"{entry.get('num_classes')!r}, "
                                f"not a positive integer; {_DAMAGED}")
     target = meta.get("target_type")
     if target is not None and target not in node_types:
@@ -247,38 +256,46 @@ def check_meta(meta: dict, path: Path) -> None:
         if not isinstance(part, dict) or any(k not in part for k in wanted):
             raise DatasetError(f"{path}: field {field!r} needs {' and '.join(repr(k) for k in wanted)}; {_DAMAGED}")
         if field == "clusters" and not _count(part["count"], 1):
-            raise DatasetError(f"{path}: field 'clusters': 'count' is {part['count']!r}, not a positive integer; {_DAMAGED}")
+            raise DatasetError(f"{path}: field 'clusters': 'count' is {part['count']!r}, not a positive integer; "
+                               f"{_DAMAGED}")
         if len(node_types) != 1:
-            raise DatasetError(f"{path}: field {field!r} is for graphs of one node type, but 'node_types' has {len(node_types)}; {_DAMAGED}")
+            raise DatasetError(f"{path}: field {field!r} is for graphs of one node type, but 'node_types' has "
+                               f"{len(node_types)}; {_DAMAGED}")
         _listed(meta, path, part["file"], f"field {field!r}")
 
 
 def _check_node_types(meta: dict, path: Path) -> dict[str, int]:
     node_types = meta.get("node_types")
     if not isinstance(node_types, dict) or not node_types:
-        raise DatasetError(f"{path}: field 'node_types' is {node_types!r}, not a non-empty object of node counts by type; {_DAMAGED}")
+        raise DatasetError(f"{path}: field 'node_types' is {node_types!r}, not a non-empty object of node counts by "
+                           f"type; {_DAMAGED}")
     for name, count in node_types.items():
         if name != NODE:
             check_type_name(name, f"{path}: node type")
         if not _count(count):
-            raise DatasetError(f"{path}: field 'node_types': node type {name!r} has {count!r} nodes, not a non-negative integer; {_DAMAGED}")
+            raise DatasetError(f"{path}: field 'node_types': node type {name!r} has {count!r} nodes, not a "
+                               f"non-negative integer; {_DAMAGED}")
     return node_types
 
 
 def _check_edge_types(meta: dict, path: Path, node_types: dict[str, int]) -> None:
     edge_types = meta.get("edge_types")
     if not isinstance(edge_types, list) or not edge_types:
-        raise DatasetError(f"{path}: field 'edge_types' is {edge_types!r}, not a non-empty list of edge types; {_DAMAGED}")
+        raise DatasetError(f"{path}: field 'edge_types' is {edge_types!r}, not a non-empty list of edge types; "
+                           f"{_DAMAGED}")
     seen = set()
     for i, entry in enumerate(edge_types):
-        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("src", "rel", "dst")) or not _count(entry.get("num_edges")):
-            raise DatasetError(f"{path}: 'edge_types' entry {i} needs string src, rel, dst and a non-negative num_edges; {_DAMAGED}")
+        named = isinstance(entry, dict) and all(isinstance(entry.get(k), str) for k in ("src", "rel", "dst"))
+        if not named or not _count(entry.get("num_edges")):
+            raise DatasetError(f"{path}: 'edge_types' entry {i} needs string src, rel, dst and a non-negative "
+                               f"num_edges; {_DAMAGED}")
         et = (entry["src"], entry["rel"], entry["dst"])
         if et != EDGE:
             check_type_name(et[1], f"{path}: relation")
         for end in (et[0], et[2]):
             if end not in node_types:
-                raise DatasetError(f"{path}: edge type {et} names node type {end!r}, which 'node_types' does not list; {_DAMAGED}")
+                raise DatasetError(f"{path}: edge type {et} names node type {end!r}, which 'node_types' does not "
+                                   f"list; {_DAMAGED}")
         if et in seen:
             raise DatasetError(f"{path}: edge type {et} is listed twice in 'edge_types'; {_DAMAGED}")
         seen.add(et)
@@ -291,18 +308,22 @@ def _check_link_meta(meta: dict, path: Path) -> None:
     if links is None:
         return
     if not isinstance(links, dict) or any(name not in LINK_SPLIT_NAMES for name in links):
-        raise DatasetError(f"{path}: field 'link_split' must map some of {', '.join(LINK_SPLIT_NAMES)} to their edge files; {_DAMAGED}")
+        raise DatasetError(f"{path}: field 'link_split' must map some of {', '.join(LINK_SPLIT_NAMES)} to their edge "
+                           f"files; {_DAMAGED}")
     for name, entry in links.items():
         if not isinstance(entry, dict) or entry.get("pos") not in meta["files"]:
             raise DatasetError(f"{path}: field 'link_split': {name!r} has no 'pos' file listed in 'files'; {_DAMAGED}")
         if entry.get("neg") is not None and entry["neg"] not in meta["files"]:
-            raise DatasetError(f"{path}: field 'link_split': {name!r} names 'neg' file {entry['neg']!r}, which 'files' does not list; {_DAMAGED}")
+            raise DatasetError(f"{path}: field 'link_split': {name!r} names 'neg' file {entry['neg']!r}, which "
+                               f"'files' does not list; {_DAMAGED}")
         k = entry.get("neg_per_pos")
         if k is not None and not _count(k):
-            raise DatasetError(f"{path}: field 'link_split': {name!r} has 'neg_per_pos' {k!r}, not a count or null; {_DAMAGED}")
+            raise DatasetError(f"{path}: field 'link_split': {name!r} has 'neg_per_pos' {k!r}, not a count or null; "
+                               f"{_DAMAGED}")
         et = entry.get("edge_type", list(EDGE))
         if not isinstance(et, list) or tuple(et) not in edge_types_of(meta):
-            raise DatasetError(f"{path}: field 'link_split': {name!r} has 'edge_type' {et!r}, which 'edge_types' does not list; {_DAMAGED}")
+            raise DatasetError(f"{path}: field 'link_split': {name!r} has 'edge_type' {et!r}, which 'edge_types' does "
+                               f"not list; {_DAMAGED}")
 
 
 def link_edge_type(entry: dict) -> EdgeType:
@@ -328,7 +349,8 @@ def open_array(folder: Path, name: str, meta: dict, *, mmap: bool = True, readon
     try:
         array = np.load(path, mmap_mode=("r" if readonly else "c") if mmap else None, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
-        raise DatasetError(f"{path}: cannot be read as .npy ({exc}); the file is truncated or damaged, re-run `sparsetrain preprocess`") from None
+        raise DatasetError(f"{path}: cannot be read as .npy ({exc}); the file is truncated or damaged, re-run "
+                           "`sparsetrain preprocess`") from None
     if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
         raise DatasetError(
             f"{path}: holds {array.dtype}{list(array.shape)} but meta.json records {entry['dtype']}{entry['shape']}; "
@@ -345,7 +367,8 @@ def _upgrade(meta: dict, path: Path) -> dict:
     """A version-1 or version-2 ``meta.json`` as version 3 describes the same files (``format_version`` kept)."""
     check_files_field(meta, path)
     files = meta["files"]
-    drop = ("num_nodes", "num_edges", "num_classes", "feature_dim", "feature_dtype", "edge_feature_dim", "edge_feature_dtype")
+    drop = ("num_nodes", "num_edges", "num_classes", "feature_dim", "feature_dtype", "edge_feature_dim",
+            "edge_feature_dtype")
     if meta["format_version"] == 1:
         for field in ("num_nodes", "num_edges"):
             if not _count(meta.get(field)):
@@ -363,7 +386,8 @@ def _upgrade(meta: dict, path: Path) -> dict:
             "features": {NODE: FEATURES} if FEATURES in files else {}, "labels": labels}
     node_types = meta.get("node_types")
     if not isinstance(node_types, dict) or not node_types or not all(isinstance(e, dict) for e in node_types.values()):
-        raise DatasetError(f"{path}: field 'node_types' is {node_types!r}, not a non-empty object of node types; {_DAMAGED}")
+        raise DatasetError(f"{path}: field 'node_types' is {node_types!r}, not a non-empty object of node types; "
+                           f"{_DAMAGED}")
     edge_types = meta.get("edge_types")
     if not isinstance(edge_types, list) or not all(isinstance(e, dict) for e in edge_types):
         raise DatasetError(f"{path}: field 'edge_types' is {edge_types!r}, not a list of edge types; {_DAMAGED}")
@@ -374,6 +398,7 @@ def _upgrade(meta: dict, path: Path) -> dict:
     for e in edge_types:
         name = f"edge.{edge_key((e.get('src'), e.get('rel'), e.get('dst')))}.features.npy" if all(
             isinstance(e.get(k), str) for k in ("src", "rel", "dst")) else None
-        edges.append({k: v for k, v in e.items() if k != "edge_feature_dim"} | {"features": name if name in files else None})
+        edges.append({k: v for k, v in e.items() if k != "edge_feature_dim"} |
+                     {"features": name if name in files else None})
     return meta | {"node_types": {t: e.get("num_nodes") for t, e in node_types.items()}, "edge_types": edges,
                    "features": features, "labels": labels}

@@ -3,7 +3,8 @@
 Version 2 stored each edge type as ``edge.<src>___<rel>___<dst>.{indptr,indices,edge_ids}.npy`` (a CSC over the dst
 type). Loading one maps each relation and concatenates them with :meth:`CSCGraph.from_relations` (a copy in memory);
 every other file of a version-2 folder is described by its ``meta.json`` as version 3 describes it
-(:func:`~sparsetrain.datasets.format.read_meta`). Version 1 needs nothing here: its files are version 3's one-type files.
+(:func:`~sparsetrain.datasets.format.read_meta`). Version 1 needs nothing here: its files are version 3's
+one-type files.
 """
 
 from __future__ import annotations
@@ -31,13 +32,16 @@ def _relations(folder: Path, meta: dict) -> tuple[dict[fmt.EdgeType, CSCGraph], 
         et, e = (entry["src"], entry["rel"], entry["dst"]), entry["num_edges"]
         for kind in ("indptr", "indices", "edge_ids"):
             if relation_file(et, kind) not in meta["files"]:
-                raise DatasetError(f"{folder / fmt.META_FILE}: 'files' has no entry for {relation_file(et, kind)}; {_REBUILD}")
+                raise DatasetError(f"{folder / fmt.META_FILE}: 'files' has no entry for {relation_file(et, kind)}; "
+                                   f"{_REBUILD}")
         indptr = format_array(folder, meta, relation_file(et, "indptr"), ("int64",), (meta["node_types"][et[2]] + 1,))
         indices = format_array(folder, meta, relation_file(et, "indices"), ("int32", "int64"), (e,))
         if int(indptr[0]) != 0 or int(indptr[-1]) != e:
-            raise DatasetError(f"{folder / relation_file(et, 'indptr')}: does not describe {e} edges (first {indptr[0]}, "
+            raise DatasetError(f"{folder / relation_file(et, 'indptr')}: does not describe {e} edges (first "
+                               f"{indptr[0]}, "
                                f"last {indptr[-1]}); {_REBUILD}")
-        edge_ids[et] = torch.from_numpy(format_array(folder, meta, relation_file(et, "edge_ids"), ("int64",), (e,), mmap=False))
+        ids = format_array(folder, meta, relation_file(et, "edge_ids"), ("int64",), (e,), mmap=False)
+        edge_ids[et] = torch.from_numpy(ids)
         files = {kind: mapped_file(folder, relation_file(et, kind)) for kind in ("indptr", "indices")}
         relations[et] = CSCGraph(torch.from_numpy(indptr), torch.from_numpy(indices), files=files)
     return relations, edge_ids
@@ -55,7 +59,8 @@ def verify_relations(folder: Path, meta: dict, chunk: int) -> None:
     relations, edge_ids = _relations(folder, meta)
     for et, csc in relations.items():
         csc.check_files()
-        check_increasing(folder / relation_file(et, "indptr"), csc.indptr.numpy(), False, "column pointers", chunk, csc.check_files)
-        check_range(folder / relation_file(et, "indices"), csc.indices.numpy(), 0, meta["node_types"][et[0]], f"{et[0]!r} node",
-                    chunk, csc.check_files)
+        check_increasing(folder / relation_file(et, "indptr"), csc.indptr.numpy(), False, "column pointers", chunk,
+                         csc.check_files)
+        check_range(folder / relation_file(et, "indices"), csc.indices.numpy(), 0, meta["node_types"][et[0]],
+                    f"{et[0]!r} node", chunk, csc.check_files)
         check_range(folder / relation_file(et, "edge_ids"), edge_ids[et].numpy(), 0, csc.num_edges, "edge id", chunk)

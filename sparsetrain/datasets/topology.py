@@ -16,7 +16,8 @@ import numpy as np
 from sparsetrain._progress import progress
 from sparsetrain._sigbus import watch
 from sparsetrain.datasets import format as fmt
-from sparsetrain.datasets.csc import BUCKET_EDGES, MAX_NODES, RawCSC, assemble_columns, bucket_ranges, count_in_degrees, write_buckets
+from sparsetrain.datasets.csc import (BUCKET_EDGES, MAX_NODES, RawCSC, assemble_columns, bucket_ranges,
+                                      count_in_degrees, write_buckets)
 from sparsetrain.datasets.format import EdgeType
 from sparsetrain.datasets.sources import EdgeSource, Source
 from sparsetrain.datasets.writer import DatasetWriter
@@ -34,7 +35,8 @@ _GROWTH_GUARD = 1 << 27
 def _far_id_error(edges: EdgeSource, where: str, column: str, node: int, num_edges: str) -> DatasetError:
     return DatasetError(
         f"{edges.name}: {where}, {column}: node id {node} is far beyond {num_edges} and would make {node + 1} nodes; "
-        f"fix the id, or pass --num-nodes {node + 1} (num_nodes={node + 1} in Python) if the graph really has that many nodes"
+        f"fix the id, or pass --num-nodes {node + 1} (num_nodes={node + 1} in Python) if the graph really has that "
+        "many nodes"
     )
 
 
@@ -46,7 +48,8 @@ class _EdgeCheck:
     ``typed``: the edge type and its ``(source, destination)`` type counts; ids are checked against each.
     """
 
-    def __init__(self, edges: EdgeSource, num_nodes: int | None, nodes_from: str, typed: tuple[EdgeType, int, int] | None = None):
+    def __init__(self, edges: EdgeSource, num_nodes: int | None, nodes_from: str,
+                 typed: tuple[EdgeType, int, int] | None = None):
         self.edges, self.num_nodes, self.nodes_from, self.typed = edges, num_nodes, nodes_from, typed
         self.highest: tuple[int, int, str] | None = None  # (id, row, column)
 
@@ -59,8 +62,9 @@ class _EdgeCheck:
             bad = (ids < 0) | (ids >= n)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                raise DatasetError(f"{self.edges.name}: {self.edges.where(first_row + i)}, {column}: {node_type!r} node id {ids[i]} of edge "
-                                   f"type {et} must be in [0, {n}), the {node_type!r} nodes; fix the id or the {node_type!r} node count")
+                raise DatasetError(f"{self.edges.name}: {self.edges.where(first_row + i)}, {column}: {node_type!r} "
+                                   f"node id {ids[i]} of edge type {et} must be in [0, {n}), the {node_type!r} nodes; "
+                                   f"fix the id or the {node_type!r} node count")
 
     def __call__(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray | None, first_row: int) -> None:
         edges = self.edges
@@ -72,12 +76,14 @@ class _EdgeCheck:
             low, high = int(ids.min()), int(ids.max())
             if low < 0:
                 row = int(np.flatnonzero(ids < 0)[0])
-                raise DatasetError(f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is negative; node ids must be in [0, num_nodes)")
+                raise DatasetError(f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is "
+                                   "negative; node ids must be in [0, num_nodes)")
             if self.num_nodes is not None:
                 if high >= self.num_nodes:
                     row = int(np.flatnonzero(ids >= self.num_nodes)[0])
                     raise DatasetError(
-                        f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is out of range [0, {self.num_nodes}) "
+                        f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is out of range "
+                        f"[0, {self.num_nodes}) "
                         f"({self.nodes_from}); fix the id, or give every node a row / pass a larger --num-nodes"
                     )
                 continue
@@ -87,15 +93,16 @@ class _EdgeCheck:
             known = edges.rows is not None
             if high >= (self.limit(edges.rows) if known else max(_GROWTH_GUARD, self.limit(seen))):
                 node, row, col = self.highest
-                raise _far_id_error(edges, edges.where(row), col, node, f"the {edges.rows if known else f'first {seen}'} edges")
+                counted = f"the {edges.rows if known else f'first {seen}'} edges"
+                raise _far_id_error(edges, edges.where(row), col, node, counted)
         if weight is not None and len(weight):
             bad = ~np.isfinite(weight) | (weight < 0)
             if bad.any():
                 row = int(np.flatnonzero(bad)[0])
                 name, column = (edges.weight_name, "") if edges.weight_name else (edges.name, ", weight")
                 raise DatasetError(
-                    f"{name}: {edges.where(first_row + row)}{column}: {weight[row]} is not a finite number >= 0 (as float32); "
-                    "edge weights must be finite and non-negative, fix that row"
+                    f"{name}: {edges.where(first_row + row)}{column}: {weight[row]} is not a finite number >= 0 "
+                    "(as float32); edge weights must be finite and non-negative, fix that row"
                 )
 
     def finish(self, num_edges: int) -> None:
@@ -126,15 +133,16 @@ def _check_node_memory(num_nodes: int, nodes_from: str) -> None:
     available = _available_memory()
     if available is not None and needed > available:
         raise DatasetError(
-            f"num_nodes={num_nodes} ({nodes_from}) needs {needed / 2**30:.1f} GiB for per-node arrays but {available / 2**30:.1f} GiB "
+            f"num_nodes={num_nodes} ({nodes_from}) needs {needed / 2**30:.1f} GiB for per-node arrays but "
+            f"{available / 2**30:.1f} GiB "
             "is available; pass the real node count with --num-nodes"
         )
 
 
 
 
-def node_counts(types: list[str], num_nodes: dict[str, int | None], features: dict[str, Source], labels: dict[str, Source],
-                typed: bool) -> tuple[dict[str, int | None], dict[str, str]]:
+def node_counts(types: list[str], num_nodes: dict[str, int | None], features: dict[str, Source],
+                labels: dict[str, Source], typed: bool) -> tuple[dict[str, int | None], dict[str, str]]:
     """Each node type's count (None: from the edges) and where it came from, for messages; checked against the rows of
     the type's features and labels before any long work."""
     counts, nodes_from = {}, {}
@@ -162,7 +170,8 @@ def node_counts(types: list[str], num_nodes: dict[str, int | None], features: di
 
 
 def infer_typed_counts(counts: dict[str, int | None], edges: dict[EdgeType, EdgeSource]) -> dict[str, int]:
-    """Counts of the node types that have none: the largest id the edge lists give them + 1 (one pass over those lists)."""
+    """Counts of the node types that have none: the largest id the edge lists give them + 1 (one pass over
+    those lists)."""
     highest = {t: -1 for t, n in counts.items() if n is None}
     for et, source in edges.items():
         if et[0] not in highest and et[2] not in highest:
@@ -173,7 +182,8 @@ def infer_typed_counts(counts: dict[str, int | None], edges: dict[EdgeType, Edge
                     highest[t] = max(highest[t], int(np.max(ids)))
     for t, h in highest.items():
         if h < 0:
-            raise DatasetError(f"node type {t!r} has no nodes (no count, no feature or label rows, no edges); give its count, or drop the type")
+            raise DatasetError(f"node type {t!r} has no nodes (no count, no feature or label rows, no edges); give "
+                               "its count, or drop the type")
     return {t: (n if n is not None else highest[t] + 1) for t, n in counts.items()}
 
 
@@ -188,11 +198,12 @@ class Topology:
     """Every edge's reverse is an edge too (meaningful for one edge type over one node type)."""
 
 
-def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], counts: dict[str, int | None], nodes_from: dict[str, str],
-                   options, typed: bool, with_ids: bool) -> Topology:
-    """Count, bucket and sort every edge type in turn; ``with_ids`` keeps each edge's row in its edge list (``csc.edge_ids``).
+def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], counts: dict[str, int | None],
+                   nodes_from: dict[str, str], options, typed: bool, with_ids: bool) -> Topology:
+    """Count, bucket and sort every edge type in turn; ``with_ids`` keeps each edge's row in its edge list
+    (``csc.edge_ids``).
 
-    ``options``: ``undirected``, ``drop_self_loops``, ``drop_duplicates`` (a homogeneous graph's cleaning) and ``quiet``.
+    ``options``: ``undirected``, ``drop_self_loops``, ``drop_duplicates`` (a homogeneous graph's cleaning), ``quiet``.
     A homogeneous count of None becomes the largest id + 1.
     """
     counts = dict(counts)
@@ -211,16 +222,18 @@ def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], cou
         if n_dst is None:  # homogeneous: the largest id at either end + 1
             counts[et[2]] = counts[et[0]] = n_dst = len(degrees)
         if n_dst > MAX_NODES or counts[et[0]] > MAX_NODES:
-            raise DatasetError(f"num_nodes={max(n_dst, counts[et[0]])} ({nodes_from[et[2]]}): graphs of more than {MAX_NODES} nodes "
+            raise DatasetError(f"num_nodes={max(n_dst, counts[et[0]])} ({nodes_from[et[2]]}): graphs of more than "
+                               f"{MAX_NODES} nodes "
                                "are not supported; check the node ids")
         if len(degrees) < n_dst:
             degrees = np.concatenate([degrees, np.zeros(n_dst - len(degrees), dtype=np.int64)])
-        # a bucket carrying edge ids holds a quarter of the edges: keys, ids and their sort cost about four times the bytes
+        # a bucket carrying edge ids holds a quarter of the edges: keys, ids and their sort take ~4x the bytes
         passes.append((et, source, bucket_ranges(degrees, BUCKET_EDGES // 4 if with_ids else None), raw_edges))
         del degrees
     weighted = [et for et, source in edges.items() if source.weighted]
     if weighted and len(weighted) != len(edges):
-        raise DatasetError(f"edge type {weighted[0]} has edge weights but {next(et for et in edges if et not in weighted)} has none; "
+        raise DatasetError(f"edge type {weighted[0]} has edge weights but "
+                           f"{next(et for et in edges if et not in weighted)} has none; "
                            "give weights for every edge type or for none")
     total = sum(p[3] for p in passes)
     index_dtype = fmt.index_dtype(max(counts[et[0]] for et in edges))
@@ -234,12 +247,13 @@ def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], cou
         for et, source, firsts, _ in passes:
             n_src = counts[et[0]]
             with progress(source.rows, "bucket edges", "edge", options.quiet) as bar:
-                buckets = write_buckets(source.chunks, firsts, n_src, options.undirected, bool(weighted), writer.scratch, bar.update, with_ids)
+                buckets = write_buckets(source.chunks, firsts, n_src, options.undirected, bool(weighted),
+                                        writer.scratch, bar.update, with_ids)
             if source.release is not None:
                 source.release()
             with progress(len(buckets), "sort columns", "bucket", options.quiet) as bar:
-                done = assemble_columns(buckets, firsts, n_src, indices, weights, options.drop_self_loops, merge, bar.update,
-                                        ids if with_ids else None)
+                done = assemble_columns(buckets, firsts, n_src, indices, weights, options.drop_self_loops, merge,
+                                        bar.update, ids if with_ids else None)
             parts.append(done.indptr[:-1] + written)
             written += done.num_edges
             num_edges[et] = done.num_edges
@@ -254,5 +268,6 @@ def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], cou
         watch(array, writer.scratch(name), fix="run again")
         return array
 
-    csc = RawCSC(indptr, mapped(fmt.INDICES), mapped(fmt.EDGE_WEIGHT) if weighted else None, mapped(fmt.EDGE_IDS) if with_ids else None)
+    csc = RawCSC(indptr, mapped(fmt.INDICES), mapped(fmt.EDGE_WEIGHT) if weighted else None,
+                 mapped(fmt.EDGE_IDS) if with_ids else None)
     return Topology(csc, num_edges, counts, symmetric)

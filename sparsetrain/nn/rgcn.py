@@ -1,6 +1,6 @@
 """R-GCN-style typed GNN from PyG layers: per layer a ``HeteroConv`` of one convolution per relation, run block by block.
 
-Layer ``l`` takes block ``l`` of a typed :class:`~sparsetrain.sampling.MiniBatch` (``mb.to_pyg()[l]``): every
+Layer ``l`` takes block ``l`` of a :class:`~sparsetrain.sampling.HeteroMiniBatch` (``mb.to_pyg()[l]``): every
 relation's convolution maps its source type's features to its dst type's first ``num_dst`` nodes, the
 ``HeteroConv`` sums them per dst type, and a per-type root weight (R-GCN's self-connection ``W_0``) is added.
 Node types without input features get a learnable embedding per node: their ``x`` is the int64 global node ids
@@ -15,11 +15,10 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from sparsetrain.errors import SettingError
 from sparsetrain.sampling.graph import EdgeType
 
 HeteroPygBlock = tuple[dict[EdgeType, torch.Tensor], tuple[dict[str, int], dict[str, int]]]
-"""One typed hop as :meth:`MiniBatch.to_pyg` of a typed batch gives it: (edge_index per edge type, (num_src, num_dst) per node type)."""
+"""One typed hop as :meth:`HeteroMiniBatch.to_pyg` gives it: (edge_index per edge type, (num_src, num_dst) per node type)."""
 
 
 class RGCN(nn.Module):
@@ -37,7 +36,7 @@ class RGCN(nn.Module):
         from torch_geometric.nn import HeteroConv, SAGEConv
 
         if target_type not in node_types:
-            raise SettingError(f"target_type {target_type!r} is not one of the node types {list(node_types)}")
+            raise ValueError(f"target_type {target_type!r} is not one of the node types {list(node_types)}")
         self.node_types, self.edge_types, self.target_type = list(node_types), [tuple(et) for et in edge_types], target_type
         self.dropout = dropout
         # layer l computes only the node types layer l + 1 reads, so every parameter reaches the loss (as DDP requires)
@@ -55,7 +54,7 @@ class RGCN(nn.Module):
             elif num_nodes is not None and t in num_nodes:
                 self.embed[t] = nn.Embedding(num_nodes[t], hidden)
             else:
-                raise SettingError(f"node type {t!r} has no features; give num_nodes[{t!r}] for a learnable embedding")
+                raise ValueError(f"node type {t!r} has no features; give num_nodes[{t!r}] for a learnable embedding")
         make = conv or (lambda i, o: SAGEConv(i, o, aggr="mean", root_weight=False))
         self.convs = nn.ModuleList()
         self.roots = nn.ModuleList()
