@@ -13,22 +13,34 @@ from typing import Any
 
 import torch
 import torch_geometric.loader
+from torch_geometric.loader.base import DataLoaderIterator
 
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.pyg.errors import PyGOptionError
 from sparsetrain.pyg.sampler import NeighborSampler
 from sparsetrain.pyg.stores import DatasetFeatureStore, DatasetGraphStore, as_dataset
+from sparsetrain.pyg.workers import SamplingThreads, uses_threads
 from sparsetrain.storage.rows import gather_rows
 
 
-class NeighborLoader(torch_geometric.loader.NeighborLoader):
+class _SamplingThreadsMixin:
+    """``num_workers > 0`` without ``multiprocessing_context``: batches made by sampling threads (:mod:`~sparsetrain.pyg.workers`)."""
+
+    def _get_iterator(self):
+        if not self.sampling_threads:
+            return super()._get_iterator()
+        batches = SamplingThreads(self, getattr(self, "node_sampler", None) or getattr(self, "link_sampler", None))
+        return batches if self.filter_per_worker else DataLoaderIterator(batches, self.filter_fn)
+
+
+class NeighborLoader(_SamplingThreadsMixin, torch_geometric.loader.NeighborLoader):
     """``torch_geometric.loader.NeighborLoader`` with :class:`sparsetrain.pyg.NeighborSampler` behind it.
 
     Arguments and batch fields are PyG's (``x``, ``y``, ``edge_index``, ``n_id``, ``e_id``, ``edge_attr``,
     ``batch_size``, ``input_id``, ``num_sampled_nodes``, ``num_sampled_edges``). ``seed`` fixes the
     sampler's random stream. A dataset's ``features`` store may be swapped (e.g. a ``CachedFeatures``).
-    With ``num_workers > 0`` workers start by ``forkserver`` (Numba's OpenMP threads do not survive a
-    fork), so ``data`` is pickled to each worker once; pass ``multiprocessing_context`` to choose otherwise.
+    ``num_workers > 0`` samples in that many threads of this process (:mod:`sparsetrain.pyg.workers`; the same
+    batches as ``num_workers=0``, no ``__main__`` guard needed); pass ``multiprocessing_context`` for processes.
     """
 
     def __init__(self, data, num_neighbors, input_nodes=None, input_time=None, replace: bool = False,
@@ -47,9 +59,7 @@ class NeighborLoader(torch_geometric.loader.NeighborLoader):
             data = (DatasetFeatureStore(ds, features), DatasetGraphStore(ds))
         elif features is not None:
             raise PyGOptionError("features= replaces a sparsetrain dataset's feature store; with other data, put features in the data")
-        if kwargs.get("num_workers", 0) > 0 and kwargs.get("multiprocessing_context") is None:
-            # Numba's OpenMP thread pool does not survive fork(): a forked worker would be terminated
-            kwargs["multiprocessing_context"] = "forkserver"
+        self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
         if neighbor_sampler is None:
             neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
                                                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
@@ -67,12 +77,13 @@ class NeighborLoader(torch_geometric.loader.NeighborLoader):
         return data
 
 
-class LinkNeighborLoader(torch_geometric.loader.LinkNeighborLoader):
+class LinkNeighborLoader(_SamplingThreadsMixin, torch_geometric.loader.LinkNeighborLoader):
     """``torch_geometric.loader.LinkNeighborLoader`` with :class:`sparsetrain.pyg.NeighborSampler` behind it.
 
     Arguments and batch fields are PyG's (``edge_label_index``/``edge_label`` for binary negatives,
     ``src_index``/``dst_pos_index``/``dst_neg_index`` for triplet ones, ``n_id``, ``e_id``, ``input_id``, ...).
-    ``seed`` fixes the sampler's random stream (neighbors and negatives). As PyG's, it does not remove
+    ``seed`` fixes the sampler's random stream (neighbors and negatives); ``num_workers`` as in
+    :class:`NeighborLoader`. As PyG's, it does not remove
     the seed edges from the sampled subgraph; use :class:`sparsetrain.sampling.LinkNeighborSampler` with
     ``exclude=`` for that.
     """
@@ -83,6 +94,7 @@ class LinkNeighborLoader(torch_geometric.loader.LinkNeighborLoader):
                  transform_sampler_output=None, is_sorted: bool = False, filter_per_worker: bool | None = None,
                  neighbor_sampler: NeighborSampler | None = None, directed: bool = True, *, seed: int | None = None,
                  **kwargs: Any) -> None:
+        self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
         if neighbor_sampler is None:
             neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
                                                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,

@@ -10,6 +10,7 @@ seeds first, then each hop's new nodes; edges hop by hop (so ``trim_to_layer`` w
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -32,6 +33,21 @@ from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import MiniBatch
 from sparsetrain.sampling.sampler import NeighborSampler as FusedSampler
 
+_pinned = threading.local()
+
+
+@contextlib.contextmanager
+def batch_key(key: int | None):
+    """Within the block, this thread's sampler calls use batch key ``key`` (None: their own count).
+
+    The loaders' sampling threads (:mod:`sparsetrain.pyg.workers`) reserve keys in batch order with ``next_key()``
+    and pin them here, so their batches are those of ``num_workers=0``.
+    """
+    before, _pinned.key = getattr(_pinned, "key", None), key
+    try:
+        yield
+    finally:
+        _pinned.key = before
 
 
 def graph_of(data: Any, weight_attr: str | None = None) -> CSCGraph:
@@ -108,7 +124,7 @@ class NeighborSampler(BaseSampler):
         self.fused = FusedSampler(self.graph, fanouts, replace=self.replace, weighted=weight_attr is not None, seed=self.seed, hop_nodes="new")
 
     def __getstate__(self) -> dict:
-        """Pickled into DataLoader workers (``multiprocessing_context="forkserver"``) without the lock; keys restart per worker."""
+        """Pickled into worker processes (an explicit ``multiprocessing_context``) without the lock; keys restart per worker."""
         state = dict(self.__dict__)
         state.pop("_counter"), state.pop("_lock")
         return state
@@ -132,7 +148,11 @@ class NeighborSampler(BaseSampler):
         return None
 
     def next_key(self) -> int:
-        """The batch key of this call: the process's call count, interleaved across DataLoader workers."""
+        """The batch key of this call: the one pinned by :func:`batch_key`, else the process's call count, interleaved
+        across DataLoader worker processes."""
+        pinned = getattr(_pinned, "key", None)
+        if pinned is not None:
+            return pinned
         with self._lock:
             count = next(self._counter)
         info = torch.utils.data.get_worker_info()
