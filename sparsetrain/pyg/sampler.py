@@ -88,6 +88,10 @@ class NeighborSampler(BaseSampler):
     sampling (``time_attr``), ``sample_direction="backward"``.
     """
 
+    exclude_seed_edges: str = "none"
+    """What ``sample_from_edges`` removes from the sampled subgraph: ``"none"`` (PyG's behaviour), ``"self"`` (the
+    positive seed edges) or ``"reverse"`` (also their reverses); set by ``LinkNeighborLoader(exclude_seed_edges=)``."""
+
     def __init__(self, data, num_neighbors, subgraph_type: SubgraphType | str = "directional", replace: bool = False,
                  disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
                  weight_attr: str | None = None, is_sorted: bool = False, share_memory: bool = False, directed: bool = True,
@@ -172,7 +176,8 @@ class NeighborSampler(BaseSampler):
         """PyG's link sampling: seed edges ``(inputs.row, inputs.col)`` plus negatives, their endpoints deduplicated and
         sampled as one batch (:class:`~sparsetrain.sampling.LinkNeighborSampler`); ``metadata`` as PyG's: binary (or no
         negatives) ``(input_id, edge_label_index, edge_label, None)``, triplet ``(input_id, src_index, dst_pos_index,
-        dst_neg_index, None)``. Negatives are uniform, as PyG draws them; the seed edges stay in the blocks, as in PyG."""
+        dst_neg_index, None)``. Negatives are uniform, as PyG draws them; the seed edges stay in the blocks, as in PyG, unless
+        ``exclude_seed_edges`` says otherwise."""
         if self._hetero:
             raise PyGOptionError("sample_from_edges on HeteroData is not supported; use torch_geometric's LinkNeighborLoader for typed graphs")
         if inputs.time is not None:
@@ -181,7 +186,8 @@ class NeighborSampler(BaseSampler):
         if neg is not None and (neg.src_weight is not None or neg.dst_weight is not None):
             raise PyGOptionError("NegativeSampling with src_weight/dst_weight is not supported; sparsetrain draws uniform negatives")
         mode = None if neg is None else neg.mode.value
-        link = LinkNeighborSampler(self.fused, neg_sampling=mode, amount=1.0 if neg is None else neg.amount)
+        link = LinkNeighborSampler(self.fused, neg_sampling=mode, amount=1.0 if neg is None else neg.amount,
+                                   exclude=self.exclude_seed_edges)
         mb = link.sample(FusedEdgeInput(inputs.row.to("cpu", torch.int64), inputs.col.to("cpu", torch.int64), inputs.label,
                                         key=self.next_key(), input_id=inputs.input_id))
         if mode == "triplet":
