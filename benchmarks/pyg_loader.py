@@ -122,23 +122,27 @@ def worker_loaders(data, seeds, args) -> dict:
     """``{(library, num_workers): loader}``: PyG's and sparsetrain's (threads, or forked processes on a fork-safe Numba layer)."""
     import numba
     from torch_geometric.loader import NeighborLoader as PygLoader
+    from torch_geometric.sampler import NeighborSampler as PygSampler
 
-    from sparsetrain.pyg import NeighborLoader
+    from sparsetrain.pyg import NeighborLoader, NeighborSampler
 
     forked = args.fork_child is not None
     common = dict(num_neighbors=args.fanouts, input_nodes=seeds, batch_size=args.batch_size, shuffle=False)
-
-    def share_numba_threads(_worker: int) -> None:  # what the sampling threads do: an equal share of the cores each
-        numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // len(args.workers)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sampling without pyg-lib is deprecated
+        samplers = {"pyg": PygSampler(data, args.fanouts), "ours": NeighborSampler(data, args.fanouts, seed=0)}  # one CSC each
 
     out = {}
     for w in args.workers:
+        def share_numba_threads(_worker: int, w=w) -> None:  # what the sampling threads do: an equal share of the cores each
+            numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // w))
+
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # sampling without pyg-lib is deprecated; more workers than cores
-            out["pyg", w] = PygLoader(data, **common, num_workers=w)
+            warnings.simplefilter("ignore")  # more workers than cores
+            out["pyg", w] = PygLoader(data, **common, num_workers=w, neighbor_sampler=samplers["pyg"])
             extra = dict(multiprocessing_context="fork", worker_init_fn=share_numba_threads) if forked and w else {}
-            out["sparsetrain_forked" if forked else "sparsetrain_threads", w] = NeighborLoader(data, **common, num_workers=w,
-                                                                                                seed=0, **extra)
+            out["sparsetrain_forked" if forked else "sparsetrain_threads", w] = NeighborLoader(
+                data, **common, num_workers=w, neighbor_sampler=samplers["ours"], **extra)
     return out
 
 
