@@ -128,7 +128,7 @@ class NeighborSampler(BaseSampler):
         self.fused = FusedSampler(self.graph, fanouts, replace=self.replace, weighted=weight_attr is not None, seed=self.seed, hop_nodes="new")
 
     def __getstate__(self) -> dict:
-        """Pickled into worker processes (an explicit ``multiprocessing_context``) without the lock; keys restart per worker."""
+        """Pickled into worker processes (given a ``multiprocessing_context``) without the lock; keys restart."""
         state = dict(self.__dict__)
         state.pop("_counter"), state.pop("_lock")
         return state
@@ -176,8 +176,8 @@ class NeighborSampler(BaseSampler):
         """PyG's link sampling: seed edges ``(inputs.row, inputs.col)`` plus negatives, their endpoints deduplicated and
         sampled as one batch (:class:`~sparsetrain.sampling.LinkNeighborSampler`); ``metadata`` as PyG's: binary (or no
         negatives) ``(input_id, edge_label_index, edge_label, None)``, triplet ``(input_id, src_index, dst_pos_index,
-        dst_neg_index, None)``. Negatives are uniform, as PyG draws them; the seed edges stay in the blocks, as in PyG, unless
-        ``exclude_seed_edges`` says otherwise."""
+        dst_neg_index, None)``. Negatives are uniform, as PyG draws them; the seed edges stay in the blocks, as in
+        PyG, unless ``exclude_seed_edges`` says otherwise."""
         if self._hetero:
             raise PyGOptionError("sample_from_edges on HeteroData is not supported; use torch_geometric's LinkNeighborLoader for typed graphs")
         if inputs.time is not None:
