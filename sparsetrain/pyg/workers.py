@@ -93,7 +93,8 @@ class SamplingThreads:
             batch = self._pending.popleft().result(timeout=self._timeout)
         except FutureTimeout:
             self.close()
-            raise LoaderTimeoutError(f"DataLoader timed out after {self._timeout} seconds; raise timeout= or lower the batch cost") from None
+            raise LoaderTimeoutError(f"DataLoader timed out after {self._timeout} seconds; "
+                                     "raise timeout= or lower the batch cost") from None
         except BaseException:
             self.close()
             raise
