@@ -198,9 +198,9 @@ def test_meta_file_names_stay_inside_the_folder(dataset, cli, name):
         (lambda m: m["files"].update({fmt.LABELS: "labels"}), "labels.npy"),
         (lambda m: m.update(files=[]), "files"),
         (lambda m: m["files"].pop(fmt.INDPTR), "indptr.npy"),
-        (lambda m: m.update(num_nodes="300"), "num_nodes"),
-        (lambda m: m.update(num_classes=-2), "num_classes"),
-        (lambda m: m.pop("num_classes"), "num_classes"),
+        (lambda m: m["node_types"].update({"_N": "300"}), "node_types"),
+        (lambda m: m["labels"]["_N"].update(num_classes=-2), "num_classes"),
+        (lambda m: m["labels"]["_N"].pop("num_classes"), "num_classes"),
         (lambda m: m.update(permutation={"method": "rcm"}), "permutation"),
     ],
 )

@@ -34,7 +34,7 @@ def rows_by_edge(edge_index: torch.Tensor, attr: torch.Tensor) -> dict[tuple[int
 def test_from_pyg_keeps_edge_attr_in_csc_order(tmp_path, reorder):
     data = multigraph_data()
     ds = from_pyg(data, tmp_path / "g", reorder=reorder, quiet=True)
-    assert ds.edge_features.shape == (data.num_edges, 3) and ds.meta["edge_feature_dim"] == 3
+    assert ds.edge_features.shape == (data.num_edges, 3) and ds.meta["files"][ds.meta["edge_types"][0]["features"]]["shape"][1] == 3
     src, dst = ds.graph.to_edge_index()
     if ds.original_ids is not None:
         src, dst = ds.original_ids[src], ds.original_ids[dst]

@@ -261,20 +261,40 @@ def _info(args: argparse.Namespace) -> int:
     meta = ds.meta
     status = {} if args.no_verify else verify_checksums(ds.path, meta)
     bad = [name for name, ok in status.items() if not ok]
-    if meta["format_version"] >= 2:
-        return _info_typed(ds, args, status, bad)
     if not args.no_verify and not bad:
         verify_structure(ds)  # only when the bytes are the recorded ones: a damaged file is reported as a mismatch
-    degrees = ds.graph.in_degrees().numpy()
+    kind = ", typed" if ds.is_typed else ""
+    lines = [f"dataset      {ds.path}  (format version {ds.format_version}{kind}, {meta.get('created_by', '?')})"]
+    lines += _typed_lines(ds) if ds.is_typed else _homogeneous_lines(ds)
     size = sum((ds.path / name).stat().st_size for name in meta["files"])
+    lines.append(f"size         {_human(size)} in {len(meta['files'])} files")
+    if args.no_verify:
+        lines.append("checksums    not checked (--no-verify)")
+    else:
+        lines.append(f"checksums    all {len(status)} files OK, structure OK" if not bad else
+                     f"checksums    MISMATCH: {', '.join(bad)} (re-run `sparsetrain preprocess`)")
+    print("\n".join(lines))
+    return 1 if bad else 0
+
+
+def _degrees(ds, edge_type_index: int) -> np.ndarray:
+    """In-degrees of one edge type's columns, from the flat column pointers."""
+    counts, edge_types = ds.meta["node_types"], ds.edge_types
+    first = sum(counts[et[2]] for et in edge_types[:edge_type_index])
+    indptr = ds.graph.indptr[first : first + counts[edge_types[edge_type_index][2]] + 1].numpy()
+    return np.diff(indptr)
+
+
+def _homogeneous_lines(ds) -> list[str]:
+    meta = ds.meta
+    degrees = _degrees(ds, 0)
     lines = [
-        f"dataset      {ds.path}  (format v{meta['format_version']}, {meta.get('created_by', '?')})",
         f"nodes        {ds.num_nodes:,}",
         f"edges        {ds.num_edges:,}  ({'directed' if ds.directed else 'undirected: both directions stored'}"
         f"{', weighted' if meta.get('has_edge_weights') else ''}, indices {ds.graph.indices.dtype})",
         f"in-degree    min {degrees.min()}  mean {degrees.mean():.2f}  median {np.median(degrees):.0f}  "
         f"p99 {np.percentile(degrees, 99):.0f}  max {degrees.max()}  isolated {(degrees == 0).sum():,}",
-        f"features     {ds.num_features} x {meta.get('feature_dtype')}" if ds.features is not None else "features     none",
+        f"features     {ds.num_features} x {ds.features.np_dtype}" if ds.features is not None else "features     none",
         f"classes      {ds.num_classes}" if ds.labels is not None else "labels       none",
         "splits       " + ("  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items()) or "none"),
     ]
@@ -283,39 +303,23 @@ def _info(args: argparse.Namespace) -> int:
                                                   for k, v in ds.edge_split.items()))
     if meta.get("permutation"):
         lines.append(f"reordered    by {meta['permutation']['method']} (original ids in {meta['permutation']['file']})")
-    return _print_info(lines, size, meta, args, status, bad)
+    return lines
 
 
-def _print_info(lines: list[str], size: int, meta: dict, args: argparse.Namespace, status: dict, bad: list[str]) -> int:
-    """Print ``info``'s lines with the size and checksum lines both dataset kinds end with; the exit code."""
-    lines.append(f"size         {_human(size)} in {len(meta['files'])} files")
-    if args.no_verify:
-        lines.append("checksums    not checked (--no-verify)")
-    else:
-        lines.append(f"checksums    all {len(status)} files OK, structure OK" if not bad else f"checksums    MISMATCH: {', '.join(bad)} (re-run `sparsetrain preprocess`)")
-    print("\n".join(lines))
-    return 1 if bad else 0
-
-
-def _info_typed(ds, args: argparse.Namespace, status: dict, bad: list[str]) -> int:
-    from sparsetrain.datasets.hetero_dataset import verify_hetero_structure
-
-    if not args.no_verify and not bad:
-        verify_hetero_structure(ds)
-    meta = ds.meta
-    size = sum((ds.path / name).stat().st_size for name in meta["files"])
-    lines = [f"dataset      {ds.path}  (format v{meta['format_version']}, typed, {meta.get('created_by', '?')})",
-             f"node types   {len(ds.node_types)}, {sum(ds.num_nodes.values()):,} nodes"]
-    for t, entry in meta["node_types"].items():
-        feats = f"{entry['feature_dim']} x {entry['feature_dtype']} features" if t in ds.features else "no features"
-        labels = f", {entry['num_classes']} classes" if t in ds.labels else ""
+def _typed_lines(ds) -> list[str]:
+    lines = [f"node types   {len(ds.node_types)}, {sum(ds.num_nodes.values()):,} nodes"]
+    for t, n in ds.num_nodes.items():
+        feats = f"{ds.features[t].shape[1]} x {ds.features[t].np_dtype} features" if t in ds.features else "no features"
+        labels = f", {ds.num_classes_of(t)} classes" if t in ds.labels else ""
         target = "  (target)" if t == ds.target_type else ""
-        lines.append(f"  {t:<20} {entry['num_nodes']:>12,} nodes  {feats}{labels}{target}")
+        lines.append(f"  {t:<20} {n:>12,} nodes  {feats}{labels}{target}")
     lines.append(f"edge types   {len(ds.edge_types)}, {ds.graph.num_edges:,} edges")
-    for et, csc in ds.graph.edges.items():
-        deg = csc.in_degrees().numpy()
+    for k, (et, e) in enumerate(ds.num_edges.items()):
+        deg = _degrees(ds, k)
         mean = f"{deg.mean():.2f}" if len(deg) else "-"
         extra = f", {ds.edge_features[et].shape[1]} edge features" if et in ds.edge_features else ""
-        lines.append(f"  {', '.join(et):<40} {csc.num_edges:>12,} edges  in-degree mean {mean} max {deg.max() if len(deg) else 0}{extra}")
-    lines.append("splits       " + ("  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items()) + f"  (of {ds.target_type!r})" if ds.split else "none"))
-    return _print_info(lines, size, meta, args, status, bad)
+        top = deg.max() if len(deg) else 0
+        lines.append(f"  {', '.join(et):<40} {e:>12,} edges  in-degree mean {mean} max {top}{extra}")
+    splits = "  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items())
+    lines.append("splits       " + (f"{splits}  (of {ds.target_type!r})" if ds.split else "none"))
+    return lines

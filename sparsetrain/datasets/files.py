@@ -6,13 +6,12 @@ import os
 from pathlib import Path
 
 
+from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
-from sparsetrain.datasets import hetero_format as hfmt
 from sparsetrain.datasets.dataset import GraphDataset
-from sparsetrain.datasets.hetero_build import EdgeTypeSource, HeteroBuildOptions, NodeTypeSource, build_hetero_dataset
+from sparsetrain.datasets.format import EdgeType
 from sparsetrain.datasets.readers import EdgeListReader, NodeTableReader
 from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.hetero_graph import EdgeType
 
 
 def _edge_source(path: Path) -> EdgeSource:
@@ -49,7 +48,7 @@ def from_files(
 
 def parse_edge_type(text: str) -> EdgeType:
     """``"src,rel,dst"`` (or ``src___rel___dst``) -> ``(src, rel, dst)``."""
-    parts = text.split(",") if "," in text else text.split(hfmt.SEPARATOR)
+    parts = text.split(",") if "," in text else text.split(fmt.SEPARATOR)
     if len(parts) != 3 or not all(p.strip() for p in parts):
         raise DatasetError(f"edge type {text!r}: write it as src,rel,dst (e.g. author,writes,paper)")
     return tuple(p.strip() for p in parts)  # type: ignore[return-value]
@@ -67,25 +66,19 @@ def from_files_hetero(
     **options,
 ):
     """Build a typed dataset from one edge list per edge type (CSV/Parquet/.npy, src-type and dst-type ids) and per-type
-    node files (features, labels; one row per node). Node types are those the edges, files and counts name."""
-    edge_sources = {(parse_edge_type(k) if isinstance(k, str) else tuple(k)): EdgeTypeSource(_edge_source(Path(v))) for k, v in edges.items()}
-    types: list[str] = []
-    for et in edge_sources:
-        types += [et[0], et[2]]
-    types += list(features or {}) + list(labels or {}) + list(num_nodes or {})
-    nodes = {
-        t: NodeTypeSource(
-            num_nodes=(num_nodes or {}).get(t),
-            features=None if t not in (features or {}) else Source.from_reader(NodeTableReader(features[t], "features")),
-            labels=None if t not in (labels or {}) else Source.from_reader(NodeTableReader(labels[t], "labels")),
-        )
-        for t in dict.fromkeys(types)
-    }
+    node files (features, labels; one row per node). Node types are those the edges and counts name; features or labels
+    of any other type are an error (a misspelt type)."""
+    edge_sources = {(parse_edge_type(k) if isinstance(k, str) else tuple(k)): _edge_source(Path(v)) for k, v in edges.items()}
+    types = [end for et in edge_sources for end in (et[0], et[2])] + list(num_nodes or {})
     if target_type is None and len(labels or {}) == 1:
         target_type = next(iter(labels))
-    return build_hetero_dataset(
-        out_dir, nodes, edge_sources, target_type=target_type,
+    return build_dataset(
+        out_dir, edge_sources,
+        num_nodes={t: (num_nodes or {}).get(t) for t in dict.fromkeys(types)},
+        features={t: Source.from_reader(NodeTableReader(v, "features")) for t, v in (features or {}).items()},
+        labels={t: Source.from_reader(NodeTableReader(v, "labels")) for t, v in (labels or {}).items()},
+        target_type=target_type,
         splits={k: Source.from_reader(NodeTableReader(v, "index")) for k, v in (splits or {}).items()},
-        options=HeteroBuildOptions(**options),
-        provenance={"importer": "files-hetero", "edges": {hfmt.edge_key(et): str(edges[k]) for et, k in zip(edge_sources, edges)}},
+        options=BuildOptions(**options),
+        provenance={"importer": "files-hetero", "edges": {fmt.edge_key(et): str(edges[k]) for et, k in zip(edge_sources, edges)}},
     )

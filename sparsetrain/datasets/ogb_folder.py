@@ -26,16 +26,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sparsetrain.datasets import hetero_format as hfmt
+from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.datasets.files import _edge_source
-from sparsetrain.datasets.hetero_build import EdgeTypeSource, HeteroBuildOptions, NodeTypeSource, build_hetero_dataset
+from sparsetrain.datasets.format import EdgeType
 from sparsetrain.datasets.npz import NpzMember
 from sparsetrain.datasets.readers import CHUNK_ROWS, EdgeListReader, NodeTableReader, first_non_integer
 from sparsetrain.datasets.ogb_link import is_link_split_dir, read_ogb_edge_splits
 from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.hetero_graph import EdgeType
 
 _SPLIT_PARTS = {"train": "train", "val": "valid", "test": "test"}
 _RANDOM_HINT = "pass --split random (split='random' in Python) to draw a random split of the labelled nodes instead"
@@ -261,7 +260,7 @@ def _read_count_dict(path: Path) -> dict[str, int]:
     counts = {}
     for name, value in zip(rows[0], rows[1]):
         try:
-            counts[hfmt.check_type_name(name.strip(), f"{path}: node type")] = int(value)
+            counts[fmt.check_type_name(name.strip(), f"{path}: node type")] = int(value)
         except ValueError:
             raise DatasetError(f"{path}: count {value!r} of node type {name!r} is not a whole number; fix the file") from None
     return counts
@@ -286,25 +285,25 @@ def from_ogb_hetero(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, s
     if count_file is None:
         raise DatasetError(f"{raw}: no num-node-dict.csv.gz; an OGB heterogeneous folder has raw/num-node-dict.csv.gz and raw/relations/")
     counts = _read_count_dict(count_file)
-    nodes = {}
-    for t, n in counts.items():
-        feat = _find(raw / "node-feat" / t, "node-feat")
-        label = _find(raw / "node-label" / t, "node-label")
-        nodes[t] = NodeTypeSource(num_nodes=n, features=None if feat is None else Source.from_reader(NodeTableReader(feat, "features")),
-                                  labels=None if label is None else Source.from_reader(NodeTableReader(label, "labels")))
+    features, labels = {}, {}
+    for t in counts:
+        if (feat := _find(raw / "node-feat" / t, "node-feat")) is not None:
+            features[t] = Source.from_reader(NodeTableReader(feat, "features"))
+        if (label := _find(raw / "node-label" / t, "node-label")) is not None:
+            labels[t] = Source.from_reader(NodeTableReader(label, "labels"))
     relations = raw / "relations"
-    edges: dict[EdgeType, EdgeTypeSource] = {}
+    edges: dict[EdgeType, EdgeSource] = {}
     for folder in sorted(p for p in relations.iterdir() if p.is_dir()) if relations.is_dir() else []:
-        parts = folder.name.split(hfmt.SEPARATOR)
+        parts = folder.name.split(fmt.SEPARATOR)
         if len(parts) != 3:
             raise DatasetError(f"{folder}: a relation folder is named <src>___<rel>___<dst>; rename it")
         edge_file = _find(folder, "edge")
         if edge_file is None:
             raise DatasetError(f"{folder}: no edge.csv.gz; every relation folder needs its edge list")
-        edges[tuple(parts)] = EdgeTypeSource(_edge_source(edge_file))
+        edges[tuple(parts)] = _edge_source(edge_file)
     if not edges:
         raise DatasetError(f"{relations}: no relation folders; an OGB heterogeneous folder has raw/relations/<src>___<rel>___<dst>/edge.csv.gz")
-    labelled = [t for t, node in nodes.items() if node.labels is not None]
+    labelled = list(labels)
     if target_type is None:
         if len(labelled) != 1:
             raise DatasetError(f"{raw / 'node-label'}: {len(labelled)} node types have labels ({labelled}); pass --target-type to choose one")
@@ -321,5 +320,5 @@ def from_ogb_hetero(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, s
             found = _ogb_split_file(split_dirs[0], target_type, theirs)
             if found is not None:
                 splits[ours] = Source.from_reader(NodeTableReader(found, "index"))
-    return build_hetero_dataset(out_dir, nodes, edges, target_type=target_type, splits=splits, options=HeteroBuildOptions(**options),
-                                provenance={"importer": "ogb-hetero", "folder": str(root)})
+    return build_dataset(out_dir, edges, num_nodes=counts, features=features, labels=labels, target_type=target_type, splits=splits,
+                         options=BuildOptions(**options), provenance={"importer": "ogb-hetero", "folder": str(root)})

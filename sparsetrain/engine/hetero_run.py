@@ -58,12 +58,12 @@ def typed_parts(ds, settings, ctx):
     target, labels, split = _target(ds, settings)
     if ds.num_classes is None and target == ds.target_type:
         raise DatasetError(f"{ds.path}: node type {target!r} has labels but no class count; re-import the dataset")
-    num_classes = ds.meta["node_types"][target]["num_classes"]
+    num_classes = ds.num_classes_of(target)
     features = typed_features(ds, settings, ctx.device)
     sampler = HeteroNeighborSampler(ds.graph, settings.fanout, seed_type=target, seed=settings.seed)
     loader = Loader(sampler, features, labels, split["train"], batch_size=settings.batch_size, device=ctx.device,
                     seed=settings.seed, rank=ctx.rank, world_size=ctx.world_size)
-    model = RGCN(ds.node_types, ds.edge_types, {t: ds.num_features(t) for t in ds.node_types}, settings.hidden, num_classes,
+    model = RGCN(ds.node_types, ds.edge_types, ds.num_features, settings.hidden, num_classes,
                  len(settings.fanout), target, num_nodes=ds.num_nodes, dropout=settings.dropout)
     eval_split = {k: v for k, v in split.items() if k != "train"}
     eval_sampler = HeteroNeighborSampler(ds.graph, settings.fanout, seed_type=target, seed=settings.seed + 1)

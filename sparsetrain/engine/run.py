@@ -12,7 +12,6 @@ import torch
 
 from sparsetrain.engine.distributed import caused_by_another_rank, describe_failure, init_from_env, shutdown, wrap_model
 from sparsetrain.engine.evaluate import full_graph_evaluator, sampled_evaluator
-from sparsetrain.datasets.hetero_dataset import HeteroGraphDataset
 from sparsetrain.engine.hetero_run import typed_parts
 from sparsetrain.engine.dataset_checks import check_for_training
 from sparsetrain.engine.host_memory import available_host_memory, retain_freed_host_memory
@@ -265,11 +264,11 @@ def train(settings: TrainSettings) -> dict | None:
     ctx = init_from_env(settings.device)
     try:
         ds = open_dataset(settings.data, quiet=settings.quiet or not ctx.is_main, task=settings.task)
-        if isinstance(ds, HeteroGraphDataset) and settings.model == "sage":  # the default model; a typed graph trains an R-GCN
+        if ds.is_typed and settings.model == "sage":  # the default model; a typed graph trains an R-GCN
             settings = replace(settings, model="rgcn")
-        elif settings.target_type is not None and not isinstance(ds, HeteroGraphDataset):
+        elif settings.target_type is not None and not ds.is_typed:
             raise DatasetError(f"--target-type {settings.target_type}: {ds.path} is a homogeneous dataset (one node type); drop --target-type")
-        if settings.task == "link" and isinstance(ds, HeteroGraphDataset):
+        if settings.task == "link" and ds.is_typed:
             raise DatasetError(f"--task link: {ds.path} is a typed (heterogeneous) dataset; link prediction trains on homogeneous datasets made with --link-split")
         settings = resolved(settings)
         check_for_training(ds, verify=settings.verify, task=settings.task, target_type=settings.target_type)
@@ -277,7 +276,7 @@ def train(settings: TrainSettings) -> dict | None:
         if settings.task == "link":
             return _train_link(ds, settings, ctx)
         torch.manual_seed(settings.seed)
-        if isinstance(ds, HeteroGraphDataset):
+        if ds.is_typed:
             loader, model, evaluate = typed_parts(ds, settings, ctx)
         else:
             loader, model, evaluate = _homogeneous_parts(ds, settings, ctx)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from sparsetrain.sampling.hetero_graph import EdgeType
+from sparsetrain.sampling.graph import EdgeType
 
 HeteroPygBlock = tuple[dict[EdgeType, torch.Tensor], tuple[dict[str, int], dict[str, int]]]
 """One typed hop as :meth:`HeteroMiniBatch.to_pyg` gives it: (edge_index per edge type, (num_src, num_dst) per node type)."""

@@ -14,22 +14,22 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from sparsetrain.pyg.errors import PyGOptionError
+from sparsetrain.sampling.graph import CSCGraph, EdgeType
 from sparsetrain.sampling.hetero import HeteroNeighborSampler
-from sparsetrain.sampling.hetero_graph import EdgeType, HeteroGraph
 from sparsetrain.sampling.input import SamplerInput
 
 
-def hetero_graph_from_data(data) -> HeteroGraph:
-    """The typed CSC topology of a PyG ``HeteroData`` (``edge_ids`` map CSC positions back to ``edge_index`` columns)."""
-    return HeteroGraph.from_edge_index_dict(
+def hetero_graph_from_data(data) -> CSCGraph:
+    """The typed CSC topology of a PyG ``HeteroData`` (``edge_perm`` maps CSC positions back to ``edge_index`` columns)."""
+    return CSCGraph.from_edge_index_dict(
         {et: data[et].edge_index for et in data.edge_types},
         {t: int(data[t].num_nodes) for t in data.node_types},
     )
 
 
 def hetero_sampler_for(data_or_graph, num_neighbors: Sequence[int] | Mapping[EdgeType, Sequence[int]], *, seed: int | None = None) -> HeteroNeighborSampler:
-    """A :class:`~sparsetrain.sampling.HeteroNeighborSampler` with PyG's hop semantics over a ``HeteroData`` (or a HeteroGraph)."""
-    graph = data_or_graph if isinstance(data_or_graph, HeteroGraph) else hetero_graph_from_data(data_or_graph)
+    """A :class:`~sparsetrain.sampling.HeteroNeighborSampler` with PyG's hop semantics over a ``HeteroData`` (or a typed CSCGraph)."""
+    graph = data_or_graph if isinstance(data_or_graph, CSCGraph) else hetero_graph_from_data(data_or_graph)
     return HeteroNeighborSampler(graph, num_neighbors, hops="pyg", seed=seed)
 
 
@@ -63,15 +63,13 @@ def sample_hetero_from_nodes(sampler, inputs, key: int | None = None):
         typed, key = _typed(sampler), sampler.next_key()
     mb = typed.sample(SamplerInput(inputs.node.to("cpu", torch.int64), key=key, node_type=inputs.input_type))
     hops = list(reversed(mb.blocks))  # hop 1 (the seeds' in-edges) first
-    edge_ids = typed.graph.edge_ids
     row, col, edge = {}, {}, {}
     for et in typed.graph.edge_types:
         parts = [b.edge_index[et] for b in hops if et in b.edge_index]
         ids = [b.edge_ids[et] for b in hops if et in b.edge_ids]
         ei = torch.cat(parts, 1) if parts else torch.zeros(2, 0, dtype=torch.int64)
-        pos = torch.cat(ids) if ids else torch.zeros(0, dtype=torch.int64)
         row[et], col[et] = ei[0], ei[1]
-        edge[et] = edge_ids[et][pos] if et in edge_ids else pos
+        edge[et] = torch.cat(ids) if ids else torch.zeros(0, dtype=torch.int64)
     return HeteroSamplerOutput(
         node=dict(mb.input_nodes),
         row=row,

@@ -3,9 +3,9 @@
 from sparsetrain.sampling.clusters import BatchClusters, ClusteredMiniBatch, ClusterSampler
 from sparsetrain.sampling.edge_seeds import LinkMiniBatch, LinkNeighborSampler
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
-from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.graph import CSCGraph, EdgeType
 from sparsetrain.sampling.hetero import HeteroNeighborSampler
-from sparsetrain.sampling.hetero_graph import EdgeType, HeteroGraph
+from sparsetrain.sampling.hetero_graph import HeteroGraph
 from sparsetrain.sampling.hetero_minibatch import HeteroBlock, HeteroMiniBatch
 from sparsetrain.sampling.input import EdgeSamplerInput, EdgeSeeds, SamplerInput
 from sparsetrain.sampling.minibatch import Block, MiniBatch

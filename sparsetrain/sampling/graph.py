@@ -1,14 +1,23 @@
-"""Graph topology in compressed sparse column (CSC) form.
+"""Graph topology in compressed sparse column (CSC) form, homogeneous or typed: one class, :class:`CSCGraph`.
 
 Column ``v`` lists the in-neighbors of ``v``: ``indices[indptr[v]:indptr[v + 1]]``
 are the sources of the edges ``u -> v``, sorted ascending. This is the layout
 neighbor sampling reads (a dst node's in-edges are contiguous) and the one
 ``torch_geometric.utils.to_torch_csc_tensor`` produces.
+
+A typed graph (node types, edge types ``(src_type, relation, dst_type)``) is the same arrays with a
+:class:`TypeLayout` (GraphBolt's shape: type information is an optional field of the one graph). Its columns are
+(edge type, dst node) pairs, edge-type-major in the order of ``edge_types``: edge type ``et`` owns columns
+``[col_offset[et], col_offset[et] + num_nodes[et[2]])``; ``indptr`` indexes one concatenated ``indices`` array of
+source-type-local ids, and ``weights`` / ``edge_perm`` follow the same order (``edge_perm[p]``: the edge's id within
+its own edge type, PyG's per-type ``e_id``). A homogeneous graph is the one-type case: node type ``"_N"`` and edge
+type ``("_N", "_E", "_N")`` (DGL's default names), with ``num_nodes`` an int rather than a dict.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +27,13 @@ from numba import njit
 
 from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
+
+EdgeType = tuple[str, str, str]
+"""``(src_type, relation, dst_type)``, PyG's and DGL's canonical edge type."""
+
+NODE_TYPE: str = "_N"
+EDGE_TYPE: EdgeType = ("_N", "_E", "_N")
+"""The names of the one node type and edge type of a homogeneous graph (DGL's defaults)."""
 
 DAMAGED = "the graph is damaged: check it with `sparsetrain info` (or sparsetrain.datasets.load(path, verify=True))"
 
@@ -67,6 +83,44 @@ class MappedFile:
         return f"MappedFile({self.path})"
 
 
+@dataclass(frozen=True)
+class TypeLayout:
+    """The type information of a typed :class:`CSCGraph`: nodes per node type and the edge types, in column order.
+
+    ``col_offset[k]``: the first column of edge type ``edge_types[k]`` (its dst-type nodes follow in id order).
+    """
+
+    num_nodes: dict[str, int]
+    edge_types: tuple[EdgeType, ...]
+    col_offset: list[int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for t, n in self.num_nodes.items():
+            if not isinstance(t, str) or isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+                raise SamplingError(f"num_nodes has {t!r}: {n!r}; give a non-negative int node count per node type name")
+        for et in self.edge_types:
+            if not (isinstance(et, tuple) and len(et) == 3 and all(isinstance(p, str) for p in et)):
+                raise SamplingError(f"edge type {et!r} is not a (src_type, relation, dst_type) tuple of strings")
+            for end in (et[0], et[2]):
+                if end not in self.num_nodes:
+                    raise SamplingError(f"edge type {et} names node type {end!r}, which num_nodes does not list; give its node count")
+        if len(set(self.edge_types)) != len(self.edge_types):
+            raise SamplingError(f"edge types {list(self.edge_types)} repeat a type; give each edge type once")
+        object.__setattr__(self, "num_nodes", {t: int(n) for t, n in self.num_nodes.items()})
+        object.__setattr__(self, "col_offset", np.cumsum([0] + [self.num_nodes[et[2]] for et in self.edge_types]).tolist())
+
+    @property
+    def num_columns(self) -> int:
+        return self.col_offset[-1]
+
+    def index(self, edge_type: EdgeType) -> int:
+        """The position of ``edge_type`` in ``edge_types``; a :class:`SamplingError` naming the graph's types if absent."""
+        try:
+            return self.edge_types.index(tuple(edge_type))
+        except (ValueError, TypeError):
+            raise SamplingError(f"edge type {edge_type!r} is not in the graph; its edge types are {list(self.edge_types)}") from None
+
+
 @dataclass
 class CSCGraph:
     """CSC topology: ``indptr`` int64 [N + 1], ``indices`` int32/int64 [E], optional ``weights`` [E].
@@ -75,6 +129,8 @@ class CSCGraph:
     the ``edge_index`` the graph was built from); samplers then report edge ids in that order, else CSC positions.
     ``files``: for arrays memory-mapped from files, their :class:`MappedFile` by field name
     (``"indptr"``, ``"indices"``, ``"weights"``); readers call :meth:`check_files` before reading.
+    ``types``: ``None`` for a homogeneous graph, else the :class:`TypeLayout` of a typed one (build it with
+    :meth:`typed`, :meth:`from_relations` or :meth:`from_edge_index_dict`; see the module docstring).
     """
 
     indptr: torch.Tensor
@@ -82,6 +138,7 @@ class CSCGraph:
     weights: torch.Tensor | None = None
     edge_perm: torch.Tensor | None = None
     files: dict[str, MappedFile] = field(default_factory=dict, repr=False, compare=False)
+    types: TypeLayout | None = None
 
     def __post_init__(self) -> None:
         if self.indptr.dtype != torch.int64 or self.indptr.dim() != 1 or self.indptr.numel() < 1:
@@ -92,6 +149,120 @@ class CSCGraph:
             raise ValueError("CSCGraph.weights must have one entry per edge (same shape as indices)")
         if self.edge_perm is not None and (self.edge_perm.dtype != torch.int64 or self.edge_perm.shape != self.indices.shape):
             raise ValueError("CSCGraph.edge_perm must be an int64 tensor with one entry per edge (same shape as indices)")
+        if self.types is not None and self.indptr.numel() != self.types.num_columns + 1:
+            raise SamplingError(f"a typed CSCGraph's indptr has {self.indptr.numel()} entries; its edge types have {self.types.num_columns} "
+                                f"dst columns in all (the dst-type node counts summed over edge types), so it needs {self.types.num_columns + 1}")
+
+    # ---- the typed layout ----
+    @classmethod
+    def typed(cls, num_nodes: dict[str, int], edge_types: list[EdgeType], indptr: torch.Tensor, indices: torch.Tensor,
+              weights: torch.Tensor | None = None, edge_perm: torch.Tensor | None = None,
+              files: dict[str, MappedFile] | None = None) -> CSCGraph:
+        """A typed graph over flat arrays in the layout of the module docstring (wrapped, not copied)."""
+        layout = TypeLayout(dict(num_nodes), tuple(tuple(et) for et in edge_types))
+        return cls(indptr, indices, weights, edge_perm, files=dict(files or {}), types=layout)
+
+    @classmethod
+    def from_relations(cls, num_nodes: dict[str, int], relations: Mapping[EdgeType, CSCGraph]) -> CSCGraph:
+        """A typed graph from one homogeneous-shaped CSC per edge type (columns: dst-type nodes, ``indices``: src-type ids).
+
+        The arrays are concatenated (a copy) with each relation's ``weights`` and ``edge_perm``; a relation without
+        ``edge_perm`` numbers its edges by CSC position. Weights must be given for every relation or for none.
+        """
+        layout = TypeLayout(dict(num_nodes), tuple(tuple(et) for et in relations))
+        parts = list(relations.values())
+        for et, csc in relations.items():
+            if not isinstance(csc, CSCGraph) or csc.is_typed:
+                raise SamplingError(f"edge type {et}: give a homogeneous-shaped CSCGraph per edge type, not a {type(csc).__name__}"
+                                    f"{' (typed)' if isinstance(csc, CSCGraph) else ''}")
+            if csc.num_nodes != layout.num_nodes[et[2]]:
+                raise SamplingError(f"edge type {et}: its CSC has {csc.num_nodes} columns but node type {et[2]!r} has "
+                                    f"{layout.num_nodes[et[2]]} nodes")
+            csc.check_files()
+        weighted = [csc.weights is not None for csc in parts]
+        if any(weighted) and not all(weighted):
+            missing = [et for et, csc in relations.items() if csc.weights is None]
+            raise SamplingError(f"edge types {missing} have no edge weights but others do; give weights for every edge type or none")
+        index_dtype = torch.int32 if max(layout.num_nodes.values(), default=0) < 2**31 else torch.int64
+        indptr = torch.zeros(layout.num_columns + 1, dtype=torch.int64)
+        edges = 0
+        for k, csc in enumerate(parts):
+            lo, hi = layout.col_offset[k], layout.col_offset[k + 1]
+            indptr[lo + 1 : hi + 1] = csc.indptr[1:].cpu() - csc.indptr[0].cpu() + edges
+            edges += csc.num_edges
+        cat = lambda ts, dtype=None: torch.cat([t.cpu() if dtype is None else t.cpu().to(dtype) for t in ts]) if ts else torch.zeros(0, dtype=dtype)  # noqa: E731
+        indices = cat([csc.indices for csc in parts], index_dtype)
+        weights = cat([csc.weights for csc in parts]) if parts and all(weighted) else None
+        perms = [csc.edge_perm if csc.edge_perm is not None else torch.arange(csc.num_edges) for csc in parts]
+        edge_perm = cat(perms, torch.int64) if any(csc.edge_perm is not None for csc in parts) else None
+        return cls(indptr, indices.contiguous(), weights, edge_perm, types=layout)
+
+    @classmethod
+    def from_edge_index_dict(cls, edge_index_dict: Mapping[EdgeType, torch.Tensor], num_nodes: dict[str, int]) -> CSCGraph:
+        """A typed graph from PyG-style ``{edge_type: edge_index [2, E]}`` (row 0 src-type ids, row 1 dst-type ids).
+
+        Per edge type, edges are sorted by destination, then source; ``edge_perm`` maps each CSC position back to
+        the edge's column in its ``edge_index``.
+        """
+        layout = TypeLayout(dict(num_nodes), tuple(tuple(et) for et in edge_index_dict))
+        relations = {}
+        for et, edge_index in edge_index_dict.items():
+            if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+                raise SamplingError(f"edge type {et}: edge_index has shape {list(edge_index.shape)}; expected [2, num_edges]")
+            src, dst = edge_index.detach().to("cpu", torch.int64)
+            for ids, end in ((src, et[0]), (dst, et[2])):
+                n = layout.num_nodes[end]
+                if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
+                    raise SamplingError(f"edge type {et}: edge_index has {end!r} ids outside [0, {n}); fix the ids or the node count")
+            n_src, n_dst = layout.num_nodes[et[0]], layout.num_nodes[et[2]]
+            order = torch.argsort(dst * max(n_src, 1) + src, stable=True)
+            indptr = torch.zeros(n_dst + 1, dtype=torch.int64)
+            torch.cumsum(torch.bincount(dst, minlength=n_dst), 0, out=indptr[1:])
+            relations[tuple(et)] = cls(indptr, src[order], edge_perm=order)
+        return cls.from_relations(layout.num_nodes, relations)
+
+    @property
+    def is_typed(self) -> bool:
+        """True when the graph has node and edge types (``num_nodes`` etc. are then dicts per type)."""
+        return self.types is not None
+
+    @property
+    def node_types(self) -> list[str]:
+        return list(self.types.num_nodes) if self.types is not None else [NODE_TYPE]
+
+    @property
+    def edge_types(self) -> list[EdgeType]:
+        return list(self.types.edge_types) if self.types is not None else [EDGE_TYPE]
+
+    @property
+    def num_edges_per_type(self) -> dict[EdgeType, int]:
+        """Edges per edge type (a homogeneous graph: its one edge type ``("_N", "_E", "_N")``)."""
+        if self.types is None:
+            return {EDGE_TYPE: self.num_edges}
+        ptr = self.indptr[torch.tensor(self.types.col_offset, device=self.device)].tolist()
+        return {et: ptr[k + 1] - ptr[k] for k, et in enumerate(self.types.edge_types)}
+
+    def relation(self, edge_type: EdgeType) -> CSCGraph:
+        """One edge type's edges as a homogeneous-shaped CSCGraph (columns: dst-type nodes; ``indices``: src-type ids).
+
+        ``indptr`` is a rebased copy; ``indices``, ``weights`` and ``edge_perm`` are views (no copy). A homogeneous graph
+        is its own one relation ``("_N", "_E", "_N")``.
+        """
+        if self.types is None:
+            if tuple(edge_type) != EDGE_TYPE:
+                raise SamplingError(f"edge type {edge_type!r} is not in the graph; a homogeneous graph has the one edge type {EDGE_TYPE}")
+            return self
+        k = self.types.index(edge_type)
+        lo, hi = self.types.col_offset[k], self.types.col_offset[k + 1]
+        ptr = self.indptr[lo : hi + 1]
+        a, b = int(ptr[0]), int(ptr[-1])
+        cut = lambda t: None if t is None else t[a:b]  # noqa: E731
+        return CSCGraph(ptr - a, self.indices[a:b], cut(self.weights), cut(self.edge_perm), files=self.files)
+
+    @property
+    def edges(self) -> Mapping[EdgeType, CSCGraph]:
+        """``{edge_type: relation(edge_type)}``, read-only and built on access (the dict-of-CSCs view of the graph)."""
+        return _Relations(self)
 
     def check_files(self) -> None:
         """Raise :class:`~sparsetrain.errors.DatasetError` if a file an array is mapped from has shrunk (one ``fstat`` each)."""
@@ -156,7 +327,7 @@ class CSCGraph:
         """A copy in ordinary host memory (reads a memory-mapped dataset in full; random access then never waits on the disk)."""
         self.check_files()
         copy = lambda t: None if t is None else t.to("cpu").clone()  # noqa: E731
-        return CSCGraph(copy(self.indptr), copy(self.indices), copy(self.weights), copy(self.edge_perm))
+        return CSCGraph(copy(self.indptr), copy(self.indices), copy(self.weights), copy(self.edge_perm), types=self.types)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> CSCGraph:
         """A copy of the topology on ``device`` (itself when already there)."""
@@ -165,7 +336,7 @@ class CSCGraph:
             return self
         self.check_files()
         move = lambda t: None if t is None else t.to(device, non_blocking=non_blocking)  # noqa: E731
-        return CSCGraph(move(self.indptr), move(self.indices), move(self.weights), move(self.edge_perm))
+        return CSCGraph(move(self.indptr), move(self.indices), move(self.weights), move(self.edge_perm), types=self.types)
 
     def pin_memory(self) -> CSCGraph:
         """A copy in page-locked host memory, which GPU sampling kernels read in place over PCIe."""
@@ -175,7 +346,7 @@ class CSCGraph:
             raise SamplingBackendError("CSCGraph.pin_memory() needs CUDA (page-locked memory is a CUDA driver feature); keep the graph in ordinary memory on this machine")
         self.check_files()
         pin = lambda t: None if t is None else t.cpu().pin_memory()  # noqa: E731
-        return CSCGraph(pin(self.indptr), pin(self.indices), pin(self.weights), pin(self.edge_perm))
+        return CSCGraph(pin(self.indptr), pin(self.indices), pin(self.weights), pin(self.edge_perm), types=self.types)
 
     def columns(self, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
         """In-degrees of nodes ``[lo, hi)`` and their in-neighbors (int64, concatenated), checked to lie inside the graph.
@@ -183,6 +354,7 @@ class CSCGraph:
         A damaged ``indptr`` or ``indices`` (a range outside the edges, an id that is not a node) raises
         :class:`~sparsetrain.sampling.errors.SamplingError` naming the file and the entry, instead of being read through.
         """
+        self._homogeneous_only("columns")
         self.check_files()
         ptr = self.indptr[lo : hi + 1]
         counts = ptr[1:] - ptr[:-1]
@@ -201,24 +373,34 @@ class CSCGraph:
 
     def to_edge_index(self) -> torch.Tensor:
         """All edges as an int64 ``[2, E]`` tensor (source row, destination row), in CSC order."""
+        self._homogeneous_only("to_edge_index")
         self.check_files()
         dst = torch.repeat_interleave(torch.arange(self.num_nodes, device=self.device), self.in_degrees())
         return torch.stack([self.indices.to(torch.int64), dst])
 
     @property
-    def num_nodes(self) -> int:
+    def num_nodes(self) -> int | dict[str, int]:
+        """Node count: an int for a homogeneous graph, ``{node_type: count}`` for a typed one (GraphBolt's convention)."""
+        if self.types is not None:
+            return dict(self.types.num_nodes)
         return self.indptr.numel() - 1
 
     @property
     def num_edges(self) -> int:
         return self.indices.numel()
 
+    def _homogeneous_only(self, method: str) -> None:
+        if self.types is not None:
+            raise SamplingError(f"CSCGraph.{method}() reads a homogeneous graph; on a typed graph call it per edge type: "
+                                f"graph.relation(edge_type).{method}(...)")
+
     def in_degrees(self) -> torch.Tensor:
-        """In-degree of every node, int64 [N]."""
+        """In-degree of every column, int64 (a homogeneous graph: of every node; a typed one: per (edge type, dst node))."""
         return self.indptr[1:] - self.indptr[:-1]
 
     def out_degrees(self) -> torch.Tensor:
         """Out-degree of every node (how many in-neighbor lists hold it), int64 [N]: one pass over ``indices``."""
+        self._homogeneous_only("out_degrees")
         self.check_files()
         if self.device.type != "cpu":
             return torch.bincount(self.indices.to(torch.int64), minlength=self.num_nodes)
@@ -226,7 +408,26 @@ class CSCGraph:
 
     def __repr__(self) -> str:
         weighted = ", weighted" if self.weights is not None else ""
-        return f"CSCGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, indices={self.indices.dtype}{weighted})"
+        typed = "" if self.types is None else f", edge_types={len(self.types.edge_types)}"
+        return f"CSCGraph(num_nodes={self.num_nodes}{typed}, num_edges={self.num_edges}, indices={self.indices.dtype}{weighted})"
+
+
+class _Relations(Mapping):
+    """``graph.edges``: each edge type's :meth:`CSCGraph.relation`, built when looked up."""
+
+    def __init__(self, graph: CSCGraph) -> None:
+        self._graph = graph
+
+    def __getitem__(self, edge_type: EdgeType) -> CSCGraph:
+        if not isinstance(edge_type, tuple) or tuple(edge_type) not in self._graph.edge_types:
+            raise KeyError(edge_type)
+        return self._graph.relation(edge_type)
+
+    def __iter__(self) -> Iterator[EdgeType]:
+        return iter(self._graph.edge_types)
+
+    def __len__(self) -> int:
+        return len(self._graph.edge_types)
 
 
 @njit(cache=True, nogil=True)

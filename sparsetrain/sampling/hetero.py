@@ -11,8 +11,7 @@ import torch
 
 from sparsetrain.sampling import hetero_kernels as hk
 from sparsetrain.sampling.errors import SamplingError
-from sparsetrain.sampling.graph import DAMAGED
-from sparsetrain.sampling.hetero_graph import EdgeType, HeteroGraph
+from sparsetrain.sampling.graph import DAMAGED, CSCGraph, EdgeType
 from sparsetrain.sampling.hetero_minibatch import HeteroBlock, HeteroMiniBatch
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.rng import hop_key
@@ -23,19 +22,19 @@ HOP_SEMANTICS = ("dgl", "pyg")
 _MAX_EDGE_TYPES = 1 << 20  # hop keys are (hop, edge type) pairs packed into one counter
 
 
-def normalize_fanouts(graph: HeteroGraph, fanouts) -> dict[EdgeType, list[int]]:
+def normalize_fanouts(graph: CSCGraph, fanouts) -> dict[EdgeType, list[int]]:
     """A list (every edge type) or a dict per edge type (missing types: 0) -> ``{edge_type: [per hop]}``."""
     if isinstance(fanouts, Mapping):
-        unknown = [k for k in fanouts if tuple(k) not in graph.edges]
+        unknown = [k for k in fanouts if tuple(k) not in graph.edge_types]
         if unknown:
             raise SamplingError(f"fanouts names edge type {unknown[0]!r}, which the graph does not have; its edge types are {graph.edge_types}")
         lengths = {len(list(v)) for v in fanouts.values()}
         if len(lengths) != 1:
             raise SamplingError(f"fanouts per edge type have different hop counts {sorted(lengths)}; give every edge type one entry per hop")
         hops = lengths.pop()
-        out = {et: [int(f) for f in fanouts.get(et, [0] * hops)] for et in graph.edges}
+        out = {et: [int(f) for f in fanouts.get(et, [0] * hops)] for et in graph.edge_types}
     elif isinstance(fanouts, Sequence) and not isinstance(fanouts, str):
-        out = {et: [int(f) for f in fanouts] for et in graph.edges}
+        out = {et: [int(f) for f in fanouts] for et in graph.edge_types}
     else:
         raise SamplingError(f"fanouts={fanouts!r}; give a list of ints (one per hop, every edge type) or a dict {{edge_type: list}}")
     for et, per_hop in out.items():
@@ -45,30 +44,20 @@ def normalize_fanouts(graph: HeteroGraph, fanouts) -> dict[EdgeType, list[int]]:
 
 
 class _Topology:
-    """The typed graph laid out flat for the kernels (see :mod:`sparsetrain.sampling.hetero_kernels`)."""
+    """The typed graph's flat layout as the kernels read it (see :mod:`sparsetrain.sampling.hetero_kernels`)."""
 
-    def __init__(self, graph: HeteroGraph) -> None:
+    def __init__(self, graph: CSCGraph) -> None:
         graph.check_files()
-        self.node_types = list(graph.num_nodes)
+        self.node_types = graph.node_types
         self.type_index = {t: i for i, t in enumerate(self.node_types)}
         self.type_size = np.array([graph.num_nodes[t] for t in self.node_types], np.int64)
         self.type_offset = np.concatenate([[0], np.cumsum(self.type_size)]).astype(np.int64)
-        self.edge_types = list(graph.edges)
+        self.edge_types = graph.edge_types
         self.et_src = np.array([self.type_index[et[0]] for et in self.edge_types], np.int64)
-        indptrs, indices, col_offset, edge_offset = [], [], [], []
-        cols = edges = 0
-        for et in self.edge_types:
-            indptr, idx, _ = graph.edges[et].numpy()
-            indptrs.append(np.asarray(indptr[:-1]) + edges)
-            indices.append(np.asarray(idx, np.int32 if self.type_size.max() < 2**31 else np.int64))
-            col_offset.append(cols)
-            edge_offset.append(edges)
-            cols += len(indptr) - 1
-            edges += len(idx)
-        self.indptr = np.concatenate([*indptrs, [edges]]).astype(np.int64)
-        self.indices = np.concatenate(indices) if indices else np.zeros(0, np.int32)
-        self.col_offset = np.array(col_offset, np.int64)
-        self.edge_offset = np.array(edge_offset + [edges], np.int64)
+        self.indptr, self.indices, _ = graph.numpy()
+        self.edge_perm = np.empty(0, np.int64) if graph.edge_perm is None else graph.edge_perm.numpy()
+        self.col_offset = np.array(graph.types.col_offset[:-1], np.int64)
+        self.edge_offset = np.append(self.indptr[self.col_offset], len(self.indices)).astype(np.int64)
 
 
 class _Workspace:
@@ -93,16 +82,16 @@ class HeteroNeighborSampler:
     ``SamplerInput`` names one in ``node_type``.
     """
 
-    def __init__(self, graph: HeteroGraph, fanouts: Sequence[int] | Mapping[EdgeType, Sequence[int]], *, seed_type: str | None = None,
+    def __init__(self, graph: CSCGraph, fanouts: Sequence[int] | Mapping[EdgeType, Sequence[int]], *, seed_type: str | None = None,
                  hops: str = "dgl", seed: int | None = None) -> None:
-        if not isinstance(graph, HeteroGraph):
-            raise SamplingError(f"graph is a {type(graph).__name__}; pass a sparsetrain.sampling.HeteroGraph (e.g. sparsetrain.datasets.load(path).graph of a typed dataset)")
+        if not isinstance(graph, CSCGraph) or not graph.is_typed:
+            raise SamplingError(f"graph is a {type(graph).__name__}; pass a typed sparsetrain.sampling.CSCGraph (e.g. sparsetrain.datasets.load(path).graph of a typed dataset)")
         if hops not in HOP_SEMANTICS:
             raise SamplingError(f"hops={hops!r}; choose 'dgl' (every hop samples all nodes found so far) or 'pyg' (only nodes new at the previous hop)")
         if seed_type is not None and seed_type not in graph.num_nodes:
             raise SamplingError(f"seed_type={seed_type!r} is not a node type of the graph ({graph.node_types})")
-        if len(graph.edges) >= _MAX_EDGE_TYPES:
-            raise SamplingError(f"the graph has {len(graph.edges)} edge types; at most {_MAX_EDGE_TYPES - 1} are supported")
+        if len(graph.edge_types) >= _MAX_EDGE_TYPES:
+            raise SamplingError(f"the graph has {len(graph.edge_types)} edge types; at most {_MAX_EDGE_TYPES - 1} are supported")
         self.graph = graph
         self.fanouts = normalize_fanouts(graph, fanouts)
         self.num_hops = len(next(iter(self.fanouts.values())))
@@ -201,7 +190,8 @@ class HeteroNeighborSampler:
                 for k, et in enumerate(topo.edge_types):
                     a, b = off[bounds[k]], off[bounds[k + 1]]
                     if b > a or fan[k] != 0:
-                        layer[et] = (np.stack([ws.src[a:b], ws.dst[a:b]]), ws.pos[a:b] - topo.edge_offset[k])
+                        ids = topo.edge_perm[ws.pos[a:b]] if len(topo.edge_perm) else ws.pos[a:b] - topo.edge_offset[k]
+                        layer[et] = (np.stack([ws.src[a:b], ws.dst[a:b]]), ids)
                 layers.append((layer, before, counts.copy()))
         finally:
             for t in range(T):

@@ -1,0 +1,97 @@
+"""One graph class: a typed CSCGraph (flat columns per (edge type, dst node)) against the edge lists it was built from."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from sparsetrain.sampling import CSCGraph, SamplingError
+
+NUM_NODES = {"paper": 7, "author": 5, "topic": 3}
+
+
+def edge_lists(seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    shapes = {("author", "writes", "paper"): 20, ("paper", "cites", "paper"): 15, ("paper", "has", "topic"): 9, ("topic", "of", "paper"): 0}
+    return {et: torch.from_numpy(np.stack([rng.integers(0, NUM_NODES[et[0]], e), rng.integers(0, NUM_NODES[et[2]], e)]))
+            for et, e in shapes.items()}
+
+
+def csc_of(ei: torch.Tensor, n_dst: int, weights: torch.Tensor) -> CSCGraph:
+    """A bipartite relation's CSC by NumPy: sorted by (dst, src), with a random edge_perm and the weights in CSC order."""
+    src, dst = ei.numpy()
+    order = np.lexsort((src, dst))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n_dst))])
+    perm = torch.from_numpy(np.random.default_rng(len(src)).permutation(len(src)))
+    return CSCGraph(torch.from_numpy(indptr), torch.from_numpy(src[order].astype(np.int32)), weights[order], perm)
+
+
+def pairs(csc: CSCGraph) -> list[tuple[int, int]]:
+    dst = np.repeat(np.arange(csc.indptr.numel() - 1), np.diff(csc.indptr.numpy()))
+    return list(zip(csc.indices.numpy().tolist(), dst.tolist()))
+
+
+def test_from_edge_index_dict_holds_every_edge_type_with_its_edge_ids():
+    edges = edge_lists()
+    g = CSCGraph.from_edge_index_dict(edges, NUM_NODES)
+    assert g.is_typed and g.node_types == list(NUM_NODES) and g.edge_types == list(edges)
+    assert g.num_nodes == NUM_NODES and g.num_edges == 44
+    assert g.num_edges_per_type == {et: ei.shape[1] for et, ei in edges.items()}
+    assert g.indptr.numel() == 7 + 7 + 3 + 7 + 1  # one column per (edge type, dst node)
+    assert list(g.edges) == list(edges) and len(g.edges) == 4
+    for et, ei in edges.items():
+        rel = g.edges[et]
+        assert not rel.is_typed and rel.num_nodes == NUM_NODES[et[2]]
+        assert sorted(pairs(rel)) == sorted(zip(ei[0].tolist(), ei[1].tolist()))
+        # edge_perm: each CSC position's column in that edge type's edge_index
+        assert pairs(rel) == list(zip(ei[0, rel.edge_perm].tolist(), ei[1, rel.edge_perm].tolist()))
+    with pytest.raises(SamplingError, match="not in the graph"):
+        g.relation(("paper", "nope", "paper"))
+    with pytest.raises(KeyError):
+        g.edges[("paper", "nope", "paper")]
+
+
+def test_relations_are_views_and_from_relations_round_trips_weights_and_edge_ids():
+    edges = edge_lists(1)
+    rels = {}
+    for et, ei in edges.items():
+        w = torch.rand(ei.shape[1])
+        rels[et] = csc_of(ei, NUM_NODES[et[2]], w)
+    g = CSCGraph.from_relations(NUM_NODES, rels)
+    for et, rel in rels.items():
+        back = g.relation(et)
+        for name in ("indptr", "indices", "weights", "edge_perm"):
+            assert torch.equal(getattr(back, name).long() if name == "indices" else getattr(back, name),
+                               getattr(rel, name).long() if name == "indices" else getattr(rel, name)), (et, name)
+        if back.num_edges:  # zero-copy slices of the flat arrays
+            assert back.indices.untyped_storage().data_ptr() == g.indices.untyped_storage().data_ptr()
+    unweighted = dict(rels)
+    unweighted[("paper", "cites", "paper")] = CSCGraph(rels[("paper", "cites", "paper")].indptr, rels[("paper", "cites", "paper")].indices)
+    with pytest.raises(SamplingError, match="no edge weights but others do"):
+        CSCGraph.from_relations(NUM_NODES, unweighted)
+    with pytest.raises(SamplingError, match="columns but node type 'topic' has 3"):
+        CSCGraph.from_relations(NUM_NODES, {("paper", "has", "topic"): rels[("paper", "cites", "paper")]})
+
+
+def test_typed_wraps_flat_arrays_and_checks_their_shape():
+    g = CSCGraph.from_edge_index_dict(edge_lists(2), NUM_NODES)
+    wrapped = CSCGraph.typed(NUM_NODES, g.edge_types, g.indptr, g.indices, edge_perm=g.edge_perm)
+    assert wrapped.indices.data_ptr() == g.indices.data_ptr() and wrapped.num_edges_per_type == g.num_edges_per_type
+    with pytest.raises(SamplingError, match="needs 25"):
+        CSCGraph.typed(NUM_NODES, g.edge_types, g.indptr[:-1], g.indices)
+    with pytest.raises(SamplingError, match="names node type 'venue'"):
+        CSCGraph.typed(NUM_NODES, [("venue", "r", "paper")], torch.zeros(8, dtype=torch.int64), g.indices[:0])
+    with pytest.raises(SamplingError, match="homogeneous graph.*relation"):
+        g.out_degrees()
+    moved = g.in_memory()
+    assert moved.is_typed and moved.num_nodes == NUM_NODES and torch.equal(moved.indices, g.indices)
+    assert "edge_types=4" in repr(g)
+
+
+def test_a_homogeneous_graph_is_the_one_type_case():
+    ei = edge_lists()[("paper", "cites", "paper")]
+    g = CSCGraph.from_edge_index(ei, 7)
+    assert not g.is_typed and g.num_nodes == 7 and g.node_types == ["_N"] and g.edge_types == [("_N", "_E", "_N")]
+    assert g.num_edges_per_type == {("_N", "_E", "_N"): 15}
+    assert g.relation(("_N", "_E", "_N")) is g and dict(g.edges) == {("_N", "_E", "_N"): g}
