@@ -22,3 +22,7 @@ class ChecksumError(DatasetError):
 
 class OutputExistsError(SparsetrainError, ValueError):
     """The output folder exists and overwriting it was not asked for."""
+
+
+class InputNote(UserWarning):
+    """How an importer read an ambiguous input (e.g. edge columns taken by position); the CLI prints it as one line."""

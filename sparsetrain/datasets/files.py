@@ -10,6 +10,7 @@ from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_d
 from sparsetrain.datasets import hetero_format as hfmt
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.datasets.hetero_build import EdgeTypeSource, HeteroBuildOptions, NodeTypeSource, build_hetero_dataset
+from sparsetrain.datasets.input_checks import check_split_parts, target_type_of
 from sparsetrain.datasets.readers import EdgeListReader, NodeTableReader
 from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.hetero_graph import EdgeType
@@ -35,6 +36,7 @@ def from_files(
     ``num_nodes`` defaults to the row count of the features (or labels), else to
     the largest node id + 1. Options are :class:`BuildOptions` fields.
     """
+    check_split_parts(splits or {})
     return build_dataset(
         out_dir,
         _edge_source(Path(edges)),
@@ -64,28 +66,44 @@ def from_files_hetero(
     num_nodes: dict[str, int] | None = None,
     target_type: str | None = None,
     splits: dict[str, str | os.PathLike] | None = None,
+    num_classes: int | None = None,
     **options,
 ):
     """Build a typed dataset from one edge list per edge type (CSV/Parquet/.npy, src-type and dst-type ids) and per-type
-    node files (features, labels; one row per node). Node types are those the edges, files and counts name."""
-    edge_sources = {(parse_edge_type(k) if isinstance(k, str) else tuple(k)): EdgeTypeSource(_edge_source(Path(v))) for k, v in edges.items()}
-    types: list[str] = []
-    for et in edge_sources:
-        types += [et[0], et[2]]
-    types += list(features or {}) + list(labels or {}) + list(num_nodes or {})
+    node files (features, labels; one row per node). Node types are those the edge types name; ``target_type`` (default:
+    the only labelled type) is the type ``splits`` and ``num_classes`` are for."""
+    features, labels, num_nodes = features or {}, labels or {}, num_nodes or {}
+    edge_sources: dict[EdgeType, EdgeTypeSource] = {}
+    for key, path in edges.items():
+        et = parse_edge_type(key) if isinstance(key, str) else tuple(key)
+        if et in edge_sources:
+            raise DatasetError(f"edge type {et} is given twice ({edge_sources[et].edges.name} and {path}); merge them into one file")
+        source = _edge_source(Path(path))
+        if source.weighted:
+            raise DatasetError(f"{path}: has an edge weight column, which a typed dataset does not store; drop the column")
+        edge_sources[et] = EdgeTypeSource(source)
+    types = list(dict.fromkeys(t for et in edge_sources for t in (et[0], et[2])))
+    for flag, named in (("--node-features", features), ("--node-labels", labels), ("--node-count", num_nodes)):
+        stray = [t for t in named if t not in types]
+        if stray:
+            raise DatasetError(f"{flag} {stray[0]}=...: no edge type names node type {stray[0]!r} (node types: {', '.join(types)}); "
+                               "fix the type name")
+    target_type = target_type_of(list(labels), target_type, "--node-labels")
+    check_split_parts(splits or {})
+    if num_classes is not None and target_type is None:
+        raise DatasetError(f"num_classes={num_classes} (--num-classes) without labels; give --node-labels TYPE=FILE or drop it")
     nodes = {
         t: NodeTypeSource(
-            num_nodes=(num_nodes or {}).get(t),
-            features=None if t not in (features or {}) else Source.from_reader(NodeTableReader(features[t], "features")),
-            labels=None if t not in (labels or {}) else Source.from_reader(NodeTableReader(labels[t], "labels")),
+            num_nodes=num_nodes.get(t),
+            features=None if t not in features else Source.from_reader(NodeTableReader(features[t], "features")),
+            labels=None if t not in labels else Source.from_reader(NodeTableReader(labels[t], "labels")),
+            num_classes=num_classes if t == target_type else None,
         )
-        for t in dict.fromkeys(types)
+        for t in types
     }
-    if target_type is None and len(labels or {}) == 1:
-        target_type = next(iter(labels))
     return build_hetero_dataset(
         out_dir, nodes, edge_sources, target_type=target_type,
         splits={k: Source.from_reader(NodeTableReader(v, "index")) for k, v in (splits or {}).items()},
         options=HeteroBuildOptions(**options),
-        provenance={"importer": "files-hetero", "edges": {hfmt.edge_key(et): str(edges[k]) for et, k in zip(edge_sources, edges)}},
+        provenance={"importer": "files-hetero", "edges": {hfmt.edge_key(et): s.edges.name for et, s in edge_sources.items()}},
     )

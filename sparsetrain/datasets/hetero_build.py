@@ -17,6 +17,7 @@ import numpy as np
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets import hetero_format as hfmt
 from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, _random_split, _read_splits, _write_features, _write_labels
+from sparsetrain.datasets.input_checks import check_inferred_ids, refuse_unlabelled
 from sparsetrain.datasets.writer import DatasetWriter
 from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.hetero_graph import EdgeType
@@ -89,6 +90,7 @@ def _node_counts(node_types: dict[str, NodeTypeSource], edge_types: dict[EdgeTyp
         for et, source in edge_types.items():
             if et[0] in highest or et[2] in highest:
                 src, dst = _read_edges(et, source.edges, counts)
+                check_inferred_ids(et, source.edges, src, dst, counts)
                 for ids, t in ((src, et[0]), (dst, et[2])):
                     if t in highest and len(ids):
                         highest[t] = max(highest[t], int(ids.max()))
@@ -157,6 +159,7 @@ def build_hetero_dataset(
             if node.labels is not None:
                 entry["num_classes"], unlabelled[t] = _write_labels(writer, node.labels, counts[t], where, None, node.num_classes,
                                                                     hfmt.node_file(t, "labels"))
+                refuse_unlabelled(t, node.labels, unlabelled[t])
             meta["node_types"][t] = entry
         if target_type is not None:
             split_arrays = _read_splits(splits or {}, counts[target_type], unlabelled.get(target_type))
