@@ -18,6 +18,8 @@ from sparsetrain.sampling.hetero_graph import EdgeType
 
 def _edge_source(path: Path) -> EdgeSource:
     reader = EdgeListReader(path)
+    if reader.is_empty():  # before any pass over the edges (a typed import would only find an empty node type)
+        raise DatasetError(f"{path}: holds no edges; an edge list needs at least one 'src, dst' row")
     return EdgeSource(str(path), reader, reader.num_rows(), reader.where, weighted=reader.weighted)
 
 

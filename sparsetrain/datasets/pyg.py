@@ -23,7 +23,11 @@ def _numpy(value, what: str) -> np.ndarray:
         raise DatasetError(f"data.{what} is a {type(value).__name__}; expected a torch.Tensor") from None
 
 
-def _edge_chunks(edge_index: np.ndarray, weight: np.ndarray | None, chunk: int = 1 << 22):
+def _edge_chunks(edge_index: np.ndarray, weight: np.ndarray | None, what: str, chunk: int = 1 << 22):
+    if edge_index.dtype.kind not in "iu":  # never cast: 1.7 would silently become node 1
+        raise DatasetError(f"{what} has dtype {edge_index.dtype}; node ids must be integers: pass edge_index.long() "
+                           "(PyG's own dtype) once every id is whole")
+
     def chunks():
         for lo in range(0, edge_index.shape[1], chunk):
             hi = lo + chunk
@@ -38,6 +42,8 @@ def _split_indices(mask: np.ndarray, name: str) -> np.ndarray:
         mask = mask[:, 0]
     if mask.dtype == np.bool_:
         return np.flatnonzero(mask)
+    if mask.dtype.kind not in "iu":
+        raise DatasetError(f"data.{name}_mask has dtype {mask.dtype}; give a bool mask or integer node ids")
     return mask.astype(np.int64, copy=False)  # already an index vector
 
 
@@ -66,7 +72,7 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     weight = None if weight is None else _numpy(weight, "edge_weight").astype(np.float32).reshape(-1)
     if weight is not None and len(weight) != edge_index.shape[1]:
         raise DatasetError(f"data.edge_weight has {len(weight)} entries for {edge_index.shape[1]} edges; give one weight per edge")
-    edges = EdgeSource("data.edge_index", _edge_chunks(edge_index, weight), edge_index.shape[1], weighted=weight is not None, weight_name="data.edge_weight")
+    edges = EdgeSource("data.edge_index", _edge_chunks(edge_index, weight, "data.edge_index"), edge_index.shape[1], weighted=weight is not None, weight_name="data.edge_weight")
 
     options = BuildOptions(**options)
     others = sorted(set(data.keys()) - _KEPT)
@@ -153,6 +159,6 @@ def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None
         if attr is not None:
             a = _numpy(attr, f"[{et}].edge_attr").astype(np.float32)
             feats = Source.from_array(f"data[{et}].edge_attr", a.reshape(len(a), -1))
-        edges[tuple(et)] = EdgeTypeSource(EdgeSource(f"data[{et}].edge_index", _edge_chunks(edge_index, None), edge_index.shape[1]), feats)
+        edges[tuple(et)] = EdgeTypeSource(EdgeSource(f"data[{et}].edge_index", _edge_chunks(edge_index, None, f"data[{et}].edge_index"), edge_index.shape[1]), feats)
     return build_hetero_dataset(out_dir, nodes, edges, target_type=target_type, splits=splits, options=HeteroBuildOptions(**options),
                                 provenance={"importer": "pyg", "class": type(data).__name__})

@@ -280,6 +280,14 @@ class EdgeListReader:
             )
         return None, None, None
 
+    def is_empty(self) -> bool:
+        """Whether the file holds no edge at all (a CSV is read only up to its first data line)."""
+        if self.kind != "csv":
+            return self.num_rows() == 0
+        with _open_text(self.path) as text:
+            lines = (line for line in text if line.strip("\ufeff\r\n") != "")
+            return next(lines, None) is None or (self.has_header and next(lines, None) is None)
+
     def num_rows(self) -> int | None:
         if self.kind == "parquet":
             return _parquet_file(self.path).metadata.num_rows
