@@ -28,7 +28,7 @@ def cli(capsys):
     def run(*argv):
         try:
             code = main([str(a) for a in argv])
-        except SystemExit as exc:  # argparse errors
+        except SystemExit as exc:  # --help, --version
             code = exc.code
         out = capsys.readouterr()
         return code, out.out, out.err

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 import sparsetrain as st
-from sparsetrain.errors import DatasetError
+from sparsetrain.errors import DatasetError, InputNote
+from tests.conftest import run_module
 from tests.test_hetero_dataset import csc_pairs, edge_multiset
 
 # ---------------------------------------------------------------- helpers
@@ -171,11 +172,18 @@ def test_harmless_variations_give_the_same_edges(cli, tmp_path, route, case):
 @pytest.mark.parametrize("route", ["edges", "typed"])
 def test_two_unknown_column_names_are_read_by_position_and_said(cli, tmp_path, route):
     path = _csv(tmp_path / "e.csv", "a,b\n" + "".join(f"{s},{d}\n" for s, d in EDGES))
-    code, _, stderr = cli("preprocess", *_edge_route(route, path), "--out", tmp_path / "out", "--quiet")
-    assert code == 0
-    assert stderr.strip().startswith("note: ") and len(stderr.strip().splitlines()) == 1
-    assert "'a' as the source" in stderr and "'b' as the destination" in stderr
+    with pytest.warns(InputNote, match="reading 'a' as the source and 'b' as the destination"):
+        code, _, stderr = cli("preprocess", *_edge_route(route, path), "--out", tmp_path / "out", "--quiet")
+    assert code == 0, stderr
     assert _graph_edges(tmp_path / "out") == sorted(EDGES)
+
+
+def test_the_positional_reading_is_one_warning_line_from_the_shell(tmp_path):
+    path = _csv(tmp_path / "e.csv", "a,b\n0,1\n")
+    result = run_module("preprocess", "--edges", path, "--out", tmp_path / "out", "--quiet")
+    assert result.returncode == 0
+    assert result.stderr.startswith("warning: ") and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "'a' as the source" in result.stderr
 
 
 # ---------------------------------------------------------------- node tables: features, labels, split files
@@ -345,7 +353,7 @@ NOT_APPLICABLE = {  # name: (argv, words)
     "--ogb-split on --typed-edges": (TYPED + ["--ogb-split", "random"], ["--ogb-split"]),
     "--num-classes on --typed-edges without labels": (TYPED + ["--num-classes", "4"], ["--num-classes", "without labels"]),
     "--feature-dtype on --typed-edges without features": (TYPED + ["--feature-dtype", "float16"], ["--feature-dtype"]),
-    "--split on --typed-edges without labels": (TYPED + ["--split", "random"], ["--split", "without labels"]),
+    "--split on --typed-edges without labels": (TYPED + ["--split", "random"], ["--split", "no labels"]),
     "--node-features on --edges": (["--edges", "{edges}", "--node-features", "paper={x}"], ["--node-features", "--edges"]),
     "--node-count on --edges": (["--edges", "{edges}", "--node-count", "paper=4"], ["--node-count"]),
     "--target-type on --edges": (["--edges", "{edges}", "--target-type", "paper"], ["--target-type"]),

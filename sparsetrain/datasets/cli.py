@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +11,7 @@ import numpy as np
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.reorder import METHODS
 from sparsetrain.datasets.presets import DEFAULT_SPLIT, PRESETS
-from sparsetrain.errors import DatasetError, InputNote
+from sparsetrain.errors import DatasetError, UsageError
 
 
 def _add_build_options(p: argparse.ArgumentParser, with_cleaning: bool = True) -> None:
@@ -23,7 +21,8 @@ def _add_build_options(p: argparse.ArgumentParser, with_cleaning: bool = True) -
         p.add_argument("--drop-duplicates", action="store_true", help="merge repeated edges (weights summed)")
         p.add_argument("--num-classes", type=int, help="labels must lie in [0, C) (default: largest label + 1)")
     p.add_argument("--reorder", choices=["none", *METHODS], default="none",
-                   help="renumber nodes: 'degree' (hubs first) or 'rcm' (neighbors get close ids); the map back is kept")
+                   help="renumber nodes: 'degree' (hubs first), 'rcm' (neighbors get close ids) or 'cluster' (graph "
+                        "partitions contiguous, kept in clusters.npy for --model gt); the map back is kept")
     p.add_argument("--feature-dtype", choices=fmt.FEATURE_DTYPES, help="stored feature dtype (default float32)")
     p.add_argument("--split", type=_fractions, metavar="random|TRAIN,VAL,TEST",
                    help="random split of the labelled nodes when no split files are given: 'random' (0.6,0.2,0.2) or its fractions; "
@@ -61,24 +60,13 @@ def _options(args: argparse.Namespace) -> dict:
     return options
 
 
-def _show_note(message, category, filename, lineno, file=None, line=None, _default=warnings.showwarning) -> None:
-    """An importer's :class:`~sparsetrain.errors.InputNote` as one line on stderr; other warnings as Python shows them."""
-    if issubclass(category, InputNote):
-        print(f"note: {message}", file=sys.stderr)
-    else:
-        _default(message, category, filename, lineno, file, line)
-
-
 def _one_line(verb):
     """System errors of a verb (disk full, permissions, memory) as one-line errors rather than tracebacks."""
 
     @functools.wraps(verb)
     def run(args: argparse.Namespace) -> int:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("always", InputNote)  # one note per input, not one per code line
-                warnings.showwarning = _show_note
-                return verb(args)
+            return verb(args)
         except FileNotFoundError:
             raise
         except OSError as exc:
@@ -121,7 +109,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="link prediction: split the edges (e.g. 0.85,0.05,0.10; each undirected edge once), remove the val/test "
                         "edges from the graph and draw fixed strict negatives for them (--seed)")
     p.add_argument("--link-negatives", type=int, default=100, metavar="K",
-                   help="fixed negatives per val/test positive with --link-split (default 100: MRR ranks each positive among its K)")
+                   help="fixed negatives per val/test positive with --link-split, at least 1 (default 100: MRR "
+                        "ranks each positive among its K)")
     p.add_argument("--num-nodes", type=int, help="number of nodes (default: rows of --features, else largest id + 1)")
     _add_build_options(p)
     p.set_defaults(run=_one_line(_preprocess))
@@ -154,6 +143,45 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_one_line(_info))
 
 
+def _pairs(values: list[str], flag: str, key=str) -> dict:
+    """``TYPE=VALUE`` flags as a dict by ``key(TYPE)``; a type given twice is refused (the later would replace it)."""
+    out = {}
+    for text in values:
+        name, sep, value = (part.strip() for part in text.partition("="))
+        if not sep or not name or not value:
+            raise UsageError(f"{flag} {text!r}: write it as KEY=VALUE (e.g. {flag} paper=paper_feat.npy)")
+        if key(name) in out:
+            raise UsageError(f"{flag} is given twice for {name} ({out[key(name)]} and {value}); give each type once "
+                             "(merge its files into one)")
+        out[key(name)] = value
+    return out
+
+
+_OGB_SPLIT = "an --ogb folder has its split (choose it with --ogb-split, or --split for a random one)"
+_EDGES_AS_GIVEN = "a typed dataset keeps edges as given (use --add-reverse for reverse edge types)"
+# Which inputs each flag applies to ("edges": --edges, "typed": --typed-edges, "ogb"/"typed-ogb": an --ogb folder),
+# and what to do instead where it does not.
+_APPLIES = {
+    "features": (("edges",), "give node features with --node-features TYPE=FILE; an --ogb folder has its own"),
+    "labels": (("edges",), "give labels with --node-labels TYPE=FILE; an --ogb folder has its own"),
+    "num_nodes": (("edges", "ogb"), "give counts with --node-count TYPE=N; a typed --ogb folder has its own"),
+    "train_idx": (("edges", "typed"), _OGB_SPLIT),
+    "val_idx": (("edges", "typed"), _OGB_SPLIT),
+    "test_idx": (("edges", "typed"), _OGB_SPLIT),
+    "ogb_split": (("ogb", "typed-ogb"), "it chooses a split folder of --ogb; give split files with --train-idx etc."),
+    "link_split": (("edges", "ogb"), "link prediction splits the edges of a homogeneous graph (--edges or --ogb)"),
+    "node_features": (("typed",), "it is for --typed-edges; use --features (--edges); an --ogb folder has its own"),
+    "node_labels": (("typed",), "it is for --typed-edges; use --labels (--edges); an --ogb folder has its own"),
+    "node_count": (("typed",), "it is for --typed-edges; use --num-nodes"),
+    "target_type": (("typed", "typed-ogb"), "it chooses the labelled type of a typed dataset"),
+    "add_reverse": (("typed", "typed-ogb"), "it is for typed datasets; use --undirected"),
+    **dict.fromkeys(("undirected", "drop_self_loops", "drop_duplicates", "reorder"),
+                    (("edges", "ogb"), _EDGES_AS_GIVEN)),
+}
+_INPUTS = {"edges": "--edges", "typed": "--typed-edges", "ogb": "a homogeneous --ogb folder",
+           "typed-ogb": "a typed --ogb folder"}
+
+
 class _Once(argparse.Action):
     """Store a flag's value and record each use, so that a flag given twice is refused rather than the first dropped."""
 
@@ -167,44 +195,8 @@ def _given(args: argparse.Namespace, dest: str) -> bool:
     return dest in getattr(args, "given_flags", {}) or value is True or (isinstance(value, list) and bool(value))
 
 
-def _pairs(values: list[str], flag: str, key=str) -> dict:
-    """``TYPE=VALUE`` flags as a dict by ``key(TYPE)``; a type given twice is refused (the later one would replace it)."""
-    out = {}
-    for text in values:
-        name, sep, value = text.partition("=")
-        if not sep or not name.strip() or not value.strip():
-            raise DatasetError(f"{flag} {text!r}: write it as KEY=VALUE (e.g. {flag} paper=paper_feat.npy)")
-        typed = key(name.strip())
-        if typed in out:
-            raise DatasetError(f"{flag} is given twice for {name.strip()} ({out[typed]} and {value.strip()}); give each type once "
-                               "(merge its files into one)")
-        out[typed] = value.strip()
-    return out
-
-
-# Which input each flag applies to ("edges": --edges, "typed": --typed-edges, "ogb"/"typed-ogb": an --ogb folder),
-# and what to do instead where it does not.
-_APPLIES = {
-    "features": (("edges",), "give node features with --node-features TYPE=FILE (--typed-edges); an --ogb folder has its own"),
-    "labels": (("edges",), "give labels with --node-labels TYPE=FILE (--typed-edges); an --ogb folder has its own"),
-    "num_nodes": (("edges", "ogb"), "give counts with --node-count TYPE=N (--typed-edges); a typed --ogb folder has its own"),
-    "train_idx": (("edges", "typed"), "an --ogb folder has its split (choose it with --ogb-split, or --split for a random one)"),
-    "val_idx": (("edges", "typed"), "an --ogb folder has its split (choose it with --ogb-split, or --split for a random one)"),
-    "test_idx": (("edges", "typed"), "an --ogb folder has its split (choose it with --ogb-split, or --split for a random one)"),
-    "ogb_split": (("ogb", "typed-ogb"), "it chooses a split folder of --ogb; give split files with --train-idx/--val-idx/--test-idx"),
-    "link_split": (("edges", "ogb"), "link prediction splits the edges of a homogeneous graph (--edges or a homogeneous --ogb)"),
-    "node_features": (("typed",), "it is for --typed-edges; use --features (--edges); an --ogb folder has its own"),
-    "node_labels": (("typed",), "it is for --typed-edges; use --labels (--edges); an --ogb folder has its own"),
-    "node_count": (("typed",), "it is for --typed-edges; use --num-nodes"),
-    "target_type": (("typed", "typed-ogb"), "it chooses the labelled type of a typed dataset"),
-    "add_reverse": (("typed", "typed-ogb"), "it is for typed datasets; use --undirected"),
-    **{flag: (("edges", "ogb"), "a typed dataset keeps edges as given (use --add-reverse for reverse edge types)")
-       for flag in ("undirected", "drop_self_loops", "drop_duplicates", "reorder")},
-}
-_INPUTS = {"edges": "--edges", "typed": "--typed-edges", "ogb": "a homogeneous --ogb folder", "typed-ogb": "a typed --ogb folder"}
-
-
 def _input_kind(args: argparse.Namespace) -> str:
+    """Which importer the flags feed: "edges", "typed", "ogb" or "typed-ogb"."""
     from sparsetrain.datasets.ogb_folder import is_typed_ogb_folder
 
     if args.typed_edges:
@@ -215,34 +207,39 @@ def _input_kind(args: argparse.Namespace) -> str:
 
 
 def _check_flags(args: argparse.Namespace, kind: str) -> None:
-    """Every flag given is used: a repeated flag, or one the input does not use, is refused in one line."""
-    for dest, uses in getattr(args, "given_flags", {}).items():
+    """Every flag given is used: a flag given twice, or one this input does not use, is refused in one line."""
+    for uses in getattr(args, "given_flags", {}).values():
         if len(uses) > 1:
-            raise DatasetError(f"{uses[0]} is given {len(uses)} times; a later value would replace the first: give it once")
+            raise UsageError(f"{uses[0]} is given {len(uses)} times; a later value would replace the first: give it "
+                             "once")
     for dest, (kinds, instead) in _APPLIES.items():
         if _given(args, dest) and kind not in kinds:
-            raise DatasetError(f"--{dest.replace('_', '-')} does not apply to {_INPUTS[kind]}: {instead}")
+            raise UsageError(f"--{dest.replace('_', '-')} does not apply to {_INPUTS[kind]}: {instead}")
     labelled = {"edges": _given(args, "labels"), "typed": _given(args, "node_labels")}.get(kind, True)
-    split_files = any(_given(args, f"{n}_idx") for n in fmt.SPLIT_NAMES)
+    featured = {"edges": _given(args, "features"), "typed": _given(args, "node_features")}.get(kind, True)
     if _given(args, "num_classes") and not labelled:
-        raise DatasetError(f"--num-classes {args.num_classes} without labels: give the labels (--labels or --node-labels), or drop it")
-    if _given(args, "split") and (not labelled or split_files or _given(args, "ogb_split")):
-        why = "without labels there is nothing to split" if not labelled else "split files or --ogb-split were given"
-        raise DatasetError(f"--split draws a random split, but {why}; drop --split (or the split files)")
+        raise UsageError(f"--num-classes {args.num_classes} without labels: give the labels (--labels or "
+                         "--node-labels), or drop it")
+    if _given(args, "feature_dtype") and not featured:
+        raise UsageError(f"--feature-dtype {args.feature_dtype} without features: give them (--features or "
+                         "--node-features), or drop it")
+    split_files = any(_given(args, f"{n}_idx") for n in fmt.SPLIT_NAMES) or _given(args, "ogb_split")
+    if _given(args, "split") and (not labelled or split_files):
+        why = "there are no labels to split" if not labelled else "a split is given (split files or --ogb-split)"
+        raise UsageError(f"--split draws a random split, but {why}; drop --split")
     if _given(args, "link_negatives"):
         if not _given(args, "link_split"):
-            raise DatasetError("--link-negatives is used with --link-split (the negatives of its validation/test edges); add it or drop this")
+            raise UsageError("--link-negatives counts the negatives of --link-split's validation/test edges; add "
+                             "--link-split or drop it")
         from sparsetrain.datasets.edge_split import check_negatives
 
         check_negatives(args.link_negatives)
-    has_features = {"edges": _given(args, "features"), "typed": _given(args, "node_features")}.get(kind, True)
-    if _given(args, "feature_dtype") and not has_features:
-        raise DatasetError(f"--feature-dtype {args.feature_dtype} without features: give --features (--node-features), or drop it")
 
 
 def _typed_options(args: argparse.Namespace) -> dict:
-    return {"add_reverse": args.add_reverse, "feature_dtype": args.feature_dtype or "float32", "split_fractions": args.split or DEFAULT_SPLIT,
-            "seed": args.seed, "overwrite": args.overwrite, "quiet": args.quiet, "num_classes": args.num_classes}
+    return {"add_reverse": args.add_reverse, "feature_dtype": args.feature_dtype or "float32",
+            "split_fractions": args.split or DEFAULT_SPLIT, "seed": args.seed, "overwrite": args.overwrite,
+            "quiet": args.quiet, "num_classes": args.num_classes}
 
 
 def _preprocess_typed(args: argparse.Namespace, kind: str):
@@ -257,11 +254,12 @@ def _preprocess_typed(args: argparse.Namespace, kind: str):
         try:
             counts[t] = int(v)
         except ValueError:
-            raise DatasetError(f"--node-count {t}={v}: the count must be a whole number") from None
+            raise UsageError(f"--node-count {t}={v}: the count must be a whole number") from None
     splits = {n: getattr(args, f"{n}_idx") for n in fmt.SPLIT_NAMES if getattr(args, f"{n}_idx")}
     return from_files_hetero(args.out, _pairs(args.typed_edges, "--typed-edges", parse_edge_type),
-                             features=_pairs(args.node_features, "--node-features"), labels=_pairs(args.node_labels, "--node-labels"),
-                             num_nodes=counts, target_type=args.target_type, splits=splits, **_typed_options(args))
+                             features=_pairs(args.node_features, "--node-features"),
+                             labels=_pairs(args.node_labels, "--node-labels"), num_nodes=counts,
+                             target_type=args.target_type, splits=splits, **_typed_options(args))
 
 
 def _preprocess(args: argparse.Namespace) -> int:
@@ -278,20 +276,23 @@ def _preprocess(args: argparse.Namespace) -> int:
         return 0
     options = _options(args)
     if kind == "ogb":
-        ds = from_ogb(args.ogb, args.out, split="random" if args.split else args.ogb_split, num_nodes=args.num_nodes, **options)
+        split = "random" if args.split else args.ogb_split
+        ds = from_ogb(args.ogb, args.out, split=split, num_nodes=args.num_nodes, **options)
     else:
         splits = {n: getattr(args, f"{n}_idx") for n in fmt.SPLIT_NAMES if getattr(args, f"{n}_idx")}
         ds = from_files(args.out, args.edges, features=args.features, labels=args.labels, splits=splits, num_nodes=args.num_nodes, **options)
     if not args.quiet:
-        classes = f", {ds.num_classes} classes" if ds.num_classes is not None else ""
-        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features{classes}{_split_note(ds.meta)}")
+        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, "
+              f"{_classes(ds)}{_split_note(ds.meta)}")
     return 0
 
 
 def _split_note(meta: dict) -> str:
     """Says when the node split was drawn at random (no split was given)."""
     drawn = meta.get("splits_from")
-    return "" if not drawn else f"; random split {'/'.join(f'{f:g}' for f in drawn['random'])} (seed {drawn['seed']})"
+    if not drawn:
+        return ""
+    return f"; random split {'/'.join(f'{f:g}' for f in drawn['random'])} (seed {drawn['seed']})"
 
 
 def _synth(args: argparse.Namespace) -> int:
@@ -309,7 +310,8 @@ def _synth(args: argparse.Namespace) -> int:
     ds = synthesize(args.out, args.nodes, args.edges, feature_dim=args.feature_dim, num_classes=args.classes,
                     label_fraction=args.label_fraction, **_options(args))
     if not args.quiet:
-        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, {ds.num_classes} classes")
+        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, "
+              f"{_classes(ds)}")
     return 0
 
 
@@ -324,6 +326,10 @@ def _synth_hetero(args: argparse.Namespace) -> int:
         print(f"wrote {ds.path}: {sum(ds.num_nodes.values())} nodes of {len(ds.node_types)} types, {ds.graph.num_edges} edges of "
               f"{len(ds.edge_types)} types, target type {ds.target_type} ({ds.num_classes} classes)")
     return 0
+
+
+def _classes(ds) -> str:
+    return "no labels" if ds.num_classes is None else f"{ds.num_classes} classes"
 
 
 def _human(num_bytes: float) -> str:

@@ -79,21 +79,24 @@ def from_files_hetero(
     for key, path in edges.items():
         et = parse_edge_type(key) if isinstance(key, str) else tuple(key)
         if et in edge_sources:
-            raise DatasetError(f"edge type {et} is given twice ({edge_sources[et].edges.name} and {path}); merge them into one file")
+            first = edge_sources[et].edges.name
+            raise DatasetError(f"edge type {et} is given twice ({first} and {path}); merge them into one file")
         source = _edge_source(Path(path))
         if source.weighted:
-            raise DatasetError(f"{path}: has an edge weight column, which a typed dataset does not store; drop the column")
+            raise DatasetError(f"{path}: has an edge weight column, which a typed dataset does not store; "
+                               "drop the column")
         edge_sources[et] = EdgeTypeSource(source)
     types = list(dict.fromkeys(t for et in edge_sources for t in (et[0], et[2])))
     for flag, named in (("--node-features", features), ("--node-labels", labels), ("--node-count", num_nodes)):
         stray = [t for t in named if t not in types]
         if stray:
-            raise DatasetError(f"{flag} {stray[0]}=...: no edge type names node type {stray[0]!r} (node types: {', '.join(types)}); "
-                               "fix the type name")
+            raise DatasetError(f"{flag} {stray[0]}=...: no edge type names node type {stray[0]!r} (node types: "
+                               f"{', '.join(types)}); fix the type name")
     target_type = target_type_of(list(labels), target_type, "--node-labels")
     check_split_parts(splits or {})
     if num_classes is not None and target_type is None:
-        raise DatasetError(f"num_classes={num_classes} (--num-classes) without labels; give --node-labels TYPE=FILE or drop it")
+        raise DatasetError(f"num_classes={num_classes} (--num-classes) without labels; give --node-labels TYPE=FILE "
+                           "or drop it")
     nodes = {
         t: NodeTypeSource(
             num_nodes=num_nodes.get(t),
@@ -107,5 +110,6 @@ def from_files_hetero(
         out_dir, nodes, edge_sources, target_type=target_type,
         splits={k: Source.from_reader(NodeTableReader(v, "index")) for k, v in (splits or {}).items()},
         options=HeteroBuildOptions(**options),
-        provenance={"importer": "files-hetero", "edges": {hfmt.edge_key(et): s.edges.name for et, s in edge_sources.items()}},
+        provenance={"importer": "files-hetero",
+                    "edges": {hfmt.edge_key(et): source.edges.name for et, source in edge_sources.items()}},
     )

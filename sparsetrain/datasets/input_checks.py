@@ -32,9 +32,10 @@ def check_split_parts(names) -> None:
     given = [n for n in SPLIT_FLAGS if n in names]
     if given and len(given) != len(SPLIT_FLAGS):
         missing = [SPLIT_FLAGS[n] for n in SPLIT_FLAGS if n not in names]
-        raise DatasetError(f"a split needs train, validation and test nodes, but {' and '.join(missing)} "
-                           f"{'is' if len(missing) == 1 else 'are'} missing; give {' and '.join(missing)} too (an empty .npy "
-                           "for a part you do not have), or no split files for a random split (--split)")
+        flags = " and ".join(missing)
+        raise DatasetError(f"a split needs train, validation and test nodes, but {flags} "
+                           f"{'is' if len(missing) == 1 else 'are'} missing; give {flags} too (an empty .npy for a "
+                           "part you do not have), or no split files for a random split (--split)")
 
 
 def check_inferred_ids(edge_type: tuple[str, str, str], edges: EdgeSource, src: np.ndarray, dst: np.ndarray,
@@ -48,15 +49,17 @@ def check_inferred_ids(edge_type: tuple[str, str, str], edges: EdgeSource, src: 
         row = int(np.argmax(ids))
         node = int(ids[row])
         raise DatasetError(
-            f"{edges.name}: {edges.where(row)}, {column}: {node_type!r} node id {node} of edge type {edge_type} would make "
-            f"{node + 1} {node_type!r} nodes, far more than its {len(src)} edges; fix the id, or pass "
+            f"{edges.name}: {edges.where(row)}, {column}: {node_type!r} node id {node} of edge type {edge_type} would "
+            f"make {node + 1} {node_type!r} nodes, far more than its {len(src)} edges; fix the id, or pass "
             f"--node-count {node_type}={node + 1} if there are that many"
         )
 
 
 def refuse_unlabelled(node_type: str, labels: Source, unlabelled: np.ndarray) -> None:
-    """A typed dataset's labels are classes in [0, C) for every node of a labelled type (-1, "no label", is not stored)."""
+    """A typed dataset's labels are classes in [0, C) for every node of a labelled type (-1, "no label", is not
+    stored: ``info`` and training read every label of the type)."""
     if unlabelled.any():
         row = int(np.flatnonzero(unlabelled)[0])
-        raise DatasetError(f"{labels.name}: {labels.where(row)}: node type {node_type!r} has no label for this node (-1 or NaN); "
-                           "a typed dataset needs a class for every node of a labelled type: fill it in, or drop the type's labels")
+        raise DatasetError(f"{labels.name}: {labels.where(row)}: node type {node_type!r} has no label for this node "
+                           "(-1 or NaN); a typed dataset needs a class for every node of a labelled type: fill it in, "
+                           "or drop the type's labels")

@@ -194,8 +194,8 @@ def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: s
         raise DatasetError(f"{root}: no such folder; --ogb takes an OGB dataset folder (with raw/ and split/)")
     if is_typed_ogb_folder(root):
         if num_nodes is not None:
-            raise DatasetError(f"num_nodes={num_nodes} (--num-nodes): {root} is a typed OGB folder, its raw/num-node-dict gives every "
-                               "type's count; drop it")
+            raise DatasetError(f"num_nodes={num_nodes} (--num-nodes): {root} is a typed OGB folder, its "
+                               "raw/num-node-dict gives every type's count; drop it")
         return from_ogb_hetero(root, out_dir, split=split, **options)
     if not (raw / "data.npz").is_file():  # a bad count file is reported before anything else
         num_nodes = num_nodes or _csv_count(raw / "num-node-list.csv.gz") or _csv_count(raw / "num-node-list.csv")
@@ -253,7 +253,8 @@ def _read_count_dict(path: Path) -> dict[str, int]:
     for name, value in zip(rows[0], rows[1]):
         node_type = hfmt.check_type_name(name.strip(), f"{path}: node type")
         if node_type in counts:
-            raise DatasetError(f"{path}: node type {node_type!r} is named twice in the header; give each type one count")
+            raise DatasetError(f"{path}: node type {node_type!r} is named twice in the header; give each type one "
+                               "count")
         try:
             counts[node_type] = int(value.strip())
         except ValueError:
@@ -282,10 +283,11 @@ def from_ogb_hetero(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, s
         raise DatasetError(f"{raw}: no num-node-dict.csv.gz; an OGB heterogeneous folder has raw/num-node-dict.csv.gz and raw/relations/")
     counts = _read_count_dict(count_file)
     for kind in ("node-feat", "node-label"):
-        stray = sorted(p.name for p in (raw / kind).iterdir() if p.is_dir() and p.name not in counts) if (raw / kind).is_dir() else []
+        folders = sorted(p.name for p in (raw / kind).iterdir() if p.is_dir()) if (raw / kind).is_dir() else []
+        stray = [name for name in folders if name not in counts]
         if stray:
-            raise DatasetError(f"{raw / kind / stray[0]}: node type {stray[0]!r} is not in {count_file.name} (node types: "
-                               f"{', '.join(counts)}); rename the folder or add the type's count")
+            raise DatasetError(f"{raw / kind / stray[0]}: node type {stray[0]!r} is not in {count_file.name} (node "
+                               f"types: {', '.join(counts)}); rename the folder or add the type's count")
     nodes = {}
     for t, n in counts.items():
         feat = _find(raw / "node-feat" / t, "node-feat")
@@ -307,7 +309,8 @@ def from_ogb_hetero(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, s
     labelled = [t for t, node in nodes.items() if node.labels is not None]
     target_type = target_type_of(labelled, target_type, str(raw / "node-label"))
     if target_type is None:
-        raise DatasetError(f"{raw / 'node-label'}: no node type has labels; an OGB node-property folder has raw/node-label/<type>/")
+        raise DatasetError(f"{raw / 'node-label'}: no node type has labels; an OGB node-property folder has "
+                           "raw/node-label/<type>/")
     nodes[target_type].num_classes = num_classes
     splits = {}
     if split != "random":
@@ -315,8 +318,8 @@ def from_ogb_hetero(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, s
         for ours, theirs in _SPLIT_PARTS.items():
             found = _ogb_split_file(split_dir, target_type, theirs)
             if found is None:
-                raise DatasetError(f"{split_dir / target_type}: has no {theirs}.csv.gz for the target type {target_type!r}; "
-                                   f"OGB splits have train, valid and test parts; {_RANDOM_HINT}")
+                raise DatasetError(f"{split_dir / target_type}: has no {theirs}.csv.gz for the target type "
+                                   f"{target_type!r}; OGB splits have train, valid and test parts; {_RANDOM_HINT}")
             splits[ours] = Source.from_reader(NodeTableReader(found, "index"))
     return build_hetero_dataset(out_dir, nodes, edges, target_type=target_type, splits=splits, options=HeteroBuildOptions(**options),
                                 provenance={"importer": "ogb-hetero", "folder": str(root)})

@@ -1,7 +1,7 @@
 """Read the edge splits of an OGB link-property folder: ``split/<name>/{train,valid,test}.pt`` (or ``split_dict.pt``).
 
-Each file is a dict of tensors or NumPy arrays (read by :func:`~sparsetrain.datasets.pt_files.read_pt`): ``edge`` [E, 2] and
-``edge_neg`` [M, 2] (ogbl-collab, -ppa, -ddi, -vessel: a shared pool of negatives), or
+Each file is a dict of tensors or NumPy arrays (read by :func:`~sparsetrain.datasets.pt_files.read_pt`):
+``edge`` [E, 2] and ``edge_neg`` [M, 2] (ogbl-collab, -ppa, -ddi, -vessel: a shared pool of negatives), or
 ``source_node`` / ``target_node`` [E] and ``target_node_neg`` [E, K] (ogbl-citation2: K
 negatives per positive). Other keys (``weight``, ``year``) are not used. Valid and test need their negatives.
 """
@@ -72,8 +72,8 @@ def read_ogb_edge_splits(folder: Path) -> dict[str, tuple[EdgeSplit, str]]:
                  for ours, theirs in OGB_SPLIT_FILES.items() if (folder / f"{theirs}.pt").is_file()}
     missing = [theirs for ours, theirs in OGB_SPLIT_FILES.items() if ours not in found]
     if missing:
-        raise DatasetError(f"{folder}: no {missing[0]}.pt (nor {missing[0]!r} in split_dict.pt); an OGB link split has train, "
-                           "valid and test (training evaluates on valid and test): download the split again")
+        raise DatasetError(f"{folder}: no {missing[0]}.pt (nor {missing[0]!r} in split_dict.pt); an OGB link split "
+                           "has train, valid and test (training evaluates on valid and test): download it again")
     result = {}
     for name, (part, where) in found.items():
         if not isinstance(part, dict):

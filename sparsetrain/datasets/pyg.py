@@ -72,7 +72,9 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     weight = None if weight is None else _numpy(weight, "edge_weight").astype(np.float32).reshape(-1)
     if weight is not None and len(weight) != edge_index.shape[1]:
         raise DatasetError(f"data.edge_weight has {len(weight)} entries for {edge_index.shape[1]} edges; give one weight per edge")
-    edges = EdgeSource("data.edge_index", _edge_chunks(edge_index, weight, "data.edge_index"), edge_index.shape[1], weighted=weight is not None, weight_name="data.edge_weight")
+    chunks = _edge_chunks(edge_index, weight, "data.edge_index")
+    edges = EdgeSource("data.edge_index", chunks, edge_index.shape[1], weighted=weight is not None,
+                       weight_name="data.edge_weight")
 
     options = BuildOptions(**options)
     others = sorted(set(data.keys()) - _KEPT)
@@ -159,6 +161,8 @@ def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None
         if attr is not None:
             a = _numpy(attr, f"[{et}].edge_attr").astype(np.float32)
             feats = Source.from_array(f"data[{et}].edge_attr", a.reshape(len(a), -1))
-        edges[tuple(et)] = EdgeTypeSource(EdgeSource(f"data[{et}].edge_index", _edge_chunks(edge_index, None, f"data[{et}].edge_index"), edge_index.shape[1]), feats)
+        what = f"data[{et}].edge_index"
+        source = EdgeSource(what, _edge_chunks(edge_index, None, what), edge_index.shape[1])
+        edges[tuple(et)] = EdgeTypeSource(source, feats)
     return build_hetero_dataset(out_dir, nodes, edges, target_type=target_type, splits=splits, options=HeteroBuildOptions(**options),
                                 provenance={"importer": "pyg", "class": type(data).__name__})

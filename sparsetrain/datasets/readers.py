@@ -19,13 +19,15 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from sparsetrain.errors import DatasetError, InputNote
+from sparsetrain._sigbus import watch
+from sparsetrain.errors import DatasetError, InputNote, SettingError
 
 CHUNK_ROWS = 1 << 22
 _SRC_NAMES = ("src", "source", "from", "u", "row")
 _DST_NAMES = ("dst", "target", "to", "v", "col")
 _WEIGHT_NAMES = ("weight", "w", "edge_weight")
-_ROLES = {**dict.fromkeys(_SRC_NAMES, "src"), **dict.fromkeys(_DST_NAMES, "dst"), **dict.fromkeys(_WEIGHT_NAMES, "weight")}
+_ROLES = {**dict.fromkeys(_SRC_NAMES, "src"), **dict.fromkeys(_DST_NAMES, "dst"),
+          **dict.fromkeys(_WEIGHT_NAMES, "weight")}
 _NOT_FEATURES = ("id", "node", "node_id", "nid", "idx", "index", "label", "labels", "y")
 _ROLE_WORDS = {"src": "source", "dst": "destination", "weight": "edge weight"}
 
@@ -55,7 +57,8 @@ def check_column_names(path: Path, names: list[str], where: str) -> None:
     """Every column named, no name twice (names compared without case and spaces)."""
     keys = [n.strip().lower() for n in names]
     if "" in keys:
-        raise DatasetError(f"{path}: {where}: column {keys.index('') + 1} has no name; name every column (e.g. src,dst)")
+        column = keys.index("") + 1
+        raise DatasetError(f"{path}: {where}: column {column} has no name; name every column (e.g. src,dst)")
     seen = set()
     for name, key in zip(names, keys):
         if key in seen:
@@ -218,7 +221,7 @@ class EdgeListReader:
         return self.weight_col is not None
 
     def _pick(self, names: list[str], has_header: bool = True) -> tuple[str, str, str | None]:
-        """(src, dst, weight) columns: by header name, else the first two by position (said in an :class:`InputNote`)."""
+        """(src, dst, weight) columns: by header name, else the first two by position (said in an ``InputNote``)."""
         path = self.path
         if has_header:
             check_column_names(path, names, "the header" if self.kind == "parquet" else "line 1")
@@ -226,7 +229,8 @@ class EdgeListReader:
         for name in names if has_header else []:
             role = _ROLES.get(name.strip().lower())
             if role in roles:
-                raise DatasetError(f"{path}: columns {roles[role]!r} and {name!r} both name the {_ROLE_WORDS[role]}; keep one of them")
+                raise DatasetError(f"{path}: columns {roles[role]!r} and {name!r} both name the {_ROLE_WORDS[role]}; "
+                                   "keep one of them")
             if role is not None:
                 roles[role] = name
         others = [n for n in names if n not in roles.values()]
@@ -234,12 +238,13 @@ class EdgeListReader:
             found, missing = ("src", "dst") if "src" in roles else ("dst", "src")
             unknown = f" ({', '.join(map(repr, others))} is not a known name)" if others else ""
             raise DatasetError(
-                f"{path}: the header names {roles[found]!r} ({_ROLE_WORDS[found]}) but no {_ROLE_WORDS[missing]} column{unknown}; "
-                f"name the columns src,dst (or {'/'.join(_SRC_NAMES[1:3])}, {'/'.join(_DST_NAMES[1:3])}), weight optional"
+                f"{path}: the header names {roles[found]!r} ({_ROLE_WORDS[found]}) but no {_ROLE_WORDS[missing]} "
+                f"column{unknown}; name the columns src,dst (or {'/'.join(_SRC_NAMES[1:3])}, "
+                f"{'/'.join(_DST_NAMES[1:3])}), weight optional"
             )
         if not has_header:
             if len(names) < 2:
-                raise DatasetError(f"{path}: line 1 has {len(names)} column; an edge list needs two (src, dst per line)")
+                raise DatasetError(f"{path}: line 1 has {len(names)} column; an edge list needs two (src,dst per line)")
             if len(names) > 2:
                 raise DatasetError(
                     f"{path}: line 1 has {len(names)} columns and no header; start the file with a header line "
@@ -248,11 +253,12 @@ class EdgeListReader:
             return names[0], names[1], None
         if "src" not in roles:
             if len(others) != 2:
-                count = f"{len(others)} column(s)" if len(others) < 2 else f"{len(others)} columns ({', '.join(others)})"
+                count = f"{len(others)} column(s)" if len(others) < 2 else f"{len(others)} columns ({','.join(others)})"
                 raise DatasetError(f"{path}: the header names no source or destination column among {count}; "
                                    "name the columns src,dst (weight optional)")
-            warnings.warn(InputNote(f"{path}: the header names no source or destination column; reading {others[0]!r} as the source and "
-                                    f"{others[1]!r} as the destination of each edge (name them src,dst to say so)"), stacklevel=3)
+            note = (f"{path}: the header names no source or destination column; reading {others[0]!r} as the source "
+                    f"and {others[1]!r} as the destination of each edge (name them src,dst to say so)")
+            warnings.warn(InputNote(note), stacklevel=3)
             return others[0], others[1], roles.get("weight")
         if others:
             raise DatasetError(
@@ -310,11 +316,12 @@ class EdgeListReader:
             batches = _iter_csv(self.path, cols, types, "node ids must be integers; fix or remove that line")
         row = 0
         for batch in batches:
-            src = _int_column(self.path, batch.column(self.src_col), _shown(self.src_col, self.has_header), row, self.where)
-            dst = _int_column(self.path, batch.column(self.dst_col), _shown(self.dst_col, self.has_header), row, self.where)
+            src, dst = (_int_column(self.path, batch.column(c), _shown(c, self.has_header), row, self.where)
+                        for c in (self.src_col, self.dst_col))
             w = None
             if self.weight_col:
-                w = _float_column(self.path, batch.column(self.weight_col), _shown(self.weight_col, self.has_header), row, self.where)
+                shown = _shown(self.weight_col, self.has_header)
+                w = _float_column(self.path, batch.column(self.weight_col), shown, row, self.where)
             row += len(src)
             yield src, dst, w
 
@@ -330,7 +337,8 @@ class EdgeListReader:
             else:
                 block = _read_flat(self.path, array, 2 * lo, 2 * n).reshape(n, 2)
                 src, dst = block[:, 0], block[:, 1]
-            yield _to_int64(self.path, src, "src", lo, self.where), _to_int64(self.path, dst, "dst", lo, self.where), None
+            yield (_to_int64(self.path, src, "src", lo, self.where), _to_int64(self.path, dst, "dst", lo, self.where),
+                   None)
 
 
 def _parquet_file(path: Path) -> pq.ParquetFile:
@@ -353,9 +361,11 @@ def _parquet_batches(path: Path, columns: list[str] | None, chunk_rows: int) -> 
 
 def _open_npy(path: Path) -> np.ndarray:
     try:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise DatasetError(f"{path}: not a readable .npy file ({exc}); save it with numpy.save") from None
+    watch(array, path)
+    return array
 
 
 def _read_flat(path: Path, array: np.memmap, first: int, count: int) -> np.ndarray:
@@ -415,7 +425,7 @@ class NodeTableReader:
 
     def __init__(self, path: str | Path, role: str, chunk_rows: int = CHUNK_ROWS):
         if role not in ("features", "labels", "index"):
-            raise ValueError(f"unknown node table role {role!r}")
+            raise SettingError(f"unknown node table role {role!r}")
         self.path = Path(path)
         self.role = role
         _check_exists(self.path)
@@ -448,15 +458,16 @@ class NodeTableReader:
             misplaced = [n for n in names if n.strip().lower() in _NOT_FEATURES] if has_header else []
             if misplaced:
                 raise DatasetError(
-                    f"{self.path}: column {misplaced[0]!r} looks like node ids or labels, not a feature; feature rows are in "
-                    "node id order (row i = node i): sort the rows by the id column, then drop it (labels go in their own file)"
+                    f"{self.path}: column {misplaced[0]!r} looks like node ids or labels, not a feature; feature rows "
+                    "are in node id order (row i = node i): sort the rows by the id column, then drop it (labels go "
+                    "in their own file)"
                 )
             return
         if len(names) != 1:
             listed = f" ({', '.join(names)})" if has_header else ""
             what = "a node's label (row i = node i)" if self.role == "labels" else "a node id"
-            raise DatasetError(f"{self.path}: {len(names)} columns{listed}; {self.role} need one column, each row {what}: "
-                               "keep only that column (rows sorted by node id)")
+            raise DatasetError(f"{self.path}: {len(names)} columns{listed}; {self.role} need one column, each row "
+                               f"{what}: keep only that column (rows sorted by node id)")
 
     def num_rows(self) -> int | None:
         if self.kind == "npy":
@@ -481,7 +492,8 @@ class NodeTableReader:
         if self.kind == "parquet":
             batches = _parquet_batches(self.path, None, self.chunk_rows)
         else:
-            what = {"features": "features must be numbers", "labels": "labels must be integers", "index": "node ids must be integers"}
+            what = {"features": "features must be numbers", "labels": "labels must be integers",
+                    "index": "node ids must be integers"}
             column_type = pa.int64() if self.role == "index" else pa.float64()  # labels: OGB writes NaN for "no label"
             batches = _iter_csv(self.path, None, {"*": column_type}, f"{what[self.role]}; fix that line")
         for batch in batches:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from sparsetrain.errors import SettingError
+
 
 def roc_auc(pos: torch.Tensor, neg: torch.Tensor) -> float:
     """ROC-AUC of scores ``pos`` (label 1) against ``neg`` (label 0); NaN when either is empty."""
@@ -41,7 +43,7 @@ def mrr(pos: torch.Tensor, neg: torch.Tensor) -> float:
     pos = pos.detach().reshape(-1, 1)
     neg = neg.detach()
     if neg.dim() != 2 or neg.shape[0] != pos.shape[0]:
-        raise ValueError(f"mrr needs neg of shape [{pos.shape[0]}, K] (negatives per positive); got {list(neg.shape)}")
+        raise SettingError(f"mrr needs neg of shape [{pos.shape[0]}, K] (negatives per positive); got {list(neg.shape)}")
     optimistic = (neg > pos).sum(dim=1)
     pessimistic = (neg >= pos).sum(dim=1)
     rank = 0.5 * (optimistic + pessimistic) + 1

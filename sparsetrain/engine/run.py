@@ -14,11 +14,12 @@ from sparsetrain.engine.distributed import caused_by_another_rank, describe_fail
 from sparsetrain.engine.evaluate import full_graph_evaluator, sampled_evaluator
 from sparsetrain.datasets.hetero_dataset import HeteroGraphDataset
 from sparsetrain.engine.hetero_run import typed_parts
-from sparsetrain.engine.host_memory import retain_freed_host_memory
+from sparsetrain.engine.dataset_checks import check_for_training
+from sparsetrain.engine.host_memory import available_host_memory, retain_freed_host_memory
 from sparsetrain.engine.inference import layerwise_cost, sampled_cost
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.trainer import Trainer
-from sparsetrain.errors import DatasetError, SparsetrainError
+from sparsetrain.errors import DatasetError, SettingError, SparsetrainError
 from sparsetrain.nn.models import build_model
 
 LAYER_TABLE_BUDGET = 4 << 30  # bytes of one layer's embeddings kept in memory by layer-wise evaluation; larger ones go to disk
@@ -61,6 +62,7 @@ class TrainSettings:
     quiet: bool = False
     precision: str = "fp32"
     target_type: str | None = None  # typed datasets: the node type to train on (default: the dataset's target type)
+    verify: bool = False  # check every file's sha256 and the structure before training (see engine.dataset_checks)
 
 
 MODEL_DEFAULTS = {
@@ -216,6 +218,19 @@ def _run_info(ds, settings: TrainSettings) -> dict:
     return info
 
 
+def _check_cache_fits(settings: TrainSettings, ctx) -> None:
+    """``--cache-gb`` within the memory the cache would live in: the GPU's free memory on CUDA, else the host's."""
+    if settings.cache_gb <= 0:
+        return
+    if ctx.device.type == "cuda":
+        free, where = torch.cuda.mem_get_info(ctx.device)[0], f"free memory of {ctx.device}"
+    else:
+        free, where = available_host_memory()
+    if settings.cache_gb * 2**30 > free:
+        raise SettingError(f"--cache-gb {settings.cache_gb:g}: only {free / 2**30:.1f} GiB are available ({where}); "
+                           f"pass a --cache-gb below {free / 2**30:.1f}")
+
+
 def _homogeneous_parts(ds, settings: TrainSettings, ctx):
     """``(loader, model, evaluate)`` of a run on a homogeneous dataset."""
     from sparsetrain.sampling import NeighborSampler
@@ -257,6 +272,8 @@ def train(settings: TrainSettings) -> dict | None:
         if settings.task == "link" and isinstance(ds, HeteroGraphDataset):
             raise DatasetError(f"--task link: {ds.path} is a typed (heterogeneous) dataset; link prediction trains on homogeneous datasets made with --link-split")
         settings = resolved(settings)
+        check_for_training(ds, verify=settings.verify, task=settings.task, target_type=settings.target_type)
+        _check_cache_fits(settings, ctx)
         if settings.task == "link":
             return _train_link(ds, settings, ctx)
         torch.manual_seed(settings.seed)
@@ -270,7 +287,8 @@ def train(settings: TrainSettings) -> dict | None:
         trainer = Trainer(model, loader, optimizer, epochs=epochs, evaluate=evaluate,
                           checkpoint_dir=settings.checkpoint_dir, checkpoint_every=settings.checkpoint_every,
                           resume=settings.resume, log_path=settings.log, quiet=settings.quiet, is_main=ctx.is_main,
-                          precision=settings.precision, run_info=_run_info(ds, settings), max_steps=settings.max_steps)
+                          precision=settings.precision, run_info=_run_info(ds, settings), max_steps=settings.max_steps,
+                          hyperparameters={"dropout": settings.dropout})
         summary = _fit(trainer, ctx)
         summary.update({"model": settings.model, "dataset": str(ds.path), "world_size": ctx.world_size})
         return summary if ctx.is_main else None
@@ -308,7 +326,8 @@ def _train_link(ds, settings: TrainSettings, ctx) -> dict | None:
     trainer = Trainer(model, loader, optimizer, epochs=epochs, loss_fn=link_loss, evaluate=evaluate, batch_forward=link_forward,
                       select_metric="val_auc", checkpoint_dir=settings.checkpoint_dir, checkpoint_every=settings.checkpoint_every,
                       resume=settings.resume, log_path=settings.log, quiet=settings.quiet, is_main=ctx.is_main,
-                      precision=settings.precision, run_info=_run_info(ds, settings), max_steps=settings.max_steps)
+                      precision=settings.precision, run_info=_run_info(ds, settings), max_steps=settings.max_steps,
+                      hyperparameters={"dropout": settings.dropout})
     summary = _fit(trainer, ctx)
     summary.update({"task": "link", "model": settings.model, "decoder": settings.decoder, "dataset": str(ds.path),
                     "world_size": ctx.world_size})
