@@ -571,3 +571,16 @@ def test_pyg_float_edge_index_is_refused_not_cast(tmp_path):
     with pytest.raises(DatasetError, match=r"data.edge_index has dtype float32.*edge_index.long\(\)"):
         st.datasets.from_pyg(data, tmp_path / "out", quiet=True)
     assert not (tmp_path / "out").exists()
+
+
+def test_pyg_heterodata_with_two_labelled_types_needs_a_target_type(tmp_path):
+    from torch_geometric.data import HeteroData
+
+    data = HeteroData()
+    data["paper"].y, data["author"].y = torch.tensor([0, 1, 1]), torch.tensor([1, 0])
+    data["paper"].num_nodes, data["author"].num_nodes = 3, 2
+    data["author", "writes", "paper"].edge_index = torch.tensor([[0, 1], [1, 2]])
+    with pytest.raises(DatasetError, match=r"2 node types have labels \(paper, author\).*--target-type"):
+        st.datasets.from_pyg(data, tmp_path / "out", quiet=True)
+    assert not (tmp_path / "out").exists()
+    assert st.datasets.from_pyg(data, tmp_path / "ok", target_type="author", quiet=True).target_type == "author"

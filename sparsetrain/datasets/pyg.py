@@ -10,6 +10,7 @@ import numpy as np
 from sparsetrain.datasets.build import BuildOptions, EdgeFeatures, EdgeSource, Source, build_dataset
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.datasets.hetero_build import EdgeTypeSource, HeteroBuildOptions, NodeTypeSource, build_hetero_dataset
+from sparsetrain.datasets.input_checks import target_type_of
 from sparsetrain.errors import DatasetError
 
 _SPLIT_ATTRS = {"train": "train_mask", "val": "val_mask", "test": "test_mask"}
@@ -143,8 +144,7 @@ def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None
         num_nodes = store.num_nodes if ("num_nodes" in store or x is not None or y is not None) else None
         nodes[t] = NodeTypeSource(num_nodes=None if num_nodes is None else int(num_nodes), features=features, labels=labels)
     labelled = [t for t in data.node_types if data[t].get("y") is not None]
-    if target_type is None and len(labelled) == 1:
-        target_type = labelled[0]
+    target_type = target_type_of(labelled, target_type, "HeteroData")
     if target_type is not None:
         for name, attr in _SPLIT_ATTRS.items():
             mask = data[target_type].get(attr)
