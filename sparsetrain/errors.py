@@ -34,3 +34,8 @@ class SettingTypeError(SparsetrainError, TypeError):
 
 class UsageError(SettingError):
     """The command line cannot be parsed: an unknown flag, a missing or malformed value."""
+
+
+class InputNote(UserWarning):
+    """How an importer read an ambiguous input (e.g. edge columns taken by position); the CLI prints it as one
+    ``warning:`` line."""

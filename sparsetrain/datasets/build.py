@@ -28,6 +28,7 @@ from sparsetrain.datasets.node_tables import random_split, read_splits, write_fe
 from sparsetrain.datasets.presets import DEFAULT_SPLIT
 from sparsetrain.datasets.reorder import METHODS, node_order
 from sparsetrain.datasets.sources import EdgeFeatures, EdgeSource, Source
+from sparsetrain.datasets.input_checks import refuse_unlabelled
 from sparsetrain.datasets.topology import build_topology, infer_typed_counts, node_counts
 from sparsetrain.datasets.writer import DatasetWriter
 from sparsetrain.errors import DatasetError
@@ -275,6 +276,8 @@ def _write_node_tables(writer: DatasetWriter, graph: _Graph, counts: dict[str, i
             name = fmt.node_file(t, "labels")
             classes, unlabelled[t] = write_labels(writer, graph.labels[t], counts[t], nodes_from[t], inverse,
                                                   options.classes_of(t), name)
+            if graph.typed:
+                refuse_unlabelled(t, graph.labels[t], unlabelled[t])
             meta["labels"][t] = {"file": name, "num_classes": classes}
     return unlabelled
 

@@ -171,20 +171,32 @@ def node_counts(types: list[str], num_nodes: dict[str, int | None], features: di
 
 def infer_typed_counts(counts: dict[str, int | None], edges: dict[EdgeType, EdgeSource]) -> dict[str, int]:
     """Counts of the node types that have none: the largest id the edge lists give them + 1 (one pass over
-    those lists)."""
-    highest = {t: -1 for t, n in counts.items() if n is None}
+    those lists). Such an id may go at most a few times beyond the edge list's length (or up to 65536): a typo
+    such as 2**31 must not size arrays of hundreds of GB."""
+    highest = {t: (-1, None) for t, n in counts.items() if n is None}  # (id, (edge type, source, row, column))
     for et, source in edges.items():
         if et[0] not in highest and et[2] not in highest:
             continue
+        rows = 0
         for src, dst, _ in source.chunks():
-            for ids, t in ((src, et[0]), (dst, et[2])):
-                if t in highest and len(ids):
-                    highest[t] = max(highest[t], int(np.max(ids)))
-    for t, h in highest.items():
+            for ids, t, column in ((src, et[0], "src"), (dst, et[2], "dst")):
+                if t in highest and len(ids) and int(np.max(ids)) > highest[t][0]:
+                    i = int(np.argmax(ids))
+                    highest[t] = (int(ids[i]), (et, source, rows + i, column))
+            rows += len(src)
+        for t in {et[0], et[2]} & highest.keys():
+            node, where = highest[t]
+            if where is not None and where[0] == et and node >= max(_FREE_IDS, _IDS_PER_EDGE * rows):
+                _, source, row, column = where
+                raise DatasetError(
+                    f"{source.name}: {source.where(row)}, {column}: {t!r} node id {node} of edge type {et} would make "
+                    f"{node + 1} {t!r} nodes, far more than its {rows} edges; fix the id, or pass --node-count "
+                    f"{t}={node + 1} if there are that many")
+    for t, (h, _) in highest.items():
         if h < 0:
             raise DatasetError(f"node type {t!r} has no nodes (no count, no feature or label rows, no edges); give "
                                "its count, or drop the type")
-    return {t: (n if n is not None else highest[t] + 1) for t, n in counts.items()}
+    return {t: (n if n is not None else highest[t][0] + 1) for t, n in counts.items()}
 
 
 @dataclass

@@ -10,6 +10,7 @@ seeds first, then each hop's new nodes; edges hop by hop (so ``trim_to_layer`` w
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -32,6 +33,21 @@ from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import MiniBatch
 from sparsetrain.sampling.sampler import NeighborSampler as FusedSampler
 
+_pinned = threading.local()
+
+
+@contextlib.contextmanager
+def batch_key(key: int | None):
+    """Within the block, this thread's sampler calls use batch key ``key`` (None: their own count).
+
+    The loaders' sampling threads (:mod:`sparsetrain.pyg.workers`) reserve keys in batch order with ``next_key()``
+    and pin them here, so their batches are those of ``num_workers=0``.
+    """
+    before, _pinned.key = getattr(_pinned, "key", None), key
+    try:
+        yield
+    finally:
+        _pinned.key = before
 
 
 def graph_of(data: Any, weight_attr: str | None = None) -> CSCGraph:
@@ -72,6 +88,10 @@ class NeighborSampler(BaseSampler):
     sampling (``time_attr``), ``sample_direction="backward"``.
     """
 
+    exclude_seed_edges: str = "none"
+    """What ``sample_from_edges`` removes from the sampled subgraph: ``"none"`` (PyG's behaviour), ``"self"`` (the
+    positive seed edges) or ``"reverse"`` (also their reverses); set by ``LinkNeighborLoader(exclude_seed_edges=)``."""
+
     def __init__(self, data, num_neighbors, subgraph_type: SubgraphType | str = "directional", replace: bool = False,
                  disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
                  weight_attr: str | None = None, is_sorted: bool = False, share_memory: bool = False, directed: bool = True,
@@ -108,7 +128,7 @@ class NeighborSampler(BaseSampler):
         self.fused = FusedSampler(self.graph, fanouts, replace=self.replace, weighted=weight_attr is not None, seed=self.seed, hop_nodes="new")
 
     def __getstate__(self) -> dict:
-        """Pickled into DataLoader workers (``multiprocessing_context="forkserver"``) without the lock; keys restart per worker."""
+        """Pickled into worker processes (given a ``multiprocessing_context``) without the lock; keys restart."""
         state = dict(self.__dict__)
         state.pop("_counter"), state.pop("_lock")
         return state
@@ -132,7 +152,11 @@ class NeighborSampler(BaseSampler):
         return None
 
     def next_key(self) -> int:
-        """The batch key of this call: the process's call count, interleaved across DataLoader workers."""
+        """The batch key of this call: the one pinned by :func:`batch_key`, else the process's call count, interleaved
+        across DataLoader worker processes."""
+        pinned = getattr(_pinned, "key", None)
+        if pinned is not None:
+            return pinned
         with self._lock:
             count = next(self._counter)
         info = torch.utils.data.get_worker_info()
@@ -152,7 +176,8 @@ class NeighborSampler(BaseSampler):
         """PyG's link sampling: seed edges ``(inputs.row, inputs.col)`` plus negatives, their endpoints deduplicated and
         sampled as one batch (:class:`~sparsetrain.sampling.LinkNeighborSampler`); ``metadata`` as PyG's: binary (or no
         negatives) ``(input_id, edge_label_index, edge_label, None)``, triplet ``(input_id, src_index, dst_pos_index,
-        dst_neg_index, None)``. Negatives are uniform, as PyG draws them; the seed edges stay in the blocks, as in PyG."""
+        dst_neg_index, None)``. Negatives are uniform, as PyG draws them; the seed edges stay in the blocks, as in
+        PyG, unless ``exclude_seed_edges`` says otherwise."""
         if self._hetero:
             raise PyGOptionError("sample_from_edges on HeteroData is not supported; use torch_geometric's LinkNeighborLoader for typed graphs")
         if inputs.time is not None:
@@ -161,7 +186,8 @@ class NeighborSampler(BaseSampler):
         if neg is not None and (neg.src_weight is not None or neg.dst_weight is not None):
             raise PyGOptionError("NegativeSampling with src_weight/dst_weight is not supported; sparsetrain draws uniform negatives")
         mode = None if neg is None else neg.mode.value
-        link = LinkNeighborSampler(self.fused, neg_sampling=mode, amount=1.0 if neg is None else neg.amount)
+        link = LinkNeighborSampler(self.fused, neg_sampling=mode, amount=1.0 if neg is None else neg.amount,
+                                   exclude=self.exclude_seed_edges)
         mb = link.sample(FusedEdgeInput(inputs.row.to("cpu", torch.int64), inputs.col.to("cpu", torch.int64), inputs.label,
                                         key=self.next_key(), input_id=inputs.input_id))
         if mode == "triplet":
