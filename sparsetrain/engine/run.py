@@ -200,7 +200,8 @@ def _sharded(ds, settings: TrainSettings, ctx):
         raise SettingError("--features sharded: typed datasets are not sharded yet; pass --features mmap, disk, memory, "
                            "device or pinned")
     if settings.cache_gb > 0:
-        raise DatasetError("--cache-gb cannot front sharded features (a cache hit would skip the collective the other ranks wait in); drop one of them")
+        raise DatasetError("--cache-gb cannot front sharded features (a cache hit would skip the collective the other "
+                           "ranks wait in); drop one of them")
     from sparsetrain.collective import ShardedFeatures, new_group
 
     # a group of its own (with the library's timeout): the loader thread's collectives never interleave with DDP's
@@ -219,7 +220,7 @@ def _full_eval(ds, settings: TrainSettings, eval_split: dict) -> bool:
             raise SettingError("--eval full: typed datasets evaluate on sampled batches (no layer-wise R-GCN inference "
                                "yet); pass --eval sampled or auto")
         return False
-    if settings.model == "gt":  # the graph transformer evaluates on sampled batches, like it trains (cluster attention is per batch)
+    if settings.model == "gt":  # evaluated on sampled batches, like it trains (its cluster attention is per batch)
         return False
     return settings.eval == "full" or (settings.eval == "auto" and _full_eval_is_cheaper(ds, settings, eval_split))
 
@@ -304,16 +305,20 @@ def _node_target(ds, settings: TrainSettings) -> tuple[str | None, torch.Tensor,
     dataset's type without a split gets a random 60/20/20 one."""
     if not ds.is_typed:
         if ds.features is None or ds.labels is None or "train" not in ds.split:
-            raise DatasetError(f"{ds.path}: training needs features, labels and a train split; re-import with --features and --labels")
+            raise DatasetError(f"{ds.path}: training needs features, labels and a train split; "
+                               "re-import with --features and --labels")
         return None, ds.labels, ds.split, ds.num_classes
     target = settings.target_type or ds.target_type
     if target is None:
-        raise DatasetError(f"{ds.path}: the dataset names no target node type; pass --target-type (one of {', '.join(ds.node_types)})")
+        raise DatasetError(f"{ds.path}: the dataset names no target node type; "
+                           f"pass --target-type (one of {', '.join(ds.node_types)})")
     if target not in ds.num_nodes:
-        raise DatasetError(f"--target-type {target}: {ds.path} has no such node type; choose one of {', '.join(ds.node_types)}")
+        raise DatasetError(f"--target-type {target}: {ds.path} has no such node type; "
+                           f"choose one of {', '.join(ds.node_types)}")
     if target not in ds.labels:
         labelled = ", ".join(ds.labels) or "none"
-        raise DatasetError(f"{ds.path}: node type {target!r} has no labels to train on (labelled types: {labelled}); pass another --target-type")
+        raise DatasetError(f"{ds.path}: node type {target!r} has no labels to train on (labelled types: {labelled}); "
+                           "pass another --target-type")
     if ds.num_classes is None and target == ds.target_type:
         raise DatasetError(f"{ds.path}: node type {target!r} has labels but no class count; re-import the dataset")
     split = ds.split
@@ -332,7 +337,8 @@ def _node_model(ds, settings: TrainSettings, target: str | None, num_classes: in
 
         return RGCN(ds.node_types, ds.edge_types, ds.num_features, settings.hidden, num_classes, layers, target,
                     num_nodes=ds.num_nodes, dropout=settings.dropout)
-    extra = {k: v for k, v in MODEL_DEFAULTS.get(settings.model, {}).items() if k not in ("lr", "weight_decay", "hidden")}
+    extra = {k: v for k, v in MODEL_DEFAULTS.get(settings.model, {}).items()
+             if k not in ("lr", "weight_decay", "hidden")}
     return build_model(settings.model, ds.num_features, settings.hidden, num_classes, layers, settings.dropout, **extra)
 
 
@@ -348,7 +354,8 @@ def _node_parts(ds, settings: TrainSettings, ctx):
         labels = labels.to(ctx.device)  # indexed by GPU-sampled seeds
     clusters = _clusters(ds) if settings.model == "gt" else None
     seed_type = {"seed_type": target} if ds.is_typed else {}
-    sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed, **seed_type), clusters, settings)
+    sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed, **seed_type), clusters,
+                             settings)
     loader = Loader(sampler, features, labels, split["train"], batch_size=settings.batch_size, device=ctx.device,
                     seed=settings.seed, rank=ctx.rank, world_size=ctx.world_size)
     model = _node_model(ds, settings, target, num_classes)
@@ -356,9 +363,11 @@ def _node_parts(ds, settings: TrainSettings, ctx):
     if not eval_split:
         return loader, model, None
     if _full_eval(ds, settings, eval_split):
-        evaluate = full_graph_evaluator(features, host_labels, ds.graph, eval_split, device=ctx.device, memory_budget=LAYER_TABLE_BUDGET)
+        evaluate = full_graph_evaluator(features, host_labels, ds.graph, eval_split, device=ctx.device,
+                                        memory_budget=LAYER_TABLE_BUDGET)
     else:
-        eval_sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed + 1, **seed_type), clusters, settings)
+        eval_sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed + 1, **seed_type),
+                                      clusters, settings)
         evaluate = sampled_evaluator(eval_sampler, features, labels, eval_split, batch_size=settings.batch_size, device=ctx.device)
     return loader, model, evaluate
 
@@ -383,7 +392,8 @@ def train(settings: TrainSettings) -> dict | None:
         torch.manual_seed(settings.seed)
         loader, model, evaluate = _node_parts(ds, settings, ctx)
         if ds.is_typed and ctx.is_main and not settings.quiet:
-            print(f"training {settings.model} on node type {settings.target_type or ds.target_type!r} of a typed dataset", flush=True)
+            target = settings.target_type or ds.target_type
+            print(f"training {settings.model} on node type {target!r} of a typed dataset", flush=True)
         model = wrap_model(model, ctx)
         optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
         epochs = settings.epochs if settings.epochs is not None else auto_epochs(len(loader))
