@@ -84,7 +84,11 @@ def from_files_hetero(
         if source.weighted:
             raise DatasetError(f"{path}: has an edge weight column, which a typed dataset does not store; drop the column")
         edge_sources[et] = source
-    types = [end for et in edge_sources for end in (et[0], et[2])] + list(num_nodes)
+    types = list(dict.fromkeys(end for et in edge_sources for end in (et[0], et[2])))
+    stray = [t for t in num_nodes if t not in types]
+    if stray:  # a count for a type no edge list names is a misspelt type, not an isolated one
+        raise DatasetError(f"--node-count {stray[0]}=...: no edge type names node type {stray[0]!r} (node types: "
+                           f"{', '.join(types)}); fix the type name")
     target_type = target_type_of(list(labels), target_type, "--node-labels")
     check_split_parts(splits or {})
     if num_classes is not None and target_type is None:
