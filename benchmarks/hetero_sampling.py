@@ -10,11 +10,11 @@ from the train split, identical for every library; fanouts per hop (seeds outwar
 Semantics differ, so each peer is compared with sparsetrain run the same way:
 - DGL (``dgl.dataloading.NeighborSampler`` on a ``dgl.heterograph``, in the DGL environment: a subprocess
   of this run, ``--peer dgl``, on 2 and 1 OpenMP threads, the better counts) builds message-flow graphs:
-  every hop samples for all nodes found so far; sparsetrain ``hops="dgl"`` does the same.
+  every hop samples for all nodes found so far; sparsetrain ``hop_nodes="all"`` does the same.
 - PyG (``torch_sparse.hetero_neighbor_sample``, what PyG's NeighborLoader runs on HeteroData without
   pyg-lib; one call is single-threaded, so it also runs 2 batches side by side on 2 threads like 2 loader
   workers, the better counts) samples at each hop only the nodes new at the previous hop; sparsetrain
-  ``hops="pyg"`` does the same.
+  ``hop_nodes="new"`` does the same.
 Every library runs on 2 and on 1 thread (sparsetrain: Numba threads), the better counts: on a loaded
 2-core machine one thread often wins. Rounds alternate (in-process libraries, DGL, in-process again);
 each configuration's median round is reported.
@@ -103,9 +103,9 @@ def on_threads(run, threads: int):
 
 
 def ours_runner(graph, fanouts, hops):
-    from sparsetrain.sampling import HeteroNeighborSampler, SamplerInput
+    from sparsetrain.sampling import NeighborSampler, SamplerInput
 
-    sampler = HeteroNeighborSampler(graph, fanouts, seed_type="paper", hops=hops, seed=0)
+    sampler = NeighborSampler(graph, fanouts, seed_type="paper", hop_nodes={"dgl": "all", "pyg": "new"}[hops], seed=0)
     return lambda batches: sum(sampler.sample(SamplerInput(s)).num_sampled_edges for s in batches)
 
 
@@ -133,9 +133,9 @@ def pyg_runner(graph, fanouts, threads: int):
 def ours_step(ds, fanouts, hidden: int):
     from sparsetrain.engine.stages import FetchFeatures
     from sparsetrain.nn import RGCN
-    from sparsetrain.sampling import HeteroNeighborSampler, SamplerInput
+    from sparsetrain.sampling import NeighborSampler, SamplerInput
 
-    sampler = HeteroNeighborSampler(ds.graph, fanouts, seed_type="paper", seed=0)
+    sampler = NeighborSampler(ds.graph, fanouts, seed_type="paper", seed=0)
     tables = featureless_tables(ds)
     fetch = FetchFeatures({**{t: f.tensor() for t, f in ds.features.items()}, **tables}, ds.labels["paper"])
     in_ch = {t: (ds.num_features[t] if t in ds.features else FEATURELESS_DIM) for t in ds.node_types}

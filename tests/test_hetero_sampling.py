@@ -10,7 +10,7 @@ from torch_geometric.sampler import NodeSamplerInput
 
 from sparsetrain.errors import SparsetrainError
 from sparsetrain.pyg.hetero import hetero_graph_from_data, hetero_sampler_for, sample_hetero_from_nodes
-from sparsetrain.sampling import HeteroNeighborSampler, SamplerInput
+from sparsetrain.sampling import NeighborSampler, SamplerInput
 from tests.pyg_backend import needs_pyg_sampler
 
 
@@ -111,10 +111,10 @@ def test_dgl_semantics_blocks_and_fanout_caps_and_determinism():
     graph = hetero_graph_from_data(data)
     fanouts = {et: [2, 3] for et in data.edge_types}
     fanouts[data.edge_types[0]] = [0, 1]
-    sampler = HeteroNeighborSampler(graph, fanouts, seed_type="v0", seed=5)
+    sampler = NeighborSampler(graph, fanouts, seed_type="v0", seed=5)
     seeds = torch.arange(20)
     mb = sampler.sample(SamplerInput(seeds, key=4))
-    again = HeteroNeighborSampler(graph, fanouts, seed_type="v0", seed=5).sample(SamplerInput(seeds, key=4))
+    again = NeighborSampler(graph, fanouts, seed_type="v0", seed=5).sample(SamplerInput(seeds, key=4))
     other = sampler.sample(SamplerInput(seeds, key=5))
     assert all(torch.equal(mb.input_nodes[t], again.input_nodes[t]) for t in data.node_types)
     assert any(not torch.equal(mb.input_nodes[t], other.input_nodes[t]) for t in data.node_types)
@@ -137,8 +137,8 @@ def test_bad_typed_sampler_input_is_a_clear_error():
     data = fake_graph()
     graph = hetero_graph_from_data(data)
     with pytest.raises(SparsetrainError, match="edge type .* which the graph does not have"):
-        HeteroNeighborSampler(graph, {("v0", "nope", "v1"): [1]})
-    sampler = HeteroNeighborSampler(graph, [2], seed_type="v0")
+        NeighborSampler(graph, {("v0", "nope", "v1"): [1]})
+    sampler = NeighborSampler(graph, [2], seed_type="v0")
     with pytest.raises(SparsetrainError, match="outside"):
         sampler.sample(torch.tensor([10**6]))
     with pytest.raises(SparsetrainError, match="more than once"):
@@ -167,7 +167,7 @@ def test_rgcn_block_by_block_equals_full_graph_heteroconv():
             if layer == 0:
                 h = {t: v.relu() for t, v in h.items()}
         full = h["v0"]
-        sampler = HeteroNeighborSampler(graph, [-1, -1], seed_type="v0", seed=1)
+        sampler = NeighborSampler(graph, [-1, -1], seed_type="v0", seed=1)
         seeds = torch.arange(0, data["v0"].num_nodes, 4)
         mb = sampler.sample(seeds)
         x = {t: data[t].x[mb.input_nodes[t]] for t in ("v0", "v1")} | {t: mb.input_nodes[t] for t in featureless}
@@ -175,16 +175,16 @@ def test_rgcn_block_by_block_equals_full_graph_heteroconv():
 
 
 def test_a_damaged_typed_graph_is_an_error_not_a_wild_read():
-    from sparsetrain.sampling import CSCGraph, HeteroGraph
+    from sparsetrain.sampling import CSCGraph
 
     indptr = torch.tensor([0, 2, 3, 5])
-    good = HeteroGraph({"a": 4, "b": 3}, {("a", "r", "b"): CSCGraph(indptr, torch.tensor([0, 3, 1, 2, 0], dtype=torch.int32)),
-                                         ("b", "s", "a"): CSCGraph(torch.tensor([0, 1, 2, 2, 3]), torch.tensor([0, 2, 1], dtype=torch.int32))})
-    bad = HeteroGraph({"a": 4, "b": 3}, {("a", "r", "b"): CSCGraph(indptr, torch.tensor([0, 3, 1, 99, 0], dtype=torch.int32)),
-                                        ("b", "s", "a"): good.edges[("b", "s", "a")]})
-    sampler = HeteroNeighborSampler(bad, [-1, -1], seed_type="b", seed=0)
+    good = CSCGraph.from_relations({"a": 4, "b": 3}, {("a", "r", "b"): CSCGraph(indptr, torch.tensor([0, 3, 1, 2, 0], dtype=torch.int32)),
+                                                     ("b", "s", "a"): CSCGraph(torch.tensor([0, 1, 2, 2, 3]), torch.tensor([0, 2, 1], dtype=torch.int32))})
+    bad = CSCGraph.from_relations({"a": 4, "b": 3}, {("a", "r", "b"): CSCGraph(indptr, torch.tensor([0, 3, 1, 99, 0], dtype=torch.int32)),
+                                                    ("b", "s", "a"): good.edges[("b", "s", "a")]})
+    sampler = NeighborSampler(bad, [-1, -1], seed_type="b", seed=0)
     with pytest.raises(SparsetrainError, match=r"\('a', 'r', 'b'\): CSC entry 3 is not a 'a' node id"):
         sampler.sample(torch.tensor([2]))
     ok = sampler.sample(torch.tensor([0]))  # column 0 is intact, and the failed batch left the node maps clean
-    ref = HeteroNeighborSampler(good, [-1, -1], seed_type="b", seed=0).sample(torch.tensor([0]))
+    ref = NeighborSampler(good, [-1, -1], seed_type="b", seed=0).sample(torch.tensor([0]))
     assert all(torch.equal(ok.input_nodes[t], ref.input_nodes[t]) for t in ("a", "b"))

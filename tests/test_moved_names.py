@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import sparsetrain.engine
 
@@ -47,3 +48,35 @@ def test_new_locations_import_without_deprecation_warnings():
     code = "import sparsetrain as st, sparsetrain.engine, sparsetrain.nn, sparsetrain.sampling, sparsetrain.datasets; st.nn.GraphTransformer"
     done = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+TYPED_TWINS = {"HeteroGraph": "CSCGraph", "HeteroNeighborSampler": "NeighborSampler", "HeteroMiniBatch": "MiniBatch", "HeteroBlock": "Block"}
+
+
+@pytest.mark.parametrize("old", sorted(TYPED_TWINS))
+def test_typed_twin_names_warn_and_build_the_one_class(old):
+    import sparsetrain.sampling as sampling
+
+    with pytest.warns(DeprecationWarning, match=rf"sparsetrain\.sampling\.{old} is deprecated: use sparsetrain\.sampling\.{TYPED_TWINS[old]}"):
+        alias = getattr(sampling, old)
+    assert old not in sampling.__all__
+    for module in ("hetero", "hetero_graph", "hetero_minibatch", "hetero_kernels"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"sparsetrain.sampling.{module}")
+    edges = {("a", "r", "b"): torch.tensor([[0, 1, 2], [1, 1, 0]]), ("b", "s", "a"): torch.tensor([[1, 0], [2, 2]])}
+    graph = sampling.CSCGraph.from_edge_index_dict(edges, {"a": 3, "b": 2})
+    homogeneous = sampling.CSCGraph.from_edge_index(torch.tensor([[0, 1], [1, 0]]))
+    if old == "HeteroGraph":
+        rebuilt = alias({"a": 3, "b": 2}, dict(graph.edges), {et: graph.relation(et).edge_perm for et in edges})
+        assert isinstance(rebuilt, sampling.CSCGraph) and isinstance(rebuilt, alias) and not isinstance(homogeneous, alias)
+        assert torch.equal(rebuilt.indices, graph.indices) and torch.equal(rebuilt.edge_perm, graph.edge_perm)
+        return
+    with pytest.warns(DeprecationWarning):
+        sampler = sampling.HeteroNeighborSampler(graph, [-1], seed_type="b", hops="pyg", seed=0)
+    assert isinstance(sampler, sampling.NeighborSampler) and sampler.hop_nodes == "new"
+    mb = sampler.sample(torch.tensor([0, 1]))
+    plain = sampling.NeighborSampler(homogeneous, [-1], seed=0).sample(torch.tensor([0]))
+    obj, other = {"HeteroNeighborSampler": (sampler, sampling.NeighborSampler(homogeneous, [1])), "HeteroMiniBatch": (mb, plain),
+                  "HeteroBlock": (mb.blocks[0], plain.blocks[0])}[old]
+    assert isinstance(obj, alias) and not isinstance(other, alias)
+    assert sorted(mb.blocks[0].edge_index) == sorted(edges) and sorted(mb.input_nodes["a"].tolist()) == [0, 1, 2]

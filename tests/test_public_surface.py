@@ -90,7 +90,7 @@ def test_renamed_names_still_resolve_with_a_warning_naming_the_new_name(module, 
     ("package", "names"),
     [
         ("datasets", ["GraphDataset", "synthesize_hetero"]),
-        ("sampling", ["EdgeType", "HeteroBlock", "HeteroGraph", "HeteroMiniBatch", "HeteroNeighborSampler"]),
+        ("sampling", ["EdgeType", "CSCGraph", "NeighborSampler", "MiniBatch", "Block"]),
         ("nn", ["RGCN"]),
     ],
 )

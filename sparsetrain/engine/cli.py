@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from sparsetrain.engine.precision import PRECISIONS
-from sparsetrain.engine.run import EXCLUDE_CHOICES, FEATURE_PLACEMENTS, TASKS
+from sparsetrain.engine.run import EXCLUDE_CHOICES, FEATURE_PLACEMENTS, TASKS, TYPED_MODELS
 from sparsetrain.nn.link import DECODERS
 from sparsetrain.nn.models import MODELS
 from sparsetrain.storage.policies import POLICIES
@@ -73,8 +73,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--exclude", choices=EXCLUDE_CHOICES, default="auto",
                    help="link task: leave the batch's seed edges out of its blocks: self, reverse (also v->u), none; "
                         "auto (default) = reverse on symmetric graphs, else self")
-    p.add_argument("--model", choices=(*MODELS, "rgcn"), default="sage", help="model (default sage, rgcn on a typed dataset; gt = graph transformer with sparse + cluster attention; a graph without "
-                   "clusters.npy is partitioned at start, up to 1M nodes)")
+    p.add_argument("--model", choices=(*MODELS, *TYPED_MODELS),
+                   help="model (default sage, rgcn on a typed dataset, which trains only rgcn; gt = graph transformer with "
+                        "sparse + cluster attention; a graph without clusters.npy is partitioned at start, up to 1M nodes)")
     p.add_argument("--fanout", type=_fanouts, default=[10, 10], help="neighbors per hop from the seeds outward, as PyG's num_neighbors; -1 = all (default 10,10)")
     p.add_argument("--batch-size", type=_POSITIVE_INT, default=1024,
                    help="seed nodes (link task: seed edges) per minibatch (default 1024)")

@@ -45,7 +45,7 @@ class Loader:
 
     ``sampler`` has ``sample(SamplerInput) -> MiniBatch``; ``features`` is a feature store
     (``gather(ids)``, e.g. ``CachedFeatures``) or a tensor, or, for a typed sampler
-    (:class:`~sparsetrain.sampling.HeteroNeighborSampler`), a dict of them per node type (each type its own store
+    (a :class:`~sparsetrain.sampling.NeighborSampler` over a typed graph), a dict of them per node type (each type its own store
     and cache; ``x`` is then a dict); ``labels`` a tensor (of the seeds' type);
     ``seeds`` the node ids to iterate (e.g. ``ds.split["train"]``), or an :class:`~sparsetrain.sampling.EdgeSeeds`
     table for a :class:`~sparsetrain.sampling.LinkNeighborSampler` (``labels`` None; ``y`` is then the

@@ -15,8 +15,8 @@ import torch
 
 from sparsetrain.pyg.errors import PyGOptionError
 from sparsetrain.sampling.graph import CSCGraph, EdgeType
-from sparsetrain.sampling.hetero import HeteroNeighborSampler
 from sparsetrain.sampling.input import SamplerInput
+from sparsetrain.sampling.sampler import NeighborSampler
 
 
 def hetero_graph_from_data(data) -> CSCGraph:
@@ -27,21 +27,21 @@ def hetero_graph_from_data(data) -> CSCGraph:
     )
 
 
-def hetero_sampler_for(data_or_graph, num_neighbors: Sequence[int] | Mapping[EdgeType, Sequence[int]], *, seed: int | None = None) -> HeteroNeighborSampler:
-    """A :class:`~sparsetrain.sampling.HeteroNeighborSampler` with PyG's hop semantics over a ``HeteroData`` (or a typed CSCGraph)."""
+def hetero_sampler_for(data_or_graph, num_neighbors: Sequence[int] | Mapping[EdgeType, Sequence[int]], *, seed: int | None = None,
+                       replace: bool = False) -> NeighborSampler:
+    """A :class:`~sparsetrain.sampling.NeighborSampler` with PyG's hop semantics over a ``HeteroData`` (or a typed CSCGraph)."""
     graph = data_or_graph if isinstance(data_or_graph, CSCGraph) else hetero_graph_from_data(data_or_graph)
-    return HeteroNeighborSampler(graph, num_neighbors, hops="pyg", seed=seed)
+    return NeighborSampler(graph, num_neighbors, replace=replace, hop_nodes="new", seed=seed)
 
 
-def _typed(sampler) -> HeteroNeighborSampler:
+def _typed(sampler) -> NeighborSampler:
     """The typed sampler behind a :class:`sparsetrain.pyg.NeighborSampler` over a ``HeteroData``, built on first use."""
     typed = getattr(sampler, "_typed_sampler", None)
     if typed is None:
-        if sampler.replace or sampler.weight_attr is not None:
-            raise PyGOptionError("replace=True and weight_attr are not supported for HeteroData; sparsetrain samples typed graphs "
-                                 "uniformly without replacement")
+        if sampler.weight_attr is not None:
+            raise PyGOptionError("weight_attr is not supported for HeteroData yet; sparsetrain samples typed HeteroData uniformly")
         data = sampler.data
-        typed = hetero_sampler_for(data, sampler.num_neighbors.get_values(data.edge_types), seed=sampler.seed)
+        typed = hetero_sampler_for(data, sampler.num_neighbors.get_values(data.edge_types), seed=sampler.seed, replace=sampler.replace)
         sampler._typed_sampler = typed
     return typed
 
@@ -50,14 +50,14 @@ def sample_hetero_from_nodes(sampler, inputs, key: int | None = None):
     """Sample around ``inputs.node`` (unique ids of ``inputs.input_type``) and return a ``torch_geometric.sampler.HeteroSamplerOutput``.
 
     ``sampler``: a :class:`sparsetrain.pyg.NeighborSampler` over a ``HeteroData`` (its batch key from ``next_key()``)
-    or a :class:`~sparsetrain.sampling.HeteroNeighborSampler` (``key``, default its own counter).
+    or a typed :class:`~sparsetrain.sampling.NeighborSampler` (``key``, default its own counter).
     ``inputs``: PyG's ``NodeSamplerInput``.
     """
     from torch_geometric.sampler import HeteroSamplerOutput
 
     if getattr(inputs, "time", None) is not None:
         raise PyGOptionError("the seeds carry times (input_time): temporal sampling is not supported; leave input_time=None")
-    if isinstance(sampler, HeteroNeighborSampler):
+    if isinstance(sampler, NeighborSampler):
         typed = sampler
     else:
         typed, key = _typed(sampler), sampler.next_key()

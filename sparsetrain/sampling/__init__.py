@@ -1,12 +1,13 @@
-"""Graph topology (homogeneous and typed), seed batches, fused multi-hop neighbor (also typed) and cluster sampling, edge seeds with negatives, typed sampler input / minibatch output, batch ordering."""
+"""Graph topology (one CSCGraph, homogeneous or typed), seed batches, fused multi-hop neighbor sampling (one
+NeighborSampler for both) and cluster sampling, edge seeds with negatives, sampler input / minibatch output, batch
+ordering."""
+
+import warnings
 
 from sparsetrain.sampling.clusters import BatchClusters, ClusteredMiniBatch, ClusterSampler
 from sparsetrain.sampling.edge_seeds import LinkMiniBatch, LinkNeighborSampler
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.graph import CSCGraph, EdgeType
-from sparsetrain.sampling.hetero import HeteroNeighborSampler
-from sparsetrain.sampling.hetero_graph import HeteroGraph
-from sparsetrain.sampling.hetero_minibatch import HeteroBlock, HeteroMiniBatch
 from sparsetrain.sampling.input import EdgeSamplerInput, EdgeSeeds, SamplerInput
 from sparsetrain.sampling.minibatch import Block, MiniBatch
 from sparsetrain.sampling.negatives import NegativeSampler
@@ -19,10 +20,6 @@ __all__ = [
     "Block",
     "CSCGraph",
     "EdgeType",
-    "HeteroBlock",
-    "HeteroGraph",
-    "HeteroMiniBatch",
-    "HeteroNeighborSampler",
     "ClusterSampler",
     "ClusteredMiniBatch",
     "EdgeSamplerInput",
@@ -41,3 +38,15 @@ __all__ = [
     "match_reorder",
     "reuse_stats",
 ]
+
+
+def __getattr__(name: str):
+    """The typed twins' old names (``HeteroGraph``, ``HeteroNeighborSampler``, ...) resolve for one release, warning."""
+    import importlib
+
+    _deprecated = importlib.import_module("sparsetrain.sampling._deprecated")
+    if name not in _deprecated.NEW_NAME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"{__name__}.{name} is deprecated: use {__name__}.{_deprecated.NEW_NAME[name]} "
+                  "(the old name goes away in the next release)", DeprecationWarning, stacklevel=2)
+    return getattr(_deprecated, name)

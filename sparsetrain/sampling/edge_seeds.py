@@ -81,6 +81,8 @@ class LinkNeighborSampler:
                  negatives: NegativeSampler | None = None, exclude: str = "none") -> None:
         if not isinstance(sampler, NeighborSampler):
             raise SamplingError(f"sampler is a {type(sampler).__name__}; pass a sparsetrain.sampling.NeighborSampler")
+        if sampler.graph.is_typed:
+            raise SamplingError("sampling from edge seeds on a typed graph is not supported yet; pass a NeighborSampler over a homogeneous graph")
         if neg_sampling is not None and neg_sampling not in NEG_MODES:
             raise SamplingError(f"neg_sampling={neg_sampling!r}; choose None, 'binary' or 'triplet'")
         if exclude not in EXCLUDE_MODES:

@@ -1,4 +1,4 @@
-"""`Block` and `MiniBatch`: what a sampler returns, with PyG and DGL views.
+"""`Block` and `MiniBatch`: what a sampler returns, with PyG and DGL views; fields are per type when the graph is typed.
 
 Semantics are DGL's message-flow graphs. A block is one hop: a bipartite graph
 from ``num_src`` source nodes to ``num_dst`` destination nodes, where the
@@ -6,6 +6,12 @@ destination nodes are the first ``num_dst`` source nodes. ``edge_index`` holds
 local ids (row 0 source, row 1 destination). Local id ``i`` of every block is
 global node ``input_nodes[i]``; the seeds are the first nodes, so the output
 of the last block lines up with ``seeds``.
+
+On a typed graph (GraphBolt's convention) the same fields are dicts: ``num_src`` /
+``num_dst`` / ``input_nodes`` per node type, ``edge_index`` / ``edge_ids`` per edge
+type ``(src_type, relation, dst_type)``, local ids counted within a node type (local
+id ``i`` of type ``t`` is global node ``input_nodes[t][i]``; ``edge_index[et]`` holds
+local src-type and dst-type ids), and the seeds are the first nodes of ``seed_type``.
 """
 
 from __future__ import annotations
@@ -15,6 +21,16 @@ from dataclasses import dataclass, replace
 import torch
 
 from sparsetrain.sampling.errors import SamplingBackendError
+from sparsetrain.sampling.graph import EdgeType
+
+
+def _move(value, device, non_blocking: bool):
+    """A tensor, or a dict of them, on ``device`` (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return {k: v.to(device, non_blocking=non_blocking) for k, v in value.items()}
+    return value.to(device, non_blocking=non_blocking)
 
 
 @dataclass
@@ -23,24 +39,32 @@ class Block:
 
     ``edge_ids``: int64 [E], the graph's id of each edge (aligned with the columns of ``edge_index``): the
     graph's ``edge_perm`` there, or the edge's CSC position; ``None`` when the block was built without them.
+    Typed: ``edge_index`` / ``edge_ids`` are dicts per edge type, ``num_src`` / ``num_dst`` dicts per node type.
     """
 
-    edge_index: torch.Tensor
-    num_src: int
-    num_dst: int
-    edge_ids: torch.Tensor | None = None
+    edge_index: torch.Tensor | dict[EdgeType, torch.Tensor]
+    num_src: int | dict[str, int]
+    num_dst: int | dict[str, int]
+    edge_ids: torch.Tensor | dict[EdgeType, torch.Tensor] | None = None
+
+    @property
+    def is_typed(self) -> bool:
+        return isinstance(self.edge_index, dict)
 
     @property
     def num_edges(self) -> int:
+        if isinstance(self.edge_index, dict):
+            return sum(e.shape[1] for e in self.edge_index.values())
         return self.edge_index.shape[1]
 
-    def to_pyg(self) -> tuple[torch.Tensor, tuple[int, int]]:
-        """``(edge_index, (num_src, num_dst))`` for ``conv((x_src, x_src[:num_dst]), edge_index)``."""
+    def to_pyg(self) -> tuple:
+        """``(edge_index, (num_src, num_dst))`` for ``conv((x_src, x_src[:num_dst]), edge_index)``; per type when
+        typed (what a ``HeteroConv`` takes: ``conv(x_dict, edge_index_dict)``, each output cut to its ``num_dst``)."""
         return self.edge_index, (self.num_src, self.num_dst)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
-        edge_ids = None if self.edge_ids is None else self.edge_ids.to(device, non_blocking=non_blocking)
-        return replace(self, edge_index=self.edge_index.to(device, non_blocking=non_blocking), edge_ids=edge_ids)
+        return replace(self, edge_index=_move(self.edge_index, device, non_blocking),
+                       edge_ids=_move(self.edge_ids, device, non_blocking))
 
     def __repr__(self) -> str:
         return f"Block(num_src={self.num_src}, num_dst={self.num_dst}, num_edges={self.num_edges})"
@@ -55,21 +79,33 @@ class MiniBatch:
     ``blocks``: outermost hop first (``blocks[0].num_src == len(input_nodes)``,
     ``blocks[-1].num_dst == len(seeds)``). ``x`` / ``y`` / ``edge_attr`` are left for a loader to
     attach (features of ``input_nodes``, labels of ``seeds``, per block the features of its ``edge_ids``).
+
+    Typed (:attr:`is_typed`): ``seeds`` are ids of ``seed_type`` nodes; ``input_nodes`` and ``x`` are dicts per node
+    type, ``edge_attr`` a dict per edge type for each block; ``nodes_per_hop[t][h]``: type-``t`` nodes first reached
+    at hop ``h`` (hop 0: the seeds); ``edges_per_hop[et][h]``: edges sampled at hop ``h + 1``.
     """
 
     seeds: torch.Tensor
-    input_nodes: torch.Tensor
+    input_nodes: torch.Tensor | dict[str, torch.Tensor]
     blocks: list[Block]
-    x: torch.Tensor | None = None
+    x: torch.Tensor | dict[str, torch.Tensor] | None = None
     y: torch.Tensor | None = None
-    edge_attr: list[torch.Tensor] | None = None
+    edge_attr: list[torch.Tensor] | list[dict[EdgeType, torch.Tensor]] | None = None
+    seed_type: str | None = None
+    nodes_per_hop: dict[str, list[int]] | None = None
+    edges_per_hop: dict[EdgeType, list[int]] | None = None
+
+    @property
+    def is_typed(self) -> bool:
+        """True for a batch of a typed graph (``input_nodes``, ``x`` and the blocks' fields are dicts by type)."""
+        return isinstance(self.input_nodes, dict)
 
     @property
     def num_sampled_edges(self) -> int:
         return sum(block.num_edges for block in self.blocks)
 
-    def to_pyg(self) -> list[tuple[torch.Tensor, tuple[int, int]]]:
-        """Per hop, outermost first, ``(edge_index, (num_src, num_dst))``.
+    def to_pyg(self) -> list[tuple]:
+        """Per hop, outermost first, ``(edge_index, (num_src, num_dst))`` (dicts by type when typed).
 
         A PyG model runs block by block::
 
@@ -80,36 +116,53 @@ class MiniBatch:
         return [block.to_pyg() for block in self.blocks]
 
     def to_dgl(self) -> list:
-        """Per hop, outermost first, a DGL block (``dgl.create_block``) with ``dgl.NID`` on src and dst nodes."""
+        """Per hop, outermost first, a DGL block (``dgl.create_block``; from a dict per edge type when typed) with
+        ``dgl.NID`` on its src and dst nodes."""
         try:
             import dgl
         except ImportError as exc:
             raise SamplingBackendError(
-                f"MiniBatch.to_dgl() needs the dgl package ({exc}); install dgl (e.g. the torch 2.2.1 + dgl 2.1.0 environment .ci/run builds in .ci/venv-dgl) or use .to_pyg()"
+                f"MiniBatch.to_dgl() needs the dgl package ({exc}); install dgl (e.g. the torch 2.2.1 + dgl 2.1.0 "
+                "environment .ci/run builds in .ci/venv-dgl) or use .to_pyg()"
             ) from None
+        if self.is_typed:
+            return [self._typed_dgl_block(dgl, block) for block in self.blocks]
         device = self.input_nodes.device
         blocks = []
         for block in self.blocks:
             src, dst = block.edge_index
-            b = dgl.create_block((src, dst), num_src_nodes=block.num_src, num_dst_nodes=block.num_dst, idtype=torch.int64, device=device)
+            b = dgl.create_block((src, dst), num_src_nodes=block.num_src, num_dst_nodes=block.num_dst,
+                                 idtype=torch.int64, device=device)
             b.srcdata[dgl.NID] = self.input_nodes[: block.num_src]
             b.dstdata[dgl.NID] = self.input_nodes[: block.num_dst]
             blocks.append(b)
         return blocks
 
+    def _typed_dgl_block(self, dgl, block: Block):
+        b = dgl.create_block({et: (ei[0], ei[1]) for et, ei in block.edge_index.items()}, num_src_nodes=block.num_src,
+                             num_dst_nodes=block.num_dst, idtype=torch.int64, device=self.seeds.device)
+        for t in b.srctypes:
+            b.srcnodes[t].data[dgl.NID] = self.input_nodes[t][: block.num_src[t]]
+        for t in b.dsttypes:
+            b.dstnodes[t].data[dgl.NID] = self.input_nodes[t][: block.num_dst[t]]
+        return b
+
     def to(self, device: torch.device | str, non_blocking: bool = False) -> MiniBatch:
         """A copy with every tensor on ``device``."""
-        move = lambda t: None if t is None else t.to(device, non_blocking=non_blocking)  # noqa: E731
         return replace(
             self,
-            seeds=move(self.seeds),
-            input_nodes=move(self.input_nodes),
+            seeds=_move(self.seeds, device, non_blocking),
+            input_nodes=_move(self.input_nodes, device, non_blocking),
             blocks=[b.to(device, non_blocking) for b in self.blocks],
-            x=move(self.x),
-            y=move(self.y),
-            edge_attr=None if self.edge_attr is None else [move(e) for e in self.edge_attr],
+            x=_move(self.x, device, non_blocking),
+            y=_move(self.y, device, non_blocking),
+            edge_attr=None if self.edge_attr is None else [_move(e, device, non_blocking) for e in self.edge_attr],
         )
 
     def __repr__(self) -> str:
+        if self.is_typed:
+            nodes = {t: v.numel() for t, v in self.input_nodes.items()}
+            return (f"MiniBatch(seed_type={self.seed_type!r}, seeds={self.seeds.numel()}, input_nodes={nodes}, "
+                    f"blocks={len(self.blocks)})")
         hops = ", ".join(repr(b) for b in self.blocks)
         return f"MiniBatch(seeds={self.seeds.numel()}, input_nodes={self.input_nodes.numel()}, blocks=[{hops}])"

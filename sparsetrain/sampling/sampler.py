@@ -1,4 +1,4 @@
-"""`NeighborSampler`: fused multi-hop neighbor sampling into a `MiniBatch`."""
+"""`NeighborSampler`: fused multi-hop neighbor sampling into a `MiniBatch`, over a homogeneous or a typed graph."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import contextlib
 import itertools
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numba
 import numpy as np
@@ -14,67 +14,74 @@ import torch
 
 from sparsetrain.sampling import neighbor
 from sparsetrain.sampling.errors import SamplingError
-from sparsetrain.sampling.graph import DAMAGED, CSCGraph
+from sparsetrain.sampling.graph import DAMAGED, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput
+from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout, normalize_fanouts
 from sparsetrain.sampling.minibatch import Block, MiniBatch
-from sparsetrain.sampling.rng import hop_key
 
 _SEED_MASK = (1 << 63) - 1
-PARALLEL_MIN_WORK = 1 << 16  # edges (or 8 x dst nodes) below which a hop runs on one thread
+PARALLEL_MIN_WORK = 1 << 16  # edges (or 8 x work items) below which a hop runs on one thread
 HOP_NODES = ("all", "new")
 
 
 class NeighborSampler:
-    """Sample a message-flow graph around a batch of seed nodes.
+    """Sample a message-flow graph around a batch of seed nodes, on a homogeneous or a typed :class:`CSCGraph`.
 
     ``fanouts[h]`` is how many in-neighbors every node gets at hop ``h`` from the
     seeds (``fanouts[0]`` for the seeds themselves, as in PyG's ``num_neighbors``;
-    -1 = all), so ``blocks[-1]`` (the innermost) uses ``fanouts[0]``. ``hop_nodes``
+    -1 = all), so ``blocks[-1]`` (the innermost) uses ``fanouts[0]``. On a typed
+    graph a list applies to every edge type, or ``fanouts`` is a dict
+    ``{edge_type: [per hop]}`` (edge types it leaves out are not sampled). ``hop_nodes``
     says which nodes a hop samples for: ``"all"`` (default) every node found so far
     (DGL's message-flow graphs), ``"new"`` only the nodes first reached at the hop
     before (PyG's ``NeighborLoader``); either way a block's dst nodes are its first
     ``num_dst`` src nodes, with ``"new"`` only the newest of them have in-edges.
     Every block carries ``edge_ids``: the graph's ``edge_perm`` of each sampled edge,
-    or its CSC position when the graph has none.
+    or its CSC position (within its edge type) when the graph has none.
     Without replacement by default; ``weighted=True`` draws proportionally to
-    ``graph.weights``. Runs on the GPU when the graph is on CUDA (or pinned and
-    the seeds are on CUDA), else on the CPU. The same ``seed`` gives the same
+    ``graph.weights``. ``seed_type``: the node type of the seeds on a typed graph
+    (unless a :class:`SamplerInput` names one in ``node_type``). Runs on the GPU when
+    the graph is on CUDA (or pinned and the seeds are on CUDA), else on the CPU;
+    both targets draw the same batches. The same ``seed`` gives the same
     batches, whatever the thread count: a :class:`SamplerInput` with ``key=k`` draws
     batch ``k`` (a loader passes its own keys, so a resumed run redraws the same
     batches); without a key, the ``b``-th call of :meth:`sample` uses key ``b``.
+    Hop ``h`` of batch ``k`` draws from ``hop_key(seed, k, c)`` with counter ``c = h`` on
+    a homogeneous graph and ``c = h * 2**20 + (index of the edge type)`` on a typed one.
     """
 
-    def __init__(self, graph: CSCGraph, fanouts: Sequence[int], *, replace: bool = False, weighted: bool = False, seed: int | None = None,
-                 hop_nodes: str = "all") -> None:
+    def __init__(self, graph: CSCGraph, fanouts: Sequence[int] | Mapping[EdgeType, Sequence[int]], *,
+                 replace: bool = False, weighted: bool = False, seed: int | None = None, hop_nodes: str = "all",
+                 seed_type: str | None = None) -> None:
         if not isinstance(graph, CSCGraph):
-            raise SamplingError(f"graph is a {type(graph).__name__}; pass a sparsetrain.sampling.CSCGraph (e.g. sparsetrain.datasets.load(path).graph)")
-        fanouts = list(fanouts)
-        if not fanouts or any(not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < -1 for f in fanouts):
-            raise SamplingError(f"fanouts={fanouts!r}; give a non-empty list of ints >= 0, or -1 for all neighbors")
+            raise SamplingError(f"graph is a {type(graph).__name__}; pass a sparsetrain.sampling.CSCGraph "
+                                "(e.g. sparsetrain.datasets.load(path).graph)")
         if hop_nodes not in HOP_NODES:
-            raise SamplingError(f"hop_nodes={hop_nodes!r}; give 'all' (every node found so far, DGL) or 'new' (nodes first reached at the hop before, PyG)")
+            raise SamplingError(f"hop_nodes={hop_nodes!r}; give 'all' (every node found so far, DGL) or 'new' "
+                                "(nodes first reached at the hop before, PyG)")
+        if len(graph.edge_types) >= MAX_EDGE_TYPES:
+            raise SamplingError(f"the graph has {len(graph.edge_types)} edge types; at most {MAX_EDGE_TYPES - 1} are "
+                                "supported")
+        if seed_type is not None and seed_type not in graph.node_types:
+            raise SamplingError(f"seed_type={seed_type!r} is not a node type of the graph ({graph.node_types})")
+        self.fanouts = normalize_fanouts(graph, fanouts)
         if weighted:
-            if graph.weights is None:
-                raise SamplingError("weighted=True but the graph has no edge weights; build the dataset with edge weights or pass weighted=False")
-            graph.check_files()
-            w = graph.weights
-            if w.dtype not in (torch.float32, torch.float64):
-                raise SamplingError(f"graph.weights has dtype {w.dtype}; edge weights must be float32 or float64")
-            if bool((w < 0).any()) or not bool(torch.isfinite(w).all()):
-                raise SamplingError("graph.weights has negative or non-finite entries; sampling weights must be finite and >= 0")
+            _check_weights(graph)
         self.graph = graph
-        self.fanouts = [int(f) for f in fanouts]
         self.replace = bool(replace)
         self.weighted = bool(weighted)
         self.hop_nodes = hop_nodes
+        self.seed_type = seed_type
         self.seed = int(torch.randint(0, 2**62, ()).item()) if seed is None else int(seed) & _SEED_MASK
+        self._layout = KernelLayout(graph, self.fanouts)
         self._counter = itertools.count()
         self._lock = threading.Lock()
         self._workspaces: list[neighbor.Workspace] = []  # one per concurrent CPU call
         self._cuda = None
 
     def __getstate__(self) -> dict:
-        """Pickled (e.g. into a loader's worker process) without its lock, scratch and device views; the copy counts keys from 0."""
+        """Pickled (e.g. into a loader's worker process) without its lock, scratch and device views; the copy counts
+        keys from 0."""
         state = dict(self.__dict__)
         for name in ("_counter", "_lock", "_workspaces", "_cuda"):
             state.pop(name)
@@ -89,7 +96,7 @@ class NeighborSampler:
 
     @property
     def num_hops(self) -> int:
-        return len(self.fanouts)
+        return self._layout.fanouts.shape[0]
 
     def sample(self, inp: SamplerInput | torch.Tensor, *, batch: int | None = None) -> MiniBatch:
         """Sample the blocks of ``inp.seeds`` (unique node ids) with batch key ``inp.key``; see the class docstring.
@@ -99,29 +106,47 @@ class NeighborSampler:
         """
         if batch is not None:
             if isinstance(inp, SamplerInput):
-                raise SamplingError("sample() got both a SamplerInput and batch=; put the key in SamplerInput(seeds, key=...) only")
+                raise SamplingError("sample() got both a SamplerInput and batch=; put the key in "
+                                    "SamplerInput(seeds, key=...) only")
             warnings.warn("NeighborSampler.sample(seeds, batch=k) is deprecated; pass SamplerInput(seeds, key=k) "
                           "(from sparsetrain.sampling import SamplerInput)", DeprecationWarning, stacklevel=2)
             inp = SamplerInput(inp, key=batch)
         elif not isinstance(inp, SamplerInput):
             inp = SamplerInput(inp)
         seeds, key = inp.seeds, inp.key
+        seed_type = self._seed_type(inp.node_type)
         if seeds.dim() != 1 or seeds.dtype.is_floating_point or seeds.dtype == torch.bool:
-            raise SamplingError(f"seeds must be a 1-D integer tensor of node ids; got shape {list(seeds.shape)} dtype {seeds.dtype}")
-        if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= self.graph.num_nodes):
-            raise SamplingError(f"seeds has ids outside [0, {self.graph.num_nodes}); seeds must be node ids of this graph")
+            raise SamplingError(f"seeds must be a 1-D integer tensor of node ids; got shape {list(seeds.shape)} "
+                                f"dtype {seeds.dtype}")
+        n = int(self._layout.type_size[seed_type])
+        if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= n):
+            of = f"{self._layout.node_types[seed_type]!r} " if self.graph.is_typed else ""
+            raise SamplingError(f"seeds has ids outside [0, {n}); seeds must be {of}node ids of this graph")
         if key is None:
             with self._lock:
                 key = next(self._counter)
-        keys = [hop_key(self.seed, key, hop) for hop in range(self.num_hops)]
-        if self._on_gpu(seeds):
-            return self._sample_cuda(seeds, keys)
-        return self._sample_cpu(seeds.to("cpu", torch.int64), keys)
+        if self.graph.device.type == "cuda" or (seeds.device.type == "cuda" and self.graph.is_pinned()):
+            return self._sample_cuda(seeds, seed_type, key)
+        return self._sample_cpu(seeds.to("cpu", torch.int64), seed_type, key)
 
-    def _on_gpu(self, seeds: torch.Tensor) -> bool:
-        return self.graph.device.type == "cuda" or (seeds.device.type == "cuda" and self.graph.is_pinned())
+    def _seed_type(self, node_type: str | None) -> int:
+        """Index of the seeds' node type: a homogeneous graph's one type, else ``node_type`` or ``seed_type``."""
+        layout = self._layout
+        if not self.graph.is_typed:
+            if node_type not in (None, layout.node_types[0]):
+                raise SamplingError(f"the seeds are {node_type!r} nodes but the graph is homogeneous (its one node type is "
+                                    f"{layout.node_types[0]!r}); drop node_type")
+            return 0
+        name = node_type or self.seed_type
+        if name is None:
+            raise SamplingError("the seeds' node type is unknown; pass seed_type= to the sampler or "
+                                "SamplerInput(seeds, node_type=...)")
+        if name not in layout.type_index:
+            raise SamplingError(f"node type {name!r} of the seeds is not a node type of the graph "
+                                f"({layout.node_types})")
+        return layout.type_index[name]
 
-    def _sample_cuda(self, seeds: torch.Tensor, keys: list[int]) -> MiniBatch:
+    def _sample_cuda(self, seeds: torch.Tensor, seed_type: int, key: int) -> MiniBatch:
         from sparsetrain.sampling import neighbor_cuda
 
         if self._cuda is None:
@@ -130,72 +155,163 @@ class NeighborSampler:
         seeds = seeds.to(device, torch.int64)
         if torch.unique(seeds).numel() != seeds.numel():
             raise SamplingError("seeds has repeated node ids; pass unique seeds (e.g. torch.unique(seeds))")
-        layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self.fanouts, self.replace, self.weighted, keys, self.hop_nodes == "new")
-        return _assemble(seeds, layers, nodes)
+        keys = [self._layout.hop_keys(self.seed, key, hop) for hop in range(self.num_hops)]
+        layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
+                                                    self.hop_nodes == "new", seed_type)
+        return self._assemble(seeds, seed_type, nodes, layers)
 
-    def _sample_cpu(self, seeds: torch.Tensor, keys: list[int]) -> MiniBatch:
+    def _sample_cpu(self, seeds: torch.Tensor, seed_type: int, key: int) -> MiniBatch:
         self.graph.check_files()
+        layout = self._layout
         indptr, indices, weights = self.graph.numpy()
         if weights is None or not self.weighted:
             weights = np.empty(0, np.float32)
         edge_perm = np.empty(0, np.int64) if self.graph.edge_perm is None else self.graph.edge_perm.numpy()
-        new_only = self.hop_nodes == "new"
+        T = len(layout.node_types)
+        counts = np.zeros(T, np.int64)
+        first = np.zeros(T, np.int64)  # per node type, the first node the next hop samples for
+        layers = []
         ws = self._acquire_workspace()
         try:
-            num_nodes = seeds.numel()
-            ws.for_edges(0, num_nodes)
-            ws.nodes[:num_nodes] = seeds.numpy()
-            repeated = neighbor.insert_seeds(ws.nodes[:num_nodes], ws.table)
+            seeds_np = seeds.numpy()
+            base = layout.type_offset[seed_type]
+            repeated = neighbor.insert_seeds(seeds_np, base, ws.table)
             if repeated >= 0:
-                raise SamplingError(f"seed {int(ws.nodes[repeated])} appears more than once in seeds; pass unique seeds (e.g. torch.unique(seeds))")
-            layers = []
-            first = 0  # the hop samples for nodes[first:num_dst]
+                raise SamplingError(f"seed {int(seeds_np[repeated])} appears more than once in seeds; pass unique "
+                                    "seeds (e.g. torch.unique(seeds))")
+            ws.grow_nodes(seed_type, len(seeds_np), 0)[: len(seeds_np)] = seeds_np
+            counts[seed_type] = len(seeds_np)
             try:
-                for fanout, key in zip(self.fanouts, keys):
-                    num_dst = num_nodes
-                    count = num_dst - first
-                    ws.for_dst(count)
-                    with _threads_for(count * 8):
-                        num_edges = neighbor.count_hop(indptr, weights, ws.nodes[first:], count, fanout, self.replace, self.weighted,
-                                                       len(indices), ws.lo, ws.deg, ws.offsets)
-                    if num_edges < 0:
-                        raise self._bad_range(int(ws.nodes[first - 1 - num_edges]))
-                    ws.for_edges(num_dst, num_edges)
-                    edge_index = np.empty((2, num_edges), np.int64)
-                    edge_ids = np.empty(num_edges, np.int64)
-                    with _threads_for(num_edges):
-                        found = neighbor.sample_hop(
-                            indices, weights, edge_perm, ws.nodes, first, num_dst, fanout, self.replace, self.weighted, np.uint64(key),
-                            ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, edge_index, edge_ids,
-                        )
-                    if found < 0:
-                        raise self._bad_neighbor(ws, first, count, -1 - found)
-                    num_nodes = found
-                    layers.append((torch.from_numpy(edge_index), num_nodes, num_dst, torch.from_numpy(edge_ids)))
-                    if new_only:
-                        first = num_dst
+                for hop in range(self.num_hops):
+                    before = counts.copy()
+                    edge_index, edge_ids, segments = self._hop(hop, key, ws, first, counts, indptr, indices, weights,
+                                                               edge_perm)
+                    layers.append((torch.from_numpy(edge_index), torch.from_numpy(edge_ids), segments, before,
+                                   counts.copy()))
+                    if self.hop_nodes == "new":
+                        first = before
             finally:
-                with _threads_for(num_nodes):
-                    neighbor.reset_table(ws.table, ws.nodes[:num_nodes])
-            input_nodes = torch.from_numpy(ws.nodes[:num_nodes].copy())
+                for t in range(T):
+                    with _threads_for(int(counts[t])):
+                        neighbor.reset_table(ws.table, ws.nodes[t][: counts[t]], layout.type_offset[t])
+            nodes = [torch.from_numpy(ws.nodes[t][: counts[t]].copy()) for t in range(T)]
         finally:
             self._release_workspace(ws)
-        return _assemble(seeds, layers, input_nodes)
+        return self._assemble(seeds, seed_type, nodes, layers)
 
-    def _bad_range(self, node: int) -> SamplingError:
-        indptr = self.graph.indptr
-        return SamplingError(
-            f"{self.graph.source('indptr')}: node {node}'s in-edges are entries {int(indptr[node])} to {int(indptr[node + 1])} of "
-            f"indices, which has {self.graph.num_edges}; {DAMAGED}"
+    def _hop(self, hop, key, ws, first, counts, indptr, indices, weights, edge_perm):
+        """Sample hop ``hop`` for every edge type (counts grow by the new nodes); ``(edge_index, edge_ids, segments)``.
+
+        ``segments``: ``(edge type index, first edge, end edge)`` of each edge type sampled at this hop.
+        """
+        layout = self._layout
+        fan = layout.fanouts[hop]
+        seg_et, seg_start, seg_dst, parts = [], [0], [], []
+        for k in range(len(layout.edge_types)):
+            d = layout.et_dst[k]
+            if fan[k] != 0 and counts[d] > first[d]:
+                seg_et.append(k)
+                seg_start.append(seg_start[-1] + int(counts[d] - first[d]))
+                seg_dst.append(first[d])
+                cols = ws.nodes[d][first[d] : counts[d]]
+                parts.append(cols + layout.col_offset[k] if layout.col_offset[k] else cols)
+        cols = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts else np.zeros(0, np.int64))
+        seg_et, seg_start, seg_dst = (np.array(a, np.int64) for a in (seg_et, seg_start, seg_dst))
+        work = len(cols)
+        ws.for_items(work)
+        with _threads_for(work * 8):
+            num_edges = neighbor.count_hop(indptr, weights, cols, seg_start, fan[seg_et], self.replace, self.weighted,
+                                           len(indices), ws.lo, ws.deg, ws.offsets)
+        if num_edges < 0:
+            raise self._bad_range(cols, seg_start, seg_et, -1 - num_edges)
+        ws.nbr = ws.fit(ws.nbr, num_edges)
+        single = len(layout.node_types) == 1
+        if single:  # new nodes go straight to the one node array
+            new_nodes = ws.grow_nodes(0, int(counts[0]) + num_edges, int(counts[0]))[counts[0] :]
+        else:
+            ws.new = new_nodes = ws.fit(ws.new, num_edges)
+        edge_index = np.empty((2, num_edges), np.int64)
+        edge_ids = np.empty(num_edges, np.int64)
+        with _threads_for(num_edges):
+            found = neighbor.sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fan,
+                                        layout.hop_keys(self.seed, key, hop), self.replace, self.weighted,
+                                        layout.col_offset, layout.edge_offset, layout.et_src, layout.type_offset,
+                                        layout.type_size, ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, counts,
+                                        new_nodes, edge_index, edge_ids)
+        if found < 0:
+            raise self._bad_neighbor(cols, seg_start, seg_et, ws, -1 - found)
+        if not single and found:
+            new = new_nodes[:found]
+            new_type = np.searchsorted(layout.type_offset, new, side="right") - 1
+            for t in np.flatnonzero(np.bincount(new_type, minlength=len(layout.node_types))):
+                mine = new[new_type == t] - layout.type_offset[t]
+                start = int(counts[t]) - len(mine)
+                ws.grow_nodes(t, int(counts[t]), start)[start : counts[t]] = mine
+        ends = ws.offsets[seg_start]
+        segments = [(int(k), int(ends[s]), int(ends[s + 1])) for s, k in enumerate(seg_et)]
+        return edge_index, edge_ids, segments
+
+    def _assemble(self, seeds: torch.Tensor, seed_type: int, nodes: list[torch.Tensor], layers: list) -> MiniBatch:
+        """The batch from the hop loop's nodes per type and per-hop ``(edge_index, edge_ids, segments, before, after)``
+        (innermost first; ``segments``: ``(edge type, first edge, end edge)``), on either target."""
+        if not self.graph.is_typed:
+            blocks = [Block(ei, int(after[0]), int(before[0]), ids) for ei, ids, _, before, after in reversed(layers)]
+            return MiniBatch(seeds=seeds, input_nodes=nodes[0], blocks=blocks)
+        layout = self._layout
+        types, edge_types = layout.node_types, layout.edge_types
+        blocks, edges_per_hop = [], {et: [] for et in edge_types}
+        for hop, (ei, ids, segments, before, after) in enumerate(layers):
+            span = {k: (a, b) for k, a, b in segments}
+            edge_index, edge_ids = {}, {}
+            for k, et in enumerate(edge_types):
+                if layout.fanouts[hop, k] != 0:  # an edge type sampled at this hop, even if no node had such edges
+                    a, b = span.get(k, (0, 0))
+                    edge_index[et], edge_ids[et] = _cut(ei, a, b), _cut(ids, a, b)
+                edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
+            blocks.append(Block(edge_index=edge_index, edge_ids=edge_ids,
+                                num_src={t: int(after[i]) for i, t in enumerate(types)},
+                                num_dst={t: int(before[i]) for i, t in enumerate(types)}))
+        counts = np.stack([layers[0][3]] + [after for *_, after in layers])
+        new_per_hop = np.diff(counts, axis=0, prepend=0)
+        return MiniBatch(
+            seeds=seeds,
+            input_nodes={t: nodes[i] for i, t in enumerate(types)},
+            blocks=blocks[::-1],
+            seed_type=types[seed_type],
+            nodes_per_hop={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
+            edges_per_hop=edges_per_hop,
         )
 
-    def _bad_neighbor(self, ws: neighbor.Workspace, first: int, count: int, edge: int) -> SamplingError:
-        """The error for sampled edge ``edge`` whose source ``ws.nbr[edge]`` is not a node id, naming its entry in ``indices``."""
-        node = int(np.searchsorted(ws.offsets[: count + 1], edge, side="right")) - 1
-        start, value = int(ws.lo[node]), ws.nbr[edge]
-        entry = start + int(np.flatnonzero(self.graph.indices.numpy()[start : start + ws.deg[node]] == value)[0])
+    def _item(self, cols, seg_start, seg_et, i: int) -> tuple[int, int]:
+        """Work item ``i``'s edge type index and dst node id."""
+        s = int(np.searchsorted(seg_start, i, side="right")) - 1
+        k = int(seg_et[s])
+        return k, int(cols[i]) - int(self._layout.col_offset[k])
+
+    def _bad_range(self, cols, seg_start, seg_et, i: int) -> SamplingError:
+        k, node = self._item(cols, seg_start, seg_et, i)
+        if self.graph.is_typed:
+            return SamplingError(f"edge type {self._layout.edge_types[k]}: the in-edges of node {node} lie outside its "
+                                 f"edge list; {DAMAGED}")
+        indptr = self.graph.indptr
         return SamplingError(
-            f"{self.graph.source('indices')}: entry {entry} is {value} (an in-neighbor of node {int(ws.nodes[first + node])}), which must be "
+            f"{self.graph.source('indptr')}: node {node}'s in-edges are entries {int(indptr[node])} to "
+            f"{int(indptr[node + 1])} of indices, which has {self.graph.num_edges}; {DAMAGED}"
+        )
+
+    def _bad_neighbor(self, cols, seg_start, seg_et, ws: neighbor.Workspace, edge: int) -> SamplingError:
+        """The error for sampled edge ``edge`` whose source ``ws.nbr[edge]`` is not a node id, naming its entry in
+        ``indices``."""
+        i = int(np.searchsorted(ws.offsets[: len(cols) + 1], edge, side="right")) - 1
+        k, node = self._item(cols, seg_start, seg_et, i)
+        start, value = int(ws.lo[i]), ws.nbr[edge]
+        entry = start + int(np.flatnonzero(self.graph.indices.numpy()[start : start + ws.deg[i]] == value)[0])
+        if self.graph.is_typed:
+            et = self._layout.edge_types[k]
+            entry -= int(self._layout.edge_offset[k])
+            return SamplingError(f"edge type {et}: CSC entry {entry} is not a {et[0]!r} node id; {DAMAGED}")
+        return SamplingError(
+            f"{self.graph.source('indices')}: entry {entry} is {value} (an in-neighbor of node {node}), which must be "
             f"in [0, {self.graph.num_nodes}); {DAMAGED}"
         )
 
@@ -203,20 +319,41 @@ class NeighborSampler:
         with self._lock:
             if self._workspaces:
                 return self._workspaces.pop()
-        return neighbor.Workspace(self.graph.num_nodes)
+        return neighbor.Workspace(int(self._layout.type_offset[-1]), len(self._layout.node_types))
 
     def _release_workspace(self, ws: neighbor.Workspace) -> None:
         with self._lock:
             self._workspaces.append(ws)
 
     def __repr__(self) -> str:
-        return (f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, hop_nodes={self.hop_nodes!r}, "
-                f"seed={self.seed}, graph={self.graph!r})")
+        typed = f", seed_type={self.seed_type!r}" if self.graph.is_typed else ""
+        return (f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, "
+                f"hop_nodes={self.hop_nodes!r}{typed}, seed={self.seed}, graph={self.graph!r})")
+
+
+def _cut(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
+    """A contiguous copy of ``t[..., a:b]``; on the host by NumPy, whose copy beats torch's on a strided slice."""
+    if t.device.type == "cpu":
+        return torch.from_numpy(t.numpy()[..., a:b].copy())
+    return t[..., a:b].clone()
+
+
+def _check_weights(graph: CSCGraph) -> None:
+    if graph.weights is None:
+        raise SamplingError("weighted=True but the graph has no edge weights; build the dataset with edge weights or "
+                            "pass weighted=False")
+    graph.check_files()
+    w = graph.weights
+    if w.dtype not in (torch.float32, torch.float64):
+        raise SamplingError(f"graph.weights has dtype {w.dtype}; edge weights must be float32 or float64")
+    if bool((w < 0).any()) or not bool(torch.isfinite(w).all()):
+        raise SamplingError("graph.weights has negative or non-finite entries; sampling weights must be finite and "
+                            ">= 0")
 
 
 @contextlib.contextmanager
 def _threads_for(work: int):
-    """Run small kernels on the calling thread: waking the pool costs more than it saves (and much more on a loaded machine)."""
+    """Run small kernels on the calling thread: waking the pool costs more than it saves (more on a loaded machine)."""
     if work >= PARALLEL_MIN_WORK:
         yield
         return
@@ -226,9 +363,3 @@ def _threads_for(work: int):
         yield
     finally:
         numba.set_num_threads(before)
-
-
-def _assemble(seeds: torch.Tensor, layers: list[tuple[torch.Tensor, int, int, torch.Tensor]], input_nodes: torch.Tensor) -> MiniBatch:
-    """Innermost-first hop results ``(edge_index, num_src, num_dst, edge_ids)`` to a MiniBatch (outermost block first)."""
-    blocks = [Block(edge_index, num_src, num_dst, edge_ids) for edge_index, num_src, num_dst, edge_ids in reversed(layers)]
-    return MiniBatch(seeds=seeds, input_nodes=input_nodes, blocks=blocks)

@@ -28,7 +28,8 @@ class FetchFeatures:
     """``x = features[input_nodes]``, ``y = labels[seeds]`` (``labels`` None: ``y`` left as sampled); :meth:`prefetch` starts a read early.
 
     With ``edge_features`` (a store or tensor of one row per graph edge, e.g. ``ds.edge_features``),
-    ``edge_attr[i]`` = the rows of block ``i``'s ``edge_ids``.
+    ``edge_attr[i]`` = the rows of block ``i``'s ``edge_ids`` (typed: ``edge_features`` a dict by edge type, e.g. a typed
+    ``ds.edge_features``, and ``edge_attr[i]`` a dict by the edge types that have them).
 
     A plain, contiguous CPU tensor is read with the prefetching Numba gather (``TensorFeatures``;
     ~15% off a products-scale step against ``x[ids]``); a tensor that requires grad keeps torch
@@ -76,10 +77,21 @@ class FetchFeatures:
         if self.labels is not None:  # without node labels, y stays what the sampler set (edge labels of a link batch)
             mb.y = self.labels[mb.seeds]
         if self.edge_features is not None:
-            mb.edge_attr = [gather_rows(self.edge_features, block.edge_ids) for block in mb.blocks]
-            for block, attr in zip(mb.blocks, mb.edge_attr):
-                check_finite(attr, block.edge_ids, self.edge_features, "edge features: ")
+            mb.edge_attr = [self._edge_rows(block.edge_ids) for block in mb.blocks]
         return mb
+
+    def _edge_rows(self, edge_ids):
+        """One block's edge feature rows; typed: a dict by the edge types that have edge features."""
+        if not isinstance(edge_ids, dict):
+            rows = gather_rows(self.edge_features, edge_ids)
+            check_finite(rows, edge_ids, self.edge_features, "edge features: ")
+            return rows
+        attr = {}
+        for et, ids in edge_ids.items():
+            if et in self.edge_features:
+                attr[et] = gather_rows(self.edge_features[et], ids)
+                check_finite(attr[et], ids, self.edge_features[et], f"edge type {et}: edge features: ")
+        return attr
 
 
 def check_finite(x: torch.Tensor, ids: torch.Tensor, store, what: str = "") -> None:
