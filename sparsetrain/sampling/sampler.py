@@ -134,8 +134,8 @@ class NeighborSampler:
         layout = self._layout
         if not self.graph.is_typed:
             if node_type not in (None, layout.node_types[0]):
-                raise SamplingError(f"the seeds are {node_type!r} nodes but the graph is homogeneous (its one node type is "
-                                    f"{layout.node_types[0]!r}); drop node_type")
+                raise SamplingError(f"the seeds are {node_type!r} nodes but the graph is homogeneous (its one node type "
+                                    f"is {layout.node_types[0]!r}); drop node_type")
             return 0
         name = node_type or self.seed_type
         if name is None:
@@ -206,17 +206,9 @@ class NeighborSampler:
         """
         layout = self._layout
         fan = layout.fanouts[hop]
-        seg_et, seg_start, seg_dst, parts = [], [0], [], []
-        for k in range(len(layout.edge_types)):
-            d = layout.et_dst[k]
-            if fan[k] != 0 and counts[d] > first[d]:
-                seg_et.append(k)
-                seg_start.append(seg_start[-1] + int(counts[d] - first[d]))
-                seg_dst.append(first[d])
-                cols = ws.nodes[d][first[d] : counts[d]]
-                parts.append(cols + layout.col_offset[k] if layout.col_offset[k] else cols)
-        cols = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts else np.zeros(0, np.int64))
-        seg_et, seg_start, seg_dst = (np.array(a, np.int64) for a in (seg_et, seg_start, seg_dst))
+        segments = layout.segments(hop, counts, first)
+        cols = layout.columns(ws.nodes, segments, np.concatenate, np.zeros(0, np.int64))
+        seg_et, seg_start, seg_dst = (np.array(a, np.int64) for a in segments)
         work = len(cols)
         ws.for_items(work)
         with _threads_for(work * 8):
