@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from sparsetrain._progress import progress
+from sparsetrain._sigbus import watch
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.clustering import CLUSTERS_FILE, cluster_order
 from sparsetrain.datasets.csc import MAX_NODES, RawCSC, assemble_columns, bucket_ranges, count_in_degrees, write_buckets, write_permuted
@@ -352,7 +353,9 @@ def _build_csc(writer: DatasetWriter, edges: EdgeSource, num_nodes: int | None, 
         weights.shrink(done.num_edges if edges.weighted else 0)
 
     def mapped(name):
-        return np.load(writer.scratch(name), mmap_mode="r")
+        array = np.load(writer.scratch(name), mmap_mode="r")
+        watch(array, writer.scratch(name), fix="run again")
+        return array
 
     return RawCSC(done.indptr, mapped(fmt.INDICES), mapped(fmt.EDGE_WEIGHT) if edges.weighted else None), done.symmetric
 

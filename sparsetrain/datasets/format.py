@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sparsetrain._sigbus import watch
 from sparsetrain.errors import DatasetError
 
 FORMAT_NAME = "sparsetrain-graph"
@@ -195,7 +196,8 @@ def _check_link_meta(meta: dict, path: Path) -> None:
 def open_array(folder: Path, name: str, meta: dict, *, mmap: bool = True, readonly: bool = False) -> np.ndarray:
     """Memory-map one array file (``mmap=False``: read it into memory) and check its dtype and shape against ``meta.json``.
 
-    Mapped copy-on-write: reads share the page cache, and a stray in-place write
+    A mapped array is registered with ``sparsetrain._sigbus``, so a read of it after the file was truncated ends the
+    process with one line naming the file. Mapped copy-on-write: reads share the page cache, and a stray in-place write
     in user code can never reach the file. ``readonly`` maps it read-only instead: a
     copy-on-write mapping is charged against the commit limit (RAM + swap), so one larger
     than that (papers100M's 28 GiB of features on a 24 GiB machine) fails with ENOMEM.
@@ -215,4 +217,6 @@ def open_array(folder: Path, name: str, meta: dict, *, mmap: bool = True, readon
             f"{path}: holds {array.dtype}{list(array.shape)} but meta.json records {entry['dtype']}{entry['shape']}; "
             "the file was replaced or damaged, re-run `sparsetrain preprocess`"
         )
+    if mmap:
+        watch(array, path)  # a read after the file is truncated: one line naming it, not a SIGBUS death
     return array

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from sparsetrain._sigbus import watch
 from sparsetrain.errors import DatasetError
 
 CHUNK_ROWS = 1 << 22
@@ -306,9 +307,11 @@ def _parquet_batches(path: Path, columns: list[str] | None, chunk_rows: int) -> 
 
 def _open_npy(path: Path) -> np.ndarray:
     try:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise DatasetError(f"{path}: not a readable .npy file ({exc}); save it with numpy.save") from None
+    watch(array, path)
+    return array
 
 
 def _read_flat(path: Path, array: np.memmap, first: int, count: int) -> np.ndarray:

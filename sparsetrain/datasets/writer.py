@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from sparsetrain._process import pid_alive
+from sparsetrain._sigbus import watch
 from sparsetrain._version import __version__
 from sparsetrain.datasets import format as fmt
 from sparsetrain.errors import OutputExistsError
@@ -210,7 +211,9 @@ class DatasetWriter:
     def new_array(self, name: str, shape: tuple[int, ...], dtype) -> np.memmap:
         """A writable memory-mapped .npy that becomes part of the dataset."""
         self._arrays.append(name)
-        return np.lib.format.open_memmap(self.tmp_dir / name, mode="w+", dtype=np.dtype(dtype), shape=tuple(int(s) for s in shape))
+        array = np.lib.format.open_memmap(self.tmp_dir / name, mode="w+", dtype=np.dtype(dtype), shape=tuple(int(s) for s in shape))
+        watch(array, self.tmp_dir / name, fix="run again")
+        return array
 
     def adopt(self, scratch: Path, name: str) -> None:
         """Make a finished scratch .npy part of the dataset as ``name`` (a rename, no copy)."""

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from sparsetrain._sigbus import watch
 from sparsetrain.nn.models import BlockGNN
 from sparsetrain.storage import MmapFeatures
 from sparsetrain.storage.rows import gather_rows
@@ -109,7 +110,9 @@ def _new_table(n: int, width: int, memory_budget: int | None, spill_dir, layer: 
         return torch.empty((n, width), dtype=torch.float32)
     folder = Path(spill_dir) if spill_dir is not None else Path(tempfile.mkdtemp(prefix="sparsetrain-layerwise-"))
     folder.mkdir(parents=True, exist_ok=True)
-    return np.lib.format.open_memmap(folder / f"layer{layer}.npy", mode="w+", dtype=np.float32, shape=(n, width))
+    table = np.lib.format.open_memmap(folder / f"layer{layer}.npy", mode="w+", dtype=np.float32, shape=(n, width))
+    watch(table, folder / f"layer{layer}.npy", fix="run again")
+    return table
 
 
 def _finish_table(table):

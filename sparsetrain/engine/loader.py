@@ -17,6 +17,7 @@ import torch
 
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.stages import CopyToDevice, FetchFeatures, Producer, Sample, Staged
+from sparsetrain.engine.stages.chain import run_chain
 from sparsetrain.sampling.input import EdgeSamplerInput, EdgeSeeds, SamplerInput
 from sparsetrain.sampling.seeds import SeedBatches
 
@@ -86,6 +87,7 @@ class Loader:
         self.sample_stage = Sample(sampler)
         self.fetch_stage = FetchFeatures(features, labels, edge_features)
         self.device_stage = CopyToDevice(device)
+        self.stages = [self.sample_stage, self.fetch_stage, self.device_stage]  # stages 2-4, in order (stages/chain.py)
         self.sampler = sampler
         self.features = self.fetch_stage.features
         self.labels = labels
@@ -110,21 +112,9 @@ class Loader:
         """This rank's seed batches of ``epoch``: a pure function of (seed, epoch, rank) (see :class:`~sparsetrain.sampling.SeedBatches`)."""
         return self.seed_batches.batches(epoch)
 
-    def _load(self, inp: SamplerInput | EdgeSamplerInput) -> Staged:
-        """Stages 2-4 for one batch, in line."""
-        return self.device_stage(self.fetch_stage(self.sample_stage(inp)))
-
-    def _lookahead(self, todo: list[SamplerInput | EdgeSamplerInput]) -> Iterator[Staged]:
-        """Stages 2-4 in the producer: batch k is sampled and its rows' fetch started (cache prefetch) before batch k - 1 is gathered."""
-        pending = None
-        for inp in todo:
-            mb = self.sample_stage(inp)
-            self.fetch_stage.prefetch(mb)
-            if pending is not None:
-                yield self.device_stage(self.fetch_stage(pending))
-            pending = mb
-        if pending is not None:
-            yield self.device_stage(self.fetch_stage(pending))
+    def _pipeline(self, todo: list[SamplerInput | EdgeSamplerInput]) -> Iterator[Staged]:
+        """Stages 2-4 over this epoch's inputs: batch k is sampled and its rows' fetch started before batch k - 1 is gathered."""
+        return run_chain(self.stages, todo)
 
     def __iter__(self) -> Iterator:
         return self.epoch(self._epoch)
@@ -136,22 +126,25 @@ class Loader:
         self.last_epoch_stats = stats
         started = time.perf_counter()
         to_device = self.device_stage
-        if self.prefetch == 0:
-            for inp in todo:
+        if self.prefetch == 0:  # in line: each batch is pulled through the chain when the loop asks for it
+            pipeline = self._pipeline(todo)
+            while True:
                 t0 = time.perf_counter()
                 to_device.follow_compute()
                 with to_device.stream():
-                    staged = self._load(inp)
+                    staged = next(pipeline, None)
+                if staged is None:
+                    break
                 mb = to_device.ready(staged)
                 stats.wait_seconds += time.perf_counter() - t0
                 stats.batches += 1
-                stats.seeds += len(inp.seeds) if isinstance(inp, SamplerInput) else len(inp)
+                stats.seeds += len(mb.seeds)
                 yield mb
             stats.total_seconds = time.perf_counter() - started
             return
 
         to_device.follow_compute()
-        producer = Producer(self._lookahead(todo), depth=self.prefetch, timeout=self.timeout, context=to_device.stream,
+        producer = Producer(self._pipeline(todo), depth=self.prefetch, timeout=self.timeout, context=to_device.stream,
                             numba_threads=self.loader_threads)
         try:
             with producer:

@@ -41,9 +41,11 @@ DAMAGED = "the graph is damaged: check it with `sparsetrain info` (or sparsetrai
 class MappedFile:
     """The file behind a memory-mapped array, held open so that :meth:`check` can see it shrink.
 
-    Reading a mapped page past the end of a file that was truncated after mapping kills
-    the process with SIGBUS; an ``fstat`` of the mapped file before a read turns that
-    into a :class:`~sparsetrain.errors.DatasetError`.
+    Reading a mapped page past the end of a file that was truncated after mapping raises
+    SIGBUS; an ``fstat`` of the mapped file before a read turns that into a
+    :class:`~sparsetrain.errors.DatasetError`. A truncation between the check and the read
+    still faults: the mapping is registered with ``sparsetrain._sigbus`` where it is made
+    (``datasets.format.open_array``), whose handler ends the process with one line naming the file.
     """
 
     def __init__(self, path: str | os.PathLike) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from sparsetrain._sigbus import watch
 from sparsetrain.storage.base import FeatureSource, torch_dtype_of, widen
 from sparsetrain.storage.errors import FeatureFileError
 from sparsetrain.storage.file_reads import (
@@ -61,7 +62,8 @@ class MmapFeatures(FeatureSource):
     no memory access ever touches the file's pages, so even a file truncated in the middle of a gather
     yields an error rather than a SIGBUS. In both modes the file is checked against what was opened
     before every gather (size, inode), so a file that shrinks, vanishes or is replaced raises
-    :class:`~sparsetrain.storage.errors.FeatureFileError` instead of crashing the process.
+    :class:`~sparsetrain.storage.errors.FeatureFileError` instead of crashing the process; a mapped read that
+    races a truncation (after the check) ends the process with one line naming the file (``sparsetrain._sigbus``).
     ``advise``: ``POSIX_FADV_WILLNEED`` on the rows before reading them, so the kernel reads them all
     at once; ``"auto"`` does it when a sample of the rows is not in the page cache. Off by default:
     it costs a sort and a system call per run of rows, and paid off only on slow disks.
@@ -132,6 +134,7 @@ class MmapFeatures(FeatureSource):
         if self.mode == "mmap" and self.nbytes:
             self._map = mmap.mmap(self._fd, self._expected_size, access=mmap.ACCESS_READ)
             raw = np.frombuffer(self._map, dtype=np.uint8, count=self.nbytes, offset=self.data_offset)
+            watch(raw, self.path)  # a gather racing a truncation: one line naming the file, not a SIGBUS death
             self._bytes = raw.reshape(self.num_rows, self.row_bytes)
         if self.mode == "direct":
             self._read_fd = self._open_direct()
@@ -279,12 +282,16 @@ class MmapFeatures(FeatureSource):
     def numpy(self) -> np.ndarray:
         """The whole table as a read-only ``np.memmap`` (for whole-table work; gathers should use ``gather``)."""
         self.check_file()
-        return np.load(self.path, mmap_mode="r", allow_pickle=False)
+        array = np.load(self.path, mmap_mode="r", allow_pickle=False)
+        watch(array, self.path)
+        return array
 
     def tensor(self) -> torch.Tensor:
         """The whole table as a CPU tensor over a copy-on-write memory map (no read until touched)."""
         self.check_file()
-        return torch.from_numpy(np.load(self.path, mmap_mode="c", allow_pickle=False))
+        array = np.load(self.path, mmap_mode="c", allow_pickle=False)
+        watch(array, self.path)
+        return torch.from_numpy(array)
 
     def clone(self) -> torch.Tensor:
         """The whole table read into memory (what ``tensor.clone()`` gives for an in-memory table)."""

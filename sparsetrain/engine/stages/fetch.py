@@ -8,6 +8,8 @@ node ids as ``x`` (int64), for a model that embeds them (:class:`~sparsetrain.nn
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 from sparsetrain.sampling.minibatch import MiniBatch
@@ -43,6 +45,17 @@ class FetchFeatures:
                     hook(mb.input_nodes[t])
         elif self._prefetch is not None:
             self._prefetch(mb.input_nodes)
+
+    def over(self, batches: Iterator[MiniBatch]) -> Iterator[MiniBatch]:
+        """Batch k + 1's rows are prefetched (a cache starts reading them) before batch k is gathered."""
+        pending = None
+        for mb in batches:
+            self.prefetch(mb)
+            if pending is not None:
+                yield self(pending)
+            pending = mb
+        if pending is not None:
+            yield self(pending)
 
     def __call__(self, mb: MiniBatch) -> MiniBatch:
         if isinstance(self.features, dict):  # typed: one store per node type; a type without one gets its node ids (for an embedding)

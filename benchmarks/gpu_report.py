@@ -1,0 +1,425 @@
+"""Everything that needs a GPU, measured in one command with its peers: run it first whenever a GPU is at hand.
+
+    python benchmarks/gpu_report.py --out benchmarks/out/gpu        # the full report (about 9 minutes on one H100)
+    python benchmarks/gpu_report.py --out /tmp/r --quick --device cpu   # the same sections on tiny inputs (a check)
+
+Sections, each in its own subprocess with its own time limit (a crash or a hang costs that section, not the report):
+
+1. ``tests``: ``pytest -m gpu``, the pass/fail/skip counts.
+2. ``gather``: zero-copy ``PinnedFeatures`` gather in GB/s per row size, as a fraction of pinned host-to-device
+   memcpy (target >= 0.90 for rows of 256 B and more), and against the CPU gather + copy.
+3. ``sampling``: sampled edges/s of node sampling (graph in device memory, and pinned), link sampling with seed-edge
+   exclusion and typed sampling, each against the CPU sampler on this machine's cores, same batches.
+4. ``epoch``: GraphSAGE [15,10,5], batch 1024, hidden 256, on the products-scale synthetic graph: the CLI path
+   (``sparsetrain.engine.run.train``, one whole epoch, its stall fraction), the PyG drop-in
+   (``sparsetrain.pyg.NeighborLoader``) and the peer, PyG's ``NeighborLoader`` with CPU sampling, ``num_workers``,
+   ``pin_memory`` and ``.to("cuda")`` (needs torch-sparse or pyg-lib; without them the row says so). ms per step
+   over ``--epoch-steps`` steps after a warm-up, and the epoch extrapolated from it.
+5. ``moe``: the MoE layer in bf16 at d_model 2048, 64 experts, top-8, 16K tokens against ``torch._grouped_mm`` and
+   Hugging Face's grouped_mm experts, with achieved TFLOP/s and the fraction of the GPU's bf16 dense peak.
+
+Writes ``report.md`` (the tables for benchmarks/RESULTS.md, device named) and ``report.json`` into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SECTIONS = ("tests", "gather", "sampling", "epoch", "moe")
+BUDGET_S = {"tests": 150, "gather": 60, "sampling": 120, "epoch": 180, "moe": 60}  # 9.5 min at most; usually less
+BF16_PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense bf16 peak by device family (SXM)
+FANOUTS = [15, 10, 5]
+BATCH, HIDDEN = 1024, 256
+
+
+# --------------------------------------------------------------------------- the sections (run in a child process)
+def section_tests(args) -> dict:
+    """``pytest -m gpu``: its closing counts (CPU runs report what a CPU machine does: every GPU test skipped)."""
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=BUDGET_S["tests"] - 10)
+    tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr.strip()[-300:]
+    counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error|errors|deselected)", tail)}
+    failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    return {"exit_code": done.returncode, "summary": tail, **counts, "failures": failed[:20]}
+
+
+def section_gather(args) -> dict:
+    import torch
+
+    if args.device != "cuda":
+        return {"not_run": "zero-copy gather needs CUDA"}
+    sys.path.insert(0, str(HERE))
+    from feature_gather import bench_gpu
+
+    rows: list = []
+    bench_gpu(rows, reps=3 if args.quick else 10)
+    memcpy = next(r["GB_per_s"] for r in rows if r["name"] == "pinned host-to-device memcpy")
+    return {"device": torch.cuda.get_device_name(), "memcpy_GB_per_s": memcpy, "rows": [r for r in rows if "fraction_of_memcpy" in r]}
+
+
+def _products(args) -> Path:
+    """The products-scale synthetic dataset (2.4M nodes, 120M edges, 100 float32 features), made once under --data."""
+    from sparsetrain.datasets import synthesize
+
+    nodes, edges = (20_000, 400_000) if args.quick else (2_400_000, 120_000_000)
+    folder = Path(args.data) / ("products-quick" if args.quick else "products")
+    if not (folder / "meta.json").is_file():
+        synthesize(folder, nodes, edges, feature_dim=100, num_classes=47, seed=0, overwrite=True, quiet=True)
+    return folder
+
+
+def _typed(args) -> Path:
+    """An ogbn-mag-shaped typed synthetic dataset (scale 0.25 of ogbn-mag; tiny with --quick), made once under --data."""
+    from sparsetrain.datasets.synth_hetero import synthesize_hetero
+
+    scale = 0.005 if args.quick else 0.25
+    folder = Path(args.data) / f"mag-{scale}"
+    if not (folder / "meta.json").is_file():
+        synthesize_hetero(folder, scale=scale, seed=0, overwrite=True, quiet=True)
+    return folder
+
+
+def _rate(run, batches, sync, rounds: int) -> dict:
+    """Median over ``rounds`` of sampling every batch once: seeds/s and sampled edges/s."""
+    run(batches[:2])
+    sync()
+    results = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        edges = run(batches)
+        sync()
+        seconds = time.perf_counter() - start
+        results.append({"seeds_per_s": sum(b.shape[-1] for b in batches) / seconds, "edges_per_s": edges / seconds})
+    return min(results, key=lambda r: abs(r["edges_per_s"] - statistics.median(x["edges_per_s"] for x in results)))
+
+
+def _versus(name: str, cpu_run, gpu_run, batches, args) -> dict:
+    """One sampler on the GPU (when it has a GPU path) against the same sampler on the CPU, same batches."""
+    import torch
+
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    row = {"sampler": name, "cpu": _rate(cpu_run, [b.cpu() for b in batches], lambda: None, args.rounds)}
+    try:
+        row["gpu"] = _rate(gpu_run, [b.to(args.device) for b in batches], sync, args.rounds)
+        row["speedup"] = row["gpu"]["edges_per_s"] / row["cpu"]["edges_per_s"]
+    except Exception as exc:  # a sampler without a GPU path says so in its row
+        row["gpu"] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+    return row
+
+
+def section_sampling(args) -> dict:
+    import numpy as np
+    import torch
+
+    from sparsetrain.datasets import load
+    from sparsetrain.sampling import EdgeSamplerInput, LinkNeighborSampler, NeighborSampler, SamplerInput
+
+    ds = load(_products(args))
+    rng = np.random.default_rng(0)
+    train = ds.split["train"].numpy()
+    count = 4 if args.quick else 20
+    batches = [torch.from_numpy(rng.choice(train, BATCH, replace=False)) for _ in range(count)]
+
+    def node_run(graph):
+        sampler = NeighborSampler(graph, FANOUTS, seed=0)
+        return lambda bs: sum(sampler.sample(SamplerInput(s)).num_sampled_edges for s in bs)
+
+    on_gpu = args.device == "cuda"
+    rows = [_versus("node, graph in device memory", node_run(ds.graph), node_run(ds.graph.to(args.device)), batches, args)]
+    if on_gpu:
+        rows.append(_versus("node, graph pinned in host memory", node_run(ds.graph), node_run(ds.graph.pin_memory()), batches, args))
+
+    indptr, indices = ds.graph.indptr, ds.graph.indices
+    edge_batches = []
+    for _ in range(count):  # seed edges: random CSC positions, as (src, dst) pairs
+        pos = torch.from_numpy(rng.integers(0, ds.graph.num_edges, BATCH))
+        edge_batches.append(torch.stack([indices[pos].long(), torch.searchsorted(indptr, pos, right=True) - 1]))
+
+    def link_run(graph):
+        sampler = LinkNeighborSampler(NeighborSampler(graph, FANOUTS, seed=0), neg_sampling="binary", exclude="self")
+        return lambda bs: sum(sampler.sample(EdgeSamplerInput(b[0], b[1], key=i)).num_sampled_edges for i, b in enumerate(bs))
+
+    rows.append(_versus("link, exclude self, 1 negative", link_run(ds.graph), link_run(ds.graph.to(args.device)), edge_batches, args))
+
+    typed = load(_typed(args))
+    papers = typed.split["train"].numpy() if not isinstance(typed.split["train"], dict) else typed.split["train"]["paper"].numpy()
+    typed_batches = [torch.from_numpy(rng.choice(papers, min(BATCH, len(papers)), replace=False)) for _ in range(count)]
+
+    def typed_run(graph):
+        sampler = NeighborSampler(graph, [15, 10], seed=0, seed_type="paper") if _one_sampler() else _typed_sampler(graph)
+        return lambda bs: sum(sampler.sample(SamplerInput(s, node_type="paper")).num_sampled_edges for s in bs)
+
+    rows.append(_versus("typed (ogbn-mag shape, scale 0.25), [15, 10]", typed_run(typed.graph), typed_run(_to(typed.graph, args.device)),
+                        typed_batches, args))
+    return {"device": _device_name(args), "cpu_threads": os.cpu_count(), "rows": rows}
+
+
+def _one_sampler() -> bool:
+    """True once typed graphs go through the one ``NeighborSampler`` (issue 26); before, the typed class samples them."""
+    import inspect
+
+    from sparsetrain.sampling import NeighborSampler
+
+    return "seed_type" in inspect.signature(NeighborSampler).parameters
+
+
+def _typed_sampler(graph):
+    from sparsetrain.sampling import HeteroNeighborSampler
+
+    return HeteroNeighborSampler(graph, [15, 10], seed=0, seed_type="paper")
+
+
+def _to(graph, device: str):
+    return graph.to(device) if hasattr(graph, "to") else graph
+
+
+def _device_name(args) -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if args.device == "cuda" else f"CPU ({os.cpu_count()} cores)"
+
+
+def _pyg_model(num_features: int, num_classes: int):
+    import torch
+    from torch_geometric.nn.models import GraphSAGE
+
+    torch.manual_seed(0)
+    return GraphSAGE(num_features, HIDDEN, num_layers=len(FANOUTS), out_channels=num_classes)
+
+
+def _time_pyg_steps(loader, model, device: str, warmup: int, steps: int, trim: bool) -> float:
+    """ms per step (next batch + ``.to(device)`` + forward + backward + Adam) over ``steps`` after ``warmup``."""
+    import torch
+    import torch.nn.functional as F
+
+    model = model.to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=0.003)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    it = iter(loader)
+    for i in range(warmup + steps):
+        if i == warmup:
+            sync()
+            start = time.perf_counter()
+        batch = next(it).to(device, non_blocking=True)
+        kwargs = {"num_sampled_nodes_per_hop": batch.num_sampled_nodes, "num_sampled_edges_per_hop": batch.num_sampled_edges} if trim else {}
+        out = model(batch.x, batch.edge_index, **kwargs)[: batch.batch_size]
+        loss = F.cross_entropy(out, batch.y[: batch.batch_size])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    sync()
+    return 1e3 * (time.perf_counter() - start) / steps
+
+
+def section_epoch(args) -> dict:
+    import torch
+    from torch_geometric.data import Data
+
+    from sparsetrain.datasets import load
+    from sparsetrain.engine.run import TrainSettings, train
+
+    folder = _products(args)
+    ds = load(folder)
+    steps_per_epoch = -(-len(ds.split["train"]) // BATCH)
+    warmup, steps = (2, 4) if args.quick else (20, args.epoch_steps)
+    rows = []
+
+    with tempfile.TemporaryDirectory() as tmp:  # the CLI path: one whole epoch, its own stall fraction
+        log = Path(tmp) / "log.jsonl"
+        settings = TrainSettings(data=folder, fanout=FANOUTS, batch_size=BATCH, hidden=HIDDEN, epochs=1, device=args.device,
+                                 eval="sampled", log=log, quiet=True)
+        start = time.perf_counter()
+        train(settings)
+        wall = time.perf_counter() - start
+        epoch = [json.loads(line) for line in log.read_text().splitlines() if '"train_loss"' in line]
+        record = epoch[-1] if epoch else {}
+        seconds = record.get("seconds")
+        rows.append({"path": "sparsetrain train (CLI path)", "epoch_s": seconds, "ms_per_step": 1e3 * seconds / steps_per_epoch if seconds else None,
+                     "stall_fraction": record.get("stall_fraction"), "wall_s_incl_setup_and_eval": wall})
+
+    edge_index = ds.graph.to_edge_index()
+    data = Data(x=ds.features.gather(torch.arange(ds.num_nodes)), y=ds.labels, edge_index=edge_index, num_nodes=ds.num_nodes)
+    train_idx = ds.split["train"]
+    if args.device == "cuda":  # the drop-in reaches the GPU path when the Data is on the device
+        gpu_data = data.to(args.device)
+    else:
+        gpu_data = data
+    from sparsetrain.pyg import NeighborLoader as OurLoader
+
+    ours = OurLoader(gpu_data, num_neighbors=FANOUTS, batch_size=BATCH, input_nodes=train_idx.to(gpu_data.x.device), shuffle=True)
+    ms = _time_pyg_steps(ours, _pyg_model(ds.num_features, ds.num_classes), args.device, warmup, steps, trim=True)
+    rows.append({"path": "sparsetrain.pyg.NeighborLoader (drop-in)", "ms_per_step": ms, "epoch_s": ms * steps_per_epoch / 1e3})
+
+    from torch_geometric.loader import NeighborLoader
+
+    workers = 0 if args.quick else min(8, os.cpu_count() or 1)
+    try:
+        peer = NeighborLoader(data, num_neighbors=FANOUTS, batch_size=BATCH, input_nodes=train_idx, shuffle=True, num_workers=workers,
+                              pin_memory=args.device == "cuda", persistent_workers=workers > 0)
+        ms = _time_pyg_steps(peer, _pyg_model(ds.num_features, ds.num_classes), args.device, warmup, steps, trim=False)
+        rows.append({"path": f"PyG NeighborLoader, CPU sampling, {workers} workers, pin_memory, .to(device)", "ms_per_step": ms,
+                     "epoch_s": ms * steps_per_epoch / 1e3, "peer": True})
+    except (ImportError, RuntimeError) as exc:  # PyG without torch-sparse / pyg-lib cannot sample
+        rows.append({"path": "PyG NeighborLoader", "error": str(exc).splitlines()[0], "peer": True})
+    peer_ms = next((r["ms_per_step"] for r in rows if r.get("peer") and "ms_per_step" in r), None)
+    for r in rows:
+        if peer_ms and r.get("ms_per_step") and not r.get("peer"):
+            r["speedup_vs_pyg"] = peer_ms / r["ms_per_step"]
+    return {"device": _device_name(args), "steps_per_epoch": steps_per_epoch, "timed_steps": steps, "rows": rows}
+
+
+def section_moe(args) -> dict:
+    import torch
+
+    sys.path.insert(0, str(HERE))
+    from moe import throughput
+
+    if args.quick:
+        cfg = dict(tokens=512, d=64, h=128, experts=8, top_k=2, reps=2)
+    else:
+        cfg = dict(tokens=16384, d=2048, h=1024, experts=64, top_k=8, reps=5)  # OLMoE's expert shape
+    rows = throughput(cfg["tokens"], cfg["d"], cfg["h"], cfg["experts"], cfg["top_k"], cfg["reps"], args.device)
+    name = _device_name(args)
+    peak = next((v for k, v in BF16_PEAK_TFLOPS.items() if k in name), None) if args.device == "cuda" else None
+    for r in rows:
+        r["expert_TFLOP_s"] = r["expert_GFLOP_s"] / 1e3
+        r["fraction_of_bf16_peak"] = r["expert_TFLOP_s"] / peak if peak else None
+    return {"device": name, "config": cfg, "bf16_dense_peak_TFLOP_s": peak, "rows": rows, "torch": torch.__version__}
+
+
+RUNNERS = {"tests": section_tests, "gather": section_gather, "sampling": section_sampling, "epoch": section_epoch, "moe": section_moe}
+
+
+# --------------------------------------------------------------------------- the report
+def run_section(name: str, args, out: Path) -> dict:
+    """Run one section in a child process under its time limit; its JSON, or what went wrong in one line."""
+    result = out / f"{name}.json"
+    result.unlink(missing_ok=True)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--section", name, "--out", str(out), "--device", args.device, "--data", args.data,
+           "--rounds", str(args.rounds), "--epoch-steps", str(args.epoch_steps)] + (["--quick"] if args.quick else [])
+    start = time.perf_counter()
+    limit = BUDGET_S[name] * (4 if args.quick else 1)
+    try:
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=limit)
+        (out / f"{name}.log").write_text(done.stdout + done.stderr)
+        if done.returncode != 0 or not result.is_file():
+            lines = [line for line in (done.stderr or done.stdout).strip().splitlines() if line.strip()]
+            data = {"error": f"exit {done.returncode}: {lines[-1] if lines else 'no output'}"}
+        else:
+            data = json.loads(result.read_text())
+    except subprocess.TimeoutExpired:
+        data = {"error": f"did not finish within {limit} s"}
+    data["section_seconds"] = round(time.perf_counter() - start, 1)
+    return data
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.1f}"
+    return str(v)
+
+
+def markdown(report: dict) -> str:
+    """The report's tables, ready for benchmarks/RESULTS.md."""
+    s = report["sections"]
+    lines = [f"## GPU report: {report['device']} ({report['date']})", "",
+             f"`python benchmarks/gpu_report.py --out DIR{' --quick' if report['quick'] else ''}`: {report['total_seconds']:.0f} s in all.", ""]
+
+    def failed(name):
+        sec = s.get(name, {"not_run": "not in --only"})
+        if "error" in sec or "not_run" in sec:
+            lines.extend([f"**{name}**: {sec.get('error') or sec.get('not_run')}", ""])
+            return True
+        return False
+
+    if not failed("tests"):
+        t = s["tests"]
+        lines += [f"**pytest -m gpu**: {t['summary']}"] + [f"- {f}" for f in t.get("failures", [])] + [""]
+    if not failed("gather"):
+        g = s["gather"]
+        lines += [f"**Zero-copy gather** (pinned memcpy {g['memcpy_GB_per_s']:.1f} GB/s; target >= 90% for rows >= 256 B)", "",
+                  "| row size | GB/s | of memcpy | vs CPU gather + copy |", "|---|---:|---:|---:|"]
+        lines += [f"| {r['name'].split(', ')[-1]} | {r['GB_per_s']:.1f} | {r['fraction_of_memcpy']:.0%} | {r['vs_cpu_gather_plus_copy']:.2f}x |"
+                  for r in g["rows"]]
+        lines.append("")
+    if not failed("sampling"):
+        lines += [f"**Sampling** ({s['sampling']['device']} vs the CPU sampler on {s['sampling']['cpu_threads']} cores; target: node, "
+                  "device memory >= 300M edges/s)", "", "| sampler | CPU M edges/s | GPU M edges/s | GPU / CPU |", "|---|---:|---:|---:|"]
+        for r in s["sampling"]["rows"]:
+            gpu = r["gpu"]
+            gpu_cell = f"{gpu['edges_per_s'] / 1e6:,.1f}" if "edges_per_s" in gpu else gpu["error"]
+            lines.append(f"| {r['sampler']} | {r['cpu']['edges_per_s'] / 1e6:,.1f} | {gpu_cell} | {_fmt(r.get('speedup'))} |")
+        lines.append("")
+    if not failed("epoch"):
+        e = s["epoch"]
+        lines += [f"**Epoch**, GraphSAGE [15,10,5] b{BATCH} h{HIDDEN}, products-scale synthetic ({e['steps_per_epoch']} steps; "
+                  f"{e['timed_steps']} timed; target >= 3x PyG, stall <= 0.05)", "",
+                  "| path | ms / step | epoch s | stall | vs PyG |", "|---|---:|---:|---:|---:|"]
+        for r in e["rows"]:
+            if "error" in r:
+                lines.append(f"| {r['path']} | {r['error']} | | | |")
+            else:
+                lines.append(f"| {r['path']} | {_fmt(r.get('ms_per_step'))} | {_fmt(r.get('epoch_s'))} | {_fmt(r.get('stall_fraction'))} | "
+                             f"{_fmt(r.get('speedup_vs_pyg'))} |")
+        lines.append("")
+    if not failed("moe"):
+        m = s["moe"]
+        lines += [f"**MoE** forward + backward, {m['config']} ({m['rows'][0]['dtype']}; target: expert GEMMs >= 60% of the bf16 peak)", "",
+                  "| implementation | tokens/s | expert TFLOP/s | of bf16 peak |", "|---|---:|---:|---:|"]
+        lines += [f"| {r['implementation']} | {r['tok_s']:,.0f} | {r['expert_TFLOP_s']:.2f} | {_fmt(r['fraction_of_bf16_peak'])} |"
+                  for r in m["rows"]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="folder for report.md, report.json and each section's log")
+    p.add_argument("--device", choices=["cuda", "cpu"], default=None, help="default: cuda when available")
+    p.add_argument("--data", default=os.environ.get("SPARSETRAIN_BENCH_DATA", str(HERE / "out")), help="where the synthetic datasets are made")
+    p.add_argument("--quick", action="store_true", help="tiny inputs: checks that every section runs, measures nothing")
+    p.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--epoch-steps", type=int, default=200, help="timed steps of the drop-in and PyG epoch rows")
+    p.add_argument("--section", choices=SECTIONS, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.device is None:
+        import torch
+
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.section:  # child: one section, its JSON into --out
+        (out / f"{args.section}.json").write_text(json.dumps(RUNNERS[args.section](args), indent=1, default=str))
+        return 0
+    start = time.perf_counter()
+    sections = {}
+    for name in args.only.split(","):
+        print(f"[{time.perf_counter() - start:6.0f} s] {name} ...", flush=True)
+        sections[name] = run_section(name, args, out)
+        print(f"         {'error: ' + sections[name]['error'] if 'error' in sections[name] else 'done'} "
+              f"({sections[name]['section_seconds']} s)", flush=True)
+    report = {"device": _device_name(args), "date": time.strftime("%Y-%m-%d"), "quick": args.quick,
+              "total_seconds": time.perf_counter() - start, "sections": sections}
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    (out / "report.md").write_text(markdown(report))
+    print(markdown(report))
+    print(f"wrote {out / 'report.md'} and {out / 'report.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""benchmarks/gpu_report.py: its sections run on a CPU machine (tiny inputs) and its tables say what each one measured."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import gpu_report  # noqa: E402
+
+
+def test_markdown_names_the_device_and_every_failed_section():
+    report = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-25", "quick": False, "total_seconds": 500.0, "sections": {
+        "tests": {"summary": "40 passed, 2 failed in 80s", "passed": 40, "failed": 2, "failures": ["FAILED tests/test_x.py::test_y"]},
+        "gather": {"error": "did not finish within 60 s"},
+        "sampling": {"device": "NVIDIA H100 80GB HBM3", "cpu_threads": 16, "rows": [
+            {"sampler": "node", "cpu": {"edges_per_s": 70e6}, "gpu": {"edges_per_s": 350e6}, "speedup": 5.0},
+            {"sampler": "typed", "cpu": {"edges_per_s": 20e6}, "gpu": {"error": "SamplingBackendError: no CUDA path"}}]},
+    }}
+    md = gpu_report.markdown(report)
+    assert md.startswith("## GPU report: NVIDIA H100 80GB HBM3 (2026-11-25)")
+    assert "40 passed, 2 failed" in md and "- FAILED tests/test_x.py::test_y" in md
+    assert "**gather**: did not finish within 60 s" in md
+    assert "| node | 70.0 | 350.0 | 5.000 |" in md
+    assert "| typed | 20.0 | SamplingBackendError: no CUDA path | – |" in md
+    assert "**epoch**: not in --only" in md and "**moe**: not in --only" in md
+
+
+def test_a_section_that_fails_costs_only_its_row(tmp_path):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("x")
+    args = gpu_report.argparse.Namespace(device="cpu", data=str(not_a_folder), quick=True, rounds=1, epoch_steps=2)
+    row = gpu_report.run_section("sampling", args, tmp_path)
+    assert row["error"].startswith("exit 1: ") and "file" in row["error"]
+    assert (tmp_path / "sampling.log").is_file() and not (tmp_path / "sampling.json").exists()
+
+
+@pytest.mark.slow
+def test_quick_report_on_cpu(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_report.py"), "--out", str(tmp_path), "--quick", "--device", "cpu",
+                           "--data", str(tmp_path / "data"), "--only", "sampling,epoch,moe"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    for name in ("sampling", "epoch", "moe"):
+        assert "error" not in report["sections"][name], report["sections"][name]
+    epoch = {r["path"]: r for r in report["sections"]["epoch"]["rows"]}
+    assert epoch["sparsetrain train (CLI path)"]["epoch_s"] > 0
+    assert all(r["cpu"]["edges_per_s"] > 0 for r in report["sections"]["sampling"]["rows"])
