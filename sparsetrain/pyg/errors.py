@@ -5,3 +5,7 @@ from sparsetrain.errors import SparsetrainError
 
 class PyGOptionError(SparsetrainError, ValueError):
     """A PyG loader or sampler option that sparsetrain's sampler does not support (it names the option and the way out)."""
+
+
+class PyGNotImplementedError(SparsetrainError, NotImplementedError):
+    """An option combination PyG's own sampler raises ``NotImplementedError`` for (so ``except NotImplementedError`` catches it)."""
