@@ -17,6 +17,14 @@ order as a user's edge list would be). Both loaders get the same ``Data``, the s
   sparsetrain's batches; plain on PyG's, whose torch-sparse batches carry no per-hop counts
   (``trim_to_layer`` needs pyg-lib, which has no wheel for this torch).
 Writes benchmarks/out/pyg_loader.json.
+
+    python benchmarks/pyg_loader.py --workers 0 2 4 --nodes 1000000 --edges 25000000 --batches 8
+
+measures ``num_workers`` instead: seeds/s of one pass over ``--batches`` batches (from ``iter()``, so worker
+start-up counts) and the seconds to the first batch, for PyG's loader (torch-sparse, forked workers) and
+``sparsetrain.pyg.NeighborLoader`` (sampling threads), rounds alternating; then the same in a subprocess on
+Numba's fork-safe ``workqueue`` threading layer, where sparsetrain's workers are forked processes (each with
+PyG's loader as its peer again). Writes benchmarks/out/pyg_loader_workers.json.
 """
 
 from __future__ import annotations
@@ -24,7 +32,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -96,6 +107,93 @@ def time_steps(loader, model, count: int, trim: bool) -> float:
     return 1e3 * statistics.median(times[1:])
 
 
+def time_pass(loader, count: int) -> tuple[float, float]:
+    """(seconds to the first batch, seconds for ``count`` batches), both from ``iter()``."""
+    start = time.perf_counter()
+    it = iter(loader)
+    next(it)
+    first = time.perf_counter() - start
+    for _ in itertools.islice(it, count - 1):
+        pass
+    return first, time.perf_counter() - start
+
+
+def worker_loaders(data, seeds, args) -> dict:
+    """``{(library, num_workers): loader}``: PyG's and sparsetrain's (threads, or forked processes on a fork-safe Numba layer)."""
+    import numba
+    from torch_geometric.loader import NeighborLoader as PygLoader
+    from torch_geometric.sampler import NeighborSampler as PygSampler
+
+    from sparsetrain.pyg import NeighborLoader, NeighborSampler
+
+    forked = args.fork_child is not None
+    common = dict(num_neighbors=args.fanouts, input_nodes=seeds, batch_size=args.batch_size, shuffle=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sampling without pyg-lib is deprecated
+        samplers = {"pyg": PygSampler(data, args.fanouts), "ours": NeighborSampler(data, args.fanouts, seed=0)}  # one CSC each
+
+    out = {}
+    for w in args.workers:
+        def share_numba_threads(_worker: int, w=w) -> None:  # what the sampling threads do: an equal share of the cores each
+            numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // w))
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # more workers than cores
+            out["pyg", w] = PygLoader(data, **common, num_workers=w, neighbor_sampler=samplers["pyg"])
+            extra = dict(multiprocessing_context="fork", worker_init_fn=share_numba_threads) if forked and w else {}
+            out["sparsetrain_forked" if forked else "sparsetrain_threads", w] = NeighborLoader(
+                data, **common, num_workers=w, neighbor_sampler=samplers["ours"], **extra)
+    return out
+
+
+def worker_rounds(data, seeds, args) -> dict:
+    """Seeds/s and first-batch seconds of each loader of :func:`worker_loaders`, median over rounds (alternating)."""
+    import numba
+
+    loaders = worker_loaders(data, seeds, args)
+    passes = {f"{lib}_{w}": [] for lib, w in loaders}
+    for r in range(args.rounds):
+        for (lib, w), loader in loaders.items():
+            first, total = time_pass(loader, args.batches)
+            passes[f"{lib}_{w}"].append({"first_batch_s": first, "seeds_per_s": args.batches * args.batch_size / total})
+            print(f"round {r}: {lib} num_workers={w}: {passes[f'{lib}_{w}'][-1]['seeds_per_s']:,.0f} seeds/s, "
+                  f"first batch {first:.2f} s", flush=True)
+    median = {name: {k: statistics.median(p[k] for p in runs) for k in ("first_batch_s", "seeds_per_s")}
+              for name, runs in passes.items()}
+    return {"numba_threading_layer": numba.threading_layer(), "median": median, "rounds": passes}
+
+
+def workers_main(args) -> None:
+    """``--workers``: this process's rounds, then (unless it is that subprocess) the workqueue-layer subprocess's."""
+    data, train, _ = make_data(Path(args.data), args.nodes, args.edges, args.seed)
+    seeds = train[torch.from_numpy(np.random.default_rng(args.seed).permutation(len(train))[: args.batch_size * args.batches])]
+    result = worker_rounds(data, seeds, args)
+    if args.fork_child is not None:
+        Path(args.fork_child).write_text(json.dumps(result))
+        return
+    OUT.mkdir(exist_ok=True)
+    child_out = OUT / "pyg_loader_workers_forked.json"
+    cmd = [sys.executable, __file__, *sys.argv[1:], "--fork-child", str(child_out)]
+    done = subprocess.run(cmd, env=dict(os.environ, NUMBA_THREADING_LAYER="workqueue"))
+    runs = {"threads": result, "forked_workqueue": json.loads(child_out.read_text()) if done.returncode == 0 else
+            {"error": f"exit {done.returncode}"}}
+    print(f"\n| run (Numba layer) | loader | num_workers | seeds/s | vs PyG best of the run | first batch s |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for run, res in runs.items():
+        if "median" not in res:
+            print(f"| {run} | failed: {res['error']} | | | | |")
+            continue
+        pyg_best = max(v["seeds_per_s"] for k, v in res["median"].items() if k.startswith("pyg_"))
+        for name, v in res["median"].items():
+            lib, w = name.rsplit("_", 1)
+            print(f"| {run} ({res['numba_threading_layer']}) | {lib} | {w} | {v['seeds_per_s']:,.0f} | "
+                  f"{v['seeds_per_s'] / pyg_best:.2f}x | {v['first_batch_s']:.2f} |")
+    runs["graph"] = {"nodes": data.num_nodes, "edges": data.num_edges, "fanouts": args.fanouts, "batch_size": args.batch_size,
+                     "batches": args.batches, "rounds": args.rounds, "cores": os.cpu_count()}
+    (OUT / "pyg_loader_workers.json").write_text(json.dumps(runs, indent=2))
+    print(f"\nwrote {OUT / 'pyg_loader_workers.json'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(OUT / "products-pyg"), help="dataset folder (synthesized there if missing)")
@@ -108,7 +206,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="timed training steps per library")
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, nargs="+", help="measure these num_workers instead (see the module docstring)")
+    parser.add_argument("--fork-child", help=argparse.SUPPRESS)  # the workqueue-layer run of --workers writes its JSON here
     args = parser.parse_args()
+    if args.workers:
+        workers_main(args)
+        return
     from torch_geometric.nn.models import GraphSAGE
 
     start = time.perf_counter()

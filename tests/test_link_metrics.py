@@ -1,10 +1,11 @@
 """Link metrics equal ogb.linkproppred.Evaluator's on random inputs (ties included)."""
 
+import numpy as np
 import pytest
 import torch
 from ogb.linkproppred import Evaluator
 
-from sparsetrain.engine.metrics import hits_at_k, mrr, roc_auc
+from sparsetrain.engine.metrics import MetricInputError, hits_at_k, mrr, roc_auc
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -21,8 +22,36 @@ def test_metrics_equal_ogb(seed):
         collab.K = k
         ref = collab.eval({"y_pred_pos": pos, "y_pred_neg": neg.reshape(-1)})[f"hits@{k}"]
         assert hits_at_k(pos, neg.reshape(-1), k) == pytest.approx(ref, abs=1e-7)
-    ref = Evaluator("ogbl-citation2").eval({"y_pred_pos": pos, "y_pred_neg": neg})["mrr_list"].mean().item()
-    assert mrr(pos, neg) == pytest.approx(ref, abs=1e-6)
+    citation2 = Evaluator("ogbl-citation2").eval({"y_pred_pos": pos, "y_pred_neg": neg})
+    assert mrr(pos, neg) == pytest.approx(citation2["mrr_list"].mean().item(), abs=1e-6)
+    for k in (1, 3, 10):  # 2-D neg: per-positive hits@K, ogbl-citation2's
+        assert hits_at_k(pos, neg, k) == pytest.approx(citation2[f"hits@{k}_list"].mean().item(), abs=1e-7)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_per_positive_hits_equal_a_numpy_count_for_any_k(seed):
+    rng = np.random.default_rng(seed)
+    pos = rng.integers(0, 6, 200).astype(np.float32)  # small integers: ties everywhere
+    neg = rng.integers(0, 6, (200, 25)).astype(np.float32)
+    for k in (1, 2, 5, 13, 25, 26):
+        rank = np.array([1 + (n > p).sum() + 0.5 * (n == p).sum() for p, n in zip(pos, neg)])
+        assert hits_at_k(torch.from_numpy(pos), torch.from_numpy(neg), k) == pytest.approx((rank <= k).mean(), abs=1e-12)
+
+
+def test_per_positive_and_shared_pool_hits_differ_where_ogb_s_do():
+    # each positive beats its own 99 negatives but not the best negatives of the other rows
+    pos = torch.arange(1.0, 51.0)
+    neg = pos[:, None] - 1 - torch.rand(50, 99)
+    assert hits_at_k(pos, neg, 10) == 1.0
+    pool = Evaluator("ogbl-collab")
+    pool.K = 10
+    shared = pool.eval({"y_pred_pos": pos, "y_pred_neg": neg.reshape(-1)})["hits@10"]
+    assert hits_at_k(pos, neg.reshape(-1), 10) == pytest.approx(shared, abs=1e-7) and shared < 0.25
+
+
+def test_ranking_names_the_shape_it_needs():
+    with pytest.raises(MetricInputError, match=r"neg of shape \[4, N\].*got \[3, 2\]"):
+        hits_at_k(torch.zeros(4), torch.zeros(3, 2), 1)
 
 
 def test_auc_extremes():

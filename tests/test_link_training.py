@@ -9,7 +9,7 @@ from torch_geometric.utils import stochastic_blockmodel_graph
 
 import sparsetrain as st
 
-LINK_KEYS = ("val_auc", "test_auc", "test_mrr", "test_hits@10", "test_hits@50", "test_hits@100")
+LINK_KEYS = ("val_auc", "test_auc", "test_mrr", "test_hits@1_per_positive", "test_hits@3_per_positive", "test_hits@10_per_positive")
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,25 @@ def test_link_task_writes_its_metrics(cli, communities, tmp_path):
     summary, out = _summary(cli, communities, tmp_path, "a", "--epochs", "8")
     assert all(isinstance(summary[k], float) for k in LINK_KEYS), summary
     assert summary["test_auc"] > 0.75 and 0 < summary["test_mrr"] <= 1
-    assert "test AUC" in out and "hits@100" in out
+    assert summary["negatives_per_positive"] == {"val": 20, "test": 20}
+    # per-positive hits bound the MRR: hits@1 <= MRR <= hits@10 + (1 - hits@10) / 10.5 (a rank over 10 is at least 10.5)
+    h1, h10 = summary["test_hits@1_per_positive"], summary["test_hits@10_per_positive"]
+    assert h1 <= summary["test_mrr"] <= h10 + (1 - h10) / 10.5 and h10 > 0.3
+    assert "test AUC" in out and "hits@10 " in out and "among its own 20 negatives" in out
+
+
+def test_split_metrics_follow_the_split_s_negatives():
+    from sparsetrain.engine.link_task import split_metrics
+    from sparsetrain.engine.metrics import hits_at_k, mrr
+
+    g = torch.Generator().manual_seed(0)
+    pos, neg = torch.randn(40, generator=g) + 1, torch.randn(40 * 5, generator=g)
+    per = split_metrics(pos, neg, 5, "test")
+    assert set(per) == {"test_auc", "test_mrr", "test_hits@1_per_positive", "test_hits@3_per_positive"}  # K <= 5 negatives
+    assert per["test_hits@3_per_positive"] == hits_at_k(pos, neg.view(40, 5), 3) and per["test_mrr"] == mrr(pos, neg.view(40, 5))
+    pool = split_metrics(pos, neg, None, "val")
+    assert pool["val_mrr"] is None and pool["val_hits@50_shared_pool"] == hits_at_k(pos, neg, 50)
+    assert {"val_hits@10_shared_pool", "val_hits@100_shared_pool"} < set(pool)
 
 
 def test_link_task_checkpoint_and_resume_equal_the_uninterrupted_run(cli, communities, tmp_path):

@@ -63,3 +63,47 @@ def test_same_seed_same_batches():
     runs = [[b.n_id for b in LinkNeighborLoader(data, [3, 3], edge_label_index=data.edge_index[:, :40], batch_size=8,
                                                  neg_sampling="binary", seed=7)] for _ in range(2)]
     assert all(torch.equal(a, b) for a, b in zip(*runs))
+
+
+def _pairs(edge_index: torch.Tensor) -> set:
+    return set(zip(edge_index[0].tolist(), edge_index[1].tolist()))
+
+
+@pytest.mark.parametrize("mode", ["self", "reverse"])
+def test_exclude_seed_edges_removes_exactly_the_seed_edges_from_the_sampled_subgraph(mode):
+    data = _data()
+    label_index = data.edge_index[:, :60]  # seed edge i is graph edge i, so input_id are the seed edges' ids
+    kwargs = dict(edge_label_index=label_index, batch_size=20, neg_sampling="binary", seed=5)
+    kept = list(LinkNeighborLoader(data, [4, 3], exclude_seed_edges=mode, **kwargs))
+    full = list(LinkNeighborLoader(data, [4, 3], **kwargs))  # same seed: the same draws before the exclusion
+    for a, b in zip(kept, full):
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_label_index, b.edge_label_index)
+        seed_pairs = _pairs(data.edge_index[:, a.input_id])
+        if mode == "reverse":
+            seed_pairs |= {(v, u) for u, v in seed_pairs}
+        # expected: the full batch's edges (by e_id) whose endpoints are not a (reversed) seed edge
+        expected = [e for e in b.e_id.tolist() if tuple(data.edge_index[:, e].tolist()) not in seed_pairs]
+        assert sorted(a.e_id.tolist()) == sorted(expected) and len(expected) < b.e_id.numel()
+        assert not set(a.e_id.tolist()) & set(a.input_id.tolist())
+        assert torch.equal(data.edge_index[:, a.e_id], a.n_id[a.edge_index])  # e_id still names each batch edge
+
+
+@needs_pyg_sampler
+@pytest.mark.parametrize("mode", ["none", "self", "reverse"])
+def test_exclude_seed_edges_is_pyg_s_subgraph_minus_the_seed_edges(mode):
+    data = _data()
+    label_index = data.edge_index[:, :40]
+    ours = LinkNeighborLoader(data, [-1, -1], edge_label_index=label_index, batch_size=16, seed=0, exclude_seed_edges=mode)
+    theirs = torch_geometric.loader.LinkNeighborLoader(data, [-1, -1], edge_label_index=label_index, batch_size=16)
+    for a, b in zip(ours, theirs):
+        seed_pairs = set() if mode == "none" else _pairs(label_index[:, b.input_id])
+        if mode == "reverse":
+            seed_pairs |= {(v, u) for u, v in seed_pairs}
+        assert set(a.n_id.tolist()) == set(b.n_id.tolist())
+        assert _edges(a) == _edges(b) - seed_pairs
+
+
+def test_exclude_seed_edges_names_its_choices():
+    data = _data()
+    with pytest.raises(ValueError, match="exclude_seed_edges='both'; choose one of 'none', 'self', 'reverse'"):
+        LinkNeighborLoader(data, [3], edge_label_index=data.edge_index[:, :10], exclude_seed_edges="both")

@@ -5,6 +5,10 @@ binary mode), the seed edges excluded from the blocks (their reverses too on a s
 binary cross-entropy on the decoder's logits. Evaluation: exact node embeddings by layer-wise
 full-graph inference over the message-passing graph (which holds no val/test edge), then AUC,
 MRR and Hits@K (:mod:`sparsetrain.engine.metrics`) on each split's fixed positives and negatives.
+Hits@K follows the split's negatives and its key says which: negatives per positive (a random split,
+ogbl-citation2) give ``<split>_hits@K_per_positive`` (rank among its own negatives <= K, K = 1, 3, 10 as
+ogbl-citation2) and MRR; a shared pool (ogbl-collab's ``edge_neg``) gives ``<split>_hits@K_shared_pool``
+(above the K-th best negative of the pool, K = 10, 50, 100) and no MRR.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from sparsetrain.errors import DatasetError
 from sparsetrain.nn.link import LinkPredictor, build_link_model
 from sparsetrain.sampling import EdgeSeeds, LinkNeighborSampler, NeighborSampler
 
-HITS_AT = (10, 50, 100)
+PER_POSITIVE_HITS_AT = (1, 3, 10)  # ogbl-citation2's
+SHARED_POOL_HITS_AT = (10, 50, 100)  # ogbl-collab reports 50; ogbl-ddi 20, ogbl-ppa 100
 SCORE_CHUNK = 1 << 20  # pairs scored at once in evaluation
 
 
@@ -44,15 +49,25 @@ def score_pairs(model: LinkPredictor, h: torch.Tensor, pairs: torch.Tensor, devi
 
 
 def split_metrics(pos: torch.Tensor, neg: torch.Tensor, neg_per_pos: int | None, prefix: str) -> dict:
-    """``<prefix>_auc``, ``_mrr`` (None without per-positive negatives) and ``_hits@K`` of one split's scores."""
-    result = {f"{prefix}_auc": roc_auc(pos, neg),
-              f"{prefix}_mrr": mrr(pos, neg.view(-1, neg_per_pos)) if neg_per_pos else None}
-    result.update({f"{prefix}_hits@{k}": hits_at_k(pos, neg, k) for k in HITS_AT})
+    """``<prefix>_auc``, ``_mrr`` (None for a shared pool) and ``_hits@K_per_positive`` or ``_hits@K_shared_pool``."""
+    result = {f"{prefix}_auc": roc_auc(pos, neg)}
+    if neg_per_pos:
+        rows = neg.view(-1, neg_per_pos)
+        result[f"{prefix}_mrr"] = mrr(pos, rows)
+        result.update({f"{prefix}_hits@{k}_per_positive": hits_at_k(pos, rows, k) for k in PER_POSITIVE_HITS_AT if k <= neg_per_pos})
+    else:
+        result[f"{prefix}_mrr"] = None
+        result.update({f"{prefix}_hits@{k}_shared_pool": hits_at_k(pos, neg, k) for k in SHARED_POOL_HITS_AT})
     return result
 
 
+def ranking_negatives(edge_split: dict[str, EdgeSplit]) -> dict[str, int | None]:
+    """Per evaluated split, the negatives each positive is ranked among (None: a shared pool), for the run's summary."""
+    return {name: split.neg_per_pos for name, split in edge_split.items() if name != "train" and split.neg is not None}
+
+
 def link_evaluator(features, graph, edge_split: dict[str, EdgeSplit], device="cpu"):
-    """``evaluate(model) -> {val_auc, val_mrr, val_hits@K, test_...}`` from exact full-graph embeddings."""
+    """``evaluate(model) -> {val_auc, val_mrr, val_hits@K_per_positive, test_...}`` from exact full-graph embeddings."""
     evaluated = {name: split for name, split in edge_split.items() if name != "train" and split.neg is not None}
 
     def evaluate(model: LinkPredictor) -> dict:

@@ -2,15 +2,27 @@
 
 * :func:`roc_auc`: the area under the ROC curve of positives against negatives (ties count half), as
   ``sklearn.metrics.roc_auc_score`` on ``[1]*P + [0]*N`` (ogb's ``rocauc``).
-* :func:`hits_at_k`: the fraction of positives scored above the K-th best negative of the shared pool
-  (1.0 when there are fewer than K negatives), ogb's ``hits@K``.
-* :func:`mrr`: the mean reciprocal rank of each positive among its own negatives ``[P, K]``, a tie
-  counting as the mean of the optimistic and pessimistic rank (ogb's ``mrr``).
+* :func:`hits_at_k`, two definitions picked by the shape of ``neg``:
+  per-positive (``neg`` [P, N], one row of negatives per positive; ogbl-citation2's ``hits@K``): the fraction
+  of positives whose rank among their own negatives is at most K; shared pool (``neg`` 1-D; ogbl-collab's
+  ``hits@K``): the fraction of positives scored above the K-th best negative of the whole pool (1.0 when there
+  are fewer than K negatives). The pool bar is much higher: with 100 negatives per positive pooled over 1,000
+  positives, a positive must beat the 10th best of 100,000 negatives for hits@10.
+* :func:`mrr`: the mean reciprocal rank of each positive among its own negatives ``[P, N]`` (ogb's ``mrr``).
+
+A rank is 1 + the number of negatives scored above the positive, a tie counting half (the mean of the
+optimistic and pessimistic rank), as ogb's ``_eval_mrr``.
 """
 
 from __future__ import annotations
 
 import torch
+
+from sparsetrain.errors import SparsetrainError
+
+
+class MetricInputError(SparsetrainError, ValueError):
+    """Scores of a shape a metric cannot rank (it names the shapes and the one expected)."""
 
 
 def roc_auc(pos: torch.Tensor, neg: torch.Tensor) -> float:
@@ -28,7 +40,9 @@ def roc_auc(pos: torch.Tensor, neg: torch.Tensor) -> float:
 
 
 def hits_at_k(pos: torch.Tensor, neg: torch.Tensor, k: int) -> float:
-    """Fraction of ``pos`` strictly above the ``k``-th largest of ``neg`` (a pool shared by all positives)."""
+    """Hits@``k``: per positive against its own row when ``neg`` is [P, N]; against the shared pool when ``neg`` is 1-D."""
+    if neg.dim() == 2:
+        return float((ranks(pos, neg) <= k).double().mean())
     pos, neg = pos.detach().reshape(-1), neg.detach().reshape(-1)
     if neg.numel() < k:
         return 1.0
@@ -37,12 +51,17 @@ def hits_at_k(pos: torch.Tensor, neg: torch.Tensor, k: int) -> float:
 
 
 def mrr(pos: torch.Tensor, neg: torch.Tensor) -> float:
-    """Mean reciprocal rank of ``pos[i]`` among ``neg[i]`` (``neg`` is ``[P, K]``)."""
+    """Mean reciprocal rank of ``pos[i]`` among ``neg[i]`` (``neg`` is ``[P, N]``)."""
+    return float((1.0 / ranks(pos, neg).to(torch.float)).mean())
+
+
+def ranks(pos: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:
+    """The rank of each ``pos[i]`` among ``neg[i]`` (``neg`` is ``[P, N]``): 1 + negatives above it, ties counting half."""
     pos = pos.detach().reshape(-1, 1)
     neg = neg.detach()
     if neg.dim() != 2 or neg.shape[0] != pos.shape[0]:
-        raise ValueError(f"mrr needs neg of shape [{pos.shape[0]}, K] (negatives per positive); got {list(neg.shape)}")
+        raise MetricInputError(f"per-positive ranking needs neg of shape [{pos.shape[0]}, N] (N negatives per positive); "
+                               f"got {list(neg.shape)}")
     optimistic = (neg > pos).sum(dim=1)
     pessimistic = (neg >= pos).sum(dim=1)
-    rank = 0.5 * (optimistic + pessimistic) + 1
-    return float((1.0 / rank.to(torch.float)).mean())
+    return 0.5 * (optimistic + pessimistic) + 1

@@ -296,7 +296,7 @@ def _fit(trainer: Trainer, ctx) -> dict:
 
 def _train_link(ds, settings: TrainSettings, ctx) -> dict | None:
     """``--task link``: edge-seed batches, a GraphSAGE encoder with a dot or MLP decoder, AUC/MRR/Hits@K (see ``link_task``)."""
-    from sparsetrain.engine.link_task import link_forward, link_loss, link_parts
+    from sparsetrain.engine.link_task import link_forward, link_loss, link_parts, ranking_negatives
 
     if settings.model != "sage":
         raise DatasetError(f"--task link trains the GraphSAGE encoder; drop --model {settings.model}")
@@ -311,5 +311,5 @@ def _train_link(ds, settings: TrainSettings, ctx) -> dict | None:
                       precision=settings.precision, run_info=_run_info(ds, settings), max_steps=settings.max_steps)
     summary = _fit(trainer, ctx)
     summary.update({"task": "link", "model": settings.model, "decoder": settings.decoder, "dataset": str(ds.path),
-                    "world_size": ctx.world_size})
+                    "world_size": ctx.world_size, "negatives_per_positive": ranking_negatives(ds.edge_split)})
     return summary if ctx.is_main else None

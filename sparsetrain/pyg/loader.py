@@ -13,22 +13,35 @@ from typing import Any
 
 import torch
 import torch_geometric.loader
+from torch_geometric.loader.base import DataLoaderIterator
 
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.pyg.errors import PyGOptionError
 from sparsetrain.pyg.sampler import NeighborSampler
 from sparsetrain.pyg.stores import DatasetFeatureStore, DatasetGraphStore, as_dataset
+from sparsetrain.pyg.workers import SamplingThreads, uses_threads
+from sparsetrain.sampling.edge_seeds import EXCLUDE_MODES
 from sparsetrain.storage.rows import gather_rows
 
 
-class NeighborLoader(torch_geometric.loader.NeighborLoader):
+class _SamplingThreadsMixin:
+    """``num_workers > 0`` without ``multiprocessing_context``: batches made by sampling threads (:mod:`~sparsetrain.pyg.workers`)."""
+
+    def _get_iterator(self):
+        if not self.sampling_threads:
+            return super()._get_iterator()
+        batches = SamplingThreads(self, getattr(self, "node_sampler", None) or getattr(self, "link_sampler", None))
+        return batches if self.filter_per_worker else DataLoaderIterator(batches, self.filter_fn)
+
+
+class NeighborLoader(_SamplingThreadsMixin, torch_geometric.loader.NeighborLoader):
     """``torch_geometric.loader.NeighborLoader`` with :class:`sparsetrain.pyg.NeighborSampler` behind it.
 
     Arguments and batch fields are PyG's (``x``, ``y``, ``edge_index``, ``n_id``, ``e_id``, ``edge_attr``,
     ``batch_size``, ``input_id``, ``num_sampled_nodes``, ``num_sampled_edges``). ``seed`` fixes the
     sampler's random stream. A dataset's ``features`` store may be swapped (e.g. a ``CachedFeatures``).
-    With ``num_workers > 0`` workers start by ``forkserver`` (Numba's OpenMP threads do not survive a
-    fork), so ``data`` is pickled to each worker once; pass ``multiprocessing_context`` to choose otherwise.
+    ``num_workers > 0`` samples in that many threads of this process (:mod:`sparsetrain.pyg.workers`; the same
+    batches as ``num_workers=0``, no ``__main__`` guard needed); pass ``multiprocessing_context`` for processes.
     """
 
     def __init__(self, data, num_neighbors, input_nodes=None, input_time=None, replace: bool = False,
@@ -47,9 +60,7 @@ class NeighborLoader(torch_geometric.loader.NeighborLoader):
             data = (DatasetFeatureStore(ds, features), DatasetGraphStore(ds))
         elif features is not None:
             raise PyGOptionError("features= replaces a sparsetrain dataset's feature store; with other data, put features in the data")
-        if kwargs.get("num_workers", 0) > 0 and kwargs.get("multiprocessing_context") is None:
-            # Numba's OpenMP thread pool does not survive fork(): a forked worker would be terminated
-            kwargs["multiprocessing_context"] = "forkserver"
+        self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
         if neighbor_sampler is None:
             neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
                                                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
@@ -67,14 +78,16 @@ class NeighborLoader(torch_geometric.loader.NeighborLoader):
         return data
 
 
-class LinkNeighborLoader(torch_geometric.loader.LinkNeighborLoader):
+class LinkNeighborLoader(_SamplingThreadsMixin, torch_geometric.loader.LinkNeighborLoader):
     """``torch_geometric.loader.LinkNeighborLoader`` with :class:`sparsetrain.pyg.NeighborSampler` behind it.
 
     Arguments and batch fields are PyG's (``edge_label_index``/``edge_label`` for binary negatives,
     ``src_index``/``dst_pos_index``/``dst_neg_index`` for triplet ones, ``n_id``, ``e_id``, ``input_id``, ...).
-    ``seed`` fixes the sampler's random stream (neighbors and negatives). As PyG's, it does not remove
-    the seed edges from the sampled subgraph; use :class:`sparsetrain.sampling.LinkNeighborSampler` with
-    ``exclude=`` for that.
+    ``seed`` fixes the sampler's random stream (neighbors and negatives); ``num_workers`` as in
+    :class:`NeighborLoader`. ``exclude_seed_edges`` (not in PyG) removes edges from the sampled subgraph, so a
+    model cannot read a positive label off the graph: ``"none"`` (default) keeps them all, as PyG's loader does;
+    ``"self"`` removes every sampled edge ``u -> v`` that is a positive seed edge of the batch (parallel copies
+    too); ``"reverse"`` also ``v -> u`` (for undirected graphs). Negatives are never removed.
     """
 
     def __init__(self, data, num_neighbors, edge_label_index=None, edge_label=None, edge_label_time=None, replace: bool = False,
@@ -82,11 +95,19 @@ class LinkNeighborLoader(torch_geometric.loader.LinkNeighborLoader):
                  neg_sampling_ratio=None, time_attr: str | None = None, weight_attr: str | None = None, transform=None,
                  transform_sampler_output=None, is_sorted: bool = False, filter_per_worker: bool | None = None,
                  neighbor_sampler: NeighborSampler | None = None, directed: bool = True, *, seed: int | None = None,
-                 **kwargs: Any) -> None:
+                 exclude_seed_edges: str = "none", **kwargs: Any) -> None:
+        if exclude_seed_edges not in EXCLUDE_MODES:
+            raise PyGOptionError(f"exclude_seed_edges={exclude_seed_edges!r}; choose one of {', '.join(map(repr, EXCLUDE_MODES))}")
+        self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
         if neighbor_sampler is None:
             neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
                                                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
                                                is_sorted=is_sorted, directed=directed, seed=seed)
+        if exclude_seed_edges != "none":
+            if not isinstance(neighbor_sampler, NeighborSampler):
+                raise PyGOptionError(f"exclude_seed_edges={exclude_seed_edges!r} needs sparsetrain's sampler; "
+                                     "leave neighbor_sampler unset or pass a sparsetrain.pyg.NeighborSampler")
+            neighbor_sampler.exclude_seed_edges = exclude_seed_edges
         super().__init__(data, num_neighbors, edge_label_index=edge_label_index, edge_label=edge_label,
                          edge_label_time=edge_label_time, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
                          temporal_strategy=temporal_strategy, neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio,

@@ -16,6 +16,7 @@ output is turned back (edge types and rows/columns), as PyG's does.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import warnings
@@ -35,6 +36,21 @@ from sparsetrain.sampling.minibatch import MiniBatch
 from sparsetrain.sampling.sampler import NeighborSampler as FusedSampler
 
 DIRECTIONS = ("forward", "backward")
+_pinned = threading.local()
+
+
+@contextlib.contextmanager
+def batch_key(key: int | None):
+    """Within the block, this thread's sampler calls use batch key ``key`` (None: their own count).
+
+    The loaders' sampling threads (:mod:`sparsetrain.pyg.workers`) reserve keys in batch order with ``next_key()``
+    and pin them here, so their batches are those of ``num_workers=0``.
+    """
+    before, _pinned.key = getattr(_pinned, "key", None), key
+    try:
+        yield
+    finally:
+        _pinned.key = before
 
 
 class NeighborSampler(BaseSampler):
@@ -51,6 +67,10 @@ class NeighborSampler(BaseSampler):
     raises ``NotImplementedError`` (backward temporal sampling, ``weight_attr`` on a graph store) this one raises
     :class:`~sparsetrain.pyg.errors.PyGNotImplementedError`, a ``NotImplementedError``.
     """
+
+    exclude_seed_edges: str = "none"
+    """What ``sample_from_edges`` removes from the sampled subgraph: ``"none"`` (PyG's behaviour), ``"self"`` (the
+    positive seed edges) or ``"reverse"`` (also their reverses); set by ``LinkNeighborLoader(exclude_seed_edges=)``."""
 
     def __init__(self, data, num_neighbors, subgraph_type: SubgraphType | str = "directional", replace: bool = False,
                  disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
@@ -114,7 +134,7 @@ class NeighborSampler(BaseSampler):
         return {"node_time": src.node_time, "edge_time": src.edge_time}
 
     def __getstate__(self) -> dict:
-        """Pickled into DataLoader workers without the lock; keys restart per worker."""
+        """Pickled into worker processes (an explicit ``multiprocessing_context``) without the lock; keys restart per worker."""
         state = dict(self.__dict__)
         state.pop("_counter"), state.pop("_lock")
         return state
@@ -138,7 +158,11 @@ class NeighborSampler(BaseSampler):
         return None
 
     def next_key(self) -> int:
-        """The batch key of this call: the process's call count, interleaved across DataLoader workers."""
+        """The batch key of this call: the one pinned by :func:`batch_key`, else the process's call count, interleaved
+        across DataLoader worker processes."""
+        pinned = getattr(_pinned, "key", None)
+        if pinned is not None:
+            return pinned
         with self._lock:
             count = next(self._counter)
         info = torch.utils.data.get_worker_info()
@@ -157,7 +181,8 @@ class NeighborSampler(BaseSampler):
         """PyG's link sampling: seed edges ``(inputs.row, inputs.col)`` of ``inputs.input_type`` plus negatives, sampled as one
         batch (:class:`~sparsetrain.sampling.LinkNeighborSampler`; disjoint: one subgraph per endpoint); ``metadata`` as
         PyG's: binary (or no negatives) ``(input_id, edge_label_index, edge_label, edge_label_time)``, triplet
-        ``(input_id, src_index, dst_pos_index, dst_neg_index, edge_label_time)``. The seed edges stay in the subgraph, as in PyG."""
+        ``(input_id, src_index, dst_pos_index, dst_neg_index, edge_label_time)``. The seed edges stay in the subgraph, as in PyG,
+        unless ``exclude_seed_edges`` says otherwise."""
         neg = NegativeSampling.cast(neg_sampling)
         edge_type = None
         if self.is_hetero_data:
@@ -166,7 +191,7 @@ class NeighborSampler(BaseSampler):
                 edge_type = (edge_type[2], edge_type[1], edge_type[0])
         weights = None if neg is None else (neg.src_weight, neg.dst_weight)
         link = LinkNeighborSampler(self.fused, neg_sampling=None if neg is None else neg.mode.value, amount=1.0 if neg is None else neg.amount,
-                                   edge_type=edge_type, negative_weights=weights)
+                                   edge_type=edge_type, negative_weights=weights, exclude=self.exclude_seed_edges)
         src, dst = inputs.row.to("cpu", torch.int64), inputs.col.to("cpu", torch.int64)
         if self.sample_direction == "backward":
             src, dst = dst, src
