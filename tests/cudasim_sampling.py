@@ -20,6 +20,7 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUD
 
 from sparsetrain.sampling import CSCGraph, NeighborSampler, SamplerInput  # noqa: E402
 from sparsetrain.sampling import neighbor_cuda as nc  # noqa: E402
+from sparsetrain.sampling.layout import KernelLayout, normalize_fanouts  # noqa: E402
 from sparsetrain.sampling.rng import hop_key  # noqa: E402
 
 
@@ -29,14 +30,26 @@ def graph(num_nodes=60, num_edges=500, seed=0, weighted=False) -> CSCGraph:
     return CSCGraph.from_edge_index(ei, num_nodes, torch.rand(ei.shape[1], generator=g) if weighted else None)
 
 
-def gpu_sample(g: CSCGraph, seeds, fanouts, *, replace=False, weighted=False, hop_nodes="all", seed=5, batch=7, ops=None):
+def gpu_layers(g: CSCGraph, seeds, fanouts, *, replace=False, weighted=False, hop_nodes="all", seed=5, batch=7,
+               ops=None, seed_type=0):
+    """The GPU hop loop's own result: per hop ``(edge_index, edge_ids, segments, before, after)``, nodes per type."""
     indptr, indices, weights = g.numpy()
     weights = weights if weighted else np.empty(1, np.float32)
     edge_perm = None if g.edge_perm is None else g.edge_perm.numpy()
-    keys = [hop_key(seed, batch, h) for h in range(len(fanouts))]
+    layout = KernelLayout(g, normalize_fanouts(g, fanouts))
+    keys = [layout.hop_keys(seed, batch, h) for h in range(layout.fanouts.shape[0])]
+    if not g.is_typed:
+        assert [int(k[0]) for k in keys] == [int(hop_key(seed, batch, h)) for h in range(len(fanouts))]
     with np.errstate(all="ignore"):  # uint64 products wrap on purpose
-        return nc.sample_arrays(ops or nc.NumpyArrays(), indptr, indices, weights, np.asarray(seeds, np.int64), fanouts, replace, weighted, keys,
-                                edge_perm=edge_perm, new_only=hop_nodes == "new")
+        return nc.sample_arrays(ops or nc.NumpyArrays(), indptr, indices, weights, np.asarray(seeds, np.int64), layout,
+                                keys, replace, weighted, edge_perm=edge_perm, new_only=hop_nodes == "new",
+                                seed_type=seed_type)
+
+
+def gpu_sample(g: CSCGraph, seeds, fanouts, **kw):
+    """A homogeneous graph's hops as ``([(edge_index, num_src, num_dst, edge_ids)], nodes)``."""
+    layers, nodes = gpu_layers(g, seeds, fanouts, **kw)
+    return [(ei, int(after[0]), int(before[0]), ids) for ei, ids, _, before, after in layers], nodes[0]
 
 
 def assert_same_as_cpu(g, seeds, fanouts, **kw):
@@ -151,6 +164,80 @@ def check_damaged_graph_is_an_error_not_a_stray_read():
                 assert fragment in str(exc) and "sparsetrain info" in str(exc), str(exc)
             else:
                 raise AssertionError(f"{array}[{position}] = {value} sampled with fanouts {fanouts} {kw} without an error")
+
+
+def typed_graph(seed=0):
+    """A small typed graph: three node types, five edge types (one with no edges), repeated edges kept."""
+    rng = np.random.default_rng(seed)
+    num_nodes = {"paper": 40, "author": 30, "topic": 6}
+    shapes = {("author", "writes", "paper"): 150, ("paper", "cites", "paper"): 120, ("paper", "has", "topic"): 60,
+              ("topic", "of", "paper"): 60, ("author", "knows", "topic"): 0}
+    edges = {}
+    for et, e in shapes.items():
+        src, dst = rng.integers(0, num_nodes[et[0]], e), rng.integers(0, num_nodes[et[2]], e)
+        edges[et] = torch.from_numpy(np.stack([src, dst]))
+    return CSCGraph.from_edge_index_dict(edges, num_nodes)
+
+
+def assert_typed_same_as_cpu(g, seeds, fanouts, seed_type="paper", **kw):
+    types = g.node_types
+    layers, nodes = gpu_layers(g, seeds, fanouts, seed_type=types.index(seed_type), **kw)
+    mb = NeighborSampler(g, fanouts, seed=5, seed_type=seed_type, **kw).sample(SamplerInput(torch.tensor(seeds), key=7))
+    for i, t in enumerate(types):
+        assert np.array_equal(nodes[i], mb.input_nodes[t].numpy()), f"{t} input nodes differ from the CPU sampler"
+    for (ei, ids, segments, before, after), block in zip(reversed(layers), mb.blocks):
+        assert block.num_src == {t: int(after[i]) for i, t in enumerate(types)}, "block sizes differ"
+        assert block.num_dst == {t: int(before[i]) for i, t in enumerate(types)}, "block sizes differ"
+        span = {g.edge_types[k]: (a, b) for k, a, b in segments}
+        for et, edge_index in block.edge_index.items():
+            a, b = span.get(et, (0, 0))
+            assert np.array_equal(ei[:, a:b], edge_index.numpy()), f"{et} edges differ"
+            assert np.array_equal(ids[a:b], block.edge_ids[et].numpy()), f"{et} edge ids differ"
+        assert sum(b - a for _, a, b in segments) == block.num_edges
+    return mb
+
+
+def check_typed_graphs_sample_as_on_the_cpu():
+    g = typed_graph()
+    assert_typed_same_as_cpu(g, [0, 5, 9, 33], [3, 2])
+    assert_typed_same_as_cpu(g, [2, 7], [-1, 2], hop_nodes="new")
+    assert_typed_same_as_cpu(g, [1, 2, 3], [4, 4], replace=True)
+    mb = assert_typed_same_as_cpu(g, [4, 20], {("author", "writes", "paper"): [2, 0], ("topic", "of", "paper"): [1, 3]})
+    assert set(mb.blocks[-1].edge_index) == {("author", "writes", "paper"), ("topic", "of", "paper")}
+    assert_typed_same_as_cpu(g, [0, 3], [2, 2], seed_type="topic")
+
+
+def check_typed_weighted_and_one_node_type():
+    g = typed_graph(1)
+    w = torch.rand(g.num_edges, generator=torch.Generator().manual_seed(1))
+    w[::4] = 0
+    weighted = CSCGraph.typed(g.num_nodes, g.edge_types, g.indptr, g.indices, weights=w, edge_perm=g.edge_perm)
+    assert_typed_same_as_cpu(weighted, [1, 8, 30], [3, 2], weighted=True)
+    assert_typed_same_as_cpu(weighted, [1, 8, 30], [3, 2], weighted=True, replace=True)
+    # one node type, two edge types: two segments whose sources share one type's local ids
+    rng = np.random.default_rng(2)
+    cites = torch.from_numpy(rng.integers(0, 50, (2, 300)))
+    one = CSCGraph.from_edge_index_dict({("p", "cites", "p"): cites, ("p", "rev", "p"): cites.flip(0)}, {"p": 50})
+    assert_typed_same_as_cpu(one, [0, 1, 2], [3, 3], seed_type="p")
+
+
+def check_typed_damaged_graph_is_an_error():
+    from sparsetrain.sampling.errors import SamplingError
+
+    g = typed_graph(2)
+    indices = g.indices.clone()
+    writes = g.edge_types.index(("author", "writes", "paper"))
+    position = int(g.indptr[g.types.col_offset[writes]]) + 3  # writes' CSC entry 3
+    indices[position] = 10**6
+    damaged = CSCGraph.typed(g.num_nodes, g.edge_types, g.indptr, indices)
+    for sample in (lambda: gpu_layers(damaged, np.arange(40), [-1], seed_type=0),
+                   lambda: NeighborSampler(damaged, [-1], seed_type="paper").sample(torch.arange(40))):
+        try:
+            sample()
+        except SamplingError as exc:
+            assert "('author', 'writes', 'paper'): CSC entry 3 is not a 'author' node id" in str(exc), str(exc)
+        else:
+            raise AssertionError("a damaged typed graph sampled without an error")
 
 
 CHECKS = {name: fn for name, fn in globals().items() if name.startswith("check_")}

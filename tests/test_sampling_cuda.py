@@ -24,6 +24,9 @@ CHECKS = [
     "check_launch_shape_does_not_change_the_result",
     "check_hash_table_grows_across_hops",
     "check_damaged_graph_is_an_error_not_a_stray_read",
+    "check_typed_graphs_sample_as_on_the_cpu",
+    "check_typed_weighted_and_one_node_type",
+    "check_typed_damaged_graph_is_an_error",
 ]
 
 

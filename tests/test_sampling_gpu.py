@@ -48,3 +48,22 @@ def test_gpu_sampling_on_a_side_stream_equals_cpu_batches():
     assert torch.equal(gpu.input_nodes.cpu(), cpu.input_nodes)
     for a, b in zip(gpu.blocks, cpu.blocks):
         assert torch.equal(a.edge_index.cpu(), b.edge_index)
+
+
+@pytest.mark.parametrize("where", ["device", "pinned"])
+@pytest.mark.parametrize("hop_nodes", ["all", "new"])
+def test_typed_gpu_batches_equal_cpu_batches(where, hop_nodes):
+    from tests.test_sampling_typed_digest import mag_like_graph
+
+    host = mag_like_graph()
+    on_gpu = host.to("cuda") if where == "device" else host.pin_memory()
+    seeds = torch.arange(0, 900, 7)
+    options = dict(seed=3, seed_type="paper", hop_nodes=hop_nodes)
+    cpu = NeighborSampler(host, [10, 5], **options).sample(SamplerInput(seeds, key=4))
+    gpu = NeighborSampler(on_gpu, [10, 5], **options).sample(SamplerInput(seeds.cuda(), key=4))
+    assert gpu.is_typed and all(v.is_cuda for v in gpu.input_nodes.values())
+    assert all(torch.equal(gpu.input_nodes[t].cpu(), cpu.input_nodes[t]) for t in cpu.input_nodes)
+    for a, b in zip(gpu.blocks, cpu.blocks):
+        assert (a.num_src, a.num_dst) == (b.num_src, b.num_dst) and list(a.edge_index) == list(b.edge_index)
+        assert all(torch.equal(a.edge_index[et].cpu(), b.edge_index[et]) for et in b.edge_index)
+        assert all(torch.equal(a.edge_ids[et].cpu(), b.edge_ids[et]) for et in b.edge_ids)

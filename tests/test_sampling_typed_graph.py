@@ -95,3 +95,30 @@ def test_a_homogeneous_graph_is_the_one_type_case():
     assert not g.is_typed and g.num_nodes == 7 and g.node_types == ["_N"] and g.edge_types == [("_N", "_E", "_N")]
     assert g.num_edges_per_type == {("_N", "_E", "_N"): 15}
     assert g.relation(("_N", "_E", "_N")) is g and dict(g.edges) == {("_N", "_E", "_N"): g}
+
+
+def test_typed_sampling_has_every_option_of_the_homogeneous_one():
+    from sparsetrain.sampling import NeighborSampler, SamplerInput
+
+    # paper 0 has four 'author' in-edges of weights 1, 2, 0, 5 and two 'paper' in-edges of weights 1, 1
+    edges = {("author", "writes", "paper"): torch.tensor([[0, 1, 2, 3], [0, 0, 0, 0]]), ("paper", "cites", "paper"): torch.tensor([[1, 2], [0, 0]])}
+    weights = torch.tensor([1.0, 2.0, 0.0, 5.0, 1.0, 1.0])  # CSC order: per edge type, by (dst, src)
+    g = CSCGraph.from_edge_index_dict(edges, {"paper": 3, "author": 4})
+    g = CSCGraph.typed(g.num_nodes, g.edge_types, g.indptr, g.indices, weights=weights, edge_perm=g.edge_perm)
+    writes = ("author", "writes", "paper")
+    counts = np.zeros(4)
+    sampler = NeighborSampler(g, [3], replace=True, weighted=True, seed_type="paper", seed=0)
+    for key in range(2000):
+        block = sampler.sample(SamplerInput(torch.tensor([0]), key=key)).blocks[0]
+        assert block.edge_index[writes].shape[1] == 3 and block.edge_index[("paper", "cites", "paper")].shape[1] == 3
+        np.add.at(counts, block.edge_ids[writes].numpy(), 1)  # edge ids: columns of the edge_index above = author ids
+    np.testing.assert_allclose(counts / counts.sum(), [1 / 8, 2 / 8, 0, 5 / 8], atol=0.02)
+    without = NeighborSampler(g, [3], weighted=True, seed_type="paper", seed=0)
+    for key in range(50):
+        ids = without.sample(SamplerInput(torch.tensor([0]), key=key)).blocks[0].edge_ids[writes]
+        assert sorted(ids.tolist()) == [0, 1, 3]  # the three positive-weight edges, each once
+    uniform = NeighborSampler(g, {writes: [2]}, replace=True, seed_type="paper", seed=0, hop_nodes="new")
+    block = uniform.sample(SamplerInput(torch.tensor([0, 1]), key=0)).blocks[0]
+    assert list(block.edge_index) == [writes] and block.edge_index[writes].shape[1] == 2  # paper 1 has no in-edges
+    with pytest.raises(SamplingError, match="no edge weights"):
+        NeighborSampler(CSCGraph.from_edge_index_dict(edges, {"paper": 3, "author": 4}), [1], weighted=True)

@@ -1,5 +1,6 @@
 """Graph topology (one CSCGraph, homogeneous or typed), seed batches, fused multi-hop neighbor sampling (one
-NeighborSampler for both) and cluster sampling, edge seeds with negatives, sampler input / minibatch output, batch ordering."""
+NeighborSampler for both) and cluster sampling, edge seeds with negatives, sampler input / minibatch output, batch
+ordering."""
 
 import warnings
 
@@ -40,7 +41,7 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """The typed twins' old names (``HeteroGraph``, ``HeteroNeighborSampler``, ...) resolve for one release, with a warning."""
+    """The typed twins' old names (``HeteroGraph``, ``HeteroNeighborSampler``, ...) resolve for one release, warning."""
     import importlib
 
     _deprecated = importlib.import_module("sparsetrain.sampling._deprecated")

@@ -1,4 +1,4 @@
-"""The typed twins' old names, one release long: each builds (and ``isinstance`` recognises) the one class that replaced it.
+"""The typed twins' old names, for one release: each builds (and ``isinstance`` recognises) the class that replaced it.
 
 Reached only through :mod:`sparsetrain.sampling`'s module ``__getattr__``, which warns.
 """
@@ -33,7 +33,8 @@ class HeteroGraph(metaclass=_TypedCheck):
     def __new__(cls, num_nodes: dict[str, int], edges: dict[EdgeType, CSCGraph],
                 edge_ids: dict[EdgeType, torch.Tensor] | None = None) -> CSCGraph:
         edge_ids = edge_ids or {}
-        relations = {et: dataclasses.replace(csc, edge_perm=edge_ids.get(et, csc.edge_perm)) for et, csc in edges.items()}
+        relations = {et: dataclasses.replace(csc, edge_perm=edge_ids.get(et, csc.edge_perm))
+                     for et, csc in edges.items()}
         return CSCGraph.from_relations(num_nodes, relations)
 
     from_edge_index_dict = staticmethod(CSCGraph.from_edge_index_dict)
@@ -45,9 +46,11 @@ class HeteroNeighborSampler(metaclass=_TypedCheck):
 
     _new = NeighborSampler
 
-    def __new__(cls, graph: CSCGraph, fanouts, *, seed_type: str | None = None, hops: str = "dgl", seed: int | None = None) -> NeighborSampler:
+    def __new__(cls, graph: CSCGraph, fanouts, *, seed_type: str | None = None, hops: str = "dgl",
+                seed: int | None = None) -> NeighborSampler:
         if hops not in HOPS:
-            raise SamplingError(f"hops={hops!r}; choose 'dgl' (every hop samples all nodes found so far) or 'pyg' (only nodes new at the previous hop)")
+            raise SamplingError(f"hops={hops!r}; choose 'dgl' (every hop samples all nodes found so far) or 'pyg' "
+                                "(only nodes new at the previous hop)")
         if not isinstance(graph, CSCGraph) or not graph.is_typed:
             raise SamplingError(f"graph is a {type(graph).__name__}; pass a typed sparsetrain.sampling.CSCGraph")
         return NeighborSampler(graph, fanouts, seed_type=seed_type, hop_nodes=HOPS[hops], seed=seed)
@@ -71,7 +74,8 @@ class HeteroBlock(metaclass=_TypedCheck):
         return Block(edge_index, num_src, num_dst, edge_ids)
 
 
-NEW_NAME = {"HeteroGraph": "CSCGraph (CSCGraph.from_relations / from_edge_index_dict build a typed one)",
-            "HeteroNeighborSampler": "NeighborSampler (it samples typed graphs; hops='dgl'/'pyg' is hop_nodes='all'/'new')",
+NEW_NAME = {"HeteroGraph": "CSCGraph (CSCGraph.from_relations / from_edge_index_dict build typed ones)",
+            "HeteroNeighborSampler": "NeighborSampler (it samples typed graphs too; hops='dgl'/'pyg' is "
+                                     "hop_nodes='all'/'new')",
             "HeteroMiniBatch": "MiniBatch (typed batches are MiniBatch with mb.is_typed)",
             "HeteroBlock": "Block (typed blocks hold dicts by type)"}

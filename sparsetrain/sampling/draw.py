@@ -28,6 +28,24 @@ FLOYD_MAX = 32  # above this fanout, selection sampling (O(degree)) beats Floyd'
 
 
 @numba.njit(cache=True, inline="always")
+def segment_of(seg_start, i):
+    """The segment of a hop's work items holding item ``i``: the last ``s`` with ``seg_start[s] <= i``.
+
+    A hop's work items (graph columns) come in segments, one per edge type sampled at that hop; a homogeneous graph
+    has one, found without a loop.
+    """
+    lo = 0
+    hi = seg_start.shape[0] - 2
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if seg_start[mid] <= i:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@numba.njit(cache=True, inline="always")
 def edge_count(weights, lo, d, fanout, replace, weighted):
     """How many in-edges a node with ``d`` in-edges starting at ``lo`` gets."""
     if d == 0 or fanout < 0:

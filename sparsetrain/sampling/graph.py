@@ -97,28 +97,32 @@ class TypeLayout:
     def __post_init__(self) -> None:
         for t, n in self.num_nodes.items():
             if not isinstance(t, str) or isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-                raise SamplingError(f"num_nodes has {t!r}: {n!r}; give a non-negative int node count per node type name")
+                raise SamplingError(f"num_nodes has {t!r}: {n!r}; give a non-negative int node count per node type "
+                                    "name")
         for et in self.edge_types:
             if not (isinstance(et, tuple) and len(et) == 3 and all(isinstance(p, str) for p in et)):
                 raise SamplingError(f"edge type {et!r} is not a (src_type, relation, dst_type) tuple of strings")
             for end in (et[0], et[2]):
                 if end not in self.num_nodes:
-                    raise SamplingError(f"edge type {et} names node type {end!r}, which num_nodes does not list; give its node count")
+                    raise SamplingError(f"edge type {et} names node type {end!r}, which num_nodes does not list; give "
+                                        "its node count")
         if len(set(self.edge_types)) != len(self.edge_types):
             raise SamplingError(f"edge types {list(self.edge_types)} repeat a type; give each edge type once")
         object.__setattr__(self, "num_nodes", {t: int(n) for t, n in self.num_nodes.items()})
-        object.__setattr__(self, "col_offset", np.cumsum([0] + [self.num_nodes[et[2]] for et in self.edge_types]).tolist())
+        columns = [self.num_nodes[et[2]] for et in self.edge_types]
+        object.__setattr__(self, "col_offset", np.cumsum([0, *columns]).tolist())
 
     @property
     def num_columns(self) -> int:
         return self.col_offset[-1]
 
     def index(self, edge_type: EdgeType) -> int:
-        """The position of ``edge_type`` in ``edge_types``; a :class:`SamplingError` naming the graph's types if absent."""
+        """The position of ``edge_type`` in ``edge_types``; a :class:`SamplingError` naming the types if absent."""
         try:
             return self.edge_types.index(tuple(edge_type))
         except (ValueError, TypeError):
-            raise SamplingError(f"edge type {edge_type!r} is not in the graph; its edge types are {list(self.edge_types)}") from None
+            raise SamplingError(f"edge type {edge_type!r} is not in the graph; its edge types are "
+                                f"{list(self.edge_types)}") from None
 
 
 @dataclass
@@ -150,8 +154,10 @@ class CSCGraph:
         if self.edge_perm is not None and (self.edge_perm.dtype != torch.int64 or self.edge_perm.shape != self.indices.shape):
             raise ValueError("CSCGraph.edge_perm must be an int64 tensor with one entry per edge (same shape as indices)")
         if self.types is not None and self.indptr.numel() != self.types.num_columns + 1:
-            raise SamplingError(f"a typed CSCGraph's indptr has {self.indptr.numel()} entries; its edge types have {self.types.num_columns} "
-                                f"dst columns in all (the dst-type node counts summed over edge types), so it needs {self.types.num_columns + 1}")
+            columns = self.types.num_columns
+            raise SamplingError(f"a typed CSCGraph's indptr has {self.indptr.numel()} entries; its edge types have "
+                                f"{columns} dst columns in all (the dst-type node counts summed over edge types), so "
+                                f"it needs {columns + 1}")
 
     # ---- the typed layout ----
     @classmethod
@@ -164,7 +170,8 @@ class CSCGraph:
 
     @classmethod
     def from_relations(cls, num_nodes: dict[str, int], relations: Mapping[EdgeType, CSCGraph]) -> CSCGraph:
-        """A typed graph from one homogeneous-shaped CSC per edge type (columns: dst-type nodes, ``indices``: src-type ids).
+        """A typed graph from one homogeneous-shaped CSC per edge type (columns: dst-type nodes; ``indices``: src-type
+        ids).
 
         The arrays are concatenated (a copy) with each relation's ``weights`` and ``edge_perm``; a relation without
         ``edge_perm`` numbers its edges by CSC position. Weights must be given for every relation or for none.
@@ -173,8 +180,8 @@ class CSCGraph:
         parts = list(relations.values())
         for et, csc in relations.items():
             if not isinstance(csc, CSCGraph) or csc.is_typed:
-                raise SamplingError(f"edge type {et}: give a homogeneous-shaped CSCGraph per edge type, not a {type(csc).__name__}"
-                                    f"{' (typed)' if isinstance(csc, CSCGraph) else ''}")
+                what = "typed CSCGraph" if isinstance(csc, CSCGraph) else type(csc).__name__
+                raise SamplingError(f"edge type {et}: give a homogeneous-shaped CSCGraph per edge type, not a {what}")
             if csc.num_nodes != layout.num_nodes[et[2]]:
                 raise SamplingError(f"edge type {et}: its CSC has {csc.num_nodes} columns but node type {et[2]!r} has "
                                     f"{layout.num_nodes[et[2]]} nodes")
@@ -182,7 +189,8 @@ class CSCGraph:
         weighted = [csc.weights is not None for csc in parts]
         if any(weighted) and not all(weighted):
             missing = [et for et, csc in relations.items() if csc.weights is None]
-            raise SamplingError(f"edge types {missing} have no edge weights but others do; give weights for every edge type or none")
+            raise SamplingError(f"edge types {missing} have no edge weights but others do; give weights for every edge "
+                                "type or none")
         index_dtype = torch.int32 if max(layout.num_nodes.values(), default=0) < 2**31 else torch.int64
         indptr = torch.zeros(layout.num_columns + 1, dtype=torch.int64)
         edges = 0
@@ -190,11 +198,10 @@ class CSCGraph:
             lo, hi = layout.col_offset[k], layout.col_offset[k + 1]
             indptr[lo + 1 : hi + 1] = csc.indptr[1:].cpu() - csc.indptr[0].cpu() + edges
             edges += csc.num_edges
-        cat = lambda ts, dtype=None: torch.cat([t.cpu() if dtype is None else t.cpu().to(dtype) for t in ts]) if ts else torch.zeros(0, dtype=dtype)  # noqa: E731
-        indices = cat([csc.indices for csc in parts], index_dtype)
-        weights = cat([csc.weights for csc in parts]) if parts and all(weighted) else None
+        indices = _concat([csc.indices for csc in parts], index_dtype)
+        weights = _concat([csc.weights for csc in parts], parts[0].weights.dtype) if parts and all(weighted) else None
         perms = [csc.edge_perm if csc.edge_perm is not None else torch.arange(csc.num_edges) for csc in parts]
-        edge_perm = cat(perms, torch.int64) if any(csc.edge_perm is not None for csc in parts) else None
+        edge_perm = _concat(perms, torch.int64) if any(csc.edge_perm is not None for csc in parts) else None
         return cls(indptr, indices.contiguous(), weights, edge_perm, types=layout)
 
     @classmethod
@@ -209,12 +216,14 @@ class CSCGraph:
         relations = {}
         for et, edge_index in edge_index_dict.items():
             if edge_index.dim() != 2 or edge_index.shape[0] != 2:
-                raise SamplingError(f"edge type {et}: edge_index has shape {list(edge_index.shape)}; expected [2, num_edges]")
+                raise SamplingError(f"edge type {et}: edge_index has shape {list(edge_index.shape)}; expected "
+                                    "[2, num_edges]")
             src, dst = edge_index.detach().to("cpu", torch.int64)
             for ids, end in ((src, et[0]), (dst, et[2])):
                 n = layout.num_nodes[end]
                 if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
-                    raise SamplingError(f"edge type {et}: edge_index has {end!r} ids outside [0, {n}); fix the ids or the node count")
+                    raise SamplingError(f"edge type {et}: edge_index has {end!r} ids outside [0, {n}); fix the ids or "
+                                        "the node count")
             n_src, n_dst = layout.num_nodes[et[0]], layout.num_nodes[et[2]]
             order = torch.argsort(dst * max(n_src, 1) + src, stable=True)
             indptr = torch.zeros(n_dst + 1, dtype=torch.int64)
@@ -252,12 +261,13 @@ class CSCGraph:
     def relation(self, edge_type: EdgeType) -> CSCGraph:
         """One edge type's edges as a homogeneous-shaped CSCGraph (columns: dst-type nodes; ``indices``: src-type ids).
 
-        ``indptr`` is a rebased copy; ``indices``, ``weights`` and ``edge_perm`` are views (no copy). A homogeneous graph
-        is its own one relation ``("_N", "_E", "_N")``.
+        ``indptr`` is a rebased copy; ``indices``, ``weights`` and ``edge_perm`` are views (no copy). A homogeneous
+        graph is its own one relation ``("_N", "_E", "_N")``.
         """
         if self.types is None:
             if tuple(edge_type) != EDGE_TYPE:
-                raise SamplingError(f"edge type {edge_type!r} is not in the graph; a homogeneous graph has the one edge type {EDGE_TYPE}")
+                raise SamplingError(f"edge type {edge_type!r} is not in the graph; a homogeneous graph has the one "
+                                    f"edge type {EDGE_TYPE}")
             return self
         k = self.types.index(edge_type)
         lo, hi = self.types.col_offset[k], self.types.col_offset[k + 1]
@@ -356,7 +366,8 @@ class CSCGraph:
         """A copy in ordinary host memory (reads a memory-mapped dataset in full; random access then never waits on the disk)."""
         self.check_files()
         copy = lambda t: None if t is None else t.to("cpu").clone()  # noqa: E731
-        return CSCGraph(copy(self.indptr), copy(self.indices), copy(self.weights), copy(self.edge_perm), types=self.types)
+        return CSCGraph(copy(self.indptr), copy(self.indices), copy(self.weights), copy(self.edge_perm),
+                        types=self.types)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> CSCGraph:
         """A copy of the topology on ``device`` (itself when already there)."""
@@ -365,7 +376,8 @@ class CSCGraph:
             return self
         self.check_files()
         move = lambda t: None if t is None else t.to(device, non_blocking=non_blocking)  # noqa: E731
-        return CSCGraph(move(self.indptr), move(self.indices), move(self.weights), move(self.edge_perm), types=self.types)
+        return CSCGraph(move(self.indptr), move(self.indices), move(self.weights), move(self.edge_perm),
+                        types=self.types)
 
     def pin_memory(self) -> CSCGraph:
         """A copy in page-locked host memory, which GPU sampling kernels read in place over PCIe."""
@@ -409,7 +421,7 @@ class CSCGraph:
 
     @property
     def num_nodes(self) -> int | dict[str, int]:
-        """Node count: an int for a homogeneous graph, ``{node_type: count}`` for a typed one (GraphBolt's convention)."""
+        """Node count: an int for a homogeneous graph, ``{node_type: count}`` for a typed one (GraphBolt's way)."""
         if self.types is not None:
             return dict(self.types.num_nodes)
         return self.indptr.numel() - 1
@@ -420,11 +432,11 @@ class CSCGraph:
 
     def _homogeneous_only(self, method: str) -> None:
         if self.types is not None:
-            raise SamplingError(f"CSCGraph.{method}() reads a homogeneous graph; on a typed graph call it per edge type: "
-                                f"graph.relation(edge_type).{method}(...)")
+            raise SamplingError(f"CSCGraph.{method}() reads a homogeneous graph; on a typed graph call it per edge "
+                                f"type: graph.relation(edge_type).{method}(...)")
 
     def in_degrees(self) -> torch.Tensor:
-        """In-degree of every column, int64 (a homogeneous graph: of every node; a typed one: per (edge type, dst node))."""
+        """In-degree of every column, int64 (homogeneous graph: of every node; typed: per (edge type, dst node))."""
         return self.indptr[1:] - self.indptr[:-1]
 
     def out_degrees(self) -> torch.Tensor:
@@ -438,7 +450,8 @@ class CSCGraph:
     def __repr__(self) -> str:
         weighted = ", weighted" if self.weights is not None else ""
         typed = "" if self.types is None else f", edge_types={len(self.types.edge_types)}"
-        return f"CSCGraph(num_nodes={self.num_nodes}{typed}, num_edges={self.num_edges}, indices={self.indices.dtype}{weighted})"
+        return (f"CSCGraph(num_nodes={self.num_nodes}{typed}, num_edges={self.num_edges}, "
+                f"indices={self.indices.dtype}{weighted})")
 
 
 class _Relations(Mapping):
@@ -457,6 +470,11 @@ class _Relations(Mapping):
 
     def __len__(self) -> int:
         return len(self._graph.edge_types)
+
+
+def _concat(tensors: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    """``tensors`` on the host as one ``dtype`` tensor (empty when there are none)."""
+    return torch.cat([t.cpu().to(dtype) for t in tensors]) if tensors else torch.zeros(0, dtype=dtype)
 
 
 @njit(cache=True, nogil=True)

@@ -58,12 +58,13 @@ class Block:
         return self.edge_index.shape[1]
 
     def to_pyg(self) -> tuple:
-        """``(edge_index, (num_src, num_dst))`` for ``conv((x_src, x_src[:num_dst]), edge_index)``; per type when typed
-        (what a ``HeteroConv`` takes: ``conv(x_dict, edge_index_dict)``, then each type's output cut to its ``num_dst``)."""
+        """``(edge_index, (num_src, num_dst))`` for ``conv((x_src, x_src[:num_dst]), edge_index)``; per type when
+        typed (what a ``HeteroConv`` takes: ``conv(x_dict, edge_index_dict)``, each output cut to its ``num_dst``)."""
         return self.edge_index, (self.num_src, self.num_dst)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
-        return replace(self, edge_index=_move(self.edge_index, device, non_blocking), edge_ids=_move(self.edge_ids, device, non_blocking))
+        return replace(self, edge_index=_move(self.edge_index, device, non_blocking),
+                       edge_ids=_move(self.edge_ids, device, non_blocking))
 
     def __repr__(self) -> str:
         return f"Block(num_src={self.num_src}, num_dst={self.num_dst}, num_edges={self.num_edges})"
@@ -122,12 +123,14 @@ class MiniBatch:
         return [block.to_pyg() for block in self.blocks]
 
     def to_dgl(self) -> list:
-        """Per hop, outermost first, a DGL block (``dgl.create_block``, from a dict per edge type when typed) with ``dgl.NID``."""
+        """Per hop, outermost first, a DGL block (``dgl.create_block``; from a dict per edge type when typed) with
+        ``dgl.NID`` on its src and dst nodes."""
         try:
             import dgl
         except ImportError as exc:
             raise SamplingBackendError(
-                f"MiniBatch.to_dgl() needs the dgl package ({exc}); install dgl (e.g. the torch 2.2.1 + dgl 2.1.0 environment .ci/run builds in .ci/venv-dgl) or use .to_pyg()"
+                f"MiniBatch.to_dgl() needs the dgl package ({exc}); install dgl (e.g. the torch 2.2.1 + dgl 2.1.0 "
+                "environment .ci/run builds in .ci/venv-dgl) or use .to_pyg()"
             ) from None
         if self.is_typed:
             return [self._typed_dgl_block(dgl, block) for block in self.blocks]
@@ -135,7 +138,8 @@ class MiniBatch:
         blocks = []
         for block in self.blocks:
             src, dst = block.edge_index
-            b = dgl.create_block((src, dst), num_src_nodes=block.num_src, num_dst_nodes=block.num_dst, idtype=torch.int64, device=device)
+            b = dgl.create_block((src, dst), num_src_nodes=block.num_src, num_dst_nodes=block.num_dst,
+                                 idtype=torch.int64, device=device)
             b.srcdata[dgl.NID] = self.input_nodes[: block.num_src]
             b.dstdata[dgl.NID] = self.input_nodes[: block.num_dst]
             blocks.append(b)
@@ -168,6 +172,7 @@ class MiniBatch:
         if self.is_typed:
             nodes = {t: v.numel() for t, v in self.input_nodes.items()}
             seeds = {t: v.numel() for t, v in self.seeds.items()} if isinstance(self.seeds, dict) else self.seeds.numel()
-            return f"MiniBatch(seed_type={self.seed_type!r}, seeds={seeds}, input_nodes={nodes}, blocks={len(self.blocks)})"
+            return (f"MiniBatch(seed_type={self.seed_type!r}, seeds={seeds}, input_nodes={nodes}, "
+                    f"blocks={len(self.blocks)})")
         hops = ", ".join(repr(b) for b in self.blocks)
         return f"MiniBatch(seeds={self.seeds.numel()}, input_nodes={self.input_nodes.numel()}, blocks=[{hops}])"

@@ -1,4 +1,4 @@
-"""CPU kernels of the fused multi-hop neighbor sampler (Numba, ``parallel=True``), for homogeneous and typed graphs alike.
+"""CPU kernels of the fused multi-hop neighbor sampler (Numba, ``parallel=True``), for homogeneous and typed graphs.
 
 One hop of a message-flow graph is :func:`count_hop` (how many edges each work
 item gets, in parallel) then :func:`sample_hop`. A work item is one column of the
@@ -40,7 +40,7 @@ import numpy as np
 from numba import prange
 
 from sparsetrain.sampling.disjoint import relabel as relabel_disjoint
-from sparsetrain.sampling.draw import count_node, draw_positions
+from sparsetrain.sampling.draw import count_node, draw_positions, segment_of
 from sparsetrain.sampling.prefetch import prefetch
 from sparsetrain.sampling.rng import node_stream
 
@@ -48,23 +48,10 @@ PREFETCH = 32  # loads issued this many iterations ahead
 GATHER_CHUNKS = 256  # edge ranges of the parallel source read (results do not depend on it)
 
 
-@numba.njit(cache=True, inline="always")
-def segment_of(seg_start, i):
-    """The segment holding work item ``i``: the last ``s`` with ``seg_start[s] <= i`` (one comparison-free step for one segment)."""
-    lo = 0
-    hi = seg_start.shape[0] - 2
-    while lo < hi:
-        mid = (lo + hi + 1) >> 1
-        if seg_start[mid] <= i:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 @numba.njit(cache=True, nogil=True, parallel=True)
 def count_hop(indptr, weights, cols, seg_start, seg_fanout, replace, weighted, num_edges, lo, deg, offsets):
-    """Fill ``lo``/``deg`` (where each item's in-edges start, how many) and ``offsets`` (edge ranges); returns the edge count.
+    """Fill ``lo``/``deg`` (where each item's in-edges start, how many) and ``offsets`` (edge ranges); returns the
+    edge count.
 
     Item ``i`` is column ``cols[i]`` with the fanout of its segment, ``seg_fanout``.
     ``-1 - i`` when item ``i``'s range in ``indptr`` lies outside ``[0, num_edges)`` (a damaged graph).
@@ -74,7 +61,8 @@ def count_hop(indptr, weights, cols, seg_start, seg_fanout, replace, weighted, n
     for i in prange(n):
         if i + PREFETCH < n:
             prefetch(indptr, cols[i + PREFETCH])
-        offsets[i + 1] = count_node(indptr, weights, cols, i, seg_fanout[segment_of(seg_start, i)], replace, weighted, num_edges, lo, deg)
+        fanout = seg_fanout[segment_of(seg_start, i)]
+        offsets[i + 1] = count_node(indptr, weights, cols, i, fanout, replace, weighted, num_edges, lo, deg)
     for i in range(n):
         if offsets[i + 1] < 0:
             return -1 - i
@@ -83,10 +71,11 @@ def count_hop(indptr, weights, cols, seg_start, seg_fanout, replace, weighted, n
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fanouts, keys, replace, weighted, col_offset, edge_offset,
-               et_src, type_offset, type_size, lo, deg, offsets, nbr, table, counts, new_nodes, edge_index, edge_ids,
-               item_batch, disjoint_keys, disjoint_values):
-    """One hop after :func:`count_hop`: fills ``edge_index`` [2, E] (local src, dst) and ``edge_ids``; returns the new-node count.
+def sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fanouts, keys, replace, weighted,
+               col_offset, edge_offset, et_src, type_offset, type_size, lo, deg, offsets, nbr, table, counts, new_nodes,
+               edge_index, edge_ids, item_batch, disjoint_keys, disjoint_values):
+    """One hop after :func:`count_hop`: fills ``edge_index`` [2, E] (local src, dst) and ``edge_ids``; returns the
+    new-node count.
 
     Per edge type ``k``: ``fanouts[k]``, ``keys[k]`` (its hop key), ``col_offset[k]`` / ``edge_offset[k]`` (its first
     column and edge), ``et_src[k]`` (its source node type). Local id ``j`` of node type ``t`` is in ``table`` at
@@ -97,8 +86,8 @@ def sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fa
     its type (a damaged graph); ``table`` and ``counts`` are then as before the call. Passes: draw edge positions
     (parallel, compute only), read the sources there (parallel, prefetched), then the fused dedupe + relabel.
     Disjoint sampling (``item_batch`` not empty: work item ``i`` is in the subgraph of seed ``item_batch[i]``) draws
-    from a stream per (seed, node) and dedupes in :func:`sparsetrain.sampling.disjoint.relabel` with the hash table
-    ``disjoint_keys``/``disjoint_values`` instead of ``table``; ``new_nodes`` then holds its keys.
+    from a stream per (seed, node) and dedupes in :func:`sparsetrain.sampling.disjoint.relabel`, in the hash table
+    ``disjoint_keys`` / ``disjoint_values`` instead of ``table``; ``new_nodes`` then holds its keys.
     """
     num_work = cols.shape[0]
     num_edges = offsets[num_work]
@@ -117,7 +106,8 @@ def sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fa
             stream_id = cols[i] - col_offset[et]
             if split:
                 stream_id += item_batch[i] * stride
-            draw_positions(weights, a, deg[i], k, fanouts[et], replace, weighted, node_stream(keys[et], stream_id), nbr, start)
+            stream = node_stream(keys[et], stream_id)
+            draw_positions(weights, a, deg[i], k, fanouts[et], replace, weighted, stream, nbr, start)
             d = seg_dst[s] + i - seg_start[s]
             base = edge_offset[et]
             for j in range(start, start + k):
@@ -141,8 +131,8 @@ def sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fa
                 edge_ids[e] = edge_perm[p]
             nbr[e] = indices[p]
     if split:
-        return relabel_disjoint(nbr, dst, offsets, seg_start, seg_et, seg_dst, et_src, type_offset, type_size, item_batch,
-                                disjoint_keys, disjoint_values, counts, new_nodes, src)
+        return relabel_disjoint(nbr, dst, offsets, seg_start, seg_et, seg_dst, et_src, type_offset, type_size,
+                                item_batch, disjoint_keys, disjoint_values, counts, new_nodes, src)
     # fused dedupe + relabel: one lookup per edge in the node map
     found = 0
     counts_before = counts.copy()
@@ -175,7 +165,8 @@ def sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fa
 
 @numba.njit(cache=True, nogil=True)
 def insert_seeds(seeds, base, table):
-    """Give seed ``i`` (a node of the type whose table range starts at ``base``) local id ``i``; the first repeated seed's index, or -1."""
+    """Give seed ``i`` (of the node type whose table range starts at ``base``) local id ``i``; returns the index of
+    the first repeated seed, or -1."""
     for i in range(seeds.shape[0]):
         g = base + seeds[i]
         if table[g] >= 0:
@@ -188,13 +179,13 @@ def insert_seeds(seeds, base, table):
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def reset_table(table, nodes, base):
-    """Mark every node of a finished batch absent again (touches only those entries); ``nodes`` of the type starting at ``base``."""
+    """Mark the ``nodes`` (of the type starting at ``base``) of a finished batch absent again, touching only them."""
     for i in prange(nodes.shape[0]):
         table[base + nodes[i]] = -1
 
 
 class Workspace:
-    """Scratch reused from batch to batch (fresh pages cost a fault each): the node map, the nodes per type, the per-hop arrays."""
+    """Scratch reused from batch to batch (fresh pages cost a fault each): node map, nodes per type, per-hop arrays."""
 
     def __init__(self, total_nodes: int, num_types: int) -> None:
         self.table = np.full(total_nodes, -1, np.int32 if total_nodes < 2**31 else np.int64)

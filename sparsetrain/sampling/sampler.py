@@ -16,14 +16,13 @@ from sparsetrain.sampling import disjoint, neighbor, subgraph, temporal
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput
+from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout, normalize_fanouts
 from sparsetrain.sampling.minibatch import Block, MiniBatch
-from sparsetrain.sampling.rng import hop_key
 from sparsetrain.sampling.subgraph import SUBGRAPH_TYPES
 
 _SEED_MASK = (1 << 63) - 1
 PARALLEL_MIN_WORK = 1 << 16  # edges (or 8 x work items) below which a hop runs on one thread
 HOP_NODES = ("all", "new")
-MAX_EDGE_TYPES = 1 << 20  # a typed graph's hop keys pack (hop, edge type) into one counter: hop * MAX_EDGE_TYPES + edge type
 _NO_ITEMS = np.empty(0, np.int64)  # the kernels' "option off" (not disjoint: no per-item seed index, no hash table)
 
 
@@ -33,8 +32,7 @@ class NeighborSampler:
     ``fanouts[h]`` is how many in-neighbors every node gets at hop ``h`` from the
     seeds (``fanouts[0]`` for the seeds themselves, as in PyG's ``num_neighbors``;
     -1 = all), so ``blocks[-1]`` (the innermost) uses ``fanouts[0]``; ``[]`` samples
-    no hop (the batch is its seeds). On a typed
-    graph a list applies to every edge type, or ``fanouts`` is a dict
+    no hop (the batch is its seeds). On a typed graph a list applies to every edge type, or ``fanouts`` is a dict
     ``{edge_type: [per hop]}`` (edge types it leaves out are not sampled). ``hop_nodes``
     says which nodes a hop samples for: ``"all"`` (default) every node found so far
     (DGL's message-flow graphs), ``"new"`` only the nodes first reached at the hop
@@ -48,20 +46,21 @@ class NeighborSampler:
 
     PyG's options, all off by default (the batches are then exactly those without them):
 
-    - ``disjoint=True``: one subgraph per seed (:mod:`sparsetrain.sampling.disjoint`); a node reached from two seeds
-      is in the batch twice, ``MiniBatch.batch`` gives each node's seed index, and seeds may repeat.
+    - ``disjoint=True``: one subgraph per seed (:mod:`sparsetrain.sampling.disjoint`); a node reached from two
+      seeds is in the batch twice, ``MiniBatch.batch`` gives each node's seed index, and seeds may repeat.
     - ``node_time`` / ``edge_time`` (a tensor, or a dict per node / edge type; edge times in edge-id order) with
       ``temporal_strategy`` ``"uniform"`` or ``"last"``: no edge later than the seed's time
-      (:mod:`sparsetrain.sampling.temporal`; the seeds' times are ``SamplerInput.seed_time``, by default their node
-      times). Temporal sampling is disjoint. The graph's columns are sorted by time once, here (``self.graph``).
+      (:mod:`sparsetrain.sampling.temporal`; the seeds' times are ``SamplerInput.seed_time``, by default their
+      node times). Temporal sampling is disjoint. The graph's columns are sorted by time once, here
+      (``self.graph`` is then the sorted copy; edge ids stay the caller's).
     - ``subgraph_type``: ``"directional"`` (the sampled edges, hop by hop), ``"bidirectional"`` (those and their
-      reverses) or ``"induced"`` (every edge between sampled nodes); the last two are one flat subgraph over all
-      the batch's nodes (:mod:`sparsetrain.sampling.subgraph`), in ``MiniBatch.subgraph``, and its blocks are
-      that subgraph once per hop, the last cut to the edges into the seeds (so ``blocks[-1].num_dst`` is still
-      the seed count and a block-by-block model runs unchanged).
+      reverses) or ``"induced"`` (every edge between sampled nodes). The last two are one flat subgraph over all
+      the batch's nodes (:mod:`sparsetrain.sampling.subgraph`), in ``MiniBatch.subgraph``; the blocks are that
+      subgraph once per hop, the last cut to its edges into the seeds (``blocks[-1].num_dst`` is still the seed
+      count, so a block-by-block model runs unchanged).
 
-    Runs on the GPU when the graph is on CUDA (or pinned and the seeds are on CUDA), else on the CPU
-    (typed graphs and PyG's options: the CPU only, for now). The same ``seed`` gives the same
+    Runs on the GPU when the graph is on CUDA (or pinned and the seeds are on CUDA), else on the CPU;
+    both targets draw the same batches (PyG's options and seeds of several types: the CPU only, for now). The same ``seed`` gives the same
     batches, whatever the thread count: a :class:`SamplerInput` with ``key=k`` draws
     batch ``k`` (a loader passes its own keys, so a resumed run redraws the same
     batches); without a key, the ``b``-th call of :meth:`sample` uses key ``b``.
@@ -69,57 +68,54 @@ class NeighborSampler:
     a homogeneous graph and ``c = h * 2**20 + (index of the edge type)`` on a typed one.
     """
 
-    def __init__(self, graph: CSCGraph, fanouts: Sequence[int] | Mapping[EdgeType, Sequence[int]], *, replace: bool = False,
-                 weighted: bool = False, seed: int | None = None, hop_nodes: str = "all", seed_type: str | None = None,
-                 disjoint: bool = False, node_time=None, edge_time=None, temporal_strategy: str = "uniform",
-                 subgraph_type: str = "directional") -> None:
+    def __init__(self, graph: CSCGraph, fanouts: Sequence[int] | Mapping[EdgeType, Sequence[int]], *,
+                 replace: bool = False, weighted: bool = False, seed: int | None = None, hop_nodes: str = "all",
+                 seed_type: str | None = None, disjoint: bool = False, node_time=None, edge_time=None,
+                 temporal_strategy: str = "uniform", subgraph_type: str = "directional") -> None:
         if not isinstance(graph, CSCGraph):
-            raise SamplingError(f"graph is a {type(graph).__name__}; pass a sparsetrain.sampling.CSCGraph (e.g. sparsetrain.datasets.load(path).graph)")
+            raise SamplingError(f"graph is a {type(graph).__name__}; pass a sparsetrain.sampling.CSCGraph "
+                                "(e.g. sparsetrain.datasets.load(path).graph)")
         if hop_nodes not in HOP_NODES:
-            raise SamplingError(f"hop_nodes={hop_nodes!r}; give 'all' (every node found so far, DGL) or 'new' (nodes first reached at the hop before, PyG)")
+            raise SamplingError(f"hop_nodes={hop_nodes!r}; give 'all' (every node found so far, DGL) or 'new' "
+                                "(nodes first reached at the hop before, PyG)")
         if len(graph.edge_types) >= MAX_EDGE_TYPES:
-            raise SamplingError(f"the graph has {len(graph.edge_types)} edge types; at most {MAX_EDGE_TYPES - 1} are supported")
+            raise SamplingError(f"the graph has {len(graph.edge_types)} edge types; at most {MAX_EDGE_TYPES - 1} are "
+                                "supported")
         if seed_type is not None and seed_type not in graph.node_types:
             raise SamplingError(f"seed_type={seed_type!r} is not a node type of the graph ({graph.node_types})")
         if subgraph_type not in SUBGRAPH_TYPES:
             raise SamplingError(f"subgraph_type={subgraph_type!r}; choose one of {', '.join(SUBGRAPH_TYPES)}")
+        if temporal_strategy not in temporal.STRATEGIES:
+            raise SamplingError(f"temporal_strategy={temporal_strategy!r}; choose 'uniform' or 'last'")
         self.fanouts = normalize_fanouts(graph, fanouts)
         if weighted:
-            if graph.weights is None:
-                raise SamplingError("weighted=True but the graph has no edge weights; build the dataset with edge weights or pass weighted=False")
-            graph.check_files()
-            w = graph.weights
-            if w.dtype not in (torch.float32, torch.float64):
-                raise SamplingError(f"graph.weights has dtype {w.dtype}; edge weights must be float32 or float64")
-            if bool((w < 0).any()) or not bool(torch.isfinite(w).all()):
-                raise SamplingError("graph.weights has negative or non-finite entries; sampling weights must be finite and >= 0")
+            _check_weights(graph)
         self.times = None
         if node_time is not None or edge_time is not None:
             graph.check_files()
             self.times = temporal.Times(graph, node_time, edge_time, temporal_strategy)
             graph = self.times.sort(graph)
-        elif temporal_strategy not in temporal.STRATEGIES:
-            raise SamplingError(f"temporal_strategy={temporal_strategy!r}; choose 'uniform' or 'last'")
         self.disjoint = bool(disjoint) or self.times is not None
         if self.disjoint and subgraph_type == "induced":
-            raise SamplingError("subgraph_type='induced' with disjoint (or temporal) sampling is not supported: an induced "
-                                "subgraph is shared by the batch's seeds; use 'directional' or 'bidirectional'")
+            raise SamplingError("subgraph_type='induced' with disjoint (or temporal) sampling is not supported: an "
+                                "induced subgraph is shared by the batch's seeds; use 'directional' or 'bidirectional'")
+        self.temporal_strategy = temporal_strategy
+        self.subgraph_type = subgraph_type
         self.graph = graph
         self.replace = bool(replace)
         self.weighted = bool(weighted)
         self.hop_nodes = hop_nodes
         self.seed_type = seed_type
-        self.temporal_strategy = temporal_strategy
-        self.subgraph_type = subgraph_type
         self.seed = int(torch.randint(0, 2**62, ()).item()) if seed is None else int(seed) & _SEED_MASK
-        self._layout = _Layout(graph, self.fanouts)
+        self._layout = KernelLayout(graph, self.fanouts)
         self._counter = itertools.count()
         self._lock = threading.Lock()
         self._workspaces: list[neighbor.Workspace] = []  # one per concurrent CPU call
         self._cuda = None
 
     def __getstate__(self) -> dict:
-        """Pickled (e.g. into a loader's worker process) without its lock, scratch and device views; the copy counts keys from 0."""
+        """Pickled (e.g. into a loader's worker process) without its lock, scratch and device views; the copy counts
+        keys from 0."""
         state = dict(self.__dict__)
         for name in ("_counter", "_lock", "_workspaces", "_cuda"):
             state.pop(name)
@@ -148,7 +144,8 @@ class NeighborSampler:
         """
         if batch is not None:
             if isinstance(inp, SamplerInput):
-                raise SamplingError("sample() got both a SamplerInput and batch=; put the key in SamplerInput(seeds, key=...) only")
+                raise SamplingError("sample() got both a SamplerInput and batch=; put the key in "
+                                    "SamplerInput(seeds, key=...) only")
             warnings.warn("NeighborSampler.sample(seeds, batch=k) is deprecated; pass SamplerInput(seeds, key=k) "
                           "(from sparsetrain.sampling import SamplerInput)", DeprecationWarning, stacklevel=2)
             inp = SamplerInput(inp, key=batch)
@@ -158,58 +155,61 @@ class NeighborSampler:
         if key is None:
             with self._lock:
                 key = next(self._counter)
-        if isinstance(inp.seeds, dict):
-            if not self.graph.is_typed:
-                raise SamplingError("seeds is a dict per node type but the graph is homogeneous; pass one tensor of node ids")
-            seeds = [(self._seed_type(t), ids) for t, ids in inp.seeds.items()]
-        else:
-            seeds = [(self._seed_type(inp.node_type), inp.seeds)]
+        by_type = isinstance(inp.seeds, dict)
+        if by_type and not self.graph.is_typed:
+            raise SamplingError("seeds is a dict per node type but the graph is homogeneous; pass one tensor of ids")
+        named = list(inp.seeds.items()) if by_type else [(inp.node_type, inp.seeds)]
+        seeds = [(self._seed_type(name), ids) for name, ids in named]
         for t, ids in seeds:
             self._check_seeds(t, ids)
-        if len(seeds) == 1 and self._on_gpu(seeds[0][1]):
-            return self._sample_cuda(seeds[0][1], [hop_key(self.seed, key, hop) for hop in range(self.num_hops)])
+        if self._on_gpu(seeds):
+            return self._sample_cuda(seeds[0][1], seeds[0][0], key)
         seed_time = None
         if self.times is not None:
-            given = inp.seed_time if isinstance(inp.seed_time, dict) or inp.seed_time is None else {None: inp.seed_time}
-            parts = []
-            for (t, ids), name in zip(seeds, inp.seeds if isinstance(inp.seeds, dict) else [None]):
-                own = None if given is None else given.get(name)
-                parts.append(self.times.seed_times(self._layout.node_types[t], ids.to("cpu", torch.int64).numpy(), own))
+            given = inp.seed_time if by_type or inp.seed_time is None else {named[0][0]: inp.seed_time}
+            parts = [self.times.seed_times(self._layout.node_types[t], ids.to("cpu", torch.int64).numpy(),
+                                           None if given is None else given.get(name))
+                     for (t, ids), (name, _) in zip(seeds, named)]
             seed_time = np.concatenate(parts) if parts else np.zeros(0, self.times.node_time.dtype)
         elif inp.seed_time is not None:
-            raise SamplingError("SamplerInput.seed_time is set but the sampler is not temporal; give it node_time or edge_time")
-        return self._sample_cpu([(t, ids.to("cpu", torch.int64)) for t, ids in seeds], key, seed_time, isinstance(inp.seeds, dict))
+            raise SamplingError("SamplerInput.seed_time is set but the sampler is not temporal; give it node_time or "
+                                "edge_time")
+        return self._sample_cpu([(t, ids.to("cpu", torch.int64)) for t, ids in seeds], key, seed_time, by_type)
 
     def _check_seeds(self, t: int, seeds: torch.Tensor) -> None:
         if seeds.dim() != 1 or seeds.dtype.is_floating_point or seeds.dtype == torch.bool:
-            raise SamplingError(f"seeds must be a 1-D integer tensor of node ids; got shape {list(seeds.shape)} dtype {seeds.dtype}")
+            raise SamplingError(f"seeds must be a 1-D integer tensor of node ids; got shape {list(seeds.shape)} "
+                                f"dtype {seeds.dtype}")
         n = int(self._layout.type_size[t])
         if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= n):
             of = f"{self._layout.node_types[t]!r} " if self.graph.is_typed else ""
             raise SamplingError(f"seeds has ids outside [0, {n}); seeds must be {of}node ids of this graph")
 
+    def _on_gpu(self, seeds: list[tuple[int, torch.Tensor]]) -> bool:
+        """Whether the batch is sampled on the GPU; the options the GPU kernels lack are an error there."""
+        on_gpu = self.graph.device.type == "cuda" or (any(ids.device.type == "cuda" for _, ids in seeds)
+                                                      and self.graph.is_pinned())
+        if on_gpu and (self.disjoint or self.subgraph_type != "directional" or len(seeds) != 1 or not self.num_hops):
+            raise SamplingBackendError("disjoint, temporal, bidirectional and induced sampling, seeds of several types "
+                                       "and zero hops run on the CPU only for now; keep the graph and the seeds on "
+                                       "the host")
+        return on_gpu
+
     def _seed_type(self, node_type: str | None) -> int:
-        """The index of the seeds' node type (a homogeneous graph's one type, or the one named / the sampler's ``seed_type``)."""
+        """Index of the seeds' node type: a homogeneous graph's one type, else ``node_type`` or ``seed_type``."""
         layout = self._layout
         if not self.graph.is_typed:
             return 0
         name = node_type or self.seed_type
         if name is None:
-            raise SamplingError("the seeds' node type is unknown; pass seed_type= to the sampler or SamplerInput(seeds, node_type=...)")
+            raise SamplingError("the seeds' node type is unknown; pass seed_type= to the sampler or "
+                                "SamplerInput(seeds, node_type=...)")
         if name not in layout.type_index:
-            raise SamplingError(f"node type {name!r} of the seeds is not a node type of the graph ({layout.node_types})")
+            raise SamplingError(f"node type {name!r} of the seeds is not a node type of the graph "
+                                f"({layout.node_types})")
         return layout.type_index[name]
 
-    def _on_gpu(self, seeds: torch.Tensor) -> bool:
-        on_gpu = self.graph.device.type == "cuda" or (seeds.device.type == "cuda" and self.graph.is_pinned())
-        if on_gpu and self.graph.is_typed:
-            raise SamplingBackendError("typed graphs are sampled on the CPU only for now; keep the typed graph and the seeds on the host")
-        if on_gpu and (self.disjoint or self.subgraph_type != "directional" or not self.num_hops):
-            raise SamplingBackendError("disjoint, temporal, bidirectional and induced sampling (and zero hops) run on the CPU only "
-                                       "for now; keep the graph and the seeds on the host")
-        return on_gpu
-
-    def _sample_cuda(self, seeds: torch.Tensor, keys: list[int]) -> MiniBatch:
+    def _sample_cuda(self, seeds: torch.Tensor, seed_type: int, key: int) -> MiniBatch:
         from sparsetrain.sampling import neighbor_cuda
 
         if self._cuda is None:
@@ -218,11 +218,13 @@ class NeighborSampler:
         seeds = seeds.to(device, torch.int64)
         if torch.unique(seeds).numel() != seeds.numel():
             raise SamplingError("seeds has repeated node ids; pass unique seeds (e.g. torch.unique(seeds))")
-        layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self.fanouts, self.replace, self.weighted, keys, self.hop_nodes == "new")
-        blocks = [Block(edge_index, num_src, num_dst, edge_ids) for edge_index, num_src, num_dst, edge_ids in reversed(layers)]
-        return MiniBatch(seeds=seeds, input_nodes=nodes, blocks=blocks)
+        keys = [self._layout.hop_keys(self.seed, key, hop) for hop in range(self.num_hops)]
+        layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
+                                                    self.hop_nodes == "new", seed_type)
+        return self._assemble([(seed_type, seeds)], nodes, layers, False)
 
-    def _sample_cpu(self, seeds: list[tuple[int, torch.Tensor]], key: int, seed_time: np.ndarray | None, seeds_by_type: bool) -> MiniBatch:
+    def _sample_cpu(self, seeds: list[tuple[int, torch.Tensor]], key: int, seed_time: np.ndarray | None,
+                    by_type: bool) -> MiniBatch:
         self.graph.check_files()
         layout = self._layout
         indptr, indices, weights = self.graph.numpy()
@@ -241,9 +243,10 @@ class NeighborSampler:
                 self._insert_seeds(ws, seeds, counts, node_map)
                 for hop in range(self.num_hops):
                     before = counts.copy()
-                    edge_index, edge_ids, segments = self._hop(hop, key, ws, first, counts, indptr, indices, weights, edge_perm,
-                                                               node_map, seed_time)
-                    layers.append((edge_index, edge_ids, segments, before, counts.copy()))
+                    edge_index, edge_ids, segments = self._hop(hop, key, ws, first, counts, indptr, indices, weights,
+                                                               edge_perm, node_map, seed_time)
+                    layers.append((torch.from_numpy(edge_index), torch.from_numpy(edge_ids), segments, before,
+                                   counts.copy()))
                     if self.hop_nodes == "new":
                         first = before
                 if self.subgraph_type == "induced":
@@ -253,42 +256,35 @@ class NeighborSampler:
                     for t in range(T):
                         with _threads_for(int(counts[t])):
                             neighbor.reset_table(ws.table, ws.nodes[t][: counts[t]], layout.type_offset[t])
-            nodes = [ws.nodes[t][: counts[t]].copy() for t in range(T)]
-            batch = None if node_map is None else [ws.batch[t][: counts[t]].copy() for t in range(T)]
+            nodes = [torch.from_numpy(ws.nodes[t][: counts[t]].copy()) for t in range(T)]
+            batch = None if node_map is None else [torch.from_numpy(ws.batch[t][: counts[t]].copy()) for t in range(T)]
         finally:
             self._release_workspace(ws)
-        seed_counts = np.zeros(T, np.int64)
-        for t, ids in seeds:
-            seed_counts[t] = ids.numel()
-        if not self.graph.is_typed:
-            blocks = [Block(torch.from_numpy(ei), int(after[0]), int(before[0]), torch.from_numpy(ids)) for ei, ids, _, before, after in reversed(layers)]
-            mb = MiniBatch(seeds=seeds[0][1], input_nodes=torch.from_numpy(nodes[0]), blocks=blocks)
-            if batch is not None:
-                mb.batch = torch.from_numpy(batch[0])
-        else:
-            mb = self._typed_batch(seeds, seed_counts, nodes, layers, seeds_by_type)
-            if batch is not None:
-                mb.batch = {t: torch.from_numpy(batch[i]) for i, t in enumerate(layout.node_types)}
+        mb = self._assemble(seeds, nodes, layers, by_type)
+        if batch is not None:
+            mb.batch = {t: batch[i] for i, t in enumerate(layout.node_types)} if mb.is_typed else batch[0]
         if self.subgraph_type != "directional":
-            self._flatten(mb, flat, seed_counts)
+            self._flatten(mb, flat, seeds)
         return mb
 
     def _insert_seeds(self, ws: neighbor.Workspace, seeds, counts: np.ndarray, node_map) -> None:
-        """Put the seeds in the node map (local ids from 0 per type); counts[t] grows as each type's seeds go in."""
+        """Put the seeds in the node map (local ids from 0 per type); ``counts[t]`` is set as each type's go in."""
         layout = self._layout
         first_batch = 0
         for t, ids in seeds:
             seeds_np = ids.numpy()
             base = layout.type_offset[t]
             if node_map is not None:
-                disjoint.insert_seeds(seeds_np, base, layout.type_offset[-1], first_batch, node_map.keys, node_map.values)
+                disjoint.insert_seeds(seeds_np, base, layout.type_offset[-1], first_batch, node_map.keys,
+                                      node_map.values)
                 ws.batch[t] = ws.fit(ws.batch[t], len(seeds_np))
                 ws.batch[t][: len(seeds_np)] = np.arange(first_batch, first_batch + len(seeds_np))
                 first_batch += len(seeds_np)
             else:
                 repeated = neighbor.insert_seeds(seeds_np, base, ws.table)
                 if repeated >= 0:
-                    raise SamplingError(f"seed {int(seeds_np[repeated])} appears more than once in seeds; pass unique seeds (e.g. torch.unique(seeds))")
+                    raise SamplingError(f"seed {int(seeds_np[repeated])} appears more than once in seeds; pass "
+                                        "unique seeds (e.g. torch.unique(seeds))")
             ws.grow_nodes(t, len(seeds_np), 0)[: len(seeds_np)] = seeds_np
             counts[t] = len(seeds_np)
 
@@ -311,19 +307,22 @@ class NeighborSampler:
                 if node_map is not None:
                     batch_parts.append(ws.batch[d][first[d] : counts[d]])
         cols = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts else np.zeros(0, np.int64))
-        item_batch = _NO_ITEMS if node_map is None else (np.concatenate(batch_parts) if batch_parts else np.zeros(0, np.int64))
+        item_batch = _NO_ITEMS
+        if node_map is not None:
+            item_batch = np.concatenate(batch_parts) if batch_parts else np.zeros(0, np.int64)
         seg_et, seg_start, seg_dst = (np.array(a, np.int64) for a in (seg_et, seg_start, seg_dst))
         work = len(cols)
         ws.for_items(work)
         with _threads_for(work * 8):
             if self.times is None:
-                num_edges = neighbor.count_hop(indptr, weights, cols, seg_start, fan[seg_et], self.replace, self.weighted, len(indices),
-                                               ws.lo, ws.deg, ws.offsets)
+                num_edges = neighbor.count_hop(indptr, weights, cols, seg_start, fan[seg_et], self.replace,
+                                               self.weighted, len(indices), ws.lo, ws.deg, ws.offsets)
             else:
-                times = self.times
-                num_edges = temporal.count_hop_in_time(indptr, indices, weights, cols, seg_start, seg_et, fan, times.et_kind, times.et_src_base,
-                                                       times.node_time, times.edge_time, seed_time[item_batch], times.last, self.replace,
-                                                       self.weighted, len(indices), ws.lo, ws.deg, ws.offsets)
+                t = self.times
+                num_edges = temporal.count_hop_in_time(indptr, indices, weights, cols, seg_start, seg_et, fan,
+                                                       t.et_kind, t.et_src_base, t.node_time, t.edge_time,
+                                                       seed_time[item_batch], t.last, self.replace, self.weighted,
+                                                       len(indices), ws.lo, ws.deg, ws.offsets)
         if num_edges < 0:
             raise self._bad_range(cols, seg_start, seg_et, -1 - num_edges)
         ws.nbr = ws.fit(ws.nbr, num_edges)
@@ -337,10 +336,12 @@ class NeighborSampler:
         edge_index = np.empty((2, num_edges), np.int64)
         edge_ids = np.empty(num_edges, np.int64)
         with _threads_for(num_edges):
-            found = neighbor.sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fan, layout.hop_keys(self.seed, key, hop),
-                                        self.replace, self.weighted, layout.col_offset, layout.edge_offset, layout.et_src, layout.type_offset,
-                                        layout.type_size, ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, counts, new_nodes, edge_index, edge_ids,
-                                        item_batch, _NO_ITEMS if node_map is None else node_map.keys,
+            found = neighbor.sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fan,
+                                        layout.hop_keys(self.seed, key, hop), self.replace, self.weighted,
+                                        layout.col_offset, layout.edge_offset, layout.et_src, layout.type_offset,
+                                        layout.type_size, ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, counts,
+                                        new_nodes, edge_index, edge_ids, item_batch,
+                                        _NO_ITEMS if node_map is None else node_map.keys,
                                         _NO_ITEMS if node_map is None else node_map.values)
         if found < 0:
             raise self._bad_neighbor(cols, seg_start, seg_et, ws, -1 - found)
@@ -353,11 +354,12 @@ class NeighborSampler:
                 mine = new[new_type == t] - layout.type_offset[t]
                 start = int(counts[t]) - len(mine)
                 ws.grow_nodes(t, int(counts[t]), start)[start : counts[t]] = mine
-        segments = [(int(k), int(ws.offsets[seg_start[s]]), int(ws.offsets[seg_start[s + 1]])) for s, k in enumerate(seg_et)]
+        ends = ws.offsets[seg_start]
+        segments = [(int(k), int(ends[s]), int(ends[s + 1])) for s, k in enumerate(seg_et)]
         return edge_index, edge_ids, segments
 
     def _append_disjoint(self, ws: neighbor.Workspace, counts: np.ndarray, keys: np.ndarray) -> None:
-        """New (seed index, node) keys of a disjoint hop appended to the node and batch arrays of their types."""
+        """New (seed index, node) keys of a disjoint hop, appended to the node and batch arrays of their types."""
         if not len(keys):
             return
         offset = self._layout.type_offset
@@ -366,8 +368,7 @@ class NeighborSampler:
         new_type = np.searchsorted(offset, position, side="right") - 1
         for t in np.unique(new_type):
             mine = new_type == t
-            n = int(mine.sum())
-            start = int(counts[t]) - n
+            start = int(counts[t]) - int(mine.sum())
             ws.grow_nodes(t, int(counts[t]), start)[start : counts[t]] = position[mine] - offset[t]
             ws.batch[t] = ws.fit(ws.batch[t], int(counts[t]), start)
             ws.batch[t][start : counts[t]] = keys[mine] // total
@@ -380,37 +381,44 @@ class NeighborSampler:
             d, s = layout.et_dst[k], layout.et_src[k]
             cols = ws.nodes[d][: counts[d]] + layout.col_offset[k]
             with _threads_for(int(counts[d]) * 8):
-                ei, ids = subgraph.induced_edges(indptr, indices, edge_perm, cols, ws.table, layout.type_offset[s], layout.type_size[s],
-                                                 layout.edge_offset[k] if self.graph.is_typed else 0)
+                ei, ids = subgraph.induced_edges(indptr, indices, edge_perm, cols, ws.table, layout.type_offset[s],
+                                                 layout.type_size[s], layout.edge_offset[k] if layout.typed else 0)
             edge_index[et], edge_ids[et] = torch.from_numpy(ei), torch.from_numpy(ids)
         num = {t: int(counts[i]) for i, t in enumerate(layout.node_types)}
-        if not self.graph.is_typed:
-            (et,) = layout.edge_types
-            return Block(edge_index[et], num[layout.node_types[0]], num[layout.node_types[0]], edge_ids[et])
+        if not layout.typed:
+            (et,), (t,) = layout.edge_types, layout.node_types
+            return Block(edge_index[et], num[t], num[t], edge_ids[et])
         return Block(edge_index, num, dict(num), edge_ids)
 
-    def _flatten(self, mb: MiniBatch, flat: Block | None, seed_counts: np.ndarray) -> None:
-        """Turn ``mb`` into a flat subgraph batch (``subgraph_type`` ``"induced"`` / ``"bidirectional"``)."""
+    def _flatten(self, mb: MiniBatch, flat: Block | None, seeds: list[tuple[int, torch.Tensor]]) -> None:
+        """Make ``mb`` a flat-subgraph batch (``subgraph_type`` ``"induced"``: ``flat``; ``"bidirectional"``: built here)."""
         types = self._layout.node_types
         if flat is None:  # bidirectional: the sampled edges of every hop and their reverses
             hops = mb.blocks[::-1]
             if mb.is_typed:
                 ets = [et for et in self._layout.edge_types if any(et in b.edge_index for b in hops)]
-                edge_index, edge_ids = subgraph.bidirectional({et: torch.cat([b.edge_index[et] for b in hops if et in b.edge_index], 1) for et in ets},
-                                                              {et: torch.cat([b.edge_ids[et] for b in hops if et in b.edge_ids]) for et in ets})
+                edge_index = {et: torch.cat([b.edge_index[et] for b in hops if et in b.edge_index], 1) for et in ets}
+                edge_ids = {et: torch.cat([b.edge_ids[et] for b in hops if et in b.edge_ids]) for et in ets}
+                edge_index, edge_ids = subgraph.bidirectional(edge_index, edge_ids)
                 num = {t: int(mb.input_nodes[t].numel()) for t in types}
                 flat = Block(edge_index, num, dict(num), edge_ids)
             else:
                 edge_index = torch.cat([b.edge_index for b in hops], 1) if hops else torch.zeros(2, 0, dtype=torch.int64)
                 edge_ids = torch.cat([b.edge_ids for b in hops]) if hops else torch.zeros(0, dtype=torch.int64)
                 edge_index, edge_ids = subgraph.bidirectional(edge_index, edge_ids)
-                n = int(mb.input_nodes.numel())
-                flat = Block(edge_index, n, n, edge_ids)
-        num_seeds = {t: int(seed_counts[i]) for i, t in enumerate(types)} if mb.is_typed else int(seed_counts[0])
+                flat = Block(edge_index, mb.input_nodes.numel(), mb.input_nodes.numel(), edge_ids)
+        num_seeds = {types[t]: ids.numel() for t, ids in seeds}
         mb.subgraph = flat
-        mb.blocks = subgraph.flat_blocks(flat, self.num_hops, num_seeds)
+        mb.blocks = subgraph.flat_blocks(flat, self.num_hops, num_seeds if mb.is_typed else seeds[0][1].numel())
 
-    def _typed_batch(self, seeds, seed_counts, nodes, layers, seeds_by_type: bool) -> MiniBatch:
+    def _assemble(self, seeds: list[tuple[int, torch.Tensor]], nodes: list[torch.Tensor], layers: list,
+                  by_type: bool) -> MiniBatch:
+        """The batch from the hop loop's nodes per type and per-hop ``(edge_index, edge_ids, segments, before, after)``
+        (innermost first; ``segments``: ``(edge type, first edge, end edge)``), on either target. ``seeds``:
+        ``(node type index, ids)`` per seed type; ``by_type``: they came as a dict (so ``mb.seeds`` is one)."""
+        if not self.graph.is_typed:
+            blocks = [Block(ei, int(after[0]), int(before[0]), ids) for ei, ids, _, before, after in reversed(layers)]
+            return MiniBatch(seeds=seeds[0][1], input_nodes=nodes[0], blocks=blocks)
         layout = self._layout
         types, edge_types = layout.node_types, layout.edge_types
         blocks, edges_per_hop = [], {et: [] for et in edge_types}
@@ -420,17 +428,22 @@ class NeighborSampler:
             for k, et in enumerate(edge_types):
                 if layout.fanouts[hop, k] != 0:  # an edge type sampled at this hop, even if no node had such edges
                     a, b = span.get(k, (0, 0))
-                    edge_index[et], edge_ids[et] = torch.from_numpy(ei[:, a:b].copy()), torch.from_numpy(ids[a:b].copy())
+                    edge_index[et] = ei[:, a:b].clone()
+                    edge_ids[et] = ids[a:b].clone()
                 edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
-            blocks.append(Block(edge_index=edge_index, edge_ids=edge_ids, num_src={t: int(after[i]) for i, t in enumerate(types)},
+            blocks.append(Block(edge_index=edge_index, edge_ids=edge_ids,
+                                num_src={t: int(after[i]) for i, t in enumerate(types)},
                                 num_dst={t: int(before[i]) for i, t in enumerate(types)}))
+        seed_counts = np.zeros(len(types), np.int64)
+        for t, ids in seeds:
+            seed_counts[t] = ids.numel()
         counts = np.stack([seed_counts] + [after for *_, after in layers])
         new_per_hop = np.diff(counts, axis=0, prepend=0)
         return MiniBatch(
-            seeds={types[t]: ids for t, ids in seeds} if seeds_by_type else seeds[0][1],
-            input_nodes={t: torch.from_numpy(nodes[i]) for i, t in enumerate(types)},
+            seeds={types[t]: ids for t, ids in seeds} if by_type else seeds[0][1],
+            input_nodes={t: nodes[i] for i, t in enumerate(types)},
             blocks=blocks[::-1],
-            seed_type=None if seeds_by_type else types[seeds[0][0]],
+            seed_type=None if by_type else types[seeds[0][0]],
             nodes_per_hop={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
             edges_per_hop=edges_per_hop,
         )
@@ -444,22 +457,25 @@ class NeighborSampler:
     def _bad_range(self, cols, seg_start, seg_et, i: int) -> SamplingError:
         k, node = self._item(cols, seg_start, seg_et, i)
         if self.graph.is_typed:
-            return SamplingError(f"edge type {self._layout.edge_types[k]}: the in-edges of node {node} lie outside its edge list; {DAMAGED}")
+            return SamplingError(f"edge type {self._layout.edge_types[k]}: the in-edges of node {node} lie outside its "
+                                 f"edge list; {DAMAGED}")
         indptr = self.graph.indptr
         return SamplingError(
-            f"{self.graph.source('indptr')}: node {node}'s in-edges are entries {int(indptr[node])} to {int(indptr[node + 1])} of "
-            f"indices, which has {self.graph.num_edges}; {DAMAGED}"
+            f"{self.graph.source('indptr')}: node {node}'s in-edges are entries {int(indptr[node])} to "
+            f"{int(indptr[node + 1])} of indices, which has {self.graph.num_edges}; {DAMAGED}"
         )
 
     def _bad_neighbor(self, cols, seg_start, seg_et, ws: neighbor.Workspace, edge: int) -> SamplingError:
-        """The error for sampled edge ``edge`` whose source ``ws.nbr[edge]`` is not a node id, naming its entry in ``indices``."""
+        """The error for sampled edge ``edge`` whose source ``ws.nbr[edge]`` is not a node id, naming its entry in
+        ``indices``."""
         i = int(np.searchsorted(ws.offsets[: len(cols) + 1], edge, side="right")) - 1
         k, node = self._item(cols, seg_start, seg_et, i)
         start, value = int(ws.lo[i]), ws.nbr[edge]
         entry = start + int(np.flatnonzero(self.graph.indices.numpy()[start : start + ws.deg[i]] == value)[0])
         if self.graph.is_typed:
             et = self._layout.edge_types[k]
-            return SamplingError(f"edge type {et}: CSC entry {entry - int(self._layout.edge_offset[k])} is not a {et[0]!r} node id; {DAMAGED}")
+            entry -= int(self._layout.edge_offset[k])
+            return SamplingError(f"edge type {et}: CSC entry {entry} is not a {et[0]!r} node id; {DAMAGED}")
         return SamplingError(
             f"{self.graph.source('indices')}: entry {entry} is {value} (an in-neighbor of node {node}), which must be "
             f"in [0, {self.graph.num_nodes}); {DAMAGED}"
@@ -477,68 +493,26 @@ class NeighborSampler:
 
     def __repr__(self) -> str:
         typed = f", seed_type={self.seed_type!r}" if self.graph.is_typed else ""
-        return (f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, hop_nodes={self.hop_nodes!r}{typed}, "
-                f"seed={self.seed}, graph={self.graph!r})")
+        return (f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, "
+                f"hop_nodes={self.hop_nodes!r}{typed}, seed={self.seed}, graph={self.graph!r})")
 
 
-def normalize_fanouts(graph: CSCGraph, fanouts) -> list[int] | dict[EdgeType, list[int]]:
-    """Checked fanouts: a list of ints (every edge type), or on a typed graph ``{edge_type: [per hop]}`` (missing types: 0)."""
-    if isinstance(fanouts, Mapping):
-        unknown = [k for k in fanouts if tuple(k) not in graph.edge_types]
-        if unknown:
-            raise SamplingError(f"fanouts names edge type {unknown[0]!r}, which the graph does not have; its edge types are {graph.edge_types}")
-        lengths = {len(list(v)) for v in fanouts.values()}
-        if len(lengths) != 1:
-            raise SamplingError(f"fanouts per edge type have different hop counts {sorted(lengths)}; give every edge type one entry per hop")
-        hops = lengths.pop()
-        out = {et: _hop_counts(fanouts.get(et, [0] * hops), et) for et in graph.edge_types}
-        return out if graph.is_typed else out[graph.edge_types[0]]
-    if isinstance(fanouts, Sequence) and not isinstance(fanouts, str):
-        return _hop_counts(fanouts, None)
-    raise SamplingError(f"fanouts={fanouts!r}; give a list of ints (one per hop, every edge type) or a dict {{edge_type: list}}")
-
-
-def _hop_counts(per_hop, edge_type) -> list[int]:
-    per_hop = list(per_hop)
-    if any(not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < -1 for f in per_hop):
-        where = "" if edge_type is None else f" for {edge_type}"
-        raise SamplingError(f"fanouts={per_hop!r}{where}; give a list of ints >= 0 (one per hop), or -1 for all neighbors")
-    return [int(f) for f in per_hop]
-
-
-class _Layout:
-    """What the kernels need to know about the graph's types (one type each for a homogeneous graph), and the fanouts per hop."""
-
-    def __init__(self, graph: CSCGraph, fanouts) -> None:
-        self.typed = graph.is_typed
-        self.node_types = graph.node_types
-        self.edge_types = graph.edge_types
-        self.type_index = {t: i for i, t in enumerate(self.node_types)}
-        sizes = graph.num_nodes if graph.is_typed else {self.node_types[0]: graph.num_nodes}
-        self.type_size = np.array([sizes[t] for t in self.node_types], np.int64)
-        self.type_offset = np.concatenate([[0], np.cumsum(self.type_size)]).astype(np.int64)
-        self.et_src = np.array([self.type_index[et[0]] for et in self.edge_types], np.int64)
-        self.et_dst = np.array([self.type_index[et[2]] for et in self.edge_types], np.int64)
-        cols = graph.types.col_offset if graph.is_typed else [0, graph.num_nodes]
-        self.col_offset = np.array(cols[:-1], np.int64)
-        # an edge's id without edge_perm is its CSC position counted from its edge type's first edge
-        self.edge_offset = np.zeros(1, np.int64)
-        if graph.is_typed:
-            self.edge_offset = graph.indptr[torch.tensor(cols[:-1], dtype=torch.int64, device=graph.device)].cpu().numpy().astype(np.int64)
-        per_type = fanouts if isinstance(fanouts, dict) else {et: fanouts for et in self.edge_types}
-        hops = len(fanouts) if not isinstance(fanouts, dict) else len(next(iter(fanouts.values()), []))
-        self.fanouts = np.array([per_type[et] for et in self.edge_types], np.int64).reshape(len(self.edge_types), hops).T.copy()  # [hops, edge types]
-
-    def hop_keys(self, seed: int, key: int, hop: int) -> np.ndarray:
-        """Per edge type, the key of hop ``hop`` of batch ``key`` (the counter rule of :class:`NeighborSampler`)."""
-        if not self.typed:
-            return np.array([hop_key(seed, key, hop)], np.uint64)
-        return np.array([hop_key(seed, key, hop * MAX_EDGE_TYPES + k) for k in range(len(self.edge_types))], np.uint64)
+def _check_weights(graph: CSCGraph) -> None:
+    if graph.weights is None:
+        raise SamplingError("weighted=True but the graph has no edge weights; build the dataset with edge weights or "
+                            "pass weighted=False")
+    graph.check_files()
+    w = graph.weights
+    if w.dtype not in (torch.float32, torch.float64):
+        raise SamplingError(f"graph.weights has dtype {w.dtype}; edge weights must be float32 or float64")
+    if bool((w < 0).any()) or not bool(torch.isfinite(w).all()):
+        raise SamplingError("graph.weights has negative or non-finite entries; sampling weights must be finite and "
+                            ">= 0")
 
 
 @contextlib.contextmanager
 def _threads_for(work: int):
-    """Run small kernels on the calling thread: waking the pool costs more than it saves (and much more on a loaded machine)."""
+    """Run small kernels on the calling thread: waking the pool costs more than it saves (more on a loaded machine)."""
     if work >= PARALLEL_MIN_WORK:
         yield
         return

@@ -20,10 +20,9 @@ import numpy as np
 import torch
 from numba import prange
 
-from sparsetrain.sampling.draw import edge_count
+from sparsetrain.sampling.draw import edge_count, segment_of
 from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, CSCGraph
-from sparsetrain.sampling.neighbor import segment_of
 
 STRATEGIES = ("uniform", "last")
 UNTIMED, NODE_TIME, EDGE_TIME = 0, 1, 2

@@ -1,0 +1,79 @@
+"""The sampler's view of a graph's types and of the fanouts, shared by the CPU and the CUDA kernels."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.graph import CSCGraph, EdgeType
+from sparsetrain.sampling.rng import hop_key
+
+MAX_EDGE_TYPES = 1 << 20  # typed hop keys pack (hop, edge type) into one counter: hop * MAX_EDGE_TYPES + edge type
+
+
+def normalize_fanouts(graph: CSCGraph, fanouts) -> list[int] | dict[EdgeType, list[int]]:
+    """Checked fanouts: a list of ints (every edge type), or on a typed graph ``{edge_type: [per hop]}`` (types left
+    out: 0)."""
+    if isinstance(fanouts, Mapping):
+        unknown = [k for k in fanouts if tuple(k) not in graph.edge_types]
+        if unknown:
+            raise SamplingError(f"fanouts names edge type {unknown[0]!r}, which the graph does not have; its edge "
+                                f"types are {graph.edge_types}")
+        lengths = {len(list(v)) for v in fanouts.values()}
+        if len(lengths) != 1:
+            raise SamplingError(f"fanouts per edge type have different hop counts {sorted(lengths)}; give every edge "
+                                "type one entry per hop")
+        hops = lengths.pop()
+        out = {et: _hop_counts(fanouts.get(et, [0] * hops), et) for et in graph.edge_types}
+        return out if graph.is_typed else out[graph.edge_types[0]]
+    if isinstance(fanouts, Sequence) and not isinstance(fanouts, str):
+        return _hop_counts(fanouts, None)
+    raise SamplingError(f"fanouts={fanouts!r}; give a list of ints (one per hop, every edge type) or a dict "
+                        "{edge_type: list}")
+
+
+def _hop_counts(per_hop, edge_type) -> list[int]:
+    per_hop = list(per_hop)
+    if any(not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < -1 for f in per_hop):
+        where = "" if edge_type is None else f" for {edge_type}"
+        raise SamplingError(f"fanouts={per_hop!r}{where}; give a list of ints >= 0 (one per hop), or -1 for all "
+                            "neighbors")
+    return [int(f) for f in per_hop]
+
+
+class KernelLayout:
+    """What the kernels (CPU and CUDA) need to know of the graph's types, as small arrays indexed by node type and by
+    edge type (one of each on a homogeneous graph), and the fanouts as an int64 [hops, edge types] array."""
+
+    def __init__(self, graph: CSCGraph, fanouts) -> None:
+        self.typed = graph.is_typed
+        self.node_types = graph.node_types
+        self.edge_types = graph.edge_types
+        self.type_index = {t: i for i, t in enumerate(self.node_types)}
+        sizes = graph.num_nodes if graph.is_typed else {self.node_types[0]: graph.num_nodes}
+        self.type_size = np.array([sizes[t] for t in self.node_types], np.int64)
+        self.type_offset = np.concatenate([[0], np.cumsum(self.type_size)]).astype(np.int64)
+        self.et_src = np.array([self.type_index[et[0]] for et in self.edge_types], np.int64)
+        self.et_dst = np.array([self.type_index[et[2]] for et in self.edge_types], np.int64)
+        cols = graph.types.col_offset if graph.is_typed else [0, graph.num_nodes]
+        self.col_offset = np.array(cols[:-1], np.int64)
+        # an edge's id without edge_perm is its CSC position counted from its edge type's first edge
+        self.edge_offset = np.zeros(1, np.int64)
+        if graph.is_typed:
+            first_cols = torch.tensor(cols[:-1], dtype=torch.int64, device=graph.device)
+            self.edge_offset = graph.indptr[first_cols].cpu().numpy().astype(np.int64)
+        per_type = fanouts if isinstance(fanouts, dict) else {et: fanouts for et in self.edge_types}
+        hops = len(next(iter(fanouts.values()), [])) if isinstance(fanouts, dict) else len(fanouts)
+        by_type = np.array([per_type[et] for et in self.edge_types], np.int64).reshape(len(self.edge_types), hops)
+        self.fanouts = by_type.T.copy()  # [hops, edge types]
+
+    def hop_keys(self, seed: int, key: int, hop: int) -> np.ndarray:
+        """Per edge type, the key of hop ``hop`` of batch ``key``: counter ``hop`` on a homogeneous graph,
+        ``hop * MAX_EDGE_TYPES + edge type`` on a typed one."""
+        if not self.typed:
+            return np.array([hop_key(seed, key, hop)], np.uint64)
+        counters = [hop * MAX_EDGE_TYPES + k for k in range(len(self.edge_types))]
+        return np.array([hop_key(seed, key, c) for c in counters], np.uint64)
