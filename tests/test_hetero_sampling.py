@@ -9,7 +9,8 @@ import torch
 from torch_geometric.sampler import NodeSamplerInput
 
 from sparsetrain.errors import SparsetrainError
-from sparsetrain.pyg.hetero import hetero_graph_from_data, hetero_sampler_for, sample_hetero_from_nodes
+import sparsetrain.pyg as stp
+from sparsetrain.pyg.graph import graph_of
 from sparsetrain.sampling import NeighborSampler, SamplerInput
 from tests.pyg_backend import needs_pyg_sampler
 
@@ -37,9 +38,9 @@ def test_same_typed_node_and_edge_sets_as_pygs_neighbor_loader():
     seeds = torch.arange(0, data["v0"].num_nodes, 3)
     fanouts = {et: [-1, -1] for et in data.edge_types}
     theirs = NeighborLoader(data, num_neighbors=fanouts, input_nodes=("v0", seeds), batch_size=16, shuffle=False)
-    sampler = hetero_sampler_for(data, fanouts, seed=0)
-    for b, batch in enumerate(theirs):
-        out = sample_hetero_from_nodes(sampler, NodeSamplerInput(batch["v0"].input_id, seeds[batch["v0"].input_id], input_type="v0"), key=b)
+    sampler = stp.NeighborSampler(data, fanouts, seed=0)
+    for batch in theirs:
+        out = sampler.sample_from_nodes(NodeSamplerInput(batch["v0"].input_id, seeds[batch["v0"].input_id], input_type="v0"))
         assert torch.equal(out.node["v0"][: batch["v0"].batch_size], batch["v0"].n_id[: batch["v0"].batch_size])
         for t in data.node_types:
             assert sorted(out.node[t].tolist()) == sorted(batch[t].n_id.tolist()), t
@@ -108,7 +109,7 @@ def test_pyg_hetero_model_on_sparsetrain_batches_equals_full_graph():
 
 def test_dgl_semantics_blocks_and_fanout_caps_and_determinism():
     data = fake_graph(seed=2, nodes=300)
-    graph = hetero_graph_from_data(data)
+    graph = graph_of(data).graph
     fanouts = {et: [2, 3] for et in data.edge_types}
     fanouts[data.edge_types[0]] = [0, 1]
     sampler = NeighborSampler(graph, fanouts, seed_type="v0", seed=5)
@@ -135,7 +136,7 @@ def test_dgl_semantics_blocks_and_fanout_caps_and_determinism():
 
 def test_bad_typed_sampler_input_is_a_clear_error():
     data = fake_graph()
-    graph = hetero_graph_from_data(data)
+    graph = graph_of(data).graph
     with pytest.raises(SparsetrainError, match="edge type .* which the graph does not have"):
         NeighborSampler(graph, {("v0", "nope", "v1"): [1]})
     sampler = NeighborSampler(graph, [2], seed_type="v0")
@@ -152,7 +153,7 @@ def test_rgcn_block_by_block_equals_full_graph_heteroconv():
     from sparsetrain.nn import RGCN
 
     data = fake_graph(seed=4)
-    graph = hetero_graph_from_data(data)
+    graph = graph_of(data).graph
     torch.manual_seed(0)
     model = RGCN(data.node_types, data.edge_types, {"v0": data["v0"].num_features, "v1": data["v1"].num_features}, 16, 5, 2, "v0",
                  num_nodes={t: data[t].num_nodes for t in data.node_types}, dropout=0.0).eval()
@@ -188,3 +189,20 @@ def test_a_damaged_typed_graph_is_an_error_not_a_wild_read():
     ok = sampler.sample(torch.tensor([0]))  # column 0 is intact, and the failed batch left the node maps clean
     ref = NeighborSampler(good, [-1, -1], seed_type="b", seed=0).sample(torch.tensor([0]))
     assert all(torch.equal(ok.input_nodes[t], ref.input_nodes[t]) for t in ("a", "b"))
+
+
+def test_old_pyg_hetero_names_warn_and_give_the_same_batches():
+    data = fake_graph(seed=3)
+    seeds = torch.arange(0, data["v0"].num_nodes, 5)
+    inputs = NodeSamplerInput(torch.arange(seeds.numel()), seeds, input_type="v0")
+    with pytest.warns(DeprecationWarning, match=r"sparsetrain\.pyg\.hetero_sampler_for is deprecated"):
+        old_sampler = stp.hetero_sampler_for(data, [3, 2], seed=4)
+    with pytest.warns(DeprecationWarning, match=r"sparsetrain\.pyg\.hetero is deprecated"):
+        old = stp.hetero.sample_hetero_from_nodes(old_sampler, inputs, key=0)
+    new = stp.NeighborSampler(data, [3, 2], seed=4).sample_from_nodes(inputs)
+    assert all(torch.equal(old.node[t], new.node[t]) for t in data.node_types)
+    assert all(torch.equal(old.row[et], new.row[et]) and torch.equal(old.edge[et], new.edge[et]) for et in data.edge_types)
+    with pytest.warns(DeprecationWarning, match="graph_of"):
+        assert stp.hetero_graph_from_data(data).edge_types == data.edge_types
+    with pytest.raises(AttributeError):
+        stp.no_such_name  # noqa: B018

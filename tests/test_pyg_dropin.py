@@ -201,29 +201,58 @@ def test_feature_store_serves_rows_and_sizes(cora_dataset):
     assert torch.equal(row, cora_dataset.graph.indices.long()) and perm is None
 
 
-# ---------- options PyG has and sparsetrain does not ----------
+# ---------- PyG's options ----------
+def global_edges(batch) -> list[tuple[int, int]]:
+    return sorted(zip(*batch.n_id[batch.edge_index].tolist()))
+
+
+@needs_pyg_sampler
+@pytest.mark.parametrize("subgraph_type", ["induced", "bidirectional"])
+def test_induced_and_bidirectional_subgraphs_equal_pyg(graph, subgraph_type):
+    """With every neighbor the sampled nodes are fixed, so PyG's subgraph (torch-sparse's induced one, its own
+    to_bidirectional) is the reference, edge for edge."""
+    ours, ref = loaders(graph, num_neighbors=[-1, -1], batch_size=16, shuffle=False, subgraph_type=subgraph_type)
+    for a, b in zip(ours, ref, strict=True):
+        assert torch.equal(a.n_id[: a.batch_size], b.n_id[: b.batch_size])
+        assert sorted(a.n_id.tolist()) == sorted(b.n_id.tolist())
+        assert global_edges(a) == global_edges(b)
+        assert torch.equal(data_edges(graph, a), a.n_id[a.edge_index]) if subgraph_type == "induced" else True
+        assert "num_sampled_nodes" not in a and "num_sampled_nodes" not in b  # a flat subgraph has no hops
+
+
+def data_edges(data: Data, batch) -> torch.Tensor:
+    return data.edge_index[:, batch.e_id]
+
+
 @pytest.mark.parametrize(
-    ("kw", "named"),
+    ("kw", "error", "named"),
     [
-        ({"subgraph_type": "induced"}, "subgraph_type"),
-        ({"disjoint": True}, "disjoint"),
-        ({"time_attr": "time"}, "time_attr"),
-        ({"directed": False}, "directed=False"),
+        ({"subgraph_type": "induced", "disjoint": True}, stp.PyGOptionError, "induced"),
+        ({"sample_direction": "sideways"}, stp.PyGOptionError, "sample_direction"),
+        ({"sample_direction": "backward", "time_attr": "time"}, NotImplementedError, "backward"),
+        ({"time_attr": "no_such_attr"}, stp.PyGOptionError, "no_such_attr"),
     ],
 )
-def test_unsupported_options_are_one_line_errors_naming_the_option(cora_pyg, kw, named):
-    with pytest.raises(stp.PyGOptionError, match=named):
-        stp.NeighborLoader(cora_pyg, num_neighbors=[2], **kw)
+def test_unsupported_option_combinations_raise_pygs_exception_classes(cora_pyg, kw, error, named):
+    data = Data(edge_index=cora_pyg.edge_index, num_nodes=cora_pyg.num_nodes, time=torch.arange(cora_pyg.num_nodes))
+    with pytest.raises(error, match=named):
+        stp.NeighborSampler(data, [2], **kw)
 
 
-def test_unsupported_link_sampling_options_are_clear_errors(cora_pyg):
+def test_negative_weights_and_edge_times_in_link_sampling(cora_pyg):
     from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling
 
     sampler = stp.NeighborSampler(cora_pyg, [2])
-    inputs = EdgeSamplerInput(None, torch.tensor([0]), torch.tensor([1]))
-    with pytest.raises(stp.PyGOptionError, match="src_weight"):
-        sampler.sample_from_edges(inputs, NegativeSampling("binary", src_weight=torch.ones(cora_pyg.num_nodes)))
-    with pytest.raises(stp.PyGOptionError, match="edge_label_time"):
+    inputs = EdgeSamplerInput(None, torch.tensor([0, 5, 9]), torch.tensor([1, 6, 7]))
+    only = torch.zeros(cora_pyg.num_nodes)
+    only[42] = 1.0  # every negative source is node 42, every destination node 7 (PyG's multinomial draws, one-hot)
+    dst = torch.zeros(cora_pyg.num_nodes)
+    dst[7] = 2.0
+    out = sampler.sample_from_edges(inputs, NegativeSampling("binary", src_weight=only, dst_weight=dst))
+    label_index, label = out.metadata[1], out.metadata[2]
+    negatives = out.node[label_index[:, label == 0]]
+    assert negatives[0].tolist() == [42] * 3 and negatives[1].tolist() == [7] * 3
+    with pytest.raises(ValueError, match="not temporal"):
         sampler.sample_from_edges(EdgeSamplerInput(None, torch.tensor([0]), torch.tensor([1]), time=torch.tensor([1])))
 
 

@@ -9,3 +9,7 @@ class PyGOptionError(SparsetrainError, ValueError):
 
 class LoaderTimeoutError(SparsetrainError, RuntimeError):
     """A sampling thread did not hand over its batch within the loader's ``timeout`` (a RuntimeError, as torch's)."""
+
+
+class PyGNotImplementedError(SparsetrainError, NotImplementedError):
+    """An option combination PyG's own sampler raises ``NotImplementedError`` for (so ``except NotImplementedError`` catches it)."""

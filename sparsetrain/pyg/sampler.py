@@ -1,38 +1,41 @@
-"""`NeighborSampler`: PyG's ``BaseSampler`` contract on sparsetrain's fused sampler.
+"""`NeighborSampler`: PyG's ``BaseSampler`` contract on sparsetrain's fused sampler, for ``Data`` and ``HeteroData`` alike.
 
-What PyG's own ``NeighborSampler`` does with pyg-lib or torch-sparse, done by the Numba sampler of
-:mod:`sparsetrain.sampling` with ``hop_nodes="new"`` (PyG's hops: each hop samples only for the
-nodes the hop before reached first). ``sample_from_nodes`` returns PyG's ``SamplerOutput``: nodes
-seeds first, then each hop's new nodes; edges hop by hop (so ``trim_to_layer`` works) as local
-``(row, col)`` = (source, destination); ``edge`` the sampled edges' ids in the caller's edge order
-(the graph's ``edge_perm``), so ``edge_permutation`` is ``None``.
+What PyG's own ``NeighborSampler`` does with pyg-lib or torch-sparse, done by :class:`sparsetrain.sampling.NeighborSampler`
+with ``hop_nodes="new"`` (PyG's hops: each hop samples only for the nodes the hop before reached first). One code path:
+the data becomes one :class:`~sparsetrain.sampling.CSCGraph` (:mod:`sparsetrain.pyg.graph`; homogeneous data is its
+one-type case), one sampler draws every batch, and one conversion writes PyG's output per type, unwrapped to a
+``SamplerOutput`` for homogeneous data and kept as a ``HeteroSamplerOutput`` for typed data. Nodes come seeds first, then
+each hop's new nodes; edges hop by hop from the seeds (so ``trim_to_layer`` works) as local ``(row, col)`` = (source,
+destination); ``edge`` holds the caller's edge ids, so ``edge_permutation`` is ``None``.
+
+PyG's options map to the fused sampler's: ``disjoint``, ``time_attr`` (+ ``temporal_strategy``, the seeds' ``time``),
+``subgraph_type`` (``directed=False`` is ``"induced"``), ``replace``, ``weight_attr``. ``sample_direction="backward"``
+samples out-edges: the sampler runs on the reversed graph (:meth:`~sparsetrain.sampling.CSCGraph.reverse`) and the
+output is turned back (edge types and rows/columns), as PyG's does.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import threading
-from typing import Any
+import warnings
 
-import numpy as np
 import torch
-from torch_geometric.data import Data, HeteroData
-from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NegativeSampling, NodeSamplerInput, SamplerOutput
+from torch_geometric.sampler import (BaseSampler, EdgeSamplerInput, HeteroSamplerOutput, NegativeSampling, NodeSamplerInput,
+                                     SamplerOutput)
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
-from sparsetrain.datasets.dataset import GraphDataset
-from sparsetrain.pyg.errors import PyGOptionError
-from sparsetrain.pyg.hetero import sample_hetero_from_nodes
-from sparsetrain.pyg.stores import DatasetGraphStore, as_dataset
-from sparsetrain.sampling.graph import CSCGraph
-from sparsetrain.sampling.edge_seeds import LinkMiniBatch, LinkNeighborSampler
+from sparsetrain.pyg.errors import PyGNotImplementedError, PyGOptionError
+from sparsetrain.pyg.graph import PyGGraph, graph_of
+from sparsetrain.sampling.edge_seeds import LinkNeighborSampler
+from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
 from sparsetrain.sampling.input import EdgeSamplerInput as FusedEdgeInput
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import MiniBatch
 from sparsetrain.sampling.sampler import NeighborSampler as FusedSampler
 
+DIRECTIONS = ("forward", "backward")
 _pinned = threading.local()
 
 
@@ -50,42 +53,19 @@ def batch_key(key: int | None):
         _pinned.key = before
 
 
-def graph_of(data: Any, weight_attr: str | None = None) -> CSCGraph:
-    """The CSC graph behind ``data``: a PyG ``Data`` (edge ids = its ``edge_index`` columns), a dataset or folder, or a ``(FeatureStore, GraphStore)`` pair."""
-    if isinstance(data, Data):
-        weight = None if weight_attr is None else data[weight_attr]
-        return CSCGraph.from_edge_index(data.edge_index, data.num_nodes, None if weight is None else weight.float())
-    if isinstance(data, (GraphDataset, str, os.PathLike)):
-        return as_dataset(data).graph
-    if isinstance(data, (tuple, list)) and len(data) == 2:
-        graph_store = data[1]
-        if isinstance(graph_store, DatasetGraphStore):
-            return graph_store.graph
-        if weight_attr is not None:
-            raise PyGOptionError("weight_attr is not supported for (FeatureStore, GraphStore) data; pass a Data with that edge attribute")
-        row, colptr, perm = graph_store.csc()
-        if isinstance(row, dict):
-            raise PyGOptionError("the graph store holds typed edges; sample a heterogeneous graph from its HeteroData (or a typed sparsetrain dataset)")
-        return CSCGraph(colptr.to(torch.int64), row, edge_perm=None if perm is None else perm.to(torch.int64))
-    raise PyGOptionError(f"data is a {type(data).__name__}; pass a torch_geometric Data, a sparsetrain dataset (or its folder), "
-                         "or a (FeatureStore, GraphStore) pair")
-
-
-def _concat(parts: list[torch.Tensor]) -> torch.Tensor:
-    # NumPy's single-threaded copy: torch.cat's thread pool cost 20x more on a loaded 2-core machine (55 vs 2.8 ms for 500K ids)
-    return torch.from_numpy(np.concatenate([p.numpy() for p in parts]))
-
-
 class NeighborSampler(BaseSampler):
-    """PyG's ``NeighborSampler`` (same constructor) backed by sparsetrain's fused Numba sampler.
+    """PyG's ``NeighborSampler`` (same constructor, same outputs) backed by sparsetrain's fused Numba sampler.
 
-    ``num_neighbors``: a list (or ``NumNeighbors``), -1 = all. ``replace``: draw with replacement.
-    ``weight_attr``: an edge attribute of ``data`` to draw proportionally to. ``seed``: the random
-    stream (default: drawn from torch's generator, so ``torch.manual_seed`` fixes it); batch ``b`` of
-    a process (of DataLoader worker ``w`` of ``W``: ``b * W + w``) uses key ``b``, so the same seed
-    gives the same batches. Not supported, each a :class:`~sparsetrain.pyg.errors.PyGOptionError`
-    naming the option: ``subgraph_type`` other than ``"directional"``, ``disjoint=True``, temporal
-    sampling (``time_attr``), ``sample_direction="backward"``.
+    ``num_neighbors``: a list (or ``NumNeighbors``), -1 = all; a dict per edge type for ``HeteroData``.
+    ``replace``: draw with replacement. ``weight_attr``: an edge attribute to draw proportionally to.
+    ``disjoint``: one subgraph per seed (``batch`` in the output). ``time_attr``: a node- or edge-level time
+    attribute; no edge later than its seed's time is sampled (``temporal_strategy`` ``"uniform"`` or ``"last"``).
+    ``subgraph_type``: ``"directional"``, ``"bidirectional"`` or ``"induced"``. ``sample_direction``:
+    ``"forward"`` (in-edges) or ``"backward"`` (out-edges). ``seed``: the random stream (default: drawn from
+    torch's generator, so ``torch.manual_seed`` fixes it); batch ``b`` of a process (of DataLoader worker ``w``
+    of ``W``: ``b * W + w``) uses key ``b``, so the same seed gives the same batches. Where PyG's own sampler
+    raises ``NotImplementedError`` (backward temporal sampling, ``weight_attr`` on a graph store) this one raises
+    :class:`~sparsetrain.pyg.errors.PyGNotImplementedError`, a ``NotImplementedError``.
     """
 
     exclude_seed_edges: str = "none"
@@ -96,36 +76,62 @@ class NeighborSampler(BaseSampler):
                  disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
                  weight_attr: str | None = None, is_sorted: bool = False, share_memory: bool = False, directed: bool = True,
                  sample_direction: str = "forward", *, seed: int | None = None) -> None:
-        if not directed or SubgraphType(subgraph_type) != SubgraphType.directional:
-            raise PyGOptionError(f"subgraph_type={SubgraphType(subgraph_type).value!r} (or directed=False) is not supported; "
-                                 "sparsetrain samples subgraph_type='directional'")
-        if disjoint:
-            raise PyGOptionError("disjoint=True is not supported; sparsetrain samples one shared subgraph per batch (disjoint=False)")
-        if time_attr is not None:
-            raise PyGOptionError(f"time_attr={time_attr!r}: temporal sampling is not supported; leave time_attr=None")
-        if sample_direction != "forward":
-            raise PyGOptionError(f"sample_direction={sample_direction!r} is not supported; sparsetrain samples in-edges ('forward')")
+        if not directed:
+            subgraph_type = SubgraphType.induced
+            warnings.warn("directed=False is deprecated (as in PyG); use subgraph_type='induced'", DeprecationWarning, stacklevel=2)
+        if sample_direction not in DIRECTIONS:
+            raise PyGOptionError(f"sample_direction={sample_direction!r}; choose 'forward' (in-edges) or 'backward' (out-edges)")
+        backward = sample_direction == "backward"
+        if backward and time_attr is not None:  # as PyG's own sampler
+            raise PyGNotImplementedError("temporal sampling (time_attr) is not supported with sample_direction='backward'")
         self.data = data
+        self.sample_direction = sample_direction
+        self.subgraph_type = SubgraphType(subgraph_type)
         self.replace = bool(replace)
-        self.disjoint = False
-        self.subgraph_type = SubgraphType.directional
         self.weight_attr = weight_attr
+        self.temporal_strategy = temporal_strategy
         self.seed = int(torch.randint(0, 2**62, ()).item()) if seed is None else int(seed)
         self._counter = itertools.count()
         self._lock = threading.Lock()
-        if isinstance(data, HeteroData):
-            self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
-            self._hetero = True
-            self.fused = None
-            return
-        if isinstance(num_neighbors, dict):
-            raise PyGOptionError("num_neighbors is a dict (one list per edge type) but the graph is homogeneous; pass a list, e.g. [15, 10]")
-        self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(list(num_neighbors))
-        fanouts = self.num_neighbors.get_mapped_values()
-        self._hetero = False
-        self.graph = graph_of(data, weight_attr)
-        self.num_nodes = self.graph.num_nodes
-        self.fused = FusedSampler(self.graph, fanouts, replace=self.replace, weighted=weight_attr is not None, seed=self.seed, hop_nodes="new")
+        self.source: PyGGraph = graph_of(data, weight_attr, time_attr)
+        self.is_hetero_data = self.source.hetero
+        graph = self.source.graph
+        # PyG's edge type of each graph edge type (the graph's own, or reversed back when sampling backward)
+        self._pyg_type = {et: et for et in graph.edge_types}
+        if backward:
+            graph = graph.reverse()
+            self._pyg_type = {(et[2], et[1], et[0]): et for et in self.source.graph.edge_types}
+        self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
+        fanouts = self._fanouts()
+        times = self._times()
+        try:
+            self.fused = FusedSampler(graph, fanouts, replace=self.replace, weighted=self.source.weighted, seed=self.seed,
+                                      hop_nodes="new", disjoint=disjoint, temporal_strategy=temporal_strategy,
+                                      subgraph_type=self.subgraph_type.value, **times)
+        except ValueError as exc:  # PyG raises ValueError for what the fused sampler refuses (e.g. induced + disjoint)
+            raise PyGOptionError(str(exc)) from None
+        self.disjoint = self.fused.disjoint
+        self.num_nodes = self.source.num_nodes
+
+    def _fanouts(self) -> list[int] | dict[EdgeType, list[int]]:
+        """The fused sampler's fanouts: per graph edge type (PyG's ``num_neighbors`` keys name PyG's edge types)."""
+        if not self.is_hetero_data:
+            if isinstance(self.num_neighbors.values, dict):
+                raise PyGOptionError("num_neighbors is a dict (one list per edge type) but the graph is homogeneous; pass a list, e.g. [15, 10]")
+            return list(self.num_neighbors.get_values())
+        values = self.num_neighbors.get_values(list(self._pyg_type.values()))
+        if not self._pyg_type:
+            return [0] * self.num_neighbors.num_hops
+        return {et: list(values[pyg]) for et, pyg in self._pyg_type.items()}
+
+    def _times(self) -> dict:
+        src = self.source
+        if src.node_time is None and src.edge_time is None:
+            return {}
+        if not self.is_hetero_data:
+            return {"node_time": None if src.node_time is None else src.node_time[NODE_TYPE],
+                    "edge_time": None if src.edge_time is None else src.edge_time[EDGE_TYPE]}
+        return {"node_time": src.node_time, "edge_time": src.edge_time}
 
     def __getstate__(self) -> dict:
         """Pickled into worker processes (given a ``multiprocessing_context``) without the lock; keys restart."""
@@ -140,15 +146,15 @@ class NeighborSampler(BaseSampler):
 
     @property
     def is_hetero(self) -> bool:
-        return self._hetero
+        return self.is_hetero_data
 
     @property
     def is_temporal(self) -> bool:
-        return False
+        return self.fused.is_temporal
 
     @property
     def edge_permutation(self) -> None:
-        """``None``: ``SamplerOutput.edge`` already holds the caller's edge ids."""
+        """``None``: ``edge`` already holds the caller's edge ids."""
         return None
 
     def next_key(self) -> int:
@@ -162,54 +168,107 @@ class NeighborSampler(BaseSampler):
         info = torch.utils.data.get_worker_info()
         return count if info is None else count * info.num_workers + info.id
 
-    def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs) -> SamplerOutput:
-        """Sample around ``inputs.node`` (unique ids); see the class docstring for the output layout."""
-        if self._hetero:
-            return sample_hetero_from_nodes(self, inputs)
-        if inputs.time is not None:
-            raise PyGOptionError("the seeds carry times (input_time): temporal sampling is not supported; leave input_time=None")
-        seeds = inputs.node.to("cpu", torch.int64)
-        mb = self.fused.sample(SamplerInput(seeds, key=self.next_key()))
-        return _output(mb, (inputs.input_id, inputs.time))
+    # ---- node seeds ----
+    def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs) -> SamplerOutput | HeteroSamplerOutput:
+        """Sample around ``inputs.node`` (ids of ``inputs.input_type`` for typed data); see the module docstring."""
+        node_type = inputs.input_type if self.is_hetero_data else None
+        mb = self.fused.sample(SamplerInput(inputs.node.to("cpu", torch.int64), key=self.next_key(), node_type=node_type,
+                                            seed_time=None if inputs.time is None else inputs.time.cpu()))
+        return self._output(mb, (inputs.input_id, inputs.time))
 
-    def sample_from_edges(self, inputs: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None) -> SamplerOutput:
-        """PyG's link sampling: seed edges ``(inputs.row, inputs.col)`` plus negatives, their endpoints deduplicated and
-        sampled as one batch (:class:`~sparsetrain.sampling.LinkNeighborSampler`); ``metadata`` as PyG's: binary (or no
-        negatives) ``(input_id, edge_label_index, edge_label, None)``, triplet ``(input_id, src_index, dst_pos_index,
-        dst_neg_index, None)``. Negatives are uniform, as PyG draws them; the seed edges stay in the blocks, as in
-        PyG, unless ``exclude_seed_edges`` says otherwise."""
-        if self._hetero:
-            raise PyGOptionError("sample_from_edges on HeteroData is not supported; use torch_geometric's LinkNeighborLoader for typed graphs")
-        if inputs.time is not None:
-            raise PyGOptionError("the seed edges carry times (edge_label_time): temporal sampling is not supported")
+    # ---- edge seeds ----
+    def sample_from_edges(self, inputs: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None) -> SamplerOutput | HeteroSamplerOutput:
+        """PyG's link sampling: seed edges ``(inputs.row, inputs.col)`` of ``inputs.input_type`` plus negatives, sampled as one
+        batch (:class:`~sparsetrain.sampling.LinkNeighborSampler`; disjoint: one subgraph per endpoint); ``metadata`` as
+        PyG's: binary (or no negatives) ``(input_id, edge_label_index, edge_label, edge_label_time)``, triplet
+        ``(input_id, src_index, dst_pos_index, dst_neg_index, edge_label_time)``. The seed edges stay in the subgraph, as in PyG,
+        unless ``exclude_seed_edges`` says otherwise."""
         neg = NegativeSampling.cast(neg_sampling)
-        if neg is not None and (neg.src_weight is not None or neg.dst_weight is not None):
-            raise PyGOptionError("NegativeSampling with src_weight/dst_weight is not supported; sparsetrain draws uniform negatives")
-        mode = None if neg is None else neg.mode.value
-        link = LinkNeighborSampler(self.fused, neg_sampling=mode, amount=1.0 if neg is None else neg.amount,
-                                   exclude=self.exclude_seed_edges)
-        mb = link.sample(FusedEdgeInput(inputs.row.to("cpu", torch.int64), inputs.col.to("cpu", torch.int64), inputs.label,
-                                        key=self.next_key(), input_id=inputs.input_id))
-        if mode == "triplet":
-            metadata = (inputs.input_id, mb.src_index, mb.dst_pos_index, mb.dst_neg_index, None)
+        edge_type = None
+        if self.is_hetero_data:
+            edge_type = tuple(inputs.input_type)
+            if self.sample_direction == "backward":
+                edge_type = (edge_type[2], edge_type[1], edge_type[0])
+        weights = None if neg is None else (neg.src_weight, neg.dst_weight)
+        link = LinkNeighborSampler(self.fused, neg_sampling=None if neg is None else neg.mode.value, amount=1.0 if neg is None else neg.amount,
+                                   edge_type=edge_type, negative_weights=weights, exclude=self.exclude_seed_edges)
+        src, dst = inputs.row.to("cpu", torch.int64), inputs.col.to("cpu", torch.int64)
+        if self.sample_direction == "backward":
+            src, dst = dst, src
+        mb = link.sample(FusedEdgeInput(src, dst, inputs.label, key=self.next_key(), input_id=inputs.input_id,
+                                        time=None if inputs.time is None else inputs.time.cpu()))
+        if mb.src_index is not None:
+            metadata = (inputs.input_id, mb.src_index, mb.dst_pos_index, mb.dst_neg_index, mb.seed_time)
         else:
-            metadata = (inputs.input_id, mb.edge_label_index, mb.edge_label, None)
-        return _output(mb, metadata)
+            metadata = (inputs.input_id, mb.edge_label_index, mb.edge_label, mb.seed_time)
+        return self._output(mb, metadata)
+
+    def _output(self, mb: MiniBatch, metadata: tuple) -> SamplerOutput | HeteroSamplerOutput:
+        return pyg_output(mb, metadata, self.is_hetero_data, self._pyg_type, self.sample_direction == "backward")
 
     def __repr__(self) -> str:
         return f"sparsetrain.pyg.NeighborSampler(num_neighbors={self.num_neighbors.values}, replace={self.replace}, seed={self.seed})"
 
 
-def _output(mb: MiniBatch | LinkMiniBatch, metadata: tuple) -> SamplerOutput:
-    """PyG's ``SamplerOutput`` of a batch: nodes seeds first, edges hop by hop from the seeds outwards."""
-    hops = mb.blocks[::-1]  # the seeds' hop first
-    return SamplerOutput(
-        node=mb.input_nodes,
-        row=torch.cat([b.edge_index[0] for b in hops]),
-        col=torch.cat([b.edge_index[1] for b in hops]),
-        edge=torch.cat([b.edge_ids for b in hops]),
-        batch=None,
-        num_sampled_nodes=[mb.seeds.numel()] + [b.num_src - b.num_dst for b in hops],
-        num_sampled_edges=[b.num_edges for b in hops],
-        metadata=metadata,
-    )
+def pyg_output(mb: MiniBatch, metadata: tuple, hetero: bool, pyg_type: dict[EdgeType, EdgeType] | None = None,
+               backward: bool = False) -> SamplerOutput | HeteroSamplerOutput:
+    """PyG's output of a batch: per node type the nodes, per PyG edge type ``row``/``col``/``edge`` (a ``SamplerOutput`` of
+    the one type unless ``hetero``). ``pyg_type``: PyG's edge type of each of the graph's (default: the same);
+    ``backward``: the graph was reversed, so rows and columns swap back."""
+    typed = mb.is_typed
+    per_type = (lambda v: v) if typed else (lambda v: {NODE_TYPE: v})  # noqa: E731
+    per_edge_type = (lambda v: v) if typed else (lambda v: {EDGE_TYPE: v})  # noqa: E731
+    if pyg_type is None:
+        pyg_type = {et: et for et in (_edge_types(mb) if typed else [EDGE_TYPE])}
+    edge_types = list(pyg_type)
+    if mb.subgraph is not None:  # bidirectional / induced: one flat subgraph, no per-hop counts (as PyG)
+        flat = per_edge_type(mb.subgraph.edge_index)
+        flat_ids = per_edge_type(mb.subgraph.edge_ids) if mb.subgraph.edge_ids is not None else {}
+        edge_index = {et: flat.get(et, _no_edges()) for et in edge_types}
+        edge = {et: flat_ids.get(et) for et in edge_types}
+        num_sampled_nodes = num_sampled_edges = None
+    else:
+        hops = mb.blocks[::-1]  # the seeds' hop first
+        hop_index = [per_edge_type(b.edge_index) for b in hops]
+        hop_ids = [per_edge_type(b.edge_ids) for b in hops]
+        edge_index = {et: _cat([h[et] for h in hop_index if et in h], 1) for et in edge_types}
+        edge = {et: _cat([h[et] for h in hop_ids if et in h], 0) for et in edge_types}
+        nodes = per_type(mb.input_nodes)
+        first = per_type(hops[0].num_dst) if hops else {t: v.numel() for t, v in nodes.items()}
+        news = [(per_type(b.num_src), per_type(b.num_dst)) for b in hops]
+        num_sampled_nodes = {t: [first[t]] + [src[t] - dst[t] for src, dst in news] for t in nodes}
+        num_sampled_edges = {et: [h[et].shape[1] if et in h else 0 for h in hop_index] for et in edge_types}
+    row = {pyg_type[et]: ei[1 if backward else 0] for et, ei in edge_index.items()}
+    col = {pyg_type[et]: ei[0 if backward else 1] for et, ei in edge_index.items()}
+    edge = {pyg_type[et]: ids for et, ids in edge.items()}
+    if num_sampled_edges is not None:
+        num_sampled_edges = {pyg_type[et]: v for et, v in num_sampled_edges.items()}
+    batch = None if mb.batch is None else per_type(mb.batch)
+    if hetero:
+        return HeteroSamplerOutput(node=dict(per_type(mb.input_nodes)), row=row, col=col, edge=edge, batch=batch,
+                                   num_sampled_nodes=num_sampled_nodes, num_sampled_edges=num_sampled_edges, metadata=metadata)
+    (et,) = row
+    return SamplerOutput(node=mb.input_nodes, row=row[et], col=col[et], edge=edge[et], batch=None if batch is None else batch[NODE_TYPE],
+                         num_sampled_nodes=None if num_sampled_nodes is None else num_sampled_nodes[NODE_TYPE],
+                         num_sampled_edges=None if num_sampled_edges is None else num_sampled_edges[et], metadata=metadata)
+
+
+def _edge_types(mb: MiniBatch) -> list[EdgeType]:
+    """The edge types a typed batch holds, in the order they first appear in its blocks."""
+    seen = {}
+    for block in [mb.subgraph] if mb.subgraph is not None else mb.blocks:
+        seen.update(dict.fromkeys(block.edge_index))
+    return list(seen)
+
+
+def _cat(parts: list[torch.Tensor], dim: int) -> torch.Tensor:
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return _no_edges() if dim == 1 else torch.zeros(0, dtype=torch.int64)
+    return torch.cat(parts, dim)
+
+
+def _no_edges() -> torch.Tensor:
+    return torch.zeros(2, 0, dtype=torch.int64)
+

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.graph import EDGE_TYPE, CSCGraph, EdgeType
 from sparsetrain.sampling.input import EdgeSamplerInput, SamplerInput
 from sparsetrain.sampling.minibatch import Block, MiniBatch
 from sparsetrain.sampling.negatives import NegativeSampler
@@ -41,11 +42,12 @@ EXCLUDE_MODES = ("none", "self", "reverse")
 
 @dataclass
 class LinkMiniBatch(MiniBatch):
-    """A :class:`MiniBatch` sampled around seed edges; ``seeds`` are their deduplicated endpoints.
+    """A :class:`MiniBatch` sampled around seed edges; ``seeds`` are their endpoints (deduplicated unless disjoint).
 
-    Binary mode (or no negatives): ``edge_label_index`` [2, E'] local ids (into ``seeds``/``input_nodes``) and
-    ``edge_label`` [E'] (also ``y``); triplet mode: ``src_index`` [E], ``dst_pos_index`` [E],
-    ``dst_neg_index`` [E] or [E, K]. ``input_id``: the positive edges' positions in the loader's edge table.
+    Binary mode (or no negatives): ``edge_label_index`` [2, E'] local ids (into ``seeds``/``input_nodes``; typed: row 0
+    of the src type, row 1 of the dst type) and ``edge_label`` [E'] (also ``y``); triplet mode: ``src_index`` [E],
+    ``dst_pos_index`` [E], ``dst_neg_index`` [E] or [E, K]. ``input_id``: the positive edges' positions in the loader's
+    edge table. ``seed_time``: temporal sampling, the time of each label edge's source (PyG's ``seed_time``).
     """
 
     edge_label_index: torch.Tensor | None = None
@@ -54,6 +56,7 @@ class LinkMiniBatch(MiniBatch):
     dst_pos_index: torch.Tensor | None = None
     dst_neg_index: torch.Tensor | None = None
     input_id: torch.Tensor | None = None
+    seed_time: torch.Tensor | None = None
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> LinkMiniBatch:
         moved = super().to(device, non_blocking)
@@ -65,7 +68,8 @@ class LinkMiniBatch(MiniBatch):
         return f"Link{super().__repr__()[:-1]}, label_edges={labels})"
 
 
-_LINK_FIELDS = ("edge_label_index", "edge_label", "src_index", "dst_pos_index", "dst_neg_index", "input_id")
+_LINK_FIELDS = ("edge_label_index", "edge_label", "src_index", "dst_pos_index", "dst_neg_index", "input_id", "seed_time")
+NEGATIVE_REDRAWS = 5  # temporal negatives: redraws of those later than their seed edge before the earliest node stands in (PyG's rule)
 
 
 class LinkNeighborSampler:
@@ -73,29 +77,57 @@ class LinkNeighborSampler:
 
     ``neg_sampling``: None, ``"binary"`` or ``"triplet"``; ``amount``: negatives per positive (an int
     for triplet). ``negatives``: a :class:`~sparsetrain.sampling.negatives.NegativeSampler` (default:
-    uniform, not strict, seeded from ``sampler.seed``). ``exclude``: ``"none"``, ``"self"`` or
+    uniform, not strict, seeded from ``sampler.seed``; ``negative_weights=(src_weight, dst_weight)`` draws
+    proportionally to node weights, either may be None). ``exclude``: ``"none"``, ``"self"`` or
     ``"reverse"``. The same (sampler seed, key) gives the same batch, negatives included.
+
+    On a typed graph ``edge_type`` names the seed edges' type (it need not be one of the graph's: only its end node
+    types are read); seeds of its two end types are sampled in one batch. With a disjoint ``sampler`` every endpoint
+    (negatives included) grows its own subgraph, seeds first in PyG's order (sources, then destinations, then
+    negatives), and ``batch`` is the seed edge's index (PyG's ``batch % num_pos``). A temporal ``sampler`` reads the
+    seed edges' times (``EdgeSamplerInput.time``): each endpoint's subgraph stops at its edge's time, and negatives
+    with a node time later than it are redrawn (:data:`NEGATIVE_REDRAWS` times, then the earliest node), as in PyG.
     """
 
     def __init__(self, sampler: NeighborSampler, *, neg_sampling: str | None = "binary", amount: float = 1.0,
-                 negatives: NegativeSampler | None = None, exclude: str = "none") -> None:
+                 negatives: NegativeSampler | None = None, exclude: str = "none", edge_type: EdgeType | None = None,
+                 negative_weights: tuple[torch.Tensor | None, torch.Tensor | None] | None = None) -> None:
         if not isinstance(sampler, NeighborSampler):
             raise SamplingError(f"sampler is a {type(sampler).__name__}; pass a sparsetrain.sampling.NeighborSampler")
-        if sampler.graph.is_typed:
-            raise SamplingError("sampling from edge seeds on a typed graph is not supported yet; pass a NeighborSampler over a homogeneous graph")
         if neg_sampling is not None and neg_sampling not in NEG_MODES:
             raise SamplingError(f"neg_sampling={neg_sampling!r}; choose None, 'binary' or 'triplet'")
         if exclude not in EXCLUDE_MODES:
             raise SamplingError(f"exclude={exclude!r}; choose one of {', '.join(EXCLUDE_MODES)}")
+        if exclude != "none" and sampler.disjoint:
+            raise SamplingError(f"exclude={exclude!r} with disjoint (or temporal) sampling is not supported; use exclude='none'")
         if not (isinstance(amount, (int, float)) and math.isfinite(amount) and amount > 0):
             raise SamplingError(f"amount={amount!r}; give a positive number of negatives per positive")
         if neg_sampling == "triplet" and amount != int(amount):
             raise SamplingError(f"amount={amount} with triplet negatives; give a whole number of negatives per positive")
+        graph = sampler.graph
+        if graph.is_typed:
+            if edge_type is None or len(tuple(edge_type)) != 3:
+                raise SamplingError(f"the graph is typed; name the seed edges' type with edge_type=(src_type, relation, dst_type) "
+                                    f"(its edge types: {graph.edge_types})")
+            edge_type = tuple(edge_type)
+            for end in (edge_type[0], edge_type[2]):
+                if end not in graph.node_types:
+                    raise SamplingError(f"edge_type {edge_type} names node type {end!r}, which the graph does not have ({graph.node_types})")
+            num_src = graph.num_nodes[edge_type[0]]
+            relation = graph.relation(edge_type) if edge_type in graph.edge_types else _no_edges(graph.num_nodes[edge_type[2]])
+        else:
+            if edge_type is not None and tuple(edge_type) != EDGE_TYPE:
+                raise SamplingError(f"edge_type={edge_type!r} but the graph is homogeneous; leave edge_type unset")
+            num_src, relation = graph.num_nodes, graph
         self.sampler = sampler
-        self.graph = sampler.graph
+        self.graph = graph
+        self.edge_type = edge_type
         self.neg_sampling = neg_sampling
         self.amount = amount
-        self.negatives = negatives if negatives is not None else NegativeSampler(sampler.graph, seed=sampler.seed)
+        if negatives is None:
+            src_weight, dst_weight = negative_weights or (None, None)
+            negatives = NegativeSampler(relation, seed=sampler.seed, num_sources=num_src, src_weight=src_weight, dst_weight=dst_weight)
+        self.negatives = negatives
         self.exclude = exclude
         self._counter = itertools.count()
         self._lock = threading.Lock()
@@ -108,11 +140,13 @@ class LinkNeighborSampler:
         """The blocks around ``inp``'s edges and their negatives, with label indices into the batch's nodes."""
         if not isinstance(inp, EdgeSamplerInput):
             raise SamplingError(f"LinkNeighborSampler.sample takes an EdgeSamplerInput; got a {type(inp).__name__}")
-        n = self.graph.num_nodes
+        num_src, num_dst = self.negatives.num_sources, self.negatives.num_nodes
         src, dst = inp.src.to(torch.int64), inp.dst.to(torch.int64)
-        for what, ids in (("src", src), ("dst", dst)):
+        for what, ids, n in (("src", src, num_src), ("dst", dst, num_dst)):
             if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
                 raise SamplingError(f"seed edges' {what} has ids outside [0, {n}); seed edges must join nodes of this graph")
+        if inp.time is not None and not self.sampler.is_temporal:
+            raise SamplingError("the seed edges carry times but the sampler is not temporal; give it node_time or edge_time")
         key = inp.key
         if key is None:
             with self._lock:
@@ -120,34 +154,121 @@ class LinkNeighborSampler:
         device = src.device
         num_pos = src.numel()
         label = inp.label
+        disjoint = self.sampler.disjoint
+        time = None if inp.time is None else torch.as_tensor(inp.time).reshape(-1).cpu()
+        src_time = dst_time = time
         if self.neg_sampling == "binary":
-            neg_src, neg_dst = self.negatives.pairs(math.ceil(num_pos * self.amount), key=key)
+            num_neg = math.ceil(num_pos * self.amount)
+            neg_src, neg_dst = self.negatives.pairs(num_neg, key=key)
+            if time is not None:
+                neg_src = self._in_time(neg_src, time, key, "src")
+                neg_dst = self._in_time(neg_dst, time, key, "dst")
+                src_time = dst_time = time.repeat(1 + math.ceil(self.amount))[: num_pos + num_neg]
             src_all, dst_all = torch.cat([src, neg_src.to(device)]), torch.cat([dst, neg_dst.to(device)])
             pos_label = torch.ones(num_pos, device=device) if label is None else torch.as_tensor(label, device=device)
             label = torch.cat([pos_label, pos_label.new_zeros((neg_src.numel(), *pos_label.shape[1:]))])
         elif self.neg_sampling == "triplet":
             if label is not None:
                 raise SamplingError("triplet negatives take no edge labels; drop the labels or use neg_sampling='binary'")
-            neg_dst = self.negatives.destinations(src.cpu(), int(self.amount), key=key).to(device)
-            src_all, dst_all = src, torch.cat([dst, neg_dst])
+            k = int(self.amount)
+            neg_dst = self.negatives.destinations(src.cpu(), k, key=key)
+            if disjoint:  # PyG's disjoint layout: negative j of every positive, then negative j + 1, ...
+                neg_dst = neg_dst.view(num_pos, k).t().reshape(-1)
+            if time is not None:
+                neg_dst = self._in_time(neg_dst, time, key, "dst")
+                dst_time = time.repeat(1 + k)
+            src_all, dst_all = src, torch.cat([dst, neg_dst.to(device)])
         else:
             src_all, dst_all = src, dst
-        seeds, inverse = torch.unique(torch.cat([src_all, dst_all]), return_inverse=True)
-        mb = self.sampler.sample(SamplerInput(seeds, key=key))
-        blocks = mb.blocks
-        if self.exclude != "none" and num_pos:
-            local_src, local_dst = inverse[:num_pos], inverse[src_all.numel() : src_all.numel() + num_pos]
-            blocks = exclude_edges(blocks, local_src, local_dst, seeds.numel(), self.exclude == "reverse")
-        out = LinkMiniBatch(seeds=mb.seeds, input_nodes=mb.input_nodes, blocks=blocks, input_id=inp.input_id)
-        if self.neg_sampling == "triplet":
-            out.src_index = inverse[:num_pos]
-            out.dst_pos_index = inverse[num_pos : 2 * num_pos]
-            out.dst_neg_index = inverse[2 * num_pos :].view(num_pos, -1).squeeze(-1)
+        typed_ends = self.graph.is_typed and self.edge_type[0] != self.edge_type[2]
+        if typed_ends:
+            inverse_src = inverse_dst = None
+            if disjoint:
+                seeds = {self.edge_type[0]: src_all, self.edge_type[2]: dst_all}
+            else:
+                src_seeds, inverse_src = torch.unique(src_all, return_inverse=True)
+                dst_seeds, inverse_dst = torch.unique(dst_all, return_inverse=True)
+                seeds = {self.edge_type[0]: src_seeds, self.edge_type[2]: dst_seeds}
+            seed_time = None if time is None else {self.edge_type[0]: src_time, self.edge_type[2]: dst_time}
+            mb = self.sampler.sample(SamplerInput(seeds, key=key, seed_time=seed_time))
         else:
-            out.edge_label_index = inverse.view(2, -1)
+            both = torch.cat([src_all, dst_all])
+            seeds, inverse = (both, torch.arange(both.numel(), device=device)) if disjoint else torch.unique(both, return_inverse=True)
+            seed_time = None if time is None else torch.cat([src_time, dst_time])
+            node_type = self.edge_type[0] if self.graph.is_typed else None
+            mb = self.sampler.sample(SamplerInput(seeds, key=key, node_type=node_type, seed_time=seed_time))
+            inverse_src, inverse_dst = inverse[: src_all.numel()], inverse[src_all.numel() :]
+        blocks, flat = mb.blocks, mb.subgraph
+        if self.exclude != "none" and num_pos:
+            blocks, flat = self._excluded(mb, inverse_src[:num_pos], inverse_dst[:num_pos])
+        out = LinkMiniBatch(seeds=mb.seeds, input_nodes=mb.input_nodes, blocks=blocks, input_id=inp.input_id, seed_type=mb.seed_type,
+                            nodes_per_hop=mb.nodes_per_hop, edges_per_hop=mb.edges_per_hop, subgraph=flat, seed_time=src_time)
+        if disjoint:
+            out.batch = {t: b % max(num_pos, 1) for t, b in mb.batch.items()} if isinstance(mb.batch, dict) else mb.batch % max(num_pos, 1)
+            inverse_src = torch.arange(src_all.numel(), device=device) if typed_ends else inverse_src
+            inverse_dst = torch.arange(dst_all.numel(), device=device) if typed_ends else inverse_dst
+        if self.neg_sampling == "triplet":
+            out.src_index = inverse_src[:num_pos]
+            out.dst_pos_index = inverse_dst[:num_pos]
+            neg_index = inverse_dst[num_pos:]
+            if disjoint:
+                neg_index = neg_index.view(-1, num_pos).t()
+            out.dst_neg_index = neg_index.reshape(num_pos, -1).squeeze(-1)
+        else:
+            out.edge_label_index = torch.stack([inverse_src, inverse_dst])
             out.edge_label = label
             out.y = label
         return out
+
+    def _in_time(self, nodes: torch.Tensor, time: torch.Tensor, key: int, end: str) -> torch.Tensor:
+        """Negative ``nodes`` (entry ``f`` for seed edge ``f % len(time)``) redrawn where their node time is later than its time."""
+        times = self.sampler.times
+        node_type = self.edge_type[0 if end == "src" else 2] if self.graph.is_typed else self.graph.node_types[0]
+        if node_type not in times.timed_types or not nodes.numel():
+            return nodes
+        t = times.types.index(node_type)
+        node_time = torch.from_numpy(times.node_time[times.type_offset[t] : times.type_offset[t + 1]])
+        bound = time.to(node_time.dtype).repeat(math.ceil(nodes.numel() / max(time.numel(), 1)))[: nodes.numel()]
+        nodes = nodes.clone()
+        late = node_time[nodes] > bound
+        for attempt in range(1, NEGATIVE_REDRAWS + 1):
+            if not bool(late.any()):
+                return nodes
+            fresh = self.negatives.nodes(int(late.sum()), key, end, attempt)
+            nodes[late] = fresh
+            late[late.clone()] = node_time[fresh] > bound[late]
+        nodes[late] = int(torch.argmin(node_time))
+        return nodes
+
+    def _excluded(self, mb: MiniBatch, local_src: torch.Tensor, local_dst: torch.Tensor):
+        """``mb``'s blocks (and flat subgraph) without the positive seed edges (and their reverses, for ``"reverse"``)."""
+        reverse = self.exclude == "reverse"
+        if not mb.is_typed:
+            n = mb.seeds.numel()
+            blocks = exclude_edges(mb.blocks, local_src, local_dst, n, reverse)
+            flat = None if mb.subgraph is None else exclude_edges([mb.subgraph], local_src, local_dst, n, reverse)[0]
+            return blocks, flat
+        seeds = mb.seeds if isinstance(mb.seeds, dict) else {mb.seed_type: mb.seeds}
+        n_src, n_dst = seeds[self.edge_type[0]].numel(), seeds[self.edge_type[2]].numel()
+        forward = torch.unique(local_src * n_dst + local_dst)
+        backward = torch.unique(local_dst * n_src + local_src)
+
+        def filtered(block: Block) -> Block:
+            edge_index, edge_ids = dict(block.edge_index), dict(block.edge_ids or {})
+            for et, ei in block.edge_index.items():
+                if et == self.edge_type:
+                    kept = _kept(ei, forward, n_src, n_dst)
+                elif reverse and (et[0], et[2]) == (self.edge_type[2], self.edge_type[0]):
+                    kept = _kept(ei, backward, n_dst, n_src)
+                else:
+                    continue
+                if kept is not None:
+                    edge_index[et] = ei.index_select(1, kept)
+                    if et in edge_ids:
+                        edge_ids[et] = edge_ids[et].index_select(0, kept)
+            return replace(block, edge_index=edge_index, edge_ids=edge_ids if block.edge_ids is not None else None)
+
+        return [filtered(b) for b in mb.blocks], None if mb.subgraph is None else filtered(mb.subgraph)
 
     def __repr__(self) -> str:
         return (f"LinkNeighborSampler(neg_sampling={self.neg_sampling!r}, amount={self.amount}, exclude={self.exclude!r}, "
@@ -164,14 +285,14 @@ def exclude_edges(blocks: list[Block], local_src: torch.Tensor, local_dst: torch
 
 
 @numba.njit(cache=True, nogil=True)
-def _kept_cpu(src, dst, num_seeds, keys, keep):
+def _kept_cpu(src, dst, num_src_seeds, num_dst_seeds, keys, keep):
     """``keep[e]``: edge ``e`` is not a seed edge (only edges between two seeds are looked up); returns the kept count."""
     kept = 0
     for e in range(src.shape[0]):
         s, d = src[e], dst[e]
         ok = True
-        if s < num_seeds and d < num_seeds:
-            key = s * num_seeds + d
+        if s < num_src_seeds and d < num_dst_seeds:
+            key = s * num_dst_seeds + d
             i = np.searchsorted(keys, key)
             ok = not (i < keys.shape[0] and keys[i] == key)
         keep[e] = ok
@@ -179,15 +300,21 @@ def _kept_cpu(src, dst, num_seeds, keys, keep):
     return kept
 
 
-def _kept(edge_index: torch.Tensor, keys: torch.Tensor, num_seeds: int, numba_scan: bool | None = None) -> torch.Tensor | None:
-    """Indices of the edges to keep, or None when every edge stays (a one-pass Numba scan on the CPU, torch ops elsewhere)."""
+def _kept(edge_index: torch.Tensor, keys: torch.Tensor, num_seeds: int, num_dst_seeds: int | None = None,
+          numba_scan: bool | None = None) -> torch.Tensor | None:
+    """Indices of the edges to keep, or None when every edge stays (a one-pass Numba scan on the CPU, torch ops elsewhere).
+
+    ``keys``: sorted ``src * num_dst_seeds + dst`` of the edges to drop; both ends are seeds (source ids below
+    ``num_seeds``, destination ids below ``num_dst_seeds``, default ``num_seeds``).
+    """
+    num_dst_seeds = num_seeds if num_dst_seeds is None else num_dst_seeds
     s, d = edge_index
     if numba_scan if numba_scan is not None else edge_index.device.type == "cpu":
         keep = np.empty(s.numel(), np.bool_)
-        kept = _kept_cpu(s.numpy(), d.numpy(), num_seeds, keys.numpy(), keep)
+        kept = _kept_cpu(s.numpy(), d.numpy(), num_seeds, num_dst_seeds, keys.numpy(), keep)
         return None if kept == s.numel() else torch.from_numpy(np.flatnonzero(keep))
-    candidate = ((s < num_seeds) & (d < num_seeds)).nonzero().view(-1)
-    k = s[candidate] * num_seeds + d[candidate]
+    candidate = ((s < num_seeds) & (d < num_dst_seeds)).nonzero().view(-1)
+    k = s[candidate] * num_dst_seeds + d[candidate]
     drop = keys[torch.searchsorted(keys, k).clamp_(max=keys.numel() - 1)] == k
     if not bool(drop.any()):
         return None
@@ -206,3 +333,8 @@ def _filter_block(block: Block, kept: torch.Tensor | None) -> Block:
         if f.name != "edge_index" and isinstance(value, torch.Tensor) and value.dim() == 1 and value.numel() == block.num_edges:
             changes[f.name] = value.index_select(0, kept)
     return replace(block, edge_index=block.edge_index.index_select(1, kept), **changes)
+
+
+def _no_edges(num_nodes: int) -> CSCGraph:
+    """A relation without edges over ``num_nodes`` destination nodes (seed edges of a type the graph has no edges of)."""
+    return CSCGraph(torch.zeros(num_nodes + 1, dtype=torch.int64), torch.zeros(0, dtype=torch.int64))

@@ -205,12 +205,12 @@ class CSCGraph:
         return cls(indptr, indices.contiguous(), weights, edge_perm, types=layout)
 
     @classmethod
-    def from_edge_index_dict(cls, edge_index_dict: Mapping[EdgeType, torch.Tensor],
-                             num_nodes: dict[str, int]) -> CSCGraph:
+    def from_edge_index_dict(cls, edge_index_dict: Mapping[EdgeType, torch.Tensor], num_nodes: dict[str, int],
+                             edge_weight_dict: Mapping[EdgeType, torch.Tensor] | None = None) -> CSCGraph:
         """A typed graph from PyG-style ``{edge_type: edge_index [2, E]}`` (row 0 src-type ids, row 1 dst-type ids).
 
         Per edge type, edges are sorted by destination, then source; ``edge_perm`` maps each CSC position back to
-        the edge's column in its ``edge_index``.
+        the edge's column in its ``edge_index``. ``edge_weight_dict``: one weight per edge for every edge type, or None.
         """
         layout = TypeLayout(dict(num_nodes), tuple(tuple(et) for et in edge_index_dict))
         relations = {}
@@ -228,7 +228,13 @@ class CSCGraph:
             order = torch.argsort(dst * max(n_src, 1) + src, stable=True)
             indptr = torch.zeros(n_dst + 1, dtype=torch.int64)
             torch.cumsum(torch.bincount(dst, minlength=n_dst), 0, out=indptr[1:])
-            relations[tuple(et)] = cls(indptr, src[order], edge_perm=order)
+            weights = None
+            if edge_weight_dict is not None:
+                weight = edge_weight_dict[et].detach().cpu().reshape(-1)
+                if weight.numel() != src.numel():
+                    raise SamplingError(f"edge type {et}: {weight.numel()} edge weights for {src.numel()} edges; give one weight per edge")
+                weights = weight[order].contiguous()
+            relations[tuple(et)] = cls(indptr, src[order], weights, edge_perm=order)
         return cls.from_relations(layout.num_nodes, relations)
 
     @property
@@ -269,6 +275,28 @@ class CSCGraph:
         a, b = int(ptr[0]), int(ptr[-1])
         cut = lambda t: None if t is None else t[a:b]  # noqa: E731
         return CSCGraph(ptr - a, self.indices[a:b], cut(self.weights), cut(self.edge_perm), files=self.files)
+
+    def reverse(self, num_sources: int | None = None) -> CSCGraph:
+        """The graph with every edge turned around (a copy): column ``u`` lists the out-neighbors of ``u``.
+
+        Sampling it samples out-edges (PyG's ``sample_direction="backward"``). Edge ids stay the caller's (``edge_perm``
+        of the result: each edge's id in this graph); weights follow their edges. A typed graph's edge type
+        ``(src, rel, dst)`` becomes ``(dst, rel, src)``. ``num_sources``: the columns of the result (the source nodes),
+        when they are not this graph's nodes (one relation of a typed graph).
+        """
+        self.check_files()
+        if self.types is not None:
+            relations = {(et[2], et[1], et[0]): self.relation(et).reverse(self.types.num_nodes[et[0]]) for et in self.types.edge_types}
+            return CSCGraph.from_relations(self.types.num_nodes, relations)
+        num_nodes = self.num_nodes
+        num_src = num_nodes if num_sources is None else int(num_sources)
+        ids = self.edge_perm if self.edge_perm is not None else torch.arange(self.num_edges, device=self.device)
+        src, dst = self.indices.to(torch.int64), torch.repeat_interleave(torch.arange(num_nodes, device=self.device), self.in_degrees())
+        order = torch.argsort(src * max(num_nodes, 1) + dst, stable=True)
+        indptr = torch.zeros(num_src + 1, dtype=torch.int64, device=self.device)
+        torch.cumsum(torch.bincount(src, minlength=indptr.numel() - 1), 0, out=indptr[1:])
+        weights = None if self.weights is None else self.weights[order].contiguous()
+        return CSCGraph(indptr, dst[order].to(self.indices.dtype).contiguous(), weights, ids[order].contiguous())
 
     @property
     def edges(self) -> Mapping[EdgeType, CSCGraph]:

@@ -23,20 +23,31 @@ class SamplerInput:
     ``seeds``: node ids (1-D integer tensor). ``key``: the batch key the sampler's
     random numbers derive from, so the same (sampler seed, key) redraws the same
     batch, e.g. on resume; ``None`` takes the sampler's next own key (its call counter).
-    ``node_type``: the node type of the seeds, for a typed sampler (``None``: the sampler's own ``seed_type``).
+    ``node_type``: the node type of the seeds, for a typed sampler (``None``: the sampler's own ``seed_type``);
+    or ``seeds`` is a dict ``{node_type: ids}`` (seeds of several types in one batch, e.g. both ends of typed edges).
+    ``seed_time``: for a temporal sampler, each seed's time (a tensor aligned with ``seeds``, a dict when they are);
+    ``None`` uses the seeds' own node times.
     """
 
-    seeds: torch.Tensor
+    seeds: torch.Tensor | dict[str, torch.Tensor]
     key: int | None = None
     node_type: str | None = None
+    seed_time: torch.Tensor | dict[str, torch.Tensor] | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "seeds", torch.as_tensor(self.seeds))
+        if isinstance(self.seeds, dict):
+            if self.node_type is not None:
+                raise SamplingError("SamplerInput has seeds per node type (a dict) and node_type; give one of them")
+            object.__setattr__(self, "seeds", {t: torch.as_tensor(v) for t, v in self.seeds.items()})
+        else:
+            object.__setattr__(self, "seeds", torch.as_tensor(self.seeds))
         object.__setattr__(self, "key", _check_key(self.key, "SamplerInput"))
 
     def __repr__(self) -> str:
         typed = "" if self.node_type is None else f", node_type={self.node_type!r}"
-        return f"SamplerInput(seeds={self.seeds.numel()}, key={self.key}{typed})"
+        count = {t: v.numel() for t, v in self.seeds.items()} if isinstance(self.seeds, dict) else self.seeds.numel()
+        timed = "" if self.seed_time is None else ", seed_time=..."
+        return f"SamplerInput(seeds={count}, key={self.key}{typed}{timed})"
 
 
 def _check_key(key, what: str) -> int | None:
@@ -63,8 +74,8 @@ class EdgeSamplerInput:
     """A batch of seed edges ``src[i] -> dst[i]`` (optional ``label`` per edge) and the key that fixes its draws.
 
     ``input_id``: each edge's position in the loader's edge table (PyG's ``input_id``); ``key`` as in
-    :class:`SamplerInput`. Negatives are the sampler's to draw (see
-    :class:`~sparsetrain.sampling.LinkNeighborSampler`).
+    :class:`SamplerInput`. ``time``: each edge's time, for a temporal sampler (PyG's ``edge_label_time``).
+    Negatives are the sampler's to draw (see :class:`~sparsetrain.sampling.LinkNeighborSampler`).
     """
 
     src: torch.Tensor
@@ -72,6 +83,7 @@ class EdgeSamplerInput:
     label: torch.Tensor | None = None
     key: int | None = None
     input_id: torch.Tensor | None = None
+    time: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         src, dst = _node_ids(self.src, "EdgeSamplerInput.src"), _node_ids(self.dst, "EdgeSamplerInput.dst")
@@ -79,6 +91,8 @@ class EdgeSamplerInput:
             raise SamplingError(f"EdgeSamplerInput has {src.numel()} sources but {dst.numel()} destinations; give one of each per edge")
         if self.label is not None and torch.as_tensor(self.label).shape[:1] != src.shape:
             raise SamplingError(f"EdgeSamplerInput.label has shape {list(torch.as_tensor(self.label).shape)}; give one label per edge ({src.numel()})")
+        if self.time is not None and torch.as_tensor(self.time).reshape(-1).shape != src.shape:
+            raise SamplingError(f"EdgeSamplerInput.time has {torch.as_tensor(self.time).numel()} entries; give one time per edge ({src.numel()})")
         object.__setattr__(self, "src", src)
         object.__setattr__(self, "dst", dst)
         object.__setattr__(self, "key", _check_key(self.key, "EdgeSamplerInput"))

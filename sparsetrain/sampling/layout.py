@@ -37,9 +37,10 @@ def normalize_fanouts(graph: CSCGraph, fanouts) -> list[int] | dict[EdgeType, li
 
 def _hop_counts(per_hop, edge_type) -> list[int]:
     per_hop = list(per_hop)
-    if not per_hop or any(not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < -1 for f in per_hop):
+    if any(not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < -1 for f in per_hop):
         where = "" if edge_type is None else f" for {edge_type}"
-        raise SamplingError(f"fanouts={per_hop!r}{where}; give a non-empty list of ints >= 0, or -1 for all neighbors")
+        raise SamplingError(f"fanouts={per_hop!r}{where}; give a list of ints >= 0 (one per hop), or -1 for all "
+                            "neighbors")
     return [int(f) for f in per_hop]
 
 
@@ -65,7 +66,9 @@ class KernelLayout:
             first_cols = torch.tensor(cols[:-1], dtype=torch.int64, device=graph.device)
             self.edge_offset = graph.indptr[first_cols].cpu().numpy().astype(np.int64)
         per_type = fanouts if isinstance(fanouts, dict) else {et: fanouts for et in self.edge_types}
-        self.fanouts = np.array([per_type[et] for et in self.edge_types], np.int64).T.copy()  # [hops, edge types]
+        hops = len(next(iter(fanouts.values()), [])) if isinstance(fanouts, dict) else len(fanouts)
+        by_type = np.array([per_type[et] for et in self.edge_types], np.int64).reshape(len(self.edge_types), hops)
+        self.fanouts = by_type.T.copy()  # [hops, edge types]
 
     def segments(self, hop: int, counts: np.ndarray, first: np.ndarray) -> tuple[list[int], list[int], list[int]]:
         """Hop ``hop``'s work items as segments, one per edge type it samples: ``(seg_et, seg_start, seg_dst)``.

@@ -82,7 +82,12 @@ class MiniBatch:
 
     Typed (:attr:`is_typed`): ``seeds`` are ids of ``seed_type`` nodes; ``input_nodes`` and ``x`` are dicts per node
     type, ``edge_attr`` a dict per edge type for each block; ``nodes_per_hop[t][h]``: type-``t`` nodes first reached
-    at hop ``h`` (hop 0: the seeds); ``edges_per_hop[et][h]``: edges sampled at hop ``h + 1``.
+    at hop ``h`` (hop 0: the seeds); ``edges_per_hop[et][h]``: edges sampled at hop ``h + 1``. A typed batch sampled
+    from seeds of several node types has ``seeds`` as a dict per type and ``seed_type`` ``None``.
+
+    Set by the sampler's options (:class:`~sparsetrain.sampling.NeighborSampler`): ``batch`` (disjoint sampling: the
+    index of the seed whose subgraph each node of ``input_nodes`` is in, a dict per node type when typed) and
+    ``subgraph`` (bidirectional / induced subgraphs: one block over all the batch's nodes).
     """
 
     seeds: torch.Tensor
@@ -94,6 +99,8 @@ class MiniBatch:
     seed_type: str | None = None
     nodes_per_hop: dict[str, list[int]] | None = None
     edges_per_hop: dict[EdgeType, list[int]] | None = None
+    batch: torch.Tensor | dict[str, torch.Tensor] | None = None
+    subgraph: Block | None = None
 
     @property
     def is_typed(self) -> bool:
@@ -156,13 +163,16 @@ class MiniBatch:
             blocks=[b.to(device, non_blocking) for b in self.blocks],
             x=_move(self.x, device, non_blocking),
             y=_move(self.y, device, non_blocking),
+            batch=_move(self.batch, device, non_blocking),
+            subgraph=None if self.subgraph is None else self.subgraph.to(device, non_blocking),
             edge_attr=None if self.edge_attr is None else [_move(e, device, non_blocking) for e in self.edge_attr],
         )
 
     def __repr__(self) -> str:
         if self.is_typed:
             nodes = {t: v.numel() for t, v in self.input_nodes.items()}
-            return (f"MiniBatch(seed_type={self.seed_type!r}, seeds={self.seeds.numel()}, input_nodes={nodes}, "
+            seeds = {t: v.numel() for t, v in self.seeds.items()} if isinstance(self.seeds, dict) else self.seeds.numel()
+            return (f"MiniBatch(seed_type={self.seed_type!r}, seeds={seeds}, input_nodes={nodes}, "
                     f"blocks={len(self.blocks)})")
         hops = ", ".join(repr(b) for b in self.blocks)
         return f"MiniBatch(seeds={self.seeds.numel()}, input_nodes={self.input_nodes.numel()}, blocks=[{hops}])"

@@ -79,14 +79,18 @@ class NegativeSampler:
 
     ``strict=True``: no negative is an edge of the graph or a self loop (destinations are redrawn;
     a :class:`SamplingError` when a source has no non-neighbor left). Deterministic in
-    ``(seed, key)``.
+    ``(seed, key)``. ``graph`` may be one relation of a typed graph (columns: its dst-type nodes); ``num_sources``
+    is then the src-type node count (default: ``graph.num_nodes``). ``src_weight`` / ``dst_weight``: a weight per
+    source / destination node to draw proportionally to (PyG's ``NegativeSampling`` weights), in place of ``distribution``.
     """
 
     def __init__(self, graph: CSCGraph, *, distribution: str = "uniform", strict: bool = False, exponent: float = 0.75,
-                 seed: int = 0) -> None:
+                 seed: int = 0, num_sources: int | None = None, src_weight: torch.Tensor | None = None,
+                 dst_weight: torch.Tensor | None = None) -> None:
         if distribution not in DISTRIBUTIONS:
             raise SamplingError(f"negative distribution {distribution!r}; choose one of {', '.join(DISTRIBUTIONS)}")
-        if graph.num_nodes < 1:
+        self.num_sources = graph.num_nodes if num_sources is None else int(num_sources)
+        if graph.num_nodes < 1 or self.num_sources < 1:
             raise SamplingError("the graph has no nodes to draw negatives from")
         self.graph = graph
         self.distribution = distribution
@@ -98,23 +102,28 @@ class NegativeSampler:
             if not weights.sum() > 0:
                 raise SamplingError("distribution='degree' on a graph without edges; use distribution='uniform'")
             self._cdf = np.cumsum(weights)
+        self._src_cdf = self._cdf if self.num_sources == graph.num_nodes else np.empty(0, np.float64)
+        if dst_weight is not None:
+            self._cdf = _weights_cdf(dst_weight, graph.num_nodes, "dst_weight")
+        if src_weight is not None:
+            self._src_cdf = _weights_cdf(src_weight, self.num_sources, "src_weight")
 
     @property
     def num_nodes(self) -> int:
         return self.graph.num_nodes
 
-    def _check_ids(self, ids: torch.Tensor, what: str) -> np.ndarray:
+    def _check_ids(self, ids: torch.Tensor, what: str, n: int) -> np.ndarray:
         if ids.dim() != 1 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
             raise SamplingError(f"{what} must be a 1-D integer tensor of node ids; got shape {list(ids.shape)} dtype {ids.dtype}")
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_nodes):
-            raise SamplingError(f"{what} has ids outside [0, {self.num_nodes}); pass node ids of this graph")
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
+            raise SamplingError(f"{what} has ids outside [0, {n}); pass node ids of this graph")
         return ids.to("cpu", torch.int64).numpy()
 
     def destinations(self, src: torch.Tensor, k: int = 1, key: int = 0) -> torch.Tensor:
         """``k`` negative destinations per source, row-major: ``[len(src) * k]`` (entry ``i * k + j`` belongs to ``src[i]``)."""
         if k < 0:
             raise SamplingError(f"k={k}; give a number of negatives per source >= 0")
-        src_np = self._check_ids(torch.as_tensor(src), "src")
+        src_np = self._check_ids(torch.as_tensor(src), "src", self.num_sources)
         out = np.empty(len(src_np) * k, np.int64)
         if self.strict:
             self.graph.check_files()
@@ -129,10 +138,25 @@ class NegativeSampler:
 
     def pairs(self, num: int, key: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """``num`` negative edges whose sources and destinations are both drawn (PyG's binary negative sampling)."""
-        src = np.empty(int(num), np.int64)
-        draw_nodes(int(num), self._cdf, self.num_nodes, np.uint64(hop_key(self.seed, key, _SRC_STREAM)), src)
-        src_t = torch.from_numpy(src)
+        src_t = self.nodes(int(num), key, "src")
         return src_t, self.destinations(src_t, 1, key)
+
+    def nodes(self, num: int, key: int = 0, end: str = "dst", attempt: int = 0) -> torch.Tensor:
+        """``num`` nodes drawn from the source (``end="src"``) or destination distribution; ``attempt`` picks another stream."""
+        out = np.empty(int(num), np.int64)
+        cdf, n = (self._src_cdf, self.num_sources) if end == "src" else (self._cdf, self.num_nodes)
+        stream = _SRC_STREAM if end == "src" and attempt == 0 else _DST_STREAM + 1 + 2 * attempt + (end == "src")
+        draw_nodes(int(num), cdf, n, np.uint64(hop_key(self.seed, key, stream)), out)
+        return torch.from_numpy(out)
 
     def __repr__(self) -> str:
         return f"NegativeSampler(distribution={self.distribution!r}, strict={self.strict}, seed={self.seed})"
+
+
+def _weights_cdf(weight, n: int, what: str) -> np.ndarray:
+    weight = torch.as_tensor(weight).detach().cpu().reshape(-1).to(torch.float64)
+    if weight.numel() != n:
+        raise SamplingError(f"{what} has {weight.numel()} entries for {n} nodes; give one weight per node")
+    if bool((weight < 0).any()) or not bool(torch.isfinite(weight).all()) or not float(weight.sum()) > 0:
+        raise SamplingError(f"{what} must be finite, >= 0 and not all zero")
+    return np.cumsum(weight.numpy())

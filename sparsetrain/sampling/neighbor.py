@@ -39,6 +39,7 @@ import numba
 import numpy as np
 from numba import prange
 
+from sparsetrain.sampling.disjoint import relabel as relabel_disjoint
 from sparsetrain.sampling.draw import count_node, draw_positions, segment_of
 from sparsetrain.sampling.prefetch import prefetch
 from sparsetrain.sampling.rng import node_stream
@@ -72,7 +73,7 @@ def count_hop(indptr, weights, cols, seg_start, seg_fanout, replace, weighted, n
 @numba.njit(cache=True, nogil=True, parallel=True)
 def sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fanouts, keys, replace, weighted,
                col_offset, edge_offset, et_src, type_offset, type_size, lo, deg, offsets, nbr, table, counts, new_nodes,
-               edge_index, edge_ids):
+               edge_index, edge_ids, item_batch, disjoint_keys, disjoint_values):
     """One hop after :func:`count_hop`: fills ``edge_index`` [2, E] (local src, dst) and ``edge_ids``; returns the
     new-node count.
 
@@ -84,12 +85,17 @@ def sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fa
     position counted from the start of its edge type. Returns ``-1 - e`` when edge ``e``'s source is not a node of
     its type (a damaged graph); ``table`` and ``counts`` are then as before the call. Passes: draw edge positions
     (parallel, compute only), read the sources there (parallel, prefetched), then the fused dedupe + relabel.
+    Disjoint sampling (``item_batch`` not empty: work item ``i`` is in the subgraph of seed ``item_batch[i]``) draws
+    from a stream per (seed, node) and dedupes in :func:`sparsetrain.sampling.disjoint.relabel`, in the hash table
+    ``disjoint_keys`` / ``disjoint_values`` instead of ``table``; ``new_nodes`` then holds its keys.
     """
     num_work = cols.shape[0]
     num_edges = offsets[num_work]
     src = edge_index[0]
     dst = edge_index[1]
     permuted = edge_perm.shape[0] > 0
+    split = item_batch.shape[0] > 0
+    stride = type_offset[type_offset.shape[0] - 1]
     for i in prange(num_work):
         start = offsets[i]
         k = offsets[i + 1] - start
@@ -97,7 +103,10 @@ def sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fa
             s = segment_of(seg_start, i)
             et = seg_et[s]
             a = lo[i]
-            stream = node_stream(keys[et], cols[i] - col_offset[et])
+            stream_id = cols[i] - col_offset[et]
+            if split:
+                stream_id += item_batch[i] * stride
+            stream = node_stream(keys[et], stream_id)
             draw_positions(weights, a, deg[i], k, fanouts[et], replace, weighted, stream, nbr, start)
             d = seg_dst[s] + i - seg_start[s]
             base = edge_offset[et]
@@ -121,6 +130,9 @@ def sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fa
             if permuted:
                 edge_ids[e] = edge_perm[p]
             nbr[e] = indices[p]
+    if split:
+        return relabel_disjoint(nbr, dst, offsets, seg_start, seg_et, seg_dst, et_src, type_offset, type_size,
+                                item_batch, disjoint_keys, disjoint_values, counts, new_nodes, src)
     # fused dedupe + relabel: one lookup per edge in the node map
     found = 0
     counts_before = counts.copy()
@@ -179,6 +191,7 @@ class Workspace:
         self.table = np.full(total_nodes, -1, np.int32 if total_nodes < 2**31 else np.int64)
         self.lo = self.deg = self.offsets = self.nbr = self.new = np.empty(0, np.int64)
         self.nodes = [np.empty(0, np.int64) for _ in range(num_types)]
+        self.batch = [np.empty(0, np.int64) for _ in range(num_types)]  # disjoint sampling: each node's seed index
 
     @staticmethod
     def fit(array: np.ndarray, size: int, keep: int = 0) -> np.ndarray:

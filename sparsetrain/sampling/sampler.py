@@ -12,16 +12,18 @@ import numba
 import numpy as np
 import torch
 
-from sparsetrain.sampling import neighbor
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling import disjoint, neighbor, subgraph, temporal
+from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout, normalize_fanouts
 from sparsetrain.sampling.minibatch import Block, MiniBatch
+from sparsetrain.sampling.subgraph import SUBGRAPH_TYPES
 
 _SEED_MASK = (1 << 63) - 1
 PARALLEL_MIN_WORK = 1 << 16  # edges (or 8 x work items) below which a hop runs on one thread
 HOP_NODES = ("all", "new")
+_NO_ITEMS = np.empty(0, np.int64)  # the kernels' "option off" (not disjoint: no per-item seed index, no hash table)
 
 
 class NeighborSampler:
@@ -29,8 +31,8 @@ class NeighborSampler:
 
     ``fanouts[h]`` is how many in-neighbors every node gets at hop ``h`` from the
     seeds (``fanouts[0]`` for the seeds themselves, as in PyG's ``num_neighbors``;
-    -1 = all), so ``blocks[-1]`` (the innermost) uses ``fanouts[0]``. On a typed
-    graph a list applies to every edge type, or ``fanouts`` is a dict
+    -1 = all), so ``blocks[-1]`` (the innermost) uses ``fanouts[0]``; ``[]`` samples
+    no hop (the batch is its seeds). On a typed graph a list applies to every edge type, or ``fanouts`` is a dict
     ``{edge_type: [per hop]}`` (edge types it leaves out are not sampled). ``hop_nodes``
     says which nodes a hop samples for: ``"all"`` (default) every node found so far
     (DGL's message-flow graphs), ``"new"`` only the nodes first reached at the hop
@@ -40,9 +42,25 @@ class NeighborSampler:
     or its CSC position (within its edge type) when the graph has none.
     Without replacement by default; ``weighted=True`` draws proportionally to
     ``graph.weights``. ``seed_type``: the node type of the seeds on a typed graph
-    (unless a :class:`SamplerInput` names one in ``node_type``). Runs on the GPU when
-    the graph is on CUDA (or pinned and the seeds are on CUDA), else on the CPU;
-    both targets draw the same batches. The same ``seed`` gives the same
+    (unless a :class:`SamplerInput` names one in ``node_type``, or gives seeds of several types as a dict).
+
+    PyG's options, all off by default (the batches are then exactly those without them):
+
+    - ``disjoint=True``: one subgraph per seed (:mod:`sparsetrain.sampling.disjoint`); a node reached from two
+      seeds is in the batch twice, ``MiniBatch.batch`` gives each node's seed index, and seeds may repeat.
+    - ``node_time`` / ``edge_time`` (a tensor, or a dict per node / edge type; edge times in edge-id order) with
+      ``temporal_strategy`` ``"uniform"`` or ``"last"``: no edge later than the seed's time
+      (:mod:`sparsetrain.sampling.temporal`; the seeds' times are ``SamplerInput.seed_time``, by default their
+      node times). Temporal sampling is disjoint. The graph's columns are sorted by time once, here
+      (``self.graph`` is then the sorted copy; edge ids stay the caller's).
+    - ``subgraph_type``: ``"directional"`` (the sampled edges, hop by hop), ``"bidirectional"`` (those and their
+      reverses) or ``"induced"`` (every edge between sampled nodes). The last two are one flat subgraph over all
+      the batch's nodes (:mod:`sparsetrain.sampling.subgraph`), in ``MiniBatch.subgraph``; the blocks are that
+      subgraph once per hop, the last cut to its edges into the seeds (``blocks[-1].num_dst`` is still the seed
+      count, so a block-by-block model runs unchanged).
+
+    Runs on the GPU when the graph is on CUDA (or pinned and the seeds are on CUDA), else on the CPU;
+    both targets draw the same batches (PyG's options and seeds of several types: the CPU only, for now). The same ``seed`` gives the same
     batches, whatever the thread count: a :class:`SamplerInput` with ``key=k`` draws
     batch ``k`` (a loader passes its own keys, so a resumed run redraws the same
     batches); without a key, the ``b``-th call of :meth:`sample` uses key ``b``.
@@ -52,7 +70,8 @@ class NeighborSampler:
 
     def __init__(self, graph: CSCGraph, fanouts: Sequence[int] | Mapping[EdgeType, Sequence[int]], *,
                  replace: bool = False, weighted: bool = False, seed: int | None = None, hop_nodes: str = "all",
-                 seed_type: str | None = None) -> None:
+                 seed_type: str | None = None, disjoint: bool = False, node_time=None, edge_time=None,
+                 temporal_strategy: str = "uniform", subgraph_type: str = "directional") -> None:
         if not isinstance(graph, CSCGraph):
             raise SamplingError(f"graph is a {type(graph).__name__}; pass a sparsetrain.sampling.CSCGraph "
                                 "(e.g. sparsetrain.datasets.load(path).graph)")
@@ -64,9 +83,24 @@ class NeighborSampler:
                                 "supported")
         if seed_type is not None and seed_type not in graph.node_types:
             raise SamplingError(f"seed_type={seed_type!r} is not a node type of the graph ({graph.node_types})")
+        if subgraph_type not in SUBGRAPH_TYPES:
+            raise SamplingError(f"subgraph_type={subgraph_type!r}; choose one of {', '.join(SUBGRAPH_TYPES)}")
+        if temporal_strategy not in temporal.STRATEGIES:
+            raise SamplingError(f"temporal_strategy={temporal_strategy!r}; choose 'uniform' or 'last'")
         self.fanouts = normalize_fanouts(graph, fanouts)
         if weighted:
             _check_weights(graph)
+        self.times = None
+        if node_time is not None or edge_time is not None:
+            graph.check_files()
+            self.times = temporal.Times(graph, node_time, edge_time, temporal_strategy)
+            graph = self.times.sort(graph)
+        self.disjoint = bool(disjoint) or self.times is not None
+        if self.disjoint and subgraph_type == "induced":
+            raise SamplingError("subgraph_type='induced' with disjoint (or temporal) sampling is not supported: an "
+                                "induced subgraph is shared by the batch's seeds; use 'directional' or 'bidirectional'")
+        self.temporal_strategy = temporal_strategy
+        self.subgraph_type = subgraph_type
         self.graph = graph
         self.replace = bool(replace)
         self.weighted = bool(weighted)
@@ -98,6 +132,10 @@ class NeighborSampler:
     def num_hops(self) -> int:
         return self._layout.fanouts.shape[0]
 
+    @property
+    def is_temporal(self) -> bool:
+        return self.times is not None
+
     def sample(self, inp: SamplerInput | torch.Tensor, *, batch: int | None = None) -> MiniBatch:
         """Sample the blocks of ``inp.seeds`` (unique node ids) with batch key ``inp.key``; see the class docstring.
 
@@ -113,21 +151,49 @@ class NeighborSampler:
             inp = SamplerInput(inp, key=batch)
         elif not isinstance(inp, SamplerInput):
             inp = SamplerInput(inp)
-        seeds, key = inp.seeds, inp.key
-        seed_type = self._seed_type(inp.node_type)
-        if seeds.dim() != 1 or seeds.dtype.is_floating_point or seeds.dtype == torch.bool:
-            raise SamplingError(f"seeds must be a 1-D integer tensor of node ids; got shape {list(seeds.shape)} "
-                                f"dtype {seeds.dtype}")
-        n = int(self._layout.type_size[seed_type])
-        if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= n):
-            of = f"{self._layout.node_types[seed_type]!r} " if self.graph.is_typed else ""
-            raise SamplingError(f"seeds has ids outside [0, {n}); seeds must be {of}node ids of this graph")
+        key = inp.key
         if key is None:
             with self._lock:
                 key = next(self._counter)
-        if self.graph.device.type == "cuda" or (seeds.device.type == "cuda" and self.graph.is_pinned()):
-            return self._sample_cuda(seeds, seed_type, key)
-        return self._sample_cpu(seeds.to("cpu", torch.int64), seed_type, key)
+        by_type = isinstance(inp.seeds, dict)
+        if by_type and not self.graph.is_typed:
+            raise SamplingError("seeds is a dict per node type but the graph is homogeneous; pass one tensor of ids")
+        named = list(inp.seeds.items()) if by_type else [(inp.node_type, inp.seeds)]
+        seeds = [(self._seed_type(name), ids) for name, ids in named]
+        for t, ids in seeds:
+            self._check_seeds(t, ids)
+        if self._on_gpu(seeds):
+            return self._sample_cuda(seeds[0][1], seeds[0][0], key)
+        seed_time = None
+        if self.times is not None:
+            given = inp.seed_time if by_type or inp.seed_time is None else {named[0][0]: inp.seed_time}
+            parts = [self.times.seed_times(self._layout.node_types[t], ids.to("cpu", torch.int64).numpy(),
+                                           None if given is None else given.get(name))
+                     for (t, ids), (name, _) in zip(seeds, named)]
+            seed_time = np.concatenate(parts) if parts else np.zeros(0, self.times.node_time.dtype)
+        elif inp.seed_time is not None:
+            raise SamplingError("SamplerInput.seed_time is set but the sampler is not temporal; give it node_time or "
+                                "edge_time")
+        return self._sample_cpu([(t, ids.to("cpu", torch.int64)) for t, ids in seeds], key, seed_time, by_type)
+
+    def _check_seeds(self, t: int, seeds: torch.Tensor) -> None:
+        if seeds.dim() != 1 or seeds.dtype.is_floating_point or seeds.dtype == torch.bool:
+            raise SamplingError(f"seeds must be a 1-D integer tensor of node ids; got shape {list(seeds.shape)} "
+                                f"dtype {seeds.dtype}")
+        n = int(self._layout.type_size[t])
+        if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= n):
+            of = f"{self._layout.node_types[t]!r} " if self.graph.is_typed else ""
+            raise SamplingError(f"seeds has ids outside [0, {n}); seeds must be {of}node ids of this graph")
+
+    def _on_gpu(self, seeds: list[tuple[int, torch.Tensor]]) -> bool:
+        """Whether the batch is sampled on the GPU; the options the GPU kernels lack are an error there."""
+        on_gpu = self.graph.device.type == "cuda" or (any(ids.device.type == "cuda" for _, ids in seeds)
+                                                      and self.graph.is_pinned())
+        if on_gpu and (self.disjoint or self.subgraph_type != "directional" or len(seeds) != 1 or not self.num_hops):
+            raise SamplingBackendError("disjoint, temporal, bidirectional and induced sampling, seeds of several types "
+                                       "and zero hops run on the CPU only for now; keep the graph and the seeds on "
+                                       "the host")
+        return on_gpu
 
     def _seed_type(self, node_type: str | None) -> int:
         """Index of the seeds' node type: a homogeneous graph's one type, else ``node_type`` or ``seed_type``."""
@@ -158,9 +224,10 @@ class NeighborSampler:
         keys = [self._layout.hop_keys(self.seed, key, hop) for hop in range(self.num_hops)]
         layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
                                                     self.hop_nodes == "new", seed_type)
-        return self._assemble(seeds, seed_type, nodes, layers)
+        return self._assemble([(seed_type, seeds)], nodes, layers, False)
 
-    def _sample_cpu(self, seeds: torch.Tensor, seed_type: int, key: int) -> MiniBatch:
+    def _sample_cpu(self, seeds: list[tuple[int, torch.Tensor]], key: int, seed_time: np.ndarray | None,
+                    by_type: bool) -> MiniBatch:
         self.graph.check_files()
         layout = self._layout
         indptr, indices, weights = self.graph.numpy()
@@ -172,34 +239,59 @@ class NeighborSampler:
         first = np.zeros(T, np.int64)  # per node type, the first node the next hop samples for
         layers = []
         ws = self._acquire_workspace()
+        node_map = disjoint.DisjointMap(sum(ids.numel() for _, ids in seeds)) if self.disjoint else None
+        flat = None
         try:
-            seeds_np = seeds.numpy()
-            base = layout.type_offset[seed_type]
-            repeated = neighbor.insert_seeds(seeds_np, base, ws.table)
-            if repeated >= 0:
-                raise SamplingError(f"seed {int(seeds_np[repeated])} appears more than once in seeds; pass unique "
-                                    "seeds (e.g. torch.unique(seeds))")
-            ws.grow_nodes(seed_type, len(seeds_np), 0)[: len(seeds_np)] = seeds_np
-            counts[seed_type] = len(seeds_np)
             try:
+                self._insert_seeds(ws, seeds, counts, node_map)
                 for hop in range(self.num_hops):
                     before = counts.copy()
                     edge_index, edge_ids, segments = self._hop(hop, key, ws, first, counts, indptr, indices, weights,
-                                                               edge_perm)
+                                                               edge_perm, node_map, seed_time)
                     layers.append((torch.from_numpy(edge_index), torch.from_numpy(edge_ids), segments, before,
                                    counts.copy()))
                     if self.hop_nodes == "new":
                         first = before
+                if self.subgraph_type == "induced":
+                    flat = self._induced(ws, counts, indptr, indices, edge_perm)
             finally:
-                for t in range(T):
-                    with _threads_for(int(counts[t])):
-                        neighbor.reset_table(ws.table, ws.nodes[t][: counts[t]], layout.type_offset[t])
+                if node_map is None:
+                    for t in range(T):
+                        with _threads_for(int(counts[t])):
+                            neighbor.reset_table(ws.table, ws.nodes[t][: counts[t]], layout.type_offset[t])
             nodes = [torch.from_numpy(ws.nodes[t][: counts[t]].copy()) for t in range(T)]
+            batch = None if node_map is None else [torch.from_numpy(ws.batch[t][: counts[t]].copy()) for t in range(T)]
         finally:
             self._release_workspace(ws)
-        return self._assemble(seeds, seed_type, nodes, layers)
+        mb = self._assemble(seeds, nodes, layers, by_type)
+        if batch is not None:
+            mb.batch = {t: batch[i] for i, t in enumerate(layout.node_types)} if mb.is_typed else batch[0]
+        if self.subgraph_type != "directional":
+            self._flatten(mb, flat, seeds)
+        return mb
 
-    def _hop(self, hop, key, ws, first, counts, indptr, indices, weights, edge_perm):
+    def _insert_seeds(self, ws: neighbor.Workspace, seeds, counts: np.ndarray, node_map) -> None:
+        """Put the seeds in the node map (local ids from 0 per type); ``counts[t]`` is set as each type's go in."""
+        layout = self._layout
+        first_batch = 0
+        for t, ids in seeds:
+            seeds_np = ids.numpy()
+            base = layout.type_offset[t]
+            if node_map is not None:
+                disjoint.insert_seeds(seeds_np, base, layout.type_offset[-1], first_batch, node_map.keys,
+                                      node_map.values)
+                ws.batch[t] = ws.fit(ws.batch[t], len(seeds_np))
+                ws.batch[t][: len(seeds_np)] = np.arange(first_batch, first_batch + len(seeds_np))
+                first_batch += len(seeds_np)
+            else:
+                repeated = neighbor.insert_seeds(seeds_np, base, ws.table)
+                if repeated >= 0:
+                    raise SamplingError(f"seed {int(seeds_np[repeated])} appears more than once in seeds; pass "
+                                        "unique seeds (e.g. torch.unique(seeds))")
+            ws.grow_nodes(t, len(seeds_np), 0)[: len(seeds_np)] = seeds_np
+            counts[t] = len(seeds_np)
+
+    def _hop(self, hop, key, ws, first, counts, indptr, indices, weights, edge_perm, node_map, seed_time):
         """Sample hop ``hop`` for every edge type (counts grow by the new nodes); ``(edge_index, edge_ids, segments)``.
 
         ``segments``: ``(edge type index, first edge, end edge)`` of each edge type sampled at this hop.
@@ -208,20 +300,35 @@ class NeighborSampler:
         fan = layout.fanouts[hop]
         segments = layout.segments(hop, counts, first)
         cols = layout.columns(ws.nodes, segments, np.concatenate, np.zeros(0, np.int64))
+        item_batch = _NO_ITEMS
+        if node_map is not None:  # disjoint: each work item's seed (batch) index, in the same order as cols
+            seg_et_, seg_start_, seg_dst_ = segments
+            parts = [ws.batch[layout.et_dst[k]][seg_dst_[i] : seg_dst_[i] + seg_start_[i + 1] - seg_start_[i]]
+                     for i, k in enumerate(seg_et_)]
+            item_batch = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         seg_et, seg_start, seg_dst = (np.array(a, np.int64) for a in segments)
         work = len(cols)
         ws.for_items(work)
         with _threads_for(work * 8):
-            num_edges = neighbor.count_hop(indptr, weights, cols, seg_start, fan[seg_et], self.replace, self.weighted,
-                                           len(indices), ws.lo, ws.deg, ws.offsets)
+            if self.times is None:
+                num_edges = neighbor.count_hop(indptr, weights, cols, seg_start, fan[seg_et], self.replace,
+                                               self.weighted, len(indices), ws.lo, ws.deg, ws.offsets)
+            else:
+                t = self.times
+                num_edges = temporal.count_hop_in_time(indptr, indices, weights, cols, seg_start, seg_et, fan,
+                                                       t.et_kind, t.et_src_base, t.node_time, t.edge_time,
+                                                       seed_time[item_batch], t.last, self.replace, self.weighted,
+                                                       len(indices), ws.lo, ws.deg, ws.offsets)
         if num_edges < 0:
             raise self._bad_range(cols, seg_start, seg_et, -1 - num_edges)
         ws.nbr = ws.fit(ws.nbr, num_edges)
-        single = len(layout.node_types) == 1
+        single = len(layout.node_types) == 1 and node_map is None
         if single:  # new nodes go straight to the one node array
             new_nodes = ws.grow_nodes(0, int(counts[0]) + num_edges, int(counts[0]))[counts[0] :]
         else:
             ws.new = new_nodes = ws.fit(ws.new, num_edges)
+        if node_map is not None:
+            node_map.reserve(int(counts.sum()) + num_edges)
         edge_index = np.empty((2, num_edges), np.int64)
         edge_ids = np.empty(num_edges, np.int64)
         with _threads_for(num_edges):
@@ -229,10 +336,14 @@ class NeighborSampler:
                                         layout.hop_keys(self.seed, key, hop), self.replace, self.weighted,
                                         layout.col_offset, layout.edge_offset, layout.et_src, layout.type_offset,
                                         layout.type_size, ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, counts,
-                                        new_nodes, edge_index, edge_ids)
+                                        new_nodes, edge_index, edge_ids, item_batch,
+                                        _NO_ITEMS if node_map is None else node_map.keys,
+                                        _NO_ITEMS if node_map is None else node_map.values)
         if found < 0:
             raise self._bad_neighbor(cols, seg_start, seg_et, ws, -1 - found)
-        if not single and found:
+        if node_map is not None:
+            self._append_disjoint(ws, counts, new_nodes[:found])
+        elif not single and found:
             new = new_nodes[:found]
             new_type = np.searchsorted(layout.type_offset, new, side="right") - 1
             for t in np.flatnonzero(np.bincount(new_type, minlength=len(layout.node_types))):
@@ -243,12 +354,67 @@ class NeighborSampler:
         segments = [(int(k), int(ends[s]), int(ends[s + 1])) for s, k in enumerate(seg_et)]
         return edge_index, edge_ids, segments
 
-    def _assemble(self, seeds: torch.Tensor, seed_type: int, nodes: list[torch.Tensor], layers: list) -> MiniBatch:
+    def _append_disjoint(self, ws: neighbor.Workspace, counts: np.ndarray, keys: np.ndarray) -> None:
+        """New (seed index, node) keys of a disjoint hop, appended to the node and batch arrays of their types."""
+        if not len(keys):
+            return
+        offset = self._layout.type_offset
+        total = offset[-1]
+        position = keys % total
+        new_type = np.searchsorted(offset, position, side="right") - 1
+        for t in np.unique(new_type):
+            mine = new_type == t
+            start = int(counts[t]) - int(mine.sum())
+            ws.grow_nodes(t, int(counts[t]), start)[start : counts[t]] = position[mine] - offset[t]
+            ws.batch[t] = ws.fit(ws.batch[t], int(counts[t]), start)
+            ws.batch[t][start : counts[t]] = keys[mine] // total
+
+    def _induced(self, ws: neighbor.Workspace, counts: np.ndarray, indptr, indices, edge_perm) -> Block:
+        """Every edge of the graph between two nodes of the batch, per edge type (the node map still holds the batch)."""
+        layout = self._layout
+        edge_index, edge_ids = {}, {}
+        for k, et in enumerate(layout.edge_types):
+            d, s = layout.et_dst[k], layout.et_src[k]
+            cols = ws.nodes[d][: counts[d]] + layout.col_offset[k]
+            with _threads_for(int(counts[d]) * 8):
+                ei, ids = subgraph.induced_edges(indptr, indices, edge_perm, cols, ws.table, layout.type_offset[s],
+                                                 layout.type_size[s], layout.edge_offset[k] if layout.typed else 0)
+            edge_index[et], edge_ids[et] = torch.from_numpy(ei), torch.from_numpy(ids)
+        num = {t: int(counts[i]) for i, t in enumerate(layout.node_types)}
+        if not layout.typed:
+            (et,), (t,) = layout.edge_types, layout.node_types
+            return Block(edge_index[et], num[t], num[t], edge_ids[et])
+        return Block(edge_index, num, dict(num), edge_ids)
+
+    def _flatten(self, mb: MiniBatch, flat: Block | None, seeds: list[tuple[int, torch.Tensor]]) -> None:
+        """Make ``mb`` a flat-subgraph batch (``subgraph_type`` ``"induced"``: ``flat``; ``"bidirectional"``: built here)."""
+        types = self._layout.node_types
+        if flat is None:  # bidirectional: the sampled edges of every hop and their reverses
+            hops = mb.blocks[::-1]
+            if mb.is_typed:
+                ets = [et for et in self._layout.edge_types if any(et in b.edge_index for b in hops)]
+                edge_index = {et: torch.cat([b.edge_index[et] for b in hops if et in b.edge_index], 1) for et in ets}
+                edge_ids = {et: torch.cat([b.edge_ids[et] for b in hops if et in b.edge_ids]) for et in ets}
+                edge_index, edge_ids = subgraph.bidirectional(edge_index, edge_ids)
+                num = {t: int(mb.input_nodes[t].numel()) for t in types}
+                flat = Block(edge_index, num, dict(num), edge_ids)
+            else:
+                edge_index = torch.cat([b.edge_index for b in hops], 1) if hops else torch.zeros(2, 0, dtype=torch.int64)
+                edge_ids = torch.cat([b.edge_ids for b in hops]) if hops else torch.zeros(0, dtype=torch.int64)
+                edge_index, edge_ids = subgraph.bidirectional(edge_index, edge_ids)
+                flat = Block(edge_index, mb.input_nodes.numel(), mb.input_nodes.numel(), edge_ids)
+        num_seeds = {types[t]: ids.numel() for t, ids in seeds}
+        mb.subgraph = flat
+        mb.blocks = subgraph.flat_blocks(flat, self.num_hops, num_seeds if mb.is_typed else seeds[0][1].numel())
+
+    def _assemble(self, seeds: list[tuple[int, torch.Tensor]], nodes: list[torch.Tensor], layers: list,
+                  by_type: bool) -> MiniBatch:
         """The batch from the hop loop's nodes per type and per-hop ``(edge_index, edge_ids, segments, before, after)``
-        (innermost first; ``segments``: ``(edge type, first edge, end edge)``), on either target."""
+        (innermost first; ``segments``: ``(edge type, first edge, end edge)``), on either target. ``seeds``:
+        ``(node type index, ids)`` per seed type; ``by_type``: they came as a dict (so ``mb.seeds`` is one)."""
         if not self.graph.is_typed:
             blocks = [Block(ei, int(after[0]), int(before[0]), ids) for ei, ids, _, before, after in reversed(layers)]
-            return MiniBatch(seeds=seeds, input_nodes=nodes[0], blocks=blocks)
+            return MiniBatch(seeds=seeds[0][1], input_nodes=nodes[0], blocks=blocks)
         layout = self._layout
         types, edge_types = layout.node_types, layout.edge_types
         blocks, edges_per_hop = [], {et: [] for et in edge_types}
@@ -263,13 +429,16 @@ class NeighborSampler:
             blocks.append(Block(edge_index=edge_index, edge_ids=edge_ids,
                                 num_src={t: int(after[i]) for i, t in enumerate(types)},
                                 num_dst={t: int(before[i]) for i, t in enumerate(types)}))
-        counts = np.stack([layers[0][3]] + [after for *_, after in layers])
+        seed_counts = np.zeros(len(types), np.int64)
+        for t, ids in seeds:
+            seed_counts[t] = ids.numel()
+        counts = np.stack([seed_counts] + [after for *_, after in layers])
         new_per_hop = np.diff(counts, axis=0, prepend=0)
         return MiniBatch(
-            seeds=seeds,
+            seeds={types[t]: ids for t, ids in seeds} if by_type else seeds[0][1],
             input_nodes={t: nodes[i] for i, t in enumerate(types)},
             blocks=blocks[::-1],
-            seed_type=types[seed_type],
+            seed_type=None if by_type else types[seeds[0][0]],
             nodes_per_hop={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
             edges_per_hop=edges_per_hop,
         )

@@ -1,0 +1,150 @@
+"""The sparsetrain topology behind PyG data: one :class:`~sparsetrain.sampling.CSCGraph`, typed when the data is.
+
+:func:`graph_of` reads a ``Data`` (no ``edge_index``: a graph without edges), a ``HeteroData``, a sparsetrain
+dataset (object or folder) or a ``(FeatureStore, GraphStore)`` pair, homogeneous or typed. A ``HeteroData``
+becomes a typed graph whose edge types are the data's; a ``Data`` becomes the one-type graph. Edge ids are
+the caller's (``edge_index`` columns, or a graph store's COO positions), so PyG's ``edge_permutation`` is ``None``.
+``time_attr`` names node or edge times (PyG's rule: on a graph store, ``"time"`` is node time, any other name edge
+time); they come back per node type / edge type, indexed by node id / edge id.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.data import remote_backend_utils
+
+from sparsetrain.datasets.dataset import GraphDataset
+from sparsetrain.pyg.errors import PyGNotImplementedError, PyGOptionError
+from sparsetrain.pyg.stores import DatasetGraphStore, as_dataset
+from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, CSCGraph, EdgeType
+
+
+@dataclass
+class PyGGraph:
+    """``graph`` and what PyG's sampler contract needs beside it.
+
+    ``hetero``: PyG sees typed data (``HeteroSamplerOutput``); else the graph is the one-type case. ``node_time`` /
+    ``edge_time``: ``{node_type: [N]}`` / ``{edge_type: [E]}`` (homogeneous: the one type's key), or ``None``.
+    """
+
+    graph: CSCGraph
+    hetero: bool
+    node_time: dict[str, torch.Tensor] | None = None
+    edge_time: dict[EdgeType, torch.Tensor] | None = None
+    weighted: bool = False
+    num_nodes: int | dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.num_nodes = self.graph.num_nodes
+
+    @property
+    def edge_types(self) -> list[EdgeType]:
+        return self.graph.edge_types
+
+
+def graph_of(data: Any, weight_attr: str | None = None, time_attr: str | None = None) -> PyGGraph:
+    """The topology of ``data`` (see the module docstring), with edge weights ``weight_attr`` and times ``time_attr``."""
+    if isinstance(data, Data):
+        return _from_data(data, weight_attr, time_attr)
+    if isinstance(data, HeteroData):
+        return _from_hetero(data, weight_attr, time_attr)
+    if isinstance(data, (GraphDataset, str, os.PathLike)):
+        if time_attr is not None or weight_attr is not None:
+            raise PyGOptionError("time_attr / weight_attr are not read from a sparsetrain dataset; pass a Data holding them")
+        graph = as_dataset(data).graph
+        return PyGGraph(graph, graph.is_typed)
+    if isinstance(data, (tuple, list)) and len(data) == 2:
+        return _from_stores(*data, weight_attr, time_attr)
+    raise PyGOptionError(f"data is a {type(data).__name__}; pass a torch_geometric Data or HeteroData, a sparsetrain dataset "
+                         "(or its folder), or a (FeatureStore, GraphStore) pair")
+
+
+def _from_data(data: Data, weight_attr: str | None, time_attr: str | None) -> PyGGraph:
+    num_nodes = int(data.num_nodes or 0)
+    edge_index = data.edge_index if "edge_index" in data else torch.zeros(2, 0, dtype=torch.int64)
+    weight = None if weight_attr is None else _attr(data, weight_attr, "weight_attr").float()
+    graph = CSCGraph.from_edge_index(edge_index, num_nodes, weight)
+    node_time = edge_time = None
+    if time_attr is not None:
+        time = _attr(data, time_attr, "time_attr")
+        if data.is_node_attr(time_attr):
+            node_time = {NODE_TYPE: time}
+        elif data.is_edge_attr(time_attr):
+            edge_time = {EDGE_TYPE: time}
+        else:
+            raise PyGOptionError(f"time_attr={time_attr!r} is neither a node-level nor an edge-level attribute of the data")
+    return PyGGraph(graph, False, node_time, edge_time, weight is not None)
+
+
+def _from_hetero(data: HeteroData, weight_attr: str | None, time_attr: str | None) -> PyGGraph:
+    num_nodes = {t: int(data[t].num_nodes or 0) for t in data.node_types}
+    weights = None
+    if weight_attr is not None:
+        weights = {et: _attr(data[et], weight_attr, f"weight_attr of {et}").float() for et in data.edge_types}
+    graph = CSCGraph.from_edge_index_dict({et: data[et].edge_index for et in data.edge_types}, num_nodes, weights)
+    node_time = edge_time = None
+    if time_attr is not None:
+        node_time = {t: data[t][time_attr] for t in data.node_types if time_attr in data[t]}
+        edge_time = {et: data[et][time_attr] for et in data.edge_types if time_attr in data[et]}
+        if node_time and edge_time:
+            raise PyGOptionError(f"time_attr={time_attr!r} holds both node-level and edge-level times; keep one of them")
+        if not node_time and not edge_time:
+            raise PyGOptionError(f"time_attr={time_attr!r} is neither a node-level nor an edge-level attribute of the data")
+        node_time, edge_time = node_time or None, edge_time or None
+    return PyGGraph(graph, True, node_time, edge_time, weights is not None)
+
+
+def _from_stores(feature_store, graph_store, weight_attr: str | None, time_attr: str | None) -> PyGGraph:
+    if weight_attr is not None:  # as PyG's own sampler
+        raise PyGNotImplementedError("weight_attr is not supported for (FeatureStore, GraphStore) data; pass a Data or "
+                                     "HeteroData holding that edge attribute")
+    if isinstance(graph_store, DatasetGraphStore):
+        graph = graph_store.graph
+        typed = graph.is_typed
+    else:
+        edge_attrs = graph_store.get_all_edge_attrs()
+        typed = any(attr.edge_type is not None for attr in edge_attrs)
+        row, colptr, perm = graph_store.csc()
+        if not typed:
+            graph = CSCGraph(colptr.to(torch.int64), row, edge_perm=None if perm is None else perm.to(torch.int64))
+        else:
+            node_types = {t for attr in feature_store.get_all_tensor_attrs() if isinstance(attr.group_name, str)
+                          for t in [attr.group_name]} | {t for et in row for t in (et[0], et[-1])}
+            num_nodes = {t: int(remote_backend_utils.num_nodes(feature_store, graph_store, t)) for t in sorted(node_types)}
+            relations = {tuple(et): CSCGraph(colptr[et].to(torch.int64), row[et],
+                                             edge_perm=None if perm.get(et) is None else perm[et].to(torch.int64)) for et in row}
+            graph = CSCGraph.from_relations(num_nodes, relations)
+    node_time = edge_time = None
+    if time_attr is not None:
+        node_time, edge_time = _store_times(feature_store, time_attr, typed)
+    return PyGGraph(graph, typed, node_time, edge_time)
+
+
+def _store_times(feature_store, time_attr: str, typed: bool):
+    """PyG's rule for times in a feature store: group names that are node types hold node times, edge types edge times."""
+    attrs = [attr for attr in feature_store.get_all_tensor_attrs() if attr.attr_name == time_attr]
+    if not attrs:
+        raise PyGOptionError(f"time_attr={time_attr!r}: the feature store has no tensor of that name")
+    tensors = {}
+    for attr in attrs:
+        attr.index = None
+        tensors[attr.group_name] = feature_store.get_tensor(attr)
+    if not typed:
+        time = next(iter(tensors.values()))
+        return ({NODE_TYPE: time}, None) if time_attr == "time" else (None, {EDGE_TYPE: time})
+    if all(isinstance(g, str) for g in tensors):
+        return tensors, None
+    if all(isinstance(g, tuple) for g in tensors):
+        return None, tensors
+    raise PyGOptionError(f"time_attr={time_attr!r} is stored for both node types and edge types; keep one of them")
+
+
+def _attr(store, name: str, what: str) -> torch.Tensor:
+    if name not in store:
+        raise PyGOptionError(f"{what}={name!r}: the data has no attribute of that name")
+    return store[name]
