@@ -90,9 +90,10 @@ sys.exit(main(["train", "--data", folder, "--epochs", "1", "--batch-size", "64",
 """
 
 
-@pytest.mark.parametrize("name, how, fragment", [(fmt.INDPTR, "shrink", "shrank"),
-                                                 (fmt.INDICES, "damage", "which must be in [0, 300)")])
-def test_train_on_a_graph_changed_after_load_exits_1_with_one_line(tmp_path, name, how, fragment):
+# train's own check of the folder at open (engine/dataset_checks.py) or, past it, the read itself names the damage
+@pytest.mark.parametrize("name, how, fragments", [(fmt.INDPTR, "shrink", ("shrank", "bytes where its header describes")),
+                                                  (fmt.INDICES, "damage", ("which must be in [0, 300)", "sha256 does not match"))])
+def test_train_on_a_graph_changed_after_load_exits_1_with_one_line(tmp_path, name, how, fragments):
     import sparsetrain as st
 
     folder = st.datasets.synthesize(tmp_path / "ds", 300, 3000, feature_dim=4, num_classes=5, quiet=True).path
@@ -101,4 +102,4 @@ def test_train_on_a_graph_changed_after_load_exits_1_with_one_line(tmp_path, nam
     message = proc.stderr.strip()
     assert proc.returncode == 1, (proc.returncode, message[-3000:])
     assert message.startswith("error: ") and "\n" not in message and "Traceback" not in message, message
-    assert name in message and fragment in message, message
+    assert name in message and any(f in message for f in fragments), message
