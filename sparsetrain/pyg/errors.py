@@ -8,4 +8,5 @@ class PyGOptionError(SparsetrainError, ValueError):
 
 
 class PyGNotImplementedError(SparsetrainError, NotImplementedError):
-    """An option combination PyG's own sampler raises ``NotImplementedError`` for (so ``except NotImplementedError`` catches it)."""
+    """An option combination PyG's own sampler raises ``NotImplementedError`` for (``except NotImplementedError``
+    catches it)."""
