@@ -153,35 +153,16 @@ def section_sampling(args) -> dict:
     rows.append(_versus("link, exclude self, 1 negative", link_run(ds.graph), link_run(ds.graph.to(args.device)), edge_batches, args))
 
     typed = load(_typed(args))
-    papers = typed.split["train"].numpy() if not isinstance(typed.split["train"], dict) else typed.split["train"]["paper"].numpy()
+    papers = typed.split["train"].numpy()  # the split of the target type, paper
     typed_batches = [torch.from_numpy(rng.choice(papers, min(BATCH, len(papers)), replace=False)) for _ in range(count)]
 
     def typed_run(graph):
-        sampler = NeighborSampler(graph, [15, 10], seed=0, seed_type="paper") if _one_sampler() else _typed_sampler(graph)
+        sampler = NeighborSampler(graph, [15, 10], seed=0, seed_type="paper")
         return lambda bs: sum(sampler.sample(SamplerInput(s, node_type="paper")).num_sampled_edges for s in bs)
 
-    rows.append(_versus("typed (ogbn-mag shape, scale 0.25), [15, 10]", typed_run(typed.graph), typed_run(_to(typed.graph, args.device)),
+    rows.append(_versus("typed (ogbn-mag shape, scale 0.25), [15, 10]", typed_run(typed.graph), typed_run(typed.graph.to(args.device)),
                         typed_batches, args))
     return {"device": _device_name(args), "cpu_threads": os.cpu_count(), "rows": rows}
-
-
-def _one_sampler() -> bool:
-    """True once typed graphs go through the one ``NeighborSampler`` (issue 26); before, the typed class samples them."""
-    import inspect
-
-    from sparsetrain.sampling import NeighborSampler
-
-    return "seed_type" in inspect.signature(NeighborSampler).parameters
-
-
-def _typed_sampler(graph):
-    from sparsetrain.sampling import HeteroNeighborSampler
-
-    return HeteroNeighborSampler(graph, [15, 10], seed=0, seed_type="paper")
-
-
-def _to(graph, device: str):
-    return graph.to(device) if hasattr(graph, "to") else graph
 
 
 def _device_name(args) -> str:

@@ -138,7 +138,7 @@ def ours_step(ds, fanouts, hidden: int):
     sampler = NeighborSampler(ds.graph, fanouts, seed_type="paper", seed=0)
     tables = featureless_tables(ds)
     fetch = FetchFeatures({**{t: f.tensor() for t, f in ds.features.items()}, **tables}, ds.labels["paper"])
-    in_ch = {t: (ds.num_features(t) if t in ds.features else FEATURELESS_DIM) for t in ds.node_types}
+    in_ch = {t: (ds.num_features[t] if t in ds.features else FEATURELESS_DIM) for t in ds.node_types}
     model = RGCN(ds.node_types, ds.edge_types, in_ch, hidden, ds.num_classes, len(fanouts), "paper", dropout=0.0)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
 

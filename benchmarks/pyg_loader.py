@@ -131,7 +131,7 @@ def time_pass(loader, count: int) -> tuple[float, float]:
 
 
 def worker_loaders(data, seeds, args) -> dict:
-    """``{(library, num_workers): loader}``: PyG's and sparsetrain's (threads, or forked processes on a fork-safe Numba layer)."""
+    """``{(library, num_workers): loader}``: PyG's and sparsetrain's (threads, or forked on a fork-safe Numba layer)."""
     import numba
     from torch_geometric.loader import NeighborLoader as PygLoader
     from torch_geometric.sampler import NeighborSampler as PygSampler
@@ -142,11 +142,12 @@ def worker_loaders(data, seeds, args) -> dict:
     common = dict(num_neighbors=args.fanouts, input_nodes=seeds, batch_size=args.batch_size, shuffle=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # sampling without pyg-lib is deprecated
-        samplers = {"pyg": PygSampler(data, args.fanouts), "ours": NeighborSampler(data, args.fanouts, seed=0)}  # one CSC each
+        # one CSC per library, shared by its loaders
+        samplers = {"pyg": PygSampler(data, args.fanouts), "ours": NeighborSampler(data, args.fanouts, seed=0)}
 
     out = {}
     for w in args.workers:
-        def share_numba_threads(_worker: int, w=w) -> None:  # what the sampling threads do: an equal share of the cores each
+        def share_numba_threads(_worker: int, w=w) -> None:  # as the sampling threads: an equal share of the cores
             numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // w))
 
         with warnings.catch_warnings():
@@ -178,7 +179,8 @@ def worker_rounds(data, seeds, args) -> dict:
 def workers_main(args) -> None:
     """``--workers``: this process's rounds, then (unless it is that subprocess) the workqueue-layer subprocess's."""
     data, train, _ = make_data(Path(args.data), args.nodes, args.edges, args.seed)
-    seeds = train[torch.from_numpy(np.random.default_rng(args.seed).permutation(len(train))[: args.batch_size * args.batches])]
+    order = np.random.default_rng(args.seed).permutation(len(train))
+    seeds = train[torch.from_numpy(order[: args.batch_size * args.batches])]
     result = worker_rounds(data, seeds, args)
     if args.fork_child is not None:
         Path(args.fork_child).write_text(json.dumps(result))
@@ -200,8 +202,9 @@ def workers_main(args) -> None:
             lib, w = name.rsplit("_", 1)
             print(f"| {run} ({res['numba_threading_layer']}) | {lib} | {w} | {v['seeds_per_s']:,.0f} | "
                   f"{v['seeds_per_s'] / pyg_best:.2f}x | {v['first_batch_s']:.2f} |")
-    runs["graph"] = {"nodes": data.num_nodes, "edges": data.num_edges, "fanouts": args.fanouts, "batch_size": args.batch_size,
-                     "batches": args.batches, "rounds": args.rounds, "cores": os.cpu_count()}
+    runs["graph"] = {"nodes": data.num_nodes, "edges": data.num_edges, "fanouts": args.fanouts,
+                     "batch_size": args.batch_size, "batches": args.batches, "rounds": args.rounds,
+                     "cores": os.cpu_count()}
     (OUT / "pyg_loader_workers.json").write_text(json.dumps(runs, indent=2))
     print(f"\nwrote {OUT / 'pyg_loader_workers.json'}")
 
@@ -294,8 +297,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="timed training steps per library")
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, nargs="+", help="measure these num_workers instead (see the module docstring)")
-    parser.add_argument("--fork-child", help=argparse.SUPPRESS)  # the workqueue-layer run of --workers writes its JSON here
+    parser.add_argument("--workers", type=int, nargs="+", help="measure these num_workers instead (see the docstring)")
+    parser.add_argument("--fork-child", help=argparse.SUPPRESS)  # where the workqueue-layer run of --workers writes
     parser.add_argument("--temporal", action="store_true",
                         help="measure temporal and disjoint sampling instead (see above)")
     args = parser.parse_args()

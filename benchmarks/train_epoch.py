@@ -144,17 +144,18 @@ def run_dgl(name: str, data_dir: Path, warmup: int, count: int) -> dict:
     meta = json.loads((data_dir / "meta.json").read_text())
     indptr = torch.from_numpy(np.load(data_dir / "indptr.npy"))
     indices = torch.from_numpy(np.load(data_dir / "indices.npy").astype(np.int64))
-    g = dgl.graph(("csc", (indptr, indices, torch.tensor([], dtype=torch.int64))), num_nodes=meta["num_nodes"])
+    g = dgl.graph(("csc", (indptr, indices, torch.tensor([], dtype=torch.int64))), num_nodes=len(indptr) - 1)
     g.ndata["feat"] = torch.from_numpy(np.load(data_dir / "features.npy"))
     g.ndata["label"] = torch.from_numpy(np.load(data_dir / "labels.npy"))
     train = torch.from_numpy(np.load(data_dir / "train_idx.npy"))
+    num_classes = meta["labels"]["_N"]["num_classes"] if meta["format_version"] >= 3 else meta["num_classes"]
     sampler = dgl.dataloading.NeighborSampler(list(reversed(FANOUTS)))  # DGL lists fanouts from the input layer
     loader = dgl.dataloading.DataLoader(g, train, sampler, batch_size=BATCH, shuffle=True, drop_last=False, num_workers=0)
 
     class SAGE(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            dims = [meta["feature_dim"], HIDDEN, HIDDEN, meta["num_classes"]]
+            dims = [g.ndata["feat"].shape[1], HIDDEN, HIDDEN, num_classes]
             self.layers = torch.nn.ModuleList(dglnn.SAGEConv(a, b, "mean") for a, b in zip(dims[:-1], dims[1:]))
 
         def forward(self, blocks, x):

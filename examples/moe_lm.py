@@ -29,7 +29,9 @@ from torch import nn
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
-from sparsetrain.moe import FSSDP, DCPState, ExpertParallel, MoE, finish_step, sharded_parameter_names, sync_dense_grads
+from sparsetrain.errors import SparsetrainError
+from sparsetrain.moe import (FSSDP, DCPState, ExpertParallel, MoE, finish_step, load_dcp, sharded_parameter_names,
+                             sync_dense_grads)
 
 
 def make_sharding(name: str, **fssdp_kwargs):
@@ -153,7 +155,7 @@ def train(sharding: str = "none", *, model: str = "tiny", dp: str = "sync", step
     start = 0
     if resume is not None:
         state = {"train": DCPState(lm, opt), "step": 0}
-        dcp.load(state, checkpoint_id=resume)
+        load_dcp(state, checkpoint_id=resume)  # dcp.load without unpickling code from the checkpoint
         start = state["step"]
     per_rank = batch // world
     losses = []
@@ -204,8 +206,11 @@ def main() -> None:
         if rank == 0:
             print(f"step {step:3d}  loss {value:.7f}  {1000 * seconds:6.1f} ms")
 
-    train(args.sharding, model=args.model, dp=args.dp, steps=args.steps, batch=args.batch, fssdp_kwargs=kwargs,
-          resume=args.resume, save=args.save, log=log)  # fmt: skip
+    try:
+        train(args.sharding, model=args.model, dp=args.dp, steps=args.steps, batch=args.batch, fssdp_kwargs=kwargs,
+              resume=args.resume, save=args.save, log=log)  # fmt: skip
+    except SparsetrainError as exc:  # e.g. a --resume folder that is not a checkpoint: one line, not a traceback
+        raise SystemExit(f"moe_lm.py: {exc}") from None
     if dist.is_initialized():
         dist.destroy_process_group()
 

@@ -1,25 +1,59 @@
-"""The ``sparsetrain`` command line: one parser, verbs registered by the packages that own them."""
+"""The ``sparsetrain`` command line: one parser, verbs registered by the packages that own them.
+
+Every error reaches the user as one line on stderr and exit code 1: a bad flag or value
+(:class:`~sparsetrain.errors.UsageError`, without argparse's usage block), any
+:class:`~sparsetrain.errors.SparsetrainError`, a missing path. Library warnings print as
+one ``warning: ...`` line, never with their source line.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import re
 import signal
 import sys
+import warnings
 
 from sparsetrain._version import __version__
-from sparsetrain.errors import SparsetrainError
+from sparsetrain.errors import SparsetrainError, UsageError
+
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors raise :class:`UsageError` (one line, exit 1) instead of printing the usage.
+
+    A value that starts with ``-`` and a digit or a dot (``--link-split -0.1,0.5,0.6``, ``--seed -3``) is read as the
+    flag's value, so its own check says what is wrong with it, not argparse's "expected one argument".
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
+
+    def error(self, message: str):
+        hint = f"; see `{self.prog} --help`" if message.startswith("the following arguments are required") else ""
+        raise UsageError(f"{self.prog}: {message}{hint}")
+
+    def parse_args(self, args=None, namespace=None) -> argparse.Namespace:
+        """Like argparse's, but an unknown flag is reported by the verb it was given to."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            prog = f"{self.prog} {parsed.verb}" if getattr(parsed, "verb", None) else self.prog
+            raise UsageError(f"{prog}: unrecognized arguments: {' '.join(extra)}; see `{prog} --help`")
+        return parsed
 
 
 def build_parser() -> argparse.ArgumentParser:
     from sparsetrain.datasets import cli as dataset_cli
     from sparsetrain.engine import cli as engine_cli
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="sparsetrain",
         description="Train graph models and mixture-of-experts layers on a GPU-centric data path.",
     )
     parser.add_argument("--version", action="version", version=f"sparsetrain {__version__}")
-    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)  # verbs' parsers are Parsers too
     dataset_cli.register(sub)
     engine_cli.register(sub)
     return parser
@@ -29,17 +63,37 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt  # run the same clean-up as Ctrl-C (temp folders removed)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    return f"warning: {message}\n"
+
+
+@contextlib.contextmanager
+def _one_line_warnings():
+    """Warnings print as ``warning: <message>`` (no file, line number or source line) while the CLI runs."""
+    saved = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning
     try:
-        return args.run(args)
-    except SparsetrainError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except FileNotFoundError as exc:
-        print(f"error: {exc.filename}: no such file or folder; check the path", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted; nothing was written", file=sys.stderr)
-        return 130
+        yield
+    finally:
+        warnings.formatwarning = saved
+
+
+def main(argv: list[str] | None = None) -> int:
+    with _one_line_warnings():
+        try:
+            args = build_parser().parse_args(argv)
+            signal.signal(signal.SIGTERM, _terminate)
+            return args.run(args)
+        except SparsetrainError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except FileNotFoundError as exc:
+            print(f"error: {exc.filename}: no such file or folder; check the path", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("interrupted; nothing was written", file=sys.stderr)
+            return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -22,3 +22,20 @@ class ChecksumError(DatasetError):
 
 class OutputExistsError(SparsetrainError, ValueError):
     """The output folder exists and overwriting it was not asked for."""
+
+
+class SettingError(SparsetrainError, ValueError):
+    """An argument or setting has a value the library cannot use (an unknown name, a number out of range)."""
+
+
+class SettingTypeError(SparsetrainError, TypeError):
+    """An argument has the wrong type (e.g. a list where a tensor is needed)."""
+
+
+class UsageError(SettingError):
+    """The command line cannot be parsed: an unknown flag, a missing or malformed value."""
+
+
+class InputNote(UserWarning):
+    """How an importer read an ambiguous input (e.g. edge columns taken by position); the CLI prints it as one
+    ``warning:`` line."""

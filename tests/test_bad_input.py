@@ -44,6 +44,8 @@ def files(tmp_path):
     pq.write_table(pa.table({"label": [0.0, 1.0, 1.5, 2.0]}), f.setdefault("l_frac", d / "l_frac.parquet"))
     np.save(f.setdefault("tr", d / "tr.npy"), np.array([0, 1]))
     np.save(f.setdefault("va", d / "va.npy"), np.array([1, 2]))
+    np.save(f.setdefault("va_ok", d / "va_ok.npy"), np.array([2]))
+    np.save(f.setdefault("te_ok", d / "te_ok.npy"), np.array([3]))
     np.save(f.setdefault("te_range", d / "te_range.npy"), np.array([3, 7]))
     np.save(f.setdefault("te_dup", d / "te_dup.npy"), np.array([3, 3]))
     return f
@@ -63,9 +65,12 @@ BAD = {
     "label out of range": (["--edges", "ok", "--labels", "l_range", "--num-classes", "3"], ["l_range.npy", "row 2", "5", "[0, 3)"]),
     "negative label": (["--edges", "ok", "--labels", "l_neg"], ["l_neg.npy", "row 1", "-2", "-1: no label"]),
     "fractional label": (["--edges", "ok", "--labels", "l_frac"], ["l_frac.parquet", "row 2", "1.5"]),
-    "overlapping splits": (["--edges", "ok", "--labels", "l_ok", "--train-idx", "tr", "--val-idx", "va"], ["va.npy", "node 1", "train"]),
-    "split id out of range": (["--edges", "ok", "--labels", "l_ok", "--test-idx", "te_range"], ["te_range.npy", "7"]),
-    "split repeats a node": (["--edges", "ok", "--labels", "l_ok", "--test-idx", "te_dup"], ["te_dup.npy", "3"]),
+    "overlapping splits": (["--edges", "ok", "--labels", "l_ok", "--train-idx", "tr", "--val-idx", "va", "--test-idx", "te_ok"],
+                           ["va.npy", "node 1", "train"]),
+    "split id out of range": (["--edges", "ok", "--labels", "l_ok", "--train-idx", "tr", "--val-idx", "va_ok", "--test-idx", "te_range"],
+                              ["te_range.npy", "7"]),
+    "split repeats a node": (["--edges", "ok", "--labels", "l_ok", "--train-idx", "tr", "--val-idx", "va_ok", "--test-idx", "te_dup"],
+                             ["te_dup.npy", "3"]),
     "missing file": (["--edges", "nope"], ["nope", "no such file"]),
 }
 
@@ -192,11 +197,12 @@ def test_interrupted_run_leaves_no_half_dataset(tmp_path, sig):
 )
 def test_train_rejects_out_of_range_numbers_before_loading_data(cli, tmp_path, flag, value):
     code, stdout, stderr = cli("train", "--data", tmp_path / "never-read", f"{flag}={value}", "--quiet")
-    assert code == 2
+    assert code == 1 and len(stderr.splitlines()) == 1 and "usage:" not in stderr
     assert f"argument {flag}" in stderr and repr(value) in stderr and "Traceback" not in stderr
 
 
 def test_nan_split_fraction_is_a_clear_error(cli, files, tmp_path):
-    code, _, stderr = cli("preprocess", "--edges", files["ok"], "--split=nan,0.2,0.2", "--out", tmp_path / "out", "--quiet")
+    code, _, stderr = cli("preprocess", "--edges", files["ok"], "--labels", files["l_ok"], "--split=nan,0.2,0.2", "--out", tmp_path / "out",
+                          "--quiet")
     assert code != 0 and "split fractions" in stderr and "Traceback" not in stderr
     assert not (tmp_path / "out").exists()

@@ -198,9 +198,9 @@ def test_meta_file_names_stay_inside_the_folder(dataset, cli, name):
         (lambda m: m["files"].update({fmt.LABELS: "labels"}), "labels.npy"),
         (lambda m: m.update(files=[]), "files"),
         (lambda m: m["files"].pop(fmt.INDPTR), "indptr.npy"),
-        (lambda m: m.update(num_nodes="300"), "num_nodes"),
-        (lambda m: m.update(num_classes=-2), "num_classes"),
-        (lambda m: m.pop("num_classes"), "num_classes"),
+        (lambda m: m["node_types"].update({"_N": "300"}), "node_types"),
+        (lambda m: m["labels"]["_N"].update(num_classes=-2), "num_classes"),
+        (lambda m: m["labels"]["_N"].pop("num_classes"), "num_classes"),
         (lambda m: m.update(permutation={"method": "rcm"}), "permutation"),
     ],
 )
@@ -359,7 +359,7 @@ def test_ogb_node_count_must_be_a_whole_number(tmp_path):
     raw.mkdir(parents=True)
     _write(raw / "edge.csv", "0,1\n1,2\n")
     _write(raw / "num-node-list.csv", "2.5\n")
-    with pytest.raises(DatasetError, match="num-node-list.csv: holds 2.5"):
+    with pytest.raises(DatasetError, match="num-node-list.csv: line 1.*'2.5' is not an integer"):
         st.datasets.from_ogb(tmp_path / "ogb", tmp_path / "out", quiet=True)
 
 

@@ -34,7 +34,7 @@ def rows_by_edge(edge_index: torch.Tensor, attr: torch.Tensor) -> dict[tuple[int
 def test_from_pyg_keeps_edge_attr_in_csc_order(tmp_path, reorder):
     data = multigraph_data()
     ds = from_pyg(data, tmp_path / "g", reorder=reorder, quiet=True)
-    assert ds.edge_features.shape == (data.num_edges, 3) and ds.meta["edge_feature_dim"] == 3
+    assert ds.edge_features.shape == (data.num_edges, 3) and ds.meta["files"][ds.meta["edge_types"][0]["features"]]["shape"][1] == 3
     src, dst = ds.graph.to_edge_index()
     if ds.original_ids is not None:
         src, dst = ds.original_ids[src], ds.original_ids[dst]
@@ -78,3 +78,33 @@ def test_loader_attaches_each_blocks_edge_features(tmp_path):
             src, dst = mb.input_nodes[block.edge_index]
             for s, d, row in zip(src.tolist(), dst.tolist(), attr.tolist()):
                 assert tuple(row) in reference[(s, d)]
+
+
+def test_loader_attaches_typed_edge_features_per_edge_type(tmp_path):
+    from torch_geometric.data import HeteroData
+
+    rng = np.random.default_rng(1)
+    data = HeteroData()
+    data["paper"].x, data["paper"].y = torch.randn(120, 4), torch.from_numpy(rng.integers(0, 3, 120))
+    data["author"].x = torch.randn(80, 4)
+    writes = torch.stack([torch.from_numpy(rng.integers(0, 80, 600)), torch.from_numpy(rng.integers(0, 120, 600))])
+    data["author", "writes", "paper"].edge_index = writes
+    data["author", "writes", "paper"].edge_attr = torch.from_numpy(rng.standard_normal((600, 2)).astype(np.float32))
+    data["paper", "cites", "paper"].edge_index = torch.from_numpy(rng.integers(0, 120, (2, 500)))
+    ds = from_pyg(data, tmp_path / "g", quiet=True)
+    assert ds.is_typed and set(ds.edge_features) == {("author", "writes", "paper")}
+    loader = Loader(NeighborSampler(ds.graph, [4, 3], seed_type="paper", seed=0), dict(ds.features), ds.labels["paper"],
+                    torch.arange(60), batch_size=16, prefetch=0, edge_features=dict(ds.edge_features))
+    et = ("author", "writes", "paper")
+    reference = rows_by_edge(writes, data[et].edge_attr)
+    checked = 0
+    for mb in loader:
+        for block, attr in zip(mb.blocks, mb.edge_attr):
+            assert set(attr) == {et}
+            src_local, dst_local = block.edge_index[et]
+            src, dst = mb.input_nodes["author"][src_local], mb.input_nodes["paper"][dst_local]
+            assert attr[et].shape == (len(src), 2)
+            for s, d, row in zip(src.tolist(), dst.tolist(), attr[et].tolist()):
+                assert tuple(row) in reference[(s, d)]
+                checked += 1
+    assert checked > 100

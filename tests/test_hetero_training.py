@@ -58,3 +58,20 @@ def test_two_ranks_train_the_typed_graph_like_one(cli, mag, tmp_path):
     one = json.loads((tmp_path / "s1.json").read_text())
     assert two["world_size"] == 2 and two["test_acc"] > 0.6
     assert abs(two["test_acc"] - one["test_acc"]) < 0.1
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--model", "sage"], "--model sage: a typed dataset trains rgcn"),
+    (["--model", "gat"], "--model gat: a typed dataset trains rgcn"),
+    (["--eval", "full"], "--eval full: typed datasets evaluate on sampled batches"),
+    (["--features", "sharded"], "--features sharded: typed datasets are not sharded yet"),
+])
+def test_a_setting_the_typed_run_cannot_honour_is_refused_in_one_line(cli, mag, flags, message):
+    code, _, err = cli("train", "--data", mag, *flags, *ARGS)
+    assert code == 1 and message in err and "\n" not in err.strip()
+
+
+def test_rgcn_on_a_homogeneous_dataset_is_refused_in_one_line(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARSETRAIN_CACHE", str(tmp_path / "cache"))
+    code, _, err = cli("train", "--data", "cora", "--model", "rgcn", "--quiet")
+    assert code == 1 and "--model rgcn" in err and "homogeneous" in err and "\n" not in err.strip()

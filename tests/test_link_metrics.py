@@ -35,7 +35,8 @@ def test_per_positive_hits_equal_a_numpy_count_for_any_k(seed):
     neg = rng.integers(0, 6, (200, 25)).astype(np.float32)
     for k in (1, 2, 5, 13, 25, 26):
         rank = np.array([1 + (n > p).sum() + 0.5 * (n == p).sum() for p, n in zip(pos, neg)])
-        assert hits_at_k(torch.from_numpy(pos), torch.from_numpy(neg), k) == pytest.approx((rank <= k).mean(), abs=1e-12)
+        expected = (rank <= k).mean()
+        assert hits_at_k(torch.from_numpy(pos), torch.from_numpy(neg), k) == pytest.approx(expected, abs=1e-12)
 
 
 def test_per_positive_and_shared_pool_hits_differ_where_ogb_s_do():

@@ -9,7 +9,8 @@ from torch_geometric.utils import stochastic_blockmodel_graph
 
 import sparsetrain as st
 
-LINK_KEYS = ("val_auc", "test_auc", "test_mrr", "test_hits@1_per_positive", "test_hits@3_per_positive", "test_hits@10_per_positive")
+LINK_KEYS = ("val_auc", "test_auc", "test_mrr",
+             "test_hits@1_per_positive", "test_hits@3_per_positive", "test_hits@10_per_positive")
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +53,9 @@ def test_split_metrics_follow_the_split_s_negatives():
     g = torch.Generator().manual_seed(0)
     pos, neg = torch.randn(40, generator=g) + 1, torch.randn(40 * 5, generator=g)
     per = split_metrics(pos, neg, 5, "test")
-    assert set(per) == {"test_auc", "test_mrr", "test_hits@1_per_positive", "test_hits@3_per_positive"}  # K <= 5 negatives
-    assert per["test_hits@3_per_positive"] == hits_at_k(pos, neg.view(40, 5), 3) and per["test_mrr"] == mrr(pos, neg.view(40, 5))
+    assert set(per) == {"test_auc", "test_mrr", "test_hits@1_per_positive", "test_hits@3_per_positive"}  # K <= 5
+    rows = neg.view(40, 5)
+    assert per["test_hits@3_per_positive"] == hits_at_k(pos, rows, 3) and per["test_mrr"] == mrr(pos, rows)
     pool = split_metrics(pos, neg, None, "val")
     assert pool["val_mrr"] is None and pool["val_hits@50_shared_pool"] == hits_at_k(pos, neg, 50)
     assert {"val_hits@10_shared_pool", "val_hits@100_shared_pool"} < set(pool)

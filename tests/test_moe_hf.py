@@ -4,6 +4,7 @@ losses, aux loss and checkpoint format (tiny configs, random weights, nothing do
 from __future__ import annotations
 
 import copy
+import functools
 
 import pytest
 import torch
@@ -90,6 +91,8 @@ def ours_in_hf_names(model, tensors: dict[str, torch.Tensor]) -> dict[str, torch
         shared = "shared_expert" if "qwen2" in type(model).__name__.lower() else "shared_experts"
         if rest == "router.weight":
             out[f"{block}.gate.weight"] = t
+        elif rest == "router.expert_bias":
+            out[f"{block}.gate.e_score_correction_bias"] = t
         elif rest == "experts.w_in":
             out[f"{block}.experts.gate_up_proj"] = t.transpose(1, 2)
         elif rest == "experts.w_out":
@@ -197,27 +200,113 @@ def test_output_router_logits_and_aux_loss_equal_hf(family):
     assert getattr(ours(ids), "router_logits", None) is None
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_export_round_trips_through_save_pretrained(family, tmp_path):
+@functools.cache
+def trained(family: str):
+    """An HF model and its swapped copy moved away from the HF weights by two AdamW steps (shared; don't modify)."""
     hf, ours = pair(family)
     opt = torch.optim.AdamW(ours.parameters(), lr=1e-2)
-    for step in range(2):  # move away from the HF weights, so the check is about the export
+    for step in range(2):
         ids = tokens(200 + step)
         ours(ids, labels=ids).loss.backward()
         opt.step()
         opt.zero_grad()
-    state = export_hf_state_dict(ours)
-    assert set(state) == set(hf.state_dict())
-    ours.save_pretrained(tmp_path, state_dict=state)
-    loaded = type(hf).from_pretrained(tmp_path)
-    assert not any(isinstance(m, HFMoEBlock) for m in loaded.modules())
+    return hf, ours
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_plain_save_pretrained_loads_into_the_hf_model(family, tmp_path):
+    hf, ours = trained(family)
+    ours.save_pretrained(tmp_path, max_shard_size="20KB")  # several safetensors shards and an index
+    assert len(list(tmp_path.glob("model-*.safetensors"))) > 1
+    loaded, info = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert type(loaded) is type(hf) and not any(isinstance(m, HFMoEBlock) for m in loaded.modules())
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"], info
     ids = tokens(3)
     with torch.no_grad():
         torch.testing.assert_close(loaded(ids).logits, ours(ids).logits, atol=1e-5, rtol=0)
+    # the loaded weights are the trained ones, in HF's layout (mapped back independently of hf.py)
+    want = ours_in_hf_names(ours, ours.state_dict(keep_vars=True))  # sparsetrain's names: the live tensors
+    for n, t in loaded.state_dict().items():
+        torch.testing.assert_close(t, want[n].detach(), atol=0, rtol=0, msg=lambda m, n=n: f"{n}: {m}")
     # and back again: replacing the loaded model gives the same function
     again = replace_moe_blocks(loaded)
     with torch.no_grad():
         torch.testing.assert_close(again(ids).logits, ours(ids).logits, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_state_dict_is_hf_layout_and_loads_either_layout(family):
+    hf, ours = trained(family)
+    state = ours.state_dict()
+    assert set(state) == set(hf.state_dict())
+    assert export_hf_state_dict(ours).keys() == state.keys()
+    live = ours.state_dict(keep_vars=True)  # keep_vars asks for the live parameters: those have sparsetrain's names
+    assert {n for n, _ in ours.named_parameters()} <= set(live)
+    want = ours_in_hf_names(ours, {n: t.detach() for n, t in live.items()})
+    for n, t in state.items():
+        assert t.is_contiguous(), n  # safetensors writes it as is
+        torch.testing.assert_close(t, want[n], atol=0, rtol=0, msg=lambda m, n=n: f"{n}: {m}")
+    # HF's state loads strictly into a swapped model (and the swapped model's own, in either layout)
+    fresh = replace_moe_blocks(build(family, seed=5))
+    fresh.load_state_dict(hf.state_dict(), strict=True)
+    ids = tokens(9)
+    with torch.no_grad():
+        torch.testing.assert_close(fresh(ids).logits, hf(ids).logits, atol=1e-5, rtol=0)
+        fresh.load_state_dict(state, strict=True)
+        torch.testing.assert_close(fresh(ids).logits, ours(ids).logits, atol=1e-5, rtol=0)
+        fresh.load_state_dict(dict(live), strict=True)
+        torch.testing.assert_close(fresh(ids).logits, ours(ids).logits, atol=1e-5, rtol=0)
+    # an HF entry of the wrong shape or an unknown name under the block is reported, not dropped
+    bad = dict(hf.state_dict())
+    extra = next(k for k in bad if k.endswith("mlp.gate.weight")).replace("gate.weight", "bogus.weight")
+    bad[extra] = torch.zeros(1)
+    with pytest.raises(RuntimeError, match=f"Unexpected key.*{extra}"):
+        fresh.load_state_dict(bad, strict=True)
+
+
+def test_export_round_trips_through_save_pretrained(tmp_path):
+    hf, ours = trained("qwen2_moe")
+    state = export_hf_state_dict(ours)
+    ours.save_pretrained(tmp_path, state_dict=state)
+    loaded = type(hf).from_pretrained(tmp_path)
+    ids = tokens(3)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids).logits, ours(ids).logits, atol=1e-5, rtol=0)
+
+
+def _save_under_fssdp(rank, world, path):
+    """Each rank holds part of the experts; every rank calls save_pretrained, as HF asks under torch.distributed."""
+    import torch.distributed as dist
+
+    from sparsetrain.moe import sync_dense_grads
+
+    ours = replace_moe_blocks(build("qwen2_moe"), sharding=FSSDP())  # same seed: same weights on every rank
+    opt = torch.optim.AdamW(ours.parameters(), lr=1e-2)
+    ids = tokens(200 + rank)  # the ranks' batches differ, so every expert moves
+    ours(ids, labels=ids).loss.backward()
+    sync_dense_grads(ours)
+    opt.step()
+    local_rows = [m.moe.experts.shard.shape[0] for m in ours.modules() if isinstance(m, HFMoEBlock)]
+    ours.save_pretrained(path, is_main_process=rank == 0)
+    dist.barrier()
+    with torch.no_grad():
+        return local_rows, ours(tokens(3)).logits
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_save_pretrained_under_fssdp_gathers_every_expert(tmp_path):
+    from tests.collective_harness import spawn, values
+
+    out = values(spawn(_save_under_fssdp, 2, str(tmp_path), timeout_s=300))
+    num_experts = FAMILIES["qwen2_moe"]()[1].num_experts
+    for local_rows, _ in out:
+        assert all(0 < n < num_experts for n in local_rows), local_rows  # no rank holds the whole table
+    loaded, info = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    with torch.no_grad():
+        for _, logits in out:
+            torch.testing.assert_close(loaded(tokens(3)).logits, logits, atol=1e-5, rtol=0)
 
 
 def switch_loss(logits: torch.Tensor, top_k: int) -> torch.Tensor:

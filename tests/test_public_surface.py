@@ -76,10 +76,11 @@ def test_names_that_left_a_package_still_resolve_with_a_warning(package, name, m
         ("sparsetrain.storage", "FeatureStore", "sparsetrain.storage"),
         ("sparsetrain.storage.base", "FeatureStore", "sparsetrain.storage"),
         ("sparsetrain.storage", "as_feature_store", "sparsetrain.storage.cache"),
+        ("sparsetrain.datasets", "HeteroGraphDataset", "sparsetrain.datasets"),
     ],
 )
 def test_renamed_names_still_resolve_with_a_warning_naming_the_new_name(module, old, new_home):
-    new = {"FeatureStore": "FeatureSource", "as_feature_store": "as_feature_source"}[old]
+    new = {"FeatureStore": "FeatureSource", "as_feature_store": "as_feature_source", "HeteroGraphDataset": "GraphDataset"}[old]
     with pytest.warns(DeprecationWarning, match=rf"{module}\.{old} is deprecated: it was renamed {new_home}\.{new}"):
         value = getattr(importlib.import_module(module), old)
     assert value is getattr(importlib.import_module(new_home), new)
@@ -88,7 +89,7 @@ def test_renamed_names_still_resolve_with_a_warning_naming_the_new_name(module, 
 @pytest.mark.parametrize(
     ("package", "names"),
     [
-        ("datasets", ["HeteroGraphDataset", "synthesize_hetero"]),
+        ("datasets", ["GraphDataset", "synthesize_hetero"]),
         ("sampling", ["EdgeType", "CSCGraph", "NeighborSampler", "MiniBatch", "Block"]),
         ("nn", ["RGCN"]),
     ],

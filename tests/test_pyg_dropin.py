@@ -281,9 +281,10 @@ def test_pyg_style_graphsage_with_trim_to_layer_learns_cora(tmp_path):
 @pytest.mark.slow
 def test_worker_processes_give_the_batches_of_the_main_process(cora_pyg):
     def epoch(workers: int):
-        loader = stp.NeighborLoader(cora_pyg, num_neighbors=[5, 5], batch_size=256, shuffle=False, seed=4, num_workers=workers,
-                                    **({"multiprocessing_context": "forkserver"} if workers else {}))
+        processes = {"multiprocessing_context": "forkserver"} if workers else {}
+        loader = stp.NeighborLoader(cora_pyg, num_neighbors=[5, 5], batch_size=256, shuffle=False, seed=4,
+                                    num_workers=workers, **processes)
         return [(b.n_id, b.e_id) for b in loader]
 
-    main, workers = epoch(0), epoch(2)  # processes when asked for (sampling threads otherwise: tests/test_pyg_workers.py)
+    main, workers = epoch(0), epoch(2)  # processes when asked for (threads otherwise: tests/test_pyg_workers.py)
     assert len(main) == len(workers) and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(main, workers))

@@ -93,7 +93,8 @@ def test_exclude_seed_edges_removes_exactly_the_seed_edges_from_the_sampled_subg
 def test_exclude_seed_edges_is_pyg_s_subgraph_minus_the_seed_edges(mode):
     data = _data()
     label_index = data.edge_index[:, :40]
-    ours = LinkNeighborLoader(data, [-1, -1], edge_label_index=label_index, batch_size=16, seed=0, exclude_seed_edges=mode)
+    ours = LinkNeighborLoader(data, [-1, -1], edge_label_index=label_index, batch_size=16, seed=0,
+                              exclude_seed_edges=mode)
     theirs = torch_geometric.loader.LinkNeighborLoader(data, [-1, -1], edge_label_index=label_index, batch_size=16)
     for a, b in zip(ours, theirs):
         seed_pairs = set() if mode == "none" else _pairs(label_index[:, b.input_id])

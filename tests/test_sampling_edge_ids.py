@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from sparsetrain.sampling import Block, CSCGraph, MiniBatch, NeighborSampler, SamplerInput, SamplingError
-from tests.pyg_backend import needs_pyg_sampler
+from tests.pyg_backend import needs_torch_sparse
 
 # sha256 of the default-settings batches below, computed on the tree before edge ids and ``hop_nodes`` were added
 # (commit 0eb69c6): those changes must leave every default batch byte-identical.
@@ -88,7 +88,7 @@ def torch_sparse_sample(graph: CSCGraph, seeds: torch.Tensor, fanouts: list[int]
     return torch.ops.torch_sparse.neighbor_sample(graph.indptr, graph.indices.long(), seeds, fanouts, False, True)
 
 
-@needs_pyg_sampler
+@needs_torch_sparse
 @pytest.mark.parametrize("fanouts", [[-1, -1], [-1, -1, -1]])
 def test_new_hop_nodes_with_all_neighbors_match_torch_sparse(fanouts):
     edge_index, graph = multigraph(500, 2500, seed=5)

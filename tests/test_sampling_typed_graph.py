@@ -95,6 +95,12 @@ def test_a_homogeneous_graph_is_the_one_type_case():
     assert not g.is_typed and g.num_nodes == 7 and g.node_types == ["_N"] and g.edge_types == [("_N", "_E", "_N")]
     assert g.num_edges_per_type == {("_N", "_E", "_N"): 15}
     assert g.relation(("_N", "_E", "_N")) is g and dict(g.edges) == {("_N", "_E", "_N"): g}
+    from sparsetrain.sampling import NeighborSampler, SamplerInput
+
+    sampler = NeighborSampler(g, {("_N", "_E", "_N"): [2]}, seed=0)
+    assert sampler.fanouts == [2] and sampler.sample(SamplerInput(torch.tensor([1]), node_type="_N")).seeds.tolist() == [1]
+    with pytest.raises(SamplingError, match="graph is homogeneous"):
+        sampler.sample(SamplerInput(torch.tensor([1]), node_type="paper"))
 
 
 def test_typed_sampling_has_every_option_of_the_homogeneous_one():

@@ -26,6 +26,7 @@ from sparsetrain.collective.errors import CollectiveInputError
 from sparsetrain.collective.groups import Timeout, comm_device, group_info
 from sparsetrain.collective.placement import RowPlacement
 from sparsetrain.collective.stats import CallRecord, CollectiveStats, collective_stats
+from sparsetrain.errors import SettingTypeError
 
 GATHER = "sparse_all_gather"
 REDUCE = "sparse_reduce_scatter"
@@ -131,7 +132,7 @@ class _Call:
 
     def __init__(self, op: str, placement: RowPlacement, group, timeout: Timeout, stats: CollectiveStats | None):
         if not isinstance(placement, RowPlacement):
-            raise TypeError(f"{op}: placement must be a RowPlacement, got {type(placement).__name__}")
+            raise SettingTypeError(f"{op}: placement must be a RowPlacement, got {type(placement).__name__}")
         self.op, self.placement, self.timeout = op, placement, timeout
         self.info = group_info(group)
         self.stats = stats if stats is not None else collective_stats()
@@ -190,7 +191,7 @@ def gather_distinct(local_rows, row_ids, placement, group, timeout, stats, grad_
     counts = torch.zeros(world, dtype=torch.int64)
     try:
         if not isinstance(local_rows, torch.Tensor) or local_rows.dim() < 1:
-            raise TypeError(f"{GATHER}: local_rows must be a tensor with one row per local row (at least 1-D)")
+            raise SettingTypeError(f"{GATHER}: local_rows must be a tensor with one row per local row (at least 1-D)")
         if call.check_world():
             if local_rows.shape[0] != placement.local_count(rank):
                 call.status = (ex.BAD_LOCAL_ROWS, local_rows.shape[0], placement.local_count(rank))
@@ -266,7 +267,7 @@ def _reduce_scatter_impl(grad_rows, row_ids, placement, group, timeout, stats) -
     counts = torch.zeros(world, dtype=torch.int64)
     try:
         if not isinstance(grad_rows, torch.Tensor) or grad_rows.dim() < 1:
-            raise TypeError(f"{REDUCE}: grad_rows must be a tensor with one row per requested id (at least 1-D)")
+            raise SettingTypeError(f"{REDUCE}: grad_rows must be a tensor with one row per requested id (at least 1-D)")
         if call.check_world():
             call.status, ids = _validate_ids(row_ids, placement.num_rows, device)
             if call.status[0] == ex.OK and ids.numel() != grad_rows.shape[0]:

@@ -1,24 +1,23 @@
 """The on-disk dataset format, importers and synthetic graphs.
 
-``load(path)`` opens a dataset folder (a typed one as a ``HeteroGraphDataset``); ``from_pyg``, ``from_files``,
+``load(path)`` opens a dataset folder as a ``GraphDataset`` (typed or not: ``ds.is_typed``); ``from_pyg``, ``from_files``,
 ``from_ogb``, ``synthesize`` and ``synthesize_hetero`` write one (the CLI verbs ``preprocess`` and ``synth``).
 """
 
 from sparsetrain._deprecation import moved_attribute
 from sparsetrain.datasets.dataset import GraphDataset, load, load_clusters
-from sparsetrain.datasets.hetero_dataset import HeteroGraphDataset
 from sparsetrain.datasets.files import from_files
 from sparsetrain.datasets.ogb_folder import from_ogb
 from sparsetrain.datasets.pyg import from_pyg
 from sparsetrain.datasets.synth import synthesize
 from sparsetrain.datasets.synth_hetero import synthesize_hetero
 
-__all__ = ["GraphDataset", "HeteroGraphDataset", "from_files", "from_ogb", "from_pyg", "load", "load_clusters", "synthesize",
-           "synthesize_hetero"]
+__all__ = ["GraphDataset", "from_files", "from_ogb", "from_pyg", "load", "load_clusters", "synthesize", "synthesize_hetero"]
 
 _MOVED = {
     "BuildOptions": "sparsetrain.datasets.build",
     "FORMAT_VERSION": "sparsetrain.datasets.format",
+    "HeteroGraphDataset": "sparsetrain.datasets.dataset:GraphDataset",
     "verify_checksums": "sparsetrain.datasets.dataset",
 }
 

@@ -1,53 +1,66 @@
-"""The one pipeline every importer feeds: edges, node tables and splits -> a dataset folder.
+"""The one writer every importer feeds: edges, node tables and splits -> a dataset folder (format version 3).
 
-Order of work: validate cheap things first, build the CSC from two streaming
-passes over the edges (see :mod:`~sparsetrain.datasets.csc`), choose a node order,
-then stream features and labels straight into their (possibly permuted) rows.
-Without a reordering, memory is a few arrays per node plus one chunk or bucket,
-whatever the edge count. Everything goes into a temp folder that is renamed into
-place only when complete.
+A homogeneous graph is the one-type case: ``edges`` an :class:`EdgeSource` and ``num_nodes``/``features``/``labels``
+one value each; a typed graph gives a dict by edge type and by node type. Order of work: validate cheap things
+first, build the CSC of every edge type from two streaming passes over its edges (:mod:`~sparsetrain.datasets.topology`,
+each type's columns after the last's), choose a node order (one node type only), then stream features and labels
+straight into their (possibly permuted) rows. Without a reordering, memory is a few arrays per node plus one chunk
+or bucket, whatever the edge count. Everything goes into a temp folder that is renamed into place only when complete.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from sparsetrain._progress import progress
 from sparsetrain._sigbus import watch
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.clustering import CLUSTERS_FILE, cluster_order
-from sparsetrain.datasets.csc import MAX_NODES, RawCSC, assemble_columns, bucket_ranges, count_in_degrees, write_buckets, write_permuted
+from sparsetrain.datasets.csc import RawCSC, write_permuted
 from sparsetrain.datasets.dataset import GraphDataset, load
-from sparsetrain.datasets.edge_split import DEFAULT_NEG_PER_POS, EdgeSplit, check_edge_split, check_fractions, random_edge_split
+from sparsetrain.datasets.edge_split import (DEFAULT_NEG_PER_POS, EdgeSplit, check_edge_split, check_fractions,
+                                             random_edge_split)
+from sparsetrain.datasets.format import EdgeType
+from sparsetrain.datasets.node_tables import random_split, read_splits, write_features, write_labels
 from sparsetrain.datasets.presets import DEFAULT_SPLIT
-from sparsetrain.datasets.readers import first_non_integer
 from sparsetrain.datasets.reorder import METHODS, node_order
+from sparsetrain.datasets.sources import EdgeFeatures, EdgeSource, Source
+from sparsetrain.datasets.input_checks import refuse_unlabelled
+from sparsetrain.datasets.topology import build_topology, infer_typed_counts, node_counts
 from sparsetrain.datasets.writer import DatasetWriter
 from sparsetrain.errors import DatasetError
 
+__all__ = ["BuildOptions", "EdgeFeatures", "EdgeSource", "Source", "build_dataset"]
+
+_ONE_TYPE_OPTIONS = ("undirected", "drop_self_loops", "drop_duplicates", "reorder", "link_split")
+"""Options that merge, drop or renumber the nodes and edges of a graph with one node and one edge type."""
 
 
 @dataclass
 class BuildOptions:
-    """How to clean and lay out the graph. ``undirected`` adds reverse edges and merges duplicates (as PyG's ``to_undirected``)."""
+    """How to clean and lay out the graph. ``undirected`` adds reverse edges and merges duplicates (as PyG's
+    ``to_undirected``); ``add_reverse`` (typed graphs) also stores ``(dst, "rev_" + rel, src)`` for every edge type
+    (PyG's ``ToUndirected``).
+
+    ``num_classes``: labels must lie in ``[0, C)``; an int for every labelled node type, or a dict by node type.
+    """
 
     undirected: bool = False
     drop_self_loops: bool = False
     drop_duplicates: bool = False
     reorder: str | None = None
     feature_dtype: str = "float32"
-    num_classes: int | None = None
+    num_classes: int | dict[str, int] | None = None
     split_fractions: tuple[float, float, float] = DEFAULT_SPLIT
     seed: int = 0
     overwrite: bool = False
     quiet: bool = False
     link_split: tuple[float, float, float] | None = None
     link_negatives: int = DEFAULT_NEG_PER_POS
+    add_reverse: bool = False
 
     def __post_init__(self) -> None:
         if self.reorder in ("none", ""):
@@ -55,541 +68,316 @@ class BuildOptions:
         if self.reorder is not None and self.reorder not in METHODS:
             raise DatasetError(f"reorder={self.reorder!r} is not known; choose one of: none, {', '.join(METHODS)}")
         if self.feature_dtype not in fmt.FEATURE_DTYPES:
-            raise DatasetError(f"feature dtype {self.feature_dtype!r} is not supported; choose one of {', '.join(fmt.FEATURE_DTYPES)}")
-        if self.num_classes is not None and self.num_classes < 1:
-            raise DatasetError(f"num_classes={self.num_classes} must be at least 1")
+            raise DatasetError(f"feature dtype {self.feature_dtype!r} is not supported; "
+                               f"choose one of {', '.join(fmt.FEATURE_DTYPES)}")
+        classes = self.num_classes.values() if isinstance(self.num_classes, dict) else [self.num_classes]
+        for c in classes:
+            if c is not None and c < 1:
+                raise DatasetError(f"num_classes={c} must be at least 1")
         fractions = tuple(float(f) for f in self.split_fractions)
         if len(fractions) != 3 or not all(f >= 0 for f in fractions) or sum(fractions) > 1 + 1e-9:
-            raise DatasetError(f"split fractions {self.split_fractions} must be three non-negative numbers (train, val, test) summing to at most 1, e.g. 0.6,0.2,0.2")
+            raise DatasetError(f"split fractions {self.split_fractions} must be three non-negative numbers "
+                               "(train, val, test) summing to at most 1, e.g. 0.6,0.2,0.2")
         self.split_fractions = fractions
         if self.link_split is not None:
             self.link_split = check_fractions(self.link_split)
         if isinstance(self.link_negatives, bool) or not isinstance(self.link_negatives, int) or self.link_negatives < 0:
-            raise DatasetError(f"link_negatives={self.link_negatives!r}: give the number of fixed negatives per val/test positive (an int >= 0)")
+            raise DatasetError(f"link_negatives={self.link_negatives!r}: give the number of fixed negatives per "
+                               "val/test positive (an int >= 0)")
+
+    def classes_of(self, node_type: str) -> int | None:
+        return self.num_classes.get(node_type) if isinstance(self.num_classes, dict) else self.num_classes
 
 
 @dataclass
-class Source:
-    """A re-iterable stream of chunks with a name for error messages.
+class _Graph:
+    """The inputs by type: what a homogeneous import gives as single values, as the one-type dicts."""
 
-    ``where(row)`` turns a 0-based data row into the user's terms (a CSV line, an array row).
-    """
-
-    name: str
-    chunks: Callable[[], Iterator]
-    rows: int | None = None
-    where: Callable[[int], str] = field(default=lambda row: f"row {row}")
-
-    @classmethod
-    def from_reader(cls, reader) -> Source:
-        return cls(str(reader.path), reader, reader.num_rows(), reader.where)
-
-    @classmethod
-    def from_array(cls, name: str, array: np.ndarray, chunk_rows: int = 1 << 22) -> Source:
-        return cls(name, lambda: (array[lo : lo + chunk_rows] for lo in range(0, len(array), chunk_rows)), len(array))
+    typed: bool
+    node_types: list[str]
+    edges: dict[EdgeType, EdgeSource]
+    num_nodes: dict[str, int | None]
+    features: dict[str, Source] = field(default_factory=dict)
+    labels: dict[str, Source] = field(default_factory=dict)
+    edge_features: dict[EdgeType, EdgeFeatures] = field(default_factory=dict)
 
 
-@dataclass
-class EdgeFeatures:
-    """One feature row per edge of an in-memory edge list: ``values[i]`` belongs to edge ``(edge_index[0, i], edge_index[1, i])``."""
-
-    name: str
-    edge_index: np.ndarray
-    values: np.ndarray
-
-
-@dataclass
-class EdgeSource(Source):
-    """Edge chunks ``(src, dst, weight | None)``; ``weighted`` says whether weights come along.
-
-    ``weight_name`` names the weights in errors when they are not a column of ``name`` (a separate array).
-    ``release`` is called once the edges have been read for the last time (a generated source frees its scratch).
-    """
-
-    weighted: bool = False
-    weight_name: str | None = None
-    release: Callable[[], None] | None = None
+def _by_type(edges, num_nodes, features, labels, edge_features, options: BuildOptions) -> _Graph:
+    if not isinstance(edges, dict):
+        if options.add_reverse:
+            raise DatasetError("add_reverse is for typed graphs (a dict of edge types); a homogeneous graph adds "
+                               "reverse edges with undirected=True (--undirected)")
+        return _Graph(False, [fmt.NODE], {fmt.EDGE: edges}, {fmt.NODE: num_nodes},
+                      {} if features is None else {fmt.NODE: features}, {} if labels is None else {fmt.NODE: labels},
+                      {} if edge_features is None else {fmt.EDGE: edge_features})
+    one_type = [name for name in _ONE_TYPE_OPTIONS if getattr(options, name)]
+    if one_type:
+        raise DatasetError(f"{one_type[0]} is for homogeneous graphs; a typed dataset keeps edges as given "
+                           "(use add_reverse for reverse edge types)")
+    if not edges:
+        raise DatasetError("a typed dataset needs at least one edge type; give edges for some (src, rel, dst)")
+    num_nodes, features, labels, edge_features = num_nodes or {}, features or {}, labels or {}, edge_features or {}
+    for t in num_nodes:
+        fmt.check_type_name(t, "node type")
+    for et in edges:
+        for end in (et[0], et[2]):
+            fmt.check_type_name(end, "node type")
+        fmt.check_type_name(et[1], "relation")
+    node_types = list(dict.fromkeys([*num_nodes, *(end for et in edges for end in (et[0], et[2]))]))
+    for what, table in (("features", features), ("labels", labels)):
+        for t, source in table.items():
+            if t not in node_types:
+                raise DatasetError(f"{source.name}: gives the {what} of node type {t!r}, which no edge type or node "
+                                   f"count names (node types: {', '.join(node_types)}); check the type's spelling")
+    typed_edges, typed_features = {}, {}
+    for et, source in edges.items():
+        reverse = (et[2], f"rev_{et[1]}", et[0])
+        for key, s in ((et, source), (reverse, None)):
+            if key is reverse and (not options.add_reverse or reverse in edges):
+                continue
+            typed_edges[key] = s if s is not None else source.reversed()
+            if et in edge_features:
+                typed_features[key] = edge_features[et]
+    counts = {t: num_nodes.get(t) for t in node_types}
+    return _Graph(True, node_types, typed_edges, counts, dict(features), dict(labels), typed_features)
 
 
 def build_dataset(
     out_dir: str | os.PathLike,
-    edges: EdgeSource,
+    edges: EdgeSource | dict[EdgeType, EdgeSource],
     *,
-    num_nodes: int | None = None,
-    features: Source | None = None,
-    labels: Source | None = None,
+    num_nodes: int | dict[str, int | None] | None = None,
+    features: Source | dict[str, Source] | None = None,
+    labels: Source | dict[str, Source] | None = None,
     splits: dict[str, Source] | None = None,
+    target_type: str | None = None,
     options: BuildOptions | None = None,
     provenance: dict | None = None,
     edge_splits: dict[str, tuple[EdgeSplit, str]] | None = None,
-    edge_features: EdgeFeatures | None = None,
+    edge_features: EdgeFeatures | dict[EdgeType, EdgeFeatures] | None = None,
 ) -> GraphDataset:
     """Validate everything, write the dataset folder atomically, and return it loaded.
 
+    Homogeneous: ``edges`` one :class:`EdgeSource`, ``num_nodes``/``features``/``labels``/``edge_features`` one
+    value each. Typed: ``edges`` a dict by edge type of sources in src-type and dst-type ids, the rest dicts by node
+    (edge) type; ``num_nodes`` lists the node types in their order (a count, or None: the rows of the type's
+    features or labels, else the largest id + 1); ``target_type`` names the node type ``splits`` refer to.
+
     ``edge_splits``: given link-prediction splits (``{name: (EdgeSplit, where it came from)}``, e.g. OGB's);
     ``options.link_split`` draws them instead (see :mod:`sparsetrain.datasets.edge_split`).
-    ``edge_features`` are written in the dataset's CSC edge order; every edge must be kept
-    (no ``undirected``, ``drop_self_loops``, ``drop_duplicates`` or ``link_split``).
+    ``edge_features`` (row ``i`` = the source's edge ``i``) are written in the dataset's CSC edge order; every edge
+    must be kept (no ``undirected``, ``drop_self_loops``, ``drop_duplicates`` or ``link_split``).
     """
     options = options or BuildOptions()
-    if edge_splits and options.link_split is not None:
-        raise DatasetError("the source already has link splits; drop --link-split (link_split=...)")
-    if edge_features is not None:
-        _check_edge_features(edge_features, options)
+    graph = _by_type(edges, num_nodes, features, labels, edge_features, options)
+    target_type = _check_inputs(graph, splits, target_type, edge_splits, options)
+    counts, nodes_from = node_counts(graph.node_types, graph.num_nodes, graph.features, graph.labels, graph.typed)
+    if graph.typed:
+        counts = infer_typed_counts(counts, edges)
+        nodes_from = {t: f"the {n} {t!r} nodes" for t, n in counts.items()}
     out_dir = Path(out_dir)
-    for name in splits or {}:
-        if name not in fmt.SPLIT_NAMES:
-            raise DatasetError(f"split {name!r} is not known; use {', '.join(fmt.SPLIT_NAMES)}")
-    nodes_from = "the given num_nodes"
-    known = [t for t in (features, labels) if t is not None and t.rows is not None]
-    if num_nodes is None and known:
-        if len(known) == 2 and known[0].rows != known[1].rows:
-            raise DatasetError(
-                f"{known[0].name}: has {known[0].rows} rows but {known[1].name} has {known[1].rows} rows; "
-                "features and labels need one row per node each (fix the file that is wrong, or pass --num-nodes)"
-            )
-        num_nodes, nodes_from = known[0].rows, f"num_nodes = the {known[0].rows} rows of {known[0].name}"
-    if num_nodes is not None and num_nodes < 1:
-        raise DatasetError(f"num_nodes={num_nodes}: a graph needs at least one node")
-    for table in known:
-        if table.rows != num_nodes:
-            raise DatasetError(f"{table.name}: has {table.rows} rows but the graph has {num_nodes} nodes ({nodes_from}); one row per node is required (fix the file or --num-nodes)")
-
-    if num_nodes is None:
-        nodes_from = "num_nodes = the largest node id in the edges + 1"
     with DatasetWriter(out_dir, options.overwrite) as writer:
-        csc, symmetric = _build_csc(writer, edges, num_nodes, nodes_from, options)
-        num_nodes = csc.num_nodes
-        links = {name: split for name, (split, _) in (edge_splits or {}).items()}
-        for name, (split, where) in (edge_splits or {}).items():
-            check_edge_split(split, num_nodes, where)
-        from_scratch = True
-        if options.link_split is not None:
-            csc, links = random_edge_split(csc, options.link_split, symmetric=symmetric, neg_per_pos=options.link_negatives, seed=options.seed)
-            from_scratch = False
-        clusters = None
-        if options.reorder == "cluster":
-            order, clusters, partitioner = cluster_order(csc, seed=options.seed)
-        else:
-            order = node_order(options.reorder, csc) if options.reorder else None
+        with_ids = graph.typed or bool(graph.edge_features)
+        topology = build_topology(writer, graph.edges, counts, nodes_from, options, graph.typed, with_ids)
+        counts, csc, num_edges = topology.counts, topology.csc, dict(topology.num_edges)
+        meta = {"name": out_dir.name, "node_types": counts, "edge_types": [], "features": {}, "labels": {},
+                "directed": graph.typed or not topology.symmetric, "target_type": target_type, "splits": {}}
+        links, order = {}, None
+        if not graph.typed:  # link splits and node orders: for a graph of one node and one edge type
+            csc, links = _link_split(csc, edge_splits, topology.symmetric, options, meta)
+            num_edges[fmt.EDGE] = csc.num_edges
+            order = _node_order(writer, csc, options, meta)
+        final = _write_csc(writer, csc, order, from_scratch=options.link_split is None, keep_ids=graph.typed)
+        meta["has_edge_weights"] = final.weights is not None
+        meta["edge_types"] = [{"src": et[0], "rel": et[1], "dst": et[2], "num_edges": num_edges[et], "features": None}
+                              for et in graph.edges]
+        _write_all_edge_features(writer, graph, final, num_edges, options.feature_dtype, meta)
+        del csc, final  # unmap the topology before the features are written
         inverse = None
         if order is not None:
-            inverse = np.empty(num_nodes, dtype=np.int64)
-            inverse[order] = np.arange(num_nodes, dtype=np.int64)
-            writer.save_array(fmt.ORIGINAL_IDS, order)
-
-        if clusters is not None:
-            writer.save_array(CLUSTERS_FILE, clusters)
-        final = _write_csc(writer, csc, order, from_scratch)
-        directed = not symmetric
-        meta = {
-            "name": out_dir.name,
-            "num_nodes": num_nodes,
-            "num_edges": final.num_edges,
-            "directed": directed,
-            "has_edge_weights": final.weights is not None,
-            "feature_dim": 0,
-            "feature_dtype": None,
-            "num_classes": None,
-            "permutation": None if order is None else {"method": options.reorder, "file": fmt.ORIGINAL_IDS, "meaning": "original_ids[new_id] = id in the imported data"},
-            "splits": {},
-            **({} if clusters is None else {"clusters": {"file": CLUSTERS_FILE, "count": int(clusters[-1]) + 1, "partitioner": partitioner,
-                                                         "meaning": "clusters[new_id] = cluster id; each cluster is a contiguous id range"}}),
-            "source": provenance or {},
-        }
-        if edge_features is not None:
-            meta["edge_feature_dim"] = _write_edge_features(writer, edge_features, final, order, options)
-            meta["edge_feature_dtype"] = options.feature_dtype
-        del csc, final  # unmap the topology before the features are written
-        if features is not None:
-            meta["feature_dim"] = _write_features(writer, features, num_nodes, nodes_from, inverse, options)
-            meta["feature_dtype"] = options.feature_dtype
-        unlabelled = None
-        if labels is not None:
-            meta["num_classes"], unlabelled = _write_labels(writer, labels, num_nodes, nodes_from, inverse, options.num_classes)
+            inverse = np.empty(len(order), dtype=np.int64)
+            inverse[order] = np.arange(len(order), dtype=np.int64)
+        unlabelled = _write_node_tables(writer, graph, counts, nodes_from, inverse, options, meta)
         if links:
             meta["link_split"] = _write_edge_splits(writer, links, inverse)
-            if options.link_split is not None:
-                meta["link_split_from"] = {"random": list(options.link_split), "seed": options.seed, "neg_per_pos": options.link_negatives}
-        split_arrays = _read_splits(splits or {}, num_nodes, unlabelled)
-        if not split_arrays and labels is not None:
-            split_arrays = _random_split(num_nodes, unlabelled, options.split_fractions, options.seed)
-            meta["splits_from"] = {"random": list(options.split_fractions), "seed": options.seed}
+        if target_type is not None:
+            unlabelled_targets = unlabelled.get(target_type)
+            _write_splits(writer, splits or {}, counts[target_type], unlabelled_targets, inverse, options, meta)
         del unlabelled
-        for name, idx in split_arrays.items():
-            mapped = np.sort(idx if inverse is None else inverse[idx])
-            writer.save_array(fmt.split_file(name), mapped)
-            meta["splits"][name] = int(len(mapped))
+        meta["source"] = provenance or {}
         writer.commit(meta)
     return load(out_dir)
 
 
-# Without a node count, ids up to this many are always accepted (the arrays they size are a few MiB);
-# beyond it an id may be at most _IDS_PER_EDGE times the edge count, or --num-nodes must say so.
-_FREE_IDS = 1 << 16
-_IDS_PER_EDGE = 4
-# While the edge count of a CSV is still unknown, pass 1 never grows its count array past this (1 GiB).
-_GROWTH_GUARD = 1 << 27
+def _check_inputs(graph: _Graph, splits: dict | None, target_type: str | None, edge_splits: dict | None,
+                  options: BuildOptions) -> str | None:
+    """The cheap checks, before any long work; returns the target type (a homogeneous graph's is its one type)."""
+    if edge_splits and options.link_split is not None:
+        raise DatasetError("the source already has link splits; drop --link-split (link_split=...)")
+    if edge_splits and graph.typed:
+        raise DatasetError("link splits are written for graphs of one node and one edge type; "
+                           "import the typed graph without them")
+    for et, values in graph.edge_features.items():
+        _check_edge_features(values, graph.edges[et], options)
+    for name in splits or {}:
+        if name not in fmt.SPLIT_NAMES:
+            raise DatasetError(f"split {name!r} is not known; use {', '.join(fmt.SPLIT_NAMES)}")
+    if not graph.typed:
+        return fmt.NODE
+    if target_type is not None and target_type not in graph.node_types:
+        raise DatasetError(f"target type {target_type!r} is not among the node types {sorted(graph.node_types)}; "
+                           "choose one of them")
+    if splits and target_type is None:
+        raise DatasetError("splits were given without a target type; name the node type they refer to (--target-type)")
+    return target_type
 
 
-def _far_id_error(edges: EdgeSource, where: str, column: str, node: int, num_edges: str) -> DatasetError:
-    return DatasetError(
-        f"{edges.name}: {where}, {column}: node id {node} is far beyond {num_edges} and would make {node + 1} nodes; "
-        f"fix the id, or pass --num-nodes {node + 1} (num_nodes={node + 1} in Python) if the graph really has that many nodes"
-    )
+def _link_split(csc: RawCSC, edge_splits: dict | None, symmetric: bool, options: BuildOptions,
+                meta: dict) -> tuple[RawCSC, dict[str, EdgeSplit]]:
+    """The given link splits, checked, or a random one drawn from ``csc`` (which then loses its val/test edges)."""
+    for split, where in (edge_splits or {}).values():
+        check_edge_split(split, csc.num_nodes, where)
+    if options.link_split is None:
+        return csc, {name: split for name, (split, _) in (edge_splits or {}).items()}
+    k = options.link_negatives
+    meta["link_split_from"] = {"random": list(options.link_split), "seed": options.seed, "neg_per_pos": k}
+    return random_edge_split(csc, options.link_split, symmetric=symmetric, neg_per_pos=k, seed=options.seed)
 
 
-class _EdgeCheck:
-    """Validates each chunk of pass 1: ids in range at both ends, weights finite and >= 0.
-
-    Without ``num_nodes`` it also keeps the largest id and where it was, so that an id
-    far beyond the edge count is refused (before it sizes an array) rather than imported.
-    """
-
-    def __init__(self, edges: EdgeSource, num_nodes: int | None, nodes_from: str):
-        self.edges, self.num_nodes, self.nodes_from = edges, num_nodes, nodes_from
-        self.highest: tuple[int, int, str] | None = None  # (id, row, column)
-
-    def limit(self, num_edges: int) -> int:
-        return max(_FREE_IDS, _IDS_PER_EDGE * num_edges)
-
-    def __call__(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray | None, first_row: int) -> None:
-        edges = self.edges
-        for column, ids in (("src", src), ("dst", dst)):
-            if len(ids) == 0:
-                continue
-            low, high = int(ids.min()), int(ids.max())
-            if low < 0:
-                row = int(np.flatnonzero(ids < 0)[0])
-                raise DatasetError(f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is negative; node ids must be in [0, num_nodes)")
-            if self.num_nodes is not None:
-                if high >= self.num_nodes:
-                    row = int(np.flatnonzero(ids >= self.num_nodes)[0])
-                    raise DatasetError(
-                        f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is out of range [0, {self.num_nodes}) "
-                        f"({self.nodes_from}); fix the id, or give every node a row / pass a larger --num-nodes"
-                    )
-                continue
-            if self.highest is None or high > self.highest[0]:
-                self.highest = (high, first_row + int(np.argmax(ids)), column)
-            seen = first_row + len(src)
-            known = edges.rows is not None
-            if high >= (self.limit(edges.rows) if known else max(_GROWTH_GUARD, self.limit(seen))):
-                node, row, col = self.highest
-                raise _far_id_error(edges, edges.where(row), col, node, f"the {edges.rows if known else f'first {seen}'} edges")
-        if weight is not None and len(weight):
-            bad = ~np.isfinite(weight) | (weight < 0)
-            if bad.any():
-                row = int(np.flatnonzero(bad)[0])
-                name, column = (edges.weight_name, "") if edges.weight_name else (edges.name, ", weight")
-                raise DatasetError(
-                    f"{name}: {edges.where(first_row + row)}{column}: {weight[row]} is not a finite number >= 0 (as float32); "
-                    "edge weights must be finite and non-negative, fix that row"
-                )
-
-    def finish(self, num_edges: int) -> None:
-        """The strict rule once the edge count is known (a CSV's only now)."""
-        if self.num_nodes is None and self.highest is not None and self.highest[0] >= self.limit(num_edges):
-            node, row, column = self.highest
-            raise _far_id_error(self.edges, self.edges.where(row), column, node, f"the {num_edges} edges")
-
-
-def _available_memory() -> int | None:
-    """Bytes the kernel can hand out without swapping (``MemAvailable``), else the physical memory."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
+def _node_order(writer: DatasetWriter, csc: RawCSC, options: BuildOptions, meta: dict) -> np.ndarray | None:
+    """``options.reorder``'s order (``order[new_id] = old_id``), saved with any cluster ids it makes; None: keep ids."""
+    meta["permutation"] = None
+    if not options.reorder:
         return None
+    if options.reorder == "cluster":
+        order, clusters, partitioner = cluster_order(csc, seed=options.seed)
+        writer.save_array(CLUSTERS_FILE, clusters)
+        meta["clusters"] = {"file": CLUSTERS_FILE, "count": int(clusters[-1]) + 1, "partitioner": partitioner,
+                            "meaning": "clusters[new_id] = cluster id; each cluster is a contiguous id range"}
+    else:
+        order = node_order(options.reorder, csc)
+    writer.save_array(fmt.ORIGINAL_IDS, order)
+    meta["permutation"] = {"method": options.reorder, "file": fmt.ORIGINAL_IDS,
+                           "meaning": "original_ids[new_id] = id in the imported data"}
+    return order
 
 
-def _check_node_memory(num_nodes: int, nodes_from: str) -> None:
-    """Refuse a node count whose per-node arrays (degree counts, column pointers) cannot fit in memory."""
-    needed = 16 * (num_nodes + 1)
-    available = _available_memory()
-    if available is not None and needed > available:
-        raise DatasetError(
-            f"num_nodes={num_nodes} ({nodes_from}) needs {needed / 2**30:.1f} GiB for per-node arrays but {available / 2**30:.1f} GiB "
-            "is available; pass the real node count with --num-nodes"
-        )
+def _write_node_tables(writer: DatasetWriter, graph: _Graph, counts: dict[str, int], nodes_from: dict[str, str],
+                       inverse: np.ndarray | None, options: BuildOptions, meta: dict) -> dict[str, np.ndarray]:
+    """Every node type's features and labels; returns which nodes of each labelled type have no label."""
+    unlabelled = {}
+    for t in graph.node_types:
+        if t in graph.features:
+            name = fmt.node_file(t, "features")
+            write_features(writer, graph.features[t], counts[t], nodes_from[t], inverse, options.feature_dtype, name,
+                           options.quiet)
+            meta["features"][t] = name
+        if t in graph.labels:
+            name = fmt.node_file(t, "labels")
+            classes, unlabelled[t] = write_labels(writer, graph.labels[t], counts[t], nodes_from[t], inverse,
+                                                  options.classes_of(t), name)
+            if graph.typed:
+                refuse_unlabelled(t, graph.labels[t], unlabelled[t])
+            meta["labels"][t] = {"file": name, "num_classes": classes}
+    return unlabelled
 
 
-def _build_csc(writer: DatasetWriter, edges: EdgeSource, num_nodes: int | None, nodes_from: str, options: BuildOptions) -> tuple[RawCSC, bool]:
-    """The cleaned CSC in scratch files (indices and weights memory-mapped, unread) and whether it is symmetric."""
-    total = edges.rows
-    if num_nodes is not None:
-        _check_node_memory(num_nodes, nodes_from)
-    check = _EdgeCheck(edges, num_nodes, nodes_from)
-    with progress(total, "count edges", "edge", options.quiet) as bar:
-        counts = count_in_degrees(edges.chunks, num_nodes, options.undirected, check, bar.update)
-    raw_edges = int(counts.sum())
-    if raw_edges == 0:
-        raise DatasetError(f"{edges.name}: holds no edges; an edge list needs at least one 'src, dst' row")
-    check.finish(raw_edges // (2 if options.undirected else 1))
-    if num_nodes is None:
-        num_nodes = len(counts)
-    if num_nodes > MAX_NODES:
-        raise DatasetError(f"num_nodes={num_nodes} ({nodes_from}): graphs of more than {MAX_NODES} nodes are not supported; check the node ids")
-    firsts = bucket_ranges(np.concatenate([counts, np.zeros(num_nodes - len(counts), dtype=np.int64)]) if len(counts) < num_nodes else counts)
-    del counts
-    with progress(total, "bucket edges", "edge", options.quiet) as bar:
-        buckets = write_buckets(edges.chunks, firsts, num_nodes, options.undirected, edges.weighted, writer.scratch, bar.update)
-    if edges.release is not None:
-        edges.release()
-    with (
-        writer.stream_array(fmt.INDICES, (raw_edges,), fmt.index_dtype(num_nodes), scratch=True) as indices,
-        writer.stream_array(fmt.EDGE_WEIGHT, (raw_edges if edges.weighted else 0,), np.float32, scratch=True) as weights,
-        progress(len(buckets), "sort columns", "bucket", options.quiet) as bar,
-    ):
-        merge = options.drop_duplicates or options.undirected
-        done = assemble_columns(buckets, firsts, num_nodes, indices, weights, options.drop_self_loops, merge, bar.update)
-        indices.shrink(done.num_edges)
-        weights.shrink(done.num_edges if edges.weighted else 0)
-
-    def mapped(name):
-        array = np.load(writer.scratch(name), mmap_mode="r")
-        watch(array, writer.scratch(name), fix="run again")
-        return array
-
-    return RawCSC(done.indptr, mapped(fmt.INDICES), mapped(fmt.EDGE_WEIGHT) if edges.weighted else None), done.symmetric
+def _write_splits(writer: DatasetWriter, splits: dict[str, Source], num_nodes: int, unlabelled: np.ndarray | None,
+                  inverse: np.ndarray | None, options: BuildOptions, meta: dict) -> None:
+    """The target type's splits: the given ones, else a random split of its labelled nodes."""
+    split_arrays = read_splits(splits, num_nodes, unlabelled)
+    if not split_arrays and unlabelled is not None:
+        split_arrays = random_split(num_nodes, unlabelled, options.split_fractions, options.seed)
+        meta["splits_from"] = {"random": list(options.split_fractions), "seed": options.seed}
+    for name, idx in split_arrays.items():
+        mapped = np.sort(idx if inverse is None else inverse[idx])
+        writer.save_array(fmt.split_file(name), mapped)
+        meta["splits"][name] = int(len(mapped))
 
 
 def _write_edge_splits(writer: DatasetWriter, links: dict[str, EdgeSplit], inverse: np.ndarray | None) -> dict:
     """Write each split's positive (and negative) edges in the final node ids; returns the meta.json entry."""
     entry = {}
     for name, split in links.items():
-        record = {"pos": fmt.edge_file(name, "pos"), "neg": None, "neg_per_pos": split.neg_per_pos,
-                  "num_pos": int(split.pos.shape[1]), "num_neg": 0}
+        record = {"pos": fmt.link_file(name, "pos"), "neg": None, "neg_per_pos": split.neg_per_pos,
+                  "num_pos": int(split.pos.shape[1]), "num_neg": 0, "edge_type": list(fmt.EDGE)}
         for kind, edges in (("pos", split.pos), ("neg", split.neg)):
             if edges is None:
                 continue
             array = edges.numpy().astype(np.int64, copy=False)
-            writer.save_array(fmt.edge_file(name, kind), array if inverse is None else inverse[array])
-            record[kind] = fmt.edge_file(name, kind)
+            writer.save_array(fmt.link_file(name, kind), array if inverse is None else inverse[array])
+            record[kind] = fmt.link_file(name, kind)
             record[f"num_{kind}"] = int(array.shape[1])
         entry[name] = record
     return entry
 
 
-def _write_csc(writer: DatasetWriter, csc: RawCSC, order: np.ndarray | None, from_scratch: bool = True) -> RawCSC:
-    """The dataset's topology arrays: the scratch arrays renamed when nothing moves, else a relabelled copy."""
+def _write_csc(writer: DatasetWriter, csc: RawCSC, order: np.ndarray | None, from_scratch: bool,
+               keep_ids: bool) -> RawCSC:
+    """The dataset's topology arrays: the scratch arrays renamed when nothing moves, else a relabelled copy.
+
+    ``keep_ids``: the edge ids become ``edge_ids.npy``; else they stay scratch (edge features still follow them).
+    """
     if order is None and from_scratch and csc.num_edges == len(csc.indices):
         writer.save_array(fmt.INDPTR, csc.indptr)
         writer.adopt(writer.scratch(fmt.INDICES), fmt.INDICES)
         if csc.weights is not None:
             writer.adopt(writer.scratch(fmt.EDGE_WEIGHT), fmt.EDGE_WEIGHT)
+        if csc.edge_ids is not None and keep_ids:
+            writer.adopt(writer.scratch(fmt.EDGE_IDS), fmt.EDGE_IDS)
         return csc
     indptr = writer.new_array(fmt.INDPTR, (csc.num_nodes + 1,), np.int64)
     indices = writer.new_array(fmt.INDICES, (csc.num_edges,), csc.indices.dtype)
     weights = writer.new_array(fmt.EDGE_WEIGHT, (csc.num_edges,), np.float32) if csc.weights is not None else None
-    write_permuted(csc, indptr, indices, weights, order)
-    return RawCSC(indptr, indices, weights)
+    ids = None
+    if csc.edge_ids is not None:
+        shape = (csc.num_edges,)
+        if keep_ids:
+            ids = writer.new_array(fmt.EDGE_IDS, shape, np.int64)
+        else:
+            scratch = writer.scratch("permuted_edge_ids.npy")
+            ids = np.lib.format.open_memmap(scratch, mode="w+", dtype=np.int64, shape=shape)
+            watch(ids, scratch, fix="run again")
+    write_permuted(csc, indptr, indices, weights, order, ids)
+    return RawCSC(indptr, indices, weights, ids)
 
 
-def _rows_in_chunks(source: Source, num_nodes: int, nodes_from: str) -> Iterator[tuple[int, np.ndarray]]:
-    """(first_row, chunk) pairs, checking the total row count against ``num_nodes``."""
-    row = 0
-    for chunk in source.chunks():
-        if row + len(chunk) > num_nodes:
-            raise DatasetError(f"{source.name}: has more than {num_nodes} rows but the graph has {num_nodes} nodes ({nodes_from}); one row per node (fix the file or --num-nodes)")
-        yield row, chunk
-        row += len(chunk)
-    if row != num_nodes:
-        raise DatasetError(f"{source.name}: has {row} rows but the graph has {num_nodes} nodes ({nodes_from}); one row per node is required (fix the file or --num-nodes)")
-
-
-def _put_rows(out, first: int, rows: np.ndarray, inverse: np.ndarray | None) -> None:
-    """Rows ``first...`` of the imported order into ``out`` (an :class:`ArrayFile`), through ``inverse`` when reordered."""
-    if inverse is None:
-        out.write_rows(first, rows)
-        return
-    targets = inverse[first : first + len(rows)]
-    order = np.argsort(targets, kind="stable")
-    targets, rows = targets[order], rows[order]
-    breaks = np.flatnonzero(np.diff(targets) != 1) + 1
-    for lo, hi in zip(np.concatenate([[0], breaks]), np.concatenate([breaks, [len(targets)]]), strict=True):
-        out.write_rows(int(targets[lo]), rows[lo:hi])
-
-
-def _all_finite(values: np.ndarray) -> bool:
-    """``np.isfinite(values).all()``; on float16 by the exponent bits, which is many times faster."""
-    if values.dtype == np.float16:
-        return not ((values.view(np.uint16) & 0x7C00) == 0x7C00).any()
-    return bool(np.isfinite(values).all())
-
-
-def _write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, options: BuildOptions,
-                    name: str = fmt.FEATURES) -> int:
-    dtype = np.dtype(options.feature_dtype)
-    out = None
-    try:
-        with progress(num_nodes, "features", "row", options.quiet) as bar:
-            for first, chunk in _rows_in_chunks(source, num_nodes, nodes_from):
-                chunk = np.asarray(chunk)
-                if chunk.ndim != 2:
-                    chunk = chunk.reshape(len(chunk), -1)
-                if out is None:
-                    if chunk.shape[1] == 0:
-                        raise DatasetError(f"{source.name}: feature rows have no columns; give at least one feature per node")
-                    out = writer.stream_array(name, (num_nodes, chunk.shape[1]), dtype)
-                elif chunk.shape[1] != out.shape[1]:
-                    raise DatasetError(f"{source.name}: {source.where(first)} has {chunk.shape[1]} features, earlier rows {out.shape[1]}; all rows need the same width")
-                values = chunk.astype(dtype, copy=False)
-                if not _all_finite(values):
-                    finite = np.isfinite(values)
-                    row, col = (int(i[0]) for i in np.nonzero(~finite))
-                    raw = chunk[row, col]
-                    hint = f"it overflows {dtype}; use feature dtype float32" if np.isfinite(raw) else "replace NaN/inf features (e.g. with 0) before importing"
-                    raise DatasetError(f"{source.name}: {source.where(first + row)}, column {col}: {raw} is not a finite number; {hint}")
-                _put_rows(out, first, values, inverse)
-                bar.update(len(values))
-    finally:
-        if out is not None:
-            out.close()
-    return int(out.shape[1])
-
-
-def _check_edge_features(edges: EdgeFeatures, options: BuildOptions) -> None:
-    merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates", "link_split") if getattr(options, name)]
+def _check_edge_features(edges: EdgeFeatures, source: EdgeSource, options: BuildOptions) -> None:
+    merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates", "link_split")
+               if getattr(options, name)]
     if merging:
-        raise DatasetError(f"{edges.name}: edge features need every edge kept, but {', '.join(merging)} merges or drops edges; "
-                           "build without those options, or without edge features")
+        raise DatasetError(f"{edges.name}: edge features need every edge kept, but {', '.join(merging)} merges or "
+                           "drops edges; build without those options, or without edge features")
     values = edges.values.reshape(len(edges.values), -1)
-    if len(values) != edges.edge_index.shape[1] or values.shape[1] == 0:
-        raise DatasetError(f"{edges.name}: has shape {list(edges.values.shape)} for {edges.edge_index.shape[1]} edges; "
+    if (source.rows is not None and len(values) != source.rows) or values.shape[1] == 0:
+        raise DatasetError(f"{edges.name}: has shape {list(edges.values.shape)} for {source.rows} edges; "
                            "give one row of at least one feature per edge")
     finite = np.isfinite(values.astype(options.feature_dtype, copy=False))
     if not finite.all():
         row, col = (int(i[0]) for i in np.nonzero(~finite))
-        raise DatasetError(f"{edges.name}: row {row}, column {col}: {values[row, col]} is not a finite number (as {options.feature_dtype}); "
-                           "replace NaN/inf edge features (e.g. with 0) before importing")
+        raise DatasetError(f"{edges.name}: row {row}, column {col}: {values[row, col]} is not a finite number "
+                           f"(as {options.feature_dtype}); replace NaN/inf edge features (e.g. with 0) "
+                           "before importing")
 
 
-def _write_edge_features(writer: DatasetWriter, edges: EdgeFeatures, final: RawCSC, order: np.ndarray | None, options: BuildOptions) -> int:
-    """Rows of ``edges.values`` in the dataset's CSC order: edges matched by (dst, src) in original ids, parallel edges in input order."""
-    n = np.int64(final.num_nodes)
-    dst = np.repeat(np.arange(n, dtype=np.int64), final.degrees())
-    src = np.asarray(final.indices, dtype=np.int64)
-    if order is not None:
-        src, dst = order[src], order[dst]
-    given_src, given_dst = (np.asarray(a, dtype=np.int64) for a in edges.edge_index)
-    source_row = np.empty(len(src), dtype=np.int64)
-    source_row[np.argsort(dst * n + src, kind="stable")] = np.argsort(given_dst * n + given_src, kind="stable")
-    values = edges.values.reshape(len(edges.values), -1)
-    out = writer.new_array(fmt.EDGE_FEATURES, (len(src), values.shape[1]), np.dtype(options.feature_dtype))
-    chunk = 1 << 20
-    for lo in range(0, len(src), chunk):
-        out[lo : lo + chunk] = values[source_row[lo : lo + chunk]]
-    out.flush()
-    return int(values.shape[1])
-
-
-# Without --num-classes the class count is the largest label + 1, as long as that is not far beyond
-# the labels in use: a lone typo (label 10**9) must not size a model's output layer.
-_SPARE_CLASSES = 64
-
-
-def _write_labels(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, num_classes: int | None,
-                  name: str = fmt.LABELS) -> tuple[int, np.ndarray]:
-    """Write the labels (-1: no label); returns the class count and which nodes (new ids) have no label."""
-    with writer.stream_array(name, (num_nodes,), np.int64) as out:
-        unlabelled = np.zeros(num_nodes, dtype=np.bool_)
-        num_classes = _stream_labels(source, num_nodes, nodes_from, inverse, num_classes, out, unlabelled)
-    return num_classes, unlabelled
-
-
-def _stream_labels(source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, num_classes: int | None, out, unlabelled: np.ndarray) -> int:
-    highest, highest_row = -1, 0
-    # which labels occur; never longer than 2 * num_nodes + _SPARE_CLASSES, beyond that a label is refused outright
-    used = np.zeros(0, dtype=np.bool_)
-
-    def too_many_classes() -> DatasetError:
-        return DatasetError(
-            f"{source.name}: {source.where(highest_row)}: label {highest} would make {highest + 1} classes, far more than the "
-            f"distinct labels in use; fix the label, or pass --num-classes {highest + 1} if there really are that many classes"
-        )
-
-    for first, chunk in _rows_in_chunks(source, num_nodes, nodes_from):
-        values = _integers(source, np.asarray(chunk).reshape(-1), first, "labels")
-        bad = (values < -1) if num_classes is None else ((values < -1) | (values >= num_classes))
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            allowed = "must be >= 0 (or -1: no label)" if num_classes is None else f"must be in [0, {num_classes}) (or -1: no label)"
-            raise DatasetError(f"{source.name}: {source.where(first + row)}: label {values[row]} {allowed}; fix the label or pass the right --num-classes")
-        if len(values):
-            top = int(np.argmax(values))
-            if values[top] > highest:
-                highest, highest_row = int(values[top]), first + top
-            if num_classes is None:
-                if highest + 1 > 2 * num_nodes + _SPARE_CLASSES:
-                    raise too_many_classes()
-                if highest + 1 > len(used):
-                    used = np.concatenate([used, np.zeros(highest + 1 - len(used), dtype=np.bool_)])
-                used[values[values >= 0]] = True
-        _put_rows(out, first, values, inverse)
-        missing = np.flatnonzero(values < 0) + first
-        unlabelled[missing if inverse is None else inverse[missing]] = True
-    if highest < 0:
-        raise DatasetError(f"{source.name}: no node has a label (all are -1 or NaN); give some nodes a label, or import without labels")
-    if num_classes is not None:
-        return num_classes
-    if highest + 1 > 2 * int(used.sum()) + _SPARE_CLASSES:
-        raise too_many_classes()
-    return highest + 1
-
-
-def _integers(source: Source, values: np.ndarray, first: int, what: str) -> np.ndarray:
-    bad = first_non_integer(values)
-    if bad is not None:
-        raise DatasetError(f"{source.name}: {source.where(first + bad)}: {values[bad]} is not an integer; {what} must be whole numbers")
-    return values.astype(np.int64, copy=False)
-
-
-def _read_splits(splits: dict[str, Source], num_nodes: int, unlabelled: np.ndarray | None) -> dict[str, np.ndarray]:
-    owner = np.full(num_nodes, -1, dtype=np.int8)
-    result = {}
-    for k, (name, source) in enumerate(splits.items()):
-        parts = []
-        row = 0
-        for chunk in source.chunks():
-            ids = _integers(source, np.asarray(chunk).reshape(-1), row, "split node ids")
-            bad = (ids < 0) | (ids >= num_nodes)
-            if bad.any():
-                at = int(np.flatnonzero(bad)[0])
-                raise DatasetError(f"{source.name}: {source.where(row + at)}: node id {ids[at]} is out of range [0, {num_nodes}); fix the {name} split")
-            taken = owner[ids]
-            clash = taken >= 0
-            if clash.any():
-                at = int(np.flatnonzero(clash)[0])
-                other = list(splits)[taken[at]]
-                what = "twice" if other == name else f"also in the {other} split"
-                raise DatasetError(f"{source.name}: {source.where(row + at)}: node {ids[at]} is {what}; splits must not overlap or repeat nodes")
-            if unlabelled is not None and unlabelled[ids].any():
-                at = int(np.flatnonzero(unlabelled[ids])[0])
-                raise DatasetError(f"{source.name}: {source.where(row + at)}: node {ids[at]} has no label (-1 or NaN); a {name} node needs one, fix its label or drop it from the split")
-            owner[ids] = k
-            # a duplicate inside one chunk escapes the check above
-            if len(np.unique(ids)) != len(ids):
-                values, counts = np.unique(ids, return_counts=True)
-                raise DatasetError(f"{source.name}: node {values[counts > 1][0]} is listed twice in the {name} split; splits must not repeat nodes")
-            parts.append(ids)
-            row += len(ids)
-        result[name] = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    return result
-
-
-def _random_split(num_nodes: int, unlabelled: np.ndarray, fractions: tuple[float, float, float], seed: int) -> dict[str, np.ndarray]:
-    """Split the labelled nodes at random by ``fractions`` of their number."""
-    perm = np.random.default_rng(seed).permutation(num_nodes)
-    if unlabelled.any():
-        perm = perm[~unlabelled[perm]]
-    labelled = len(perm)
-    sizes = [int(round(f * labelled)) for f in fractions]
-    bounds = np.minimum(np.cumsum([0, *sizes]), labelled)
-    return {name: perm[bounds[i] : bounds[i + 1]] for i, name in enumerate(fmt.SPLIT_NAMES)}
+def _write_all_edge_features(writer: DatasetWriter, graph: _Graph, final: RawCSC, num_edges: dict[EdgeType, int],
+                             dtype: str, meta: dict) -> None:
+    """Each edge type's feature rows in its CSC order: row ``p`` is the source's row ``edge_ids[p]``."""
+    start = 0
+    for entry, et in zip(meta["edge_types"], graph.edges):
+        end = start + num_edges[et]
+        features = graph.edge_features.get(et)
+        if features is not None:
+            values = features.values.reshape(len(features.values), -1)
+            if len(values) != end - start:
+                raise DatasetError(f"{features.name}: has {len(values)} rows but edge type {et} has "
+                                   f"{end - start} edges; give one row per edge")
+            name = fmt.edge_features_file(et)
+            out = writer.new_array(name, (end - start, values.shape[1]), np.dtype(dtype))
+            chunk = 1 << 20
+            for lo in range(start, end, chunk):
+                out[lo - start : min(lo + chunk, end) - start] = values[final.edge_ids[lo : min(lo + chunk, end)]]
+            out.flush()
+            del out
+            entry["features"] = name
+        start = end

@@ -11,7 +11,7 @@ import numpy as np
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.reorder import METHODS
 from sparsetrain.datasets.presets import DEFAULT_SPLIT, PRESETS
-from sparsetrain.errors import DatasetError
+from sparsetrain.errors import DatasetError, UsageError
 
 
 def _add_build_options(p: argparse.ArgumentParser, with_cleaning: bool = True) -> None:
@@ -21,7 +21,8 @@ def _add_build_options(p: argparse.ArgumentParser, with_cleaning: bool = True) -
         p.add_argument("--drop-duplicates", action="store_true", help="merge repeated edges (weights summed)")
         p.add_argument("--num-classes", type=int, help="labels must lie in [0, C) (default: largest label + 1)")
     p.add_argument("--reorder", choices=["none", *METHODS], default="none",
-                   help="renumber nodes: 'degree' (hubs first) or 'rcm' (neighbors get close ids); the map back is kept")
+                   help="renumber nodes: 'degree' (hubs first), 'rcm' (neighbors get close ids) or 'cluster' (graph "
+                        "partitions contiguous, kept in clusters.npy for --model gt); the map back is kept")
     p.add_argument("--feature-dtype", choices=fmt.FEATURE_DTYPES, help="stored feature dtype (default float32)")
     p.add_argument("--split", type=_fractions, metavar="random|TRAIN,VAL,TEST",
                    help="random split of the labelled nodes when no split files are given: 'random' (0.6,0.2,0.2) or its fractions; "
@@ -86,6 +87,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Import a graph into the sparsetrain dataset format. Either --edges (CSV/Parquet/.npy) with optional "
         "node files, or --ogb DIR (an OGB node-property folder). Streams in bounded memory; writes atomically.",
     )
+    p.register("action", None, _Once)  # every single-value flag: given twice is refused, not silently the last
+    p.register("action", "store", _Once)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--edges", type=Path, help="edge list: CSV (src,dst[,weight]; .gz ok), Parquet, or .npy [2,E]/[E,2]")
     src.add_argument("--ogb", type=Path, help="OGB node-property folder with raw/ and split/ (a heterogeneous one, e.g. ogbn-mag, gives a typed dataset)")
@@ -106,7 +109,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="link prediction: split the edges (e.g. 0.85,0.05,0.10; each undirected edge once), remove the val/test "
                         "edges from the graph and draw fixed strict negatives for them (--seed)")
     p.add_argument("--link-negatives", type=int, default=100, metavar="K",
-                   help="fixed negatives per val/test positive with --link-split (default 100: MRR ranks each positive among its K)")
+                   help="fixed negatives per val/test positive with --link-split, at least 1 (default 100: MRR "
+                        "ranks each positive among its K)")
     p.add_argument("--num-nodes", type=int, help="number of nodes (default: rows of --features, else largest id + 1)")
     _add_build_options(p)
     p.set_defaults(run=_one_line(_preprocess))
@@ -139,72 +143,156 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_one_line(_info))
 
 
-def _pairs(values: list[str], flag: str) -> dict[str, str]:
+def _pairs(values: list[str], flag: str, key=str) -> dict:
+    """``TYPE=VALUE`` flags as a dict by ``key(TYPE)``; a type given twice is refused (the later would replace it)."""
     out = {}
     for text in values:
-        key, sep, value = text.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise DatasetError(f"{flag} {text!r}: write it as KEY=VALUE (e.g. {flag} paper=paper_feat.npy)")
-        out[key.strip()] = value.strip()
+        name, sep, value = (part.strip() for part in text.partition("="))
+        if not sep or not name or not value:
+            raise UsageError(f"{flag} {text!r}: write it as KEY=VALUE (e.g. {flag} paper=paper_feat.npy)")
+        if key(name) in out:
+            raise UsageError(f"{flag} is given twice for {name} ({out[key(name)]} and {value}); give each type once "
+                             "(merge its files into one)")
+        out[key(name)] = value
     return out
 
 
+_OGB_SPLIT = "an --ogb folder has its split (choose it with --ogb-split, or --split for a random one)"
+_EDGES_AS_GIVEN = "a typed dataset keeps edges as given (use --add-reverse for reverse edge types)"
+# Which inputs each flag applies to ("edges": --edges, "typed": --typed-edges, "ogb"/"typed-ogb": an --ogb folder),
+# and what to do instead where it does not.
+_APPLIES = {
+    "features": (("edges",), "give node features with --node-features TYPE=FILE; an --ogb folder has its own"),
+    "labels": (("edges",), "give labels with --node-labels TYPE=FILE; an --ogb folder has its own"),
+    "num_nodes": (("edges", "ogb"), "give counts with --node-count TYPE=N; a typed --ogb folder has its own"),
+    "train_idx": (("edges", "typed"), _OGB_SPLIT),
+    "val_idx": (("edges", "typed"), _OGB_SPLIT),
+    "test_idx": (("edges", "typed"), _OGB_SPLIT),
+    "ogb_split": (("ogb", "typed-ogb"), "it chooses a split folder of --ogb; give split files with --train-idx etc."),
+    "link_split": (("edges", "ogb"), "link prediction splits the edges of a homogeneous graph (--edges or --ogb)"),
+    "node_features": (("typed",), "it is for --typed-edges; use --features (--edges); an --ogb folder has its own"),
+    "node_labels": (("typed",), "it is for --typed-edges; use --labels (--edges); an --ogb folder has its own"),
+    "node_count": (("typed",), "it is for --typed-edges; use --num-nodes"),
+    "target_type": (("typed", "typed-ogb"), "it chooses the labelled type of a typed dataset"),
+    "add_reverse": (("typed", "typed-ogb"), "it is for typed datasets; use --undirected"),
+    **dict.fromkeys(("undirected", "drop_self_loops", "drop_duplicates", "reorder"),
+                    (("edges", "ogb"), _EDGES_AS_GIVEN)),
+}
+_INPUTS = {"edges": "--edges", "typed": "--typed-edges", "ogb": "a homogeneous --ogb folder",
+           "typed-ogb": "a typed --ogb folder"}
+
+
+class _Once(argparse.Action):
+    """Store a flag's value and record each use, so that a flag given twice is refused rather than the first dropped."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        vars(namespace).setdefault("given_flags", {}).setdefault(self.dest, []).append(option_string)
+        setattr(namespace, self.dest, values)
+
+
+def _given(args: argparse.Namespace, dest: str) -> bool:
+    value = getattr(args, dest, None)
+    return dest in getattr(args, "given_flags", {}) or value is True or (isinstance(value, list) and bool(value))
+
+
+def _input_kind(args: argparse.Namespace) -> str:
+    """Which importer the flags feed: "edges", "typed", "ogb" or "typed-ogb"."""
+    from sparsetrain.datasets.ogb_folder import is_typed_ogb_folder
+
+    if args.typed_edges:
+        return "typed"
+    if args.edges is not None:
+        return "edges"
+    return "typed-ogb" if is_typed_ogb_folder(args.ogb) else "ogb"
+
+
+def _check_flags(args: argparse.Namespace, kind: str) -> None:
+    """Every flag given is used: a flag given twice, or one this input does not use, is refused in one line."""
+    for uses in getattr(args, "given_flags", {}).values():
+        if len(uses) > 1:
+            raise UsageError(f"{uses[0]} is given {len(uses)} times; a later value would replace the first: give it "
+                             "once")
+    for dest, (kinds, instead) in _APPLIES.items():
+        if _given(args, dest) and kind not in kinds:
+            raise UsageError(f"--{dest.replace('_', '-')} does not apply to {_INPUTS[kind]}: {instead}")
+    labelled = {"edges": _given(args, "labels"), "typed": _given(args, "node_labels")}.get(kind, True)
+    featured = {"edges": _given(args, "features"), "typed": _given(args, "node_features")}.get(kind, True)
+    if _given(args, "num_classes") and not labelled:
+        raise UsageError(f"--num-classes {args.num_classes} without labels: give the labels (--labels or "
+                         "--node-labels), or drop it")
+    if _given(args, "feature_dtype") and not featured:
+        raise UsageError(f"--feature-dtype {args.feature_dtype} without features: give them (--features or "
+                         "--node-features), or drop it")
+    split_files = any(_given(args, f"{n}_idx") for n in fmt.SPLIT_NAMES) or _given(args, "ogb_split")
+    if _given(args, "split") and (not labelled or split_files):
+        why = "there are no labels to split" if not labelled else "a split is given (split files or --ogb-split)"
+        raise UsageError(f"--split draws a random split, but {why}; drop --split")
+    if _given(args, "link_negatives"):
+        if not _given(args, "link_split"):
+            raise UsageError("--link-negatives counts the negatives of --link-split's validation/test edges; add "
+                             "--link-split or drop it")
+        from sparsetrain.datasets.edge_split import check_negatives
+
+        check_negatives(args.link_negatives)
+
+
 def _typed_options(args: argparse.Namespace) -> dict:
-    unsupported = [f for f, on in (("--undirected", args.undirected), ("--drop-self-loops", args.drop_self_loops),
-                                   ("--drop-duplicates", args.drop_duplicates), ("--reorder", args.reorder != "none")) if on]
-    if unsupported:
-        raise DatasetError(f"{unsupported[0]} is for homogeneous graphs; a typed dataset keeps edges as given (use --add-reverse for reverse edge types)")
-    return {"add_reverse": args.add_reverse, "feature_dtype": args.feature_dtype or "float32", "split_fractions": args.split or DEFAULT_SPLIT, "seed": args.seed,
-            "overwrite": args.overwrite, "quiet": args.quiet}
+    return {"add_reverse": args.add_reverse, "feature_dtype": args.feature_dtype or "float32",
+            "split_fractions": args.split or DEFAULT_SPLIT, "seed": args.seed, "overwrite": args.overwrite,
+            "quiet": args.quiet, "num_classes": args.num_classes}
 
 
-def _preprocess_typed(args: argparse.Namespace):
-    from sparsetrain.datasets.files import from_files_hetero
-    from sparsetrain.datasets.ogb_folder import _find, from_ogb_hetero
+def _preprocess_typed(args: argparse.Namespace, kind: str):
+    from sparsetrain.datasets.files import from_files_hetero, parse_edge_type
+    from sparsetrain.datasets.ogb_folder import from_ogb_hetero
 
-    if args.ogb is not None and _find(args.ogb / "raw", "num-node-dict") is not None:
-        return from_ogb_hetero(args.ogb, args.out, split=args.ogb_split, target_type=args.target_type, **_typed_options(args))
-    if not args.typed_edges:
-        return None
-    homogeneous = [n for n in ("features", "labels", "num_nodes") if getattr(args, n, None) is not None]
-    if homogeneous:
-        raise DatasetError(f"--{homogeneous[0].replace('_', '-')} is for homogeneous graphs; with --typed-edges use --node-features/--node-labels/--node-count TYPE=...")
+    if kind == "typed-ogb":
+        split = "random" if args.split else args.ogb_split
+        return from_ogb_hetero(args.ogb, args.out, split=split, target_type=args.target_type, **_typed_options(args))
     counts = {}
     for t, v in _pairs(args.node_count, "--node-count").items():
         try:
             counts[t] = int(v)
         except ValueError:
-            raise DatasetError(f"--node-count {t}={v}: the count must be a whole number") from None
+            raise UsageError(f"--node-count {t}={v}: the count must be a whole number") from None
     splits = {n: getattr(args, f"{n}_idx") for n in fmt.SPLIT_NAMES if getattr(args, f"{n}_idx")}
-    return from_files_hetero(args.out, _pairs(args.typed_edges, "--typed-edges"), features=_pairs(args.node_features, "--node-features"),
-                             labels=_pairs(args.node_labels, "--node-labels"), num_nodes=counts, target_type=args.target_type,
-                             splits=splits, **_typed_options(args))
+    return from_files_hetero(args.out, _pairs(args.typed_edges, "--typed-edges", parse_edge_type),
+                             features=_pairs(args.node_features, "--node-features"),
+                             labels=_pairs(args.node_labels, "--node-labels"), num_nodes=counts,
+                             target_type=args.target_type, splits=splits, **_typed_options(args))
 
 
 def _preprocess(args: argparse.Namespace) -> int:
     from sparsetrain.datasets.files import from_files
     from sparsetrain.datasets.ogb_folder import from_ogb
 
-    typed = _preprocess_typed(args)
-    if typed is not None:
+    kind = _input_kind(args)
+    _check_flags(args, kind)
+    if kind in ("typed", "typed-ogb"):
+        typed = _preprocess_typed(args, kind)
         if not args.quiet:
             print(f"wrote {typed.path}: {len(typed.node_types)} node types, {len(typed.edge_types)} edge types, "
-                  f"{typed.graph.num_edges} edges, target type {typed.target_type}")
+                  f"{typed.graph.num_edges} edges, target type {typed.target_type}{_split_note(typed.meta)}")
         return 0
     options = _options(args)
-    if args.ogb is not None:
-        extra = [n for n in ("edges", "features", "labels", "train_idx", "val_idx", "test_idx") if getattr(args, n, None)]
-        if extra:
-            raise SystemExit(f"error: --ogb reads everything from the folder; drop --{extra[0].replace('_', '-')}")
-        if args.split and args.ogb_split:
-            raise DatasetError("--split and --ogb-split: choose one (a random split, or the folder's split)")
-        ds = from_ogb(args.ogb, args.out, split="random" if args.split else args.ogb_split, num_nodes=args.num_nodes, **options)
+    if kind == "ogb":
+        split = "random" if args.split else args.ogb_split
+        ds = from_ogb(args.ogb, args.out, split=split, num_nodes=args.num_nodes, **options)
     else:
         splits = {n: getattr(args, f"{n}_idx") for n in fmt.SPLIT_NAMES if getattr(args, f"{n}_idx")}
         ds = from_files(args.out, args.edges, features=args.features, labels=args.labels, splits=splits, num_nodes=args.num_nodes, **options)
     if not args.quiet:
-        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, {ds.num_classes} classes")
+        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, "
+              f"{_classes(ds)}{_split_note(ds.meta)}")
     return 0
+
+
+def _split_note(meta: dict) -> str:
+    """Says when the node split was drawn at random (no split was given)."""
+    drawn = meta.get("splits_from")
+    if not drawn:
+        return ""
+    return f"; random split {'/'.join(f'{f:g}' for f in drawn['random'])} (seed {drawn['seed']})"
 
 
 def _synth(args: argparse.Namespace) -> int:
@@ -222,7 +310,8 @@ def _synth(args: argparse.Namespace) -> int:
     ds = synthesize(args.out, args.nodes, args.edges, feature_dim=args.feature_dim, num_classes=args.classes,
                     label_fraction=args.label_fraction, **_options(args))
     if not args.quiet:
-        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, {ds.num_classes} classes")
+        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, "
+              f"{_classes(ds)}")
     return 0
 
 
@@ -237,6 +326,10 @@ def _synth_hetero(args: argparse.Namespace) -> int:
         print(f"wrote {ds.path}: {sum(ds.num_nodes.values())} nodes of {len(ds.node_types)} types, {ds.graph.num_edges} edges of "
               f"{len(ds.edge_types)} types, target type {ds.target_type} ({ds.num_classes} classes)")
     return 0
+
+
+def _classes(ds) -> str:
+    return "no labels" if ds.num_classes is None else f"{ds.num_classes} classes"
 
 
 def _human(num_bytes: float) -> str:
@@ -254,20 +347,40 @@ def _info(args: argparse.Namespace) -> int:
     meta = ds.meta
     status = {} if args.no_verify else verify_checksums(ds.path, meta)
     bad = [name for name, ok in status.items() if not ok]
-    if meta["format_version"] >= 2:
-        return _info_typed(ds, args, status, bad)
     if not args.no_verify and not bad:
         verify_structure(ds)  # only when the bytes are the recorded ones: a damaged file is reported as a mismatch
-    degrees = ds.graph.in_degrees().numpy()
+    kind = ", typed" if ds.is_typed else ""
+    lines = [f"dataset      {ds.path}  (format version {ds.format_version}{kind}, {meta.get('created_by', '?')})"]
+    lines += _typed_lines(ds) if ds.is_typed else _homogeneous_lines(ds)
     size = sum((ds.path / name).stat().st_size for name in meta["files"])
+    lines.append(f"size         {_human(size)} in {len(meta['files'])} files")
+    if args.no_verify:
+        lines.append("checksums    not checked (--no-verify)")
+    else:
+        lines.append(f"checksums    all {len(status)} files OK, structure OK" if not bad else
+                     f"checksums    MISMATCH: {', '.join(bad)} (re-run `sparsetrain preprocess`)")
+    print("\n".join(lines))
+    return 1 if bad else 0
+
+
+def _degrees(ds, edge_type_index: int) -> np.ndarray:
+    """In-degrees of one edge type's columns, from the flat column pointers."""
+    counts, edge_types = ds.meta["node_types"], ds.edge_types
+    first = sum(counts[et[2]] for et in edge_types[:edge_type_index])
+    indptr = ds.graph.indptr[first : first + counts[edge_types[edge_type_index][2]] + 1].numpy()
+    return np.diff(indptr)
+
+
+def _homogeneous_lines(ds) -> list[str]:
+    meta = ds.meta
+    degrees = _degrees(ds, 0)
     lines = [
-        f"dataset      {ds.path}  (format v{meta['format_version']}, {meta.get('created_by', '?')})",
         f"nodes        {ds.num_nodes:,}",
         f"edges        {ds.num_edges:,}  ({'directed' if ds.directed else 'undirected: both directions stored'}"
         f"{', weighted' if meta.get('has_edge_weights') else ''}, indices {ds.graph.indices.dtype})",
         f"in-degree    min {degrees.min()}  mean {degrees.mean():.2f}  median {np.median(degrees):.0f}  "
         f"p99 {np.percentile(degrees, 99):.0f}  max {degrees.max()}  isolated {(degrees == 0).sum():,}",
-        f"features     {ds.num_features} x {meta.get('feature_dtype')}" if ds.features is not None else "features     none",
+        f"features     {ds.num_features} x {ds.features.np_dtype}" if ds.features is not None else "features     none",
         f"classes      {ds.num_classes}" if ds.labels is not None else "labels       none",
         "splits       " + ("  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items()) or "none"),
     ]
@@ -276,39 +389,23 @@ def _info(args: argparse.Namespace) -> int:
                                                   for k, v in ds.edge_split.items()))
     if meta.get("permutation"):
         lines.append(f"reordered    by {meta['permutation']['method']} (original ids in {meta['permutation']['file']})")
-    return _print_info(lines, size, meta, args, status, bad)
+    return lines
 
 
-def _print_info(lines: list[str], size: int, meta: dict, args: argparse.Namespace, status: dict, bad: list[str]) -> int:
-    """Print ``info``'s lines with the size and checksum lines both dataset kinds end with; the exit code."""
-    lines.append(f"size         {_human(size)} in {len(meta['files'])} files")
-    if args.no_verify:
-        lines.append("checksums    not checked (--no-verify)")
-    else:
-        lines.append(f"checksums    all {len(status)} files OK, structure OK" if not bad else f"checksums    MISMATCH: {', '.join(bad)} (re-run `sparsetrain preprocess`)")
-    print("\n".join(lines))
-    return 1 if bad else 0
-
-
-def _info_typed(ds, args: argparse.Namespace, status: dict, bad: list[str]) -> int:
-    from sparsetrain.datasets.hetero_dataset import verify_hetero_structure
-
-    if not args.no_verify and not bad:
-        verify_hetero_structure(ds)
-    meta = ds.meta
-    size = sum((ds.path / name).stat().st_size for name in meta["files"])
-    lines = [f"dataset      {ds.path}  (format v{meta['format_version']}, typed, {meta.get('created_by', '?')})",
-             f"node types   {len(ds.node_types)}, {sum(ds.num_nodes.values()):,} nodes"]
-    for t, entry in meta["node_types"].items():
-        feats = f"{entry['feature_dim']} x {entry['feature_dtype']} features" if t in ds.features else "no features"
-        labels = f", {entry['num_classes']} classes" if t in ds.labels else ""
+def _typed_lines(ds) -> list[str]:
+    lines = [f"node types   {len(ds.node_types)}, {sum(ds.num_nodes.values()):,} nodes"]
+    for t, n in ds.num_nodes.items():
+        feats = f"{ds.features[t].shape[1]} x {ds.features[t].np_dtype} features" if t in ds.features else "no features"
+        labels = f", {ds.num_classes_of(t)} classes" if t in ds.labels else ""
         target = "  (target)" if t == ds.target_type else ""
-        lines.append(f"  {t:<20} {entry['num_nodes']:>12,} nodes  {feats}{labels}{target}")
+        lines.append(f"  {t:<20} {n:>12,} nodes  {feats}{labels}{target}")
     lines.append(f"edge types   {len(ds.edge_types)}, {ds.graph.num_edges:,} edges")
-    for et, csc in ds.graph.edges.items():
-        deg = csc.in_degrees().numpy()
+    for k, (et, e) in enumerate(ds.num_edges.items()):
+        deg = _degrees(ds, k)
         mean = f"{deg.mean():.2f}" if len(deg) else "-"
         extra = f", {ds.edge_features[et].shape[1]} edge features" if et in ds.edge_features else ""
-        lines.append(f"  {', '.join(et):<40} {csc.num_edges:>12,} edges  in-degree mean {mean} max {deg.max() if len(deg) else 0}{extra}")
-    lines.append("splits       " + ("  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items()) + f"  (of {ds.target_type!r})" if ds.split else "none"))
-    return _print_info(lines, size, meta, args, status, bad)
+        top = deg.max() if len(deg) else 0
+        lines.append(f"  {', '.join(et):<40} {e:>12,} edges  in-degree mean {mean} max {top}{extra}")
+    splits = "  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items())
+    lines.append("splits       " + (f"{splits}  (of {ds.target_type!r})" if ds.split else "none"))
+    return lines

@@ -8,6 +8,11 @@ Then each bucket in turn is read, sorted, cleaned (self loops, duplicates) and
 appended to the output column arrays, which are written, never mapped.
 Memory is two int64 arrays per node plus one bucket (512 MiB at the default),
 whatever the number of edges.
+
+Sources and destinations may be different node types (one edge type of a typed graph): the key
+multiplier is then the source type's count and the columns are the destination type's nodes. With
+``with_ids`` each edge also carries its row in the edge stream, kept in the same order as the keys
+(equal keys in stream order), so edge features and edge ids follow the edges into CSC order.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.rng import mix64
 
 EdgeChunk = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
@@ -38,8 +44,9 @@ def _count(counts, src, dst, both_directions):
 
 
 @numba.njit(cache=True, nogil=True)
-def _group_by_bucket(src, dst, w, has_weights, bucket_of_node, first_node, num_nodes, both_directions, bucket, keys, weights, offsets):
-    """Fill ``keys`` (and ``weights``) with the chunk's directed edges grouped by bucket; ``offsets[b]`` starts bucket b.
+def _group_by_bucket(src, dst, w, has_weights, bucket_of_node, first_node, num_nodes, both_directions, bucket, keys, weights, offsets,
+                     has_ids, first_row, ids):
+    """Fill ``keys`` (and ``weights``, ``ids``) with the chunk's directed edges grouped by bucket; ``offsets[b]`` starts bucket b.
 
     Outputs are passed in rather than returned: no arrays are boxed on the way back,
     which keeps the call safe when a signal handler raises right after it.
@@ -62,6 +69,8 @@ def _group_by_bucket(src, dst, w, has_weights, bucket_of_node, first_node, num_n
         keys[p] = (d - first_node[b]) * num_nodes + s
         if has_weights:
             weights[p] = w[i]
+        if has_ids:
+            ids[p] = first_row + i
         bucket[b] += 1
 
 
@@ -111,17 +120,19 @@ def count_in_degrees(chunks: EdgeChunks, num_nodes: int | None, undirected: bool
 
     ``check(src, dst, weight, first_row)`` validates a chunk before any of its ids
     is used. When ``num_nodes`` is not known in advance the count array grows to
-    the largest id at either end of an edge, so no source id lies past the last node.
+    the largest id at either end of an edge, so no source id lies past the last node;
+    a given ``num_nodes`` is the destination count (``check`` keeps every id in range).
     """
     counts = np.zeros(num_nodes or 0, dtype=np.int64)
     row = 0
     for src, dst, w in chunks():
         check(src, dst, w, row)
         row += len(src)
-        if len(src):
+        if len(src) and num_nodes is None:
             need = max(int(src.max()), int(dst.max())) + 1
             if need > len(counts):
                 counts = np.concatenate([counts, np.zeros(need - len(counts), dtype=np.int64)])
+        if len(src):
             _count(counts, src, dst, undirected)
         if on_chunk is not None:
             on_chunk(len(src))
@@ -142,32 +153,46 @@ def bucket_ranges(counts: np.ndarray, bucket_edges: int | None = None) -> np.nda
     return np.asarray(firsts, dtype=np.int64)
 
 
-def write_buckets(chunks: EdgeChunks, firsts: np.ndarray, num_nodes: int, undirected: bool, weighted: bool, scratch: Callable[[str], Path], on_chunk=None) -> list[tuple[Path, Path | None]]:
-    """Pass 2: append every directed edge's key (and weight) to its bucket's scratch files."""
+Bucket = tuple[Path, "Path | None", "Path | None"]
+"""Scratch files of one bucket: keys, weights (or None), edge ids (or None)."""
+
+
+def write_buckets(chunks: EdgeChunks, firsts: np.ndarray, num_nodes: int, undirected: bool, weighted: bool, scratch: Callable[[str], Path],
+                  on_chunk=None, with_ids: bool = False) -> list[Bucket]:
+    """Pass 2: append every directed edge's key (and weight, and row in the stream) to its bucket's scratch files.
+
+    ``num_nodes`` is the key multiplier: the node count, or the source type's count for one edge type of a typed graph.
+    """
     num_buckets = len(firsts) - 1
     bucket_of = np.repeat(np.arange(num_buckets, dtype=np.int32), np.diff(firsts))
-    paths = [(scratch(f"bucket{b}.keys"), scratch(f"bucket{b}.weights") if weighted else None) for b in range(num_buckets)]
-    files = [(open(k, "wb"), open(w, "wb") if w else None) for k, w in paths]
+    paths = [(scratch(f"bucket{b}.keys"), scratch(f"bucket{b}.weights") if weighted else None, scratch(f"bucket{b}.ids") if with_ids else None)
+             for b in range(num_buckets)]
+    files = [tuple(None if p is None else open(p, "wb") for p in bucket) for bucket in paths]
     no_weights = np.zeros(0, dtype=np.float32)
+    no_ids = np.zeros(0, dtype=np.int64)
     cursor = np.zeros(num_buckets, dtype=np.int64)
     offsets = np.zeros(num_buckets + 1, dtype=np.int64)
+    row = 0
     try:
         for src, dst, w in chunks():
             m = len(src) * (2 if undirected else 1)
             keys = np.empty(m, dtype=np.int64)
             weights = np.empty(m, dtype=np.float32) if weighted else no_weights
-            _group_by_bucket(src, dst, no_weights if w is None else w, weighted, bucket_of, firsts, num_nodes, undirected, cursor, keys, weights, offsets)
+            ids = np.empty(m, dtype=np.int64) if with_ids else no_ids
+            _group_by_bucket(src, dst, no_weights if w is None else w, weighted, bucket_of, firsts, num_nodes, undirected, cursor, keys, weights,
+                             offsets, with_ids, row, ids)
             for b in np.flatnonzero(np.diff(offsets)):
-                keys[offsets[b] : offsets[b + 1]].tofile(files[b][0])
-                if weighted:
-                    weights[offsets[b] : offsets[b + 1]].tofile(files[b][1])
+                for values, f in zip((keys, weights, ids), files[b]):
+                    if f is not None:
+                        values[offsets[b] : offsets[b + 1]].tofile(f)
+            row += len(src)
             if on_chunk is not None:
                 on_chunk(len(src))
     finally:
-        for k, w in files:
-            k.close()
-            if w is not None:
-                w.close()
+        for bucket in files:
+            for f in bucket:
+                if f is not None:
+                    f.close()
     return paths
 
 
@@ -180,18 +205,44 @@ class ColumnsWritten:
     symmetric: bool
 
 
-def assemble_columns(buckets: list[tuple[Path, Path | None]], firsts: np.ndarray, num_nodes: int, indices, weights, drop_self_loops: bool, drop_duplicates: bool, on_bucket=None) -> ColumnsWritten:
-    """Sort and clean each bucket, append its columns to ``indices`` / ``weights`` (:class:`ArrayFile`), delete it."""
-    degrees = np.zeros(num_nodes, dtype=np.int64)
+def _stable_sort(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``order = np.argsort(keys, kind="stable")`` and ``keys[order]``; by one plain sort of ``key * n + position`` when
+    that fits in int64 (several times faster than a stable argsort), else by the stable argsort."""
+    n = len(keys)
+    if n and int(keys.min()) >= 0 and (int(keys.max()) + 1) * n < 2**63:
+        packed = keys * n
+        packed += np.arange(n, dtype=np.int64)
+        packed.sort()
+        order = packed % n
+        packed //= n
+        return order, packed
+    order = np.argsort(keys, kind="stable")
+    return order, keys[order]
+
+
+def assemble_columns(buckets: list[Bucket], firsts: np.ndarray, num_nodes: int, indices, weights, drop_self_loops: bool, drop_duplicates: bool,
+                     on_bucket=None, ids=None) -> ColumnsWritten:
+    """Sort and clean each bucket, append its columns to ``indices`` / ``weights`` / ``ids`` (:class:`ArrayFile`), delete it.
+
+    ``num_nodes`` is the key multiplier of :func:`write_buckets`; the columns are the nodes ``[0, firsts[-1])``.
+    Edge ids need every edge kept: no ``drop_self_loops``, no ``drop_duplicates``.
+    """
+    if ids is not None and (drop_self_loops or drop_duplicates):
+        raise DatasetError("edge ids follow every edge; they cannot be kept while self loops or duplicates are dropped "
+                           "(build without drop_self_loops / drop_duplicates / undirected)")
+    num_columns = int(firsts[-1])
+    degrees = np.zeros(num_columns, dtype=np.int64)
     forward = backward = 0  # sums modulo 2**64 (Python ints: NumPy scalars warn on the intended wrap-around)
     result = np.zeros(3, dtype=np.uint64)
     written = 0
-    for b, (key_path, weight_path) in enumerate(buckets):
+    for b, (key_path, weight_path, id_path) in enumerate(buckets):
         keys = np.fromfile(key_path, dtype=np.int64)
         w = np.fromfile(weight_path, dtype=np.float32) if weight_path else np.zeros(0, dtype=np.float32)
-        if weight_path:
-            order = np.argsort(keys, kind="stable")
-            keys, w = keys[order], w[order]
+        rows = np.fromfile(id_path, dtype=np.int64) if id_path else None
+        if weight_path or id_path:
+            order, keys = _stable_sort(keys)
+            w = w[order] if weight_path else w
+            rows = rows[order] if id_path else None
             del order
         else:
             keys.sort()
@@ -202,21 +253,24 @@ def assemble_columns(buckets: list[tuple[Path, Path | None]], firsts: np.ndarray
         indices.append(keys[:kept].astype(indices.dtype))
         if weight_path:
             weights.append(w[:kept])
+        if id_path:
+            ids.append(rows)
         written += kept
-        del keys, w
-        key_path.unlink()
-        if weight_path:
-            weight_path.unlink()
+        del keys, w, rows
+        for path in (key_path, weight_path, id_path):
+            if path is not None:
+                path.unlink()
         if on_bucket is not None:
             on_bucket(1)
-    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    indptr = np.zeros(num_columns + 1, dtype=np.int64)
     np.cumsum(degrees, out=indptr[1:])
     return ColumnsWritten(indptr, written, bool(forward == backward))
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _write_columns(new_indptr, out_indices, out_weights, old_indptr, old_indices, old_weights, has_weights, order, inverse, relabel):
-    """Column ``v`` of the output is column ``order[v]`` of the input, ids mapped through ``inverse``."""
+def _write_columns(new_indptr, out_indices, out_weights, out_ids, old_indptr, old_indices, old_weights, old_ids, has_weights, has_ids,
+                   order, inverse, relabel):
+    """Column ``v`` of the output is column ``order[v]`` of the input, ids mapped through ``inverse``; weights and edge ids follow."""
     for v in numba.prange(new_indptr.shape[0] - 1):
         src = order[v]
         lo, hi = old_indptr[src], old_indptr[src] + (new_indptr[v + 1] - new_indptr[v])
@@ -225,11 +279,14 @@ def _write_columns(new_indptr, out_indices, out_weights, old_indptr, old_indices
             column = np.empty(hi - lo, dtype=np.int64)
             for p in range(lo, hi):
                 column[p - lo] = inverse[old_indices[p]]
-            if has_weights:
+            if has_weights or has_ids:
                 perm = np.argsort(column, kind="mergesort")
                 for j in range(hi - lo):
                     out_indices[dst + j] = column[perm[j]]
-                    out_weights[dst + j] = old_weights[lo + perm[j]]
+                    if has_weights:
+                        out_weights[dst + j] = old_weights[lo + perm[j]]
+                    if has_ids:
+                        out_ids[dst + j] = old_ids[lo + perm[j]]
             else:
                 column.sort()
                 for j in range(hi - lo):
@@ -239,15 +296,21 @@ def _write_columns(new_indptr, out_indices, out_weights, old_indptr, old_indices
                 out_indices[dst + p - lo] = old_indices[p]
                 if has_weights:
                     out_weights[dst + p - lo] = old_weights[p]
+                if has_ids:
+                    out_ids[dst + p - lo] = old_ids[p]
 
 
 @dataclass
 class RawCSC:
-    """CSC arrays in memory or memory-mapped (the reorderings and the partitioner read them)."""
+    """CSC arrays in memory or memory-mapped (the reorderings and the partitioner read them).
+
+    ``edge_ids``: optional, each CSC edge's row in the edge stream it was built from.
+    """
 
     indptr: np.ndarray
     indices: np.ndarray
     weights: np.ndarray | None
+    edge_ids: np.ndarray | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -261,8 +324,10 @@ class RawCSC:
         return np.diff(self.indptr)
 
 
-def write_permuted(csc: RawCSC, out_indptr: np.ndarray, out_indices: np.ndarray, out_weights: np.ndarray | None, order: np.ndarray | None) -> None:
-    """Write ``csc`` into the output arrays; with ``order`` (new id -> old id) relabel the nodes."""
+def write_permuted(csc: RawCSC, out_indptr: np.ndarray, out_indices: np.ndarray, out_weights: np.ndarray | None, order: np.ndarray | None,
+                   out_ids: np.ndarray | None = None) -> None:
+    """Write ``csc`` into the output arrays; with ``order`` (new id -> old id) relabel the nodes (within a column, equal
+    sources keep their order, so edge ids follow their edges)."""
     n = csc.num_nodes
     degrees = csc.degrees()
     relabel = order is not None
@@ -275,10 +340,10 @@ def write_permuted(csc: RawCSC, out_indptr: np.ndarray, out_indices: np.ndarray,
         inverse = order
     out_indptr[0] = 0
     np.cumsum(degrees, out=out_indptr[1:])
-    has_weights = csc.weights is not None
-    empty_w = np.zeros(0, dtype=np.float32)
+    has_weights, has_ids = csc.weights is not None, out_ids is not None
+    empty_w, empty_ids = np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
     _write_columns(
-        out_indptr[:], out_indices, out_weights if has_weights else empty_w,
-        csc.indptr, csc.indices, csc.weights if has_weights else empty_w,
-        has_weights, order, inverse, relabel,
+        out_indptr[:], out_indices, out_weights if has_weights else empty_w, out_ids if has_ids else empty_ids,
+        csc.indptr, csc.indices, csc.weights if has_weights else empty_w, csc.edge_ids if has_ids else empty_ids,
+        has_weights, has_ids, order, inverse, relabel,
     )

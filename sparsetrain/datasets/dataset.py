@@ -1,4 +1,8 @@
-"""`GraphDataset` and `load()`: open a dataset folder memory-mapped, in no time and little RAM."""
+"""`GraphDataset` and `load()`: open a dataset folder memory-mapped, in no time and little RAM.
+
+One class for every graph: a homogeneous dataset's features, labels and edge features are one store or tensor each;
+a typed dataset's are dicts by node type (edge type), as GraphBolt's fields are a tensor or a dict by type.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,10 @@ import numpy as np
 import torch
 
 from sparsetrain.datasets import format as fmt
-from sparsetrain.datasets.checks import array_chunks, check_increasing, check_range, mapped_file
+from sparsetrain.datasets import legacy
+from sparsetrain.datasets.checks import array_chunks, check_increasing, check_range, format_array, mapped_file
 from sparsetrain.datasets.edge_split import EdgeSplit
+from sparsetrain.datasets.format import EdgeType
 from sparsetrain.errors import ChecksumError, DatasetError
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.storage.errors import FeatureFileError
@@ -21,70 +27,129 @@ from sparsetrain.storage.mmap import MmapFeatures
 
 @dataclass
 class GraphDataset:
-    """A node-property graph dataset: CSC topology, node features, labels and splits.
+    """A graph dataset: CSC topology, node features, labels and splits; typed or not.
 
     The graph and the features are backed by memory-mapped files (nothing is read until used;
     readers check the files first, so one truncated meanwhile is an error, not a SIGBUS);
     labels, splits and ``original_ids`` are read into memory by :func:`load`.
-    ``features`` is a :class:`~sparsetrain.storage.MmapFeatures` store: ``gather(ids)``
-    reads only those rows, and it also passes for a tensor (indexing, ``torch`` functions,
-    ``.numpy()``, ``.tensor()``). :meth:`feature_store` opens another one, with its own
-    options and statistics.
-    ``original_ids[i]`` is the id node ``i`` had in the imported data when the
-    nodes were reordered (``None`` otherwise). ``edge_features``: a store of one row per
-    edge in CSC order (row = a sampled block's ``edge_ids``), or ``None``. ``edge_split``: link-prediction
-    edges per split (``"train"``, ``"val"``, ``"test"``), empty when the dataset has none.
+
+    Homogeneous (one node type, :attr:`is_typed` False): ``graph`` a :class:`~sparsetrain.sampling.CSCGraph`;
+    ``features`` a :class:`~sparsetrain.storage.MmapFeatures` store (``gather(ids)`` reads only those rows, and it
+    passes for a tensor: indexing, ``torch`` functions, ``.numpy()``, ``.tensor()``) or None; ``labels`` an int64
+    tensor (-1: no label) or None; ``edge_features`` a store of one row per edge in CSC order (row = a sampled
+    block's ``edge_ids``) or None; ``original_ids[i]`` the id node ``i`` had in the imported data when the nodes
+    were reordered.
+
+    Typed: ``graph`` the typed ``CSCGraph`` (columns per (edge type, dst node)); ``features[type]``,
+    ``labels[type]`` for the node types that have them; ``edge_features[edge_type]`` [E_t, F] in that type's CSC
+    order; ``edge_ids[edge_type]`` each CSC edge's row in the imported edge list (the graph's own edge ids, which
+    samplers report, are CSC positions within the edge type, the rows of ``edge_features``). Both: ``split`` holds
+    ids of :attr:`target_type` nodes; ``edge_split`` link-prediction edges per split (``"train"``, ``"val"``,
+    ``"test"``), empty when the dataset has none. :meth:`feature_store` opens another store, with its own options
+    and statistics.
     """
 
     path: Path
     meta: dict
     graph: CSCGraph
-    features: MmapFeatures | None
-    labels: torch.Tensor | None
+    features: MmapFeatures | dict[str, MmapFeatures] | None
+    labels: torch.Tensor | dict[str, torch.Tensor] | None
     split: dict[str, torch.Tensor] = field(default_factory=dict)
     original_ids: torch.Tensor | None = None
-    edge_features: MmapFeatures | None = None
+    edge_features: MmapFeatures | dict[EdgeType, MmapFeatures] | None = None
     edge_split: dict[str, EdgeSplit] = field(default_factory=dict)
+    edge_ids: torch.Tensor | dict[EdgeType, torch.Tensor] | None = None
 
     @property
-    def num_nodes(self) -> int:
-        return self.graph.num_nodes
+    def is_typed(self) -> bool:
+        """More than the one node type and edge type of a homogeneous graph."""
+        return not fmt.is_homogeneous(self.meta)
 
     @property
-    def num_edges(self) -> int:
-        return self.graph.num_edges
+    def format_version(self) -> int:
+        """The format version the folder was written in."""
+        return self.meta["format_version"]
+
+    @property
+    def node_types(self) -> list[str]:
+        return list(self.meta["node_types"])
+
+    @property
+    def edge_types(self) -> list[EdgeType]:
+        return fmt.edge_types_of(self.meta)
+
+    @property
+    def target_type(self) -> str | None:
+        """The node type ``split`` (and training) refer to."""
+        return self.meta.get("target_type")
+
+    @property
+    def num_nodes(self) -> int | dict[str, int]:
+        """The node count; typed: by node type."""
+        return dict(self.meta["node_types"]) if self.is_typed else self.meta["node_types"][fmt.NODE]
+
+    @property
+    def num_edges(self) -> int | dict[EdgeType, int]:
+        """The edge count; typed: by edge type."""
+        counts = {et: entry["num_edges"] for et, entry in zip(self.edge_types, self.meta["edge_types"])}
+        return counts if self.is_typed else counts[fmt.EDGE]
+
+    def num_classes_of(self, node_type: str) -> int | None:
+        """Classes of a node type's labels (None: it has no labels)."""
+        entry = self.meta.get("labels", {}).get(node_type)
+        return None if entry is None else entry["num_classes"]
 
     @property
     def num_classes(self) -> int | None:
-        return self.meta.get("num_classes")
+        """Classes of the target type's labels."""
+        return None if self.target_type is None else self.num_classes_of(self.target_type)
 
     @property
-    def num_features(self) -> int:
-        return 0 if self.features is None else self.features.shape[1]
+    def num_features(self) -> int | dict[str, int]:
+        """Feature columns; typed: by node type (0 for a type without features)."""
+        if not self.is_typed:
+            return 0 if self.features is None else self.features.shape[1]
+        return {t: (self.features[t].shape[1] if t in self.features else 0) for t in self.node_types}
 
     @property
     def directed(self) -> bool:
         return bool(self.meta.get("directed", True))
 
-    def feature_store(self, **options) -> MmapFeatures:
-        """A new :class:`~sparsetrain.storage.MmapFeatures` over this dataset's features, checked against ``meta.json``.
+    def feature_store(self, node_type: str | None = None, **options) -> MmapFeatures:
+        """A new :class:`~sparsetrain.storage.MmapFeatures` over a node type's features, checked against ``meta.json``.
 
-        ``options`` go to ``MmapFeatures`` (``mode``, ``coalesce_bytes``, ``advise``).
+        ``node_type`` may be left out for a homogeneous dataset. ``options`` go to ``MmapFeatures``
+        (``mode``, ``coalesce_bytes``, ``advise``).
         """
-        entry = self.meta["files"].get(fmt.FEATURES)
+        if node_type is None:
+            if self.is_typed:
+                raise DatasetError(f"{self.path}: a typed dataset has features per node type; pass node_type= (one of "
+                                   f"{', '.join(self.node_types)})")
+            node_type = fmt.NODE
+        name = self.meta.get("features", {}).get(node_type)
+        entry = self.meta["files"].get(name)
         if entry is None:
-            raise FeatureFileError(f"{self.path / fmt.META_FILE}: 'files' has no {fmt.FEATURES}; this dataset has no node features")
-        store = MmapFeatures(self.path / fmt.FEATURES, **options)
+            if self.is_typed:
+                with_features = sorted(t for t, n in self.meta.get("features", {}).items() if n in self.meta["files"])
+                raise FeatureFileError(f"{self.path / fmt.META_FILE}: node type {node_type!r} has no features; "
+                                       f"node types with features: {with_features}")
+            raise FeatureFileError(f"{self.path / fmt.META_FILE}: 'files' has no {fmt.FEATURES}; this dataset has no "
+                                   "node features")
+        store = MmapFeatures(self.path / name, **options)
         if str(store.np_dtype) != entry["dtype"] or list(store.shape) != list(entry["shape"]):
             store.close()
             raise FeatureFileError(
-                f"{store.path}: holds {store.np_dtype}{list(store.shape)} but meta.json records {entry['dtype']}{entry['shape']}; "
+                f"{store.path}: holds {store.np_dtype}{list(store.shape)} but meta.json records "
+                f"{entry['dtype']}{entry['shape']}; "
                 "the file was replaced or damaged, re-run `sparsetrain preprocess`"
             )
         return store
 
     def __repr__(self) -> str:
         splits = ", ".join(f"{k}={v.numel()}" for k, v in self.split.items())
+        if self.is_typed:
+            return (f"GraphDataset({self.path}, num_nodes={self.num_nodes}, edge_types={len(self.edge_types)}, "
+                    f"num_edges={self.graph.num_edges}, target_type={self.target_type!r}, split=({splits}))")
         return (
             f"GraphDataset({self.path}, num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
             f"num_features={self.num_features}, num_classes={self.num_classes}, split=({splits}))"
@@ -115,47 +180,78 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
     Streams every array in chunks of ``chunk`` entries (bounded memory); raises
     :class:`~sparsetrain.errors.DatasetError` naming the file and the first bad entry.
     """
-    folder, meta, n = ds.path, ds.meta, ds.num_nodes
-    check = ds.graph.check_files
-    check()
-    indptr = ds.graph.indptr.numpy()
-    if len(indptr) == 0 or indptr[0] != 0:
-        raise DatasetError(f"{folder / fmt.INDPTR}: entry 0 is {indptr[0] if len(indptr) else 'missing'}, column pointers must start at 0; {_REBUILD}")
-    check_increasing(folder / fmt.INDPTR, indptr, False, "column pointers", chunk, check)
-    check_range(folder / fmt.INDICES, ds.graph.indices.numpy(), 0, n, "node", chunk, check)
-    if ds.graph.weights is not None:
-        for lo, part in array_chunks(ds.graph.weights.numpy(), chunk, check):
-            bad = ~np.isfinite(part) | (part < 0)
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise DatasetError(f"{folder / fmt.EDGE_WEIGHT}: entry {lo + i} is {part[i]}, edge weights must be finite and >= 0; {_REBUILD}")
-    if ds.labels is not None:
-        check_range(folder / fmt.LABELS, ds.labels.numpy(), -1, ds.num_classes, "label", chunk)
+    folder, meta = ds.path, ds.meta
+    counts = meta["node_types"]
+    if ds.format_version == 2:
+        legacy.verify_relations(folder, meta, chunk)
+    else:
+        _verify_topology(ds, chunk)
+    for t, entry in meta.get("labels", {}).items():
+        labels = ds.labels[t] if ds.is_typed else ds.labels
+        check_range(folder / entry["file"], labels.numpy(), -1, entry["num_classes"], "label", chunk)
     for name, idx in ds.split.items():
         file = folder / fmt.split_file(name)
-        check_range(file, idx.numpy(), 0, n, "node", chunk)
+        what = f"{ds.target_type!r} node" if ds.is_typed else "node"
+        check_range(file, idx.numpy(), 0, counts[ds.target_type], what, chunk)
         check_increasing(file, idx.numpy(), True, "split node ids", chunk)
     for name, split in ds.edge_split.items():
         entry = meta["link_split"][name]
+        src, _, dst = fmt.link_edge_type(entry)
         for kind in ("pos", "neg"):
             edges = getattr(split, kind)
-            if edges is not None:
-                check_range(folder / entry[kind], edges.numpy().reshape(-1), 0, n, "node", chunk)
+            if edges is None:
+                continue
+            if src == dst:
+                check_range(folder / entry[kind], edges.numpy().reshape(-1), 0, counts[src], "node", chunk)
+            else:
+                for row, end in ((0, src), (1, dst)):
+                    check_range(folder / entry[kind], edges[row].numpy(), 0, counts[end], f"{end!r} node", chunk,
+                                first=row * edges.shape[1])
     if ds.original_ids is not None:
-        check_range(folder / fmt.ORIGINAL_IDS, ds.original_ids.numpy(), 0, n, "node", chunk)
+        check_range(folder / fmt.ORIGINAL_IDS, ds.original_ids.numpy(), 0, counts[fmt.NODE], "node", chunk)
     clusters = meta.get("clusters")
     if clusters is not None:
-        check_range(folder / clusters["file"], fmt.open_array(folder, clusters["file"], meta, mmap=False), 0, clusters["count"], "cluster", chunk)
+        ids = fmt.open_array(folder, clusters["file"], meta, mmap=False)
+        check_range(folder / clusters["file"], ids, 0, clusters["count"], "cluster", chunk)
+
+
+def _verify_topology(ds: GraphDataset, chunk: int) -> None:
+    """The flat CSC: pointers start at 0 and never decrease; each edge type's source ids and edge ids in range."""
+    folder, graph = ds.path, ds.graph
+    check = graph.check_files
+    check()
+    indptr = graph.indptr.numpy()
+    if len(indptr) == 0 or indptr[0] != 0:
+        raise DatasetError(f"{folder / fmt.INDPTR}: entry 0 is {indptr[0] if len(indptr) else 'missing'}, column "
+                           f"pointers must start at 0; {_REBUILD}")
+    check_increasing(folder / fmt.INDPTR, indptr, False, "column pointers", chunk, check)
+    indices = graph.indices.numpy()
+    edge_ids = None if fmt.EDGE_IDS not in ds.meta["files"] else fmt.open_array(folder, fmt.EDGE_IDS, ds.meta)
+    start = 0
+    for et, entry in zip(ds.edge_types, ds.meta["edge_types"]):
+        end = start + entry["num_edges"]
+        what = "node" if not ds.is_typed else f"{et[0]!r} node"
+        check_range(folder / fmt.INDICES, indices[start:end], 0, ds.meta["node_types"][et[0]], what, chunk, check,
+                    first=start)
+        if edge_ids is not None:
+            check_range(folder / fmt.EDGE_IDS, edge_ids[start:end], 0, entry["num_edges"], "edge id", chunk,
+                        first=start)
+        start = end
+    if graph.weights is not None:
+        for lo, part in array_chunks(graph.weights.numpy(), chunk, check):
+            bad = ~np.isfinite(part) | (part < 0)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise DatasetError(f"{folder / fmt.EDGE_WEIGHT}: entry {lo + i} is {part[i]}, edge weights must be "
+                                   f"finite and >= 0; {_REBUILD}")
 
 
 def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
-    """Open a dataset folder made by ``sparsetrain preprocess`` / ``synth`` / :func:`from_pyg`.
+    """Open a dataset folder made by ``sparsetrain preprocess`` / ``synth`` / :func:`from_pyg` (any format version).
 
-    A typed folder (format version 2) opens as a :class:`~sparsetrain.datasets.HeteroGraphDataset`.
-
-    The graph and the features are memory-mapped, the per-node arrays read. ``verify=True`` also checks every file's sha256
-    (reads everything once; :class:`~sparsetrain.errors.ChecksumError`) and the
-    structure (:func:`verify_structure`).
+    The graph and the features are memory-mapped, the per-node arrays read. ``verify=True`` also checks every
+    file's sha256 (reads everything once; :class:`~sparsetrain.errors.ChecksumError`) and the structure
+    (:func:`verify_structure`).
     """
     folder = Path(path)
     meta = fmt.read_meta(folder)
@@ -166,57 +262,88 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
                 f"{folder / bad[0]}: sha256 does not match meta.json ({len(bad)} file(s) differ: {', '.join(bad)}); "
                 "the file was altered or truncated, re-run `sparsetrain preprocess`"
             )
-    if meta["format_version"] >= 2:
-        from sparsetrain.datasets.hetero_dataset import load_hetero
+    counts = meta["node_types"]
+    typed = not fmt.is_homogeneous(meta)
+    if meta["format_version"] == 2:
+        graph, edge_ids = legacy.open_graph(folder, meta)
+    else:
+        graph, edge_ids = _open_graph(folder, meta, typed)
 
-        return load_hetero(folder, meta, verify)
+    def array(name: str, dtypes: tuple[str, ...], shape: tuple, mmap: bool = False) -> np.ndarray:
+        return format_array(folder, meta, name, dtypes, shape, mmap=mmap)
 
-    n, e = meta["num_nodes"], meta["num_edges"]
-    layout = {fmt.INDPTR: (("int64",), n + 1), fmt.INDICES: (("int32", "int64"), e), fmt.EDGE_WEIGHT: (("float32",), e),
-              fmt.LABELS: (("int64",), n), fmt.ORIGINAL_IDS: (("int64",), n)}
-
-    def tensor(name: str, mmap: bool = False) -> torch.Tensor | None:
-        if name not in meta["files"]:
-            return None
-        array = fmt.open_array(folder, name, meta, mmap=mmap)
-        dtypes, length = layout.get(name, (("int64",), None))
-        if str(array.dtype) not in dtypes or array.ndim != 1 or (length is not None and len(array) != length):
-            want = f"{' or '.join(dtypes)}[{'' if length is None else length}]"
-            raise DatasetError(f"{folder / name}: holds {array.dtype}{list(array.shape)} but the format needs {want}; {_REBUILD}")
-        return torch.from_numpy(array)
-
-    # the graph stays mapped (it is the large part) and its readers check its files first; the per-node arrays are
-    # read into memory (8 bytes a node each), so no later truncation of their files can reach a reader
-    files = {key: mapped_file(folder, name) for key, name in _GRAPH_FILES.items() if name in meta["files"]}
-    graph = CSCGraph(tensor(fmt.INDPTR, True), tensor(fmt.INDICES, True), tensor(fmt.EDGE_WEIGHT, True), files=files)
-    for key, name in _GRAPH_FILES.items():
-        if key in files and not files[key].same_file(folder / name):
-            raise DatasetError(f"{folder / name}: was replaced while the dataset was being opened; open it again")
-    if graph.num_nodes != meta["num_nodes"] or graph.num_edges != meta["num_edges"] or int(graph.indptr[-1]) != graph.num_edges:
-        raise ChecksumError(f"{folder / fmt.INDPTR}: does not describe {meta['num_edges']} edges over {meta['num_nodes']} nodes; the dataset is damaged")
-    split = {name: t for name in fmt.SPLIT_NAMES if (t := tensor(fmt.split_file(name))) is not None}
-    ds = GraphDataset(
-        path=folder,
-        meta=meta,
-        graph=graph,
-        features=None,
-        labels=tensor(fmt.LABELS),
-        split=split,
-        original_ids=tensor(fmt.ORIGINAL_IDS),
-    )
+    # the per-node arrays are read into memory (8 bytes a node each): no later truncation of their files reaches them
+    split = {name: torch.from_numpy(array(fmt.split_file(name), ("int64",), (None,)))
+             for name in fmt.SPLIT_NAMES if fmt.split_file(name) in meta["files"]}
+    original_ids = None
+    if fmt.ORIGINAL_IDS in meta["files"]:
+        original_ids = torch.from_numpy(array(fmt.ORIGINAL_IDS, ("int64",), (counts[next(iter(counts))],)))
+    labels = {t: torch.from_numpy(array(entry["file"], ("int64",), (counts[t],)))
+              for t, entry in meta.get("labels", {}).items()}
+    if edge_ids is not None and not typed:
+        edge_ids = edge_ids[fmt.EDGE]
+    ds = GraphDataset(path=folder, meta=meta, graph=graph, features=None,
+                      labels=labels if typed else labels.get(fmt.NODE), split=split, original_ids=original_ids,
+                      edge_ids=edge_ids)
     ds.edge_split = _edge_splits(folder, meta)
-    if fmt.FEATURES in meta["files"]:
-        _check_feature_array(folder, meta)
-        ds.features = ds.feature_store()
-    if fmt.EDGE_FEATURES in meta["files"]:
-        array = fmt.open_array(folder, fmt.EDGE_FEATURES, meta)
-        if str(array.dtype) not in fmt.FEATURE_DTYPES or array.ndim != 2 or len(array) != meta["num_edges"]:
-            raise DatasetError(f"{folder / fmt.EDGE_FEATURES}: holds {array.dtype}{list(array.shape)} but the format needs "
-                               f"{' or '.join(fmt.FEATURE_DTYPES)}[{meta['num_edges']}, D]; {_REBUILD}")
-        ds.edge_features = MmapFeatures(folder / fmt.EDGE_FEATURES)
+    features = {}
+    for t, name in meta.get("features", {}).items():
+        format_array(folder, meta, name, fmt.FEATURE_DTYPES, (counts[t], None), readonly=True)  # every array's checks
+        features[t] = ds.feature_store(t)
+    ds.features = features if typed else features.get(fmt.NODE)
+    edge_features = {}
+    for et, entry in zip(fmt.edge_types_of(meta), meta["edge_types"]):
+        if entry.get("features") is not None:
+            array(entry["features"], fmt.FEATURE_DTYPES, (entry["num_edges"], None), mmap=True)
+            edge_features[et] = MmapFeatures(folder / entry["features"])
+    ds.edge_features = edge_features if typed else edge_features.get(fmt.EDGE)
     if verify:
         verify_structure(ds)
     return ds
+
+
+_GRAPH_FILES = {"indptr": fmt.INDPTR, "indices": fmt.INDICES, "weights": fmt.EDGE_WEIGHT}
+
+
+def _open_graph(folder: Path, meta: dict, typed: bool) -> tuple[CSCGraph, dict[EdgeType, torch.Tensor] | None]:
+    """The flat CSC, memory-mapped (its readers check its files first), and each edge type's edge ids when stored.
+
+    The graph gets no ``edge_perm``: the edge ids samplers report are CSC positions (within the edge type), the
+    rows of the edge features.
+    """
+    counts, edge_types = meta["node_types"], fmt.edge_types_of(meta)
+    columns = sum(counts[et[2]] for et in edge_types)
+    num_edges = sum(entry["num_edges"] for entry in meta["edge_types"])
+    layout = {"indptr": (("int64",), columns + 1), "indices": (("int32", "int64"), num_edges),
+              "weights": (("float32",), num_edges)}
+    arrays = {key: torch.from_numpy(format_array(folder, meta, name, layout[key][0], (layout[key][1],), mmap=True))
+              for key, name in _GRAPH_FILES.items() if name in meta["files"]}
+    files = {key: mapped_file(folder, name) for key, name in _GRAPH_FILES.items() if name in meta["files"]}
+    for key, name in _GRAPH_FILES.items():
+        if key in files and not files[key].same_file(folder / name):
+            raise DatasetError(f"{folder / name}: was replaced while the dataset was being opened; open it again")
+    # each edge type's first column starts where the edge counts before it say (a few reads of indptr)
+    column, edge = 0, 0
+    indptr = arrays["indptr"]
+    for et, entry in zip(edge_types, meta["edge_types"]):
+        if int(indptr[column]) != edge:
+            raise ChecksumError(f"{folder / fmt.INDPTR}: entry {column} is {int(indptr[column])}, but edge type "
+                                f"{et}'s edges start "
+                                f"at {edge}; the dataset is damaged")
+        column, edge = column + counts[et[2]], edge + entry["num_edges"]
+    if int(indptr[-1]) != num_edges:
+        raise ChecksumError(f"{folder / fmt.INDPTR}: does not describe {num_edges} edges over {columns} columns; the "
+                            "dataset is damaged")
+    edge_ids = None
+    if fmt.EDGE_IDS in meta["files"]:
+        flat = torch.from_numpy(format_array(folder, meta, fmt.EDGE_IDS, ("int64",), (num_edges,)))
+        starts = np.cumsum([0] + [entry["num_edges"] for entry in meta["edge_types"]]).tolist()
+        edge_ids = {et: flat[starts[k] : starts[k + 1]] for k, et in enumerate(edge_types)}
+    if not typed:
+        return CSCGraph(arrays["indptr"], arrays["indices"], arrays.get("weights"), files=files), edge_ids
+    graph = CSCGraph.typed(dict(counts), edge_types, arrays["indptr"], arrays["indices"], arrays.get("weights"),
+                           files=files)
+    return graph, edge_ids
 
 
 def _edge_splits(folder: Path, meta: dict) -> dict[str, EdgeSplit]:
@@ -227,29 +354,15 @@ def _edge_splits(folder: Path, meta: dict) -> dict[str, EdgeSplit]:
         for kind in ("pos", "neg"):
             if entry.get(kind) is None:
                 continue
-            array = fmt.open_array(folder, entry[kind], meta, mmap=False)
-            if array.dtype != np.int64 or array.ndim != 2 or array.shape[0] != 2:
-                raise DatasetError(f"{folder / entry[kind]}: holds {array.dtype}{list(array.shape)} but the format needs int64[2, E]; {_REBUILD}")
-            arrays[kind] = torch.from_numpy(array)
+            arrays[kind] = torch.from_numpy(format_array(folder, meta, entry[kind], ("int64",), (2, None), mmap=False))
         split = EdgeSplit(arrays["pos"], arrays.get("neg"), entry.get("neg_per_pos"))
         k = split.neg_per_pos
         if k is not None and split.neg is not None and split.neg.shape[1] != k * split.pos.shape[1]:
-            raise DatasetError(f"{folder / entry['neg']}: holds {split.neg.shape[1]} negatives but meta.json records {k} for each of "
+            raise DatasetError(f"{folder / entry['neg']}: holds {split.neg.shape[1]} negatives but meta.json records "
+                               f"{k} for each of "
                                f"{split.pos.shape[1]} positives; {_REBUILD}")
         result[name] = split
     return result
-
-
-_GRAPH_FILES = {"indptr": fmt.INDPTR, "indices": fmt.INDICES, "weights": fmt.EDGE_WEIGHT}
-
-
-def _check_feature_array(folder: Path, meta: dict) -> None:
-    array = fmt.open_array(folder, fmt.FEATURES, meta, readonly=True)  # same checks (and errors) as every other array
-    if str(array.dtype) not in fmt.FEATURE_DTYPES or array.ndim != 2 or len(array) != meta["num_nodes"]:
-        raise DatasetError(
-            f"{folder / fmt.FEATURES}: holds {array.dtype}{list(array.shape)} but the format needs "
-            f"{' or '.join(fmt.FEATURE_DTYPES)}[{meta['num_nodes']}, D]; {_REBUILD}"
-        )
 
 
 def load_clusters(ds: GraphDataset) -> torch.Tensor | None:

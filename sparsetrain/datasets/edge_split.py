@@ -11,6 +11,7 @@ per-positive candidate lists; AUC and Hits@K read them as one pool.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +20,7 @@ import torch
 from sparsetrain.datasets.csc import RawCSC
 from sparsetrain.datasets.format import LINK_SPLIT_NAMES
 from sparsetrain.errors import DatasetError
+from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.sampling.negatives import NegativeSampler
 
@@ -54,6 +56,14 @@ def check_fractions(fractions) -> tuple[float, float, float]:
     return parts
 
 
+def check_negatives(neg_per_pos) -> int:
+    """The fixed negatives per val/test positive: at least 1 (with none, AUC and MRR have nothing to rank against)."""
+    if isinstance(neg_per_pos, bool) or not isinstance(neg_per_pos, int) or neg_per_pos < 1:
+        raise DatasetError(f"link negatives {neg_per_pos!r}: give the number of fixed negatives per validation/test "
+                           f"edge, at least 1 (default {DEFAULT_NEG_PER_POS}; --link-negatives)")
+    return neg_per_pos
+
+
 def check_edge_split(split: EdgeSplit, num_nodes: int, where: str) -> None:
     """Shapes, dtypes and node ids in range; ``where`` names the file or field for the message."""
     for kind, edges in (("positive", split.pos), ("negative", split.neg)):
@@ -87,8 +97,7 @@ def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: i
     Train positives are drawn from the edges left in the graph (all of them when the fractions sum to 1).
     """
     train_f, val_f, test_f = check_fractions(fractions)
-    if neg_per_pos < 0:
-        raise DatasetError(f"link negatives per positive {neg_per_pos}; give a count >= 0")
+    check_negatives(neg_per_pos)
     n = csc.num_nodes
     src, dst = _column_ids(csc)
     keys = np.unique((src * n + dst)[src < dst] if symmetric else (src * n + dst)[src != dst])
@@ -96,8 +105,11 @@ def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: i
     n_val, n_test = int(round(val_f * total)), int(round(test_f * total))
     rest = total - n_val - n_test
     n_train = rest if train_f + val_f + test_f > 1 - 1e-9 else min(int(round(train_f * total)), rest)
-    if total == 0 or n_train < 1:
-        raise DatasetError(f"the graph has {total} candidate edges (self loops excluded): too few for link split {fractions}")
+    if total == 0 or n_train < 1 or n_val < 1 or n_test < 1:
+        asked = ",".join(f"{f:g}" for f in (train_f, val_f, test_f))
+        raise DatasetError(f"link split {asked} of the graph's {total} candidate edges (self loops excluded) gives "
+                           f"{n_train} train, {n_val} validation and {n_test} test edges; each needs at least one: "
+                           "give larger validation/test fractions or a larger graph")
     keys = keys[np.random.default_rng(seed).permutation(total)]
     parts = {"val": keys[:n_val], "test": keys[n_val : n_val + n_test], "train": keys[n_val + n_test : n_val + n_test + n_train]}
 
@@ -110,7 +122,10 @@ def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: i
     weights = None if csc.weights is None else np.asarray(csc.weights[: csc.num_edges])[keep]
     graph = RawCSC(indptr, np.asarray(csc.indices[: csc.num_edges])[keep], weights)
 
-    full = NegativeSampler(CSCGraph.from_numpy(np.asarray(csc.indptr), np.asarray(csc.indices)), strict=True, seed=seed)
+    with warnings.catch_warnings():  # read-only maps the sampler only reads: torch's not-writable warning does not apply
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        full_graph = CSCGraph.from_numpy(np.asarray(csc.indptr), np.asarray(csc.indices))
+    full = NegativeSampler(full_graph, strict=True, seed=seed)
     splits = {}
     for key, name in enumerate(LINK_SPLIT_NAMES):
         chosen = np.sort(parts[name])
@@ -118,7 +133,11 @@ def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: i
         if name == "train":
             splits[name] = EdgeSplit(pos)
             continue
-        neg_dst = full.destinations(pos[0], neg_per_pos, key=key)
+        try:
+            neg_dst = full.destinations(pos[0], neg_per_pos, key=key)
+        except SamplingError as exc:  # its fix names the Python keyword; the import has none to offer
+            raise DatasetError(f"{name} negatives: {str(exc).split(';')[0]}; every val/test negative must be a "
+                               "non-edge, so link prediction needs a sparser graph (or leave that node out)") from None
         neg = torch.stack([pos[0].repeat_interleave(neg_per_pos), neg_dst])
         splits[name] = EdgeSplit(pos, neg, neg_per_pos)
     return graph, splits

@@ -6,17 +6,19 @@ import os
 from pathlib import Path
 
 
+from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
-from sparsetrain.datasets import hetero_format as hfmt
 from sparsetrain.datasets.dataset import GraphDataset
-from sparsetrain.datasets.hetero_build import EdgeTypeSource, HeteroBuildOptions, NodeTypeSource, build_hetero_dataset
+from sparsetrain.datasets.format import EdgeType
+from sparsetrain.datasets.input_checks import check_split_parts, target_type_of
 from sparsetrain.datasets.readers import EdgeListReader, NodeTableReader
 from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.graph import EdgeType
 
 
 def _edge_source(path: Path) -> EdgeSource:
     reader = EdgeListReader(path)
+    if reader.is_empty():  # before any pass over the edges (a typed import would only find an empty node type)
+        raise DatasetError(f"{path}: holds no edges; an edge list needs at least one 'src, dst' row")
     return EdgeSource(str(path), reader, reader.num_rows(), reader.where, weighted=reader.weighted)
 
 
@@ -35,6 +37,7 @@ def from_files(
     ``num_nodes`` defaults to the row count of the features (or labels), else to
     the largest node id + 1. Options are :class:`BuildOptions` fields.
     """
+    check_split_parts(splits or {})
     return build_dataset(
         out_dir,
         _edge_source(Path(edges)),
@@ -49,7 +52,7 @@ def from_files(
 
 def parse_edge_type(text: str) -> EdgeType:
     """``"src,rel,dst"`` (or ``src___rel___dst``) -> ``(src, rel, dst)``."""
-    parts = text.split(",") if "," in text else text.split(hfmt.SEPARATOR)
+    parts = text.split(",") if "," in text else text.split(fmt.SEPARATOR)
     if len(parts) != 3 or not all(p.strip() for p in parts):
         raise DatasetError(f"edge type {text!r}: write it as src,rel,dst (e.g. author,writes,paper)")
     return tuple(p.strip() for p in parts)  # type: ignore[return-value]
@@ -64,28 +67,41 @@ def from_files_hetero(
     num_nodes: dict[str, int] | None = None,
     target_type: str | None = None,
     splits: dict[str, str | os.PathLike] | None = None,
+    num_classes: int | None = None,
     **options,
 ):
     """Build a typed dataset from one edge list per edge type (CSV/Parquet/.npy, src-type and dst-type ids) and per-type
-    node files (features, labels; one row per node). Node types are those the edges, files and counts name."""
-    edge_sources = {(parse_edge_type(k) if isinstance(k, str) else tuple(k)): EdgeTypeSource(_edge_source(Path(v))) for k, v in edges.items()}
-    types: list[str] = []
-    for et in edge_sources:
-        types += [et[0], et[2]]
-    types += list(features or {}) + list(labels or {}) + list(num_nodes or {})
-    nodes = {
-        t: NodeTypeSource(
-            num_nodes=(num_nodes or {}).get(t),
-            features=None if t not in (features or {}) else Source.from_reader(NodeTableReader(features[t], "features")),
-            labels=None if t not in (labels or {}) else Source.from_reader(NodeTableReader(labels[t], "labels")),
-        )
-        for t in dict.fromkeys(types)
-    }
-    if target_type is None and len(labels or {}) == 1:
-        target_type = next(iter(labels))
-    return build_hetero_dataset(
-        out_dir, nodes, edge_sources, target_type=target_type,
+    node files (features, labels; one row per node). Node types are those the edge types and counts name; features or
+    labels of any other type are an error (a misspelt type). ``target_type`` (default: the only labelled type) is the
+    type ``splits`` and ``num_classes`` are for."""
+    features, labels, num_nodes = features or {}, labels or {}, num_nodes or {}
+    edge_sources: dict[EdgeType, EdgeSource] = {}
+    for key, path in edges.items():
+        et = parse_edge_type(key) if isinstance(key, str) else tuple(key)
+        if et in edge_sources:
+            raise DatasetError(f"edge type {et} is given twice ({edge_sources[et].name} and {path}); merge them into one file")
+        source = _edge_source(Path(path))
+        if source.weighted:
+            raise DatasetError(f"{path}: has an edge weight column, which a typed dataset does not store; drop the column")
+        edge_sources[et] = source
+    types = list(dict.fromkeys(end for et in edge_sources for end in (et[0], et[2])))
+    stray = [t for t in num_nodes if t not in types]
+    if stray:  # a count for a type no edge list names is a misspelt type, not an isolated one
+        raise DatasetError(f"--node-count {stray[0]}=...: no edge type names node type {stray[0]!r} (node types: "
+                           f"{', '.join(types)}); fix the type name")
+    target_type = target_type_of(list(labels), target_type, "--node-labels")
+    check_split_parts(splits or {})
+    if num_classes is not None and target_type is None:
+        raise DatasetError(f"num_classes={num_classes} (--num-classes) without labels; give --node-labels TYPE=FILE or drop it")
+    if num_classes is not None:
+        options["num_classes"] = {target_type: num_classes}
+    return build_dataset(
+        out_dir, edge_sources,
+        num_nodes={t: num_nodes.get(t) for t in dict.fromkeys(types)},
+        features={t: Source.from_reader(NodeTableReader(v, "features")) for t, v in features.items()},
+        labels={t: Source.from_reader(NodeTableReader(v, "labels")) for t, v in labels.items()},
+        target_type=target_type,
         splits={k: Source.from_reader(NodeTableReader(v, "index")) for k, v in (splits or {}).items()},
-        options=HeteroBuildOptions(**options),
-        provenance={"importer": "files-hetero", "edges": {hfmt.edge_key(et): str(edges[k]) for et, k in zip(edge_sources, edges)}},
+        options=BuildOptions(**options),
+        provenance={"importer": "files-hetero", "edges": {fmt.edge_key(et): source.name for et, source in edge_sources.items()}},
     )

@@ -24,18 +24,18 @@ import re
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from sparsetrain.datasets import hetero_format as hfmt
+from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.datasets.files import _edge_source
-from sparsetrain.datasets.hetero_build import EdgeTypeSource, HeteroBuildOptions, NodeTypeSource, build_hetero_dataset
+from sparsetrain.datasets.format import EdgeType
+from sparsetrain.datasets.input_checks import target_type_of
 from sparsetrain.datasets.npz import NpzMember
 from sparsetrain.datasets.readers import CHUNK_ROWS, EdgeListReader, NodeTableReader, first_non_integer
 from sparsetrain.datasets.ogb_link import is_link_split_dir, read_ogb_edge_splits
+from sparsetrain.datasets.pt_files import integer_ids, read_pt_dict
 from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.graph import EdgeType
 
 _SPLIT_PARTS = {"train": "train", "val": "valid", "test": "test"}
 _RANDOM_HINT = "pass --split random (split='random' in Python) to draw a random split of the labelled nodes instead"
@@ -46,6 +46,11 @@ def _find(folder: Path, stem: str) -> Path | None:
         if (folder / f"{stem}{suffix}").is_file():
             return folder / f"{stem}{suffix}"
     return None
+
+
+def is_typed_ogb_folder(root: Path) -> bool:
+    """Whether ``root`` is an OGB heterogeneous folder (``raw/num-node-dict.csv.gz``, e.g. ogbn-mag)."""
+    return _find(Path(root) / "raw", "num-node-dict") is not None
 
 
 def _csv_count(path: Path) -> int | None:
@@ -114,33 +119,15 @@ def _binary_sources(raw: Path, num_nodes: int | None) -> tuple[EdgeSource, int, 
     )
 
 
-def _load_split_dict(path: Path) -> dict:
-    """``split_dict.pt`` as OGB writes it (NumPy arrays or tensors), without running pickled code."""
-    reconstruct = np._core.multiarray._reconstruct
-    allowed = [reconstruct, (reconstruct, "numpy.core.multiarray._reconstruct"), np.ndarray, np.dtype,
-               *(getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith("DType"))]
-    try:
-        with torch.serialization.safe_globals(allowed):
-            split = torch.load(path, weights_only=True)
-    except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError, ... for a damaged file
-        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise DatasetError(f"{path}: cannot be read as OGB's split_dict.pt ({text}); download the dataset again") from None
-    if not isinstance(split, dict):
-        raise DatasetError(f"{path}: holds a {type(split).__name__}, not a dict with 'train', 'valid' and 'test'; download the dataset again")
-    return split
-
-
 def _split_sources(folder: Path) -> dict[str, Source]:
     pt = folder / "split_dict.pt"
     sources = {}
     if pt.is_file():
-        split = _load_split_dict(pt)
+        split = read_pt_dict(pt)
         for ours, theirs in _SPLIT_PARTS.items():
             if theirs not in split:
                 raise DatasetError(f"{pt}: has no {theirs!r} part (keys: {', '.join(map(str, split))}); OGB splits have train, valid and test")
-            part = split[theirs]
-            values = part.numpy() if isinstance(part, torch.Tensor) else np.asarray(part)
-            sources[ours] = Source.from_array(f"{pt}[{theirs}]", values.reshape(-1))
+            sources[ours] = Source.from_array(f"{pt}[{theirs}]", integer_ids(split[theirs], f"{pt}[{theirs!r}]", 1))
         return sources
     for ours, theirs in _SPLIT_PARTS.items():
         found = _find(folder, theirs)
@@ -204,7 +191,10 @@ def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: s
     num_nodes = options.pop("num_nodes", None)
     if not root.is_dir():
         raise DatasetError(f"{root}: no such folder; --ogb takes an OGB dataset folder (with raw/ and split/)")
-    if _find(raw, "num-node-dict") is not None:
+    if is_typed_ogb_folder(root):
+        if num_nodes is not None:
+            raise DatasetError(f"num_nodes={num_nodes} (--num-nodes): {root} is a typed OGB folder, its "
+                               "raw/num-node-dict gives every type's count; drop it")
         return from_ogb_hetero(root, out_dir, split=split, **options)
     if not (raw / "data.npz").is_file():  # a bad count file is reported before anything else
         num_nodes = num_nodes or _csv_count(raw / "num-node-list.csv.gz") or _csv_count(raw / "num-node-list.csv")
@@ -252,7 +242,7 @@ def _read_count_dict(path: Path) -> dict[str, int]:
     """OGB's ``num-node-dict.csv.gz``: a header of node types and one row of counts."""
     opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
+        with opener(path, "rt", encoding="utf-8-sig") as f:
             rows = [r for r in csv.reader(f) if r]
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise DatasetError(f"{path}: cannot be read ({exc}); it must be OGB's CSV of node types and counts") from None
@@ -260,8 +250,12 @@ def _read_count_dict(path: Path) -> dict[str, int]:
         raise DatasetError(f"{path}: expected a header of node types and one row of counts (OGB's num-node-dict); got {len(rows)} rows")
     counts = {}
     for name, value in zip(rows[0], rows[1]):
+        node_type = fmt.check_type_name(name.strip(), f"{path}: node type")
+        if node_type in counts:
+            raise DatasetError(f"{path}: node type {node_type!r} is named twice in the header; give each type one "
+                               "count")
         try:
-            counts[hfmt.check_type_name(name.strip(), f"{path}: node type")] = int(value)
+            counts[node_type] = int(value.strip())
         except ValueError:
             raise DatasetError(f"{path}: count {value!r} of node type {name!r} is not a whole number; fix the file") from None
     return counts
@@ -273,12 +267,13 @@ def _ogb_split_file(split_dir: Path, node_type: str, part: str) -> Path | None:
 
 
 def from_ogb_hetero(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: str | None = None,
-                    target_type: str | None = None, **options):
+                    target_type: str | None = None, num_classes: int | None = None, **options):
     """Import an OGB heterogeneous node-property folder in the ogbn-mag CSV layout (``raw/num-node-dict.csv.gz``,
     ``raw/relations/<src>___<rel>___<dst>/edge.csv.gz``, ``raw/node-feat/<type>/node-feat.csv.gz``,
     ``raw/node-label/<type>/node-label.csv.gz``, ``split/<name>/<type>/{train,valid,test}.csv.gz``) without the ``ogb`` package.
 
     Edges are taken as stored; ``add_reverse=True`` adds ``rev_<rel>`` edge types (as PyG's ``OGB_MAG`` with ``ToUndirected``).
+    ``split`` names the folder under ``split/`` (default: the first), or is ``"random"``, as for :func:`from_ogb`.
     """
     root = Path(ogb_dir)
     raw = root / "raw"
@@ -286,40 +281,44 @@ def from_ogb_hetero(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, s
     if count_file is None:
         raise DatasetError(f"{raw}: no num-node-dict.csv.gz; an OGB heterogeneous folder has raw/num-node-dict.csv.gz and raw/relations/")
     counts = _read_count_dict(count_file)
-    nodes = {}
-    for t, n in counts.items():
-        feat = _find(raw / "node-feat" / t, "node-feat")
-        label = _find(raw / "node-label" / t, "node-label")
-        nodes[t] = NodeTypeSource(num_nodes=n, features=None if feat is None else Source.from_reader(NodeTableReader(feat, "features")),
-                                  labels=None if label is None else Source.from_reader(NodeTableReader(label, "labels")))
+    for kind in ("node-feat", "node-label"):
+        folders = sorted(p.name for p in (raw / kind).iterdir() if p.is_dir()) if (raw / kind).is_dir() else []
+        stray = [name for name in folders if name not in counts]
+        if stray:
+            raise DatasetError(f"{raw / kind / stray[0]}: node type {stray[0]!r} is not in {count_file.name} (node "
+                               f"types: {', '.join(counts)}); rename the folder or add the type's count")
+    features, labels = {}, {}
+    for t in counts:
+        if (feat := _find(raw / "node-feat" / t, "node-feat")) is not None:
+            features[t] = Source.from_reader(NodeTableReader(feat, "features"))
+        if (label := _find(raw / "node-label" / t, "node-label")) is not None:
+            labels[t] = Source.from_reader(NodeTableReader(label, "labels"))
     relations = raw / "relations"
-    edges: dict[EdgeType, EdgeTypeSource] = {}
+    edges: dict[EdgeType, EdgeSource] = {}
     for folder in sorted(p for p in relations.iterdir() if p.is_dir()) if relations.is_dir() else []:
-        parts = folder.name.split(hfmt.SEPARATOR)
+        parts = folder.name.split(fmt.SEPARATOR)
         if len(parts) != 3:
             raise DatasetError(f"{folder}: a relation folder is named <src>___<rel>___<dst>; rename it")
         edge_file = _find(folder, "edge")
         if edge_file is None:
             raise DatasetError(f"{folder}: no edge.csv.gz; every relation folder needs its edge list")
-        edges[tuple(parts)] = EdgeTypeSource(_edge_source(edge_file))
+        edges[tuple(parts)] = _edge_source(edge_file)
     if not edges:
         raise DatasetError(f"{relations}: no relation folders; an OGB heterogeneous folder has raw/relations/<src>___<rel>___<dst>/edge.csv.gz")
-    labelled = [t for t, node in nodes.items() if node.labels is not None]
+    target_type = target_type_of(list(labels), target_type, str(raw / "node-label"))
     if target_type is None:
-        if len(labelled) != 1:
-            raise DatasetError(f"{raw / 'node-label'}: {len(labelled)} node types have labels ({labelled}); pass --target-type to choose one")
-        target_type = labelled[0]
-    split_root = root / "split"
-    split_dirs = sorted(p for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
-    if split is not None:
-        split_dirs = [p for p in split_dirs if p.name == split]
-        if not split_dirs:
-            raise DatasetError(f"{split_root / split}: no such split folder; available: {', '.join(p.name for p in sorted(split_root.iterdir())) or 'none'}")
+        raise DatasetError(f"{raw / 'node-label'}: no node type has labels; an OGB node-property folder has "
+                           "raw/node-label/<type>/")
+    if num_classes is not None:
+        options["num_classes"] = {target_type: num_classes}
     splits = {}
-    if split_dirs:
-        for ours, theirs in (("train", "train"), ("val", "valid"), ("test", "test")):
-            found = _ogb_split_file(split_dirs[0], target_type, theirs)
-            if found is not None:
-                splits[ours] = Source.from_reader(NodeTableReader(found, "index"))
-    return build_hetero_dataset(out_dir, nodes, edges, target_type=target_type, splits=splits, options=HeteroBuildOptions(**options),
-                                provenance={"importer": "ogb-hetero", "folder": str(root)})
+    if split != "random":
+        split_dir = _split_dir(root, split)
+        for ours, theirs in _SPLIT_PARTS.items():
+            found = _ogb_split_file(split_dir, target_type, theirs)
+            if found is None:
+                raise DatasetError(f"{split_dir / target_type}: has no {theirs}.csv.gz for the target type "
+                                   f"{target_type!r}; OGB splits have train, valid and test parts; {_RANDOM_HINT}")
+            splits[ours] = Source.from_reader(NodeTableReader(found, "index"))
+    return build_dataset(out_dir, edges, num_nodes=counts, features=features, labels=labels, target_type=target_type,
+                         splits=splits, options=BuildOptions(**options), provenance={"importer": "ogb-hetero", "folder": str(root)})

@@ -9,7 +9,7 @@ import numpy as np
 
 from sparsetrain.datasets.build import BuildOptions, EdgeFeatures, EdgeSource, Source, build_dataset
 from sparsetrain.datasets.dataset import GraphDataset
-from sparsetrain.datasets.hetero_build import EdgeTypeSource, HeteroBuildOptions, NodeTypeSource, build_hetero_dataset
+from sparsetrain.datasets.input_checks import target_type_of
 from sparsetrain.errors import DatasetError
 
 _SPLIT_ATTRS = {"train": "train_mask", "val": "val_mask", "test": "test_mask"}
@@ -23,7 +23,11 @@ def _numpy(value, what: str) -> np.ndarray:
         raise DatasetError(f"data.{what} is a {type(value).__name__}; expected a torch.Tensor") from None
 
 
-def _edge_chunks(edge_index: np.ndarray, weight: np.ndarray | None, chunk: int = 1 << 22):
+def _edge_chunks(edge_index: np.ndarray, weight: np.ndarray | None, what: str, chunk: int = 1 << 22):
+    if edge_index.dtype.kind not in "iu":  # never cast: 1.7 would silently become node 1
+        raise DatasetError(f"{what} has dtype {edge_index.dtype}; node ids must be integers: pass edge_index.long() "
+                           "(PyG's own dtype) once every id is whole")
+
     def chunks():
         for lo in range(0, edge_index.shape[1], chunk):
             hi = lo + chunk
@@ -38,6 +42,8 @@ def _split_indices(mask: np.ndarray, name: str) -> np.ndarray:
         mask = mask[:, 0]
     if mask.dtype == np.bool_:
         return np.flatnonzero(mask)
+    if mask.dtype.kind not in "iu":
+        raise DatasetError(f"data.{name}_mask has dtype {mask.dtype}; give a bool mask or integer node ids")
     return mask.astype(np.int64, copy=False)  # already an index vector
 
 
@@ -66,7 +72,9 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     weight = None if weight is None else _numpy(weight, "edge_weight").astype(np.float32).reshape(-1)
     if weight is not None and len(weight) != edge_index.shape[1]:
         raise DatasetError(f"data.edge_weight has {len(weight)} entries for {edge_index.shape[1]} edges; give one weight per edge")
-    edges = EdgeSource("data.edge_index", _edge_chunks(edge_index, weight), edge_index.shape[1], weighted=weight is not None, weight_name="data.edge_weight")
+    chunks = _edge_chunks(edge_index, weight, "data.edge_index")
+    edges = EdgeSource("data.edge_index", chunks, edge_index.shape[1], weighted=weight is not None,
+                       weight_name="data.edge_weight")
 
     options = BuildOptions(**options)
     others = sorted(set(data.keys()) - _KEPT)
@@ -79,7 +87,7 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
             warnings.warn(f"from_pyg: data.edge_attr is not kept because {', '.join(merging)} merges or drops edges; "
                           "import without those options to keep edge features", stacklevel=2)
         else:
-            edge_features = EdgeFeatures("data.edge_attr", edge_index, _numpy(data.edge_attr, "edge_attr"))
+            edge_features = EdgeFeatures("data.edge_attr", _numpy(data.edge_attr, "edge_attr"))
 
     features = labels = None
     if getattr(data, "x", None) is not None:
@@ -113,46 +121,43 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     )
 
 
-def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None = None, **options):
+def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None = None, **options) -> GraphDataset:
     """Write a PyG ``HeteroData`` (per node type ``x``, ``y``, ``num_nodes``, split masks; per edge type ``edge_index``,
     optional ``edge_attr``) as a typed dataset. ``target_type`` defaults to the one node type with labels.
 
-    Options are :class:`~sparsetrain.datasets.hetero_build.HeteroBuildOptions` fields (``add_reverse``, ``overwrite``...).
+    Options are :class:`~sparsetrain.datasets.build.BuildOptions` fields (``add_reverse``, ``overwrite``...).
     """
-    nodes, splits = {}, {}
+    num_nodes, features, labels, splits = {}, {}, {}, {}
     for t in data.node_types:
         store = data[t]
         x = store.get("x")
         y = store.get("y")
-        features = None if x is None else Source.from_array(f"data[{t!r}].x", (a := _numpy(x, f"[{t!r}].x")).reshape(len(a), -1))
-        labels = None
+        if x is not None:
+            features[t] = Source.from_array(f"data[{t!r}].x", (a := _numpy(x, f"[{t!r}].x")).reshape(len(a), -1))
         if y is not None:
             y = _numpy(y, f"[{t!r}].y")
             y = y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y
             if y.ndim != 1:
                 raise DatasetError(f"data[{t!r}].y has shape {list(y.shape)}; only single-label node classification (y of shape [N]) is supported")
-            labels = Source.from_array(f"data[{t!r}].y", y)
-        num_nodes = store.num_nodes if ("num_nodes" in store or x is not None or y is not None) else None
-        nodes[t] = NodeTypeSource(num_nodes=None if num_nodes is None else int(num_nodes), features=features, labels=labels)
+            labels[t] = Source.from_array(f"data[{t!r}].y", y)
+        num_nodes[t] = int(store.num_nodes) if ("num_nodes" in store or x is not None or y is not None) else None
     labelled = [t for t in data.node_types if data[t].get("y") is not None]
-    if target_type is None and len(labelled) == 1:
-        target_type = labelled[0]
+    target_type = target_type_of(labelled, target_type, "HeteroData")
     if target_type is not None:
         for name, attr in _SPLIT_ATTRS.items():
             mask = data[target_type].get(attr)
             if mask is not None:
                 splits[name] = Source.from_array(f"data[{target_type!r}].{attr}", _split_indices(_numpy(mask, attr), name))
-    edges = {}
+    edges, edge_features = {}, {}
     for et in data.edge_types:
         store = data[et]
         edge_index = _numpy(store.edge_index, f"[{et}].edge_index")
         if edge_index.ndim != 2 or edge_index.shape[0] != 2:
             raise DatasetError(f"data[{et}].edge_index has shape {list(edge_index.shape)}; expected [2, num_edges]")
-        attr = store.get("edge_attr")
-        feats = None
-        if attr is not None:
-            a = _numpy(attr, f"[{et}].edge_attr").astype(np.float32)
-            feats = Source.from_array(f"data[{et}].edge_attr", a.reshape(len(a), -1))
-        edges[tuple(et)] = EdgeTypeSource(EdgeSource(f"data[{et}].edge_index", _edge_chunks(edge_index, None), edge_index.shape[1]), feats)
-    return build_hetero_dataset(out_dir, nodes, edges, target_type=target_type, splits=splits, options=HeteroBuildOptions(**options),
-                                provenance={"importer": "pyg", "class": type(data).__name__})
+        what = f"data[{et}].edge_index"
+        edges[tuple(et)] = EdgeSource(what, _edge_chunks(edge_index, None, what), edge_index.shape[1])
+        if store.get("edge_attr") is not None:
+            edge_features[tuple(et)] = EdgeFeatures(f"data[{et}].edge_attr", _numpy(store.edge_attr, f"[{et}].edge_attr"))
+    return build_dataset(out_dir, edges, num_nodes=num_nodes, features=features, labels=labels, target_type=target_type, splits=splits,
+                         edge_features=edge_features, options=BuildOptions(**options),
+                         provenance={"importer": "pyg", "class": type(data).__name__})

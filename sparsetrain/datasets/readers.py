@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,12 +20,16 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from sparsetrain._sigbus import watch
-from sparsetrain.errors import DatasetError
+from sparsetrain.errors import DatasetError, InputNote, SettingError
 
 CHUNK_ROWS = 1 << 22
 _SRC_NAMES = ("src", "source", "from", "u", "row")
 _DST_NAMES = ("dst", "target", "to", "v", "col")
 _WEIGHT_NAMES = ("weight", "w", "edge_weight")
+_ROLES = {**dict.fromkeys(_SRC_NAMES, "src"), **dict.fromkeys(_DST_NAMES, "dst"),
+          **dict.fromkeys(_WEIGHT_NAMES, "weight")}
+_NOT_FEATURES = ("id", "node", "node_id", "nid", "idx", "index", "label", "labels", "y")
+_ROLE_WORDS = {"src": "source", "dst": "destination", "weight": "edge weight"}
 
 
 def file_kind(path: Path) -> str:
@@ -46,6 +51,19 @@ def _check_exists(path: Path) -> None:
         raise DatasetError(f"{path}: no such file; check the path")
     if path.stat().st_size == 0:
         raise DatasetError(f"{path}: the file is empty; it needs at least one row")
+
+
+def check_column_names(path: Path, names: list[str], where: str) -> None:
+    """Every column named, no name twice (names compared without case and spaces)."""
+    keys = [n.strip().lower() for n in names]
+    if "" in keys:
+        column = keys.index("") + 1
+        raise DatasetError(f"{path}: {where}: column {column} has no name; name every column (e.g. src,dst)")
+    seen = set()
+    for name, key in zip(names, keys):
+        if key in seen:
+            raise DatasetError(f"{path}: {where} names column {name!r} twice; give every column its own name")
+        seen.add(key)
 
 
 # ---------------------------------------------------------------- CSV
@@ -95,11 +113,11 @@ def _csv_layout(path: Path) -> tuple[bool, list[str], str]:
         raise DatasetError(f"{path}: the first line is empty; the file must start with a header or a data row")
     delimiter = "\t" if "\t" in first else ("," if "," in first else " ")
     fields = [f.strip().strip('"').strip() for f in first.split(delimiter) if f.strip() != "" or delimiter != " "]
-    has_header = not all(_is_number(f) for f in fields)
+    # a header has a field that is text; an empty field (a trailing delimiter) is not one
+    has_header = any(f != "" and not _is_number(f) for f in fields)
     names = [f.lower() for f in fields] if has_header else [f"c{i}" for i in range(len(fields))]
-    if has_header and len(set(names)) != len(names):
-        repeated = next(n for n in names if names.count(n) > 1)
-        raise DatasetError(f"{path}: line 1 names column {repeated!r} twice; give every column its own name")
+    if has_header:
+        check_column_names(path, names, "line 1")
     return has_header, names, delimiter
 
 
@@ -195,33 +213,59 @@ class EdgeListReader:
         self.kind = file_kind(self.path)
         self.chunk_rows = chunk_rows
         self.src_col, self.dst_col, self.weight_col = self._columns()
-        self.where = where_in(self.path, self.kind, self.kind == "csv" and _csv_layout(self.path)[0])
+        self.has_header = self.kind != "csv" or _csv_layout(self.path)[0]
+        self.where = where_in(self.path, self.kind, self.has_header)
 
     @property
     def weighted(self) -> bool:
         return self.weight_col is not None
 
     def _pick(self, names: list[str], has_header: bool = True) -> tuple[str, str, str | None]:
-        lower = [n.lower() for n in names]
-        src = next((names[lower.index(n)] for n in _SRC_NAMES if n in lower), None)
-        dst = next((names[lower.index(n)] for n in _DST_NAMES if n in lower), None)
-        if src is None or dst is None:
-            if len(names) < 2:
-                raise DatasetError(f"{self.path}: found {len(names)} column(s); an edge list needs two (src, dst)")
-            src, dst = names[0], names[1]
-        weight = next((names[lower.index(n)] for n in _WEIGHT_NAMES if n in lower), None)
-        unused = [n for n in names if n not in (src, dst, weight)]
-        if unused and not has_header:
+        """(src, dst, weight) columns: by header name, else the first two by position (said in an ``InputNote``)."""
+        path = self.path
+        if has_header:
+            check_column_names(path, names, "the header" if self.kind == "parquet" else "line 1")
+        roles = {}
+        for name in names if has_header else []:
+            role = _ROLES.get(name.strip().lower())
+            if role in roles:
+                raise DatasetError(f"{path}: columns {roles[role]!r} and {name!r} both name the {_ROLE_WORDS[role]}; "
+                                   "keep one of them")
+            if role is not None:
+                roles[role] = name
+        others = [n for n in names if n not in roles.values()]
+        if ("src" in roles) != ("dst" in roles):
+            found, missing = ("src", "dst") if "src" in roles else ("dst", "src")
+            unknown = f" ({', '.join(map(repr, others))} is not a known name)" if others else ""
             raise DatasetError(
-                f"{self.path}: line 1 has {len(names)} columns and no header; start the file with a header line "
-                f"'src,dst,weight' (the third column is then the edge weight), or keep only the src and dst columns"
+                f"{path}: the header names {roles[found]!r} ({_ROLE_WORDS[found]}) but no {_ROLE_WORDS[missing]} "
+                f"column{unknown}; name the columns src,dst (or {'/'.join(_SRC_NAMES[1:3])}, "
+                f"{'/'.join(_DST_NAMES[1:3])}), weight optional"
             )
-        if unused:
+        if not has_header:
+            if len(names) < 2:
+                raise DatasetError(f"{path}: line 1 has {len(names)} column; an edge list needs two (src,dst per line)")
+            if len(names) > 2:
+                raise DatasetError(
+                    f"{path}: line 1 has {len(names)} columns and no header; start the file with a header line "
+                    f"'src,dst,weight' (the third column is then the edge weight), or keep only the src and dst columns"
+                )
+            return names[0], names[1], None
+        if "src" not in roles:
+            if len(others) != 2:
+                count = f"{len(others)} column(s)" if len(others) < 2 else f"{len(others)} columns ({','.join(others)})"
+                raise DatasetError(f"{path}: the header names no source or destination column among {count}; "
+                                   "name the columns src,dst (weight optional)")
+            note = (f"{path}: the header names no source or destination column; reading {others[0]!r} as the source "
+                    f"and {others[1]!r} as the destination of each edge (name them src,dst to say so)")
+            warnings.warn(InputNote(note), stacklevel=3)
+            return others[0], others[1], roles.get("weight")
+        if others:
             raise DatasetError(
-                f"{self.path}: column {unused[0]!r} is not used (columns: {', '.join(names)}); name the edge weight column "
+                f"{path}: column {others[0]!r} is not used (columns: {', '.join(names)}); name the edge weight column "
                 f"'weight' (or {', '.join(repr(n) for n in _WEIGHT_NAMES[1:])}), or remove the column"
             )
-        return src, dst, weight
+        return roles["src"], roles["dst"], roles.get("weight")
 
     def _columns(self) -> tuple:
         if self.kind == "csv":
@@ -234,13 +278,21 @@ class EdgeListReader:
         if array.ndim != 2 or 2 not in array.shape:
             raise DatasetError(f"{self.path}: shape {list(array.shape)}; a NumPy edge list must be [2, E] or [E, 2]")
         if not np.issubdtype(array.dtype, np.integer):
-            raise DatasetError(f"{self.path}: dtype {array.dtype}; node ids must be integers")
+            raise DatasetError(f"{self.path}: dtype {array.dtype}; {_INTEGER_IDS}")
         if array.shape == (2, 2):
             raise DatasetError(
                 f"{self.path}: shape [2, 2] is ambiguous (two edges as [2, E] or as [E, 2]); "
                 "write this edge list as CSV (src,dst per line) or with more than two edges"
             )
         return None, None, None
+
+    def is_empty(self) -> bool:
+        """Whether the file holds no edge at all (a CSV is read only up to its first data line)."""
+        if self.kind != "csv":
+            return self.num_rows() == 0
+        with _open_text(self.path) as text:
+            lines = (line for line in text if line.strip("\ufeff\r\n") != "")
+            return next(lines, None) is None or (self.has_header and next(lines, None) is None)
 
     def num_rows(self) -> int | None:
         if self.kind == "parquet":
@@ -264,11 +316,12 @@ class EdgeListReader:
             batches = _iter_csv(self.path, cols, types, "node ids must be integers; fix or remove that line")
         row = 0
         for batch in batches:
-            src = _int_column(self.path, batch.column(self.src_col), self.src_col, row, self.where)
-            dst = _int_column(self.path, batch.column(self.dst_col), self.dst_col, row, self.where)
+            src, dst = (_int_column(self.path, batch.column(c), _shown(c, self.has_header), row, self.where)
+                        for c in (self.src_col, self.dst_col))
             w = None
             if self.weight_col:
-                w = _float_column(self.path, batch.column(self.weight_col), self.weight_col, row, self.where)
+                shown = _shown(self.weight_col, self.has_header)
+                w = _float_column(self.path, batch.column(self.weight_col), shown, row, self.where)
             row += len(src)
             yield src, dst, w
 
@@ -284,7 +337,8 @@ class EdgeListReader:
             else:
                 block = _read_flat(self.path, array, 2 * lo, 2 * n).reshape(n, 2)
                 src, dst = block[:, 0], block[:, 1]
-            yield (_to_int64(self.path, src, "src", lo, self.where), _to_int64(self.path, dst, "dst", lo, self.where), None)
+            yield (_to_int64(self.path, src, "src", lo, self.where), _to_int64(self.path, dst, "dst", lo, self.where),
+                   None)
 
 
 def _parquet_file(path: Path) -> pq.ParquetFile:
@@ -326,6 +380,9 @@ def _read_flat(path: Path, array: np.memmap, first: int, count: int) -> np.ndarr
     return data
 
 
+_INTEGER_IDS = "node ids must be integers: store them as int64 (e.g. numpy's .astype(np.int64) once every id is whole)"
+
+
 def _to_int64(path: Path, values: np.ndarray, name: str, first_row: int, where) -> np.ndarray:
     """int64 ids; an unsigned id that int64 cannot hold is an error, never a wrap to a negative id."""
     if values.dtype == np.uint64 and len(values) and values.max() > np.iinfo(np.int64).max:
@@ -334,28 +391,26 @@ def _to_int64(path: Path, values: np.ndarray, name: str, first_row: int, where) 
     return values.astype(np.int64, copy=False)
 
 
-def _int_column(path: Path, column: pa.Array, name: str, first_row: int, where) -> np.ndarray:
+def _shown(column: str, has_header: bool) -> str:
+    """A column as the user knows it: its header name, or its position in a CSV file without a header."""
+    return repr(column) if has_header else str(int(column.removeprefix("c")) + 1)
+
+
+def _int_column(path: Path, column: pa.Array, shown: str, first_row: int, where) -> np.ndarray:
     if pa.types.is_integer(column.type) and column.null_count == 0:
-        return _to_int64(path, column.to_numpy(), name, first_row, where)
+        return _to_int64(path, column.to_numpy(), f"column {shown}", first_row, where)
     if column.null_count:
         bad = first_row + int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-        raise DatasetError(f"{path}: {where(bad)}, column {name!r}: empty value; every edge needs a node id")
-    values = column.to_numpy(zero_copy_only=False)
-    if np.issubdtype(values.dtype, np.floating):
-        frac = ~np.isfinite(values) | (values != np.round(values))
-        if not frac.any():
-            return values.astype(np.int64)
-        bad = int(np.flatnonzero(frac)[0])
-        raise DatasetError(f"{path}: {where(first_row + bad)}, column {name!r}: {values[bad]!r} is not an integer node id; fix that row")
-    raise DatasetError(f"{path}: column {name!r} has type {column.type}; node ids must be integers")
+        raise DatasetError(f"{path}: {where(bad)}, column {shown}: empty value; every edge needs a node id")
+    raise DatasetError(f"{path}: column {shown} has type {column.type}; {_INTEGER_IDS}")
 
 
-def _float_column(path: Path, column: pa.Array, name: str, first_row: int, where) -> np.ndarray:
+def _float_column(path: Path, column: pa.Array, shown: str, first_row: int, where) -> np.ndarray:
     if column.null_count:
         bad = first_row + int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-        raise DatasetError(f"{path}: {where(bad)}, column {name!r}: empty value; fill it or drop the column")
+        raise DatasetError(f"{path}: {where(bad)}, column {shown}: empty value; fill it or drop the column")
     if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
-        raise DatasetError(f"{path}: column {name!r} has type {column.type}; it must be numeric")
+        raise DatasetError(f"{path}: column {shown} has type {column.type}; it must be numeric")
     return column.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
 
 
@@ -364,19 +419,20 @@ def _float_column(path: Path, column: pa.Array, name: str, first_row: int, where
 class NodeTableReader:
     """Per-node rows (features: 2-D floats; labels / index lists: 1-D ints) from CSV, Parquet or NumPy.
 
-    Parquet features: every numeric column is one dimension, or one list column
-    holds the vector. Labels: the column named ``label``/``y`` or the only one.
+    Row ``i`` is node ``i`` (an index list: one node id per row). Parquet features: every numeric
+    column is one dimension, or one list column holds the vector. Labels and index lists have one column.
     """
 
     def __init__(self, path: str | Path, role: str, chunk_rows: int = CHUNK_ROWS):
         if role not in ("features", "labels", "index"):
-            raise ValueError(f"unknown node table role {role!r}")
+            raise SettingError(f"unknown node table role {role!r}")
         self.path = Path(path)
         self.role = role
         _check_exists(self.path)
         self.kind = file_kind(self.path)
         self.chunk_rows = chunk_rows
-        self.where = where_in(self.path, self.kind, self.kind == "csv" and _csv_layout(self.path)[0])
+        self.has_header = self.kind != "csv" or _csv_layout(self.path)[0]
+        self.where = where_in(self.path, self.kind, self.has_header)
         if self.kind == "npy":
             array = _open_npy(self.path)
             want_ndim = 2 if role == "features" else 1
@@ -384,8 +440,34 @@ class NodeTableReader:
                 want_ndim = 2
             if array.ndim != want_ndim:
                 raise DatasetError(f"{self.path}: shape {list(array.shape)}; {role} must be a {want_ndim}-D array")
+            if role == "index" and array.dtype.kind not in "iu":
+                raise DatasetError(f"{self.path}: dtype {array.dtype}; {_INTEGER_IDS}")
             if array.dtype.kind not in "iuf" + ("b" if role == "features" else ""):
                 raise DatasetError(f"{self.path}: dtype {array.dtype}; {role} must be numeric")
+        else:
+            self._check_columns()
+
+    def _check_columns(self) -> None:
+        """Labels and index lists: one column. Features: no column named like node ids or labels."""
+        if self.kind == "csv":
+            has_header, names, _ = _csv_layout(self.path)
+        else:
+            has_header, names = True, _parquet_file(self.path).schema_arrow.names
+            check_column_names(self.path, names, "the header")
+        if self.role == "features":
+            misplaced = [n for n in names if n.strip().lower() in _NOT_FEATURES] if has_header else []
+            if misplaced:
+                raise DatasetError(
+                    f"{self.path}: column {misplaced[0]!r} looks like node ids or labels, not a feature; feature rows "
+                    "are in node id order (row i = node i): sort the rows by the id column, then drop it (labels go "
+                    "in their own file)"
+                )
+            return
+        if len(names) != 1:
+            listed = f" ({', '.join(names)})" if has_header else ""
+            what = "a node's label (row i = node i)" if self.role == "labels" else "a node id"
+            raise DatasetError(f"{self.path}: {len(names)} columns{listed}; {self.role} need one column, each row "
+                               f"{what}: keep only that column (rows sorted by node id)")
 
     def num_rows(self) -> int | None:
         if self.kind == "npy":
@@ -410,8 +492,10 @@ class NodeTableReader:
         if self.kind == "parquet":
             batches = _parquet_batches(self.path, None, self.chunk_rows)
         else:
-            kind = "a number" if self.role == "features" else "an integer"
-            batches = _iter_csv(self.path, None, {"*": pa.float64()}, f"{self.role} must be {kind}; fix that line")
+            what = {"features": "features must be numbers", "labels": "labels must be integers",
+                    "index": "node ids must be integers"}
+            column_type = pa.int64() if self.role == "index" else pa.float64()  # labels: OGB writes NaN for "no label"
+            batches = _iter_csv(self.path, None, {"*": column_type}, f"{what[self.role]}; fix that line")
         for batch in batches:
             chunk = self._to_numpy(batch, row)
             row += len(chunk)
@@ -433,18 +517,17 @@ class NodeTableReader:
                 return flat.reshape(len(col), -1)
             columns = [self._numeric(batch.column(i), names[i], first_row) for i in range(len(names))]
             return np.stack(columns, axis=1)
-        lower = [n.lower() for n in names]
-        pick = next((lower.index(n) for n in ("label", "labels", "y", "idx", "index", "node", "id") if n in lower), 0)
-        if len(names) > 1 and pick == 0 and lower[0] not in ("label", "labels", "y", "idx", "index", "node", "id"):
-            raise DatasetError(f"{self.path}: {len(names)} columns; {self.role} need one column (or one named 'label')")
-        return self._numeric(batch.column(pick), names[pick], first_row)
+        return self._numeric(batch.column(0), names[0], first_row)
 
     def _numeric(self, column: pa.Array, name: str, first_row: int) -> np.ndarray:
+        shown = _shown(name, self.has_header)
         if column.null_count:
             bad = first_row + int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-            raise DatasetError(f"{self.path}: {self.where(bad)}, column {name!r}: empty value; every node needs a value")
+            raise DatasetError(f"{self.path}: {self.where(bad)}, column {shown}: empty value; every node needs a value")
+        if self.role == "index" and not pa.types.is_integer(column.type):
+            raise DatasetError(f"{self.path}: column {shown} has type {column.type}; {_INTEGER_IDS}")
         if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type)):
-            raise DatasetError(f"{self.path}: column {name!r} has type {column.type}; {self.role} must be numeric")
+            raise DatasetError(f"{self.path}: column {shown} has type {column.type}; {self.role} must be numeric")
         return column.to_numpy(zero_copy_only=False)
 
 

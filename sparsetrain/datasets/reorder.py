@@ -11,6 +11,7 @@ import numpy as np
 from sparsetrain.datasets.clustering import cluster_order
 from sparsetrain.datasets.csc import RawCSC
 from sparsetrain.datasets.traversal import enqueue_unvisited
+from sparsetrain.errors import SettingError
 
 METHODS = ("degree", "rcm", "cluster")
 
@@ -62,4 +63,4 @@ def node_order(method: str, csc: RawCSC) -> np.ndarray:
         return rcm_order(csc)
     if method == "cluster":  # contiguous clusters (see clustering.py; build.py also saves the cluster ids)
         return cluster_order(csc)[0]
-    raise ValueError(f"unknown reorder method {method!r}; choose one of {', '.join(METHODS)}")
+    raise SettingError(f"unknown reorder method {method!r}; choose one of {', '.join(METHODS)}")

@@ -18,8 +18,8 @@ import os
 
 import numpy as np
 
-from sparsetrain.datasets.build import EdgeSource, Source
-from sparsetrain.datasets.hetero_build import EdgeTypeSource, HeteroBuildOptions, NodeTypeSource, build_hetero_dataset
+from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
+from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.errors import DatasetError
 
 MAG_NODES = {"paper": 736_389, "author": 1_134_649, "institution": 8_740, "field_of_study": 59_965}
@@ -63,8 +63,8 @@ class _ByClass:
 
 
 def synthesize_hetero(out_dir: str | os.PathLike, *, scale: float = 1.0, num_classes: int = 349, feature_dim: int = 128,
-                      seed: int = 0, add_reverse: bool = True, **options):
-    """Write an ogbn-mag-shaped typed dataset (see the module docstring); ``options`` as ``HeteroBuildOptions`` takes."""
+                      seed: int = 0, add_reverse: bool = True, **options) -> GraphDataset:
+    """Write an ogbn-mag-shaped typed dataset (see the module docstring); ``options`` as ``BuildOptions`` takes."""
     if not scale > 0:
         raise DatasetError(f"scale={scale}; give a positive number (1.0 is ogbn-mag's size)")
     if num_classes < 2 or feature_dim < 1:
@@ -85,7 +85,7 @@ def synthesize_hetero(out_dir: str | os.PathLike, *, scale: float = 1.0, num_cla
                 src = (np.floor(rng.random(size) ** SRC_SKEW * n).astype(np.int64) * _SCATTER) % n
                 yield src, by_class[dst_t].pick(rng, classes[src_t][src]), None
 
-        return EdgeTypeSource(EdgeSource(f"synthetic {et}", chunks, num_edges))
+        return EdgeSource(f"synthetic {et}", chunks, num_edges)
 
     edge_types = {et: edges(k, et, max(1, round(n * scale))) for k, (et, n) in enumerate(MAG_EDGES.items())}
     centroids = np.random.default_rng([seed, 7]).standard_normal((num_classes, feature_dim)).astype(np.float32) * CENTROID_SCALE
@@ -97,10 +97,8 @@ def synthesize_hetero(out_dir: str | os.PathLike, *, scale: float = 1.0, num_cla
             noise = np.random.default_rng([seed, 8, i]).standard_normal((len(c), feature_dim)).astype(np.float32)
             yield centroids[c] + noise
 
-    nodes = {t: NodeTypeSource(num_nodes=n) for t, n in counts.items()}
-    nodes["paper"] = NodeTypeSource(num_nodes=counts["paper"], features=Source("synthetic paper features", features, counts["paper"]),
-                                    labels=Source.from_array("synthetic paper labels", paper_classes), num_classes=num_classes)
     options.setdefault("split_fractions", MAG_SPLIT)
-    return build_hetero_dataset(out_dir, nodes, edge_types, target_type="paper",
-                                options=HeteroBuildOptions(add_reverse=add_reverse, seed=seed, **options),
-                                provenance={"generator": "synth-hetero", "scale": scale, "classes": num_classes, "seed": seed})
+    return build_dataset(out_dir, edge_types, num_nodes=counts, features={"paper": Source("synthetic paper features", features, counts["paper"])},
+                         labels={"paper": Source.from_array("synthetic paper labels", paper_classes)}, target_type="paper",
+                         options=BuildOptions(add_reverse=add_reverse, seed=seed, num_classes={"paper": num_classes}, **options),
+                         provenance={"generator": "synth-hetero", "scale": scale, "classes": num_classes, "seed": seed})

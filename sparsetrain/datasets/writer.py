@@ -231,8 +231,8 @@ class DatasetWriter:
         self._arrays.append(name)
         np.save(self.tmp_dir / name, np.ascontiguousarray(array), allow_pickle=False)
 
-    def commit(self, meta: dict, version: int = fmt.HOMOGENEOUS_VERSION) -> Path:
-        """Checksum every array, write meta.json (format ``version``), fsync, and rename the folder into place."""
+    def commit(self, meta: dict) -> Path:
+        """Checksum every array, write meta.json (the current format version), fsync, and rename the folder into place."""
         for scratch in self.tmp_dir.glob("scratch-*"):
             scratch.unlink()
         files = {}
@@ -242,7 +242,7 @@ class DatasetWriter:
             files[name] = {"dtype": str(header.dtype), "shape": list(header.shape), "sha256": fmt.sha256_file(path)}
             del header
             fmt.fsync_path(path)
-        meta = {"format": fmt.FORMAT_NAME, "format_version": version, "created_by": f"sparsetrain {__version__}", **meta, "files": files}
+        meta = {"format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION, "created_by": f"sparsetrain {__version__}", **meta, "files": files}
         meta_path = self.tmp_dir / fmt.META_FILE
         with open(meta_path, "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=2)

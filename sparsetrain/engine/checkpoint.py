@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from sparsetrain._process import pid_alive
-from sparsetrain.errors import SparsetrainError
+from sparsetrain.errors import SettingError, SparsetrainError
 
 _NAME = re.compile(r"^step-(\d+)\.pt$")
 _TEMP = re.compile(r"^\.step-\d+\.pt(?:\.sha256)?\.tmp-(\d+)$")
@@ -65,7 +65,7 @@ def _remove_stale_temps(folder: Path) -> None:
 def save_checkpoint(folder: str | os.PathLike, step: int, state: dict, keep: int = 3) -> Path:
     """Write ``state`` as the checkpoint of ``step``; keep it and the ``keep - 1`` newest others."""
     if keep < 1:
-        raise ValueError(f"keep={keep} must be at least 1 (the checkpoint just written is always kept)")
+        raise SettingError(f"keep={keep} must be at least 1 (the checkpoint just written is always kept)")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     _remove_stale_temps(folder)

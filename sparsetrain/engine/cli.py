@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from sparsetrain.engine.precision import PRECISIONS
-from sparsetrain.engine.run import EXCLUDE_CHOICES, FEATURE_PLACEMENTS, TASKS
+from sparsetrain.engine.run import EXCLUDE_CHOICES, FEATURE_PLACEMENTS, TASKS, TYPED_MODELS
 from sparsetrain.nn.link import DECODERS
 from sparsetrain.nn.models import MODELS
 from sparsetrain.storage.policies import POLICIES
@@ -55,21 +55,30 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Train GraphSAGE / GCN / GAT / a graph transformer (gt) on a dataset folder with fused neighbor sampling and an overlapped "
         "loader; prints per-epoch accuracy and the final test accuracy. Under torchrun it runs DDP.",
     )
-    p.add_argument("--data", type=Path, help="dataset folder, or a built-in dataset: cora (the default; Planetoid's public split, "
-                   "shipped with the package) or synthetic (20K nodes); built-ins are built on first use into ~/.cache/sparsetrain")
+    p.add_argument("--data", type=Path,
+                   help="dataset folder, or a built-in dataset: cora (the default; Planetoid's public split, shipped with "
+                        "the package) or synthetic (20K nodes); built-ins are built on first use into $SPARSETRAIN_CACHE, "
+                        "else $XDG_CACHE_HOME/sparsetrain, else ~/.cache/sparsetrain")
+    p.add_argument("--verify", action="store_true",
+                   help="check every file's sha256 and the graph's structure before training (reads the whole dataset "
+                        "once); without it, file sizes and the sha256 of files up to 64 MiB are checked, and every "
+                        "batch's features for NaN/inf")
     p.add_argument("--target-type", help="typed (heterogeneous) datasets: the node type to train on (default: the dataset's target type)")
     p.add_argument("--task", choices=TASKS, default="node",
                    help="node classification (default) or link prediction: train on the dataset's link split (`preprocess --link-split`; "
-                        "--data cora builds one with 0.85,0.05,0.10), report val/test AUC, MRR and Hits@K (per positive among its own "
-                        "negatives: hits@1/3/10_per_positive, as ogbl-citation2; against a shared pool: hits@10/50/100_shared_pool)")
+                        "--data cora builds one with 0.85,0.05,0.10), report val/test AUC, MRR and Hits@K "
+                        "(per positive among its own negatives: hits@1/3/10_per_positive, as ogbl-citation2; "
+                        "against a shared pool: hits@10/50/100_shared_pool)")
     p.add_argument("--decoder", choices=DECODERS, default="dot", help="link task: score a pair by the dot product of its embeddings or an MLP")
     p.add_argument("--exclude", choices=EXCLUDE_CHOICES, default="auto",
                    help="link task: leave the batch's seed edges out of its blocks: self, reverse (also v->u), none; "
                         "auto (default) = reverse on symmetric graphs, else self")
-    p.add_argument("--model", choices=(*MODELS, "rgcn"), default="sage", help="model (default sage, rgcn on a typed dataset; gt = graph transformer with sparse + cluster attention; a graph without "
-                   "clusters.npy is partitioned at start, up to 1M nodes)")
+    p.add_argument("--model", choices=(*MODELS, *TYPED_MODELS),
+                   help="model (default sage, rgcn on a typed dataset, which trains only rgcn; gt = graph transformer with "
+                        "sparse + cluster attention; a graph without clusters.npy is partitioned at start, up to 1M nodes)")
     p.add_argument("--fanout", type=_fanouts, default=[10, 10], help="neighbors per hop from the seeds outward, as PyG's num_neighbors; -1 = all (default 10,10)")
-    p.add_argument("--batch-size", type=_POSITIVE_INT, default=1024)
+    p.add_argument("--batch-size", type=_POSITIVE_INT, default=1024,
+                   help="seed nodes (link task: seed edges) per minibatch (default 1024)")
     p.add_argument("--epochs", type=_POSITIVE_INT,
                    help="epochs to train (default: about 2000 optimizer steps, at most 200 epochs: 200 full-batch epochs on Cora, "
                         "~11 on products; the test accuracy reported is the one at the best validation epoch)")
@@ -77,38 +86,50 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=_POSITIVE, help="Adam learning rate (default 0.01; gt 0.005)")
     p.add_argument("--weight-decay", type=_NON_NEGATIVE, help="L2 weight decay (default 5e-4; gt 5e-3)")
     p.add_argument("--hidden", type=_POSITIVE_INT, help="hidden size (default 128; gt 64)")
-    p.add_argument("--dropout", type=_PROBABILITY, default=0.5)
+    p.add_argument("--dropout", type=_PROBABILITY, default=0.5,
+                   help="dropout probability between layers, in [0, 1) (default 0.5)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                   help="fp32 (default) or bf16 mixed precision (autocast; ~2x faster matmuls on GPUs and CPUs with AVX-512 BF16 / AMX)")
+                   help="fp32 (default) or bf16 mixed precision (autocast, weights and optimizer in fp32): ~1.4x a "
+                        "step on CPUs with AVX-512 BF16 (benchmarks/RESULTS.md); GPUs need bfloat16 support")
     p.add_argument("--features", choices=FEATURE_PLACEMENTS, default="auto",
                    help="feature placement: auto (default: on a GPU, in its memory when they fit, else pinned host memory read "
                         "zero-copy; on a CPU, mmap), mmap (ranks share the page cache), disk (O_DIRECT reads of the rows a batch needs, "
                         "for features larger than memory; give it a --cache-gb), memory, device, pinned, or sharded across ranks")
-    p.add_argument("--cache-gb", type=_NON_NEGATIVE, default=0.0, help="feature cache in front of the mmap or disk features (GiB; 0 = none)")
+    p.add_argument("--cache-gb", type=_NON_NEGATIVE, default=0.0,
+                   help="GiB of feature cache in front of the mmap or disk features, at most the memory available "
+                        "(default 0: no cache)")
     p.add_argument("--cache-policy", choices=POLICIES, default="hybrid",
                    help="the cache's replacement policy (default hybrid: the rows most often drawn as neighbors (out-degree) plus a scored dynamic part)")
-    p.add_argument("--eval", choices=["auto", "full", "sampled"], default="auto", help="full-neighborhood or sampled evaluation")
+    p.add_argument("--eval", choices=["auto", "full", "sampled"], default="auto",
+                   help="evaluation after each epoch: full = exact, every neighbor (layer-wise inference); sampled = "
+                        "the training fanouts; auto (default) = full on graphs up to 100K nodes or where it visits fewer "
+                        "edges than sampled, else sampled (gt always sampled)")
     p.add_argument("--checkpoint-dir", type=Path,
                    help="write checkpoints here (every --checkpoint-every steps and each epoch; the newest 3 are kept). One folder per run: "
                         "a run without --resume refuses a folder that already holds checkpoints")
     p.add_argument("--checkpoint-every", type=_COUNT, default=0, help="steps between checkpoints (0 = epoch ends only)")
     p.add_argument("--resume", action="store_true",
-                   help="continue from the newest intact checkpoint in --checkpoint-dir (start fresh if it has none); refused when "
-                        "that checkpoint belongs to another run (model, dataset, seed, batch size, fanout or world size differ)")
+                   help="continue from the newest intact checkpoint in --checkpoint-dir (start fresh if it has none); "
+                        "refused when that checkpoint belongs to another run (model, dataset, seed, batch size, fanout or "
+                        "world size differ); a different --lr, --weight-decay or --dropout applies from the resumed step "
+                        "on, and is reported")
     # not --log: torchrun reads any prefix of its own --log-dir/--logs-specs, so `torchrun ... train --log F` fails there
     p.add_argument("--metrics-log", "--log", dest="log", type=Path,
                    help="append per-step and per-epoch metrics here as JSON lines (--log is the old name; it fails under torchrun)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of every random choice (weights, shuffle, sampling): same seed, same run (default 0)")
     p.add_argument("--summary-json", type=Path, help="write the final metrics (val_acc, test_acc, epochs, seconds; link task: "
-                   "val_auc, test_auc, test_mrr, test_hits@K_per_positive or _shared_pool, negatives_per_positive) here")
+                   "val_auc, test_auc, test_mrr, test_hits@K_per_positive or _shared_pool, "
+                   "negatives_per_positive) here")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=_train)
 
 
 def _ranking(summary: dict) -> str:
-    """The test split's ranking metrics, with the Hits@K definition said once: ``mrr 0.45  hits@10 0.71 (per positive, ...)``."""
-    shown = "  ".join(f"{k[5:].removesuffix('_per_positive').removesuffix('_shared_pool')} {v:.4f}" for k, v in summary.items()
+    """The test split's ranking metrics, the Hits@K definition said once: ``mrr 0.45  hits@10 0.71 (per ...)``."""
+    names = {k: k[5:].removesuffix("_per_positive").removesuffix("_shared_pool") for k in summary}
+    shown = "  ".join(f"{names[k]} {v:.4f}" for k, v in summary.items()
                       if k.startswith("test_") and k != "test_auc" and v is not None)
     per_positive = (summary.get("negatives_per_positive") or {}).get("test")
     if per_positive:
@@ -127,8 +148,8 @@ def _train(args: argparse.Namespace) -> int:
         args.summary_json.parent.mkdir(parents=True, exist_ok=True)
         args.summary_json.write_text(json.dumps(summary, indent=2) + "\n")
     if summary.get("task") == "link":
-        print(f"test AUC {summary['test_auc']:.4f} (val {summary['val_auc']:.4f}, epoch {summary['best_epoch']})  {_ranking(summary)}  "
-              f"after {summary['epochs']} epochs in {summary['seconds']:.1f} s")
+        print(f"test AUC {summary['test_auc']:.4f} (val {summary['val_auc']:.4f}, epoch {summary['best_epoch']})  "
+              f"{_ranking(summary)}  after {summary['epochs']} epochs in {summary['seconds']:.1f} s")
         return 0
     if summary["test_acc"] is None:
         print(f"{summary['steps']} steps in {summary['seconds']:.1f} s (no epoch finished, so no accuracy)")

@@ -51,3 +51,46 @@ def retain_freed_host_memory() -> bool:
     mallopt(_M_ARENA_MAX, 1)
     _applied = bool(mallopt(_M_MMAP_THRESHOLD, _LARGEST)) and bool(mallopt(_M_TRIM_THRESHOLD, _LARGEST))
     return _applied
+
+
+_CGROUP_FILES = (  # (limit, usage, stat, inactive file-cache key): cgroup v2, then v1
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat", "inactive_file"),
+    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+     "/sys/fs/cgroup/memory/memory.stat", "total_inactive_file"),
+)
+_NO_LIMIT = 1 << 60  # cgroup v1 writes "no limit" as a number near 2**63
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # cgroup v2 writes "max" for no limit
+
+
+def _stat_value(path: str, key: str) -> int:
+    try:
+        with open(path) as f:
+            rows = (line.split() for line in f)
+            return next((int(parts[1]) for parts in rows if len(parts) > 1 and parts[0] == key), 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def available_host_memory() -> tuple[int, str]:
+    """``(bytes, where)``: the memory this process can still take, the smaller of the machine's ``MemAvailable`` and
+    what its cgroup's limit leaves (reclaimable page cache counted as free); ``where`` says which one bounds it."""
+    best, where = _stat_value("/proc/meminfo", "MemAvailable:") * 1024, "MemAvailable in /proc/meminfo"
+    if best == 0:
+        best, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"), "free physical memory"
+    for limit_file, usage_file, stat_file, inactive in _CGROUP_FILES:
+        limit, usage = _read_int(limit_file), _read_int(usage_file)
+        if limit is None or usage is None or limit >= _NO_LIMIT:
+            continue
+        left = max(0, limit - usage + _stat_value(stat_file, inactive))
+        if left < best:
+            best, where = left, f"the cgroup memory limit ({limit / 2**30:.1f} GiB, {limit_file})"
+        break
+    return best, where

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 
 from sparsetrain._sigbus import watch
+from sparsetrain.engine.stages.fetch import check_finite
+from sparsetrain.errors import SettingError
 from sparsetrain.nn.models import BlockGNN
 from sparsetrain.storage import MmapFeatures
 from sparsetrain.storage.rows import gather_rows
@@ -40,7 +42,7 @@ def layerwise_inference(model: BlockGNN, dataset, batch_size: int = 4096, *, dev
     """
     x = dataset.features if features is None else features
     if x is None:
-        raise ValueError(f"layerwise_inference: {dataset!r} has no node features; pass features=")
+        raise SettingError(f"layerwise_inference: {dataset!r} has no node features; pass features=")
     return infer_layers(model, x, dataset.graph, batch_size, torch.device(device), memory_budget, spill_dir)
 
 
@@ -55,7 +57,7 @@ def full_graph_inference(model: BlockGNN, x, graph, nodes_per_chunk: int = 4096,
 def infer_layers(model: BlockGNN, x, graph, batch_size: int, device: torch.device, memory_budget: int | None, spill_dir) -> torch.Tensor | MmapFeatures:
     """:func:`layerwise_inference` on features ``x`` and a :class:`~sparsetrain.sampling.CSCGraph` (what the evaluator calls)."""
     if batch_size < 1:
-        raise ValueError(f"layerwise_inference: batch_size={batch_size} must be at least 1")
+        raise SettingError(f"layerwise_inference: batch_size={batch_size} must be at least 1")
     was_training = model.training
     model.eval()
     n = graph.num_nodes
@@ -68,13 +70,14 @@ def infer_layers(model: BlockGNN, x, graph, batch_size: int, device: torch.devic
                 counts, neighbors = graph.columns(0, n)
                 col = torch.repeat_interleave(torch.arange(n), counts)
                 edge_index = torch.stack([neighbors, col]).to(device)
-                current = model.layer(i, _rows(current, torch.arange(n), device), edge_index, (n, n)).cpu()
+                current = model.layer(i, _rows(current, torch.arange(n), device, i == 0), edge_index, (n, n)).cpu()
                 continue
             table = None
             for lo in range(0, n, batch_size):
                 hi = min(lo + batch_size, n)
                 src_nodes, edge_index = _chunk_block(graph, lo, hi)
-                out = model.layer(i, _rows(current, src_nodes, device), edge_index.to(device), (len(src_nodes), hi - lo)).float().cpu()
+                rows = _rows(current, src_nodes, device, i == 0)
+                out = model.layer(i, rows, edge_index.to(device), (len(src_nodes), hi - lo)).float().cpu()
                 if table is None:
                     table = _new_table(n, out.shape[1], memory_budget, spill_dir, i)
                 table[lo:hi] = out.numpy() if isinstance(table, np.ndarray) else out
@@ -99,8 +102,10 @@ def _chunk_block(graph, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
     return src_nodes[order], torch.stack([position[src_local[hi - lo :]], dst_local])
 
 
-def _rows(table, ids: torch.Tensor, device: torch.device) -> torch.Tensor:
+def _rows(table, ids: torch.Tensor, device: torch.device, input_features: bool) -> torch.Tensor:
     rows = gather_rows(table, ids)
+    if input_features:
+        check_finite(rows, ids, table)
     return (rows.float() if rows.dtype == torch.float16 else rows).to(device)
 
 

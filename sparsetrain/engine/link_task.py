@@ -54,7 +54,8 @@ def split_metrics(pos: torch.Tensor, neg: torch.Tensor, neg_per_pos: int | None,
     if neg_per_pos:
         rows = neg.view(-1, neg_per_pos)
         result[f"{prefix}_mrr"] = mrr(pos, rows)
-        result.update({f"{prefix}_hits@{k}_per_positive": hits_at_k(pos, rows, k) for k in PER_POSITIVE_HITS_AT if k <= neg_per_pos})
+        result.update({f"{prefix}_hits@{k}_per_positive": hits_at_k(pos, rows, k)
+                       for k in PER_POSITIVE_HITS_AT if k <= neg_per_pos})
     else:
         result[f"{prefix}_mrr"] = None
         result.update({f"{prefix}_hits@{k}_shared_pool": hits_at_k(pos, neg, k) for k in SHARED_POOL_HITS_AT})

@@ -18,6 +18,7 @@ import torch
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.stages import CopyToDevice, FetchFeatures, Producer, Sample, Staged
 from sparsetrain.engine.stages.chain import run_chain
+from sparsetrain.errors import SettingError
 from sparsetrain.sampling.input import EdgeSamplerInput, EdgeSeeds, SamplerInput
 from sparsetrain.sampling.seeds import SeedBatches
 
@@ -75,13 +76,13 @@ class Loader:
                  loader_threads: int | None = None, retain_host_memory: bool = False,
                  timeout: float | None = BATCH_TIMEOUT_S, edge_features=None):
         if prefetch < 0:
-            raise ValueError(f"prefetch={prefetch} must be >= 0")
+            raise SettingError(f"prefetch={prefetch} must be >= 0")
         if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout={timeout} must be a positive number of seconds (or None to wait forever)")
+            raise SettingError(f"timeout={timeout} must be a positive number of seconds (or None to wait forever)")
         if not isinstance(seeds, EdgeSeeds):
             seeds = torch.as_tensor(seeds, dtype=torch.int64)
             if seeds.dim() != 1:
-                raise ValueError(f"seeds must be a 1-D tensor of node ids (or EdgeSeeds), got shape {list(seeds.shape)}")
+                raise SettingError(f"seeds must be a 1-D tensor of node ids (or EdgeSeeds), got shape {list(seeds.shape)}")
         self.seed_batches = SeedBatches(seeds, batch_size, shuffle=shuffle, drop_last=drop_last, seed=seed, order=order,
                                         sampler=sampler, rank=rank, world_size=world_size)
         self.sample_stage = Sample(sampler)

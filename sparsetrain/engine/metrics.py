@@ -40,7 +40,7 @@ def roc_auc(pos: torch.Tensor, neg: torch.Tensor) -> float:
 
 
 def hits_at_k(pos: torch.Tensor, neg: torch.Tensor, k: int) -> float:
-    """Hits@``k``: per positive against its own row when ``neg`` is [P, N]; against the shared pool when ``neg`` is 1-D."""
+    """Hits@``k``: per positive against its own row when ``neg`` is [P, N]; against a shared pool when it is 1-D."""
     if neg.dim() == 2:
         return float((ranks(pos, neg) <= k).double().mean())
     pos, neg = pos.detach().reshape(-1), neg.detach().reshape(-1)
@@ -56,12 +56,12 @@ def mrr(pos: torch.Tensor, neg: torch.Tensor) -> float:
 
 
 def ranks(pos: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:
-    """The rank of each ``pos[i]`` among ``neg[i]`` (``neg`` is ``[P, N]``): 1 + negatives above it, ties counting half."""
+    """The rank of each ``pos[i]`` among ``neg[i]`` (``neg`` [P, N]): 1 + negatives above it, ties counting half."""
     pos = pos.detach().reshape(-1, 1)
     neg = neg.detach()
     if neg.dim() != 2 or neg.shape[0] != pos.shape[0]:
-        raise MetricInputError(f"per-positive ranking needs neg of shape [{pos.shape[0]}, N] (N negatives per positive); "
-                               f"got {list(neg.shape)}")
+        raise MetricInputError(f"per-positive ranking needs neg of shape [{pos.shape[0]}, N] "
+                               f"(N negatives per positive); got {list(neg.shape)}")
     optimistic = (neg > pos).sum(dim=1)
     pessimistic = (neg >= pos).sum(dim=1)
     return 0.5 * (optimistic + pessimistic) + 1

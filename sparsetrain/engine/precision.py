@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import torch
 
+from sparsetrain.errors import SettingError
+
 PRECISIONS = ("fp32", "bf16")
 
 
 def check_precision(precision: str, device: torch.device | str) -> None:
     """Raise ``ValueError`` for an unknown precision or one the device cannot run."""
     if precision not in PRECISIONS:
-        raise ValueError(f"precision {precision!r} is not supported; choose one of {', '.join(PRECISIONS)}")
+        raise SettingError(f"precision {precision!r} is not supported; choose one of {', '.join(PRECISIONS)}")
     device = torch.device(device)
     if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ValueError(f"precision 'bf16': {torch.cuda.get_device_name(device)} has no bfloat16 support; use precision='fp32'")
+        raise SettingError(f"precision 'bf16': {torch.cuda.get_device_name(device)} has no bfloat16 support; use precision='fp32'")
 
 
 def autocast(precision: str, device: torch.device | str) -> torch.autocast:

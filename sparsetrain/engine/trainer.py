@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,11 +13,16 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from sparsetrain._progress import progress
+from sparsetrain._progress import compile_notice, progress
 from sparsetrain.engine.checkpoint import check_same_run, load_latest_checkpoint, refuse_foreign_checkpoints, save_checkpoint
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.precision import autocast, check_precision
+from sparsetrain.errors import DatasetError, SettingError, SparsetrainError
+
+
+class TrainingDivergedError(SparsetrainError, FloatingPointError):
+    """The loss became NaN or infinite: the training diverged (or the data holds extreme values)."""
 
 
 class Trainer:
@@ -40,6 +46,13 @@ class Trainer:
     Other tasks plug in two things: ``batch_forward(model, mb) -> (output, target)`` (default
     ``model(mb.x, mb.to_pyg()), mb.y``; link prediction passes ``mb.edge_label_index`` too) and
     ``select_metric``, the validation metric that picks the reported epoch (``"val_acc"``; ``"val_auc"``).
+
+    Settings a resumed run may change: the optimizer's hyperparameters (``lr``, ``weight_decay``, ...; with a
+    ``scheduler`` the learning rate follows the checkpoint's schedule) and ``hyperparameters``, values the caller
+    built the model with (e.g. ``{"dropout": 0.5}``), recorded in each checkpoint. On resume this run's values
+    apply, and each that differs from the checkpoint's is reported in one line (``lr 0.01 -> 0.001``).
+    Class targets outside ``[0, classes)`` raise :class:`~sparsetrain.errors.DatasetError` naming the seeds, and a
+    NaN or infinite loss :class:`TrainingDivergedError` naming the step, without an extra device sync a step.
     """
 
     def __init__(self, model: torch.nn.Module, loader: Loader, optimizer: torch.optim.Optimizer, *,
@@ -48,11 +61,12 @@ class Trainer:
                  checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 0, resume: bool = False,
                  log_path: str | os.PathLike | None = None, quiet: bool = False, is_main: bool = True,
                  precision: str = "fp32", retain_host_memory: bool = True, run_info: dict | None = None,
-                 max_steps: int | None = None, batch_forward: Callable | None = None, select_metric: str = "val_acc"):
+                 max_steps: int | None = None, batch_forward: Callable | None = None, select_metric: str = "val_acc",
+                 hyperparameters: dict | None = None):
         if epochs < 1:
-            raise ValueError(f"epochs={epochs} must be at least 1")
+            raise SettingError(f"epochs={epochs} must be at least 1")
         if resume and checkpoint_dir is None:
-            raise ValueError("resume=True needs a checkpoint_dir to resume from")
+            raise SettingError("resume=True needs a checkpoint_dir to resume from")
         check_precision(precision, loader.device)
         if retain_host_memory:
             retain_freed_host_memory()
@@ -71,6 +85,7 @@ class Trainer:
         self.checkpoint_every = checkpoint_every
         self.resume = resume
         self.run_info = dict(run_info or {})
+        self.hyperparameters = dict(hyperparameters or {})
         self.log_path = None if log_path is None else Path(log_path)
         self.quiet = quiet or not is_main
         self.is_main = is_main
@@ -99,6 +114,7 @@ class Trainer:
             "rng": {"torch": torch.get_rng_state()},
             "position": {"epoch": self.epoch, "batch": self.batch, "step": self.step},
             "history": self.history,
+            "hyperparameters": self.hyperparameters,
         }
         if self.scheduler is not None:
             state["scheduler"] = self.scheduler.state_dict()
@@ -107,8 +123,14 @@ class Trainer:
         return state
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore a checkpoint's state, keeping this run's optimizer hyperparameters (see :meth:`changed_settings`)."""
         _unwrap(self.model).load_state_dict(state["model"])
+        own = [{k: v for k, v in group.items() if k != "params"} for group in self.optimizer.param_groups]
         self.optimizer.load_state_dict(state["optimizer"])
+        self._changed = self._keep_own_hyperparameters(own)
+        recorded = state.get("hyperparameters", {})
+        self._changed.update({k: (recorded[k], v) for k, v in self.hyperparameters.items()
+                              if k in recorded and recorded[k] != v})
         if self.scheduler is not None and "scheduler" in state:
             self.scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["rng"]["torch"])
@@ -117,6 +139,29 @@ class Trainer:
         position = state["position"]
         self.epoch, self.batch, self.step = position["epoch"], position["batch"], position["step"]
         self.history = list(state.get("history", []))
+
+    def _keep_own_hyperparameters(self, own: list[dict]) -> dict:
+        """Put this run's optimizer hyperparameters back over the checkpoint's; ``{name: (old, new)}`` of changed ones."""
+        changed = {}
+        scheduled = {"lr", "initial_lr"} if self.scheduler is not None else set()
+        for group, mine in zip(self.optimizer.param_groups, own):
+            for key, value in mine.items():
+                if key in scheduled or key not in group or group[key] == value:
+                    continue
+                changed.setdefault(key, (group[key], value))
+                group[key] = value
+        return changed
+
+    def changed_settings(self) -> dict:
+        """``{name: (checkpoint's value, this run's value)}`` of the settings a resume changed (empty before one)."""
+        return dict(getattr(self, "_changed", {}))
+
+    def _report_changes(self) -> None:
+        changes = self.changed_settings()
+        if changes and self.is_main:
+            shown = ", ".join(f"{k} {_fmt_setting(old)} -> {_fmt_setting(new)}" for k, (old, new) in changes.items())
+            print(f"resuming at step {self.step} with {shown} (this run's values apply from here)", file=sys.stderr,
+                  flush=True)
 
     def _save(self) -> None:
         if self.checkpoint_dir is not None and self.is_main:
@@ -147,20 +192,22 @@ class Trainer:
             if state is not None:
                 check_same_run(self.checkpoint_dir, state, self.run_identity())
                 self.load_state_dict(state)
+                self._report_changes()
                 self._trim_log()
         elif self.checkpoint_dir is not None:
             refuse_foreign_checkpoints(self.checkpoint_dir)
         started = time.perf_counter()
         self._run_reads = _FeatureReads(self.loader.features)
-        while self.epoch < self.epochs and not self._step_limit_reached():
-            if not self._train_epoch():
+        with compile_notice(self.quiet):
+            while self.epoch < self.epochs and not self._step_limit_reached():
+                if not self._train_epoch():
+                    self._save()
+                    break
+                self.epoch += 1
+                self.batch = 0
+                if self.scheduler is not None:
+                    self.scheduler.step()
                 self._save()
-                break
-            self.epoch += 1
-            self.batch = 0
-            if self.scheduler is not None:
-                self.scheduler.step()
-            self._save()
         return self.summary(time.perf_counter() - started)
 
     def _step_limit_reached(self) -> bool:
@@ -180,15 +227,17 @@ class Trainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 with autocast(self.precision, loader.device):
                     out, target = self.batch_forward(model, mb)
+                    out_of_range = _class_targets_out_of_range(out, target)
+                    if out_of_range is not None:  # a valid class in their place (a device-side assert ends the process)
+                        target = target.masked_fill(out_of_range, 0)
                     loss = self.loss_fn(out.float(), target)
-                if not math.isfinite(loss.item()):
-                    raise FloatingPointError(f"loss became {loss.item()} at step {self.step}; lower the learning rate or check the features for extreme values")
+                self._check_step(loss, out, target, out_of_range, mb)
                 loss.backward()
                 self.optimizer.step()
                 self.step += 1
                 self.batch += 1
                 seen += len(mb.seeds)
-                losses.append(loss.item())
+                losses.append(self._loss_value)
                 self._log({"step": self.step, "epoch": self.epoch, "loss": losses[-1]})
                 elapsed = time.perf_counter() - epoch_start
                 stats = loader.last_epoch_stats
@@ -219,9 +268,24 @@ class Trainer:
         self.history.append(record)
         self._log(record)
         if not self.quiet:
-            shown = "  ".join(f"{k} {_fmt(v)}" for k, v in record.items() if k != "step")
+            shown = "  ".join(f"{k} {_fmt(k, v)}" for k, v in record.items() if k != "step")
             print(shown, flush=True)
         return True
+
+    def _check_step(self, loss: torch.Tensor, out: torch.Tensor, target: torch.Tensor, out_of_range, mb) -> None:
+        """Read the loss (and the out-of-range count) in one sync; raise on bad targets or a non-finite loss."""
+        if out_of_range is None:
+            self._loss_value = loss.item()
+            bad = 0
+        else:
+            self._loss_value, bad = torch.stack([loss.detach().float(), out_of_range.sum().float()]).tolist()
+        if bad:
+            raise _target_error(out, out_of_range, mb)
+        if not math.isfinite(self._loss_value):
+            raise TrainingDivergedError(
+                f"the loss became {self._loss_value} at step {self.step + 1} (epoch {self.epoch + 1}, batch "
+                f"{self.batch + 1}): the training diverged; lower the learning rate (--lr) or check the features for "
+                "extreme values")
 
     def summary(self, seconds: float) -> dict:
         """The validation and test metrics of the epoch with the best ``select_metric``, and the run's totals."""
@@ -284,10 +348,40 @@ def _node_forward(model: torch.nn.Module, mb) -> tuple[torch.Tensor, torch.Tenso
     return model(mb.x, mb.to_pyg()), mb.y
 
 
-def _fmt(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.0f}" if abs(value) >= 100 else f"{value:.4f}"
-    return str(value)
+def _class_targets_out_of_range(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor | None:
+    """For class-index targets of ``[batch, classes]`` logits, the mask of those outside ``[0, classes)``; else None."""
+    if out.dim() != 2 or target.dim() != 1 or target.dtype.is_floating_point or target.dtype == torch.bool:
+        return None
+    return (target < 0) | (target >= out.shape[1])
+
+
+def _target_error(out: torch.Tensor, out_of_range: torch.Tensor, mb) -> DatasetError:
+    rows = out_of_range.nonzero().flatten()[:5].cpu()
+    seeds = getattr(mb, "seeds", None)
+    labels = getattr(mb, "y", None)
+    ids = rows if not isinstance(seeds, torch.Tensor) else seeds.cpu()[rows]
+    shown = ", ".join(f"{int(i)}" + ("" if labels is None else f" (label {int(labels.cpu()[r])})")
+                      for i, r in zip(ids, rows))
+    return DatasetError(
+        f"{int(out_of_range.sum())} seed(s) of this batch have a label outside [0, {out.shape[1]}), the model's "
+        f"classes: nodes {shown}; fix the labels (or their class count) and re-import the dataset with "
+        "`sparsetrain preprocess`")
+
+
+EPOCH_FORMATS = {"epoch": "{:d}", "seconds": "{:.2f}", "seeds_per_second": "{:,.0f}"}
+"""How an epoch line shows a field; any other number (losses, accuracies, fractions) with 4 decimals."""
+
+
+def _fmt(key: str, value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return EPOCH_FORMATS.get(key, "{:.4f}").format(value)
+
+
+def _fmt_setting(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:

@@ -7,7 +7,8 @@ modules: :mod:`sparsetrain.moe.router`, ``.dispatch``, ``.experts``, ``.grouped`
 from sparsetrain._deprecation import moved_attribute
 from sparsetrain.moe.checkpoint import load_optimizer_state_dict, optimizer_state_dict
 from sparsetrain.moe.dcp import DCPState, dcp_state_dict, load_dcp_state_dict
-from sparsetrain.moe.errors import MoEConfigError, MoEInputError, MoEStateError
+from sparsetrain.moe.dcp_reader import SafeFileSystemReader, load_dcp
+from sparsetrain.moe.errors import DCPCheckpointError, MoEConfigError, MoEInputError, MoEStateError
 from sparsetrain.moe.expert_parallel import ExpertParallel
 from sparsetrain.moe.fssdp import FSSDP
 from sparsetrain.moe.layer import MoE, finish_step, update_expert_biases
@@ -15,6 +16,7 @@ from sparsetrain.moe.losses import MoEAux
 from sparsetrain.moe.sharded import sharded_parameter_names, sync_dense_grads
 
 __all__ = [
+    "DCPCheckpointError",
     "DCPState",
     "ExpertParallel",
     "FSSDP",
@@ -23,8 +25,10 @@ __all__ = [
     "MoEConfigError",
     "MoEInputError",
     "MoEStateError",
+    "SafeFileSystemReader",
     "dcp_state_dict",
     "finish_step",
+    "load_dcp",
     "load_dcp_state_dict",
     "load_optimizer_state_dict",
     "optimizer_state_dict",

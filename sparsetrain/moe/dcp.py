@@ -2,7 +2,9 @@
 
     state = {"train": DCPState(model, optimizer)}
     dcp.save(state, checkpoint_id=path)           # every rank writes its own experts
-    dcp.load(state, checkpoint_id=path)           # at any world size / sharding mode; fills model and optimizer
+    load_dcp(state, checkpoint_id=path)           # at any world size / sharding mode; fills model and optimizer
+
+(:func:`~sparsetrain.moe.load_dcp` is ``dcp.load`` through a reader that runs no pickled code from the folder.)
 
 How FSSDP's shards present themselves to DCP: as DTensors sharded over the expert dimension, under
 the same keys a single-process layer has (``…experts.w_in`` ``[E, d_model, in_width]`` and
@@ -38,6 +40,7 @@ from torch.distributed.checkpoint.stateful import Stateful
 from torch.nn.parallel import DistributedDataParallel
 
 from sparsetrain.moe.errors import MoEStateError
+from sparsetrain.moe.hf import moe_layout_state_dict
 from sparsetrain.moe.sharded import ShardedExperts
 
 _STATE, _PG = "state", "param_groups"
@@ -53,11 +56,13 @@ def _tables(model: nn.Module) -> dict[str, ShardedExperts]:
 
 
 @contextmanager
-def _dtensor_tables(tables: dict[str, ShardedExperts]) -> Iterator[None]:
+def _dcp_layout(model: nn.Module, tables: dict[str, ShardedExperts]) -> Iterator[None]:
+    """Expert tables as DTensors, swapped HF blocks under their modules' names (torch's helpers check names)."""
     for m in tables.values():
         m.dtensor_state_dict = True
     try:
-        yield
+        with moe_layout_state_dict(model):
+            yield
     finally:
         for m in tables.values():
             m.dtensor_state_dict = False
@@ -123,7 +128,7 @@ def dcp_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer | None = N
     """
     inner = _unwrap(model)
     tables = _tables(inner)
-    with _dtensor_tables(tables):
+    with _dcp_layout(inner, tables):
         if optimizer is None:
             return {"model": get_model_state_dict(inner)}
         model_sd, optim_sd = get_state_dict(inner, optimizer)
@@ -140,13 +145,15 @@ def load_dcp_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer | Non
     if "model" not in state:
         raise MoEStateError("load_dcp_state_dict: the state has no 'model' entry; pass what dcp_state_dict returned")
     if optimizer is None:
-        set_model_state_dict(inner, state["model"])
+        with moe_layout_state_dict(inner):
+            set_model_state_dict(inner, state["model"])
         return
     if "optim" not in state:
         raise MoEStateError("load_dcp_state_dict: the state has no 'optim' entry; build it with dcp_state_dict(model, optimizer)")
     optim_sd = state["optim"]
     _tables_to_experts(optim_sd, tables)
-    set_state_dict(inner, optimizer, model_state_dict=state["model"], optim_state_dict=optim_sd)
+    with moe_layout_state_dict(inner):
+        set_state_dict(inner, optimizer, model_state_dict=state["model"], optim_state_dict=optim_sd)
 
 
 class DCPState(Stateful):

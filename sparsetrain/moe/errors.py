@@ -15,3 +15,9 @@ class MoEInputError(SparsetrainError, ValueError):
 
 class MoEStateError(SparsetrainError, RuntimeError):
     """A checkpoint or placement does not match the layer it is loaded into."""
+
+
+class DCPCheckpointError(MoEStateError):
+    """A ``torch.distributed.checkpoint`` folder cannot be loaded: no DCP metadata, a ``.metadata`` or value that
+    would build objects other than DCP's own (refused before it is built, so no pickled code runs), a damaged
+    file, or a failure DCP reported (its ``CheckpointException``, which ``except Exception`` would miss)."""

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from sparsetrain.moe.errors import MoEConfigError
+
 CPU_NATIVE_MIN_ROWS = 1024  # mean rows per non-empty group from which CPU torch._grouped_mm beats bucketed bmm
 _NATIVE_OK: dict[tuple[str, torch.dtype], bool] = {}
 _FORCED: str | None = None
@@ -26,7 +28,7 @@ def set_backend(name: str | None) -> None:
     """Force ``"native"`` or ``"bucketed"`` for every call (``None``: automatic). For tests and benchmarks."""
     global _FORCED
     if name not in (None, "native", "bucketed"):
-        raise ValueError(f"grouped matmul backend must be None, 'native' or 'bucketed', got {name!r}")
+        raise MoEConfigError(f"grouped matmul backend must be None, 'native' or 'bucketed', got {name!r}")
     _FORCED = name
 
 

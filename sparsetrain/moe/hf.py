@@ -3,9 +3,12 @@
 ``replace_moe_blocks(model)`` replaces every sparse MoE block of a Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE or
 DeepSeek-V3 model (``transformers`` 5.x) by an :class:`HFMoEBlock`: same forward contract (``[B, S, H]`` in,
 ``[B, S, H]`` out), same function (router, expert choice, combine weights, shared expert), weights mapped
-from HF's fused layout. ``export_hf_state_dict(model)`` maps them back, so
-``model.save_pretrained(path, state_dict=export_hf_state_dict(model))`` writes a checkpoint that
-``from_pretrained`` loads into the original HF classes.
+from HF's fused layout. The swapped blocks' ``state_dict`` entries keep HF's names and layouts, so a plain
+``model.save_pretrained(path)`` (safetensors, sharded or not; under a sharding, called on every rank as HF asks
+under torch.distributed: the expert tables are gathered, rank 0 writes) gives a checkpoint that
+``AutoModelForCausalLM.from_pretrained`` loads into the original HF classes, and ``load_state_dict`` takes HF's
+state dicts. ``state_dict(keep_vars=True)`` (the live parameters) and :func:`moe_layout_state_dict` give
+sparsetrain's names (``….mlp.moe.experts.w_in``), the parameter names DCP's helpers check.
 
 Routing per family, read from the block being replaced (``norm_topk_prob``: renormalize the top-k weights
 to sum to one; the transformers 5.x config default is off for Qwen2-MoE, Qwen3-MoE and OLMoE, on for
@@ -37,17 +40,21 @@ Auxiliary losses, two ways (``aux_loss=``):
 
 Mapping: HF stores experts for ``F.linear`` (``gate_up_proj [E, 2I, H]``, ``down_proj [E, H, I]``);
 sparsetrain stores them for grouped matmul (``w_in [E, H, 2I]``, ``w_out [E, I, H]``), so the expert
-weights are copied once, transposed, and HF's tensors are released with the old block.
+weights are copied once, transposed, and HF's tensors are released with the old block. ``state_dict``
+transposes them back into contiguous copies (what safetensors writes), one more copy of the experts while
+the state dict is alive.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from sparsetrain.moe.errors import MoEConfigError
+from sparsetrain.moe.errors import MoEConfigError, MoEStateError
 from sparsetrain.moe.layer import MoE
 
 AUX_MODES = ("hf", "sparsetrain")
@@ -96,7 +103,15 @@ class RouterLogitsTap(nn.Module):
 
 
 class HFMoEBlock(nn.Module):
-    """A sparsetrain :class:`MoE` behind an HF MoE block's forward contract (tensor in, tensor out)."""
+    """A sparsetrain :class:`MoE` behind an HF MoE block's forward contract (tensor in, tensor out).
+
+    Its ``state_dict`` entries carry the replaced HF block's names and tensor layouts (so
+    ``save_pretrained`` writes what ``from_pretrained`` loads into the plain HF model), and
+    ``load_state_dict`` takes either those or the ``moe.*`` entries. ``state_dict(keep_vars=True)``,
+    which asks for the live parameters, and :func:`moe_layout_state_dict` give the ``moe.*`` entries.
+    """
+
+    hf_layout = True  #: ``state_dict`` in HF's names and layouts (off inside :func:`moe_layout_state_dict`)
 
     def __init__(self, moe: MoE, family: Family, *, source: str, jitter_noise: float = 0.0, aux_loss: str = "hf") -> None:
         super().__init__()
@@ -104,6 +119,10 @@ class HFMoEBlock(nn.Module):
         self.router_logits = RouterLogitsTap()
         self.family, self.source, self.jitter_noise, self.aux_loss = family, source, float(jitter_noise), aux_loss
         self.last_aux_loss: torch.Tensor | None = None
+        self._keep_vars = False
+        self.register_state_dict_pre_hook(_note_keep_vars)
+        self.register_state_dict_post_hook(_state_dict_to_hf)
+        self.register_load_state_dict_pre_hook(_state_dict_from_hf)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """``[..., H] -> [..., H]``, like the HF block it replaced."""
@@ -119,24 +138,77 @@ class HFMoEBlock(nn.Module):
         return y
 
     def hf_state_dict(self, moe_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """HF-layout tensors (names relative to the block) from this block's ``moe`` state entries."""
-        out = {"gate.weight": moe_state["router.weight"]}
-        out["experts.gate_up_proj"] = moe_state["experts.w_in"].transpose(1, 2).contiguous()
-        out["experts.down_proj"] = moe_state["experts.w_out"].transpose(1, 2).contiguous()
-        if self.family.grouped:
-            out["gate.e_score_correction_bias"] = moe_state["router.expert_bias"]
-        if self.family.shared is not None:
-            gate, up = moe_state["shared.w_in"].t().chunk(2, dim=0)
-            mlp = self.family.shared
-            out[f"{mlp}.gate_proj.weight"] = gate.contiguous()
-            out[f"{mlp}.up_proj.weight"] = up.contiguous()
-            out[f"{mlp}.down_proj.weight"] = moe_state["shared.w_out"].t().contiguous()
-        if self.family.shared_gate is not None:
-            out[f"{self.family.shared_gate}.weight"] = moe_state["shared.gate_weight"]
+        """HF-layout tensors (names relative to the block) from this block's ``moe`` state entries (consumed)."""
+        fam, take = self.family, moe_state.pop
+        out = {"gate.weight": take("router.weight")}
+        out["experts.gate_up_proj"] = take("experts.w_in").transpose(1, 2).contiguous()
+        out["experts.down_proj"] = take("experts.w_out").transpose(1, 2).contiguous()
+        if fam.grouped:
+            out["gate.e_score_correction_bias"] = take("router.expert_bias")
+        if fam.shared is not None:
+            gate, up = take("shared.w_in").t().chunk(2, dim=0)
+            out[f"{fam.shared}.gate_proj.weight"] = gate.contiguous()
+            out[f"{fam.shared}.up_proj.weight"] = up.contiguous()
+            out[f"{fam.shared}.down_proj.weight"] = take("shared.w_out").t().contiguous()
+        if fam.shared_gate is not None:
+            out[f"{fam.shared_gate}.weight"] = take("shared.gate_weight")
+        if moe_state:
+            raise MoEStateError(f"HFMoEBlock ({self.source}): no HF name for the state entries {sorted(moe_state)}")
+        return out
+
+    def moe_state_from_hf(self, hf_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Inverse of :meth:`hf_state_dict`: ``moe`` state entries from the HF-layout entries present in
+        ``hf_state`` (the mapped ones are consumed; the rest stay for the caller to report)."""
+        fam, out = self.family, {}
+        pairs = {"gate.weight": "router.weight"}
+        if fam.grouped:
+            pairs["gate.e_score_correction_bias"] = "router.expert_bias"
+        if fam.shared_gate is not None:
+            pairs[f"{fam.shared_gate}.weight"] = "shared.gate_weight"
+        for hf_name, name in pairs.items():
+            if hf_name in hf_state:
+                out[name] = hf_state.pop(hf_name)
+        for hf_name, name in (("experts.gate_up_proj", "experts.w_in"), ("experts.down_proj", "experts.w_out")):
+            if hf_name in hf_state:
+                out[name] = hf_state.pop(hf_name).transpose(1, 2)
+        if fam.shared is not None:
+            gate, up, down = (f"{fam.shared}.{p}_proj.weight" for p in ("gate", "up", "down"))
+            if gate in hf_state and up in hf_state:
+                out["shared.w_in"] = torch.cat([hf_state.pop(gate).t(), hf_state.pop(up).t()], dim=1)
+            if down in hf_state:
+                out["shared.w_out"] = hf_state.pop(down).t()
         return out
 
     def extra_repr(self) -> str:
         return f"replaces={self.source}, aux_loss={self.aux_loss!r}"
+
+
+def _note_keep_vars(block: HFMoEBlock, prefix: str, keep_vars: bool) -> None:
+    block._keep_vars = keep_vars
+
+
+def _state_dict_to_hf(block: HFMoEBlock, state: dict, prefix: str, local_metadata: dict) -> None:
+    """State-dict post-hook: the block's ``moe.*`` entries become the HF block's (in place)."""
+    if block._keep_vars or not block.hf_layout:
+        return
+    moe_prefix = prefix + "moe."
+    moe_state = {k[len(moe_prefix) :]: state.pop(k) for k in [k for k in state if k.startswith(moe_prefix)]}
+    with torch.no_grad():
+        state.update({prefix + k: v for k, v in block.hf_state_dict(moe_state).items()})
+
+
+def _state_dict_from_hf(block: HFMoEBlock, state: dict, prefix: str, *args) -> None:
+    """Load-state-dict pre-hook: the HF-layout entries of the block become ``moe.*`` entries (in place);
+    entries it cannot map stay, for ``load_state_dict`` to report as unexpected."""
+    names = [k for k in state if k.startswith(prefix) and not k.startswith(prefix + "moe.")]
+    if not names:
+        return
+    hf_state = {k[len(prefix) :]: state[k] for k in names}
+    moe_state = block.moe_state_from_hf(hf_state)  # consumes what it maps
+    for k in names:
+        if k[len(prefix) :] not in hf_state:
+            del state[k]
+    state.update({f"{prefix}moe.{k}": v for k, v in moe_state.items()})
 
 
 def _moe_for(block: nn.Module, family: Family, config, sharding, aux_loss: str, aux_loss_weight: float | None, z_loss_weight: float) -> MoE:
@@ -267,18 +339,27 @@ def replace_moe_blocks(
 
 
 def export_hf_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """``model.state_dict()`` with every :class:`HFMoEBlock` written back in its HF block's names and layout.
+    """The model's state in HF's names and layouts: what ``model.state_dict()`` gives by default (kept for code
+    written before it did). A collective under a sharding."""
+    with _layout(model, hf=True):
+        return model.state_dict()
 
-    Under a sharding this is a collective (the full expert tables are gathered on every rank).
-    """
-    state = model.state_dict()
-    for name, block in model.named_modules():
-        if not isinstance(block, HFMoEBlock):
-            continue
-        prefix = f"{name}." if name else ""
-        moe_prefix = prefix + "moe."
-        moe_state = {k[len(moe_prefix) :]: state.pop(k) for k in [k for k in state if k.startswith(moe_prefix)]}
-        for k in [k for k in state if k.startswith(prefix)]:
-            state.pop(k)
-        state.update({prefix + k: v for k, v in block.hf_state_dict(moe_state).items()})
-    return state
+
+@contextmanager
+def _layout(model: nn.Module, hf: bool) -> Iterator[None]:
+    blocks = [m for m in model.modules() if isinstance(m, HFMoEBlock)]
+    before = [b.hf_layout for b in blocks]
+    for b in blocks:
+        b.hf_layout = hf
+    try:
+        yield
+    finally:
+        for b, was in zip(blocks, before):
+            b.hf_layout = was
+
+
+def moe_layout_state_dict(model: nn.Module):
+    """Context in which ``model.state_dict()`` names the swapped blocks' entries as sparsetrain's modules do
+    (``….mlp.moe.experts.w_in``): the parameter names torch's ``distributed.checkpoint.state_dict`` helpers
+    expect (:class:`~sparsetrain.moe.DCPState` uses it)."""
+    return _layout(model, hf=False)

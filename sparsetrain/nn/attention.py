@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from sparsetrain.errors import SettingError
+
 DEFAULT_EDGE_CHUNK = 1 << 18
 MIN_TILE = 8
 
@@ -93,7 +95,7 @@ def edge_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, edge_index
     ``edge_index`` [2, E] holds (src, dst) local ids (add self loops with :func:`add_self_loops`).
     """
     if q.dim() != 3 or k.dim() != 3 or v.dim() != 3 or k.shape[:2] != v.shape[:2] or q.shape[1:] != k.shape[1:]:
-        raise ValueError(f"q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}: expected [nodes, heads, dim] with matching heads and dim")
+        raise SettingError(f"q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}: expected [nodes, heads, dim] with matching heads and dim")
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     src, dst = edge_index[0].contiguous(), edge_index[1].contiguous()
     return _EdgeAttention.apply(q, k, v, src, dst, float(scale), int(chunk_edges))
@@ -116,7 +118,7 @@ class Packing:
         device = ptr.device
         num_nodes = int(ptr[-1])
         if max_size is not None and sizes.numel() and int(sizes.max()) > max_size:
-            raise ValueError(f"a group has {int(sizes.max())} nodes, more than max_size={max_size}; split large clusters first")
+            raise SettingError(f"a group has {int(sizes.max())} nodes, more than max_size={max_size}; split large clusters first")
         tiles = []
         nonempty = sizes > 0
         if not bool(nonempty.any()):

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sparsetrain.errors import SettingError
 from sparsetrain.nn.attention import Packing, add_self_loops, cluster_attention, edge_attention, linear_attention
 from sparsetrain.nn.sequence_parallel import SequenceShards, head_to_seq, seq_to_head
 from sparsetrain.sampling.clusters import DEFAULT_MAX_CLUSTER_SIZE, BatchClusters, batch_groups
@@ -38,7 +39,7 @@ class _TransformerLayer(nn.Module):
     def __init__(self, dim: int, heads: int, dropout: float, ffn_factor: int):
         super().__init__()
         if dim % heads:
-            raise ValueError(f"hidden size {dim} is not divisible by {heads} heads; pick a multiple of heads")
+            raise SettingError(f"hidden size {dim} is not divisible by {heads} heads; pick a multiple of heads")
         self.heads = heads
         self.norm = nn.LayerNorm(dim)
         self.q = nn.Linear(dim, dim)
@@ -117,7 +118,7 @@ class GraphTransformer(nn.Module):
                  global_attention: bool = False, cross_subgraph: bool = False, max_cluster_size: int = DEFAULT_MAX_CLUSTER_SIZE):
         super().__init__()
         if num_layers < 1:
-            raise ValueError(f"num_layers={num_layers} must be at least 1")
+            raise SettingError(f"num_layers={num_layers} must be at least 1")
         self.dropout = dropout
         self.input_dropout = dropout if input_dropout is None else input_dropout
         self.cross_subgraph = cross_subgraph
@@ -145,7 +146,7 @@ class GraphTransformer(nn.Module):
         blocks = list(blocks)
         groups = blocks.pop() if blocks and isinstance(blocks[-1], BatchClusters) else None
         if len(blocks) != self.num_layers:
-            raise ValueError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model; use one fanout per layer")
+            raise SettingError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model; use one fanout per layer")
         if groups is None and len(self.cluster):
             groups = batch_groups(blocks, x.shape[0], max_cluster_size=self.max_cluster_size, cross_subgraph=self.cross_subgraph)
             groups = groups.to(x.device)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from sparsetrain.errors import SettingError
 from sparsetrain.nn.models import BlockGNN, PygBlock
 
 DECODERS = ("dot", "mlp")
@@ -91,7 +92,7 @@ def build_link_model(in_channels: int, hidden_channels: int, num_layers: int, de
                      kind: str = "sage", normalize_rows: bool = True) -> LinkPredictor:
     """A block GNN encoder (``kind``, GraphSAGE by default; ``normalize_rows``: see :class:`RowNormalized`) with a ``"dot"`` or ``"mlp"`` decoder."""
     if decoder not in DECODERS:
-        raise ValueError(f"decoder {decoder!r} is not known; choose one of {', '.join(DECODERS)}")
+        raise SettingError(f"decoder {decoder!r} is not known; choose one of {', '.join(DECODERS)}")
     encoder = BlockGNN(kind, in_channels, hidden_channels, hidden_channels, num_layers, dropout)
     if normalize_rows:
         encoder = RowNormalized(encoder)

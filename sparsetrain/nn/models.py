@@ -16,6 +16,7 @@ import warnings
 import torch
 from torch import nn
 
+from sparsetrain.errors import SettingError
 from sparsetrain.nn.dropout import relu_dropout
 
 PygBlock = tuple[torch.Tensor, tuple[int, int]]
@@ -85,9 +86,9 @@ class BlockGNN(nn.Module):
         from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
         if kind not in BLOCK_GNNS:
-            raise ValueError(f"model {kind!r} is not known; choose one of {', '.join(BLOCK_GNNS)}")
+            raise SettingError(f"model {kind!r} is not known; choose one of {', '.join(BLOCK_GNNS)}")
         if num_layers < 1:
-            raise ValueError(f"num_layers={num_layers} must be at least 1")
+            raise SettingError(f"num_layers={num_layers} must be at least 1")
         self.kind = kind
         self.dropout = dropout
         # SAGE aggregates a block with one sparse matmul (adj_t @ x) instead of a scatter: about 2x faster on CPU
@@ -131,7 +132,7 @@ class BlockGNN(nn.Module):
     def forward(self, x: torch.Tensor, blocks: Sequence[PygBlock]) -> torch.Tensor:
         """``x``: features of the outermost block's sources; ``blocks``: ``MiniBatch.to_pyg()``, outermost first."""
         if len(blocks) != self.num_layers:
-            raise ValueError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model; use one fanout per layer")
+            raise SettingError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model; use one fanout per layer")
         for i, (edge_index, size) in enumerate(blocks):
             x = self.layer(i, x, edge_index, size)
         return x

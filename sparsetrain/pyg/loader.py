@@ -25,7 +25,7 @@ from sparsetrain.storage.rows import gather_rows
 
 
 class _SamplingThreadsMixin:
-    """``num_workers > 0`` without ``multiprocessing_context``: batches made by sampling threads (:mod:`~sparsetrain.pyg.workers`)."""
+    """``num_workers > 0``, no ``multiprocessing_context``: batches made in threads (:mod:`sparsetrain.pyg.workers`)."""
 
     def _get_iterator(self):
         if not self.sampling_threads:
@@ -97,7 +97,8 @@ class LinkNeighborLoader(_SamplingThreadsMixin, torch_geometric.loader.LinkNeigh
                  neighbor_sampler: NeighborSampler | None = None, directed: bool = True, *, seed: int | None = None,
                  exclude_seed_edges: str = "none", **kwargs: Any) -> None:
         if exclude_seed_edges not in EXCLUDE_MODES:
-            raise PyGOptionError(f"exclude_seed_edges={exclude_seed_edges!r}; choose one of {', '.join(map(repr, EXCLUDE_MODES))}")
+            choices = ", ".join(map(repr, EXCLUDE_MODES))
+            raise PyGOptionError(f"exclude_seed_edges={exclude_seed_edges!r}; choose one of {choices}")
         self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
         if neighbor_sampler is None:
             neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,

@@ -141,8 +141,7 @@ class NeighborSampler(BaseSampler):
         return {"node_time": src.node_time, "edge_time": src.edge_time}
 
     def __getstate__(self) -> dict:
-        """Pickled into worker processes (an explicit ``multiprocessing_context``) without the lock; keys restart per
-        worker."""
+        """Pickled into worker processes (given a ``multiprocessing_context``) without the lock; keys restart."""
         state = dict(self.__dict__)
         state.pop("_counter"), state.pop("_lock")
         return state

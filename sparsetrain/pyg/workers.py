@@ -21,7 +21,7 @@ import torch
 from torch.utils.data._utils.fetch import _MapDatasetFetcher
 from torch.utils.data._utils.pin_memory import pin_memory
 
-from sparsetrain.pyg.errors import PyGOptionError
+from sparsetrain.pyg.errors import LoaderTimeoutError, PyGOptionError
 from sparsetrain.pyg.sampler import NeighborSampler, batch_key
 
 FORK_SAFE_LAYERS = ("tbb", "workqueue", "forksafe", "safe")
@@ -36,16 +36,18 @@ def uses_threads(num_workers: int, multiprocessing_context) -> bool:
     """
     if num_workers <= 0 or multiprocessing_context is None:
         return num_workers > 0
-    method = multiprocessing_context if isinstance(multiprocessing_context, str) else multiprocessing_context.get_start_method()
+    context = multiprocessing_context
+    method = context if isinstance(context, str) else context.get_start_method()
     if method == "fork" and numba.config.THREADING_LAYER not in FORK_SAFE_LAYERS:
-        raise PyGOptionError("multiprocessing_context='fork' kills the workers at their first batch: Numba's OpenMP threading layer "
-                             "is not fork-safe; leave multiprocessing_context unset (sampling threads), pass 'forkserver', or "
-                             "set NUMBA_THREADING_LAYER=workqueue (or tbb, if installed) before importing sparsetrain")
+        raise PyGOptionError("multiprocessing_context='fork' kills the workers at their first batch: Numba's "
+                             "OpenMP threading layer is not fork-safe; leave multiprocessing_context unset (sampling "
+                             "threads), pass 'forkserver', or set NUMBA_THREADING_LAYER=workqueue (or tbb, if "
+                             "installed) before importing sparsetrain")
     return False
 
 
 class SamplingThreads:
-    """Iterate a PyG loader's batches (its ``collate_fn`` over each index batch), made by ``loader.num_workers`` threads.
+    """Iterate a PyG loader's batches (its ``collate_fn`` over each index batch), made by ``num_workers`` threads.
 
     Batches come out in order, at most ``num_workers * prefetch_factor`` in flight. A failure in a thread is raised
     here; ``loader.timeout`` (> 0) bounds the wait for one batch, as in torch's ``DataLoader``. Each thread gets an
@@ -91,7 +93,8 @@ class SamplingThreads:
             batch = self._pending.popleft().result(timeout=self._timeout)
         except FutureTimeout:
             self.close()
-            raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds") from None
+            raise LoaderTimeoutError(f"DataLoader timed out after {self._timeout} seconds; "
+                                     "raise timeout= or lower the batch cost") from None
         except BaseException:
             self.close()
             raise

@@ -70,6 +70,31 @@ class KernelLayout:
         by_type = np.array([per_type[et] for et in self.edge_types], np.int64).reshape(len(self.edge_types), hops)
         self.fanouts = by_type.T.copy()  # [hops, edge types]
 
+    def segments(self, hop: int, counts: np.ndarray, first: np.ndarray) -> tuple[list[int], list[int], list[int]]:
+        """Hop ``hop``'s work items as segments, one per edge type it samples: ``(seg_et, seg_start, seg_dst)``.
+
+        Edge type ``seg_et[s]`` samples for its dst type's nodes ``[first, counts)`` (local ids from ``seg_dst[s]``);
+        they are work items ``[seg_start[s], seg_start[s + 1])``. Edge types of fanout 0 or with no such nodes are left
+        out.
+        """
+        seg_et, seg_start, seg_dst = [], [0], []
+        for k, fanout in enumerate(self.fanouts[hop]):
+            d = self.et_dst[k]
+            if fanout != 0 and counts[d] > first[d]:
+                seg_et.append(k)
+                seg_start.append(seg_start[-1] + int(counts[d] - first[d]))
+                seg_dst.append(int(first[d]))
+        return seg_et, seg_start, seg_dst
+
+    def columns(self, nodes: list, segments: tuple[list[int], list[int], list[int]], concat, empty):
+        """The graph columns of the segments' work items, from the nodes per type (NumPy arrays or tensors alike)."""
+        seg_et, seg_start, seg_dst = segments
+        parts = []
+        for s, k in enumerate(seg_et):
+            cols = nodes[self.et_dst[k]][seg_dst[s] : seg_dst[s] + seg_start[s + 1] - seg_start[s]]
+            parts.append(cols + int(self.col_offset[k]) if self.col_offset[k] else cols)
+        return parts[0] if len(parts) == 1 else (concat(parts) if parts else empty)
+
     def hop_keys(self, seed: int, key: int, hop: int) -> np.ndarray:
         """Per edge type, the key of hop ``hop`` of batch ``key``: counter ``hop`` on a homogeneous graph,
         ``hop * MAX_EDGE_TYPES + edge type`` on a typed one."""

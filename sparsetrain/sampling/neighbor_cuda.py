@@ -341,16 +341,8 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
     for hop in range(layout.fanouts.shape[0]):
         before = counts.copy()
         fan = layout.fanouts[hop]
-        seg_et, seg_start, seg_dst, parts = [], [0], [], []
-        for e_type in range(len(fan)):
-            d = layout.et_dst[e_type]
-            if fan[e_type] != 0 and counts[d] > first[d]:
-                seg_et.append(e_type)
-                seg_start.append(seg_start[-1] + int(counts[d] - first[d]))
-                seg_dst.append(int(first[d]))
-                cols = nodes[d][first[d] : counts[d]]
-                parts.append(cols + int(layout.col_offset[e_type]) if layout.col_offset[e_type] else cols)
-        cols = parts[0] if len(parts) == 1 else (ops.cat(parts) if parts else ops.empty(0))
+        seg_et, seg_start, seg_dst = layout.segments(hop, counts, first)
+        cols = layout.columns(nodes, (seg_et, seg_start, seg_dst), ops.cat, ops.empty(0))
         work = seg_start[-1]
         # (a hop with no work still hands the kernels one-entry arrays: a device view of nothing is not made)
         seg = [ops.array(a) for a in (seg_et or [0], seg_start, seg_dst or [0], fan[seg_et] if seg_et else [0])]
@@ -369,7 +361,7 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
                     _insert_known[_blocks(int(counts[n_type]), t), t, stream](
                         k(nodes[n_type]), int(counts[n_type]), int(layout.type_offset[n_type]), k(table_keys),
                         k(table_vals), capacity - 1)
-        src, dst, edge_ids, slots = ops.empty(num_edges), ops.empty(num_edges), ops.empty(num_edges), ops.empty(num_edges)
+        src, dst, edge_ids, slots = (ops.empty(num_edges) for _ in range(4))
         _sample_kernel[_blocks(work, t), t, stream](
             indices, weights, edge_perm, permuted, k(cols), work, k(seg[1]), k(seg[0]), k(seg[2]), k(ops.array(fan)),
             k(ops.array(keys[hop], np.uint64)), k(col_offset), k(edge_offset), k(et_src), k(et_dst), k(type_offset),

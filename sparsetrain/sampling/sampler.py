@@ -199,6 +199,9 @@ class NeighborSampler:
         """Index of the seeds' node type: a homogeneous graph's one type, else ``node_type`` or ``seed_type``."""
         layout = self._layout
         if not self.graph.is_typed:
+            if node_type not in (None, layout.node_types[0]):
+                raise SamplingError(f"the seeds are {node_type!r} nodes but the graph is homogeneous (its one node type "
+                                    f"is {layout.node_types[0]!r}); drop node_type")
             return 0
         name = node_type or self.seed_type
         if name is None:
@@ -295,22 +298,15 @@ class NeighborSampler:
         """
         layout = self._layout
         fan = layout.fanouts[hop]
-        seg_et, seg_start, seg_dst, parts, batch_parts = [], [0], [], [], []
-        for k in range(len(layout.edge_types)):
-            d = layout.et_dst[k]
-            if fan[k] != 0 and counts[d] > first[d]:
-                seg_et.append(k)
-                seg_start.append(seg_start[-1] + int(counts[d] - first[d]))
-                seg_dst.append(first[d])
-                cols = ws.nodes[d][first[d] : counts[d]]
-                parts.append(cols + layout.col_offset[k] if layout.col_offset[k] else cols)
-                if node_map is not None:
-                    batch_parts.append(ws.batch[d][first[d] : counts[d]])
-        cols = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts else np.zeros(0, np.int64))
+        segments = layout.segments(hop, counts, first)
+        cols = layout.columns(ws.nodes, segments, np.concatenate, np.zeros(0, np.int64))
         item_batch = _NO_ITEMS
-        if node_map is not None:
-            item_batch = np.concatenate(batch_parts) if batch_parts else np.zeros(0, np.int64)
-        seg_et, seg_start, seg_dst = (np.array(a, np.int64) for a in (seg_et, seg_start, seg_dst))
+        if node_map is not None:  # disjoint: each work item's seed (batch) index, in the same order as cols
+            seg_et_, seg_start_, seg_dst_ = segments
+            parts = [ws.batch[layout.et_dst[k]][seg_dst_[i] : seg_dst_[i] + seg_start_[i + 1] - seg_start_[i]]
+                     for i, k in enumerate(seg_et_)]
+            item_batch = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        seg_et, seg_start, seg_dst = (np.array(a, np.int64) for a in segments)
         work = len(cols)
         ws.for_items(work)
         with _threads_for(work * 8):
@@ -350,7 +346,7 @@ class NeighborSampler:
         elif not single and found:
             new = new_nodes[:found]
             new_type = np.searchsorted(layout.type_offset, new, side="right") - 1
-            for t in np.unique(new_type):
+            for t in np.flatnonzero(np.bincount(new_type, minlength=len(layout.node_types))):
                 mine = new[new_type == t] - layout.type_offset[t]
                 start = int(counts[t]) - len(mine)
                 ws.grow_nodes(t, int(counts[t]), start)[start : counts[t]] = mine
@@ -431,8 +427,7 @@ class NeighborSampler:
             for k, et in enumerate(edge_types):
                 if layout.fanouts[hop, k] != 0:  # an edge type sampled at this hop, even if no node had such edges
                     a, b = span.get(k, (0, 0))
-                    edge_index[et] = ei[:, a:b].clone()
-                    edge_ids[et] = ids[a:b].clone()
+                    edge_index[et], edge_ids[et] = _cut(ei, a, b), _cut(ids, a, b)
                 edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
             blocks.append(Block(edge_index=edge_index, edge_ids=edge_ids,
                                 num_src={t: int(after[i]) for i, t in enumerate(types)},
@@ -498,6 +493,13 @@ class NeighborSampler:
         typed = f", seed_type={self.seed_type!r}" if self.graph.is_typed else ""
         return (f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, "
                 f"hop_nodes={self.hop_nodes!r}{typed}, seed={self.seed}, graph={self.graph!r})")
+
+
+def _cut(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
+    """A contiguous copy of ``t[..., a:b]``; on the host by NumPy, whose copy beats torch's on a strided slice."""
+    if t.device.type == "cpu":
+        return torch.from_numpy(t.numpy()[..., a:b].copy())
+    return t[..., a:b].clone()
 
 
 def _check_weights(graph: CSCGraph) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from sparsetrain._sigbus import watch
+from sparsetrain.errors import SettingError
 from sparsetrain.storage.base import FeatureSource, torch_dtype_of, widen
 from sparsetrain.storage.errors import FeatureFileError
 from sparsetrain.storage.file_reads import (
@@ -78,11 +79,11 @@ class MmapFeatures(FeatureSource):
 
     def __init__(self, path: str | os.PathLike, *, mode: str = "mmap", coalesce_bytes: int = 4096, advise: bool | str = False, io_threads: int = 32) -> None:
         if mode not in ("mmap", "pread", "direct"):
-            raise ValueError(f"MmapFeatures: mode must be 'mmap', 'pread' or 'direct', got {mode!r}")
+            raise SettingError(f"MmapFeatures: mode must be 'mmap', 'pread' or 'direct', got {mode!r}")
         if int(io_threads) < 1:
-            raise ValueError(f"MmapFeatures: io_threads must be at least 1, got {io_threads}")
+            raise SettingError(f"MmapFeatures: io_threads must be at least 1, got {io_threads}")
         if advise not in (True, False, "auto"):
-            raise ValueError(f"MmapFeatures: advise must be True, False or 'auto', got {advise!r}")
+            raise SettingError(f"MmapFeatures: advise must be True, False or 'auto', got {advise!r}")
         self.path = Path(path)
         shape, np_dtype, self.data_offset = read_npy_header(self.path)
         super().__init__(shape, torch_dtype_of(np_dtype), "cpu")

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import torch
 
+from sparsetrain.errors import SettingError
 from sparsetrain.storage.base import FeatureSource, byte_rows, widen
 from sparsetrain.storage.errors import PinnedMemoryError
 from sparsetrain.storage.gather_kernels import gather_rows
@@ -31,7 +32,7 @@ def _host_tensor(source) -> torch.Tensor:
     if isinstance(source, np.ndarray):
         source = torch.from_numpy(np.ascontiguousarray(source))
     if not isinstance(source, torch.Tensor) or source.dim() < 1:
-        raise ValueError(f"PinnedFeatures needs a tensor, array, .npy path or FeatureSource with rows, got {type(source).__name__}")
+        raise SettingError(f"PinnedFeatures needs a tensor, array, .npy path or FeatureSource with rows, got {type(source).__name__}")
     return source.detach().cpu().contiguous()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from sparsetrain.errors import SettingError
 from sparsetrain.storage.base import FeatureSource, byte_rows, widen
 from sparsetrain.storage.gather_kernels import gather_rows
 
@@ -20,7 +21,7 @@ class TensorFeatures(FeatureSource):
         if isinstance(tensor, np.ndarray):
             tensor = torch.from_numpy(tensor)
         if not isinstance(tensor, torch.Tensor) or tensor.dim() < 1:
-            raise ValueError(f"TensorFeatures needs a tensor with at least one dimension (rows), got {type(tensor).__name__}")
+            raise SettingError(f"TensorFeatures needs a tensor with at least one dimension (rows), got {type(tensor).__name__}")
         self.tensor = tensor.contiguous()
         super().__init__(self.tensor.shape, self.tensor.dtype, self.tensor.device)
         self._bytes = byte_rows(self.tensor) if self.device.type == "cpu" else None

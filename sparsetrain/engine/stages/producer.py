@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 import numba
 
 from sparsetrain.engine.stages.errors import LoaderError
+from sparsetrain.errors import SettingError
 
 POLL_SECONDS = 0.1
 JOIN_SECONDS = 10.0
@@ -44,7 +45,7 @@ class Producer:
                  context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
                  numba_threads: int | None = None, name: str = "sparsetrain-loader") -> None:
         if depth < 1:
-            raise ValueError(f"depth={depth} must be at least 1")
+            raise SettingError(f"depth={depth} must be at least 1")
         self._items = items
         self._context = context
         self._numba_threads = numba_threads

@@ -1,0 +1,82 @@
+"""What ``sparsetrain train`` checks of a dataset folder before it reads a batch from it.
+
+Opening a dataset checks each file's header against ``meta.json``; a file edited in place after
+import (a NaN written into ``features.npy``) keeps its header. So before training, cheaply:
+every file's size is the one its header promises, the files up to ``SMALL_FILE_BYTES`` (labels,
+splits, the features and graph of small datasets) match their recorded sha256, and the labels of
+the split nodes are classes. ``--verify`` checks the sha256 of every file and the structure (a
+full read). Larger files are then guarded per batch: the fetch stage checks every gathered batch
+of features for NaN and inf (:func:`~sparsetrain.engine.stages.fetch.check_finite`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sparsetrain.datasets import format as fmt
+from sparsetrain.errors import ChecksumError, DatasetError, SparsetrainError
+from sparsetrain.storage.mmap import read_npy_header
+
+SMALL_FILE_BYTES = 64 << 20
+"""Files up to this size have their sha256 checked each time training opens the dataset (~0.1 s per 64 MiB)."""
+
+_REIMPORT = "the file changed after import; re-run `sparsetrain preprocess` (`sparsetrain info DIR` checks every file)"
+
+
+def check_files(folder: Path, meta: dict, small_file_bytes: int | None = None) -> None:
+    """Every array file of ``meta['files']`` has the size its header promises; those up to ``small_file_bytes``
+    (default ``SMALL_FILE_BYTES``) match their recorded sha256. Raises :class:`~sparsetrain.errors.ChecksumError`
+    naming the file."""
+    small_file_bytes = SMALL_FILE_BYTES if small_file_bytes is None else small_file_bytes
+    for name, entry in meta["files"].items():
+        path = folder / name
+        if not path.is_file():
+            raise DatasetError(f"{path}: missing; the dataset is incomplete, re-run `sparsetrain preprocess`")
+        try:
+            shape, dtype, offset = read_npy_header(path)
+        except SparsetrainError:
+            raise DatasetError(f"{path}: not a readable .npy file; {_REIMPORT}") from None
+        size, expected = path.stat().st_size, offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if size != expected:
+            raise ChecksumError(f"{path}: {size} bytes where its header describes {expected}; {_REIMPORT}")
+        if size <= small_file_bytes and fmt.sha256_file(path) != entry["sha256"]:
+            raise ChecksumError(f"{path}: sha256 does not match meta.json; {_REIMPORT}")
+
+
+def check_split_labels(where: str, labels: torch.Tensor, split: dict[str, torch.Tensor],
+                       num_classes: int | None) -> None:
+    """Every node of every split has a label in ``[0, num_classes)``; raises :class:`~sparsetrain.errors.DatasetError`
+    naming ``where`` (the labels), a few nodes and their labels."""
+    if num_classes is None:
+        raise DatasetError(f"{where}: meta.json records no class count for these labels; "
+                           "re-run `sparsetrain preprocess`")
+    for name, idx in split.items():
+        picked = labels[idx]
+        bad = ((picked < 0) | (picked >= num_classes)).nonzero().flatten()
+        if len(bad):
+            shown = ", ".join(f"node {int(idx[i])}: {int(picked[i])}" for i in bad[:3])
+            raise DatasetError(f"{where}: {len(bad)} {name} node(s) have a label outside [0, {num_classes}) ({shown}); "
+                               "fix the labels (or --num-classes) and re-run `sparsetrain preprocess`")
+
+
+def check_for_training(ds, *, verify: bool = False, task: str = "node", target_type: str | None = None) -> None:
+    """All of the above for a dataset about to be trained on; ``verify``: every file's sha256 and the structure instead
+    of the small files' (:func:`~sparsetrain.datasets.load` with ``verify=True``)."""
+    if verify:
+        from sparsetrain.datasets import load
+
+        load(ds.path, verify=True)
+    else:
+        check_files(ds.path, ds.meta)
+    if task != "node":
+        return
+    if isinstance(ds.labels, dict):  # typed: the target type's split, when training uses it
+        target = target_type or ds.target_type
+        if target == ds.target_type and target in ds.labels and ds.split:
+            where = f"{ds.path}: the labels of node type {target!r}"
+            check_split_labels(where, ds.labels[target], ds.split, ds.num_classes)
+    elif ds.labels is not None:
+        check_split_labels(str(ds.path / fmt.LABELS), ds.labels, ds.split, ds.num_classes)

@@ -1,0 +1,134 @@
+"""`sparsetrain train` never trains on data it has not checked: altered files, NaN/inf features, labels out of range,
+a diverging loss; each is one line and exit code 1."""
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import sparsetrain as st
+from sparsetrain.engine import dataset_checks
+from sparsetrain.engine.stages.fetch import TENSOR, check_finite
+from sparsetrain.errors import ChecksumError, DatasetError
+
+TINY = ["--fanout", "5,5", "--batch-size", "64", "--hidden", "16", "--quiet"]
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    return st.datasets.synthesize(tmp_path / "tiny", 400, 3200, feature_dim=8, num_classes=3, seed=0, quiet=True).path
+
+
+def _write_into(path, rows_cols, value):
+    array = np.load(path, mmap_mode="r+")
+    for r, c in rows_cols:
+        array[r, c] = value
+    array.flush()
+
+
+def _resign(folder, name):
+    """Record the file's new sha256 in meta.json, as a careless tool would."""
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["files"][name]["sha256"] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+def _one_line_error(code, err):
+    assert code == 1, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and "Traceback" not in err, err
+
+
+def test_a_nan_written_after_import_is_caught_by_the_checksum_of_a_small_file(cli, tiny):
+    _write_into(tiny / "features.npy", [(5, 3)], np.nan)
+    code, _, err = cli("train", "--data", tiny, "--epochs", "1", *TINY)
+    _one_line_error(code, err)
+    assert "features.npy: sha256 does not match" in err and "sparsetrain preprocess" in err
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_a_large_file_is_guarded_per_batch_naming_the_file_and_rows(cli, tiny, monkeypatch, value):
+    monkeypatch.setattr(dataset_checks, "SMALL_FILE_BYTES", 0)  # as if features.npy were too large to hash at open
+    bad_rows = [5, 77, 301]
+    _write_into(tiny / "features.npy", [(r, r % 8) for r in bad_rows], value)
+    every_neighbor = ["--fanout", "-1,-1", *TINY[2:]]
+    code, _, err = cli("train", "--data", tiny, "--epochs", "1", *every_neighbor)
+    _one_line_error(code, err)
+    features = np.load(tiny / "features.npy")
+    expected = np.flatnonzero(~np.isfinite(features).all(axis=1))
+    assert list(expected) == bad_rows
+    named = err.split(": rows ")[1].split(" hold")[0]
+    assert f"{tiny / 'features.npy'}: rows" in err
+    assert set(int(i) for i in named.split(", ")) <= set(bad_rows)
+
+
+def test_verify_checks_every_file_whatever_its_size(cli, tiny, monkeypatch):
+    monkeypatch.setattr(dataset_checks, "SMALL_FILE_BYTES", 0)
+    indices = np.load(tiny / "indices.npy", mmap_mode="r+")
+    indices[0] = (indices[0] + 1) % 400  # a valid id, so no per-batch check can see it
+    indices.flush()
+    code, _, err = cli("train", "--data", tiny, "--epochs", "1", "--verify", *TINY)
+    _one_line_error(code, err)
+    assert "indices.npy" in err and "sha256" in err
+
+
+def test_a_file_with_bytes_appended_is_refused(tiny):
+    with open(tiny / "labels.npy", "ab") as f:
+        f.write(b"\0" * 8)
+    meta = json.loads((tiny / "meta.json").read_text())
+    with pytest.raises(ChecksumError, match="labels.npy: .* bytes where its header describes"):
+        dataset_checks.check_files(tiny, meta, small_file_bytes=0)
+
+
+def test_labels_outside_the_classes_are_one_line_naming_the_nodes(cli, tiny):
+    labels = np.load(tiny / "labels.npy")
+    train = np.load(tiny / "train_idx.npy")
+    labels[train[[2, 9]]] = [7, -1]
+    np.save(tiny / "labels.npy", labels)
+    _resign(tiny, "labels.npy")
+    code, _, err = cli("train", "--data", tiny, "--epochs", "1", *TINY)
+    _one_line_error(code, err)
+    assert "labels.npy: 2 train node(s) have a label outside [0, 3)" in err
+    assert f"node {train[2]}: 7" in err and f"node {train[9]}: -1" in err
+
+
+def test_check_finite_names_the_rows_numpy_finds():
+    x = torch.randn(1000, 16)
+    x[[3, 500, 999], [0, 7, 15]] = torch.tensor([float("nan"), float("inf"), -float("inf")])
+    ids = torch.arange(1000) * 10 + 1
+    with pytest.raises(DatasetError) as info:
+        check_finite(x, ids, x)
+    expected = ids[np.flatnonzero(~np.isfinite(x.numpy()).all(axis=1))]
+    named = ", ".join(map(str, expected.tolist()))
+    assert f"{TENSOR}: rows {named} hold NaN or inf (3 of the 1000 rows" in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_check_finite_accepts_large_finite_values_and_ignores_integers(dtype):
+    big = torch.full((4096, 64), torch.finfo(dtype).max, dtype=dtype)  # a sum would overflow; min/max does not
+    check_finite(big, torch.arange(4096), big)
+    check_finite(torch.arange(10).view(5, 2), torch.arange(5), None)
+    bad = big.clone()
+    bad[17, 3] = float("nan")
+    with pytest.raises(DatasetError, match="rows 17 hold NaN"):
+        check_finite(bad, torch.arange(4096), bad)
+
+
+def test_trainer_refuses_class_targets_out_of_range_naming_the_seeds():
+    graph = st.CSCGraph.from_edge_index(torch.randint(0, 50, (2, 400), generator=torch.Generator().manual_seed(0)), 50)
+    labels = torch.arange(50) % 3
+    labels[[4, 11]] = torch.tensor([3, -2])
+    loader = st.Loader(st.NeighborSampler(graph, [3]), torch.randn(50, 4), labels, torch.arange(50), batch_size=50,
+                       shuffle=False)
+    model = st.GraphSAGE(4, 8, 3, num_layers=1)
+    trainer = st.Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1, quiet=True)
+    says = r"2 seed\(s\) of this batch have a label outside \[0, 3\).*nodes 4 \(label 3\), 11 \(label -2\)"
+    with pytest.raises(DatasetError, match=says):
+        trainer.fit()
+
+
+def test_a_diverging_loss_is_one_line_naming_the_step(cli, tiny):
+    code, _, err = cli("train", "--data", tiny, "--epochs", "3", "--lr", "1e30", *TINY)
+    _one_line_error(code, err)
+    assert "the loss became" in err and "at step" in err and "--lr" in err
