@@ -25,6 +25,18 @@ start-up counts) and the seconds to the first batch, for PyG's loader (torch-spa
 ``sparsetrain.pyg.NeighborLoader`` (sampling threads), rounds alternating; then the same in a subprocess on
 Numba's fork-safe ``workqueue`` threading layer, where sparsetrain's workers are forked processes (each with
 PyG's loader as its peer again). Writes benchmarks/out/pyg_loader_workers.json.
+
+    python benchmarks/pyg_loader.py --temporal --nodes 300000 --edges 6000000 --fanouts 10 5 --batches 10
+
+measures PyG's temporal and disjoint sampling instead (random node times in [0, 1000), each seed at its own
+time; disjoint: one subgraph per seed, no time). PyG's own ``NeighborSampler`` samples neither without pyg-lib
+(which has no wheel for this torch), so the peer is torch-sparse's ``hetero_temporal_neighbor_sample`` (what PyG
+ran for temporal sampling before pyg-lib: node time, one subgraph per seed; the graph as its one-type case; all
+times 0 for disjoint), called directly on 1 thread and on 2 threads side by side (the better counts). It draws
+with rejection (a drawn neighbor later than the seed is dropped), so it may return fewer edges than the fanout
+allows; sampled edges/s is reported with seeds/s. sparsetrain: ``sparsetrain.pyg.NeighborSampler(time_attr=)`` /
+``(disjoint=True)``'s ``sample_from_nodes`` (PyG's ``SamplerOutput``, with ``batch``), rounds alternating.
+Writes benchmarks/out/pyg_loader_temporal.json.
 """
 
 from __future__ import annotations
@@ -197,6 +209,82 @@ def workers_main(args) -> None:
     print(f"\nwrote {OUT / 'pyg_loader_workers.json'}")
 
 
+def temporal_peer(data, fanouts, node_time: torch.Tensor, threads: int):
+    """torch-sparse's temporal sampler over ``data`` as a one-type graph: a function of the seed batches -> edges."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch_sparse  # noqa: F401  (registers torch.ops.torch_sparse)
+
+    from sparsetrain.sampling import CSCGraph
+
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes)
+    rel = "n__to__n"
+    colptr, row = {rel: graph.indptr}, {rel: graph.indices.to(torch.int64)}
+
+    def one(seeds: torch.Tensor) -> int:
+        out = torch.ops.torch_sparse.hetero_temporal_neighbor_sample(
+            ["n"], [("n", "to", "n")], colptr, row, {"n": seeds}, {rel: fanouts}, {"n": node_time}, len(fanouts),
+            False, True)
+        return int(out[1][rel].numel())
+
+    if threads == 1:
+        return lambda batches: sum(one(b) for b in batches)
+    pool = ThreadPoolExecutor(threads)  # whole batches side by side, like loader workers (the op releases the GIL)
+    return lambda batches: sum(pool.map(one, batches))
+
+
+def temporal_main(args) -> None:
+    """``--temporal``: temporal and disjoint sampling, sparsetrain vs torch-sparse (see the module docstring)."""
+    from torch_geometric.sampler import NodeSamplerInput
+
+    from sparsetrain.pyg import NeighborSampler
+
+    data, train, _ = make_data(Path(args.data), args.nodes, args.edges, args.seed)
+    rng = np.random.default_rng(args.seed)
+    data.time = torch.from_numpy(rng.integers(0, 1000, data.num_nodes))
+    order = torch.from_numpy(rng.permutation(len(train))[: args.batch_size * args.batches])
+    batches = list(train[order].split(args.batch_size))
+    results = {}
+    for mode, options, node_time in (("temporal", {"time_attr": "time"}, data.time),
+                                     ("disjoint", {"disjoint": True}, torch.zeros(data.num_nodes, dtype=torch.int64))):
+        ours = NeighborSampler(data, args.fanouts, seed=0, **options)
+
+        def run_ours(batches, ours=ours) -> int:
+            return sum(ours.sample_from_nodes(NodeSamplerInput(None, b)).row.numel() for b in batches)
+
+        runners = {"sparsetrain": run_ours, "torch_sparse_1thread": temporal_peer(data, args.fanouts, node_time, 1),
+                   "torch_sparse_2threads": temporal_peer(data, args.fanouts, node_time, 2)}
+        for run in runners.values():  # warm-up: compile, first touches
+            run(batches[:1])
+        rounds = {name: [] for name in runners}
+        for r in range(args.rounds):
+            for name, run in runners.items():
+                start = time.perf_counter()
+                edges = run(batches)
+                seconds = time.perf_counter() - start
+                seeds_per_s = len(batches) * args.batch_size / seconds
+                rounds[name].append({"seeds_per_s": seeds_per_s, "edges_per_s": edges / seconds})
+                print(f"{mode} round {r}: {name} {rounds[name][-1]['seeds_per_s']:,.0f} seeds/s, "
+                      f"{rounds[name][-1]['edges_per_s']:,.0f} edges/s", flush=True)
+        median = {name: {k: statistics.median(x[k] for x in v) for k in ("seeds_per_s", "edges_per_s")}
+                  for name, v in rounds.items()}
+        peer = max(median["torch_sparse_1thread"]["seeds_per_s"], median["torch_sparse_2threads"]["seeds_per_s"])
+        results[mode] = {"median": median, "rounds": rounds,
+                         "seeds_ratio_vs_torch_sparse": median["sparsetrain"]["seeds_per_s"] / peer}
+    print(f"\n| mode | sampler | seeds/s | sampled edges/s | sparsetrain / best torch-sparse (seeds/s) |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for mode, res in results.items():
+        for name, v in res["median"].items():
+            ratio = f"{res['seeds_ratio_vs_torch_sparse']:.2f}x" if name == "sparsetrain" else ""
+            print(f"| {mode} | {name} | {v['seeds_per_s']:,.0f} | {v['edges_per_s']:,.0f} | {ratio} |")
+    results["graph"] = {"nodes": data.num_nodes, "edges": data.num_edges, "fanouts": args.fanouts,
+                        "batch_size": args.batch_size, "batches": args.batches, "rounds": args.rounds,
+                        "cores": os.cpu_count()}
+    OUT.mkdir(exist_ok=True)
+    (OUT / "pyg_loader_temporal.json").write_text(json.dumps(results, indent=2))
+    print(f"\nwrote {OUT / 'pyg_loader_temporal.json'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(OUT / "products-pyg"), help="dataset folder (synthesized there if missing)")
@@ -211,9 +299,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, nargs="+", help="measure these num_workers instead (see the docstring)")
     parser.add_argument("--fork-child", help=argparse.SUPPRESS)  # where the workqueue-layer run of --workers writes
+    parser.add_argument("--temporal", action="store_true",
+                        help="measure temporal and disjoint sampling instead (see above)")
     args = parser.parse_args()
     if args.workers:
         workers_main(args)
+        return
+    if args.temporal:
+        temporal_main(args)
         return
     from torch_geometric.nn.models import GraphSAGE
 

@@ -288,7 +288,7 @@ def test_minibatch_to_moves_every_tensor_and_keeps_loader_fields():
 # ---------- errors ----------
 def test_errors_name_the_problem():
     graph = random_graph(50, 200, seed=9)
-    seeds_only = NeighborSampler(graph, []).sample(torch.tensor([3, 1]))  # no hop (PyG's num_neighbors=[]): the seeds alone
+    seeds_only = NeighborSampler(graph, []).sample(torch.tensor([3, 1]))  # no hop (PyG's num_neighbors=[]): seeds alone
     assert seeds_only.blocks == [] and seeds_only.input_nodes.tolist() == [3, 1]
     with pytest.raises(SamplingError, match="fanouts"):
         NeighborSampler(graph, [5, -2])

@@ -155,7 +155,8 @@ def test_induced_subgraph_holds_every_edge_between_sampled_nodes(typed):
         graph = CSCGraph.from_edge_index_dict({("n", "r", "n"): ei}, {"n": 40})
     else:
         graph = CSCGraph.from_edge_index(ei, 40)
-    sampler = NeighborSampler(graph, [2, 2], hop_nodes="new", subgraph_type="induced", seed_type="n" if typed else None, seed=0)
+    sampler = NeighborSampler(graph, [2, 2], hop_nodes="new", subgraph_type="induced", seed_type="n" if typed else None,
+                              seed=0)
     mb = sampler.sample(torch.tensor([1, 2, 3]))
     nodes = mb.input_nodes["n"] if typed else mb.input_nodes
     flat_index = mb.subgraph.edge_index[("n", "r", "n")] if typed else mb.subgraph.edge_index
@@ -174,8 +175,9 @@ def test_induced_subgraph_holds_every_edge_between_sampled_nodes(typed):
 def test_bidirectional_subgraph_is_the_sampled_edges_and_their_reverses():
     ei = random_edges(40, 300, seed=11)
     graph = CSCGraph.from_edge_index(ei, 40)
-    directional = NeighborSampler(graph, [3, 2], hop_nodes="new", seed=4).sample(SamplerInput(torch.tensor([0, 5]), key=0))
-    both = NeighborSampler(graph, [3, 2], hop_nodes="new", seed=4, subgraph_type="bidirectional").sample(SamplerInput(torch.tensor([0, 5]), key=0))
+    seeds = SamplerInput(torch.tensor([0, 5]), key=0)
+    directional = NeighborSampler(graph, [3, 2], hop_nodes="new", seed=4).sample(seeds)
+    both = NeighborSampler(graph, [3, 2], hop_nodes="new", seed=4, subgraph_type="bidirectional").sample(seeds)
     assert torch.equal(directional.input_nodes, both.input_nodes)  # the same draws
     pairs = {(int(s), int(d)) for b in directional.blocks for s, d in zip(*b.edge_index.tolist())}
     expected = sorted(pairs | {(d, s) for s, d in pairs}, key=lambda p: (p[1], p[0]))
@@ -195,8 +197,9 @@ def test_reverse_is_the_graph_of_the_flipped_edges(typed):
     weights = torch.rand(200)
     if typed:
         src_dst = torch.stack([ei[0] % 10, ei[1]])  # a (10 nodes) -> b (30 nodes)
-        graph = CSCGraph.from_edge_index_dict({("a", "r", "b"): src_dst}, {"a": 10, "b": 30}, {("a", "r", "b"): weights})
-        flipped = CSCGraph.from_edge_index_dict({("b", "r", "a"): src_dst.flip(0)}, {"a": 10, "b": 30}, {("b", "r", "a"): weights})
+        sizes = {"a": 10, "b": 30}
+        graph = CSCGraph.from_edge_index_dict({("a", "r", "b"): src_dst}, sizes, {("a", "r", "b"): weights})
+        flipped = CSCGraph.from_edge_index_dict({("b", "r", "a"): src_dst.flip(0)}, sizes, {("b", "r", "a"): weights})
     else:
         graph, flipped = CSCGraph.from_edge_index(ei, 30, weights), CSCGraph.from_edge_index(ei.flip(0), 30, weights)
     reverse = graph.reverse()
@@ -210,15 +213,17 @@ def typed_graph():
     rng = np.random.default_rng(13)
     writes = torch.from_numpy(np.stack([rng.integers(0, 30, 200), rng.integers(0, 20, 200)]))  # author -> paper
     cites = torch.from_numpy(rng.integers(0, 20, (2, 100)))
-    return CSCGraph.from_edge_index_dict({("author", "writes", "paper"): writes, ("paper", "rev_writes", "author"): writes.flip(0),
-                                          ("paper", "cites", "paper"): cites}, {"author": 30, "paper": 20}), writes
+    edges = {("author", "writes", "paper"): writes, ("paper", "rev_writes", "author"): writes.flip(0),
+             ("paper", "cites", "paper"): cites}
+    return CSCGraph.from_edge_index_dict(edges, {"author": 30, "paper": 20}), writes
 
 
 def test_seeds_of_two_types_in_one_batch():
     graph, _ = typed_graph()
-    mb = NeighborSampler(graph, [-1], hop_nodes="new", seed=0).sample(SamplerInput({"author": torch.tensor([4, 2]),
-                                                                                   "paper": torch.tensor([7])}))
-    assert mb.seed_type is None and mb.input_nodes["author"][:2].tolist() == [4, 2] and mb.input_nodes["paper"][:1].tolist() == [7]
+    seeds = SamplerInput({"author": torch.tensor([4, 2]), "paper": torch.tensor([7])})
+    mb = NeighborSampler(graph, [-1], hop_nodes="new", seed=0).sample(seeds)
+    assert mb.seed_type is None and mb.input_nodes["author"][:2].tolist() == [4, 2]
+    assert mb.input_nodes["paper"][:1].tolist() == [7]
     assert mb.blocks[-1].num_dst == {"author": 2, "paper": 1}
     writes = graph.relation(("author", "writes", "paper"))
     into_7 = writes.indices[int(writes.indptr[7]) : int(writes.indptr[8])].tolist()
@@ -235,7 +240,8 @@ def test_typed_link_sampling_labels_point_at_the_seed_edges(mode, disjoint):
     mb = link.sample(EdgeSamplerInput(writes[0, pick], writes[1, pick], key=0, input_id=pick))
     authors, papers = mb.input_nodes["author"], mb.input_nodes["paper"]
     if mode == "triplet":
-        assert torch.equal(authors[mb.src_index], writes[0, pick]) and torch.equal(papers[mb.dst_pos_index], writes[1, pick])
+        assert torch.equal(authors[mb.src_index], writes[0, pick])
+        assert torch.equal(papers[mb.dst_pos_index], writes[1, pick])
         assert mb.dst_neg_index.shape == (pick.numel(), 2) and int(mb.dst_neg_index.max()) < papers.numel()
     else:
         label = mb.edge_label_index
@@ -273,3 +279,19 @@ def test_temporal_link_negatives_are_no_later_than_their_seed_edge():
     assert torch.equal(mb.seed_time, time.repeat(2))
     for i in range(6):  # each endpoint's subgraph stops at its edge's time
         assert bool((node_time[mb.input_nodes[mb.batch == i % 3]] <= time[i % 3]).all())
+
+
+def test_the_engine_loader_takes_a_temporal_sampler():
+    """The native options reach the engine's Loader unchanged: x of every node, y of every seed, the batch vector."""
+    from sparsetrain.engine import Loader
+
+    ei = random_edges(50, 400, seed=15)
+    node_time = torch.arange(50)
+    sampler = NeighborSampler(CSCGraph.from_edge_index(ei, 50), [3, 2], hop_nodes="new", node_time=node_time, seed=0)
+    features, labels = torch.randn(50, 4), torch.arange(50) % 3
+    seen = 0
+    for mb in Loader(sampler, features, labels, torch.arange(10, 50), batch_size=16, shuffle=False, prefetch=0):
+        assert torch.equal(mb.x, features[mb.input_nodes]) and torch.equal(mb.y, labels[mb.seeds])
+        assert bool((node_time[mb.input_nodes] <= node_time[mb.seeds][mb.batch]).all())
+        seen += mb.seeds.numel()
+    assert seen == 40

@@ -23,10 +23,11 @@ __all__ = ["DatasetFeatureStore", "DatasetGraphStore", "LinkNeighborLoader", "Ne
 
 
 def __getattr__(name: str):
-    """``sparsetrain.pyg.hetero`` and its functions resolve for one release, with a warning naming what replaced them."""
+    """``sparsetrain.pyg.hetero`` and its functions resolve for one release, with a warning naming their
+    replacement."""
     _deprecated = importlib.import_module("sparsetrain.pyg._deprecated")
     if name not in _deprecated.NEW_NAME:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(f"{__name__}.{name} is deprecated: use {_deprecated.NEW_NAME[name]} (the old name goes away in the next release)",
-                  DeprecationWarning, stacklevel=2)
+    warnings.warn(f"{__name__}.{name} is deprecated: use {_deprecated.NEW_NAME[name]} (the old name goes away in the "
+                  "next release)", DeprecationWarning, stacklevel=2)
     return _deprecated if name == "hetero" else getattr(_deprecated, name)

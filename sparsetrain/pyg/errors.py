@@ -12,4 +12,5 @@ class LoaderTimeoutError(SparsetrainError, RuntimeError):
 
 
 class PyGNotImplementedError(SparsetrainError, NotImplementedError):
-    """An option combination PyG's own sampler raises ``NotImplementedError`` for (so ``except NotImplementedError`` catches it)."""
+    """An option combination PyG's own sampler raises ``NotImplementedError`` for (``except NotImplementedError``
+    catches it)."""

@@ -48,20 +48,22 @@ class PyGGraph:
 
 
 def graph_of(data: Any, weight_attr: str | None = None, time_attr: str | None = None) -> PyGGraph:
-    """The topology of ``data`` (see the module docstring), with edge weights ``weight_attr`` and times ``time_attr``."""
+    """The topology of ``data`` (see the module docstring), with edge weights ``weight_attr`` and times
+    ``time_attr``."""
     if isinstance(data, Data):
         return _from_data(data, weight_attr, time_attr)
     if isinstance(data, HeteroData):
         return _from_hetero(data, weight_attr, time_attr)
     if isinstance(data, (GraphDataset, str, os.PathLike)):
         if time_attr is not None or weight_attr is not None:
-            raise PyGOptionError("time_attr / weight_attr are not read from a sparsetrain dataset; pass a Data holding them")
+            raise PyGOptionError("time_attr / weight_attr are not read from a sparsetrain dataset; pass a Data "
+                                 "holding them")
         graph = as_dataset(data).graph
         return PyGGraph(graph, graph.is_typed)
     if isinstance(data, (tuple, list)) and len(data) == 2:
         return _from_stores(*data, weight_attr, time_attr)
-    raise PyGOptionError(f"data is a {type(data).__name__}; pass a torch_geometric Data or HeteroData, a sparsetrain dataset "
-                         "(or its folder), or a (FeatureStore, GraphStore) pair")
+    raise PyGOptionError(f"data is a {type(data).__name__}; pass a torch_geometric Data or HeteroData, a sparsetrain "
+                         "dataset (or its folder), or a (FeatureStore, GraphStore) pair")
 
 
 def _from_data(data: Data, weight_attr: str | None, time_attr: str | None) -> PyGGraph:
@@ -77,7 +79,8 @@ def _from_data(data: Data, weight_attr: str | None, time_attr: str | None) -> Py
         elif data.is_edge_attr(time_attr):
             edge_time = {EDGE_TYPE: time}
         else:
-            raise PyGOptionError(f"time_attr={time_attr!r} is neither a node-level nor an edge-level attribute of the data")
+            raise PyGOptionError(f"time_attr={time_attr!r} is neither a node-level nor an edge-level attribute of "
+                                 "the data")
     return PyGGraph(graph, False, node_time, edge_time, weight is not None)
 
 
@@ -92,9 +95,11 @@ def _from_hetero(data: HeteroData, weight_attr: str | None, time_attr: str | Non
         node_time = {t: data[t][time_attr] for t in data.node_types if time_attr in data[t]}
         edge_time = {et: data[et][time_attr] for et in data.edge_types if time_attr in data[et]}
         if node_time and edge_time:
-            raise PyGOptionError(f"time_attr={time_attr!r} holds both node-level and edge-level times; keep one of them")
+            raise PyGOptionError(f"time_attr={time_attr!r} holds both node-level and edge-level times; keep one of "
+                                 "them")
         if not node_time and not edge_time:
-            raise PyGOptionError(f"time_attr={time_attr!r} is neither a node-level nor an edge-level attribute of the data")
+            raise PyGOptionError(f"time_attr={time_attr!r} is neither a node-level nor an edge-level attribute of "
+                                 "the data")
         node_time, edge_time = node_time or None, edge_time or None
     return PyGGraph(graph, True, node_time, edge_time, weights is not None)
 
@@ -115,9 +120,12 @@ def _from_stores(feature_store, graph_store, weight_attr: str | None, time_attr:
         else:
             node_types = {t for attr in feature_store.get_all_tensor_attrs() if isinstance(attr.group_name, str)
                           for t in [attr.group_name]} | {t for et in row for t in (et[0], et[-1])}
-            num_nodes = {t: int(remote_backend_utils.num_nodes(feature_store, graph_store, t)) for t in sorted(node_types)}
-            relations = {tuple(et): CSCGraph(colptr[et].to(torch.int64), row[et],
-                                             edge_perm=None if perm.get(et) is None else perm[et].to(torch.int64)) for et in row}
+            num_nodes = {t: int(remote_backend_utils.num_nodes(feature_store, graph_store, t))
+                         for t in sorted(node_types)}
+            relations = {}
+            for et in row:
+                ids = None if perm.get(et) is None else perm[et].to(torch.int64)
+                relations[tuple(et)] = CSCGraph(colptr[et].to(torch.int64), row[et], edge_perm=ids)
             graph = CSCGraph.from_relations(num_nodes, relations)
     node_time = edge_time = None
     if time_attr is not None:
@@ -126,7 +134,7 @@ def _from_stores(feature_store, graph_store, weight_attr: str | None, time_attr:
 
 
 def _store_times(feature_store, time_attr: str, typed: bool):
-    """PyG's rule for times in a feature store: group names that are node types hold node times, edge types edge times."""
+    """PyG's rule for times in a feature store: node-type group names hold node times, edge-type ones edge times."""
     attrs = [attr for attr in feature_store.get_all_tensor_attrs() if attr.attr_name == time_attr]
     if not attrs:
         raise PyGOptionError(f"time_attr={time_attr!r}: the feature store has no tensor of that name")

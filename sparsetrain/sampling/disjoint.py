@@ -30,7 +30,8 @@ def _slot(keys, key):
 
 @numba.njit(cache=True, nogil=True)
 def insert_seeds(seeds, base, total, first_batch, keys, values):
-    """Seed ``i`` (a node of the type at table position ``base``) is node ``i`` of seed ``first_batch + i``'s subgraph."""
+    """Seed ``i`` (of the node type at table position ``base``) is node ``i`` of seed ``first_batch + i``'s
+    subgraph."""
     for i in range(seeds.shape[0]):
         key = (first_batch + i) * total + base + seeds[i]
         s = _slot(keys, key)
@@ -39,8 +40,8 @@ def insert_seeds(seeds, base, total, first_batch, keys, values):
 
 
 @numba.njit(cache=True, nogil=True)
-def relabel(nbr, dst, offsets, seg_start, seg_et, seg_dst, et_src, type_offset, type_size, item_batch, keys, values, counts,
-            new_nodes, src):
+def relabel(nbr, dst, offsets, seg_start, seg_et, seg_dst, et_src, type_offset, type_size, item_batch, keys, values,
+            counts, new_nodes, src):
     """The dedupe + relabel pass of :func:`~sparsetrain.sampling.neighbor.sample_hop` for disjoint subgraphs.
 
     Edge ``e`` (source ``nbr[e]``, dst local id ``dst[e]``) belongs to the subgraph of its dst's seed,

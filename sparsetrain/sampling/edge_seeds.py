@@ -68,8 +68,9 @@ class LinkMiniBatch(MiniBatch):
         return f"Link{super().__repr__()[:-1]}, label_edges={labels})"
 
 
-_LINK_FIELDS = ("edge_label_index", "edge_label", "src_index", "dst_pos_index", "dst_neg_index", "input_id", "seed_time")
-NEGATIVE_REDRAWS = 5  # temporal negatives: redraws of those later than their seed edge before the earliest node stands in (PyG's rule)
+_LINK_FIELDS = ("edge_label_index", "edge_label", "src_index", "dst_pos_index", "dst_neg_index", "input_id",
+                "seed_time")
+NEGATIVE_REDRAWS = 5  # temporal negatives later than their seed edge: redraws before the earliest node stands in (PyG)
 
 
 class LinkNeighborSampler:
@@ -99,7 +100,8 @@ class LinkNeighborSampler:
         if exclude not in EXCLUDE_MODES:
             raise SamplingError(f"exclude={exclude!r}; choose one of {', '.join(EXCLUDE_MODES)}")
         if exclude != "none" and sampler.disjoint:
-            raise SamplingError(f"exclude={exclude!r} with disjoint (or temporal) sampling is not supported; use exclude='none'")
+            raise SamplingError(f"exclude={exclude!r} with disjoint (or temporal) sampling is not supported; use "
+                                "exclude='none'")
         if not (isinstance(amount, (int, float)) and math.isfinite(amount) and amount > 0):
             raise SamplingError(f"amount={amount!r}; give a positive number of negatives per positive")
         if neg_sampling == "triplet" and amount != int(amount):
@@ -107,14 +109,16 @@ class LinkNeighborSampler:
         graph = sampler.graph
         if graph.is_typed:
             if edge_type is None or len(tuple(edge_type)) != 3:
-                raise SamplingError(f"the graph is typed; name the seed edges' type with edge_type=(src_type, relation, dst_type) "
-                                    f"(its edge types: {graph.edge_types})")
+                raise SamplingError("the graph is typed; name the seed edges' type with edge_type=(src_type, relation, "
+                                    f"dst_type) (its edge types: {graph.edge_types})")
             edge_type = tuple(edge_type)
             for end in (edge_type[0], edge_type[2]):
                 if end not in graph.node_types:
-                    raise SamplingError(f"edge_type {edge_type} names node type {end!r}, which the graph does not have ({graph.node_types})")
+                    raise SamplingError(f"edge_type {edge_type} names node type {end!r}, which the graph does not "
+                                        f"have ({graph.node_types})")
             num_src = graph.num_nodes[edge_type[0]]
-            relation = graph.relation(edge_type) if edge_type in graph.edge_types else _no_edges(graph.num_nodes[edge_type[2]])
+            has_edges = edge_type in graph.edge_types
+            relation = graph.relation(edge_type) if has_edges else _no_edges(graph.num_nodes[edge_type[2]])
         else:
             if edge_type is not None and tuple(edge_type) != EDGE_TYPE:
                 raise SamplingError(f"edge_type={edge_type!r} but the graph is homogeneous; leave edge_type unset")
@@ -126,7 +130,8 @@ class LinkNeighborSampler:
         self.amount = amount
         if negatives is None:
             src_weight, dst_weight = negative_weights or (None, None)
-            negatives = NegativeSampler(relation, seed=sampler.seed, num_sources=num_src, src_weight=src_weight, dst_weight=dst_weight)
+            negatives = NegativeSampler(relation, seed=sampler.seed, num_sources=num_src, src_weight=src_weight,
+                                        dst_weight=dst_weight)
         self.negatives = negatives
         self.exclude = exclude
         self._counter = itertools.count()
@@ -146,7 +151,8 @@ class LinkNeighborSampler:
             if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
                 raise SamplingError(f"seed edges' {what} has ids outside [0, {n}); seed edges must join nodes of this graph")
         if inp.time is not None and not self.sampler.is_temporal:
-            raise SamplingError("the seed edges carry times but the sampler is not temporal; give it node_time or edge_time")
+            raise SamplingError("the seed edges carry times but the sampler is not temporal; give it node_time or "
+                                "edge_time")
         key = inp.key
         if key is None:
             with self._lock:
@@ -193,7 +199,10 @@ class LinkNeighborSampler:
             mb = self.sampler.sample(SamplerInput(seeds, key=key, seed_time=seed_time))
         else:
             both = torch.cat([src_all, dst_all])
-            seeds, inverse = (both, torch.arange(both.numel(), device=device)) if disjoint else torch.unique(both, return_inverse=True)
+            if disjoint:
+                seeds, inverse = both, torch.arange(both.numel(), device=device)
+            else:
+                seeds, inverse = torch.unique(both, return_inverse=True)
             seed_time = None if time is None else torch.cat([src_time, dst_time])
             node_type = self.edge_type[0] if self.graph.is_typed else None
             mb = self.sampler.sample(SamplerInput(seeds, key=key, node_type=node_type, seed_time=seed_time))
@@ -201,10 +210,13 @@ class LinkNeighborSampler:
         blocks, flat = mb.blocks, mb.subgraph
         if self.exclude != "none" and num_pos:
             blocks, flat = self._excluded(mb, inverse_src[:num_pos], inverse_dst[:num_pos])
-        out = LinkMiniBatch(seeds=mb.seeds, input_nodes=mb.input_nodes, blocks=blocks, input_id=inp.input_id, seed_type=mb.seed_type,
-                            nodes_per_hop=mb.nodes_per_hop, edges_per_hop=mb.edges_per_hop, subgraph=flat, seed_time=src_time)
+        out = LinkMiniBatch(seeds=mb.seeds, input_nodes=mb.input_nodes, blocks=blocks, input_id=inp.input_id,
+                            seed_type=mb.seed_type, nodes_per_hop=mb.nodes_per_hop, edges_per_hop=mb.edges_per_hop,
+                            subgraph=flat, seed_time=src_time)
         if disjoint:
-            out.batch = {t: b % max(num_pos, 1) for t, b in mb.batch.items()} if isinstance(mb.batch, dict) else mb.batch % max(num_pos, 1)
+            edge_of = lambda b: b % max(num_pos, 1)  # noqa: E731  (PyG's batch % num_pos)
+            batch = mb.batch
+            out.batch = {t: edge_of(b) for t, b in batch.items()} if isinstance(batch, dict) else edge_of(batch)
             inverse_src = torch.arange(src_all.numel(), device=device) if typed_ends else inverse_src
             inverse_dst = torch.arange(dst_all.numel(), device=device) if typed_ends else inverse_dst
         if self.neg_sampling == "triplet":
@@ -221,7 +233,8 @@ class LinkNeighborSampler:
         return out
 
     def _in_time(self, nodes: torch.Tensor, time: torch.Tensor, key: int, end: str) -> torch.Tensor:
-        """Negative ``nodes`` (entry ``f`` for seed edge ``f % len(time)``) redrawn where their node time is later than its time."""
+        """Negative ``nodes`` (entry ``f`` for seed edge ``f % len(time)``) redrawn where their node time is later than
+        its edge's."""
         times = self.sampler.times
         node_type = self.edge_type[0 if end == "src" else 2] if self.graph.is_typed else self.graph.node_types[0]
         if node_type not in times.timed_types or not nodes.numel():
@@ -241,7 +254,8 @@ class LinkNeighborSampler:
         return nodes
 
     def _excluded(self, mb: MiniBatch, local_src: torch.Tensor, local_dst: torch.Tensor):
-        """``mb``'s blocks (and flat subgraph) without the positive seed edges (and their reverses, for ``"reverse"``)."""
+        """``mb``'s blocks (and flat subgraph) without the positive seed edges (and their reverses, for
+        ``"reverse"``)."""
         reverse = self.exclude == "reverse"
         if not mb.is_typed:
             n = mb.seeds.numel()
@@ -302,7 +316,8 @@ def _kept_cpu(src, dst, num_src_seeds, num_dst_seeds, keys, keep):
 
 def _kept(edge_index: torch.Tensor, keys: torch.Tensor, num_seeds: int, num_dst_seeds: int | None = None,
           numba_scan: bool | None = None) -> torch.Tensor | None:
-    """Indices of the edges to keep, or None when every edge stays (a one-pass Numba scan on the CPU, torch ops elsewhere).
+    """Indices of the edges to keep, or None when every edge stays (a one-pass Numba scan on the CPU, torch ops
+    elsewhere).
 
     ``keys``: sorted ``src * num_dst_seeds + dst`` of the edges to drop; both ends are seeds (source ids below
     ``num_seeds``, destination ids below ``num_dst_seeds``, default ``num_seeds``).
@@ -336,5 +351,5 @@ def _filter_block(block: Block, kept: torch.Tensor | None) -> Block:
 
 
 def _no_edges(num_nodes: int) -> CSCGraph:
-    """A relation without edges over ``num_nodes`` destination nodes (seed edges of a type the graph has no edges of)."""
+    """A relation without edges over ``num_nodes`` destination nodes (seed edges of a type without graph edges)."""
     return CSCGraph(torch.zeros(num_nodes + 1, dtype=torch.int64), torch.zeros(0, dtype=torch.int64))

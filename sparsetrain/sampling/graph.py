@@ -232,7 +232,8 @@ class CSCGraph:
             if edge_weight_dict is not None:
                 weight = edge_weight_dict[et].detach().cpu().reshape(-1)
                 if weight.numel() != src.numel():
-                    raise SamplingError(f"edge type {et}: {weight.numel()} edge weights for {src.numel()} edges; give one weight per edge")
+                    raise SamplingError(f"edge type {et}: {weight.numel()} edge weights for {src.numel()} edges; give "
+                                        "one weight per edge")
                 weights = weight[order].contiguous()
             relations[tuple(et)] = cls(indptr, src[order], weights, edge_perm=order)
         return cls.from_relations(layout.num_nodes, relations)
@@ -286,12 +287,14 @@ class CSCGraph:
         """
         self.check_files()
         if self.types is not None:
-            relations = {(et[2], et[1], et[0]): self.relation(et).reverse(self.types.num_nodes[et[0]]) for et in self.types.edge_types}
+            relations = {(et[2], et[1], et[0]): self.relation(et).reverse(self.types.num_nodes[et[0]])
+                         for et in self.types.edge_types}
             return CSCGraph.from_relations(self.types.num_nodes, relations)
         num_nodes = self.num_nodes
         num_src = num_nodes if num_sources is None else int(num_sources)
         ids = self.edge_perm if self.edge_perm is not None else torch.arange(self.num_edges, device=self.device)
-        src, dst = self.indices.to(torch.int64), torch.repeat_interleave(torch.arange(num_nodes, device=self.device), self.in_degrees())
+        src = self.indices.to(torch.int64)
+        dst = torch.repeat_interleave(torch.arange(num_nodes, device=self.device), self.in_degrees())
         order = torch.argsort(src * max(num_nodes, 1) + dst, stable=True)
         indptr = torch.zeros(num_src + 1, dtype=torch.int64, device=self.device)
         torch.cumsum(torch.bincount(src, minlength=indptr.numel() - 1), 0, out=indptr[1:])

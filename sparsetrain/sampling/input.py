@@ -92,7 +92,8 @@ class EdgeSamplerInput:
         if self.label is not None and torch.as_tensor(self.label).shape[:1] != src.shape:
             raise SamplingError(f"EdgeSamplerInput.label has shape {list(torch.as_tensor(self.label).shape)}; give one label per edge ({src.numel()})")
         if self.time is not None and torch.as_tensor(self.time).reshape(-1).shape != src.shape:
-            raise SamplingError(f"EdgeSamplerInput.time has {torch.as_tensor(self.time).numel()} entries; give one time per edge ({src.numel()})")
+            raise SamplingError(f"EdgeSamplerInput.time has {torch.as_tensor(self.time).numel()} entries; give one time "
+                                f"per edge ({src.numel()})")
         object.__setattr__(self, "src", src)
         object.__setattr__(self, "dst", dst)
         object.__setattr__(self, "key", _check_key(self.key, "EdgeSamplerInput"))

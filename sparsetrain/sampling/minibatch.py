@@ -171,7 +171,7 @@ class MiniBatch:
     def __repr__(self) -> str:
         if self.is_typed:
             nodes = {t: v.numel() for t, v in self.input_nodes.items()}
-            seeds = {t: v.numel() for t, v in self.seeds.items()} if isinstance(self.seeds, dict) else self.seeds.numel()
+            seeds = {t: v.numel() for t, v in self.seeds.items()} if isinstance(self.seeds, dict) else len(self.seeds)
             return (f"MiniBatch(seed_type={self.seed_type!r}, seeds={seeds}, input_nodes={nodes}, "
                     f"blocks={len(self.blocks)})")
         hops = ", ".join(repr(b) for b in self.blocks)

@@ -81,7 +81,8 @@ class NegativeSampler:
     a :class:`SamplingError` when a source has no non-neighbor left). Deterministic in
     ``(seed, key)``. ``graph`` may be one relation of a typed graph (columns: its dst-type nodes); ``num_sources``
     is then the src-type node count (default: ``graph.num_nodes``). ``src_weight`` / ``dst_weight``: a weight per
-    source / destination node to draw proportionally to (PyG's ``NegativeSampling`` weights), in place of ``distribution``.
+    source / destination node to draw proportionally to (PyG's ``NegativeSampling`` weights), in place of
+    ``distribution``.
     """
 
     def __init__(self, graph: CSCGraph, *, distribution: str = "uniform", strict: bool = False, exponent: float = 0.75,
@@ -142,7 +143,8 @@ class NegativeSampler:
         return src_t, self.destinations(src_t, 1, key)
 
     def nodes(self, num: int, key: int = 0, end: str = "dst", attempt: int = 0) -> torch.Tensor:
-        """``num`` nodes drawn from the source (``end="src"``) or destination distribution; ``attempt`` picks another stream."""
+        """``num`` nodes drawn from the source (``end="src"``) or destination distribution; ``attempt`` picks another
+        stream."""
         out = np.empty(int(num), np.int64)
         cdf, n = (self._src_cdf, self.num_sources) if end == "src" else (self._cdf, self.num_nodes)
         stream = _SRC_STREAM if end == "src" and attempt == 0 else _DST_STREAM + 1 + 2 * attempt + (end == "src")

@@ -60,8 +60,8 @@ class NeighborSampler:
       count, so a block-by-block model runs unchanged).
 
     Runs on the GPU when the graph is on CUDA (or pinned and the seeds are on CUDA), else on the CPU;
-    both targets draw the same batches (PyG's options and seeds of several types: the CPU only, for now). The same ``seed`` gives the same
-    batches, whatever the thread count: a :class:`SamplerInput` with ``key=k`` draws
+    both targets draw the same batches (PyG's options and seeds of several types: the CPU only, for now).
+    The same ``seed`` gives the same batches, whatever the thread count: a :class:`SamplerInput` with ``key=k`` draws
     batch ``k`` (a loader passes its own keys, so a resumed run redraws the same
     batches); without a key, the ``b``-th call of :meth:`sample` uses key ``b``.
     Hop ``h`` of batch ``k`` draws from ``hop_key(seed, k, c)`` with counter ``c = h`` on
@@ -361,16 +361,18 @@ class NeighborSampler:
         offset = self._layout.type_offset
         total = offset[-1]
         position = keys % total
-        new_type = np.searchsorted(offset, position, side="right") - 1
-        for t in np.unique(new_type):
-            mine = new_type == t
-            start = int(counts[t]) - int(mine.sum())
+        one_type = len(offset) == 2
+        new_type = None if one_type else np.searchsorted(offset, position, side="right") - 1
+        for t in [0] if one_type else np.unique(new_type):
+            mine = slice(None) if one_type else new_type == t
+            start = int(counts[t]) - (len(keys) if one_type else int(mine.sum()))
             ws.grow_nodes(t, int(counts[t]), start)[start : counts[t]] = position[mine] - offset[t]
             ws.batch[t] = ws.fit(ws.batch[t], int(counts[t]), start)
             ws.batch[t][start : counts[t]] = keys[mine] // total
 
     def _induced(self, ws: neighbor.Workspace, counts: np.ndarray, indptr, indices, edge_perm) -> Block:
-        """Every edge of the graph between two nodes of the batch, per edge type (the node map still holds the batch)."""
+        """Every edge of the graph between two nodes of the batch, per edge type (the node map still holds the
+        batch)."""
         layout = self._layout
         edge_index, edge_ids = {}, {}
         for k, et in enumerate(layout.edge_types):
@@ -387,7 +389,8 @@ class NeighborSampler:
         return Block(edge_index, num, dict(num), edge_ids)
 
     def _flatten(self, mb: MiniBatch, flat: Block | None, seeds: list[tuple[int, torch.Tensor]]) -> None:
-        """Make ``mb`` a flat-subgraph batch (``subgraph_type`` ``"induced"``: ``flat``; ``"bidirectional"``: built here)."""
+        """Make ``mb`` a flat-subgraph batch (``subgraph_type`` ``"induced"``: ``flat``; ``"bidirectional"``: built
+        here)."""
         types = self._layout.node_types
         if flat is None:  # bidirectional: the sampled edges of every hop and their reverses
             hops = mb.blocks[::-1]
@@ -399,8 +402,8 @@ class NeighborSampler:
                 num = {t: int(mb.input_nodes[t].numel()) for t in types}
                 flat = Block(edge_index, num, dict(num), edge_ids)
             else:
-                edge_index = torch.cat([b.edge_index for b in hops], 1) if hops else torch.zeros(2, 0, dtype=torch.int64)
-                edge_ids = torch.cat([b.edge_ids for b in hops]) if hops else torch.zeros(0, dtype=torch.int64)
+                edge_index = torch.cat([b.edge_index for b in hops] or [torch.zeros(2, 0, dtype=torch.int64)], 1)
+                edge_ids = torch.cat([b.edge_ids for b in hops] or [torch.zeros(0, dtype=torch.int64)])
                 edge_index, edge_ids = subgraph.bidirectional(edge_index, edge_ids)
                 flat = Block(edge_index, mb.input_nodes.numel(), mb.input_nodes.numel(), edge_ids)
         num_seeds = {types[t]: ids.numel() for t, ids in seeds}

@@ -113,7 +113,8 @@ def bidirectional(edge_index: torch.Tensor | dict[EdgeType, torch.Tensor], edge_
 
 
 def flat_blocks(subgraph: Block, num_layers: int, num_seeds: int | dict[str, int]) -> list[Block]:
-    """``num_layers`` blocks over one flat subgraph: the whole subgraph, then (the last) only its edges into the seeds."""
+    """``num_layers`` blocks over one flat subgraph: the whole subgraph, then (the last) only its edges into the
+    seeds."""
     if num_layers == 0:
         return []
     if isinstance(subgraph.edge_index, dict):

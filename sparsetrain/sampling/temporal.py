@@ -39,9 +39,10 @@ def _time_at(p, kind, src_base, indices, node_time, edge_time):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def count_hop_in_time(indptr, indices, weights, cols, seg_start, seg_et, fanouts, et_kind, et_src_base, node_time, edge_time,
-                      item_time, last, replace, weighted, num_edges, lo, deg, offsets):
-    """:func:`~sparsetrain.sampling.neighbor.count_hop` with each item's range cut to its in-edges of time <= ``item_time[i]``.
+def count_hop_in_time(indptr, indices, weights, cols, seg_start, seg_et, fanouts, et_kind, et_src_base, node_time,
+                      edge_time, item_time, last, replace, weighted, num_edges, lo, deg, offsets):
+    """:func:`~sparsetrain.sampling.neighbor.count_hop` with each item's range cut to its in-edges of time
+    <= ``item_time[i]``.
 
     Edge type ``k`` is timed by ``et_kind[k]`` (``NODE_TIME``: ``node_time[et_src_base[k] + source]``; ``EDGE_TIME``:
     ``edge_time`` at the CSC position; ``UNTIMED``: not cut). ``last``: keep only the last ``fanout`` eligible edges.
@@ -111,8 +112,10 @@ class Times:
             for t in types:
                 given = node_time.get(t)
                 if given is not None and given.numel() != sizes[t]:
-                    raise SamplingError(f"node_time of {t!r} has {given.numel()} entries for {sizes[t]} nodes; give one time per node")
-                parts.append(torch.zeros(sizes[t], dtype=self.dtype) if given is None else given.reshape(-1).to(self.dtype))
+                    raise SamplingError(f"node_time of {t!r} has {given.numel()} entries for {sizes[t]} nodes; give "
+                                        "one time per node")
+                own = torch.zeros(sizes[t], dtype=self.dtype) if given is None else given.reshape(-1).to(self.dtype)
+                parts.append(own)
             self.node_time = torch.cat(parts).numpy() if parts else self.node_time
             self.et_kind[:] = [NODE_TIME if et[0] in node_time else UNTIMED for et in edge_types]
         self.by_edge = {}  # per edge type, its edges' times in edge-id order (what the sort reads)
@@ -120,7 +123,8 @@ class Times:
             for et in edge_types:
                 given = edge_time.get(et)
                 if given is not None and given.numel() != per_type_edges[et]:
-                    raise SamplingError(f"edge_time of {et} has {given.numel()} entries for {per_type_edges[et]} edges; "
+                    raise SamplingError(f"edge_time of {et} has {given.numel()} entries for {per_type_edges[et]} "
+                                        "edges; "
                                         "give one time per edge, in edge-id order")
                 if given is not None:
                     self.by_edge[et] = given.reshape(-1).to(self.dtype)
@@ -131,7 +135,8 @@ class Times:
         if given is not None:
             given = torch.as_tensor(given).reshape(-1)
             if given.numel() != seeds.shape[0]:
-                raise SamplingError(f"seed_time has {given.numel()} entries for {seeds.shape[0]} seeds; give one time per seed")
+                raise SamplingError(f"seed_time has {given.numel()} entries for {seeds.shape[0]} seeds; give one time "
+                                    "per seed")
             return given.to(self.dtype).numpy()
         if node_type not in self.timed_types:
             raise SamplingError(f"the seeds have no time: {node_type!r} nodes have no node_time; give the seeds' times "
@@ -165,7 +170,8 @@ class Times:
 
 
 def sort_by_time(graph: CSCGraph, time: np.ndarray | None, ids: np.ndarray) -> CSCGraph:
-    """``graph`` with each column's edges in ascending ``time`` (stable: ties keep their order); ``ids`` its edge ids."""
+    """``graph`` with each column's edges in ascending ``time`` (stable: ties keep their order); ``ids``: its edge
+    ids."""
     if time is None or graph.num_edges == 0:
         return graph
     indptr = graph.indptr.numpy()
@@ -174,7 +180,8 @@ def sort_by_time(graph: CSCGraph, time: np.ndarray | None, ids: np.ndarray) -> C
         return graph
     order = np.lexsort((time, column))
     pick = lambda t: None if t is None else t[torch.from_numpy(order)].contiguous()  # noqa: E731
-    return CSCGraph(graph.indptr, pick(graph.indices), pick(graph.weights), torch.from_numpy(ids[order]), types=graph.types)
+    return CSCGraph(graph.indptr, pick(graph.indices), pick(graph.weights), torch.from_numpy(ids[order]),
+                    types=graph.types)
 
 
 def _edge_starts(graph: CSCGraph) -> np.ndarray:

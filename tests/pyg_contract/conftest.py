@@ -23,7 +23,8 @@ def get_dataset():
 # classes) and without (sparsetrain's); a test that starts passing with sparsetrain fails here (strict xfail) until it
 # leaves KNOWN_GAPS, so the list only shrinks. PyG's tests that PyG skips for lack of pyg-lib (temporal, disjoint,
 # weighted, sampled-info, mapping) run with sparsetrain's classes, which need no pyg-lib, except NOT_SPARSETRAINS.
-FAILS_WITH_PYG_HERE = {  # PyG's own loaders/sampler fail these in this environment (torch-sparse, no pyg-lib); sparsetrain runs them
+# PyG's own loaders/sampler fail these in this environment (torch-sparse, no pyg-lib); sparsetrain runs them
+FAILS_WITH_PYG_HERE = {
     "test_sampler_neighbor_sampler.py::test_homogeneous_neighbor_sampler_basic[data]",
     "test_sampler_neighbor_sampler.py::test_homogeneous_neighbor_sampler_basic[remote]",
     "test_sampler_neighbor_sampler.py::test_homogeneous_neighbor_sampler_temporal_backwards[edge_attr-data]",
@@ -59,7 +60,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="fails with PyG itself in this environment (needs pyg-lib)"))
         if peer:
             continue
-        if name.split("[")[0] not in NOT_SPARSETRAINS:  # sparsetrain's sampler needs no pyg-lib: run what PyG skips for it
+        if name.split("[")[0] not in NOT_SPARSETRAINS:  # sparsetrain needs no pyg-lib: run what PyG skips for it
             item.own_markers[:] = [m for m in item.own_markers if not _needs_only_pyg_lib(m)]
         if name in KNOWN_GAPS:
             item.add_marker(pytest.mark.xfail(strict=True, reason="not yet supported by sparsetrain.pyg (issue 27)"))
