@@ -36,8 +36,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SECTIONS = ("tests", "gather", "sampling", "epoch", "moe")
-BUDGET_S = {"tests": 150, "gather": 60, "sampling": 120, "epoch": 180, "moe": 60}  # 9.5 min at most; usually less
+# GPU-only sections first: a PyG peer building from source (--peer-src) uses the CPU meanwhile, and the sections
+# that time the CPU (sampling's CPU rows, the PyG peer's epoch) wait for it.
+SECTIONS = ("tests", "gather", "moe", "data", "sampling", "epoch")
+BUDGET_S = {"tests": 150, "gather": 90, "moe": 60, "data": 150, "sampling": 120, "epoch": 200}
+WAITS_FOR_PEER = ("sampling", "epoch")
+PEER_WAIT_S = 240
 BF16_PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense bf16 peak by device family (SXM)
 FANOUTS = [15, 10, 5]
 BATCH, HIDDEN = 1024, 256
@@ -46,7 +50,11 @@ BATCH, HIDDEN = 1024, 256
 # --------------------------------------------------------------------------- the sections (run in a child process)
 def section_tests(args) -> dict:
     """``pytest -m gpu``: its closing counts (CPU runs report what a CPU machine does: every GPU test skipped)."""
+    import importlib.util
+
     cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests"]
+    if importlib.util.find_spec("pytest_timeout"):  # a hanging test costs itself, not the section
+        cmd += ["--timeout", "60"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=BUDGET_S["tests"] - 10)
     tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr.strip()[-300:]
     counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error|errors|deselected)", tail)}
@@ -62,10 +70,23 @@ def section_gather(args) -> dict:
     sys.path.insert(0, str(HERE))
     from feature_gather import bench_gpu
 
+    import gather_variants
+
     rows: list = []
     bench_gpu(rows, reps=3 if args.quick else 10)
     memcpy = next(r["GB_per_s"] for r in rows if r["name"] == "pinned host-to-device memcpy")
-    return {"device": torch.cuda.get_device_name(), "memcpy_GB_per_s": memcpy, "rows": [r for r in rows if "fraction_of_memcpy" in r]}
+    variants = gather_variants.bench(reps=3 if args.quick else 10)
+    return {"device": torch.cuda.get_device_name(), "memcpy_GB_per_s": memcpy, "rows": [r for r in rows if "fraction_of_memcpy" in r],
+            "variants": variants}
+
+
+def section_data(args) -> dict:
+    """The synthetic datasets the sampling and epoch sections read, made once under ``--data``."""
+    start = time.perf_counter()
+    products = _products(args)
+    made = time.perf_counter()
+    typed = _typed(args)
+    return {"products": str(products), "products_s": made - start, "typed": str(typed), "typed_s": time.perf_counter() - made}
 
 
 def _products(args) -> Path:
@@ -162,7 +183,30 @@ def section_sampling(args) -> dict:
 
     rows.append(_versus("typed (ogbn-mag shape, scale 0.25), [15, 10]", typed_run(typed.graph), typed_run(typed.graph.to(args.device)),
                         typed_batches, args))
-    return {"device": _device_name(args), "cpu_threads": os.cpu_count(), "rows": rows}
+    return {"device": _device_name(args), "cpu_threads": os.cpu_count(), "rows": rows,
+            "host_syncs_per_batch": _host_syncs(ds.graph, batches[0], args) if on_gpu else None}
+
+
+def _host_syncs(graph, seeds, args) -> int:
+    """Synchronizing torch calls in one GPU node-sampling batch (torch's sync debug mode; numba's own not counted)."""
+    import warnings
+
+    import torch
+
+    from sparsetrain.sampling import NeighborSampler, SamplerInput
+
+    sampler = NeighborSampler(graph.to(args.device), FANOUTS, seed=0)
+    seeds = seeds.to(args.device)
+    sampler.sample(SamplerInput(seeds))
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            sampler.sample(SamplerInput(seeds))
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    return sum("synchroniz" in str(w.message) for w in caught)
 
 
 def _device_name(args) -> str:
@@ -221,26 +265,39 @@ def section_epoch(args) -> dict:
         settings = TrainSettings(data=folder, fanout=FANOUTS, batch_size=BATCH, hidden=HIDDEN, epochs=1, device=args.device,
                                  eval="sampled", log=log, quiet=True)
         start = time.perf_counter()
-        train(settings)
-        wall = time.perf_counter() - start
-        epoch = [json.loads(line) for line in log.read_text().splitlines() if '"train_loss"' in line]
-        record = epoch[-1] if epoch else {}
-        seconds = record.get("seconds")
-        rows.append({"path": "sparsetrain train (CLI path)", "epoch_s": seconds, "ms_per_step": 1e3 * seconds / steps_per_epoch if seconds else None,
-                     "stall_fraction": record.get("stall_fraction"), "wall_s_incl_setup_and_eval": wall})
+        try:
+            train(settings)
+        except Exception as exc:  # the CLI path failing costs its row
+            rows.append({"path": "sparsetrain train (CLI path)", "error": f"{type(exc).__name__}: {exc}"[:300]})
+        else:
+            wall = time.perf_counter() - start
+            epoch = [json.loads(line) for line in log.read_text().splitlines() if '"train_loss"' in line]
+            record = epoch[-1] if epoch else {}
+            seconds = record.get("seconds")
+            rows.append({"path": "sparsetrain train (CLI path)", "epoch_s": seconds,
+                         "ms_per_step": 1e3 * seconds / steps_per_epoch if seconds else None,
+                         "stall_fraction": record.get("stall_fraction"), "wall_s_incl_setup_and_eval": wall})
 
     edge_index = ds.graph.to_edge_index()
     data = Data(x=ds.features.gather(torch.arange(ds.num_nodes)), y=ds.labels, edge_index=edge_index, num_nodes=ds.num_nodes)
     train_idx = ds.split["train"]
-    if args.device == "cuda":  # the drop-in reaches the GPU path when the Data is on the device
-        gpu_data = data.to(args.device)
-    else:
-        gpu_data = data
     from sparsetrain.pyg import NeighborLoader as OurLoader
 
-    ours = OurLoader(gpu_data, num_neighbors=FANOUTS, batch_size=BATCH, input_nodes=train_idx.to(gpu_data.x.device), shuffle=True)
-    ms = _time_pyg_steps(ours, _pyg_model(ds.num_features, ds.num_classes), args.device, warmup, steps, trim=True)
-    rows.append({"path": "sparsetrain.pyg.NeighborLoader (drop-in)", "ms_per_step": ms, "epoch_s": ms * steps_per_epoch / 1e3})
+    # the drop-in as a PyG user runs it: the Data on the host (CPU sampling), then on the device (the GPU path)
+    placements = [("host", data)] + ([("device", None)] if args.device == "cuda" else [])
+    for where, placed in placements:
+        name = f"sparsetrain.pyg.NeighborLoader (drop-in), Data on the {where}"
+        try:
+            placed = placed if placed is not None else data.to(args.device)
+            ours = OurLoader(placed, num_neighbors=FANOUTS, batch_size=BATCH, input_nodes=train_idx.to(placed.x.device), shuffle=True)
+            ms = _time_pyg_steps(ours, _pyg_model(ds.num_features, ds.num_classes), args.device, warmup, steps, trim=True)
+            rows.append({"path": name, "ms_per_step": ms, "epoch_s": ms * steps_per_epoch / 1e3})
+        except Exception as exc:  # a path that fails costs its row
+            rows.append({"path": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]})
+        finally:
+            placed = ours = None
+            if args.device == "cuda":
+                torch.cuda.empty_cache()
 
     from torch_geometric.loader import NeighborLoader
 
@@ -279,7 +336,34 @@ def section_moe(args) -> dict:
     return {"device": name, "config": cfg, "bf16_dense_peak_TFLOP_s": peak, "rows": rows, "torch": torch.__version__}
 
 
-RUNNERS = {"tests": section_tests, "gather": section_gather, "sampling": section_sampling, "epoch": section_epoch, "moe": section_moe}
+RUNNERS = {"tests": section_tests, "gather": section_gather, "moe": section_moe, "data": section_data, "sampling": section_sampling,
+           "epoch": section_epoch}
+
+
+# --------------------------------------------------------------------------- PyG's peer, built where it is missing
+def _has_pyg_sampler() -> bool:
+    done = subprocess.run([sys.executable, "-c", "import torch_sparse"], capture_output=True)
+    return done.returncode == 0
+
+
+def start_peer_build(src: Path, out: Path):
+    """torch-scatter + torch-sparse for PyG's ``NeighborLoader``: wheels in ``src`` installed, or sdists built as
+    CPU-only wheels (into ``out/peer_wheels``, reusable with ``--peer-src``) and installed, in the background."""
+    if _has_pyg_sampler():
+        return None
+    wheels = out / "peer_wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    pip = f"{sys.executable} -m pip"
+    if sorted(src.glob("torch_sparse-*.whl")) and sorted(src.glob("torch_scatter-*.whl")):
+        script = f"{pip} install --no-deps --no-index {src}/torch_scatter-*.whl {src}/torch_sparse-*.whl"
+    else:
+        build = f"{pip} wheel --no-build-isolation --no-deps --no-index -w {wheels}"
+        script = (f"cd {wheels} && tar xzf {src}/torch_scatter-*.tar.gz && tar xzf {src}/torch_sparse-*.tar.gz && "
+                  f"({build} ./torch_scatter-*/ & {build} ./torch_sparse-*/ & wait) && "
+                  f"rm -rf torch_scatter-*/ torch_sparse-*/ && {pip} install --no-deps --no-index {wheels}/*.whl")
+    env = {**os.environ, "FORCE_ONLY_CPU": "1", "FORCE_CUDA": "0", "MAX_JOBS": str(max(1, (os.cpu_count() or 2) // 2))}
+    log = open(out / "peer_build.log", "w")
+    return subprocess.Popen(["nice", "-n", "19", "bash", "-c", script], stdout=log, stderr=subprocess.STDOUT, env=env), time.perf_counter()
 
 
 # --------------------------------------------------------------------------- the report
@@ -317,7 +401,8 @@ def markdown(report: dict) -> str:
     """The report's tables, ready for benchmarks/RESULTS.md."""
     s = report["sections"]
     lines = [f"## GPU report: {report['device']} ({report['date']})", "",
-             f"`python benchmarks/gpu_report.py --out DIR{' --quick' if report['quick'] else ''}`: {report['total_seconds']:.0f} s in all.", ""]
+             f"`python benchmarks/gpu_report.py --out DIR{' --quick' if report['quick'] else ''}`: {report['total_seconds']:.0f} s in all."
+             + (f" PyG's peer (torch-sparse) built or installed here: {report['peer_build']}." if report.get("peer_build") else ""), ""]
 
     def failed(name):
         sec = s.get(name, {"not_run": "not in --only"})
@@ -336,6 +421,15 @@ def markdown(report: dict) -> str:
         lines += [f"| {r['name'].split(', ')[-1]} | {r['GB_per_s']:.1f} | {r['fraction_of_memcpy']:.0%} | {r['vs_cpu_gather_plus_copy']:.2f}x |"
                   for r in g["rows"]]
         lines.append("")
+        v = g.get("variants")
+        if v:
+            lines += [f"Kernel variants (CUDA events around the kernel alone; pinned memcpy by events "
+                      f"{v['memcpy_GB_per_s']:.1f} GB/s):", "", "| row size | variant | GB/s | of memcpy | exact |",
+                      "|---:|---|---:|---:|---|"]
+            lines += [f"| {r['row_bytes']} B | {r['variant']} | {r['GB_per_s']:.1f} | {r['fraction_of_memcpy']:.0%} | "
+                      f"{'yes' if r['exact'] else 'NO'} |" if "GB_per_s" in r else f"| {r['row_bytes']} B | {r['variant']} | "
+                      f"{r['error']} | | |" for r in v["rows"]]
+            lines.append("")
     if not failed("sampling"):
         lines += [f"**Sampling** ({s['sampling']['device']} vs the CPU sampler on {s['sampling']['cpu_threads']} cores; target: node, "
                   "device memory >= 300M edges/s)", "", "| sampler | CPU M edges/s | GPU M edges/s | GPU / CPU |", "|---|---:|---:|---:|"]
@@ -343,6 +437,9 @@ def markdown(report: dict) -> str:
             gpu = r["gpu"]
             gpu_cell = f"{gpu['edges_per_s'] / 1e6:,.1f}" if "edges_per_s" in gpu else gpu["error"]
             lines.append(f"| {r['sampler']} | {r['cpu']['edges_per_s'] / 1e6:,.1f} | {gpu_cell} | {_fmt(r.get('speedup'))} |")
+        if s["sampling"].get("host_syncs_per_batch") is not None:
+            lines.append(f"\nHost syncs in one GPU node-sampling batch (torch's sync debug mode): "
+                         f"{s['sampling']['host_syncs_per_batch']}")
         lines.append("")
     if not failed("epoch"):
         e = s["epoch"]
@@ -375,6 +472,9 @@ def main(argv=None) -> int:
     p.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--epoch-steps", type=int, default=200, help="timed steps of the drop-in and PyG epoch rows")
+    p.add_argument("--peer-src", default=os.environ.get("SPARSETRAIN_PYG_PEER_SRC"),
+                   help="folder with torch_scatter/torch_sparse sdists (or wheels): built and installed when PyG's peer "
+                        "cannot sample (no torch-sparse, no pyg-lib), while the GPU-only sections run")
     p.add_argument("--section", choices=SECTIONS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -387,16 +487,30 @@ def main(argv=None) -> int:
         (out / f"{args.section}.json").write_text(json.dumps(RUNNERS[args.section](args), indent=1, default=str))
         return 0
     start = time.perf_counter()
+    build = start_peer_build(Path(args.peer_src), out) if args.peer_src else None
+    peer = None
     sections = {}
     for name in args.only.split(","):
+        if build is not None and name in WAITS_FOR_PEER:
+            proc, began = build
+            print(f"[{time.perf_counter() - start:6.0f} s] waiting for the PyG peer's build ...", flush=True)
+            try:
+                code = proc.wait(timeout=PEER_WAIT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = f"killed after {PEER_WAIT_S} s"
+            peer = {"exit": code, "seconds": round(time.perf_counter() - began, 1)}
+            print(f"         peer build: {peer}", flush=True)
+            build = None
         print(f"[{time.perf_counter() - start:6.0f} s] {name} ...", flush=True)
         sections[name] = run_section(name, args, out)
         print(f"         {'error: ' + sections[name]['error'] if 'error' in sections[name] else 'done'} "
               f"({sections[name]['section_seconds']} s)", flush=True)
-    report = {"device": _device_name(args), "date": time.strftime("%Y-%m-%d"), "quick": args.quick,
-              "total_seconds": time.perf_counter() - start, "sections": sections}
-    (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
-    (out / "report.md").write_text(markdown(report))
+        # written after every section: a run cut short still leaves the sections it finished
+        report = {"device": _device_name(args), "date": time.strftime("%Y-%m-%d"), "quick": args.quick,
+                  "total_seconds": time.perf_counter() - start, "peer_build": peer, "sections": sections}
+        (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+        (out / "report.md").write_text(markdown(report))
     print(markdown(report))
     print(f"wrote {out / 'report.md'} and {out / 'report.json'}")
     return 0
