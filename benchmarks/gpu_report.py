@@ -39,7 +39,7 @@ ROOT = HERE.parent
 # GPU-only sections first: a PyG peer building from source (--peer-src) uses the CPU meanwhile, and the sections
 # that time the CPU (sampling's CPU rows, the PyG peer's epoch) wait for it.
 SECTIONS = ("tests", "gather", "moe", "data", "sampling", "epoch")
-BUDGET_S = {"tests": 150, "gather": 90, "moe": 60, "data": 150, "sampling": 120, "epoch": 200}
+BUDGET_S = {"tests": 120, "gather": 80, "moe": 60, "data": 120, "sampling": 90, "epoch": 200}
 WAITS_FOR_PEER = ("sampling", "epoch")
 PEER_WAIT_S = 240
 BF16_PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense bf16 peak by device family (SXM)
