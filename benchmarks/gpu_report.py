@@ -57,7 +57,9 @@ def section_tests(args) -> dict:
         cmd += ["--timeout", "60"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=BUDGET_S["tests"] - 10)
     tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr.strip()[-300:]
-    counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error|errors|deselected)", tail)}
+    # pytest's "1 error" is counted as "errored": the key "error" means the section itself failed
+    counts = {("errored" if k.startswith("error") else k): int(n)
+              for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors|error|deselected)", tail)}
     failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
     return {"exit_code": done.returncode, "summary": tail, **counts, "failures": failed[:20]}
 
