@@ -137,11 +137,16 @@ def throughput(tokens: int, d: int, h: int, experts: int, top_k: int, reps: int,
     fns = {f"sparsetrain ({b})": with_backend(ours, b) for b in backends}
     fns["loop, in-place index_add_"] = lambda v: naive_moe(ours.moe, v)
     fns.update({f"HF {impl}": hf_with(block, impl) for impl in HF_IMPLEMENTATIONS})
-    tol = 5e-2 if dtype == torch.bfloat16 else 1e-4
+    # ||out - ref|| / ||ref||: bf16 operands land between 1e-3 and 1e-2 (elementwise checks trip on bf16 rounding of
+    # near-zero outputs); float32 far under 1e-4
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
     with torch.no_grad():
-        want = ours(x)
+        want = ours(x).float()
         for name, fn in fns.items():
-            torch.testing.assert_close(fn(x), want, atol=tol, rtol=tol, msg=lambda m, name=name: f"{name}: {m}")
+            got = fn(x).float()
+            rel = float((got - want).norm() / want.norm())
+            if not rel < tol:  # NaN fails too
+                raise AssertionError(f"{name}: relative error {rel:.2e} against sparsetrain's output (allowed {tol:.0e})")
     seconds = time_alternating(fns, x, reps)
     flops = 3 * 2 * tokens * top_k * (d * 2 * h + h * d)  # expert matmuls, forward + backward (x3)
     peak = matmul_peak_tflops(tokens * top_k, d, h, device, dtype) * 1e3

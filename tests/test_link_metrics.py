@@ -3,9 +3,11 @@
 import numpy as np
 import pytest
 import torch
-from ogb.linkproppred import Evaluator
 
 from sparsetrain.engine.metrics import MetricInputError, hits_at_k, mrr, roc_auc
+
+# the reference; the dev extra installs it (a machine without it, e.g. a lent GPU's image, skips this file)
+Evaluator = pytest.importorskip("ogb.linkproppred").Evaluator
 
 
 @pytest.mark.parametrize("seed", range(4))
