@@ -52,8 +52,8 @@ def gpu_sample(g: CSCGraph, seeds, fanouts, **kw):
     return [(ei, int(after[0]), int(before[0]), ids) for ei, ids, _, before, after in layers], nodes[0]
 
 
-def assert_same_as_cpu(g, seeds, fanouts, **kw):
-    layers, nodes = gpu_sample(g, seeds, fanouts, **kw)
+def assert_same_as_cpu(g, seeds, fanouts, ops=None, **kw):
+    layers, nodes = gpu_sample(g, seeds, fanouts, ops=ops, **kw)
     mb = NeighborSampler(g, fanouts, seed=5, **kw).sample(SamplerInput(torch.tensor(seeds), key=7))
     assert np.array_equal(nodes, mb.input_nodes.numpy()), "input nodes differ from the CPU sampler"
     for (edge_index, num_src, num_dst, edge_ids), block in zip(reversed(layers), mb.blocks):
@@ -137,9 +137,48 @@ def check_launch_shape_does_not_change_the_result():
     assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[3], b[3]) for a, b in zip(wide[0], narrow[0]))
 
 
-def check_hash_table_grows_across_hops():
-    # 2 seeds -> a 64-slot table; the third hop needs far more: the grow path re-inserts every node
-    assert_same_as_cpu(graph(200, 3000, seed=7), [0, 1], [5, 5, 5])
+class CountedReads(nc.NumpyArrays):
+    """NumPy arrays that count the host reads (each one is a wait for the device on a GPU)."""
+
+    reads = 0
+
+    def read(self, a):
+        CountedReads.reads += 1
+        return super().read(a)
+
+
+def check_one_host_read_per_batch():
+    CountedReads.reads = 0
+    assert_same_as_cpu(graph(200, 3000, seed=7), [0, 1, 5], [5, 4, 3], ops=CountedReads())
+    assert CountedReads.reads == 1, f"{CountedReads.reads} host reads in one batch"
+
+
+def check_exact_sizes_past_the_bound_limit():
+    # bounds past EXACT_ABOVE: every hop reads its counts, the node regions and the table grow (re-inserting the nodes)
+    limit = nc.EXACT_ABOVE
+    nc.EXACT_ABOVE = 10
+    try:
+        CountedReads.reads = 0
+        assert_same_as_cpu(graph(200, 3000, seed=7), [0, 1], [5, 5, 5], ops=CountedReads())
+        assert CountedReads.reads == 1 + 2 * 3, f"{CountedReads.reads} host reads: expected two a hop and the last"
+        assert_same_as_cpu(graph(seed=10), [0, 10], [-1, -1, 2], hop_nodes="new", replace=True)
+        assert_typed_same_as_cpu(typed_graph(), [0, 5, 9, 33], [3, 2])
+    finally:
+        nc.EXACT_ABOVE = limit
+
+
+def check_bad_seeds_are_errors():
+    from sparsetrain.sampling.errors import SamplingError
+
+    g = graph()
+    for seeds, fragment in [([3, 60], "seeds has ids outside [0, 60)"), ([-1, 2], "seeds has ids outside [0, 60)"),
+                            ([4, 9, 4], "seed 4 appears more than once")]:
+        try:
+            gpu_sample(g, seeds, [3, 2])
+        except SamplingError as exc:
+            assert fragment in str(exc), str(exc)
+        else:
+            raise AssertionError(f"seeds {seeds} sampled without an error")
 
 
 def check_damaged_graph_is_an_error_not_a_stray_read():
@@ -182,7 +221,8 @@ def typed_graph(seed=0):
 def assert_typed_same_as_cpu(g, seeds, fanouts, seed_type="paper", **kw):
     types = g.node_types
     layers, nodes = gpu_layers(g, seeds, fanouts, seed_type=types.index(seed_type), **kw)
-    mb = NeighborSampler(g, fanouts, seed=5, seed_type=seed_type, **kw).sample(SamplerInput(torch.tensor(seeds), key=7))
+    seeds_t = torch.tensor(seeds, dtype=torch.int64)
+    mb = NeighborSampler(g, fanouts, seed=5, seed_type=seed_type, **kw).sample(SamplerInput(seeds_t, key=7))
     for i, t in enumerate(types):
         assert np.array_equal(nodes[i], mb.input_nodes[t].numpy()), f"{t} input nodes differ from the CPU sampler"
     for (ei, ids, segments, before, after), block in zip(reversed(layers), mb.blocks):
@@ -205,6 +245,7 @@ def check_typed_graphs_sample_as_on_the_cpu():
     mb = assert_typed_same_as_cpu(g, [4, 20], {("author", "writes", "paper"): [2, 0], ("topic", "of", "paper"): [1, 3]})
     assert set(mb.blocks[-1].edge_index) == {("author", "writes", "paper"), ("topic", "of", "paper")}
     assert_typed_same_as_cpu(g, [0, 3], [2, 2], seed_type="topic")
+    assert_typed_same_as_cpu(g, [], [2, 2])  # no seeds: empty hops
 
 
 def check_typed_weighted_and_one_node_type():

@@ -67,3 +67,31 @@ def test_typed_gpu_batches_equal_cpu_batches(where, hop_nodes):
         assert (a.num_src, a.num_dst) == (b.num_src, b.num_dst) and list(a.edge_index) == list(b.edge_index)
         assert all(torch.equal(a.edge_index[et].cpu(), b.edge_index[et]) for et in b.edge_index)
         assert all(torch.equal(a.edge_ids[et].cpu(), b.edge_ids[et]) for et in b.edge_ids)
+
+
+def test_gpu_node_sampling_waits_for_the_device_once_a_batch():
+    """Counts stay on the device: the one synchronizing call of a batch is the read of its counts at the end."""
+    import warnings
+
+    sampler = NeighborSampler(graph().to("cuda"), [15, 10, 5], seed=3)
+    seeds = torch.arange(0, 5000, 11, device="cuda")
+    sampler.sample(SamplerInput(seeds, key=0))  # compiles the kernels
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            sampler.sample(SamplerInput(seeds, key=1))
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert sum("synchroniz" in str(w.message) for w in caught) == 1, [str(w.message) for w in caught]
+
+
+def test_gpu_seeds_outside_the_graph_or_repeated_are_errors():
+    from sparsetrain.sampling.errors import SamplingError
+
+    sampler = NeighborSampler(graph().to("cuda"), [5, 5], seed=3)
+    with pytest.raises(SamplingError, match=r"outside \[0, 5000\)"):
+        sampler.sample(torch.tensor([1, 5000], device="cuda"))
+    with pytest.raises(SamplingError, match="seed 7 appears more than once"):
+        sampler.sample(torch.tensor([7, 3, 7], device="cuda"))

@@ -77,42 +77,74 @@ def _insert(table_keys, table_vals, mask, node, value):
 
 
 @cuda.jit
-def _insert_known(nodes, num_nodes, key_base, table_keys, table_vals, mask):
-    """Node ``i`` of one type (map key ``key_base + nodes[i]``) keeps its local id ``i``."""
+def _insert_known(nodes, region, counts, t, key_base, table_keys, table_vals, mask):
+    """Node ``i < counts[t]`` of type ``t`` (at ``nodes[region + i]``, map key ``key_base`` + its id) keeps local id ``i``."""
     i = cuda.grid(1)
-    if i < num_nodes:
-        _insert(table_keys, table_vals, mask, key_base + nodes[i], np.int64(i))
+    if i < counts[t]:
+        _insert(table_keys, table_vals, mask, key_base + nodes[region + i], np.int64(i))
 
 
 @cuda.jit
-def _count_kernel(indptr, weights, cols, num_work, seg_start, seg_fanout, replace, weighted, num_edges, lo, deg, counts,
-                  status):
-    """Per work item (a column): its edge range and count; a column whose range is outside the edges gets none and is
-    noted in ``status[0]`` (column + 1)."""
+def _segments_kernel(counts, first, seg_dst_type, seg_start, seg_dst):
+    """One thread: segment ``s`` samples for its dst type's nodes ``[first, counts)``, work items ``[seg_start[s],
+    seg_start[s + 1])`` (empty when the type has no such nodes)."""
+    if cuda.grid(1) == 0:
+        seg_start[0] = 0
+        for s in range(seg_dst_type.shape[0]):
+            d = seg_dst_type[s]
+            seg_start[s + 1] = seg_start[s] + counts[d] - first[d]
+            seg_dst[s] = first[d]
+
+
+@cuda.jit
+def _columns_kernel(nodes, region, seg_start, seg_et, seg_dst, et_dst, col_offset, cols):
+    """Work item ``i``'s graph column: its dst node (segment ``s``'s ``seg_dst[s] + i - seg_start[s]``-th node of the
+    dst type) offset by its edge type's first column."""
     i = cuda.grid(1)
-    if i < num_work:
-        fanout = seg_fanout[_segment_of(seg_start, i)]
-        c = _count_node(indptr, weights, cols, i, fanout, replace, weighted, num_edges, lo, deg)
-        if c < 0:
-            cuda.atomic.max(status, 0, cols[i] + 1)
-            c = 0
+    if i < cols.shape[0]:
+        if i < seg_start[seg_start.shape[0] - 1]:
+            s = _segment_of(seg_start, i)
+            et = seg_et[s]
+            cols[i] = nodes[region[et_dst[et]] + seg_dst[s] + i - seg_start[s]] + col_offset[et]
+        else:
+            cols[i] = 0
+
+
+@cuda.jit
+def _count_kernel(indptr, weights, cols, seg_start, seg_fanout, replace, weighted, num_edges, lo, deg, counts,
+                  status):
+    """Per work item (a column): its edge range and count; items past the hop's work (the arrays are sized by a bound)
+    get none. A column whose range is outside the edges gets none and is noted in ``status[0]`` (column + 1); a
+    column outside the graph (a seed that is no node id, reported by the seed check) gets none."""
+    i = cuda.grid(1)
+    if i < counts.shape[0]:
+        c = 0
+        lo[i] = 0
+        deg[i] = 0
+        if i < seg_start[seg_start.shape[0] - 1] and cols[i] >= 0 and cols[i] < indptr.shape[0] - 1:
+            fanout = seg_fanout[_segment_of(seg_start, i)]
+            c = _count_node(indptr, weights, cols, i, fanout, replace, weighted, num_edges, lo, deg)
+            if c < 0:
+                cuda.atomic.max(status, 0, cols[i] + 1)
+                c = 0
         counts[i] = c
 
 
 @cuda.jit
-def _sample_kernel(indices, weights, edge_perm, permuted, cols, num_work, seg_start, seg_et, seg_dst, fanouts, keys,
+def _sample_kernel(indices, weights, edge_perm, permuted, cols, seg_start, seg_et, seg_dst, fanouts, keys,
                    col_offset, edge_offset, et_src, et_dst, type_offset, type_size, lo, deg, ends, replace, weighted,
-                   table_keys, table_vals, mask, src, dst, edge_ids, slots, status):
+                   table_keys, table_vals, mask, typed, src, dst, edge_ids, slots, src_type, status):
     """Draw item i's in-edges into src[start:end] (positions), then read each source and insert it into the map.
 
     Item ``i`` is column ``cols[i]`` of segment ``s`` (edge type ``seg_et[s]``; its dst has local id ``seg_dst[s] + i -
-    seg_start[s]``); a source's map key is its type's ``type_offset`` + its id. ``edge_ids[e]`` is ``edge_perm`` at the
-    edge's CSC position when ``permuted``, else that position counted from its edge type's first edge. A source that is
-    not a node of its type is noted in ``status[1]`` (its entry of ``indices`` + 1) and replaced by the dst node itself,
-    already in the map: the batch stays memory-safe until the host sees ``status`` and raises.
+    seg_start[s]``); a source's map key is its type's ``type_offset`` + its id, and on a typed graph its type goes to
+    ``src_type[e]``. ``edge_ids[e]`` is ``edge_perm`` at the edge's CSC position when ``permuted``, else that position
+    counted from its edge type's first edge. A source that is not a node of its type is noted in ``status[1]`` (its
+    entry of ``indices`` + 1) and replaced by the dst node itself, already in the map: the batch stays memory-safe
+    until the host sees ``status`` and raises.
     """
     i = cuda.grid(1)
-    if i < num_work:
+    if i < ends.shape[0]:
         start = ends[i - 1] if i > 0 else np.int64(0)
         k = ends[i] - start
         if k > 0:
@@ -135,37 +167,50 @@ def _sample_kernel(indices, weights, edge_perm, permuted, cols, num_work, seg_st
                     g = type_offset[et_dst[et]] + v
                 slots[e] = _insert(table_keys, table_vals, mask, g, OFFSET + e)
                 dst[e] = d
+                if typed:
+                    src_type[e] = et_src[et]
 
 
 @cuda.jit
-def _first_kernel(slots, table_vals, num_edges, flags):
+def _first_kernel(slots, table_vals, ends, typed, src_type, flags):
+    """``flags[t, e]``: 1 where edge ``e`` carries the first occurrence of a new node of type ``t`` (0 untyped)."""
     e = cuda.grid(1)
-    if e < num_edges:
-        flags[e] = 1 if table_vals[slots[e]] == OFFSET + e else 0
+    if e < flags.shape[1]:
+        seen = e < ends[ends.shape[0] - 1]
+        first = seen and table_vals[slots[e]] == OFFSET + e
+        t = src_type[e] if typed and seen else 0
+        for n in range(flags.shape[0]):
+            flags[n, e] = 1 if first and n == t else 0
 
 
 @cuda.jit
-def _number_kernel(slots, table_keys, table_vals, num_edges, ranks, base, key_base, out_nodes):
-    """First occurrences (inclusive rank steps up at e) take local id base + rank - 1; ``out_nodes`` gets their ids."""
+def _number_kernel(slots, table_keys, table_vals, ends, typed, src_type, ranks, counts, region, type_offset, nodes):
+    """First occurrences (type ``t``'s inclusive rank steps up at e) take local id ``counts[t] + rank - 1`` and are
+    appended to type ``t``'s nodes."""
     e = cuda.grid(1)
-    if e < num_edges:
-        before = ranks[e - 1] if e > 0 else 0
-        if ranks[e] != before:
-            local = base + before
+    if e < ranks.shape[1] and e < ends[ends.shape[0] - 1]:
+        t = src_type[e] if typed else 0
+        before = ranks[t, e - 1] if e > 0 else 0
+        if ranks[t, e] != before:
+            local = counts[t] + before
             table_vals[slots[e]] = local
-            out_nodes[local] = table_keys[slots[e]] - key_base
+            nodes[region[t] + local] = table_keys[slots[e]] - type_offset[t]
 
 
 @cuda.jit
-def _relabel_kernel(slots, table_vals, num_edges, src):
+def _relabel_kernel(slots, table_vals, ends, src):
     e = cuda.grid(1)
-    if e < num_edges:
+    if e < src.shape[0] and e < ends[ends.shape[0] - 1]:
         src[e] = table_vals[slots[e]]
 
 
 # ---- array back ends: PyTorch CUDA tensors on a GPU, NumPy arrays under the simulator ----
 class TorchArrays:
-    """Allocations and scans as PyTorch CUDA tensors; kernels see them through ``__cuda_array_interface__``."""
+    """Allocations and scans as PyTorch CUDA tensors; kernels see them through ``__cuda_array_interface__``.
+
+    Nothing here waits for the device: host values go up through pinned buffers (a copy from pageable memory would
+    wait for the stream), and :meth:`read` is the one read back.
+    """
 
     threads = 256
 
@@ -174,20 +219,16 @@ class TorchArrays:
 
         self.torch = torch
         self.device = device
-        self._dtypes = {np.int64: torch.int64, np.int32: torch.int32, np.float32: torch.float32,
-                        np.uint64: torch.uint64}
 
-    def empty(self, n: int, dtype=np.int64):
-        return self.torch.empty(n, dtype=self._dtypes[dtype], device=self.device)
+    def empty(self, shape):
+        return self.torch.empty(shape, dtype=self.torch.int64, device=self.device)
 
-    def full(self, n: int, value: int, dtype=np.int64):
-        return self.torch.full((n,), value, dtype=self._dtypes[dtype], device=self.device)
+    def full(self, shape, value: int):
+        return self.torch.full(shape if isinstance(shape, tuple) else (shape,), value, dtype=self.torch.int64,
+                               device=self.device)
 
-    def cumsum(self, a):
-        return self.torch.cumsum(a, 0)
-
-    def last(self, a) -> int:
-        return int(a[-1].item()) if a.numel() else 0
+    def cumsum(self, a, axis: int = 0):
+        return self.torch.cumsum(a, axis)
 
     def kernel(self, a):
         # sync=False: the kernels run on the stream that produced ``a``, so no host wait is needed
@@ -197,22 +238,37 @@ class TorchArrays:
         """Numba's handle on PyTorch's current stream of this device."""
         return cuda.external_stream(self.torch.cuda.current_stream(self.device).cuda_stream)
 
-    def array(self, values, dtype=np.int64):
-        """A host array's values on the device."""
-        return self.torch.as_tensor(np.asarray(values, dtype), device=self.device)
+    def upload(self, values: np.ndarray):
+        """An int64 host array's values on the device, copied from a pinned buffer without waiting."""
+        host = self.torch.from_numpy(np.ascontiguousarray(values, np.int64)).pin_memory()
+        return host.to(self.device, non_blocking=True)
+
+    def as_uint64(self, a):
+        return a.view(self.torch.uint64)
 
     def cat(self, parts):
         return self.torch.cat(parts)
 
-    def take(self, a, positions) -> list[int]:
-        """``a`` at ``positions`` (host ints), read back to the host in one copy."""
-        return a[self.torch.as_tensor(positions, device=a.device)].tolist() if len(positions) else []
+    def copy(self, a):
+        return a.clone()
 
     def stack(self, a, b):
         return self.torch.stack([a, b])
 
-    def copy_into(self, dst, src, n: int):
-        dst[:n] = src[:n]
+    def seed_check(self, seeds, size: int):
+        """``[any seed outside [0, size), any seed repeated, a repeated seed]`` on the device."""
+        torch = self.torch
+        if seeds.numel() == 0:
+            return torch.zeros(3, dtype=torch.int64, device=self.device)
+        ordered = torch.sort(seeds).values
+        outside = (ordered[0] < 0) | (ordered[-1] >= size)
+        same = ordered[1:] == ordered[:-1]
+        repeated = ordered[1:][same.to(torch.int8).argmax()] if seeds.numel() > 1 else ordered[0]
+        return torch.stack([outside.to(torch.int64), same.any().to(torch.int64), repeated])
+
+    def read(self, a) -> list[int]:
+        """The one host wait: ``a``'s values on the host."""
+        return a.tolist()
 
 
 class NumpyArrays(TorchArrays):
@@ -223,17 +279,14 @@ class NumpyArrays(TorchArrays):
     def __init__(self) -> None:
         pass
 
-    def empty(self, n: int, dtype=np.int64):
-        return np.empty(n, dtype)
+    def empty(self, shape):
+        return np.empty(shape, np.int64)
 
-    def full(self, n: int, value: int, dtype=np.int64):
-        return np.full(n, value, dtype)
+    def full(self, shape, value: int):
+        return np.full(shape, value, np.int64)
 
-    def cumsum(self, a):
-        return np.cumsum(a)
-
-    def last(self, a) -> int:
-        return int(a[-1]) if a.size else 0
+    def cumsum(self, a, axis: int = 0):
+        return np.cumsum(a, axis)
 
     def kernel(self, a):
         return a
@@ -241,17 +294,31 @@ class NumpyArrays(TorchArrays):
     def stream(self):
         return 0  # the simulator runs kernels in order on the host
 
-    def array(self, values, dtype=np.int64):
-        return np.asarray(values, dtype)
+    def upload(self, values: np.ndarray):
+        return np.array(values, np.int64)
+
+    def as_uint64(self, a):
+        return a.view(np.uint64)
 
     def cat(self, parts):
         return np.concatenate(parts)
 
-    def take(self, a, positions) -> list[int]:
-        return a[np.asarray(positions, np.int64)].tolist()
+    def copy(self, a):
+        return a.copy()
 
     def stack(self, a, b):
         return np.stack([a, b])
+
+    def seed_check(self, seeds, size: int):
+        if seeds.size == 0:
+            return np.zeros(3, np.int64)
+        ordered = np.sort(seeds)
+        same = ordered[1:] == ordered[:-1]
+        repeated = ordered[1:][same.argmax()] if seeds.size > 1 else ordered[0]
+        return np.array([ordered[0] < 0 or ordered[-1] >= size, same.any(), repeated], np.int64)
+
+    def read(self, a) -> list[int]:
+        return a.tolist()
 
 
 def _host_mapped(tensor):
@@ -279,6 +346,13 @@ def _capacity(n: int) -> int:
     return 1 << max(6, int(2 * max(n, 1) - 1).bit_length())
 
 
+def max_degrees(indptr: np.ndarray, layout) -> np.ndarray:
+    """Per edge type, the largest in-degree: what a fanout of -1 can draw for one node."""
+    cols = np.append(layout.col_offset, len(indptr) - 1)
+    degrees = np.diff(np.asarray(indptr, np.int64))
+    return np.array([degrees[a:b].max(initial=0) for a, b in zip(cols[:-1], cols[1:])], np.int64)
+
+
 class CudaGraph:
     """The sampler's device views of a CSCGraph (device memory or pinned host memory)."""
 
@@ -290,118 +364,274 @@ class CudaGraph:
         self.sources = (graph.source("indptr"), graph.source("indices"))
         self.indptr = self.ops.kernel(graph.indptr)
         self.indices = self.ops.kernel(graph.indices)
-        self.weights = self.ops.kernel(graph.weights if graph.weights is not None else self.ops.empty(1, np.float32))
+        self.weights = self.ops.kernel(graph.weights if graph.weights is not None else self.ops.full(1, 0).float())
         self.edge_perm = None if graph.edge_perm is None else self.ops.kernel(graph.edge_perm)
+        self._graph = graph
+        self._max_degree = None
+
+    def max_degree(self, layout) -> np.ndarray:
+        """:func:`max_degrees` of the graph, computed once (the one host read it costs)."""
+        if self._max_degree is None:
+            self._max_degree = max_degrees(self._graph.indptr.cpu().numpy(), layout)
+        return self._max_degree
 
 
 def sample_layers(graph: CudaGraph, seeds, layout, keys, replace: bool, weighted: bool, new_only: bool = False,
                   seed_type: int = 0):
     """All hops on the GPU; :func:`sample_arrays`' result as CUDA tensors."""
+    max_degree = graph.max_degree(layout) if (layout.fanouts < 0).any() else None
     with graph.ops.torch.cuda.device(graph.ops.device):
         return sample_arrays(graph.ops, graph.indptr, graph.indices, graph.weights, seeds, layout, keys, replace,
-                             weighted, graph.sources, edge_perm=graph.edge_perm, new_only=new_only, seed_type=seed_type)
+                             weighted, graph.sources, edge_perm=graph.edge_perm, new_only=new_only,
+                             seed_type=seed_type, max_degree=max_degree)
+
+
+class _Bounds:
+    """Host upper bounds of what the device counts: nodes per type, and per hop the work items and edges of each
+    segment (an edge type sampled at the hop). The arrays are sized by these, so no count has to come back before
+    the batch is done; a batch whose bounds grow past :data:`EXACT_ABOVE` edges reads its counts every hop instead."""
+
+    def __init__(self, layout, num_seeds: int, seed_type: int, new_only: bool, max_degree) -> None:
+        self.layout, self.new_only, self.max_degree = layout, new_only, max_degree
+        self.counts = np.zeros(len(layout.type_size), np.int64)
+        self.counts[seed_type] = num_seeds
+        self.new = self.counts.copy()  # nodes first reached at the hop before (the seeds, for hop 0)
+
+    def hop(self, hop: int) -> tuple[list[int], list[int], list[int]]:
+        """Hop ``hop``'s segments: edge types, work bound and edge bound of each."""
+        layout = self.layout
+        fan = layout.fanouts[hop]
+        pool = self.new if self.new_only else self.counts
+        seg_et = [k for k in range(len(fan)) if fan[k] != 0 and pool[layout.et_dst[k]] > 0]
+        work = [int(pool[layout.et_dst[k]]) for k in seg_et]
+        per_node = [int(fan[k]) if fan[k] > 0 else int(self.max_degree[k]) for k in seg_et]
+        return seg_et, work, [w * f for w, f in zip(work, per_node)]
+
+    def advance(self, seg_et: list[int], edges: list[int]) -> None:
+        """After a hop: each type gains at most its sampled sources (and no more than its nodes)."""
+        new = np.zeros_like(self.counts)
+        for k, e in zip(seg_et, edges):
+            new[self.layout.et_src[k]] += e
+        self.new = np.minimum(new, self.layout.type_size)
+        self.counts = self.counts + self.new
+
+    def exact(self, counts: np.ndarray, first: np.ndarray) -> None:
+        """Replace the bounds by the device's counts (exact mode)."""
+        self.counts, self.new = counts.copy(), counts - first
+
+
+EXACT_ABOVE = 1 << 24  # edges: a batch whose bounds pass this reads its counts every hop and sizes arrays exactly
+
+
+class _Regions:
+    """The batch's nodes: one buffer, a region per node type (``start``, ``caps`` on the host, ``offsets`` on the
+    device); type ``n``'s local id ``i`` is at ``buffer[start[n] + i]``."""
+
+    def __init__(self, ops, caps: np.ndarray) -> None:
+        self.ops = ops
+        self._allocate(np.asarray(caps, np.int64))
+
+    def _allocate(self, caps: np.ndarray) -> None:
+        self.caps = caps
+        self.start = np.concatenate([[0], np.cumsum(caps)[:-1]]).astype(np.int64)
+        self.offsets = self.ops.upload(self.start)
+        self.buffer = self.ops.empty(max(int(caps.sum()), 1))
+
+    def reserve(self, caps: np.ndarray) -> None:
+        """Room for ``caps`` nodes per type, keeping every node so far."""
+        if (caps <= self.caps).all():
+            return
+        old, old_start, old_caps = self.buffer, self.start, self.caps
+        self._allocate(np.maximum(caps, old_caps))
+        for n, (a, c) in enumerate(zip(old_start, old_caps)):
+            self.buffer[self.start[n]: self.start[n] + c] = old[a: a + c]
+
+    def of(self, n: int, count: int):
+        return self.buffer[self.start[n]: self.start[n] + count]
+
+
+class _Table:
+    """The open-addressing map (global key -> local id) of the batch."""
+
+    def __init__(self, ops, stream) -> None:
+        self.ops, self.stream = ops, stream
+        self.capacity, self.keys, self.vals, self.mask = 0, None, None, 0
+
+    def reserve(self, num_keys: int, nodes: _Regions, counts, type_offset: np.ndarray) -> None:
+        """Room for ``num_keys`` keys: a fresh table holding every node so far when the current one is too small."""
+        needed = _capacity(num_keys)
+        if needed <= self.capacity:
+            return
+        ops, k, t = self.ops, self.ops.kernel, self.ops.threads
+        self.capacity, self.mask = needed, needed - 1
+        self.keys, self.vals = ops.full(needed, EMPTY), ops.full(needed, np.iinfo(np.int64).max)
+        for n, cap in enumerate(nodes.caps):
+            if cap:
+                _insert_known[_blocks(int(cap), t), t, self.stream](
+                    k(nodes.buffer), int(nodes.start[n]), k(counts), n, int(type_offset[n]), k(self.keys),
+                    k(self.vals), self.mask)
 
 
 def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted,
                   sources=("CSCGraph.indptr", "CSCGraph.indices"), *, edge_perm=None, new_only: bool = False,
-                  seed_type: int = 0):
+                  seed_type: int = 0, max_degree=None):
     """The hop loop over any array back end (``ops``); graph arrays already in kernel form.
 
     ``layout``: the sampler's :class:`~sparsetrain.sampling.layout.KernelLayout` (types, fanouts per hop and edge
     type); ``keys[h]``: hop ``h``'s key per edge type (``layout.hop_keys``); ``seeds``: ids of node type
     ``seed_type``. ``edge_perm`` (CSC position -> edge id; ``None`` = the position within its edge type) and
     ``new_only`` (sample each hop only for the nodes first reached at the hop before) are the graph's ``edge_perm``
-    and :class:`~sparsetrain.sampling.NeighborSampler`'s ``hop_nodes="new"``. Returns ``(layers, nodes)``: per hop,
-    innermost first, ``(edge_index [2, E], edge_ids [E], segments, before, after)`` (``segments``: ``(edge type,
-    first edge, end edge)`` of each edge type sampled at the hop; ``before`` / ``after``: the nodes per type before
-    and after it, host arrays) and the nodes per type. A damaged graph (a column's ``indptr`` range outside the edges,
-    an ``indices`` entry that is not a node of its type) raises :class:`~sparsetrain.sampling.errors.SamplingError`
-    naming ``sources`` (where ``indptr`` and ``indices`` come from) or the edge type.
+    and :class:`~sparsetrain.sampling.NeighborSampler`'s ``hop_nodes="new"``. ``max_degree``: per edge type, the
+    largest in-degree (:func:`max_degrees`; needed for fanouts of -1). Returns ``(layers, nodes)``: per hop, innermost
+    first, ``(edge_index [2, E], edge_ids [E], segments, before, after)`` (``segments``: ``(edge type, first edge, end
+    edge)`` of each edge type sampled at the hop; ``before`` / ``after``: the nodes per type before and after it, host
+    arrays) and the nodes per type.
+
+    The counts stay on the device: arrays are sized by host bounds from the fanouts (:class:`_Bounds`), kernels read
+    the true sizes from device memory, and the counts come back in one read at the end, with the damage and seed
+    checks. Seeds outside their type, repeated seeds and a damaged graph (a column's ``indptr`` range outside the
+    edges, an ``indices`` entry that is not a node of its type) raise
+    :class:`~sparsetrain.sampling.errors.SamplingError`, naming ``sources`` (where ``indptr`` and ``indices`` come
+    from) or the edge type.
     """
-    t = ops.threads
-    k = ops.kernel
-    stream = ops.stream()
+    if max_degree is None and (layout.fanouts < 0).any():
+        max_degree = max_degrees(indptr if isinstance(indptr, np.ndarray) else indptr.copy_to_host(), layout)
+    t, k, stream = ops.threads, ops.kernel, ops.stream()
     num_types = len(layout.type_size)
-    counts = np.zeros(num_types, np.int64)
-    first = np.zeros(num_types, np.int64)  # per node type, the first node the next hop samples for
-    nodes = [ops.empty(0) for _ in range(num_types)]
-    nodes[seed_type] = ops.empty(len(seeds))
-    ops.copy_into(nodes[seed_type], seeds, len(seeds))
-    counts[seed_type] = len(seeds)
+    typed = num_types > 1
+    num_hops = layout.fanouts.shape[0]
+    const = ops.upload(np.concatenate([layout.col_offset, layout.edge_offset, layout.et_src, layout.et_dst,
+                                       layout.type_offset, layout.type_size]))
     col_offset, edge_offset, et_src, et_dst, type_offset, type_size = (
-        ops.array(a) for a in (layout.col_offset, layout.edge_offset, layout.et_src, layout.et_dst, layout.type_offset,
-                               layout.type_size))
-    capacity = 0
-    table_keys = table_vals = None
-    layers = []
-    status = ops.full(2, 0)  # 1 + the last column with a damaged indptr range, 1 + the last damaged entry of indices
+        k(part) for part in _split(const, [len(layout.edge_types)] * 4 + [num_types + 1, num_types]))
     graph_edges = indices.shape[0]
     permuted = edge_perm is not None
-    edge_perm = k(ops.empty(1)) if edge_perm is None else edge_perm  # never read then; one entry: the view is not empty
-    for hop in range(layout.fanouts.shape[0]):
-        before = counts.copy()
-        fan = layout.fanouts[hop]
-        seg_et, seg_start, seg_dst = layout.segments(hop, counts, first)
-        cols = layout.columns(nodes, (seg_et, seg_start, seg_dst), ops.cat, ops.empty(0))
-        work = seg_start[-1]
-        # (a hop with no work still hands the kernels one-entry arrays: a device view of nothing is not made)
-        seg = [ops.array(a) for a in (seg_et or [0], seg_start, seg_dst or [0], fan[seg_et] if seg_et else [0])]
-        lo, deg, per_item = ops.empty(work), ops.empty(work), ops.empty(work)
-        _count_kernel[_blocks(work, t), t, stream](indptr, weights, k(cols), work, k(seg[1]), k(seg[3]), replace,
-                                                   weighted, graph_edges, k(lo), k(deg), k(per_item), k(status))
-        ends = ops.cumsum(per_item)
-        num_edges = ops.last(ends)
-        total = int(counts.sum())
-        needed = _capacity(total + num_edges)
-        if needed > capacity:  # grow: a fresh table holding every node so far
-            capacity = needed
-            table_keys, table_vals = ops.full(capacity, EMPTY), ops.full(capacity, np.iinfo(np.int64).max)
-            for n_type in range(num_types):
-                if counts[n_type]:
-                    _insert_known[_blocks(int(counts[n_type]), t), t, stream](
-                        k(nodes[n_type]), int(counts[n_type]), int(layout.type_offset[n_type]), k(table_keys),
-                        k(table_vals), capacity - 1)
-        src, dst, edge_ids, slots = (ops.empty(num_edges) for _ in range(4))
-        _sample_kernel[_blocks(work, t), t, stream](
-            indices, weights, edge_perm, permuted, k(cols), work, k(seg[1]), k(seg[0]), k(seg[2]), k(ops.array(fan)),
-            k(ops.array(keys[hop], np.uint64)), k(col_offset), k(edge_offset), k(et_src), k(et_dst), k(type_offset),
-            k(type_size), k(lo), k(deg), k(ends), replace, weighted, k(table_keys), k(table_vals), capacity - 1, k(src),
-            k(dst), k(edge_ids), k(slots), k(status),
-        )
-        flags = ops.empty(num_edges)
-        _first_kernel[_blocks(num_edges, t), t, stream](k(slots), k(table_vals), num_edges, k(flags))
-        bounds = [0, *ops.take(ends, [b - 1 for b in seg_start[1:]])] if len(seg_et) > 1 else [0, num_edges]
-        segments = [(e_type, bounds[i], bounds[i + 1]) for i, e_type in enumerate(seg_et)]
-        for n_type in range(num_types):
-            mine = [(a, b) for e_type, a, b in segments if layout.et_src[e_type] == n_type]
-            if num_types == 1:
-                mine = [(0, num_edges)]
-            if not mine:
-                continue
-            type_flags = flags
-            if num_types > 1:  # first occurrences of this type's nodes only: its local ids count apart
-                type_flags = ops.full(num_edges, 0)
-                for a, b in mine:
-                    type_flags[a:b] = flags[a:b]
-            ranks = ops.cumsum(type_flags)
-            num_new = ops.last(ranks)
-            grown = ops.empty(int(counts[n_type]) + num_new)
-            ops.copy_into(grown, nodes[n_type], int(counts[n_type]))
-            _number_kernel[_blocks(num_edges, t), t, stream](k(slots), k(table_keys), k(table_vals), num_edges,
-                                                             k(ranks), int(counts[n_type]),
-                                                             int(layout.type_offset[n_type]), k(grown))
-            nodes[n_type] = grown
-            counts[n_type] += num_new
-        _relabel_kernel[_blocks(num_edges, t), t, stream](k(slots), k(table_vals), num_edges, k(src))
-        layers.append((ops.stack(src, dst), edge_ids, segments, before, counts.copy()))
+    edge_perm = k(ops.full(1, 0)) if edge_perm is None else edge_perm  # never read then; one entry: a view exists
+    status = ops.full(2, 0)  # 1 + the last column with a damaged indptr range, 1 + the last damaged entry of indices
+    checks = [status, ops.seed_check(seeds, int(layout.type_size[seed_type]))]
+
+    # the whole batch's bounds first: the node regions and the table are sized once, unless the bounds are too large
+    # to allocate (then every hop reads its counts, and both grow as needed)
+    plan = _Bounds(layout, len(seeds), seed_type, new_only, max_degree)
+    planned_edges = 0
+    for hop in range(num_hops):
+        seg_et, _, edges = plan.hop(hop)
+        planned_edges += sum(edges)
+        plan.advance(seg_et, edges)
+    exact = planned_edges > EXACT_ABOVE
+    seeds_only = np.zeros(num_types, np.int64)
+    seeds_only[seed_type] = len(seeds)
+    nodes = _Regions(ops, seeds_only if exact else plan.counts)
+    nodes.of(seed_type, len(seeds))[:] = seeds
+    counts, first = ops.full(num_types, 0), ops.full(num_types, 0)
+    counts[seed_type] = len(seeds)
+    table = _Table(ops, stream)
+    if not exact:
+        table.reserve(int(plan.counts.sum()), nodes, counts, layout.type_offset)
+    bounds = _Bounds(layout, len(seeds), seed_type, new_only, max_degree)
+    layers = []
+    for hop in range(num_hops):
+        if exact:
+            now = np.array(ops.read(ops.cat([counts, first])))
+            bounds.exact(now[:num_types], now[num_types:])
+        before = ops.copy(counts)
+        seg_et, work, edges = bounds.hop(hop)
+        if not seg_et:  # nothing to sample at this hop
+            layers.append(([], None, None, None, before))
+        else:
+            layers.append(_hop(ops, stream, layout, hop, keys[hop], seg_et, sum(work), sum(edges), exact, typed,
+                               bounds.counts, indptr, indices, weights, edge_perm, permuted, replace, weighted,
+                               col_offset, edge_offset, et_src, et_dst, type_offset, type_size, graph_edges, counts,
+                               first, nodes, table, status))
+        bounds.advance(seg_et, edges)
         if new_only:
             first = before
-    bad_column, bad_entry = status.tolist()
+    return _finish(ops, layout, sources, indptr, indices, graph_edges, seed_type, len(seeds), checks, layers, nodes)
+
+
+def _hop(ops, stream, layout, hop, hop_keys, seg_et, num_work, edge_bound, exact, typed, counts_now, indptr, indices,
+         weights, edge_perm, permuted, replace, weighted, col_offset, edge_offset, et_src, et_dst, type_offset,
+         type_size, graph_edges, counts, first, nodes, table, status):
+    """One hop's kernels, queued without a host wait (unless ``exact``); returns its record for :func:`_finish`."""
+    t, k = ops.threads, ops.kernel
+    fan = layout.fanouts[hop]
+    hop_host = ops.upload(np.concatenate([seg_et, layout.et_dst[seg_et], fan[seg_et], fan, hop_keys.view(np.int64)]))
+    seg_et_d, seg_dst_type, seg_fan, fan_d, keys_d = _split(hop_host, [len(seg_et)] * 3 + [len(fan)] * 2)
+    seg_start, seg_dst = ops.empty(len(seg_et) + 1), ops.empty(len(seg_et))
+    _segments_kernel[1, 1, stream](k(counts), k(first), k(seg_dst_type), k(seg_start), k(seg_dst))
+    cols, lo, deg, per_item = (ops.empty(num_work) for _ in range(4))
+    grid = _blocks(num_work, t)
+    _columns_kernel[grid, t, stream](k(nodes.buffer), k(nodes.offsets), k(seg_start), k(seg_et_d), k(seg_dst), et_dst,
+                                     col_offset, k(cols))
+    _count_kernel[grid, t, stream](indptr, weights, k(cols), k(seg_start), k(seg_fan), replace, weighted, graph_edges,
+                                   k(lo), k(deg), k(per_item), k(status))
+    ends = ops.cumsum(per_item)
+    if exact:  # sized by the true count
+        edge_bound = ops.read(ends[-1:])[0]
+        nodes.reserve(counts_now + np.minimum(edge_bound, layout.type_size))
+        table.reserve(int(counts_now.sum()) + edge_bound, nodes, counts, layout.type_offset)
+    size = max(edge_bound, 1)  # (a hop drawing nothing still hands the kernels one-entry arrays)
+    src, dst, edge_ids, slots = (ops.empty(size) for _ in range(4))
+    src_type = ops.empty(size if typed else 1)
+    _sample_kernel[grid, t, stream](
+        indices, weights, edge_perm, permuted, k(cols), k(seg_start), k(seg_et_d), k(seg_dst), k(fan_d),
+        k(ops.as_uint64(keys_d)), col_offset, edge_offset, et_src, et_dst, type_offset, type_size, k(lo), k(deg),
+        k(ends), replace, weighted, k(table.keys), k(table.vals), table.mask, typed, k(src), k(dst), k(edge_ids),
+        k(slots), k(src_type), k(status),
+    )
+    flags = ops.empty((len(layout.type_size), size))
+    edge_grid = _blocks(size, t)
+    _first_kernel[edge_grid, t, stream](k(slots), k(table.vals), k(ends), typed, k(src_type), k(flags))
+    ranks = ops.cumsum(flags, 1)
+    _number_kernel[edge_grid, t, stream](k(slots), k(table.keys), k(table.vals), k(ends), typed, k(src_type), k(ranks),
+                                         k(counts), k(nodes.offsets), type_offset, k(nodes.buffer))
+    counts += ranks[:, -1]
+    _relabel_kernel[edge_grid, t, stream](k(slots), k(table.vals), k(ends), k(src))
+    seg_edges = ops.cat([ops.full(1, 0), ends])[seg_start]  # where each segment's edges start, and the last end
+    return seg_et, seg_edges, (src, dst), edge_ids, ops.copy(counts)
+
+
+def _finish(ops, layout, sources, indptr, indices, graph_edges: int, seed_type: int, num_seeds: int, checks, layers,
+            nodes: _Regions):
+    """The batch's one read: the checks and every hop's counts; then the layers and nodes cut to their sizes."""
+    num_types = len(layout.type_size)
+    parts = list(checks)
+    for seg_et, seg_edges, *_, after in layers:
+        parts += [after] if seg_edges is None else [seg_edges, after]
+    values = ops.read(ops.cat(parts))
+    bad_column, bad_entry, outside, repeated, repeated_seed = values[:5]
+    if outside:
+        raise layout.seeds_outside(seed_type)
+    if repeated:
+        raise layout.seed_repeated(repeated_seed)
     if bad_column:
         raise _bad_range(layout, sources, indptr, graph_edges, bad_column - 1)
     if bad_entry:
         raise _bad_entry(layout, sources, indices, bad_entry - 1)
-    return layers, nodes
+    pos = 5
+    before = np.zeros(num_types, np.int64)
+    before[seed_type] = num_seeds
+    out = []
+    for seg_et, seg_edges, pair, edge_ids, _ in layers:
+        edge_bounds = [] if seg_edges is None else values[pos: pos + len(seg_et) + 1]
+        pos += len(edge_bounds)
+        after = np.array(values[pos: pos + num_types], np.int64)
+        pos += num_types
+        if pair is None:
+            edge_index, ids = ops.empty((2, 0)), ops.empty(0)
+        else:
+            m = edge_bounds[-1]
+            edge_index, ids = ops.stack(pair[0][:m], pair[1][:m]), edge_ids[:m]
+        segments = [(e_type, edge_bounds[i], edge_bounds[i + 1]) for i, e_type in enumerate(seg_et)]
+        out.append((edge_index, ids, segments, before, after))
+        before = after
+    return out, [nodes.of(n, int(before[n])) for n in range(num_types)]
+
+
+def _split(a, sizes: list[int]) -> list:
+    """``a`` cut into consecutive views of ``sizes``."""
+    bounds = np.cumsum([0, *sizes])
+    return [a[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def _bad_range(layout, sources, indptr, graph_edges: int, column: int) -> SamplingError:

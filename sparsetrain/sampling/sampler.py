@@ -180,10 +180,11 @@ class NeighborSampler:
         if seeds.dim() != 1 or seeds.dtype.is_floating_point or seeds.dtype == torch.bool:
             raise SamplingError(f"seeds must be a 1-D integer tensor of node ids; got shape {list(seeds.shape)} "
                                 f"dtype {seeds.dtype}")
+        if seeds.device.type == "cuda":  # the GPU sampler checks them on the device: no host wait here
+            return
         n = int(self._layout.type_size[t])
         if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= n):
-            of = f"{self._layout.node_types[t]!r} " if self.graph.is_typed else ""
-            raise SamplingError(f"seeds has ids outside [0, {n}); seeds must be {of}node ids of this graph")
+            raise self._layout.seeds_outside(t)
 
     def _on_gpu(self, seeds: list[tuple[int, torch.Tensor]]) -> bool:
         """Whether the batch is sampled on the GPU; the options the GPU kernels lack are an error there."""
@@ -218,9 +219,7 @@ class NeighborSampler:
         if self._cuda is None:
             self._cuda = neighbor_cuda.CudaGraph(self.graph)
         device = self.graph.device if self.graph.device.type == "cuda" else seeds.device
-        seeds = seeds.to(device, torch.int64)
-        if torch.unique(seeds).numel() != seeds.numel():
-            raise SamplingError("seeds has repeated node ids; pass unique seeds (e.g. torch.unique(seeds))")
+        seeds = seeds.to(device, torch.int64, non_blocking=seeds.is_pinned())
         keys = [self._layout.hop_keys(self.seed, key, hop) for hop in range(self.num_hops)]
         layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
                                                     self.hop_nodes == "new", seed_type)
@@ -286,8 +285,7 @@ class NeighborSampler:
             else:
                 repeated = neighbor.insert_seeds(seeds_np, base, ws.table)
                 if repeated >= 0:
-                    raise SamplingError(f"seed {int(seeds_np[repeated])} appears more than once in seeds; pass "
-                                        "unique seeds (e.g. torch.unique(seeds))")
+                    raise self._layout.seed_repeated(int(seeds_np[repeated]))
             ws.grow_nodes(t, len(seeds_np), 0)[: len(seeds_np)] = seeds_np
             counts[t] = len(seeds_np)
 

@@ -106,6 +106,15 @@ def widen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     return arrays
 
 
+def indexed_device(device: torch.device | str) -> torch.device:
+    """``device`` with its index: ``"cuda"`` is the current CUDA device, so a store made on ``"cuda"`` accepts an
+    ``out`` on ``cuda:0`` (tensors always carry their index; a bare ``"cuda"`` compares unequal to it)."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 class FeatureSource(ABC):
     """A table of rows (one per node) that returns any subset of rows, in order, on its target device.
 
@@ -121,7 +130,7 @@ class FeatureSource(ABC):
     def __init__(self, shape, dtype: torch.dtype, device: torch.device | str) -> None:
         self.shape = torch.Size(shape)
         self.dtype = dtype
-        self.device = torch.device(device)
+        self.device = indexed_device(device)
         self.stats = GatherStats()
 
     @property
