@@ -95,3 +95,26 @@ def test_gpu_seeds_outside_the_graph_or_repeated_are_errors():
         sampler.sample(torch.tensor([1, 5000], device="cuda"))
     with pytest.raises(SamplingError, match="seed 7 appears more than once"):
         sampler.sample(torch.tensor([7, 3, 7], device="cuda"))
+
+
+@pytest.mark.parametrize("neg_sampling, exclude", [("binary", "reverse"), ("triplet", "self")])
+def test_link_gpu_batches_equal_cpu_batches(neg_sampling, exclude):
+    """Seed edges on a GPU graph: negatives drawn as on the host, the same blocks, exclusion and label indices."""
+    from sparsetrain.sampling import EdgeSamplerInput, LinkNeighborSampler
+
+    host = graph()
+    src, dst = host.to_edge_index()[:, :300]
+    out = {}
+    for where, g in (("cpu", host), ("cuda", host.to("cuda"))):
+        sampler = LinkNeighborSampler(NeighborSampler(g, [10, 5], seed=2), neg_sampling=neg_sampling, amount=2,
+                                      exclude=exclude)
+        out[where] = sampler.sample(EdgeSamplerInput(src.to(where), dst.to(where), key=3))
+    cpu, gpu = out["cpu"], out["cuda"]
+    assert gpu.input_nodes.is_cuda and torch.equal(gpu.input_nodes.cpu(), cpu.input_nodes)
+    for a, b in zip(gpu.blocks, cpu.blocks):
+        assert torch.equal(a.edge_index.cpu(), b.edge_index) and torch.equal(a.edge_ids.cpu(), b.edge_ids)
+    for name in ("edge_label_index", "edge_label", "src_index", "dst_pos_index", "dst_neg_index"):
+        want = getattr(cpu, name)
+        assert (want is None) == (getattr(gpu, name) is None), name
+        if want is not None:
+            assert torch.equal(getattr(gpu, name).cpu(), want), name

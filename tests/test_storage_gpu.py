@@ -120,3 +120,15 @@ def test_gpu_cache_over_mmap(tmp_path, policy):
         assert got.device.type == "cuda" and np.array_equal(got.cpu().numpy(), table[ids.numpy()])
     cache.close()
     assert cache.memory_bytes <= 400 * 200 + 100 * 200
+
+
+@pytest.mark.gpu
+def test_gather_into_an_out_on_the_indexed_device():
+    """A store made on "cuda" fills an ``out`` allocated on "cuda:0" (the same device, named with its index)."""
+    from sparsetrain.storage import PinnedFeatures
+
+    table = torch.randn(100, 16)
+    store = PinnedFeatures(table, device="cuda")
+    out = torch.empty(3, 16, device="cuda:0")
+    assert store.gather(torch.tensor([5, 0, 99], device="cuda"), out=out) is out
+    assert torch.equal(out.cpu(), table[[5, 0, 99]])

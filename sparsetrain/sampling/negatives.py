@@ -98,8 +98,9 @@ class NegativeSampler:
         self.strict = bool(strict)
         self.seed = int(seed)
         self._cdf = np.empty(0, np.float64)
+        self._host = None
         if distribution == "degree":
-            weights = graph.in_degrees().to(torch.float64).numpy() ** float(exponent)
+            weights = graph.in_degrees().to("cpu", torch.float64).numpy() ** float(exponent)
             if not weights.sum() > 0:
                 raise SamplingError("distribution='degree' on a graph without edges; use distribution='uniform'")
             self._cdf = np.cumsum(weights)
@@ -126,9 +127,10 @@ class NegativeSampler:
             raise SamplingError(f"k={k}; give a number of negatives per source >= 0")
         src_np = self._check_ids(torch.as_tensor(src), "src", self.num_sources)
         out = np.empty(len(src_np) * k, np.int64)
+        indptr = indices = np.zeros(1, np.int64)  # read only by the strict check
         if self.strict:
             self.graph.check_files()
-        indptr, indices, _ = self.graph.numpy()
+            indptr, indices, _ = self._host_graph().numpy()
         draw_destinations(src_np, k, self._cdf, self.num_nodes, self.strict, indptr, indices,
                           np.uint64(hop_key(self.seed, key, _DST_STREAM)), out)
         if self.strict and len(out) and out.min() < 0:
@@ -136,6 +138,15 @@ class NegativeSampler:
             raise SamplingError(f"no strict negative found for source node {u} in {MAX_TRIES} draws (it links to almost every node); "
                                 "use strict=False or a sparser graph")
         return torch.from_numpy(out).to(torch.as_tensor(src).device)
+
+    def _host_graph(self) -> CSCGraph:
+        """The graph on the host, for the strict check's lookups (a GPU graph is copied once: negatives are drawn on
+        the CPU, a few per seed edge)."""
+        if self.graph.device.type == "cpu":
+            return self.graph
+        if self._host is None:
+            self._host = self.graph.to("cpu")
+        return self._host
 
     def pairs(self, num: int, key: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """``num`` negative edges whose sources and destinations are both drawn (PyG's binary negative sampling)."""
