@@ -263,7 +263,9 @@ class TorchArrays:
         ordered = torch.sort(seeds).values
         outside = (ordered[0] < 0) | (ordered[-1] >= size)
         same = ordered[1:] == ordered[:-1]
-        repeated = ordered[1:][same.to(torch.int8).argmax()] if seeds.numel() > 1 else ordered[0]
+        # (index_select, not ordered[i]: a 0-dim tensor as an index is read back to the host)
+        repeated = (ordered[1:].index_select(0, same.to(torch.int32).argmax().reshape(1)).reshape(())
+                    if seeds.numel() > 1 else ordered[0])
         return torch.stack([outside.to(torch.int64), same.any().to(torch.int64), repeated])
 
     def read(self, a) -> list[int]:
