@@ -209,7 +209,7 @@ def _host_syncs(graph, seeds, args) -> int:
             sampler.sample(SamplerInput(seeds))
     finally:
         torch.cuda.set_sync_debug_mode(0)
-    return sum("synchroniz" in str(w.message) for w in caught)
+    return sum("called a synchronizing" in str(w.message) for w in caught)
 
 
 def _device_name(args) -> str:
