@@ -323,6 +323,24 @@ class NumpyArrays(TorchArrays):
         return a.tolist()
 
 
+class _ViewsOnce:
+    """``ops`` for one batch, making each array's kernel view once: a view costs tens of microseconds of Python (torch's
+    ``__cuda_array_interface__``, Numba's device array), and a hop passes the same arrays to several kernels."""
+
+    def __init__(self, ops) -> None:
+        self._ops = ops
+        self._views = {}
+
+    def __getattr__(self, name):
+        return getattr(self._ops, name)
+
+    def kernel(self, a):
+        hit = self._views.get(id(a))
+        if hit is None:
+            hit = self._views[id(a)] = (a, self._ops.kernel(a))  # (a kept alive: its id stays its own)
+        return hit[1]
+
+
 def _host_mapped(tensor):
     """A device view of a page-locked host tensor (unified addressing: the host pointer is valid on the device)."""
     if not tensor.is_pinned():
@@ -498,6 +516,7 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
     """
     if max_degree is None and (layout.fanouts < 0).any():
         max_degree = max_degrees(indptr if isinstance(indptr, np.ndarray) else indptr.copy_to_host(), layout)
+    ops = _ViewsOnce(ops)
     t, k, stream = ops.threads, ops.kernel, ops.stream()
     num_types = len(layout.type_size)
     typed = num_types > 1
