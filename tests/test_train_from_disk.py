@@ -50,3 +50,38 @@ def test_progress_bar_shows_the_cache_hit_rate_and_disk_read_rate(tmp_path):
     assert disk.stats.bytes_moved >= 50 * 256
     assert reads.totals() == {"hit_rate": 0.5, "disk_mb": round(disk.stats.bytes_moved / 1e6, 1)}
     assert not _FeatureReads(torch.zeros(3, 2)).shown
+
+
+def test_progress_bar_shows_the_pcie_bytes_a_batch_of_a_pinned_tier():
+    import torch
+
+    from sparsetrain.engine.trainer import _FeatureReads
+    from sparsetrain.storage import TensorFeatures
+
+    pinned = TensorFeatures(torch.zeros(10, 4))  # stands in for PinnedFeatures(device="cuda"): read over PCIe
+    pinned.device, pinned.pinned = torch.device("cuda"), True
+    reads = _FeatureReads(pinned)
+    assert reads.shown and reads.pcie is pinned
+    pinned.stats.bytes_moved += 3_000_000
+    assert reads.postfix() == {"pcie_MB_batch": "3.0"}
+    pinned.stats.bytes_moved += 1_000_000
+    assert reads.postfix() == {"pcie_MB_batch": "2.0"}
+    assert reads.totals()["pcie_mb"] == 4.0
+
+
+def test_a_gpu_cache_fronts_pinned_host_features_when_they_fit(monkeypatch):
+    from types import SimpleNamespace
+
+    import torch
+
+    from sparsetrain.engine import run
+
+    ds = SimpleNamespace(is_typed=False, features=SimpleNamespace(nbytes=10 << 20))
+    gpu, cpu = SimpleNamespace(device=torch.device("cuda")), SimpleNamespace(device=torch.device("cpu"))
+    cached = SimpleNamespace(features="auto", cache_gb=1.0)
+    monkeypatch.setattr(run, "available_host_memory", lambda: (1 << 30, "test"))
+    assert run._placement(ds, cached, gpu) == "pinned"
+    assert run._placement(ds, cached, cpu) == "mmap"
+    monkeypatch.setattr(run, "available_host_memory", lambda: (1 << 20, "test"))  # no room for a pinned copy
+    assert run._placement(ds, cached, gpu) == "mmap"
+    assert run._placement(ds, SimpleNamespace(features="disk", cache_gb=1.0), gpu) == "disk"

@@ -97,8 +97,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "zero-copy; on a CPU, mmap), mmap (ranks share the page cache), disk (O_DIRECT reads of the rows a batch needs, "
                         "for features larger than memory; give it a --cache-gb), memory, device, pinned, or sharded across ranks")
     p.add_argument("--cache-gb", type=_NON_NEGATIVE, default=0.0,
-                   help="GiB of feature cache in front of the mmap or disk features, at most the memory available "
-                        "(default 0: no cache)")
+                   help="GiB of feature cache in front of the features, at most the memory available; on a GPU the "
+                        "cache is in GPU memory in front of pinned host features (mmap when they do not fit in host "
+                        "memory), and the progress bar shows its hit rate and the PCIe MB read a batch (default 0: no "
+                        "cache)")
     p.add_argument("--cache-policy", choices=POLICIES, default="hybrid",
                    help="the cache's replacement policy (default hybrid: the rows most often drawn as neighbors (out-degree) plus a scored dynamic part)")
     p.add_argument("--eval", choices=["auto", "full", "sampled"], default="auto",

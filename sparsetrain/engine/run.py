@@ -120,6 +120,7 @@ def resolved(settings: TrainSettings) -> TrainSettings:
 
 FEATURE_PLACEMENTS = ("auto", "mmap", "disk", "memory", "device", "pinned", "sharded")
 GPU_RESIDENT_FRACTION = 0.4  # of the GPU's free memory that the features, and then the graph, may each take to live there
+PINNED_HOST_FRACTION = 0.5  # of the host's free memory that a pinned copy of the features may take behind a GPU cache
 
 
 def _fits_on_gpu(nbytes: int, device: torch.device) -> bool:
@@ -133,12 +134,16 @@ def _feature_tables(ds) -> dict:
 
 def _placement(ds, settings: TrainSettings, ctx) -> str:
     """``--features auto``: on a GPU, the features in device memory when they fit, else in pinned host memory read
-    zero-copy by the GPU; on a CPU, or in front of a cache, memory-mapped."""
+    zero-copy by the GPU; behind a GPU cache (``--cache-gb``), pinned host memory when it fits in what the host has
+    free (GraphBolt's two levels: the cache's misses cross PCIe without a CPU gather), else memory-mapped; on a CPU,
+    memory-mapped."""
     if settings.features != "auto":
         return settings.features
-    if ctx.device.type != "cuda" or settings.cache_gb > 0:
+    if ctx.device.type != "cuda":
         return "mmap"
     nbytes = sum(table.nbytes for table in _feature_tables(ds).values())
+    if settings.cache_gb > 0:
+        return "pinned" if nbytes <= PINNED_HOST_FRACTION * available_host_memory()[0] else "mmap"
     return "device" if _fits_on_gpu(nbytes, ctx.device) else "pinned"
 
 

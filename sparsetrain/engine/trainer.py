@@ -306,7 +306,8 @@ class Trainer:
 
 
 class _FeatureReads:
-    """What the progress bar shows of the feature store: a cache's hit rate and the disk tier's read rate since start."""
+    """What the progress bar shows of the feature store: a cache's hit rate, the disk tier's read rate and the bytes a
+    batch reads over PCIe from pinned host memory (zero-copy), since start."""
 
     def __init__(self, features) -> None:
         self.cache = features if hasattr(features, "backing") else None
@@ -314,14 +315,21 @@ class _FeatureReads:
         while hasattr(bottom, "backing"):
             bottom = bottom.backing
         self.disk = bottom if getattr(bottom, "mode", None) in ("direct", "pread") else None
+        on_gpu = getattr(getattr(bottom, "device", None), "type", None) == "cuda"
+        self.pcie = bottom if on_gpu and getattr(bottom, "pinned", False) else None
         self.start = time.perf_counter()
+        self.batches = 0
         self.hits, self.misses = self._counts()
         self.bytes = self.disk.stats.bytes_moved if self.disk is not None else 0
+        self.pcie_bytes = self.pcie.stats.bytes_moved if self.pcie is not None else 0
 
     @property
     def shown(self) -> bool:
-        """Whether there is a cache or a disk tier to report on."""
-        return self.cache is not None or self.disk is not None
+        """Whether there is a cache, a disk tier or a PCIe tier to report on."""
+        return self.cache is not None or self.disk is not None or self.pcie is not None
+
+    def _pcie_mb(self) -> float:
+        return (self.pcie.stats.bytes_moved - self.pcie_bytes) / 1e6 if self.pcie is not None else 0.0
 
     def _counts(self) -> tuple[int, int]:
         return (self.cache.stats.hits, self.cache.stats.misses) if self.cache is not None else (0, 0)
@@ -331,9 +339,14 @@ class _FeatureReads:
         hits, misses = self._counts()
         looked_up = hits + misses - self.hits - self.misses
         disk = (self.disk.stats.bytes_moved - self.bytes) if self.disk is not None else 0
-        return {"hit_rate": (hits - self.hits) / looked_up if looked_up else None, "disk_mb": round(disk / 1e6, 1)}
+        totals = {"hit_rate": (hits - self.hits) / looked_up if looked_up else None, "disk_mb": round(disk / 1e6, 1)}
+        if self.pcie is not None:
+            totals["pcie_mb"] = round(self._pcie_mb(), 1)
+        return totals
 
     def postfix(self) -> dict:
+        """The progress bar's fields after one more batch."""
+        self.batches += 1
         shown = {}
         hits, misses = self._counts()
         if hits + misses > self.hits + self.misses:
@@ -341,6 +354,8 @@ class _FeatureReads:
         if self.disk is not None:
             seconds = max(time.perf_counter() - self.start, 1e-9)
             shown["disk_MB_s"] = f"{(self.disk.stats.bytes_moved - self.bytes) / seconds / 1e6:.0f}"
+        if self.pcie is not None:
+            shown["pcie_MB_batch"] = f"{self._pcie_mb() / self.batches:.1f}"
         return shown
 
 

@@ -243,7 +243,9 @@ class CachedFeatures(FeatureSource):
             rows = self.slots.index_select(0, slots.clamp(min=0))  # a miss reads slot 0 here and is overwritten below
             self._after_read()
         missed_at = (~hit).nonzero().view(-1)
-        missed = wanted.index_select(0, missed_at).cpu()  # the one device-to-host copy of a gather
+        missed = wanted.index_select(0, missed_at)
+        if self.backing.device != self.device:  # the one device-to-host copy of a gather (pinned host features read
+            missed = missed.cpu()  # zero-copy take the ids where they are)
         fetched = None
         if missed.numel():
             fetched = self.backing.gather(missed).to(self.device, non_blocking=True)
@@ -258,12 +260,13 @@ class CachedFeatures(FeatureSource):
             ready.record(torch.cuda.current_stream(self.device))
         while len(self._pending) >= MAX_PENDING_UPDATES:
             self._pending.popleft().result()
-        self._pending.append(self._worker().submit(self._update_policy, wanted, missed.numpy(), fetched, ready))
+        self._pending.append(self._worker().submit(self._update_policy, wanted, missed, fetched, ready))
 
-    def _update_policy(self, wanted: torch.Tensor, missed: np.ndarray, fetched: torch.Tensor | None, ready) -> None:
+    def _update_policy(self, wanted: torch.Tensor, missed: torch.Tensor, fetched: torch.Tensor | None, ready) -> None:
         """Off the critical path: tell the policy about a gather's accesses, then admit its misses (device bookkeeping)."""
         if ready is not None:
             ready.synchronize()
+        missed = missed.cpu().numpy()
         self.policy.lookup(wanted.cpu().numpy())
         if missed.size:
             with self._lock:
