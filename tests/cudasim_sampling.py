@@ -31,7 +31,7 @@ def graph(num_nodes=60, num_edges=500, seed=0, weighted=False) -> CSCGraph:
 
 
 def gpu_layers(g: CSCGraph, seeds, fanouts, *, replace=False, weighted=False, hop_nodes="all", seed=5, batch=7,
-               ops=None, seed_type=0):
+               ops=None, seed_type=0, workspace=None):
     """The GPU hop loop's own result: per hop ``(edge_index, edge_ids, segments, before, after)``, nodes per type."""
     indptr, indices, weights = g.numpy()
     weights = weights if weighted else np.empty(1, np.float32)
@@ -43,7 +43,7 @@ def gpu_layers(g: CSCGraph, seeds, fanouts, *, replace=False, weighted=False, ho
     with np.errstate(all="ignore"):  # uint64 products wrap on purpose
         return nc.sample_arrays(ops or nc.NumpyArrays(), indptr, indices, weights, np.asarray(seeds, np.int64), layout,
                                 keys, replace, weighted, edge_perm=edge_perm, new_only=hop_nodes == "new",
-                                seed_type=seed_type)
+                                seed_type=seed_type, workspace=workspace)
 
 
 def gpu_sample(g: CSCGraph, seeds, fanouts, **kw):
@@ -124,6 +124,20 @@ def check_new_nodes_only_hops():
     for edge_index, num_src, num_dst, _ in layers:
         assert (edge_index[1] >= first).all(), "a hop sampled for a node reached before the hop before"
         first = num_dst
+
+
+def check_a_workspace_kept_across_batches_changes_nothing():
+    g = graph(200, 3000, seed=7)
+    ws = nc.Workspace(nc.NumpyArrays())
+    for seeds, fanouts in [([0, 1, 5], [5, 4, 3]), ([0, 1, 5], [5, 4, 3]), ([7], [5, 4, 3]), ([2, 9, 30], [5, 4, 3]),
+                           ([0, 1, 5], [5, 4, 3])]:
+        fresh = gpu_sample(g, seeds, fanouts)
+        layers, nodes = gpu_sample(g, seeds, fanouts, workspace=ws)
+        assert np.array_equal(nodes, fresh[1]), "nodes differ with a kept workspace"
+        assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[3], b[3]) for a, b in zip(layers, fresh[0]))
+        kept = len(ws._arrays)
+    gpu_sample(g, [4, 8, 12], [5, 4, 3], workspace=ws)
+    assert len(ws._arrays) == kept, "a batch of a shape seen before allocated new arrays"
 
 
 def check_launch_shape_does_not_change_the_result():

@@ -21,6 +21,7 @@ CHECKS = [
     "check_full_fanout_is_exactly_the_in_edges",
     "check_edge_ids_follow_the_edge_permutation",
     "check_new_nodes_only_hops",
+    "check_a_workspace_kept_across_batches_changes_nothing",
     "check_launch_shape_does_not_change_the_result",
     "check_one_host_read_per_batch",
     "check_exact_sizes_past_the_bound_limit",

@@ -24,9 +24,12 @@ does it in one sequential pass over a direct-address table, which on a CPU is
 faster than any atomic scheme and gives the same ids.
 
 Kernels run on PyTorch's current CUDA stream (never the legacy default stream),
-so they are ordered with the torch ops around them (allocations, scans); the only
-host syncs are the explicit reads of each hop's edge and new-node counts (and, on a
-typed graph, of where each edge type's edges start).
+so they are ordered with the torch ops around them (allocations, scans). The counts
+stay on the device: arrays are sized by host bounds from the fanouts and kernels read
+the true sizes from device memory, so a batch waits for the device once, at the end,
+to read every hop's counts with the seed and damage checks. A sampler keeps its arrays
+and their kernel views from batch to batch (:class:`Workspace`): making a view from
+Python costs more than most of the kernels it feeds.
 
 The graph may be in device memory or page-locked host memory (read zero-copy
 over PCIe). Arrays cross from PyTorch by ``__cuda_array_interface__``, never by
@@ -35,6 +38,8 @@ copies. Under ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on NumPy arrays
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 from sparsetrain._numba_cuda import cuda
@@ -227,8 +232,8 @@ class TorchArrays:
         return self.torch.full(shape if isinstance(shape, tuple) else (shape,), value, dtype=self.torch.int64,
                                device=self.device)
 
-    def cumsum(self, a, axis: int = 0):
-        return self.torch.cumsum(a, axis)
+    def cumsum(self, a, axis: int = 0, out=None):
+        return self.torch.cumsum(a, axis, out=out)
 
     def kernel(self, a):
         # sync=False: the kernels run on the stream that produced ``a``, so no host wait is needed
@@ -240,8 +245,27 @@ class TorchArrays:
 
     def upload(self, values: np.ndarray):
         """An int64 host array's values on the device, copied from a pinned buffer without waiting."""
+        return self.upload_into(self.empty(len(values)), values)
+
+    def upload_into(self, out, values: np.ndarray):
         host = self.torch.from_numpy(np.ascontiguousarray(values, np.int64)).pin_memory()
-        return host.to(self.device, non_blocking=True)
+        return out.copy_(host, non_blocking=True)
+
+    def split(self, a, sizes: list[int]) -> list:
+        """``a`` cut into consecutive views of ``sizes``."""
+        bounds = np.cumsum([0, *sizes])
+        return [a[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+    def record_done(self):
+        """An event after the work queued so far on the current stream."""
+        event = self.torch.cuda.Event()
+        event.record(self.torch.cuda.current_stream(self.device))
+        return event
+
+    def wait_for(self, event) -> None:
+        """Queue a wait for ``event`` on the current stream (no host wait)."""
+        if event is not None:
+            self.torch.cuda.current_stream(self.device).wait_event(event)
 
     def as_uint64(self, a):
         return a.view(self.torch.uint64)
@@ -249,7 +273,7 @@ class TorchArrays:
     def cat(self, parts):
         return self.torch.cat(parts)
 
-    def copy(self, a):
+    def clone(self, a):
         return a.clone()
 
     def stack(self, a, b):
@@ -287,8 +311,8 @@ class NumpyArrays(TorchArrays):
     def full(self, shape, value: int):
         return np.full(shape, value, np.int64)
 
-    def cumsum(self, a, axis: int = 0):
-        return np.cumsum(a, axis)
+    def cumsum(self, a, axis: int = 0, out=None):
+        return np.cumsum(a, axis, out=out)
 
     def kernel(self, a):
         return a
@@ -296,8 +320,15 @@ class NumpyArrays(TorchArrays):
     def stream(self):
         return 0  # the simulator runs kernels in order on the host
 
-    def upload(self, values: np.ndarray):
-        return np.array(values, np.int64)
+    def upload_into(self, out, values: np.ndarray):
+        out[...] = values
+        return out
+
+    def record_done(self):
+        return None  # the simulator runs kernels in order on the host
+
+    def wait_for(self, event) -> None:
+        pass
 
     def as_uint64(self, a):
         return a.view(np.uint64)
@@ -305,7 +336,7 @@ class NumpyArrays(TorchArrays):
     def cat(self, parts):
         return np.concatenate(parts)
 
-    def copy(self, a):
+    def clone(self, a):
         return a.copy()
 
     def stack(self, a, b):
@@ -323,18 +354,83 @@ class NumpyArrays(TorchArrays):
         return a.tolist()
 
 
-class _ViewsOnce:
-    """``ops`` for one batch, making each array's kernel view once: a view costs tens of microseconds of Python (torch's
-    ``__cuda_array_interface__``, Numba's device array), and a hop passes the same arrays to several kernels."""
+class Workspace:
+    """The array back end ``ops`` as one sampler uses it batch after batch: the arrays a batch allocates are kept, with
+    their kernel views, for the next batch, which asks for the same shapes in the same order when its bounds are the
+    same (every full batch of a loader). A kernel view costs tens of microseconds of Python (torch's
+    ``__cuda_array_interface__``, Numba's device array) and a batch passes ~60 arrays to kernels: made once, not once
+    a batch. Outputs are copied out of it (:func:`_finish`), and a batch on another stream waits for the last one's work
+    (an event, not a host wait) before it reuses the arrays.
+    """
+
+    MAX_ARRAYS = 512  # distinct (position, shape) entries kept; past this (batches of ever new shapes) it starts over
 
     def __init__(self, ops) -> None:
         self._ops = ops
-        self._views = {}
+        self._arrays = {}  # (position in the batch, kind, shape) -> the array (or the list of views) made there
+        self._owned = {}  # id -> [array, its kernel view or None], for every array held in _arrays
+        self._views = {}  # id -> (array, view) for other arrays, for one batch
+        self._position = 0
+        self._done = None
 
     def __getattr__(self, name):
         return getattr(self._ops, name)
 
+    def begin(self) -> Workspace:
+        """Start a batch (after the last batch's work, on whatever stream that ran)."""
+        self._position = 0
+        self._views = {}
+        if len(self._arrays) > self.MAX_ARRAYS:
+            self._arrays, self._owned = {}, {}
+        self._ops.wait_for(self._done)
+        return self
+
+    def end(self) -> None:
+        """The batch's work is queued: the next one waits for it before reusing the arrays."""
+        self._done = self._ops.record_done()
+
+    def _kept(self, kind: str, shape, make):
+        key = (self._position, kind, shape if isinstance(shape, tuple) else (shape,))
+        self._position += 1
+        made = self._arrays.get(key)
+        if made is None:
+            made = self._arrays[key] = make()
+            for a in made if isinstance(made, list) else [made]:
+                self._owned[id(a)] = [a, None]
+        return made
+
+    def empty(self, shape):
+        return self._kept("empty", shape, lambda: self._ops.empty(shape))
+
+    def full(self, shape, value: int):
+        a = self._kept("full", shape, lambda: self._ops.empty(shape))
+        a[...] = value
+        return a
+
+    def upload(self, values: np.ndarray):
+        return self._ops.upload_into(self._kept("upload", len(values), lambda: self._ops.empty(len(values))), values)
+
+    def copy(self, a):
+        out = self._kept("copy", tuple(a.shape), lambda: self._ops.empty(tuple(a.shape)))
+        out[...] = a
+        return out
+
+    def cumsum(self, a, axis: int = 0):
+        shape = tuple(a.shape)
+        return self._ops.cumsum(a, axis, out=self._kept("cumsum", shape, lambda: self._ops.empty(shape)))
+
+    def split(self, a, sizes: list[int]) -> list:
+        return self._kept("split", (id(a), *sizes), lambda: self._ops.split(a, sizes))
+
+    def as_uint64(self, a):
+        return self._kept("uint64", id(a), lambda: self._ops.as_uint64(a))
+
     def kernel(self, a):
+        owned = self._owned.get(id(a))
+        if owned is not None:
+            if owned[1] is None:
+                owned[1] = self._ops.kernel(a)
+            return owned[1]
         hit = self._views.get(id(a))
         if hit is None:
             hit = self._views[id(a)] = (a, self._ops.kernel(a))  # (a kept alive: its id stays its own)
@@ -388,6 +484,14 @@ class CudaGraph:
         self.edge_perm = None if graph.edge_perm is None else self.ops.kernel(graph.edge_perm)
         self._graph = graph
         self._max_degree = None
+        self._local = threading.local()
+
+    def workspace(self) -> Workspace:
+        """This thread's :class:`Workspace` (threads sample batches side by side, each in its own arrays)."""
+        ws = getattr(self._local, "workspace", None)
+        if ws is None:
+            ws = self._local.workspace = Workspace(self.ops)
+        return ws
 
     def max_degree(self, layout) -> np.ndarray:
         """:func:`max_degrees` of the graph, computed once (the one host read it costs)."""
@@ -403,7 +507,7 @@ def sample_layers(graph: CudaGraph, seeds, layout, keys, replace: bool, weighted
     with graph.ops.torch.cuda.device(graph.ops.device):
         return sample_arrays(graph.ops, graph.indptr, graph.indices, graph.weights, seeds, layout, keys, replace,
                              weighted, graph.sources, edge_perm=graph.edge_perm, new_only=new_only,
-                             seed_type=seed_type, max_degree=max_degree)
+                             seed_type=seed_type, max_degree=max_degree, workspace=graph.workspace())
 
 
 class _Bounds:
@@ -494,7 +598,7 @@ class _Table:
 
 def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted,
                   sources=("CSCGraph.indptr", "CSCGraph.indices"), *, edge_perm=None, new_only: bool = False,
-                  seed_type: int = 0, max_degree=None):
+                  seed_type: int = 0, max_degree=None, workspace: Workspace | None = None):
     """The hop loop over any array back end (``ops``); graph arrays already in kernel form.
 
     ``layout``: the sampler's :class:`~sparsetrain.sampling.layout.KernelLayout` (types, fanouts per hop and edge
@@ -512,11 +616,21 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
     checks. Seeds outside their type, repeated seeds and a damaged graph (a column's ``indptr`` range outside the
     edges, an ``indices`` entry that is not a node of its type) raise
     :class:`~sparsetrain.sampling.errors.SamplingError`, naming ``sources`` (where ``indptr`` and ``indices`` come
-    from) or the edge type.
+    from) or the edge type. ``workspace``: a :class:`Workspace` over ``ops`` kept from batch to batch (default: one for
+    this batch).
     """
     if max_degree is None and (layout.fanouts < 0).any():
         max_degree = max_degrees(indptr if isinstance(indptr, np.ndarray) else indptr.copy_to_host(), layout)
-    ops = _ViewsOnce(ops)
+    ops = (workspace or Workspace(ops)).begin()
+    try:
+        return _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted, sources, edge_perm,
+                       new_only, seed_type, max_degree)
+    finally:
+        ops.end()
+
+
+def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted, sources, edge_perm, new_only,
+            seed_type, max_degree):
     t, k, stream = ops.threads, ops.kernel, ops.stream()
     num_types = len(layout.type_size)
     typed = num_types > 1
@@ -524,7 +638,7 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
     const = ops.upload(np.concatenate([layout.col_offset, layout.edge_offset, layout.et_src, layout.et_dst,
                                        layout.type_offset, layout.type_size]))
     col_offset, edge_offset, et_src, et_dst, type_offset, type_size = (
-        k(part) for part in _split(const, [len(layout.edge_types)] * 4 + [num_types + 1, num_types]))
+        k(part) for part in ops.split(const, [len(layout.edge_types)] * 4 + [num_types + 1, num_types]))
     graph_edges = indices.shape[0]
     permuted = edge_perm is not None
     edge_perm = k(ops.full(1, 0)) if edge_perm is None else edge_perm  # never read then; one entry: a view exists
@@ -577,7 +691,7 @@ def _hop(ops, stream, layout, hop, hop_keys, seg_et, num_work, edge_bound, exact
     t, k = ops.threads, ops.kernel
     fan = layout.fanouts[hop]
     hop_host = ops.upload(np.concatenate([seg_et, layout.et_dst[seg_et], fan[seg_et], fan, hop_keys.view(np.int64)]))
-    seg_et_d, seg_dst_type, seg_fan, fan_d, keys_d = _split(hop_host, [len(seg_et)] * 3 + [len(fan)] * 2)
+    seg_et_d, seg_dst_type, seg_fan, fan_d, keys_d = ops.split(hop_host, [len(seg_et)] * 3 + [len(fan)] * 2)
     seg_start, seg_dst = ops.empty(len(seg_et) + 1), ops.empty(len(seg_et))
     _segments_kernel[1, 1, stream](k(counts), k(first), k(seg_dst_type), k(seg_start), k(seg_dst))
     cols, lo, deg, per_item = (ops.empty(num_work) for _ in range(4))
@@ -642,17 +756,11 @@ def _finish(ops, layout, sources, indptr, indices, graph_edges: int, seed_type: 
             edge_index, ids = ops.empty((2, 0)), ops.empty(0)
         else:
             m = edge_bounds[-1]
-            edge_index, ids = ops.stack(pair[0][:m], pair[1][:m]), edge_ids[:m]
+            edge_index, ids = ops.stack(pair[0][:m], pair[1][:m]), ops.clone(edge_ids[:m])  # out of the workspace
         segments = [(e_type, edge_bounds[i], edge_bounds[i + 1]) for i, e_type in enumerate(seg_et)]
         out.append((edge_index, ids, segments, before, after))
         before = after
-    return out, [nodes.of(n, int(before[n])) for n in range(num_types)]
-
-
-def _split(a, sizes: list[int]) -> list:
-    """``a`` cut into consecutive views of ``sizes``."""
-    bounds = np.cumsum([0, *sizes])
-    return [a[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return out, [ops.clone(nodes.of(n, int(before[n]))) for n in range(num_types)]
 
 
 def _bad_range(layout, sources, indptr, graph_edges: int, column: int) -> SamplingError:
