@@ -18,5 +18,11 @@ from numba import config  # noqa: E402
 from numba import cuda  # noqa: E402
 
 config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+try:  # numba-cuda keeps its own config module (the lent GPUs' image); numba's built-in CUDA target reads numba's
+    from numba.cuda.core import config as cuda_config  # noqa: E402
+except ImportError:
+    pass
+else:
+    cuda_config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
 
 __all__ = ["cuda"]
