@@ -13,9 +13,11 @@ from typing import Any
 
 import torch
 import torch_geometric.loader
+from torch_geometric.data import HeteroData
 from torch_geometric.loader.base import DataLoaderIterator
 
 from sparsetrain.datasets.dataset import GraphDataset
+from sparsetrain.pyg.device import Placement
 from sparsetrain.pyg.errors import PyGOptionError
 from sparsetrain.pyg.sampler import NeighborSampler
 from sparsetrain.pyg.stores import DatasetFeatureStore, DatasetGraphStore, as_dataset
@@ -34,7 +36,25 @@ class _SamplingThreadsMixin:
         return batches if self.filter_per_worker else DataLoaderIterator(batches, self.filter_fn)
 
 
-class NeighborLoader(_SamplingThreadsMixin, torch_geometric.loader.NeighborLoader):
+class _DeviceMixin:
+    """``device=``: batches cut from data placed on that device (:mod:`sparsetrain.pyg.device`)."""
+
+    placement: Placement | None = None
+
+    def _place(self, data, device):
+        """The data the loader cuts batches from: ``data`` itself, or placed on ``device``."""
+        if device is None:
+            return data
+        self.placement = Placement(data, device)
+        return self.placement.data
+
+    def filter_fn(self, out):
+        if self.placement is None:
+            return super().filter_fn(out)
+        return self.placement.finish(super().filter_fn(self.placement.sampled(out)))
+
+
+class NeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader.NeighborLoader):
     """``torch_geometric.loader.NeighborLoader`` with :class:`sparsetrain.pyg.NeighborSampler` behind it.
 
     Arguments and batch fields are PyG's (``x``, ``y``, ``edge_index``, ``n_id``, ``e_id``, ``edge_attr``,
@@ -42,13 +62,17 @@ class NeighborLoader(_SamplingThreadsMixin, torch_geometric.loader.NeighborLoade
     sampler's random stream. A dataset's ``features`` store may be swapped (e.g. a ``CachedFeatures``).
     ``num_workers > 0`` samples in that many threads of this process (:mod:`sparsetrain.pyg.workers`; the same
     batches as ``num_workers=0``, no ``__main__`` guard needed); pass ``multiprocessing_context`` for processes.
+    ``device`` (not in PyG; cuGraph-PyG's idea): sample on that GPU and yield batches already there, the data's
+    tensors moved to it when they fit, node features otherwise read zero-copy from pinned host memory
+    (:mod:`sparsetrain.pyg.device`); the same batches as without it. A ``Data`` already on a GPU samples there too.
     """
 
     def __init__(self, data, num_neighbors, input_nodes=None, input_time=None, replace: bool = False,
                  subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform",
                  time_attr: str | None = None, weight_attr: str | None = None, transform=None, transform_sampler_output=None,
                  is_sorted: bool = False, filter_per_worker: bool | None = None, neighbor_sampler: NeighborSampler | None = None,
-                 directed: bool = True, *, seed: int | None = None, features=None, **kwargs: Any) -> None:
+                 directed: bool = True, *, seed: int | None = None, features=None, device=None,
+                 **kwargs: Any) -> None:
         self.edge_features = None
         if isinstance(data, (GraphDataset, str, os.PathLike)):
             ds = as_dataset(data)
@@ -61,11 +85,13 @@ class NeighborLoader(_SamplingThreadsMixin, torch_geometric.loader.NeighborLoade
         elif features is not None:
             raise PyGOptionError("features= replaces a sparsetrain dataset's feature store; with other data, put features in the data")
         self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
+        placed = self._place(data, device)
         if neighbor_sampler is None:
             neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
                                                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
-                                               is_sorted=is_sorted, directed=directed, seed=seed)
-        super().__init__(data, num_neighbors, input_nodes=input_nodes, input_time=input_time, replace=replace,
+                                               is_sorted=is_sorted, directed=directed, seed=seed, device=device)
+        super().__init__(placed, num_neighbors, input_nodes=input_nodes, input_time=input_time,
+                         replace=replace,
                          subgraph_type=subgraph_type, disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
                          weight_attr=weight_attr, transform=transform, transform_sampler_output=transform_sampler_output,
                          is_sorted=is_sorted, filter_per_worker=filter_per_worker, neighbor_sampler=neighbor_sampler,
@@ -78,7 +104,7 @@ class NeighborLoader(_SamplingThreadsMixin, torch_geometric.loader.NeighborLoade
         return data
 
 
-class LinkNeighborLoader(_SamplingThreadsMixin, torch_geometric.loader.LinkNeighborLoader):
+class LinkNeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader.LinkNeighborLoader):
     """``torch_geometric.loader.LinkNeighborLoader`` with :class:`sparsetrain.pyg.NeighborSampler` behind it.
 
     Arguments and batch fields are PyG's (``edge_label_index``/``edge_label`` for binary negatives,
@@ -87,7 +113,8 @@ class LinkNeighborLoader(_SamplingThreadsMixin, torch_geometric.loader.LinkNeigh
     :class:`NeighborLoader`. ``exclude_seed_edges`` (not in PyG) removes edges from the sampled subgraph, so a
     model cannot read a positive label off the graph: ``"none"`` (default) keeps them all, as PyG's loader does;
     ``"self"`` removes every sampled edge ``u -> v`` that is a positive seed edge of the batch (parallel copies
-    too); ``"reverse"`` also ``v -> u`` (for undirected graphs). Negatives are never removed.
+    too); ``"reverse"`` also ``v -> u`` (for undirected graphs). Negatives are never removed. ``device`` as in
+    :class:`NeighborLoader` (seed edges joining two node types are sampled on the CPU, the batches still land there).
     """
 
     def __init__(self, data, num_neighbors, edge_label_index=None, edge_label=None, edge_label_time=None, replace: bool = False,
@@ -95,23 +122,37 @@ class LinkNeighborLoader(_SamplingThreadsMixin, torch_geometric.loader.LinkNeigh
                  neg_sampling_ratio=None, time_attr: str | None = None, weight_attr: str | None = None, transform=None,
                  transform_sampler_output=None, is_sorted: bool = False, filter_per_worker: bool | None = None,
                  neighbor_sampler: NeighborSampler | None = None, directed: bool = True, *, seed: int | None = None,
-                 exclude_seed_edges: str = "none", **kwargs: Any) -> None:
+                 exclude_seed_edges: str = "none", device=None, **kwargs: Any) -> None:
         if exclude_seed_edges not in EXCLUDE_MODES:
             choices = ", ".join(map(repr, EXCLUDE_MODES))
             raise PyGOptionError(f"exclude_seed_edges={exclude_seed_edges!r}; choose one of {choices}")
         self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
+        placed = self._place(data, device)
         if neighbor_sampler is None:
             neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
                                                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
-                                               is_sorted=is_sorted, directed=directed, seed=seed)
+                                               is_sorted=is_sorted, directed=directed, seed=seed,
+                                               device=_link_sampling_device(data, edge_label_index, device))
         if exclude_seed_edges != "none":
             if not isinstance(neighbor_sampler, NeighborSampler):
                 raise PyGOptionError(f"exclude_seed_edges={exclude_seed_edges!r} needs sparsetrain's sampler; "
                                      "leave neighbor_sampler unset or pass a sparsetrain.pyg.NeighborSampler")
             neighbor_sampler.exclude_seed_edges = exclude_seed_edges
-        super().__init__(data, num_neighbors, edge_label_index=edge_label_index, edge_label=edge_label,
+        super().__init__(placed, num_neighbors, edge_label_index=edge_label_index,
+                         edge_label=edge_label,
                          edge_label_time=edge_label_time, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
                          temporal_strategy=temporal_strategy, neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio,
                          time_attr=time_attr, weight_attr=weight_attr, transform=transform,
                          transform_sampler_output=transform_sampler_output, is_sorted=is_sorted, filter_per_worker=filter_per_worker,
                          neighbor_sampler=neighbor_sampler, directed=directed, **kwargs)
+
+
+def _link_sampling_device(data, edge_label_index, device):
+    """Where link batches are sampled: ``device``, unless the seed edges join two node types (seeds of two types
+    sample on the CPU only, for now)."""
+    if device is None or not isinstance(data, HeteroData):
+        return device
+    edge_type = edge_label_index[0] if isinstance(edge_label_index, (tuple, list)) else edge_label_index
+    if isinstance(edge_type, str):
+        edge_type = data._to_canonical(edge_type)
+    return device if isinstance(edge_type, tuple) and edge_type[0] == edge_type[-1] else None

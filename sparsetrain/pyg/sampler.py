@@ -63,7 +63,9 @@ class NeighborSampler(BaseSampler):
     ``disjoint``: one subgraph per seed (``batch`` in the output). ``time_attr``: a node- or edge-level time
     attribute; no edge later than its seed's time is sampled (``temporal_strategy`` ``"uniform"`` or ``"last"``).
     ``subgraph_type``: ``"directional"``, ``"bidirectional"`` or ``"induced"``. ``sample_direction``:
-    ``"forward"`` (in-edges) or ``"backward"`` (out-edges). ``seed``: the random stream (default: drawn from
+    ``"forward"`` (in-edges) or ``"backward"`` (out-edges). ``device``: a CUDA device to sample on (the graph is
+    copied there; options without a GPU path keep sampling on the CPU); a graph already on one samples there.
+    ``seed``: the random stream (default: drawn from
     torch's generator, so ``torch.manual_seed`` fixes it); batch ``b`` of a process (of DataLoader worker ``w``
     of ``W``: ``b * W + w``) uses key ``b``, so the same seed gives the same batches. Where PyG's own sampler
     raises ``NotImplementedError`` (backward temporal sampling, ``weight_attr`` on a graph store) this one raises
@@ -77,7 +79,8 @@ class NeighborSampler(BaseSampler):
     def __init__(self, data, num_neighbors, subgraph_type: SubgraphType | str = "directional", replace: bool = False,
                  disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
                  weight_attr: str | None = None, is_sorted: bool = False, share_memory: bool = False,
-                 directed: bool = True, sample_direction: str = "forward", *, seed: int | None = None) -> None:
+                 directed: bool = True, sample_direction: str = "forward", *, seed: int | None = None,
+                 device: torch.device | str | None = None) -> None:
         if not directed:
             subgraph_type = SubgraphType.induced
             warnings.warn("directed=False is deprecated (as in PyG); use subgraph_type='induced'", DeprecationWarning,
@@ -116,6 +119,8 @@ class NeighborSampler(BaseSampler):
                                       **times)
         except ValueError as exc:  # PyG raises ValueError for what the fused sampler refuses (e.g. induced + disjoint)
             raise PyGOptionError(str(exc)) from None
+        if device is not None and torch.device(device).type == "cuda" and self.fused.has_gpu_path:
+            self.fused = self.fused.to(device)
         self.disjoint = self.fused.disjoint
         self.num_nodes = self.source.num_nodes
 
@@ -180,7 +185,7 @@ class NeighborSampler(BaseSampler):
         """Sample around ``inputs.node`` (ids of ``inputs.input_type`` for typed data); see the module docstring."""
         node_type = inputs.input_type if self.is_hetero_data else None
         seed_time = None if inputs.time is None else inputs.time.cpu()
-        seeds = inputs.node.to("cpu", torch.int64)
+        seeds = inputs.node.to(self._seed_device, torch.int64)
         mb = self.fused.sample(SamplerInput(seeds, key=self.next_key(), node_type=node_type, seed_time=seed_time))
         return self._output(mb, (inputs.input_id, inputs.time))
 
@@ -201,13 +206,20 @@ class NeighborSampler(BaseSampler):
                                    edge_type=tuple(inputs.input_type) if self.is_hetero_data else None,
                                    exclude=self.exclude_seed_edges)
         time = None if inputs.time is None else inputs.time.cpu()
-        mb = link.sample(FusedEdgeInput(inputs.row.to("cpu", torch.int64), inputs.col.to("cpu", torch.int64),
+        where = self._seed_device
+        mb = link.sample(FusedEdgeInput(inputs.row.to(where, torch.int64), inputs.col.to(where, torch.int64),
                                         inputs.label, key=self.next_key(), input_id=inputs.input_id, time=time))
         if mb.src_index is not None:
             metadata = (inputs.input_id, mb.src_index, mb.dst_pos_index, mb.dst_neg_index, mb.seed_time)
         else:
             metadata = (inputs.input_id, mb.edge_label_index, mb.edge_label, mb.seed_time)
         return self._output(mb, metadata)
+
+    @property
+    def _seed_device(self) -> torch.device:
+        """Where seeds go: to a GPU graph's device (straight there), else the host."""
+        graph = self.fused.graph
+        return graph.device if graph.device.type == "cuda" else torch.device("cpu")
 
     def _output(self, mb: MiniBatch, metadata: tuple) -> SamplerOutput | HeteroSamplerOutput:
         return pyg_output(mb, metadata, self.is_hetero_data, self._pyg_type, self.sample_direction == "backward")

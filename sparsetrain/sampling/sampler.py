@@ -133,6 +133,22 @@ class NeighborSampler:
         return self._layout.fanouts.shape[0]
 
     @property
+    def has_gpu_path(self) -> bool:
+        """Whether this sampler's batches (of one seed type) can be drawn on the GPU: disjoint, temporal,
+        bidirectional, induced and zero-hop sampling run on the CPU only, for now."""
+        return not (self.disjoint or self.subgraph_type != "directional" or not self.num_hops)
+
+    def to(self, device: torch.device | str) -> NeighborSampler:
+        """This sampler (same seed, options and batches) over its graph on ``device``; itself when already there."""
+        graph = self.graph.to(device)
+        if graph is self.graph:
+            return self
+        moved = object.__new__(type(self))
+        moved.__setstate__(self.__getstate__())
+        moved.graph = graph
+        return moved
+
+    @property
     def is_temporal(self) -> bool:
         return self.times is not None
 
@@ -190,7 +206,7 @@ class NeighborSampler:
         """Whether the batch is sampled on the GPU; the options the GPU kernels lack are an error there."""
         on_gpu = self.graph.device.type == "cuda" or (any(ids.device.type == "cuda" for _, ids in seeds)
                                                       and self.graph.is_pinned())
-        if on_gpu and (self.disjoint or self.subgraph_type != "directional" or len(seeds) != 1 or not self.num_hops):
+        if on_gpu and (not self.has_gpu_path or len(seeds) != 1):
             raise SamplingBackendError("disjoint, temporal, bidirectional and induced sampling, seeds of several types "
                                        "and zero hops run on the CPU only for now; keep the graph and the seeds on "
                                        "the host")

@@ -1,0 +1,110 @@
+"""The PyG loaders' ``device=``: the same batches as without it, already on the device (GPU checks: ``gpu`` marker)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch_geometric.data import Data, HeteroData
+
+import sparsetrain.pyg as stp
+from sparsetrain.pyg.errors import PyGOptionError
+
+
+def small_graph(seed: int = 0) -> Data:
+    g = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(0, 300, (2, 3000), generator=g)
+    return Data(x=torch.randn(300, 8, generator=g), y=torch.randint(0, 4, (300,), generator=g),
+                edge_attr=torch.randn(3000, 2, generator=g), edge_index=edge_index, num_nodes=300)
+
+
+def small_hetero(seed: int = 0) -> HeteroData:
+    g = torch.Generator().manual_seed(seed)
+    data = HeteroData()
+    data["paper"].x = torch.randn(200, 6, generator=g)
+    data["paper"].y = torch.randint(0, 3, (200,), generator=g)
+    data["author"].x = torch.randn(100, 4, generator=g)
+    data["paper", "cites", "paper"].edge_index = torch.randint(0, 200, (2, 1500), generator=g)
+    data["author", "writes", "paper"].edge_index = torch.stack([torch.randint(0, 100, (800,), generator=g),
+                                                                 torch.randint(0, 200, (800,), generator=g)])
+    return data
+
+
+def batches(loader) -> list:
+    return [batch for batch in loader]
+
+
+def assert_same(ours, ref) -> None:
+    for key in ("n_id", "e_id", "x", "y", "edge_index", "edge_attr", "input_id"):
+        if key in ref:
+            assert torch.equal(ours[key].cpu(), ref[key]), key
+
+
+def test_device_cpu_gives_the_same_batches():
+    data = small_graph()
+    kw = dict(num_neighbors=[5, 3], batch_size=64, seed=3)
+    for ours, ref in zip(batches(stp.NeighborLoader(data, device="cpu", **kw)), batches(stp.NeighborLoader(data, **kw)),
+                         strict=True):
+        assert_same(ours, ref)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without CUDA")
+def test_device_cuda_without_a_gpu_is_one_line():
+    with pytest.raises(PyGOptionError, match="no CUDA device is visible"):
+        stp.NeighborLoader(small_graph(), num_neighbors=[2], device="cuda")
+
+
+def test_device_takes_data_not_stores(tmp_path):
+    from sparsetrain.datasets import from_pyg
+
+    ds = from_pyg(small_graph(), tmp_path / "ds", quiet=True)
+    with pytest.raises(PyGOptionError, match="device= places a Data or HeteroData"):
+        stp.NeighborLoader(ds, num_neighbors=[2], device="cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("features_fit", [True, False])
+def test_device_cuda_batches_equal_the_cpu_batches(monkeypatch, features_fit):
+    from sparsetrain.pyg import device as placement
+
+    if not features_fit:  # x stays in pinned host memory, read zero-copy
+        monkeypatch.setattr(placement, "GPU_FRACTION", 0.0)
+    data = small_graph()
+    kw = dict(num_neighbors=[5, 3], batch_size=64, seed=3)
+    loader = stp.NeighborLoader(data, device="cuda", **kw)
+    assert loader.placement.features if not features_fit else not loader.placement.features
+    assert data.x.device.type == "cpu" and "x" in data  # the caller's data is left alone
+    for ours, ref in zip(batches(loader), batches(stp.NeighborLoader(data, **kw)), strict=True):
+        assert ours.x.is_cuda and ours.edge_index.is_cuda and ours.n_id.is_cuda
+        assert_same(ours, ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("features_fit", [True, False])
+def test_device_cuda_hetero_batches_equal_the_cpu_batches(monkeypatch, features_fit):
+    from sparsetrain.pyg import device as placement
+
+    if not features_fit:
+        monkeypatch.setattr(placement, "GPU_FRACTION", 0.0)
+    data = small_hetero()
+    kw = dict(num_neighbors=[4, 2], batch_size=32, input_nodes="paper", seed=1)
+    for ours, ref in zip(batches(stp.NeighborLoader(data, device="cuda", **kw)),
+                         batches(stp.NeighborLoader(data, **kw)), strict=True):
+        for node_type in ("paper", "author"):
+            assert ours[node_type].x.is_cuda
+            assert torch.equal(ours[node_type].n_id.cpu(), ref[node_type].n_id)
+            assert torch.equal(ours[node_type].x.cpu(), ref[node_type].x)
+        for edge_type in ref.edge_types:
+            assert torch.equal(ours[edge_type].edge_index.cpu(), ref[edge_type].edge_index)
+
+
+@pytest.mark.gpu
+def test_device_cuda_link_batches_equal_the_cpu_batches():
+    data = small_graph(1)
+    kw = dict(num_neighbors=[4, 2], batch_size=100, edge_label_index=data.edge_index[:, :500], neg_sampling="binary",
+              seed=2)
+    for ours, ref in zip(batches(stp.LinkNeighborLoader(data, device="cuda", **kw)),
+                         batches(stp.LinkNeighborLoader(data, **kw)), strict=True):
+        assert ours.edge_label_index.is_cuda
+        assert_same(ours, ref)
+        assert torch.equal(ours.edge_label_index.cpu(), ref.edge_label_index)
+        assert torch.equal(ours.edge_label.cpu(), ref.edge_label)
