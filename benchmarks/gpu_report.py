@@ -286,13 +286,17 @@ def section_epoch(args) -> dict:
     train_idx = ds.split["train"]
     from sparsetrain.pyg import NeighborLoader as OurLoader
 
-    # the drop-in as a PyG user runs it: the Data on the host (CPU sampling), then on the device (the GPU path)
-    placements = [("host", data)] + ([("device", None)] if args.device == "cuda" else [])
-    for where, placed in placements:
-        name = f"sparsetrain.pyg.NeighborLoader (drop-in), Data on the {where}"
+    # the drop-in as a PyG user runs it: the Data on the host (CPU sampling), the loader given device= (the GPU path
+    # from a host Data), the Data moved to the device by the user
+    placements = [("on the host", data, None)]
+    if args.device == "cuda":
+        placements += [("on the host, device='cuda'", data, args.device), ("on the device", None, None)]
+    for where, placed, device in placements:
+        name = f"sparsetrain.pyg.NeighborLoader (drop-in), Data {where}"
         try:
             placed = placed if placed is not None else data.to(args.device)
-            ours = OurLoader(placed, num_neighbors=FANOUTS, batch_size=BATCH, input_nodes=train_idx.to(placed.x.device), shuffle=True)
+            ours = OurLoader(placed, num_neighbors=FANOUTS, batch_size=BATCH, input_nodes=train_idx.to(placed.x.device),
+                             shuffle=True, device=device)
             ms = _time_pyg_steps(ours, _pyg_model(ds.num_features, ds.num_classes), args.device, warmup, steps, trim=True)
             rows.append({"path": name, "ms_per_step": ms, "epoch_s": ms * steps_per_epoch / 1e3})
         except Exception as exc:  # a path that fails costs its row
