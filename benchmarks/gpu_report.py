@@ -187,11 +187,12 @@ def section_sampling(args) -> dict:
     rows.append(_versus("typed (ogbn-mag shape, scale 0.25), [15, 10]", typed_run(typed.graph), typed_run(typed.graph.to(args.device)),
                         typed_batches, args))
     return {"device": _device_name(args), "cpu_threads": os.cpu_count(), "rows": rows,
-            "host_syncs_per_batch": _host_syncs(ds.graph, batches[0], args) if on_gpu else None}
+            **(_host_syncs(ds.graph, batches[0], args) if on_gpu else {})}
 
 
-def _host_syncs(graph, seeds, args) -> int:
-    """Synchronizing torch calls in one GPU node-sampling batch (torch's sync debug mode; numba's own not counted)."""
+def _host_syncs(graph, seeds, args) -> dict:
+    """Synchronizing torch calls in one GPU node-sampling batch and where each was made (torch's sync debug mode;
+    numba's own not counted)."""
     import warnings
 
     import torch
@@ -209,7 +210,8 @@ def _host_syncs(graph, seeds, args) -> int:
             sampler.sample(SamplerInput(seeds))
     finally:
         torch.cuda.set_sync_debug_mode(0)
-    return sum("called a synchronizing" in str(w.message) for w in caught)
+    where = [f"{w.filename}:{w.lineno}" for w in caught if "called a synchronizing" in str(w.message)]
+    return {"host_syncs_per_batch": len(where), "host_syncs_where": where}
 
 
 def _device_name(args) -> str:
@@ -446,7 +448,7 @@ def markdown(report: dict) -> str:
             lines.append(f"| {r['sampler']} | {r['cpu']['edges_per_s'] / 1e6:,.1f} | {gpu_cell} | {_fmt(r.get('speedup'))} |")
         if s["sampling"].get("host_syncs_per_batch") is not None:
             lines.append(f"\nHost syncs in one GPU node-sampling batch (torch's sync debug mode): "
-                         f"{s['sampling']['host_syncs_per_batch']}")
+                         f"{s['sampling']['host_syncs_per_batch']} ({', '.join(s['sampling'].get('host_syncs_where', []))})")
         lines.append("")
     if not failed("epoch"):
         e = s["epoch"]
