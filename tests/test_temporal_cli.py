@@ -193,3 +193,67 @@ def test_train_temporal_is_refused_without_times(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 1 and len(err.splitlines()) == 1
     assert "--temporal:" in err and "stores no node or edge times" in err and "--node-time" in err
+
+
+def test_from_pyg_keeps_node_and_edge_times(tmp_path):
+    from torch_geometric.data import Data, HeteroData
+
+    from sparsetrain.datasets.pyg import from_pyg
+
+    g = torch.Generator().manual_seed(0)
+    pairs = torch.randperm(N * N, generator=g)[:E]
+    edge_index = torch.stack([pairs // N, pairs % N])
+    data = Data(edge_index=edge_index, x=torch.randn(N, 3, generator=g), time=torch.randint(0, 99, (N,), generator=g),
+                edge_time=torch.rand(E, generator=g, dtype=torch.float64))
+    ds = from_pyg(data, tmp_path / "homo")
+    by_pair = {(int(a), int(b)): float(t) for (a, b), t in zip(edge_index.t().tolist(), data.edge_time)}
+    indptr, indices = ds.graph.indptr.numpy(), ds.graph.indices.numpy()
+    assert torch.equal(ds.node_time, data.time)
+    assert all(ds.edge_time[p].item() == by_pair[(int(indices[p]), v)]
+               for v in range(N) for p in range(indptr[v], indptr[v + 1]))
+
+    hetero = HeteroData()
+    hetero["paper"].x, hetero["paper"].time = torch.randn(30, 2, generator=g), torch.arange(30)
+    hetero["author"].num_nodes = 20
+    writes = torch.stack([torch.arange(40) % 20, torch.arange(40) % 30])
+    hetero["author", "writes", "paper"].edge_index = writes
+    hetero["author", "writes", "paper"].time = torch.arange(40) * 10
+    typed = from_pyg(hetero, tmp_path / "typed", add_reverse=True)
+    assert torch.equal(typed.node_time["paper"], torch.arange(30)) and "author" not in typed.node_time
+    for et in (("author", "writes", "paper"), ("paper", "rev_writes", "author")):
+        rel = typed.graph.relation(et)
+        dst = torch.repeat_interleave(torch.arange(len(rel.indptr) - 1), torch.diff(rel.indptr))
+        pairs = torch.stack([rel.indices.long(), dst]) if et[0] == "author" else torch.stack([dst, rel.indices.long()])
+        expected = {(int(a), int(p)): 10 * i for i, (a, p) in enumerate(writes.t().tolist())}
+        assert [typed.edge_time[et][k].item() for k in range(len(dst))] == \
+            [expected[(int(a), int(p))] for a, p in pairs.t().tolist()]
+
+
+def test_typed_preprocess_takes_node_times_per_type_and_trains_temporally(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    counts = {"paper": 60, "author": 40}
+    with open(tmp_path / "writes.csv", "w") as f:
+        f.write("src,dst,t\n")
+        f.writelines(f"{a},{p},{rng.integers(0, 50)}\n" for a, p in zip(rng.integers(0, 40, 300),
+                                                                      rng.integers(0, 60, 300)))
+    with open(tmp_path / "cites.csv", "w") as f:
+        f.write("src,dst,t\n")
+        f.writelines(f"{a},{p},{rng.integers(0, 50)}\n" for a, p in zip(rng.integers(0, 60, 300),
+                                                                      rng.integers(0, 60, 300)))
+    for t, n in counts.items():
+        np.save(tmp_path / f"{t}_x.npy", rng.standard_normal((n, 4)).astype(np.float32))
+    np.save(tmp_path / "paper_y.npy", rng.integers(0, 3, 60))
+    np.save(tmp_path / "paper_t.npy", rng.integers(0, 50, 60))
+    args = ["preprocess", "--typed-edges", f"author,writes,paper={tmp_path / 'writes.csv'}",
+            "--typed-edges", f"paper,cites,paper={tmp_path / 'cites.csv'}", "--edge-time-column", "t",
+            "--node-features", f"paper={tmp_path / 'paper_x.npy'}", "--node-features",
+            f"author={tmp_path / 'author_x.npy'}", "--node-labels", f"paper={tmp_path / 'paper_y.npy'}",
+            "--node-time", f"paper={tmp_path / 'paper_t.npy'}", "--add-reverse", "--out", str(tmp_path / "ds"),
+            "--quiet"]
+    assert main(args) == 0
+    ds = load(tmp_path / "ds", verify=True)
+    assert list(ds.node_time) == ["paper"] and len(ds.edge_time) == 4  # reverse edge types keep their edges' times
+    assert main(["info", str(tmp_path / "ds")]) == 0
+    assert "node time int64 in [" in capsys.readouterr().out
+    assert main(["train", "--data", str(tmp_path / "ds"), "--temporal", "--epochs", "1", "--batch-size", "16",
+                 "--fanout", "3,2", "--quiet", "--device", "cpu"]) == 0
