@@ -389,8 +389,9 @@ def _check_edge_times(times: TimeColumn, source: EdgeSource, options: BuildOptio
                if getattr(options, name)]
     if merging:
         flags = ", ".join("--" + name.replace("_", "-") for name in merging)
-        raise DatasetError(f"{times.name}: edge times need every edge kept, but {flags} merges or drops edges; build "
-                           "without it (add each reverse edge to the edge list, with its time, instead of --undirected)")
+        raise DatasetError(f"{times.name}: edge times need every edge kept, but {flags} merges or drops edges; "
+                           "build without it (add each reverse edge to the edge list, with its time, instead of "
+                           "--undirected)")
     values = np.asarray(times.values)
     if values.ndim != 1 and not (values.ndim == 2 and values.shape[1] == 1):
         raise DatasetError(f"{times.name}: has shape {list(values.shape)}; give one time per edge (a 1-D array)")

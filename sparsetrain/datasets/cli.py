@@ -414,7 +414,8 @@ def _homogeneous_lines(ds) -> list[str]:
         f"classes      {ds.num_classes}" if ds.labels is not None else "labels       none",
         "splits       " + ("  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items()) or "none"),
     ]
-    times = [f"{what} {_time_range(t)}" for what, t in (("node", ds.node_time), ("edge", ds.edge_time)) if t is not None]
+    times = [f"{what} {_time_range(t)}" for what, t in (("node", ds.node_time), ("edge", ds.edge_time))
+             if t is not None]
     if times:
         lines.append("times        " + "  ".join(times) + "  (train --temporal)")
     if ds.edge_split:

@@ -156,7 +156,8 @@ def node_counts(types: list[str], num_nodes: dict[str, int | None], features: di
             if len(known) >= 2 and known[0].rows != known[1].rows:
                 raise DatasetError(
                     f"{known[0].name}: has {known[0].rows} rows but {known[1].name} has {known[1].rows} rows; "
-                    f"node tables (features, labels, times) need one row per node each (fix the file that is wrong, or pass {flag})"
+                    f"node tables (features, labels, times) need one row per node each (fix the file that is wrong, "
+                    f"or pass {flag})"
                 )
             n, came_from = known[0].rows, f"num_nodes = the {known[0].rows} rows of {known[0].name}"
         if n is not None and n < 1:

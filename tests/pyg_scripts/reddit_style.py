@@ -34,7 +34,8 @@ subgraph_loader.data.n_id = torch.arange(data.num_nodes)
 class SAGE(torch.nn.Module):
     def __init__(self, in_channels, hidden_channels, out_channels):
         super().__init__()
-        self.convs = torch.nn.ModuleList([SAGEConv(in_channels, hidden_channels), SAGEConv(hidden_channels, out_channels)])
+        self.convs = torch.nn.ModuleList([SAGEConv(in_channels, hidden_channels),
+                                          SAGEConv(hidden_channels, out_channels)])
 
     def forward(self, x, edge_index):
         for i, conv in enumerate(self.convs):

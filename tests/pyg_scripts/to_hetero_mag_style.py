@@ -33,8 +33,9 @@ data["author", "affiliated_with", "institution"].edge_index = edges("author", "i
 data["paper", "has_topic", "field_of_study"].edge_index = edges("paper", "field_of_study", 6000)
 data = T.ToUndirected(merge=True)(data)  # reverse edge types, as the example's transform adds them
 
-train_loader = NeighborLoader(data, num_neighbors=[10] * 2, shuffle=True, input_nodes=("paper", data["paper"].train_mask),
-                              batch_size=256, num_workers=6, persistent_workers=True)
+train_loader = NeighborLoader(data, num_neighbors=[10] * 2, shuffle=True,
+                              input_nodes=("paper", data["paper"].train_mask), batch_size=256, num_workers=6,
+                              persistent_workers=True)
 
 
 class GNN(torch.nn.Module):
