@@ -27,13 +27,14 @@ from sparsetrain.datasets.format import EdgeType
 from sparsetrain.datasets.node_tables import random_split, read_splits, write_features, write_labels
 from sparsetrain.datasets.presets import DEFAULT_SPLIT
 from sparsetrain.datasets.reorder import METHODS, node_order
-from sparsetrain.datasets.sources import EdgeFeatures, EdgeSource, Source
+from sparsetrain.datasets.readers import check_times
+from sparsetrain.datasets.sources import EdgeFeatures, EdgeSource, Source, TimeColumn
 from sparsetrain.datasets.input_checks import refuse_unlabelled
 from sparsetrain.datasets.topology import build_topology, infer_typed_counts, node_counts
 from sparsetrain.datasets.writer import DatasetWriter
 from sparsetrain.errors import DatasetError
 
-__all__ = ["BuildOptions", "EdgeFeatures", "EdgeSource", "Source", "build_dataset"]
+__all__ = ["BuildOptions", "EdgeFeatures", "EdgeSource", "Source", "TimeColumn", "build_dataset"]
 
 _ONE_TYPE_OPTIONS = ("undirected", "drop_self_loops", "drop_duplicates", "reorder", "link_split")
 """Options that merge, drop or renumber the nodes and edges of a graph with one node and one edge type."""
@@ -100,16 +101,20 @@ class _Graph:
     features: dict[str, Source] = field(default_factory=dict)
     labels: dict[str, Source] = field(default_factory=dict)
     edge_features: dict[EdgeType, EdgeFeatures] = field(default_factory=dict)
+    node_time: dict[str, TimeColumn] = field(default_factory=dict)
+    edge_time: dict[EdgeType, TimeColumn] = field(default_factory=dict)
 
 
-def _by_type(edges, num_nodes, features, labels, edge_features, options: BuildOptions) -> _Graph:
+def _by_type(edges, num_nodes, features, labels, edge_features, options: BuildOptions, node_time=None,
+             edge_time=None) -> _Graph:
     if not isinstance(edges, dict):
         if options.add_reverse:
             raise DatasetError("add_reverse is for typed graphs (a dict of edge types); a homogeneous graph adds "
                                "reverse edges with undirected=True (--undirected)")
-        return _Graph(False, [fmt.NODE], {fmt.EDGE: edges}, {fmt.NODE: num_nodes},
-                      {} if features is None else {fmt.NODE: features}, {} if labels is None else {fmt.NODE: labels},
-                      {} if edge_features is None else {fmt.EDGE: edge_features})
+        one = lambda key, value: {} if value is None else {key: value}  # noqa: E731
+        return _Graph(False, [fmt.NODE], {fmt.EDGE: edges}, {fmt.NODE: num_nodes}, one(fmt.NODE, features),
+                      one(fmt.NODE, labels), one(fmt.EDGE, edge_features), one(fmt.NODE, node_time),
+                      one(fmt.EDGE, edge_time))
     one_type = [name for name in _ONE_TYPE_OPTIONS if getattr(options, name)]
     if one_type:
         raise DatasetError(f"{one_type[0]} is for homogeneous graphs; a typed dataset keeps edges as given "
@@ -117,6 +122,7 @@ def _by_type(edges, num_nodes, features, labels, edge_features, options: BuildOp
     if not edges:
         raise DatasetError("a typed dataset needs at least one edge type; give edges for some (src, rel, dst)")
     num_nodes, features, labels, edge_features = num_nodes or {}, features or {}, labels or {}, edge_features or {}
+    node_time, edge_time = node_time or {}, edge_time or {}
     for t in num_nodes:
         fmt.check_type_name(t, "node type")
     for et in edges:
@@ -124,12 +130,16 @@ def _by_type(edges, num_nodes, features, labels, edge_features, options: BuildOp
             fmt.check_type_name(end, "node type")
         fmt.check_type_name(et[1], "relation")
     node_types = list(dict.fromkeys([*num_nodes, *(end for et in edges for end in (et[0], et[2]))]))
-    for what, table in (("features", features), ("labels", labels)):
+    for what, table in (("features", features), ("labels", labels), ("node times", node_time)):
         for t, source in table.items():
             if t not in node_types:
                 raise DatasetError(f"{source.name}: gives the {what} of node type {t!r}, which no edge type or node "
                                    f"count names (node types: {', '.join(node_types)}); check the type's spelling")
-    typed_edges, typed_features = {}, {}
+    for et, times in edge_time.items():
+        if et not in edges:
+            raise DatasetError(f"{times.name}: gives the times of edge type {et}, which has no edges (edge types: "
+                               f"{', '.join(map(str, edges))}); check the type's spelling")
+    typed_edges, typed_features, typed_time = {}, {}, {}
     for et, source in edges.items():
         reverse = (et[2], f"rev_{et[1]}", et[0])
         for key, s in ((et, source), (reverse, None)):
@@ -138,8 +148,11 @@ def _by_type(edges, num_nodes, features, labels, edge_features, options: BuildOp
             typed_edges[key] = s if s is not None else source.reversed()
             if et in edge_features:
                 typed_features[key] = edge_features[et]
+            if et in edge_time:  # a reverse edge is the same edge: it keeps its time
+                typed_time[key] = edge_time[et]
     counts = {t: num_nodes.get(t) for t in node_types}
-    return _Graph(True, node_types, typed_edges, counts, dict(features), dict(labels), typed_features)
+    return _Graph(True, node_types, typed_edges, counts, dict(features), dict(labels), typed_features,
+                  dict(node_time), typed_time)
 
 
 def build_dataset(
@@ -155,6 +168,8 @@ def build_dataset(
     provenance: dict | None = None,
     edge_splits: dict[str, tuple[EdgeSplit, str]] | None = None,
     edge_features: EdgeFeatures | dict[EdgeType, EdgeFeatures] | None = None,
+    node_time: TimeColumn | dict[str, TimeColumn] | None = None,
+    edge_time: TimeColumn | dict[EdgeType, TimeColumn] | None = None,
 ) -> GraphDataset:
     """Validate everything, write the dataset folder atomically, and return it loaded.
 
@@ -167,17 +182,20 @@ def build_dataset(
     ``options.link_split`` draws them instead (see :mod:`sparsetrain.datasets.edge_split`).
     ``edge_features`` (row ``i`` = the source's edge ``i``) are written in the dataset's CSC edge order; every edge
     must be kept (no ``undirected``, ``drop_self_loops``, ``drop_duplicates`` or ``link_split``).
+    ``node_time`` (one per node, a :class:`TimeColumn` or a dict by node type) and ``edge_time`` (one per edge of the
+    source, kept in CSC order as edge features are, with their rule) are what temporal sampling reads.
     """
     options = options or BuildOptions()
-    graph = _by_type(edges, num_nodes, features, labels, edge_features, options)
+    graph = _by_type(edges, num_nodes, features, labels, edge_features, options, node_time, edge_time)
     target_type = _check_inputs(graph, splits, target_type, edge_splits, options)
-    counts, nodes_from = node_counts(graph.node_types, graph.num_nodes, graph.features, graph.labels, graph.typed)
+    counts, nodes_from = node_counts(graph.node_types, graph.num_nodes, graph.features, graph.labels, graph.typed,
+                                     graph.node_time)
     if graph.typed:
         counts = infer_typed_counts(counts, edges)
         nodes_from = {t: f"the {n} {t!r} nodes" for t, n in counts.items()}
     out_dir = Path(out_dir)
     with DatasetWriter(out_dir, options.overwrite) as writer:
-        with_ids = graph.typed or bool(graph.edge_features)
+        with_ids = graph.typed or bool(graph.edge_features) or bool(graph.edge_time)
         topology = build_topology(writer, graph.edges, counts, nodes_from, options, graph.typed, with_ids)
         counts, csc, num_edges = topology.counts, topology.csc, dict(topology.num_edges)
         meta = {"name": out_dir.name, "node_types": counts, "edge_types": [], "features": {}, "labels": {},
@@ -192,12 +210,14 @@ def build_dataset(
         meta["edge_types"] = [{"src": et[0], "rel": et[1], "dst": et[2], "num_edges": num_edges[et], "features": None}
                               for et in graph.edges]
         _write_all_edge_features(writer, graph, final, num_edges, options.feature_dtype, meta)
+        _write_edge_times(writer, graph, final, num_edges, meta)
         del csc, final  # unmap the topology before the features are written
         inverse = None
         if order is not None:
             inverse = np.empty(len(order), dtype=np.int64)
             inverse[order] = np.arange(len(order), dtype=np.int64)
         unlabelled = _write_node_tables(writer, graph, counts, nodes_from, inverse, options, meta)
+        _write_node_times(writer, graph, counts, nodes_from, inverse, meta)
         if links:
             meta["link_split"] = _write_edge_splits(writer, links, inverse)
         if target_type is not None:
@@ -219,6 +239,10 @@ def _check_inputs(graph: _Graph, splits: dict | None, target_type: str | None, e
                            "import the typed graph without them")
     for et, values in graph.edge_features.items():
         _check_edge_features(values, graph.edges[et], options)
+    for et, times in graph.edge_time.items():
+        _check_edge_times(times, graph.edges[et], options)
+    for times in graph.node_time.values():
+        times.values = check_times(np.asarray(times.values).reshape(-1), times.name, times.where, "node time")
     for name in splits or {}:
         if name not in fmt.SPLIT_NAMES:
             raise DatasetError(f"split {name!r} is not known; use {', '.join(fmt.SPLIT_NAMES)}")
@@ -358,6 +382,62 @@ def _check_edge_features(edges: EdgeFeatures, source: EdgeSource, options: Build
         raise DatasetError(f"{edges.name}: row {row}, column {col}: {values[row, col]} is not a finite number "
                            f"(as {options.feature_dtype}); replace NaN/inf edge features (e.g. with 0) "
                            "before importing")
+
+
+def _check_edge_times(times: TimeColumn, source: EdgeSource, options: BuildOptions) -> None:
+    merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates", "link_split")
+               if getattr(options, name)]
+    if merging:
+        flags = ", ".join("--" + name.replace("_", "-") for name in merging)
+        raise DatasetError(f"{times.name}: edge times need every edge kept, but {flags} merges or drops edges; "
+                           "build without it (add each reverse edge to the edge list, with its time, instead of "
+                           "--undirected)")
+    values = np.asarray(times.values)
+    if values.ndim != 1 and not (values.ndim == 2 and values.shape[1] == 1):
+        raise DatasetError(f"{times.name}: has shape {list(values.shape)}; give one time per edge (a 1-D array)")
+    times.values = check_times(values.reshape(-1), times.name, times.where, "edge time")
+    if source.rows is not None and len(times.values) != source.rows:
+        raise DatasetError(f"{times.name}: has {len(times.values)} times for the {source.rows} edges of "
+                           f"{source.name}; give one time per edge, in the edge list's order")
+
+
+def _write_edge_times(writer: DatasetWriter, graph: _Graph, final: RawCSC, num_edges: dict[EdgeType, int],
+                      meta: dict) -> None:
+    """Each timed edge type's times in its CSC order (as its edge features): entry ``p`` is the source's row
+    ``edge_ids[p]``."""
+    start = 0
+    for entry, et in zip(meta["edge_types"], graph.edges):
+        end = start + num_edges[et]
+        entry["time"] = None
+        times = graph.edge_time.get(et)
+        if times is not None:
+            if len(times.values) != end - start:
+                raise DatasetError(f"{times.name}: has {len(times.values)} times but edge type {et} has "
+                                   f"{end - start} edges; give one time per edge, in the edge list's order")
+            name = fmt.edge_time_file(et)
+            writer.save_array(name, times.values[np.asarray(final.edge_ids[start:end])])
+            entry["time"] = name
+        start = end
+
+
+def _write_node_times(writer: DatasetWriter, graph: _Graph, counts: dict[str, int], nodes_from: dict[str, str],
+                      inverse: np.ndarray | None, meta: dict) -> None:
+    """Each timed node type's times in its (possibly reordered) node order."""
+    for t in graph.node_types:
+        times = graph.node_time.get(t)
+        if times is None:
+            continue
+        if len(times.values) != counts[t]:
+            flag = "--num-nodes" if not graph.typed else f"--node-count {t}=N"
+            raise DatasetError(f"{times.name}: has {len(times.values)} rows but the graph has {counts[t]} nodes "
+                               f"({nodes_from[t]}); one time per node is required (fix the file or {flag})")
+        values = times.values
+        if inverse is not None:
+            values = np.empty_like(values)
+            values[inverse] = times.values
+        name = fmt.node_time_file(t)
+        writer.save_array(name, values)
+        meta.setdefault("node_time", {})[t] = name
 
 
 def _write_all_edge_features(writer: DatasetWriter, graph: _Graph, final: RawCSC, num_edges: dict[EdgeType, int],

@@ -112,6 +112,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fixed negatives per val/test positive with --link-split, at least 1 (default 100: MRR "
                         "ranks each positive among its K)")
     p.add_argument("--num-nodes", type=int, help="number of nodes (default: rows of --features, else largest id + 1)")
+    p.add_argument("--edge-time-column", metavar="NAME",
+                   help="temporal graphs: the column of the edge list(s) (CSV/Parquet header name) holding each edge's "
+                        "time (integers or floats), stored in the dataset's edge order for `train --temporal`")
+    p.add_argument("--node-time", action="append", default=[], metavar="FILE|TYPE=FILE",
+                   help="temporal graphs: node times, one per node (.npy [N], or CSV/Parquet of one column); with "
+                        "--typed-edges TYPE=FILE per node type, repeatable. `train --temporal` uses a seed's node time "
+                        "as its time")
     _add_build_options(p)
     p.set_defaults(run=_one_line(_preprocess))
 
@@ -175,6 +182,10 @@ _APPLIES = {
     "node_count": (("typed",), "it is for --typed-edges; use --num-nodes"),
     "target_type": (("typed", "typed-ogb"), "it chooses the labelled type of a typed dataset"),
     "add_reverse": (("typed", "typed-ogb"), "it is for typed datasets; use --undirected"),
+    "edge_time_column": (("edges", "typed"), "an --ogb folder has no edge times; import its edges as an edge list "
+                                             "with a time column (--edges or --typed-edges)"),
+    "node_time": (("edges", "typed"), "an --ogb folder has no node times; import it as edge and node files "
+                                      "(--edges or --typed-edges)"),
     **dict.fromkeys(("undirected", "drop_self_loops", "drop_duplicates", "reorder"),
                     (("edges", "ogb"), _EDGES_AS_GIVEN)),
 }
@@ -257,6 +268,7 @@ def _preprocess_typed(args: argparse.Namespace, kind: str):
             raise UsageError(f"--node-count {t}={v}: the count must be a whole number") from None
     splits = {n: getattr(args, f"{n}_idx") for n in fmt.SPLIT_NAMES if getattr(args, f"{n}_idx")}
     return from_files_hetero(args.out, _pairs(args.typed_edges, "--typed-edges", parse_edge_type),
+                             node_time=_pairs(args.node_time, "--node-time"), edge_time_column=args.edge_time_column,
                              features=_pairs(args.node_features, "--node-features"),
                              labels=_pairs(args.node_labels, "--node-labels"), num_nodes=counts,
                              target_type=args.target_type, splits=splits, **_typed_options(args))
@@ -272,7 +284,8 @@ def _preprocess(args: argparse.Namespace) -> int:
         typed = _preprocess_typed(args, kind)
         if not args.quiet:
             print(f"wrote {typed.path}: {len(typed.node_types)} node types, {len(typed.edge_types)} edge types, "
-                  f"{typed.graph.num_edges} edges, target type {typed.target_type}{_split_note(typed.meta)}")
+                  f"{typed.graph.num_edges} edges, target type {typed.target_type}{_split_note(typed.meta)}"
+                  f"{_time_note(typed)}")
         return 0
     options = _options(args)
     if kind == "ogb":
@@ -280,11 +293,28 @@ def _preprocess(args: argparse.Namespace) -> int:
         ds = from_ogb(args.ogb, args.out, split=split, num_nodes=args.num_nodes, **options)
     else:
         splits = {n: getattr(args, f"{n}_idx") for n in fmt.SPLIT_NAMES if getattr(args, f"{n}_idx")}
-        ds = from_files(args.out, args.edges, features=args.features, labels=args.labels, splits=splits, num_nodes=args.num_nodes, **options)
+        ds = from_files(args.out, args.edges, features=args.features, labels=args.labels, splits=splits,
+                        num_nodes=args.num_nodes, node_time=_one_node_time(args.node_time),
+                        edge_time_column=args.edge_time_column, **options)
     if not args.quiet:
         print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, "
-              f"{_classes(ds)}{_split_note(ds.meta)}")
+              f"{_classes(ds)}{_split_note(ds.meta)}{_time_note(ds)}")
     return 0
+
+
+def _one_node_time(values: list[str]) -> Path | None:
+    """``--node-time FILE`` of an --edges import: one file (a homogeneous graph has one node type)."""
+    if len(values) > 1:
+        raise UsageError(f"--node-time is given {len(values)} times; an --edges graph has one node type: give one "
+                         "file of one time per node")
+    return Path(values[0]) if values else None
+
+
+def _time_note(ds) -> str:
+    """Which times the dataset stores, for the summary line."""
+    parts = [what for what, times in (("node", ds.node_time), ("edge", ds.edge_time)) if times is not None and
+             (not isinstance(times, dict) or times)]
+    return f"; {' and '.join(parts)} times" if parts else ""
 
 
 def _split_note(meta: dict) -> str:
@@ -384,6 +414,10 @@ def _homogeneous_lines(ds) -> list[str]:
         f"classes      {ds.num_classes}" if ds.labels is not None else "labels       none",
         "splits       " + ("  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items()) or "none"),
     ]
+    times = [f"{what} {_time_range(t)}" for what, t in (("node", ds.node_time), ("edge", ds.edge_time))
+             if t is not None]
+    if times:
+        lines.append("times        " + "  ".join(times) + "  (train --temporal)")
     if ds.edge_split:
         lines.append("link split   " + "  ".join(f"{k} {v.pos.shape[1]:,}" + ("" if v.neg is None else f" (+{v.neg.shape[1]:,} neg)")
                                                   for k, v in ds.edge_split.items()))
@@ -392,18 +426,28 @@ def _homogeneous_lines(ds) -> list[str]:
     return lines
 
 
+def _time_range(times) -> str:
+    """``int64 in [lo, hi]``: a stored time array's dtype and range."""
+    if times.numel() == 0:
+        return f"{str(times.dtype).removeprefix('torch.')} (empty)"
+    lo, hi = (f"{v:g}" if isinstance(v, float) else str(v) for v in (times.min().item(), times.max().item()))
+    return f"{str(times.dtype).removeprefix('torch.')} in [{lo}, {hi}]"
+
+
 def _typed_lines(ds) -> list[str]:
     lines = [f"node types   {len(ds.node_types)}, {sum(ds.num_nodes.values()):,} nodes"]
     for t, n in ds.num_nodes.items():
         feats = f"{ds.features[t].shape[1]} x {ds.features[t].np_dtype} features" if t in ds.features else "no features"
         labels = f", {ds.num_classes_of(t)} classes" if t in ds.labels else ""
         target = "  (target)" if t == ds.target_type else ""
-        lines.append(f"  {t:<20} {n:>12,} nodes  {feats}{labels}{target}")
+        times = f", node time {_time_range(ds.node_time[t])}" if t in (ds.node_time or {}) else ""
+        lines.append(f"  {t:<20} {n:>12,} nodes  {feats}{labels}{times}{target}")
     lines.append(f"edge types   {len(ds.edge_types)}, {ds.graph.num_edges:,} edges")
     for k, (et, e) in enumerate(ds.num_edges.items()):
         deg = _degrees(ds, k)
         mean = f"{deg.mean():.2f}" if len(deg) else "-"
         extra = f", {ds.edge_features[et].shape[1]} edge features" if et in ds.edge_features else ""
+        extra += f", edge time {_time_range(ds.edge_time[et])}" if et in (ds.edge_time or {}) else ""
         top = deg.max() if len(deg) else 0
         lines.append(f"  {', '.join(et):<40} {e:>12,} edges  in-degree mean {mean} max {top}{extra}")
     splits = "  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items())

@@ -43,7 +43,10 @@ class GraphDataset:
     Typed: ``graph`` the typed ``CSCGraph`` (columns per (edge type, dst node)); ``features[type]``,
     ``labels[type]`` for the node types that have them; ``edge_features[edge_type]`` [E_t, F] in that type's CSC
     order; ``edge_ids[edge_type]`` each CSC edge's row in the imported edge list (the graph's own edge ids, which
-    samplers report, are CSC positions within the edge type, the rows of ``edge_features``). Both: ``split`` holds
+    samplers report, are CSC positions within the edge type, the rows of ``edge_features``). Both: ``node_time``
+    (int64 or float64, one per node) and ``edge_time`` (one per edge in CSC order, indexed like ``edge_features``, so
+    ``NeighborSampler(ds.graph, ..., node_time=ds.node_time)`` or ``edge_time=ds.edge_time`` samples temporally), one
+    tensor or a dict by node / edge type, None (typed: empty) when not stored; ``split`` holds
     ids of :attr:`target_type` nodes; ``edge_split`` link-prediction edges per split (``"train"``, ``"val"``,
     ``"test"``), empty when the dataset has none. :meth:`feature_store` opens another store, with its own options
     and statistics.
@@ -59,6 +62,15 @@ class GraphDataset:
     edge_features: MmapFeatures | dict[EdgeType, MmapFeatures] | None = None
     edge_split: dict[str, EdgeSplit] = field(default_factory=dict)
     edge_ids: torch.Tensor | dict[EdgeType, torch.Tensor] | None = None
+    node_time: torch.Tensor | dict[str, torch.Tensor] | None = None
+    edge_time: torch.Tensor | dict[EdgeType, torch.Tensor] | None = None
+
+    @property
+    def has_times(self) -> bool:
+        """Whether the dataset stores node or edge times (what temporal sampling reads)."""
+        if self.is_typed:
+            return bool(self.node_time) or bool(self.edge_time)
+        return self.node_time is not None or self.edge_time is not None
 
     @property
     def is_typed(self) -> bool:
@@ -207,12 +219,25 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
                 for row, end in ((0, src), (1, dst)):
                     check_range(folder / entry[kind], edges[row].numpy(), 0, counts[end], f"{end!r} node", chunk,
                                 first=row * edges.shape[1])
+    for name in [*meta.get("node_time", {}).values(), *(e.get("time") for e in meta["edge_types"])]:
+        if name is not None:
+            _check_finite_times(folder / name, fmt.open_array(folder, name, meta), chunk)
     if ds.original_ids is not None:
         check_range(folder / fmt.ORIGINAL_IDS, ds.original_ids.numpy(), 0, counts[fmt.NODE], "node", chunk)
     clusters = meta.get("clusters")
     if clusters is not None:
         ids = fmt.open_array(folder, clusters["file"], meta, mmap=False)
         check_range(folder / clusters["file"], ids, 0, clusters["count"], "cluster", chunk)
+
+
+def _check_finite_times(path: Path, times: np.ndarray, chunk: int) -> None:
+    if times.dtype.kind != "f":
+        return
+    for lo, part in array_chunks(times, chunk):
+        bad = ~np.isfinite(part)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise DatasetError(f"{path}: entry {lo + i} is {part[i]}, times must be finite; {_REBUILD}")
 
 
 def _verify_topology(ds: GraphDataset, chunk: int) -> None:
@@ -297,6 +322,12 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
             array(entry["features"], fmt.FEATURE_DTYPES, (entry["num_edges"], None), mmap=True)
             edge_features[et] = MmapFeatures(folder / entry["features"])
     ds.edge_features = edge_features if typed else edge_features.get(fmt.EDGE)
+    node_time = {t: torch.from_numpy(array(name, fmt.TIME_DTYPES, (counts[t],)))
+                 for t, name in meta.get("node_time", {}).items()}
+    edge_time = {et: torch.from_numpy(array(entry["time"], fmt.TIME_DTYPES, (entry["num_edges"],), mmap=True))
+                 for et, entry in zip(fmt.edge_types_of(meta), meta["edge_types"]) if entry.get("time") is not None}
+    ds.node_time = node_time if typed else node_time.get(fmt.NODE)
+    ds.edge_time = edge_time if typed else edge_time.get(fmt.EDGE)
     if verify:
         verify_structure(ds)
     return ds

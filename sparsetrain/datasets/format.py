@@ -16,6 +16,9 @@ flat layout; for one type, the plain CSC)::
     node features       float32|float16 [N_t, D_t] per node type, optional: features.npy (one node type),
                         node.<type>.features.npy
     labels              int64 [N_t] per node type, optional, -1 = no label: labels.npy, node.<type>.labels.npy
+    node times          int64|float64 [N_t] per node type, optional: node_time.npy, node.<type>.time.npy
+    edge times          int64|float64 [E_t] per edge type, optional, that type's edges in CSC order (as its edge
+                        features): edge_time.npy (one edge type), edge.<src>___<rel>___<dst>.time.npy
     train_idx.npy, val_idx.npy, test_idx.npy    int64, sorted: ids of target_type nodes
     original_ids.npy    int64 [N]         one node type only: the imported id of each node when reordered
     clusters.npy        int64 [N]         one node type only, with reorder="cluster"
@@ -25,8 +28,9 @@ flat layout; for one type, the plain CSC)::
 ``meta.json`` (besides ``format``, ``format_version``, ``created_by``, ``name``, ``source``)::
 
     node_types    {type: count}                               ({"_N": N} for a homogeneous graph)
-    edge_types    [{src, rel, dst, num_edges, features}]      column order; features: a file name or null
+    edge_types    [{src, rel, dst, num_edges, features, time}]  column order; features, time: a file name or null
     features      {type: file}                                node types with features
+    node_time     {type: file}                                node types with node times (absent: none)
     labels        {type: {file, num_classes}}                 node types with labels
     target_type   the node type the splits refer to (null: no splits)
     splits, splits_from, directed, has_edge_weights, permutation, clusters, link_split, link_split_from
@@ -69,6 +73,9 @@ EDGE_WEIGHT = "edge_weight.npy"
 EDGE_IDS = "edge_ids.npy"
 FEATURES = "features.npy"
 EDGE_FEATURES = "edge_features.npy"
+NODE_TIME = "node_time.npy"
+EDGE_TIME = "edge_time.npy"
+TIME_DTYPES = ("int64", "float64")
 LABELS = "labels.npy"
 ORIGINAL_IDS = "original_ids.npy"
 SPLIT_NAMES = ("train", "val", "test")
@@ -100,6 +107,14 @@ def node_file(node_type: str, kind: str) -> str:
 
 def edge_features_file(edge_type: EdgeType) -> str:
     return EDGE_FEATURES if edge_type == EDGE else f"edge.{edge_key(edge_type)}.features.npy"
+
+
+def node_time_file(node_type: str) -> str:
+    return NODE_TIME if node_type == NODE else f"node.{node_type}.time.npy"
+
+
+def edge_time_file(edge_type: EdgeType) -> str:
+    return EDGE_TIME if edge_type == EDGE else f"edge.{edge_key(edge_type)}.time.npy"
 
 
 def check_type_name(name, what: str) -> str:
@@ -224,7 +239,8 @@ def check_meta(meta: dict, path: Path) -> None:
             if required not in meta["files"]:
                 raise DatasetError(f"{path}: 'files' has no entry for {required}; {_DAMAGED}")
     features, labels = meta.get("features", {}), meta.get("labels", {})
-    for field, table in (("features", features), ("labels", labels)):
+    node_time = meta.get("node_time", {})
+    for field, table in (("features", features), ("labels", labels), ("node_time", node_time)):
         if not isinstance(table, dict):
             raise DatasetError(f"{path}: field {field!r} is {table!r}, not an object by node type; {_DAMAGED}")
         for t in table:
@@ -233,6 +249,8 @@ def check_meta(meta: dict, path: Path) -> None:
                                    f"{_DAMAGED}")
     for t, name in features.items():
         _listed(meta, path, name, f"field 'features' of node type {t!r}")
+    for t, name in node_time.items():
+        _listed(meta, path, name, f"field 'node_time' of node type {t!r}")
     for t, entry in labels.items():
         if not isinstance(entry, dict):
             raise DatasetError(f"{path}: field 'labels' of node type {t!r} is not an object with file and "
@@ -299,8 +317,9 @@ def _check_edge_types(meta: dict, path: Path, node_types: dict[str, int]) -> Non
         if et in seen:
             raise DatasetError(f"{path}: edge type {et} is listed twice in 'edge_types'; {_DAMAGED}")
         seen.add(et)
-        if entry.get("features") is not None:
-            _listed(meta, path, entry["features"], f"edge type {et}'s 'features'")
+        for field in ("features", "time"):
+            if entry.get(field) is not None:
+                _listed(meta, path, entry[field], f"edge type {et}'s {field!r}")
 
 
 def _check_link_meta(meta: dict, path: Path) -> None:

@@ -7,13 +7,14 @@ import warnings
 
 import numpy as np
 
-from sparsetrain.datasets.build import BuildOptions, EdgeFeatures, EdgeSource, Source, build_dataset
+from sparsetrain.datasets.build import BuildOptions, EdgeFeatures, EdgeSource, Source, TimeColumn, build_dataset
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.datasets.input_checks import target_type_of
 from sparsetrain.errors import DatasetError
 
 _SPLIT_ATTRS = {"train": "train_mask", "val": "val_mask", "test": "test_mask"}
-_KEPT = {"edge_index", "x", "y", "edge_weight", "edge_attr", "num_nodes", *_SPLIT_ATTRS.values()}
+_KEPT = {"edge_index", "x", "y", "edge_weight", "edge_attr", "num_nodes", "time", "edge_time", *_SPLIT_ATTRS.values()}
+_MERGING = ("undirected", "drop_self_loops", "drop_duplicates")
 
 
 def _numpy(value, what: str) -> np.ndarray:
@@ -37,6 +38,34 @@ def _edge_chunks(edge_index: np.ndarray, weight: np.ndarray | None, what: str, c
     return chunks
 
 
+def _times(store, what: str, options: BuildOptions, num_edges: int) -> tuple[TimeColumn | None, TimeColumn | None]:
+    """A node or edge store's ``time`` (node-level or edge-level, as PyG's ``time_attr`` reads it) and ``edge_time``:
+    (node times, edge times). Edge times are not kept, with a warning, when the options merge or drop edges."""
+    node_time = edge_time = None
+    for attr in ("time", "edge_time"):
+        value = store.get(attr) if hasattr(store, "get") else getattr(store, attr, None)
+        if value is None:
+            continue
+        values = _numpy(value, f"{what}.{attr}".removeprefix("."))
+        name = f"data{what}.{attr}"
+        is_edge = attr == "edge_time" or (store.is_edge_attr(attr) and not store.is_node_attr(attr))
+        if not is_edge:
+            node_time = TimeColumn(name, values)
+            continue
+        if edge_time is not None:
+            raise DatasetError(f"data{what}.time and data{what}.edge_time both give edge times; keep one of them")
+        if values.reshape(-1).shape[0] != num_edges:
+            raise DatasetError(f"{name} has {values.reshape(-1).shape[0]} entries for {num_edges} edges; give one time "
+                               "per edge")
+        edge_time = TimeColumn(name, values)
+    merging = [name for name in _MERGING if getattr(options, name)]
+    if edge_time is not None and merging:
+        warnings.warn(f"from_pyg: {edge_time.name} is not kept because {', '.join(merging)} merges or drops edges; "
+                      "import without those options to keep edge times", stacklevel=3)
+        edge_time = None
+    return node_time, edge_time
+
+
 def _split_indices(mask: np.ndarray, name: str) -> np.ndarray:
     if mask.ndim == 2:  # several public splits (e.g. WikiCS): the first one is the standard
         mask = mask[:, 0]
@@ -48,7 +77,11 @@ def _split_indices(mask: np.ndarray, name: str) -> np.ndarray:
 
 
 def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
-    """Write a PyG ``Data`` (``edge_index``, optional ``x``, ``y``, ``edge_weight``, ``edge_attr`` and split masks) as a dataset.
+    """Write a PyG ``Data`` (``edge_index``, optional ``x``, ``y``, ``edge_weight``, ``edge_attr``, ``time``,
+    ``edge_time`` and split masks) as a dataset.
+
+    ``time`` is a node time when it is a node attribute (one per node), an edge time when it is an edge attribute,
+    as PyG's ``time_attr="time"`` reads it; ``edge_time`` is an edge time. Both are what ``train --temporal`` reads.
 
     ``edge_attr`` becomes the dataset's edge features (in CSC edge order); it is not kept, with a
     warning, when ``undirected``/``drop_self_loops``/``drop_duplicates`` merge or drop edges. Other
@@ -79,7 +112,9 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     options = BuildOptions(**options)
     others = sorted(set(data.keys()) - _KEPT)
     if others:
-        warnings.warn(f"from_pyg keeps edge_index, x, y, edge_weight, edge_attr and the split masks; not kept: {', '.join(others)}", stacklevel=2)
+        warnings.warn(f"from_pyg keeps edge_index, x, y, edge_weight, edge_attr, time, edge_time and the split masks; "
+                      f"not kept: {', '.join(others)}", stacklevel=2)
+    node_time, edge_time = _times(data, "", options, edge_index.shape[1])
     edge_features = None
     if getattr(data, "edge_attr", None) is not None:
         merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates") if getattr(options, name)]
@@ -118,18 +153,24 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
         options=options,
         provenance={"importer": "pyg", "class": type(data).__name__},
         edge_features=edge_features,
+        node_time=node_time,
+        edge_time=edge_time,
     )
 
 
 def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None = None, **options) -> GraphDataset:
-    """Write a PyG ``HeteroData`` (per node type ``x``, ``y``, ``num_nodes``, split masks; per edge type ``edge_index``,
-    optional ``edge_attr``) as a typed dataset. ``target_type`` defaults to the one node type with labels.
+    """Write a PyG ``HeteroData`` (per node type ``x``, ``y``, ``time``, ``num_nodes``, split masks; per edge type
+    ``edge_index``, optional ``edge_attr``, ``time`` or ``edge_time``) as a typed dataset. ``target_type`` defaults to
+    the one node type with labels.
 
     Options are :class:`~sparsetrain.datasets.build.BuildOptions` fields (``add_reverse``, ``overwrite``...).
     """
-    num_nodes, features, labels, splits = {}, {}, {}, {}
+    num_nodes, features, labels, splits, node_time, edge_time = {}, {}, {}, {}, {}, {}
+    build_options = BuildOptions(**options)
     for t in data.node_types:
         store = data[t]
+        if store.get("time") is not None:
+            node_time[t] = TimeColumn(f"data[{t!r}].time", _numpy(store.time, f"[{t!r}].time"))
         x = store.get("x")
         y = store.get("y")
         if x is not None:
@@ -158,6 +199,11 @@ def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None
         edges[tuple(et)] = EdgeSource(what, _edge_chunks(edge_index, None, what), edge_index.shape[1])
         if store.get("edge_attr") is not None:
             edge_features[tuple(et)] = EdgeFeatures(f"data[{et}].edge_attr", _numpy(store.edge_attr, f"[{et}].edge_attr"))
+        times = [a for a in ("time", "edge_time") if store.get(a) is not None]
+        if len(times) == 2:
+            raise DatasetError(f"data[{et}].time and data[{et}].edge_time both give edge times; keep one of them")
+        if times:
+            edge_time[tuple(et)] = TimeColumn(f"data[{et}].{times[0]}", _numpy(store[times[0]], f"[{et}].{times[0]}"))
     return build_dataset(out_dir, edges, num_nodes=num_nodes, features=features, labels=labels, target_type=target_type, splits=splits,
-                         edge_features=edge_features, options=BuildOptions(**options),
+                         edge_features=edge_features, options=build_options, node_time=node_time, edge_time=edge_time,
                          provenance={"importer": "pyg", "class": type(data).__name__})

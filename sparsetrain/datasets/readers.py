@@ -203,15 +203,20 @@ class EdgeListReader:
     """Edge list from CSV, Parquet or NumPy; call the object to iterate ``(src, dst, weight)`` chunks.
 
     CSV/Parquet: columns named ``src``/``dst`` (or ``source``/``target``...), else
-    the first two; a column named ``weight`` is the edge weight. NumPy: an int
-    array of shape [2, E] (PyG's ``edge_index``) or [E, 2].
+    the first two; a column named ``weight`` is the edge weight; ``time_column`` names the column of edge times
+    (read by :meth:`times`, not by the chunks). NumPy: an int array of shape [2, E] (PyG's ``edge_index``) or [E, 2].
     """
 
-    def __init__(self, path: str | Path, chunk_rows: int = CHUNK_ROWS):
+    def __init__(self, path: str | Path, chunk_rows: int = CHUNK_ROWS, time_column: str | None = None):
         self.path = Path(path)
         _check_exists(self.path)
         self.kind = file_kind(self.path)
         self.chunk_rows = chunk_rows
+        self.time_col = None if time_column is None else time_column.strip().lower()
+        if self.time_col is not None and self.kind == "npy":
+            raise DatasetError(f"{self.path}: a .npy edge list has no named columns, so it has no edge time column "
+                               f"{time_column!r}; write the edges as CSV or Parquet with src, dst and a "
+                               f"{time_column!r} column")
         self.src_col, self.dst_col, self.weight_col = self._columns()
         self.has_header = self.kind != "csv" or _csv_layout(self.path)[0]
         self.where = where_in(self.path, self.kind, self.has_header)
@@ -225,6 +230,16 @@ class EdgeListReader:
         path = self.path
         if has_header:
             check_column_names(path, names, "the header" if self.kind == "parquet" else "line 1")
+        if self.time_col is not None:
+            if not has_header:
+                raise DatasetError(f"{path}: line 1 is not a header, so no column is named {self.time_col!r} (the edge "
+                                   f"time column); start the file with a header line such as 'src,dst,{self.time_col}'")
+            matches = [n for n in names if n.strip().lower() == self.time_col]
+            if not matches:
+                raise DatasetError(f"{path}: no column is named {self.time_col!r} (columns: {', '.join(names)}); name "
+                                   "the edge time column in the header, or pass its name with --edge-time-column")
+            self.time_col = matches[0]
+            names = [n for n in names if n != self.time_col]
         roles = {}
         for name in names if has_header else []:
             role = _ROLES.get(name.strip().lower())
@@ -263,7 +278,8 @@ class EdgeListReader:
         if others:
             raise DatasetError(
                 f"{path}: column {others[0]!r} is not used (columns: {', '.join(names)}); name the edge weight column "
-                f"'weight' (or {', '.join(repr(n) for n in _WEIGHT_NAMES[1:])}), or remove the column"
+                f"'weight' (or {', '.join(repr(n) for n in _WEIGHT_NAMES[1:])}), pass --edge-time-column "
+                f"{others[0]} if it holds edge times, or remove the column"
             )
         return roles["src"], roles["dst"], roles.get("weight")
 
@@ -301,6 +317,14 @@ class EdgeListReader:
             a = _open_npy(self.path)
             return a.shape[1] if a.shape[0] == 2 and a.shape[1] != 2 else a.shape[0]
         return None
+
+    def times(self) -> np.ndarray:
+        """The edge time column, one entry per edge in file order: int64 when every value is an integer, else float64;
+        an empty, non-numeric, NaN or infinite value is one error naming the row."""
+        if self.time_col is None:
+            raise SettingError(f"{self.path}: no edge time column was named")
+        return read_time_column(self.path, self.kind, self.time_col, self.has_header, self.where, self.chunk_rows,
+                                "edge time")
 
     def __call__(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
         if self.kind == "npy":
@@ -544,3 +568,81 @@ def where_in(path: Path, kind: str, has_header: bool):
     if kind == "csv":
         return lambda row: f"line {csv_line(path, row, has_header)}"
     return lambda row: f"row {row}"
+
+
+# ---------------------------------------------------------------- times
+
+def _time_values(path: Path, column: pa.Array, shown: str, first_row: int, where, what: str) -> np.ndarray:
+    if column.null_count:
+        bad = first_row + int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        raise DatasetError(f"{path}: {where(bad)}, column {shown}: empty value; every {what} needs a value")
+    if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+        raise DatasetError(f"{path}: column {shown} has type {column.type}; {what}s must be numbers (integers or "
+                           "floats, e.g. Unix seconds)")
+    values = column.to_numpy(zero_copy_only=False)
+    return _to_int64(path, values, f"column {shown}", first_row, where) if values.dtype.kind in "iu" else values
+
+
+def check_times(values: np.ndarray, name: str, where, what: str) -> np.ndarray:
+    """``values`` as int64 (integer input) or float64, every entry finite; else one error naming the first bad row."""
+    if values.dtype.kind == "b" or values.dtype.kind not in "iuf":
+        raise DatasetError(f"{name}: dtype {values.dtype}; {what}s must be numbers (integers or floats)")
+    if values.dtype.kind in "iu":
+        return values.astype(np.int64, copy=False)
+    values = values.astype(np.float64, copy=False)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise DatasetError(f"{name}: {where(row)}: {what} {values[row]} is not a finite number; give every "
+                           f"{what} a value (NaN and inf are not times)")
+    return values
+
+
+def read_time_column(path: Path, kind: str, column: str | None, has_header: bool, where, chunk_rows: int,
+                     what: str) -> np.ndarray:
+    """One numeric column of a CSV/Parquet file (``column`` None: its only column) or a 1-D .npy, read whole.
+
+    Integer columns stay int64 (a CSV's is first read as integers, then as floats if some value is not one)."""
+    if kind == "npy":
+        array = _open_npy(path)
+        if array.ndim == 2 and array.shape[1] == 1:
+            array = array.reshape(-1)
+        if array.ndim != 1:
+            raise DatasetError(f"{path}: shape {list(array.shape)}; {what}s must be a 1-D array, one per row")
+        return check_times(np.asarray(array), str(path), where, what)
+    if column is None:
+        names = _csv_layout(path)[1] if kind == "csv" else _parquet_file(path).schema_arrow.names
+        if len(names) != 1:
+            raise DatasetError(f"{path}: {len(names)} columns ({', '.join(names)}); {what}s need one column, row i "
+                               "the time of node i: keep only that column")
+        column = names[0]
+    shown = _shown(column, has_header)
+    parts, row = [], 0
+    for attempt in (pa.int64(), pa.float64()) if kind == "csv" else (None,):
+        parts, row = [], 0
+        try:
+            if kind == "csv":
+                batches = _iter_csv(path, [column], {column: attempt}, f"{what}s must be numbers; fix that line")
+            else:
+                batches = _parquet_batches(path, [column], chunk_rows)
+            for batch in batches:
+                values = _time_values(path, batch.column(0), shown, row, where, what)
+                parts.append(values)
+                row += len(values)
+            break
+        except DatasetError:
+            if attempt is None or attempt == pa.float64():
+                raise
+    values = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return check_times(values, str(path), where, what)
+
+
+def read_node_times(path: str | Path) -> tuple[np.ndarray, object]:
+    """A node time file (CSV/Parquet of one column, or a 1-D .npy; row i = node i), read whole and checked, and its
+    ``where`` (a row in the user's terms)."""
+    path = Path(path)
+    _check_exists(path)
+    kind = file_kind(path)
+    has_header = kind != "csv" or _csv_layout(path)[0]
+    where = where_in(path, kind, has_header)
+    return read_time_column(path, kind, None, has_header, where, CHUNK_ROWS, "node time"), where

@@ -53,3 +53,17 @@ class EdgeFeatures:
 
     name: str
     values: np.ndarray
+
+
+@dataclass
+class TimeColumn:
+    """Times in memory, one per node of a node type or per edge of an edge source (row ``i`` = its row ``i``):
+    int64 or float64, finite (see :func:`~sparsetrain.datasets.readers.check_times`). ``where(row)`` names a row."""
+
+    name: str
+    values: np.ndarray
+    where: Callable[[int], str] = field(default=lambda row: f"row {row}")
+
+    @property
+    def rows(self) -> int:
+        return len(self.values)

@@ -142,19 +142,22 @@ def _check_node_memory(num_nodes: int, nodes_from: str) -> None:
 
 
 def node_counts(types: list[str], num_nodes: dict[str, int | None], features: dict[str, Source],
-                labels: dict[str, Source], typed: bool) -> tuple[dict[str, int | None], dict[str, str]]:
+                labels: dict[str, Source], typed: bool,
+                times: dict | None = None) -> tuple[dict[str, int | None], dict[str, str]]:
     """Each node type's count (None: from the edges) and where it came from, for messages; checked against the rows of
-    the type's features and labels before any long work."""
+    the type's features, labels and node times before any long work."""
     counts, nodes_from = {}, {}
+    times = times or {}
     flag = "--node-count TYPE=N" if typed else "--num-nodes"
     for t in types:
         n, came_from = num_nodes.get(t), "the given num_nodes" if not typed else f"the given count of {t!r}"
-        known = [s for s in (features.get(t), labels.get(t)) if s is not None and s.rows is not None]
+        known = [s for s in (features.get(t), labels.get(t), times.get(t)) if s is not None and s.rows is not None]
         if n is None and known:
-            if len(known) == 2 and known[0].rows != known[1].rows:
+            if len(known) >= 2 and known[0].rows != known[1].rows:
                 raise DatasetError(
                     f"{known[0].name}: has {known[0].rows} rows but {known[1].name} has {known[1].rows} rows; "
-                    f"features and labels need one row per node each (fix the file that is wrong, or pass {flag})"
+                    f"node tables (features, labels, times) need one row per node each (fix the file that is wrong, "
+                    f"or pass {flag})"
                 )
             n, came_from = known[0].rows, f"num_nodes = the {known[0].rows} rows of {known[0].name}"
         if n is not None and n < 1:

@@ -77,6 +77,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="model (default sage, rgcn on a typed dataset, which trains only rgcn; gt = graph transformer with "
                         "sparse + cluster attention; a graph without clusters.npy is partitioned at start, up to 1M nodes)")
     p.add_argument("--fanout", type=_fanouts, default=[10, 10], help="neighbors per hop from the seeds outward, as PyG's num_neighbors; -1 = all (default 10,10)")
+    p.add_argument("--temporal", action="store_true",
+                   help="temporal sampling (PyG's rule): no neighbor later than its seed's time, a seed's time being "
+                        "its node time; reads the dataset's edge times, else its node times (`preprocess --node-time`, "
+                        "`--edge-time-column`); evaluation is sampled the same way")
+    p.add_argument("--temporal-strategy", choices=("uniform", "last"),
+                   help="with --temporal: draw uniformly among the allowed neighbors (default) or take the most recent")
     p.add_argument("--batch-size", type=_POSITIVE_INT, default=1024,
                    help="seed nodes (link task: seed edges) per minibatch (default 1024)")
     p.add_argument("--epochs", type=_POSITIVE_INT,

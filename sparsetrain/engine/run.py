@@ -69,6 +69,8 @@ class TrainSettings:
     precision: str = "fp32"
     target_type: str | None = None  # typed datasets: the node type to train on (default: the dataset's target type)
     verify: bool = False  # check every file's sha256 and the structure before training (see engine.dataset_checks)
+    temporal: bool = False  # sample no neighbor later than its seed's time (the dataset's node / edge times)
+    temporal_strategy: str | None = None  # with temporal: "uniform" (default) or "last" (the most recent edges)
 
 
 MODEL_DEFAULTS = {
@@ -220,6 +222,11 @@ LAYERWISE_EDGE_COST = 16  # a layer-wise edge costs ~16 sampled ones on 2 CPU co
 
 def _full_eval(ds, settings: TrainSettings, eval_split: dict) -> bool:
     """Whether this run evaluates with exact layer-wise inference (``--eval``) rather than on sampled batches."""
+    if settings.temporal:  # exact inference would read every neighbor, later ones too
+        if settings.eval == "full":
+            raise SettingError("--eval full reads every neighbor, later ones too; --temporal evaluates on temporally "
+                               "sampled batches: pass --eval sampled or auto")
+        return False
     if ds.is_typed:
         if settings.eval == "full":
             raise SettingError("--eval full: typed datasets evaluate on sampled batches (no layer-wise R-GCN inference "
@@ -289,6 +296,8 @@ def _run_info(ds, settings: TrainSettings) -> dict:
     info = {"model": settings.model, "dataset": {"path": str(ds.path), "sha256": meta}, "fanout": list(settings.fanout)}
     if settings.task != "node":
         info.update(task=settings.task, decoder=settings.decoder, exclude=settings.exclude)
+    if settings.temporal:
+        info.update(temporal=settings.temporal_strategy or "uniform")
     return info
 
 
@@ -347,20 +356,52 @@ def _node_model(ds, settings: TrainSettings, target: str | None, num_classes: in
     return build_model(settings.model, ds.num_features, settings.hidden, num_classes, layers, settings.dropout, **extra)
 
 
+def _temporal(ds, settings: TrainSettings, target: str | None) -> dict:
+    """``NeighborSampler``'s temporal keywords for ``--temporal`` (empty without it): the dataset's edge times when it
+    has them, else its node times; a seed's time is its node time (PyG's rule: no neighbor later than it)."""
+    if not settings.temporal:
+        if settings.temporal_strategy is not None:
+            raise SettingError(f"--temporal-strategy {settings.temporal_strategy} chooses among the neighbors that "
+                               "--temporal allows; add --temporal or drop it")
+        return {}
+    if not ds.has_times:
+        raise DatasetError(f"--temporal: {ds.path} stores no node or edge times; re-import it with `sparsetrain "
+                           "preprocess ... --node-time FILE` (and --edge-time-column NAME for edge times)")
+    if settings.model == "gt":
+        raise SettingError("--temporal with --model gt is not supported (its cluster attention spans the batch's "
+                           "subgraphs); pass --model sage, gcn or gat")
+    node_time = (ds.node_time or {}).get(target) if ds.is_typed else ds.node_time
+    if node_time is None:
+        name = f"node type {target!r}" if ds.is_typed else "its nodes"
+        raise DatasetError(f"--temporal: a seed's time is its node time, but {ds.path} has no node times for {name}; "
+                           "re-import it with --node-time")
+    strategy = settings.temporal_strategy or "uniform"
+    has_edge_time = bool(ds.edge_time) if ds.is_typed else ds.edge_time is not None
+    timed = {"edge_time": ds.edge_time} if has_edge_time else {"node_time": ds.node_time}
+    return {**timed, "temporal_strategy": strategy}
+
+
+def _neighbor_sampler(ds, graph, settings: TrainSettings, seed: int, target: str | None):
+    """The run's ``NeighborSampler`` (temporal with ``--temporal``: seeds timed by their node times)."""
+    from sparsetrain.sampling import NeighborSampler
+    from sparsetrain.sampling.temporal import SeedNodeTimes
+
+    seed_type = {"seed_type": target} if ds.is_typed else {}
+    temporal = _temporal(ds, settings, target)
+    sampler = NeighborSampler(graph, settings.fanout, seed=seed, **seed_type, **temporal)
+    return SeedNodeTimes(sampler, ds.node_time) if "edge_time" in temporal else sampler
+
+
 def _node_parts(ds, settings: TrainSettings, ctx):
     """``(loader, model, evaluate)`` of a node classification run, homogeneous or typed."""
-    from sparsetrain.sampling import NeighborSampler
-
     target, labels, split, num_classes = _node_target(ds, settings)
     features = _features(ds, settings, ctx)
-    graph = _graph(ds, ctx)
+    graph = ds.graph if settings.temporal else _graph(ds, ctx)  # temporal sampling runs on the CPU
     host_labels = labels
     if graph.device.type == "cuda":
         labels = labels.to(ctx.device)  # indexed by GPU-sampled seeds
     clusters = _clusters(ds) if settings.model == "gt" else None
-    seed_type = {"seed_type": target} if ds.is_typed else {}
-    sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed, **seed_type), clusters,
-                             settings)
+    sampler = _model_sampler(_neighbor_sampler(ds, graph, settings, settings.seed, target), clusters, settings)
     loader = Loader(sampler, features, labels, split["train"], batch_size=settings.batch_size, device=ctx.device,
                     seed=settings.seed, rank=ctx.rank, world_size=ctx.world_size)
     model = _node_model(ds, settings, target, num_classes)
@@ -371,8 +412,8 @@ def _node_parts(ds, settings: TrainSettings, ctx):
         evaluate = full_graph_evaluator(features, host_labels, ds.graph, eval_split, device=ctx.device,
                                         memory_budget=LAYER_TABLE_BUDGET)
     else:
-        eval_sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed + 1, **seed_type),
-                                      clusters, settings)
+        eval_sampler = _model_sampler(_neighbor_sampler(ds, graph, settings, settings.seed + 1, target), clusters,
+                                      settings)
         evaluate = sampled_evaluator(eval_sampler, features, labels, eval_split, batch_size=settings.batch_size, device=ctx.device)
     return loader, model, evaluate
 
@@ -387,6 +428,9 @@ def train(settings: TrainSettings) -> dict | None:
         ds = open_dataset(settings.data, quiet=settings.quiet or not ctx.is_main, task=settings.task)
         if settings.target_type is not None and not ds.is_typed:
             raise DatasetError(f"--target-type {settings.target_type}: {ds.path} is a homogeneous dataset (one node type); drop --target-type")
+        if settings.task == "link" and settings.temporal:
+            raise SettingError("--temporal samples node classification batches; --task link does not sample "
+                               "temporally yet: drop one of them")
         if settings.task == "link" and ds.is_typed:
             raise DatasetError(f"--task link: {ds.path} is a typed (heterogeneous) dataset; link prediction trains on homogeneous datasets made with --link-split")
         settings = resolved(replace(settings, model=chosen_model(ds, settings)))

@@ -13,6 +13,7 @@ within it. ``"uniform"`` draws from the whole prefix; ``"last"`` from its last `
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import numba
@@ -214,3 +215,43 @@ def _per_type(value, keys, only_key, what: str, typed: bool) -> dict | None:
 
 def _np(dtype: torch.dtype):
     return np.float64 if dtype == torch.float64 else np.int64
+
+
+class SeedNodeTimes:
+    """A sampler stage: a batch given without ``seed_time`` gets its seeds' node times (``node_time[seeds]``), then the
+    inner temporal ``sampler`` samples it. For a sampler timed by edges (``edge_time``), whose seeds have no time of
+    their own: ``sparsetrain train --temporal`` on a dataset with edge and node times.
+
+    ``node_time``: one tensor (homogeneous), or a dict by node type.
+    """
+
+    def __init__(self, sampler, node_time) -> None:
+        self.sampler = sampler
+        self.node_time = node_time
+
+    @property
+    def graph(self) -> CSCGraph:
+        return self.sampler.graph
+
+    @property
+    def fanouts(self):
+        return self.sampler.fanouts
+
+    def _times(self, node_type: str | None, seeds: torch.Tensor) -> torch.Tensor:
+        times = self.node_time
+        if isinstance(times, Mapping):
+            node_type = node_type or getattr(self.sampler, "seed_type", None)
+            if node_type not in times:
+                raise SamplingError(f"the seeds have no time: {node_type!r} nodes have no node time; give the seeds' "
+                                    "times (SamplerInput(..., seed_time=...))")
+            times = times[node_type]
+        return times[seeds.to("cpu", torch.int64)]
+
+    def sample(self, inp):
+        if inp.seed_time is None:
+            if isinstance(inp.seeds, dict):
+                seed_time = {t: self._times(t, ids) for t, ids in inp.seeds.items()}
+            else:
+                seed_time = self._times(inp.node_type, inp.seeds)
+            inp = dataclasses.replace(inp, seed_time=seed_time)
+        return self.sampler.sample(inp)
