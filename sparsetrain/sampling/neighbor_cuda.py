@@ -90,49 +90,46 @@ def _insert_known(nodes, region, counts, t, key_base, table_keys, table_vals, ma
 
 
 @cuda.jit
-def _segments_kernel(counts, first, seg_dst_type, seg_start, seg_dst):
-    """One thread: segment ``s`` samples for its dst type's nodes ``[first, counts)``, work items ``[seg_start[s],
-    seg_start[s + 1])`` (empty when the type has no such nodes)."""
-    if cuda.grid(1) == 0:
+def _count_kernel(indptr, weights, nodes, region, counts, first, seg_dst_type, seg_et, et_dst, col_offset, seg_fanout,
+                  replace, weighted, num_edges, seg_start, seg_dst, cols, lo, deg, per_item, status):
+    """A hop's work items and their counts, in one launch.
+
+    Segment ``s`` samples for its dst type's nodes ``[first, counts)``: work items ``[seg_start[s], seg_start[s + 1])``
+    (empty when the type has no such nodes; thread 0 writes ``seg_start``/``seg_dst`` for the kernels after this one,
+    every thread finds its own segment from the counts). Item ``i``'s column is its dst node offset by its edge type's
+    first column; its edge range and count follow. Items past the hop's work (the arrays are sized by a bound) get none;
+    a column whose range is outside the edges gets none and is noted in ``status[0]`` (column + 1); a column outside
+    the graph (a seed that is no node id, reported by the seed check) gets none.
+    """
+    i = cuda.grid(1)
+    num_segments = seg_dst_type.shape[0]
+    if i == 0:
         seg_start[0] = 0
-        for s in range(seg_dst_type.shape[0]):
+        for s in range(num_segments):
             d = seg_dst_type[s]
             seg_start[s + 1] = seg_start[s] + counts[d] - first[d]
             seg_dst[s] = first[d]
-
-
-@cuda.jit
-def _columns_kernel(nodes, region, seg_start, seg_et, seg_dst, et_dst, col_offset, cols):
-    """Work item ``i``'s graph column: its dst node (segment ``s``'s ``seg_dst[s] + i - seg_start[s]``-th node of the
-    dst type) offset by its edge type's first column."""
-    i = cuda.grid(1)
-    if i < cols.shape[0]:
-        if i < seg_start[seg_start.shape[0] - 1]:
-            s = _segment_of(seg_start, i)
-            et = seg_et[s]
-            cols[i] = nodes[region[et_dst[et]] + seg_dst[s] + i - seg_start[s]] + col_offset[et]
-        else:
-            cols[i] = 0
-
-
-@cuda.jit
-def _count_kernel(indptr, weights, cols, seg_start, seg_fanout, replace, weighted, num_edges, lo, deg, counts,
-                  status):
-    """Per work item (a column): its edge range and count; items past the hop's work (the arrays are sized by a bound)
-    get none. A column whose range is outside the edges gets none and is noted in ``status[0]`` (column + 1); a
-    column outside the graph (a seed that is no node id, reported by the seed check) gets none."""
-    i = cuda.grid(1)
-    if i < counts.shape[0]:
+    if i < per_item.shape[0]:
         c = 0
+        cols[i] = 0
         lo[i] = 0
         deg[i] = 0
-        if i < seg_start[seg_start.shape[0] - 1] and cols[i] >= 0 and cols[i] < indptr.shape[0] - 1:
-            fanout = seg_fanout[_segment_of(seg_start, i)]
-            c = _count_node(indptr, weights, cols, i, fanout, replace, weighted, num_edges, lo, deg)
-            if c < 0:
-                cuda.atomic.max(status, 0, cols[i] + 1)
-                c = 0
-        counts[i] = c
+        start = np.int64(0)
+        for s in range(num_segments):
+            d = seg_dst_type[s]
+            size = counts[d] - first[d]
+            if i < start + size:
+                et = seg_et[s]
+                col = nodes[region[d] + first[d] + i - start] + col_offset[et]
+                cols[i] = col
+                if col >= 0 and col < indptr.shape[0] - 1:
+                    c = _count_node(indptr, weights, cols, i, seg_fanout[s], replace, weighted, num_edges, lo, deg)
+                    if c < 0:
+                        cuda.atomic.max(status, 0, col + 1)
+                        c = 0
+                break
+            start += size
+        per_item[i] = c
 
 
 @cuda.jit
@@ -693,13 +690,11 @@ def _hop(ops, stream, layout, hop, hop_keys, seg_et, num_work, edge_bound, exact
     hop_host = ops.upload(np.concatenate([seg_et, layout.et_dst[seg_et], fan[seg_et], fan, hop_keys.view(np.int64)]))
     seg_et_d, seg_dst_type, seg_fan, fan_d, keys_d = ops.split(hop_host, [len(seg_et)] * 3 + [len(fan)] * 2)
     seg_start, seg_dst = ops.empty(len(seg_et) + 1), ops.empty(len(seg_et))
-    _segments_kernel[1, 1, stream](k(counts), k(first), k(seg_dst_type), k(seg_start), k(seg_dst))
     cols, lo, deg, per_item = (ops.empty(num_work) for _ in range(4))
     grid = _blocks(num_work, t)
-    _columns_kernel[grid, t, stream](k(nodes.buffer), k(nodes.offsets), k(seg_start), k(seg_et_d), k(seg_dst), et_dst,
-                                     col_offset, k(cols))
-    _count_kernel[grid, t, stream](indptr, weights, k(cols), k(seg_start), k(seg_fan), replace, weighted, graph_edges,
-                                   k(lo), k(deg), k(per_item), k(status))
+    _count_kernel[grid, t, stream](indptr, weights, k(nodes.buffer), k(nodes.offsets), k(counts), k(first),
+                                   k(seg_dst_type), k(seg_et_d), et_dst, col_offset, k(seg_fan), replace, weighted,
+                                   graph_edges, k(seg_start), k(seg_dst), k(cols), k(lo), k(deg), k(per_item), k(status))
     ends = ops.cumsum(per_item)
     if exact:  # sized by the true count
         edge_bound = ops.read(ends[-1:])[0]
