@@ -11,17 +11,17 @@ from sparsetrain.engine.precision import PRECISIONS
 from sparsetrain.engine.run import EXCLUDE_CHOICES, FEATURE_PLACEMENTS, TASKS, TYPED_MODELS
 from sparsetrain.nn.link import DECODERS
 from sparsetrain.nn.models import MODELS
+from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.storage.policies import POLICIES
 
 
-def _fanouts(text: str) -> list[int]:
+def _fanouts(text: str) -> Fanouts:
+    """``--fanout``'s argparse type: :meth:`Fanouts.parse`, its error as argparse's."""
     try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers like 15,10,5 (-1 = all neighbors)") from None
-    if not values or any(v == 0 or v < -1 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: each fanout must be a positive number or -1 (all neighbors)")
-    return values
+        return Fanouts.parse(text)
+    except SamplingError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _ranged(cast, low: float, high: float = math.inf, *, low_open: bool = False, high_open: bool = False, rule: str):
@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", choices=(*MODELS, *TYPED_MODELS),
                    help="model (default sage, rgcn on a typed dataset, which trains only rgcn; gt = graph transformer with "
                         "sparse + cluster attention; a graph without clusters.npy is partitioned at start, up to 1M nodes)")
-    p.add_argument("--fanout", type=_fanouts, default=[10, 10], help="neighbors per hop from the seeds outward, as PyG's num_neighbors; -1 = all (default 10,10)")
+    p.add_argument("--fanout", dest="fanouts", type=_fanouts, default=Fanouts([10, 10]), help="neighbors per hop from the seeds outward, as PyG's num_neighbors; -1 = all (default 10,10)")
     p.add_argument("--batch-size", type=_POSITIVE_INT, default=1024,
                    help="seed nodes (link task: seed edges) per minibatch (default 1024)")
     p.add_argument("--epochs", type=_POSITIVE_INT,

@@ -140,9 +140,9 @@ def layerwise_cost(num_edges: int, num_layers: int) -> int:
     return num_edges * num_layers
 
 
-def sampled_cost(num_eval_nodes: int, fanout: list[int]) -> float:
+def sampled_cost(num_eval_nodes: int, fanouts: list[int]) -> float:
     """Edges sampled evaluation aggregates: per seed, the block edges of its fanouts (-1 = all: at least the graph)."""
-    if any(f < 0 for f in fanout):
+    if any(f < 0 for f in fanouts):
         return math.inf
-    per_seed = sum(math.prod(fanout[: k + 1]) for k in range(len(fanout)))
+    per_seed = sum(math.prod(fanouts[: k + 1]) for k in range(len(fanouts)))
     return float(num_eval_nodes) * per_seed

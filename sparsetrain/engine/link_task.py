@@ -92,9 +92,9 @@ def link_parts(ds, settings, ctx, features, graph):
     if ds.features is None:
         raise DatasetError(f"{ds.path}: --task link needs node features; re-import with --features")
     exclude = settings.exclude if settings.exclude != "auto" else ("self" if ds.directed else "reverse")
-    sampler = LinkNeighborSampler(NeighborSampler(graph, settings.fanout, seed=settings.seed), neg_sampling="binary", exclude=exclude)
+    sampler = LinkNeighborSampler(NeighborSampler(graph, settings.fanouts, seed=settings.seed), neg_sampling="binary", exclude=exclude)
     seeds = EdgeSeeds.from_edge_index(ds.edge_split["train"].pos)
     loader = Loader(sampler, features, None, seeds, batch_size=settings.batch_size, device=ctx.device, seed=settings.seed,
                     rank=ctx.rank, world_size=ctx.world_size)
-    model = build_link_model(ds.num_features, settings.hidden, len(settings.fanout), settings.decoder, settings.dropout)
+    model = build_link_model(ds.num_features, settings.hidden, settings.fanouts.num_hops, settings.decoder, settings.dropout)
     return loader, model, link_evaluator(features, ds.graph, ds.edge_split, device=ctx.device)

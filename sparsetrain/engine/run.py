@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +23,10 @@ from sparsetrain.engine.host_memory import available_host_memory, retain_freed_h
 from sparsetrain.engine.inference import layerwise_cost, sampled_cost
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.trainer import Trainer
+from sparsetrain._deprecation import renamed_keyword
 from sparsetrain.errors import DatasetError, SettingError, SparsetrainError
 from sparsetrain.nn.models import build_model
+from sparsetrain.sampling.fanouts import Fanouts
 
 LAYER_TABLE_BUDGET = 4 << 30  # bytes of one layer's embeddings kept in memory by layer-wise evaluation; larger ones go to disk
 
@@ -46,7 +48,7 @@ class TrainSettings:
     decoder: str = "dot"  # link task: "dot" or "mlp"
     exclude: str = "auto"  # link task: seed edges left out of the blocks; auto = reverse on symmetric graphs, else self
     model: str | None = None  # None: chosen_model() (sage; rgcn on a typed dataset)
-    fanout: list[int] = field(default_factory=lambda: [10, 10])
+    fanouts: Fanouts = field(default_factory=lambda: Fanouts([10, 10]))  # --fanout
     batch_size: int = 1024
     epochs: int | None = None  # None: auto_epochs()
     max_steps: int | None = None
@@ -69,6 +71,13 @@ class TrainSettings:
     precision: str = "fp32"
     target_type: str | None = None  # typed datasets: the node type to train on (default: the dataset's target type)
     verify: bool = False  # check every file's sha256 and the structure before training (see engine.dataset_checks)
+    fanout: InitVar[list[int] | None] = None  # the old name of ``fanouts``, kept for one release
+
+    def __post_init__(self, fanout: list[int] | None) -> None:
+        if fanout is not None:
+            renamed_keyword("TrainSettings", "fanout", "fanouts", stacklevel=4)
+            self.fanouts = fanout
+        self.fanouts = Fanouts.of(self.fanouts)
 
 
 MODEL_DEFAULTS = {
@@ -232,7 +241,8 @@ def _full_eval_is_cheaper(ds, settings: TrainSettings, eval_split: dict) -> bool
     if ds.num_nodes <= EXACT_EVAL_MAX_NODES:
         return True
     eval_nodes = sum(len(idx) for idx in eval_split.values())
-    return LAYERWISE_EDGE_COST * layerwise_cost(ds.num_edges, len(settings.fanout)) <= sampled_cost(eval_nodes, settings.fanout)
+    fanouts = settings.fanouts
+    return LAYERWISE_EDGE_COST * layerwise_cost(ds.num_edges, fanouts.num_hops) <= sampled_cost(eval_nodes, fanouts.as_list())
 
 
 ONLINE_CLUSTER_MAX_NODES = 1_000_000
@@ -281,7 +291,7 @@ def _cache_hotness(ds, node_type: str | None = None) -> np.ndarray:
 def _run_info(ds, settings: TrainSettings) -> dict:
     """What, beyond the Trainer's own view (parameters, seed, batching), makes a checkpoint this run's."""
     meta = hashlib.sha256((ds.path / "meta.json").read_bytes()).hexdigest()  # meta.json holds every array's sha256
-    info = {"model": settings.model, "dataset": {"path": str(ds.path), "sha256": meta}, "fanout": list(settings.fanout)}
+    info = {"model": settings.model, "dataset": {"path": str(ds.path), "sha256": meta}, "fanout": settings.fanouts.as_list()}
     if settings.task != "node":
         info.update(task=settings.task, decoder=settings.decoder, exclude=settings.exclude)
     return info
@@ -331,7 +341,7 @@ def _node_target(ds, settings: TrainSettings) -> tuple[str | None, torch.Tensor,
 
 def _node_model(ds, settings: TrainSettings, target: str | None, num_classes: int):
     """The model ``settings.model`` names (already checked against the graph by :func:`chosen_model`)."""
-    layers = len(settings.fanout)
+    layers = settings.fanouts.num_hops
     if settings.model == "rgcn":
         from sparsetrain.nn.rgcn import RGCN
 
@@ -354,7 +364,7 @@ def _node_parts(ds, settings: TrainSettings, ctx):
         labels = labels.to(ctx.device)  # indexed by GPU-sampled seeds
     clusters = _clusters(ds) if settings.model == "gt" else None
     seed_type = {"seed_type": target} if ds.is_typed else {}
-    sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed, **seed_type), clusters,
+    sampler = _model_sampler(NeighborSampler(graph, settings.fanouts, seed=settings.seed, **seed_type), clusters,
                              settings)
     loader = Loader(sampler, features, labels, split["train"], batch_size=settings.batch_size, device=ctx.device,
                     seed=settings.seed, rank=ctx.rank, world_size=ctx.world_size)
@@ -366,7 +376,7 @@ def _node_parts(ds, settings: TrainSettings, ctx):
         evaluate = full_graph_evaluator(features, host_labels, ds.graph, eval_split, device=ctx.device,
                                         memory_budget=LAYER_TABLE_BUDGET)
     else:
-        eval_sampler = _model_sampler(NeighborSampler(graph, settings.fanout, seed=settings.seed + 1, **seed_type),
+        eval_sampler = _model_sampler(NeighborSampler(graph, settings.fanouts, seed=settings.seed + 1, **seed_type),
                                       clusters, settings)
         evaluate = sampled_evaluator(eval_sampler, features, labels, eval_split, batch_size=settings.batch_size, device=ctx.device)
     return loader, model, evaluate
