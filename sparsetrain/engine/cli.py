@@ -8,7 +8,9 @@ import math
 from pathlib import Path
 
 from sparsetrain.engine.precision import PRECISIONS
-from sparsetrain.engine.run import EXCLUDE_CHOICES, FEATURE_PLACEMENTS, TASKS, TYPED_MODELS
+from sparsetrain.engine.settings import (EVALUATIONS, EXCLUDE_CHOICES, FEATURE_PLACEMENTS, TASKS, TYPED_MODELS,
+                                          DataSettings, FeatureSettings, ModelSettings, OptimSettings, RunSettings,
+                                          SamplingSettings, TrainSettings)
 from sparsetrain.nn.link import DECODERS
 from sparsetrain.nn.models import MODELS
 from sparsetrain.sampling.errors import SamplingError
@@ -101,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default 0: no cache)")
     p.add_argument("--cache-policy", choices=POLICIES, default="hybrid",
                    help="the cache's replacement policy (default hybrid: the rows most often drawn as neighbors (out-degree) plus a scored dynamic part)")
-    p.add_argument("--eval", choices=["auto", "full", "sampled"], default="auto",
+    p.add_argument("--eval", choices=EVALUATIONS, default="auto",
                    help="evaluation after each epoch: full = exact, every neighbor (layer-wise inference); sampled = "
                         "the training fanouts; auto (default) = full on graphs up to 100K nodes or where it visits fewer "
                         "edges than sampled, else sampled (gt always sampled)")
@@ -137,11 +139,24 @@ def _ranking(summary: dict) -> str:
     return f"{shown} (hits@K against the shared pool of negatives)" if shown else ""
 
 
-def _train(args: argparse.Namespace) -> int:
-    from sparsetrain.engine.run import TrainSettings, train
+def settings_of(args: argparse.Namespace) -> TrainSettings:
+    """The run's settings, each part from its flags."""
+    return TrainSettings(
+        data=DataSettings(path=args.data, task=args.task, target_type=args.target_type, verify=args.verify),
+        sampling=SamplingSettings(fanouts=args.fanouts, batch_size=args.batch_size, exclude=args.exclude),
+        features=FeatureSettings(placement=args.features, cache_gb=args.cache_gb, cache_policy=args.cache_policy),
+        model=ModelSettings(name=args.model, hidden=args.hidden, dropout=args.dropout, decoder=args.decoder),
+        optim=OptimSettings(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs, max_steps=args.max_steps),
+        run=RunSettings(device=args.device, precision=args.precision, seed=args.seed, eval=args.eval,
+                        checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every, resume=args.resume,
+                        log=args.log, summary_json=args.summary_json, quiet=args.quiet),
+    )
 
-    settings = TrainSettings(**{k: v for k, v in vars(args).items() if k not in ("run", "verb")})
-    summary = train(settings)
+
+def _train(args: argparse.Namespace) -> int:
+    from sparsetrain.engine.run import train
+
+    summary = train(settings_of(args))
     if summary is None:  # not the main rank
         return 0
     if args.summary_json is not None:
