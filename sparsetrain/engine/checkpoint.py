@@ -156,7 +156,11 @@ def check_same_run(folder: str | os.PathLike, state: dict, identity: dict) -> No
         warnings.warn(f"{folder}: the checkpoint of step {step} does not record which run wrote it (an older sparsetrain); "
                       "resuming it without checking that its settings match this run", stacklevel=2)
         return
-    same = lambda key: (recorded[key]["sha256"] == identity[key]["sha256"]) if key == "dataset" else recorded[key] == identity[key]
+    def same(key: str) -> bool:
+        if key == "dataset":
+            return recorded[key]["sha256"] == identity[key]["sha256"]
+        return recorded[key] == identity[key]
+
     differs = [_describe(key, recorded[key], identity[key]) for key in identity if key in recorded and not same(key)]
     if differs:
         raise CheckpointError(

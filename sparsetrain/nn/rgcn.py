@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from sparsetrain.errors import SettingError
 from sparsetrain.sampling.graph import EdgeType
 
 HeteroPygBlock = tuple[dict[EdgeType, torch.Tensor], tuple[dict[str, int], dict[str, int]]]
@@ -36,7 +37,7 @@ class RGCN(nn.Module):
         from torch_geometric.nn import HeteroConv, SAGEConv
 
         if target_type not in node_types:
-            raise ValueError(f"target_type {target_type!r} is not one of the node types {list(node_types)}")
+            raise SettingError(f"target_type {target_type!r} is not one of the node types {list(node_types)}")
         self.node_types, self.edge_types, self.target_type = list(node_types), [tuple(et) for et in edge_types], target_type
         self.dropout = dropout
         # layer l computes only the node types layer l + 1 reads, so every parameter reaches the loss (as DDP requires)
@@ -54,7 +55,7 @@ class RGCN(nn.Module):
             elif num_nodes is not None and t in num_nodes:
                 self.embed[t] = nn.Embedding(num_nodes[t], hidden)
             else:
-                raise ValueError(f"node type {t!r} has no features; give num_nodes[{t!r}] for a learnable embedding")
+                raise SettingError(f"node type {t!r} has no features; give num_nodes[{t!r}] for a learnable embedding")
         make = conv or (lambda i, o: SAGEConv(i, o, aggr="mean", root_weight=False))
         self.convs = nn.ModuleList()
         self.roots = nn.ModuleList()

@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from sparsetrain.errors import DatasetError
+from sparsetrain.errors import DatasetError, SettingError
+from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import MiniBatch
 
@@ -69,7 +70,7 @@ def batch_groups(blocks: Sequence, num_nodes: int, node_clusters: torch.Tensor |
     from scipy.sparse.csgraph import connected_components
 
     if max_cluster_size < 1:
-        raise ValueError(f"max_cluster_size={max_cluster_size} must be at least 1")
+        raise SettingError(f"max_cluster_size={max_cluster_size} must be at least 1")
     if cross_subgraph:
         subgraphs = np.zeros(num_nodes, dtype=np.int64)
     else:
@@ -82,7 +83,7 @@ def batch_groups(blocks: Sequence, num_nodes: int, node_clusters: torch.Tensor |
     else:
         cl = np.asarray(node_clusters.cpu(), dtype=np.int64)
         if len(cl) != num_nodes:
-            raise ValueError(f"node_clusters has {len(cl)} entries for {num_nodes} input nodes; give one cluster id per input node")
+            raise SamplingError(f"node_clusters has {len(cl)} entries for {num_nodes} input nodes; give one cluster id per input node")
         groups = _compact(subgraphs * (int(cl.max(initial=0)) + 1) + cl)
     groups = _split_large(groups, max_cluster_size)
     return BatchClusters(torch.from_numpy(groups), torch.from_numpy(subgraphs))

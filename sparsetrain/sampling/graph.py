@@ -26,7 +26,7 @@ import torch
 from numba import njit
 
 from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
+from sparsetrain.sampling.errors import SamplingBackendError, SamplingError, UnknownEdgeTypeError
 
 EdgeType = tuple[str, str, str]
 """``(src_type, relation, dst_type)``, PyG's and DGL's canonical edge type."""
@@ -146,13 +146,13 @@ class CSCGraph:
 
     def __post_init__(self) -> None:
         if self.indptr.dtype != torch.int64 or self.indptr.dim() != 1 or self.indptr.numel() < 1:
-            raise ValueError("CSCGraph.indptr must be a 1-D int64 tensor of length num_nodes + 1")
+            raise SamplingError("CSCGraph.indptr must be a 1-D int64 tensor of length num_nodes + 1")
         if self.indices.dtype not in (torch.int32, torch.int64) or self.indices.dim() != 1:
-            raise ValueError("CSCGraph.indices must be a 1-D int32 or int64 tensor")
+            raise SamplingError("CSCGraph.indices must be a 1-D int32 or int64 tensor")
         if self.weights is not None and self.weights.shape != self.indices.shape:
-            raise ValueError("CSCGraph.weights must have one entry per edge (same shape as indices)")
+            raise SamplingError("CSCGraph.weights must have one entry per edge (same shape as indices)")
         if self.edge_perm is not None and (self.edge_perm.dtype != torch.int64 or self.edge_perm.shape != self.indices.shape):
-            raise ValueError("CSCGraph.edge_perm must be an int64 tensor with one entry per edge (same shape as indices)")
+            raise SamplingError("CSCGraph.edge_perm must be an int64 tensor with one entry per edge (same shape as indices)")
         if self.types is not None and self.indptr.numel() != self.types.num_columns + 1:
             columns = self.types.num_columns
             raise SamplingError(f"a typed CSCGraph's indptr has {self.indptr.numel()} entries; its edge types have "
@@ -465,7 +465,7 @@ class _Relations(Mapping):
 
     def __getitem__(self, edge_type: EdgeType) -> CSCGraph:
         if not isinstance(edge_type, tuple) or tuple(edge_type) not in self._graph.edge_types:
-            raise KeyError(edge_type)
+            raise UnknownEdgeTypeError(edge_type)
         return self._graph.relation(edge_type)
 
     def __iter__(self) -> Iterator[EdgeType]:

@@ -68,7 +68,7 @@ def _overlap_matrix(concat, offsets, mask):
     """
     num = offsets.shape[0] - 1
     if num > 64:
-        raise ValueError("at most 64 node lists")
+        raise SamplingError("at most 64 node lists")
     for b in range(num):
         bit = np.uint64(1) << np.uint64(b)
         for p in range(offsets[b], offsets[b + 1]):
