@@ -23,8 +23,8 @@ def moved_attribute(package: str, moved: dict[str, str], name: str):
         warnings.warn(f"{package}.{name} is deprecated: it moved to {where}.{name}; import it from {where} "
                       "(the old name goes away in the next release)", DeprecationWarning, stacklevel=3)
     else:
-        warnings.warn(f"{package}.{name} is deprecated: it was renamed {where}.{new_name}; import {new_name} from {where} "
-                      "(the old name goes away in the next release)", DeprecationWarning, stacklevel=3)
+        warnings.warn(f"{package}.{name} is deprecated: it was renamed {where}.{new_name}; import {new_name} from "
+                      f"{where} (the old name goes away in the next release)", DeprecationWarning, stacklevel=3)
     return getattr(importlib.import_module(module), new_name)
 
 

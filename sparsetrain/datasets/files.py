@@ -46,7 +46,8 @@ def from_files(
         labels=None if labels is None else Source.from_reader(NodeTableReader(labels, "labels")),
         splits={k: Source.from_reader(NodeTableReader(v, "index")) for k, v in (splits or {}).items()},
         options=BuildOptions(**options),
-        provenance={"importer": "files", "edges": str(edges), "features": str(features) if features else None, "labels": str(labels) if labels else None},
+        provenance={"importer": "files", "edges": str(edges), "features": str(features) if features else None,
+                    "labels": str(labels) if labels else None},
     )
 
 
@@ -79,10 +80,12 @@ def from_files_hetero(
     for key, path in edges.items():
         et = parse_edge_type(key) if isinstance(key, str) else tuple(key)
         if et in edge_sources:
-            raise DatasetError(f"edge type {et} is given twice ({edge_sources[et].name} and {path}); merge them into one file")
+            raise DatasetError(f"edge type {et} is given twice ({edge_sources[et].name} and {path}); merge them into "
+                               "one file")
         source = _edge_source(Path(path))
         if source.weighted:
-            raise DatasetError(f"{path}: has an edge weight column, which a typed dataset does not store; drop the column")
+            raise DatasetError(f"{path}: has an edge weight column, which a typed dataset does not store; drop the "
+                               "column")
         edge_sources[et] = source
     types = list(dict.fromkeys(end for et in edge_sources for end in (et[0], et[2])))
     stray = [t for t in num_nodes if t not in types]
@@ -92,7 +95,8 @@ def from_files_hetero(
     target_type = target_type_of(list(labels), target_type, "--node-labels")
     check_split_parts(splits or {})
     if num_classes is not None and target_type is None:
-        raise DatasetError(f"num_classes={num_classes} (--num-classes) without labels; give --node-labels TYPE=FILE or drop it")
+        raise DatasetError(f"num_classes={num_classes} (--num-classes) without labels; give --node-labels TYPE=FILE or "
+                           "drop it")
     if num_classes is not None:
         options["num_classes"] = {target_type: num_classes}
     return build_dataset(
@@ -103,5 +107,6 @@ def from_files_hetero(
         target_type=target_type,
         splits={k: Source.from_reader(NodeTableReader(v, "index")) for k, v in (splits or {}).items()},
         options=BuildOptions(**options),
-        provenance={"importer": "files-hetero", "edges": {fmt.edge_key(et): source.name for et, source in edge_sources.items()}},
+        provenance={"importer": "files-hetero", "edges": {fmt.edge_key(et): source.name for et,
+                                                          source in edge_sources.items()}},
     )

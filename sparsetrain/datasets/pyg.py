@@ -32,7 +32,8 @@ def _edge_chunks(edge_index: np.ndarray, weight: np.ndarray | None, what: str, c
         for lo in range(0, edge_index.shape[1], chunk):
             hi = lo + chunk
             w = None if weight is None else weight[lo:hi]
-            yield edge_index[0, lo:hi].astype(np.int64, copy=False), edge_index[1, lo:hi].astype(np.int64, copy=False), w
+            part = edge_index[:, lo:hi].astype(np.int64, copy=False)
+            yield part[0], part[1], w
 
     return chunks
 
@@ -48,7 +49,8 @@ def _split_indices(mask: np.ndarray, name: str) -> np.ndarray:
 
 
 def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
-    """Write a PyG ``Data`` (``edge_index``, optional ``x``, ``y``, ``edge_weight``, ``edge_attr`` and split masks) as a dataset.
+    """Write a PyG ``Data`` (``edge_index``, optional ``x``, ``y``, ``edge_weight``, ``edge_attr`` and split masks) as a
+    dataset.
 
     ``edge_attr`` becomes the dataset's edge features (in CSC edge order); it is not kept, with a
     warning, when ``undirected``/``drop_self_loops``/``drop_duplicates`` merge or drop edges. Other
@@ -71,7 +73,8 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     weight = getattr(data, "edge_weight", None)
     weight = None if weight is None else _numpy(weight, "edge_weight").astype(np.float32).reshape(-1)
     if weight is not None and len(weight) != edge_index.shape[1]:
-        raise DatasetError(f"data.edge_weight has {len(weight)} entries for {edge_index.shape[1]} edges; give one weight per edge")
+        raise DatasetError(f"data.edge_weight has {len(weight)} entries for {edge_index.shape[1]} edges; give one "
+                           "weight per edge")
     chunks = _edge_chunks(edge_index, weight, "data.edge_index")
     edges = EdgeSource("data.edge_index", chunks, edge_index.shape[1], weighted=weight is not None,
                        weight_name="data.edge_weight")
@@ -79,7 +82,8 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     options = BuildOptions(**options)
     others = sorted(set(data.keys()) - _KEPT)
     if others:
-        warnings.warn(f"from_pyg keeps edge_index, x, y, edge_weight, edge_attr and the split masks; not kept: {', '.join(others)}", stacklevel=2)
+        warnings.warn("from_pyg keeps edge_index, x, y, edge_weight, edge_attr and the split masks; not kept: "
+                      f"{', '.join(others)}", stacklevel=2)
     edge_features = None
     if getattr(data, "edge_attr", None) is not None:
         merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates") if getattr(options, name)]
@@ -98,7 +102,8 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]
         if y.ndim != 1:
-            raise DatasetError(f"data.y has shape {list(y.shape)}; only single-label node classification (y of shape [N]) is supported")
+            raise DatasetError(f"data.y has shape {list(y.shape)}; only single-label node classification (y of shape "
+                               "[N]) is supported")
         labels = Source.from_array("data.y", y)
     splits = {}
     for name, attr in _SPLIT_ATTRS.items():
@@ -106,7 +111,8 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
         if mask is not None:
             splits[name] = Source.from_array(f"data.{attr}", _split_indices(_numpy(mask, attr), name))
 
-    # PyG infers num_nodes from the largest edge id when nothing sets it; infer it here instead, under the same checks as files.
+    # PyG infers num_nodes from the largest edge id when nothing sets it; infer it here instead, under the same checks
+    # as files.
     explicit = "num_nodes" in data or features is not None or labels is not None
     return build_dataset(
         out_dir,
@@ -138,7 +144,8 @@ def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None
             y = _numpy(y, f"[{t!r}].y")
             y = y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y
             if y.ndim != 1:
-                raise DatasetError(f"data[{t!r}].y has shape {list(y.shape)}; only single-label node classification (y of shape [N]) is supported")
+                raise DatasetError(f"data[{t!r}].y has shape {list(y.shape)}; only single-label node classification (y "
+                                   "of shape [N]) is supported")
             labels[t] = Source.from_array(f"data[{t!r}].y", y)
         num_nodes[t] = int(store.num_nodes) if ("num_nodes" in store or x is not None or y is not None) else None
     labelled = [t for t in data.node_types if data[t].get("y") is not None]
@@ -147,7 +154,8 @@ def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None
         for name, attr in _SPLIT_ATTRS.items():
             mask = data[target_type].get(attr)
             if mask is not None:
-                splits[name] = Source.from_array(f"data[{target_type!r}].{attr}", _split_indices(_numpy(mask, attr), name))
+                splits[name] = Source.from_array(f"data[{target_type!r}].{attr}",
+                                                 _split_indices(_numpy(mask, attr), name))
     edges, edge_features = {}, {}
     for et in data.edge_types:
         store = data[et]
@@ -157,7 +165,8 @@ def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None
         what = f"data[{et}].edge_index"
         edges[tuple(et)] = EdgeSource(what, _edge_chunks(edge_index, None, what), edge_index.shape[1])
         if store.get("edge_attr") is not None:
-            edge_features[tuple(et)] = EdgeFeatures(f"data[{et}].edge_attr", _numpy(store.edge_attr, f"[{et}].edge_attr"))
-    return build_dataset(out_dir, edges, num_nodes=num_nodes, features=features, labels=labels, target_type=target_type, splits=splits,
-                         edge_features=edge_features, options=BuildOptions(**options),
+            edge_features[tuple(et)] = EdgeFeatures(f"data[{et}].edge_attr",
+                                                    _numpy(store.edge_attr, f"[{et}].edge_attr"))
+    return build_dataset(out_dir, edges, num_nodes=num_nodes, features=features, labels=labels, target_type=target_type,
+                         splits=splits, edge_features=edge_features, options=BuildOptions(**options),
                          provenance={"importer": "pyg", "class": type(data).__name__})

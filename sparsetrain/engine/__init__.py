@@ -1,6 +1,7 @@
 """The loader pipeline, the trainer, layer-wise inference, checkpoints and distributed launch.
 
-``Loader`` composes the data path's stages (:mod:`sparsetrain.engine.stages`) and overlaps them with compute; ``Trainer`` / ``fit``
+``Loader`` composes the data path's stages (:mod:`sparsetrain.engine.stages`) and overlaps them with compute;
+``Trainer`` / ``fit``
 run epochs with progress, evaluation, metrics logs and exact checkpoint/resume;
 ``layerwise_inference`` runs a model layer by layer over the whole graph. Models live in
 :mod:`sparsetrain.nn`, ``ClusterSampler`` in :mod:`sparsetrain.sampling`.
@@ -26,11 +27,13 @@ _MOVED = {
     **dict.fromkeys(("GAT", "GCN", "BlockGNN", "GraphSAGE", "block_adj_t"), "sparsetrain.nn.models"),
     **dict.fromkeys(("Packing", "cluster_attention", "edge_attention", "linear_attention"), "sparsetrain.nn.attention"),
     "GraphTransformer": "sparsetrain.nn.graph_transformer",
-    **dict.fromkeys(("SequenceParallelError", "SequenceShards", "head_to_seq", "seq_to_head"), "sparsetrain.nn.sequence_parallel"),
+    **dict.fromkeys(("SequenceParallelError", "SequenceShards", "head_to_seq", "seq_to_head"),
+                    "sparsetrain.nn.sequence_parallel"),
     **dict.fromkeys(("BatchClusters", "ClusteredMiniBatch", "ClusterSampler"), "sparsetrain.sampling.clusters"),
     "load_clusters": "sparsetrain.datasets.dataset",
 }
-"""Names that lived here in 0.1 and moved to ``sparsetrain.nn`` / ``.sampling`` / ``.datasets``; kept for one release."""
+"""Names that lived here in 0.1 and moved to ``sparsetrain.nn`` / ``.sampling`` / ``.datasets``; kept for one
+release."""
 
 
 def __getattr__(name: str):

@@ -78,8 +78,8 @@ def link_evaluator(features, graph, edge_split: dict[str, EdgeSplit], device="cp
         model.eval()
         result = {}
         for name, split in evaluated.items():
-            result.update(split_metrics(score_pairs(model, h, split.pos, device), score_pairs(model, h, split.neg, device),
-                                        split.neg_per_pos, name))
+            result.update(split_metrics(score_pairs(model, h, split.pos, device),
+                                        score_pairs(model, h, split.neg, device), split.neg_per_pos, name))
         model.train(was_training)
         return result
 

@@ -30,7 +30,8 @@ from sparsetrain.errors import DatasetError, SettingError, SparsetrainError
 from sparsetrain.nn.models import build_model
 from sparsetrain.sampling.fanouts import Fanouts
 
-LAYER_TABLE_BUDGET = 4 << 30  # bytes of one layer's embeddings kept in memory by layer-wise evaluation; larger ones go to disk
+# bytes of one layer's embeddings kept in memory by layer-wise evaluation; larger ones go to disk
+LAYER_TABLE_BUDGET = 4 << 30
 
 
 class TrainingOutOfMemoryError(SparsetrainError, RuntimeError):
@@ -49,7 +50,8 @@ MODEL_DEFAULTS = {
 LINK_DEFAULTS = {"lr": 0.01, "weight_decay": 0.0, "hidden": 128}
 """``--task link`` defaults (PyG's link_pred example): weight decay shrinks the embeddings a dot product compares."""
 LINK_AUTO_STEPS = 750
-"""``--task link`` epochs when ``--epochs`` is not given: about this many steps (Cora: 150 epochs); the best val AUC epoch is reported."""
+"""``--task link`` epochs when ``--epochs`` is not given: about this many steps (Cora: 150 epochs); the best val AUC
+epoch is reported."""
 
 AUTO_STEPS = 2000
 AUTO_MAX_EPOCHS = 200
@@ -88,7 +90,8 @@ def resolved(settings: TrainSettings) -> TrainSettings:
     return replace(settings, model=model, optim=optim)
 
 
-GPU_RESIDENT_FRACTION = 0.4  # of the GPU's free memory that the features, and then the graph, may each take to live there
+# of the GPU's free memory that the features, and then the graph, may each take to live there
+GPU_RESIDENT_FRACTION = 0.4
 
 
 def _fits_on_gpu(nbytes: int, device: torch.device) -> bool:
@@ -132,7 +135,8 @@ def _features(ds, settings: FeatureSettings, ctx):
     if placement == "sharded":
         return _sharded(ds, settings, ctx)
     if placement in ("device", "pinned") and ctx.device.type != "cuda":
-        raise DatasetError(f"--features {placement} needs a CUDA device (this run is on {ctx.device}); use --features mmap or memory")
+        raise DatasetError(f"--features {placement} needs a CUDA device (this run is on {ctx.device}); use --features "
+                           "mmap or memory")
     tables = _feature_tables(ds)
     total = sum(table.nbytes for table in tables.values())
     stores = {}
@@ -164,8 +168,8 @@ def _placed(ds, node_type: str | None, table, placement: str, ctx):
 def _sharded(ds, settings: FeatureSettings, ctx):
     """``--features sharded``: each rank holds a share of the rows and the rest comes through a collective."""
     if ds.is_typed:
-        raise SettingError("--features sharded: typed datasets are not sharded yet; pass --features mmap, disk, memory, "
-                           "device or pinned")
+        raise SettingError("--features sharded: typed datasets are not sharded yet; pass --features mmap, disk, "
+                           "memory, device or pinned")
     if settings.cache_gb > 0:
         raise DatasetError("--cache-gb cannot front sharded features (a cache hit would skip the collective the other "
                            "ranks wait in); drop one of them")
@@ -177,7 +181,8 @@ def _sharded(ds, settings: FeatureSettings, ctx):
 
 
 EXACT_EVAL_MAX_NODES = 100_000  # below this both evaluations take seconds; the exact one is preferred
-LAYERWISE_EDGE_COST = 16  # a layer-wise edge costs ~16 sampled ones on 2 CPU cores (chunks re-gather their neighbors; RESULTS.md)
+# a layer-wise edge costs ~16 sampled ones on 2 CPU cores (chunks re-gather their neighbors; RESULTS.md)
+LAYERWISE_EDGE_COST = 16
 
 
 def _full_eval(ds, evaluation: str, model: str, fanouts: Fanouts, eval_split: dict) -> bool:
@@ -394,8 +399,8 @@ def _fit(trainer: Trainer, ctx) -> dict:
     except torch.OutOfMemoryError as exc:
         where = f"rank {ctx.rank} of {ctx.world_size}: " if ctx.enabled else ""
         raise TrainingOutOfMemoryError(
-            f"{where}out of memory on {ctx.device} ({str(exc).strip().splitlines()[0]}); lower --batch-size, --fanout or --hidden, "
-            "or keep the features off the GPU (--features pinned or mmap)"
+            f"{where}out of memory on {ctx.device} ({str(exc).strip().splitlines()[0]}); lower --batch-size, --fanout "
+            "or --hidden, or keep the features off the GPU (--features pinned or mmap)"
         ) from None
     except RuntimeError as exc:  # a rank's own failure (a bad input, a damaged checkpoint) is reported as itself
         if ctx.enabled and caused_by_another_rank(exc):

@@ -160,7 +160,8 @@ class ModelSettings:
         if self.name is not None:
             _choice(ModelSettingError, "name", self.name, (*MODELS, *TYPED_MODELS))
         _integer(ModelSettingError, "hidden", self.hidden, low=1, rule="a positive integer", optional=True)
-        _number(ModelSettingError, "dropout", self.dropout, low=0, high=1, high_open=True, rule="a probability in [0, 1)")
+        _number(ModelSettingError, "dropout", self.dropout, low=0, high=1, high_open=True,
+                rule="a probability in [0, 1)")
         _choice(ModelSettingError, "decoder", self.decoder, DECODERS)
 
 

@@ -84,7 +84,8 @@ class MoE(nn.Module):
         if shared_experts < 0:
             raise MoEConfigError(f"MoE: shared_experts must be >= 0, got {shared_experts}")
         if not shared_experts and (shared_hidden is not None or shared_gate):
-            raise MoEConfigError("MoE: shared_hidden and shared_gate describe the shared experts; set shared_experts >= 1")
+            raise MoEConfigError("MoE: shared_hidden and shared_gate describe the shared experts; set shared_experts "
+                                 ">= 1")
         self.d_model, self.d_hidden, self.num_experts, self.top_k = d_model, d_hidden, num_experts, top_k
         self.capacity_factor = capacity_factor
         self.aux_loss_weight, self.z_loss_weight = float(aux_loss_weight), float(z_loss_weight)
@@ -109,8 +110,8 @@ class MoE(nn.Module):
         """Route, run the chosen experts, combine; see the class docstring."""
         if x.shape[-1] != self.d_model:
             raise MoEInputError(
-                f"MoE.forward: input has last dimension {x.shape[-1]} but the layer was built with d_model={self.d_model}; "
-                "reshape the input or rebuild the layer"
+                f"MoE.forward: input has last dimension {x.shape[-1]} but the layer was built with "
+                f"d_model={self.d_model}; reshape the input or rebuild the layer"
             )
         if not x.dtype.is_floating_point:
             raise MoEInputError(f"MoE.forward: input dtype {x.dtype} is not floating point")
@@ -150,7 +151,8 @@ class MoE(nn.Module):
 
     def extra_repr(self) -> str:
         cap = "dropless" if self.capacity_factor is None else f"capacity_factor={self.capacity_factor}"
-        return f"d_model={self.d_model}, d_hidden={self.d_hidden}, num_experts={self.num_experts}, top_k={self.top_k}, {cap}"
+        return (f"d_model={self.d_model}, d_hidden={self.d_hidden}, num_experts={self.num_experts}, "
+                f"top_k={self.top_k}, {cap}")
 
 
 def shard_experts(module: nn.Module, sharding) -> nn.Module:

@@ -1,4 +1,5 @@
-"""R-GCN-style typed GNN from PyG layers: per layer a ``HeteroConv`` of one convolution per relation, run block by block.
+"""R-GCN-style typed GNN from PyG layers: per layer a ``HeteroConv`` of one convolution per relation, run block by
+block.
 
 Layer ``l`` takes block ``l`` of a :class:`~sparsetrain.sampling.HeteroMiniBatch` (``mb.to_pyg()[l]``): every
 relation's convolution maps its source type's features to its dst type's first ``num_dst`` nodes, the
@@ -19,7 +20,8 @@ from sparsetrain.errors import SettingError
 from sparsetrain.sampling.graph import EdgeType
 
 HeteroPygBlock = tuple[dict[EdgeType, torch.Tensor], tuple[dict[str, int], dict[str, int]]]
-"""One typed hop as :meth:`HeteroMiniBatch.to_pyg` gives it: (edge_index per edge type, (num_src, num_dst) per node type)."""
+"""One typed hop as :meth:`HeteroMiniBatch.to_pyg` gives it: (edge_index per edge type, (num_src, num_dst) per node
+type)."""
 
 
 class RGCN(nn.Module):
@@ -30,15 +32,16 @@ class RGCN(nn.Module):
     convolution class taking ``(in_channels, out_channels)``).
     """
 
-    def __init__(self, node_types: Sequence[str], edge_types: Sequence[EdgeType], in_channels: dict[str, int], hidden: int,
-                 out_channels: int, num_layers: int, target_type: str, *, num_nodes: dict[str, int] | None = None,
-                 dropout: float = 0.5, conv=None) -> None:
+    def __init__(self, node_types: Sequence[str], edge_types: Sequence[EdgeType], in_channels: dict[str, int],
+                 hidden: int, out_channels: int, num_layers: int, target_type: str, *,
+                 num_nodes: dict[str, int] | None = None, dropout: float = 0.5, conv=None) -> None:
         super().__init__()
         from torch_geometric.nn import HeteroConv, SAGEConv
 
         if target_type not in node_types:
             raise SettingError(f"target_type {target_type!r} is not one of the node types {list(node_types)}")
-        self.node_types, self.edge_types, self.target_type = list(node_types), [tuple(et) for et in edge_types], target_type
+        self.node_types, self.edge_types = list(node_types), [tuple(et) for et in edge_types]
+        self.target_type = target_type
         self.dropout = dropout
         # layer l computes only the node types layer l + 1 reads, so every parameter reaches the loss (as DDP requires)
         needed = [{target_type}]

@@ -57,7 +57,8 @@ class Fanouts:
         try:
             values = [int(v) for v in text.split(",")]
         except ValueError:
-            raise SamplingError(f"{text!r}: expected comma-separated integers like 15,10,5 (-1 = all neighbors)") from None
+            raise SamplingError(f"{text!r}: expected comma-separated integers like 15,10,5 (-1 = all "
+                                "neighbors)") from None
         if not values or any(v == 0 or v < -1 for v in values):
             raise SamplingError(f"{text!r}: each fanout must be a positive number or -1 (all neighbors)")
         return cls(values)
