@@ -30,7 +30,7 @@ setup(
     ],
     extras_require={
         # the test suite executes the example notebooks, so dev carries what they need
-        "dev": ["pytest>=7", "scipy>=1.10", "psutil>=5.9", "ogb>=1.3", *NOTEBOOKS, *METIS, *HF],  # ogb: the reference the OGB importers and link metrics are tested against
+        "dev": ["pytest>=7", "ruff>=0.6", "scipy>=1.10", "psutil>=5.9", "ogb>=1.3", *NOTEBOOKS, *METIS, *HF],  # ogb: the reference the OGB importers and link metrics are tested against
         "gpu": ["cupy-cuda12x>=12"],
         "notebooks": [*NOTEBOOKS, *HF],
         "hf": HF,

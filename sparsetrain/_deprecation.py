@@ -23,6 +23,12 @@ def moved_attribute(package: str, moved: dict[str, str], name: str):
         warnings.warn(f"{package}.{name} is deprecated: it moved to {where}.{name}; import it from {where} "
                       "(the old name goes away in the next release)", DeprecationWarning, stacklevel=3)
     else:
-        warnings.warn(f"{package}.{name} is deprecated: it was renamed {where}.{new_name}; import {new_name} from {where} "
-                      "(the old name goes away in the next release)", DeprecationWarning, stacklevel=3)
+        warnings.warn(f"{package}.{name} is deprecated: it was renamed {where}.{new_name}; import {new_name} from "
+                      f"{where} (the old name goes away in the next release)", DeprecationWarning, stacklevel=3)
     return getattr(importlib.import_module(module), new_name)
+
+
+def renamed_keyword(owner: str, old: str, new: str, *, stacklevel: int = 3) -> None:
+    """Warn that ``owner``'s keyword ``old`` was renamed ``new``: the old keyword keeps working for one release."""
+    warnings.warn(f"{owner}({old}=...) is deprecated: the keyword was renamed {new}= (the old name goes away in the "
+                  "next release)", DeprecationWarning, stacklevel=stacklevel)

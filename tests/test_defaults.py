@@ -60,9 +60,10 @@ def test_auto_epochs_count_optimizer_steps(steps_per_epoch, epochs):
 
 def test_model_defaults_fill_only_what_was_not_given():
     sage = resolved(TrainSettings())
-    assert (sage.lr, sage.weight_decay, sage.hidden) == (0.01, 5e-4, 128) and sage.epochs is None
+    assert (sage.optim.lr, sage.optim.weight_decay, sage.model.hidden) == (0.01, 5e-4, 128) and sage.optim.epochs is None
     gt = resolved(TrainSettings(model="gt", lr=0.02))
-    assert (gt.lr, gt.weight_decay, gt.hidden) == (0.02, MODEL_DEFAULTS["gt"]["weight_decay"], MODEL_DEFAULTS["gt"]["hidden"])
+    assert (gt.optim.lr, gt.optim.weight_decay, gt.model.hidden) == (0.02, MODEL_DEFAULTS["gt"]["weight_decay"],
+                                                                     MODEL_DEFAULTS["gt"]["hidden"])
 
 
 def test_epochs_given_means_exactly_that_many(cli, tmp_path, monkeypatch):

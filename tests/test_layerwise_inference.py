@@ -66,11 +66,12 @@ def test_auto_eval_picks_layerwise_on_small_graphs_and_where_its_weighted_edges_
     from types import SimpleNamespace
 
     from sparsetrain.engine.inference import layerwise_cost, sampled_cost
-    from sparsetrain.engine.run import TrainSettings, _full_eval_is_cheaper
+    from sparsetrain.engine.run import _full_eval_is_cheaper
+    from sparsetrain.sampling import Fanouts
 
     assert layerwise_cost(1_000, 3) == 3_000 and sampled_cost(2, [15, 10, 5]) == 2 * (15 + 150 + 750)
     assert sampled_cost(10, [-1, 5]) == np.inf
-    fanout = TrainSettings(fanout=[15, 10, 5])
+    fanout = Fanouts([15, 10, 5])
 
     def picks(nodes, edges, eval_nodes):
         return _full_eval_is_cheaper(SimpleNamespace(num_nodes=nodes, num_edges=edges), fanout, {"valid": range(eval_nodes)})

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from sparsetrain.collective import RowPlacement
-from sparsetrain.moe import FSSDP, ExpertParallel, MoE, MoEConfigError, sharded_parameter_names
+from sparsetrain.moe import FSSDP, ExpertParallel, MoE, MoEConfigError, MoEStateError, shard_experts, sharded_parameter_names
 from sparsetrain.moe.placement import LoadWindow, balanced_owners, hot_replicas, plan_placement
 
 
@@ -135,3 +135,25 @@ def test_optimizer_state_moves_between_modes_in_one_process():
                 torch.testing.assert_close(again[name][k], v, atol=0, rtol=0)
         step(moe, opt2)
         torch.testing.assert_close(moe(x)[0], want, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("make", [FSSDP, ExpertParallel])
+def test_shard_experts_from_outside_is_the_constructors_sharding_and_keeps_trained_weights(make):
+    torch.manual_seed(0)
+    built = MoE(8, 12, 4, shared_experts=1, sharding=make())
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(MoE(8, 12, 4, shared_experts=1), torch.nn.Linear(8, 8))
+    assert shard_experts(model, make()) is model
+    layer = model[0]
+    assert [n for n, _ in built.named_parameters()] == [n for n, _ in layer.named_parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(built.parameters(), layer.parameters()))
+    assert sharded_parameter_names(model) == ["0.experts.shard"]
+    x = torch.randn(10, 8, generator=torch.Generator().manual_seed(1))
+    trained = MoE(8, 12, 4)
+    with torch.no_grad():
+        trained.experts.w_out.mul_(3.0)  # weights changed since the layer was built: sharding keeps them
+    before = trained(x)[0]
+    shard_experts(trained, make())
+    assert torch.allclose(trained(x)[0], before, atol=1e-6)
+    with pytest.raises(MoEStateError, match="already sharded"):
+        shard_experts(trained, make())

@@ -78,10 +78,10 @@ def test_a_gpu_cache_fronts_pinned_host_features_when_they_fit(monkeypatch):
 
     ds = SimpleNamespace(is_typed=False, features=SimpleNamespace(nbytes=10 << 20))
     gpu, cpu = SimpleNamespace(device=torch.device("cuda")), SimpleNamespace(device=torch.device("cpu"))
-    cached = SimpleNamespace(features="auto", cache_gb=1.0)
+    cached = SimpleNamespace(placement="auto", cache_gb=1.0)
     monkeypatch.setattr(run, "available_host_memory", lambda: (1 << 30, "test"))
     assert run._placement(ds, cached, gpu) == "pinned"
     assert run._placement(ds, cached, cpu) == "mmap"
     monkeypatch.setattr(run, "available_host_memory", lambda: (1 << 20, "test"))  # no room for a pinned copy
     assert run._placement(ds, cached, gpu) == "mmap"
-    assert run._placement(ds, SimpleNamespace(features="disk", cache_gb=1.0), gpu) == "disk"
+    assert run._placement(ds, SimpleNamespace(placement="disk", cache_gb=1.0), gpu) == "disk"

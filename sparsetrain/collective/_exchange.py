@@ -92,11 +92,13 @@ def counts_matrix(meta: torch.Tensor) -> torch.Tensor:
 
 def _describe(code: int, a: int, b: int) -> str:
     if code == BAD_IDS:
-        return f"row_ids must be a 1-D integer tensor (got {'a floating-point' if a else 'a non-integer'} tensor with {b} dims)"
+        return (f"row_ids must be a 1-D integer tensor (got {'a floating-point' if a else 'a non-integer'} tensor with "
+                f"{b} dims)")
     if code == ID_OUT_OF_RANGE:
         return f"row id {a} is outside the table [0, {b}); ids must index the global table the placement describes"
     if code == BAD_LOCAL_ROWS:
-        return f"local_rows has {a} rows but the placement gives this rank {b}; build it with placement.shard(table, rank)"
+        return (f"local_rows has {a} rows but the placement gives this rank {b}; build it with placement.shard(table, "
+                "rank)")
     if code == BAD_WORLD:
         return f"the placement is for {a} ranks but the process group has {b}; build the placement for the group's size"
     if code == BAD_GRAD_ROWS:
@@ -120,7 +122,8 @@ def check_meta(meta: torch.Tensor, *, op: str, info: GroupInfo, what: str) -> No
     bad = [r for r, row in enumerate(rows) if row[_STATUS] != OK]
     if bad:
         lines = "; ".join(f"rank {r}: {_describe(rows[r][_STATUS], rows[r][_A], rows[r][_B])}" for r in bad)
-        raise CollectiveInputError(f"{op}: bad input on {len(bad)} of {info.world_size} ranks (no data was exchanged) — {lines}")
+        raise CollectiveInputError(f"{op}: bad input on {len(bad)} of {info.world_size} ranks (no data was exchanged) "
+                                   f"— {lines}")
     if len({row[_FINGERPRINT] for row in rows}) > 1:
         raise CollectiveInputError(
             f"{op}: the ranks passed different placements (digests {[row[_FINGERPRINT] for row in rows]}); "
@@ -128,18 +131,20 @@ def check_meta(meta: torch.Tensor, *, op: str, info: GroupInfo, what: str) -> No
         )
     if len({row[_DTYPE] for row in rows}) > 1:
         names = ", ".join(f"rank {r}: {dtype_name(row[_DTYPE])}" for r, row in enumerate(rows))
-        raise CollectiveInputError(f"{op}: {what} dtypes differ between ranks ({names}); cast every rank's {what} to one dtype")
+        raise CollectiveInputError(f"{op}: {what} dtypes differ between ranks ({names}); cast every rank's {what} to "
+                                   "one dtype")
     if len({tuple(row[_NDIM:_FINGERPRINT]) for row in rows}) > 1:
         shapes = ", ".join(f"rank {r}: {_shape_str(row)}" for r, row in enumerate(rows))
         raise CollectiveInputError(
-            f"{op}: {what} row shapes (all dims after the first) differ between ranks ({shapes}); every rank must use the same width"
+            f"{op}: {what} row shapes (all dims after the first) differ between ranks ({shapes}); every rank must use "
+            "the same width"
         )
     grads = [row[_GRAD] for row in rows]
     if any(g >= 0 for g in grads) and len(set(grads)) > 1:
         flags = ", ".join(f"rank {r}: {'yes' if g == 1 else 'no'}" for r, g in enumerate(grads))
         raise CollectiveInputError(
-            f"{op}: ranks disagree on whether local_rows needs a gradient ({flags}); the backward pass is a collective, "
-            "so either every rank or no rank must require grad"
+            f"{op}: ranks disagree on whether local_rows needs a gradient ({flags}); the backward pass is a "
+            "collective, so either every rank or no rank must require grad"
         )
 
 

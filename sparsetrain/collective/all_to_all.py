@@ -52,7 +52,8 @@ def all_to_all(x: torch.Tensor, send_splits: Sequence[int], recv_splits: Sequenc
             "pass one split per rank"
         )
     if sum(send) != x.shape[0]:
-        raise CollectiveInputError(f"all_to_all: send splits add up to {sum(send)} rows but x has {x.shape[0]}; make them add up to x.shape[0]")
+        raise CollectiveInputError(f"all_to_all: send splits add up to {sum(send)} rows but x has {x.shape[0]}; make "
+                                   "them add up to x.shape[0]")
     if info.world_size == 1:
         return x
     return _AllToAll.apply(x, send, recv, group)

@@ -33,7 +33,8 @@ def default_timeout() -> datetime.timedelta:
     except ValueError:
         seconds = float("nan")
     if not seconds > 0 or seconds == float("inf"):
-        raise CollectiveInputError(f"{TIMEOUT_ENV}={text!r} is not a positive number of seconds; set it to e.g. 60 or unset it")
+        raise CollectiveInputError(f"{TIMEOUT_ENV}={text!r} is not a positive number of seconds; set it to e.g. 60 or "
+                                   "unset it")
     return datetime.timedelta(seconds=seconds)
 
 

@@ -40,7 +40,8 @@ class RowPlacement:
         replicas: Mapping[int, Sequence[int]] | None = None,
     ) -> None:
         if (offsets is None) == (owner is None):
-            raise PlacementError("RowPlacement needs exactly one of offsets= or owner=; use RowPlacement.contiguous or .from_owner")
+            raise PlacementError("RowPlacement needs exactly one of offsets= or owner=; use RowPlacement.contiguous or "
+                                 ".from_owner")
         self.num_rows = int(num_rows)
         self.world_size = int(world_size)
         if self.world_size < 1:
@@ -58,7 +59,8 @@ class RowPlacement:
             self._starts = (torch.cumsum(counts, 0) - counts).tolist()
             perm = torch.argsort(owner, stable=True)
             local = torch.empty(self.num_rows, dtype=torch.int64)
-            local[perm] = torch.arange(self.num_rows) - torch.as_tensor(self._starts, dtype=torch.int64)[owner[perm].to(torch.int64)]
+            starts = torch.as_tensor(self._starts, dtype=torch.int64)
+            local[perm] = torch.arange(self.num_rows) - starts[owner[perm].to(torch.int64)]
             self._local = local
             self._owned_perm = perm
         self._device_cache: dict[torch.device, dict[str, torch.Tensor]] = {}
@@ -80,7 +82,8 @@ class RowPlacement:
 
     @classmethod
     def from_offsets(cls, offsets: torch.Tensor | Sequence[int]) -> RowPlacement:
-        """Rank ``r`` owns rows ``[offsets[r], offsets[r + 1])``; ``offsets`` has ``world_size + 1`` entries, starts at 0."""
+        """Rank ``r`` owns rows ``[offsets[r], offsets[r + 1])``; ``offsets`` has ``world_size + 1`` entries, starts at
+        0."""
         off = _as_long(offsets).cpu()
         if off.dim() != 1 or off.numel() < 2 or int(off[0]) != 0 or bool((off[1:] < off[:-1]).any()):
             raise PlacementError(
@@ -90,7 +93,8 @@ class RowPlacement:
         return cls(int(off[-1]), off.numel() - 1, offsets=off.clone())
 
     @classmethod
-    def from_owner(cls, owner_rank: torch.Tensor | Sequence[int] | np.ndarray, world_size: int | None = None) -> RowPlacement:
+    def from_owner(cls, owner_rank: torch.Tensor | Sequence[int] | np.ndarray,
+                   world_size: int | None = None) -> RowPlacement:
         """Row ``i`` is owned by rank ``owner_rank[i]`` (a partition array); ``world_size`` defaults to ``max + 1``."""
         owner = _as_long(owner_rank).cpu()
         if owner.dim() != 1:

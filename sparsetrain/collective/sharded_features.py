@@ -86,8 +86,8 @@ class ShardedFeatures(FeatureSource):
             placement = RowPlacement.from_owner(partition, info.world_size)
         if placement.num_rows != len(table):
             raise CollectiveInputError(
-                f"ShardedFeatures.from_table: the partition covers {placement.num_rows} rows but the table has {len(table)}; "
-                "pass one owner rank per table row"
+                f"ShardedFeatures.from_table: the partition covers {placement.num_rows} rows but the table has "
+                f"{len(table)}; pass one owner rank per table row"
             )
         local = placement.shard(table, info.rank)
         if device is not None:
@@ -95,7 +95,8 @@ class ShardedFeatures(FeatureSource):
         return cls(local, placement, group=group, cache_ids=cache_ids, timeout=timeout)
 
     def _fill_cache(self, cache_ids: torch.Tensor | None) -> None:
-        ids = torch.zeros(0, dtype=torch.int64) if cache_ids is None else torch.as_tensor(cache_ids).to(torch.int64).cpu()
+        ids = (torch.zeros(0, dtype=torch.int64) if cache_ids is None
+               else torch.as_tensor(cache_ids).to(torch.int64).cpu())
         if ids.numel():
             ids = torch.unique(ids)
             # rows held here need no cache; out-of-range ids go on to the collective, which reports them on every rank
@@ -134,7 +135,8 @@ class ShardedFeatures(FeatureSource):
             self._gather_into(ids_t, result)
         except CollectiveInputError as exc:
             if "bad input" in str(exc):
-                raise ShardedFeatureIdError(str(exc).replace("sparse_all_gather", f"{type(self).__name__}.gather", 1)) from exc
+                message = str(exc).replace("sparse_all_gather", f"{type(self).__name__}.gather", 1)
+                raise ShardedFeatureIdError(message) from exc
             raise
         if bad_out is not None:
             raise bad_out
@@ -193,4 +195,5 @@ class ShardedFeatures(FeatureSource):
 
     def __repr__(self) -> str:
         cache = f", cached_rows={self.cached_ids.numel()}" if self.cached_ids.numel() else ""
-        return f"ShardedFeatures(shape={list(self.shape)}, dtype={self.dtype}, device={self.device}, rank={self.rank}{cache})"
+        return (f"ShardedFeatures(shape={list(self.shape)}, dtype={self.dtype}, device={self.device}, "
+                f"rank={self.rank}{cache})")

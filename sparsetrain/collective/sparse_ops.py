@@ -149,7 +149,8 @@ class _Call:
 
     def agree(self, dtype, trailing, counts, device, *, what: str, grad_flag: int = -1) -> torch.Tensor:
         """Exchange metadata and raise on every rank if any input is bad; returns the metadata matrix."""
-        self.device = comm_device(self.info.group, device) if self.info.distributed and self.info.world_size > 1 else device
+        distributed = self.info.distributed and self.info.world_size > 1
+        self.device = comm_device(self.info.group, device) if distributed else device
         fixed = ex.local_meta(self.status, dtype, trailing, self.placement.fingerprint(), grad_flag)
         meta = ex.exchange_meta(fixed, counts, op=self.op, info=self.info, device=self.device, timeout=self.timeout)
         self.rec.meta_bytes = (self.info.world_size - 1) * meta.shape[1] * 8
@@ -202,7 +203,8 @@ def gather_distinct(local_rows, row_ids, placement, group, timeout, stats, grad_
                     counts = plan.counts
     except Exception as exc:  # reported to every rank below, re-raised here as the cause
         call.status, call.local_exc = (ex.LOCAL_EXCEPTION, 0, 0), exc
-    meta = call.agree(local_rows.dtype if isinstance(local_rows, torch.Tensor) else torch.float32, trailing, counts, device,
+    meta = call.agree(local_rows.dtype if isinstance(local_rows, torch.Tensor) else torch.float32, trailing, counts,
+                      device,
                       what="local_rows", grad_flag=grad_flag)  # fmt: skip
     numel = _row_numel(trailing)
     flat = local_rows.reshape(local_rows.shape[0], numel)
@@ -216,7 +218,8 @@ def gather_distinct(local_rows, row_ids, placement, group, timeout, stats, grad_
         recv_ids = call.a2a(send_ids, plan.send_splits, plan.recv_splits, "row-id").to(device)
         plan.served_idx = placement.local_index_on(rank, recv_ids)
         if plan.served_idx.numel() and bool((plan.served_idx < 0).any()):
-            raise CollectiveInputError(f"{GATHER}: rank {rank} was asked for rows it does not hold; the ranks' placements differ")
+            raise CollectiveInputError(f"{GATHER}: rank {rank} was asked for rows it does not hold; the ranks' "
+                                       "placements differ")
         served = flat.index_select(0, plan.served_idx)
         call.a2a(served, plan.recv_splits, plan.send_splits, "row", out=buf[plan.num_local :])
         row_bytes = numel * local_rows.element_size()
@@ -290,7 +293,8 @@ def _reduce_scatter_impl(grad_rows, row_ids, placement, group, timeout, stats) -
         got_ids, got_rows = ex.unpack_rows(got, dtype, (numel,))
         owner, local = placement.locate(got_ids)
         if got_ids.numel() and bool((owner != rank).any()):
-            raise CollectiveInputError(f"{REDUCE}: rank {rank} received gradients for rows it does not own; the ranks' placements differ")
+            raise CollectiveInputError(f"{REDUCE}: rank {rank} received gradients for rows it does not own; the ranks' "
+                                       "placements differ")
         out.index_add_(0, local, got_rows)
         call.rec.bytes_sent = send.numel()
         call.rec.bytes_received = got.numel()

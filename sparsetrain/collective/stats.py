@@ -83,7 +83,8 @@ class CollectiveStats:
         return {op: {"calls": self._calls[op], **tot} for op, tot in self._totals.items()}
 
     def __repr__(self) -> str:
-        return f"CollectiveStats(calls={self.calls()}, bytes_sent={self.bytes_sent}, bytes_received={self.bytes_received}, seconds={self.seconds:.4f})"
+        return (f"CollectiveStats(calls={self.calls()}, bytes_sent={self.bytes_sent}, "
+                f"bytes_received={self.bytes_received}, seconds={self.seconds:.4f})")
 
 
 _DEFAULT = CollectiveStats()

@@ -1,6 +1,7 @@
 """The on-disk dataset format, importers and synthetic graphs.
 
-``load(path)`` opens a dataset folder as a ``GraphDataset`` (typed or not: ``ds.is_typed``); ``from_pyg``, ``from_files``,
+``load(path)`` opens a dataset folder as a ``GraphDataset`` (typed or not: ``ds.is_typed``); ``from_pyg``,
+``from_files``,
 ``from_ogb``, ``synthesize`` and ``synthesize_hetero`` write one (the CLI verbs ``preprocess`` and ``synth``).
 """
 
@@ -12,7 +13,8 @@ from sparsetrain.datasets.pyg import from_pyg
 from sparsetrain.datasets.synth import synthesize
 from sparsetrain.datasets.synth_hetero import synthesize_hetero
 
-__all__ = ["GraphDataset", "from_files", "from_ogb", "from_pyg", "load", "load_clusters", "synthesize", "synthesize_hetero"]
+__all__ = ["GraphDataset", "from_files", "from_ogb", "from_pyg", "load", "load_clusters", "synthesize",
+           "synthesize_hetero"]
 
 _MOVED = {
     "BuildOptions": "sparsetrain.datasets.build",

@@ -72,6 +72,7 @@ def mapped_file(folder: Path, name: str) -> MappedFile:
     try:
         return MappedFile(folder / name)
     except FileNotFoundError:
-        raise DatasetError(f"{folder / name}: missing; the dataset is incomplete, re-run `sparsetrain preprocess`") from None
+        raise DatasetError(f"{folder / name}: missing; the dataset is incomplete, re-run `sparsetrain "
+                           "preprocess`") from None
     except OSError as exc:
         raise DatasetError(f"{folder / name}: cannot be opened ({exc.strerror}); check its permissions") from None

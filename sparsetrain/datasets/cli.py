@@ -25,7 +25,8 @@ def _add_build_options(p: argparse.ArgumentParser, with_cleaning: bool = True) -
                         "partitions contiguous, kept in clusters.npy for --model gt); the map back is kept")
     p.add_argument("--feature-dtype", choices=fmt.FEATURE_DTYPES, help="stored feature dtype (default float32)")
     p.add_argument("--split", type=_fractions, metavar="random|TRAIN,VAL,TEST",
-                   help="random split of the labelled nodes when no split files are given: 'random' (0.6,0.2,0.2) or its fractions; "
+                   help="random split of the labelled nodes when no split files are given: 'random' (0.6,0.2,0.2) or "
+                        "its fractions; "
                    "with --ogb, a random split instead of the folder's (required when the folder has none)")
     p.add_argument("--seed", type=int, default=0, help="seed for every random choice")
     p.add_argument("--out", required=True, type=Path, help="dataset folder to create")
@@ -71,10 +72,12 @@ def _one_line(verb):
             raise
         except OSError as exc:
             where = exc.filename or getattr(args, "out", None) or getattr(args, "path", "")
-            raise DatasetError(f"{where}: {exc.strerror or exc}; check the path, its permissions and the free disk space") from None
+            raise DatasetError(f"{where}: {exc.strerror or exc}; check the path, its permissions and the free disk "
+                               "space") from None
         except MemoryError:
             raise DatasetError(
-                f"out of memory in `sparsetrain {args.verb}`; pass --num-nodes / --num-classes if an id or label is wrong, or use a larger machine"
+                f"out of memory in `sparsetrain {args.verb}`; pass --num-nodes / --num-classes if an id or label is "
+                "wrong, or use a larger machine"
             ) from None
 
     return run
@@ -84,21 +87,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "preprocess",
         help="import a graph (edge list + node files, or an OGB folder) into a dataset folder",
-        description="Import a graph into the sparsetrain dataset format. Either --edges (CSV/Parquet/.npy) with optional "
+        description="Import a graph into the sparsetrain dataset format. Either --edges (CSV/Parquet/.npy) with "
+                    "optional "
         "node files, or --ogb DIR (an OGB node-property folder). Streams in bounded memory; writes atomically.",
     )
     p.register("action", None, _Once)  # every single-value flag: given twice is refused, not silently the last
     p.register("action", "store", _Once)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--edges", type=Path, help="edge list: CSV (src,dst[,weight]; .gz ok), Parquet, or .npy [2,E]/[E,2]")
-    src.add_argument("--ogb", type=Path, help="OGB node-property folder with raw/ and split/ (a heterogeneous one, e.g. ogbn-mag, gives a typed dataset)")
+    src.add_argument("--edges", type=Path, help="edge list: CSV (src,dst[,weight]; .gz ok), Parquet, or .npy "
+                                                "[2,E]/[E,2]")
+    src.add_argument("--ogb", type=Path, help="OGB node-property folder with raw/ and split/ (a heterogeneous one, "
+                                              "e.g. ogbn-mag, gives a typed dataset)")
     src.add_argument("--typed-edges", action="append", metavar="SRC,REL,DST=FILE",
-                     help="typed dataset: the edge list of one edge type (src-type ids, dst-type ids); repeat per edge type")
+                     help="typed dataset: the edge list of one edge type (src-type ids, dst-type ids); repeat per edge "
+                          "type")
     typed = p.add_argument_group("typed (heterogeneous) datasets: --typed-edges or a heterogeneous --ogb folder")
-    typed.add_argument("--node-features", action="append", default=[], metavar="TYPE=FILE", help="features of one node type (one row per node)")
-    typed.add_argument("--node-labels", action="append", default=[], metavar="TYPE=FILE", help="labels of one node type")
-    typed.add_argument("--node-count", action="append", default=[], metavar="TYPE=N", help="node count of one type (default: its file rows, else largest id + 1)")
-    typed.add_argument("--target-type", help="node type the labels and splits are for (default: the only labelled type)")
+    typed.add_argument("--node-features", action="append", default=[], metavar="TYPE=FILE",
+                       help="features of one node type (one row per node)")
+    typed.add_argument("--node-labels", action="append", default=[], metavar="TYPE=FILE",
+                       help="labels of one node type")
+    typed.add_argument("--node-count", action="append", default=[], metavar="TYPE=N",
+                       help="node count of one type (default: its file rows, else largest id + 1)")
+    typed.add_argument("--target-type",
+                       help="node type the labels and splits are for (default: the only labelled type)")
     typed.add_argument("--add-reverse", action="store_true", help="also store (dst, rev_REL, src) for every edge type")
     p.add_argument("--features", type=Path, help="node features: .npy [N,D], Parquet, or CSV (one row per node)")
     p.add_argument("--labels", type=Path, help="node labels: .npy [N], Parquet, or CSV (one per line)")
@@ -106,8 +117,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument(f"--{name}-idx", type=Path, help=f"node ids of the {name} split (.npy, CSV or Parquet)")
     p.add_argument("--ogb-split", help="which folder under split/ to use (default: the first)")
     p.add_argument("--link-split", type=_fractions, metavar="TRAIN,VAL,TEST",
-                   help="link prediction: split the edges (e.g. 0.85,0.05,0.10; each undirected edge once), remove the val/test "
-                        "edges from the graph and draw fixed strict negatives for them (--seed)")
+                   help="link prediction: split the edges (e.g. 0.85,0.05,0.10; each undirected edge once), remove the "
+                        "val/test edges from the graph and draw fixed strict negatives for them (--seed)")
     p.add_argument("--link-negatives", type=int, default=100, metavar="K",
                    help="fixed negatives per val/test positive with --link-split, at least 1 (default 100: MRR "
                         "ranks each positive among its K)")
@@ -125,24 +136,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "synth",
         help="generate a synthetic power-law graph with learnable communities",
-        description="Generate a power-law graph (degree-corrected stochastic block model) whose features and labels follow "
+        description="Generate a power-law graph (degree-corrected stochastic block model) whose features and labels "
+                    "follow "
         "its communities, deterministic for --seed. --edges counts directed edges (each undirected edge twice).",
     )
-    p.add_argument("--preset", choices=sorted(PRESETS), help="sizes of a known graph: papers100m = ogbn-papers100M (111M nodes, "
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="sizes of a known graph: papers100m = ogbn-papers100M (111M nodes, "
                    "1.6B edges, 128 float16 features, 172 classes, 1.39%% labelled); other flags override its values")
     p.add_argument("--nodes", type=int, help="number of nodes (required without --preset or --hetero)")
     p.add_argument("--edges", type=int, help="number of directed edges, even (required without --preset or --hetero)")
     p.add_argument("--feature-dim", type=int, help="feature dimension (default 100; --hetero: 128)")
     p.add_argument("--classes", type=int, help="number of classes / communities (default 47; --hetero: 349)")
     p.add_argument("--label-fraction", type=float, help="fraction of nodes with a label, the rest -1 (default 1)")
-    p.add_argument("--hetero", action="store_true", help="an ogbn-mag-shaped typed graph (papers, authors, institutions, fields; "
+    p.add_argument("--hetero", action="store_true", help="an ogbn-mag-shaped typed graph (papers, authors, "
+                                                         "institutions, fields; "
                    "cites, writes, affiliated_with, has_topic and their reverses) with learnable paper labels")
-    p.add_argument("--scale", type=float, default=1.0, help="--hetero: size relative to ogbn-mag (1.0: 1.9M nodes, 21M edges + reverses)")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="--hetero: size relative to ogbn-mag (1.0: 1.9M nodes, 21M edges + reverses)")
     _add_build_options(p, with_cleaning=False)
     p.set_defaults(run=_one_line(_synth))
 
     p = sub.add_parser("info", help="describe a dataset folder: sizes, degrees, checksums, structure",
-                       description="Print a dataset's sizes, degree statistics, splits, and checksum and structure status "
+                       description="Print a dataset's sizes, degree statistics, splits, and checksum and structure "
+                                   "status "
                        "(monotone column pointers, every id, label and weight in range).")
     p.add_argument("path", type=Path, help="dataset folder")
     p.add_argument("--no-verify", action="store_true", help="skip the sha256 and structure checks of every file")
@@ -350,11 +366,13 @@ def _synth_hetero(args: argparse.Namespace) -> int:
 
     if args.nodes is not None or args.edges is not None or args.reorder != "none":
         raise DatasetError("--hetero sizes the graph with --scale; drop --nodes/--edges/--reorder")
-    ds = synthesize_hetero(args.out, scale=args.scale, num_classes=args.classes or 349, feature_dim=args.feature_dim or 128, seed=args.seed,
+    ds = synthesize_hetero(args.out, scale=args.scale, num_classes=args.classes or 349,
+                           feature_dim=args.feature_dim or 128, seed=args.seed,
                            feature_dtype=args.feature_dtype or "float32", overwrite=args.overwrite, quiet=args.quiet)
     if not args.quiet:
-        print(f"wrote {ds.path}: {sum(ds.num_nodes.values())} nodes of {len(ds.node_types)} types, {ds.graph.num_edges} edges of "
-              f"{len(ds.edge_types)} types, target type {ds.target_type} ({ds.num_classes} classes)")
+        print(f"wrote {ds.path}: {sum(ds.num_nodes.values())} nodes of {len(ds.node_types)} types, "
+              f"{ds.graph.num_edges} edges of {len(ds.edge_types)} types, target type {ds.target_type} "
+              f"({ds.num_classes} classes)")
     return 0
 
 
@@ -419,8 +437,9 @@ def _homogeneous_lines(ds) -> list[str]:
     if times:
         lines.append("times        " + "  ".join(times) + "  (train --temporal)")
     if ds.edge_split:
-        lines.append("link split   " + "  ".join(f"{k} {v.pos.shape[1]:,}" + ("" if v.neg is None else f" (+{v.neg.shape[1]:,} neg)")
-                                                  for k, v in ds.edge_split.items()))
+        lines.append("link split   " + "  ".join(
+            f"{k} {v.pos.shape[1]:,}" + ("" if v.neg is None else f" (+{v.neg.shape[1]:,} neg)")
+            for k, v in ds.edge_split.items()))
     if meta.get("permutation"):
         lines.append(f"reordered    by {meta['permutation']['method']} (original ids in {meta['permutation']['file']})")
     return lines

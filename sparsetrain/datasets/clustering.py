@@ -147,7 +147,8 @@ def metis_clusters(indptr: np.ndarray, indices: np.ndarray, cluster_size: int, s
     return np.asarray(membership, dtype=np.int64)
 
 
-def cluster_order(csc: RawCSC, cluster_size: int = DEFAULT_CLUSTER_SIZE, partitioner: str = "auto", seed: int = 0) -> tuple[np.ndarray, np.ndarray, str]:
+def cluster_order(csc: RawCSC, cluster_size: int = DEFAULT_CLUSTER_SIZE, partitioner: str = "auto",
+                  seed: int = 0) -> tuple[np.ndarray, np.ndarray, str]:
     """``(order, clusters, used)``: ``order[new] = old`` with clusters as contiguous ranges, ``clusters[new]``
     the (non-decreasing) cluster id of each new id, and the partitioner used ("metis" or "bfs")."""
     if cluster_size < 1:
@@ -155,7 +156,8 @@ def cluster_order(csc: RawCSC, cluster_size: int = DEFAULT_CLUSTER_SIZE, partiti
     if partitioner not in PARTITIONERS:
         raise DatasetError(f"partitioner {partitioner!r} is not known; choose one of {', '.join(PARTITIONERS)}")
     if partitioner == "metis" and not have_metis():
-        raise DatasetError("partitioner 'metis' needs the pymetis package; `pip install pymetis` or use partitioner='bfs'")
+        raise DatasetError("partitioner 'metis' needs the pymetis package; `pip install pymetis` or use "
+                           "partitioner='bfs'")
     used = "metis" if partitioner == "metis" or (partitioner == "auto" and have_metis()) else "bfs"
     indptr, indices = symmetric_adjacency(csc)
     if used == "metis":
@@ -175,6 +177,7 @@ def cluster_pointers(clusters: np.ndarray) -> np.ndarray:
     """``ptr`` [K + 1] with cluster ``c`` = ids ``[ptr[c], ptr[c + 1])`` from non-decreasing cluster ids."""
     clusters = np.asarray(clusters)
     if len(clusters) and np.any(clusters[1:] < clusters[:-1]):
-        raise DatasetError("cluster ids are not non-decreasing; clusters must be contiguous id ranges (build with reorder='cluster')")
+        raise DatasetError("cluster ids are not non-decreasing; clusters must be contiguous id ranges (build with "
+                           "reorder='cluster')")
     counts = np.bincount(clusters, minlength=int(clusters.max()) + 1 if len(clusters) else 0)
     return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)

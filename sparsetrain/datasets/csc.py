@@ -44,9 +44,10 @@ def _count(counts, src, dst, both_directions):
 
 
 @numba.njit(cache=True, nogil=True)
-def _group_by_bucket(src, dst, w, has_weights, bucket_of_node, first_node, num_nodes, both_directions, bucket, keys, weights, offsets,
-                     has_ids, first_row, ids):
-    """Fill ``keys`` (and ``weights``, ``ids``) with the chunk's directed edges grouped by bucket; ``offsets[b]`` starts bucket b.
+def _group_by_bucket(src, dst, w, has_weights, bucket_of_node, first_node, num_nodes, both_directions, bucket, keys,
+                     weights, offsets, has_ids, first_row, ids):
+    """Fill ``keys`` (and ``weights``, ``ids``) with the chunk's directed edges grouped by bucket; ``offsets[b]`` starts
+    bucket b.
 
     Outputs are passed in rather than returned: no arrays are boxed on the way back,
     which keeps the call safe when a signal handler raises right after it.
@@ -115,7 +116,8 @@ def _clean_bucket(keys, weights, has_weights, num_nodes, first_node, degrees, dr
     result[2] = backward
 
 
-def count_in_degrees(chunks: EdgeChunks, num_nodes: int | None, undirected: bool, check: Callable, on_chunk=None) -> np.ndarray:
+def count_in_degrees(chunks: EdgeChunks, num_nodes: int | None, undirected: bool, check: Callable,
+                     on_chunk=None) -> np.ndarray:
     """Pass 1: in-degree of every node (both directions when ``undirected``).
 
     ``check(src, dst, weight, first_row)`` validates a chunk before any of its ids
@@ -157,15 +159,16 @@ Bucket = tuple[Path, "Path | None", "Path | None"]
 """Scratch files of one bucket: keys, weights (or None), edge ids (or None)."""
 
 
-def write_buckets(chunks: EdgeChunks, firsts: np.ndarray, num_nodes: int, undirected: bool, weighted: bool, scratch: Callable[[str], Path],
-                  on_chunk=None, with_ids: bool = False) -> list[Bucket]:
+def write_buckets(chunks: EdgeChunks, firsts: np.ndarray, num_nodes: int, undirected: bool, weighted: bool,
+                  scratch: Callable[[str], Path], on_chunk=None, with_ids: bool = False) -> list[Bucket]:
     """Pass 2: append every directed edge's key (and weight, and row in the stream) to its bucket's scratch files.
 
     ``num_nodes`` is the key multiplier: the node count, or the source type's count for one edge type of a typed graph.
     """
     num_buckets = len(firsts) - 1
     bucket_of = np.repeat(np.arange(num_buckets, dtype=np.int32), np.diff(firsts))
-    paths = [(scratch(f"bucket{b}.keys"), scratch(f"bucket{b}.weights") if weighted else None, scratch(f"bucket{b}.ids") if with_ids else None)
+    paths = [(scratch(f"bucket{b}.keys"), scratch(f"bucket{b}.weights") if weighted else None,
+              scratch(f"bucket{b}.ids") if with_ids else None)
              for b in range(num_buckets)]
     files = [tuple(None if p is None else open(p, "wb") for p in bucket) for bucket in paths]
     no_weights = np.zeros(0, dtype=np.float32)
@@ -179,8 +182,8 @@ def write_buckets(chunks: EdgeChunks, firsts: np.ndarray, num_nodes: int, undire
             keys = np.empty(m, dtype=np.int64)
             weights = np.empty(m, dtype=np.float32) if weighted else no_weights
             ids = np.empty(m, dtype=np.int64) if with_ids else no_ids
-            _group_by_bucket(src, dst, no_weights if w is None else w, weighted, bucket_of, firsts, num_nodes, undirected, cursor, keys, weights,
-                             offsets, with_ids, row, ids)
+            _group_by_bucket(src, dst, no_weights if w is None else w, weighted, bucket_of, firsts, num_nodes,
+                             undirected, cursor, keys, weights, offsets, with_ids, row, ids)
             for b in np.flatnonzero(np.diff(offsets)):
                 for values, f in zip((keys, weights, ids), files[b]):
                     if f is not None:
@@ -220,9 +223,10 @@ def _stable_sort(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, keys[order]
 
 
-def assemble_columns(buckets: list[Bucket], firsts: np.ndarray, num_nodes: int, indices, weights, drop_self_loops: bool, drop_duplicates: bool,
-                     on_bucket=None, ids=None) -> ColumnsWritten:
-    """Sort and clean each bucket, append its columns to ``indices`` / ``weights`` / ``ids`` (:class:`ArrayFile`), delete it.
+def assemble_columns(buckets: list[Bucket], firsts: np.ndarray, num_nodes: int, indices, weights, drop_self_loops: bool,
+                     drop_duplicates: bool, on_bucket=None, ids=None) -> ColumnsWritten:
+    """Sort and clean each bucket, append its columns to ``indices`` / ``weights`` / ``ids`` (:class:`ArrayFile`),
+    delete it.
 
     ``num_nodes`` is the key multiplier of :func:`write_buckets`; the columns are the nodes ``[0, firsts[-1])``.
     Edge ids need every edge kept: no ``drop_self_loops``, no ``drop_duplicates``.
@@ -247,7 +251,8 @@ def assemble_columns(buckets: list[Bucket], firsts: np.ndarray, num_nodes: int, 
         else:
             keys.sort()
         lo = int(firsts[b])
-        _clean_bucket(keys, w, weight_path is not None, num_nodes, lo, degrees[lo : int(firsts[b + 1])], drop_self_loops, drop_duplicates, result)
+        _clean_bucket(keys, w, weight_path is not None, num_nodes, lo, degrees[lo : int(firsts[b + 1])],
+                      drop_self_loops, drop_duplicates, result)
         kept = int(result[0])
         forward, backward = (forward + int(result[1])) % 2**64, (backward + int(result[2])) % 2**64
         indices.append(keys[:kept].astype(indices.dtype))
@@ -268,9 +273,10 @@ def assemble_columns(buckets: list[Bucket], firsts: np.ndarray, num_nodes: int, 
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _write_columns(new_indptr, out_indices, out_weights, out_ids, old_indptr, old_indices, old_weights, old_ids, has_weights, has_ids,
-                   order, inverse, relabel):
-    """Column ``v`` of the output is column ``order[v]`` of the input, ids mapped through ``inverse``; weights and edge ids follow."""
+def _write_columns(new_indptr, out_indices, out_weights, out_ids, old_indptr, old_indices, old_weights, old_ids,
+                   has_weights, has_ids, order, inverse, relabel):
+    """Column ``v`` of the output is column ``order[v]`` of the input, ids mapped through ``inverse``; weights and edge
+    ids follow."""
     for v in numba.prange(new_indptr.shape[0] - 1):
         src = order[v]
         lo, hi = old_indptr[src], old_indptr[src] + (new_indptr[v + 1] - new_indptr[v])
@@ -324,8 +330,8 @@ class RawCSC:
         return np.diff(self.indptr)
 
 
-def write_permuted(csc: RawCSC, out_indptr: np.ndarray, out_indices: np.ndarray, out_weights: np.ndarray | None, order: np.ndarray | None,
-                   out_ids: np.ndarray | None = None) -> None:
+def write_permuted(csc: RawCSC, out_indptr: np.ndarray, out_indices: np.ndarray, out_weights: np.ndarray | None,
+                   order: np.ndarray | None, out_ids: np.ndarray | None = None) -> None:
     """Write ``csc`` into the output arrays; with ``order`` (new id -> old id) relabel the nodes (within a column, equal
     sources keep their order, so edge ids follow their edges)."""
     n = csc.num_nodes

@@ -359,8 +359,7 @@ def _open_graph(folder: Path, meta: dict, typed: bool) -> tuple[CSCGraph, dict[E
     for et, entry in zip(edge_types, meta["edge_types"]):
         if int(indptr[column]) != edge:
             raise ChecksumError(f"{folder / fmt.INDPTR}: entry {column} is {int(indptr[column])}, but edge type "
-                                f"{et}'s edges start "
-                                f"at {edge}; the dataset is damaged")
+                                f"{et}'s edges start at {edge}; the dataset is damaged")
         column, edge = column + counts[et[2]], edge + entry["num_edges"]
     if int(indptr[-1]) != num_edges:
         raise ChecksumError(f"{folder / fmt.INDPTR}: does not describe {num_edges} edges over {columns} columns; the "
@@ -390,14 +389,14 @@ def _edge_splits(folder: Path, meta: dict) -> dict[str, EdgeSplit]:
         k = split.neg_per_pos
         if k is not None and split.neg is not None and split.neg.shape[1] != k * split.pos.shape[1]:
             raise DatasetError(f"{folder / entry['neg']}: holds {split.neg.shape[1]} negatives but meta.json records "
-                               f"{k} for each of "
-                               f"{split.pos.shape[1]} positives; {_REBUILD}")
+                               f"{k} for each of {split.pos.shape[1]} positives; {_REBUILD}")
         result[name] = split
     return result
 
 
 def load_clusters(ds: GraphDataset) -> torch.Tensor | None:
-    """The dataset's cluster id per node (``clusters.npy``), or None when it was not built with ``reorder="cluster"``."""
+    """The dataset's cluster id per node (``clusters.npy``), or None when it was not built with
+    ``reorder="cluster"``."""
     from sparsetrain.datasets.clustering import CLUSTERS_FILE
 
     if not ds.meta.get("clusters") or CLUSTERS_FILE not in ds.meta.get("files", {}):

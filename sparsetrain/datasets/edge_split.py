@@ -1,4 +1,5 @@
-"""Edge splits for link prediction: positive edges per split, fixed negatives for val/test, held-out edges off the graph.
+"""Edge splits for link prediction: positive edges per split, fixed negatives for val/test, held-out edges off the
+graph.
 
 A random split (:func:`random_edge_split`) takes the cleaned graph, draws the val and test
 positives (on a symmetric graph each undirected edge once, as ``u < v``), removes them
@@ -51,8 +52,8 @@ def check_fractions(fractions) -> tuple[float, float, float]:
     except (TypeError, ValueError):
         parts = ()
     if len(parts) != 3 or not all(np.isfinite(f) and f >= 0 for f in parts) or sum(parts) > 1 + 1e-9 or parts[0] <= 0:
-        raise DatasetError(f"link split {fractions!r}: give three fractions (train, val, test), train > 0, summing to at most 1, "
-                           "e.g. 0.85,0.05,0.10")
+        raise DatasetError(f"link split {fractions!r}: give three fractions (train, val, test), train > 0, summing to "
+                           "at most 1, e.g. 0.85,0.05,0.10")
     return parts
 
 
@@ -70,16 +71,18 @@ def check_edge_split(split: EdgeSplit, num_nodes: int, where: str) -> None:
         if edges is None:
             continue
         if edges.dim() != 2 or edges.shape[0] != 2 or edges.dtype.is_floating_point or edges.dtype == torch.bool:
-            raise DatasetError(f"{where}: {kind} edges have {edges.dtype}{list(edges.shape)}; expected integer node ids of shape [2, E]")
+            raise DatasetError(f"{where}: {kind} edges have {edges.dtype}{list(edges.shape)}; expected integer node "
+                               "ids of shape [2, E]")
         if edges.numel():
             bad = (edges < 0) | (edges >= num_nodes)
             if bool(bad.any()):
                 col = int(bad.any(0).nonzero()[0])
-                raise DatasetError(f"{where}: {kind} edge {col} is ({int(edges[0, col])}, {int(edges[1, col])}), a node id outside "
-                                   f"[0, {num_nodes}); fix that row or pass the right --num-nodes")
-    if split.neg_per_pos is not None and split.neg is not None and split.neg.shape[1] != split.pos.shape[1] * split.neg_per_pos:
-        raise DatasetError(f"{where}: {split.neg.shape[1]} negatives for {split.pos.shape[1]} positives with {split.neg_per_pos} "
-                           "per positive; give the same number of negatives for every positive")
+                raise DatasetError(f"{where}: {kind} edge {col} is ({int(edges[0, col])}, {int(edges[1, col])}), a "
+                                   f"node id outside [0, {num_nodes}); fix that row or pass the right --num-nodes")
+    if (split.neg_per_pos is not None and split.neg is not None
+            and split.neg.shape[1] != split.pos.shape[1] * split.neg_per_pos):
+        raise DatasetError(f"{where}: {split.neg.shape[1]} negatives for {split.pos.shape[1]} positives with "
+                           f"{split.neg_per_pos} per positive; give the same number of negatives for every positive")
 
 
 def _column_ids(csc: RawCSC) -> tuple[np.ndarray, np.ndarray]:
@@ -92,7 +95,8 @@ def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: i
                       ) -> tuple[RawCSC, dict[str, EdgeSplit]]:
     """The message-passing graph without the val/test edges, and the three splits (see the module docstring).
 
-    ``symmetric``: every edge's reverse is in the graph (as the import found), so a held-out edge takes its reverse along.
+    ``symmetric``: every edge's reverse is in the graph (as the import found), so a held-out edge takes its reverse
+    along.
 
     Train positives are drawn from the edges left in the graph (all of them when the fractions sum to 1).
     """
@@ -111,7 +115,8 @@ def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: i
                            f"{n_train} train, {n_val} validation and {n_test} test edges; each needs at least one: "
                            "give larger validation/test fractions or a larger graph")
     keys = keys[np.random.default_rng(seed).permutation(total)]
-    parts = {"val": keys[:n_val], "test": keys[n_val : n_val + n_test], "train": keys[n_val + n_test : n_val + n_test + n_train]}
+    parts = {"val": keys[:n_val], "test": keys[n_val : n_val + n_test],
+             "train": keys[n_val + n_test : n_val + n_test + n_train]}
 
     held = np.concatenate([parts["val"], parts["test"]])
     if symmetric:
@@ -122,7 +127,8 @@ def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: i
     weights = None if csc.weights is None else np.asarray(csc.weights[: csc.num_edges])[keep]
     graph = RawCSC(indptr, np.asarray(csc.indices[: csc.num_edges])[keep], weights)
 
-    with warnings.catch_warnings():  # read-only maps the sampler only reads: torch's not-writable warning does not apply
+    # read-only maps the sampler only reads: torch's not-writable warning does not apply
+    with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         full_graph = CSCGraph.from_numpy(np.asarray(csc.indptr), np.asarray(csc.indices))
     full = NegativeSampler(full_graph, strict=True, seed=seed)

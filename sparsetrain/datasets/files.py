@@ -66,7 +66,8 @@ def from_files(
         options=BuildOptions(**options),
         node_time=None if node_time is None else _node_times(node_time),
         edge_time=edge_time,
-        provenance={"importer": "files", "edges": str(edges), "features": str(features) if features else None, "labels": str(labels) if labels else None},
+        provenance={"importer": "files", "edges": str(edges), "features": str(features) if features else None,
+                    "labels": str(labels) if labels else None},
     )
 
 
@@ -103,12 +104,14 @@ def from_files_hetero(
     for key, path in edges.items():
         et = parse_edge_type(key) if isinstance(key, str) else tuple(key)
         if et in edge_sources:
-            raise DatasetError(f"edge type {et} is given twice ({edge_sources[et].name} and {path}); merge them into one file")
+            raise DatasetError(f"edge type {et} is given twice ({edge_sources[et].name} and {path}); merge them into "
+                               "one file")
         source, times = _timed_edge_source(Path(path), edge_time_column)
         if times is not None:
             edge_times[et] = times
         if source.weighted:
-            raise DatasetError(f"{path}: has an edge weight column, which a typed dataset does not store; drop the column")
+            raise DatasetError(f"{path}: has an edge weight column, which a typed dataset does not store; drop the "
+                               "column")
         edge_sources[et] = source
     types = list(dict.fromkeys(end for et in edge_sources for end in (et[0], et[2])))
     stray = [t for t in num_nodes if t not in types]
@@ -118,7 +121,8 @@ def from_files_hetero(
     target_type = target_type_of(list(labels), target_type, "--node-labels")
     check_split_parts(splits or {})
     if num_classes is not None and target_type is None:
-        raise DatasetError(f"num_classes={num_classes} (--num-classes) without labels; give --node-labels TYPE=FILE or drop it")
+        raise DatasetError(f"num_classes={num_classes} (--num-classes) without labels; give --node-labels TYPE=FILE or "
+                           "drop it")
     if num_classes is not None:
         options["num_classes"] = {target_type: num_classes}
     return build_dataset(
@@ -131,5 +135,6 @@ def from_files_hetero(
         target_type=target_type,
         splits={k: Source.from_reader(NodeTableReader(v, "index")) for k, v in (splits or {}).items()},
         options=BuildOptions(**options),
-        provenance={"importer": "files-hetero", "edges": {fmt.edge_key(et): source.name for et, source in edge_sources.items()}},
+        provenance={"importer": "files-hetero", "edges": {fmt.edge_key(et): source.name for et,
+                                                          source in edge_sources.items()}},
     )

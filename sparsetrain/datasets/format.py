@@ -173,7 +173,8 @@ def read_meta(folder: Path) -> dict:
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DatasetError(f"{path}: not valid JSON ({exc}); the dataset is damaged, re-run `sparsetrain preprocess`") from None
+        raise DatasetError(f"{path}: not valid JSON ({exc}); the dataset is damaged, re-run `sparsetrain "
+                           "preprocess`") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise DatasetError(f"{path}: field 'format' is not {FORMAT_NAME!r}; this is not a sparsetrain dataset")
     version = meta.get("format_version")
@@ -213,7 +214,8 @@ def check_files_field(meta: dict, path: Path) -> None:
             raise DatasetError(f"{path}: 'files' entry {name!r} is not a plain .npy file name inside the dataset "
                                f"folder; {_DAMAGED}")
         if not isinstance(entry, dict):
-            raise DatasetError(f"{path}: 'files' entry {name} is not an object with dtype, shape and sha256; {_DAMAGED}")
+            raise DatasetError(f"{path}: 'files' entry {name} is not an object with dtype, shape and sha256; "
+                               f"{_DAMAGED}")
         for field, ok in (
             ("dtype", isinstance(entry.get("dtype"), str)),
             ("shape", isinstance(entry.get("shape"), list) and all(_count(n) for n in entry["shape"])),
@@ -258,8 +260,7 @@ def check_meta(meta: dict, path: Path) -> None:
         _listed(meta, path, entry.get("file"), f"field 'labels' of node type {t!r}")
         if not _count(entry.get("num_classes"), 1):
             raise DatasetError(f"{path}: field 'labels' of node type {t!r}: 'num_classes' is "
-                               f"{entry.get('num_classes')!r}, "
-                               f"not a positive integer; {_DAMAGED}")
+                               f"{entry.get('num_classes')!r}, not a positive integer; {_DAMAGED}")
     target = meta.get("target_type")
     if target is not None and target not in node_types:
         raise DatasetError(f"{path}: field 'target_type' is {target!r}, which 'node_types' does not list; {_DAMAGED}")
@@ -351,7 +352,8 @@ def link_edge_type(entry: dict) -> EdgeType:
 
 
 def open_array(folder: Path, name: str, meta: dict, *, mmap: bool = True, readonly: bool = False) -> np.ndarray:
-    """Memory-map one array file (``mmap=False``: read it into memory) and check its dtype and shape against ``meta.json``.
+    """Memory-map one array file (``mmap=False``: read it into memory) and check its dtype and shape against
+    ``meta.json``.
 
     A mapped array is registered with ``sparsetrain._sigbus``, so a read of it after the file was truncated ends the
     process with one line naming the file. Mapped copy-on-write: reads share the page cache, and a stray in-place write

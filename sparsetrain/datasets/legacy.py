@@ -38,8 +38,7 @@ def _relations(folder: Path, meta: dict) -> tuple[dict[fmt.EdgeType, CSCGraph], 
         indices = format_array(folder, meta, relation_file(et, "indices"), ("int32", "int64"), (e,))
         if int(indptr[0]) != 0 or int(indptr[-1]) != e:
             raise DatasetError(f"{folder / relation_file(et, 'indptr')}: does not describe {e} edges (first "
-                               f"{indptr[0]}, "
-                               f"last {indptr[-1]}); {_REBUILD}")
+                               f"{indptr[0]}, last {indptr[-1]}); {_REBUILD}")
         ids = format_array(folder, meta, relation_file(et, "edge_ids"), ("int64",), (e,), mmap=False)
         edge_ids[et] = torch.from_numpy(ids)
         files = {kind: mapped_file(folder, relation_file(et, kind)) for kind in ("indptr", "indices")}

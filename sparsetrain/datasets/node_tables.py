@@ -20,15 +20,18 @@ def _rows_in_chunks(source: Source, num_nodes: int, nodes_from: str) -> Iterator
     row = 0
     for chunk in source.chunks():
         if row + len(chunk) > num_nodes:
-            raise DatasetError(f"{source.name}: has more than {num_nodes} rows but the graph has {num_nodes} nodes ({nodes_from}); one row per node (fix the file or --num-nodes)")
+            raise DatasetError(f"{source.name}: has more than {num_nodes} rows but the graph has {num_nodes} nodes "
+                               f"({nodes_from}); one row per node (fix the file or --num-nodes)")
         yield row, chunk
         row += len(chunk)
     if row != num_nodes:
-        raise DatasetError(f"{source.name}: has {row} rows but the graph has {num_nodes} nodes ({nodes_from}); one row per node is required (fix the file or --num-nodes)")
+        raise DatasetError(f"{source.name}: has {row} rows but the graph has {num_nodes} nodes ({nodes_from}); one row "
+                           "per node is required (fix the file or --num-nodes)")
 
 
 def _put_rows(out, first: int, rows: np.ndarray, inverse: np.ndarray | None) -> None:
-    """Rows ``first...`` of the imported order into ``out`` (an :class:`ArrayFile`), through ``inverse`` when reordered."""
+    """Rows ``first...`` of the imported order into ``out`` (an :class:`ArrayFile`), through ``inverse`` when
+    reordered."""
     if inverse is None:
         out.write_rows(first, rows)
         return
@@ -47,9 +50,10 @@ def _all_finite(values: np.ndarray) -> bool:
     return bool(np.isfinite(values).all())
 
 
-def write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, feature_dtype: str,
-                   name: str, quiet: bool = False) -> int:
-    """Stream one node type's feature rows into ``name`` (rows through ``inverse`` when reordered), checked; returns the width."""
+def write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None,
+                   feature_dtype: str, name: str, quiet: bool = False) -> int:
+    """Stream one node type's feature rows into ``name`` (rows through ``inverse`` when reordered), checked; returns the
+    width."""
     dtype = np.dtype(feature_dtype)
     out = None
     try:
@@ -60,17 +64,21 @@ def write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes_
                     chunk = chunk.reshape(len(chunk), -1)
                 if out is None:
                     if chunk.shape[1] == 0:
-                        raise DatasetError(f"{source.name}: feature rows have no columns; give at least one feature per node")
+                        raise DatasetError(f"{source.name}: feature rows have no columns; give at least one feature "
+                                           "per node")
                     out = writer.stream_array(name, (num_nodes, chunk.shape[1]), dtype)
                 elif chunk.shape[1] != out.shape[1]:
-                    raise DatasetError(f"{source.name}: {source.where(first)} has {chunk.shape[1]} features, earlier rows {out.shape[1]}; all rows need the same width")
+                    raise DatasetError(f"{source.name}: {source.where(first)} has {chunk.shape[1]} features, earlier "
+                                       f"rows {out.shape[1]}; all rows need the same width")
                 values = chunk.astype(dtype, copy=False)
                 if not _all_finite(values):
                     finite = np.isfinite(values)
                     row, col = (int(i[0]) for i in np.nonzero(~finite))
                     raw = chunk[row, col]
-                    hint = f"it overflows {dtype}; use feature dtype float32" if np.isfinite(raw) else "replace NaN/inf features (e.g. with 0) before importing"
-                    raise DatasetError(f"{source.name}: {source.where(first + row)}, column {col}: {raw} is not a finite number; {hint}")
+                    hint = (f"it overflows {dtype}; use feature dtype float32" if np.isfinite(raw)
+                            else "replace NaN/inf features (e.g. with 0) before importing")
+                    raise DatasetError(f"{source.name}: {source.where(first + row)}, column {col}: {raw} is not a "
+                                       f"finite number; {hint}")
                 _put_rows(out, first, values, inverse)
                 bar.update(len(values))
     finally:
@@ -84,24 +92,27 @@ def write_features(writer: DatasetWriter, source: Source, num_nodes: int, nodes_
 _SPARE_CLASSES = 64
 
 
-def write_labels(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, num_classes: int | None,
-                 name: str) -> tuple[int, np.ndarray]:
-    """Write one node type's labels (-1: no label) into ``name``; returns the class count and which nodes (new ids) have none."""
+def write_labels(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None,
+                 num_classes: int | None, name: str) -> tuple[int, np.ndarray]:
+    """Write one node type's labels (-1: no label) into ``name``; returns the class count and which nodes (new ids) have
+    none."""
     with writer.stream_array(name, (num_nodes,), np.int64) as out:
         unlabelled = np.zeros(num_nodes, dtype=np.bool_)
         num_classes = _stream_labels(source, num_nodes, nodes_from, inverse, num_classes, out, unlabelled)
     return num_classes, unlabelled
 
 
-def _stream_labels(source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, num_classes: int | None, out, unlabelled: np.ndarray) -> int:
+def _stream_labels(source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None, num_classes: int | None,
+                   out, unlabelled: np.ndarray) -> int:
     highest, highest_row = -1, 0
     # which labels occur; never longer than 2 * num_nodes + _SPARE_CLASSES, beyond that a label is refused outright
     used = np.zeros(0, dtype=np.bool_)
 
     def too_many_classes() -> DatasetError:
         return DatasetError(
-            f"{source.name}: {source.where(highest_row)}: label {highest} would make {highest + 1} classes, far more than the "
-            f"distinct labels in use; fix the label, or pass --num-classes {highest + 1} if there really are that many classes"
+            f"{source.name}: {source.where(highest_row)}: label {highest} would make {highest + 1} classes, far more "
+            f"than the distinct labels in use; fix the label, or pass --num-classes {highest + 1} if there really are "
+            "that many classes"
         )
 
     for first, chunk in _rows_in_chunks(source, num_nodes, nodes_from):
@@ -109,8 +120,10 @@ def _stream_labels(source: Source, num_nodes: int, nodes_from: str, inverse: np.
         bad = (values < -1) if num_classes is None else ((values < -1) | (values >= num_classes))
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            allowed = "must be >= 0 (or -1: no label)" if num_classes is None else f"must be in [0, {num_classes}) (or -1: no label)"
-            raise DatasetError(f"{source.name}: {source.where(first + row)}: label {values[row]} {allowed}; fix the label or pass the right --num-classes")
+            bounds = ">= 0" if num_classes is None else f"in [0, {num_classes})"
+            allowed = f"must be {bounds} (or -1: no label)"
+            raise DatasetError(f"{source.name}: {source.where(first + row)}: label {values[row]} {allowed}; fix the "
+                               "label or pass the right --num-classes")
         if len(values):
             top = int(np.argmax(values))
             if values[top] > highest:
@@ -125,7 +138,8 @@ def _stream_labels(source: Source, num_nodes: int, nodes_from: str, inverse: np.
         missing = np.flatnonzero(values < 0) + first
         unlabelled[missing if inverse is None else inverse[missing]] = True
     if highest < 0:
-        raise DatasetError(f"{source.name}: no node has a label (all are -1 or NaN); give some nodes a label, or import without labels")
+        raise DatasetError(f"{source.name}: no node has a label (all are -1 or NaN); give some nodes a label, or "
+                           "import without labels")
     if num_classes is not None:
         return num_classes
     if highest + 1 > 2 * int(used.sum()) + _SPARE_CLASSES:
@@ -136,7 +150,8 @@ def _stream_labels(source: Source, num_nodes: int, nodes_from: str, inverse: np.
 def _integers(source: Source, values: np.ndarray, first: int, what: str) -> np.ndarray:
     bad = first_non_integer(values)
     if bad is not None:
-        raise DatasetError(f"{source.name}: {source.where(first + bad)}: {values[bad]} is not an integer; {what} must be whole numbers")
+        raise DatasetError(f"{source.name}: {source.where(first + bad)}: {values[bad]} is not an integer; {what} must "
+                           "be whole numbers")
     return values.astype(np.int64, copy=False)
 
 
@@ -152,29 +167,34 @@ def read_splits(splits: dict[str, Source], num_nodes: int, unlabelled: np.ndarra
             bad = (ids < 0) | (ids >= num_nodes)
             if bad.any():
                 at = int(np.flatnonzero(bad)[0])
-                raise DatasetError(f"{source.name}: {source.where(row + at)}: node id {ids[at]} is out of range [0, {num_nodes}); fix the {name} split")
+                raise DatasetError(f"{source.name}: {source.where(row + at)}: node id {ids[at]} is out of range [0, "
+                                   f"{num_nodes}); fix the {name} split")
             taken = owner[ids]
             clash = taken >= 0
             if clash.any():
                 at = int(np.flatnonzero(clash)[0])
                 other = list(splits)[taken[at]]
                 what = "twice" if other == name else f"also in the {other} split"
-                raise DatasetError(f"{source.name}: {source.where(row + at)}: node {ids[at]} is {what}; splits must not overlap or repeat nodes")
+                raise DatasetError(f"{source.name}: {source.where(row + at)}: node {ids[at]} is {what}; splits must "
+                                   "not overlap or repeat nodes")
             if unlabelled is not None and unlabelled[ids].any():
                 at = int(np.flatnonzero(unlabelled[ids])[0])
-                raise DatasetError(f"{source.name}: {source.where(row + at)}: node {ids[at]} has no label (-1 or NaN); a {name} node needs one, fix its label or drop it from the split")
+                raise DatasetError(f"{source.name}: {source.where(row + at)}: node {ids[at]} has no label (-1 or NaN); "
+                                   f"a {name} node needs one, fix its label or drop it from the split")
             owner[ids] = k
             # a duplicate inside one chunk escapes the check above
             if len(np.unique(ids)) != len(ids):
                 values, counts = np.unique(ids, return_counts=True)
-                raise DatasetError(f"{source.name}: node {values[counts > 1][0]} is listed twice in the {name} split; splits must not repeat nodes")
+                raise DatasetError(f"{source.name}: node {values[counts > 1][0]} is listed twice in the {name} split; "
+                                   "splits must not repeat nodes")
             parts.append(ids)
             row += len(ids)
         result[name] = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     return result
 
 
-def random_split(num_nodes: int, unlabelled: np.ndarray, fractions: tuple[float, float, float], seed: int) -> dict[str, np.ndarray]:
+def random_split(num_nodes: int, unlabelled: np.ndarray, fractions: tuple[float, float, float],
+                 seed: int) -> dict[str, np.ndarray]:
     """Split the labelled nodes at random by ``fractions`` of their number."""
     perm = np.random.default_rng(seed).permutation(num_nodes)
     if unlabelled.any():

@@ -30,7 +30,8 @@ class NpzMember:
                 self.info = archive.getinfo(f"{name}.npy")
                 with archive.open(self.info) as f:
                     version = np.lib.format.read_magic(f)
-                    reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                    fmt = np.lib.format
+                    reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
                     self.shape, fortran, self.dtype = reader(f)
                     self.data_offset = f.tell()
         except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError) as exc:
@@ -41,7 +42,8 @@ class NpzMember:
             raise DatasetError(f"{self.label}: holds Python objects; it must be a numeric array")
         expected = self.data_offset + self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64))
         if self.info.file_size != expected:
-            raise DatasetError(f"{self.label}: holds {self.info.file_size} bytes but its header says {self.dtype}{list(self.shape)} ({expected} bytes); {_DAMAGED}")
+            raise DatasetError(f"{self.label}: holds {self.info.file_size} bytes but its header says "
+                               f"{self.dtype}{list(self.shape)} ({expected} bytes); {_DAMAGED}")
 
     @staticmethod
     def names(path: Path) -> list[str]:
@@ -76,4 +78,6 @@ class NpzMember:
 
     def read(self) -> np.ndarray:
         """The whole array (for small members)."""
-        return np.concatenate(list(self.rows(1 << 20))).reshape(self.shape) if self.shape and self.shape[0] else np.zeros(self.shape, self.dtype)
+        if not (self.shape and self.shape[0]):
+            return np.zeros(self.shape, self.dtype)
+        return np.concatenate(list(self.rows(1 << 20))).reshape(self.shape)

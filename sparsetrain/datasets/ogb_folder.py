@@ -58,9 +58,11 @@ def _csv_count(path: Path) -> int | None:
         return None
     values = np.concatenate(list(NodeTableReader(path, "index")()))
     if len(values) != 1:
-        raise DatasetError(f"{path}: holds {len(values)} values; OGB stores a single graph's count here (multi-graph datasets are not node-property datasets)")
+        raise DatasetError(f"{path}: holds {len(values)} values; OGB stores a single graph's count here (multi-graph "
+                           "datasets are not node-property datasets)")
     if first_non_integer(values) is not None or values[0] < 1:
-        raise DatasetError(f"{path}: holds {values[0]}; the node count must be a positive whole number (fix the file or pass --num-nodes)")
+        raise DatasetError(f"{path}: holds {values[0]}; the node count must be a positive whole number (fix the file "
+                           "or pass --num-nodes)")
     return int(values[0])
 
 
@@ -76,7 +78,8 @@ def _labels_as_ints(chunk: np.ndarray) -> np.ndarray:
 
 def _member(path: Path, name: str, what: str) -> NpzMember:
     if name not in NpzMember.names(path):
-        raise DatasetError(f"{path}: holds no {name} ({what}); an OGB node-property folder needs it (download the dataset again)")
+        raise DatasetError(f"{path}: holds no {name} ({what}); an OGB node-property folder needs it (download the "
+                           "dataset again)")
     return NpzMember(path, name)
 
 
@@ -84,37 +87,46 @@ def _binary_sources(raw: Path, num_nodes: int | None) -> tuple[EdgeSource, int, 
     data = raw / "data.npz"
     edges = _member(data, "edge_index", "the edges")
     if len(edges.shape) != 2 or edges.shape[0] != 2 or edges.dtype.kind not in "iu":
-        raise DatasetError(f"{edges.label}: is {edges.dtype}{list(edges.shape)}; OGB's edge_index is an integer array of shape [2, num_edges]")
+        raise DatasetError(f"{edges.label}: is {edges.dtype}{list(edges.shape)}; OGB's edge_index is an integer array "
+                           "of shape [2, num_edges]")
     if num_nodes is None:
         counts = _member(data, "num_nodes_list", "the node count")
         values = counts.read().reshape(-1)
         if len(values) != 1 or values.dtype.kind not in "iu" or values[0] < 1:
-            raise DatasetError(f"{counts.label}: holds {values.tolist()[:4]}; a node-property dataset has one graph with a positive node count")
+            raise DatasetError(f"{counts.label}: holds {values.tolist()[:4]}; a node-property dataset has one graph "
+                               "with a positive node count")
         num_nodes = int(values[0])
     num_edges = edges.shape[1]
 
     def edge_chunks():
         # [2, E] in C order: all sources, then all destinations; two streams side by side
-        for src, dst in zip(edges.elements(0, num_edges, CHUNK_ROWS), edges.elements(num_edges, num_edges, CHUNK_ROWS), strict=True):
+        for src, dst in zip(edges.elements(0, num_edges, CHUNK_ROWS), edges.elements(num_edges, num_edges, CHUNK_ROWS),
+                            strict=True):
             yield src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False), None
 
     names = NpzMember.names(data)
     if "node_feat" not in names:
-        raise DatasetError(f"{data}: holds no node_feat (arrays: {', '.join(names)}); the node features are missing, this importer needs them")
+        raise DatasetError(f"{data}: holds no node_feat (arrays: {', '.join(names)}); the node features are missing, "
+                           "this importer needs them")
     feats = NpzMember(data, "node_feat")
     if len(feats.shape) != 2 or feats.dtype.kind not in "iuf":
-        raise DatasetError(f"{feats.label}: is {feats.dtype}{list(feats.shape)}; node features must be numbers of shape [num_nodes, dim]")
+        raise DatasetError(f"{feats.label}: is {feats.dtype}{list(feats.shape)}; node features must be numbers of "
+                           "shape [num_nodes, dim]")
     label_file = raw / "node-label.npz"
     if not label_file.is_file():
-        raise DatasetError(f"{label_file}: missing; the node labels are missing, an OGB node-property folder has raw/node-label.npz")
+        raise DatasetError(f"{label_file}: missing; the node labels are missing, an OGB node-property folder has "
+                           "raw/node-label.npz")
     labels = _member(label_file, "node_label", "the node labels")
-    if labels.dtype.kind not in "iuf" or len(labels.shape) not in (1, 2) or (len(labels.shape) == 2 and labels.shape[1] != 1):
-        raise DatasetError(f"{labels.label}: is {labels.dtype}{list(labels.shape)}; one class label per node ([num_nodes] or [num_nodes, 1]) is supported")
+    shape = labels.shape
+    if labels.dtype.kind not in "iuf" or len(shape) not in (1, 2) or (len(shape) == 2 and shape[1] != 1):
+        raise DatasetError(f"{labels.label}: is {labels.dtype}{list(labels.shape)}; one class label per node "
+                           "([num_nodes] or [num_nodes, 1]) is supported")
     where = lambda row: f"row {row}"  # noqa: E731
     return (
         EdgeSource(edges.label, edge_chunks, num_edges, lambda row: f"edge {row}"),
         num_nodes,
-        Source(feats.label, lambda: feats.rows(max(1, (1 << 26) // max(1, feats.dtype.itemsize * feats.shape[1]))), feats.shape[0], where),
+        Source(feats.label, lambda: feats.rows(max(1, (1 << 26) // max(1, feats.dtype.itemsize * feats.shape[1]))),
+               feats.shape[0], where),
         Source(labels.label, lambda: (_labels_as_ints(c) for c in labels.rows(CHUNK_ROWS)), labels.shape[0], where),
     )
 
@@ -126,13 +138,15 @@ def _split_sources(folder: Path) -> dict[str, Source]:
         split = read_pt_dict(pt)
         for ours, theirs in _SPLIT_PARTS.items():
             if theirs not in split:
-                raise DatasetError(f"{pt}: has no {theirs!r} part (keys: {', '.join(map(str, split))}); OGB splits have train, valid and test")
+                raise DatasetError(f"{pt}: has no {theirs!r} part (keys: {', '.join(map(str, split))}); OGB splits "
+                                   "have train, valid and test")
             sources[ours] = Source.from_array(f"{pt}[{theirs}]", integer_ids(split[theirs], f"{pt}[{theirs!r}]", 1))
         return sources
     for ours, theirs in _SPLIT_PARTS.items():
         found = _find(folder, theirs)
         if found is None:
-            raise DatasetError(f"{folder}: has no {theirs}.csv.gz (nor split_dict.pt); OGB splits have train, valid and test parts")
+            raise DatasetError(f"{folder}: has no {theirs}.csv.gz (nor split_dict.pt); OGB splits have train, valid "
+                               "and test parts")
         sources[ours] = Source.from_reader(NodeTableReader(found, "index"))
     return sources
 
@@ -143,25 +157,30 @@ def _release(root: Path) -> str | None:
 
 
 def _split_dir(root: Path, split: str | None) -> Path:
-    """The folder under ``split/`` to use: ``split`` by name, else the first; an error naming the fix when there is none."""
+    """The folder under ``split/`` to use: ``split`` by name, else the first; an error naming the fix when there is
+    none."""
     split_root = root / "split"
     split_dirs = sorted(p for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
     if not split_dirs:
-        raise DatasetError(f"{split_root}: no split folder; an OGB folder ships split/<name>/ (split_dict.pt or train/valid/test.csv.gz); {_RANDOM_HINT}")
+        raise DatasetError(f"{split_root}: no split folder; an OGB folder ships split/<name>/ (split_dict.pt or "
+                           f"train/valid/test.csv.gz); {_RANDOM_HINT}")
     if split is None:
         return split_dirs[0]
     named = [p for p in split_dirs if p.name == split]
     if not named:
-        raise DatasetError(f"{split_root / split}: no such split folder; available: {', '.join(p.name for p in split_dirs)}")
+        raise DatasetError(f"{split_root / split}: no such split folder; available: "
+                           f"{', '.join(p.name for p in split_dirs)}")
     return named[0]
 
 
 def _from_ogb_link(root: Path, out_dir, split_dir: Path, num_nodes: int | None, options: dict) -> GraphDataset:
-    """An OGB link-property folder: ``raw/edge.csv.gz`` is the training graph, ``split/<name>/{train,valid,test}.pt`` the edge splits."""
+    """An OGB link-property folder: ``raw/edge.csv.gz`` is the training graph, ``split/<name>/{train,valid,test}.pt``
+    the edge splits."""
     raw = root / "raw"
     edge_file = _find(raw, "edge")
     if edge_file is None:
-        raise DatasetError(f"{raw}: no edge.csv.gz; an OGB link-property folder has raw/edge.csv.gz (download it with the ogb package elsewhere)")
+        raise DatasetError(f"{raw}: no edge.csv.gz; an OGB link-property folder has raw/edge.csv.gz (download it with "
+                           "the ogb package elsewhere)")
     feat_file, label_file = _find(raw, "node-feat"), _find(raw, "node-label")
     return build_dataset(
         out_dir,
@@ -175,7 +194,8 @@ def _from_ogb_link(root: Path, out_dir, split_dir: Path, num_nodes: int | None, 
     )
 
 
-def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: str | None = None, **options) -> GraphDataset:
+def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: str | None = None,
+             **options) -> GraphDataset:
     """Import an OGB node-property folder (binary ``raw/data.npz`` layout or CSV layout), a heterogeneous one
     (``raw/num-node-dict.csv.gz``, e.g. ogbn-mag: :func:`from_ogb_hetero`) or a link-property one
     (``split/<name>/{train,valid,test}.pt``, see :mod:`sparsetrain.datasets.ogb_link`).
@@ -199,7 +219,8 @@ def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: s
     if not (raw / "data.npz").is_file():  # a bad count file is reported before anything else
         num_nodes = num_nodes or _csv_count(raw / "num-node-list.csv.gz") or _csv_count(raw / "num-node-list.csv")
     split_dir = None if split == "random" else _split_dir(root, split)
-    if split_dir is not None and not (raw / "data.npz").is_file() and is_link_split_dir(split_dir):  # link folders ship CSV edges
+    # link folders ship CSV edges
+    if split_dir is not None and not (raw / "data.npz").is_file() and is_link_split_dir(split_dir):
         return _from_ogb_link(root, out_dir, split_dir, num_nodes, options)
     if (raw / "data.npz").is_file():
         layout = "binary"
@@ -208,17 +229,21 @@ def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: s
         layout = "csv"
         edge_file = _find(raw, "edge")
         if edge_file is None:
-            raise DatasetError(f"{raw}: has neither data.npz nor edge.csv.gz; an OGB node-property folder has one of them (download it with the ogb package elsewhere)")
+            raise DatasetError(f"{raw}: has neither data.npz nor edge.csv.gz; an OGB node-property folder has one of "
+                               "them (download it with the ogb package elsewhere)")
         reader = EdgeListReader(edge_file)
         edges = EdgeSource(str(edge_file), reader, reader.num_rows(), reader.where, weighted=reader.weighted)
         feat_file, label_file = _find(raw, "node-feat"), _find(raw, "node-label")
         if feat_file is None:
-            raise DatasetError(f"{raw}: has no node-feat.csv.gz; the node features are missing, this importer needs them")
+            raise DatasetError(f"{raw}: has no node-feat.csv.gz; the node features are missing, this importer needs "
+                               "them")
         if label_file is None:
-            raise DatasetError(f"{raw}: has no node-label.csv.gz; the node labels are missing, an OGB node-property folder has them")
+            raise DatasetError(f"{raw}: has no node-label.csv.gz; the node labels are missing, an OGB node-property "
+                               "folder has them")
         features = Source.from_reader(NodeTableReader(feat_file, "features"))
         label_reader = NodeTableReader(label_file, "labels")
-        labels = Source(str(label_file), lambda: (_labels_as_ints(c) for c in label_reader()), label_reader.num_rows(), label_reader.where)
+        labels = Source(str(label_file), lambda: (_labels_as_ints(c) for c in label_reader()), label_reader.num_rows(),
+                        label_reader.where)
 
     splits = {}
     if split_dir is not None:
@@ -247,7 +272,8 @@ def _read_count_dict(path: Path) -> dict[str, int]:
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise DatasetError(f"{path}: cannot be read ({exc}); it must be OGB's CSV of node types and counts") from None
     if len(rows) != 2 or len(rows[0]) != len(rows[1]):
-        raise DatasetError(f"{path}: expected a header of node types and one row of counts (OGB's num-node-dict); got {len(rows)} rows")
+        raise DatasetError(f"{path}: expected a header of node types and one row of counts (OGB's num-node-dict); got "
+                           f"{len(rows)} rows")
     counts = {}
     for name, value in zip(rows[0], rows[1]):
         node_type = fmt.check_type_name(name.strip(), f"{path}: node type")
@@ -257,7 +283,8 @@ def _read_count_dict(path: Path) -> dict[str, int]:
         try:
             counts[node_type] = int(value.strip())
         except ValueError:
-            raise DatasetError(f"{path}: count {value!r} of node type {name!r} is not a whole number; fix the file") from None
+            raise DatasetError(f"{path}: count {value!r} of node type {name!r} is not a whole number; fix the "
+                               "file") from None
     return counts
 
 
@@ -270,16 +297,19 @@ def from_ogb_hetero(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, s
                     target_type: str | None = None, num_classes: int | None = None, **options):
     """Import an OGB heterogeneous node-property folder in the ogbn-mag CSV layout (``raw/num-node-dict.csv.gz``,
     ``raw/relations/<src>___<rel>___<dst>/edge.csv.gz``, ``raw/node-feat/<type>/node-feat.csv.gz``,
-    ``raw/node-label/<type>/node-label.csv.gz``, ``split/<name>/<type>/{train,valid,test}.csv.gz``) without the ``ogb`` package.
+    ``raw/node-label/<type>/node-label.csv.gz``, ``split/<name>/<type>/{train,valid,test}.csv.gz``) without the ``ogb``
+    package.
 
-    Edges are taken as stored; ``add_reverse=True`` adds ``rev_<rel>`` edge types (as PyG's ``OGB_MAG`` with ``ToUndirected``).
+    Edges are taken as stored; ``add_reverse=True`` adds ``rev_<rel>`` edge types (as PyG's ``OGB_MAG`` with
+    ``ToUndirected``).
     ``split`` names the folder under ``split/`` (default: the first), or is ``"random"``, as for :func:`from_ogb`.
     """
     root = Path(ogb_dir)
     raw = root / "raw"
     count_file = _find(raw, "num-node-dict")
     if count_file is None:
-        raise DatasetError(f"{raw}: no num-node-dict.csv.gz; an OGB heterogeneous folder has raw/num-node-dict.csv.gz and raw/relations/")
+        raise DatasetError(f"{raw}: no num-node-dict.csv.gz; an OGB heterogeneous folder has raw/num-node-dict.csv.gz "
+                           "and raw/relations/")
     counts = _read_count_dict(count_file)
     for kind in ("node-feat", "node-label"):
         folders = sorted(p.name for p in (raw / kind).iterdir() if p.is_dir()) if (raw / kind).is_dir() else []
@@ -304,7 +334,8 @@ def from_ogb_hetero(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, s
             raise DatasetError(f"{folder}: no edge.csv.gz; every relation folder needs its edge list")
         edges[tuple(parts)] = _edge_source(edge_file)
     if not edges:
-        raise DatasetError(f"{relations}: no relation folders; an OGB heterogeneous folder has raw/relations/<src>___<rel>___<dst>/edge.csv.gz")
+        raise DatasetError(f"{relations}: no relation folders; an OGB heterogeneous folder has "
+                           "raw/relations/<src>___<rel>___<dst>/edge.csv.gz")
     target_type = target_type_of(list(labels), target_type, str(raw / "node-label"))
     if target_type is None:
         raise DatasetError(f"{raw / 'node-label'}: no node type has labels; an OGB node-property folder has "
@@ -321,4 +352,5 @@ def from_ogb_hetero(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, s
                                    f"{target_type!r}; OGB splits have train, valid and test parts; {_RANDOM_HINT}")
             splits[ours] = Source.from_reader(NodeTableReader(found, "index"))
     return build_dataset(out_dir, edges, num_nodes=counts, features=features, labels=labels, target_type=target_type,
-                         splits=splits, options=BuildOptions(**options), provenance={"importer": "ogb-hetero", "folder": str(root)})
+                         splits=splits, options=BuildOptions(**options),
+                         provenance={"importer": "ogb-hetero", "folder": str(root)})

@@ -41,18 +41,21 @@ def _edge_split(part: dict, where: str, negatives: bool) -> EdgeSplit:
         if negatives and "edge_neg" in part:
             neg = _ids(part, "edge_neg", where, 2)
             if neg.shape[1] != 2:
-                raise DatasetError(f"{where}: field 'edge_neg' has shape {list(neg.shape)}; expected [num_negatives, 2]")
+                raise DatasetError(f"{where}: field 'edge_neg' has shape {list(neg.shape)}; expected [num_negatives, "
+                                   "2]")
             neg = neg.t().contiguous()
         return EdgeSplit(pos.t().contiguous(), neg, None)
     if "source_node" in part and "target_node" in part:
         src, dst = _ids(part, "source_node", where, 1), _ids(part, "target_node", where, 1)
         if len(src) != len(dst):
-            raise DatasetError(f"{where}: 'source_node' has {len(src)} entries but 'target_node' {len(dst)}; one each per edge")
+            raise DatasetError(f"{where}: 'source_node' has {len(src)} entries but 'target_node' {len(dst)}; one each "
+                               "per edge")
         neg = k = None
         if negatives and "target_node_neg" in part:
             neg_dst = _ids(part, "target_node_neg", where, 2)
             if neg_dst.shape[0] != len(src):
-                raise DatasetError(f"{where}: 'target_node_neg' has {neg_dst.shape[0]} rows for {len(src)} edges; one row per edge")
+                raise DatasetError(f"{where}: 'target_node_neg' has {neg_dst.shape[0]} rows for {len(src)} edges; one "
+                                   "row per edge")
             k = neg_dst.shape[1]
             neg = torch.stack([src.repeat_interleave(k), neg_dst.reshape(-1)])
         return EdgeSplit(torch.stack([src, dst]), neg, k)
@@ -66,7 +69,8 @@ def read_ogb_edge_splits(folder: Path) -> dict[str, tuple[EdgeSplit, str]]:
     whole = folder / "split_dict.pt"
     if whole.is_file():
         parts = read_pt_dict(whole)
-        found = {ours: (parts[theirs], f"{whole}: [{theirs!r}]") for ours, theirs in OGB_SPLIT_FILES.items() if theirs in parts}
+        found = {ours: (parts[theirs], f"{whole}: [{theirs!r}]") for ours,
+                 theirs in OGB_SPLIT_FILES.items() if theirs in parts}
     else:
         found = {ours: (read_pt_dict(folder / f"{theirs}.pt"), str(folder / f"{theirs}.pt"))
                  for ours, theirs in OGB_SPLIT_FILES.items() if (folder / f"{theirs}.pt").is_file()}

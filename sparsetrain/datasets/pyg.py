@@ -33,7 +33,8 @@ def _edge_chunks(edge_index: np.ndarray, weight: np.ndarray | None, what: str, c
         for lo in range(0, edge_index.shape[1], chunk):
             hi = lo + chunk
             w = None if weight is None else weight[lo:hi]
-            yield edge_index[0, lo:hi].astype(np.int64, copy=False), edge_index[1, lo:hi].astype(np.int64, copy=False), w
+            part = edge_index[:, lo:hi].astype(np.int64, copy=False)
+            yield part[0], part[1], w
 
     return chunks
 
@@ -104,7 +105,8 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     weight = getattr(data, "edge_weight", None)
     weight = None if weight is None else _numpy(weight, "edge_weight").astype(np.float32).reshape(-1)
     if weight is not None and len(weight) != edge_index.shape[1]:
-        raise DatasetError(f"data.edge_weight has {len(weight)} entries for {edge_index.shape[1]} edges; give one weight per edge")
+        raise DatasetError(f"data.edge_weight has {len(weight)} entries for {edge_index.shape[1]} edges; give one "
+                           "weight per edge")
     chunks = _edge_chunks(edge_index, weight, "data.edge_index")
     edges = EdgeSource("data.edge_index", chunks, edge_index.shape[1], weighted=weight is not None,
                        weight_name="data.edge_weight")
@@ -133,7 +135,8 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]
         if y.ndim != 1:
-            raise DatasetError(f"data.y has shape {list(y.shape)}; only single-label node classification (y of shape [N]) is supported")
+            raise DatasetError(f"data.y has shape {list(y.shape)}; only single-label node classification (y of shape "
+                               "[N]) is supported")
         labels = Source.from_array("data.y", y)
     splits = {}
     for name, attr in _SPLIT_ATTRS.items():
@@ -141,7 +144,8 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
         if mask is not None:
             splits[name] = Source.from_array(f"data.{attr}", _split_indices(_numpy(mask, attr), name))
 
-    # PyG infers num_nodes from the largest edge id when nothing sets it; infer it here instead, under the same checks as files.
+    # PyG infers num_nodes from the largest edge id when nothing sets it; infer it here instead, under the same checks
+    # as files.
     explicit = "num_nodes" in data or features is not None or labels is not None
     return build_dataset(
         out_dir,
@@ -179,7 +183,8 @@ def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None
             y = _numpy(y, f"[{t!r}].y")
             y = y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y
             if y.ndim != 1:
-                raise DatasetError(f"data[{t!r}].y has shape {list(y.shape)}; only single-label node classification (y of shape [N]) is supported")
+                raise DatasetError(f"data[{t!r}].y has shape {list(y.shape)}; only single-label node classification (y "
+                                   "of shape [N]) is supported")
             labels[t] = Source.from_array(f"data[{t!r}].y", y)
         num_nodes[t] = int(store.num_nodes) if ("num_nodes" in store or x is not None or y is not None) else None
     labelled = [t for t in data.node_types if data[t].get("y") is not None]
@@ -188,7 +193,8 @@ def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None
         for name, attr in _SPLIT_ATTRS.items():
             mask = data[target_type].get(attr)
             if mask is not None:
-                splits[name] = Source.from_array(f"data[{target_type!r}].{attr}", _split_indices(_numpy(mask, attr), name))
+                splits[name] = Source.from_array(f"data[{target_type!r}].{attr}",
+                                                 _split_indices(_numpy(mask, attr), name))
     edges, edge_features = {}, {}
     for et in data.edge_types:
         store = data[et]

@@ -82,9 +82,11 @@ def _read_failed(path: Path, exc: Exception) -> DatasetError:
     suffix = path.suffix.lower()
     packer = {".gz": "gzip", ".bz2": "bzip2", ".zst": "zstd"}.get(suffix)
     if packer and "truncated" in text.lower():
-        return DatasetError(f"{path}: the {packer} stream is truncated ({text}); the file is incomplete, copy or compress it again")
+        return DatasetError(f"{path}: the {packer} stream is truncated ({text}); the file is incomplete, copy or "
+                            "compress it again")
     if packer:
-        return DatasetError(f"{path}: not readable as {packer} data ({text}); compress it with {packer} or drop {suffix} from the name")
+        return DatasetError(f"{path}: not readable as {packer} data ({text}); compress it with {packer} or drop "
+                            f"{suffix} from the name")
     return DatasetError(f"{path}: cannot be read ({text}); check the file")
 
 
@@ -108,7 +110,8 @@ def _csv_layout(path: Path) -> tuple[bool, list[str], str]:
     try:
         first = first_bytes.decode("utf-8").removeprefix("\ufeff").rstrip("\r")
     except UnicodeDecodeError:
-        raise DatasetError(f"{path}: line 1 is not UTF-8 text; save the file as UTF-8 (CSV headers and values must be UTF-8)") from None
+        raise DatasetError(f"{path}: line 1 is not UTF-8 text; save the file as UTF-8 (CSV headers and values must be "
+                           "UTF-8)") from None
     if not first.strip():
         raise DatasetError(f"{path}: the first line is empty; the file must start with a header or a data row")
     delimiter = "\t" if "\t" in first else ("," if "," in first else " ")
@@ -122,7 +125,8 @@ def _csv_layout(path: Path) -> tuple[bool, list[str], str]:
 
 
 def csv_line(path: Path, row: int, has_header: bool) -> int:
-    """1-based line of 0-based data ``row``, counting the header and the empty lines the parser skips (error path only)."""
+    """1-based line of 0-based data ``row``, counting the header and the empty lines the parser skips (error path
+    only)."""
     seen = -1 if has_header else 0
     with _open_text(path) as text:
         for number, line in enumerate(text, start=1):
@@ -151,21 +155,24 @@ def _find_line(path: Path, delimiter: str, match) -> int | None:
     return None
 
 
-def _csv_error(path: Path, exc: Exception, what: str, names: list[str], delimiter: str, has_header: bool) -> DatasetError:
+def _csv_error(path: Path, exc: Exception, what: str, names: list[str], delimiter: str,
+               has_header: bool) -> DatasetError:
     text = str(exc).splitlines()[0]
     count = _ARROW_COUNT.search(text)
     if count:
         want = int(count.group(1))
         line = _find_line(path, delimiter, lambda fields: len(fields) != want)
         where = f"line {line}" if line else "a line"
-        return DatasetError(f"{path}: {where} has {count.group(2)} fields but line 1 has {want}; give every line the same columns")
+        return DatasetError(f"{path}: {where} has {count.group(2)} fields but line 1 has {want}; give every line the "
+                            "same columns")
     col = _ARROW_COL.search(text)
     value = _ARROW_VALUE.search(text)
     if not (col and value):
         return DatasetError(f"{path}: cannot be parsed ({text}); {what}")
     column = int(col.group(1))
     wanted = value.group(1)
-    line = _find_line(path, delimiter, lambda fields: column < len(fields) and fields[column].strip().strip('"') == wanted)
+    line = _find_line(path, delimiter,
+                      lambda fields: column < len(fields) and fields[column].strip().strip('"') == wanted)
     where = f"line {line}" if line else "a line"
     name = repr(names[column]) if has_header and column < len(names) else str(column + 1)
     expected = "an integer" if "to int" in text else "a number"
@@ -331,7 +338,8 @@ class EdgeListReader:
             yield from self._npy_chunks()
             return
         if self.kind == "parquet":
-            batches = _parquet_batches(self.path, [c for c in (self.src_col, self.dst_col, self.weight_col) if c], self.chunk_rows)
+            batches = _parquet_batches(self.path, [c for c in (self.src_col, self.dst_col, self.weight_col) if c],
+                                       self.chunk_rows)
         else:
             cols = [c for c in (self.src_col, self.dst_col, self.weight_col) if c]
             types = {self.src_col: pa.int64(), self.dst_col: pa.int64()}
@@ -400,7 +408,8 @@ def _read_flat(path: Path, array: np.memmap, first: int, count: int) -> np.ndarr
     """
     data = np.fromfile(path, dtype=array.dtype, count=count, offset=array.offset + first * array.dtype.itemsize)
     if len(data) != count:
-        raise DatasetError(f"{path}: ends before element {first + count}; the file is truncated, save it again with numpy.save")
+        raise DatasetError(f"{path}: ends before element {first + count}; the file is truncated, save it again with "
+                           "numpy.save")
     return data
 
 
@@ -411,7 +420,8 @@ def _to_int64(path: Path, values: np.ndarray, name: str, first_row: int, where) 
     """int64 ids; an unsigned id that int64 cannot hold is an error, never a wrap to a negative id."""
     if values.dtype == np.uint64 and len(values) and values.max() > np.iinfo(np.int64).max:
         bad = int(np.flatnonzero(values > np.iinfo(np.int64).max)[0])
-        raise DatasetError(f"{path}: {where(first_row + bad)}, {name}: node id {values[bad]} does not fit in int64; node ids must be in [0, num_nodes), fix that row")
+        raise DatasetError(f"{path}: {where(first_row + bad)}, {name}: node id {values[bad]} does not fit in int64; "
+                           "node ids must be in [0, num_nodes), fix that row")
     return values.astype(np.int64, copy=False)
 
 
@@ -532,11 +542,14 @@ class NodeTableReader:
             if len(names) == 1 and (pa.types.is_list(first_type) or pa.types.is_fixed_size_list(first_type)):
                 col = batch.column(0)
                 if col.null_count:
-                    raise DatasetError(f"{self.path}: {self.where(first_row + int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0]))}: empty feature vector; every node needs one")
+                    empty = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+                    raise DatasetError(f"{self.path}: {self.where(first_row + empty)}: empty feature vector; every "
+                                       "node needs one")
                 lengths = pc.list_value_length(col).to_numpy()
                 if len(lengths) and (lengths != lengths[0]).any():
                     bad = int(np.flatnonzero(lengths != lengths[0])[0])
-                    raise DatasetError(f"{self.path}: {self.where(first_row + bad)}: vector of length {lengths[bad]}, expected {lengths[0]}; all feature vectors must have one length")
+                    raise DatasetError(f"{self.path}: {self.where(first_row + bad)}: vector of length {lengths[bad]}, "
+                                       f"expected {lengths[0]}; all feature vectors must have one length")
                 flat = col.flatten().to_numpy(zero_copy_only=False)
                 return flat.reshape(len(col), -1)
             columns = [self._numeric(batch.column(i), names[i], first_row) for i in range(len(names))]
@@ -550,7 +563,8 @@ class NodeTableReader:
             raise DatasetError(f"{self.path}: {self.where(bad)}, column {shown}: empty value; every node needs a value")
         if self.role == "index" and not pa.types.is_integer(column.type):
             raise DatasetError(f"{self.path}: column {shown} has type {column.type}; {_INTEGER_IDS}")
-        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type)):
+        kind = column.type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
             raise DatasetError(f"{self.path}: column {shown} has type {column.type}; {self.role} must be numeric")
         return column.to_numpy(zero_copy_only=False)
 

@@ -278,7 +278,8 @@ def _communities(num_nodes: int, num_classes: int, rng: np.random.Generator):
     return classes, node_of_rank, by_position, starts
 
 
-def _unique_pairs(scratch, num_pairs: int, num_nodes: int, num_classes: int, seed: int, rng: np.random.Generator) -> tuple[_PairBuckets, np.ndarray]:
+def _unique_pairs(scratch, num_pairs: int, num_nodes: int, num_classes: int, seed: int,
+                  rng: np.random.Generator) -> tuple[_PairBuckets, np.ndarray]:
     """Exactly ``num_pairs`` distinct undirected pairs (in buckets on disk) and each node's class."""
     classes, node_of_rank, by_position, starts = _communities(num_nodes, num_classes, rng)
 
@@ -298,7 +299,8 @@ def _unique_pairs(scratch, num_pairs: int, num_nodes: int, num_classes: int, see
         if have >= num_pairs:
             pairs.keep_lowest(hist, num_pairs)
             return pairs, classes
-    raise DatasetError(f"--edges {2 * num_pairs}: cannot draw that many distinct edges on {num_nodes} nodes; ask for fewer edges or more nodes")
+    raise DatasetError(f"--edges {2 * num_pairs}: cannot draw that many distinct edges on {num_nodes} nodes; ask for "
+                       "fewer edges or more nodes")
 
 
 def synthesize(
@@ -323,15 +325,19 @@ def synthesize(
     if num_nodes < 2:
         raise DatasetError(f"--nodes {num_nodes}: a synthetic graph needs at least 2 nodes")
     if num_edges < 2 or num_edges % 2:
-        raise DatasetError(f"--edges {num_edges}: must be a positive even number (the graph is undirected; each edge is stored both ways)")
+        raise DatasetError(f"--edges {num_edges}: must be a positive even number (the graph is undirected; each edge "
+                           "is stored both ways)")
     if num_edges // 2 > num_nodes * (num_nodes - 1) // 4:
-        raise DatasetError(f"--edges {num_edges}: more than half of all {num_nodes * (num_nodes - 1)} possible edges; ask for fewer edges or more nodes")
+        raise DatasetError(f"--edges {num_edges}: more than half of all {num_nodes * (num_nodes - 1)} possible edges; "
+                           "ask for fewer edges or more nodes")
     if feature_dim < 1 or num_classes < 2:
-        raise DatasetError(f"--feature-dim {feature_dim} / --classes {num_classes}: need at least 1 feature and 2 classes")
+        raise DatasetError(f"--feature-dim {feature_dim} / --classes {num_classes}: need at least 1 feature and 2 "
+                           "classes")
     if num_classes > num_nodes:
         raise DatasetError(f"--classes {num_classes}: more classes than the {num_nodes} nodes")
     if not 0 < label_fraction <= 1 or round(label_fraction * num_nodes) < 1:
-        raise DatasetError(f"--label-fraction {label_fraction}: must be in (0, 1] and label at least one of the {num_nodes} nodes")
+        raise DatasetError(f"--label-fraction {label_fraction}: must be in (0, 1] and label at least one of the "
+                           f"{num_nodes} nodes")
     if num_nodes > MAX_NODES:
         raise DatasetError(f"--nodes {num_nodes}: at most {MAX_NODES} nodes are supported")
 
@@ -341,8 +347,10 @@ def synthesize(
     scratch_dir = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-{os.getpid()}-", dir=out_dir.parent))
     try:
         rng = np.random.default_rng(seed)
-        pairs, classes = _unique_pairs(lambda name: scratch_dir / name, num_edges // 2, num_nodes, num_classes, seed, rng)
-        centroids = rng.normal(0.0, CENTROID_SCALE / np.sqrt(feature_dim), size=(num_classes, feature_dim)).astype(np.float32)
+        pairs, classes = _unique_pairs(lambda name: scratch_dir / name, num_edges // 2, num_nodes, num_classes, seed,
+                                       rng)
+        centroids = rng.normal(0.0, CENTROID_SCALE / np.sqrt(feature_dim), size=(num_classes, feature_dim))
+        centroids = centroids.astype(np.float32)
         labelled = np.ones(num_nodes, dtype=np.bool_)
         if label_fraction < 1:
             labelled[:] = False
@@ -378,8 +386,9 @@ def synthesize(
             features=Source("synthetic features", feature_chunks, num_nodes),
             labels=Source("synthetic labels", label_chunks, num_nodes),
             options=BuildOptions(undirected=True, num_classes=num_classes, seed=seed, **options),
-            provenance={"importer": "synth", "model": "degree-corrected SBM", "num_nodes": num_nodes, "num_edges": num_edges,
-                        "feature_dim": feature_dim, "num_classes": num_classes, "label_fraction": label_fraction, "seed": seed, "p_intra": P_INTRA},
+            provenance={"importer": "synth", "model": "degree-corrected SBM", "num_nodes": num_nodes,
+                        "num_edges": num_edges, "feature_dim": feature_dim, "num_classes": num_classes,
+                        "label_fraction": label_fraction, "seed": seed, "p_intra": P_INTRA},
         )
     finally:
         shutil.rmtree(scratch_dir, ignore_errors=True)

@@ -81,14 +81,16 @@ def synthesize_hetero(out_dir: str | os.PathLike, *, scale: float = 1.0, num_cla
                 rng = np.random.default_rng([seed, k, i])
                 size = min(CHUNK, num_edges - lo)
                 n = counts[src_t]
-                # skewed sources too (heavy-tailed out-degrees), the hubs scattered over the ids by a multiplicative hash
+                # skewed sources too (heavy-tailed out-degrees), the hubs scattered over the ids by a multiplicative
+                # hash
                 src = (np.floor(rng.random(size) ** SRC_SKEW * n).astype(np.int64) * _SCATTER) % n
                 yield src, by_class[dst_t].pick(rng, classes[src_t][src]), None
 
         return EdgeSource(f"synthetic {et}", chunks, num_edges)
 
     edge_types = {et: edges(k, et, max(1, round(n * scale))) for k, (et, n) in enumerate(MAG_EDGES.items())}
-    centroids = np.random.default_rng([seed, 7]).standard_normal((num_classes, feature_dim)).astype(np.float32) * CENTROID_SCALE
+    centroids = np.random.default_rng([seed, 7]).standard_normal((num_classes, feature_dim)).astype(np.float32)
+    centroids *= CENTROID_SCALE
     paper_classes = classes["paper"]
 
     def features():
@@ -98,7 +100,10 @@ def synthesize_hetero(out_dir: str | os.PathLike, *, scale: float = 1.0, num_cla
             yield centroids[c] + noise
 
     options.setdefault("split_fractions", MAG_SPLIT)
-    return build_dataset(out_dir, edge_types, num_nodes=counts, features={"paper": Source("synthetic paper features", features, counts["paper"])},
-                         labels={"paper": Source.from_array("synthetic paper labels", paper_classes)}, target_type="paper",
-                         options=BuildOptions(add_reverse=add_reverse, seed=seed, num_classes={"paper": num_classes}, **options),
+    return build_dataset(out_dir, edge_types, num_nodes=counts,
+                         features={"paper": Source("synthetic paper features", features, counts["paper"])},
+                         labels={"paper": Source.from_array("synthetic paper labels", paper_classes)},
+                         target_type="paper",
+                         options=BuildOptions(add_reverse=add_reverse, seed=seed, num_classes={"paper": num_classes},
+                                              **options),
                          provenance={"generator": "synth-hetero", "scale": scale, "classes": num_classes, "seed": seed})

@@ -83,8 +83,8 @@ class _EdgeCheck:
                     row = int(np.flatnonzero(ids >= self.num_nodes)[0])
                     raise DatasetError(
                         f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is out of range "
-                        f"[0, {self.num_nodes}) "
-                        f"({self.nodes_from}); fix the id, or give every node a row / pass a larger --num-nodes"
+                        f"[0, {self.num_nodes}) ({self.nodes_from}); fix the id, or give every node a row / pass a "
+                        f"larger --num-nodes"
                     )
                 continue
             if self.highest is None or high > self.highest[0]:
@@ -134,8 +134,7 @@ def _check_node_memory(num_nodes: int, nodes_from: str) -> None:
     if available is not None and needed > available:
         raise DatasetError(
             f"num_nodes={num_nodes} ({nodes_from}) needs {needed / 2**30:.1f} GiB for per-node arrays but "
-            f"{available / 2**30:.1f} GiB "
-            "is available; pass the real node count with --num-nodes"
+            f"{available / 2**30:.1f} GiB is available; pass the real node count with --num-nodes"
         )
 
 
@@ -238,8 +237,7 @@ def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], cou
             counts[et[2]] = counts[et[0]] = n_dst = len(degrees)
         if n_dst > MAX_NODES or counts[et[0]] > MAX_NODES:
             raise DatasetError(f"num_nodes={max(n_dst, counts[et[0]])} ({nodes_from[et[2]]}): graphs of more than "
-                               f"{MAX_NODES} nodes "
-                               "are not supported; check the node ids")
+                               f"{MAX_NODES} nodes are not supported; check the node ids")
         if len(degrees) < n_dst:
             degrees = np.concatenate([degrees, np.zeros(n_dst - len(degrees), dtype=np.int64)])
         # a bucket carrying edge ids holds a quarter of the edges: keys, ids and their sort take ~4x the bytes

@@ -37,14 +37,17 @@ def check_output(out_dir: Path, overwrite: bool) -> None:
     """Refuse, before any work, to write over something we must not replace."""
     if not out_dir.exists():
         if out_dir.parent.exists() and not out_dir.parent.is_dir():
-            raise OutputExistsError(f"{out_dir.parent}: is a file, so --out cannot be created inside it; choose another --out")
+            raise OutputExistsError(f"{out_dir.parent}: is a file, so --out cannot be created inside it; choose "
+                                    "another --out")
         return
     if not overwrite:
-        raise OutputExistsError(f"{out_dir}: already exists; pass --overwrite (overwrite=True) to replace it, or choose another --out")
+        raise OutputExistsError(f"{out_dir}: already exists; pass --overwrite (overwrite=True) to replace it, or "
+                                "choose another --out")
     is_dataset = (out_dir / fmt.META_FILE).is_file()
     if not out_dir.is_dir() or (not is_dataset and any(out_dir.iterdir())):
         raise OutputExistsError(
-            f"{out_dir}: exists and is not a sparsetrain dataset; refusing to replace it even with --overwrite, choose another --out"
+            f"{out_dir}: exists and is not a sparsetrain dataset; refusing to replace it even with --overwrite, choose "
+            "another --out"
         )
 
 
@@ -211,7 +214,8 @@ class DatasetWriter:
     def new_array(self, name: str, shape: tuple[int, ...], dtype) -> np.memmap:
         """A writable memory-mapped .npy that becomes part of the dataset."""
         self._arrays.append(name)
-        array = np.lib.format.open_memmap(self.tmp_dir / name, mode="w+", dtype=np.dtype(dtype), shape=tuple(int(s) for s in shape))
+        array = np.lib.format.open_memmap(self.tmp_dir / name, mode="w+", dtype=np.dtype(dtype),
+                                          shape=tuple(int(s) for s in shape))
         watch(array, self.tmp_dir / name, fix="run again")
         return array
 
@@ -232,7 +236,8 @@ class DatasetWriter:
         np.save(self.tmp_dir / name, np.ascontiguousarray(array), allow_pickle=False)
 
     def commit(self, meta: dict) -> Path:
-        """Checksum every array, write meta.json (the current format version), fsync, and rename the folder into place."""
+        """Checksum every array, write meta.json (the current format version), fsync, and rename the folder into
+        place."""
         for scratch in self.tmp_dir.glob("scratch-*"):
             scratch.unlink()
         files = {}
@@ -242,7 +247,8 @@ class DatasetWriter:
             files[name] = {"dtype": str(header.dtype), "shape": list(header.shape), "sha256": fmt.sha256_file(path)}
             del header
             fmt.fsync_path(path)
-        meta = {"format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION, "created_by": f"sparsetrain {__version__}", **meta, "files": files}
+        meta = {"format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION,
+                "created_by": f"sparsetrain {__version__}", **meta, "files": files}
         meta_path = self.tmp_dir / fmt.META_FILE
         with open(meta_path, "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=2)
@@ -257,7 +263,8 @@ class DatasetWriter:
             return self.out_dir
         check_output(self.out_dir, self.overwrite)  # it may have appeared while we worked
         if _exchange(self.tmp_dir, self.out_dir):
-            old = self.tmp_dir  # now holds the replaced dataset; if killed while deleting it, a dead pid's .tmp-* is removed next time
+            # now holds the replaced dataset; if killed while deleting it, a dead pid's .tmp-* is removed next time
+            old = self.tmp_dir
         else:
             old = self.out_dir.parent / f".{self.out_dir.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
             os.rename(self.out_dir, old)

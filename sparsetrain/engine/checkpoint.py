@@ -112,14 +112,17 @@ def load_latest_checkpoint(folder: str | os.PathLike) -> dict | None:
         _remove_stale_temps(Path(folder))
     for path in candidates:
         if not _intact(path):
-            warnings.warn(f"{path}: checksum missing or wrong (damaged or interrupted write); falling back to the previous checkpoint", stacklevel=2)
+            warnings.warn(f"{path}: checksum missing or wrong (damaged or interrupted write); falling back to the "
+                          "previous checkpoint", stacklevel=2)
             continue
         try:
             return torch.load(path, map_location="cpu", weights_only=True)
         except Exception as exc:  # a file that hashes right but will not unpickle safely
-            warnings.warn(f"{path}: cannot be loaded safely ({exc}); falling back to the previous checkpoint", stacklevel=2)
+            warnings.warn(f"{path}: cannot be loaded safely ({exc}); falling back to the previous "
+                          "checkpoint", stacklevel=2)
     if candidates:
-        raise CheckpointError(f"{folder}: none of the {len(candidates)} checkpoints is intact; delete the folder to start over")
+        raise CheckpointError(f"{folder}: none of the {len(candidates)} checkpoints is intact; delete the folder to "
+                              "start over")
     return None
 
 
@@ -128,8 +131,9 @@ def refuse_foreign_checkpoints(folder: str | os.PathLike) -> None:
     found = list_checkpoints(folder)
     if found:
         raise CheckpointError(
-            f"{folder}: already holds checkpoints (newest {found[0].name}) of an earlier run; pass --resume (resume=True) "
-            "to continue that run, or choose a new --checkpoint-dir (or empty this one) to start a new run"
+            f"{folder}: already holds checkpoints (newest {found[0].name}) of an earlier run; pass --resume "
+            "(resume=True) to continue that run, or choose a new --checkpoint-dir (or empty this one) to start a new "
+            "run"
         )
 
 
@@ -153,10 +157,14 @@ def check_same_run(folder: str | os.PathLike, state: dict, identity: dict) -> No
     recorded = state.get("run")
     step = state.get("position", {}).get("step", "?")
     if recorded is None:
-        warnings.warn(f"{folder}: the checkpoint of step {step} does not record which run wrote it (an older sparsetrain); "
-                      "resuming it without checking that its settings match this run", stacklevel=2)
+        warnings.warn(f"{folder}: the checkpoint of step {step} does not record which run wrote it (an older "
+                      "sparsetrain); resuming it without checking that its settings match this run", stacklevel=2)
         return
-    same = lambda key: (recorded[key]["sha256"] == identity[key]["sha256"]) if key == "dataset" else recorded[key] == identity[key]
+    def same(key: str) -> bool:
+        if key == "dataset":
+            return recorded[key]["sha256"] == identity[key]["sha256"]
+        return recorded[key] == identity[key]
+
     differs = [_describe(key, recorded[key], identity[key]) for key in identity if key in recorded and not same(key)]
     if differs:
         raise CheckpointError(

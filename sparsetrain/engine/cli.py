@@ -8,20 +8,22 @@ import math
 from pathlib import Path
 
 from sparsetrain.engine.precision import PRECISIONS
-from sparsetrain.engine.run import EXCLUDE_CHOICES, FEATURE_PLACEMENTS, TASKS, TYPED_MODELS
+from sparsetrain.engine.settings import (EVALUATIONS, EXCLUDE_CHOICES, FEATURE_PLACEMENTS, TASKS, TYPED_MODELS,
+                                          DataSettings, FeatureSettings, ModelSettings, OptimSettings, RunSettings,
+                                          SamplingSettings, TrainSettings)
 from sparsetrain.nn.link import DECODERS
 from sparsetrain.nn.models import MODELS
+from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.storage.policies import POLICIES
 
 
-def _fanouts(text: str) -> list[int]:
+def _fanouts(text: str) -> Fanouts:
+    """``--fanout``'s argparse type: :meth:`Fanouts.parse`, its error as argparse's."""
     try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers like 15,10,5 (-1 = all neighbors)") from None
-    if not values or any(v == 0 or v < -1 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: each fanout must be a positive number or -1 (all neighbors)")
-    return values
+        return Fanouts.parse(text)
+    except SamplingError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _ranged(cast, low: float, high: float = math.inf, *, low_open: bool = False, high_open: bool = False, rule: str):
@@ -52,31 +54,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
         help="train a GNN or graph transformer with sampled minibatches (no arguments: GraphSAGE on Cora)",
-        description="Train GraphSAGE / GCN / GAT / a graph transformer (gt) on a dataset folder with fused neighbor sampling and an overlapped "
+        description="Train GraphSAGE / GCN / GAT / a graph transformer (gt) on a dataset folder with fused neighbor "
+                    "sampling and an overlapped "
         "loader; prints per-epoch accuracy and the final test accuracy. Under torchrun it runs DDP.",
     )
     p.add_argument("--data", type=Path,
-                   help="dataset folder, or a built-in dataset: cora (the default; Planetoid's public split, shipped with "
-                        "the package) or synthetic (20K nodes); built-ins are built on first use into $SPARSETRAIN_CACHE, "
-                        "else $XDG_CACHE_HOME/sparsetrain, else ~/.cache/sparsetrain")
+                   help="dataset folder, or a built-in dataset: cora (the default; Planetoid's public split, shipped "
+                        "with the package) or synthetic (20K nodes); built-ins are built on first use into "
+                        "$SPARSETRAIN_CACHE, else $XDG_CACHE_HOME/sparsetrain, else ~/.cache/sparsetrain")
     p.add_argument("--verify", action="store_true",
                    help="check every file's sha256 and the graph's structure before training (reads the whole dataset "
                         "once); without it, file sizes and the sha256 of files up to 64 MiB are checked, and every "
                         "batch's features for NaN/inf")
-    p.add_argument("--target-type", help="typed (heterogeneous) datasets: the node type to train on (default: the dataset's target type)")
+    p.add_argument("--target-type", help="typed (heterogeneous) datasets: the node type to train on (default: the "
+                                         "dataset's target type)")
     p.add_argument("--task", choices=TASKS, default="node",
-                   help="node classification (default) or link prediction: train on the dataset's link split (`preprocess --link-split`; "
-                        "--data cora builds one with 0.85,0.05,0.10), report val/test AUC, MRR and Hits@K "
-                        "(per positive among its own negatives: hits@1/3/10_per_positive, as ogbl-citation2; "
-                        "against a shared pool: hits@10/50/100_shared_pool)")
-    p.add_argument("--decoder", choices=DECODERS, default="dot", help="link task: score a pair by the dot product of its embeddings or an MLP")
+                   help="node classification (default) or link prediction: train on the dataset's link split "
+                        "(`preprocess --link-split`; --data cora builds one with 0.85,0.05,0.10), report val/test AUC, "
+                        "MRR and Hits@K (per positive among its own negatives: hits@1/3/10_per_positive, as "
+                        "ogbl-citation2; against a shared pool: hits@10/50/100_shared_pool)")
+    p.add_argument("--decoder", choices=DECODERS, default="dot",
+                   help="link task: score a pair by the dot product of its embeddings or an MLP")
     p.add_argument("--exclude", choices=EXCLUDE_CHOICES, default="auto",
                    help="link task: leave the batch's seed edges out of its blocks: self, reverse (also v->u), none; "
                         "auto (default) = reverse on symmetric graphs, else self")
     p.add_argument("--model", choices=(*MODELS, *TYPED_MODELS),
-                   help="model (default sage, rgcn on a typed dataset, which trains only rgcn; gt = graph transformer with "
-                        "sparse + cluster attention; a graph without clusters.npy is partitioned at start, up to 1M nodes)")
-    p.add_argument("--fanout", type=_fanouts, default=[10, 10], help="neighbors per hop from the seeds outward, as PyG's num_neighbors; -1 = all (default 10,10)")
+                   help="model (default sage, rgcn on a typed dataset, which trains only rgcn; gt = graph transformer "
+                        "with sparse + cluster attention; a graph without clusters.npy is partitioned at start, up to "
+                        "1M nodes)")
+    p.add_argument("--fanout", dest="fanouts", type=_fanouts, default=Fanouts([10, 10]),
+                   help="neighbors per hop from the seeds outward, as PyG's num_neighbors; -1 = all (default 10,10)")
     p.add_argument("--temporal", action="store_true",
                    help="temporal sampling (PyG's rule): no neighbor later than its seed's time, a seed's time being "
                         "its node time; reads the dataset's edge times, else its node times (`preprocess --node-time`, "
@@ -86,9 +93,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=_POSITIVE_INT, default=1024,
                    help="seed nodes (link task: seed edges) per minibatch (default 1024)")
     p.add_argument("--epochs", type=_POSITIVE_INT,
-                   help="epochs to train (default: about 2000 optimizer steps, at most 200 epochs: 200 full-batch epochs on Cora, "
-                        "~11 on products; the test accuracy reported is the one at the best validation epoch)")
-    p.add_argument("--max-steps", type=_POSITIVE_INT, help="stop after this many optimizer steps, mid-epoch if need be (a partial epoch is not evaluated)")
+                   help="epochs to train (default: about 2000 optimizer steps, at most 200 epochs: 200 full-batch "
+                        "epochs on Cora, ~11 on products; the test accuracy reported is the one at the best validation "
+                        "epoch)")
+    p.add_argument("--max-steps", type=_POSITIVE_INT, help="stop after this many optimizer steps, mid-epoch if need be "
+                                                           "(a partial epoch is not evaluated)")
     p.add_argument("--lr", type=_POSITIVE, help="Adam learning rate (default 0.01; gt 0.005)")
     p.add_argument("--weight-decay", type=_NON_NEGATIVE, help="L2 weight decay (default 5e-4; gt 5e-3)")
     p.add_argument("--hidden", type=_POSITIVE_INT, help="hidden size (default 128; gt 64)")
@@ -99,35 +108,42 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fp32 (default) or bf16 mixed precision (autocast, weights and optimizer in fp32): ~1.4x a "
                         "step on CPUs with AVX-512 BF16 (benchmarks/RESULTS.md); GPUs need bfloat16 support")
     p.add_argument("--features", choices=FEATURE_PLACEMENTS, default="auto",
-                   help="feature placement: auto (default: on a GPU, in its memory when they fit, else pinned host memory read "
-                        "zero-copy; on a CPU, mmap), mmap (ranks share the page cache), disk (O_DIRECT reads of the rows a batch needs, "
-                        "for features larger than memory; give it a --cache-gb), memory, device, pinned, or sharded across ranks")
+                   help="feature placement: auto (default: on a GPU, in its memory when they fit, else pinned host "
+                        "memory read zero-copy; on a CPU, mmap), mmap (ranks share the page cache), disk (O_DIRECT "
+                        "reads of the rows a batch needs, "
+                        "for features larger than memory; give it a --cache-gb), memory, device, pinned, or sharded "
+                        "across ranks")
     p.add_argument("--cache-gb", type=_NON_NEGATIVE, default=0.0,
                    help="GiB of feature cache in front of the features, at most the memory available; on a GPU the "
                         "cache is in GPU memory in front of pinned host features (mmap when they do not fit in host "
                         "memory), and the progress bar shows its hit rate and the PCIe MB read a batch (default 0: no "
                         "cache)")
     p.add_argument("--cache-policy", choices=POLICIES, default="hybrid",
-                   help="the cache's replacement policy (default hybrid: the rows most often drawn as neighbors (out-degree) plus a scored dynamic part)")
-    p.add_argument("--eval", choices=["auto", "full", "sampled"], default="auto",
+                   help="the cache's replacement policy (default hybrid: the rows most often drawn as neighbors "
+                        "(out-degree) plus a scored dynamic part)")
+    p.add_argument("--eval", choices=EVALUATIONS, default="auto",
                    help="evaluation after each epoch: full = exact, every neighbor (layer-wise inference); sampled = "
-                        "the training fanouts; auto (default) = full on graphs up to 100K nodes or where it visits fewer "
-                        "edges than sampled, else sampled (gt always sampled)")
+                        "the training fanouts; auto (default) = full on graphs up to 100K nodes or where it visits "
+                        "fewer edges than sampled, else sampled (gt always sampled)")
     p.add_argument("--checkpoint-dir", type=Path,
-                   help="write checkpoints here (every --checkpoint-every steps and each epoch; the newest 3 are kept). One folder per run: "
-                        "a run without --resume refuses a folder that already holds checkpoints")
+                   help="write checkpoints here (every --checkpoint-every steps and each epoch; the newest 3 are "
+                        "kept). One folder per run: a run without --resume refuses a folder that already holds "
+                        "checkpoints")
     p.add_argument("--checkpoint-every", type=_COUNT, default=0, help="steps between checkpoints (0 = epoch ends only)")
     p.add_argument("--resume", action="store_true",
                    help="continue from the newest intact checkpoint in --checkpoint-dir (start fresh if it has none); "
-                        "refused when that checkpoint belongs to another run (model, dataset, seed, batch size, fanout or "
-                        "world size differ); a different --lr, --weight-decay or --dropout applies from the resumed step "
-                        "on, and is reported")
-    # not --log: torchrun reads any prefix of its own --log-dir/--logs-specs, so `torchrun ... train --log F` fails there
+                        "refused when that checkpoint belongs to another run (model, dataset, seed, batch size, fanout "
+                        "or world size differ); a different --lr, --weight-decay or --dropout applies from the resumed "
+                        "step on, and is reported")
+    # not --log: torchrun reads any prefix of its own --log-dir/--logs-specs, so `torchrun ... train --log F` fails
+    # there
     p.add_argument("--metrics-log", "--log", dest="log", type=Path,
-                   help="append per-step and per-epoch metrics here as JSON lines (--log is the old name; it fails under torchrun)")
+                   help="append per-step and per-epoch metrics here as JSON lines (--log is the old name; it fails "
+                        "under torchrun)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of every random choice (weights, shuffle, sampling): same seed, same run (default 0)")
-    p.add_argument("--summary-json", type=Path, help="write the final metrics (val_acc, test_acc, epochs, seconds; link task: "
+    p.add_argument("--summary-json", type=Path, help="write the final metrics (val_acc, test_acc, epochs, seconds; "
+                                                     "link task: "
                    "val_auc, test_auc, test_mrr, test_hits@K_per_positive or _shared_pool, "
                    "negatives_per_positive) here")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -145,11 +161,25 @@ def _ranking(summary: dict) -> str:
     return f"{shown} (hits@K against the shared pool of negatives)" if shown else ""
 
 
-def _train(args: argparse.Namespace) -> int:
-    from sparsetrain.engine.run import TrainSettings, train
+def settings_of(args: argparse.Namespace) -> TrainSettings:
+    """The run's settings, each part from its flags."""
+    return TrainSettings(
+        data=DataSettings(path=args.data, task=args.task, target_type=args.target_type, verify=args.verify),
+        sampling=SamplingSettings(fanouts=args.fanouts, batch_size=args.batch_size, exclude=args.exclude,
+                                  temporal=args.temporal, temporal_strategy=args.temporal_strategy),
+        features=FeatureSettings(placement=args.features, cache_gb=args.cache_gb, cache_policy=args.cache_policy),
+        model=ModelSettings(name=args.model, hidden=args.hidden, dropout=args.dropout, decoder=args.decoder),
+        optim=OptimSettings(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs, max_steps=args.max_steps),
+        run=RunSettings(device=args.device, precision=args.precision, seed=args.seed, eval=args.eval,
+                        checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every, resume=args.resume,
+                        log=args.log, summary_json=args.summary_json, quiet=args.quiet),
+    )
 
-    settings = TrainSettings(**{k: v for k, v in vars(args).items() if k not in ("run", "verb")})
-    summary = train(settings)
+
+def _train(args: argparse.Namespace) -> int:
+    from sparsetrain.engine.run import train
+
+    summary = train(settings_of(args))
     if summary is None:  # not the main rank
         return 0
     if args.summary_json is not None:

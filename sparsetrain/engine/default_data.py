@@ -1,4 +1,5 @@
-"""Datasets by name: Cora (shipped with the package; the default) and a synthetic graph, built on first use and cached."""
+"""Datasets by name: Cora (shipped with the package; the default) and a synthetic graph, built on first use and
+cached."""
 
 from __future__ import annotations
 
@@ -32,15 +33,17 @@ def builtin_dataset(name: str, quiet: bool = False, task: str = "node") -> Graph
     ``task="link"``: Cora with the edge split ``LINK_SPLIT`` (``BUILTIN_LINK``)."""
     link = task == "link"
     if link and name not in BUILTIN_LINK:
-        raise DatasetError(f"--task link has no built-in {name!r} dataset; use {', '.join(BUILTIN_LINK)} or a folder made with --link-split")
+        raise DatasetError(f"--task link has no built-in {name!r} dataset; use {', '.join(BUILTIN_LINK)} or a folder "
+                           "made with --link-split")
     path = cache_dir() / (BUILTIN_LINK if link else BUILTIN)[name]
     if not (path / "meta.json").is_file():
         if not quiet:
             print(f"building the {name} dataset in {path} (once)", flush=True)
         try:
             if name == "synthetic":
-                synthesize(path, DEFAULT_GRAPH["num_nodes"], DEFAULT_GRAPH["num_edges"], feature_dim=DEFAULT_GRAPH["feature_dim"],
-                           num_classes=DEFAULT_GRAPH["num_classes"], seed=DEFAULT_GRAPH["seed"], quiet=quiet)
+                synthesize(path, DEFAULT_GRAPH["num_nodes"], DEFAULT_GRAPH["num_edges"],
+                           feature_dim=DEFAULT_GRAPH["feature_dim"], num_classes=DEFAULT_GRAPH["num_classes"],
+                           seed=DEFAULT_GRAPH["seed"], quiet=quiet)
             else:
                 build_planetoid(name, path, quiet=quiet, **(LINK_SPLIT if link else {}))
         except OutputExistsError:  # another process (e.g. another rank) finished it first
@@ -54,7 +57,8 @@ def default_dataset(quiet: bool = False, task: str = "node") -> GraphDataset:
 
 
 def open_dataset(data: str | os.PathLike | None, quiet: bool = False, task: str = "node") -> GraphDataset:
-    """``--data``: a dataset folder; else, when no such folder exists, a built-in name (cora, synthetic); None: the default."""
+    """``--data``: a dataset folder; else, when no such folder exists, a built-in name (cora, synthetic); None: the
+    default."""
     if data is None:
         return default_dataset(quiet, task)
     name = str(data).lower()

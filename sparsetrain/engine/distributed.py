@@ -69,7 +69,8 @@ def wrap_model(model: torch.nn.Module, ctx: DistContext) -> torch.nn.Module:
 
 
 # gloo reports a dead or silent peer as a plain RuntimeError raised from its transport (DDP's all-reduce included)
-_BACKEND_FAILURE = re.compile(r"gloo|nccl|c10d|ProcessGroup|Connection (?:reset|closed) by peer|Broken pipe", re.IGNORECASE)
+_BACKEND_FAILURE = re.compile(r"gloo|nccl|c10d|ProcessGroup|Connection (?:reset|closed) by peer|Broken "
+                              r"pipe", re.IGNORECASE)
 
 
 def caused_by_another_rank(exc: BaseException) -> bool:
@@ -84,7 +85,8 @@ def describe_failure(exc: BaseException, ctx: DistContext) -> DistributedError:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return DistributedError(
         f"rank {ctx.rank} of {ctx.world_size}: lost contact with another rank ({text}); "
-        "another process probably died, was killed or stopped responding; check its log, then restart (add --resume to continue from the last checkpoint)"
+        "another process probably died, was killed or stopped responding; check its log, then restart (add --resume to "
+        "continue from the last checkpoint)"
     )
 
 

@@ -23,7 +23,8 @@ def full_graph_evaluator(features, labels: torch.Tensor, graph, split: dict[str,
 
     def evaluate(model) -> dict:
         out = infer_layers(model, features, graph, batch_size, torch.device(device), memory_budget, None)
-        result = {f"{name}_acc": accuracy(gather_rows(out, idx).float(), labels[idx]) for name, idx in split.items() if name != "train"}
+        result = {f"{name}_acc": accuracy(gather_rows(out, idx).float(), labels[idx]) for name,
+                  idx in split.items() if name != "train"}
         if not isinstance(out, torch.Tensor):
             out.close()
             out.path.unlink(missing_ok=True)
@@ -32,7 +33,8 @@ def full_graph_evaluator(features, labels: torch.Tensor, graph, split: dict[str,
     return evaluate
 
 
-def sampled_evaluator(sampler, features, labels: torch.Tensor, split: dict[str, torch.Tensor], *, batch_size: int, device="cpu"):
+def sampled_evaluator(sampler, features, labels: torch.Tensor, split: dict[str, torch.Tensor], *, batch_size: int,
+                      device="cpu"):
     """``evaluate(model)`` on sampled blocks (for graphs too large for full-graph inference)."""
     loaders = {name: Loader(sampler, features, labels, idx, batch_size=batch_size, shuffle=False, device=device)
                for name, idx in split.items() if name != "train"}

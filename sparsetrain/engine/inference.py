@@ -46,16 +46,20 @@ def layerwise_inference(model: BlockGNN, dataset, batch_size: int = 4096, *, dev
     return infer_layers(model, x, dataset.graph, batch_size, torch.device(device), memory_budget, spill_dir)
 
 
-def full_graph_inference(model: BlockGNN, x, graph, nodes_per_chunk: int = 4096, device: str | torch.device = "cpu") -> torch.Tensor:
+def full_graph_inference(model: BlockGNN, x, graph, nodes_per_chunk: int = 4096,
+                         device: str | torch.device = "cpu") -> torch.Tensor:
     """Deprecated: ``layerwise_inference(model, dataset, batch_size=nodes_per_chunk, features=x)``."""
     warnings.warn("full_graph_inference(model, x, graph) is deprecated and goes away in the next release; use "
-                  "sparsetrain.engine.layerwise_inference(model, dataset, batch_size=...) (features=x for other features)",
+                  "sparsetrain.engine.layerwise_inference(model, dataset, batch_size=...) (features=x for other "
+                  "features)",
                   DeprecationWarning, stacklevel=2)
     return infer_layers(model, x, graph, nodes_per_chunk, torch.device(device), None, None)
 
 
-def infer_layers(model: BlockGNN, x, graph, batch_size: int, device: torch.device, memory_budget: int | None, spill_dir) -> torch.Tensor | MmapFeatures:
-    """:func:`layerwise_inference` on features ``x`` and a :class:`~sparsetrain.sampling.CSCGraph` (what the evaluator calls)."""
+def infer_layers(model: BlockGNN, x, graph, batch_size: int, device: torch.device, memory_budget: int | None,
+                 spill_dir) -> torch.Tensor | MmapFeatures:
+    """:func:`layerwise_inference` on features ``x`` and a :class:`~sparsetrain.sampling.CSCGraph` (what the evaluator
+    calls)."""
     if batch_size < 1:
         raise SettingError(f"layerwise_inference: batch_size={batch_size} must be at least 1")
     was_training = model.training
@@ -91,7 +95,8 @@ def infer_layers(model: BlockGNN, x, graph, batch_size: int, device: torch.devic
 
 
 def _chunk_block(graph, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sources (the chunk's own nodes first: dst = the first ``hi - lo`` sources, then their in-neighbors) and the block's edges."""
+    """Sources (the chunk's own nodes first: dst = the first ``hi - lo`` sources, then their in-neighbors) and the
+    block's edges."""
     counts, neighbors = graph.columns(lo, hi)  # checked: a damaged graph is an error here, not a stray read
     dst_local = torch.repeat_interleave(torch.arange(hi - lo), counts)
     src_nodes, src_local = torch.unique(torch.cat([torch.arange(lo, hi), neighbors]), return_inverse=True)
@@ -140,9 +145,9 @@ def layerwise_cost(num_edges: int, num_layers: int) -> int:
     return num_edges * num_layers
 
 
-def sampled_cost(num_eval_nodes: int, fanout: list[int]) -> float:
+def sampled_cost(num_eval_nodes: int, fanouts: list[int]) -> float:
     """Edges sampled evaluation aggregates: per seed, the block edges of its fanouts (-1 = all: at least the graph)."""
-    if any(f < 0 for f in fanout):
+    if any(f < 0 for f in fanouts):
         return math.inf
-    per_seed = sum(math.prod(fanout[: k + 1]) for k in range(len(fanout)))
+    per_seed = sum(math.prod(fanouts[: k + 1]) for k in range(len(fanouts)))
     return float(num_eval_nodes) * per_seed

@@ -20,6 +20,7 @@ from sparsetrain.datasets.edge_split import EdgeSplit
 from sparsetrain.engine.inference import full_graph_inference
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.metrics import hits_at_k, mrr, roc_auc
+from sparsetrain.engine.settings import ModelSettings, SamplingSettings
 from sparsetrain.errors import DatasetError
 from sparsetrain.nn.link import LinkPredictor, build_link_model
 from sparsetrain.sampling import EdgeSeeds, LinkNeighborSampler, NeighborSampler
@@ -77,24 +78,26 @@ def link_evaluator(features, graph, edge_split: dict[str, EdgeSplit], device="cp
         model.eval()
         result = {}
         for name, split in evaluated.items():
-            result.update(split_metrics(score_pairs(model, h, split.pos, device), score_pairs(model, h, split.neg, device),
-                                        split.neg_per_pos, name))
+            result.update(split_metrics(score_pairs(model, h, split.pos, device),
+                                        score_pairs(model, h, split.neg, device), split.neg_per_pos, name))
         model.train(was_training)
         return result
 
     return evaluate
 
 
-def link_parts(ds, settings, ctx, features, graph):
+def link_parts(ds, sampling: SamplingSettings, model: ModelSettings, seed: int, ctx, features, graph):
     """What ``train`` needs for the link task: ``(loader, model, evaluate)``."""
     if "train" not in ds.edge_split:
-        raise DatasetError(f"{ds.path}: --task link needs link splits; re-import with `sparsetrain preprocess ... --link-split 0.85,0.05,0.10`")
+        raise DatasetError(f"{ds.path}: --task link needs link splits; re-import with `sparsetrain preprocess ... "
+                           "--link-split 0.85,0.05,0.10`")
     if ds.features is None:
         raise DatasetError(f"{ds.path}: --task link needs node features; re-import with --features")
-    exclude = settings.exclude if settings.exclude != "auto" else ("self" if ds.directed else "reverse")
-    sampler = LinkNeighborSampler(NeighborSampler(graph, settings.fanout, seed=settings.seed), neg_sampling="binary", exclude=exclude)
+    exclude = sampling.exclude if sampling.exclude != "auto" else ("self" if ds.directed else "reverse")
+    sampler = LinkNeighborSampler(NeighborSampler(graph, sampling.fanouts, seed=seed), neg_sampling="binary",
+                                  exclude=exclude)
     seeds = EdgeSeeds.from_edge_index(ds.edge_split["train"].pos)
-    loader = Loader(sampler, features, None, seeds, batch_size=settings.batch_size, device=ctx.device, seed=settings.seed,
+    loader = Loader(sampler, features, None, seeds, batch_size=sampling.batch_size, device=ctx.device, seed=seed,
                     rank=ctx.rank, world_size=ctx.world_size)
-    model = build_link_model(ds.num_features, settings.hidden, len(settings.fanout), settings.decoder, settings.dropout)
-    return loader, model, link_evaluator(features, ds.graph, ds.edge_split, device=ctx.device)
+    network = build_link_model(ds.num_features, model.hidden, sampling.fanouts.num_hops, model.decoder, model.dropout)
+    return loader, network, link_evaluator(features, ds.graph, ds.edge_split, device=ctx.device)

@@ -45,7 +45,8 @@ class Loader:
 
     ``sampler`` has ``sample(SamplerInput) -> MiniBatch``; ``features`` is a feature store
     (``gather(ids)``, e.g. ``CachedFeatures``) or a tensor, or, for a typed sampler
-    (a :class:`~sparsetrain.sampling.NeighborSampler` over a typed graph), a dict of them per node type (each type its own store
+    (a :class:`~sparsetrain.sampling.NeighborSampler` over a typed graph), a dict of them per node type (each type its
+    own store
     and cache; ``x`` is then a dict); ``labels`` a tensor (of the seeds' type);
     ``seeds`` the node ids to iterate (e.g. ``ds.split["train"]``), or an :class:`~sparsetrain.sampling.EdgeSeeds`
     table for a :class:`~sparsetrain.sampling.LinkNeighborSampler` (``labels`` None; ``y`` is then the
@@ -82,7 +83,8 @@ class Loader:
         if not isinstance(seeds, EdgeSeeds):
             seeds = torch.as_tensor(seeds, dtype=torch.int64)
             if seeds.dim() != 1:
-                raise SettingError(f"seeds must be a 1-D tensor of node ids (or EdgeSeeds), got shape {list(seeds.shape)}")
+                raise SettingError("seeds must be a 1-D tensor of node ids (or EdgeSeeds), got shape "
+                                   f"{list(seeds.shape)}")
         self.seed_batches = SeedBatches(seeds, batch_size, shuffle=shuffle, drop_last=drop_last, seed=seed, order=order,
                                         sampler=sampler, rank=rank, world_size=world_size)
         self.sample_stage = Sample(sampler)
@@ -110,11 +112,13 @@ class Loader:
         self._epoch = epoch
 
     def batches(self, epoch: int) -> list[torch.Tensor | EdgeSeeds]:
-        """This rank's seed batches of ``epoch``: a pure function of (seed, epoch, rank) (see :class:`~sparsetrain.sampling.SeedBatches`)."""
+        """This rank's seed batches of ``epoch``: a pure function of (seed, epoch, rank) (see
+        :class:`~sparsetrain.sampling.SeedBatches`)."""
         return self.seed_batches.batches(epoch)
 
     def _pipeline(self, todo: list[SamplerInput | EdgeSamplerInput]) -> Iterator[Staged]:
-        """Stages 2-4 over this epoch's inputs: batch k is sampled and its rows' fetch started before batch k - 1 is gathered."""
+        """Stages 2-4 over this epoch's inputs: batch k is sampled and its rows' fetch started before batch k - 1 is
+        gathered."""
         return run_chain(self.stages, todo)
 
     def __iter__(self) -> Iterator:

@@ -1,4 +1,5 @@
-"""Link-prediction metrics, computed as ``ogb.linkproppred.Evaluator`` defines them (``tests/test_link_metrics.py`` compares).
+"""Link-prediction metrics, computed as ``ogb.linkproppred.Evaluator`` defines them (``tests/test_link_metrics.py``
+compares).
 
 * :func:`roc_auc`: the area under the ROC curve of positives against negatives (ties count half), as
   ``sklearn.metrics.roc_auc_score`` on ``[1]*P + [0]*N`` (ogb's ``rocauc``).

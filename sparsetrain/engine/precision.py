@@ -21,7 +21,8 @@ def check_precision(precision: str, device: torch.device | str) -> None:
         raise SettingError(f"precision {precision!r} is not supported; choose one of {', '.join(PRECISIONS)}")
     device = torch.device(device)
     if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise SettingError(f"precision 'bf16': {torch.cuda.get_device_name(device)} has no bfloat16 support; use precision='fp32'")
+        raise SettingError(f"precision 'bf16': {torch.cuda.get_device_name(device)} has no bfloat16 support; use "
+                           "precision='fp32'")
 
 
 def autocast(precision: str, device: torch.device | str) -> torch.autocast:

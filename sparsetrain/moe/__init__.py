@@ -11,7 +11,7 @@ from sparsetrain.moe.dcp_reader import SafeFileSystemReader, load_dcp
 from sparsetrain.moe.errors import DCPCheckpointError, MoEConfigError, MoEInputError, MoEStateError
 from sparsetrain.moe.expert_parallel import ExpertParallel
 from sparsetrain.moe.fssdp import FSSDP
-from sparsetrain.moe.layer import MoE, finish_step, update_expert_biases
+from sparsetrain.moe.layer import MoE, finish_step, shard_experts, update_expert_biases
 from sparsetrain.moe.losses import MoEAux
 from sparsetrain.moe.sharded import sharded_parameter_names, sync_dense_grads
 
@@ -32,6 +32,7 @@ __all__ = [
     "load_dcp_state_dict",
     "load_optimizer_state_dict",
     "optimizer_state_dict",
+    "shard_experts",
     "sharded_parameter_names",
     "sync_dense_grads",
     "update_expert_biases",

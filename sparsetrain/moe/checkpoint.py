@@ -51,7 +51,8 @@ def optimizer_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer) -> 
     return out
 
 
-def load_optimizer_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer, saved: dict[str, dict[str, Any]]) -> None:
+def load_optimizer_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer,
+                              saved: dict[str, dict[str, Any]]) -> None:
     """Load :func:`optimizer_state_dict` output into ``optimizer`` for ``model`` (any world size or sharding mode)."""
     sharded = _expert_tables(model)
     shard_ids = {id(m.shard): name for name, m in sharded.items()}

@@ -35,7 +35,8 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict, set_model_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_state_dict, set_model_state_dict,
+                                                     set_state_dict)
 from torch.distributed.checkpoint.stateful import Stateful
 from torch.nn.parallel import DistributedDataParallel
 
@@ -111,7 +112,8 @@ def _tables_to_experts(optim_sd: dict[str, Any], tables: dict[str, ShardedExpert
                 v = ins[key]
                 if isinstance(v, torch.Tensor) and v.dim() == 3:
                     if key not in outs:
-                        raise MoEStateError(f"DCPState: optimizer state {key!r} of {w_in!r} has no counterpart for {w_out!r}")
+                        raise MoEStateError(f"DCPState: optimizer state {key!r} of {w_in!r} has no counterpart for "
+                                            f"{w_out!r}")
                     rows = m.from_tables(v, outs[key], f"optimizer state {key!r} of {prefix}")
                     state[key] = rows.to(m.shard.device, m.shard.dtype)
                 else:
@@ -149,7 +151,8 @@ def load_dcp_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer | Non
             set_model_state_dict(inner, state["model"])
         return
     if "optim" not in state:
-        raise MoEStateError("load_dcp_state_dict: the state has no 'optim' entry; build it with dcp_state_dict(model, optimizer)")
+        raise MoEStateError("load_dcp_state_dict: the state has no 'optim' entry; build it with dcp_state_dict(model, "
+                            "optimizer)")
     optim_sd = state["optim"]
     _tables_to_experts(optim_sd, tables)
     with moe_layout_state_dict(inner):

@@ -34,8 +34,8 @@ class ExpertParallel:
         world = group_info(self.group).world_size
         if num_experts < world:
             raise MoEConfigError(
-                f"ExpertParallel: {num_experts} experts cannot be split over {world} ranks (each rank needs at least one); "
-                "use more experts, a smaller group, or sharding=FSSDP()"
+                f"ExpertParallel: {num_experts} experts cannot be split over {world} ranks (each rank needs at least "
+                "one); use more experts, a smaller group, or sharding=FSSDP()"
             )
         return ExpertParallelExperts(shape, num_experts, base_seed, self, RowPlacement.contiguous(num_experts, world))
 
@@ -45,7 +45,8 @@ class ExpertParallelExperts(ShardedExperts):
 
     mode = "ExpertParallel"
 
-    def __init__(self, shape: ExpertShape, num_experts: int, base_seed: int, config: ExpertParallel, placement: RowPlacement) -> None:
+    def __init__(self, shape: ExpertShape, num_experts: int, base_seed: int, config: ExpertParallel,
+                 placement: RowPlacement) -> None:
         super().__init__(shape, num_experts, base_seed, config.group, placement, config.stats)
         self.first = int(placement.owned_ids(self.rank)[0]) if placement.num_owned(self.rank) else 0
         self.local = placement.num_owned(self.rank)
@@ -62,7 +63,8 @@ class ExpertParallelExperts(ShardedExperts):
         """Send rows to their experts' ranks, run the local experts, bring the results back."""
         t0 = time.perf_counter()
         all_counts = all_gather_rows(counts.to(torch.int64), self.group)  # [W, E]
-        per_rank = torch.stack([all_counts[:, a:b].sum(1) for a, b in zip(self.bounds[:-1], self.bounds[1:])], 1)  # [src, dst]
+        # [src, dst]
+        per_rank = torch.stack([all_counts[:, a:b].sum(1) for a, b in zip(self.bounds[:-1], self.bounds[1:])], 1)
         send = per_rank[self.rank].tolist()
         recv = per_rank[:, self.rank].tolist()
         x_in = _Tally.apply(all_to_all(x_sorted, send, recv, self.group), self, send, recv)
@@ -77,7 +79,8 @@ class ExpertParallelExperts(ShardedExperts):
         result = all_to_all(out[back], recv, send, self.group)
         if self.world_size > 1:  # dispatch sends `away` rows and receives `arriving`; the combine the reverse
             away, arriving = sum(send) - send[self.rank], sum(recv) - recv[self.rank]
-            self._record(away + arriving, arriving + away, x_sorted.shape[1] * x_sorted.element_size(), time.perf_counter() - t0)
+            self._record(away + arriving, arriving + away, x_sorted.shape[1] * x_sorted.element_size(),
+                         time.perf_counter() - t0)
         return _Tally.apply(result, self, recv, send)
 
 

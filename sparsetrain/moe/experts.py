@@ -66,7 +66,8 @@ def activate(h: torch.Tensor, activation: str) -> torch.Tensor:
     return F.silu(h)
 
 
-def expert_ffn(x_sorted: torch.Tensor, w_in: torch.Tensor, w_out: torch.Tensor, counts: torch.Tensor, activation: str) -> torch.Tensor:
+def expert_ffn(x_sorted: torch.Tensor, w_in: torch.Tensor, w_out: torch.Tensor, counts: torch.Tensor,
+               activation: str) -> torch.Tensor:
     """Run rows sorted by expert through their experts: ``counts[g]`` consecutive rows use expert ``g``."""
     h = grouped_mm(x_sorted, w_in.to(x_sorted.dtype), counts)
     return grouped_mm(activate(h, activation), w_out.to(x_sorted.dtype), counts)

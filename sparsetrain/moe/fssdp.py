@@ -56,7 +56,8 @@ class FSSDP:
         if replica_memory_bytes < 0:
             raise MoEConfigError(f"FSSDP: replica_memory_bytes must be >= 0, got {replica_memory_bytes}")
         self.group, self.rematerialize, self.placement = group, bool(rematerialize), placement
-        self.replica_memory_bytes, self.window, self.rebalance_every = int(replica_memory_bytes), int(window), rebalance_every
+        self.replica_memory_bytes, self.window = int(replica_memory_bytes), int(window)
+        self.rebalance_every = rebalance_every
         self.hot_factor, self.stats = float(hot_factor), stats
 
     def build(self, shape: ExpertShape, num_experts: int, base_seed: int) -> FSSDPExperts:
@@ -71,7 +72,8 @@ class FSSDPExperts(ShardedExperts):
 
     mode = "FSSDP"
 
-    def __init__(self, shape: ExpertShape, num_experts: int, base_seed: int, config: FSSDP, placement: RowPlacement) -> None:
+    def __init__(self, shape: ExpertShape, num_experts: int, base_seed: int, config: FSSDP,
+                 placement: RowPlacement) -> None:
         super().__init__(shape, num_experts, base_seed, config.group, placement, config.stats)
         self.config = config
         self.loads = LoadWindow(num_experts, config.window)
@@ -93,7 +95,8 @@ class FSSDPExperts(ShardedExperts):
             self.loads.add(total)
         return total, tokens
 
-    def _gather_and_run(self, shard: torch.Tensor, x_sorted: torch.Tensor, needed: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    def _gather_and_run(self, shard: torch.Tensor, x_sorted: torch.Tensor, needed: torch.Tensor,
+                        counts: torch.Tensor) -> torch.Tensor:
         rows = sparse_all_gather(shard, needed, placement=self.placement, group=self.group, stats=self.stats)
         w_in, w_out = self.shape.unpack(rows)
         return expert_ffn(x_sorted, w_in, w_out, counts, self.shape.activation)
@@ -128,7 +131,8 @@ class FSSDPExperts(ShardedExperts):
         rank computes the same placement). Returns the placement now in use.
         """
         new = plan_placement(
-            self.loads.load(), self.world_size, max_replica_rows=self.replica_rows_cap(), hot_factor=self.config.hot_factor
+            self.loads.load(), self.world_size, max_replica_rows=self.replica_rows_cap(),
+            hot_factor=self.config.hot_factor
         )
         self._steps_since_rebalance = 0
         if new == self.placement:
@@ -137,7 +141,8 @@ class FSSDPExperts(ShardedExperts):
         owned = old_owners.num_owned(self.rank)
 
         def move(t: torch.Tensor) -> torch.Tensor:
-            return sparse_all_gather(t[:owned].contiguous(), mine, placement=old_owners, group=self.group, stats=self.stats)
+            return sparse_all_gather(t[:owned].contiguous(), mine, placement=old_owners, group=self.group,
+                                     stats=self.stats)
 
         old = self.shard
         state = optimizer.state.pop(old, {}) if optimizer is not None else {}

@@ -107,7 +107,8 @@ def _bucketed(x: torch.Tensor, w: torch.Tensor, counts: torch.Tensor) -> torch.T
 
 
 def grouped_mm(x: torch.Tensor, w: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-    """``[N, K] x [G, K, M] -> [N, M]`` where the first ``counts[0]`` rows use ``w[0]``, the next ``counts[1]`` ``w[1]``, ...
+    """``[N, K] x [G, K, M] -> [N, M]`` where the first ``counts[0]`` rows use ``w[0]``, the next ``counts[1]``
+    ``w[1]``, ...
 
     ``counts`` is ``[G]`` int64 summing to ``N`` (zeros allowed). Differentiable in ``x`` and ``w``.
     """

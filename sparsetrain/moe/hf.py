@@ -113,7 +113,8 @@ class HFMoEBlock(nn.Module):
 
     hf_layout = True  #: ``state_dict`` in HF's names and layouts (off inside :func:`moe_layout_state_dict`)
 
-    def __init__(self, moe: MoE, family: Family, *, source: str, jitter_noise: float = 0.0, aux_loss: str = "hf") -> None:
+    def __init__(self, moe: MoE, family: Family, *, source: str, jitter_noise: float = 0.0,
+                 aux_loss: str = "hf") -> None:
         super().__init__()
         self.moe = moe
         self.router_logits = RouterLogitsTap()
@@ -211,14 +212,16 @@ def _state_dict_from_hf(block: HFMoEBlock, state: dict, prefix: str, *args) -> N
     state.update({f"{prefix}moe.{k}": v for k, v in moe_state.items()})
 
 
-def _moe_for(block: nn.Module, family: Family, config, sharding, aux_loss: str, aux_loss_weight: float | None, z_loss_weight: float) -> MoE:
+def _moe_for(block: nn.Module, family: Family, config, sharding, aux_loss: str, aux_loss_weight: float | None,
+             z_loss_weight: float) -> MoE:
     gate, experts = block.gate, block.experts
     num_experts, d_model = gate.weight.shape
     d_hidden = experts.gate_up_proj.shape[1] // 2
     act = getattr(config, "hidden_act", "silu")
     if act != "silu":
         raise MoEConfigError(
-            f"replace_moe_blocks: {type(block).__name__} uses hidden_act={act!r}; sparsetrain's gated experts are SiLU (SwiGLU) only"
+            f"replace_moe_blocks: {type(block).__name__} uses hidden_act={act!r}; sparsetrain's gated experts are SiLU "
+            "(SwiGLU) only"
         )
     renormalize = family.always_renormalize or bool(getattr(gate, "norm_topk_prob", False))
     kw: dict = {}
@@ -233,7 +236,8 @@ def _moe_for(block: nn.Module, family: Family, config, sharding, aux_loss: str, 
         state["router.expert_bias"] = gate.e_score_correction_bias
     if family.shared is not None:
         mlp = getattr(block, family.shared)
-        kw.update(shared_experts=1, shared_hidden=mlp.gate_proj.weight.shape[0], shared_gate=family.shared_gate is not None)
+        kw.update(shared_experts=1, shared_hidden=mlp.gate_proj.weight.shape[0],
+                  shared_gate=family.shared_gate is not None)
         state["shared.w_in"] = torch.cat([mlp.gate_proj.weight.t(), mlp.up_proj.weight.t()], dim=1)
         state["shared.w_out"] = mlp.down_proj.weight.t()
         if family.shared_gate is not None:
@@ -242,7 +246,8 @@ def _moe_for(block: nn.Module, family: Family, config, sharding, aux_loss: str, 
         weights = dict(aux_loss_weight=0.0, z_loss_weight=0.0)
     else:
         default = getattr(config, "router_aux_loss_coef", 0.01)
-        weights = dict(aux_loss_weight=default if aux_loss_weight is None else aux_loss_weight, z_loss_weight=z_loss_weight)
+        weights = dict(aux_loss_weight=default if aux_loss_weight is None else aux_loss_weight,
+                       z_loss_weight=z_loss_weight)
     with torch.random.fork_rng(devices=[]):  # building the layer draws initial weights; leave the caller's RNG alone
         moe = MoE(d_model, d_hidden, num_experts, gate.top_k, router=family.score, renormalize=renormalize,
                   activation="swiglu", sharding=sharding, **weights, **kw)  # fmt: skip
@@ -325,7 +330,8 @@ def replace_moe_blocks(
     config = getattr(model, "config", None)
     for name, block, family in found:
         moe = _moe_for(block, family, config, sharding, aux_loss, aux_loss_weight, z_loss_weight)
-        new = HFMoEBlock(moe, family, source=type(block).__name__, jitter_noise=getattr(block, "jitter_noise", 0.0) or 0.0,
+        new = HFMoEBlock(moe, family, source=type(block).__name__,
+                         jitter_noise=getattr(block, "jitter_noise", 0.0) or 0.0,
                          aux_loss=aux_loss)  # fmt: skip
         new.train(block.training)
         owner = _owner_of(name, modules)

@@ -7,6 +7,7 @@ from torch import nn
 
 from sparsetrain.moe.dispatch import combine, plan_dispatch
 from sparsetrain.moe.errors import MoEConfigError, MoEInputError
+from sparsetrain.moe.errors import MoEStateError
 from sparsetrain.moe.experts import ExpertShape, LocalExperts
 from sparsetrain.moe.losses import MoEAux, load_balancing_loss, router_z_loss
 from sparsetrain.moe.router import Router
@@ -35,7 +36,9 @@ class MoE(nn.Module):
         expert_bias: DeepSeek-V3 selection-only bias; call :meth:`update_expert_bias` after each optimizer
             step (it uses the token counts seen since the last call, summed over ranks).
         sharding: ``None`` (all experts here), :class:`~sparsetrain.moe.FSSDP` or
-            :class:`~sparsetrain.moe.ExpertParallel`. Same weights and inputs give the same function in every mode.
+            :class:`~sparsetrain.moe.ExpertParallel`: the same as :func:`shard_experts` applied to the layer,
+            except that the whole expert table is never built. Same weights and inputs give the same function in
+            every mode.
 
     Returns ``(y, aux)``: ``y`` has the shape and dtype of ``x``; ``aux`` is a :class:`MoEAux`.
 
@@ -81,7 +84,8 @@ class MoE(nn.Module):
         if shared_experts < 0:
             raise MoEConfigError(f"MoE: shared_experts must be >= 0, got {shared_experts}")
         if not shared_experts and (shared_hidden is not None or shared_gate):
-            raise MoEConfigError("MoE: shared_hidden and shared_gate describe the shared experts; set shared_experts >= 1")
+            raise MoEConfigError("MoE: shared_hidden and shared_gate describe the shared experts; set shared_experts "
+                                 ">= 1")
         self.d_model, self.d_hidden, self.num_experts, self.top_k = d_model, d_hidden, num_experts, top_k
         self.capacity_factor = capacity_factor
         self.aux_loss_weight, self.z_loss_weight = float(aux_loss_weight), float(z_loss_weight)
@@ -96,18 +100,18 @@ class MoE(nn.Module):
         if shared_experts:
             width = shared_experts * d_hidden if shared_hidden is None else shared_hidden
             self.shared = SharedExperts(d_model, width, activation, gate=shared_gate)
-        if sharding is None:
-            self.experts = LocalExperts(shape, num_experts, base_seed)
-        else:
-            self.experts = sharding.build(shape, num_experts, base_seed)
+        self.expert_shape, self.expert_seed = shape, base_seed  # every placement of the experts builds from these
+        self.experts = LocalExperts(shape, num_experts, base_seed) if sharding is None else None
         self.register_buffer("pending_counts", torch.zeros(num_experts, dtype=torch.int64), persistent=False)
+        if sharding is not None:
+            shard_experts(self, sharding)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, MoEAux]:
         """Route, run the chosen experts, combine; see the class docstring."""
         if x.shape[-1] != self.d_model:
             raise MoEInputError(
-                f"MoE.forward: input has last dimension {x.shape[-1]} but the layer was built with d_model={self.d_model}; "
-                "reshape the input or rebuild the layer"
+                f"MoE.forward: input has last dimension {x.shape[-1]} but the layer was built with "
+                f"d_model={self.d_model}; reshape the input or rebuild the layer"
             )
         if not x.dtype.is_floating_point:
             raise MoEInputError(f"MoE.forward: input dtype {x.dtype} is not floating point")
@@ -147,7 +151,29 @@ class MoE(nn.Module):
 
     def extra_repr(self) -> str:
         cap = "dropless" if self.capacity_factor is None else f"capacity_factor={self.capacity_factor}"
-        return f"d_model={self.d_model}, d_hidden={self.d_hidden}, num_experts={self.num_experts}, top_k={self.top_k}, {cap}"
+        return (f"d_model={self.d_model}, d_hidden={self.d_hidden}, num_experts={self.num_experts}, "
+                f"top_k={self.top_k}, {cap}")
+
+
+def shard_experts(module: nn.Module, sharding) -> nn.Module:
+    """Place the experts of every :class:`MoE` in ``module`` (itself included) by ``sharding``, as ``fully_shard``
+    applies FSDP2 to a built model: ``shard_experts(model, FSSDP())`` or ``ExpertParallel(group)``.
+
+    Each layer's experts become this rank's shard, holding the layer's current weights (every rank must hold the same
+    ones: the same seed, or the same checkpoint loaded), so the layer computes what it did before. Call it on every
+    rank, before building the optimizer and before wrapping in DDP / ``fully_shard`` (their ignore lists take
+    :func:`~sparsetrain.moe.sharded_parameter_names`). Returns ``module``.
+    """
+    for layer in [m for m in module.modules() if isinstance(m, MoE)]:
+        experts = layer.experts
+        if experts is not None and not isinstance(experts, LocalExperts):
+            raise MoEStateError(f"shard_experts: this MoE layer's experts are already sharded ({experts.mode}); "
+                                "shard each layer once")
+        sharded = sharding.build(layer.expert_shape, layer.num_experts, layer.expert_seed)
+        if experts is not None:  # the layer's own weights, which may have been trained or loaded since it was built
+            sharded.load_state_dict(experts.state_dict())
+        layer.experts = sharded
+    return module
 
 
 def update_expert_biases(model: nn.Module) -> None:

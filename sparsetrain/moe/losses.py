@@ -41,7 +41,8 @@ def load_balancing_loss(
     (sigmoid scores are first normalized per token, so both score kinds give 1.0 when balanced).
     """
     num_experts = scores.shape[-1]
-    s = scores / scores.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).tiny) if normalize_scores else scores
+    tiny = torch.finfo(scores.dtype).tiny
+    s = scores / scores.sum(dim=-1, keepdim=True).clamp_min(tiny) if normalize_scores else scores
     if global_tokens == 0:
         return s.sum() * 0.0
     f = global_counts.to(s.dtype) / float(global_tokens * top_k)

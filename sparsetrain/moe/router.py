@@ -121,11 +121,12 @@ def check_groups(num_experts: int, top_k: int, n_group: int, topk_group: int) ->
     if not 1 <= topk_group <= n_group:
         raise MoEConfigError(f"MoE: topk_group={topk_group} must be between 1 and n_group={n_group}")
     if n_group > 1 and num_experts // n_group < 2:
-        raise MoEConfigError(f"MoE: group-limited routing needs >= 2 experts per group; num_experts={num_experts}, n_group={n_group}")
+        raise MoEConfigError(f"MoE: group-limited routing needs >= 2 experts per group; num_experts={num_experts}, "
+                             f"n_group={n_group}")
     if top_k > topk_group * (num_experts // n_group):
         raise MoEConfigError(
-            f"MoE: top_k={top_k} exceeds the {topk_group * (num_experts // n_group)} experts in topk_group={topk_group} "
-            f"groups of {num_experts // n_group}; raise topk_group or lower top_k"
+            f"MoE: top_k={top_k} exceeds the {topk_group * (num_experts // n_group)} experts in "
+            f"topk_group={topk_group} groups of {num_experts // n_group}; raise topk_group or lower top_k"
         )
 
 

@@ -35,7 +35,8 @@ class ShardedExperts(nn.Module):
     mode = "sharded"
     dtensor_state_dict = False
 
-    def __init__(self, shape: ExpertShape, num_experts: int, base_seed: int, group, placement: RowPlacement, stats) -> None:
+    def __init__(self, shape: ExpertShape, num_experts: int, base_seed: int, group, placement: RowPlacement,
+                 stats) -> None:
         super().__init__()
         self.shape, self.num_experts, self.group = shape, num_experts, group
         info = group_info(group)
@@ -56,7 +57,8 @@ class ShardedExperts(nn.Module):
 
     def _check_placement(self, placement: RowPlacement) -> None:
         if not isinstance(placement, RowPlacement):
-            raise MoEConfigError(f"MoE {self.mode}: placement must be a sparsetrain.collective.RowPlacement, got {type(placement).__name__}")
+            raise MoEConfigError(f"MoE {self.mode}: placement must be a sparsetrain.collective.RowPlacement, got "
+                                 f"{type(placement).__name__}")
         if placement.world_size != self.world_size:
             raise MoEConfigError(
                 f"MoE {self.mode}: the placement is for world size {placement.world_size} but the process group has "
@@ -64,7 +66,8 @@ class ShardedExperts(nn.Module):
             )
         if placement.num_rows != self.num_experts:
             raise MoEConfigError(
-                f"MoE {self.mode}: the placement has {placement.num_rows} rows but the layer has {self.num_experts} experts"
+                f"MoE {self.mode}: the placement has {placement.num_rows} rows but the layer has {self.num_experts} "
+                "experts"
             )
 
     @property
@@ -83,7 +86,8 @@ class ShardedExperts(nn.Module):
         base = self.owner_placement
         with torch.no_grad():
             owned = self.shard.detach()[: base.num_owned(self.rank)]
-            return sparse_all_gather(owned, torch.arange(self.num_experts), placement=base, group=self.group, stats=self.stats)
+            return sparse_all_gather(owned, torch.arange(self.num_experts), placement=base, group=self.group,
+                                     stats=self.stats)
 
     # ------------------------------------------------------------------ checkpoints
     @property
@@ -128,7 +132,8 @@ class ShardedExperts(nn.Module):
         mesh = self._mesh()
         shapes = ((self.num_experts, *w_in.shape[1:]), (self.num_experts, *w_out.shape[1:]))
         return tuple(
-            DTensor.from_local(t, mesh, [Shard(0)], run_check=False, shape=torch.Size(s), stride=torch.empty(s, device="meta").stride())
+            DTensor.from_local(t, mesh, [Shard(0)], run_check=False, shape=torch.Size(s),
+                               stride=torch.empty(s, device="meta").stride())
             for t, s in zip((w_in, w_out), shapes)
         )
 
@@ -140,7 +145,8 @@ class ShardedExperts(nn.Module):
         if tuple(w_in.shape) != want_in or tuple(w_out.shape) != want_out:
             raise MoEStateError(
                 f"{what}: checkpoint shapes {tuple(w_in.shape)}/{tuple(w_out.shape)} do not match the layer's "
-                f"{want_in}/{want_out}; build the layer with the checkpoint's d_model, d_hidden, num_experts and activation"
+                f"{want_in}/{want_out}; build the layer with the checkpoint's d_model, d_hidden, num_experts and "
+                "activation"
             )
         ids = self.placement.local_ids(self.rank)
         sharded = [isinstance(t, DTensor) and tuple(t.placements) == (Shard(0),) for t in (w_in, w_out)]
@@ -149,7 +155,8 @@ class ShardedExperts(nn.Module):
             rows = self.shape.pack(w_in.to_local(), w_out.to_local())
             if rows.shape[0] != chunk.num_owned(self.rank):
                 raise MoEStateError(f"{what}: the DTensor holds {rows.shape[0]} experts on rank {self.rank}, not the "
-                                    f"{chunk.num_owned(self.rank)} of torch.chunk's Shard(0) layout; build it with to_dtensors")  # fmt: skip
+                                    f"{chunk.num_owned(self.rank)} of torch.chunk's Shard(0) layout; build it with "
+                                    "to_dtensors")  # fmt: skip
             with torch.no_grad():
                 return sparse_all_gather(rows, ids, placement=chunk, group=self.group, stats=self.stats)
         w_in, w_out = (t.full_tensor() if isinstance(t, DTensor) else t for t in (w_in, w_out))
@@ -163,7 +170,8 @@ class ShardedExperts(nn.Module):
         destination[prefix + "w_in"] = w_in
         destination[prefix + "w_out"] = w_out
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
         keys = (prefix + "w_in", prefix + "w_out")
         if any(k not in state_dict for k in keys):
             missing_keys.extend(k for k in keys if k not in state_dict)
@@ -177,7 +185,8 @@ class ShardedExperts(nn.Module):
             self.shard.copy_(rows.to(self.shard.device, self.shard.dtype))
 
     def extra_repr(self) -> str:
-        return f"rank={self.rank}, world_size={self.world_size}, local_rows={self.shard.shape[0]}, placement={self.placement!r}"
+        return (f"rank={self.rank}, world_size={self.world_size}, local_rows={self.shard.shape[0]}, "
+                f"placement={self.placement!r}")
 
 
 def sharded_parameter_names(model: nn.Module) -> list[str]:

@@ -1,7 +1,8 @@
 """Models and their kernels: GNNs from PyG layers, the graph transformer, attention and dropout.
 
 ``GraphSAGE``, ``GCN``, ``GAT`` are PyG convolutions applied block by block (a
-``BlockGNN``); ``LinkPredictor`` pairs such an encoder with a ``DotDecoder`` or ``MLPDecoder``; ``RGCN`` is their typed counterpart (a ``HeteroConv`` of per-relation convolutions per
+``BlockGNN``); ``LinkPredictor`` pairs such an encoder with a ``DotDecoder`` or ``MLPDecoder``; ``RGCN`` is their typed
+counterpart (a ``HeteroConv`` of per-relation convolutions per
 block of a typed ``MiniBatch``); ``GraphTransformer`` interleaves exact sparse (edge) and dense (cluster)
 attention (``edge_attention``, ``cluster_attention`` with a ``Packing``, ``linear_attention``),
 with ``SequenceShards`` for cluster-aware sequence parallelism over ranks.

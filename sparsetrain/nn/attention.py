@@ -31,7 +31,8 @@ MIN_TILE = 8
 
 
 def add_self_loops(edge_index: torch.Tensor, num_dst: int) -> torch.Tensor:
-    """``edge_index`` [2, E] (src, dst) without its self loops, plus one loop ``(i, i)`` per destination ``i < num_dst``.
+    """``edge_index`` [2, E] (src, dst) without its self loops, plus one loop ``(i, i)`` per destination ``i <
+    num_dst``.
 
     On a block, destination ``i`` is source ``i`` (destinations are the first sources).
     """
@@ -95,7 +96,8 @@ def edge_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, edge_index
     ``edge_index`` [2, E] holds (src, dst) local ids (add self loops with :func:`add_self_loops`).
     """
     if q.dim() != 3 or k.dim() != 3 or v.dim() != 3 or k.shape[:2] != v.shape[:2] or q.shape[1:] != k.shape[1:]:
-        raise SettingError(f"q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}: expected [nodes, heads, dim] with matching heads and dim")
+        raise SettingError(f"q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}: expected [nodes, heads, dim] "
+                           "with matching heads and dim")
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     src, dst = edge_index[0].contiguous(), edge_index[1].contiguous()
     return _EdgeAttention.apply(q, k, v, src, dst, float(scale), int(chunk_edges))
@@ -111,14 +113,16 @@ class Packing:
     tiles: list[tuple[torch.Tensor, torch.Tensor]]
 
     @classmethod
-    def from_pointers(cls, ptr: torch.Tensor, order: torch.Tensor | None = None, max_size: int | None = None) -> Packing:
+    def from_pointers(cls, ptr: torch.Tensor, order: torch.Tensor | None = None,
+                      max_size: int | None = None) -> Packing:
         """From group boundaries ``ptr`` [G + 1] (non-decreasing, ``ptr[-1]`` = number of nodes): O(N)."""
         ptr = ptr.to(torch.int64)
         sizes = ptr[1:] - ptr[:-1]
         device = ptr.device
         num_nodes = int(ptr[-1])
         if max_size is not None and sizes.numel() and int(sizes.max()) > max_size:
-            raise SettingError(f"a group has {int(sizes.max())} nodes, more than max_size={max_size}; split large clusters first")
+            raise SettingError(f"a group has {int(sizes.max())} nodes, more than max_size={max_size}; split large "
+                               "clusters first")
         tiles = []
         nonempty = sizes > 0
         if not bool(nonempty.any()):
@@ -129,7 +133,8 @@ class Packing:
             groups = torch.nonzero(nonempty & (tile == side)).view(-1)
             slot = torch.arange(side, device=device)
             valid = slot[None, :] < sizes[groups][:, None]
-            index = torch.where(valid, ptr[groups][:, None] + slot[None, :], torch.zeros((), dtype=torch.int64, device=device))
+            index = torch.where(valid, ptr[groups][:, None] + slot[None, :],
+                                torch.zeros((), dtype=torch.int64, device=device))
             if order is not None:
                 index = torch.where(valid, order[index], index)
             tiles.append((index, valid))
@@ -155,7 +160,8 @@ def _scatter_tiles(packing: Packing, tiles_out: list[torch.Tensor], like: torch.
     return out
 
 
-def cluster_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing: Packing, *, scale: float | None = None) -> torch.Tensor:
+def cluster_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing: Packing, *,
+                      scale: float | None = None) -> torch.Tensor:
     """Dense softmax attention within each group of ``packing`` (block-diagonal); q, k, v [N, heads, dim]."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     outs = []

@@ -148,7 +148,8 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
 
 
 def relu_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """``dropout(F.relu(x), p, training)`` in one pass (CPU float32/float64/bfloat16; others fall back to the two ops)."""
+    """``dropout(F.relu(x), p, training)`` in one pass (CPU float32/float64/bfloat16; others fall back to the two
+    ops)."""
     if not training or p == 0.0:
         return F.relu(x)
     if not _hash_path(x, p):

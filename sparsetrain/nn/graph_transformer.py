@@ -34,7 +34,8 @@ from sparsetrain.sampling.clusters import DEFAULT_MAX_CLUSTER_SIZE, BatchCluster
 
 
 class _TransformerLayer(nn.Module):
-    """Pre-norm block: ``h + attention(LN(h))`` then ``h + FFN(LN(h))``; the attention itself is chosen by subclasses."""
+    """Pre-norm block: ``h + attention(LN(h))`` then ``h + FFN(LN(h))``; the attention itself is chosen by
+    subclasses."""
 
     def __init__(self, dim: int, heads: int, dropout: float, ffn_factor: int):
         super().__init__()
@@ -46,7 +47,8 @@ class _TransformerLayer(nn.Module):
         self.kv = nn.Linear(dim, 2 * dim)
         self.out = nn.Linear(dim, dim)
         self.ffn_norm = nn.LayerNorm(dim) if ffn_factor else None
-        self.ffn = nn.Sequential(nn.Linear(dim, ffn_factor * dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(ffn_factor * dim, dim)) if ffn_factor else None
+        self.ffn = nn.Sequential(nn.Linear(dim, ffn_factor * dim), nn.GELU(), nn.Dropout(dropout),
+                                 nn.Linear(ffn_factor * dim, dim)) if ffn_factor else None
         self.dropout = dropout
 
     def _split(self, t: torch.Tensor) -> torch.Tensor:
@@ -64,7 +66,8 @@ class _TransformerLayer(nn.Module):
 class SparseAttentionLayer(_TransformerLayer):
     """Every destination attends to the sources of its edges (self loop included): exact, O(E·heads) scores."""
 
-    def forward(self, h: torch.Tensor, edge_index: torch.Tensor, num_dst: int, shards: SequenceShards | None = None) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, edge_index: torch.Tensor, num_dst: int,
+                shards: SequenceShards | None = None) -> torch.Tensor:
         """``h`` [num_src, dim] -> [num_dst, dim]; ``edge_index`` [2, E] local (src, dst) with self loops.
 
         With ``shards`` (sequence mode), ``h`` is this rank's slice and ``edge_index`` spans the whole sequence.
@@ -84,9 +87,11 @@ class ClusterAttentionLayer(_TransformerLayer):
         super().__init__(dim, heads, dropout, ffn_factor)
         self.global_attention = global_attention
 
-    def forward(self, h: torch.Tensor, clusters: Packing, subgraphs: Packing | None = None, shards: SequenceShards | None = None) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, clusters: Packing, subgraphs: Packing | None = None,
+                shards: SequenceShards | None = None) -> torch.Tensor:
         """``h`` [N, dim] -> [N, dim]. ``clusters`` packs the nodes for dense attention; ``subgraphs`` bounds
-        the global term (None: all nodes). With ``shards``, ``clusters`` is local and the global term spans all ranks."""
+        the global term (None: all nodes). With ``shards``, ``clusters`` is local and the global term spans all
+        ranks."""
         hn = self.norm(h)
         q, k, v = self._qkv(hn, hn)
         attended = cluster_attention(q, k, v, clusters)
@@ -113,9 +118,10 @@ class GraphTransformer(nn.Module):
 
     kind = "gt"
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, *, heads: int = 4,
-                 dropout: float = 0.5, input_dropout: float | None = None, ffn_factor: int = 0, cluster_layers: bool = True,
-                 global_attention: bool = False, cross_subgraph: bool = False, max_cluster_size: int = DEFAULT_MAX_CLUSTER_SIZE):
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, *,
+                 heads: int = 4, dropout: float = 0.5, input_dropout: float | None = None, ffn_factor: int = 0,
+                 cluster_layers: bool = True, global_attention: bool = False, cross_subgraph: bool = False,
+                 max_cluster_size: int = DEFAULT_MAX_CLUSTER_SIZE):
         super().__init__()
         if num_layers < 1:
             raise SettingError(f"num_layers={num_layers} must be at least 1")
@@ -124,8 +130,10 @@ class GraphTransformer(nn.Module):
         self.cross_subgraph = cross_subgraph
         self.max_cluster_size = max_cluster_size
         self.embed = nn.Linear(in_channels, hidden_channels)
-        self.sparse = nn.ModuleList(SparseAttentionLayer(hidden_channels, heads, dropout, ffn_factor) for _ in range(num_layers))
-        self.cluster = nn.ModuleList(ClusterAttentionLayer(hidden_channels, heads, dropout, ffn_factor, global_attention)
+        self.sparse = nn.ModuleList(SparseAttentionLayer(hidden_channels, heads, dropout, ffn_factor)
+                                    for _ in range(num_layers))
+        self.cluster = nn.ModuleList(ClusterAttentionLayer(hidden_channels, heads, dropout, ffn_factor,
+                                                           global_attention)
                                      for _ in range(num_layers if cluster_layers else 0))
         self.head_norm = nn.LayerNorm(hidden_channels)
         self.head = nn.Linear(hidden_channels, out_channels)
@@ -146,9 +154,11 @@ class GraphTransformer(nn.Module):
         blocks = list(blocks)
         groups = blocks.pop() if blocks and isinstance(blocks[-1], BatchClusters) else None
         if len(blocks) != self.num_layers:
-            raise SettingError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model; use one fanout per layer")
+            raise SettingError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model; use one fanout per "
+                               "layer")
         if groups is None and len(self.cluster):
-            groups = batch_groups(blocks, x.shape[0], max_cluster_size=self.max_cluster_size, cross_subgraph=self.cross_subgraph)
+            groups = batch_groups(blocks, x.shape[0], max_cluster_size=self.max_cluster_size,
+                                  cross_subgraph=self.cross_subgraph)
             groups = groups.to(x.device)
         h = self._embed(x)
         for i, (edge_index, (_, num_dst)) in enumerate(blocks):
@@ -168,7 +178,8 @@ class GraphTransformer(nn.Module):
         per ``max_cluster_size`` consecutive nodes). Returns logits for the same nodes as ``x``."""
         n_total = shards.num_nodes if shards is not None else x.shape[0]
         if cluster_ptr is None:
-            cluster_ptr = torch.arange(0, n_total + self.max_cluster_size, self.max_cluster_size).clamp_max(n_total).unique()
+            step = self.max_cluster_size
+            cluster_ptr = torch.arange(0, n_total + step, step).clamp_max(n_total).unique()
         cluster_ptr = cluster_ptr.to(x.device)
         local_ptr = cluster_ptr if shards is None else shards.local_cluster_pointers(cluster_ptr)
         clusters = Packing.from_pointers(local_ptr)

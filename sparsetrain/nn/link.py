@@ -28,7 +28,8 @@ class DotDecoder(nn.Module):
 class MLPDecoder(nn.Module):
     """An MLP on the element-wise product ``h_src * h_dst`` (the OGB link examples' predictor)."""
 
-    def __init__(self, channels: int, hidden_channels: int | None = None, num_layers: int = 2, dropout: float = 0.0) -> None:
+    def __init__(self, channels: int, hidden_channels: int | None = None, num_layers: int = 2,
+                 dropout: float = 0.0) -> None:
         super().__init__()
         hidden_channels = hidden_channels or channels
         dims = [channels] + [hidden_channels] * (num_layers - 1) + [1]
@@ -88,9 +89,10 @@ class LinkPredictor(nn.Module):
         return self.score(self.encoder(x, blocks), edge_label_index)
 
 
-def build_link_model(in_channels: int, hidden_channels: int, num_layers: int, decoder: str = "dot", dropout: float = 0.5,
-                     kind: str = "sage", normalize_rows: bool = True) -> LinkPredictor:
-    """A block GNN encoder (``kind``, GraphSAGE by default; ``normalize_rows``: see :class:`RowNormalized`) with a ``"dot"`` or ``"mlp"`` decoder."""
+def build_link_model(in_channels: int, hidden_channels: int, num_layers: int, decoder: str = "dot",
+                     dropout: float = 0.5, kind: str = "sage", normalize_rows: bool = True) -> LinkPredictor:
+    """A block GNN encoder (``kind``, GraphSAGE by default; ``normalize_rows``: see :class:`RowNormalized`) with a
+    ``"dot"`` or ``"mlp"`` decoder."""
     if decoder not in DECODERS:
         raise SettingError(f"decoder {decoder!r} is not known; choose one of {', '.join(DECODERS)}")
     encoder = BlockGNN(kind, in_channels, hidden_channels, hidden_channels, num_layers, dropout)

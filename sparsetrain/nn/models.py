@@ -26,7 +26,8 @@ BLOCK_GNNS = ("sage", "gcn", "gat")
 MODELS = (*BLOCK_GNNS, "gt")  # "gt": sparsetrain.nn.graph_transformer.GraphTransformer
 
 
-def block_adj_t(edge_index: torch.Tensor, num_src: int, num_dst: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def block_adj_t(edge_index: torch.Tensor, num_src: int, num_dst: int,
+                dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The block's transposed adjacency as a torch sparse CSR tensor [num_dst, num_src] of ``dtype`` ones.
 
     PyG convolutions given this instead of ``edge_index`` aggregate with one SpMM (whose
@@ -122,7 +123,8 @@ class BlockGNN(nn.Module):
             adj = edge_index
             if self.spmm and adj.layout == torch.strided:
                 adj = block_adj_t(adj, num_src, num_dst, x.dtype)
-            elif adj.layout != torch.strided and adj.dtype != x.dtype:  # a prebuilt adj_t, features in another precision
+            # a prebuilt adj_t, features in another precision
+            elif adj.layout != torch.strided and adj.dtype != x.dtype:
                 adj = adj.to(x.dtype)
             out = conv(sources_and_targets(x, num_dst), adj)
         if i < self.num_layers - 1:
@@ -132,32 +134,37 @@ class BlockGNN(nn.Module):
     def forward(self, x: torch.Tensor, blocks: Sequence[PygBlock]) -> torch.Tensor:
         """``x``: features of the outermost block's sources; ``blocks``: ``MiniBatch.to_pyg()``, outermost first."""
         if len(blocks) != self.num_layers:
-            raise SettingError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model; use one fanout per layer")
+            raise SettingError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model; use one fanout per "
+                               "layer")
         for i, (edge_index, size) in enumerate(blocks):
             x = self.layer(i, x, edge_index, size)
         return x
 
 
-def GraphSAGE(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5, **kw) -> BlockGNN:
+def GraphSAGE(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5,
+              **kw) -> BlockGNN:
     """GraphSAGE (mean aggregation) from PyG's ``SAGEConv``."""
     return BlockGNN("sage", in_channels, hidden_channels, out_channels, num_layers, dropout, **kw)
 
 
-def GCN(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5, **kw) -> BlockGNN:
+def GCN(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5,
+        **kw) -> BlockGNN:
     """GCN from PyG's ``GCNConv`` (symmetric normalization within each sampled block)."""
     return BlockGNN("gcn", in_channels, hidden_channels, out_channels, num_layers, dropout, **kw)
 
 
-def GAT(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5, heads: int = 4, **kw) -> BlockGNN:
+def GAT(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5,
+        heads: int = 4, **kw) -> BlockGNN:
     """GAT from PyG's ``GATConv`` (``heads`` concatenated in hidden layers, one head at the output)."""
     return BlockGNN("gat", in_channels, hidden_channels, out_channels, num_layers, dropout, heads=heads, **kw)
 
 
-def build_model(kind: str, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int, dropout: float = 0.5,
-                input_dropout: float | None = None) -> nn.Module:
+def build_model(kind: str, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int,
+                dropout: float = 0.5, input_dropout: float | None = None) -> nn.Module:
     """The model ``kind`` (sage, gcn, gat or gt); ``input_dropout`` applies to the graph transformer only."""
     if kind == "gt":
         from sparsetrain.nn.graph_transformer import GraphTransformer
 
-        return GraphTransformer(in_channels, hidden_channels, out_channels, num_layers, dropout=dropout, input_dropout=input_dropout)
+        return GraphTransformer(in_channels, hidden_channels, out_channels, num_layers, dropout=dropout,
+                                input_dropout=input_dropout)
     return BlockGNN(kind, in_channels, hidden_channels, out_channels, num_layers, dropout)

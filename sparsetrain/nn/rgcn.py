@@ -1,4 +1,5 @@
-"""R-GCN-style typed GNN from PyG layers: per layer a ``HeteroConv`` of one convolution per relation, run block by block.
+"""R-GCN-style typed GNN from PyG layers: per layer a ``HeteroConv`` of one convolution per relation, run block by
+block.
 
 Layer ``l`` takes block ``l`` of a :class:`~sparsetrain.sampling.HeteroMiniBatch` (``mb.to_pyg()[l]``): every
 relation's convolution maps its source type's features to its dst type's first ``num_dst`` nodes, the
@@ -15,10 +16,12 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from sparsetrain.errors import SettingError
 from sparsetrain.sampling.graph import EdgeType
 
 HeteroPygBlock = tuple[dict[EdgeType, torch.Tensor], tuple[dict[str, int], dict[str, int]]]
-"""One typed hop as :meth:`HeteroMiniBatch.to_pyg` gives it: (edge_index per edge type, (num_src, num_dst) per node type)."""
+"""One typed hop as :meth:`HeteroMiniBatch.to_pyg` gives it: (edge_index per edge type, (num_src, num_dst) per node
+type)."""
 
 
 class RGCN(nn.Module):
@@ -29,15 +32,16 @@ class RGCN(nn.Module):
     convolution class taking ``(in_channels, out_channels)``).
     """
 
-    def __init__(self, node_types: Sequence[str], edge_types: Sequence[EdgeType], in_channels: dict[str, int], hidden: int,
-                 out_channels: int, num_layers: int, target_type: str, *, num_nodes: dict[str, int] | None = None,
-                 dropout: float = 0.5, conv=None) -> None:
+    def __init__(self, node_types: Sequence[str], edge_types: Sequence[EdgeType], in_channels: dict[str, int],
+                 hidden: int, out_channels: int, num_layers: int, target_type: str, *,
+                 num_nodes: dict[str, int] | None = None, dropout: float = 0.5, conv=None) -> None:
         super().__init__()
         from torch_geometric.nn import HeteroConv, SAGEConv
 
         if target_type not in node_types:
-            raise ValueError(f"target_type {target_type!r} is not one of the node types {list(node_types)}")
-        self.node_types, self.edge_types, self.target_type = list(node_types), [tuple(et) for et in edge_types], target_type
+            raise SettingError(f"target_type {target_type!r} is not one of the node types {list(node_types)}")
+        self.node_types, self.edge_types = list(node_types), [tuple(et) for et in edge_types]
+        self.target_type = target_type
         self.dropout = dropout
         # layer l computes only the node types layer l + 1 reads, so every parameter reaches the loss (as DDP requires)
         needed = [{target_type}]
@@ -54,7 +58,7 @@ class RGCN(nn.Module):
             elif num_nodes is not None and t in num_nodes:
                 self.embed[t] = nn.Embedding(num_nodes[t], hidden)
             else:
-                raise ValueError(f"node type {t!r} has no features; give num_nodes[{t!r}] for a learnable embedding")
+                raise SettingError(f"node type {t!r} has no features; give num_nodes[{t!r}] for a learnable embedding")
         make = conv or (lambda i, o: SAGEConv(i, o, aggr="mean", root_weight=False))
         self.convs = nn.ModuleList()
         self.roots = nn.ModuleList()

@@ -83,7 +83,8 @@ class SequenceShards:
 
     def check_heads(self, heads: int) -> None:
         if heads % self.world_size:
-            raise SequenceParallelError(f"{heads} attention heads cannot be split over {self.world_size} ranks; use a multiple of {self.world_size} heads")
+            raise SequenceParallelError(f"{heads} attention heads cannot be split over {self.world_size} ranks; use a "
+                                        f"multiple of {self.world_size} heads")
 
 
 def seq_to_head(x: torch.Tensor, shards: SequenceShards) -> torch.Tensor:
@@ -91,7 +92,8 @@ def seq_to_head(x: torch.Tensor, shards: SequenceShards) -> torch.Tensor:
     shards.check_heads(x.shape[1])
     n, heads, dim = x.shape
     if n != shards.hi - shards.lo:
-        raise SequenceParallelError(f"rank {shards.rank}: got {n} local nodes but the shard [{shards.lo}, {shards.hi}) has {shards.hi - shards.lo}")
+        raise SequenceParallelError(f"rank {shards.rank}: got {n} local nodes but the shard [{shards.lo}, {shards.hi}) "
+                                    f"has {shards.hi - shards.lo}")
     p = shards.world_size
     local_heads = heads // p
     # row block r of the send buffer is this rank's nodes with rank r's heads

@@ -4,7 +4,8 @@ from sparsetrain.errors import SparsetrainError
 
 
 class PyGOptionError(SparsetrainError, ValueError):
-    """A PyG loader or sampler option that sparsetrain's sampler does not support (it names the option and the way out)."""
+    """A PyG loader or sampler option that sparsetrain's sampler does not support (it names the option and the way
+    out)."""
 
 
 class LoaderTimeoutError(SparsetrainError, RuntimeError):

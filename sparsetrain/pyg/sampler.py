@@ -31,6 +31,7 @@ from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 from sparsetrain.pyg.errors import PyGNotImplementedError, PyGOptionError
 from sparsetrain.pyg.graph import PyGGraph, graph_of
 from sparsetrain.sampling.edge_seeds import LinkNeighborSampler
+from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
 from sparsetrain.sampling.input import EdgeSamplerInput as FusedEdgeInput
 from sparsetrain.sampling.input import SamplerInput
@@ -110,10 +111,9 @@ class NeighborSampler(BaseSampler):
             graph = graph.reverse()
             self._pyg_type = {(et[2], et[1], et[0]): et for et in self.source.graph.edge_types}
         self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
-        fanouts = self._fanouts()
         times = self._times()
         try:
-            self.fused = FusedSampler(graph, fanouts, replace=self.replace, weighted=self.source.weighted,
+            self.fused = FusedSampler(graph, self._fanouts(), replace=self.replace, weighted=self.source.weighted,
                                       seed=self.seed, hop_nodes="new", disjoint=disjoint,
                                       temporal_strategy=temporal_strategy, subgraph_type=self.subgraph_type.value,
                                       **times)
@@ -124,17 +124,18 @@ class NeighborSampler(BaseSampler):
         self.disjoint = self.fused.disjoint
         self.num_nodes = self.source.num_nodes
 
-    def _fanouts(self) -> list[int] | dict[EdgeType, list[int]]:
-        """The fused sampler's fanouts: per graph edge type (PyG's ``num_neighbors`` keys name PyG's edge types)."""
+    def _fanouts(self) -> Fanouts:
+        """PyG's ``num_neighbors`` as the fused sampler's :class:`Fanouts`, per graph edge type (PyG's keys name PyG's
+        edge types, reversed when sampling backward): the one place the two names meet."""
         if not self.is_hetero_data:
             if isinstance(self.num_neighbors.values, dict):
                 raise PyGOptionError("num_neighbors is a dict (one list per edge type) but the graph is homogeneous; "
                                      "pass a list, e.g. [15, 10]")
-            return list(self.num_neighbors.get_values())
+            return Fanouts(list(self.num_neighbors.get_values()))
         values = self.num_neighbors.get_values(list(self._pyg_type.values()))
         if not self._pyg_type:
-            return [0] * self.num_neighbors.num_hops
-        return {et: list(values[pyg]) for et, pyg in self._pyg_type.items()}
+            return Fanouts([0] * self.num_neighbors.num_hops)
+        return Fanouts({et: list(values[pyg]) for et, pyg in self._pyg_type.items()})
 
     def _times(self) -> dict:
         src = self.source

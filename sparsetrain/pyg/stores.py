@@ -40,7 +40,8 @@ class DatasetFeatureStore(FeatureStore):
         super().__init__()
         self.dataset = as_dataset(data)
         self.features = features if features is not None else self.dataset.features
-        self._tables = {name: table for name, table in (("x", self.features), ("y", self.dataset.labels)) if table is not None}
+        self._tables = {name: table for name,
+                        table in (("x", self.features), ("y", self.dataset.labels)) if table is not None}
 
     def _table(self, attr: TensorAttr):
         table = self._tables.get(attr.attr_name)
@@ -80,7 +81,8 @@ class DatasetFeatureStore(FeatureStore):
 
 
 class DatasetGraphStore(GraphStore):
-    """The topology of a sparsetrain dataset (or any :class:`~sparsetrain.sampling.CSCGraph`) as PyG's ``GraphStore``, in CSC layout.
+    """The topology of a sparsetrain dataset (or any :class:`~sparsetrain.sampling.CSCGraph`) as PyG's ``GraphStore``,
+    in CSC layout.
 
     ``csc()`` hands out the graph's own arrays: ``indptr`` as is, ``indices`` as is when they are int64
     (PyG's samplers need int64; int32 indices are widened once, on first use). Edge ids are the
@@ -100,10 +102,12 @@ class DatasetGraphStore(GraphStore):
         if edge_attr.edge_type is not None:
             return None
         if edge_attr.layout != EdgeLayout.CSC:
-            raise PyGOptionError(f"DatasetGraphStore holds the graph in CSC layout only; ask for layout='csc' (got {edge_attr.layout.value!r})")
+            raise PyGOptionError("DatasetGraphStore holds the graph in CSC layout only; ask for layout='csc' (got "
+                                 f"{edge_attr.layout.value!r})")
         if self._indices64 is None:
             self.graph.check_files()
-            self._indices64 = self.graph.indices if self.graph.indices.dtype == torch.int64 else self.graph.indices.to(torch.int64)
+            indices = self.graph.indices
+            self._indices64 = indices if indices.dtype == torch.int64 else indices.to(torch.int64)
         return self._indices64, self.graph.indptr
 
     def _edge_to_layout(self, attr: EdgeAttr, layout: EdgeLayout, store: bool = False):

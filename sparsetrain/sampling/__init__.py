@@ -7,6 +7,7 @@ import warnings
 from sparsetrain.sampling.clusters import BatchClusters, ClusteredMiniBatch, ClusterSampler
 from sparsetrain.sampling.edge_seeds import LinkMiniBatch, LinkNeighborSampler
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
+from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import CSCGraph, EdgeType
 from sparsetrain.sampling.input import EdgeSamplerInput, EdgeSeeds, SamplerInput
 from sparsetrain.sampling.minibatch import Block, MiniBatch
@@ -24,6 +25,7 @@ __all__ = [
     "ClusteredMiniBatch",
     "EdgeSamplerInput",
     "EdgeSeeds",
+    "Fanouts",
     "LinkMiniBatch",
     "LinkNeighborSampler",
     "MatchReorder",

@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from sparsetrain.errors import DatasetError
+from sparsetrain.errors import DatasetError, SettingError
+from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import MiniBatch
 
@@ -39,7 +40,8 @@ class BatchClusters:
     subgraphs: torch.Tensor
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> BatchClusters:
-        return BatchClusters(self.clusters.to(device, non_blocking=non_blocking), self.subgraphs.to(device, non_blocking=non_blocking))
+        return BatchClusters(self.clusters.to(device, non_blocking=non_blocking),
+                             self.subgraphs.to(device, non_blocking=non_blocking))
 
 
 def _compact(keys: np.ndarray) -> np.ndarray:
@@ -69,7 +71,7 @@ def batch_groups(blocks: Sequence, num_nodes: int, node_clusters: torch.Tensor |
     from scipy.sparse.csgraph import connected_components
 
     if max_cluster_size < 1:
-        raise ValueError(f"max_cluster_size={max_cluster_size} must be at least 1")
+        raise SettingError(f"max_cluster_size={max_cluster_size} must be at least 1")
     if cross_subgraph:
         subgraphs = np.zeros(num_nodes, dtype=np.int64)
     else:
@@ -82,7 +84,8 @@ def batch_groups(blocks: Sequence, num_nodes: int, node_clusters: torch.Tensor |
     else:
         cl = np.asarray(node_clusters.cpu(), dtype=np.int64)
         if len(cl) != num_nodes:
-            raise ValueError(f"node_clusters has {len(cl)} entries for {num_nodes} input nodes; give one cluster id per input node")
+            raise SamplingError(f"node_clusters has {len(cl)} entries for {num_nodes} input nodes; give one cluster id "
+                                "per input node")
         groups = _compact(subgraphs * (int(cl.max(initial=0)) + 1) + cl)
     groups = _split_large(groups, max_cluster_size)
     return BatchClusters(torch.from_numpy(groups), torch.from_numpy(subgraphs))
@@ -104,17 +107,18 @@ class ClusteredMiniBatch(MiniBatch):
 
 
 class ClusterSampler:
-    """A sampler stage: sample with ``sampler``, then attach the batch's cluster and subgraph ids (see the module docstring).
+    """A sampler stage: sample with ``sampler``, then attach the batch's cluster and subgraph ids (see the module
+    docstring).
 
     ``sampler``: the inner sampler (``sample(SamplerInput) -> MiniBatch``, with a ``graph``);
     ``clusters``: cluster id per graph node (e.g. :func:`sparsetrain.datasets.load_clusters`), or None.
     """
 
-    def __init__(self, sampler, clusters: torch.Tensor | None = None, *, max_cluster_size: int = DEFAULT_MAX_CLUSTER_SIZE,
-                 cross_subgraph: bool = False):
+    def __init__(self, sampler, clusters: torch.Tensor | None = None, *,
+                 max_cluster_size: int = DEFAULT_MAX_CLUSTER_SIZE, cross_subgraph: bool = False):
         if clusters is not None and len(clusters) != sampler.graph.num_nodes:
-            raise DatasetError(f"clusters has {len(clusters)} entries but the graph has {sampler.graph.num_nodes} nodes; "
-                               "use the clusters.npy of the same dataset")
+            raise DatasetError(f"clusters has {len(clusters)} entries but the graph has {sampler.graph.num_nodes} "
+                               "nodes; use the clusters.npy of the same dataset")
         self.sampler = sampler
         self.clusters = clusters
         self.max_cluster_size = max_cluster_size

@@ -63,9 +63,11 @@ def edge_count(weights, lo, d, fanout, replace, weighted):
 
 @numba.njit(cache=True, inline="always")
 def count_node(indptr, weights, nodes, i, fanout, replace, weighted, num_edges, lo, deg):
-    """Record where dst node ``i``'s in-edges start (``lo[i]``) and how many it has (``deg[i]``); return how many it gets.
+    """Record where dst node ``i``'s in-edges start (``lo[i]``) and how many it has (``deg[i]``); return how many it
+    gets.
 
-    -1 (and no edges) when its range is not inside ``[0, num_edges)``: a damaged ``indptr`` is reported, never read through.
+    -1 (and no edges) when its range is not inside ``[0, num_edges)``: a damaged ``indptr`` is reported, never read
+    through.
     """
     v = nodes[i]
     a = indptr[v]

@@ -1,4 +1,5 @@
-"""Sampling from edge seeds: negatives in the same pass, one multi-hop batch over the deduplicated endpoints, seed edges excluded.
+"""Sampling from edge seeds: negatives in the same pass, one multi-hop batch over the deduplicated endpoints, seed edges
+excluded.
 
 :class:`LinkNeighborSampler` turns an :class:`~sparsetrain.sampling.EdgeSamplerInput` into a
 :class:`LinkMiniBatch`:
@@ -61,10 +62,14 @@ class LinkMiniBatch(MiniBatch):
     def to(self, device: torch.device | str, non_blocking: bool = False) -> LinkMiniBatch:
         moved = super().to(device, non_blocking)
         extra = {f: getattr(self, f) for f in _LINK_FIELDS}
-        return replace(moved, **{k: None if v is None else v.to(device, non_blocking=non_blocking) for k, v in extra.items()})
+        return replace(moved, **{k: None if v is None else v.to(device, non_blocking=non_blocking) for k,
+                                 v in extra.items()})
 
     def __repr__(self) -> str:
-        labels = self.edge_label_index.shape[1] if self.edge_label_index is not None else (0 if self.src_index is None else self.src_index.numel())
+        if self.edge_label_index is not None:
+            labels = self.edge_label_index.shape[1]
+        else:
+            labels = 0 if self.src_index is None else self.src_index.numel()
         return f"Link{super().__repr__()[:-1]}, label_edges={labels})"
 
 
@@ -105,7 +110,8 @@ class LinkNeighborSampler:
         if not (isinstance(amount, (int, float)) and math.isfinite(amount) and amount > 0):
             raise SamplingError(f"amount={amount!r}; give a positive number of negatives per positive")
         if neg_sampling == "triplet" and amount != int(amount):
-            raise SamplingError(f"amount={amount} with triplet negatives; give a whole number of negatives per positive")
+            raise SamplingError(f"amount={amount} with triplet negatives; give a whole number of negatives per "
+                                "positive")
         graph = sampler.graph
         if graph.is_typed:
             if edge_type is None or len(tuple(edge_type)) != 3:
@@ -149,7 +155,8 @@ class LinkNeighborSampler:
         src, dst = inp.src.to(torch.int64), inp.dst.to(torch.int64)
         for what, ids, n in (("src", src, num_src), ("dst", dst, num_dst)):
             if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
-                raise SamplingError(f"seed edges' {what} has ids outside [0, {n}); seed edges must join nodes of this graph")
+                raise SamplingError(f"seed edges' {what} has ids outside [0, {n}); seed edges must join nodes of this "
+                                    "graph")
         if inp.time is not None and not self.sampler.is_temporal:
             raise SamplingError("the seed edges carry times but the sampler is not temporal; give it node_time or "
                                 "edge_time")
@@ -175,7 +182,8 @@ class LinkNeighborSampler:
             label = torch.cat([pos_label, pos_label.new_zeros((neg_src.numel(), *pos_label.shape[1:]))])
         elif self.neg_sampling == "triplet":
             if label is not None:
-                raise SamplingError("triplet negatives take no edge labels; drop the labels or use neg_sampling='binary'")
+                raise SamplingError("triplet negatives take no edge labels; drop the labels or use "
+                                    "neg_sampling='binary'")
             k = int(self.amount)
             neg_dst = self.negatives.destinations(src.cpu(), k, key=key)
             if disjoint:  # PyG's disjoint layout: negative j of every positive, then negative j + 1, ...
@@ -285,12 +293,14 @@ class LinkNeighborSampler:
         return [filtered(b) for b in mb.blocks], None if mb.subgraph is None else filtered(mb.subgraph)
 
     def __repr__(self) -> str:
-        return (f"LinkNeighborSampler(neg_sampling={self.neg_sampling!r}, amount={self.amount}, exclude={self.exclude!r}, "
-                f"negatives={self.negatives!r}, sampler={self.sampler!r})")
+        return (f"LinkNeighborSampler(neg_sampling={self.neg_sampling!r}, amount={self.amount}, "
+                f"exclude={self.exclude!r}, negatives={self.negatives!r}, sampler={self.sampler!r})")
 
 
-def exclude_edges(blocks: list[Block], local_src: torch.Tensor, local_dst: torch.Tensor, num_seeds: int, reverse: bool) -> list[Block]:
-    """``blocks`` without the edges ``local_src[i] -> local_dst[i]`` (and their reverses); ids are local, seeds first."""
+def exclude_edges(blocks: list[Block], local_src: torch.Tensor, local_dst: torch.Tensor, num_seeds: int,
+                  reverse: bool) -> list[Block]:
+    """``blocks`` without the edges ``local_src[i] -> local_dst[i]`` (and their reverses); ids are local, seeds
+    first."""
     keys = local_src * num_seeds + local_dst
     if reverse:
         keys = torch.cat([keys, local_dst * num_seeds + local_src])
@@ -300,7 +310,8 @@ def exclude_edges(blocks: list[Block], local_src: torch.Tensor, local_dst: torch
 
 @numba.njit(cache=True, nogil=True)
 def _kept_cpu(src, dst, num_src_seeds, num_dst_seeds, keys, keep):
-    """``keep[e]``: edge ``e`` is not a seed edge (only edges between two seeds are looked up); returns the kept count."""
+    """``keep[e]``: edge ``e`` is not a seed edge (only edges between two seeds are looked up); returns the kept
+    count."""
     kept = 0
     for e in range(src.shape[0]):
         s, d = src[e], dst[e]
@@ -345,7 +356,8 @@ def _filter_block(block: Block, kept: torch.Tensor | None) -> Block:
     changes = {}
     for f in fields(block):
         value = getattr(block, f.name)
-        if f.name != "edge_index" and isinstance(value, torch.Tensor) and value.dim() == 1 and value.numel() == block.num_edges:
+        per_edge = isinstance(value, torch.Tensor) and value.dim() == 1 and value.numel() == block.num_edges
+        if f.name != "edge_index" and per_edge:
             changes[f.name] = value.index_select(0, kept)
     return replace(block, edge_index=block.edge_index.index_select(1, kept), **changes)
 

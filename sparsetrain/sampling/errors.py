@@ -7,5 +7,9 @@ class SamplingError(SparsetrainError, ValueError):
     """Bad sampler input: seeds out of range or repeated, bad fanouts, weights missing or negative."""
 
 
+class UnknownEdgeTypeError(SparsetrainError, KeyError):
+    """A graph's ``edges`` mapping was asked for an edge type the graph does not have."""
+
+
 class SamplingBackendError(SparsetrainError, RuntimeError):
     """An optional backend (CUDA, DGL) that the call needs is not available."""

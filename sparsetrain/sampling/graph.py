@@ -26,7 +26,7 @@ import torch
 from numba import njit
 
 from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
+from sparsetrain.sampling.errors import SamplingBackendError, SamplingError, UnknownEdgeTypeError
 
 EdgeType = tuple[str, str, str]
 """``(src_type, relation, dst_type)``, PyG's and DGL's canonical edge type."""
@@ -63,8 +63,9 @@ class MappedFile:
         size = os.fstat(self._fd).st_size
         if size < self.size:
             raise DatasetError(
-                f"{self.path}: the file shrank to {size} bytes after it was mapped (it had {self.size}); it was truncated or "
-                "rewritten in place while in use, restore it and open the dataset again with sparsetrain.datasets.load"
+                f"{self.path}: the file shrank to {size} bytes after it was mapped (it had {self.size}); it was "
+                "truncated or rewritten in place while in use, restore it and open the dataset again with "
+                "sparsetrain.datasets.load"
             )
 
     def __getstate__(self) -> dict:
@@ -146,13 +147,15 @@ class CSCGraph:
 
     def __post_init__(self) -> None:
         if self.indptr.dtype != torch.int64 or self.indptr.dim() != 1 or self.indptr.numel() < 1:
-            raise ValueError("CSCGraph.indptr must be a 1-D int64 tensor of length num_nodes + 1")
+            raise SamplingError("CSCGraph.indptr must be a 1-D int64 tensor of length num_nodes + 1")
         if self.indices.dtype not in (torch.int32, torch.int64) or self.indices.dim() != 1:
-            raise ValueError("CSCGraph.indices must be a 1-D int32 or int64 tensor")
+            raise SamplingError("CSCGraph.indices must be a 1-D int32 or int64 tensor")
         if self.weights is not None and self.weights.shape != self.indices.shape:
-            raise ValueError("CSCGraph.weights must have one entry per edge (same shape as indices)")
-        if self.edge_perm is not None and (self.edge_perm.dtype != torch.int64 or self.edge_perm.shape != self.indices.shape):
-            raise ValueError("CSCGraph.edge_perm must be an int64 tensor with one entry per edge (same shape as indices)")
+            raise SamplingError("CSCGraph.weights must have one entry per edge (same shape as indices)")
+        perm = self.edge_perm
+        if perm is not None and (perm.dtype != torch.int64 or perm.shape != self.indices.shape):
+            raise SamplingError("CSCGraph.edge_perm must be an int64 tensor with one entry per edge (same shape as "
+                                "indices)")
         if self.types is not None and self.indptr.numel() != self.types.num_columns + 1:
             columns = self.types.num_columns
             raise SamplingError(f"a typed CSCGraph's indptr has {self.indptr.numel()} entries; its edge types have "
@@ -307,7 +310,8 @@ class CSCGraph:
         return _Relations(self)
 
     def check_files(self) -> None:
-        """Raise :class:`~sparsetrain.errors.DatasetError` if a file an array is mapped from has shrunk (one ``fstat`` each)."""
+        """Raise :class:`~sparsetrain.errors.DatasetError` if a file an array is mapped from has shrunk (one ``fstat``
+        each)."""
         for mapped in self.files.values():
             mapped.check()
 
@@ -323,7 +327,8 @@ class CSCGraph:
         return cls(as_tensor(indptr), as_tensor(indices), None if weights is None else as_tensor(weights))
 
     @classmethod
-    def from_edge_index(cls, edge_index: torch.Tensor, num_nodes: int | None = None, edge_weight: torch.Tensor | None = None) -> CSCGraph:
+    def from_edge_index(cls, edge_index: torch.Tensor, num_nodes: int | None = None,
+                        edge_weight: torch.Tensor | None = None) -> CSCGraph:
         """Build from a PyG-style ``edge_index`` [2, E] (row 0 = source, row 1 = destination).
 
         Edges are sorted by destination, then source; duplicates are kept.
@@ -346,7 +351,8 @@ class CSCGraph:
         weights = None
         if edge_weight is not None:
             if edge_weight.numel() != src.numel():
-                raise SamplingError(f"edge_weight has {edge_weight.numel()} entries for {src.numel()} edges; give one weight per edge")
+                raise SamplingError(f"edge_weight has {edge_weight.numel()} entries for {src.numel()} edges; give one "
+                                    "weight per edge")
             weights = edge_weight.detach().cpu().reshape(-1)[order].contiguous()
         return cls(indptr, src[order].to(index_dtype).contiguous(), weights, order)
 
@@ -366,7 +372,8 @@ class CSCGraph:
         return self.indptr.numpy(), self.indices.numpy(), None if self.weights is None else self.weights.numpy()
 
     def in_memory(self) -> CSCGraph:
-        """A copy in ordinary host memory (reads a memory-mapped dataset in full; random access then never waits on the disk)."""
+        """A copy in ordinary host memory (reads a memory-mapped dataset in full; random access then never waits on the
+        disk)."""
         self.check_files()
         copy = lambda t: None if t is None else t.to("cpu").clone()  # noqa: E731
         return CSCGraph(copy(self.indptr), copy(self.indices), copy(self.weights), copy(self.edge_perm),
@@ -387,16 +394,19 @@ class CSCGraph:
         if self.is_pinned():
             return self
         if not torch.cuda.is_available():
-            raise SamplingBackendError("CSCGraph.pin_memory() needs CUDA (page-locked memory is a CUDA driver feature); keep the graph in ordinary memory on this machine")
+            raise SamplingBackendError("CSCGraph.pin_memory() needs CUDA (page-locked memory is a CUDA driver "
+                                       "feature); keep the graph in ordinary memory on this machine")
         self.check_files()
         pin = lambda t: None if t is None else t.cpu().pin_memory()  # noqa: E731
         return CSCGraph(pin(self.indptr), pin(self.indices), pin(self.weights), pin(self.edge_perm), types=self.types)
 
     def columns(self, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """In-degrees of nodes ``[lo, hi)`` and their in-neighbors (int64, concatenated), checked to lie inside the graph.
+        """In-degrees of nodes ``[lo, hi)`` and their in-neighbors (int64, concatenated), checked to lie inside the
+        graph.
 
         A damaged ``indptr`` or ``indices`` (a range outside the edges, an id that is not a node) raises
-        :class:`~sparsetrain.sampling.errors.SamplingError` naming the file and the entry, instead of being read through.
+        :class:`~sparsetrain.sampling.errors.SamplingError` naming the file and the entry, instead of being read
+        through.
         """
         self._homogeneous_only("columns")
         self.check_files()
@@ -405,14 +415,15 @@ class CSCGraph:
         bad = (ptr[:-1] < 0) | (counts < 0) | (ptr[1:] > self.num_edges)
         if bool(bad.any()):
             v = lo + int(bad.nonzero()[0])
-            raise SamplingError(f"{self.source('indptr')}: node {v}'s in-edges are entries {int(self.indptr[v])} to {int(self.indptr[v + 1])} "
-                                f"of indices, which has {self.num_edges}; {DAMAGED}")
+            raise SamplingError(f"{self.source('indptr')}: node {v}'s in-edges are entries {int(self.indptr[v])} to "
+                                f"{int(self.indptr[v + 1])} of indices, which has {self.num_edges}; {DAMAGED}")
         start = int(ptr[0]) if hi > lo else 0
         neighbors = self.indices[start : start + int(counts.sum())].long()
         bad = (neighbors < 0) | (neighbors >= self.num_nodes)
         if bool(bad.any()):
             p = int(bad.nonzero()[0])
-            raise SamplingError(f"{self.source('indices')}: entry {start + p} is {int(neighbors[p])}, which must be in [0, {self.num_nodes}); {DAMAGED}")
+            raise SamplingError(f"{self.source('indices')}: entry {start + p} is {int(neighbors[p])}, which must be in "
+                                f"[0, {self.num_nodes}); {DAMAGED}")
         return counts, neighbors
 
     def to_edge_index(self) -> torch.Tensor:
@@ -465,7 +476,7 @@ class _Relations(Mapping):
 
     def __getitem__(self, edge_type: EdgeType) -> CSCGraph:
         if not isinstance(edge_type, tuple) or tuple(edge_type) not in self._graph.edge_types:
-            raise KeyError(edge_type)
+            raise UnknownEdgeTypeError(edge_type)
         return self._graph.relation(edge_type)
 
     def __iter__(self) -> Iterator[EdgeType]:

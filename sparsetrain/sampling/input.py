@@ -65,7 +65,8 @@ def _check_key(key, what: str) -> int | None:
 def _node_ids(value, what: str) -> torch.Tensor:
     t = torch.as_tensor(value)
     if t.dim() != 1 or t.dtype.is_floating_point or t.dtype == torch.bool or t.dtype.is_complex:
-        raise SamplingError(f"{what} must be a 1-D integer tensor of node ids; got shape {list(t.shape)} dtype {t.dtype}")
+        raise SamplingError(f"{what} must be a 1-D integer tensor of node ids; got shape {list(t.shape)} dtype "
+                            f"{t.dtype}")
     return t
 
 
@@ -88,12 +89,14 @@ class EdgeSamplerInput:
     def __post_init__(self) -> None:
         src, dst = _node_ids(self.src, "EdgeSamplerInput.src"), _node_ids(self.dst, "EdgeSamplerInput.dst")
         if src.shape != dst.shape:
-            raise SamplingError(f"EdgeSamplerInput has {src.numel()} sources but {dst.numel()} destinations; give one of each per edge")
+            raise SamplingError(f"EdgeSamplerInput has {src.numel()} sources but {dst.numel()} destinations; give one "
+                                "of each per edge")
         if self.label is not None and torch.as_tensor(self.label).shape[:1] != src.shape:
-            raise SamplingError(f"EdgeSamplerInput.label has shape {list(torch.as_tensor(self.label).shape)}; give one label per edge ({src.numel()})")
+            raise SamplingError(f"EdgeSamplerInput.label has shape {list(torch.as_tensor(self.label).shape)}; give one "
+                                f"label per edge ({src.numel()})")
         if self.time is not None and torch.as_tensor(self.time).reshape(-1).shape != src.shape:
-            raise SamplingError(f"EdgeSamplerInput.time has {torch.as_tensor(self.time).numel()} entries; give one time "
-                                f"per edge ({src.numel()})")
+            raise SamplingError(f"EdgeSamplerInput.time has {torch.as_tensor(self.time).numel()} entries; give one "
+                                f"time per edge ({src.numel()})")
         object.__setattr__(self, "src", src)
         object.__setattr__(self, "dst", dst)
         object.__setattr__(self, "key", _check_key(self.key, "EdgeSamplerInput"))
@@ -107,7 +110,8 @@ class EdgeSamplerInput:
 
 @dataclass(frozen=True)
 class EdgeSeeds:
-    """The edge table a loader iterates: ``src``, ``dst`` [E] and optional ``label`` [E]; indexing keeps each edge's position.
+    """The edge table a loader iterates: ``src``, ``dst`` [E] and optional ``label`` [E]; indexing keeps each edge's
+    position.
 
     ``SeedBatches`` shuffles and cuts it like node ids; :meth:`input` makes a batch's
     :class:`EdgeSamplerInput` (``input_id`` = positions in the full table).
@@ -119,11 +123,14 @@ class EdgeSeeds:
     ids: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
-        src, dst = _node_ids(self.src, "edge seeds src").to(torch.int64), _node_ids(self.dst, "edge seeds dst").to(torch.int64)
+        src = _node_ids(self.src, "edge seeds src").to(torch.int64)
+        dst = _node_ids(self.dst, "edge seeds dst").to(torch.int64)
         if src.shape != dst.shape:
-            raise SamplingError(f"edge seeds: {src.numel()} sources but {dst.numel()} destinations; give one of each per edge")
+            raise SamplingError(f"edge seeds: {src.numel()} sources but {dst.numel()} destinations; give one of each "
+                                "per edge")
         if self.label is not None and torch.as_tensor(self.label).shape[:1] != src.shape:
-            raise SamplingError(f"edge seeds: label has shape {list(torch.as_tensor(self.label).shape)}; give one label per edge ({src.numel()})")
+            raise SamplingError(f"edge seeds: label has shape {list(torch.as_tensor(self.label).shape)}; give one "
+                                f"label per edge ({src.numel()})")
         object.__setattr__(self, "src", src)
         object.__setattr__(self, "dst", dst)
         if self.ids is None:

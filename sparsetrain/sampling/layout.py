@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 import numpy as np
 import torch
 
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import CSCGraph, EdgeType
 from sparsetrain.sampling.rng import hop_key
 
@@ -15,33 +13,8 @@ MAX_EDGE_TYPES = 1 << 20  # typed hop keys pack (hop, edge type) into one counte
 
 
 def normalize_fanouts(graph: CSCGraph, fanouts) -> list[int] | dict[EdgeType, list[int]]:
-    """Checked fanouts: a list of ints (every edge type), or on a typed graph ``{edge_type: [per hop]}`` (types left
-    out: 0)."""
-    if isinstance(fanouts, Mapping):
-        unknown = [k for k in fanouts if tuple(k) not in graph.edge_types]
-        if unknown:
-            raise SamplingError(f"fanouts names edge type {unknown[0]!r}, which the graph does not have; its edge "
-                                f"types are {graph.edge_types}")
-        lengths = {len(list(v)) for v in fanouts.values()}
-        if len(lengths) != 1:
-            raise SamplingError(f"fanouts per edge type have different hop counts {sorted(lengths)}; give every edge "
-                                "type one entry per hop")
-        hops = lengths.pop()
-        out = {et: _hop_counts(fanouts.get(et, [0] * hops), et) for et in graph.edge_types}
-        return out if graph.is_typed else out[graph.edge_types[0]]
-    if isinstance(fanouts, Sequence) and not isinstance(fanouts, str):
-        return _hop_counts(fanouts, None)
-    raise SamplingError(f"fanouts={fanouts!r}; give a list of ints (one per hop, every edge type) or a dict "
-                        "{edge_type: list}")
-
-
-def _hop_counts(per_hop, edge_type) -> list[int]:
-    per_hop = list(per_hop)
-    if any(not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < -1 for f in per_hop):
-        where = "" if edge_type is None else f" for {edge_type}"
-        raise SamplingError(f"fanouts={per_hop!r}{where}; give a list of ints >= 0 (one per hop), or -1 for all "
-                            "neighbors")
-    return [int(f) for f in per_hop]
+    """Checked fanouts as the sampler over ``graph`` reads them (see :meth:`Fanouts.for_graph`)."""
+    return Fanouts.of(fanouts).for_graph(graph)
 
 
 class KernelLayout:

@@ -54,7 +54,8 @@ def _draw(cdf, num_nodes, stream, j):
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def draw_destinations(src, k, cdf, num_nodes, strict, indptr, indices, key, out):
-    """``out[i * k + j]``: negative destination ``j`` of source ``src[i]``; -1 where ``strict`` found none in ``MAX_TRIES``."""
+    """``out[i * k + j]``: negative destination ``j`` of source ``src[i]``; -1 where ``strict`` found none in
+    ``MAX_TRIES``."""
     for e in prange(src.shape[0] * k):
         u = src[e // k]
         stream = node_stream(key, e)
@@ -75,7 +76,8 @@ def draw_nodes(n, cdf, num_nodes, key, out):
 
 
 class NegativeSampler:
-    """Draw negative edges of ``graph``: ``distribution="uniform"`` or ``"degree"`` (in-degree ** ``exponent``, as word2vec/PinSAGE).
+    """Draw negative edges of ``graph``: ``distribution="uniform"`` or ``"degree"`` (in-degree ** ``exponent``, as
+    word2vec/PinSAGE).
 
     ``strict=True``: no negative is an edge of the graph or a self loop (destinations are redrawn;
     a :class:`SamplingError` when a source has no non-neighbor left). Deterministic in
@@ -116,13 +118,15 @@ class NegativeSampler:
 
     def _check_ids(self, ids: torch.Tensor, what: str, n: int) -> np.ndarray:
         if ids.dim() != 1 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
-            raise SamplingError(f"{what} must be a 1-D integer tensor of node ids; got shape {list(ids.shape)} dtype {ids.dtype}")
+            raise SamplingError(f"{what} must be a 1-D integer tensor of node ids; got shape {list(ids.shape)} dtype "
+                                f"{ids.dtype}")
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
             raise SamplingError(f"{what} has ids outside [0, {n}); pass node ids of this graph")
         return ids.to("cpu", torch.int64).numpy()
 
     def destinations(self, src: torch.Tensor, k: int = 1, key: int = 0) -> torch.Tensor:
-        """``k`` negative destinations per source, row-major: ``[len(src) * k]`` (entry ``i * k + j`` belongs to ``src[i]``)."""
+        """``k`` negative destinations per source, row-major: ``[len(src) * k]`` (entry ``i * k + j`` belongs to
+        ``src[i]``)."""
         if k < 0:
             raise SamplingError(f"k={k}; give a number of negatives per source >= 0")
         src_np = self._check_ids(torch.as_tensor(src), "src", self.num_sources)
@@ -135,8 +139,8 @@ class NegativeSampler:
                           np.uint64(hop_key(self.seed, key, _DST_STREAM)), out)
         if self.strict and len(out) and out.min() < 0:
             u = int(src_np[int(np.flatnonzero(out < 0)[0]) // k])
-            raise SamplingError(f"no strict negative found for source node {u} in {MAX_TRIES} draws (it links to almost every node); "
-                                "use strict=False or a sparser graph")
+            raise SamplingError(f"no strict negative found for source node {u} in {MAX_TRIES} draws (it links to "
+                                "almost every node); use strict=False or a sparser graph")
         return torch.from_numpy(out).to(torch.as_tensor(src).device)
 
     def _host_graph(self) -> CSCGraph:

@@ -26,7 +26,8 @@ _PRESAMPLE_KEY = 1 << 48  # batch keys for pre-sampling, far from the sampler's 
 
 @dataclass(frozen=True)
 class ReuseStats:
-    """Feature rows over an epoch in a given batch order: ``rows_needed`` = sum of input nodes, ``rows_reused`` = those the previous batch had."""
+    """Feature rows over an epoch in a given batch order: ``rows_needed`` = sum of input nodes, ``rows_reused`` = those
+    the previous batch had."""
 
     rows_needed: int
     rows_reused: int
@@ -43,7 +44,8 @@ class ReuseStats:
 
 @numba.njit(cache=True, nogil=True)
 def _consecutive_overlaps(concat, offsets, mark):
-    """``out[k] = |I_k & I_{k-1}|`` for node lists ``concat[offsets[k]:offsets[k+1]]``; ``mark`` is -1 scratch, left clean."""
+    """``out[k] = |I_k & I_{k-1}|`` for node lists ``concat[offsets[k]:offsets[k+1]]``; ``mark`` is -1 scratch, left
+    clean."""
     num = offsets.shape[0] - 1
     out = np.zeros(num, np.int64)
     for k in range(num):
@@ -68,7 +70,7 @@ def _overlap_matrix(concat, offsets, mask):
     """
     num = offsets.shape[0] - 1
     if num > 64:
-        raise ValueError("at most 64 node lists")
+        raise SamplingError("at most 64 node lists")
     for b in range(num):
         bit = np.uint64(1) << np.uint64(b)
         for p in range(offsets[b], offsets[b + 1]):
@@ -136,7 +138,8 @@ def match_reorder(input_nodes: Sequence[torch.Tensor], num_nodes: int, window: i
 
 
 class MatchReorder:
-    """The ``order`` hook of :class:`~sparsetrain.sampling.SeedBatches` (and so of a loader): ``(seed batches, sampler) -> reordered seed batches``.
+    """The ``order`` hook of :class:`~sparsetrain.sampling.SeedBatches` (and so of a loader): ``(seed batches, sampler)
+    -> reordered seed batches``.
 
     Pre-samples every batch (with batch keys apart from the sampler's own
     counter), orders them with :func:`match_reorder`, and keeps the reuse of

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 
 
 def retarget(functions: Sequence, compile: Callable) -> dict[str, Callable]:
-    """``{name: compile(copy of f)}`` for Numba dispatchers (or plain functions) ``functions``, calls among them rebound."""
+    """``{name: compile(copy of f)}`` for Numba dispatchers (or plain functions) ``functions``, calls among them
+    rebound."""
     sources = [getattr(f, "py_func", f) for f in functions]
     namespaces: dict[int, dict] = {}
     compiled: dict[str, Callable] = {}

@@ -32,7 +32,8 @@ class SeedBatches:
     (``EdgeSamplerInput`` when ``seeds`` is an :class:`~sparsetrain.sampling.EdgeSeeds` table).
     """
 
-    def __init__(self, seeds: torch.Tensor | EdgeSeeds, batch_size: int, *, shuffle: bool = True, drop_last: bool = False, seed: int = 0,
+    def __init__(self, seeds: torch.Tensor | EdgeSeeds, batch_size: int, *, shuffle: bool = True,
+                 drop_last: bool = False, seed: int = 0,
                  order: Callable[[Sequence[torch.Tensor], object], list[torch.Tensor]] | None = None, sampler=None,
                  rank: int = 0, world_size: int = 1) -> None:
         if batch_size < 1:

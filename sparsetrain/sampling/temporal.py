@@ -125,8 +125,7 @@ class Times:
                 given = edge_time.get(et)
                 if given is not None and given.numel() != per_type_edges[et]:
                     raise SamplingError(f"edge_time of {et} has {given.numel()} entries for {per_type_edges[et]} "
-                                        "edges; "
-                                        "give one time per edge, in edge-id order")
+                                        "edges; give one time per edge, in edge-id order")
                 if given is not None:
                     self.by_edge[et] = given.reshape(-1).to(self.dtype)
             self.et_kind[:] = [EDGE_TIME if et in edge_time else UNTIMED for et in edge_types]

@@ -3,7 +3,8 @@
 Every :class:`FeatureSource` answers ``gather(ids, out=None) -> Tensor`` with the rows of ``ids`` in order:
 
 - :class:`TensorFeatures`: a tensor in CPU or GPU memory.
-- :class:`MmapFeatures`: a ``.npy`` file; reads only the requested rows (mapped, parallel ``pread``, or ``O_DIRECT`` blocks).
+- :class:`MmapFeatures`: a ``.npy`` file; reads only the requested rows (mapped, parallel ``pread``, or ``O_DIRECT``
+blocks).
 - :class:`PinnedFeatures`: page-locked host memory read zero-copy by a GPU kernel (or gathered by the CPU).
 - :class:`CachedFeatures`: a cache (``static``/``lru``/``clock``/``sieve``/``hybrid``) in front of any of them.
 
@@ -15,7 +16,8 @@ GPU code (numba.cuda, CUDA runtime calls) is imported only when a GPU path runs.
 from sparsetrain._deprecation import moved_attribute
 from sparsetrain.storage.base import FeatureSource, GatherStats
 from sparsetrain.storage.cache import CachedFeatures
-from sparsetrain.storage.errors import CacheBudgetError, FeatureFileError, FeatureIdError, FeatureOutputError, PinnedMemoryError
+from sparsetrain.storage.errors import (CacheBudgetError, FeatureFileError, FeatureIdError, FeatureOutputError,
+                                        PinnedMemoryError)
 from sparsetrain.storage.mmap import MmapFeatures
 from sparsetrain.storage.pinned import PinnedFeatures
 from sparsetrain.storage.tensor import TensorFeatures

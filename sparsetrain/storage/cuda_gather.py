@@ -53,7 +53,8 @@ class CudaArrayView:
     """A ``__cuda_array_interface__`` over raw memory (device or mapped host), keeping ``owner`` alive."""
 
     def __init__(self, address: int, shape: tuple[int, ...], typestr: str, owner=None) -> None:
-        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (address, False), "version": 3, "strides": None, "stream": None}
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (address, False),
+                                         "version": 3, "strides": None, "stream": None}
         self._owner = owner
 
 

@@ -98,19 +98,22 @@ def _read_run(r, fd, data_offset, row_bytes, starts, ends, first, offsets, sorte
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _read_runs_parallel(fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging, advise):
+def _read_runs_parallel(fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging,
+                        advise):
     runs = starts.size
     if advise:
         for r in prange(runs):
             _fadvise(fd, data_offset + starts[r] * row_bytes, (ends[r] - starts[r]) * row_bytes, POSIX_FADV_WILLNEED)
     short = np.zeros(runs, np.int64)
     for r in prange(runs):
-        short[r] = _read_run(r, fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging)
+        short[r] = _read_run(r, fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out,
+                             staging)
     return short.sum()
 
 
 @njit(cache=True, nogil=True)
-def _read_runs_serial(fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging, advise):
+def _read_runs_serial(fd, data_offset, row_bytes, starts, ends, first, offsets, sorted_ids, order, out, staging,
+                      advise):
     runs = starts.size
     if advise:
         for r in range(runs):
@@ -121,7 +124,8 @@ def _read_runs_serial(fd, data_offset, row_bytes, starts, ends, first, offsets, 
     return short
 
 
-def read_rows(fd: int, data_offset: int, row_bytes: int, ids: np.ndarray, out: np.ndarray, *, coalesce_bytes: int, advise: bool) -> tuple[int, int]:
+def read_rows(fd: int, data_offset: int, row_bytes: int, ids: np.ndarray, out: np.ndarray, *, coalesce_bytes: int,
+              advise: bool) -> tuple[int, int]:
     """Read file rows ``ids`` (int64, validated, non-empty) into ``out`` ``[n, row_bytes]`` uint8.
 
     Returns ``(short_reads, bytes_read)``.
@@ -152,7 +156,8 @@ def _resident_fraction(base_address, data_offset, row_bytes, sample_ids):
 def resident_fraction(base_address: int, data_offset: int, row_bytes: int, ids: np.ndarray) -> float:
     """Share of a sample of ``ids`` whose first page is in the page cache (``mincore`` on the mapping)."""
     step = max(1, ids.size // RESIDENCY_SAMPLE)
-    return float(_resident_fraction(base_address, data_offset, row_bytes, np.ascontiguousarray(ids[::step][:RESIDENCY_SAMPLE], dtype=np.int64)))
+    return float(_resident_fraction(base_address, data_offset, row_bytes,
+                                    np.ascontiguousarray(ids[::step][:RESIDENCY_SAMPLE], dtype=np.int64)))
 
 
 @njit(cache=True, nogil=True)
@@ -164,13 +169,15 @@ def _advise_runs(fd, data_offset, row_bytes, starts, ends):
 def advise_rows(fd: int, data_offset: int, row_bytes: int, ids: np.ndarray, coalesce_bytes: int) -> None:
     """Ask the kernel to start reading the pages of rows ``ids`` now, all at once (``POSIX_FADV_WILLNEED``)."""
     sorted_ids = np.sort(ids)
-    starts, ends, _, _, _ = plan_runs(sorted_ids, row_bytes, coalesce_bytes // row_bytes, max(1, MAX_RUN_BYTES // row_bytes))
+    starts, ends, _, _, _ = plan_runs(sorted_ids, row_bytes, coalesce_bytes // row_bytes,
+                                      max(1, MAX_RUN_BYTES // row_bytes))
     _advise_runs(fd, data_offset, row_bytes, starts, ends)
 
 
 # ---------------------------------------------------------------- O_DIRECT reads (no page cache)
 
-DIRECT_BLOCK_BYTES = 4096  # O_DIRECT needs file offset, length and buffer aligned to the device's logical block; 4 KiB covers every common one
+# O_DIRECT needs file offset, length and buffer aligned to the device's logical block; 4 KiB covers every common one
+DIRECT_BLOCK_BYTES = 4096
 
 
 @njit(cache=True, nogil=True)

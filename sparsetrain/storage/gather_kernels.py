@@ -155,7 +155,8 @@ def _assemble_serial(slots, slot_of_unique, missed, missed_at_of_unique, inverse
         _assemble_one(slots, slot_of_unique, missed, missed_at_of_unique, inverse, out, i)
 
 
-def assemble_rows(slots: np.ndarray, slot_of_unique: np.ndarray, missed: np.ndarray, missed_at_of_unique: np.ndarray, inverse: np.ndarray, out: np.ndarray) -> None:
+def assemble_rows(slots: np.ndarray, slot_of_unique: np.ndarray, missed: np.ndarray, missed_at_of_unique: np.ndarray,
+                  inverse: np.ndarray, out: np.ndarray) -> None:
     """``out[i]`` = cached row ``slots[slot]`` when distinct id ``inverse[i]`` hit, else ``missed[...]``: one pass."""
     kernel = _assemble_parallel if inverse.size >= 2 * PARALLEL_MIN_ROWS else _assemble_serial
     kernel(slots, slot_of_unique, missed, missed_at_of_unique, inverse, out)
@@ -189,8 +190,8 @@ def _assemble_direct_range(slots, slot_of_unique, table, unique, inverse, out, l
 def _assemble_direct_parallel(slots, slot_of_unique, table, unique, inverse, out, distance, nthreads, streaming):
     chunk = (inverse.size + nthreads - 1) // nthreads
     for t in prange(nthreads):
-        _assemble_direct_range(slots, slot_of_unique, table, unique, inverse, out, t * chunk, min(inverse.size, (t + 1) * chunk),
-                               distance, streaming)
+        _assemble_direct_range(slots, slot_of_unique, table, unique, inverse, out, t * chunk,
+                               min(inverse.size, (t + 1) * chunk), distance, streaming)
 
 
 @njit(cache=True, nogil=True)
@@ -198,13 +199,15 @@ def _assemble_direct_serial(slots, slot_of_unique, table, unique, inverse, out, 
     _assemble_direct_range(slots, slot_of_unique, table, unique, inverse, out, 0, inverse.size, distance, streaming)
 
 
-def assemble_direct(slots: np.ndarray, slot_of_unique: np.ndarray, table: np.ndarray, unique: np.ndarray, inverse: np.ndarray, out: np.ndarray) -> None:
+def assemble_direct(slots: np.ndarray, slot_of_unique: np.ndarray, table: np.ndarray, unique: np.ndarray,
+                    inverse: np.ndarray, out: np.ndarray) -> None:
     """``out[i]`` = cached row when distinct id ``inverse[i]`` hit, else the row read in place from ``table``."""
     nthreads = min(numba.get_num_threads(), inverse.size // PARALLEL_MIN_ROWS)
     if nthreads <= 1:
         _assemble_direct_serial(slots, slot_of_unique, table, unique, inverse, out, PREFETCH_DISTANCE, streams(out))
     else:
-        _assemble_direct_parallel(slots, slot_of_unique, table, unique, inverse, out, PREFETCH_DISTANCE, nthreads, streams(out))
+        _assemble_direct_parallel(slots, slot_of_unique, table, unique, inverse, out, PREFETCH_DISTANCE, nthreads,
+                                  streams(out))
 
 
 @njit(cache=True, nogil=True)
@@ -245,7 +248,8 @@ def _unique_inverse(ids, mark):
     return unique, inverse
 
 
-MARK_MAX_ROWS = 1 << 22  # above this the marks no longer sit in the CPU caches and NumPy's sort wins (2.5x at 111M rows)
+# above this the marks no longer sit in the CPU caches and NumPy's sort wins (2.5x at 111M rows)
+MARK_MAX_ROWS = 1 << 22
 
 
 def new_marks(num_rows: int) -> np.ndarray | None:

@@ -29,7 +29,8 @@ def cuda_available() -> bool:
 
 
 def pinned_empty(shape, dtype: torch.dtype) -> torch.Tensor:
-    """An uninitialised CPU tensor, page-locked when CUDA is present (so ``.to("cuda", non_blocking=True)`` is async)."""
+    """An uninitialised CPU tensor, page-locked when CUDA is present (so ``.to("cuda", non_blocking=True)`` is
+    async)."""
     return torch.empty(shape, dtype=dtype, pin_memory=cuda_available())
 
 
@@ -66,9 +67,9 @@ def register_chunks(
             for piece, _ in done:
                 unregister(piece)
             raise PinnedMemoryError(
-                f"could not page-lock {nbytes / 2**30:.2f} GiB of host memory even in {min_chunk_bytes >> 20} MiB chunks "
-                f"(failed at offset {at - address}); raise the locked-memory limit (ulimit -l / container memlock), "
-                "free host memory, or keep the features on disk with MmapFeatures + CachedFeatures"
+                f"could not page-lock {nbytes / 2**30:.2f} GiB of host memory even in {min_chunk_bytes >> 20} MiB "
+                f"chunks (failed at offset {at - address}); raise the locked-memory limit (ulimit -l / container "
+                "memlock), free host memory, or keep the features on disk with MmapFeatures + CachedFeatures"
             )
     return done
 

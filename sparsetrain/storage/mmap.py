@@ -44,13 +44,16 @@ def read_npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
                 shape, fortran, dtype = np.lib.format._read_array_header(f, version)
             offset = f.tell()
     except FileNotFoundError:
-        raise FeatureFileError(f"{path}: no such feature file; pass the path of a .npy file (a dataset's features.npy)") from None
+        raise FeatureFileError(f"{path}: no such feature file; pass the path of a .npy file (a dataset's "
+                               "features.npy)") from None
     except (ValueError, OSError) as exc:
         raise FeatureFileError(f"{path}: not a readable .npy file ({exc}); re-create it with numpy.save") from None
     if fortran and len(shape) > 1:
-        raise FeatureFileError(f"{path}: stored in Fortran order; re-save it C-ordered with np.save(path, np.ascontiguousarray(a))")
+        raise FeatureFileError(f"{path}: stored in Fortran order; re-save it C-ordered with np.save(path, "
+                               "np.ascontiguousarray(a))")
     if dtype.hasobject or len(shape) < 1:
-        raise FeatureFileError(f"{path}: holds {dtype}{list(shape)}; a feature file needs a numeric array with one row per node")
+        raise FeatureFileError(f"{path}: holds {dtype}{list(shape)}; a feature file needs a numeric array with one row "
+                               "per node")
     return tuple(shape), dtype, offset
 
 
@@ -70,14 +73,16 @@ class MmapFeatures(FeatureSource):
     it costs a sort and a system call per run of rows, and paid off only on slow disks.
 
     ``mode="direct"``: for files larger than memory. The file is opened with ``O_DIRECT`` and read in
-    aligned blocks (``block_bytes``: the smallest the disk takes, 512 B to 4 KiB) holding the requested rows only (readahead off, ``POSIX_FADV_RANDOM``), by
+    aligned blocks (``block_bytes``: the smallest the disk takes, 512 B to 4 KiB) holding the requested rows only
+    (readahead off, ``POSIX_FADV_RANDOM``), by
     ``io_threads`` threads each with one read in flight, so the page cache neither fills with the file
     nor decides what is read; the only memory is one 1 MiB buffer per thread. On a file system without
     ``O_DIRECT`` (tmpfs) it falls back to the same reads through the page cache (``direct`` is then False).
     ``stats.bytes_moved`` counts the bytes read from the file (whole blocks).
     """
 
-    def __init__(self, path: str | os.PathLike, *, mode: str = "mmap", coalesce_bytes: int = 4096, advise: bool | str = False, io_threads: int = 32) -> None:
+    def __init__(self, path: str | os.PathLike, *, mode: str = "mmap", coalesce_bytes: int = 4096,
+                 advise: bool | str = False, io_threads: int = 32) -> None:
         if mode not in ("mmap", "pread", "direct"):
             raise SettingError(f"MmapFeatures: mode must be 'mmap', 'pread' or 'direct', got {mode!r}")
         if int(io_threads) < 1:
@@ -105,15 +110,16 @@ class MmapFeatures(FeatureSource):
 
     @classmethod
     def from_dataset(cls, dataset, **kwargs) -> "MmapFeatures":
-        """Deprecated: use ``dataset.feature_store(**kwargs)`` (a new store) or ``dataset.features`` (the one ``load`` opened)."""
+        """Deprecated: use ``dataset.feature_store(**kwargs)`` (a new store) or ``dataset.features`` (the one ``load``
+        opened)."""
         if not hasattr(dataset, "feature_store"):
             raise FeatureFileError(
                 f"MmapFeatures.from_dataset({dataset!r}): storage no longer reads dataset folders; "
                 "open the folder with sparsetrain.datasets.load(path) and use its .features or .feature_store()"
             )
         warnings.warn(
-            "MmapFeatures.from_dataset(ds) is deprecated and will be removed in the next release; use ds.feature_store() "
-            "(or ds.features)",
+            "MmapFeatures.from_dataset(ds) is deprecated and will be removed in the next release; use "
+            "ds.feature_store() (or ds.features)",
             DeprecationWarning,
             stacklevel=2,
         )
@@ -203,11 +209,13 @@ class MmapFeatures(FeatureSource):
             info = os.stat(self.path)
         except FileNotFoundError:
             raise FeatureFileError(
-                f"{self.path}: the feature file was deleted while the store was open; restore it and open a new MmapFeatures"
+                f"{self.path}: the feature file was deleted while the store was open; restore it and open a new "
+                "MmapFeatures"
             ) from None
         if (info.st_dev, info.st_ino) != self._identity:
             raise FeatureFileError(
-                f"{self.path}: the feature file was replaced by another file while the store was open; open a new MmapFeatures"
+                f"{self.path}: the feature file was replaced by another file while the store was open; open a new "
+                "MmapFeatures"
             )
         self._check_size(os.fstat(self._fd).st_size)
 
@@ -231,17 +239,20 @@ class MmapFeatures(FeatureSource):
         if self.mode == "direct":
             self._read_direct(ids_np.astype(np.int64, copy=False), rows)
             return
-        short, moved = read_rows(self._fd, self.data_offset, self.row_bytes, ids_np.astype(np.int64, copy=False), rows, coalesce_bytes=self.coalesce_bytes, advise=False)
+        short, moved = read_rows(self._fd, self.data_offset, self.row_bytes, ids_np.astype(np.int64, copy=False), rows,
+                                 coalesce_bytes=self.coalesce_bytes, advise=False)
         if short:
             self._check_size(os.fstat(self._fd).st_size)
-            raise FeatureFileError(f"{self.path}: {short} read(s) came back short; the file is being modified, open a new MmapFeatures")
+            raise FeatureFileError(f"{self.path}: {short} read(s) came back short; the file is being modified, open a "
+                                   "new MmapFeatures")
         self.stats.bytes_moved += moved
 
     def _read_direct(self, ids: np.ndarray, rows: np.ndarray) -> None:
         order = np.argsort(ids, kind="stable")
         sorted_ids = ids[order]
         gap = self.coalesce_bytes - self.coalesce_bytes % self.block_bytes
-        start, length, need, first = plan_block_runs(sorted_ids, self.data_offset, self.row_bytes, self.block_bytes, gap, self._run_bytes)
+        start, length, need, first = plan_block_runs(sorted_ids, self.data_offset, self.row_bytes, self.block_bytes,
+                                                     gap, self._run_bytes)
         args = (self._read_fd, start, length, need, first, sorted_ids, order, self.data_offset, self.row_bytes, rows)
         runs = start.size
         if runs < 2 * self.io_threads or self.io_threads == 1:
@@ -250,11 +261,13 @@ class MmapFeatures(FeatureSource):
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.io_threads, thread_name_prefix="sparsetrain-disk")
             bounds = np.linspace(0, runs, 4 * self.io_threads + 1).astype(np.int64)
-            parts = self._pool.map(lambda lo_hi: read_block_runs(*args, self._buffer(), *lo_hi), zip(bounds[:-1], bounds[1:]))
+            parts = self._pool.map(lambda lo_hi: read_block_runs(*args, self._buffer(), *lo_hi),
+                                   zip(bounds[:-1], bounds[1:]))
             short = sum(parts)
         if short:
             self._check_size(os.fstat(self._fd).st_size)
-            raise FeatureFileError(f"{self.path}: {short} read(s) came back short; the file is being modified, open a new MmapFeatures")
+            raise FeatureFileError(f"{self.path}: {short} read(s) came back short; the file is being modified, open a "
+                                   "new MmapFeatures")
         self.stats.bytes_moved += int(length.sum())
 
     def _buffer(self) -> np.ndarray:
@@ -321,7 +334,8 @@ class MmapFeatures(FeatureSource):
 
     def __getitem__(self, index) -> torch.Tensor:
         """``store[ids]`` gathers rows; slices and ints index the mapped table."""
-        if isinstance(index, (torch.Tensor, np.ndarray)) and getattr(index, "ndim", 0) == 1 and index.dtype not in (torch.bool, np.bool_):
+        is_ids = isinstance(index, (torch.Tensor, np.ndarray)) and getattr(index, "ndim", 0) == 1
+        if is_ids and index.dtype not in (torch.bool, np.bool_):
             return self.gather(index)
         return self.tensor()[index]
 

@@ -167,7 +167,8 @@ def _clock_admit(ids, slot_of, id_of, ref, state, fresh, adm, evicted):
     return na, ne
 
 
-# ---------------------------------------------------------------- SIEVE (FIFO list + visited bits + a hand from the old end)
+# ---------------------------------------------------------------- SIEVE (FIFO list + visited bits + a hand from the old
+# end)
 
 
 @njit(cache=True, nogil=True)
@@ -264,7 +265,8 @@ def _hybrid_lookup(ids, slot_of, counts, prior, key, heap, hpos, used, first_dyn
 
 
 @njit(cache=True, nogil=True)
-def _hybrid_admit(ids, slot_of, id_of, counts, prior, key, heap, hpos, state, first_dynamic, force, fresh, adm, evicted):
+def _hybrid_admit(ids, slot_of, id_of, counts, prior, key, heap, hpos, state, first_dynamic, force, fresh, adm,
+                  evicted):
     """``state = [dynamic slots used]``; the heap holds the used dynamic slots, lowest score on top."""
     na = 0
     ne = 0
@@ -467,7 +469,8 @@ class SievePolicy(CachePolicy):
         return slots
 
     def _admit(self, ids, force, adm, evicted):
-        return _sieve_admit(ids, self.slot_of, self.id_of, self._visited, self._newer, self._older, self._state, self._fresh, adm, evicted)
+        return _sieve_admit(ids, self.slot_of, self.id_of, self._visited, self._newer, self._older, self._state,
+                            self._fresh, adm, evicted)
 
 
 class HybridPolicy(CachePolicy):
@@ -475,13 +478,15 @@ class HybridPolicy(CachePolicy):
     with the next hottest rows (those with positive hotness).
 
     The score of a row is ``prior + recent accesses``: ``prior`` is its share of ``hotness`` times
-    ``prior_weight`` (how many accesses the hotness is worth; default its own total, at least ``num_rows``) and the access
+    ``prior_weight`` (how many accesses the hotness is worth; default its own total, at least ``num_rows``) and the
+    access
     counts halve every ``decay_period`` accesses (default ``16 * num_rows``).
     """
 
     name = "hybrid"
 
-    def __init__(self, num_rows: int, num_slots: int, hotness: np.ndarray | None = None, static_fraction: float = 0.25, decay_period: int | None = None, prior_weight: float | None = None) -> None:
+    def __init__(self, num_rows: int, num_slots: int, hotness: np.ndarray | None = None, static_fraction: float = 0.25,
+                 decay_period: int | None = None, prior_weight: float | None = None) -> None:
         super().__init__(num_rows, min(num_slots, num_rows))
         if not 0.0 <= static_fraction <= 1.0:
             raise CacheBudgetError(f"hybrid: static_fraction must be within [0, 1], got {static_fraction}")
@@ -520,12 +525,14 @@ class HybridPolicy(CachePolicy):
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         slots = np.empty(ids.size, np.int64)
-        _hybrid_lookup(ids, self.slot_of, self._counts, self._prior, self._key, self._heap, self._hpos, int(self._state[0]), self.first_dynamic, slots)
+        _hybrid_lookup(ids, self.slot_of, self._counts, self._prior, self._key, self._heap, self._hpos,
+                       int(self._state[0]), self.first_dynamic, slots)
         self._since_decay += ids.size
         if self._since_decay >= self.decay_period:
             self._since_decay = 0
             self._counts *= 0.5
-            _rescore(self.id_of, self._counts, self._prior, self._key, self._heap, self._hpos, int(self._state[0]), self.first_dynamic)
+            _rescore(self.id_of, self._counts, self._prior, self._key, self._heap, self._hpos, int(self._state[0]),
+                     self.first_dynamic)
         return slots
 
     @property
@@ -538,7 +545,8 @@ class HybridPolicy(CachePolicy):
 
     def _admit(self, ids, force, adm, evicted):
         return _hybrid_admit(
-            ids, self.slot_of, self.id_of, self._counts, self._prior, self._key, self._heap, self._hpos, self._state, self.first_dynamic, force, self._fresh, adm, evicted
+            ids, self.slot_of, self.id_of, self._counts, self._prior, self._key, self._heap, self._hpos, self._state,
+            self.first_dynamic, force, self._fresh, adm, evicted
         )
 
 

@@ -21,7 +21,8 @@ class TensorFeatures(FeatureSource):
         if isinstance(tensor, np.ndarray):
             tensor = torch.from_numpy(tensor)
         if not isinstance(tensor, torch.Tensor) or tensor.dim() < 1:
-            raise SettingError(f"TensorFeatures needs a tensor with at least one dimension (rows), got {type(tensor).__name__}")
+            raise SettingError("TensorFeatures needs a tensor with at least one dimension (rows), got "
+                               f"{type(tensor).__name__}")
         self.tensor = tensor.contiguous()
         super().__init__(self.tensor.shape, self.tensor.dtype, self.tensor.device)
         self._bytes = byte_rows(self.tensor) if self.device.type == "cpu" else None

@@ -1,0 +1,99 @@
+"""`Fanouts`: the neighbours sampled per hop, one value from the command line (``--fanout``) to the kernels.
+
+PyG calls this idea ``num_neighbors`` (its ``NumNeighbors``); sparsetrain calls it ``fanouts`` everywhere, and the PyG
+adapter maps ``num_neighbors`` to it once (:mod:`sparsetrain.pyg.sampler`). This is the one place the counts are
+checked and normalised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.graph import CSCGraph, EdgeType
+
+PerHop = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Fanouts:
+    """Neighbours drawn per hop, from the seeds outward (``values[0]`` for the seeds' own in-edges); -1 = all, 0 = none.
+
+    ``values``: one sequence for every edge type, or (typed graphs) a mapping ``{edge_type: per hop}``, every edge type
+    with the same number of hops; edge types left out of a mapping sample 0. ``[]`` samples no hop. Counts are ints
+    >= -1 (not bools). Stored as tuples: a ``Fanouts`` does not change after it was checked.
+    """
+
+    values: PerHop | Mapping[EdgeType, PerHop]
+
+    def __post_init__(self) -> None:
+        values = self.values
+        if isinstance(values, Fanouts):
+            values = values.values
+        if isinstance(values, Mapping):
+            lengths = {len(list(v)) for v in values.values()}
+            if len(lengths) != 1:
+                raise SamplingError(f"fanouts per edge type have different hop counts {sorted(lengths)}; give every "
+                                    "edge type one entry per hop")
+            checked = {et: _hop_counts(v, et) for et, v in values.items()}
+        elif isinstance(values, Sequence) and not isinstance(values, str):
+            checked = _hop_counts(values, None)
+        else:
+            raise SamplingError(f"fanouts={values!r}; give a list of ints (one per hop, every edge type) or a dict "
+                                "{edge_type: list}")
+        object.__setattr__(self, "values", checked)
+
+    @classmethod
+    def of(cls, fanouts: Fanouts | Sequence[int] | Mapping[EdgeType, Sequence[int]]) -> Fanouts:
+        """``fanouts`` as a checked ``Fanouts`` (itself when it already is one)."""
+        return fanouts if isinstance(fanouts, Fanouts) else cls(fanouts)
+
+    @classmethod
+    def parse(cls, text: str) -> Fanouts:
+        """The command line's spelling, ``15,10,5``: comma-separated counts, each positive or -1 (all neighbors)."""
+        try:
+            values = [int(v) for v in text.split(",")]
+        except ValueError:
+            raise SamplingError(f"{text!r}: expected comma-separated integers like 15,10,5 (-1 = all "
+                                "neighbors)") from None
+        if not values or any(v == 0 or v < -1 for v in values):
+            raise SamplingError(f"{text!r}: each fanout must be a positive number or -1 (all neighbors)")
+        return cls(values)
+
+    @property
+    def num_hops(self) -> int:
+        """How many hops are sampled (the layers of a model trained on the blocks)."""
+        if isinstance(self.values, Mapping):
+            return len(next(iter(self.values.values())))
+        return len(self.values)
+
+    def as_list(self) -> list[int]:
+        """The one list of counts (not for per-edge-type counts)."""
+        if isinstance(self.values, Mapping):
+            raise SamplingError("fanouts are given per edge type; this needs one list for every edge type")
+        return list(self.values)
+
+    def for_graph(self, graph: CSCGraph) -> list[int] | dict[EdgeType, list[int]]:
+        """The counts as the sampler over ``graph`` reads them: a list (every edge type), or on a typed graph given a
+        mapping, ``{edge_type: [per hop]}`` over all the graph's edge types (those left out: 0)."""
+        if not isinstance(self.values, Mapping):
+            return list(self.values)
+        unknown = [k for k in self.values if tuple(k) not in graph.edge_types]
+        if unknown:
+            raise SamplingError(f"fanouts names edge type {unknown[0]!r}, which the graph does not have; its edge "
+                                f"types are {graph.edge_types}")
+        zeros = (0,) * self.num_hops
+        out = {et: list(self.values.get(et, zeros)) for et in graph.edge_types}
+        return out if graph.is_typed else out[graph.edge_types[0]]
+
+
+def _hop_counts(per_hop, edge_type) -> PerHop:
+    per_hop = list(per_hop)
+    if any(not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < -1 for f in per_hop):
+        where = "" if edge_type is None else f" for {edge_type}"
+        raise SamplingError(f"fanouts={per_hop!r}{where}; give a list of ints >= 0 (one per hop), or -1 for all "
+                            "neighbors")
+    return tuple(int(f) for f in per_hop)
