@@ -204,12 +204,13 @@ def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None
         what = f"data[{et}].edge_index"
         edges[tuple(et)] = EdgeSource(what, _edge_chunks(edge_index, None, what), edge_index.shape[1])
         if store.get("edge_attr") is not None:
-            edge_features[tuple(et)] = EdgeFeatures(f"data[{et}].edge_attr", _numpy(store.edge_attr, f"[{et}].edge_attr"))
+            edge_features[tuple(et)] = EdgeFeatures(f"data[{et}].edge_attr",
+                                                    _numpy(store.edge_attr, f"[{et}].edge_attr"))
         times = [a for a in ("time", "edge_time") if store.get(a) is not None]
         if len(times) == 2:
             raise DatasetError(f"data[{et}].time and data[{et}].edge_time both give edge times; keep one of them")
         if times:
             edge_time[tuple(et)] = TimeColumn(f"data[{et}].{times[0]}", _numpy(store[times[0]], f"[{et}].{times[0]}"))
-    return build_dataset(out_dir, edges, num_nodes=num_nodes, features=features, labels=labels, target_type=target_type, splits=splits,
-                         edge_features=edge_features, options=build_options, node_time=node_time, edge_time=edge_time,
-                         provenance={"importer": "pyg", "class": type(data).__name__})
+    return build_dataset(out_dir, edges, num_nodes=num_nodes, features=features, labels=labels, target_type=target_type,
+                         splits=splits, edge_features=edge_features, options=build_options, node_time=node_time,
+                         edge_time=edge_time, provenance={"importer": "pyg", "class": type(data).__name__})

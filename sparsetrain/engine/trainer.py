@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from sparsetrain._progress import compile_notice, progress
-from sparsetrain.engine.checkpoint import check_same_run, load_latest_checkpoint, refuse_foreign_checkpoints, save_checkpoint
+from sparsetrain.engine.checkpoint import (check_same_run, load_latest_checkpoint, refuse_foreign_checkpoints,
+                                          save_checkpoint)
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.precision import autocast, check_precision
@@ -101,7 +102,8 @@ class Trainer:
         batches = self.loader.seed_batches
         return {
             "parameters": {name: list(t.shape) for name, t in _unwrap(self.model).state_dict().items()},
-            "seed": batches.seed, "batch_size": batches.batch_size, "shuffle": batches.shuffle, "drop_last": batches.drop_last,
+            "seed": batches.seed, "batch_size": batches.batch_size, "shuffle": batches.shuffle,
+            "drop_last": batches.drop_last,
             "world_size": batches.world_size, "train_seeds": len(batches.seeds),
             **self.run_info,
         }
@@ -141,7 +143,8 @@ class Trainer:
         self.history = list(state.get("history", []))
 
     def _keep_own_hyperparameters(self, own: list[dict]) -> dict:
-        """Put this run's optimizer hyperparameters back over the checkpoint's; ``{name: (old, new)}`` of changed ones."""
+        """Put this run's optimizer hyperparameters back over the checkpoint's; ``{name: (old, new)}`` of changed
+        ones."""
         changed = {}
         scheduled = {"lr", "initial_lr"} if self.scheduler is not None else set()
         for group, mine in zip(self.optimizer.param_groups, own):
@@ -186,7 +189,8 @@ class Trainer:
 
     # ------------------------------------------------------------ loop
     def fit(self) -> dict:
-        """Train for the remaining epochs; returns the summary (``val_acc``, ``test_acc`` or the task's metrics, ``epochs``, ``seconds``)."""
+        """Train for the remaining epochs; returns the summary (``val_acc``, ``test_acc`` or the task's metrics,
+        ``epochs``, ``seconds``)."""
         if self.resume:
             state = load_latest_checkpoint(self.checkpoint_dir)
             if state is not None:
@@ -242,7 +246,8 @@ class Trainer:
                 elapsed = time.perf_counter() - epoch_start
                 stats = loader.last_epoch_stats
                 bar.set_postfix(loss=f"{losses[-1]:.4f}", seeds_s=f"{seen / max(elapsed, 1e-9):.0f}",
-                                stall=f"{stats.wait_seconds / max(elapsed, 1e-9):.0%}", **reads.postfix(), refresh=False)
+                                stall=f"{stats.wait_seconds / max(elapsed, 1e-9):.0%}", **reads.postfix(),
+                                refresh=False)
                 bar.update(1)
                 if self.checkpoint_every and self.step % self.checkpoint_every == 0:
                     self._save()
@@ -400,10 +405,12 @@ def _fmt_setting(value) -> str:
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    return model.module if hasattr(model, "module") and isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    wrapped = hasattr(model, "module") and isinstance(model, torch.nn.parallel.DistributedDataParallel)
+    return model.module if wrapped else model
 
 
-def fit(model: torch.nn.Module, loader: Loader, *, epochs: int, lr: float = 0.01, weight_decay: float = 0.0, **kwargs) -> dict:
+def fit(model: torch.nn.Module, loader: Loader, *, epochs: int, lr: float = 0.01, weight_decay: float = 0.0,
+        **kwargs) -> dict:
     """Train with Adam and return the summary; a shortcut for :class:`Trainer`."""
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     return Trainer(model, loader, optimizer, epochs=epochs, **kwargs).fit()

@@ -69,33 +69,36 @@ class NeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader
 
     def __init__(self, data, num_neighbors, input_nodes=None, input_time=None, replace: bool = False,
                  subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform",
-                 time_attr: str | None = None, weight_attr: str | None = None, transform=None, transform_sampler_output=None,
-                 is_sorted: bool = False, filter_per_worker: bool | None = None, neighbor_sampler: NeighborSampler | None = None,
-                 directed: bool = True, *, seed: int | None = None, features=None, device=None,
-                 **kwargs: Any) -> None:
+                 time_attr: str | None = None, weight_attr: str | None = None, transform=None,
+                 transform_sampler_output=None, is_sorted: bool = False, filter_per_worker: bool | None = None,
+                 neighbor_sampler: NeighborSampler | None = None, directed: bool = True, *, seed: int | None = None,
+                 features=None, device=None, **kwargs: Any) -> None:
         self.edge_features = None
         if isinstance(data, (GraphDataset, str, os.PathLike)):
             ds = as_dataset(data)
             if isinstance(input_nodes, str):
                 if input_nodes not in ds.split:
-                    raise PyGOptionError(f"input_nodes={input_nodes!r} is not a split of {ds.path} (it has {', '.join(ds.split) or 'none'})")
+                    raise PyGOptionError(f"input_nodes={input_nodes!r} is not a split of {ds.path} (it has "
+                                         f"{', '.join(ds.split) or 'none'})")
                 input_nodes = ds.split[input_nodes]
             self.edge_features = getattr(ds, "edge_features", None)
             data = (DatasetFeatureStore(ds, features), DatasetGraphStore(ds))
         elif features is not None:
-            raise PyGOptionError("features= replaces a sparsetrain dataset's feature store; with other data, put features in the data")
+            raise PyGOptionError("features= replaces a sparsetrain dataset's feature store; with other data, put "
+                                 "features in the data")
         self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
         placed = self._place(data, device)
         if neighbor_sampler is None:
-            neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
-                                               temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
-                                               is_sorted=is_sorted, directed=directed, seed=seed, device=device)
-        super().__init__(placed, num_neighbors, input_nodes=input_nodes, input_time=input_time,
-                         replace=replace,
-                         subgraph_type=subgraph_type, disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
-                         weight_attr=weight_attr, transform=transform, transform_sampler_output=transform_sampler_output,
-                         is_sorted=is_sorted, filter_per_worker=filter_per_worker, neighbor_sampler=neighbor_sampler,
-                         directed=directed, **kwargs)
+            neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace,
+                                               disjoint=disjoint, temporal_strategy=temporal_strategy,
+                                               time_attr=time_attr, weight_attr=weight_attr, is_sorted=is_sorted,
+                                               directed=directed, seed=seed, device=device)
+        super().__init__(placed, num_neighbors, input_nodes=input_nodes, input_time=input_time, replace=replace,
+                         subgraph_type=subgraph_type, disjoint=disjoint, temporal_strategy=temporal_strategy,
+                         time_attr=time_attr, weight_attr=weight_attr, transform=transform,
+                         transform_sampler_output=transform_sampler_output, is_sorted=is_sorted,
+                         filter_per_worker=filter_per_worker, neighbor_sampler=neighbor_sampler, directed=directed,
+                         **kwargs)
 
     def filter_fn(self, out):
         data = super().filter_fn(out)
@@ -117,9 +120,10 @@ class LinkNeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.lo
     :class:`NeighborLoader` (seed edges joining two node types are sampled on the CPU, the batches still land there).
     """
 
-    def __init__(self, data, num_neighbors, edge_label_index=None, edge_label=None, edge_label_time=None, replace: bool = False,
-                 subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform", neg_sampling=None,
-                 neg_sampling_ratio=None, time_attr: str | None = None, weight_attr: str | None = None, transform=None,
+    def __init__(self, data, num_neighbors, edge_label_index=None, edge_label=None, edge_label_time=None,
+                 replace: bool = False, subgraph_type="directional", disjoint: bool = False,
+                 temporal_strategy: str = "uniform", neg_sampling=None, neg_sampling_ratio=None,
+                 time_attr: str | None = None, weight_attr: str | None = None, transform=None,
                  transform_sampler_output=None, is_sorted: bool = False, filter_per_worker: bool | None = None,
                  neighbor_sampler: NeighborSampler | None = None, directed: bool = True, *, seed: int | None = None,
                  exclude_seed_edges: str = "none", device=None, **kwargs: Any) -> None:
@@ -129,22 +133,23 @@ class LinkNeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.lo
         self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
         placed = self._place(data, device)
         if neighbor_sampler is None:
-            neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
-                                               temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
-                                               is_sorted=is_sorted, directed=directed, seed=seed,
+            neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace,
+                                               disjoint=disjoint, temporal_strategy=temporal_strategy,
+                                               time_attr=time_attr, weight_attr=weight_attr, is_sorted=is_sorted,
+                                               directed=directed, seed=seed,
                                                device=_link_sampling_device(data, edge_label_index, device))
         if exclude_seed_edges != "none":
             if not isinstance(neighbor_sampler, NeighborSampler):
                 raise PyGOptionError(f"exclude_seed_edges={exclude_seed_edges!r} needs sparsetrain's sampler; "
                                      "leave neighbor_sampler unset or pass a sparsetrain.pyg.NeighborSampler")
             neighbor_sampler.exclude_seed_edges = exclude_seed_edges
-        super().__init__(placed, num_neighbors, edge_label_index=edge_label_index,
-                         edge_label=edge_label,
-                         edge_label_time=edge_label_time, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
-                         temporal_strategy=temporal_strategy, neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio,
-                         time_attr=time_attr, weight_attr=weight_attr, transform=transform,
-                         transform_sampler_output=transform_sampler_output, is_sorted=is_sorted, filter_per_worker=filter_per_worker,
-                         neighbor_sampler=neighbor_sampler, directed=directed, **kwargs)
+        super().__init__(placed, num_neighbors, edge_label_index=edge_label_index, edge_label=edge_label,
+                         edge_label_time=edge_label_time, replace=replace, subgraph_type=subgraph_type,
+                         disjoint=disjoint, temporal_strategy=temporal_strategy, neg_sampling=neg_sampling,
+                         neg_sampling_ratio=neg_sampling_ratio, time_attr=time_attr, weight_attr=weight_attr,
+                         transform=transform, transform_sampler_output=transform_sampler_output, is_sorted=is_sorted,
+                         filter_per_worker=filter_per_worker, neighbor_sampler=neighbor_sampler, directed=directed,
+                         **kwargs)
 
 
 def _link_sampling_device(data, edge_label_index, device):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import CSCGraph, EdgeType
 from sparsetrain.sampling.rng import hop_key
@@ -76,7 +77,8 @@ class KernelLayout:
 
     @staticmethod
     def seed_repeated(seed: int) -> SamplingError:
-        return SamplingError(f"seed {seed} appears more than once in seeds; pass unique seeds (e.g. torch.unique(seeds))")
+        return SamplingError(f"seed {seed} appears more than once in seeds; pass unique seeds (e.g. "
+                             "torch.unique(seeds))")
 
     def hop_keys(self, seed: int, key: int, hop: int) -> np.ndarray:
         """Per edge type, the key of hop ``hop`` of batch ``key``: counter ``hop`` on a homogeneous graph,

@@ -69,7 +69,8 @@ _draw_positions = _device["draw_positions"]
 # ---- the open-addressing map ----
 @cuda.jit(device=True)
 def _insert(table_keys, table_vals, mask, node, value):
-    """Find or claim ``node``'s slot (linear probing, CAS on the key), lower its value to ``value``; returns the slot."""
+    """Find or claim ``node``'s slot (linear probing, CAS on the key), lower its value to ``value``; returns the
+    slot."""
     slot = np.int64(_mix64(np.uint64(node)) & np.uint64(mask))
     while True:
         old = cuda.atomic.cas(table_keys, slot, EMPTY, node)
@@ -83,7 +84,8 @@ def _insert(table_keys, table_vals, mask, node, value):
 
 @cuda.jit
 def _insert_known(nodes, region, counts, t, key_base, table_keys, table_vals, mask):
-    """Node ``i < counts[t]`` of type ``t`` (at ``nodes[region + i]``, map key ``key_base`` + its id) keeps local id ``i``."""
+    """Node ``i < counts[t]`` of type ``t`` (at ``nodes[region + i]``, map key ``key_base`` + its id) keeps local id
+    ``i``."""
     i = cuda.grid(1)
     if i < counts[t]:
         _insert(table_keys, table_vals, mask, key_base + nodes[region + i], np.int64(i))
@@ -437,7 +439,8 @@ class Workspace:
 def _host_mapped(tensor):
     """A device view of a page-locked host tensor (unified addressing: the host pointer is valid on the device)."""
     if not tensor.is_pinned():
-        raise SamplingBackendError("GPU sampling reads the graph from device memory or pinned host memory; call graph.to('cuda') or graph.pin_memory()")
+        raise SamplingBackendError("GPU sampling reads the graph from device memory or pinned host memory; call "
+                                   "graph.to('cuda') or graph.pin_memory()")
 
     class _View:
         __cuda_array_interface__ = {
@@ -471,7 +474,8 @@ class CudaGraph:
 
     def __init__(self, graph) -> None:
         if not cuda.is_available():
-            raise SamplingBackendError("GPU sampling needs a CUDA device visible to numba.cuda; sample on the CPU (keep the graph and seeds on the host)")
+            raise SamplingBackendError("GPU sampling needs a CUDA device visible to numba.cuda; sample on the CPU "
+                                       "(keep the graph and seeds on the host)")
         device = graph.device if graph.device.type == "cuda" else None
         self.ops = TorchArrays(device or "cuda")
         self.sources = (graph.source("indptr"), graph.source("indices"))
@@ -628,7 +632,7 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
 
 def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted, sources, edge_perm, new_only,
             seed_type, max_degree):
-    t, k, stream = ops.threads, ops.kernel, ops.stream()
+    k, stream = ops.kernel, ops.stream()
     num_types = len(layout.type_size)
     typed = num_types > 1
     num_hops = layout.fanouts.shape[0]
@@ -694,7 +698,8 @@ def _hop(ops, stream, layout, hop, hop_keys, seg_et, num_work, edge_bound, exact
     grid = _blocks(num_work, t)
     _count_kernel[grid, t, stream](indptr, weights, k(nodes.buffer), k(nodes.offsets), k(counts), k(first),
                                    k(seg_dst_type), k(seg_et_d), et_dst, col_offset, k(seg_fan), replace, weighted,
-                                   graph_edges, k(seg_start), k(seg_dst), k(cols), k(lo), k(deg), k(per_item), k(status))
+                                   graph_edges, k(seg_start), k(seg_dst), k(cols), k(lo), k(deg), k(per_item),
+                                   k(status))
     ends = ops.cumsum(per_item)
     if exact:  # sized by the true count
         edge_bound = ops.read(ends[-1:])[0]

@@ -217,7 +217,8 @@ class NeighborSampler:
         layout = self._layout
         if not self.graph.is_typed:
             if node_type not in (None, layout.node_types[0]):
-                raise SamplingError(f"the seeds are {node_type!r} nodes but the graph is homogeneous (its one node type "
+                raise SamplingError(f"the seeds are {node_type!r} nodes but the graph is homogeneous (its one node "
+                                    "type "
                                     f"is {layout.node_types[0]!r}); drop node_type")
             return 0
         name = node_type or self.seed_type

@@ -55,14 +55,18 @@ def check_ids(ids, num_rows: int, where: str) -> torch.Tensor:
     """
     if isinstance(ids, np.ndarray):
         if ids.dtype.kind not in "iu":
-            raise FeatureIdError(f"{where}: ids must be integers, got a NumPy array of {ids.dtype}; pass ids.astype(np.int64)")
+            raise FeatureIdError(f"{where}: ids must be integers, got a NumPy array of {ids.dtype}; pass "
+                                 "ids.astype(np.int64)")
         ids = torch.from_numpy(np.ascontiguousarray(ids.astype(np.int64, copy=False)))
     if not isinstance(ids, torch.Tensor):
-        raise FeatureIdError(f"{where}: ids must be a torch.LongTensor, got {type(ids).__name__}; wrap them with torch.as_tensor(ids, dtype=torch.long)")
+        raise FeatureIdError(f"{where}: ids must be a torch.LongTensor, got {type(ids).__name__}; wrap them with "
+                             "torch.as_tensor(ids, dtype=torch.long)")
     if ids.dtype not in ID_DTYPES:
-        raise FeatureIdError(f"{where}: ids must be int64 (LongTensor) or int32, got {ids.dtype}; convert with ids.long()")
+        raise FeatureIdError(f"{where}: ids must be int64 (LongTensor) or int32, got {ids.dtype}; convert with "
+                             "ids.long()")
     if ids.dim() != 1:
-        raise FeatureIdError(f"{where}: ids must be 1-D, got shape {tuple(ids.shape)}; flatten them with ids.reshape(-1)")
+        raise FeatureIdError(f"{where}: ids must be 1-D, got shape {tuple(ids.shape)}; flatten them with "
+                             "ids.reshape(-1)")
     if ids.numel():
         if ids.device.type == "cpu":  # NumPy: no thread-pool wake-up for a tiny reduction
             array = ids.numpy()
@@ -83,7 +87,8 @@ def torch_dtype_of(dtype: np.dtype) -> torch.dtype:
     try:
         return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
     except TypeError:
-        raise FeatureOutputError(f"dtype {dtype} has no torch equivalent; store features as float32, float16 or an integer type") from None
+        raise FeatureOutputError(f"dtype {dtype} has no torch equivalent; store features as float32, float16 or an "
+                                 "integer type") from None
 
 
 def byte_rows(t: torch.Tensor) -> np.ndarray:

@@ -36,7 +36,8 @@ def as_feature_source(source) -> FeatureSource:
 class CachedFeatures(FeatureSource):
     """A cache of ``capacity_bytes`` of rows of ``backing`` on ``device``; ``gather`` serves hits from it.
 
-    ``policy``: ``"static"``, ``"lru"``, ``"clock"``, ``"sieve"`` or ``"hybrid"`` (see :mod:`sparsetrain.storage.policies`);
+    ``policy``: ``"static"``, ``"lru"``, ``"clock"``, ``"sieve"`` or ``"hybrid"`` (see
+    :mod:`sparsetrain.storage.policies`);
     ``hotness`` (one value per row: out-degree, ``graph.out_degrees()``, or pre-sampling access counts) ranks rows for
     the hot set; without it a ``static`` cache keeps the first rows it gathers. ``victim_bytes`` of host memory keep
     recently evicted rows. Row storage never exceeds ``capacity_bytes`` (a budget smaller than one row raises
@@ -87,9 +88,11 @@ class CachedFeatures(FeatureSource):
         self._read_events: list = []
         self._write_event = None
         if bookkeeping not in ("auto", "host", "device"):
-            raise CacheBudgetError(f"CachedFeatures: bookkeeping must be 'auto', 'host' or 'device', got {bookkeeping!r}")
+            raise CacheBudgetError("CachedFeatures: bookkeeping must be 'auto', 'host' or 'device', got "
+                                   f"{bookkeeping!r}")
         if bookkeeping == "device" and self.victim is not None:
-            raise CacheBudgetError("CachedFeatures: bookkeeping='device' has no victim buffer; pass victim_bytes=0 or bookkeeping='host'")
+            raise CacheBudgetError("CachedFeatures: bookkeeping='device' has no victim buffer; pass victim_bytes=0 or "
+                                   "bookkeeping='host'")
         if bookkeeping == "auto":
             bookkeeping = "device" if self.device.type == "cuda" and self.victim is None else "host"
         self.bookkeeping = bookkeeping
@@ -160,7 +163,8 @@ class CachedFeatures(FeatureSource):
             hit = slots >= 0
             hit_at = np.flatnonzero(hit)
             if hit_at.size:
-                rows.index_copy_(0, self._device_index(hit_at), self.slots.index_select(0, self._device_index(slots[hit_at])))
+                held = self.slots.index_select(0, self._device_index(slots[hit_at]))
+                rows.index_copy_(0, self._device_index(hit_at), held)
             self._after_read()
             missed_at = np.flatnonzero(~hit)
             fetch_at = self._take_victims(wanted, missed_at, rows)
@@ -194,7 +198,8 @@ class CachedFeatures(FeatureSource):
             fetch = self._take_victims(missed_ids, local, missed_rows)
             fetched = fetch.size
             if fetch.size:
-                missed_rows.index_copy_(0, torch.from_numpy(fetch), self.backing.gather(torch.from_numpy(missed_ids[fetch])).cpu())
+                missed_rows.index_copy_(0, torch.from_numpy(fetch),
+                                        self.backing.gather(torch.from_numpy(missed_ids[fetch])).cpu())
         self.stats.bytes_moved += fetched * self.row_bytes
         missed_at_of_unique = np.full(wanted.size, -1, np.int64)
         missed_at_of_unique[missed_at] = np.arange(missed_at.size)
@@ -213,7 +218,8 @@ class CachedFeatures(FeatureSource):
         self.stats.hits += int(wanted.size - missed_at.size)
         self.stats.misses += int(missed_at.size)
 
-    def _gather_cpu_direct(self, table: np.ndarray, wanted: np.ndarray, slots: np.ndarray, missed_ids: np.ndarray, inverse: np.ndarray, out: torch.Tensor) -> None:
+    def _gather_cpu_direct(self, table: np.ndarray, wanted: np.ndarray, slots: np.ndarray, missed_ids: np.ndarray,
+                           inverse: np.ndarray, out: torch.Tensor) -> None:
         """Backing rows addressable in place: hits and misses go to ``out`` in one pass, no staging copy."""
         slot_words, table_words, out_words = widen(byte_rows(self.slots), table, byte_rows(out))
         assemble_direct(slot_words, slots, table_words, wanted, inverse, out_words)
@@ -263,7 +269,8 @@ class CachedFeatures(FeatureSource):
         self._pending.append(self._worker().submit(self._update_policy, wanted, missed, fetched, ready))
 
     def _update_policy(self, wanted: torch.Tensor, missed: torch.Tensor, fetched: torch.Tensor | None, ready) -> None:
-        """Off the critical path: tell the policy about a gather's accesses, then admit its misses (device bookkeeping)."""
+        """Off the critical path: tell the policy about a gather's accesses, then admit its misses (device
+        bookkeeping)."""
         if ready is not None:
             ready.synchronize()
         missed = missed.cpu().numpy()
@@ -278,7 +285,8 @@ class CachedFeatures(FeatureSource):
             self._pending.popleft().result()
 
     def _worker(self) -> ThreadPoolExecutor:
-        """The one background thread for prefetches and policy updates (so the policy is used by one thread at a time)."""
+        """The one background thread for prefetches and policy updates (so the policy is used by one thread at a
+        time)."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sparsetrain-cache")
         return self._executor

@@ -11,7 +11,8 @@ from sparsetrain.errors import SettingError
 from sparsetrain.storage.base import FeatureSource, byte_rows, widen
 from sparsetrain.storage.errors import PinnedMemoryError
 from sparsetrain.storage.gather_kernels import gather_rows
-from sparsetrain.storage.host_memory import DEFAULT_CHUNK_BYTES, HostRegistration, cuda_available, host_pointer_usable_on_device, pinned_empty
+from sparsetrain.storage.host_memory import (DEFAULT_CHUNK_BYTES, HostRegistration, cuda_available,
+                                             host_pointer_usable_on_device, pinned_empty)
 
 COPY_CHUNK_BYTES = 64 << 20
 
@@ -32,7 +33,8 @@ def _host_tensor(source) -> torch.Tensor:
     if isinstance(source, np.ndarray):
         source = torch.from_numpy(np.ascontiguousarray(source))
     if not isinstance(source, torch.Tensor) or source.dim() < 1:
-        raise SettingError(f"PinnedFeatures needs a tensor, array, .npy path or FeatureSource with rows, got {type(source).__name__}")
+        raise SettingError("PinnedFeatures needs a tensor, array, .npy path or FeatureSource with rows, got "
+                           f"{type(source).__name__}")
     return source.detach().cpu().contiguous()
 
 
@@ -46,11 +48,13 @@ class PinnedFeatures(FeatureSource):
     unless ``copy=True``; without CUDA the rows simply stay in ordinary host memory.
     """
 
-    def __init__(self, source, device: str | torch.device | None = None, *, copy: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+    def __init__(self, source, device: str | torch.device | None = None, *, copy: bool = False,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
         has_cuda = cuda_available()
         device = torch.device(device if device is not None else ("cuda" if has_cuda else "cpu"))
         if device.type == "cuda" and not has_cuda:
-            raise PinnedMemoryError("PinnedFeatures(device='cuda') needs a CUDA GPU and none is visible; use device='cpu'")
+            raise PinnedMemoryError("PinnedFeatures(device='cuda') needs a CUDA GPU and none is visible; use "
+                                    "device='cpu'")
         host = _host_tensor(source)
         super().__init__(host.shape, host.dtype, device)
         self._registration = None
@@ -67,7 +71,8 @@ class PinnedFeatures(FeatureSource):
                 self._registration = HostRegistration(host.data_ptr(), nbytes, chunk_bytes)
             except PinnedMemoryError:
                 self._registration = None
-            if self._registration is not None and (len(self._registration.pieces) == 1 or host_pointer_usable_on_device()):
+            whole = self._registration is not None and len(self._registration.pieces) == 1
+            if self._registration is not None and (whole or host_pointer_usable_on_device()):
                 return host
             if self._registration is not None:
                 self._registration.close()
@@ -115,7 +120,8 @@ class PinnedFeatures(FeatureSource):
         dst = word_view(out.data_ptr(), out.shape[0], row_bytes, word, owner=out)
         with torch.cuda.device(self.device):
             stream = cuda.external_stream(torch.cuda.current_stream(self.device).cuda_stream)
-            launch_gather(src, cuda.as_cuda_array(sorted_ids, sync=False), cuda.as_cuda_array(positions, sync=False), dst, stream)
+            launch_gather(src, cuda.as_cuda_array(sorted_ids, sync=False), cuda.as_cuda_array(positions, sync=False),
+                          dst, stream)
 
     def __del__(self) -> None:
         try:

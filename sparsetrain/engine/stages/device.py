@@ -36,7 +36,8 @@ def map_tensors(obj, fn: Callable[[torch.Tensor], torch.Tensor]):
     if isinstance(obj, torch.Tensor):
         return fn(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.replace(obj, **{f.name: map_tensors(getattr(obj, f.name), fn) for f in dataclasses.fields(obj) if f.init})
+        return dataclasses.replace(obj, **{f.name: map_tensors(getattr(obj, f.name),
+                                                               fn) for f in dataclasses.fields(obj) if f.init})
     if isinstance(obj, list):
         return [map_tensors(v, fn) for v in obj]
     if isinstance(obj, tuple):
@@ -47,7 +48,8 @@ def map_tensors(obj, fn: Callable[[torch.Tensor], torch.Tensor]):
 
 
 class CopyToDevice:
-    """Move batches to ``device``: directly off CUDA, on a side stream with an event on CUDA (see the module docstring)."""
+    """Move batches to ``device``: directly off CUDA, on a side stream with an event on CUDA (see the module
+    docstring)."""
 
     def __init__(self, device: str | torch.device) -> None:
         self.device = torch.device(device)
@@ -82,7 +84,8 @@ class CopyToDevice:
     def __call__(self, mb) -> Staged:
         """Issue the batch's copies (inside :meth:`stream` on CUDA)."""
         if not self._cuda:
-            x = next(iter(mb.x.values()), None) if isinstance(mb.x, dict) else mb.x  # typed batches hold x per node type
+            x = next(iter(mb.x.values()), None) if isinstance(mb.x,
+                                                              dict) else mb.x  # typed batches hold x per node type
             return Staged(mb if x is None or x.device == self.device else mb.to(self.device))
         side = self._side_stream()
         with torch.cuda.stream(side):
@@ -94,7 +97,8 @@ class CopyToDevice:
     def _copy(self, t: torch.Tensor) -> torch.Tensor:
         if t.device == self.device:
             return t
-        if t.device.type == "cpu" and not t.is_pinned() and not t.requires_grad:  # learnable rows move through autograd's to()
+        # (learnable rows move through autograd's to())
+        if t.device.type == "cpu" and not t.is_pinned() and not t.requires_grad:
             t = t.pin_memory()
         return t.to(self.device, non_blocking=True)
 

@@ -25,11 +25,12 @@ from sparsetrain.storage.tensor import TensorFeatures
 
 
 class FetchFeatures:
-    """``x = features[input_nodes]``, ``y = labels[seeds]`` (``labels`` None: ``y`` left as sampled); :meth:`prefetch` starts a read early.
+    """``x = features[input_nodes]``, ``y = labels[seeds]`` (``labels`` None: ``y`` left as sampled); :meth:`prefetch`
+    starts a read early.
 
     With ``edge_features`` (a store or tensor of one row per graph edge, e.g. ``ds.edge_features``),
-    ``edge_attr[i]`` = the rows of block ``i``'s ``edge_ids`` (typed: ``edge_features`` a dict by edge type, e.g. a typed
-    ``ds.edge_features``, and ``edge_attr[i]`` a dict by the edge types that have them).
+    ``edge_attr[i]`` = the rows of block ``i``'s ``edge_ids`` (typed: ``edge_features`` a dict by edge type, e.g. a
+    typed ``ds.edge_features``, and ``edge_attr[i]`` a dict by the edge types that have them).
 
     A plain, contiguous CPU tensor is read with the prefetching Numba gather (``TensorFeatures``;
     ~15% off a products-scale step against ``x[ids]``); a tensor that requires grad keeps torch
@@ -66,8 +67,9 @@ class FetchFeatures:
             yield self(pending)
 
     def __call__(self, mb: MiniBatch) -> MiniBatch:
-        if isinstance(self.features, dict):  # typed: one store per node type; a type without one gets its node ids (for an embedding)
-            mb.x = {t: gather_rows(self.features[t], ids) if t in self.features else ids for t, ids in mb.input_nodes.items()}
+        if isinstance(self.features, dict):  # typed: one store per node type; a type without one gets its node ids
+            stores = self.features  # (for an embedding)
+            mb.x = {t: gather_rows(stores[t], ids) if t in stores else ids for t, ids in mb.input_nodes.items()}
             for t, x in mb.x.items():
                 if t in self.features:
                     check_finite(x, mb.input_nodes[t], self.features[t], f"node type {t!r}: ")
@@ -111,8 +113,8 @@ def check_finite(x: torch.Tensor, ids: torch.Tensor, store, what: str = "") -> N
         fix = ("the file changed after import (`sparsetrain info` on its folder checks every file); re-import the data "
                "with finite values (`sparsetrain preprocess`)")
     more = " ..." if len(bad) > 5 else ""
-    raise DatasetError(f"{source}: {what}rows {shown}{more} hold NaN or inf ({len(bad)} of the {len(x)} rows this batch "
-                       f"read); {fix}")
+    raise DatasetError(f"{source}: {what}rows {shown}{more} hold NaN or inf ({len(bad)} of the {len(x)} rows this "
+                       f"batch read); {fix}")
 
 
 TENSOR = "the feature tensor"

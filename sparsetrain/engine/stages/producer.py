@@ -91,7 +91,8 @@ class Producer:
         self._emit(_DONE)
 
     def get(self):
-        """The next item; raises the producer's exception, ``StopIteration`` at the end, ``LoaderError`` on a dead or stuck thread."""
+        """The next item; raises the producer's exception, ``StopIteration`` at the end, ``LoaderError`` on a dead or
+        stuck thread."""
         waited_since = time.monotonic()
         while True:
             try:
@@ -109,7 +110,8 @@ class Producer:
             if self._timeout is not None and time.monotonic() - waited_since > self._timeout:
                 self._stuck = True
                 raise LoaderError(f"the loader thread produced no batch for {self._timeout:g} s; it is stuck "
-                                  "(a stopped peer rank in a collective, a hung read): check the other ranks and the storage, "
+                                  "(a stopped peer rank in a collective, a hung read): check the other ranks and the "
+                                  "storage, "
                                   "or pass a larger Loader(timeout=...) if batches legitimately take that long")
         if item is _DONE:
             raise StopIteration
