@@ -132,3 +132,63 @@ def test_a_diverging_loss_is_one_line_naming_the_step(cli, tiny):
     code, _, err = cli("train", "--data", tiny, "--epochs", "3", "--lr", "1e30", *TINY)
     _one_line_error(code, err)
     assert "the loss became" in err and "at step" in err and "--lr" in err
+
+
+@pytest.fixture(scope="module")
+def link_folder(tmp_path_factory):
+    from torch_geometric.data import Data
+
+    g = torch.Generator().manual_seed(0)
+    out = tmp_path_factory.mktemp("link") / "link"
+    data = Data(edge_index=torch.randint(0, 200, (2, 1600), generator=g), x=torch.randn(200, 4, generator=g), num_nodes=200)
+    st.datasets.from_pyg(data, out, link_split=(0.8, 0.1, 0.1), link_negatives=5, quiet=True)
+    return out
+
+
+def _edit_meta(folder, edit):
+    meta = json.loads((folder / "meta.json").read_text())
+    edit(meta)
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+def _set_entry(folder, name, entry, value):
+    array = np.load(folder / name, mmap_mode="r+")
+    array.reshape(-1)[entry] = value
+    array.flush()
+    _resign(folder, name)
+
+
+LINK_DAMAGE = {
+    "no val split": (lambda f: _edit_meta(f, lambda m: m["link_split"].pop("val")), "meta.json: lists no 'val' link split"),
+    "no test split": (lambda f: _edit_meta(f, lambda m: m["link_split"].pop("test")), "meta.json: lists no 'test' link split"),
+    "no val negatives": (lambda f: _edit_meta(f, lambda m: m["link_split"]["val"].update(neg=None, neg_per_pos=None)),
+                         "no val negatives to rank the val edges against"),
+    "val edge past the nodes": (lambda f: _set_entry(f, "link_val_pos.npy", 0, 999),
+                                "link_val_pos.npy: entry 0 is node 999, which must be in [0, 200)"),
+    "negative id in test negatives": (lambda f: _set_entry(f, "link_test_neg.npy", 7, -3),
+                                      "link_test_neg.npy: entry 7 is node -3, which must be in [0, 200)"),
+    "val file missing": (lambda f: (f / "link_val_pos.npy").unlink(), "link_val_pos.npy: missing"),
+}
+
+
+@pytest.mark.parametrize("damage", list(LINK_DAMAGE))
+def test_a_link_folder_without_usable_val_or_test_edges_is_one_line(cli, link_folder, tmp_path, damage):
+    import shutil
+
+    folder = tmp_path / "link"
+    shutil.copytree(link_folder, folder)
+    edit, says = LINK_DAMAGE[damage]
+    edit(folder)
+    code, _, err = cli("train", "--task", "link", "--data", folder, "--epochs", "1", *TINY)
+    _one_line_error(code, err)
+    assert says in err
+
+
+def test_a_link_split_without_edges_is_refused(link_folder):
+    from sparsetrain.datasets.edge_split import EdgeSplit
+
+    ds = st.datasets.load(link_folder)
+    dataset_checks.check_link_splits(ds)
+    ds.edge_split["test"] = EdgeSplit(torch.zeros(2, 0, dtype=torch.int64), ds.edge_split["test"].neg, None)
+    with pytest.raises(DatasetError, match="link_test_pos.npy: holds no test edges; .*larger --link-split"):
+        dataset_checks.check_link_splits(ds)

@@ -62,6 +62,31 @@ def check_split_labels(where: str, labels: torch.Tensor, split: dict[str, torch.
                                "fix the labels (or --num-classes) and re-run `sparsetrain preprocess`")
 
 
+def check_link_splits(ds) -> None:
+    """A link-prediction dataset has train, val and test edges, val and test with negatives to rank against, and
+    every edge joins two node ids of the graph; raises :class:`~sparsetrain.errors.DatasetError` naming the file (or
+    meta.json) and the fix."""
+    from sparsetrain.datasets.dataset import verify_edge_splits
+
+    splits, entries = ds.edge_split, ds.meta.get("link_split") or {}
+    if not splits:
+        raise DatasetError(f"{ds.path}: --task link needs link splits; re-import with "
+                           "`sparsetrain preprocess ... --link-split 0.85,0.05,0.10`")
+    for name in fmt.LINK_SPLIT_NAMES:
+        if name not in splits:
+            raise DatasetError(f"{ds.path / 'meta.json'}: lists no {name!r} link split (training evaluates on val and test); "
+                               "re-run `sparsetrain preprocess ... --link-split`")
+        split, entry = splits[name], entries[name]
+        if split.pos.shape[1] == 0:
+            raise DatasetError(f"{ds.path / entry['pos']}: holds no {name} edges; re-run `sparsetrain preprocess` "
+                               "with larger --link-split fractions (or a larger graph)")
+        if name != "train" and (split.neg is None or split.neg.shape[1] == 0):
+            where = ds.path / (entry.get("neg") or "meta.json")
+            raise DatasetError(f"{where}: no {name} negatives to rank the {name} edges against; re-run "
+                               "`sparsetrain preprocess` with --link-negatives of at least 1")
+    verify_edge_splits(ds)
+
+
 def check_for_training(ds, *, verify: bool = False, task: str = "node", target_type: str | None = None) -> None:
     """All of the above for a dataset about to be trained on; ``verify``: every file's sha256 and the structure instead
     of the small files' (:func:`~sparsetrain.datasets.load` with ``verify=True``)."""
@@ -71,6 +96,8 @@ def check_for_training(ds, *, verify: bool = False, task: str = "node", target_t
         load(ds.path, verify=True)
     else:
         check_files(ds.path, ds.meta)
+    if task == "link":
+        check_link_splits(ds)
     if task != "node":
         return
     if isinstance(ds.labels, dict):  # typed: the target type's split, when training uses it
