@@ -192,3 +192,80 @@ def test_a_link_split_without_edges_is_refused(link_folder):
     ds.edge_split["test"] = EdgeSplit(torch.zeros(2, 0, dtype=torch.int64), ds.edge_split["test"].neg, None)
     with pytest.raises(DatasetError, match="link_test_pos.npy: holds no test edges; .*larger --link-split"):
         dataset_checks.check_link_splits(ds)
+
+
+@pytest.fixture(scope="module")
+def typed_folder(tmp_path_factory):
+    from sparsetrain.datasets.synth_hetero import synthesize_hetero
+
+    return synthesize_hetero(tmp_path_factory.mktemp("mag") / "mag", scale=0.001, num_classes=4, feature_dim=8, seed=0,
+                             split_fractions=(0.5, 0.2, 0.2), quiet=True).path
+
+
+@pytest.fixture(scope="module")
+def part_split(tmp_path_factory):
+    """A homogeneous dataset whose split leaves some labelled nodes out."""
+    return st.datasets.synthesize(tmp_path_factory.mktemp("part") / "part", 400, 3200, feature_dim=8, num_classes=3,
+                                  split_fractions=(0.5, 0.2, 0.2), seed=0, quiet=True).path
+
+
+def _copy(folder, tmp_path):
+    import shutil
+
+    return shutil.copytree(folder, tmp_path / folder.name)
+
+
+def _entry_of_type(folder, et_index, offset):
+    """The entry of indices.npy ``offset`` edges into edge type ``et_index``'s edges, and that edge type's source type."""
+    meta = json.loads((folder / "meta.json").read_text())
+    start = sum(entry["num_edges"] for entry in meta["edge_types"][:et_index])
+    return start + offset, meta["edge_types"][et_index]["src"], meta["node_types"]
+
+
+@pytest.mark.parametrize("kind", ["homogeneous", "typed"])
+@pytest.mark.parametrize("bad", ["past the nodes", "negative"])
+def test_a_resigned_graph_with_ids_outside_the_nodes_is_refused_at_open(cli, tiny, typed_folder, tmp_path, kind, bad):
+    """Every entry is checked (one min/max per edge type), not only those the sampler draws: in the typed graph the
+    first edge type's edges (author -> institution) are never sampled from paper seeds in two hops."""
+    folder = tiny if kind == "homogeneous" else _copy(typed_folder, tmp_path)
+    if kind == "homogeneous":
+        entry, what, count = 5, "node", 400
+    else:
+        entry, src, counts = _entry_of_type(folder, 0, 3)
+        what, count = f"{src!r} node", counts[src]
+    value = count + 7 if bad == "past the nodes" else -1
+    _set_entry(folder, "indices.npy", entry, value)
+    code, _, err = cli("train", "--data", folder, "--epochs", "1", *TINY)
+    _one_line_error(code, err)
+    assert f"indices.npy: entry {entry} is {what} {value}, which must be in [0, {count})" in err
+    code, _, info_err = cli("info", folder)
+    assert code == 1 and err == info_err  # the same line as `sparsetrain info`
+
+
+@pytest.mark.parametrize("kind", ["homogeneous", "typed"])
+@pytest.mark.parametrize("value", [-5, 1000])
+def test_a_resigned_label_outside_the_classes_is_refused_even_off_the_splits(cli, part_split, typed_folder, tmp_path,
+                                                                            kind, value):
+    folder = _copy(part_split if kind == "homogeneous" else typed_folder, tmp_path)
+    meta = json.loads((folder / "meta.json").read_text())
+    target = meta["target_type"]
+    name = meta["labels"][target]["file"]
+    split = np.concatenate([np.load(folder / f"{s}_idx.npy") for s in ("train", "val", "test")])
+    labels = np.load(folder / name)
+    outside = np.setdiff1d(np.arange(len(labels)), split)
+    _set_entry(folder, name, int(outside[0]), value)
+    code, _, err = cli("train", "--data", folder, "--epochs", "1", *TINY)
+    _one_line_error(code, err)
+    classes = meta["labels"][target]["num_classes"]
+    assert f"{name}: entry {outside[0]} is label {value}, which must be in [-1, {classes})" in err
+
+
+def test_graph_and_label_bounds_cost_one_pass(tiny, monkeypatch):
+    """The open-time bounds checks read each array once, vectorised: no per-entry Python loop (check_range, which
+    names the entry, runs only once something is out of bounds)."""
+    calls = []
+    monkeypatch.setattr(dataset_checks, "check_range", lambda *a, **k: calls.append(a))
+    ds = st.datasets.load(tiny)
+    dataset_checks.check_graph_ids(ds)
+    dataset_checks.check_label_values(ds)
+    assert calls == []

@@ -17,12 +17,14 @@ import numpy as np
 import torch
 
 from sparsetrain.datasets import format as fmt
+from sparsetrain.datasets.checks import check_range
 from sparsetrain.errors import ChecksumError, DatasetError, SparsetrainError
 from sparsetrain.storage.mmap import read_npy_header
 
 SMALL_FILE_BYTES = 64 << 20
 """Files up to this size have their sha256 checked each time training opens the dataset (~0.1 s per 64 MiB)."""
 
+_CHUNK = 1 << 24
 _REIMPORT = "the file changed after import; re-run `sparsetrain preprocess` (`sparsetrain info DIR` checks every file)"
 
 
@@ -44,6 +46,41 @@ def check_files(folder: Path, meta: dict, small_file_bytes: int | None = None) -
             raise ChecksumError(f"{path}: {size} bytes where its header describes {expected}; {_REIMPORT}")
         if size <= small_file_bytes and fmt.sha256_file(path) != entry["sha256"]:
             raise ChecksumError(f"{path}: sha256 does not match meta.json; {_REIMPORT}")
+
+
+def check_graph_ids(ds) -> None:
+    """Every entry of the graph's ``indices`` is a node id of its edge type's source type: one vectorised min/max per
+    edge type over the mapped file (a products-scale graph, 124M int32 ids: 0.02 s from the page cache, 0.4 s from
+    disk), so an id the sampler would never draw is refused too. Raises
+    :class:`~sparsetrain.errors.DatasetError` naming the first bad entry as ``sparsetrain info`` does."""
+    graph = ds.graph
+    graph.check_files()
+    if graph.is_typed:
+        starts = graph.indptr[torch.tensor(graph.types.col_offset)].tolist()
+        parts = [(f"{et[0]!r} node", starts[k], starts[k + 1], graph.num_nodes[et[0]])
+                 for k, et in enumerate(graph.edge_types)]
+    else:
+        parts = [("node", 0, graph.num_edges, graph.num_nodes)]
+    for what, start, end, count in parts:
+        ids = graph.indices[start:end]
+        if len(ids) == 0:
+            continue
+        low, high = torch.aminmax(ids)
+        if int(low) < 0 or int(high) >= count:
+            check_range(Path(graph.source("indices")), ids.numpy(), 0, count, what, _CHUNK, graph.check_files,
+                        first=start)
+
+
+def check_label_values(ds) -> None:
+    """Every stored label is a class of its node type or -1 (unlabelled), as ``sparsetrain info`` checks: one min/max
+    over labels already in memory."""
+    for node_type, entry in (ds.meta.get("labels") or {}).items():
+        labels = ds.labels[node_type] if isinstance(ds.labels, dict) else ds.labels
+        if labels is None or labels.numel() == 0:
+            continue
+        low, high = torch.aminmax(labels)
+        if int(low) < -1 or int(high) >= entry["num_classes"]:
+            check_range(ds.path / entry["file"], labels.numpy(), -1, entry["num_classes"], "label", _CHUNK)
 
 
 def check_split_labels(where: str, labels: torch.Tensor, split: dict[str, torch.Tensor],
@@ -89,21 +126,22 @@ def check_link_splits(ds) -> None:
 
 def check_for_training(ds, *, verify: bool = False, task: str = "node", target_type: str | None = None) -> None:
     """All of the above for a dataset about to be trained on; ``verify``: every file's sha256 and the structure instead
-    of the small files' (:func:`~sparsetrain.datasets.load` with ``verify=True``)."""
+    of the small files' and the bounds of ids and labels (:func:`~sparsetrain.datasets.load` with ``verify=True``)."""
     if verify:
         from sparsetrain.datasets import load
 
         load(ds.path, verify=True)
     else:
         check_files(ds.path, ds.meta)
+        check_graph_ids(ds)
     if task == "link":
         check_link_splits(ds)
-    if task != "node":
-        return
-    if isinstance(ds.labels, dict):  # typed: the target type's split, when training uses it
+    elif isinstance(ds.labels, dict):  # typed: the target type's split, when training uses it
         target = target_type or ds.target_type
         if target == ds.target_type and target in ds.labels and ds.split:
-            where = f"{ds.path}: the labels of node type {target!r}"
+            where = f"{ds.path / ds.meta['labels'][target]['file']} (node type {target!r})"
             check_split_labels(where, ds.labels[target], ds.split, ds.num_classes)
     elif ds.labels is not None:
         check_split_labels(str(ds.path / fmt.LABELS), ds.labels, ds.split, ds.num_classes)
+    if not verify:
+        check_label_values(ds)  # after the split's check, which names the train/val/test nodes
