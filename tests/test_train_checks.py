@@ -269,3 +269,27 @@ def test_graph_and_label_bounds_cost_one_pass(tiny, monkeypatch):
     dataset_checks.check_graph_ids(ds)
     dataset_checks.check_label_values(ds)
     assert calls == []
+
+
+@pytest.mark.parametrize("kind", ["homogeneous", "typed"])
+def test_an_empty_val_or_test_split_is_refused_at_train_start(cli, tmp_path, kind):
+    """Import takes an empty .npy for a part the user does not have; training would then report a NaN accuracy."""
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "edges.npy", rng.integers(0, 60, (2, 300)))
+    np.save(tmp_path / "x.npy", rng.standard_normal((60, 4)).astype(np.float32))
+    np.save(tmp_path / "y.npy", rng.integers(0, 3, 60))
+    np.save(tmp_path / "train.npy", np.arange(40))
+    np.save(tmp_path / "val.npy", np.arange(40, 60))
+    np.save(tmp_path / "empty.npy", np.zeros(0, np.int64))
+    if kind == "homogeneous":
+        graph = ["--edges", tmp_path / "edges.npy", "--features", tmp_path / "x.npy", "--labels", tmp_path / "y.npy"]
+    else:
+        graph = ["--typed-edges", f"paper,cites,paper={tmp_path / 'edges.npy'}",
+                 "--node-features", f"paper={tmp_path / 'x.npy'}", "--node-labels", f"paper={tmp_path / 'y.npy'}"]
+    out = tmp_path / "ds"
+    code, _, err = cli("preprocess", *graph, "--train-idx", tmp_path / "train.npy", "--val-idx", tmp_path / "val.npy",
+                       "--test-idx", tmp_path / "empty.npy", "--out", out, "--quiet")
+    assert code == 0, err
+    code, _, err = cli("train", "--data", out, "--epochs", "1", *TINY)
+    _one_line_error(code, err)
+    assert "test_idx.npy: holds no nodes, so training has no test accuracy to report" in err

@@ -124,6 +124,16 @@ def check_link_splits(ds) -> None:
     verify_edge_splits(ds)
 
 
+def check_eval_splits(ds) -> None:
+    """The dataset's val and test splits, when stored, hold nodes: training reports the test accuracy at the best
+    validation epoch, which an empty one makes NaN. Raises :class:`~sparsetrain.errors.DatasetError` naming the file."""
+    for name in ("val", "test"):
+        if name in ds.split and len(ds.split[name]) == 0:
+            raise DatasetError(f"{ds.path / fmt.split_file(name)}: holds no nodes, so training has no {name} accuracy "
+                               "to report; re-import with --val-idx and --test-idx files that list nodes, or with no "
+                               "split files for a random split (--split)")
+
+
 def check_for_training(ds, *, verify: bool = False, task: str = "node", target_type: str | None = None) -> None:
     """All of the above for a dataset about to be trained on; ``verify``: every file's sha256 and the structure instead
     of the small files' and the bounds of ids and labels (:func:`~sparsetrain.datasets.load` with ``verify=True``)."""
@@ -139,9 +149,11 @@ def check_for_training(ds, *, verify: bool = False, task: str = "node", target_t
     elif isinstance(ds.labels, dict):  # typed: the target type's split, when training uses it
         target = target_type or ds.target_type
         if target == ds.target_type and target in ds.labels and ds.split:
+            check_eval_splits(ds)
             where = f"{ds.path / ds.meta['labels'][target]['file']} (node type {target!r})"
             check_split_labels(where, ds.labels[target], ds.split, ds.num_classes)
     elif ds.labels is not None:
+        check_eval_splits(ds)
         check_split_labels(str(ds.path / fmt.LABELS), ds.labels, ds.split, ds.num_classes)
     if not verify:
         check_label_values(ds)  # after the split's check, which names the train/val/test nodes
