@@ -94,12 +94,16 @@ def test_two_rank_gloo_training_on_cora_with_sharded_features(cora_dir, tmp_path
     summary = tmp_path / "s.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
            "-m", "sparsetrain", "train", "--data", str(cora_dir), *CORA_ARGS, "--batch-size", "32", "--epochs", "20",
-           "--seed", "0", "--features", "sharded", "--summary-json", str(summary)]
+           "--seed", "0", "--features", "sharded", "--summary-json", str(summary), "--metrics-log", str(tmp_path / "log.jsonl")]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads(summary.read_text())
     assert metrics["world_size"] == 2
     assert metrics["test_acc"] >= 0.79
+    # the metrics log under torchrun: the main rank's steps, each once, and an epoch record closing each epoch
+    records = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "loss" in r] == list(range(1, metrics["steps"] + 1))
+    assert records[-1]["epoch"] == 20 and records[-1]["step"] == metrics["steps"] and 0 <= records[-1]["val_acc"] <= 1
 
 
 @pytest.mark.distributed
