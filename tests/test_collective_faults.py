@@ -1,9 +1,9 @@
 """A stopped rank (SIGSTOP: alive, sockets open, silent) must not hang the others.
 
-Every group the library makes times out (``SPARSETRAIN_DIST_TIMEOUT``, 10 s here), so the
+Every group the library makes times out (``SPARSETRAIN_DIST_TIMEOUT``, 5 s here), so the
 surviving rank exits non-zero with one clear line, whether its training thread or its
 loader thread (a ``ShardedFeatures`` gather) is the one waiting on the stopped peer.
-The CLI run is marked slow (about 100 s on a loaded 2-core machine, 14 s of it waiting).
+The CLI run is marked slow (about 100 s on a loaded 2-core machine, 9 s of it waiting).
 """
 
 import os
@@ -17,7 +17,7 @@ import pytest
 import sparsetrain as st
 from tests.collective_harness import free_port
 
-TIMEOUT_S = 10
+TIMEOUT_S = 5
 CORA_ARGS = ["--fanout", "10,10", "--hidden", "64", "--quiet"]
 
 

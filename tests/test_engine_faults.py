@@ -37,6 +37,7 @@ def test_torchrun_leaves_every_documented_train_option_to_the_script():
         assert args.training_script_args == ["train", opt, "1"], opt
 
 
+@pytest.mark.slow  # the default suite checks the log under torchrun in test_training's two-rank run
 def test_metrics_log_under_torchrun(tiny_dir, tmp_path):
     log = tmp_path / "metrics.jsonl"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1", "-m", "sparsetrain", "train",

@@ -180,9 +180,9 @@ def test_map_tensors_reaches_every_tensor_of_a_batch():
 
 
 _ALLOCATOR_PROBE = r"""
-import ctypes, ctypes.util, json, sys
+import ctypes, ctypes.util, json, os, sys
 import torch
-from sparsetrain.engine import Loader, Trainer, GraphSAGE
+from sparsetrain.engine import Loader, Trainer, GraphSAGE, host_memory
 from sparsetrain.sampling import CSCGraph, NeighborSampler
 
 class Mallinfo2(ctypes.Structure):
@@ -208,6 +208,11 @@ seen = {"fresh": big_block_is_mmapped()}
 list(loader)
 seen["after_loader"] = big_block_is_mmapped()
 model = GraphSAGE(8, 8, 3, num_layers=1)
+os.environ["SPARSETRAIN_KEEP_MALLOC"] = "1"  # the opt-out: the Trainer leaves the allocator alone
+Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1, quiet=True)
+seen["after_trainer_kept"] = big_block_is_mmapped()
+del os.environ["SPARSETRAIN_KEEP_MALLOC"]
+host_memory._applied = None  # decided once per process; as if this were a fresh one
 Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1, quiet=True)
 seen["after_trainer"] = big_block_is_mmapped()
 json.dump(seen, sys.stdout)
@@ -215,15 +220,13 @@ json.dump(seen, sys.stdout)
 
 
 @pytest.mark.skipif(not hasattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), "mallinfo2"), reason="needs glibc >= 2.33")
-@pytest.mark.parametrize("keep", [False, True])
-def test_a_plain_loader_leaves_the_allocator_alone_and_the_trainer_tunes_it(keep):
+def test_a_plain_loader_leaves_the_allocator_alone_and_the_trainer_tunes_it():
+    """One process: a plain loader, a Trainer under SPARSETRAIN_KEEP_MALLOC=1, then one without it."""
     env = {k: v for k, v in os.environ.items() if k != "SPARSETRAIN_KEEP_MALLOC"}
-    if keep:
-        env["SPARSETRAIN_KEEP_MALLOC"] = "1"
     run = subprocess.run([sys.executable, "-c", _ALLOCATOR_PROBE], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr
     seen = json.loads(run.stdout)
-    assert seen == {"fresh": True, "after_loader": True, "after_trainer": keep}
+    assert seen == {"fresh": True, "after_loader": True, "after_trainer_kept": True, "after_trainer": False}
 
 
 @pytest.mark.parametrize("make", [GraphSAGE, GAT, GCN])

@@ -206,6 +206,22 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
         what = f"{ds.target_type!r} node" if ds.is_typed else "node"
         check_range(file, idx.numpy(), 0, counts[ds.target_type], what, chunk)
         check_increasing(file, idx.numpy(), True, "split node ids", chunk)
+    verify_edge_splits(ds, chunk)
+    for name in [*meta.get("node_time", {}).values(), *(e.get("time") for e in meta["edge_types"])]:
+        if name is not None:
+            _check_finite_times(folder / name, fmt.open_array(folder, name, meta), chunk)
+    if ds.original_ids is not None:
+        check_range(folder / fmt.ORIGINAL_IDS, ds.original_ids.numpy(), 0, counts[fmt.NODE], "node", chunk)
+    clusters = meta.get("clusters")
+    if clusters is not None:
+        ids = fmt.open_array(folder, clusters["file"], meta, mmap=False)
+        check_range(folder / clusters["file"], ids, 0, clusters["count"], "cluster", chunk)
+
+
+def verify_edge_splits(ds: GraphDataset, chunk: int = _CHUNK) -> None:
+    """Every link-prediction edge (``ds.edge_split``, in memory) joins two node ids of its edge type's node types;
+    raises :class:`~sparsetrain.errors.DatasetError` naming the file and the first bad entry."""
+    folder, meta, counts = ds.path, ds.meta, ds.meta["node_types"]
     for name, split in ds.edge_split.items():
         entry = meta["link_split"][name]
         src, _, dst = fmt.link_edge_type(entry)
@@ -219,15 +235,6 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
                 for row, end in ((0, src), (1, dst)):
                     check_range(folder / entry[kind], edges[row].numpy(), 0, counts[end], f"{end!r} node", chunk,
                                 first=row * edges.shape[1])
-    for name in [*meta.get("node_time", {}).values(), *(e.get("time") for e in meta["edge_types"])]:
-        if name is not None:
-            _check_finite_times(folder / name, fmt.open_array(folder, name, meta), chunk)
-    if ds.original_ids is not None:
-        check_range(folder / fmt.ORIGINAL_IDS, ds.original_ids.numpy(), 0, counts[fmt.NODE], "node", chunk)
-    clusters = meta.get("clusters")
-    if clusters is not None:
-        ids = fmt.open_array(folder, clusters["file"], meta, mmap=False)
-        check_range(folder / clusters["file"], ids, 0, clusters["count"], "cluster", chunk)
 
 
 def _check_finite_times(path: Path, times: np.ndarray, chunk: int) -> None:
