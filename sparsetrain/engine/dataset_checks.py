@@ -111,8 +111,8 @@ def check_link_splits(ds) -> None:
                            "`sparsetrain preprocess ... --link-split 0.85,0.05,0.10`")
     for name in fmt.LINK_SPLIT_NAMES:
         if name not in splits:
-            raise DatasetError(f"{ds.path / 'meta.json'}: lists no {name!r} link split (training evaluates on val and test); "
-                               "re-run `sparsetrain preprocess ... --link-split`")
+            raise DatasetError(f"{ds.path / 'meta.json'}: lists no {name!r} link split (training evaluates on val "
+                               "and test); re-run `sparsetrain preprocess ... --link-split`")
         split, entry = splits[name], entries[name]
         if split.pos.shape[1] == 0:
             raise DatasetError(f"{ds.path / entry['pos']}: holds no {name} edges; re-run `sparsetrain preprocess` "
