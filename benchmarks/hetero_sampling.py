@@ -3,7 +3,7 @@
     python benchmarks/hetero_sampling.py                 # ogbn-mag-shaped synthetic graph at benchmarks/out/mag (made if missing)
     python benchmarks/hetero_sampling.py --scale 0.05    # smaller (its own folder)
 
-The graph is ``sparsetrain synth --hetero`` at ``--scale`` (1.0: 1.94M nodes, 21.1M edges plus the
+The graph is ``sparsetrain synth --typed`` at ``--scale`` (1.0: 1.94M nodes, 21.1M edges plus the
 reverse relations, 42.2M stored edges, 8 edge types). Batches of ``--batch-size`` random paper seeds
 from the train split, identical for every library; fanouts per hop (seeds outwards) for every edge type.
 
@@ -70,12 +70,12 @@ def median(rounds: list[dict]) -> dict:
 
 
 def dataset(scale: float) -> Path:
-    from sparsetrain.datasets.synth_hetero import synthesize_hetero
+    from sparsetrain.datasets.synth_typed import synthesize_typed
 
     path = OUT / ("mag" if scale == 1.0 else f"mag-{scale:g}")
     if not (path / "meta.json").is_file():
-        print(f"making {path} (synth --hetero --scale {scale:g})...", flush=True)
-        synthesize_hetero(path, scale=scale, num_classes=349, seed=0, overwrite=True, quiet=True)
+        print(f"making {path} (synth --typed --scale {scale:g})...", flush=True)
+        synthesize_typed(path, scale=scale, num_classes=349, seed=0, overwrite=True, quiet=True)
     return path
 
 

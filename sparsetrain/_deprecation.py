@@ -32,3 +32,20 @@ def renamed_keyword(owner: str, old: str, new: str, *, stacklevel: int = 3) -> N
     """Warn that ``owner``'s keyword ``old`` was renamed ``new``: the old keyword keeps working for one release."""
     warnings.warn(f"{owner}({old}=...) is deprecated: the keyword was renamed {new}= (the old name goes away in the "
                   "next release)", DeprecationWarning, stacklevel=stacklevel)
+
+
+def renamed_module(old: str, new: str, *, stacklevel: int = 3) -> None:
+    """Warn that module ``old`` was renamed ``new``: called from the old module's body, which stays for one release."""
+    warnings.warn(f"{old} is deprecated: the module was renamed {new}; import from {new} (the old name goes away in "
+                  "the next release)", DeprecationWarning, stacklevel=stacklevel)
+
+
+def renamed_flag(command: str, old: str, new: str) -> None:
+    """Warn that ``command``'s flag ``old`` was renamed ``new``: the old flag keeps working (hidden) for one release.
+
+    Shown even under Python's default filters (a command line's user is who has to change), as one line.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", DeprecationWarning)
+        warnings.warn(f"{command} {old} is deprecated: use {new} (the old flag goes away in the next release)",
+                      DeprecationWarning, stacklevel=2)

@@ -89,7 +89,7 @@ def test_renamed_names_still_resolve_with_a_warning_naming_the_new_name(module, 
 @pytest.mark.parametrize(
     ("package", "names"),
     [
-        ("datasets", ["GraphDataset", "synthesize_hetero"]),
+        ("datasets", ["GraphDataset", "synthesize_typed"]),
         ("sampling", ["EdgeType", "CSCGraph", "NeighborSampler", "MiniBatch", "Block"]),
         ("nn", ["RGCN"]),
     ],

@@ -2,7 +2,7 @@
 
 ``load(path)`` opens a dataset folder as a ``GraphDataset`` (typed or not: ``ds.is_typed``); ``from_pyg``,
 ``from_files``,
-``from_ogb``, ``synthesize`` and ``synthesize_hetero`` write one (the CLI verbs ``preprocess`` and ``synth``).
+``from_ogb``, ``synthesize`` and ``synthesize_typed`` write one (the CLI verbs ``preprocess`` and ``synth``).
 """
 
 from sparsetrain._deprecation import moved_attribute
@@ -11,15 +11,16 @@ from sparsetrain.datasets.files import from_files
 from sparsetrain.datasets.ogb_folder import from_ogb
 from sparsetrain.datasets.pyg import from_pyg
 from sparsetrain.datasets.synth import synthesize
-from sparsetrain.datasets.synth_hetero import synthesize_hetero
+from sparsetrain.datasets.synth_typed import synthesize_typed
 
 __all__ = ["GraphDataset", "from_files", "from_ogb", "from_pyg", "load", "load_clusters", "synthesize",
-           "synthesize_hetero"]
+           "synthesize_typed"]
 
 _MOVED = {
     "BuildOptions": "sparsetrain.datasets.build",
     "FORMAT_VERSION": "sparsetrain.datasets.format",
     "HeteroGraphDataset": "sparsetrain.datasets.dataset:GraphDataset",
+    "synthesize_hetero": "sparsetrain.datasets.synth_typed:synthesize_typed",
     "verify_checksums": "sparsetrain.datasets.dataset",
 }
 

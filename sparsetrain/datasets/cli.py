@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sparsetrain._deprecation import renamed_flag
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.reorder import METHODS
 from sparsetrain.datasets.presets import DEFAULT_SPLIT, PRESETS
@@ -83,6 +84,18 @@ def _one_line(verb):
     return run
 
 
+class _RenamedFlag(argparse.Action):
+    """A hidden old spelling of a ``store_true`` flag: sets the new flag's ``dest`` and warns (one line) once."""
+
+    def __init__(self, option_strings, dest, *, new: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        renamed_flag(parser.prog, option_string, self.new)
+        setattr(namespace, self.dest, True)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "preprocess",
@@ -143,16 +156,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="sizes of a known graph: papers100m = ogbn-papers100M (111M nodes, "
                    "1.6B edges, 128 float16 features, 172 classes, 1.39%% labelled); other flags override its values")
-    p.add_argument("--nodes", type=int, help="number of nodes (required without --preset or --hetero)")
-    p.add_argument("--edges", type=int, help="number of directed edges, even (required without --preset or --hetero)")
-    p.add_argument("--feature-dim", type=int, help="feature dimension (default 100; --hetero: 128)")
-    p.add_argument("--classes", type=int, help="number of classes / communities (default 47; --hetero: 349)")
+    p.add_argument("--nodes", type=int, help="number of nodes (required without --preset or --typed)")
+    p.add_argument("--edges", type=int, help="number of directed edges, even (required without --preset or --typed)")
+    p.add_argument("--feature-dim", type=int, help="feature dimension (default 100; --typed: 128)")
+    p.add_argument("--classes", type=int, help="number of classes / communities (default 47; --typed: 349)")
     p.add_argument("--label-fraction", type=float, help="fraction of nodes with a label, the rest -1 (default 1)")
-    p.add_argument("--hetero", action="store_true", help="an ogbn-mag-shaped typed graph (papers, authors, "
+    p.add_argument("--typed", action="store_true", help="an ogbn-mag-shaped typed graph (papers, authors, "
                                                          "institutions, fields; "
                    "cites, writes, affiliated_with, has_topic and their reverses) with learnable paper labels")
+    p.add_argument("--hetero", dest="typed", action=_RenamedFlag, new="--typed", help=argparse.SUPPRESS)
     p.add_argument("--scale", type=float, default=1.0,
-                   help="--hetero: size relative to ogbn-mag (1.0: 1.9M nodes, 21M edges + reverses)")
+                   help="--typed: size relative to ogbn-mag (1.0: 1.9M nodes, 21M edges + reverses)")
     _add_build_options(p, with_cleaning=False)
     p.set_defaults(run=_one_line(_synth))
 
@@ -270,12 +284,12 @@ def _typed_options(args: argparse.Namespace) -> dict:
 
 
 def _preprocess_typed(args: argparse.Namespace, kind: str):
-    from sparsetrain.datasets.files import from_files_hetero, parse_edge_type
-    from sparsetrain.datasets.ogb_folder import from_ogb_hetero
+    from sparsetrain.datasets.files import from_files_typed, parse_edge_type
+    from sparsetrain.datasets.ogb_folder import from_ogb_typed
 
     if kind == "typed-ogb":
         split = "random" if args.split else args.ogb_split
-        return from_ogb_hetero(args.ogb, args.out, split=split, target_type=args.target_type, **_typed_options(args))
+        return from_ogb_typed(args.ogb, args.out, split=split, target_type=args.target_type, **_typed_options(args))
     counts = {}
     for t, v in _pairs(args.node_count, "--node-count").items():
         try:
@@ -283,11 +297,11 @@ def _preprocess_typed(args: argparse.Namespace, kind: str):
         except ValueError:
             raise UsageError(f"--node-count {t}={v}: the count must be a whole number") from None
     splits = {n: getattr(args, f"{n}_idx") for n in fmt.SPLIT_NAMES if getattr(args, f"{n}_idx")}
-    return from_files_hetero(args.out, _pairs(args.typed_edges, "--typed-edges", parse_edge_type),
-                             node_time=_pairs(args.node_time, "--node-time"), edge_time_column=args.edge_time_column,
-                             features=_pairs(args.node_features, "--node-features"),
-                             labels=_pairs(args.node_labels, "--node-labels"), num_nodes=counts,
-                             target_type=args.target_type, splits=splits, **_typed_options(args))
+    return from_files_typed(args.out, _pairs(args.typed_edges, "--typed-edges", parse_edge_type),
+                            node_time=_pairs(args.node_time, "--node-time"), edge_time_column=args.edge_time_column,
+                            features=_pairs(args.node_features, "--node-features"),
+                            labels=_pairs(args.node_labels, "--node-labels"), num_nodes=counts,
+                            target_type=args.target_type, splits=splits, **_typed_options(args))
 
 
 def _preprocess(args: argparse.Namespace) -> int:
@@ -344,8 +358,8 @@ def _split_note(meta: dict) -> str:
 def _synth(args: argparse.Namespace) -> int:
     from sparsetrain.datasets.synth import synthesize
 
-    if args.hetero:
-        return _synth_hetero(args)
+    if args.typed:
+        return _synth_typed(args)
     preset = {"feature_dim": 100, "classes": 47, "label_fraction": 1.0, **PRESETS.get(args.preset, {})}
     for name in ("nodes", "edges", "feature_dim", "classes", "label_fraction", "feature_dtype", "split"):
         if getattr(args, name) is None and name in preset:
@@ -361,14 +375,14 @@ def _synth(args: argparse.Namespace) -> int:
     return 0
 
 
-def _synth_hetero(args: argparse.Namespace) -> int:
-    from sparsetrain.datasets.synth_hetero import synthesize_hetero
+def _synth_typed(args: argparse.Namespace) -> int:
+    from sparsetrain.datasets.synth_typed import synthesize_typed
 
     if args.nodes is not None or args.edges is not None or args.reorder != "none":
-        raise DatasetError("--hetero sizes the graph with --scale; drop --nodes/--edges/--reorder")
-    ds = synthesize_hetero(args.out, scale=args.scale, num_classes=args.classes or 349,
-                           feature_dim=args.feature_dim or 128, seed=args.seed,
-                           feature_dtype=args.feature_dtype or "float32", overwrite=args.overwrite, quiet=args.quiet)
+        raise DatasetError("--typed sizes the graph with --scale; drop --nodes/--edges/--reorder")
+    ds = synthesize_typed(args.out, scale=args.scale, num_classes=args.classes or 349,
+                          feature_dim=args.feature_dim or 128, seed=args.seed,
+                          feature_dtype=args.feature_dtype or "float32", overwrite=args.overwrite, quiet=args.quiet)
     if not args.quiet:
         print(f"wrote {ds.path}: {sum(ds.num_nodes.values())} nodes of {len(ds.node_types)} types, "
               f"{ds.graph.num_edges} edges of {len(ds.edge_types)} types, target type {ds.target_type} "

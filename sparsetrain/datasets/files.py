@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 
+from sparsetrain._deprecation import moved_attribute
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, TimeColumn, build_dataset
 from sparsetrain.datasets.dataset import GraphDataset
@@ -79,7 +80,7 @@ def parse_edge_type(text: str) -> EdgeType:
     return tuple(p.strip() for p in parts)  # type: ignore[return-value]
 
 
-def from_files_hetero(
+def from_files_typed(
     out_dir: str | os.PathLike,
     edges: dict[EdgeType | str, str | os.PathLike],
     *,
@@ -135,6 +136,14 @@ def from_files_hetero(
         target_type=target_type,
         splits={k: Source.from_reader(NodeTableReader(v, "index")) for k, v in (splits or {}).items()},
         options=BuildOptions(**options),
-        provenance={"importer": "files-hetero", "edges": {fmt.edge_key(et): source.name for et,
+        provenance={"importer": "files-typed", "edges": {fmt.edge_key(et): source.name for et,
                                                           source in edge_sources.items()}},
     )
+
+
+_RENAMED = {"from_files_hetero": "sparsetrain.datasets.files:from_files_typed"}
+
+
+def __getattr__(name: str):
+    """``from_files_hetero`` (renamed ``from_files_typed``) resolves for one release, with a ``DeprecationWarning``."""
+    return moved_attribute(__name__, _RENAMED, name)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sparsetrain._deprecation import moved_attribute
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
 from sparsetrain.datasets.dataset import GraphDataset
@@ -197,7 +198,7 @@ def _from_ogb_link(root: Path, out_dir, split_dir: Path, num_nodes: int | None, 
 def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: str | None = None,
              **options) -> GraphDataset:
     """Import an OGB node-property folder (binary ``raw/data.npz`` layout or CSV layout), a heterogeneous one
-    (``raw/num-node-dict.csv.gz``, e.g. ogbn-mag: :func:`from_ogb_hetero`) or a link-property one
+    (``raw/num-node-dict.csv.gz``, e.g. ogbn-mag: :func:`from_ogb_typed`) or a link-property one
     (``split/<name>/{train,valid,test}.pt``, see :mod:`sparsetrain.datasets.ogb_link`).
 
     ``split`` names the folder under ``split/`` (default: the only/first one), or is
@@ -215,7 +216,7 @@ def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: s
         if num_nodes is not None:
             raise DatasetError(f"num_nodes={num_nodes} (--num-nodes): {root} is a typed OGB folder, its "
                                "raw/num-node-dict gives every type's count; drop it")
-        return from_ogb_hetero(root, out_dir, split=split, **options)
+        return from_ogb_typed(root, out_dir, split=split, **options)
     if not (raw / "data.npz").is_file():  # a bad count file is reported before anything else
         num_nodes = num_nodes or _csv_count(raw / "num-node-list.csv.gz") or _csv_count(raw / "num-node-list.csv")
     split_dir = None if split == "random" else _split_dir(root, split)
@@ -293,8 +294,8 @@ def _ogb_split_file(split_dir: Path, node_type: str, part: str) -> Path | None:
     return _find(split_dir / node_type, part) or _find(split_dir / part, node_type)
 
 
-def from_ogb_hetero(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: str | None = None,
-                    target_type: str | None = None, num_classes: int | None = None, **options):
+def from_ogb_typed(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: str | None = None,
+                   target_type: str | None = None, num_classes: int | None = None, **options):
     """Import an OGB heterogeneous node-property folder in the ogbn-mag CSV layout (``raw/num-node-dict.csv.gz``,
     ``raw/relations/<src>___<rel>___<dst>/edge.csv.gz``, ``raw/node-feat/<type>/node-feat.csv.gz``,
     ``raw/node-label/<type>/node-label.csv.gz``, ``split/<name>/<type>/{train,valid,test}.csv.gz``) without the ``ogb``
@@ -353,4 +354,12 @@ def from_ogb_hetero(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, s
             splits[ours] = Source.from_reader(NodeTableReader(found, "index"))
     return build_dataset(out_dir, edges, num_nodes=counts, features=features, labels=labels, target_type=target_type,
                          splits=splits, options=BuildOptions(**options),
-                         provenance={"importer": "ogb-hetero", "folder": str(root)})
+                         provenance={"importer": "ogb-typed", "folder": str(root)})
+
+
+_RENAMED = {"from_ogb_hetero": "sparsetrain.datasets.ogb_folder:from_ogb_typed"}
+
+
+def __getattr__(name: str):
+    """``from_ogb_hetero`` (renamed ``from_ogb_typed``) resolves for one release, with a ``DeprecationWarning``."""
+    return moved_attribute(__name__, _RENAMED, name)

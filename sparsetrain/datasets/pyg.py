@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 
+from sparsetrain._deprecation import moved_attribute
 from sparsetrain.datasets.build import BuildOptions, EdgeFeatures, EdgeSource, Source, TimeColumn, build_dataset
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.datasets.input_checks import target_type_of
@@ -93,10 +94,10 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     ``feature_dtype``, ``num_classes``, ``overwrite``, ``quiet``...). The
     ``train_mask``/``val_mask``/``test_mask`` become the split (e.g. Planetoid's
     public split); without masks and with labels, a random split is drawn.
-    A ``HeteroData`` is written as a typed dataset (:func:`from_pyg_hetero`).
+    A ``HeteroData`` is written as a typed dataset (:func:`from_pyg_typed`).
     """
     if hasattr(data, "node_types") and hasattr(data, "edge_types"):
-        return from_pyg_hetero(data, out_dir, **options)
+        return from_pyg_typed(data, out_dir, **options)
     if getattr(data, "edge_index", None) is None:
         raise DatasetError("data.edge_index is missing; from_pyg needs a graph with edge_index [2, E]")
     edge_index = _numpy(data.edge_index, "edge_index")
@@ -162,7 +163,7 @@ def from_pyg(data, out_dir: str | os.PathLike, **options) -> GraphDataset:
     )
 
 
-def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None = None, **options) -> GraphDataset:
+def from_pyg_typed(data, out_dir: str | os.PathLike, *, target_type: str | None = None, **options) -> GraphDataset:
     """Write a PyG ``HeteroData`` (per node type ``x``, ``y``, ``time``, ``num_nodes``, split masks; per edge type
     ``edge_index``, optional ``edge_attr``, ``time`` or ``edge_time``) as a typed dataset. ``target_type`` defaults to
     the one node type with labels.
@@ -214,3 +215,11 @@ def from_pyg_hetero(data, out_dir: str | os.PathLike, *, target_type: str | None
     return build_dataset(out_dir, edges, num_nodes=num_nodes, features=features, labels=labels, target_type=target_type,
                          splits=splits, edge_features=edge_features, options=build_options, node_time=node_time,
                          edge_time=edge_time, provenance={"importer": "pyg", "class": type(data).__name__})
+
+
+_RENAMED = {"from_pyg_hetero": "sparsetrain.datasets.pyg:from_pyg_typed"}
+
+
+def __getattr__(name: str):
+    """``from_pyg_hetero`` (renamed ``from_pyg_typed``) resolves for one release, with a ``DeprecationWarning``."""
+    return moved_attribute(__name__, _RENAMED, name)
