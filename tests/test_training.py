@@ -55,7 +55,7 @@ def test_the_builtin_synthetic_graph_trains_well_above_chance(cli, tmp_path, mon
 
 def _train_cmd(cora_dir, ckpt, log, *extra):
     return [sys.executable, "-m", "sparsetrain", "train", "--data", str(cora_dir), *CORA_ARGS, "--hidden", "64",
-            "--batch-size", "16", "--epochs", "8", "--seed", "7", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "4",
+            "--batch-size", "16", "--epochs", "6", "--seed", "7", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "4",
             "--metrics-log", str(log), *extra]
 
 
@@ -73,12 +73,12 @@ def test_sigkill_then_resume_equals_the_uninterrupted_run(cora_dir, tmp_path):
     ckpt, log = tmp_path / "cut", tmp_path / "cut.jsonl"
     proc = subprocess.Popen(_train_cmd(cora_dir, ckpt, log), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while _steps(log) < 30 and time.time() < deadline:  # mid-epoch 4 (9 batches an epoch)
+    while _steps(log) < 30 and time.time() < deadline:  # mid-epoch 4 (9 batches an epoch, 54 in all)
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    assert _steps(log) < 72, "the run finished before it could be killed"
+    assert _steps(log) < 54, "the run finished before it could be killed"
     subprocess.run(_train_cmd(cora_dir, ckpt, log, "--resume"), check=True, capture_output=True)
 
     a, b = load_latest_checkpoint(full_ckpt), load_latest_checkpoint(ckpt)
@@ -106,7 +106,8 @@ def test_two_rank_gloo_training_on_cora_with_sharded_features(cora_dir, tmp_path
     assert records[-1]["epoch"] == 20 and records[-1]["step"] == metrics["steps"] and 0 <= records[-1]["val_acc"] <= 1
 
 
-@pytest.mark.distributed
+@pytest.mark.slow  # the default suite has the same survivor's line from test_engine_faults (a peer that exits) and
+@pytest.mark.distributed  # test_collective's dead rank (os._exit): both are a peer's sockets closing, as SIGKILL's are
 def test_a_killed_rank_makes_the_other_exit_with_a_clear_error(cora_dir, tmp_path):
     port = free_port()
     procs = []
