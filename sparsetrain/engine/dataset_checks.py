@@ -3,9 +3,11 @@
 Opening a dataset checks each file's header against ``meta.json``; a file edited in place after
 import (a NaN written into ``features.npy``) keeps its header. So before training, cheaply:
 every file's size is the one its header promises, the files up to ``SMALL_FILE_BYTES`` (labels,
-splits, the features and graph of small datasets) match their recorded sha256, and the labels of
-the split nodes are classes. ``--verify`` checks the sha256 of every file and the structure (a
-full read). Larger files are then guarded per batch: the fetch stage checks every gathered batch
+splits, the features and graph of small datasets) match their recorded sha256, every id in the graph's
+``indices`` and every label is in bounds (one vectorised min/max each, so a re-signed folder that
+``sparsetrain info`` refuses is refused here too), the labels of the split nodes are classes, val and
+test hold nodes, and a link task's val/test edges exist, have negatives and join node ids. ``--verify`` checks
+the sha256 of every file and the structure (a full read). Larger files are then guarded per batch: the fetch stage checks every gathered batch
 of features for NaN and inf (:func:`~sparsetrain.engine.stages.fetch.check_finite`).
 """
 
