@@ -7,8 +7,8 @@ splits, the features and graph of small datasets) match their recorded sha256, e
 ``indices`` and every label is in bounds (one vectorised min/max each, so a re-signed folder that
 ``sparsetrain info`` refuses is refused here too), the labels of the split nodes are classes, val and
 test hold nodes, and a link task's val/test edges exist, have negatives and join node ids. ``--verify`` checks
-the sha256 of every file and the structure (a full read). Larger files are then guarded per batch: the fetch stage checks every gathered batch
-of features for NaN and inf (:func:`~sparsetrain.engine.stages.fetch.check_finite`).
+the sha256 of every file and the structure (a full read). Larger files are then guarded per batch: the fetch stage
+checks every gathered batch of features for NaN and inf (:func:`~sparsetrain.engine.stages.fetch.check_finite`).
 """
 
 from __future__ import annotations
