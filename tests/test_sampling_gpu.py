@@ -99,9 +99,11 @@ def test_gpu_seeds_outside_the_graph_or_repeated_are_errors():
         sampler.sample(torch.tensor([7, 3, 7], device="cuda"))
 
 
+@pytest.mark.parametrize("seeds_on", ["cuda", "cpu"])
 @pytest.mark.parametrize("neg_sampling, exclude", [("binary", "reverse"), ("triplet", "self")])
-def test_link_gpu_batches_equal_cpu_batches(neg_sampling, exclude):
-    """Seed edges on a GPU graph: negatives drawn as on the host, the same blocks, exclusion and label indices."""
+def test_link_gpu_batches_equal_cpu_batches(neg_sampling, exclude, seeds_on):
+    """Seed edges on a GPU graph (given on the device or the host, as a loader hands them): negatives drawn as on the
+    host, the same blocks, exclusion and label indices."""
     from sparsetrain.sampling import EdgeSamplerInput, LinkNeighborSampler
 
     host = graph()
@@ -110,7 +112,8 @@ def test_link_gpu_batches_equal_cpu_batches(neg_sampling, exclude):
     for where, g in (("cpu", host), ("cuda", host.to("cuda"))):
         sampler = LinkNeighborSampler(NeighborSampler(g, [10, 5], seed=2), neg_sampling=neg_sampling, amount=2,
                                       exclude=exclude)
-        out[where] = sampler.sample(EdgeSamplerInput(src.to(where), dst.to(where), key=3))
+        given = seeds_on if where == "cuda" else "cpu"
+        out[where] = sampler.sample(EdgeSamplerInput(src.to(given), dst.to(given), key=3))
     cpu, gpu = out["cpu"], out["cuda"]
     assert gpu.input_nodes.is_cuda and torch.equal(gpu.input_nodes.cpu(), cpu.input_nodes)
     for a, b in zip(gpu.blocks, cpu.blocks):

@@ -186,7 +186,7 @@ class NeighborSampler(BaseSampler):
         """Sample around ``inputs.node`` (ids of ``inputs.input_type`` for typed data); see the module docstring."""
         node_type = inputs.input_type if self.is_hetero_data else None
         seed_time = None if inputs.time is None else inputs.time.cpu()
-        seeds = inputs.node.to(self._seed_device, torch.int64)
+        seeds = inputs.node.to(torch.int64)  # (the fused sampler moves them to a GPU graph)
         mb = self.fused.sample(SamplerInput(seeds, key=self.next_key(), node_type=node_type, seed_time=seed_time))
         return self._output(mb, (inputs.input_id, inputs.time))
 
@@ -207,20 +207,13 @@ class NeighborSampler(BaseSampler):
                                    edge_type=tuple(inputs.input_type) if self.is_hetero_data else None,
                                    exclude=self.exclude_seed_edges)
         time = None if inputs.time is None else inputs.time.cpu()
-        where = self._seed_device
-        mb = link.sample(FusedEdgeInput(inputs.row.to(where, torch.int64), inputs.col.to(where, torch.int64),
+        mb = link.sample(FusedEdgeInput(inputs.row.to(torch.int64), inputs.col.to(torch.int64),
                                         inputs.label, key=self.next_key(), input_id=inputs.input_id, time=time))
         if mb.src_index is not None:
             metadata = (inputs.input_id, mb.src_index, mb.dst_pos_index, mb.dst_neg_index, mb.seed_time)
         else:
             metadata = (inputs.input_id, mb.edge_label_index, mb.edge_label, mb.seed_time)
         return self._output(mb, metadata)
-
-    @property
-    def _seed_device(self) -> torch.device:
-        """Where seeds go: to a GPU graph's device (straight there), else the host."""
-        graph = self.fused.graph
-        return graph.device if graph.device.type == "cuda" else torch.device("cpu")
 
     def _output(self, mb: MiniBatch, metadata: tuple) -> SamplerOutput | HeteroSamplerOutput:
         return pyg_output(mb, metadata, self.is_hetero_data, self._pyg_type, self.sample_direction == "backward")

@@ -32,7 +32,7 @@ import torch
 
 from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.graph import EDGE_TYPE, CSCGraph, EdgeType
-from sparsetrain.sampling.input import EdgeSamplerInput, SamplerInput
+from sparsetrain.sampling.input import EdgeSamplerInput, SamplerInput, ids_on
 from sparsetrain.sampling.minibatch import Block, MiniBatch
 from sparsetrain.sampling.negatives import NegativeSampler
 from sparsetrain.sampling.sampler import NeighborSampler
@@ -152,7 +152,8 @@ class LinkNeighborSampler:
         if not isinstance(inp, EdgeSamplerInput):
             raise SamplingError(f"LinkNeighborSampler.sample takes an EdgeSamplerInput; got a {type(inp).__name__}")
         num_src, num_dst = self.negatives.num_sources, self.negatives.num_nodes
-        src, dst = inp.src.to(torch.int64), inp.dst.to(torch.int64)
+        on_gpu = self.graph.device.type == "cuda"  # the endpoints are deduplicated and excluded where the graph is
+        src, dst = (ids_on(ids, self.graph.device) if on_gpu else ids.to(torch.int64) for ids in (inp.src, inp.dst))
         for what, ids, n in (("src", src, num_src), ("dst", dst, num_dst)):
             if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
                 raise SamplingError(f"seed edges' {what} has ids outside [0, {n}); seed edges must join nodes of this "

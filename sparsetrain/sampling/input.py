@@ -153,3 +153,12 @@ class EdgeSeeds:
 
     def input(self, key: int | None = None) -> EdgeSamplerInput:
         return EdgeSamplerInput(self.src, self.dst, self.label, key=key, input_id=self.ids)
+
+
+def ids_on(ids: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``ids`` as int64 on ``device``; host ids bound for a GPU go through a pinned buffer (a copy from pageable
+    memory waits for the stream, a host wait on the sampler's critical path)."""
+    ids = ids.to(torch.int64)
+    if device.type == "cuda" and ids.device.type == "cpu":
+        return ids.pin_memory().to(device, non_blocking=True)
+    return ids.to(device)

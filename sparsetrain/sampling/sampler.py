@@ -15,7 +15,7 @@ import torch
 from sparsetrain.sampling import disjoint, neighbor, subgraph, temporal
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph, EdgeType
-from sparsetrain.sampling.input import SamplerInput
+from sparsetrain.sampling.input import SamplerInput, ids_on
 from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout, normalize_fanouts
 from sparsetrain.sampling.minibatch import Block, MiniBatch
 from sparsetrain.sampling.subgraph import SUBGRAPH_TYPES
@@ -236,7 +236,7 @@ class NeighborSampler:
         if self._cuda is None:
             self._cuda = neighbor_cuda.CudaGraph(self.graph)
         device = self.graph.device if self.graph.device.type == "cuda" else seeds.device
-        seeds = seeds.to(device, torch.int64, non_blocking=seeds.is_pinned())
+        seeds = ids_on(seeds, device)
         keys = [self._layout.hop_keys(self.seed, key, hop) for hop in range(self.num_hops)]
         layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
                                                     self.hop_nodes == "new", seed_type)
