@@ -40,6 +40,7 @@ copies. Under ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on NumPy arrays
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 from sparsetrain._numba_cuda import cuda
@@ -242,11 +243,8 @@ class TorchArrays:
         """Numba's handle on PyTorch's current stream of this device."""
         return cuda.external_stream(self.torch.cuda.current_stream(self.device).cuda_stream)
 
-    def upload(self, values: np.ndarray):
-        """An int64 host array's values on the device, copied from a pinned buffer without waiting."""
-        return self.upload_into(self.empty(len(values)), values)
-
     def upload_into(self, out, values: np.ndarray):
+        """``out`` filled with an int64 host array's values, copied from a pinned buffer without waiting."""
         host = self.torch.from_numpy(np.ascontiguousarray(values, np.int64)).pin_memory()
         return out.copy_(host, non_blocking=True)
 
@@ -597,6 +595,42 @@ class _Table:
                     k(self.vals), self.mask)
 
 
+@dataclass
+class _Batch:
+    """What every hop of one batch reads: the back end and stream, the layout, the graph's kernel views and the
+    layout's (``col_offset`` ... ``type_size``), and the batch's device counts, nodes, table and status."""
+
+    ops: Workspace
+    stream: object
+    layout: object
+    exact: bool
+    indptr: object
+    indices: object
+    weights: object
+    edge_perm: object
+    permuted: bool
+    replace: bool
+    weighted: bool
+    col_offset: object
+    edge_offset: object
+    et_src: object
+    et_dst: object
+    type_offset: object
+    type_size: object
+    counts: object
+    nodes: _Regions
+    table: _Table
+    status: object
+
+    @property
+    def typed(self) -> bool:
+        return len(self.layout.type_size) > 1
+
+    @property
+    def graph_edges(self) -> int:
+        return self.indices.shape[0]
+
+
 def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted,
                   sources=("CSCGraph.indptr", "CSCGraph.indices"), *, edge_perm=None, new_only: bool = False,
                   seed_type: int = 0, max_degree=None, workspace: Workspace | None = None):
@@ -634,13 +668,10 @@ def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighte
             seed_type, max_degree):
     k, stream = ops.kernel, ops.stream()
     num_types = len(layout.type_size)
-    typed = num_types > 1
     num_hops = layout.fanouts.shape[0]
     const = ops.upload(np.concatenate([layout.col_offset, layout.edge_offset, layout.et_src, layout.et_dst,
                                        layout.type_offset, layout.type_size]))
-    col_offset, edge_offset, et_src, et_dst, type_offset, type_size = (
-        k(part) for part in ops.split(const, [len(layout.edge_types)] * 4 + [num_types + 1, num_types]))
-    graph_edges = indices.shape[0]
+    layout_views = [k(part) for part in ops.split(const, [len(layout.edge_types)] * 4 + [num_types + 1, num_types])]
     permuted = edge_perm is not None
     edge_perm = k(ops.full(1, 0)) if edge_perm is None else edge_perm  # never read then; one entry: a view exists
     status = ops.full(2, 0)  # 1 + the last column with a damaged indptr range, 1 + the last damaged entry of indices
@@ -664,6 +695,8 @@ def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighte
     table = _Table(ops, stream)
     if not exact:
         table.reserve(int(plan.counts.sum()), nodes, counts, layout.type_offset)
+    batch = _Batch(ops, stream, layout, exact, indptr, indices, weights, edge_perm, permuted, replace, weighted,
+                   *layout_views, counts, nodes, table, status)
     bounds = _Bounds(layout, len(seeds), seed_type, new_only, max_degree)
     layers = []
     for hop in range(num_hops):
@@ -675,20 +708,20 @@ def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighte
         if not seg_et:  # nothing to sample at this hop
             layers.append(([], None, None, None, before))
         else:
-            layers.append(_hop(ops, stream, layout, hop, keys[hop], seg_et, sum(work), sum(edges), exact, typed,
-                               bounds.counts, indptr, indices, weights, edge_perm, permuted, replace, weighted,
-                               col_offset, edge_offset, et_src, et_dst, type_offset, type_size, graph_edges, counts,
-                               first, nodes, table, status))
+            layers.append(_hop(batch, hop, keys[hop], seg_et, sum(work), sum(edges), bounds.counts, first))
         bounds.advance(seg_et, edges)
         if new_only:
             first = before
-    return _finish(ops, layout, sources, indptr, indices, graph_edges, seed_type, len(seeds), checks, layers, nodes)
+    return _finish(ops, layout, sources, indptr, indices, batch.graph_edges, seed_type, len(seeds), checks, layers,
+                   nodes)
 
 
-def _hop(ops, stream, layout, hop, hop_keys, seg_et, num_work, edge_bound, exact, typed, counts_now, indptr, indices,
-         weights, edge_perm, permuted, replace, weighted, col_offset, edge_offset, et_src, et_dst, type_offset,
-         type_size, graph_edges, counts, first, nodes, table, status):
-    """One hop's kernels, queued without a host wait (unless ``exact``); returns its record for :func:`_finish`."""
+def _hop(b: _Batch, hop: int, hop_keys, seg_et: list[int], num_work: int, edge_bound: int, counts_now, first):
+    """One hop's kernels, queued without a host wait (unless ``b.exact``); returns its record for :func:`_finish`.
+
+    ``num_work`` / ``edge_bound``: host bounds of its work items and edges (``counts_now``: of the nodes per type);
+    ``first``: per type, the first node the hop samples for (device)."""
+    ops, stream, layout, nodes, table, counts = b.ops, b.stream, b.layout, b.nodes, b.table, b.counts
     t, k = ops.threads, ops.kernel
     fan = layout.fanouts[hop]
     hop_host = ops.upload(np.concatenate([seg_et, layout.et_dst[seg_et], fan[seg_et], fan, hop_keys.view(np.int64)]))
@@ -696,30 +729,30 @@ def _hop(ops, stream, layout, hop, hop_keys, seg_et, num_work, edge_bound, exact
     seg_start, seg_dst = ops.empty(len(seg_et) + 1), ops.empty(len(seg_et))
     cols, lo, deg, per_item = (ops.empty(num_work) for _ in range(4))
     grid = _blocks(num_work, t)
-    _count_kernel[grid, t, stream](indptr, weights, k(nodes.buffer), k(nodes.offsets), k(counts), k(first),
-                                   k(seg_dst_type), k(seg_et_d), et_dst, col_offset, k(seg_fan), replace, weighted,
-                                   graph_edges, k(seg_start), k(seg_dst), k(cols), k(lo), k(deg), k(per_item),
-                                   k(status))
+    _count_kernel[grid, t, stream](b.indptr, b.weights, k(nodes.buffer), k(nodes.offsets), k(counts), k(first),
+                                   k(seg_dst_type), k(seg_et_d), b.et_dst, b.col_offset, k(seg_fan), b.replace,
+                                   b.weighted, b.graph_edges, k(seg_start), k(seg_dst), k(cols), k(lo), k(deg),
+                                   k(per_item), k(b.status))
     ends = ops.cumsum(per_item)
-    if exact:  # sized by the true count
+    if b.exact:  # sized by the true count
         edge_bound = ops.read(ends[-1:])[0]
         nodes.reserve(counts_now + np.minimum(edge_bound, layout.type_size))
         table.reserve(int(counts_now.sum()) + edge_bound, nodes, counts, layout.type_offset)
     size = max(edge_bound, 1)  # (a hop drawing nothing still hands the kernels one-entry arrays)
     src, dst, edge_ids, slots = (ops.empty(size) for _ in range(4))
-    src_type = ops.empty(size if typed else 1)
+    src_type = ops.empty(size if b.typed else 1)
     _sample_kernel[grid, t, stream](
-        indices, weights, edge_perm, permuted, k(cols), k(seg_start), k(seg_et_d), k(seg_dst), k(fan_d),
-        k(ops.as_uint64(keys_d)), col_offset, edge_offset, et_src, et_dst, type_offset, type_size, k(lo), k(deg),
-        k(ends), replace, weighted, k(table.keys), k(table.vals), table.mask, typed, k(src), k(dst), k(edge_ids),
-        k(slots), k(src_type), k(status),
+        b.indices, b.weights, b.edge_perm, b.permuted, k(cols), k(seg_start), k(seg_et_d), k(seg_dst), k(fan_d),
+        k(ops.as_uint64(keys_d)), b.col_offset, b.edge_offset, b.et_src, b.et_dst, b.type_offset, b.type_size, k(lo),
+        k(deg), k(ends), b.replace, b.weighted, k(table.keys), k(table.vals), table.mask, b.typed, k(src), k(dst),
+        k(edge_ids), k(slots), k(src_type), k(b.status),
     )
     flags = ops.empty((len(layout.type_size), size))
     edge_grid = _blocks(size, t)
-    _first_kernel[edge_grid, t, stream](k(slots), k(table.vals), k(ends), typed, k(src_type), k(flags))
+    _first_kernel[edge_grid, t, stream](k(slots), k(table.vals), k(ends), b.typed, k(src_type), k(flags))
     ranks = ops.cumsum(flags, 1)
-    _number_kernel[edge_grid, t, stream](k(slots), k(table.keys), k(table.vals), k(ends), typed, k(src_type), k(ranks),
-                                         k(counts), k(nodes.offsets), type_offset, k(nodes.buffer))
+    _number_kernel[edge_grid, t, stream](k(slots), k(table.keys), k(table.vals), k(ends), b.typed, k(src_type),
+                                         k(ranks), k(counts), k(nodes.offsets), b.type_offset, k(nodes.buffer))
     counts += ranks[:, -1]
     _relabel_kernel[edge_grid, t, stream](k(slots), k(table.vals), k(ends), k(src))
     seg_edges = ops.cat([ops.full(1, 0), ends])[seg_start]  # where each segment's edges start, and the last end
