@@ -1,0 +1,90 @@
+"""Two checkouts of sparsetrain side by side, same run: the CPU sampler and the PyG drop-in (does a change keep speed?).
+
+Two persistent worker processes, one importing each tree (``PYTHONPATH``), time the same work in alternating rounds
+(the order flips every round), so both see the same machine load: ``NeighborSampler`` [15, 10, 5] over 30 batches of
+1024 seeds (edges/s) and ``sparsetrain.pyg.NeighborLoader`` over the same 30 batches with a host ``Data`` (batches/s).
+
+    git worktree add /tmp/before <rev>
+    python benchmarks/tree_ab.py --before /tmp/before            # --after defaults to this checkout
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BATCHES, BATCH, FANOUTS = 30, 1024, [15, 10, 5]
+
+WORKER = f"""
+import json, sys, time
+import numpy as np, torch
+from torch_geometric.data import Data
+import sparsetrain.pyg as stp
+from sparsetrain.datasets import load
+from sparsetrain.sampling import NeighborSampler, SamplerInput
+
+torch.set_num_threads(int(sys.argv[2]))
+ds = load(sys.argv[1])
+rng = np.random.default_rng(0)
+seeds = [torch.from_numpy(rng.choice(ds.num_nodes, {BATCH}, replace=False)) for _ in range({BATCHES})]
+sampler = NeighborSampler(ds.graph, {FANOUTS}, seed=0)
+data = Data(x=ds.features.gather(torch.arange(ds.num_nodes)), y=ds.labels, edge_index=ds.graph.to_edge_index(),
+            num_nodes=ds.num_nodes)
+loader = stp.NeighborLoader(data, num_neighbors={FANOUTS}, batch_size={BATCH}, input_nodes=torch.cat(seeds), seed=0)
+for b in seeds[:3]:  # compile and warm
+    sampler.sample(SamplerInput(b))
+next(iter(loader))
+for _ in sys.stdin:
+    start = time.perf_counter()
+    edges = sum(sampler.sample(SamplerInput(b)).num_sampled_edges for b in seeds)
+    sampled = time.perf_counter() - start
+    start = time.perf_counter()
+    batches = sum(1 for _ in loader)
+    loaded = time.perf_counter() - start
+    print(json.dumps({{"sampler_edges_per_s": edges / sampled, "dropin_batches_per_s": batches / loaded}}), flush=True)
+"""
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--before", type=Path, required=True, help="the checkout to compare against (e.g. a git worktree)")
+    p.add_argument("--after", type=Path, default=HERE.parent, help="the checkout under test (default: this one)")
+    p.add_argument("--data", type=Path, default=HERE / "out" / "ab-500k",
+                   help="a dataset folder (a 500K-node / 12M-edge synthetic graph is made there if missing)")
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args(argv)
+    if not (args.data / "meta.json").is_file():
+        from sparsetrain.datasets import synthesize
+
+        synthesize(args.data, 500_000, 12_000_000, feature_dim=100, num_classes=47, seed=0, overwrite=True, quiet=True)
+    workers = {}
+    for name, root in (("before", args.before), ("after", args.after)):
+        env = dict(os.environ, PYTHONPATH=str(root.resolve()))
+        workers[name] = subprocess.Popen([sys.executable, "-c", WORKER, str(args.data), str(args.threads)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd="/")
+    rounds = {name: [] for name in workers}
+    for r in range(args.rounds):
+        for name, worker in (list(workers.items()) if r % 2 == 0 else list(workers.items())[::-1]):
+            worker.stdin.write("go\n")
+            worker.stdin.flush()
+            rounds[name].append(json.loads(worker.stdout.readline()))
+    for worker in workers.values():
+        worker.stdin.close()
+        worker.wait()
+    for key in ("sampler_edges_per_s", "dropin_batches_per_s"):
+        before = statistics.median(r[key] for r in rounds["before"])
+        after = statistics.median(r[key] for r in rounds["after"])
+        per_round = [round(a[key] / b[key], 3) for a, b in zip(rounds["after"], rounds["before"])]
+        print(f"{key}: before {before:,.1f}  after {after:,.1f}  after/before {after / before:.3f}  rounds {per_round}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
