@@ -56,13 +56,6 @@ def test_layer_tables_above_the_budget_go_to_disk_and_give_the_same_result(synth
     assert [p.name for p in tmp_path.iterdir()] == ["layer2.npy"]  # earlier layers' files are gone
 
 
-def test_full_graph_inference_is_deprecated_and_delegates(cora):
-    model = GraphSAGE(cora.num_features, 8, cora.num_classes, num_layers=2).eval()
-    with pytest.warns(DeprecationWarning, match="layerwise_inference"):
-        old = st.engine.full_graph_inference(model, cora.features, cora.graph, nodes_per_chunk=300)
-    assert torch.equal(old, st.engine.layerwise_inference(model, cora, batch_size=300))
-
-
 def test_auto_eval_picks_layerwise_on_small_graphs_and_where_its_weighted_edges_are_fewer():
     from types import SimpleNamespace
 

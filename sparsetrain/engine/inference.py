@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import tempfile
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -44,16 +43,6 @@ def layerwise_inference(model: BlockGNN, dataset, batch_size: int = 4096, *, dev
     if x is None:
         raise SettingError(f"layerwise_inference: {dataset!r} has no node features; pass features=")
     return infer_layers(model, x, dataset.graph, batch_size, torch.device(device), memory_budget, spill_dir)
-
-
-def full_graph_inference(model: BlockGNN, x, graph, nodes_per_chunk: int = 4096,
-                         device: str | torch.device = "cpu") -> torch.Tensor:
-    """Deprecated: ``layerwise_inference(model, dataset, batch_size=nodes_per_chunk, features=x)``."""
-    warnings.warn("full_graph_inference(model, x, graph) is deprecated and goes away in the next release; use "
-                  "sparsetrain.engine.layerwise_inference(model, dataset, batch_size=...) (features=x for other "
-                  "features)",
-                  DeprecationWarning, stacklevel=2)
-    return infer_layers(model, x, graph, nodes_per_chunk, torch.device(device), None, None)
 
 
 def infer_layers(model: BlockGNN, x, graph, batch_size: int, device: torch.device, memory_budget: int | None,

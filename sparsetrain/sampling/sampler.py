@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-import warnings
 from collections.abc import Mapping, Sequence
 
 import numba
@@ -152,20 +151,12 @@ class NeighborSampler:
     def is_temporal(self) -> bool:
         return self.times is not None
 
-    def sample(self, inp: SamplerInput | torch.Tensor, *, batch: int | None = None) -> MiniBatch:
+    def sample(self, inp: SamplerInput | torch.Tensor) -> MiniBatch:
         """Sample the blocks of ``inp.seeds`` (unique node ids) with batch key ``inp.key``; see the class docstring.
 
-        A plain tensor of seeds stands for ``SamplerInput(seeds)``. ``batch=`` is the
-        deprecated spelling of ``SamplerInput(seeds, key=batch)``.
+        A plain tensor of seeds stands for ``SamplerInput(seeds)``.
         """
-        if batch is not None:
-            if isinstance(inp, SamplerInput):
-                raise SamplingError("sample() got both a SamplerInput and batch=; put the key in "
-                                    "SamplerInput(seeds, key=...) only")
-            warnings.warn("NeighborSampler.sample(seeds, batch=k) is deprecated; pass SamplerInput(seeds, key=k) "
-                          "(from sparsetrain.sampling import SamplerInput)", DeprecationWarning, stacklevel=2)
-            inp = SamplerInput(inp, key=batch)
-        elif not isinstance(inp, SamplerInput):
+        if not isinstance(inp, SamplerInput):
             inp = SamplerInput(inp)
         key = inp.key
         if key is None:
