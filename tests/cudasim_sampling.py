@@ -20,7 +20,8 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUD
 
 from sparsetrain.sampling import CSCGraph, NeighborSampler, SamplerInput  # noqa: E402
 from sparsetrain.sampling import neighbor_cuda as nc  # noqa: E402
-from sparsetrain.sampling.layout import KernelLayout, normalize_fanouts  # noqa: E402
+from sparsetrain.sampling.fanouts import Fanouts  # noqa: E402
+from sparsetrain.sampling.layout import KernelLayout  # noqa: E402
 from sparsetrain.sampling.rng import hop_key  # noqa: E402
 
 
@@ -36,7 +37,7 @@ def gpu_layers(g: CSCGraph, seeds, fanouts, *, replace=False, weighted=False, ho
     indptr, indices, weights = g.numpy()
     weights = weights if weighted else np.empty(1, np.float32)
     edge_perm = None if g.edge_perm is None else g.edge_perm.numpy()
-    layout = KernelLayout(g, normalize_fanouts(g, fanouts))
+    layout = KernelLayout(g, Fanouts(fanouts))
     keys = [layout.hop_keys(seed, batch, h) for h in range(layout.fanouts.shape[0])]
     if not g.is_typed:
         assert [int(k[0]) for k in keys] == [int(hop_key(seed, batch, h)) for h in range(len(fanouts))]

@@ -63,8 +63,8 @@ def test_auto_eval_picks_layerwise_on_small_graphs_and_where_its_weighted_edges_
     from sparsetrain.engine.run import _full_eval_is_cheaper
     from sparsetrain.sampling import Fanouts
 
-    assert layerwise_cost(1_000, 3) == 3_000 and sampled_cost(2, [15, 10, 5]) == 2 * (15 + 150 + 750)
-    assert sampled_cost(10, [-1, 5]) == np.inf
+    assert layerwise_cost(1_000, 3) == 3_000 and sampled_cost(2, Fanouts([15, 10, 5])) == 2 * (15 + 150 + 750)
+    assert sampled_cost(10, Fanouts([-1, 5])) == np.inf
     fanout = Fanouts([15, 10, 5])
 
     def picks(nodes, edges, eval_nodes):

@@ -21,6 +21,7 @@ from sparsetrain._sigbus import watch
 from sparsetrain.engine.stages.fetch import check_finite
 from sparsetrain.errors import SettingError
 from sparsetrain.nn.models import BlockGNN
+from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.storage import MmapFeatures
 from sparsetrain.storage.rows import gather_rows
 
@@ -134,9 +135,7 @@ def layerwise_cost(num_edges: int, num_layers: int) -> int:
     return num_edges * num_layers
 
 
-def sampled_cost(num_eval_nodes: int, fanouts: list[int]) -> float:
+def sampled_cost(num_eval_nodes: int, fanouts: Fanouts) -> float:
     """Edges sampled evaluation aggregates: per seed, the block edges of its fanouts (-1 = all: at least the graph)."""
-    if any(f < 0 for f in fanouts):
-        return math.inf
-    per_seed = sum(math.prod(fanouts[: k + 1]) for k in range(len(fanouts)))
-    return float(num_eval_nodes) * per_seed
+    per_seed = fanouts.edges_per_seed()
+    return math.inf if math.isinf(per_seed) else num_eval_nodes * per_seed

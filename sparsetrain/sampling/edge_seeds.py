@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import EDGE_TYPE, CSCGraph, EdgeType
 from sparsetrain.sampling.input import EdgeSamplerInput, SamplerInput, ids_on
 from sparsetrain.sampling.minibatch import Block, MiniBatch
@@ -144,7 +145,8 @@ class LinkNeighborSampler:
         self._lock = threading.Lock()
 
     @property
-    def fanouts(self) -> list[int]:
+    def fanouts(self) -> Fanouts:
+        """The inner sampler's fanouts."""
         return self.sampler.fanouts
 
     def sample(self, inp: EdgeSamplerInput) -> LinkMiniBatch:

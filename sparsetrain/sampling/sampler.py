@@ -15,7 +15,8 @@ from sparsetrain.sampling import disjoint, neighbor, subgraph, temporal
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput, ids_on
-from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout, normalize_fanouts
+from sparsetrain.sampling.fanouts import Fanouts
+from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout
 from sparsetrain.sampling.minibatch import Block, MiniBatch
 from sparsetrain.sampling.subgraph import SUBGRAPH_TYPES
 
@@ -67,7 +68,7 @@ class NeighborSampler:
     a homogeneous graph and ``c = h * 2**20 + (index of the edge type)`` on a typed one.
     """
 
-    def __init__(self, graph: CSCGraph, fanouts: Sequence[int] | Mapping[EdgeType, Sequence[int]], *,
+    def __init__(self, graph: CSCGraph, fanouts: Fanouts | Sequence[int] | Mapping[EdgeType, Sequence[int]], *,
                  replace: bool = False, weighted: bool = False, seed: int | None = None, hop_nodes: str = "all",
                  seed_type: str | None = None, disjoint: bool = False, node_time=None, edge_time=None,
                  temporal_strategy: str = "uniform", subgraph_type: str = "directional") -> None:
@@ -86,7 +87,7 @@ class NeighborSampler:
             raise SamplingError(f"subgraph_type={subgraph_type!r}; choose one of {', '.join(SUBGRAPH_TYPES)}")
         if temporal_strategy not in temporal.STRATEGIES:
             raise SamplingError(f"temporal_strategy={temporal_strategy!r}; choose 'uniform' or 'last'")
-        self.fanouts = normalize_fanouts(graph, fanouts)
+        self.fanouts = Fanouts.of(fanouts).for_graph(graph)
         if weighted:
             _check_weights(graph)
         self.times = None
@@ -129,7 +130,7 @@ class NeighborSampler:
 
     @property
     def num_hops(self) -> int:
-        return self._layout.fanouts.shape[0]
+        return self.fanouts.num_hops
 
     @property
     def has_gpu_path(self) -> bool:

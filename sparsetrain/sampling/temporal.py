@@ -23,6 +23,7 @@ from numba import prange
 
 from sparsetrain.sampling.draw import edge_count, segment_of
 from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, CSCGraph
 
 STRATEGIES = ("uniform", "last")
@@ -233,7 +234,8 @@ class SeedNodeTimes:
         return self.sampler.graph
 
     @property
-    def fanouts(self):
+    def fanouts(self) -> Fanouts:
+        """The inner sampler's fanouts."""
         return self.sampler.fanouts
 
     def _times(self, node_type: str | None, seeds: torch.Tensor) -> torch.Tensor:
