@@ -112,12 +112,13 @@ class NeighborSampler:
         self._lock = threading.Lock()
         self._workspaces: list[neighbor.Workspace] = []  # one per concurrent CPU call
         self._cuda = None
+        self._placement = _placement(graph)
 
     def __getstate__(self) -> dict:
-        """Pickled (e.g. into a loader's worker process) without its lock, scratch and device views; the copy counts
-        keys from 0."""
+        """Pickled (e.g. into a loader's worker process) without its lock, scratch, device views and placement; the
+        copy counts keys from 0."""
         state = dict(self.__dict__)
-        for name in ("_counter", "_lock", "_workspaces", "_cuda"):
+        for name in ("_counter", "_lock", "_workspaces", "_cuda", "_placement"):
             state.pop(name)
         return state
 
@@ -127,6 +128,7 @@ class NeighborSampler:
         self._lock = threading.Lock()
         self._workspaces = []
         self._cuda = None
+        self._placement = _placement(self.graph)  # (a pinned graph unpickled in another process is no longer pinned)
 
     @property
     def num_hops(self) -> int:
@@ -144,8 +146,7 @@ class NeighborSampler:
         if graph is self.graph:
             return self
         moved = object.__new__(type(self))
-        moved.__setstate__(self.__getstate__())
-        moved.graph = graph
+        moved.__setstate__({**self.__getstate__(), "graph": graph})
         return moved
 
     @property
@@ -195,9 +196,10 @@ class NeighborSampler:
             raise self._layout.seeds_outside(t)
 
     def _on_gpu(self, seeds: list[tuple[int, torch.Tensor]]) -> bool:
-        """Whether the batch is sampled on the GPU; the options the GPU kernels lack are an error there."""
-        on_gpu = self.graph.device.type == "cuda" or (any(ids.device.type == "cuda" for _, ids in seeds)
-                                                      and self.graph.is_pinned())
+        """Whether the batch is sampled on the GPU (by the placement chosen with the graph; a pinned graph's batches
+        follow their seeds); the options the GPU kernels lack are an error there."""
+        on_gpu = self._placement == "cuda" or (self._placement == "pinned"
+                                               and any(ids.device.type == "cuda" for _, ids in seeds))
         if on_gpu and (not self.has_gpu_path or len(seeds) != 1):
             raise SamplingBackendError("disjoint, temporal, bidirectional and induced sampling, seeds of several types "
                                        "and zero hops run on the CPU only for now; keep the graph and the seeds on "
@@ -223,15 +225,16 @@ class NeighborSampler:
         return layout.type_index[name]
 
     def _sample_cuda(self, seeds: torch.Tensor, seed_type: int, key: int) -> MiniBatch:
-        from sparsetrain.sampling import neighbor_cuda
+        from sparsetrain.sampling.cuda.driver import sample_layers
+        from sparsetrain.sampling.cuda.graph import CudaGraph
 
         if self._cuda is None:
-            self._cuda = neighbor_cuda.CudaGraph(self.graph)
-        device = self.graph.device if self.graph.device.type == "cuda" else seeds.device
+            self._cuda = CudaGraph(self.graph)
+        device = self.graph.device if self._placement == "cuda" else seeds.device
         seeds = ids_on(seeds, device)
         keys = [self._layout.hop_keys(self.seed, key, hop) for hop in range(self.num_hops)]
-        layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
-                                                    self.hop_nodes == "new", seed_type)
+        layers, nodes = sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
+                                      self.hop_nodes == "new", seed_type)
         return self._assemble([(seed_type, seeds)], nodes, layers, False)
 
     def _sample_cpu(self, seeds: list[tuple[int, torch.Tensor]], key: int, seed_time: np.ndarray | None,
@@ -387,7 +390,7 @@ class NeighborSampler:
             cols = ws.nodes[d][: counts[d]] + layout.col_offset[k]
             with _threads_for(int(counts[d]) * 8):
                 ei, ids = subgraph.induced_edges(indptr, indices, edge_perm, cols, ws.table, layout.type_offset[s],
-                                                 layout.type_size[s], layout.edge_offset[k] if layout.typed else 0)
+                                                 layout.type_size[s], layout.edge_offset[k])
             edge_index[et], edge_ids[et] = torch.from_numpy(ei), torch.from_numpy(ids)
         num = {t: int(counts[i]) for i, t in enumerate(layout.node_types)}
         if not layout.typed:
@@ -507,6 +510,15 @@ def _cut(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
     if t.device.type == "cpu":
         return torch.from_numpy(t.numpy()[..., a:b].copy())
     return t[..., a:b].clone()
+
+
+def _placement(graph: CSCGraph) -> str:
+    """Where a sampler over ``graph`` draws its batches, decided once with the graph: ``"cuda"`` (in device memory:
+    every batch on the GPU), ``"pinned"`` (page-locked host memory: on the GPU when the seeds are on it, else on the
+    CPU) or ``"host"`` (the CPU)."""
+    if graph.device.type == "cuda":
+        return "cuda"
+    return "pinned" if graph.is_pinned() else "host"
 
 
 def _check_weights(graph: CSCGraph) -> None:
