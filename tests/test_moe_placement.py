@@ -194,3 +194,12 @@ def test_shard_experts_builds_every_shard_before_changing_a_layer():
     with pytest.raises(MoEConfigError, match="cannot place this layer"):
         shard_experts(model, FailsOnSecond())
     assert [m.experts for m in model] == before
+
+
+@pytest.mark.parametrize("bad", [FSSDP, "fssdp", None])
+def test_shard_experts_refuses_what_is_not_a_sharding_before_changing_anything(bad):
+    model = torch.nn.Sequential(MoE(8, 12, 4))
+    plain = model[0].experts
+    with pytest.raises(MoEConfigError, match=r"is not a sharding; pass an instance such as FSSDP\(\)"):
+        shard_experts(model, bad)
+    assert model[0].experts is plain

@@ -53,6 +53,7 @@ def test_the_kernels_array_is_hops_by_edge_types_in_the_graphs_order():
     (torch.tensor([5]), "give a list of ints"),
     ({WRITES: [1], CITES: [1, 1]}, r"different hop counts \[1, 2\]"),
     ({WRITES: [1, -3]}, r"\] for \(.author., .writes., .paper.\);"),
+    ({}, "names no edge type"),
 ])
 def test_bad_counts_are_one_sampling_error(bad, match):
     with pytest.raises(SamplingError, match=match):

@@ -166,6 +166,9 @@ def shard_experts(module: nn.Module, sharding) -> nn.Module:
     Planned, then applied: every layer is checked and its shard built before any layer changes, so a refusal
     (no MoE layer, a layer already sharded, a sharding that does not fit) leaves ``module`` as it was.
     """
+    if isinstance(sharding, type) or not callable(getattr(sharding, "build", None)):
+        raise MoEConfigError(f"shard_experts: sharding={sharding!r} is not a sharding; pass an instance such as "
+                             "FSSDP() or ExpertParallel(group)")
     layers = [(name, m) for name, m in module.named_modules() if isinstance(m, MoE)]
     if not layers:
         raise MoEConfigError(f"shard_experts: no sparsetrain MoE layer in {type(module).__name__}; build the model "

@@ -40,6 +40,9 @@ class Fanouts:
         if isinstance(values, Fanouts):
             values = values.values
         if isinstance(values, Mapping):
+            if not values:
+                raise SamplingError("fanouts={} names no edge type; give a list for every edge type, or a list per "
+                                    "edge type to sample")
             lengths = {len(list(v)) for v in values.values()}
             if len(lengths) != 1:
                 raise SamplingError(f"fanouts per edge type have different hop counts {sorted(lengths)}; give every "
