@@ -102,3 +102,12 @@ def test_the_sampler_reads_a_fanouts_as_it_reads_the_list():
     assert all(torch.equal(x.to_pyg()[0], y.to_pyg()[0]) for x, y in zip(a.blocks, b.blocks))
     sampler = NeighborSampler(typed(), {WRITES: [2]}, seed_type="paper")
     assert sampler.fanouts == Fanouts({WRITES: [2], CITES: [0]}) and sampler.num_hops == 1
+
+
+def test_a_fanout_too_large_for_the_kernels_is_one_line_from_the_command_line(capsys):
+    from sparsetrain.cli import main
+
+    assert main(["train", "cora", "--fanout", "10,9223372036854775808"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: sparsetrain train: argument --fanout: fanouts=[10, 9223372036854775808]; give a list of ints "
+                   f">= 0 and <= {MAX_COUNT} (one per hop), or -1 for all neighbors"]
