@@ -109,5 +109,5 @@ def test_a_fanout_too_large_for_the_kernels_is_one_line_from_the_command_line(ca
 
     assert main(["train", "cora", "--fanout", "10,9223372036854775808"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: sparsetrain train: argument --fanout: fanouts=[10, 9223372036854775808]; give a list of ints "
-                   f">= 0 and <= {MAX_COUNT} (one per hop), or -1 for all neighbors"]
+    assert err == ["error: sparsetrain train: argument --fanout: fanouts=[10, 9223372036854775808]; give a list of "
+                   f"ints >= 0 and <= {MAX_COUNT} (one per hop), or -1 for all neighbors"]
