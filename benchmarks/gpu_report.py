@@ -267,7 +267,8 @@ def section_epoch(args) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:  # the CLI path: one whole epoch, its own stall fraction
         log = Path(tmp) / "log.jsonl"
-        settings = TrainSettings(data=folder, fanout=FANOUTS, batch_size=BATCH, hidden=HIDDEN, epochs=1, device=args.device,
+        settings = TrainSettings(data=folder, fanouts=FANOUTS, batch_size=BATCH, hidden=HIDDEN, epochs=1,
+                                 device=args.device,
                                  eval="sampled", log=log, quiet=True)
         start = time.perf_counter()
         try:

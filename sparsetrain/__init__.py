@@ -41,9 +41,6 @@ _NOUNS = {
 }
 """Public name -> the subpackage that exports it."""
 
-_RENAMED = {"FeatureStore": "sparsetrain.storage.base:FeatureSource"}
-"""Old public name -> its new home, resolved with a DeprecationWarning."""
-
 __all__ = ["__version__", *_SUBPACKAGES, *_NOUNS]
 
 
@@ -52,9 +49,7 @@ def __getattr__(name: str):
         return importlib.import_module(f"sparsetrain.{name}")
     package = _NOUNS.get(name)
     if package is None:
-        from sparsetrain._deprecation import moved_attribute
-
-        return moved_attribute(__name__, _RENAMED, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"sparsetrain.{package}"), name)
     globals()[name] = value
     return value

@@ -28,12 +28,6 @@ def moved_attribute(package: str, moved: dict[str, str], name: str):
     return getattr(importlib.import_module(module), new_name)
 
 
-def renamed_keyword(owner: str, old: str, new: str, *, stacklevel: int = 3) -> None:
-    """Warn that ``owner``'s keyword ``old`` was renamed ``new``: the old keyword keeps working for one release."""
-    warnings.warn(f"{owner}({old}=...) is deprecated: the keyword was renamed {new}= (the old name goes away in the "
-                  "next release)", DeprecationWarning, stacklevel=stacklevel)
-
-
 def renamed_module(old: str, new: str, *, stacklevel: int = 3) -> None:
     """Warn that module ``old`` was renamed ``new``: called from the old module's body, which stays for one release."""
     warnings.warn(f"{old} is deprecated: the module was renamed {new}; import from {new} (the old name goes away in "

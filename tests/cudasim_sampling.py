@@ -19,8 +19,11 @@ import torch
 assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUDASIM=1"
 
 from sparsetrain.sampling import CSCGraph, NeighborSampler, SamplerInput  # noqa: E402
-from sparsetrain.sampling import neighbor_cuda as nc  # noqa: E402
-from sparsetrain.sampling.layout import KernelLayout, normalize_fanouts  # noqa: E402
+from sparsetrain.sampling.cuda import driver  # noqa: E402
+from sparsetrain.sampling.cuda.arrays import NumpyArrays  # noqa: E402
+from sparsetrain.sampling.cuda.workspace import Workspace  # noqa: E402
+from sparsetrain.sampling.fanouts import Fanouts  # noqa: E402
+from sparsetrain.sampling.layout import KernelLayout  # noqa: E402
 from sparsetrain.sampling.rng import hop_key  # noqa: E402
 
 
@@ -36,12 +39,12 @@ def gpu_layers(g: CSCGraph, seeds, fanouts, *, replace=False, weighted=False, ho
     indptr, indices, weights = g.numpy()
     weights = weights if weighted else np.empty(1, np.float32)
     edge_perm = None if g.edge_perm is None else g.edge_perm.numpy()
-    layout = KernelLayout(g, normalize_fanouts(g, fanouts))
+    layout = KernelLayout(g, Fanouts(fanouts))
     keys = [layout.hop_keys(seed, batch, h) for h in range(layout.fanouts.shape[0])]
     if not g.is_typed:
         assert [int(k[0]) for k in keys] == [int(hop_key(seed, batch, h)) for h in range(len(fanouts))]
     with np.errstate(all="ignore"):  # uint64 products wrap on purpose
-        return nc.sample_arrays(ops or nc.NumpyArrays(), indptr, indices, weights, np.asarray(seeds, np.int64), layout,
+        return driver.sample_arrays(ops or NumpyArrays(), indptr, indices, weights, np.asarray(seeds, np.int64), layout,
                                 keys, replace, weighted, edge_perm=edge_perm, new_only=hop_nodes == "new",
                                 seed_type=seed_type, workspace=workspace)
 
@@ -128,7 +131,7 @@ def check_new_nodes_only_hops():
 
 def check_a_workspace_kept_across_batches_changes_nothing():
     g = graph(200, 3000, seed=7)
-    ws = nc.Workspace(nc.NumpyArrays())
+    ws = Workspace(NumpyArrays())
     for seeds, fanouts in [([0, 1, 5], [5, 4, 3]), ([0, 1, 5], [5, 4, 3]), ([7], [5, 4, 3]), ([2, 9, 30], [5, 4, 3]),
                            ([0, 1, 5], [5, 4, 3])]:
         fresh = gpu_sample(g, seeds, fanouts)
@@ -141,7 +144,7 @@ def check_a_workspace_kept_across_batches_changes_nothing():
 
 
 def check_launch_shape_does_not_change_the_result():
-    class Narrow(nc.NumpyArrays):
+    class Narrow(NumpyArrays):
         threads = 3
 
     g = graph(seed=6)
@@ -151,7 +154,7 @@ def check_launch_shape_does_not_change_the_result():
     assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[3], b[3]) for a, b in zip(wide[0], narrow[0]))
 
 
-class CountedReads(nc.NumpyArrays):
+class CountedReads(NumpyArrays):
     """NumPy arrays that count the host reads (each one is a wait for the device on a GPU)."""
 
     reads = 0
@@ -169,8 +172,8 @@ def check_one_host_read_per_batch():
 
 def check_exact_sizes_past_the_bound_limit():
     # bounds past EXACT_ABOVE: every hop reads its counts, the node regions and the table grow (re-inserting the nodes)
-    limit = nc.EXACT_ABOVE
-    nc.EXACT_ABOVE = 10
+    limit = driver.EXACT_ABOVE
+    driver.EXACT_ABOVE = 10
     try:
         CountedReads.reads = 0
         assert_same_as_cpu(graph(200, 3000, seed=7), [0, 1], [5, 5, 5], ops=CountedReads())
@@ -178,7 +181,7 @@ def check_exact_sizes_past_the_bound_limit():
         assert_same_as_cpu(graph(seed=10), [0, 10], [-1, -1, 2], hop_nodes="new", replace=True)
         assert_typed_same_as_cpu(typed_graph(), [0, 5, 9, 33], [3, 2])
     finally:
-        nc.EXACT_ABOVE = limit
+        driver.EXACT_ABOVE = limit
 
 
 def check_bad_seeds_are_errors():

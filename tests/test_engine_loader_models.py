@@ -182,7 +182,8 @@ def test_map_tensors_reaches_every_tensor_of_a_batch():
 _ALLOCATOR_PROBE = r"""
 import ctypes, ctypes.util, json, os, sys
 import torch
-from sparsetrain.engine import Loader, Trainer, GraphSAGE, host_memory
+from sparsetrain.engine import Loader, Trainer, host_memory
+from sparsetrain.nn import GraphSAGE
 from sparsetrain.sampling import CSCGraph, NeighborSampler
 
 class Mallinfo2(ctypes.Structure):

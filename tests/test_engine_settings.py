@@ -24,13 +24,10 @@ def test_parts_default_to_the_cli_defaults_and_the_cli_builds_the_same_parts():
         run=RunSettings(log=Path("m.jsonl"), seed=7))
 
 
-def test_flat_keywords_route_to_their_parts_and_fanout_is_the_old_name():
+def test_flat_keywords_route_to_their_parts():
     flat = TrainSettings(data="cora", fanouts=[3], features="memory", model="gt", lr=0.5, quiet=True)
     assert flat.data.path == Path("cora") and flat.sampling.fanouts == Fanouts([3])
     assert (flat.features.placement, flat.model.name, flat.optim.lr, flat.run.quiet) == ("memory", "gt", 0.5, True)
-    with pytest.warns(DeprecationWarning, match=r"TrainSettings\(fanout=...\) is deprecated"):
-        old = TrainSettings(fanout=[3], data="cora", features="memory", model="gt", lr=0.5, quiet=True)
-    assert old == flat
     with pytest.raises(SettingTypeError, match="unexpected keyword argument 'fanoutz'"):
         TrainSettings(fanoutz=[3])
     with pytest.raises(SettingTypeError, match="lr= and optim= both given"):

@@ -2,7 +2,6 @@
 
 import random
 
-import numpy as np
 import pytest
 import torch
 
@@ -190,21 +189,3 @@ def test_a_damaged_typed_graph_is_an_error_not_a_wild_read():
     ok = sampler.sample(torch.tensor([0]))  # column 0 is intact, and the failed batch left the node maps clean
     ref = NeighborSampler(good, [-1, -1], seed_type="b", seed=0).sample(torch.tensor([0]))
     assert all(torch.equal(ok.input_nodes[t], ref.input_nodes[t]) for t in ("a", "b"))
-
-
-def test_old_pyg_hetero_names_warn_and_give_the_same_batches():
-    data = fake_graph(seed=3)
-    seeds = torch.arange(0, data["v0"].num_nodes, 5)
-    inputs = NodeSamplerInput(torch.arange(seeds.numel()), seeds, input_type="v0")
-    with pytest.warns(DeprecationWarning, match=r"sparsetrain\.pyg\.hetero_sampler_for is deprecated"):
-        old_sampler = stp.hetero_sampler_for(data, [3, 2], seed=4)
-    with pytest.warns(DeprecationWarning, match=r"sparsetrain\.pyg\.hetero is deprecated"):
-        old = stp.hetero.sample_hetero_from_nodes(old_sampler, inputs, key=0)
-    new = stp.NeighborSampler(data, [3, 2], seed=4).sample_from_nodes(inputs)
-    assert all(torch.equal(old.node[t], new.node[t]) for t in data.node_types)
-    assert all(torch.equal(old.row[et], new.row[et]) for et in data.edge_types)
-    assert all(torch.equal(old.edge[et], new.edge[et]) for et in data.edge_types)
-    with pytest.warns(DeprecationWarning, match="graph_of"):
-        assert stp.hetero_graph_from_data(data).edge_types == data.edge_types
-    with pytest.raises(AttributeError):
-        stp.no_such_name  # noqa: B018

@@ -56,13 +56,6 @@ def test_layer_tables_above_the_budget_go_to_disk_and_give_the_same_result(synth
     assert [p.name for p in tmp_path.iterdir()] == ["layer2.npy"]  # earlier layers' files are gone
 
 
-def test_full_graph_inference_is_deprecated_and_delegates(cora):
-    model = GraphSAGE(cora.num_features, 8, cora.num_classes, num_layers=2).eval()
-    with pytest.warns(DeprecationWarning, match="layerwise_inference"):
-        old = st.engine.full_graph_inference(model, cora.features, cora.graph, nodes_per_chunk=300)
-    assert torch.equal(old, st.engine.layerwise_inference(model, cora, batch_size=300))
-
-
 def test_auto_eval_picks_layerwise_on_small_graphs_and_where_its_weighted_edges_are_fewer():
     from types import SimpleNamespace
 
@@ -70,8 +63,8 @@ def test_auto_eval_picks_layerwise_on_small_graphs_and_where_its_weighted_edges_
     from sparsetrain.engine.run import _full_eval_is_cheaper
     from sparsetrain.sampling import Fanouts
 
-    assert layerwise_cost(1_000, 3) == 3_000 and sampled_cost(2, [15, 10, 5]) == 2 * (15 + 150 + 750)
-    assert sampled_cost(10, [-1, 5]) == np.inf
+    assert layerwise_cost(1_000, 3) == 3_000 and sampled_cost(2, Fanouts([15, 10, 5])) == 2 * (15 + 150 + 750)
+    assert sampled_cost(10, Fanouts([-1, 5])) == np.inf
     fanout = Fanouts([15, 10, 5])
 
     def picks(nodes, edges, eval_nodes):

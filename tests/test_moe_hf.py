@@ -11,7 +11,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from sparsetrain.moe import FSSDP, MoEConfigError  # noqa: E402
+from sparsetrain.moe import FSSDP, MoEConfigError, MoEStateError  # noqa: E402
 from sparsetrain.moe.hf import HFMoEBlock, export_hf_state_dict, replace_moe_blocks  # noqa: E402
 
 BASE = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
@@ -397,3 +397,14 @@ def test_replacing_after_hf_installed_its_recorders_keeps_router_logits():
     for x, y in zip(before.router_logits, after.router_logits):
         torch.testing.assert_close(y.float(), x.float(), atol=1e-5, rtol=0)
     torch.testing.assert_close(after.aux_loss, before.aux_loss, atol=1e-6, rtol=0)
+
+
+def test_a_two_dimensional_gate_up_proj_names_the_tensor_and_both_shapes():
+    model = replace_moe_blocks(build("mixtral"))
+    state = model.state_dict()
+    name = "model.layers.0.mlp.experts.gate_up_proj"
+    assert list(state[name].shape) == [4, 96, 32]  # [E, 2I, H]
+    state[name] = state[name][0]
+    with pytest.raises(MoEStateError, match=r"^model\.layers\.0\.mlp\.experts\.gate_up_proj has shape \[96, 32\]; "
+                                        r"Mixtral expects \[E, 2I, H\] = \[4, 96, 32\]"):
+        model.load_state_dict(state)

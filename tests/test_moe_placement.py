@@ -157,3 +157,49 @@ def test_shard_experts_from_outside_is_the_constructors_sharding_and_keeps_train
     assert torch.allclose(trained(x)[0], before, atol=1e-6)
     with pytest.raises(MoEStateError, match="already sharded"):
         shard_experts(trained, make())
+
+
+def test_shard_experts_refuses_a_model_without_moe_layers():
+    dense = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    with pytest.raises(MoEConfigError, match=r"^shard_experts: no sparsetrain MoE layer in Sequential; .*replace_moe"):
+        shard_experts(dense, FSSDP())
+
+
+@pytest.mark.parametrize("make", [FSSDP, ExpertParallel])
+def test_shard_experts_over_a_partly_sharded_model_changes_nothing(make):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(MoE(8, 12, 4), MoE(8, 12, 4, sharding=make()))
+    plain = model[0].experts
+    with pytest.raises(MoEStateError, match=r"layer '1' are already sharded .*nothing was changed"):
+        shard_experts(model, ExpertParallel())
+    assert model[0].experts is plain  # layer 0 was not converted before layer 1 refused
+
+
+def test_shard_experts_builds_every_shard_before_changing_a_layer():
+    class FailsOnSecond:
+        """A sharding whose second build fails (as ExpertParallel does when a layer has fewer experts than ranks)."""
+
+        def __init__(self):
+            self.built = 0
+
+        def build(self, shape, num_experts, seed):
+            self.built += 1
+            if self.built == 2:
+                raise MoEConfigError("cannot place this layer")
+            return ExpertParallel().build(shape, num_experts, seed)
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(MoE(8, 12, 4), MoE(8, 12, 2))
+    before = [m.experts for m in model]
+    with pytest.raises(MoEConfigError, match="cannot place this layer"):
+        shard_experts(model, FailsOnSecond())
+    assert [m.experts for m in model] == before
+
+
+@pytest.mark.parametrize("bad", [FSSDP, "fssdp", None])
+def test_shard_experts_refuses_what_is_not_a_sharding_before_changing_anything(bad):
+    model = torch.nn.Sequential(MoE(8, 12, 4))
+    plain = model[0].experts
+    with pytest.raises(MoEConfigError, match=r"is not a sharding; pass an instance such as FSSDP\(\)"):
+        shard_experts(model, bad)
+    assert model[0].experts is plain

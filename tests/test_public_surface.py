@@ -3,7 +3,6 @@
 import importlib
 import subprocess
 import sys
-import warnings
 
 import pytest
 
@@ -46,44 +45,6 @@ def test_subpackage_all_is_what_it_exports(package):
     assert len(module.__all__) == len(set(module.__all__))
     for name in module.__all__:
         assert not name.startswith("_") and getattr(module, name) is not None
-    assert not set(module.__all__) & set(module._MOVED)
-
-
-@pytest.mark.parametrize(
-    ("package", "name", "module"),
-    [
-        ("storage", "access_counts", "sparsetrain.storage.policies"),
-        ("storage", "belady_hit_rate", "sparsetrain.storage.belady"),
-        ("datasets", "verify_checksums", "sparsetrain.datasets.dataset"),
-        ("moe", "plan_dispatch", "sparsetrain.moe.dispatch"),
-        ("moe", "LoadWindow", "sparsetrain.moe.placement"),
-    ],
-)
-def test_names_that_left_a_package_still_resolve_with_a_warning(package, name, module):
-    with pytest.warns(DeprecationWarning, match=rf"sparsetrain\.{package}\.{name} is deprecated.*import it from {module}"):
-        value = getattr(importlib.import_module(f"sparsetrain.{package}"), name)
-    assert value is getattr(importlib.import_module(module), name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
-            getattr(importlib.import_module(f"sparsetrain.{package}"), "no_such_name")
-
-
-@pytest.mark.parametrize(
-    ("module", "old", "new_home"),
-    [
-        ("sparsetrain", "FeatureStore", "sparsetrain.storage"),
-        ("sparsetrain.storage", "FeatureStore", "sparsetrain.storage"),
-        ("sparsetrain.storage.base", "FeatureStore", "sparsetrain.storage"),
-        ("sparsetrain.storage", "as_feature_store", "sparsetrain.storage.cache"),
-        ("sparsetrain.datasets", "HeteroGraphDataset", "sparsetrain.datasets"),
-    ],
-)
-def test_renamed_names_still_resolve_with_a_warning_naming_the_new_name(module, old, new_home):
-    new = {"FeatureStore": "FeatureSource", "as_feature_store": "as_feature_source", "HeteroGraphDataset": "GraphDataset"}[old]
-    with pytest.warns(DeprecationWarning, match=rf"{module}\.{old} is deprecated: it was renamed {new_home}\.{new}"):
-        value = getattr(importlib.import_module(module), old)
-    assert value is getattr(importlib.import_module(new_home), new)
 
 
 @pytest.mark.parametrize(

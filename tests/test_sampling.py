@@ -233,10 +233,6 @@ def test_batch_counter_and_explicit_batch_key():
     assert same(b.sample(SamplerInput(seeds, key=1)), second)
     assert same(b.sample(SamplerInput(seeds, key=0)), first)
     assert same(b.sample(SamplerInput(seeds)), first)  # no key: the sampler's own counter, which explicit keys leave alone
-    with pytest.warns(DeprecationWarning, match="SamplerInput"):
-        assert same(b.sample(seeds, batch=1), second)  # the old spelling, for one release
-    with pytest.raises(SamplingError, match="both"):
-        b.sample(SamplerInput(seeds, key=1), batch=1)
     for bad in (-1, 1.5, True):
         with pytest.raises(SamplingError, match="key="):
             SamplerInput(seeds, key=bad)

@@ -36,14 +36,14 @@ def test_gpu_sampling_on_a_side_stream_equals_cpu_batches():
     host = graph()
     on_gpu = host.to("cuda")
     seeds = torch.arange(0, 5000, 7)
-    cpu = NeighborSampler(host, [15, 10], seed=9).sample(seeds, batch=2)
+    cpu = NeighborSampler(host, [15, 10], seed=9).sample(SamplerInput(seeds, key=2))
     sampler = NeighborSampler(on_gpu, [15, 10], seed=9)
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
         busy = torch.randn(4096, 4096, device="cuda")
         for _ in range(8):  # queue work ahead of the sampler on the same stream
             busy = busy @ busy.T / 4096
-        gpu = sampler.sample(seeds.cuda(), batch=2)
+        gpu = sampler.sample(SamplerInput(seeds.cuda(), key=2))
     torch.cuda.current_stream().wait_stream(side)
     assert torch.equal(gpu.input_nodes.cpu(), cpu.input_nodes)
     for a, b in zip(gpu.blocks, cpu.blocks):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from sparsetrain.sampling import CSCGraph, SamplingError
+from sparsetrain.sampling import CSCGraph, Fanouts, SamplingError
 
 NUM_NODES = {"paper": 7, "author": 5, "topic": 3}
 
@@ -98,7 +98,8 @@ def test_a_homogeneous_graph_is_the_one_type_case():
     from sparsetrain.sampling import NeighborSampler, SamplerInput
 
     sampler = NeighborSampler(g, {("_N", "_E", "_N"): [2]}, seed=0)
-    assert sampler.fanouts == [2] and sampler.sample(SamplerInput(torch.tensor([1]), node_type="_N")).seeds.tolist() == [1]
+    assert sampler.fanouts == Fanouts([2])
+    assert sampler.sample(SamplerInput(torch.tensor([1]), node_type="_N")).seeds.tolist() == [1]
     with pytest.raises(SamplingError, match="graph is homogeneous"):
         sampler.sample(SamplerInput(torch.tensor([1]), node_type="paper"))
 

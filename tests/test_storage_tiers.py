@@ -170,11 +170,6 @@ def test_dataset_feature_store_checks_meta(tmp_path):
     store = ds.feature_store(mode="pread")
     assert store is not ds.features and store.mode == "pread"
     assert np.array_equal(store.gather(ids).numpy(), table[ids.numpy()])
-    with pytest.warns(DeprecationWarning, match="feature_store"):
-        old = MmapFeatures.from_dataset(ds)
-    assert np.array_equal(old.gather(ids).numpy(), table[ids.numpy()])
-    with pytest.raises(FeatureFileError, match=r"sparsetrain\.datasets\.load\(path\)"):
-        MmapFeatures.from_dataset(tmp_path / "g")
 
     meta = json.loads((tmp_path / "g" / "meta.json").read_text())
     meta["files"]["features.npy"]["shape"] = [300, 7]

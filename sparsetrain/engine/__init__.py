@@ -7,7 +7,6 @@ from a ``TrainSettings`` of one small settings object per concern. Models live i
 ``ClusterSampler`` in :mod:`sparsetrain.sampling`.
 """
 
-from sparsetrain._deprecation import moved_attribute
 from sparsetrain.engine.checkpoint import CheckpointError, load_latest_checkpoint, save_checkpoint
 from sparsetrain.engine.distributed import DistributedError
 from sparsetrain.engine.evaluate import accuracy, full_graph_evaluator, sampled_evaluator
@@ -27,23 +26,3 @@ __all__ = [
     "DataSettings", "FeatureSettings", "ModelSettings", "OptimSettings", "RunSettings", "SamplingSettings",
     "TrainSettings", "train",
 ]
-
-_MOVED = {
-    **dict.fromkeys(("GAT", "GCN", "BlockGNN", "GraphSAGE", "block_adj_t"), "sparsetrain.nn.models"),
-    **dict.fromkeys(("Packing", "cluster_attention", "edge_attention", "linear_attention"), "sparsetrain.nn.attention"),
-    "GraphTransformer": "sparsetrain.nn.graph_transformer",
-    **dict.fromkeys(("SequenceParallelError", "SequenceShards", "head_to_seq", "seq_to_head"),
-                    "sparsetrain.nn.sequence_parallel"),
-    **dict.fromkeys(("BatchClusters", "ClusteredMiniBatch", "ClusterSampler"), "sparsetrain.sampling.clusters"),
-    "load_clusters": "sparsetrain.datasets.dataset",
-}
-"""Names that lived here in 0.1 and moved to ``sparsetrain.nn`` / ``.sampling`` / ``.datasets``; kept for one
-release."""
-
-
-def __getattr__(name: str):
-    if name == "full_graph_inference":  # renamed: the function itself warns when called
-        from sparsetrain.engine.inference import full_graph_inference
-
-        return full_graph_inference
-    return moved_attribute(__name__, _MOVED, name)

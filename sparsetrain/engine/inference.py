@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import tempfile
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from sparsetrain._sigbus import watch
 from sparsetrain.engine.stages.fetch import check_finite
 from sparsetrain.errors import SettingError
 from sparsetrain.nn.models import BlockGNN
+from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.storage import MmapFeatures
 from sparsetrain.storage.rows import gather_rows
 
@@ -44,16 +44,6 @@ def layerwise_inference(model: BlockGNN, dataset, batch_size: int = 4096, *, dev
     if x is None:
         raise SettingError(f"layerwise_inference: {dataset!r} has no node features; pass features=")
     return infer_layers(model, x, dataset.graph, batch_size, torch.device(device), memory_budget, spill_dir)
-
-
-def full_graph_inference(model: BlockGNN, x, graph, nodes_per_chunk: int = 4096,
-                         device: str | torch.device = "cpu") -> torch.Tensor:
-    """Deprecated: ``layerwise_inference(model, dataset, batch_size=nodes_per_chunk, features=x)``."""
-    warnings.warn("full_graph_inference(model, x, graph) is deprecated and goes away in the next release; use "
-                  "sparsetrain.engine.layerwise_inference(model, dataset, batch_size=...) (features=x for other "
-                  "features)",
-                  DeprecationWarning, stacklevel=2)
-    return infer_layers(model, x, graph, nodes_per_chunk, torch.device(device), None, None)
 
 
 def infer_layers(model: BlockGNN, x, graph, batch_size: int, device: torch.device, memory_budget: int | None,
@@ -145,9 +135,7 @@ def layerwise_cost(num_edges: int, num_layers: int) -> int:
     return num_edges * num_layers
 
 
-def sampled_cost(num_eval_nodes: int, fanouts: list[int]) -> float:
+def sampled_cost(num_eval_nodes: int, fanouts: Fanouts) -> float:
     """Edges sampled evaluation aggregates: per seed, the block edges of its fanouts (-1 = all: at least the graph)."""
-    if any(f < 0 for f in fanouts):
-        return math.inf
-    per_seed = sum(math.prod(fanouts[: k + 1]) for k in range(len(fanouts)))
-    return float(num_eval_nodes) * per_seed
+    per_seed = fanouts.edges_per_seed()
+    return math.inf if math.isinf(per_seed) else num_eval_nodes * per_seed

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from sparsetrain.datasets.edge_split import EdgeSplit
-from sparsetrain.engine.inference import full_graph_inference
+from sparsetrain.engine.inference import infer_layers
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.metrics import hits_at_k, mrr, roc_auc
 from sparsetrain.engine.settings import ModelSettings, SamplingSettings
@@ -74,7 +74,7 @@ def link_evaluator(features, graph, edge_split: dict[str, EdgeSplit], device="cp
 
     def evaluate(model: LinkPredictor) -> dict:
         was_training = model.training
-        h = full_graph_inference(model.encoder, features, graph, device=device)
+        h = infer_layers(model.encoder, features, graph, 4096, torch.device(device), None, None)
         model.eval()
         result = {}
         for name, split in evaluated.items():

@@ -217,7 +217,7 @@ def _full_eval_is_cheaper(ds, fanouts: Fanouts, eval_split: dict) -> bool:
         return True
     eval_nodes = sum(len(idx) for idx in eval_split.values())
     layerwise = LAYERWISE_EDGE_COST * layerwise_cost(ds.num_edges, fanouts.num_hops)
-    return layerwise <= sampled_cost(eval_nodes, fanouts.as_list())
+    return layerwise <= sampled_cost(eval_nodes, fanouts)
 
 
 ONLINE_CLUSTER_MAX_NODES = 1_000_000

@@ -16,7 +16,6 @@ import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from sparsetrain._deprecation import renamed_keyword
 from sparsetrain.engine.precision import PRECISIONS
 from sparsetrain.errors import SettingError, SettingTypeError
 from sparsetrain.nn.link import DECODERS
@@ -243,7 +242,7 @@ class TrainSettings:
     """Every part of one run: ``TrainSettings(data=DataSettings(...), sampling=SamplingSettings(...), ...)``.
 
     Parts left out take their defaults. The ``train`` flags' names are accepted as flat keywords too, each routed to
-    its part (``TrainSettings(data="cora", fanouts=[15, 10], lr=0.01)``); ``fanout=`` is the old name of ``fanouts``.
+    its part (``TrainSettings(data="cora", fanouts=[15, 10], lr=0.01)``).
     """
 
     data: DataSettings
@@ -257,11 +256,6 @@ class TrainSettings:
         given = {"data": data, "sampling": sampling, "features": features, "model": model, "optim": optim, "run": run}
         parts = {name: value for name, value in given.items() if isinstance(value, PARTS[name])}
         flat = {name: value for name, value in given.items() if value is not None and name not in parts}
-        if "fanout" in flags:
-            renamed_keyword("TrainSettings", "fanout", "fanouts")
-            if "fanouts" in flags:
-                raise SettingTypeError("TrainSettings: pass fanouts= only (fanout= is its old name)")
-            flags["fanouts"] = flags.pop("fanout")
         flat.update(flags)
         per_part: dict[str, dict] = {name: {} for name in PARTS}
         for name, value in flat.items():

@@ -4,7 +4,6 @@ Building blocks (router, dispatch, expert kernels, placement planning) stay impo
 modules: :mod:`sparsetrain.moe.router`, ``.dispatch``, ``.experts``, ``.grouped``, ``.placement``, ``.losses``.
 """
 
-from sparsetrain._deprecation import moved_attribute
 from sparsetrain.moe.checkpoint import load_optimizer_state_dict, optimizer_state_dict
 from sparsetrain.moe.dcp import DCPState, dcp_state_dict, load_dcp_state_dict
 from sparsetrain.moe.dcp_reader import SafeFileSystemReader, load_dcp
@@ -37,29 +36,3 @@ __all__ = [
     "sync_dense_grads",
     "update_expert_biases",
 ]
-
-_MOVED = {
-    "DispatchPlan": "sparsetrain.moe.dispatch",
-    "capacity": "sparsetrain.moe.dispatch",
-    "plan_dispatch": "sparsetrain.moe.dispatch",
-    "ExpertParallelExperts": "sparsetrain.moe.expert_parallel",
-    "ExpertShape": "sparsetrain.moe.experts",
-    "LocalExperts": "sparsetrain.moe.experts",
-    "expert_ffn": "sparsetrain.moe.experts",
-    "FSSDPExperts": "sparsetrain.moe.fssdp",
-    "grouped_mm": "sparsetrain.moe.grouped",
-    "native_available": "sparsetrain.moe.grouped",
-    "load_balancing_loss": "sparsetrain.moe.losses",
-    "router_z_loss": "sparsetrain.moe.losses",
-    "LoadWindow": "sparsetrain.moe.placement",
-    "balanced_owners": "sparsetrain.moe.placement",
-    "hot_replicas": "sparsetrain.moe.placement",
-    "plan_placement": "sparsetrain.moe.placement",
-    "Router": "sparsetrain.moe.router",
-    "Routing": "sparsetrain.moe.router",
-    "ShardedExperts": "sparsetrain.moe.sharded",
-}
-
-
-def __getattr__(name: str):
-    return moved_attribute(__name__, _MOVED, name)

@@ -157,9 +157,10 @@ class HFMoEBlock(nn.Module):
             raise MoEStateError(f"HFMoEBlock ({self.source}): no HF name for the state entries {sorted(moe_state)}")
         return out
 
-    def moe_state_from_hf(self, hf_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def moe_state_from_hf(self, hf_state: dict[str, torch.Tensor], prefix: str = "") -> dict[str, torch.Tensor]:
         """Inverse of :meth:`hf_state_dict`: ``moe`` state entries from the HF-layout entries present in
-        ``hf_state`` (the mapped ones are consumed; the rest stay for the caller to report)."""
+        ``hf_state`` (the mapped ones are consumed; the rest stay for the caller to report). ``prefix``: the block's
+        name in the model, for messages."""
         fam, out = self.family, {}
         pairs = {"gate.weight": "router.weight"}
         if fam.grouped:
@@ -169,9 +170,17 @@ class HFMoEBlock(nn.Module):
         for hf_name, name in pairs.items():
             if hf_name in hf_state:
                 out[name] = hf_state.pop(hf_name)
-        for hf_name, name in (("experts.gate_up_proj", "experts.w_in"), ("experts.down_proj", "experts.w_out")):
+        shape = self.moe.expert_shape
+        experts = {"experts.gate_up_proj": ("experts.w_in", "[E, 2I, H]", (shape.in_width, shape.d_model)),
+                   "experts.down_proj": ("experts.w_out", "[E, H, I]", (shape.d_model, shape.d_hidden))}
+        for hf_name, (name, layout, rows) in experts.items():
             if hf_name in hf_state:
-                out[name] = hf_state.pop(hf_name).transpose(1, 2)
+                tensor = hf_state.pop(hf_name)
+                want = [self.moe.num_experts, *rows]
+                if list(tensor.shape) != want:
+                    raise MoEStateError(f"{prefix}{hf_name} has shape {list(tensor.shape)}; {fam.name} expects "
+                                        f"{layout} = {want} (experts, then HF's F.linear layout)")
+                out[name] = tensor.transpose(1, 2)
         if fam.shared is not None:
             gate, up, down = (f"{fam.shared}.{p}_proj.weight" for p in ("gate", "up", "down"))
             if gate in hf_state and up in hf_state:
@@ -205,7 +214,7 @@ def _state_dict_from_hf(block: HFMoEBlock, state: dict, prefix: str, *args) -> N
     if not names:
         return
     hf_state = {k[len(prefix) :]: state[k] for k in names}
-    moe_state = block.moe_state_from_hf(hf_state)  # consumes what it maps
+    moe_state = block.moe_state_from_hf(hf_state, prefix)  # consumes what it maps
     for k in names:
         if k[len(prefix) :] not in hf_state:
             del state[k]

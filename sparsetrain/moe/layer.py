@@ -6,8 +6,7 @@ import torch
 from torch import nn
 
 from sparsetrain.moe.dispatch import combine, plan_dispatch
-from sparsetrain.moe.errors import MoEConfigError, MoEInputError
-from sparsetrain.moe.errors import MoEStateError
+from sparsetrain.moe.errors import MoEConfigError, MoEInputError, MoEStateError
 from sparsetrain.moe.experts import ExpertShape, LocalExperts
 from sparsetrain.moe.losses import MoEAux, load_balancing_loss, router_z_loss
 from sparsetrain.moe.router import Router
@@ -36,9 +35,9 @@ class MoE(nn.Module):
         expert_bias: DeepSeek-V3 selection-only bias; call :meth:`update_expert_bias` after each optimizer
             step (it uses the token counts seen since the last call, summed over ranks).
         sharding: ``None`` (all experts here), :class:`~sparsetrain.moe.FSSDP` or
-            :class:`~sparsetrain.moe.ExpertParallel`: the same as :func:`shard_experts` applied to the layer,
-            except that the whole expert table is never built. Same weights and inputs give the same function in
-            every mode.
+            :class:`~sparsetrain.moe.ExpertParallel`: shorthand for ``shard_experts(MoE(...), sharding)`` (the one
+            planner), except that the whole expert table is never built: each rank builds only its shard from
+            the layer's seed. Same weights and inputs give the same function in every mode.
 
     Returns ``(y, aux)``: ``y`` has the shape and dtype of ``x``; ``aux`` is a :class:`MoEAux`.
 
@@ -163,17 +162,34 @@ def shard_experts(module: nn.Module, sharding) -> nn.Module:
     ones: the same seed, or the same checkpoint loaded), so the layer computes what it did before. Call it on every
     rank, before building the optimizer and before wrapping in DDP / ``fully_shard`` (their ignore lists take
     :func:`~sparsetrain.moe.sharded_parameter_names`). Returns ``module``.
+
+    Planned, then applied: every layer is checked and its shard built before any layer changes, so a refusal
+    (no MoE layer, a layer already sharded, a sharding that does not fit) leaves ``module`` as it was.
     """
-    for layer in [m for m in module.modules() if isinstance(m, MoE)]:
-        experts = layer.experts
-        if experts is not None and not isinstance(experts, LocalExperts):
-            raise MoEStateError(f"shard_experts: this MoE layer's experts are already sharded ({experts.mode}); "
-                                "shard each layer once")
-        sharded = sharding.build(layer.expert_shape, layer.num_experts, layer.expert_seed)
-        if experts is not None:  # the layer's own weights, which may have been trained or loaded since it was built
-            sharded.load_state_dict(experts.state_dict())
+    if isinstance(sharding, type) or not callable(getattr(sharding, "build", None)):
+        raise MoEConfigError(f"shard_experts: sharding={sharding!r} is not a sharding; pass an instance such as "
+                             "FSSDP() or ExpertParallel(group)")
+    layers = [(name, m) for name, m in module.named_modules() if isinstance(m, MoE)]
+    if not layers:
+        raise MoEConfigError(f"shard_experts: no sparsetrain MoE layer in {type(module).__name__}; build the model "
+                             "with sparsetrain.moe.MoE (a Hugging Face model: replace_moe_blocks(model) first)")
+    for name, layer in layers:
+        if layer.experts is not None and not isinstance(layer.experts, LocalExperts):
+            where = f" {name!r}" if name else ""
+            raise MoEStateError(f"shard_experts: the experts of MoE layer{where} are already sharded "
+                                f"({layer.experts.mode}); shard each layer once, nothing was changed")
+    plan = [(layer, _shard_of(layer, sharding)) for _, layer in layers]
+    for layer, sharded in plan:
         layer.experts = sharded
     return module
+
+
+def _shard_of(layer: MoE, sharding) -> nn.Module:
+    """This rank's shard of ``layer``'s experts under ``sharding``, holding the layer's current weights."""
+    sharded = sharding.build(layer.expert_shape, layer.num_experts, layer.expert_seed)
+    if layer.experts is not None:  # the layer's own weights, which may have been trained or loaded since it was built
+        sharded.load_state_dict(layer.experts.state_dict())
+    return sharded
 
 
 def update_expert_biases(model: nn.Module) -> None:

@@ -1,7 +1,7 @@
 """R-GCN-style typed GNN from PyG layers: per layer a ``HeteroConv`` of one convolution per relation, run block by
 block.
 
-Layer ``l`` takes block ``l`` of a :class:`~sparsetrain.sampling.HeteroMiniBatch` (``mb.to_pyg()[l]``): every
+Layer ``l`` takes block ``l`` of a typed :class:`~sparsetrain.sampling.MiniBatch` (``mb.to_pyg()[l]``): every
 relation's convolution maps its source type's features to its dst type's first ``num_dst`` nodes, the
 ``HeteroConv`` sums them per dst type, and a per-type root weight (R-GCN's self-connection ``W_0``) is added.
 Node types without input features get a learnable embedding per node: their ``x`` is the int64 global node ids
@@ -20,7 +20,7 @@ from sparsetrain.errors import SettingError
 from sparsetrain.sampling.graph import EdgeType
 
 HeteroPygBlock = tuple[dict[EdgeType, torch.Tensor], tuple[dict[str, int], dict[str, int]]]
-"""One typed hop as :meth:`HeteroMiniBatch.to_pyg` gives it: (edge_index per edge type, (num_src, num_dst) per node
+"""One typed hop as :meth:`MiniBatch.to_pyg` gives it: (edge_index per edge type, (num_src, num_dst) per node
 type)."""
 
 

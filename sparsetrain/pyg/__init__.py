@@ -10,9 +10,6 @@
   sparsetrain dataset, so PyG's own loaders accept ``(feature_store, graph_store)``.
 """
 
-import importlib
-import warnings
-
 from sparsetrain.pyg.errors import PyGNotImplementedError, PyGOptionError
 from sparsetrain.pyg.loader import LinkNeighborLoader, NeighborLoader
 from sparsetrain.pyg.sampler import NeighborSampler
@@ -21,13 +18,3 @@ from sparsetrain.pyg.stores import DatasetFeatureStore, DatasetGraphStore
 __all__ = ["DatasetFeatureStore", "DatasetGraphStore", "LinkNeighborLoader", "NeighborLoader", "NeighborSampler",
            "PyGNotImplementedError", "PyGOptionError"]
 
-
-def __getattr__(name: str):
-    """``sparsetrain.pyg.hetero`` and its functions resolve for one release, with a warning naming their
-    replacement."""
-    _deprecated = importlib.import_module("sparsetrain.pyg._deprecated")
-    if name not in _deprecated.NEW_NAME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(f"{__name__}.{name} is deprecated: use {_deprecated.NEW_NAME[name]} (the old name goes away in the "
-                  "next release)", DeprecationWarning, stacklevel=2)
-    return _deprecated if name == "hetero" else getattr(_deprecated, name)

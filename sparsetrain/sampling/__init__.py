@@ -2,8 +2,6 @@
 NeighborSampler for both) and cluster sampling, edge seeds with negatives, sampler input / minibatch output, batch
 ordering."""
 
-import warnings
-
 from sparsetrain.sampling.clusters import BatchClusters, ClusteredMiniBatch, ClusterSampler
 from sparsetrain.sampling.edge_seeds import LinkMiniBatch, LinkNeighborSampler
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
@@ -41,14 +39,3 @@ __all__ = [
     "reuse_stats",
 ]
 
-
-def __getattr__(name: str):
-    """The typed twins' old names (``HeteroGraph``, ``HeteroNeighborSampler``, ...) resolve for one release, warning."""
-    import importlib
-
-    _deprecated = importlib.import_module("sparsetrain.sampling._deprecated")
-    if name not in _deprecated.NEW_NAME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(f"{__name__}.{name} is deprecated: use {__name__}.{_deprecated.NEW_NAME[name]} "
-                  "(the old name goes away in the next release)", DeprecationWarning, stacklevel=2)
-    return getattr(_deprecated, name)

@@ -25,6 +25,7 @@ import torch
 
 from sparsetrain.errors import DatasetError, SettingError
 from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import MiniBatch
 
@@ -130,7 +131,7 @@ class ClusterSampler:
         return self.sampler.graph
 
     @property
-    def fanouts(self) -> list[int]:
+    def fanouts(self) -> Fanouts:
         """The inner sampler's fanouts."""
         return self.sampler.fanouts
 

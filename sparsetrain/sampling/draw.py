@@ -1,7 +1,7 @@
 """Per-node neighbor draws, written once for the CPU and the GPU sampler.
 
 These are ``numba.njit`` functions, inlined into the CPU kernels of
-:mod:`sparsetrain.sampling.neighbor`; :mod:`sparsetrain.sampling.neighbor_cuda`
+:mod:`sparsetrain.sampling.neighbor`; :mod:`sparsetrain.sampling.cuda`
 compiles the same Python source as CUDA device functions through
 :func:`sparsetrain.sampling.retarget.retarget`. Randomness comes from
 :mod:`sparsetrain.sampling.rng` (also retargeted), so a node's draws are the

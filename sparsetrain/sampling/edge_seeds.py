@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import EDGE_TYPE, CSCGraph, EdgeType
 from sparsetrain.sampling.input import EdgeSamplerInput, SamplerInput, ids_on
 from sparsetrain.sampling.minibatch import Block, MiniBatch
@@ -128,7 +129,7 @@ class LinkNeighborSampler:
         else:
             if edge_type is not None and tuple(edge_type) != EDGE_TYPE:
                 raise SamplingError(f"edge_type={edge_type!r} but the graph is homogeneous; leave edge_type unset")
-            num_src, relation = graph.num_nodes, graph
+            edge_type, num_src, relation = EDGE_TYPE, graph.num_nodes, graph
         self.sampler = sampler
         self.graph = graph
         self.edge_type = edge_type
@@ -144,7 +145,8 @@ class LinkNeighborSampler:
         self._lock = threading.Lock()
 
     @property
-    def fanouts(self) -> list[int]:
+    def fanouts(self) -> Fanouts:
+        """The inner sampler's fanouts."""
         return self.sampler.fanouts
 
     def sample(self, inp: EdgeSamplerInput) -> LinkMiniBatch:
@@ -195,7 +197,7 @@ class LinkNeighborSampler:
             src_all, dst_all = src, torch.cat([dst, neg_dst.to(device)])
         else:
             src_all, dst_all = src, dst
-        typed_ends = self.graph.is_typed and self.edge_type[0] != self.edge_type[2]
+        typed_ends = self.edge_type[0] != self.edge_type[2]
         if typed_ends:
             inverse_src = inverse_dst = None
             if disjoint:
@@ -213,8 +215,7 @@ class LinkNeighborSampler:
             else:
                 seeds, inverse = torch.unique(both, return_inverse=True)
             seed_time = None if time is None else torch.cat([src_time, dst_time])
-            node_type = self.edge_type[0] if self.graph.is_typed else None
-            mb = self.sampler.sample(SamplerInput(seeds, key=key, node_type=node_type, seed_time=seed_time))
+            mb = self.sampler.sample(SamplerInput(seeds, key=key, node_type=self.edge_type[0], seed_time=seed_time))
             inverse_src, inverse_dst = inverse[: src_all.numel()], inverse[src_all.numel() :]
         blocks, flat = mb.blocks, mb.subgraph
         if self.exclude != "none" and num_pos:
@@ -245,7 +246,7 @@ class LinkNeighborSampler:
         """Negative ``nodes`` (entry ``f`` for seed edge ``f % len(time)``) redrawn where their node time is later than
         its edge's."""
         times = self.sampler.times
-        node_type = self.edge_type[0 if end == "src" else 2] if self.graph.is_typed else self.graph.node_types[0]
+        node_type = self.edge_type[0 if end == "src" else 2]
         if node_type not in times.timed_types or not nodes.numel():
             return nodes
         t = times.types.index(node_type)

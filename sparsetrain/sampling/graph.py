@@ -247,6 +247,12 @@ class CSCGraph:
         return self.types is not None
 
     @property
+    def type_layout(self) -> TypeLayout:
+        """The graph's :class:`TypeLayout`; a homogeneous graph's is the one-type case (``"_N"`` nodes, one edge type
+        ``("_N", "_E", "_N")``, its columns the nodes)."""
+        return self.types if self.types is not None else TypeLayout({NODE_TYPE: self.num_nodes}, (EDGE_TYPE,))
+
+    @property
     def node_types(self) -> list[str]:
         return list(self.types.num_nodes) if self.types is not None else [NODE_TYPE]
 

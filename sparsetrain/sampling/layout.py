@@ -7,42 +7,33 @@ import torch
 
 from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.fanouts import Fanouts
-from sparsetrain.sampling.graph import CSCGraph, EdgeType
+from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.sampling.rng import hop_key
 
 MAX_EDGE_TYPES = 1 << 20  # typed hop keys pack (hop, edge type) into one counter: hop * MAX_EDGE_TYPES + edge type
-
-
-def normalize_fanouts(graph: CSCGraph, fanouts) -> list[int] | dict[EdgeType, list[int]]:
-    """Checked fanouts as the sampler over ``graph`` reads them (see :meth:`Fanouts.for_graph`)."""
-    return Fanouts.of(fanouts).for_graph(graph)
 
 
 class KernelLayout:
     """What the kernels (CPU and CUDA) need to know of the graph's types, as small arrays indexed by node type and by
     edge type (one of each on a homogeneous graph), and the fanouts as an int64 [hops, edge types] array."""
 
-    def __init__(self, graph: CSCGraph, fanouts) -> None:
+    def __init__(self, graph: CSCGraph, fanouts: Fanouts) -> None:
+        types = graph.type_layout
         self.typed = graph.is_typed
-        self.node_types = graph.node_types
-        self.edge_types = graph.edge_types
+        self.node_types = list(types.num_nodes)
+        self.edge_types = list(types.edge_types)
         self.type_index = {t: i for i, t in enumerate(self.node_types)}
-        sizes = graph.num_nodes if graph.is_typed else {self.node_types[0]: graph.num_nodes}
-        self.type_size = np.array([sizes[t] for t in self.node_types], np.int64)
+        self.type_size = np.array([types.num_nodes[t] for t in self.node_types], np.int64)
         self.type_offset = np.concatenate([[0], np.cumsum(self.type_size)]).astype(np.int64)
         self.et_src = np.array([self.type_index[et[0]] for et in self.edge_types], np.int64)
         self.et_dst = np.array([self.type_index[et[2]] for et in self.edge_types], np.int64)
-        cols = graph.types.col_offset if graph.is_typed else [0, graph.num_nodes]
-        self.col_offset = np.array(cols[:-1], np.int64)
+        self.col_offset = np.array(types.col_offset[:-1], np.int64)
         # an edge's id without edge_perm is its CSC position counted from its edge type's first edge
         self.edge_offset = np.zeros(1, np.int64)
         if graph.is_typed:
-            first_cols = torch.tensor(cols[:-1], dtype=torch.int64, device=graph.device)
+            first_cols = torch.tensor(types.col_offset[:-1], dtype=torch.int64, device=graph.device)
             self.edge_offset = graph.indptr[first_cols].cpu().numpy().astype(np.int64)
-        per_type = fanouts if isinstance(fanouts, dict) else {et: fanouts for et in self.edge_types}
-        hops = len(next(iter(fanouts.values()), [])) if isinstance(fanouts, dict) else len(fanouts)
-        by_type = np.array([per_type[et] for et in self.edge_types], np.int64).reshape(len(self.edge_types), hops)
-        self.fanouts = by_type.T.copy()  # [hops, edge types]
+        self.fanouts = fanouts.kernel_array(graph)  # [hops, edge types]
 
     def segments(self, hop: int, counts: np.ndarray, first: np.ndarray) -> tuple[list[int], list[int], list[int]]:
         """Hop ``hop``'s work items as segments, one per edge type it samples: ``(seg_et, seg_start, seg_dst)``.

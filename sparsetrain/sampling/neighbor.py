@@ -28,7 +28,7 @@ the thread count) are shared with the GPU kernels, which compile the same source
 The dedupe + relabel pass is not shared: here it is one sequential pass over a
 direct-address table (cheap, cache-friendly, no atomics), while the GPU inserts
 from thousands of threads at once into a hash table with ``atomicCAS``/``atomicMin``
-and numbers first occurrences with a scan (:mod:`sparsetrain.sampling.neighbor_cuda`).
+and numbers first occurrences with a scan (:mod:`sparsetrain.sampling.cuda`).
 Both give new nodes local ids in order of first appearance in the (segment-major,
 dst-major) edge list, so the batches are identical.
 """

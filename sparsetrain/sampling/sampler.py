@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-import warnings
 from collections.abc import Mapping, Sequence
 
 import numba
@@ -16,7 +15,8 @@ from sparsetrain.sampling import disjoint, neighbor, subgraph, temporal
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput, ids_on
-from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout, normalize_fanouts
+from sparsetrain.sampling.fanouts import Fanouts
+from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout
 from sparsetrain.sampling.minibatch import Block, MiniBatch
 from sparsetrain.sampling.subgraph import SUBGRAPH_TYPES
 
@@ -68,7 +68,7 @@ class NeighborSampler:
     a homogeneous graph and ``c = h * 2**20 + (index of the edge type)`` on a typed one.
     """
 
-    def __init__(self, graph: CSCGraph, fanouts: Sequence[int] | Mapping[EdgeType, Sequence[int]], *,
+    def __init__(self, graph: CSCGraph, fanouts: Fanouts | Sequence[int] | Mapping[EdgeType, Sequence[int]], *,
                  replace: bool = False, weighted: bool = False, seed: int | None = None, hop_nodes: str = "all",
                  seed_type: str | None = None, disjoint: bool = False, node_time=None, edge_time=None,
                  temporal_strategy: str = "uniform", subgraph_type: str = "directional") -> None:
@@ -87,7 +87,7 @@ class NeighborSampler:
             raise SamplingError(f"subgraph_type={subgraph_type!r}; choose one of {', '.join(SUBGRAPH_TYPES)}")
         if temporal_strategy not in temporal.STRATEGIES:
             raise SamplingError(f"temporal_strategy={temporal_strategy!r}; choose 'uniform' or 'last'")
-        self.fanouts = normalize_fanouts(graph, fanouts)
+        self.fanouts = Fanouts.of(fanouts).for_graph(graph)
         if weighted:
             _check_weights(graph)
         self.times = None
@@ -112,12 +112,13 @@ class NeighborSampler:
         self._lock = threading.Lock()
         self._workspaces: list[neighbor.Workspace] = []  # one per concurrent CPU call
         self._cuda = None
+        self._placement = _placement(graph)
 
     def __getstate__(self) -> dict:
-        """Pickled (e.g. into a loader's worker process) without its lock, scratch and device views; the copy counts
-        keys from 0."""
+        """Pickled (e.g. into a loader's worker process) without its lock, scratch, device views and placement; the
+        copy counts keys from 0."""
         state = dict(self.__dict__)
-        for name in ("_counter", "_lock", "_workspaces", "_cuda"):
+        for name in ("_counter", "_lock", "_workspaces", "_cuda", "_placement"):
             state.pop(name)
         return state
 
@@ -127,10 +128,11 @@ class NeighborSampler:
         self._lock = threading.Lock()
         self._workspaces = []
         self._cuda = None
+        self._placement = _placement(self.graph)  # (a pinned graph unpickled in another process is no longer pinned)
 
     @property
     def num_hops(self) -> int:
-        return self._layout.fanouts.shape[0]
+        return self.fanouts.num_hops
 
     @property
     def has_gpu_path(self) -> bool:
@@ -144,28 +146,19 @@ class NeighborSampler:
         if graph is self.graph:
             return self
         moved = object.__new__(type(self))
-        moved.__setstate__(self.__getstate__())
-        moved.graph = graph
+        moved.__setstate__({**self.__getstate__(), "graph": graph})
         return moved
 
     @property
     def is_temporal(self) -> bool:
         return self.times is not None
 
-    def sample(self, inp: SamplerInput | torch.Tensor, *, batch: int | None = None) -> MiniBatch:
+    def sample(self, inp: SamplerInput | torch.Tensor) -> MiniBatch:
         """Sample the blocks of ``inp.seeds`` (unique node ids) with batch key ``inp.key``; see the class docstring.
 
-        A plain tensor of seeds stands for ``SamplerInput(seeds)``. ``batch=`` is the
-        deprecated spelling of ``SamplerInput(seeds, key=batch)``.
+        A plain tensor of seeds stands for ``SamplerInput(seeds)``.
         """
-        if batch is not None:
-            if isinstance(inp, SamplerInput):
-                raise SamplingError("sample() got both a SamplerInput and batch=; put the key in "
-                                    "SamplerInput(seeds, key=...) only")
-            warnings.warn("NeighborSampler.sample(seeds, batch=k) is deprecated; pass SamplerInput(seeds, key=k) "
-                          "(from sparsetrain.sampling import SamplerInput)", DeprecationWarning, stacklevel=2)
-            inp = SamplerInput(inp, key=batch)
-        elif not isinstance(inp, SamplerInput):
+        if not isinstance(inp, SamplerInput):
             inp = SamplerInput(inp)
         key = inp.key
         if key is None:
@@ -203,9 +196,10 @@ class NeighborSampler:
             raise self._layout.seeds_outside(t)
 
     def _on_gpu(self, seeds: list[tuple[int, torch.Tensor]]) -> bool:
-        """Whether the batch is sampled on the GPU; the options the GPU kernels lack are an error there."""
-        on_gpu = self.graph.device.type == "cuda" or (any(ids.device.type == "cuda" for _, ids in seeds)
-                                                      and self.graph.is_pinned())
+        """Whether the batch is sampled on the GPU (by the placement chosen with the graph; a pinned graph's batches
+        follow their seeds); the options the GPU kernels lack are an error there."""
+        on_gpu = self._placement == "cuda" or (self._placement == "pinned"
+                                               and any(ids.device.type == "cuda" for _, ids in seeds))
         if on_gpu and (not self.has_gpu_path or len(seeds) != 1):
             raise SamplingBackendError("disjoint, temporal, bidirectional and induced sampling, seeds of several types "
                                        "and zero hops run on the CPU only for now; keep the graph and the seeds on "
@@ -231,15 +225,16 @@ class NeighborSampler:
         return layout.type_index[name]
 
     def _sample_cuda(self, seeds: torch.Tensor, seed_type: int, key: int) -> MiniBatch:
-        from sparsetrain.sampling import neighbor_cuda
+        from sparsetrain.sampling.cuda.driver import sample_layers
+        from sparsetrain.sampling.cuda.graph import CudaGraph
 
         if self._cuda is None:
-            self._cuda = neighbor_cuda.CudaGraph(self.graph)
-        device = self.graph.device if self.graph.device.type == "cuda" else seeds.device
+            self._cuda = CudaGraph(self.graph)
+        device = self.graph.device if self._placement == "cuda" else seeds.device
         seeds = ids_on(seeds, device)
         keys = [self._layout.hop_keys(self.seed, key, hop) for hop in range(self.num_hops)]
-        layers, nodes = neighbor_cuda.sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
-                                                    self.hop_nodes == "new", seed_type)
+        layers, nodes = sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
+                                      self.hop_nodes == "new", seed_type)
         return self._assemble([(seed_type, seeds)], nodes, layers, False)
 
     def _sample_cpu(self, seeds: list[tuple[int, torch.Tensor]], key: int, seed_time: np.ndarray | None,
@@ -395,7 +390,7 @@ class NeighborSampler:
             cols = ws.nodes[d][: counts[d]] + layout.col_offset[k]
             with _threads_for(int(counts[d]) * 8):
                 ei, ids = subgraph.induced_edges(indptr, indices, edge_perm, cols, ws.table, layout.type_offset[s],
-                                                 layout.type_size[s], layout.edge_offset[k] if layout.typed else 0)
+                                                 layout.type_size[s], layout.edge_offset[k])
             edge_index[et], edge_ids[et] = torch.from_numpy(ei), torch.from_numpy(ids)
         num = {t: int(counts[i]) for i, t in enumerate(layout.node_types)}
         if not layout.typed:
@@ -515,6 +510,15 @@ def _cut(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
     if t.device.type == "cpu":
         return torch.from_numpy(t.numpy()[..., a:b].copy())
     return t[..., a:b].clone()
+
+
+def _placement(graph: CSCGraph) -> str:
+    """Where a sampler over ``graph`` draws its batches, decided once with the graph: ``"cuda"`` (in device memory:
+    every batch on the GPU), ``"pinned"`` (page-locked host memory: on the GPU when the seeds are on it, else on the
+    CPU) or ``"host"`` (the CPU)."""
+    if graph.device.type == "cuda":
+        return "cuda"
+    return "pinned" if graph.is_pinned() else "host"
 
 
 def _check_weights(graph: CSCGraph) -> None:

@@ -23,6 +23,7 @@ from numba import prange
 
 from sparsetrain.sampling.draw import edge_count, segment_of
 from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, CSCGraph
 
 STRATEGIES = ("uniform", "last")
@@ -99,7 +100,7 @@ class Times:
         edge_time = _per_type(edge_time, edge_types, EDGE_TYPE, "edge_time", graph.is_typed)
         values = list((node_time or {}).values()) + list((edge_time or {}).values())
         self.dtype = torch.float64 if any(v.dtype.is_floating_point for v in values) else torch.int64
-        sizes = graph.num_nodes if graph.is_typed else {NODE_TYPE: graph.num_nodes}
+        sizes = graph.type_layout.num_nodes
         per_type_edges = graph.num_edges_per_type
         self.types = types
         self.type_offset = np.concatenate([[0], np.cumsum([sizes[t] for t in types])]).astype(np.int64)
@@ -233,7 +234,8 @@ class SeedNodeTimes:
         return self.sampler.graph
 
     @property
-    def fanouts(self):
+    def fanouts(self) -> Fanouts:
+        """The inner sampler's fanouts."""
         return self.sampler.fanouts
 
     def _times(self, node_type: str | None, seeds: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,6 @@ Belady's optimum in :mod:`sparsetrain.storage.belady`.
 GPU code (numba.cuda, CUDA runtime calls) is imported only when a GPU path runs.
 """
 
-from sparsetrain._deprecation import moved_attribute
 from sparsetrain.storage.base import FeatureSource, GatherStats
 from sparsetrain.storage.cache import CachedFeatures
 from sparsetrain.storage.errors import (CacheBudgetError, FeatureFileError, FeatureIdError, FeatureOutputError,
@@ -35,17 +34,3 @@ __all__ = [
     "CacheBudgetError",
     "PinnedMemoryError",
 ]
-
-_MOVED = {
-    "FeatureStore": "sparsetrain.storage.base:FeatureSource",
-    "as_feature_store": "sparsetrain.storage.cache:as_feature_source",
-    "POLICIES": "sparsetrain.storage.policies",
-    "make_policy": "sparsetrain.storage.policies",
-    "replay": "sparsetrain.storage.policies",
-    "access_counts": "sparsetrain.storage.policies",
-    "belady_hit_rate": "sparsetrain.storage.belady",
-}
-
-
-def __getattr__(name: str):
-    return moved_attribute(__name__, _MOVED, name)

@@ -9,7 +9,6 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from sparsetrain._deprecation import moved_attribute
 
 from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
 
@@ -212,9 +211,3 @@ class FeatureSource(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(shape={list(self.shape)}, dtype={self.dtype}, device={self.device})"
 
-
-_RENAMED = {"FeatureStore": "sparsetrain.storage.base:FeatureSource"}
-
-
-def __getattr__(name: str):
-    return moved_attribute(__name__, _RENAMED, name)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import mmap
 import os
 import threading
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -107,23 +106,6 @@ class MmapFeatures(FeatureSource):
         self._pool = None
         self._local = threading.local()
         self._open()
-
-    @classmethod
-    def from_dataset(cls, dataset, **kwargs) -> "MmapFeatures":
-        """Deprecated: use ``dataset.feature_store(**kwargs)`` (a new store) or ``dataset.features`` (the one ``load``
-        opened)."""
-        if not hasattr(dataset, "feature_store"):
-            raise FeatureFileError(
-                f"MmapFeatures.from_dataset({dataset!r}): storage no longer reads dataset folders; "
-                "open the folder with sparsetrain.datasets.load(path) and use its .features or .feature_store()"
-            )
-        warnings.warn(
-            "MmapFeatures.from_dataset(ds) is deprecated and will be removed in the next release; use "
-            "ds.feature_store() (or ds.features)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return dataset.feature_store(**kwargs)
 
     def _open(self) -> None:
         try:

@@ -1,0 +1,171 @@
+"""The GPU sampler's array back ends: PyTorch CUDA tensors on a GPU (:class:`TorchArrays`), NumPy arrays under
+``NUMBA_ENABLE_CUDASIM=1`` (:class:`NumpyArrays`, how the tests check the kernels without a GPU).
+
+Arrays cross from PyTorch to the kernels by ``__cuda_array_interface__``, never by copies; a graph in page-locked host
+memory is read zero-copy over PCIe.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sparsetrain._numba_cuda import cuda
+from sparsetrain.sampling.errors import SamplingBackendError
+
+
+class TorchArrays:
+    """Allocations and scans as PyTorch CUDA tensors; kernels see them through ``__cuda_array_interface__``.
+
+    Nothing here waits for the device: host values go up through pinned buffers (a copy from pageable memory would
+    wait for the stream), and :meth:`read` is the one read back.
+    """
+
+    threads = 256
+
+    def __init__(self, device) -> None:
+        import torch
+
+        self.torch = torch
+        self.device = device
+
+    def empty(self, shape):
+        return self.torch.empty(shape, dtype=self.torch.int64, device=self.device)
+
+    def full(self, shape, value: int):
+        return self.torch.full(shape if isinstance(shape, tuple) else (shape,), value, dtype=self.torch.int64,
+                               device=self.device)
+
+    def cumsum(self, a, axis: int = 0, out=None):
+        return self.torch.cumsum(a, axis, out=out)
+
+    def kernel(self, a):
+        # sync=False: the kernels run on the stream that produced ``a``, so no host wait is needed
+        return cuda.as_cuda_array(a, sync=False) if a.device.type == "cuda" else _host_mapped(a)
+
+    def stream(self):
+        """Numba's handle on PyTorch's current stream of this device."""
+        return cuda.external_stream(self.torch.cuda.current_stream(self.device).cuda_stream)
+
+    def upload_into(self, out, values: np.ndarray):
+        """``out`` filled with an int64 host array's values, copied from a pinned buffer without waiting."""
+        host = self.torch.from_numpy(np.ascontiguousarray(values, np.int64)).pin_memory()
+        return out.copy_(host, non_blocking=True)
+
+    def split(self, a, sizes: list[int]) -> list:
+        """``a`` cut into consecutive views of ``sizes``."""
+        bounds = np.cumsum([0, *sizes])
+        return [a[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+    def record_done(self):
+        """An event after the work queued so far on the current stream."""
+        event = self.torch.cuda.Event()
+        event.record(self.torch.cuda.current_stream(self.device))
+        return event
+
+    def wait_for(self, event) -> None:
+        """Queue a wait for ``event`` on the current stream (no host wait)."""
+        if event is not None:
+            self.torch.cuda.current_stream(self.device).wait_event(event)
+
+    def as_uint64(self, a):
+        return a.view(self.torch.uint64)
+
+    def cat(self, parts):
+        return self.torch.cat(parts)
+
+    def clone(self, a):
+        return a.clone()
+
+    def stack(self, a, b):
+        return self.torch.stack([a, b])
+
+    def seed_check(self, seeds, size: int):
+        """``[any seed outside [0, size), any seed repeated, a repeated seed]`` on the device."""
+        torch = self.torch
+        if seeds.numel() == 0:
+            return torch.zeros(3, dtype=torch.int64, device=self.device)
+        ordered = torch.sort(seeds).values
+        outside = (ordered[0] < 0) | (ordered[-1] >= size)
+        same = ordered[1:] == ordered[:-1]
+        # (index_select, not ordered[i]: a 0-dim tensor as an index is read back to the host)
+        repeated = (ordered[1:].index_select(0, same.to(torch.int32).argmax().reshape(1)).reshape(())
+                    if seeds.numel() > 1 else ordered[0])
+        return torch.stack([outside.to(torch.int64), same.any().to(torch.int64), repeated])
+
+    def read(self, a) -> list[int]:
+        """The one host wait: ``a``'s values on the host."""
+        return a.tolist()
+
+
+class NumpyArrays(TorchArrays):
+    """The same operations on NumPy arrays, for the CUDA simulator."""
+
+    threads = 32
+
+    def __init__(self) -> None:
+        pass
+
+    def empty(self, shape):
+        return np.empty(shape, np.int64)
+
+    def full(self, shape, value: int):
+        return np.full(shape, value, np.int64)
+
+    def cumsum(self, a, axis: int = 0, out=None):
+        return np.cumsum(a, axis, out=out)
+
+    def kernel(self, a):
+        return a
+
+    def stream(self):
+        return 0  # the simulator runs kernels in order on the host
+
+    def upload_into(self, out, values: np.ndarray):
+        out[...] = values
+        return out
+
+    def record_done(self):
+        return None  # the simulator runs kernels in order on the host
+
+    def wait_for(self, event) -> None:
+        pass
+
+    def as_uint64(self, a):
+        return a.view(np.uint64)
+
+    def cat(self, parts):
+        return np.concatenate(parts)
+
+    def clone(self, a):
+        return a.copy()
+
+    def stack(self, a, b):
+        return np.stack([a, b])
+
+    def seed_check(self, seeds, size: int):
+        if seeds.size == 0:
+            return np.zeros(3, np.int64)
+        ordered = np.sort(seeds)
+        same = ordered[1:] == ordered[:-1]
+        repeated = ordered[1:][same.argmax()] if seeds.size > 1 else ordered[0]
+        return np.array([ordered[0] < 0 or ordered[-1] >= size, same.any(), repeated], np.int64)
+
+    def read(self, a) -> list[int]:
+        return a.tolist()
+
+
+def _host_mapped(tensor):
+    """A device view of a page-locked host tensor (unified addressing: the host pointer is valid on the device)."""
+    if not tensor.is_pinned():
+        raise SamplingBackendError("GPU sampling reads the graph from device memory or pinned host memory; call "
+                                   "graph.to('cuda') or graph.pin_memory()")
+
+    class _View:
+        __cuda_array_interface__ = {
+            "shape": tuple(tensor.shape),
+            "typestr": tensor.numpy().dtype.str,
+            "data": (tensor.data_ptr(), False),
+            "version": 3,
+        }
+
+    return cuda.as_cuda_array(_View())
