@@ -82,44 +82,19 @@ def test_typed_twin_names_warn_and_build_the_one_class(old):
     assert sorted(mb.blocks[0].edge_index) == sorted(edges) and sorted(mb.input_nodes["a"].tolist()) == [0, 1, 2]
 
 
-TYPED_RENAMES = [  # (module, old, module of the new name, new): issue 32, "typed" is sparsetrain's name
-    ("sparsetrain.datasets", "synthesize_hetero", "sparsetrain.datasets", "synthesize_typed"),
-    ("sparsetrain.datasets.files", "from_files_hetero", "sparsetrain.datasets.files", "from_files_typed"),
-    ("sparsetrain.datasets.ogb_folder", "from_ogb_hetero", "sparsetrain.datasets.ogb_folder", "from_ogb_typed"),
-    ("sparsetrain.datasets.pyg", "from_pyg_hetero", "sparsetrain.datasets.pyg", "from_pyg_typed"),
-]
+def test_the_datasets_twin_and_old_names_are_gone(tmp_path, capsys):
+    """Issue 38: one importer per source, one synthesizer entry; the 0.1.0 aliases are deleted, not kept."""
+    from sparsetrain.cli import main
 
-
-@pytest.mark.parametrize(("module", "old", "home", "new"), TYPED_RENAMES)
-def test_hetero_names_warn_and_are_the_typed_ones(module, old, home, new):
-    with pytest.warns(DeprecationWarning, match=rf"{re.escape(module)}\.{old} is deprecated: it was renamed {re.escape(home)}\.{new}"):
-        value = getattr(importlib.import_module(module), old)
-    assert value is getattr(importlib.import_module(home), new)
-    assert old not in getattr(importlib.import_module(module), "__all__", ())
-
-
-def test_old_synth_module_warns_on_import_and_resolves_to_the_typed_one():
-    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
-            "try:\n    import sparsetrain.datasets.synth_hetero\nexcept DeprecationWarning as w:\n    print(w)\n"
-            "warnings.simplefilter('ignore')\n"
-            "import sparsetrain.datasets.synth_hetero as old, sparsetrain.datasets.synth_typed as new\n"
-            "assert old.synthesize_hetero is new.synthesize_typed and old.MAG_NODES is new.MAG_NODES\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "sparsetrain.datasets.synth_hetero is deprecated: the module was renamed sparsetrain.datasets.synth_typed" in done.stdout
-
-
-def test_synth_hetero_flag_is_a_hidden_alias_of_typed_that_warns_in_one_line(tmp_path, capsys):
-    from sparsetrain.cli import build_parser, main
-
-    assert "--hetero" not in build_parser()._subparsers._group_actions[0].choices["synth"].format_help()
-    with pytest.warns(DeprecationWarning, match=r"sparsetrain synth --hetero is deprecated: use --typed"):
-        assert main(["synth", "--hetero", "--nodes", "5", "--out", str(tmp_path / "x")]) == 1
-    assert "--typed sizes the graph with --scale" in capsys.readouterr().err
-    args = build_parser().parse_args(["synth", "--typed", "--out", str(tmp_path / "y")])
-    assert args.typed and not hasattr(args, "hetero")
-    assert not build_parser().parse_args(["synth", "--nodes", "4", "--edges", "4", "--out", str(tmp_path / "z")]).typed
-    code = "from sparsetrain.cli import main; main(['synth', '--hetero', '--nodes', '5', '--out', 'unused'])"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    warning = [line for line in done.stderr.splitlines() if "deprecated" in line]
-    assert warning == ["warning: sparsetrain synth --hetero is deprecated: use --typed (the old flag goes away in the next release)"]
+    for module, names in {"sparsetrain.datasets": ["synthesize_typed", "synthesize_hetero", "HeteroGraphDataset",
+                                                   "BuildOptions", "FORMAT_VERSION", "verify_checksums"],
+                          "sparsetrain.datasets.files": ["from_files_typed", "from_files_hetero"],
+                          "sparsetrain.datasets.ogb_folder": ["from_ogb_typed", "from_ogb_hetero"],
+                          "sparsetrain.datasets.pyg": ["from_pyg_typed", "from_pyg_hetero"]}.items():
+        for name in names:
+            assert not hasattr(importlib.import_module(module), name), f"{module}.{name}"
+    for module in ("synth_hetero", "synth_typed"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"sparsetrain.datasets.{module}")
+    assert main(["synth", "--hetero", "--out", str(tmp_path / "x")]) != 0
+    assert "unrecognized arguments: --hetero" in capsys.readouterr().err
