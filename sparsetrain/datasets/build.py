@@ -100,7 +100,7 @@ def _check_types(graph: GraphInput, options: BuildOptions) -> None:
     if not graph.typed and options.add_reverse:
         raise DatasetError("add_reverse is for typed graphs (a dict of edge types); a homogeneous graph adds "
                            "reverse edges with undirected=True (--undirected)")
-    if graph.typed:  # the one type of a homogeneous graph has reserved names; every other type is named by the user
+    if graph.typed:  # type names are the user's (a homogeneous graph's are reserved), edges are kept as given
         one_type = [name for name in _ONE_TYPE_OPTIONS if getattr(options, name)]
         if one_type:
             raise DatasetError(f"{one_type[0]} is for homogeneous graphs; a typed dataset keeps edges as given "
