@@ -218,6 +218,9 @@ def _check_inputs(graph: GraphInput, options: BuildOptions) -> str | None:
     for name in graph.splits:
         if name not in fmt.SPLIT_NAMES:
             raise DatasetError(f"split {name!r} is not known; use {', '.join(fmt.SPLIT_NAMES)}")
+    if not graph.typed and graph.target_type not in (None, fmt.NODE):
+        raise DatasetError(f"target_type={graph.target_type!r} (--target-type) names a labelled node type of a typed "
+                           "graph; a graph of one node type has no other: drop it")
     target_type = target_type_of(list(graph.labels), graph.target_type) if graph.typed else fmt.NODE
     if target_type is not None and target_type not in graph.node_types:
         raise DatasetError(f"target type {target_type!r} is not among the node types {sorted(graph.node_types)}; "

@@ -62,6 +62,12 @@ def from_files(
     fields.
     """
     typed = isinstance(edges, dict)
+    given = {"features": features, "labels": labels, "num_nodes": num_nodes, "node_time": node_time}
+    mixed = [name for name, value in given.items() if value is not None and isinstance(value, dict) != typed]
+    if mixed:
+        shape = "a dict by node type" if typed else "one file (count)"
+        raise DatasetError(f"{mixed[0]}={given[mixed[0]]!r}: with edges {'by edge type' if typed else 'of one file'} "
+                           f"give it as {shape}")
 
     def by_type(value, key=fmt.NODE) -> dict:
         return value or {} if typed else ({} if value is None else {key: value})

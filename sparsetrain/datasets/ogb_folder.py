@@ -207,6 +207,7 @@ def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: s
         graph = _typed_folder(root, split, target_type)
     else:
         graph = _node_folder(root, split, num_nodes)
+        graph.target_type = target_type  # the writer refuses one other than the one type's
     return build_dataset(out_dir, graph, BuildOptions(**options))
 
 
