@@ -111,6 +111,10 @@ def test_unsigned_node_times_beyond_int64_are_refused_not_wrapped(tmp_path, caps
         times[5] = never
         err = _bad(tmp_path, capsys, node_time=times)
         assert f"node_time.npy: row 5: node time {never} does not fit in int64" in err
+        (tmp_path / "node_time.csv").write_text("t\n" + "".join(f"{int(t)}\n" for t in times))
+        assert _preprocess(tmp_path, "out", "--node-time", str(tmp_path / "node_time.csv"), "--edge-time-column",
+                           "stamp") == 1
+        assert f"node_time.csv: line 7: node time {never} does not fit in int64" in capsys.readouterr().err
     times = np.arange(N, dtype=np.uint64)
     times[5] = 2**63 - 1  # the largest int64 is kept exactly
     _write_inputs(tmp_path)

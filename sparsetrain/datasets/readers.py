@@ -623,7 +623,8 @@ def read_time_column(path: Path, kind: str, column: str | None, has_header: bool
                      what: str) -> np.ndarray:
     """One numeric column of a CSV/Parquet file (``column`` None: its only column) or a 1-D .npy, read whole.
 
-    Integer columns stay int64 (a CSV's is first read as integers, then as floats if some value is not one)."""
+    Integer columns stay int64 (a CSV's is first read as int64, then uint64 (refused beyond int64), then as floats if
+    some value is not an integer)."""
     if kind == "npy":
         array = _open_npy(path)
         if array.ndim == 2 and array.shape[1] == 1:
@@ -639,7 +640,7 @@ def read_time_column(path: Path, kind: str, column: str | None, has_header: bool
         column = names[0]
     shown = _shown(column, has_header)
     parts, row = [], 0
-    for attempt in (pa.int64(), pa.float64()) if kind == "csv" else (None,):
+    for attempt in (pa.int64(), pa.uint64(), pa.float64()) if kind == "csv" else (None,):
         parts, row = [], 0
         try:
             if kind == "csv":
