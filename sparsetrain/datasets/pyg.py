@@ -105,9 +105,10 @@ def from_pyg(data, out_dir: str | os.PathLike, *, target_type: str | None = None
         graph.num_nodes[t] = int(store.num_nodes) if ("num_nodes" in store or x is not None or y is not None) else None
     for et, (store, name) in edge_stores.items():
         _read_edges(graph, et, store, name, merging)
-    graph.target_type = target_type_of(list(graph.labels), target_type) if graph.typed else fmt.NODE
-    if graph.target_type in node_stores:
-        store, name = node_stores[graph.target_type]
+    graph.target_type = target_type  # the writer settles and checks it; the masks are the target type's
+    masked = target_type_of(list(graph.labels), target_type) if graph.typed else fmt.NODE
+    if masked in node_stores:
+        store, name = node_stores[masked]
         for split, attr in _SPLIT_ATTRS.items():
             if store.get(attr) is not None:
                 indices = _split_indices(_numpy(store[attr], f"{name}.{attr}"), f"{name}.{attr}")
