@@ -80,3 +80,19 @@ def test_tables_must_have_the_shape_of_the_edges(tmp_path):
     with pytest.raises(DatasetError, match="target_type='paper'.*drop it"):
         st.datasets.from_files(tmp_path / "c", tmp_path / "e.csv", target_type="paper")
     assert not any(p.name in "abc" for p in tmp_path.iterdir())
+
+
+def test_synth_typed_is_synthesize_typed_and_refuses_the_homogeneous_sizes(tmp_path, cli):
+    code, stdout, stderr = cli("synth", "--typed", "--scale", "0.001", "--classes", "3", "--feature-dim", "4",
+                               "--out", tmp_path / "cli")
+    assert code == 0, stderr
+    assert "nodes of 4 types" in stdout and "target type paper (3 classes)" in stdout
+    ds = st.datasets.synthesize(tmp_path / "py", typed=True, scale=0.001, num_classes=3, feature_dim=4, quiet=True)
+    assert ds.is_typed and len(ds.edge_types) == 8 and ds.num_features_by_type["paper"] == 4  # reverses added
+    assert _checksums(tmp_path / "cli") == _checksums(tmp_path / "py")
+    for extra, words in ((["--nodes", "5"], "drop --nodes"), (["--label-fraction", "0.5"], "drop --label-fraction"),
+                         (["--preset", "papers100m"], "--preset papers100m sizes a homogeneous graph"),
+                         (["--reorder", "degree"], "drop --reorder")):
+        code, _, stderr = cli("synth", "--typed", *extra, "--out", tmp_path / "no", "--quiet")
+        assert code == 1 and len(stderr.strip().splitlines()) == 1 and words in stderr, (extra, stderr)
+    assert not (tmp_path / "no").exists()
