@@ -16,7 +16,8 @@ ARGS = ["--epochs", "4", "--batch-size", "128", "--fanout", "5,5", "--hidden", "
 
 @pytest.fixture(scope="module")
 def mag(tmp_path_factory):
-    return synthesize(tmp_path_factory.mktemp("mag") / "mag", typed=True, scale=0.002, num_classes=4, seed=3, quiet=True).path
+    folder = tmp_path_factory.mktemp("mag") / "mag"
+    return synthesize(folder, typed=True, scale=0.002, num_classes=4, seed=3, quiet=True).path
 
 
 def test_synthetic_mag_is_deterministic_and_mag_shaped(mag, tmp_path):
