@@ -105,12 +105,12 @@ def _products(args) -> Path:
 
 def _typed(args) -> Path:
     """An ogbn-mag-shaped typed synthetic dataset (scale 0.25 of ogbn-mag; tiny with --quick), made once under --data."""
-    from sparsetrain.datasets.synth_typed import synthesize_typed
+    from sparsetrain.datasets import synthesize
 
     scale = 0.005 if args.quick else 0.25
     folder = Path(args.data) / f"mag-{scale}"
     if not (folder / "meta.json").is_file():
-        synthesize_typed(folder, scale=scale, seed=0, overwrite=True, quiet=True)
+        synthesize(folder, typed=True, scale=scale, seed=0, overwrite=True, quiet=True)
     return folder
 
 

@@ -70,12 +70,12 @@ def median(rounds: list[dict]) -> dict:
 
 
 def dataset(scale: float) -> Path:
-    from sparsetrain.datasets.synth_typed import synthesize_typed
+    from sparsetrain.datasets import synthesize
 
     path = OUT / ("mag" if scale == 1.0 else f"mag-{scale:g}")
     if not (path / "meta.json").is_file():
         print(f"making {path} (synth --typed --scale {scale:g})...", flush=True)
-        synthesize_typed(path, scale=scale, num_classes=349, seed=0, overwrite=True, quiet=True)
+        synthesize(path, typed=True, scale=scale, num_classes=349, seed=0, overwrite=True, quiet=True)
     return path
 
 

@@ -76,11 +76,11 @@ def test_id_far_beyond_the_edge_count_is_refused_without_allocating(cli, tmp_pat
 def test_id_far_beyond_the_edge_count_in_a_later_chunk(tmp_path):
     edges = _write(tmp_path / "e.csv", "src,dst\n" + "".join(f"{i},{i + 1}\n" for i in range(50)) + "3000000000,4\n")
     reader = st.datasets.readers.EdgeListReader(edges, chunk_rows=8)
-    from sparsetrain.datasets.build import EdgeSource, build_dataset
+    from sparsetrain.datasets.build import EdgeSource, GraphInput, build_dataset
 
     source = EdgeSource(str(edges), reader, reader.num_rows(), reader.where, weighted=reader.weighted)
     with pytest.raises(DatasetError, match="line 52, src: node id 3000000000"):
-        build_dataset(tmp_path / "ds", source, options=BuildOptions(quiet=True))
+        build_dataset(tmp_path / "ds", GraphInput.one_type(source), BuildOptions(quiet=True))
 
 
 def test_huge_given_num_nodes_is_a_clear_error(cli, tmp_path):

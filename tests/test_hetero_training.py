@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import sparsetrain as st
-from sparsetrain.datasets.synth_typed import synthesize_typed
+from sparsetrain.datasets import synthesize
 from tests.collective_harness import free_port
 
 ARGS = ["--epochs", "4", "--batch-size", "128", "--fanout", "5,5", "--hidden", "32", "--seed", "0", "--quiet"]
@@ -16,11 +16,12 @@ ARGS = ["--epochs", "4", "--batch-size", "128", "--fanout", "5,5", "--hidden", "
 
 @pytest.fixture(scope="module")
 def mag(tmp_path_factory):
-    return synthesize_typed(tmp_path_factory.mktemp("mag") / "mag", scale=0.002, num_classes=4, seed=3, quiet=True).path
+    folder = tmp_path_factory.mktemp("mag") / "mag"
+    return synthesize(folder, typed=True, scale=0.002, num_classes=4, seed=3, quiet=True).path
 
 
 def test_synthetic_mag_is_deterministic_and_mag_shaped(mag, tmp_path):
-    again = synthesize_typed(tmp_path / "again", scale=0.002, num_classes=4, seed=3, quiet=True)
+    again = synthesize(tmp_path / "again", typed=True, scale=0.002, num_classes=4, seed=3, quiet=True)
     ds = st.datasets.load(mag, verify=True)
     assert ds.num_nodes == {"paper": 1473, "author": 2269, "institution": 17, "field_of_study": 120}
     assert {et[1] for et in ds.edge_types} == {"cites", "writes", "affiliated_with", "has_topic", "rev_cites", "rev_writes",

@@ -437,8 +437,6 @@ def test_typed_inputs_are_checked_before_anything_is_written(cli, inputs, tmp_pa
         "a target type without labels": (_typed_files(tmp_path, extra=["--node-labels", f"paper={y}", "--typed-edges",
                                                                        f"author,writes,paper={writes}", "--target-type", "author"]),
                                          ["'author' has no labels"]),
-        "label -1": (_typed_files(tmp_path, extra=["--node-labels", f"paper={tmp_path / 'y_unlabelled.npy'}"]),
-                     ["y_unlabelled.npy", "row 1", "no label"]),
         "an id of 2**31 with an inferred count": (_typed_files(tmp_path, "src,dst\n0,1\n2147483648,2\n"),
                                                   ["line 3", "2147483648", "--node-count paper=2147483649"]),
         "a type named only in --node-features": (_typed_files(tmp_path, extra=["--node-features", f"papr={x}"]),
@@ -489,6 +487,48 @@ def test_typed_ogb_count_file_bom_duplicates_and_stray_types(cli, tmp_path):
     _gz(count, [[3, 4]], header=["author", "paper"])
     _gz(folder / "raw" / "node-feat" / "papr" / "node-feat.csv.gz", [[1.0]] * 4)
     _refused(cli, ["--ogb", folder], tmp_path / "out", ["papr", "not in num-node-dict", "node types: author, paper"])
+
+    # a relation naming a type the count file lacks: refused, not a type counted from its largest id (issue 39)
+    _gz(count, [[4]], header=["paper"])
+    shutil.rmtree(folder / "raw" / "node-feat" / "papr")
+    _refused(cli, ["--ogb", folder], tmp_path / "out", ["author___writes___paper", "'author' is not in "
+                                                          "num-node-dict.csv.gz", "node types: paper"])
+
+
+# ---------------------------------------------------------------- unlabelled nodes: one rule for every import
+
+def test_unlabelled_nodes_are_accepted_by_every_import(cli, inputs, tmp_path):
+    """-1 and NaN are "no label" in homogeneous and typed imports alike (issue 39): stored as -1, kept out of the
+    random split, the other labels as given."""
+    np.save(tmp_path / "y.npy", np.array([0, -1, np.nan, 1.0]))
+    expected = np.array([0, -1, -1, 1])
+    edges = _csv(tmp_path / "w.csv", "src,dst\n0,0\n1,1\n2,3\n")
+    runs = {"edges": ["--edges", inputs["edges"], "--labels", tmp_path / "y.npy"],
+            "typed": _typed_files(tmp_path, extra=["--node-labels", f"paper={tmp_path / 'y.npy'}"]),
+            "typed, two types": _typed_files(tmp_path, extra=["--typed-edges", f"author,writes,paper={edges}",
+                                                              "--node-labels", f"paper={tmp_path / 'y.npy'}"])}
+    for name, argv in runs.items():
+        out = tmp_path / name.replace(", ", "_")
+        code, _, stderr = cli("preprocess", *argv, "--out", out, "--quiet")
+        assert code == 0, (name, stderr)
+        ds = st.datasets.load(out, verify=True)
+        target = ds.target_type
+        assert np.array_equal(ds.labels_by_type[target].numpy(), expected), name
+        assert ds.num_classes == 2
+        drawn = np.concatenate([ds.split[k].numpy() for k in ("train", "val", "test")])
+        assert len(drawn) and set(drawn.tolist()) <= {0, 3}, name
+    folder = _ogb_typed_folder(tmp_path / "mag")
+    _gz(folder / "raw" / "node-label" / "paper" / "node-label.csv.gz", [["nan"], [1], [-1], [3]])
+    code, _, stderr = cli("preprocess", "--ogb", folder, "--split", "random", "--out", tmp_path / "ogb", "--quiet")
+    assert code == 0, stderr
+    assert st.datasets.load(tmp_path / "ogb").labels["paper"].tolist() == [-1, 1, -1, 3]
+    from torch_geometric.data import HeteroData
+
+    data = HeteroData()
+    data["paper"].y, data["paper"].x = torch.tensor([0.0, float("nan"), 2.0, -1.0]), torch.ones(4, 2)
+    data["paper", "cites", "paper"].edge_index = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    ds = st.datasets.from_pyg(data, tmp_path / "pyg", quiet=True)
+    assert ds.labels["paper"].tolist() == [0, -1, 2, -1] and ds.num_classes == 3
 
 
 # ---------------------------------------------------------------- OGB split files (.pt): one reader, one allow-list

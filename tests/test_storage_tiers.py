@@ -174,10 +174,10 @@ def test_dataset_feature_store_checks_meta(tmp_path):
     meta = json.loads((tmp_path / "g" / "meta.json").read_text())
     meta["files"]["features.npy"]["shape"] = [300, 7]
     with pytest.raises(FeatureFileError, match=r"meta\.json records float32\[300, 7\]"):
-        st.datasets.GraphDataset(ds.path, meta, ds.graph, None, ds.labels).feature_store()
+        st.datasets.GraphDataset(ds.path, meta, ds.graph).feature_store()
     del meta["files"]["features.npy"]
     with pytest.raises(FeatureFileError, match="has no node features"):
-        st.datasets.GraphDataset(ds.path, meta, ds.graph, None, ds.labels).feature_store()
+        st.datasets.GraphDataset(ds.path, meta, ds.graph).feature_store()
 
 
 def test_mmap_reads_only_requested_rows(tmp_path):

@@ -104,6 +104,38 @@ def test_a_nan_node_time_is_one_line_naming_the_row(tmp_path, capsys):
     assert "node_time.npy: row 17: node time nan is not a finite number" in err
 
 
+def test_unsigned_node_times_beyond_int64_are_refused_not_wrapped(tmp_path, capsys):
+    """A uint64 time of 2**63 or 2**64 - 1 (a common "never") cannot be stored as int64 without turning negative."""
+    for never in (2**63, 2**64 - 1):
+        times = np.arange(N, dtype=np.uint64)
+        times[5] = never
+        err = _bad(tmp_path, capsys, node_time=times)
+        assert f"node_time.npy: row 5: node time {never} does not fit in int64" in err
+        (tmp_path / "node_time.csv").write_text("t\n" + "".join(f"{int(t)}\n" for t in times))
+        assert _preprocess(tmp_path, "out", "--node-time", str(tmp_path / "node_time.csv"), "--edge-time-column",
+                           "stamp") == 1
+        assert f"node_time.csv: line 7: node time {never} does not fit in int64" in capsys.readouterr().err
+    times = np.arange(N, dtype=np.uint64)
+    times[5] = 2**63 - 1  # the largest int64 is kept exactly
+    _write_inputs(tmp_path)
+    np.save(tmp_path / "node_time.npy", times)
+    assert _preprocess(tmp_path, "ok", "--node-time", str(tmp_path / "node_time.npy"), "--edge-time-column",
+                       "stamp") == 0
+    assert load(tmp_path / "ok").node_time[5].item() == 2**63 - 1
+
+
+def test_integer_nanoseconds_with_one_float_are_refused_not_merged(tmp_path, capsys):
+    """As float64, 1700000000000000001 and ...002 are one time: a column forced to floats by one value is refused
+    where it holds an integer beyond 2**53, naming the file, column and row; below 2**53 floats are exact and kept."""
+    text = "src,dst,stamp\n0,1,1700000000000000001\n1,2,1700000000000000002\n2,3,1.5\n"
+    err = _bad(tmp_path, capsys, text)
+    assert "edges.csv: line 2, column 'stamp': edge time 1700000000000000000 is beyond 2**53" in err
+    _write_inputs(tmp_path)
+    (tmp_path / "edges.csv").write_text("src,dst,stamp\n0,1,9007199254740992\n1,2,1.5\n")
+    assert _preprocess(tmp_path, "ok", "--edge-time-column", "stamp") == 0
+    assert sorted(load(tmp_path / "ok").edge_time.tolist()) == [1.5, 2.0**53]
+
+
 def test_a_node_time_file_of_the_wrong_length_is_one_line(tmp_path, capsys):
     err = _bad(tmp_path, capsys, node_time=np.arange(N - 3))
     assert f"node_time.npy: has {N - 3} rows but" in err and "one row per node" in err

@@ -196,10 +196,10 @@ def test_a_link_split_without_edges_is_refused(link_folder):
 
 @pytest.fixture(scope="module")
 def typed_folder(tmp_path_factory):
-    from sparsetrain.datasets.synth_typed import synthesize_typed
+    from sparsetrain.datasets import synthesize
 
-    return synthesize_typed(tmp_path_factory.mktemp("mag") / "mag", scale=0.001, num_classes=4, feature_dim=8, seed=0,
-                            split_fractions=(0.5, 0.2, 0.2), quiet=True).path
+    return synthesize(tmp_path_factory.mktemp("mag") / "mag", typed=True, scale=0.001, num_classes=4, feature_dim=8,
+                      seed=0, split_fractions=(0.5, 0.2, 0.2), quiet=True).path
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ or bucket, whatever the edge count. Everything goes into a temp folder that is r
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,13 +28,13 @@ from sparsetrain.datasets.node_tables import random_split, read_splits, write_fe
 from sparsetrain.datasets.presets import DEFAULT_SPLIT
 from sparsetrain.datasets.reorder import METHODS, node_order
 from sparsetrain.datasets.readers import check_times
-from sparsetrain.datasets.sources import EdgeFeatures, EdgeSource, Source, TimeColumn
-from sparsetrain.datasets.input_checks import refuse_unlabelled
+from sparsetrain.datasets.sources import EdgeFeatures, EdgeSource, GraphInput, Source, TimeColumn
+from sparsetrain.datasets.input_checks import target_type_of
 from sparsetrain.datasets.topology import build_topology, infer_typed_counts, node_counts
 from sparsetrain.datasets.writer import DatasetWriter
 from sparsetrain.errors import DatasetError
 
-__all__ = ["BuildOptions", "EdgeFeatures", "EdgeSource", "Source", "TimeColumn", "build_dataset"]
+__all__ = ["BuildOptions", "EdgeFeatures", "EdgeSource", "GraphInput", "Source", "TimeColumn", "build_dataset"]
 
 _ONE_TYPE_OPTIONS = ("undirected", "drop_self_loops", "drop_duplicates", "reorder", "link_split")
 """Options that merge, drop or renumber the nodes and edges of a graph with one node and one edge type."""
@@ -86,126 +86,97 @@ class BuildOptions:
             raise DatasetError(f"link_negatives={self.link_negatives!r}: give the number of fixed negatives per "
                                "val/test positive (an int >= 0)")
 
-    def classes_of(self, node_type: str) -> int | None:
-        return self.num_classes.get(node_type) if isinstance(self.num_classes, dict) else self.num_classes
+    def classes_of(self, node_type: str, target_type: str | None) -> int | None:
+        """The class count of a node type's labels: a dict's entry, or an int for the target type."""
+        if isinstance(self.num_classes, dict):
+            return self.num_classes.get(node_type)
+        return self.num_classes if node_type == target_type else None
 
 
-@dataclass
-class _Graph:
-    """The inputs by type: what a homogeneous import gives as single values, as the one-type dicts."""
-
-    typed: bool
-    node_types: list[str]
-    edges: dict[EdgeType, EdgeSource]
-    num_nodes: dict[str, int | None]
-    features: dict[str, Source] = field(default_factory=dict)
-    labels: dict[str, Source] = field(default_factory=dict)
-    edge_features: dict[EdgeType, EdgeFeatures] = field(default_factory=dict)
-    node_time: dict[str, TimeColumn] = field(default_factory=dict)
-    edge_time: dict[EdgeType, TimeColumn] = field(default_factory=dict)
-
-
-def _by_type(edges, num_nodes, features, labels, edge_features, options: BuildOptions, node_time=None,
-             edge_time=None) -> _Graph:
-    if not isinstance(edges, dict):
-        if options.add_reverse:
-            raise DatasetError("add_reverse is for typed graphs (a dict of edge types); a homogeneous graph adds "
-                               "reverse edges with undirected=True (--undirected)")
-        one = lambda key, value: {} if value is None else {key: value}  # noqa: E731
-        return _Graph(False, [fmt.NODE], {fmt.EDGE: edges}, {fmt.NODE: num_nodes}, one(fmt.NODE, features),
-                      one(fmt.NODE, labels), one(fmt.EDGE, edge_features), one(fmt.NODE, node_time),
-                      one(fmt.EDGE, edge_time))
-    one_type = [name for name in _ONE_TYPE_OPTIONS if getattr(options, name)]
-    if one_type:
-        raise DatasetError(f"{one_type[0]} is for homogeneous graphs; a typed dataset keeps edges as given "
-                           "(use add_reverse for reverse edge types)")
-    if not edges:
+def _check_types(graph: GraphInput, options: BuildOptions) -> None:
+    """Type names usable in file names, every table for a type (edge type) the graph has, options for its shape."""
+    if not graph.edges:
         raise DatasetError("a typed dataset needs at least one edge type; give edges for some (src, rel, dst)")
-    num_nodes, features, labels, edge_features = num_nodes or {}, features or {}, labels or {}, edge_features or {}
-    node_time, edge_time = node_time or {}, edge_time or {}
-    for t in num_nodes:
-        fmt.check_type_name(t, "node type")
-    for et in edges:
-        for end in (et[0], et[2]):
-            fmt.check_type_name(end, "node type")
-        fmt.check_type_name(et[1], "relation")
-    node_types = list(dict.fromkeys([*num_nodes, *(end for et in edges for end in (et[0], et[2]))]))
-    for what, table in (("features", features), ("labels", labels), ("node times", node_time)):
+    if not graph.typed and options.add_reverse:
+        raise DatasetError("add_reverse is for typed graphs (a dict of edge types); a homogeneous graph adds "
+                           "reverse edges with undirected=True (--undirected)")
+    if graph.typed:  # type names are the user's (a homogeneous graph's are reserved), edges are kept as given
+        one_type = [name for name in _ONE_TYPE_OPTIONS if getattr(options, name)]
+        if one_type:
+            raise DatasetError(f"{one_type[0]} is for homogeneous graphs; a typed dataset keeps edges as given "
+                               "(use add_reverse for reverse edge types)")
+        for t in graph.num_nodes:
+            fmt.check_type_name(t, "node type")
+        for et, source in graph.edges.items():
+            for end in (et[0], et[2]):
+                fmt.check_type_name(end, "node type")
+            fmt.check_type_name(et[1], "relation")
+            if source.weighted:
+                raise DatasetError(f"{source.weight_name or source.name}: has an edge weight column, which a typed "
+                                   "dataset does not store; drop the column")
+    node_types = graph.node_types
+    for what, table in (("features", graph.features), ("labels", graph.labels), ("node times", graph.node_time)):
         for t, source in table.items():
             if t not in node_types:
                 raise DatasetError(f"{source.name}: gives the {what} of node type {t!r}, which no edge type or node "
                                    f"count names (node types: {', '.join(node_types)}); check the type's spelling")
-    for et, times in edge_time.items():
-        if et not in edges:
-            raise DatasetError(f"{times.name}: gives the times of edge type {et}, which has no edges (edge types: "
-                               f"{', '.join(map(str, edges))}); check the type's spelling")
-    typed_edges, typed_features, typed_time = {}, {}, {}
-    for et, source in edges.items():
+    for what, table in (("edge features", graph.edge_features), ("times", graph.edge_time)):
+        for et, values in table.items():
+            if et not in graph.edges:
+                raise DatasetError(f"{values.name}: gives the {what} of edge type {et}, which has no edges (edge "
+                                   f"types: {', '.join(map(str, graph.edges))}); check the type's spelling")
+
+
+def _with_reverses(graph: GraphInput, add_reverse: bool) -> GraphInput:
+    """``graph`` with ``(dst, "rev_" + rel, src)`` after every edge type that has no such type already; a reverse
+    edge is the same edge, so it keeps its features and its time."""
+    if not add_reverse:
+        return graph
+    edges, edge_features, edge_time = {}, {}, {}
+    for et, source in graph.edges.items():
         reverse = (et[2], f"rev_{et[1]}", et[0])
-        for key, s in ((et, source), (reverse, None)):
-            if key is reverse and (not options.add_reverse or reverse in edges):
+        for key in (et, reverse):
+            if key is reverse and reverse in graph.edges:
                 continue
-            typed_edges[key] = s if s is not None else source.reversed()
-            if et in edge_features:
-                typed_features[key] = edge_features[et]
-            if et in edge_time:  # a reverse edge is the same edge: it keeps its time
-                typed_time[key] = edge_time[et]
-    counts = {t: num_nodes.get(t) for t in node_types}
-    return _Graph(True, node_types, typed_edges, counts, dict(features), dict(labels), typed_features,
-                  dict(node_time), typed_time)
+            edges[key] = source if key is et else source.reversed()
+            if et in graph.edge_features:
+                edge_features[key] = graph.edge_features[et]
+            if et in graph.edge_time:
+                edge_time[key] = graph.edge_time[et]
+    return replace(graph, edges=edges, edge_features=edge_features, edge_time=edge_time)
 
 
-def build_dataset(
-    out_dir: str | os.PathLike,
-    edges: EdgeSource | dict[EdgeType, EdgeSource],
-    *,
-    num_nodes: int | dict[str, int | None] | None = None,
-    features: Source | dict[str, Source] | None = None,
-    labels: Source | dict[str, Source] | None = None,
-    splits: dict[str, Source] | None = None,
-    target_type: str | None = None,
-    options: BuildOptions | None = None,
-    provenance: dict | None = None,
-    edge_splits: dict[str, tuple[EdgeSplit, str]] | None = None,
-    edge_features: EdgeFeatures | dict[EdgeType, EdgeFeatures] | None = None,
-    node_time: TimeColumn | dict[str, TimeColumn] | None = None,
-    edge_time: TimeColumn | dict[EdgeType, TimeColumn] | None = None,
-) -> GraphDataset:
+def build_dataset(out_dir: str | os.PathLike, graph: GraphInput, options: BuildOptions | None = None) -> GraphDataset:
     """Validate everything, write the dataset folder atomically, and return it loaded.
 
-    Homogeneous: ``edges`` one :class:`EdgeSource`, ``num_nodes``/``features``/``labels``/``edge_features`` one
-    value each. Typed: ``edges`` a dict by edge type of sources in src-type and dst-type ids, the rest dicts by node
-    (edge) type; ``num_nodes`` lists the node types in their order (a count, or None: the rows of the type's
-    features or labels, else the largest id + 1); ``target_type`` names the node type ``splits`` refer to.
-
-    ``edge_splits``: given link-prediction splits (``{name: (EdgeSplit, where it came from)}``, e.g. OGB's);
-    ``options.link_split`` draws them instead (see :mod:`sparsetrain.datasets.edge_split`).
-    ``edge_features`` (row ``i`` = the source's edge ``i``) are written in the dataset's CSC edge order; every edge
-    must be kept (no ``undirected``, ``drop_self_loops``, ``drop_duplicates`` or ``link_split``).
-    ``node_time`` (one per node, a :class:`TimeColumn` or a dict by node type) and ``edge_time`` (one per edge of the
-    source, kept in CSC order as edge features are, with their rule) are what temporal sampling reads.
+    ``graph`` (see :class:`~sparsetrain.datasets.sources.GraphInput`) holds every input by type; a homogeneous graph
+    is its one-type case. ``options.link_split`` draws link-prediction splits (see
+    :mod:`sparsetrain.datasets.edge_split`). Edge features and edge times (row ``i`` = the source's edge ``i``) are
+    written in the dataset's CSC edge order; every edge must be kept (no ``undirected``, ``drop_self_loops``,
+    ``drop_duplicates`` or ``link_split``). Node times (one per node) and edge times are what temporal sampling reads.
     """
     options = options or BuildOptions()
-    graph = _by_type(edges, num_nodes, features, labels, edge_features, options, node_time, edge_time)
-    target_type = _check_inputs(graph, splits, target_type, edge_splits, options)
-    counts, nodes_from = node_counts(graph.node_types, graph.num_nodes, graph.features, graph.labels, graph.typed,
+    target_type = _check_inputs(graph, options)
+    typed = graph.typed
+    counts, nodes_from = node_counts(graph.node_types, graph.num_nodes, graph.features, graph.labels, typed,
                                      graph.node_time)
-    if graph.typed:
-        counts = infer_typed_counts(counts, edges)
+    if typed:
+        counts = infer_typed_counts(counts, graph.edges)
         nodes_from = {t: f"the {n} {t!r} nodes" for t, n in counts.items()}
+    graph = _with_reverses(graph, options.add_reverse)
     out_dir = Path(out_dir)
     with DatasetWriter(out_dir, options.overwrite) as writer:
-        with_ids = graph.typed or bool(graph.edge_features) or bool(graph.edge_time)
-        topology = build_topology(writer, graph.edges, counts, nodes_from, options, graph.typed, with_ids)
+        with_ids = typed or bool(graph.edge_features) or bool(graph.edge_time)
+        topology = build_topology(writer, graph.edges, counts, nodes_from, options, typed, with_ids)
         counts, csc, num_edges = topology.counts, topology.csc, dict(topology.num_edges)
         meta = {"name": out_dir.name, "node_types": counts, "edge_types": [], "features": {}, "labels": {},
-                "directed": graph.typed or not topology.symmetric, "target_type": target_type, "splits": {}}
+                "directed": typed or not topology.symmetric, "target_type": target_type, "splits": {}}
         links, order = {}, None
-        if not graph.typed:  # link splits and node orders: for a graph of one node and one edge type
-            csc, links = _link_split(csc, edge_splits, topology.symmetric, options, meta)
+        if not typed:  # link splits and node orders: for a graph of one node and one edge type
+            csc, links = _link_split(csc, graph.edge_splits, topology.symmetric, options, meta)
             num_edges[fmt.EDGE] = csc.num_edges
             order = _node_order(writer, csc, options, meta)
-        final = _write_csc(writer, csc, order, from_scratch=options.link_split is None, keep_ids=graph.typed)
+        final = _write_csc(writer, csc, order, from_scratch=options.link_split is None, keep_ids=typed)
         meta["has_edge_weights"] = final.weights is not None
         meta["edge_types"] = [{"src": et[0], "rel": et[1], "dst": et[2], "num_edges": num_edges[et], "features": None}
                               for et in graph.edges]
@@ -216,25 +187,26 @@ def build_dataset(
         if order is not None:
             inverse = np.empty(len(order), dtype=np.int64)
             inverse[order] = np.arange(len(order), dtype=np.int64)
-        unlabelled = _write_node_tables(writer, graph, counts, nodes_from, inverse, options, meta)
+        unlabelled = _write_node_tables(writer, graph, counts, nodes_from, inverse, options, target_type, meta)
         _write_node_times(writer, graph, counts, nodes_from, inverse, meta)
         if links:
             meta["link_split"] = _write_edge_splits(writer, links, inverse)
         if target_type is not None:
             unlabelled_targets = unlabelled.get(target_type)
-            _write_splits(writer, splits or {}, counts[target_type], unlabelled_targets, inverse, options, meta)
+            _write_splits(writer, graph.splits, counts[target_type], unlabelled_targets, inverse, options, meta)
         del unlabelled
-        meta["source"] = provenance or {}
+        meta["source"] = graph.provenance
         writer.commit(meta)
     return load(out_dir)
 
 
-def _check_inputs(graph: _Graph, splits: dict | None, target_type: str | None, edge_splits: dict | None,
-                  options: BuildOptions) -> str | None:
-    """The cheap checks, before any long work; returns the target type (a homogeneous graph's is its one type)."""
-    if edge_splits and options.link_split is not None:
+def _check_inputs(graph: GraphInput, options: BuildOptions) -> str | None:
+    """The one set of cheap checks, before any long work; returns the target type (a homogeneous graph's is its one
+    type)."""
+    _check_types(graph, options)
+    if graph.edge_splits and options.link_split is not None:
         raise DatasetError("the source already has link splits; drop --link-split (link_split=...)")
-    if edge_splits and graph.typed:
+    if graph.edge_splits and graph.typed:
         raise DatasetError("link splits are written for graphs of one node and one edge type; "
                            "import the typed graph without them")
     for et, values in graph.edge_features.items():
@@ -243,16 +215,21 @@ def _check_inputs(graph: _Graph, splits: dict | None, target_type: str | None, e
         _check_edge_times(times, graph.edges[et], options)
     for times in graph.node_time.values():
         times.values = check_times(np.asarray(times.values).reshape(-1), times.name, times.where, "node time")
-    for name in splits or {}:
+    for name in graph.splits:
         if name not in fmt.SPLIT_NAMES:
             raise DatasetError(f"split {name!r} is not known; use {', '.join(fmt.SPLIT_NAMES)}")
-    if not graph.typed:
-        return fmt.NODE
+    if not graph.typed and graph.target_type not in (None, fmt.NODE):
+        raise DatasetError(f"target_type={graph.target_type!r} (--target-type) names a labelled node type of a typed "
+                           "graph; a graph of one node type has no other: drop it")
+    target_type = target_type_of(list(graph.labels), graph.target_type) if graph.typed else fmt.NODE
     if target_type is not None and target_type not in graph.node_types:
         raise DatasetError(f"target type {target_type!r} is not among the node types {sorted(graph.node_types)}; "
                            "choose one of them")
-    if splits and target_type is None:
+    if graph.splits and target_type is None:
         raise DatasetError("splits were given without a target type; name the node type they refer to (--target-type)")
+    if isinstance(options.num_classes, int) and target_type not in graph.labels:
+        raise DatasetError(f"num_classes={options.num_classes} (--num-classes) without labels; give the labels or "
+                           "drop it")
     return target_type
 
 
@@ -286,9 +263,12 @@ def _node_order(writer: DatasetWriter, csc: RawCSC, options: BuildOptions, meta:
     return order
 
 
-def _write_node_tables(writer: DatasetWriter, graph: _Graph, counts: dict[str, int], nodes_from: dict[str, str],
-                       inverse: np.ndarray | None, options: BuildOptions, meta: dict) -> dict[str, np.ndarray]:
-    """Every node type's features and labels; returns which nodes of each labelled type have no label."""
+def _write_node_tables(writer: DatasetWriter, graph: GraphInput, counts: dict[str, int], nodes_from: dict[str, str],
+                       inverse: np.ndarray | None, options: BuildOptions, target_type: str | None,
+                       meta: dict) -> dict[str, np.ndarray]:
+    """Every node type's features and labels (-1: no label); returns which nodes of each labelled type have none.
+
+    An int ``num_classes`` is the target type's class count; a dict gives them by node type."""
     unlabelled = {}
     for t in graph.node_types:
         if t in graph.features:
@@ -299,9 +279,7 @@ def _write_node_tables(writer: DatasetWriter, graph: _Graph, counts: dict[str, i
         if t in graph.labels:
             name = fmt.node_file(t, "labels")
             classes, unlabelled[t] = write_labels(writer, graph.labels[t], counts[t], nodes_from[t], inverse,
-                                                  options.classes_of(t), name)
-            if graph.typed:
-                refuse_unlabelled(t, graph.labels[t], unlabelled[t])
+                                                  options.classes_of(t, target_type), name)
             meta["labels"][t] = {"file": name, "num_classes": classes}
     return unlabelled
 
@@ -401,7 +379,7 @@ def _check_edge_times(times: TimeColumn, source: EdgeSource, options: BuildOptio
                            f"{source.name}; give one time per edge, in the edge list's order")
 
 
-def _write_edge_times(writer: DatasetWriter, graph: _Graph, final: RawCSC, num_edges: dict[EdgeType, int],
+def _write_edge_times(writer: DatasetWriter, graph: GraphInput, final: RawCSC, num_edges: dict[EdgeType, int],
                       meta: dict) -> None:
     """Each timed edge type's times in its CSC order (as its edge features): entry ``p`` is the source's row
     ``edge_ids[p]``."""
@@ -420,7 +398,7 @@ def _write_edge_times(writer: DatasetWriter, graph: _Graph, final: RawCSC, num_e
         start = end
 
 
-def _write_node_times(writer: DatasetWriter, graph: _Graph, counts: dict[str, int], nodes_from: dict[str, str],
+def _write_node_times(writer: DatasetWriter, graph: GraphInput, counts: dict[str, int], nodes_from: dict[str, str],
                       inverse: np.ndarray | None, meta: dict) -> None:
     """Each timed node type's times in its (possibly reordered) node order."""
     for t in graph.node_types:
@@ -440,7 +418,7 @@ def _write_node_times(writer: DatasetWriter, graph: _Graph, counts: dict[str, in
         meta.setdefault("node_time", {})[t] = name
 
 
-def _write_all_edge_features(writer: DatasetWriter, graph: _Graph, final: RawCSC, num_edges: dict[EdgeType, int],
+def _write_all_edge_features(writer: DatasetWriter, graph: GraphInput, final: RawCSC, num_edges: dict[EdgeType, int],
                              dtype: str, meta: dict) -> None:
     """Each edge type's feature rows in its CSC order: row ``p`` is the source's row ``edge_ids[p]``."""
     start = 0

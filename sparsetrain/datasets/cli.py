@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 
-from sparsetrain._deprecation import renamed_flag
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.reorder import METHODS
 from sparsetrain.datasets.presets import DEFAULT_SPLIT, PRESETS
@@ -48,17 +47,16 @@ def _fractions(text: str) -> tuple[float, float, float]:
 
 
 def _options(args: argparse.Namespace) -> dict:
-    options = {
-        "reorder": args.reorder,
-        "feature_dtype": args.feature_dtype or "float32",
-        "split_fractions": args.split or DEFAULT_SPLIT,
-        "seed": args.seed,
-        "overwrite": args.overwrite,
-        "quiet": args.quiet,
-    }
-    for name in ("undirected", "drop_self_loops", "drop_duplicates", "num_classes", "link_split", "link_negatives"):
-        if hasattr(args, name):
-            options[name] = getattr(args, name)
+    """The build options the flags give (the verb's importer refuses those its input does not use)."""
+    options = {"feature_dtype": args.feature_dtype or "float32", "seed": args.seed, "overwrite": args.overwrite,
+               "quiet": args.quiet}
+    if args.split:
+        options["split_fractions"] = args.split
+    for name in ("reorder", "undirected", "drop_self_loops", "drop_duplicates", "num_classes", "link_split",
+                 "link_negatives", "add_reverse"):
+        value = getattr(args, name, None)
+        if value is not None and value is not False and value != "none":
+            options[name] = value
     return options
 
 
@@ -82,18 +80,6 @@ def _one_line(verb):
             ) from None
 
     return run
-
-
-class _RenamedFlag(argparse.Action):
-    """A hidden old spelling of a ``store_true`` flag: sets the new flag's ``dest`` and warns (one line) once."""
-
-    def __init__(self, option_strings, dest, *, new: str, **kwargs) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
-        self.new = new
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        renamed_flag(parser.prog, option_string, self.new)
-        setattr(namespace, self.dest, True)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -164,7 +150,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--typed", action="store_true", help="an ogbn-mag-shaped typed graph (papers, authors, "
                                                          "institutions, fields; "
                    "cites, writes, affiliated_with, has_topic and their reverses) with learnable paper labels")
-    p.add_argument("--hetero", dest="typed", action=_RenamedFlag, new="--typed", help=argparse.SUPPRESS)
     p.add_argument("--scale", type=float, default=1.0,
                    help="--typed: size relative to ogbn-mag (1.0: 1.9M nodes, 21M edges + reverses)")
     _add_build_options(p, with_cleaning=False)
@@ -277,59 +262,51 @@ def _check_flags(args: argparse.Namespace, kind: str) -> None:
         check_negatives(args.link_negatives)
 
 
-def _typed_options(args: argparse.Namespace) -> dict:
-    return {"add_reverse": args.add_reverse, "feature_dtype": args.feature_dtype or "float32",
-            "split_fractions": args.split or DEFAULT_SPLIT, "seed": args.seed, "overwrite": args.overwrite,
-            "quiet": args.quiet, "num_classes": args.num_classes}
-
-
-def _preprocess_typed(args: argparse.Namespace, kind: str):
-    from sparsetrain.datasets.files import from_files_typed, parse_edge_type
-    from sparsetrain.datasets.ogb_folder import from_ogb_typed
-
-    if kind == "typed-ogb":
-        split = "random" if args.split else args.ogb_split
-        return from_ogb_typed(args.ogb, args.out, split=split, target_type=args.target_type, **_typed_options(args))
-    counts = {}
-    for t, v in _pairs(args.node_count, "--node-count").items():
-        try:
-            counts[t] = int(v)
-        except ValueError:
-            raise UsageError(f"--node-count {t}={v}: the count must be a whole number") from None
-    splits = {n: getattr(args, f"{n}_idx") for n in fmt.SPLIT_NAMES if getattr(args, f"{n}_idx")}
-    return from_files_typed(args.out, _pairs(args.typed_edges, "--typed-edges", parse_edge_type),
-                            node_time=_pairs(args.node_time, "--node-time"), edge_time_column=args.edge_time_column,
-                            features=_pairs(args.node_features, "--node-features"),
-                            labels=_pairs(args.node_labels, "--node-labels"), num_nodes=counts,
-                            target_type=args.target_type, splits=splits, **_typed_options(args))
-
-
 def _preprocess(args: argparse.Namespace) -> int:
-    from sparsetrain.datasets.files import from_files
+    from sparsetrain.datasets.files import from_files, parse_edge_type
     from sparsetrain.datasets.ogb_folder import from_ogb
 
     kind = _input_kind(args)
     _check_flags(args, kind)
-    if kind in ("typed", "typed-ogb"):
-        typed = _preprocess_typed(args, kind)
-        if not args.quiet:
-            print(f"wrote {typed.path}: {len(typed.node_types)} node types, {len(typed.edge_types)} edge types, "
-                  f"{typed.graph.num_edges} edges, target type {typed.target_type}{_split_note(typed.meta)}"
-                  f"{_time_note(typed)}")
-        return 0
-    options = _options(args)
-    if kind == "ogb":
+    if kind in ("ogb", "typed-ogb"):
         split = "random" if args.split else args.ogb_split
-        ds = from_ogb(args.ogb, args.out, split=split, num_nodes=args.num_nodes, **options)
+        ds = from_ogb(args.ogb, args.out, split=split, num_nodes=args.num_nodes, target_type=args.target_type,
+                      **_options(args))
     else:
         splits = {n: getattr(args, f"{n}_idx") for n in fmt.SPLIT_NAMES if getattr(args, f"{n}_idx")}
-        ds = from_files(args.out, args.edges, features=args.features, labels=args.labels, splits=splits,
-                        num_nodes=args.num_nodes, node_time=_one_node_time(args.node_time),
-                        edge_time_column=args.edge_time_column, **options)
+        if kind == "typed":
+            edges = _pairs(args.typed_edges, "--typed-edges", parse_edge_type)
+            tables = {"features": _pairs(args.node_features, "--node-features"),
+                      "labels": _pairs(args.node_labels, "--node-labels"),
+                      "node_time": _pairs(args.node_time, "--node-time"), "num_nodes": _counts(args.node_count)}
+        else:
+            edges = args.edges
+            tables = {"features": args.features, "labels": args.labels, "node_time": _one_node_time(args.node_time),
+                      "num_nodes": args.num_nodes}
+        ds = from_files(args.out, edges, splits=splits, edge_time_column=args.edge_time_column,
+                        target_type=args.target_type, **tables, **_options(args))
     if not args.quiet:
-        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, "
-              f"{_classes(ds)}{_split_note(ds.meta)}{_time_note(ds)}")
+        print(f"wrote {ds.path}: {_summary(ds)}{_split_note(ds.meta)}{_time_note(ds)}")
     return 0
+
+
+def _counts(values: list[str]) -> dict[str, int]:
+    """``--node-count TYPE=N`` flags."""
+    counts = {}
+    for t, v in _pairs(values, "--node-count").items():
+        try:
+            counts[t] = int(v)
+        except ValueError:
+            raise UsageError(f"--node-count {t}={v}: the count must be a whole number") from None
+    return counts
+
+
+def _summary(ds) -> str:
+    """A written dataset's sizes, for the summary line."""
+    if ds.is_typed:
+        return (f"{sum(ds.num_nodes_by_type.values())} nodes of {len(ds.node_types)} types, {ds.graph.num_edges} "
+                f"edges of {len(ds.edge_types)} types, target type {ds.target_type} ({_classes(ds)})")
+    return f"{ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, {_classes(ds)}"
 
 
 def _one_node_time(values: list[str]) -> Path | None:
@@ -342,8 +319,7 @@ def _one_node_time(values: list[str]) -> Path | None:
 
 def _time_note(ds) -> str:
     """Which times the dataset stores, for the summary line."""
-    parts = [what for what, times in (("node", ds.node_time), ("edge", ds.edge_time)) if times is not None and
-             (not isinstance(times, dict) or times)]
+    parts = [what for what, times in (("node", ds.node_time_by_type), ("edge", ds.edge_time_by_type)) if times]
     return f"; {' and '.join(parts)} times" if parts else ""
 
 
@@ -358,35 +334,19 @@ def _split_note(meta: dict) -> str:
 def _synth(args: argparse.Namespace) -> int:
     from sparsetrain.datasets.synth import synthesize
 
-    if args.typed:
-        return _synth_typed(args)
-    preset = {"feature_dim": 100, "classes": 47, "label_fraction": 1.0, **PRESETS.get(args.preset, {})}
-    for name in ("nodes", "edges", "feature_dim", "classes", "label_fraction", "feature_dtype", "split"):
-        if getattr(args, name) is None and name in preset:
-            setattr(args, name, preset[name])
-    for name in ("nodes", "edges"):
-        if getattr(args, name) is None:
-            raise DatasetError(f"--{name}: required (or pass --preset {'|'.join(sorted(PRESETS))})")
-    ds = synthesize(args.out, args.nodes, args.edges, feature_dim=args.feature_dim, num_classes=args.classes,
-                    label_fraction=args.label_fraction, **_options(args))
+    if args.reorder != "none" and args.typed:
+        raise DatasetError("--typed sizes the graph with --scale and keeps its node order; drop --reorder")
+    if args.preset is not None:
+        if args.typed:
+            raise DatasetError(f"--preset {args.preset} sizes a homogeneous graph; drop it or --typed")
+        for name, value in PRESETS[args.preset].items():
+            if getattr(args, name) is None:
+                setattr(args, name, value)
+    ds = synthesize(args.out, args.nodes, args.edges, typed=args.typed, scale=args.scale,
+                    feature_dim=args.feature_dim, num_classes=args.classes, label_fraction=args.label_fraction,
+                    **_options(args))
     if not args.quiet:
-        print(f"wrote {ds.path}: {ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, "
-              f"{_classes(ds)}")
-    return 0
-
-
-def _synth_typed(args: argparse.Namespace) -> int:
-    from sparsetrain.datasets.synth_typed import synthesize_typed
-
-    if args.nodes is not None or args.edges is not None or args.reorder != "none":
-        raise DatasetError("--typed sizes the graph with --scale; drop --nodes/--edges/--reorder")
-    ds = synthesize_typed(args.out, scale=args.scale, num_classes=args.classes or 349,
-                          feature_dim=args.feature_dim or 128, seed=args.seed,
-                          feature_dtype=args.feature_dtype or "float32", overwrite=args.overwrite, quiet=args.quiet)
-    if not args.quiet:
-        print(f"wrote {ds.path}: {sum(ds.num_nodes.values())} nodes of {len(ds.node_types)} types, "
-              f"{ds.graph.num_edges} edges of {len(ds.edge_types)} types, target type {ds.target_type} "
-              f"({ds.num_classes} classes)")
+        print(f"wrote {ds.path}: {_summary(ds)}")
     return 0
 
 
@@ -411,9 +371,9 @@ def _info(args: argparse.Namespace) -> int:
     bad = [name for name, ok in status.items() if not ok]
     if not args.no_verify and not bad:
         verify_structure(ds)  # only when the bytes are the recorded ones: a damaged file is reported as a mismatch
-    kind = ", typed" if ds.is_typed else ""
+    kind, body = (", typed", _typed_lines) if ds.is_typed else ("", _homogeneous_lines)
     lines = [f"dataset      {ds.path}  (format version {ds.format_version}{kind}, {meta.get('created_by', '?')})"]
-    lines += _typed_lines(ds) if ds.is_typed else _homogeneous_lines(ds)
+    lines += body(ds)
     size = sum((ds.path / name).stat().st_size for name in meta["files"])
     lines.append(f"size         {_human(size)} in {len(meta['files'])} files")
     if args.no_verify:
@@ -468,19 +428,20 @@ def _time_range(times) -> str:
 
 
 def _typed_lines(ds) -> list[str]:
-    lines = [f"node types   {len(ds.node_types)}, {sum(ds.num_nodes.values()):,} nodes"]
-    for t, n in ds.num_nodes.items():
-        feats = f"{ds.features[t].shape[1]} x {ds.features[t].np_dtype} features" if t in ds.features else "no features"
-        labels = f", {ds.num_classes_of(t)} classes" if t in ds.labels else ""
+    features, node_time, edge_time = ds.features_by_type, ds.node_time_by_type, ds.edge_time_by_type
+    lines = [f"node types   {len(ds.node_types)}, {sum(ds.num_nodes_by_type.values()):,} nodes"]
+    for t, n in ds.num_nodes_by_type.items():
+        feats = f"{features[t].shape[1]} x {features[t].np_dtype} features" if t in features else "no features"
+        labels = f", {ds.num_classes_of(t)} classes" if t in ds.labels_by_type else ""
         target = "  (target)" if t == ds.target_type else ""
-        times = f", node time {_time_range(ds.node_time[t])}" if t in (ds.node_time or {}) else ""
+        times = f", node time {_time_range(node_time[t])}" if t in node_time else ""
         lines.append(f"  {t:<20} {n:>12,} nodes  {feats}{labels}{times}{target}")
     lines.append(f"edge types   {len(ds.edge_types)}, {ds.graph.num_edges:,} edges")
-    for k, (et, e) in enumerate(ds.num_edges.items()):
+    for k, (et, e) in enumerate(ds.num_edges_by_type.items()):
         deg = _degrees(ds, k)
         mean = f"{deg.mean():.2f}" if len(deg) else "-"
-        extra = f", {ds.edge_features[et].shape[1]} edge features" if et in ds.edge_features else ""
-        extra += f", edge time {_time_range(ds.edge_time[et])}" if et in (ds.edge_time or {}) else ""
+        extra = f", {ds.edge_features_by_type[et].shape[1]} edge features" if et in ds.edge_features_by_type else ""
+        extra += f", edge time {_time_range(edge_time[et])}" if et in edge_time else ""
         top = deg.max() if len(deg) else 0
         lines.append(f"  {', '.join(et):<40} {e:>12,} edges  in-degree mean {mean} max {top}{extra}")
     splits = "  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items())

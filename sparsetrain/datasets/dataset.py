@@ -1,7 +1,9 @@
 """`GraphDataset` and `load()`: open a dataset folder memory-mapped, in no time and little RAM.
 
-One class for every graph: a homogeneous dataset's features, labels and edge features are one store or tensor each;
-a typed dataset's are dicts by node type (edge type), as GraphBolt's fields are a tensor or a dict by type.
+One class, one shape for every graph: every per-type field is a dict by node type (edge type), and a homogeneous
+dataset is the one-type case (node type ``_N``, edge type ``(_N, _E, _N)``). The unsuffixed names (``features``,
+``labels``, ``num_nodes``...) are views at the API edge: the one value of a homogeneous dataset, the dict of a
+typed one, as GraphBolt's fields are a tensor or a dict by type.
 """
 
 from __future__ import annotations
@@ -33,20 +35,18 @@ class GraphDataset:
     readers check the files first, so one truncated meanwhile is an error, not a SIGBUS);
     labels, splits and ``original_ids`` are read into memory by :func:`load`.
 
-    Homogeneous (one node type, :attr:`is_typed` False): ``graph`` a :class:`~sparsetrain.sampling.CSCGraph`;
-    ``features`` a :class:`~sparsetrain.storage.MmapFeatures` store (``gather(ids)`` reads only those rows, and it
-    passes for a tensor: indexing, ``torch`` functions, ``.numpy()``, ``.tensor()``) or None; ``labels`` an int64
-    tensor (-1: no label) or None; ``edge_features`` a store of one row per edge in CSC order (row = a sampled
-    block's ``edge_ids``) or None; ``original_ids[i]`` the id node ``i`` had in the imported data when the nodes
-    were reordered.
+    ``graph`` is a :class:`~sparsetrain.sampling.CSCGraph` (typed: columns per (edge type, dst node)). By node type:
+    ``features_by_type`` :class:`~sparsetrain.storage.MmapFeatures` stores (``gather(ids)`` reads only those rows, and
+    a store passes for a tensor: indexing, ``torch`` functions, ``.numpy()``, ``.tensor()``), ``labels_by_type`` int64
+    tensors (-1: no label), ``node_time_by_type`` (int64 or float64, one per node). By edge type, in that type's CSC
+    order: ``edge_features_by_type`` [E_t, F], ``edge_time_by_type`` (one per edge, so
+    ``NeighborSampler(ds.graph, ..., edge_time=ds.edge_time)`` samples temporally), ``edge_ids_by_type`` each CSC
+    edge's row in the imported edge list (the graph's own edge ids, which samplers report, are CSC positions within
+    the edge type, the rows of the edge features). A type without one is absent from the dict.
 
-    Typed: ``graph`` the typed ``CSCGraph`` (columns per (edge type, dst node)); ``features[type]``,
-    ``labels[type]`` for the node types that have them; ``edge_features[edge_type]`` [E_t, F] in that type's CSC
-    order; ``edge_ids[edge_type]`` each CSC edge's row in the imported edge list (the graph's own edge ids, which
-    samplers report, are CSC positions within the edge type, the rows of ``edge_features``). Both: ``node_time``
-    (int64 or float64, one per node) and ``edge_time`` (one per edge in CSC order, indexed like ``edge_features``, so
-    ``NeighborSampler(ds.graph, ..., node_time=ds.node_time)`` or ``edge_time=ds.edge_time`` samples temporally), one
-    tensor or a dict by node / edge type, None (typed: empty) when not stored; ``split`` holds
+    The views :attr:`features`, :attr:`labels`, :attr:`edge_features`, :attr:`edge_ids`, :attr:`node_time`,
+    :attr:`edge_time` are the one value (None when absent) of a homogeneous dataset and the dict of a typed one.
+    ``original_ids[i]`` is the id node ``i`` had in the imported data when the nodes were reordered; ``split`` holds
     ids of :attr:`target_type` nodes; ``edge_split`` link-prediction edges per split (``"train"``, ``"val"``,
     ``"test"``), empty when the dataset has none. :meth:`feature_store` opens another store, with its own options
     and statistics.
@@ -55,22 +55,48 @@ class GraphDataset:
     path: Path
     meta: dict
     graph: CSCGraph
-    features: MmapFeatures | dict[str, MmapFeatures] | None
-    labels: torch.Tensor | dict[str, torch.Tensor] | None
+    features_by_type: dict[str, MmapFeatures] = field(default_factory=dict)
+    labels_by_type: dict[str, torch.Tensor] = field(default_factory=dict)
     split: dict[str, torch.Tensor] = field(default_factory=dict)
     original_ids: torch.Tensor | None = None
-    edge_features: MmapFeatures | dict[EdgeType, MmapFeatures] | None = None
+    edge_features_by_type: dict[EdgeType, MmapFeatures] = field(default_factory=dict)
     edge_split: dict[str, EdgeSplit] = field(default_factory=dict)
-    edge_ids: torch.Tensor | dict[EdgeType, torch.Tensor] | None = None
-    node_time: torch.Tensor | dict[str, torch.Tensor] | None = None
-    edge_time: torch.Tensor | dict[EdgeType, torch.Tensor] | None = None
+    edge_ids_by_type: dict[EdgeType, torch.Tensor] = field(default_factory=dict)
+    node_time_by_type: dict[str, torch.Tensor] = field(default_factory=dict)
+    edge_time_by_type: dict[EdgeType, torch.Tensor] = field(default_factory=dict)
+
+    def _view(self, by_type: dict):
+        """The API edge: a homogeneous dataset's one value (None when absent), a typed dataset's dict."""
+        return by_type if self.is_typed else next(iter(by_type.values()), None)
+
+    @property
+    def features(self) -> MmapFeatures | dict[str, MmapFeatures] | None:
+        return self._view(self.features_by_type)
+
+    @property
+    def labels(self) -> torch.Tensor | dict[str, torch.Tensor] | None:
+        return self._view(self.labels_by_type)
+
+    @property
+    def edge_features(self) -> MmapFeatures | dict[EdgeType, MmapFeatures] | None:
+        return self._view(self.edge_features_by_type)
+
+    @property
+    def edge_ids(self) -> torch.Tensor | dict[EdgeType, torch.Tensor] | None:
+        return self._view(self.edge_ids_by_type)
+
+    @property
+    def node_time(self) -> torch.Tensor | dict[str, torch.Tensor] | None:
+        return self._view(self.node_time_by_type)
+
+    @property
+    def edge_time(self) -> torch.Tensor | dict[EdgeType, torch.Tensor] | None:
+        return self._view(self.edge_time_by_type)
 
     @property
     def has_times(self) -> bool:
         """Whether the dataset stores node or edge times (what temporal sampling reads)."""
-        if self.is_typed:
-            return bool(self.node_time) or bool(self.edge_time)
-        return self.node_time is not None or self.edge_time is not None
+        return bool(self.node_time_by_type) or bool(self.edge_time_by_type)
 
     @property
     def is_typed(self) -> bool:
@@ -96,15 +122,32 @@ class GraphDataset:
         return self.meta.get("target_type")
 
     @property
+    def num_nodes_by_type(self) -> dict[str, int]:
+        return dict(self.meta["node_types"])
+
+    @property
+    def num_edges_by_type(self) -> dict[EdgeType, int]:
+        return {et: entry["num_edges"] for et, entry in zip(self.edge_types, self.meta["edge_types"])}
+
+    @property
+    def num_features_by_type(self) -> dict[str, int]:
+        """Feature columns by node type (0 for a type without features)."""
+        return {t: (self.features_by_type[t].shape[1] if t in self.features_by_type else 0) for t in self.node_types}
+
+    @property
     def num_nodes(self) -> int | dict[str, int]:
         """The node count; typed: by node type."""
-        return dict(self.meta["node_types"]) if self.is_typed else self.meta["node_types"][fmt.NODE]
+        return self._view(self.num_nodes_by_type)
 
     @property
     def num_edges(self) -> int | dict[EdgeType, int]:
         """The edge count; typed: by edge type."""
-        counts = {et: entry["num_edges"] for et, entry in zip(self.edge_types, self.meta["edge_types"])}
-        return counts if self.is_typed else counts[fmt.EDGE]
+        return self._view(self.num_edges_by_type)
+
+    @property
+    def num_features(self) -> int | dict[str, int]:
+        """Feature columns (0: none); typed: by node type."""
+        return self._view(self.num_features_by_type)
 
     def num_classes_of(self, node_type: str) -> int | None:
         """Classes of a node type's labels (None: it has no labels)."""
@@ -115,13 +158,6 @@ class GraphDataset:
     def num_classes(self) -> int | None:
         """Classes of the target type's labels."""
         return None if self.target_type is None else self.num_classes_of(self.target_type)
-
-    @property
-    def num_features(self) -> int | dict[str, int]:
-        """Feature columns; typed: by node type (0 for a type without features)."""
-        if not self.is_typed:
-            return 0 if self.features is None else self.features.shape[1]
-        return {t: (self.features[t].shape[1] if t in self.features else 0) for t in self.node_types}
 
     @property
     def directed(self) -> bool:
@@ -199,12 +235,10 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
     else:
         _verify_topology(ds, chunk)
     for t, entry in meta.get("labels", {}).items():
-        labels = ds.labels[t] if ds.is_typed else ds.labels
-        check_range(folder / entry["file"], labels.numpy(), -1, entry["num_classes"], "label", chunk)
+        check_range(folder / entry["file"], ds.labels_by_type[t].numpy(), -1, entry["num_classes"], "label", chunk)
     for name, idx in ds.split.items():
         file = folder / fmt.split_file(name)
-        what = f"{ds.target_type!r} node" if ds.is_typed else "node"
-        check_range(file, idx.numpy(), 0, counts[ds.target_type], what, chunk)
+        check_range(file, idx.numpy(), 0, counts[ds.target_type], _node_word(ds.target_type), chunk)
         check_increasing(file, idx.numpy(), True, "split node ids", chunk)
     verify_edge_splits(ds, chunk)
     for name in [*meta.get("node_time", {}).values(), *(e.get("time") for e in meta["edge_types"])]:
@@ -237,6 +271,11 @@ def verify_edge_splits(ds: GraphDataset, chunk: int = _CHUNK) -> None:
                                 first=row * edges.shape[1])
 
 
+def _node_word(node_type: str) -> str:
+    """How errors name a node of a type: "node" for the one type of a homogeneous graph."""
+    return "node" if node_type == fmt.NODE else f"{node_type!r} node"
+
+
 def _check_finite_times(path: Path, times: np.ndarray, chunk: int) -> None:
     if times.dtype.kind != "f":
         return
@@ -262,8 +301,8 @@ def _verify_topology(ds: GraphDataset, chunk: int) -> None:
     start = 0
     for et, entry in zip(ds.edge_types, ds.meta["edge_types"]):
         end = start + entry["num_edges"]
-        what = "node" if not ds.is_typed else f"{et[0]!r} node"
-        check_range(folder / fmt.INDICES, indices[start:end], 0, ds.meta["node_types"][et[0]], what, chunk, check,
+        check_range(folder / fmt.INDICES, indices[start:end], 0, ds.meta["node_types"][et[0]], _node_word(et[0]),
+                    chunk, check,
                     first=start)
         if edge_ids is not None:
             check_range(folder / fmt.EDGE_IDS, edge_ids[start:end], 0, entry["num_edges"], "edge id", chunk,
@@ -295,11 +334,10 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
                 "the file was altered or truncated, re-run `sparsetrain preprocess`"
             )
     counts = meta["node_types"]
-    typed = not fmt.is_homogeneous(meta)
     if meta["format_version"] == 2:
         graph, edge_ids = legacy.open_graph(folder, meta)
     else:
-        graph, edge_ids = _open_graph(folder, meta, typed)
+        graph, edge_ids = _open_graph(folder, meta)
 
     def array(name: str, dtypes: tuple[str, ...], shape: tuple, mmap: bool = False) -> np.ndarray:
         return format_array(folder, meta, name, dtypes, shape, mmap=mmap)
@@ -312,29 +350,21 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
         original_ids = torch.from_numpy(array(fmt.ORIGINAL_IDS, ("int64",), (counts[next(iter(counts))],)))
     labels = {t: torch.from_numpy(array(entry["file"], ("int64",), (counts[t],)))
               for t, entry in meta.get("labels", {}).items()}
-    if edge_ids is not None and not typed:
-        edge_ids = edge_ids[fmt.EDGE]
-    ds = GraphDataset(path=folder, meta=meta, graph=graph, features=None,
-                      labels=labels if typed else labels.get(fmt.NODE), split=split, original_ids=original_ids,
-                      edge_ids=edge_ids)
+    ds = GraphDataset(path=folder, meta=meta, graph=graph, labels_by_type=labels, split=split,
+                      original_ids=original_ids, edge_ids_by_type=edge_ids)
     ds.edge_split = _edge_splits(folder, meta)
-    features = {}
     for t, name in meta.get("features", {}).items():
         format_array(folder, meta, name, fmt.FEATURE_DTYPES, (counts[t], None), readonly=True)  # every array's checks
-        features[t] = ds.feature_store(t)
-    ds.features = features if typed else features.get(fmt.NODE)
-    edge_features = {}
+        ds.features_by_type[t] = ds.feature_store(t)
     for et, entry in zip(fmt.edge_types_of(meta), meta["edge_types"]):
         if entry.get("features") is not None:
             array(entry["features"], fmt.FEATURE_DTYPES, (entry["num_edges"], None), mmap=True)
-            edge_features[et] = MmapFeatures(folder / entry["features"])
-    ds.edge_features = edge_features if typed else edge_features.get(fmt.EDGE)
-    node_time = {t: torch.from_numpy(array(name, fmt.TIME_DTYPES, (counts[t],)))
-                 for t, name in meta.get("node_time", {}).items()}
-    edge_time = {et: torch.from_numpy(array(entry["time"], fmt.TIME_DTYPES, (entry["num_edges"],), mmap=True))
-                 for et, entry in zip(fmt.edge_types_of(meta), meta["edge_types"]) if entry.get("time") is not None}
-    ds.node_time = node_time if typed else node_time.get(fmt.NODE)
-    ds.edge_time = edge_time if typed else edge_time.get(fmt.EDGE)
+            ds.edge_features_by_type[et] = MmapFeatures(folder / entry["features"])
+        if entry.get("time") is not None:
+            ds.edge_time_by_type[et] = torch.from_numpy(array(entry["time"], fmt.TIME_DTYPES, (entry["num_edges"],),
+                                                              mmap=True))
+    ds.node_time_by_type.update({t: torch.from_numpy(array(name, fmt.TIME_DTYPES, (counts[t],)))
+                                 for t, name in meta.get("node_time", {}).items()})
     if verify:
         verify_structure(ds)
     return ds
@@ -343,8 +373,8 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
 _GRAPH_FILES = {"indptr": fmt.INDPTR, "indices": fmt.INDICES, "weights": fmt.EDGE_WEIGHT}
 
 
-def _open_graph(folder: Path, meta: dict, typed: bool) -> tuple[CSCGraph, dict[EdgeType, torch.Tensor] | None]:
-    """The flat CSC, memory-mapped (its readers check its files first), and each edge type's edge ids when stored.
+def _open_graph(folder: Path, meta: dict) -> tuple[CSCGraph, dict[EdgeType, torch.Tensor]]:
+    """The flat CSC, memory-mapped (its readers check its files first), and each edge type's edge ids (when stored).
 
     The graph gets no ``edge_perm``: the edge ids samplers report are CSC positions (within the edge type), the
     rows of the edge features.
@@ -371,12 +401,12 @@ def _open_graph(folder: Path, meta: dict, typed: bool) -> tuple[CSCGraph, dict[E
     if int(indptr[-1]) != num_edges:
         raise ChecksumError(f"{folder / fmt.INDPTR}: does not describe {num_edges} edges over {columns} columns; the "
                             "dataset is damaged")
-    edge_ids = None
+    edge_ids = {}
     if fmt.EDGE_IDS in meta["files"]:
         flat = torch.from_numpy(format_array(folder, meta, fmt.EDGE_IDS, ("int64",), (num_edges,)))
         starts = np.cumsum([0] + [entry["num_edges"] for entry in meta["edge_types"]]).tolist()
         edge_ids = {et: flat[starts[k] : starts[k + 1]] for k, et in enumerate(edge_types)}
-    if not typed:
+    if fmt.is_homogeneous(meta):  # the plain CSC: no type offsets to carry
         return CSCGraph(arrays["indptr"], arrays["indices"], arrays.get("weights"), files=files), edge_ids
     graph = CSCGraph.typed(dict(counts), edge_types, arrays["indptr"], arrays["indices"], arrays.get("weights"),
                            files=files)

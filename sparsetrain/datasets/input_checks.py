@@ -1,20 +1,17 @@
 """Checks of what an importer was given, shared by the importers: each refuses in one line naming the input and the fix.
 
-Typed (heterogeneous) imports get here the checks the homogeneous pipeline has inline: the target
-type must be clear, splits come as a set, ids must not imply absurd node counts, every label is a class.
+The target type must be clear (the writer's one set of checks, :func:`~sparsetrain.datasets.build.build_dataset`,
+asks it of every graph); split files come as a set.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from sparsetrain.datasets.sources import Source
 from sparsetrain.errors import DatasetError
 
 SPLIT_FLAGS = {"train": "--train-idx", "val": "--val-idx", "test": "--test-idx"}
 
 
-def target_type_of(labelled: list[str], target_type: str | None, where: str) -> str | None:
+def target_type_of(labelled: list[str], target_type: str | None) -> str | None:
     """The node type labels and splits are for: ``target_type``, else the only labelled type; refused when unclear."""
     if target_type is not None:
         if labelled and target_type not in labelled:
@@ -22,7 +19,7 @@ def target_type_of(labelled: list[str], target_type: str | None, where: str) -> 
                                "give its labels or choose one of those (--target-type)")
         return target_type
     if len(labelled) > 1:
-        raise DatasetError(f"{where}: {len(labelled)} node types have labels ({', '.join(labelled)}); "
+        raise DatasetError(f"{len(labelled)} node types have labels ({', '.join(labelled)}); "
                            "pass --target-type (target_type=...) to say which one is trained on")
     return labelled[0] if labelled else None
 
@@ -36,13 +33,3 @@ def check_split_parts(names) -> None:
         raise DatasetError(f"a split needs train, validation and test nodes, but {flags} "
                            f"{'is' if len(missing) == 1 else 'are'} missing; give {flags} too (an empty .npy for a "
                            "part you do not have), or no split files for a random split (--split)")
-
-
-def refuse_unlabelled(node_type: str, labels: Source, unlabelled: np.ndarray) -> None:
-    """A typed dataset's labels are classes in [0, C) for every node of a labelled type (-1, "no label", is not
-    stored: ``info`` and training read every label of the type)."""
-    if unlabelled.any():
-        row = int(np.flatnonzero(unlabelled)[0])
-        raise DatasetError(f"{labels.name}: {labels.where(row)}: node type {node_type!r} has no label for this node "
-                           "(-1 or NaN); a typed dataset needs a class for every node of a labelled type: fill it in, "
-                           "or drop the type's labels")

@@ -94,8 +94,8 @@ _SPARE_CLASSES = 64
 
 def write_labels(writer: DatasetWriter, source: Source, num_nodes: int, nodes_from: str, inverse: np.ndarray | None,
                  num_classes: int | None, name: str) -> tuple[int, np.ndarray]:
-    """Write one node type's labels (-1: no label) into ``name``; returns the class count and which nodes (new ids) have
-    none."""
+    """Write one node type's labels (-1 or NaN: no label, stored -1) into ``name``; returns the class count and which
+    nodes (new ids) have none."""
     with writer.stream_array(name, (num_nodes,), np.int64) as out:
         unlabelled = np.zeros(num_nodes, dtype=np.bool_)
         num_classes = _stream_labels(source, num_nodes, nodes_from, inverse, num_classes, out, unlabelled)
@@ -116,7 +116,7 @@ def _stream_labels(source: Source, num_nodes: int, nodes_from: str, inverse: np.
         )
 
     for first, chunk in _rows_in_chunks(source, num_nodes, nodes_from):
-        values = _integers(source, np.asarray(chunk).reshape(-1), first, "labels")
+        values = _integers(source, _nan_as_unlabelled(np.asarray(chunk).reshape(-1)), first, "labels")
         bad = (values < -1) if num_classes is None else ((values < -1) | (values >= num_classes))
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
@@ -145,6 +145,13 @@ def _stream_labels(source: Source, num_nodes: int, nodes_from: str, inverse: np.
     if highest + 1 > 2 * int(used.sum()) + _SPARE_CLASSES:
         raise too_many_classes()
     return highest + 1
+
+
+def _nan_as_unlabelled(values: np.ndarray) -> np.ndarray:
+    """The one rule of every import: a node without a label is -1 or NaN (as OGB writes it); NaN becomes -1."""
+    if values.dtype.kind == "f":
+        return np.where(np.isnan(values), -1.0, values)
+    return values
 
 
 def _integers(source: Source, values: np.ndarray, first: int, what: str) -> np.ndarray:

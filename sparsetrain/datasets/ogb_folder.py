@@ -25,12 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from sparsetrain._deprecation import moved_attribute
 from sparsetrain.datasets import format as fmt
-from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
+from sparsetrain.datasets.build import BuildOptions, EdgeSource, GraphInput, Source, build_dataset
 from sparsetrain.datasets.dataset import GraphDataset
-from sparsetrain.datasets.files import _edge_source
-from sparsetrain.datasets.format import EdgeType
+from sparsetrain.datasets.files import edge_source
 from sparsetrain.datasets.input_checks import target_type_of
 from sparsetrain.datasets.npz import NpzMember
 from sparsetrain.datasets.readers import CHUNK_ROWS, EdgeListReader, NodeTableReader, first_non_integer
@@ -65,14 +63,6 @@ def _csv_count(path: Path) -> int | None:
         raise DatasetError(f"{path}: holds {values[0]}; the node count must be a positive whole number (fix the file "
                            "or pass --num-nodes)")
     return int(values[0])
-
-
-def _labels_as_ints(chunk: np.ndarray) -> np.ndarray:
-    """OGB stores labels as floats with NaN for nodes without one; those become -1."""
-    chunk = np.asarray(chunk).reshape(-1)
-    if np.issubdtype(chunk.dtype, np.floating):
-        chunk = np.where(np.isnan(chunk), -1.0, chunk)
-    return chunk
 
 
 # ---------------------------------------------------------------- binary layout
@@ -128,7 +118,7 @@ def _binary_sources(raw: Path, num_nodes: int | None) -> tuple[EdgeSource, int, 
         num_nodes,
         Source(feats.label, lambda: feats.rows(max(1, (1 << 26) // max(1, feats.dtype.itemsize * feats.shape[1]))),
                feats.shape[0], where),
-        Source(labels.label, lambda: (_labels_as_ints(c) for c in labels.rows(CHUNK_ROWS)), labels.shape[0], where),
+        Source(labels.label, lambda: labels.rows(CHUNK_ROWS), labels.shape[0], where),
     )
 
 
@@ -174,7 +164,7 @@ def _split_dir(root: Path, split: str | None) -> Path:
     return named[0]
 
 
-def _from_ogb_link(root: Path, out_dir, split_dir: Path, num_nodes: int | None, options: dict) -> GraphDataset:
+def _link_folder(root: Path, split_dir: Path, num_nodes: int | None) -> GraphInput:
     """An OGB link-property folder: ``raw/edge.csv.gz`` is the training graph, ``split/<name>/{train,valid,test}.pt``
     the edge splits."""
     raw = root / "raw"
@@ -183,46 +173,53 @@ def _from_ogb_link(root: Path, out_dir, split_dir: Path, num_nodes: int | None, 
         raise DatasetError(f"{raw}: no edge.csv.gz; an OGB link-property folder has raw/edge.csv.gz (download it with "
                            "the ogb package elsewhere)")
     feat_file, label_file = _find(raw, "node-feat"), _find(raw, "node-label")
-    return build_dataset(
-        out_dir,
-        _edge_source(edge_file),
+    return GraphInput.one_type(
+        edge_source(edge_file)[0],
         num_nodes=num_nodes,
         features=None if feat_file is None else Source.from_reader(NodeTableReader(feat_file, "features")),
         labels=None if label_file is None else Source.from_reader(NodeTableReader(label_file, "labels")),
-        options=BuildOptions(**options),
         provenance={"importer": "ogb-link", "folder": str(root), "split": split_dir.name},
         edge_splits=read_ogb_edge_splits(split_dir),
     )
 
 
 def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: str | None = None,
-             **options) -> GraphDataset:
+             target_type: str | None = None, num_nodes: int | None = None, **options) -> GraphDataset:
     """Import an OGB node-property folder (binary ``raw/data.npz`` layout or CSV layout), a heterogeneous one
-    (``raw/num-node-dict.csv.gz``, e.g. ogbn-mag: :func:`from_ogb_typed`) or a link-property one
+    (``raw/num-node-dict.csv.gz``, e.g. ogbn-mag: a typed dataset, see :func:`_typed_folder`) or a link-property one
     (``split/<name>/{train,valid,test}.pt``, see :mod:`sparsetrain.datasets.ogb_link`).
 
     ``split`` names the folder under ``split/`` (default: the only/first one), or is
     ``"random"`` to draw a random split of the labelled nodes by ``split_fractions``.
     Edges are taken as stored; pass ``undirected=True`` for datasets OGB symmetrises
-    (``add_inverse_edge`` in its master table, e.g. ogbn-products, ogbn-proteins).
-    Options are :class:`BuildOptions` fields and ``num_nodes``.
+    (``add_inverse_edge`` in its master table, e.g. ogbn-products, ogbn-proteins), ``add_reverse=True`` for
+    ``rev_<rel>`` edge types of a typed folder (as PyG's ``OGB_MAG`` with ``ToUndirected``). ``target_type``: a
+    typed folder's labelled type to train on (default: the only one); ``num_nodes``: a homogeneous folder's count.
+    Options are :class:`BuildOptions` fields.
     """
     root = Path(ogb_dir)
-    raw = root / "raw"
-    num_nodes = options.pop("num_nodes", None)
     if not root.is_dir():
         raise DatasetError(f"{root}: no such folder; --ogb takes an OGB dataset folder (with raw/ and split/)")
     if is_typed_ogb_folder(root):
         if num_nodes is not None:
             raise DatasetError(f"num_nodes={num_nodes} (--num-nodes): {root} is a typed OGB folder, its "
                                "raw/num-node-dict gives every type's count; drop it")
-        return from_ogb_typed(root, out_dir, split=split, **options)
+        graph = _typed_folder(root, split, target_type)
+    else:
+        graph = _node_folder(root, split, num_nodes)
+        graph.target_type = target_type  # the writer refuses one other than the one type's
+    return build_dataset(out_dir, graph, BuildOptions(**options))
+
+
+def _node_folder(root: Path, split: str | None, num_nodes: int | None) -> GraphInput:
+    """A homogeneous OGB folder: node-property (binary or CSV layout) or link-property."""
+    raw = root / "raw"
     if not (raw / "data.npz").is_file():  # a bad count file is reported before anything else
         num_nodes = num_nodes or _csv_count(raw / "num-node-list.csv.gz") or _csv_count(raw / "num-node-list.csv")
     split_dir = None if split == "random" else _split_dir(root, split)
     # link folders ship CSV edges
     if split_dir is not None and not (raw / "data.npz").is_file() and is_link_split_dir(split_dir):
-        return _from_ogb_link(root, out_dir, split_dir, num_nodes, options)
+        return _link_folder(root, split_dir, num_nodes)
     if (raw / "data.npz").is_file():
         layout = "binary"
         edges, num_nodes, features, labels = _binary_sources(raw, num_nodes)
@@ -242,23 +239,13 @@ def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: s
             raise DatasetError(f"{raw}: has no node-label.csv.gz; the node labels are missing, an OGB node-property "
                                "folder has them")
         features = Source.from_reader(NodeTableReader(feat_file, "features"))
-        label_reader = NodeTableReader(label_file, "labels")
-        labels = Source(str(label_file), lambda: (_labels_as_ints(c) for c in label_reader()), label_reader.num_rows(),
-                        label_reader.where)
-
+        labels = Source.from_reader(NodeTableReader(label_file, "labels"))
     splits = {}
     if split_dir is not None:
         splits = _split_sources(split_dir)
         split = split_dir.name
-
-    return build_dataset(
-        out_dir,
-        edges,
-        num_nodes=num_nodes,
-        features=features,
-        labels=labels,
-        splits=splits,
-        options=BuildOptions(**options),
+    return GraphInput.one_type(
+        edges, num_nodes=num_nodes, features=features, labels=labels, splits=splits,
         provenance={"importer": "ogb", "folder": str(root), "layout": layout, "split": split, "release": _release(root),
                     "mapping": (root / "mapping").is_dir()},
     )
@@ -294,23 +281,13 @@ def _ogb_split_file(split_dir: Path, node_type: str, part: str) -> Path | None:
     return _find(split_dir / node_type, part) or _find(split_dir / part, node_type)
 
 
-def from_ogb_typed(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: str | None = None,
-                   target_type: str | None = None, num_classes: int | None = None, **options):
-    """Import an OGB heterogeneous node-property folder in the ogbn-mag CSV layout (``raw/num-node-dict.csv.gz``,
+def _typed_folder(root: Path, split: str | None, target_type: str | None) -> GraphInput:
+    """An OGB heterogeneous node-property folder in the ogbn-mag CSV layout (``raw/num-node-dict.csv.gz``,
     ``raw/relations/<src>___<rel>___<dst>/edge.csv.gz``, ``raw/node-feat/<type>/node-feat.csv.gz``,
-    ``raw/node-label/<type>/node-label.csv.gz``, ``split/<name>/<type>/{train,valid,test}.csv.gz``) without the ``ogb``
-    package.
-
-    Edges are taken as stored; ``add_reverse=True`` adds ``rev_<rel>`` edge types (as PyG's ``OGB_MAG`` with
-    ``ToUndirected``).
-    ``split`` names the folder under ``split/`` (default: the first), or is ``"random"``, as for :func:`from_ogb`.
-    """
-    root = Path(ogb_dir)
+    ``raw/node-label/<type>/node-label.csv.gz``, ``split/<name>/<type>/{train,valid,test}.csv.gz``), read without the
+    ``ogb`` package."""
     raw = root / "raw"
     count_file = _find(raw, "num-node-dict")
-    if count_file is None:
-        raise DatasetError(f"{raw}: no num-node-dict.csv.gz; an OGB heterogeneous folder has raw/num-node-dict.csv.gz "
-                           "and raw/relations/")
     counts = _read_count_dict(count_file)
     for kind in ("node-feat", "node-label"):
         folders = sorted(p.name for p in (raw / kind).iterdir() if p.is_dir()) if (raw / kind).is_dir() else []
@@ -318,48 +295,39 @@ def from_ogb_typed(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, sp
         if stray:
             raise DatasetError(f"{raw / kind / stray[0]}: node type {stray[0]!r} is not in {count_file.name} (node "
                                f"types: {', '.join(counts)}); rename the folder or add the type's count")
-    features, labels = {}, {}
+    graph = GraphInput({}, dict(counts), provenance={"importer": "ogb-typed", "folder": str(root)})
     for t in counts:
         if (feat := _find(raw / "node-feat" / t, "node-feat")) is not None:
-            features[t] = Source.from_reader(NodeTableReader(feat, "features"))
+            graph.features[t] = Source.from_reader(NodeTableReader(feat, "features"))
         if (label := _find(raw / "node-label" / t, "node-label")) is not None:
-            labels[t] = Source.from_reader(NodeTableReader(label, "labels"))
+            graph.labels[t] = Source.from_reader(NodeTableReader(label, "labels"))
     relations = raw / "relations"
-    edges: dict[EdgeType, EdgeSource] = {}
     for folder in sorted(p for p in relations.iterdir() if p.is_dir()) if relations.is_dir() else []:
         parts = folder.name.split(fmt.SEPARATOR)
         if len(parts) != 3:
             raise DatasetError(f"{folder}: a relation folder is named <src>___<rel>___<dst>; rename it")
+        missing = [end for end in (parts[0], parts[2]) if end not in counts]
+        if missing:  # the count file is the folder's list of node types: a type it lacks is a misspelling or a gap
+            raise DatasetError(f"{folder}: node type {missing[0]!r} is not in {count_file.name} (node types: "
+                               f"{', '.join(counts)}); rename the folder or add the type's count")
         edge_file = _find(folder, "edge")
         if edge_file is None:
             raise DatasetError(f"{folder}: no edge.csv.gz; every relation folder needs its edge list")
-        edges[tuple(parts)] = _edge_source(edge_file)
-    if not edges:
+        graph.edges[tuple(parts)] = edge_source(edge_file)[0]
+    if not graph.edges:
         raise DatasetError(f"{relations}: no relation folders; an OGB heterogeneous folder has "
                            "raw/relations/<src>___<rel>___<dst>/edge.csv.gz")
-    target_type = target_type_of(list(labels), target_type, str(raw / "node-label"))
-    if target_type is None:
+    graph.target_type = target_type_of(list(graph.labels), target_type)
+    if graph.target_type is None:
         raise DatasetError(f"{raw / 'node-label'}: no node type has labels; an OGB node-property folder has "
                            "raw/node-label/<type>/")
-    if num_classes is not None:
-        options["num_classes"] = {target_type: num_classes}
-    splits = {}
     if split != "random":
         split_dir = _split_dir(root, split)
         for ours, theirs in _SPLIT_PARTS.items():
-            found = _ogb_split_file(split_dir, target_type, theirs)
+            found = _ogb_split_file(split_dir, graph.target_type, theirs)
             if found is None:
-                raise DatasetError(f"{split_dir / target_type}: has no {theirs}.csv.gz for the target type "
-                                   f"{target_type!r}; OGB splits have train, valid and test parts; {_RANDOM_HINT}")
-            splits[ours] = Source.from_reader(NodeTableReader(found, "index"))
-    return build_dataset(out_dir, edges, num_nodes=counts, features=features, labels=labels, target_type=target_type,
-                         splits=splits, options=BuildOptions(**options),
-                         provenance={"importer": "ogb-typed", "folder": str(root)})
-
-
-_RENAMED = {"from_ogb_hetero": "sparsetrain.datasets.ogb_folder:from_ogb_typed"}
-
-
-def __getattr__(name: str):
-    """``from_ogb_hetero`` (renamed ``from_ogb_typed``) resolves for one release, with a ``DeprecationWarning``."""
-    return moved_attribute(__name__, _RENAMED, name)
+                raise DatasetError(f"{split_dir / graph.target_type}: has no {theirs}.csv.gz for the target type "
+                                   f"{graph.target_type!r}; OGB splits have train, valid and test parts; "
+                                   f"{_RANDOM_HINT}")
+            graph.splits[ours] = Source.from_reader(NodeTableReader(found, "index"))
+    return graph

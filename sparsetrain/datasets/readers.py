@@ -593,14 +593,21 @@ def _time_values(path: Path, column: pa.Array, shown: str, first_row: int, where
     if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
         raise DatasetError(f"{path}: column {shown} has type {column.type}; {what}s must be numbers (integers or "
                            "floats, e.g. Unix seconds)")
-    values = column.to_numpy(zero_copy_only=False)
-    return _to_int64(path, values, f"column {shown}", first_row, where) if values.dtype.kind in "iu" else values
+    return column.to_numpy(zero_copy_only=False)  # check_times takes unsigned values above int64 as errors
+
+
+_INT64_MAX = np.iinfo(np.int64).max
+_EXACT_FLOAT = 2**53  # float64 holds every integer up to here, and loses some beyond
 
 
 def check_times(values: np.ndarray, name: str, where, what: str) -> np.ndarray:
     """``values`` as int64 (integer input) or float64, every entry finite; else one error naming the first bad row."""
     if values.dtype.kind == "b" or values.dtype.kind not in "iuf":
         raise DatasetError(f"{name}: dtype {values.dtype}; {what}s must be numbers (integers or floats)")
+    if values.dtype.kind == "u" and len(values) and values.max() > _INT64_MAX:
+        row = int(np.flatnonzero(values > _INT64_MAX)[0])
+        raise DatasetError(f"{name}: {where(row)}: {what} {values[row]} does not fit in int64 (at most 2**63 - 1) and "
+                           f"would wrap to a negative time; give {what}s as int64 (e.g. 'never' as 2**63 - 1)")
     if values.dtype.kind in "iu":
         return values.astype(np.int64, copy=False)
     values = values.astype(np.float64, copy=False)
@@ -616,7 +623,8 @@ def read_time_column(path: Path, kind: str, column: str | None, has_header: bool
                      what: str) -> np.ndarray:
     """One numeric column of a CSV/Parquet file (``column`` None: its only column) or a 1-D .npy, read whole.
 
-    Integer columns stay int64 (a CSV's is first read as integers, then as floats if some value is not one)."""
+    Integer columns stay int64 (a CSV's is first read as int64, then uint64 (refused beyond int64), then as floats if
+    some value is not an integer)."""
     if kind == "npy":
         array = _open_npy(path)
         if array.ndim == 2 and array.shape[1] == 1:
@@ -632,7 +640,7 @@ def read_time_column(path: Path, kind: str, column: str | None, has_header: bool
         column = names[0]
     shown = _shown(column, has_header)
     parts, row = [], 0
-    for attempt in (pa.int64(), pa.float64()) if kind == "csv" else (None,):
+    for attempt in (pa.int64(), pa.uint64(), pa.float64()) if kind == "csv" else (None,):
         parts, row = [], 0
         try:
             if kind == "csv":
@@ -648,6 +656,13 @@ def read_time_column(path: Path, kind: str, column: str | None, has_header: bool
             if attempt is None or attempt == pa.float64():
                 raise
     values = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    if attempt == pa.float64():  # some value is not an int64: as floats, integers beyond 2**53 would merge
+        inexact = np.abs(values) > _EXACT_FLOAT
+        if inexact.any():
+            row = int(np.flatnonzero(inexact)[0])
+            raise DatasetError(f"{path}: {where(row)}, column {shown}: {what} {values[row]:.0f} is beyond 2**53 in a "
+                               "column read as floats (some value is not an int64), where distinct times would merge; "
+                               f"write every {what} as an integer in int64, or every one as a float below 2**53")
     return check_times(values, str(path), where, what)
 
 

@@ -1,4 +1,5 @@
-"""What importers hand the writer: re-iterable streams of node rows and edges, each named for error messages."""
+"""What importers hand the writer: a :class:`GraphInput` of re-iterable streams of node rows and edges by type, each
+named for error messages."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
 
 
 @dataclass
@@ -67,3 +70,48 @@ class TimeColumn:
     @property
     def rows(self) -> int:
         return len(self.values)
+
+
+@dataclass
+class GraphInput:
+    """A graph as every importer hands it to the writer: per node type tables, per edge type edge sources.
+
+    A homogeneous graph is the one-type case (node type ``NODE``, edge type ``EDGE``; :meth:`one_type`).
+    ``num_nodes`` lists node types in their order (a count, or None: the rows of the type's features, labels or
+    times, else the largest id + 1); ``target_type`` names the node type ``splits`` and an int ``num_classes`` are for
+    (default: the only labelled type); ``edge_splits`` are given link-prediction splits
+    (``{name: (EdgeSplit, where it came from)}``, e.g. OGB's); ``provenance`` goes to ``meta.json``.
+    """
+
+    edges: dict[EdgeType, EdgeSource]
+    num_nodes: dict[str, int | None] = field(default_factory=dict)
+    features: dict[str, Source] = field(default_factory=dict)
+    labels: dict[str, Source] = field(default_factory=dict)
+    node_time: dict[str, TimeColumn] = field(default_factory=dict)
+    edge_features: dict[EdgeType, EdgeFeatures] = field(default_factory=dict)
+    edge_time: dict[EdgeType, TimeColumn] = field(default_factory=dict)
+    splits: dict[str, Source] = field(default_factory=dict)
+    target_type: str | None = None
+    edge_splits: dict | None = None
+    provenance: dict = field(default_factory=dict)
+
+    @classmethod
+    def one_type(cls, edges: EdgeSource, *, num_nodes: int | None = None, features: Source | None = None,
+                 labels: Source | None = None, node_time: TimeColumn | None = None,
+                 edge_features: EdgeFeatures | None = None, edge_time: TimeColumn | None = None,
+                 **rest) -> GraphInput:
+        """A homogeneous graph: each table one value (or None) instead of a dict by type."""
+        nodes = lambda value: {} if value is None else {NODE_TYPE: value}  # noqa: E731
+        edge = lambda value: {} if value is None else {EDGE_TYPE: value}  # noqa: E731
+        return cls({EDGE_TYPE: edges}, {NODE_TYPE: num_nodes}, nodes(features), nodes(labels), nodes(node_time),
+                   edge(edge_features), edge(edge_time), **rest)
+
+    @property
+    def typed(self) -> bool:
+        """More than the one node type and edge type of a homogeneous graph."""
+        return list(self.edges) != [EDGE_TYPE] or any(t != NODE_TYPE for t in self.num_nodes)
+
+    @property
+    def node_types(self) -> list[str]:
+        """The counted types in their order, then those only the edge types name."""
+        return list(dict.fromkeys([*self.num_nodes, *(end for et in self.edges for end in (et[0], et[2]))]))

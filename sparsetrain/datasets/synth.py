@@ -1,4 +1,5 @@
-"""A synthetic power-law graph with learnable communities (``sparsetrain synth``).
+"""Synthetic graphs (``sparsetrain synth``): :func:`synthesize`, the one entry; here a power-law graph with learnable
+communities, with ``typed=True`` the ogbn-mag-shaped graph of :mod:`~sparsetrain.datasets.synth_mag`.
 
 Model: a degree-corrected stochastic block model. Every node gets a class
 (its community) and a power-law weight: the node of random rank r weighs
@@ -22,9 +23,10 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
+from sparsetrain.datasets.build import BuildOptions, EdgeSource, GraphInput, Source, build_dataset
 from sparsetrain.datasets.csc import MAX_NODES
 from sparsetrain.datasets.dataset import GraphDataset
+from sparsetrain.datasets.synth_mag import MAG_SPLIT, mag_graph
 from sparsetrain.datasets.writer import check_output
 from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.rng import GOLDEN, mix64
@@ -305,23 +307,41 @@ def _unique_pairs(scratch, num_pairs: int, num_nodes: int, num_classes: int, see
 
 def synthesize(
     out_dir: str | os.PathLike,
-    num_nodes: int,
-    num_edges: int,
+    num_nodes: int | None = None,
+    num_edges: int | None = None,
     *,
-    feature_dim: int = 100,
-    num_classes: int = 47,
-    label_fraction: float = 1.0,
+    typed: bool = False,
+    scale: float = 1.0,
+    feature_dim: int | None = None,
+    num_classes: int | None = None,
+    label_fraction: float | None = None,
     seed: int = 0,
     **options,
 ) -> GraphDataset:
-    """Generate and write a synthetic dataset with ``num_nodes`` nodes and exactly ``num_edges`` directed edges.
+    """Generate and write a synthetic dataset: a power-law graph of ``num_nodes`` nodes and exactly ``num_edges``
+    directed edges (the module docstring), or with ``typed=True`` an ogbn-mag-shaped typed graph sized by ``scale``
+    (:mod:`~sparsetrain.datasets.synth_mag`; 1.0 is ogbn-mag's size).
 
-    The graph is undirected and stored with both directions, so ``num_edges``
-    must be even. A random ``label_fraction`` of the nodes carries a label (the rest
-    -1); the split divides the labelled nodes. Options are :class:`BuildOptions` fields
-    (``reorder``, ``feature_dtype``, ``split_fractions``, ``overwrite``, ``quiet``).
-    Memory is a few arrays per node plus fixed-size chunks, whatever ``num_edges``.
+    The power-law graph is undirected and stored with both directions, so ``num_edges`` must be even. A random
+    ``label_fraction`` (default 1) of the nodes carries a label (the rest -1); the split divides the labelled nodes.
+    ``feature_dim`` and ``num_classes`` default to 100 and 47 (typed: 128 and 349). Options are :class:`BuildOptions`
+    fields (``reorder``, ``feature_dtype``, ``split_fractions``, ``overwrite``, ``quiet``; typed: ``add_reverse``,
+    default True). Memory is a few arrays per node plus fixed-size chunks, whatever ``num_edges``.
     """
+    if typed:
+        given = [flag for flag, value in (("--nodes", num_nodes), ("--edges", num_edges),
+                                          ("--label-fraction", label_fraction)) if value is not None]
+        if given:
+            raise DatasetError(f"--typed sizes the graph with --scale; drop {'/'.join(given)}")
+        graph = mag_graph(scale, num_classes or 349, feature_dim or 128, seed)
+        options = {"add_reverse": True, "split_fractions": MAG_SPLIT, **options}
+        return build_dataset(out_dir, graph, BuildOptions(seed=seed, num_classes={"paper": num_classes or 349},
+                                                          **options))
+    if num_nodes is None or num_edges is None:
+        raise DatasetError("--nodes and --edges: both required (num_nodes, num_edges), or pass typed=True (--typed)")
+    feature_dim = 100 if feature_dim is None else feature_dim
+    num_classes = 47 if num_classes is None else num_classes
+    label_fraction = 1.0 if label_fraction is None else label_fraction
     if num_nodes < 2:
         raise DatasetError(f"--nodes {num_nodes}: a synthetic graph needs at least 2 nodes")
     if num_edges < 2 or num_edges % 2:
@@ -379,16 +399,14 @@ def synthesize(
                 yield np.where(labelled[lo : lo + DRAW_CHUNK], classes[lo : lo + DRAW_CHUNK], -1).astype(np.int64)
 
         options.setdefault("split_fractions", (0.6, 0.2, 0.2))
-        return build_dataset(
-            out_dir,
-            EdgeSource("synthetic edges", edge_chunks, num_edges // 2, weighted=False, release=pairs.delete),
-            num_nodes=num_nodes,
-            features=Source("synthetic features", feature_chunks, num_nodes),
+        edges = EdgeSource("synthetic edges", edge_chunks, num_edges // 2, weighted=False, release=pairs.delete)
+        graph = GraphInput.one_type(
+            edges, num_nodes=num_nodes, features=Source("synthetic features", feature_chunks, num_nodes),
             labels=Source("synthetic labels", label_chunks, num_nodes),
-            options=BuildOptions(undirected=True, num_classes=num_classes, seed=seed, **options),
             provenance={"importer": "synth", "model": "degree-corrected SBM", "num_nodes": num_nodes,
                         "num_edges": num_edges, "feature_dim": feature_dim, "num_classes": num_classes,
-                        "label_fraction": label_fraction, "seed": seed, "p_intra": P_INTRA},
-        )
+                        "label_fraction": label_fraction, "seed": seed, "p_intra": P_INTRA})
+        return build_dataset(out_dir, graph, BuildOptions(undirected=True, num_classes=num_classes, seed=seed,
+                                                          **options))
     finally:
         shutil.rmtree(scratch_dir, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""A synthetic ogbn-mag-shaped typed graph with learnable paper labels (``sparsetrain synth --typed``).
+"""A synthetic ogbn-mag-shaped typed graph with learnable paper labels (``synthesize(typed=True)``, ``synth --typed``).
 
 Node types and relations as ogbn-mag's (counts scaled by ``scale``; 1.0 gives ogbn-mag's 1.94M nodes and
 21.1M edges, plus the reverse relations): papers (with features and a class each), authors, institutions
@@ -14,12 +14,9 @@ by (seed, relation, chunk), and edges and features are streamed chunk by chunk i
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from sparsetrain.datasets.build import BuildOptions, EdgeSource, Source, build_dataset
-from sparsetrain.datasets.dataset import GraphDataset
+from sparsetrain.datasets.sources import EdgeSource, GraphInput, Source
 from sparsetrain.errors import DatasetError
 
 MAG_NODES = {"paper": 736_389, "author": 1_134_649, "institution": 8_740, "field_of_study": 59_965}
@@ -62,9 +59,9 @@ class _ByClass:
         return out
 
 
-def synthesize_typed(out_dir: str | os.PathLike, *, scale: float = 1.0, num_classes: int = 349, feature_dim: int = 128,
-                     seed: int = 0, add_reverse: bool = True, **options) -> GraphDataset:
-    """Write an ogbn-mag-shaped typed dataset (see the module docstring); ``options`` as ``BuildOptions`` takes."""
+def mag_graph(scale: float, num_classes: int, feature_dim: int, seed: int) -> GraphInput:
+    """The ogbn-mag-shaped graph (see the module docstring) as the writer takes it; the reverse edge types, the
+    split (``MAG_SPLIT``) and the class count are build options."""
     if not scale > 0:
         raise DatasetError(f"scale={scale}; give a positive number (1.0 is ogbn-mag's size)")
     if num_classes < 2 or feature_dim < 1:
@@ -99,11 +96,8 @@ def synthesize_typed(out_dir: str | os.PathLike, *, scale: float = 1.0, num_clas
             noise = np.random.default_rng([seed, 8, i]).standard_normal((len(c), feature_dim)).astype(np.float32)
             yield centroids[c] + noise
 
-    options.setdefault("split_fractions", MAG_SPLIT)
-    return build_dataset(out_dir, edge_types, num_nodes=counts,
-                         features={"paper": Source("synthetic paper features", features, counts["paper"])},
-                         labels={"paper": Source.from_array("synthetic paper labels", paper_classes)},
-                         target_type="paper",
-                         options=BuildOptions(add_reverse=add_reverse, seed=seed, num_classes={"paper": num_classes},
-                                              **options),
-                         provenance={"generator": "synth-typed", "scale": scale, "classes": num_classes, "seed": seed})
+    return GraphInput(edge_types, counts,
+                      features={"paper": Source("synthetic paper features", features, counts["paper"])},
+                      labels={"paper": Source.from_array("synthetic paper labels", paper_classes)},
+                      target_type="paper",
+                      provenance={"generator": "synth-typed", "scale": scale, "classes": num_classes, "seed": seed})
