@@ -67,7 +67,7 @@ def test_auto_eval_picks_layerwise_on_small_graphs_and_where_its_weighted_edges_
     from types import SimpleNamespace
 
     from sparsetrain.engine.inference import layerwise_cost, sampled_cost
-    from sparsetrain.engine.run import _full_eval_is_cheaper
+    from sparsetrain.engine.plan import full_eval_is_cheaper
     from sparsetrain.sampling import Fanouts
 
     assert layerwise_cost(1_000, 3) == 3_000 and sampled_cost(2, [15, 10, 5]) == 2 * (15 + 150 + 750)
@@ -75,7 +75,7 @@ def test_auto_eval_picks_layerwise_on_small_graphs_and_where_its_weighted_edges_
     fanout = Fanouts([15, 10, 5])
 
     def picks(nodes, edges, eval_nodes):
-        return _full_eval_is_cheaper(SimpleNamespace(num_nodes=nodes, num_edges=edges), fanout, {"valid": range(eval_nodes)})
+        return full_eval_is_cheaper(SimpleNamespace(num_nodes=nodes, num_edges=edges), fanout, eval_nodes)
 
     assert picks(2708, 10_556, 1_500)  # Cora
     assert not picks(200_000, 2_000_000, 80_000)  # measured: layer-wise 93 s, sampled 66 s
