@@ -142,8 +142,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="append per-step and per-epoch metrics here as JSON lines (--log is the old name; it fails "
                         "under torchrun)")
     p.add_argument("--seed", type=int, default=0,
-                   help="seed of every random choice (weights, shuffle, sampling): same seed, same run; an integer in "
-                        "[-2**43, 2**43) (default 0)")
+                   help="seed of every random choice (weights, shuffle, sampling): same seed, same run; its magnitude "
+                        "below 2**43 (default 0)")
     p.add_argument("--summary-json", type=Path, help="write the final metrics (val_acc, test_acc, epochs, seconds; "
                                                      "link task: "
                    "val_auc, test_auc, test_mrr, test_hits@K_per_positive or _shared_pool, "
