@@ -155,17 +155,20 @@ def check_outputs(checkpoint: CheckpointSettings, report: ReportSettings) -> Non
 
 
 def _check_writable(flag: str, path: Path, *, folder: bool) -> None:
-    if path.exists() and path.is_dir() != folder:
-        what = "a regular file" if folder else "a folder"
-        raise SettingError(f"{flag} {path}: is {what}; give {'a folder' if folder else 'a file'} path")
-    existing = path if path.exists() else path.parent
+    if path.exists():
+        if path.is_dir() != folder:
+            what = "a regular file" if folder else "a folder"
+            raise SettingError(f"{flag} {path}: is {what}; give {'a folder' if folder else 'a file'} path")
+        if not os.access(path, os.W_OK | (os.X_OK if folder else 0)):
+            raise SettingError(f"{flag} {path}: is not writable; give a path you can write to")
+        return
+    existing = path.parent  # the nearest folder that exists: the run creates the rest
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
         raise SettingError(f"{flag} {path}: {existing} is a file, not a folder; give a path under a folder")
-    if not os.access(existing, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise SettingError(f"{flag} {path}: {existing if not path.exists() else path} is not writable; give a path "
-                           "you can write to")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise SettingError(f"{flag} {path}: {existing} is not writable; give a path you can write to")
 
 
 # ---------------------------------------------------------------- model and optimizer
