@@ -5,13 +5,14 @@ objects and calls :func:`sparsetrain.engine.run.train`::
 
     train(TrainSettings(data=DataSettings(path="cora"), sampling=SamplingSettings(fanouts=[15, 10], batch_size=256)))
 
-Each function of the run receives the part it uses (the feature stores :class:`FeatureSettings`, the sampler
-:class:`SamplingSettings`, ...), never the whole. A field left ``None`` is filled by the run (the model's defaults,
-the epochs from optimizer steps). Every check here is one line naming the field and the values it takes: first
-each field's type against its annotation (:func:`_check_types`: a bool is not an int, a string not a bool), then its
-value. What a field means for a resumed run is its ``metadata``: fields marked ``RESUMABLE`` may change between a run
-and its resume; every other field changes the batches or the model and is recorded in each checkpoint
-(:func:`batch_record`).
+The run's plan (:func:`sparsetrain.engine.plan.plan`) reads them all once, resolves what is left ``None`` or ``auto``
+(the model's defaults, the epochs from optimizer steps, the feature placement) and checks what depends on the dataset
+or the device; each builder then receives the part it uses (the feature stores :class:`FeatureSettings`, the sampler
+:class:`SamplingSettings`, ...), never the whole. Every check here is one line naming the field and the values it
+takes: first each field's type against its annotation (:func:`_check_types`: a bool is not an int, a string not a
+bool), then its value. What a field means for a resumed run is its ``metadata``: fields marked ``RESUMABLE`` may
+change between a run and its resume; every other field changes the batches or the model and is recorded in each
+checkpoint (:func:`batch_record`).
 """
 
 from __future__ import annotations

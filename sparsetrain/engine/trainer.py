@@ -52,7 +52,7 @@ class Trainer:
 
     ``evaluate(model) -> {"val_acc": .., "test_acc": ..}`` runs after every epoch;
     the reported result is the test accuracy at the epoch with the best
-    validation accuracy. Checkpoints (every ``checkpoint_every`` steps and at
+    validation accuracy. Checkpoints (every ``checkpoints.every`` steps and at
     every epoch end) hold model, optimizer, scheduler, RNG state and the position
     in the epoch (``checkpoints``: a :class:`~sparsetrain.engine.settings.CheckpointSettings`, its folder,
     frequency and ``resume``); resuming continues from the newest intact one exactly. Checkpoints record
@@ -77,6 +77,8 @@ class Trainer:
     apply, and each that differs from the checkpoint's is reported in one line (``lr 0.01 -> 0.001``).
     Class targets outside ``[0, classes)`` raise :class:`~sparsetrain.errors.DatasetError` naming the seeds, and a
     NaN or infinite loss :class:`TrainingDivergedError` naming the step, without an extra device sync a step.
+    Ctrl-C (SIGTERM in the CLI) raises :class:`TrainingInterrupted`, whose message names the newest checkpoint and the
+    step ``--resume`` continues from.
     """
 
     def __init__(self, model: torch.nn.Module, loader: Loader, optimizer: torch.optim.Optimizer, *,
@@ -235,15 +237,17 @@ class Trainer:
 
     def _written(self) -> str:
         """What an interrupted run leaves: its newest checkpoint and how to continue from it, and its metrics log."""
+        if not self.is_main:  # the main rank says what the run wrote
+            return f"interrupted at step {self.step}"
         folder = self.checkpoints.dir
-        newest = list_checkpoints(folder) if folder is not None and self.is_main else []
+        newest = list_checkpoints(folder) if folder is not None else []
         if newest:
             step = int(newest[0].name.removeprefix("step-").removesuffix(".pt"))
             said = (f"checkpoints are in {folder} (newest {newest[0].name}); rerun the same command with --resume "
                     f"(resume=True) to continue from step {step}")
         else:
             said = "no checkpoint was written" + ("" if folder is not None else " (--checkpoint-dir keeps progress)")
-        if self.log_path is not None and self.log_path.is_file() and self.is_main:
+        if self.log_path is not None and self.log_path.is_file():
             said += f"; metrics up to step {self.step} are in {self.log_path}"
         return f"interrupted at step {self.step}; {said}"
 
