@@ -99,6 +99,18 @@ def test_checkpoints_of_another_run_are_refused_by_name(cli, tiny_dir, tmp_path)
     assert sorted(name for name in _folder_state(ckpt) if name.endswith(".pt")) == ["step-0000000004.pt", "step-0000000008.pt"]
 
 
+def test_a_checkpoint_records_every_batch_setting_off_or_on_by_its_flag_name(cli, tiny_dir, tmp_path):
+    from sparsetrain.engine.settings import TrainSettings, batch_record
+
+    code, _, err = cli("train", "--data", tiny_dir, *TINY_ARGS, "--epochs", "1", "--checkpoint-dir", tmp_path / "ck")
+    assert code == 0, err
+    record = torch.load(next((tmp_path / "ck").glob("step-*.pt")), weights_only=True)["run"]
+    assert set(batch_record(TrainSettings())) <= set(record) and "fanout" not in record
+    assert {k: record[k] for k in ("fanouts", "temporal", "temporal_strategy", "model", "hidden", "task", "seed")} == {
+        "fanouts": [5, 5], "temporal": False, "temporal_strategy": None, "model": "sage", "hidden": 16, "task": "node",
+        "seed": 0}
+
+
 def _identity(**changes) -> dict:
     identity = {"parameters": {"w": [2, 2]}, "seed": 0, "batch_size": 64, "record_version": 2, "task": "node",
                 "fanouts": [5, 5], "temporal": False, "temporal_strategy": None, "model": "sage",

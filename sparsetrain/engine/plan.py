@@ -122,18 +122,20 @@ def plan(settings: TrainSettings, ds, device: torch.device, world_size: int = 1)
         sampling = replace(sampling, temporal_strategy=sampling.temporal_strategy or "uniform")
     if data.task == "link":
         sampling = replace(sampling, exclude=_exclude(ds, sampling.exclude))
-    features = _features(ds, settings.features, model.name, device)
+    features = _features(ds, settings.features, device)
     train_seeds = _train_seed_count(ds, data.task, target, random_split)
     optim = _optim(settings.optim, data.task, model, train_seeds, sampling.batch_size, world_size)
-    resolved = replace(settings, sampling=sampling, model=model, optim=optim, features=features,
-                       data=replace(data, target_type=target))
+    # recorded as resolved, but --exclude as given: "auto" depends only on the dataset, whose contents are compared
+    # (and sparsetrain 0.1 recorded it so)
+    recorded = replace(settings, sampling=replace(sampling, exclude=settings.sampling.exclude), model=model,
+                       optim=optim, features=features, data=replace(data, target_type=target))
     return RunPlan(
         device=device, world_size=world_size, task=data.task, target_type=target, random_split=random_split,
         model=model, optim=optim, sampling=sampling, features=features,
         graph_on_device=not typed and times is None and _graph_fits(ds.graph, device),
         times=times, full_eval=data.task == "node" and _full_eval(ds, settings.run.eval, model.name, sampling),
         clusters=model.name == "gt", run=settings.run, checkpoint=settings.checkpoint, report=settings.report,
-        record={**batch_record(resolved), "dataset": {"path": str(ds.path), "sha256": _meta_sha256(ds.path)}},
+        record={**batch_record(recorded), "dataset": {"path": str(ds.path), "sha256": _meta_sha256(ds.path)}},
     )
 
 
@@ -295,7 +297,7 @@ def _graph_fits(graph, device: torch.device) -> bool:
     return _fits_on_gpu(nbytes, device)
 
 
-def _features(ds, features: FeatureSettings, model: str, device: torch.device) -> FeatureSettings:
+def _features(ds, features: FeatureSettings, device: torch.device) -> FeatureSettings:
     """Where the features live (``--features``, ``auto`` decided by :func:`placement`) and the cache in front of
     them, checked against the memory it would take and the rows it must hold."""
     placement = _placement(ds, features, device)
