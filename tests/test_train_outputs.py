@@ -48,6 +48,8 @@ def test_the_device_is_chosen_once_and_checked_against_the_gpus(monkeypatch):
     assert choose_device("auto") == torch.device("cuda", 0)
     with pytest.raises(DeviceError, match="--device cuda:7: this machine has 2 CUDA device"):
         choose_device("cuda:7")
+    with pytest.raises(DeviceError, match="--device cuda:1 names one GPU, but each of the 2 ranks needs its own"):
+        choose_device("cuda:1", local_rank=1, world_size=2)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert choose_device("auto") == torch.device("cpu")
     with pytest.raises(DeviceError, match="no CUDA device is visible"):

@@ -39,10 +39,11 @@ class DistContext:
         return self.rank == 0
 
 
-def choose_device(requested: str, local_rank: int = 0) -> torch.device:
+def choose_device(requested: str, local_rank: int = 0, world_size: int = 1) -> torch.device:
     """The run's one device, from ``--device`` (auto, cpu, cuda, cuda:N): auto is a GPU when one is visible; cuda is
-    this rank's GPU (``local_rank`` modulo the GPUs); a GPU this machine does not have is a one-line
-    :class:`DeviceError`. Every later choice (feature placement, the graph's copy, the model) reads this one."""
+    this rank's GPU (``local_rank`` modulo the GPUs); cuda:N one GPU of a single-process run; a GPU this machine does
+    not have is a one-line :class:`DeviceError`. Every later choice (feature placement, the graph's copy, the model)
+    reads this one."""
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
     try:
@@ -56,6 +57,9 @@ def choose_device(requested: str, local_rank: int = 0) -> torch.device:
     if not torch.cuda.is_available():
         raise DeviceError(f"--device {requested}: no CUDA device is visible to this process; pass --device cpu or "
                           "auto")
+    if device.index is not None and world_size > 1:
+        raise DeviceError(f"--device {requested} names one GPU, but each of the {world_size} ranks needs its own; pass "
+                          "--device cuda (rank r takes GPU r of its node)")
     count = torch.cuda.device_count()
     index = local_rank % count if device.index is None else device.index
     if index >= count:
@@ -75,7 +79,7 @@ def init_from_env(device: str = "auto", timeout: Timeout = None) -> DistContext:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    target = choose_device(device, local_rank)
+    target = choose_device(device, local_rank, world_size)
     if target.type == "cuda":
         torch.cuda.set_device(target)
     ctx = DistContext(rank, world_size, local_rank, target)
