@@ -76,12 +76,12 @@ def test_a_gpu_cache_fronts_pinned_host_features_when_they_fit(monkeypatch):
 
     from sparsetrain.engine import plan
 
-    ds = SimpleNamespace(is_typed=False, features=SimpleNamespace(nbytes=10 << 20))
+    nbytes = 10 << 20
     gpu, cpu = torch.device("cuda"), torch.device("cpu")
     cached = SimpleNamespace(placement="auto", cache_gb=1.0)
     monkeypatch.setattr(plan, "available_host_memory", lambda: (1 << 30, "test"))
-    assert plan._placement(ds, cached, gpu) == "pinned"
-    assert plan._placement(ds, cached, cpu) == "mmap"
+    assert plan._placement(nbytes, cached, gpu) == "pinned"
+    assert plan._placement(nbytes, cached, cpu) == "mmap"
     monkeypatch.setattr(plan, "available_host_memory", lambda: (1 << 20, "test"))  # no room for a pinned copy
-    assert plan._placement(ds, cached, gpu) == "mmap"
-    assert plan._placement(ds, SimpleNamespace(placement="disk", cache_gb=1.0), gpu) == "disk"
+    assert plan._placement(nbytes, cached, gpu) == "mmap"
+    assert plan._placement(nbytes, SimpleNamespace(placement="disk", cache_gb=1.0), gpu) == "disk"

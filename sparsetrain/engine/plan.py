@@ -116,12 +116,12 @@ def plan(settings: TrainSettings, ds, device: torch.device, world_size: int = 1)
             raise DatasetError(f"--task link: {ds.path} is a typed (heterogeneous) dataset; link prediction trains on "
                                "homogeneous datasets made with --link-split")
     model = _model(ds, settings.model, data.task)
-    target, random_split = _target(ds, data.target_type, data.task) if data.task == "node" else (None, False)
+    target, random_split = _target(ds, data.target_type) if data.task == "node" else (None, False)
     times = _times(ds, sampling, model.name, target)
     if times is not None:
         sampling = replace(sampling, temporal_strategy=sampling.temporal_strategy or "uniform")
     if data.task == "link":
-        sampling = replace(sampling, exclude=_exclude(ds, sampling.exclude))
+        sampling = replace(sampling, exclude=_exclude(sampling.exclude, ds.directed))
     features = _features(ds, settings.features, device)
     train_seeds = _train_seed_count(ds, data.task, target, random_split)
     optim = _optim(settings.optim, data.task, model, train_seeds, sampling.batch_size, world_size)
@@ -211,7 +211,7 @@ def _optim(optim: OptimSettings, task: str, model: ModelSettings, train_seeds: i
 # ---------------------------------------------------------------- what is trained on
 
 
-def _target(ds, target_type: str | None, task: str) -> tuple[str | None, bool]:
+def _target(ds, target_type: str | None) -> tuple[str | None, bool]:
     """The node type to train on (None: the homogeneous graph's nodes) and whether it needs a random split."""
     if not ds.is_typed:
         if ds.features is None or ds.labels is None or "train" not in ds.split:
@@ -248,9 +248,9 @@ def _train_seed_count(ds, task: str, target: str | None, random_split: bool) -> 
     return len(ds.split["train"])
 
 
-def _exclude(ds, exclude: str) -> str:
+def _exclude(exclude: str, directed: bool) -> str:
     """``--exclude auto``: the seed edges' reverses too on a symmetric graph, else the seed edges only."""
-    return exclude if exclude != "auto" else ("self" if ds.directed else "reverse")
+    return exclude if exclude != "auto" else ("self" if directed else "reverse")
 
 
 def _times(ds, sampling: SamplingSettings, model: str, target: str | None) -> str | None:
@@ -300,7 +300,8 @@ def _graph_fits(graph, device: torch.device) -> bool:
 def _features(ds, features: FeatureSettings, device: torch.device) -> FeatureSettings:
     """Where the features live (``--features``, ``auto`` decided by :func:`placement`) and the cache in front of
     them, checked against the memory it would take and the rows it must hold."""
-    placement = _placement(ds, features, device)
+    tables = feature_tables(ds)
+    placement = _placement(sum(table.nbytes for table in tables.values()), features, device)
     if placement == "sharded":
         if ds.is_typed:
             raise SettingError("--features sharded: typed datasets are not sharded yet; pass --features mmap, disk, "
@@ -312,11 +313,11 @@ def _features(ds, features: FeatureSettings, device: torch.device) -> FeatureSet
         raise SettingError(f"--features {placement} needs a CUDA device (this run is on {device}); use --features "
                            "mmap or memory")
     if features.cache_gb > 0:
-        _check_cache(feature_tables(ds), features.cache_gb, device)
+        _check_cache(tables, features.cache_gb, device)
     return replace(features, placement=placement)
 
 
-def _placement(ds, features: FeatureSettings, device: torch.device) -> str:
+def _placement(nbytes: int, features: FeatureSettings, device: torch.device) -> str:
     """``--features auto``: on a GPU, the features in device memory when they fit, else in pinned host memory read
     zero-copy by the GPU; behind a GPU cache (``--cache-gb``), pinned host memory when it fits in what the host has
     free (GraphBolt's two levels: the cache's misses cross PCIe without a CPU gather), else memory-mapped; on a CPU,
@@ -325,7 +326,6 @@ def _placement(ds, features: FeatureSettings, device: torch.device) -> str:
         return features.placement
     if device.type != "cuda":
         return "mmap"
-    nbytes = sum(table.nbytes for table in feature_tables(ds).values())
     if features.cache_gb > 0:
         return "pinned" if nbytes <= PINNED_HOST_FRACTION * available_host_memory()[0] else "mmap"
     return "device" if _fits_on_gpu(nbytes, device) else "pinned"
@@ -376,14 +376,15 @@ def _full_eval(ds, evaluation: str, model: str, sampling: SamplingSettings) -> b
     if model == "gt":  # evaluated on sampled batches, like it trains (its cluster attention is per batch)
         return False
     eval_nodes = sum(len(idx) for name, idx in ds.split.items() if name != "train")
-    return evaluation == "full" or (evaluation == "auto" and full_eval_is_cheaper(ds, sampling.fanouts, eval_nodes))
+    cheaper = full_eval_is_cheaper(ds.num_nodes, ds.num_edges, sampling.fanouts, eval_nodes)
+    return evaluation == "full" or (evaluation == "auto" and cheaper)
 
 
-def full_eval_is_cheaper(ds, fanouts, eval_nodes: int) -> bool:
+def full_eval_is_cheaper(num_nodes: int, num_edges: int, fanouts, eval_nodes: int) -> bool:
     """``--eval auto``: exact layer-wise inference on small graphs (Cora), and on larger ones when its edges, weighted
     by their measured cost, are fewer than those of sampled evaluation of the val/test nodes (never on papers100M,
     1% labelled; on a 200K-node graph with 40% of nodes to evaluate it lost 93 s to 66 s, so sampled there too)."""
-    if ds.num_nodes <= EXACT_EVAL_MAX_NODES:
+    if num_nodes <= EXACT_EVAL_MAX_NODES:
         return True
-    layerwise = LAYERWISE_EDGE_COST * layerwise_cost(ds.num_edges, fanouts.num_hops)
+    layerwise = LAYERWISE_EDGE_COST * layerwise_cost(num_edges, fanouts.num_hops)
     return layerwise <= sampled_cost(eval_nodes, fanouts.as_list())
