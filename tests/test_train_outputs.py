@@ -72,7 +72,7 @@ def test_the_seeds_at_the_ends_of_the_range_train(cli, tiny):
 @pytest.mark.parametrize("flag, path, says", [
     ("--metrics-log", "folder", "--metrics-log {}: is a folder; give a file path"),
     ("--summary-json", "folder", "--summary-json {}: is a folder; give a file path"),
-    ("--checkpoint-dir", "file", "--checkpoint-dir {}: is a regular file; give a folder path"),
+    ("--checkpoint-dir", "file", "--checkpoint-dir {}: is not a folder; give a folder path"),
     ("--summary-json", "file/s.json", "--summary-json {}: {} is a file, not a folder"),
     ("--metrics-log", "file/deeper/m.jsonl", "--metrics-log {}: {} is a file, not a folder"),
     ("--checkpoint-dir", "file/ck", "--checkpoint-dir {}: {} is a file, not a folder"),
@@ -116,6 +116,17 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_leaves_no_partial_file(
     assert "writing the checkpoint of step 8 failed (No space left on device)" in err
     assert "the newest intact one is step-0000000004.pt" in err and "--resume" in err
     assert sorted(p.name for p in ck.iterdir()) == ["step-0000000004.pt", "step-0000000004.pt.sha256"]
+
+
+def test_a_metrics_log_that_stops_taking_writes_is_one_line_naming_it(cli, tiny, tmp_path, monkeypatch):
+    log = tmp_path / "m.jsonl"
+
+    def full_disk(path, mode="r", *args, **kwargs):  # the write fails when the file is flushed, naming no file
+        return builtins.open("/dev/full" if path == log else path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(trainer, "open", full_disk, raising=False)
+    code, out, err = cli("train", "--data", tiny, "--epochs", "1", "--metrics-log", log, *TINY)
+    assert f"error: {log}: No space left on device; check the path" in _one_line_error(code, err)
 
 
 def _interrupt_in_epoch(monkeypatch, epoch: int) -> None:

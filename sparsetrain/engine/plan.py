@@ -159,7 +159,7 @@ def check_outputs(checkpoint: CheckpointSettings, report: ReportSettings) -> Non
 def _check_writable(flag: str, path: Path, *, folder: bool) -> None:
     if path.exists():
         if path.is_dir() != folder:
-            what = "a regular file" if folder else "a folder"
+            what = "not a folder" if folder else "a folder"
             raise SettingError(f"{flag} {path}: is {what}; give {'a folder' if folder else 'a file'} path")
         if not os.access(path, os.W_OK | (os.X_OK if folder else 0)):
             raise SettingError(f"{flag} {path}: is not writable; give a path you can write to")

@@ -190,9 +190,12 @@ class Trainer:
     def _log(self, record: dict) -> None:
         if self.log_path is None or not self.is_main:
             return
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError as exc:  # a write's error may name no file: name the log
+            raise OSError(exc.errno, exc.strerror or str(exc), str(self.log_path)) from None
 
     def _trim_log(self) -> None:
         """After a resume, drop log lines written after the checkpoint (they are about to be redone)."""
