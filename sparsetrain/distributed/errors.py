@@ -1,0 +1,13 @@
+"""Errors of distributed sampling: one line naming the problem and the fix."""
+
+from __future__ import annotations
+
+from sparsetrain.errors import SparsetrainError
+
+
+class DistSamplingError(SparsetrainError, ValueError):
+    """Bad input to the distributed sampler (seeds not owned by the rank, a missing key, a typed part)."""
+
+
+class PartDamagedError(SparsetrainError, RuntimeError):
+    """A part's topology points outside its own arrays."""

@@ -1,0 +1,146 @@
+"""`DistNeighborSampler`: multi-hop neighbour sampling over a partitioned graph, SPMD, with no RPC.
+
+Each rank samples its own seeds. At every hop the frontier's nodes owned by the rank are drawn locally; the others
+go to their owners in one request/response round over the collective layer (per hop: the request counts and batch
+keys, the requested ids, then each request's draw count and the drawn edges, four ``all_to_all`` calls of which two
+carry payload), and the rank dedupes and relabels the answers itself. An owner draws a node's neighbours from the
+stream keyed by (seed, requester's batch key, hop, global node id) over the node's in-edges in the global order, as
+the single-process :class:`~sparsetrain.sampling.NeighborSampler` does, and the relabelling numbers new nodes by first
+appearance in the dst-major edge list, as it does: the batches are the single-process ones, whatever the number of
+ranks. Every call is collective: every rank calls :meth:`sample` the same number of times (an empty batch joins
+the exchanges; :func:`~sparsetrain.distributed.seeds.rank_batches` pads the short ranks), so no rank waits on a
+collective another never calls; a dead or stopped peer is an error after the group's timeout, not a hang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from sparsetrain.collective.all_to_all import all_to_all
+from sparsetrain.collective.groups import group_info
+from sparsetrain.distributed.errors import DistSamplingError
+from sparsetrain.distributed.expand import Expander, hop_keys
+from sparsetrain.partition.load import Partition
+from sparsetrain.sampling.fanouts import Fanouts
+from sparsetrain.sampling.input import SamplerInput
+from sparsetrain.sampling.minibatch import Block, MiniBatch
+
+HOP_NODES = ("all", "new")
+
+
+class DistNeighborSampler:
+    """Sample blocks around a rank's seeds on a partitioned graph; the batch of ``SamplerInput(seeds, key=k)`` equals
+    ``NeighborSampler(whole_graph, fanouts, seed=seed, ...).sample(SamplerInput(seeds, key=k))``.
+
+    ``part``: this rank's :class:`~sparsetrain.partition.Partition` (rank ``r`` of the group holds part ``r``).
+    ``fanouts``, ``replace``, ``weighted``, ``hop_nodes``: as the single-process sampler's (homogeneous graphs;
+    disjoint, temporal and flat-subgraph sampling are not offered). ``seed``: the same on every rank. Seeds are global
+    ids the rank owns; ``input_nodes`` and the seeds of the batch are global ids, and ``node_owner`` (an extra field
+    of the returned batch) gives the part owning each input node, for the feature fetch.
+    """
+
+    def __init__(self, part: Partition, fanouts: Sequence[int], *, seed: int, replace: bool = False,
+                 weighted: bool = False, hop_nodes: str = "all", group=None) -> None:
+        if part.dataset.is_typed:
+            raise DistSamplingError(f"{part.path}: typed parts are not supported yet; partition a homogeneous graph")
+        if hop_nodes not in HOP_NODES:
+            raise DistSamplingError(f"hop_nodes={hop_nodes!r}; give 'all' (DGL) or 'new' (PyG)")
+        if not isinstance(seed, int):
+            raise DistSamplingError(f"seed={seed!r}; give every rank the same integer seed")
+        if weighted and part.dataset.graph.weights is None:
+            raise DistSamplingError(f"{part.path}: weighted=True but the part has no edge weights; partition a "
+                                    "dataset with edge weights or pass weighted=False")
+        info = group_info(group)
+        if info.world_size != part.num_parts or info.rank != part.rank:
+            raise DistSamplingError(f"{part.path}: rank {info.rank} of {info.world_size} holds part {part.rank} of "
+                                    f"{part.num_parts}; run one rank per part and load part = rank")
+        self.part, self.group, self.seed = part, group, seed
+        self.fanouts = list(Fanouts.of(fanouts).for_graph(part.dataset.graph))
+        self.hop_nodes = hop_nodes
+        self.rank, self.world = info.rank, info.world_size
+        self._expand = Expander(part, replace=replace, weighted=weighted)
+
+    @property
+    def num_hops(self) -> int:
+        return len(self.fanouts)
+
+    def sample(self, inp: SamplerInput) -> MiniBatch:
+        """The blocks of ``inp.seeds`` (unique global ids owned by this rank; may be empty) with key ``inp.key``.
+        Collective over the group."""
+        if not isinstance(inp, SamplerInput) or inp.key is None or isinstance(inp.seeds, dict):
+            raise DistSamplingError("pass SamplerInput(seeds, key=k) with a key: every rank's batches need keys that "
+                                    "never collide (sparsetrain.distributed.rank_batches makes them)")
+        seeds = inp.seeds.to("cpu", torch.int64)
+        nodes = seeds.numpy().copy()
+        self.part.to_local(seeds)  # every seed owned here
+        if len(np.unique(nodes)) != len(nodes):
+            raise DistSamplingError("seeds has repeated ids; pass unique seeds (e.g. torch.unique(seeds))")
+        owner = np.full(len(nodes), self.rank, np.int64)
+        first, layers = 0, []
+        for hop, fanout in enumerate(self.fanouts):
+            before = len(nodes)
+            counts, rows = self._hop(nodes[first:], owner[first:], inp.key, hop, fanout)
+            dst = np.repeat(np.arange(first, before, dtype=np.int64), counts)
+            src, nodes, owner = _relabel(nodes, owner, rows[:, 0], rows[:, 1])
+            layers.append((torch.from_numpy(np.stack([src, dst])), torch.from_numpy(rows[:, 2].copy()), before,
+                           len(nodes)))
+            if self.hop_nodes == "new":
+                first = before
+        blocks = [Block(ei, after, before, ids) for ei, ids, before, after in reversed(layers)]
+        mb = MiniBatch(seeds=inp.seeds, input_nodes=torch.from_numpy(nodes), blocks=blocks)
+        mb.node_owner = torch.from_numpy(owner)
+        return mb
+
+    def _hop(self, frontier: np.ndarray, owner: np.ndarray, key: int, hop: int, fanout: int):
+        """Per frontier node its draw count, and the drawn edges' rows (source, source owner, edge id), node by node;
+        the remote nodes drawn by their owners in one request/response round."""
+        W = self.world
+        mine = np.flatnonzero(owner == self.rank)
+        remote = np.flatnonzero(owner != self.rank)
+        remote = remote[np.argsort(owner[remote], kind="stable")]  # grouped by owner, frontier order within
+        send = np.bincount(owner[remote], minlength=W).astype(np.int64)
+        header = torch.from_numpy(np.stack([send, np.full(W, key, np.int64)], 1))
+        got = all_to_all(header, [1] * W, [1] * W, self.group).numpy()
+        recv, their_keys = got[:, 0], got[:, 1]
+        requests = all_to_all(torch.from_numpy(frontier[remote]), send, recv, self.group).numpy()
+        served_counts, served = self._expand(requests, np.repeat(hop_keys(self.seed, their_keys, hop), recv), fanout)
+        answer_counts = all_to_all(torch.from_numpy(served_counts), recv, send, self.group).numpy()
+        served_splits = _segment_sums(served_counts, recv)
+        answer_splits = _segment_sums(answer_counts, send)
+        answers = all_to_all(torch.from_numpy(served), served_splits, answer_splits, self.group).numpy()
+        own_counts, own = self._expand(frontier[mine], np.repeat(hop_keys(self.seed, [key], hop), len(mine)), fanout)
+        # back to frontier order: one pool (own draws, then the answers), each node's slice of it
+        counts = np.empty(len(frontier), np.int64)
+        counts[mine], counts[remote] = own_counts, answer_counts
+        start = np.empty(len(frontier), np.int64)
+        start[mine] = np.cumsum(own_counts) - own_counts
+        start[remote] = len(own) + np.cumsum(answer_counts) - answer_counts
+        pool = np.concatenate([own, answers])
+        out_start = np.cumsum(counts) - counts
+        idx = np.repeat(start - out_start, counts) + np.arange(int(counts.sum()))
+        return counts, pool[idx]
+
+
+def _segment_sums(values: np.ndarray, lengths: np.ndarray) -> list[int]:
+    """Sums of consecutive segments of ``values`` of the given lengths."""
+    ends = np.cumsum(lengths)
+    csum = np.concatenate([[0], np.cumsum(values)])
+    return (csum[ends] - csum[ends - lengths]).astype(np.int64).tolist()
+
+
+def _relabel(nodes: np.ndarray, owner: np.ndarray, src: np.ndarray, src_owner: np.ndarray):
+    """Local ids of the edges' sources: a known node keeps its id, new ones get the next ids in order of first
+    appearance (the single-process sampler's numbering); returns ``(local sources, nodes, owners)`` grown."""
+    n = len(nodes)
+    combined = np.concatenate([nodes, src])
+    _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    new = np.flatnonzero(first >= n)
+    new = new[np.argsort(first[new], kind="stable")]
+    local = first.copy()
+    local[new] = n + np.arange(len(new))
+    new_pos = first[new]
+    return (local[inverse[n:]], np.concatenate([nodes, combined[new_pos]]),
+            np.concatenate([owner, src_owner[new_pos - n]]))

@@ -1,0 +1,97 @@
+"""Distributed sampling over a partitioned graph (gloo ranks in spawned processes): the union of the ranks' batches
+is the single-process `NeighborSampler`'s batches for the same seeds and keys, every rank runs as many batches, and
+each input node's owner is the partition's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from sparsetrain.datasets import load, synthesize
+from sparsetrain.distributed import DistNeighborSampler, DistSamplingError, rank_batches
+from sparsetrain.partition import PartitionOptions, load_partition, partition_dataset
+from sparsetrain.partition.load import owners
+from sparsetrain.sampling import NeighborSampler, SamplerInput
+from tests.collective_harness import spawn, values
+
+pytestmark = pytest.mark.distributed
+
+FANOUTS = [4, 3, 2]
+SEED = 11
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("dist") / "g"
+    synthesize(path, 400, 4000, feature_dim=4, num_classes=3, seed=5, quiet=True)
+    return path
+
+
+def _rank_batches(rank: int, world: int, folder: str, hop_nodes: str, replace: bool) -> list:
+    part = load_partition(folder, rank)
+    sampler = DistNeighborSampler(part, FANOUTS, seed=SEED, hop_nodes=hop_nodes, replace=replace)
+    out = []
+    for inp in rank_batches(part, "train", 24, seed=3):
+        mb = sampler.sample(inp)
+        blocks = [(b.edge_index, b.edge_ids, b.num_src, b.num_dst) for b in mb.blocks]
+        out.append((inp.key, inp.seeds, mb.input_nodes, mb.node_owner, blocks))
+    return out
+
+
+def _check_against_single_process(graph: Path, folder: Path, per_rank: list, hop_nodes: str, replace: bool) -> None:
+    ds = load(graph)
+    reference = NeighborSampler(ds.graph, FANOUTS, seed=SEED, hop_nodes=hop_nodes, replace=replace)
+    owner = owners(folder)
+    assert len({len(batches) for batches in per_rank}) == 1  # every rank ran as many batches
+    seen, keys, compared = [], set(), 0
+    for rank, batches in enumerate(per_rank):
+        for key, seeds, input_nodes, node_owner, blocks in batches:
+            assert key not in keys
+            keys.add(key)
+            seen.append(seeds)
+            if not seeds.numel():  # a padding batch still ran its hops' exchanges
+                assert input_nodes.numel() == 0 and all(ei.shape[1] == 0 for ei, *_ in blocks)
+                continue
+            assert bool((torch.from_numpy(owner[seeds.numpy()].astype(np.int64)) == rank).all())
+            want = reference.sample(SamplerInput(seeds, key=key))
+            assert torch.equal(input_nodes, want.input_nodes)
+            assert torch.equal(node_owner, torch.from_numpy(owner[input_nodes.numpy()].astype(np.int64)))
+            for (ei, ids, num_src, num_dst), b in zip(blocks, want.blocks, strict=True):
+                assert torch.equal(ei, b.edge_index) and torch.equal(ids, b.edge_ids)
+                assert (num_src, num_dst) == (b.num_src, b.num_dst)
+            compared += 1
+    assert compared >= 3
+    assert torch.equal(torch.sort(torch.cat(seen)).values, ds.split["train"])
+
+
+@pytest.mark.parametrize("world, method, hop_nodes, replace", [(2, "ldg", "all", False), (3, "hash", "new", True)])
+def test_ranks_batches_equal_single_process(graph, tmp_path, world, method, hop_nodes, replace):
+    folder = tmp_path / "parts"
+    partition_dataset(graph, folder, PartitionOptions(world, method=method, quiet=True))
+    per_rank = values(spawn(_rank_batches, world, str(folder), hop_nodes, replace, timeout_s=240))
+    _check_against_single_process(graph, folder, per_rank, hop_nodes, replace)
+
+
+def test_one_part_without_a_process_group(graph, tmp_path):
+    """No torch.distributed: one part is the whole graph and the sampler is the single-process one."""
+    folder = tmp_path / "one"
+    partition_dataset(graph, folder, PartitionOptions(1, quiet=True))
+    per_rank = [_rank_batches(0, 1, str(folder), "all", False)]
+    _check_against_single_process(graph, folder, per_rank, "all", False)
+
+
+def test_refuses_foreign_seeds_and_missing_keys(graph, tmp_path):
+    folder = tmp_path / "two"
+    partition_dataset(graph, folder, PartitionOptions(2, quiet=True))
+    with pytest.raises(DistSamplingError, match="rank 0 of 1 holds part 1 of 2"):
+        DistNeighborSampler(load_partition(folder, 1), FANOUTS, seed=SEED)
+    folder1 = tmp_path / "one"
+    partition_dataset(graph, folder1, PartitionOptions(1, quiet=True))
+    sampler = DistNeighborSampler(load_partition(folder1, 0), FANOUTS, seed=SEED)
+    with pytest.raises(DistSamplingError, match="with a key"):
+        sampler.sample(SamplerInput(torch.tensor([0, 1])))
+    with pytest.raises(DistSamplingError, match="repeated"):
+        sampler.sample(SamplerInput(torch.tensor([1, 1]), key=0))
