@@ -95,3 +95,28 @@ def test_refuses_foreign_seeds_and_missing_keys(graph, tmp_path):
         sampler.sample(SamplerInput(torch.tensor([0, 1])))
     with pytest.raises(DistSamplingError, match="repeated"):
         sampler.sample(SamplerInput(torch.tensor([1, 1]), key=0))
+
+
+def test_weighted_draws_equal_single_process(tmp_path):
+    """Edge weights travel with the part's in-edges, in the global order: weighted draws by position match too."""
+    from sparsetrain.datasets import from_files
+
+    rng = np.random.default_rng(0)
+    src, dst = rng.integers(0, 300, 3000), rng.integers(0, 300, 3000)
+    weights = rng.random(3000).round(3) + 0.01
+    edges = tmp_path / "edges.csv"
+    edges.write_text("src,dst,weight\n" + "".join(f"{s},{d},{w}\n" for s, d, w in zip(src, dst, weights)))
+    from_files(tmp_path / "g", edges, num_nodes=300, quiet=True)
+    ds = load(tmp_path / "g")
+    assert ds.graph.weights is not None
+    partition_dataset(tmp_path / "g", tmp_path / "p", PartitionOptions(1, quiet=True))
+    part = load_partition(tmp_path / "p", 0)
+    for replace in (False, True):
+        sampler = DistNeighborSampler(part, [5, 5], seed=SEED, weighted=True, replace=replace)
+        reference = NeighborSampler(ds.graph, [5, 5], seed=SEED, weighted=True, replace=replace)
+        for key in range(4):
+            seeds = torch.from_numpy(rng.choice(300, 20, replace=False))
+            got, want = sampler.sample(SamplerInput(seeds, key=key)), reference.sample(SamplerInput(seeds, key=key))
+            assert torch.equal(got.input_nodes, want.input_nodes)
+            for a, b in zip(got.blocks, want.blocks, strict=True):
+                assert torch.equal(a.edge_index, b.edge_index) and torch.equal(a.edge_ids, b.edge_ids)
