@@ -83,6 +83,9 @@ def test_quality_against_numpy_and_ldg_beats_hash(cora, cora3, tmp_path):
     hashed = partition_dataset(cora, tmp_path / "h", PartitionOptions(3, method="hash", quiet=True))
     assert hashed["quality"]["edge_cut"] == _cut(ds, owners(tmp_path / "h"))
     assert q["edge_cut"] < 0.6 * hashed["quality"]["edge_cut"]
+    one_pass = partition_dataset(cora, tmp_path / "one", PartitionOptions(3, passes=1, quiet=True))
+    assert one_pass["quality"]["edge_cut"] == _cut(ds, owners(tmp_path / "one"))
+    assert q["edge_cut"] < 0.85 * one_pass["quality"]["edge_cut"]  # restreaming improves on one pass
 
 
 def test_chunking_changes_nothing(synth, tmp_path):

@@ -19,15 +19,25 @@ _ONE = np.uint64(1)
 @numba.njit(cache=True, nogil=True)
 def ldg_chunk(c0, indptr, indices, owner, sizes, capacity, counts):
     """Linear deterministic greedy (Stanton & Kliot, KDD 2012) over columns ``c0, c0 + 1, ...``: each node goes to
-    the part holding most of its already placed in-neighbours, weighted by ``1 - size / capacity``; ties and nodes
-    with no placed neighbour go to the smallest part. A full part (``size >= capacity``) takes no more nodes."""
+    the part holding most of its placed in-neighbours, weighted by ``1 - size / capacity``; ties and nodes with no
+    placed neighbour go to the smallest part. A full part (``size >= capacity``) takes no more nodes.
+
+    A node already placed (a later pass: restreaming LDG, Nishimura & Ugander, KDD 2013) is taken out of its part
+    first and placed again, its neighbours counted where the last pass left them; returns how many nodes moved.
+    """
     num_parts = sizes.shape[0]
     base = indptr[0]
+    moved = 0
     for i in range(indptr.shape[0] - 1):
+        v = c0 + i
+        before = owner[v]
+        if before >= 0:
+            sizes[before] -= 1
         counts[:] = 0
         for e in range(indptr[i] - base, indptr[i + 1] - base):
-            p = owner[indices[e]]
-            if p >= 0:
+            u = indices[e]
+            p = owner[u]
+            if p >= 0 and u != v:
                 counts[p] += 1
         best = -1
         best_score = -1.0
@@ -38,8 +48,11 @@ def ldg_chunk(c0, indptr, indices, owner, sizes, capacity, counts):
             if score > best_score or (score == best_score and sizes[p] < sizes[best]):
                 best = p
                 best_score = score
-        owner[c0 + i] = best
+        owner[v] = best
         sizes[best] += 1
+        if before >= 0 and before != best:
+            moved += 1
+    return moved
 
 
 @numba.njit(cache=True, nogil=True)

@@ -52,11 +52,14 @@ FEATURE_CHUNK_BYTES = 1 << 26
 @dataclass(frozen=True)
 class PartitionOptions:
     """``parts``: how many; ``method``: ``"ldg"`` (streaming greedy, balance-aware) or ``"hash"`` (random);
-    ``imbalance``: LDG's slack, no part gets more than ``(1 + imbalance) * N / parts`` nodes; ``seed``: the hash's."""
+    ``imbalance``: LDG's slack, no part gets more than ``(1 + imbalance) * N / parts`` nodes; ``passes``: LDG's passes
+    over the graph (each after the first re-places every node given where the last left its neighbours; a pass costs
+    one read of the CSC); ``seed``: the hash's."""
 
     parts: int
     method: str = "ldg"
     imbalance: float = 0.05
+    passes: int = 3
     seed: int = 0
     overwrite: bool = False
     quiet: bool = False
@@ -67,6 +70,8 @@ class PartitionOptions:
             raise PartitionError(f"--parts {self.parts}: give a number of parts from 1 to 32767")
         if self.method not in METHODS:
             raise PartitionError(f"--method {self.method!r}: choose one of {', '.join(METHODS)}")
+        if not isinstance(self.passes, int) or not 1 <= self.passes <= 100:
+            raise PartitionError(f"--passes {self.passes}: give from 1 to 100 passes")
         if not 0 <= self.imbalance <= 10:
             raise PartitionError(f"--imbalance {self.imbalance}: give a slack from 0 (exact balance) to 10")
 
@@ -86,10 +91,14 @@ def assign_owners(chunks: CSCChunks, opts: PartitionOptions) -> np.ndarray:
     capacity = max(1.0, np.ceil(n * (1.0 + opts.imbalance) / opts.parts))
     sizes = np.zeros(opts.parts, np.int64)
     counts = np.zeros(opts.parts, np.int64)
-    with progress(chunks.num_edges, "assign (ldg)", "edge", opts.quiet) as bar:
-        for c0, ptr, idx, _ in chunks:
-            kernels.ldg_chunk(c0, ptr, idx, owner, sizes, capacity, counts)
-            bar.update(int(ptr[-1] - ptr[0]))
+    for k in range(opts.passes):
+        with progress(chunks.num_edges, f"assign (ldg pass {k + 1}/{opts.passes})", "edge", opts.quiet) as bar:
+            moved = 0
+            for c0, ptr, idx, _ in chunks:
+                moved += kernels.ldg_chunk(c0, ptr, idx, owner, sizes, capacity, counts)
+                bar.update(int(ptr[-1] - ptr[0]))
+        if k and not moved:
+            break
     return owner
 
 
@@ -136,7 +145,8 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
         quality = _quality(n, chunks.num_edges, cut, num_owned, part_edges, num_halo)
         manifest = {
             "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "partition_id": partition_id, "num_parts": P,
-            "method": opts.method, "imbalance": opts.imbalance, "seed": opts.seed,
+            "method": opts.method, "imbalance": opts.imbalance, "passes": opts.passes,
+            "seed": opts.seed,
             "dataset": {"path": str(data.absolute()), "name": ds.meta.get("name"), "checksum": checksum,
                         "num_nodes": n, "num_edges": chunks.num_edges},
             "owner": {"file": OWNER_FILE, "dtype": "int16", "sha256": owner_sha},
