@@ -120,3 +120,26 @@ def test_weighted_draws_equal_single_process(tmp_path):
             assert torch.equal(got.input_nodes, want.input_nodes)
             for a, b in zip(got.blocks, want.blocks, strict=True):
                 assert torch.equal(a.edge_index, b.edge_index) and torch.equal(a.edge_ids, b.edge_ids)
+
+
+def test_every_rank_gets_as_many_batches(graph, tmp_path):
+    """Ranks with fewer owned seeds pad with empty batches; keys never collide across ranks or epochs; an epoch's
+    batches cover the split once."""
+    folder = tmp_path / "p"
+    partition_dataset(graph, folder, PartitionOptions(3, method="hash", quiet=True))
+    parts = [load_partition(folder, r) for r in range(3)]
+    sizes = [p.split_global("train").numel() for p in parts]
+    assert len(set(sizes)) > 1
+    batch_size = 16
+    keys = set()
+    for epoch in range(2):
+        per_rank = [rank_batches(p, "train", batch_size, seed=1, epoch=epoch) for p in parts]
+        want = max(-(-n // batch_size) for n in sizes)
+        assert [len(b) for b in per_rank] == [want] * 3
+        for rank, batches in enumerate(per_rank):
+            full = -(-sizes[rank] // batch_size)
+            assert all(b.seeds.numel() == 0 for b in batches[full:])
+            keys |= {b.key for b in batches}
+        seeds = torch.cat([b.seeds for batches in per_rank for b in batches])
+        assert torch.equal(torch.sort(seeds).values, load(graph).split["train"])
+    assert len(keys) == 2 * 3 * want
