@@ -47,19 +47,21 @@ HALO_OWNER = "halo_owner.npy"
 COL_START = "col_start.npy"
 OWNED_FEATURES = "owned_features.npy"
 FEATURE_CHUNK_BYTES = 1 << 26
+SETTLED = 1e-3  # restreaming LDG stops once a pass moves fewer nodes than this share (the cut then stays put)
 
 
 @dataclass(frozen=True)
 class PartitionOptions:
     """``parts``: how many; ``method``: ``"ldg"`` (streaming greedy, balance-aware) or ``"hash"`` (random);
-    ``imbalance``: LDG's slack, no part gets more than ``(1 + imbalance) * N / parts`` nodes; ``passes``: LDG's passes
-    over the graph (each after the first re-places every node given where the last left its neighbours; a pass costs
-    one read of the CSC); ``seed``: the hash's."""
+    ``imbalance``: LDG's slack, no part gets more than ``(1 + imbalance) * N / parts`` nodes; ``passes``: at most this
+    many LDG passes over the graph (each after the first re-places every node given where the last left its
+    neighbours; a pass costs one read of the CSC), fewer once a pass moves under ``SETTLED`` of the nodes; ``seed``:
+    the hash's."""
 
     parts: int
     method: str = "ldg"
     imbalance: float = 0.05
-    passes: int = 3
+    passes: int = 10
     seed: int = 0
     overwrite: bool = False
     quiet: bool = False
@@ -81,13 +83,13 @@ def dataset_checksum(folder: Path) -> str:
     return hashlib.sha256((folder / fmt.META_FILE).read_bytes()).hexdigest()
 
 
-def assign_owners(chunks: CSCChunks, opts: PartitionOptions) -> np.ndarray:
-    """Each node's part (int16)."""
+def assign_owners(chunks: CSCChunks, opts: PartitionOptions) -> tuple[np.ndarray, int]:
+    """Each node's part (int16), and how many passes over the graph that took."""
     n = chunks.num_nodes
     owner = np.full(n, -1, np.int16)
     if opts.method == "hash":
         kernels.hash_owners(opts.seed, opts.parts, owner)
-        return owner
+        return owner, 0
     capacity = max(1.0, np.ceil(n * (1.0 + opts.imbalance) / opts.parts))
     sizes = np.zeros(opts.parts, np.int64)
     counts = np.zeros(opts.parts, np.int64)
@@ -97,9 +99,9 @@ def assign_owners(chunks: CSCChunks, opts: PartitionOptions) -> np.ndarray:
             for c0, ptr, idx, _ in chunks:
                 moved += kernels.ldg_chunk(c0, ptr, idx, owner, sizes, capacity, counts)
                 bar.update(int(ptr[-1] - ptr[0]))
-        if k and not moved:
+        if k and moved < SETTLED * n:
             break
-    return owner
+    return owner, k + 1
 
 
 def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: PartitionOptions) -> dict:
@@ -119,7 +121,7 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     tmp.mkdir()
     try:
-        owner = assign_owners(chunks, opts)
+        owner, passes = assign_owners(chunks, opts)
         np.save(tmp / OWNER_FILE, owner)
         owner_sha = fmt.sha256_file(tmp / OWNER_FILE)
         checksum = dataset_checksum(data)
@@ -145,7 +147,7 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
         quality = _quality(n, chunks.num_edges, cut, num_owned, part_edges, num_halo)
         manifest = {
             "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "partition_id": partition_id, "num_parts": P,
-            "method": opts.method, "imbalance": opts.imbalance, "passes": opts.passes,
+            "method": opts.method, "imbalance": opts.imbalance, "passes": passes,
             "seed": opts.seed,
             "dataset": {"path": str(data.absolute()), "name": ds.meta.get("name"), "checksum": checksum,
                         "num_nodes": n, "num_edges": chunks.num_edges},
