@@ -44,8 +44,9 @@ n, E = len(owner), len(indices)
 cut = int(np.count_nonzero(owner[indices] != owner[dst]))
 edges = np.bincount(owner[dst], minlength=P)
 halo = sum(len(np.setdiff1d(np.unique(indices[owner[dst] == p]), np.flatnonzero(owner == p))) for p in range(P))
-print(json.dumps({"edge_cut": cut, "edge_cut_fraction": cut / E, "node_balance": float(np.bincount(owner).max() * P / n),
-                  "edge_balance": float(edges.max() * P / E), "halo_fraction": halo / n}))
+print(json.dumps({"edge_cut": cut, "edge_cut_fraction": cut / E,
+                  "node_balance": float(np.bincount(owner).max() * P / n), "edge_balance": float(edges.max() * P / E),
+                  "halo_fraction": halo / n}))
 """
 
 

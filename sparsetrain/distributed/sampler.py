@@ -62,6 +62,7 @@ class DistNeighborSampler:
         self.hop_nodes = hop_nodes
         self.rank, self.world = info.rank, info.world_size
         self._expand = Expander(part, replace=replace, weighted=weighted)
+        self.sent_bytes = 0  # request ids and served rows this rank sent to peers, over all calls
 
     @property
     def num_hops(self) -> int:
@@ -111,6 +112,7 @@ class DistNeighborSampler:
         served_splits = _segment_sums(served_counts, recv)
         answer_splits = _segment_sums(answer_counts, send)
         answers = all_to_all(torch.from_numpy(served), served_splits, answer_splits, self.group).numpy()
+        self.sent_bytes += 8 * (int(send.sum()) + int(recv.sum()) + served.size + 2 * W)
         own_counts, own = self._expand(frontier[mine], np.repeat(hop_keys(self.seed, [key], hop), len(mine)), fanout)
         # back to frontier order: one pool (own draws, then the answers), each node's slice of it
         counts = np.empty(len(frontier), np.int64)
