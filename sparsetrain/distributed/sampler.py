@@ -23,6 +23,7 @@ from sparsetrain.collective.all_to_all import all_to_all
 from sparsetrain.collective.groups import group_info
 from sparsetrain.distributed.errors import DistSamplingError
 from sparsetrain.distributed.expand import Expander, hop_keys
+from sparsetrain.distributed.relabel import NodeMap
 from sparsetrain.partition.load import Partition
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.input import SamplerInput
@@ -75,23 +76,24 @@ class DistNeighborSampler:
             raise DistSamplingError("pass SamplerInput(seeds, key=k) with a key: every rank's batches need keys that "
                                     "never collide (sparsetrain.distributed.rank_batches makes them)")
         seeds = inp.seeds.to("cpu", torch.int64)
-        nodes = seeds.numpy().copy()
+        nodes = seeds.numpy()
         self.part.to_local(seeds)  # every seed owned here
         if len(np.unique(nodes)) != len(nodes):
             raise DistSamplingError("seeds has repeated ids; pass unique seeds (e.g. torch.unique(seeds))")
-        owner = np.full(len(nodes), self.rank, np.int64)
+        batch = NodeMap(nodes, self.rank)
         first, layers = 0, []
         for hop, fanout in enumerate(self.fanouts):
-            before = len(nodes)
-            counts, rows = self._hop(nodes[first:], owner[first:], inp.key, hop, fanout)
+            before = batch.count
+            counts, rows = self._hop(batch.nodes[first:before], batch.owner[first:before], inp.key, hop, fanout)
             dst = np.repeat(np.arange(first, before, dtype=np.int64), counts)
-            src, nodes, owner = _relabel(nodes, owner, rows[:, 0], rows[:, 1])
+            src = batch.add(rows[:, 0].copy(), rows[:, 1].copy())
             layers.append((torch.from_numpy(np.stack([src, dst])), torch.from_numpy(rows[:, 2].copy()), before,
-                           len(nodes)))
+                           batch.count))
             if self.hop_nodes == "new":
                 first = before
         blocks = [Block(ei, after, before, ids) for ei, ids, before, after in reversed(layers)]
-        mb = MiniBatch(seeds=inp.seeds, input_nodes=torch.from_numpy(nodes), blocks=blocks)
+        mb = MiniBatch(seeds=inp.seeds, input_nodes=torch.from_numpy(batch.nodes[: batch.count].copy()), blocks=blocks)
+        owner = batch.owner[: batch.count].copy()
         mb.node_owner = torch.from_numpy(owner)
         return mb
 
@@ -131,18 +133,3 @@ def _segment_sums(values: np.ndarray, lengths: np.ndarray) -> list[int]:
     ends = np.cumsum(lengths)
     csum = np.concatenate([[0], np.cumsum(values)])
     return (csum[ends] - csum[ends - lengths]).astype(np.int64).tolist()
-
-
-def _relabel(nodes: np.ndarray, owner: np.ndarray, src: np.ndarray, src_owner: np.ndarray):
-    """Local ids of the edges' sources: a known node keeps its id, new ones get the next ids in order of first
-    appearance (the single-process sampler's numbering); returns ``(local sources, nodes, owners)`` grown."""
-    n = len(nodes)
-    combined = np.concatenate([nodes, src])
-    _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
-    new = np.flatnonzero(first >= n)
-    new = new[np.argsort(first[new], kind="stable")]
-    local = first.copy()
-    local[new] = n + np.arange(len(new))
-    new_pos = first[new]
-    return (local[inverse[n:]], np.concatenate([nodes, combined[new_pos]]),
-            np.concatenate([owner, src_owner[new_pos - n]]))
