@@ -147,3 +147,33 @@ def test_every_rank_gets_as_many_batches(graph, tmp_path):
         seeds = torch.cat([b.seeds for batches in per_rank for b in batches])
         assert torch.equal(torch.sort(seeds).values, load(graph).split["train"])
     assert len(keys) == 2 * 3 * want
+
+
+def _sample_after_peer_dies(rank: int, world: int, folder: str):
+    import os
+    import time
+
+    from sparsetrain.distributed import PeerLostError
+
+    part = load_partition(folder, rank)
+    sampler = DistNeighborSampler(part, FANOUTS, seed=SEED)
+    batches = rank_batches(part, "train", 8, seed=1)
+    sampler.sample(batches[0])
+    if rank == 1:
+        os._exit(3)  # dies between two batches
+    start = time.monotonic()
+    try:
+        sampler.sample(batches[1])
+    except PeerLostError as exc:
+        return str(exc), time.monotonic() - start
+    return "no error", 0.0
+
+
+def test_a_dead_peer_is_one_line_on_the_survivor(graph, tmp_path):
+    folder = tmp_path / "p"
+    partition_dataset(graph, folder, PartitionOptions(2, quiet=True))
+    (status0, (message, seconds)), (status1, _) = spawn(_sample_after_peer_dies, 2, str(folder), pg_timeout_s=10,
+                                                         teardown=False, timeout_s=120)
+    assert status0 == "ok" and status1 == "died"
+    assert message.startswith("distributed sampling, hop 0: the exchange failed on rank 0 of 2")
+    assert "\n" not in message and seconds < 15

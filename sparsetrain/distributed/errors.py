@@ -11,3 +11,7 @@ class DistSamplingError(SparsetrainError, ValueError):
 
 class PartDamagedError(SparsetrainError, RuntimeError):
     """A part's topology points outside its own arrays."""
+
+
+class PeerLostError(SparsetrainError, RuntimeError):
+    """An exchange of distributed sampling failed: a peer rank died, stopped or never reached the batch."""

@@ -21,7 +21,7 @@ import torch
 
 from sparsetrain.collective.all_to_all import all_to_all
 from sparsetrain.collective.groups import group_info
-from sparsetrain.distributed.errors import DistSamplingError
+from sparsetrain.distributed.errors import DistSamplingError, PeerLostError
 from sparsetrain.distributed.expand import Expander, hop_keys
 from sparsetrain.distributed.relabel import NodeMap
 from sparsetrain.partition.load import Partition
@@ -97,6 +97,17 @@ class DistNeighborSampler:
         mb.node_owner = torch.from_numpy(owner)
         return mb
 
+    def _exchange(self, x: torch.Tensor, send, recv, hop: int) -> torch.Tensor:
+        """One all-to-all of the hop's round; a failure (a peer died, stopped past the group's timeout, or sampled a
+        different number of batches) is one line naming this rank and the hop."""
+        try:
+            return all_to_all(x, send, recv, self.group)
+        except RuntimeError as exc:
+            raise PeerLostError(
+                f"distributed sampling, hop {hop}: the exchange failed on rank {self.rank} of {self.world} "
+                f"({_first_line(exc)}); a peer rank died, stopped, or did not reach this batch within the group's "
+                "timeout: check the other ranks' logs, then restart the job from its last checkpoint") from None
+
     def _hop(self, frontier: np.ndarray, owner: np.ndarray, key: int, hop: int, fanout: int):
         """Per frontier node its draw count, and the drawn edges' rows (source, source owner, edge id), node by node;
         the remote nodes drawn by their owners in one request/response round."""
@@ -106,14 +117,14 @@ class DistNeighborSampler:
         remote = remote[np.argsort(owner[remote], kind="stable")]  # grouped by owner, frontier order within
         send = np.bincount(owner[remote], minlength=W).astype(np.int64)
         header = torch.from_numpy(np.stack([send, np.full(W, key, np.int64)], 1))
-        got = all_to_all(header, [1] * W, [1] * W, self.group).numpy()
+        got = self._exchange(header, [1] * W, [1] * W, hop).numpy()
         recv, their_keys = got[:, 0], got[:, 1]
-        requests = all_to_all(torch.from_numpy(frontier[remote]), send, recv, self.group).numpy()
+        requests = self._exchange(torch.from_numpy(frontier[remote]), send, recv, hop).numpy()
         served_counts, served = self._expand(requests, np.repeat(hop_keys(self.seed, their_keys, hop), recv), fanout)
-        answer_counts = all_to_all(torch.from_numpy(served_counts), recv, send, self.group).numpy()
+        answer_counts = self._exchange(torch.from_numpy(served_counts), recv, send, hop).numpy()
         served_splits = _segment_sums(served_counts, recv)
         answer_splits = _segment_sums(answer_counts, send)
-        answers = all_to_all(torch.from_numpy(served), served_splits, answer_splits, self.group).numpy()
+        answers = self._exchange(torch.from_numpy(served), served_splits, answer_splits, hop).numpy()
         self.sent_bytes += 8 * (int(send.sum()) + int(recv.sum()) + served.size + 2 * W)
         own_counts, own = self._expand(frontier[mine], np.repeat(hop_keys(self.seed, [key], hop), len(mine)), fanout)
         # back to frontier order: one pool (own draws, then the answers), each node's slice of it
@@ -126,6 +137,10 @@ class DistNeighborSampler:
         out_start = np.cumsum(counts) - counts
         idx = np.repeat(start - out_start, counts) + np.arange(int(counts.sum()))
         return counts, pool[idx]
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _segment_sums(values: np.ndarray, lengths: np.ndarray) -> list[int]:
