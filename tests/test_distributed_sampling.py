@@ -67,8 +67,13 @@ def _check_against_single_process(graph: Path, folder: Path, per_rank: list, hop
     assert torch.equal(torch.sort(torch.cat(seen)).values, ds.split["train"])
 
 
-@pytest.mark.parametrize("world, method, hop_nodes, replace", [(2, "ldg", "all", False), (3, "hash", "new", True)])
-def test_ranks_batches_equal_single_process(graph, tmp_path, world, method, hop_nodes, replace):
+@pytest.mark.parametrize("data, world, method, hop_nodes, replace", [
+    ("synth", 2, "ldg", "all", False), ("synth", 3, "hash", "new", True), ("cora", 4, "ldg", "new", False)])
+def test_ranks_batches_equal_single_process(graph, tmp_path, data, world, method, hop_nodes, replace):
+    if data == "cora":
+        from sparsetrain.engine.default_data import builtin_dataset
+
+        graph = builtin_dataset("cora", quiet=True).path
     folder = tmp_path / "parts"
     manifest = partition_dataset(graph, folder, PartitionOptions(world, method=method, quiet=True))
     sizes = [p["splits"]["train"] for p in manifest["parts"]]
