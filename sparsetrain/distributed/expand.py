@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-import torch
 
-from sparsetrain.distributed.errors import PartDamagedError
+from sparsetrain.distributed.errors import DistSamplingError, PartDamagedError
 
 from sparsetrain.sampling.draw import count_node, draw_positions
 from sparsetrain.sampling.rng import hop_key, node_stream
@@ -42,6 +41,19 @@ def _draw(indices, weights, nodes, keys, fanout, replace, weighted, lo, deg, off
                 src[j] = indices[lo[i] + pos[j]]
 
 
+@numba.njit(cache=True, nogil=True)
+def _locate(owned, ids, out):
+    """``out[i]``: the local id of global ``ids[i]`` (its index in the sorted ``owned``); the index of the first id
+    not in ``owned``, or -1."""
+    n = owned.shape[0]
+    for i in range(ids.shape[0]):
+        j = np.searchsorted(owned, ids[i])
+        if j >= n or owned[j] != ids[i]:
+            return i
+        out[i] = j
+    return -1
+
+
 def hop_keys(seed: int, batch_keys: np.ndarray, hop: int) -> np.ndarray:
     """The single-process sampler's hop key of each batch key (homogeneous graph: counter ``hop``)."""
     seed &= SEED_MASK
@@ -64,11 +76,15 @@ class Expander:
         local_owner = np.full(len(self.l2g), part.rank, np.int64)
         local_owner[self.num_owned :] = part.halo_owner.numpy()
         self.local_owner = local_owner
-        self.to_local = part.to_local
+        self.owned = np.ascontiguousarray(self.l2g[: self.num_owned])
 
     def __call__(self, nodes: np.ndarray, keys: np.ndarray, fanout: int) -> tuple[np.ndarray, np.ndarray]:
-        cols = self.to_local(torch.from_numpy(nodes)).numpy()
-        n = len(cols)
+        n = len(nodes)
+        cols = np.empty(n, np.int64)
+        bad = _locate(self.owned, nodes, cols)
+        if bad >= 0:
+            raise DistSamplingError(f"partition part {self.rank}: asked for node {nodes[bad]}, which it does not own; "
+                                    "every rank must load the part of its own rank from one partitioned folder")
         lo, deg, offsets = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n + 1, np.int64)
         total = _count(self.indptr, self.weights, cols, fanout, self.replace, self.weighted, len(self.indices), lo, deg,
                        offsets)
