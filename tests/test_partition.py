@@ -150,3 +150,14 @@ def test_typed_datasets_are_refused(tmp_path, capsys):
     synthesize_typed(typed, scale=0.0005, feature_dim=4, num_classes=3, quiet=True)
     code, err = _cli(capsys, "partition", typed, "--parts", 2, "--out", tmp_path / "p")
     assert code == 1 and "typed dataset" in err and not (tmp_path / "p").exists()
+
+
+def test_more_parts_than_some_can_fill(tmp_path):
+    """Parts with no nodes or no edges are folders like the others."""
+    synthesize(tmp_path / "tiny", 50, 200, feature_dim=2, num_classes=2, seed=1, quiet=True)
+    manifest = partition_dataset(tmp_path / "tiny", tmp_path / "p", PartitionOptions(60, quiet=True))
+    assert sum(p["num_owned"] for p in manifest["parts"]) == 50
+    assert min(p["num_owned"] for p in manifest["parts"]) == 0
+    for rank in range(60):
+        part = load_partition(tmp_path / "p", rank, verify=True)
+        assert part.features.shape == (part.num_owned, 2)

@@ -199,7 +199,7 @@ class _PartFiles:
         self.l2g = self.writer.stream_array(L2G, (num_local,), np.int64)
         self.col_start = self.writer.stream_array(COL_START, (num_owned,), np.int64)
         self.features = None
-        self.indptr.append(np.zeros(1, np.int64))
+        _append(self.indptr, np.zeros(1, np.int64))
         self.edges_written = 0
 
     def close(self) -> None:
@@ -211,8 +211,8 @@ class _PartFiles:
         """The halo's ids, labels and splits, then commit; returns the manifest's entry for this part."""
         halo = np.flatnonzero(np.unpackbits(halo_bits.view(np.uint8), bitorder="little")[: len(owner)])
         assert len(halo) == self.num_halo and self.edges_written == self.num_edges
-        self.indptr.append(np.full(self.num_halo, self.edges_written, np.int64))
-        self.l2g.append(halo.astype(np.int64))
+        _append(self.indptr, np.full(self.num_halo, self.edges_written, np.int64))
+        _append(self.l2g, halo.astype(np.int64))
         self.writer.save_array(HALO_OWNER, owner[halo].astype(np.int32))
         if ds.labels is not None:
             owned = np.flatnonzero(owner == p)
@@ -235,6 +235,12 @@ class _PartFiles:
                 f.close()
 
 
+def _append(file, rows: np.ndarray) -> None:
+    """Append rows to a part's file (none: nothing to write; the writer cannot take an empty block)."""
+    if len(rows):
+        file.append(rows)
+
+
 def _write_topology(chunks, owner, local, num_owned, halo_bits, halo_ranks, parts, quiet: bool) -> None:
     P = len(parts)
     with progress(chunks.num_edges, "write parts", "edge", quiet) as bar:
@@ -253,13 +259,13 @@ def _write_topology(chunks, owner, local, num_owned, halo_bits, halo_ranks, part
                 if not len(mine):
                     continue
                 a, b = part_edge[p], part_edge[p + 1]
-                part.indices.append(out_idx[a:b])
+                _append(part.indices, out_idx[a:b])
                 if part.weights is not None:
-                    part.weights.append(w[out_pos[a:b]])
-                part.indptr.append(part.edges_written + np.cumsum(deg[mine]))
+                    _append(part.weights, w[out_pos[a:b]])
+                _append(part.indptr, part.edges_written + np.cumsum(deg[mine]))
                 part.edges_written += int(b - a)
-                part.l2g.append(c0 + mine.astype(np.int64))
-                part.col_start.append(ptr[mine])
+                _append(part.l2g, c0 + mine.astype(np.int64))
+                _append(part.col_start, ptr[mine])
             bar.update(len(idx))
 
 
@@ -278,7 +284,7 @@ def _write_features(ds, owner: np.ndarray, parts, quiet: bool) -> None:
                 block = store.read(fd, lo, hi)
                 who = owner[lo:hi]
                 for p, part in enumerate(parts):
-                    part.features.append(block[who == p])
+                    _append(part.features, block[who == p])
                 bar.update(hi - lo)
     finally:
         os.close(fd)
