@@ -14,6 +14,7 @@ import pytest
 from sparsetrain.cli import main
 from sparsetrain.datasets import load, synthesize
 from sparsetrain.engine.default_data import builtin_dataset
+from sparsetrain.errors import OutputExistsError
 from sparsetrain.partition import PartitionError, PartitionOptions, load_partition, partition_dataset
 from sparsetrain.partition.load import owners
 
@@ -161,3 +162,15 @@ def test_more_parts_than_some_can_fill(tmp_path):
     for rank in range(60):
         part = load_partition(tmp_path / "p", rank, verify=True)
         assert part.features.shape == (part.num_owned, 2)
+
+
+def test_a_killed_run_leaves_nothing_behind(cora, tmp_path):
+    """A dead writer's temp folder is removed by the next run; a folder it had moved aside comes back."""
+    dead = 2**22 + 12345  # above the default pid_max: no such process
+    (tmp_path / f".p.tmp-{dead}-abcd").mkdir()
+    partition_dataset(cora, tmp_path / "q", PartitionOptions(2, quiet=True))
+    (tmp_path / "q").rename(tmp_path / f".p.old-{dead}-abcd")  # killed between its two renames
+    with pytest.raises(OutputExistsError, match="pass --overwrite"):  # the folder moved aside is back at p
+        partition_dataset(cora, tmp_path / "p", PartitionOptions(3, quiet=True))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]
+    assert load_partition(tmp_path / "p", 1).num_parts == 2

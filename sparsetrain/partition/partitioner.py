@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sparsetrain._process import pid_alive
 from sparsetrain._progress import progress
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.dataset import load
@@ -111,6 +112,8 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
     if ds.is_typed:
         raise PartitionError(f"{data}: is a typed dataset; `sparsetrain partition` handles homogeneous graphs only "
                              "for now")
+    if out.parent.is_dir():
+        _recover(out)
     if out.exists() and not (opts.overwrite and (out / MANIFEST).is_file()):
         hint = "pass --overwrite to replace it" if (out / MANIFEST).is_file() else "it is not a partitioned folder"
         raise OutputExistsError(f"{out}: already exists; {hint}, or choose another --out")
@@ -123,6 +126,7 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
     try:
         owner, passes = assign_owners(chunks, opts)
         np.save(tmp / OWNER_FILE, owner)
+        fmt.fsync_path(tmp / OWNER_FILE)
         owner_sha = fmt.sha256_file(tmp / OWNER_FILE)
         checksum = dataset_checksum(data)
         partition_id = hashlib.sha256(f"{checksum}:{owner_sha}".encode()).hexdigest()[:16]
@@ -131,8 +135,8 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
         halo_bits, part_edges, cut = _mark_halos(chunks, owner, P, opts.quiet)
         halo_ranks = np.empty((P, halo_bits.shape[1]), np.int64)
         num_halo = np.array([kernels.word_ranks(halo_bits[p], halo_ranks[p]) for p in range(P)], np.int64)
-        parts = [_PartFiles(tmp / part_folder(p), int(num_owned[p]), int(num_halo[p]), int(part_edges[p]), weighted,
-                            n) for p in range(P)]
+        parts = [_PartFiles(tmp / part_folder(p), int(num_owned[p]), int(num_halo[p]), int(part_edges[p]), weighted)
+                 for p in range(P)]
         try:
             _write_topology(chunks, owner, local, num_owned, halo_bits, halo_ranks, parts, opts.quiet)
             if ds.features is not None:
@@ -163,6 +167,23 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
     return manifest
 
 
+def _recover(out: Path) -> None:
+    """Undo what a killed run for ``out`` left beside it: its temp folder goes; a replaced folder it had moved aside
+    comes back when nothing took its place."""
+    for kind in ("old", "tmp"):
+        for path in sorted(out.parent.glob(f".{out.name}.{kind}-*")):
+            try:
+                pid = int(path.name.rsplit(f".{kind}-", 1)[1].split("-")[0])
+            except ValueError:
+                continue
+            if pid_alive(pid):
+                continue
+            if kind == "old" and not out.exists() and (path / MANIFEST).is_file():
+                os.rename(path, out)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+
+
 def _move_into_place(tmp: Path, out: Path) -> None:
     if out.exists():  # --overwrite of a partitioned folder: the old one goes aside, then away
         old = out.parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
@@ -189,7 +210,7 @@ def _mark_halos(chunks: CSCChunks, owner: np.ndarray, P: int, quiet: bool):
 class _PartFiles:
     """One part being written: its writer and the arrays filled chunk by chunk."""
 
-    def __init__(self, folder: Path, num_owned: int, num_halo: int, num_edges: int, weighted: bool, n: int) -> None:
+    def __init__(self, folder: Path, num_owned: int, num_halo: int, num_edges: int, weighted: bool) -> None:
         self.writer = DatasetWriter(folder)
         self.num_owned, self.num_halo, self.num_edges = num_owned, num_halo, num_edges
         num_local = num_owned + num_halo
