@@ -182,3 +182,21 @@ def test_a_dead_peer_is_one_line_on_the_survivor(graph, tmp_path):
     assert status0 == "ok" and status1 == "died"
     assert message.startswith("distributed sampling, hop 0: the exchange failed on rank 0 of 2")
     assert "\n" not in message and seconds < 15
+
+
+def _sample_with_seed_of_rank(rank: int, world: int, folder: str):
+    part = load_partition(folder, rank)
+    sampler = DistNeighborSampler(part, FANOUTS, seed=SEED + rank)  # a misconfigured job
+    try:
+        sampler.sample(rank_batches(part, "train", 8)[0])
+    except DistSamplingError as exc:
+        return str(exc)
+    return "no error"
+
+
+def test_ranks_with_other_settings_are_refused_on_every_rank(graph, tmp_path):
+    folder = tmp_path / "p"
+    partition_dataset(graph, folder, PartitionOptions(2, quiet=True))
+    messages = values(spawn(_sample_with_seed_of_rank, 2, str(folder), timeout_s=120))
+    assert messages == [f"rank {r}: ranks [{1 - r}] sample with another seed, fanouts, replace, weighted or hop_nodes; "
+                        "give every rank's DistNeighborSampler the same settings" for r in range(2)]

@@ -14,6 +14,7 @@ collective another never calls; a dead or stopped peer is an error after the gro
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -64,6 +65,9 @@ class DistNeighborSampler:
         self.rank, self.world = info.rank, info.world_size
         self._expand = Expander(part, replace=replace, weighted=weighted)
         self.sent_bytes = 0  # request ids and served rows this rank sent to peers, over all calls
+        # every rank must draw with the same settings, or the owners' draws would silently be another sampler's
+        settings = repr((seed, self.fanouts, bool(replace), bool(weighted), hop_nodes)).encode()
+        self._fingerprint = int.from_bytes(hashlib.sha256(settings).digest()[:7], "little")
 
     @property
     def num_hops(self) -> int:
@@ -116,9 +120,13 @@ class DistNeighborSampler:
         remote = np.flatnonzero(owner != self.rank)
         remote = remote[np.argsort(owner[remote], kind="stable")]  # grouped by owner, frontier order within
         send = np.bincount(owner[remote], minlength=W).astype(np.int64)
-        header = torch.from_numpy(np.stack([send, np.full(W, key, np.int64)], 1))
+        header = torch.from_numpy(np.stack([send, np.full(W, key, np.int64), np.full(W, self._fingerprint)], 1))
         got = self._exchange(header, [1] * W, [1] * W, hop).numpy()
         recv, their_keys = got[:, 0], got[:, 1]
+        if (got[:, 2] != self._fingerprint).any():
+            others = np.flatnonzero(got[:, 2] != self._fingerprint).tolist()
+            raise DistSamplingError(f"rank {self.rank}: ranks {others} sample with another seed, fanouts, replace, "
+                                    "weighted or hop_nodes; give every rank's DistNeighborSampler the same settings")
         requests = self._exchange(torch.from_numpy(frontier[remote]), send, recv, hop).numpy()
         served_counts, served = self._expand(requests, np.repeat(hop_keys(self.seed, their_keys, hop), recv), fanout)
         answer_counts = self._exchange(torch.from_numpy(served_counts), recv, send, hop).numpy()
