@@ -145,10 +145,8 @@ def test_writes_are_atomic_and_refuse_to_overwrite(cora, cora3, tmp_path, capsys
 
 
 def test_typed_datasets_are_refused(tmp_path, capsys):
-    from sparsetrain.datasets import synthesize_typed
-
     typed = tmp_path / "typed"
-    synthesize_typed(typed, scale=0.0005, feature_dim=4, num_classes=3, quiet=True)
+    synthesize(typed, typed=True, scale=0.0005, feature_dim=4, num_classes=3, quiet=True)
     code, err = _cli(capsys, "partition", typed, "--parts", 2, "--out", tmp_path / "p")
     assert code == 1 and "typed dataset" in err and not (tmp_path / "p").exists()
 
