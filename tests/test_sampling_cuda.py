@@ -24,6 +24,8 @@ CHECKS = [
     "check_a_workspace_kept_across_batches_changes_nothing",
     "check_launch_shape_does_not_change_the_result",
     "check_one_host_read_per_batch",
+    "check_launch_counts_of_a_node_batch",
+    "check_launch_counts_of_a_typed_batch",
     "check_exact_sizes_past_the_bound_limit",
     "check_bad_seeds_are_errors",
     "check_damaged_graph_is_an_error_not_a_stray_read",
