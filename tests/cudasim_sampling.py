@@ -199,7 +199,7 @@ class _Counted:
 
 
 def _phases(ws) -> dict:
-    return {p: {k: v for k, v in c.as_dict().items() if v} for p, c in ws.last_counts.as_dict().items()}
+    return {p: {k: v for k, v in c.items() if v} for p, c in ws.last_counts.as_dict().items()}
 
 
 # per hop: count, sample, first occurrences, numbering, relabel (+ the hop's books), and two scans; nothing else

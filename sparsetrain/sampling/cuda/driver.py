@@ -1,9 +1,14 @@
 """The GPU sampler's per-hop driver: a batch's hops queued as kernels, the counts kept on the device, one host read.
 
 Kernels run on PyTorch's current CUDA stream (never the legacy default stream), so they are ordered with the torch ops
-around them (allocations, scans). The counts stay on the device: arrays are sized by host bounds from the fanouts and
-kernels read the true sizes from device memory, so a batch waits for the device once, at the end, to read every hop's
-counts with the seed and damage checks. A sampler keeps its arrays and their kernel views from batch to batch
+around them (scans, copies). A batch is sized from host bounds on the fanouts before its first launch, so its device
+work is a fixed sequence: one upload of everything the kernels read from the host (:func:`_state`), the seeds copied
+in, the map cleared and the seeds inserted (the seed checks ride along), then per hop five kernels and two scans, no
+copies, no allocations once the workspace holds the batch's shapes, no host reads. The kernels keep the batch's books
+(the counts per hop, the segments' edge ranges, the damage and seed checks) in one device record, which the host reads
+once, at the end. What each batch queued is counted (:attr:`Workspace.last_counts`).
+
+A sampler keeps its arrays and their kernel views from batch to batch
 (:class:`~sparsetrain.sampling.cuda.workspace.Workspace`): making a view from Python costs more than most of the
 kernels it feeds.
 """
