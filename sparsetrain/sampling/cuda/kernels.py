@@ -22,6 +22,7 @@ from sparsetrain.sampling import draw, rng
 from sparsetrain.sampling.retarget import retarget
 
 EMPTY = np.int64(-1)
+UNSET = np.int64(np.iinfo(np.int64).max)  # a slot's value before any insert
 OFFSET = np.int64(1 << 62)  # table values >= OFFSET are "first edge position + OFFSET" of this hop's new nodes
 
 
@@ -66,7 +67,7 @@ def clear_kernel(table_keys, table_vals):
     i = cuda.grid(1)
     if i < table_keys.shape[0]:
         table_keys[i] = EMPTY
-        table_vals[i] = np.iinfo(np.int64).max
+        table_vals[i] = UNSET
 
 
 @cuda.jit
