@@ -100,9 +100,9 @@ class Workspace:
 
     def upload(self, values: np.ndarray):
         """A kept device array holding an int64 host array's values, copied from a kept pinned buffer without a host
-        wait. Rewriting the pinned buffer while the last batch's copy from it may still be queued is safe: that copy
-        goes to the same device array, earlier in stream order (:meth:`begin` orders the streams), so whichever values
-        it carries are overwritten by this batch's copy before any kernel of this batch reads them."""
+        wait. The host rewrites that buffer only after the copy from it last batch is done: every batch ends with
+        its host read, queued after its copies (a driver without that read must wait for an event first, or the
+        last batch's kernels could read this batch's values)."""
         n = len(values)
         out, host = self._kept("upload", n, lambda: [self._ops.empty(n), self._ops.pinned(n)], pinned=1)
         self.counts.add(torch_ops=1, copies=1)
