@@ -256,6 +256,14 @@ def check_exact_sizes_past_the_bound_limit():
         assert CountedReads.reads == 1 + 2 * 3, f"{CountedReads.reads} host reads: expected two a hop and the last"
         assert_same_as_cpu(graph(seed=10), [0, 10], [-1, -1, 2], hop_nodes="new", replace=True)
         assert_typed_same_as_cpu(typed_graph(), [0, 5, 9, 33], [3, 2])
+        # the seeds have no topic in-edges: hop 1's bounds sample ('p', 'has', 't') for new topics, the counts don't
+        rng = np.random.default_rng(3)
+        of = np.stack([rng.integers(0, 6, 40), rng.integers(0, 5, 40)])
+        sparse = CSCGraph.from_edge_index_dict({("p", "cites", "p"): torch.from_numpy(rng.integers(0, 30, (2, 200))),
+                                                ("t", "of", "p"): torch.from_numpy(of),
+                                                ("p", "has", "t"): torch.from_numpy(rng.integers(0, 6, (2, 40)))},
+                                               {"p": 30, "t": 6})
+        assert_typed_same_as_cpu(sparse, [10, 11, 12], [2, 2], seed_type="p", hop_nodes="new")
     finally:
         driver.EXACT_ABOVE = limit
 
