@@ -9,12 +9,17 @@ Sections, each in its own subprocess with its own time limit (a crash or a hang 
 2. ``gather``: zero-copy ``PinnedFeatures`` gather in GB/s per row size, as a fraction of pinned host-to-device
    memcpy (target >= 0.90 for rows of 256 B and more), and against the CPU gather + copy.
 3. ``sampling``: sampled edges/s of node sampling (graph in device memory, and pinned), link sampling with seed-edge
-   exclusion and typed sampling, each against the CPU sampler on this machine's cores, same batches.
+   exclusion and typed sampling, each against the CPU sampler on this machine's cores, same batches. Per batch, the
+   GPU sampler's device work as its driver counts it (launches, copies, host syncs, allocations per hop; under Numba's
+   CUDA simulator on a tiny graph when there is no GPU, so ``--quick`` shows it on any machine), and on a GPU its wall
+   time against its stream time (CUDA events) and the GPU's busy time (profiler).
 4. ``epoch``: GraphSAGE [15,10,5], batch 1024, hidden 256, on the products-scale synthetic graph: the CLI path
    (``sparsetrain.engine.run.train``, one whole epoch, its stall fraction), the PyG drop-in
    (``sparsetrain.pyg.NeighborLoader``) and the peer, PyG's ``NeighborLoader`` with CPU sampling, ``num_workers``,
    ``pin_memory`` and ``.to("cuda")`` (needs torch-sparse or pyg-lib; without them the row says so). ms per step
-   over ``--epoch-steps`` steps after a warm-up, and the epoch extrapolated from it.
+   over ``--epoch-steps`` steps after a warm-up, and the epoch extrapolated from it. Then a step timeline from the
+   library's pieces in a plain loop: per phase (sample, gather, forward + backward + Adam) host ms and stream ms
+   (CUDA events), per step host syncs, the sampler's counts, GPU busy time and idle fraction (profiler).
 5. ``moe``: the MoE layer in bf16 at d_model 2048, 64 experts, top-8, 16K tokens against ``torch._grouped_mm`` and
    Hugging Face's grouped_mm experts, with achieved TFLOP/s and the fraction of the GPU's bf16 dense peak.
 
@@ -186,8 +191,93 @@ def section_sampling(args) -> dict:
 
     rows.append(_versus("typed (ogbn-mag shape, scale 0.25), [15, 10]", typed_run(typed.graph), typed_run(typed.graph.to(args.device)),
                         typed_batches, args))
-    return {"device": _device_name(args), "cpu_threads": os.cpu_count(), "rows": rows,
+    if on_gpu:
+        per_batch = {"node": _per_batch(NeighborSampler(ds.graph.to(args.device), FANOUTS, seed=0), batches),
+                     "typed": _per_batch(NeighborSampler(typed.graph.to(args.device), [15, 10], seed=0,
+                                                         seed_type="paper"), typed_batches)}
+    else:
+        per_batch = {"simulated": _counts_on_the_simulator()}
+    return {"device": _device_name(args), "cpu_threads": os.cpu_count(), "rows": rows, "per_batch": per_batch,
             **(_host_syncs(ds.graph, batches[0], args) if on_gpu else {})}
+
+
+def _per_batch(sampler, batches) -> dict:
+    """GPU sampling batch by batch: wall time against the stream's time (CUDA events) and the GPU's busy time (the
+    profiler's kernels and copies, and how many), with the driver's own counts of the last batch."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    from sparsetrain.sampling import SamplerInput
+
+    sampler.sample(SamplerInput(batches[0]))  # compiles the kernels, fills the workspace
+    torch.cuda.synchronize()
+    walls, streams = [], []
+    for key, seeds in enumerate(batches):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        began = time.perf_counter()
+        start.record()
+        sampler.sample(SamplerInput(seeds, key=key))
+        end.record()
+        end.synchronize()
+        walls.append(1e3 * (time.perf_counter() - began))
+        streams.append(start.elapsed_time(end))
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for key, seeds in enumerate(batches):
+            sampler.sample(SamplerInput(seeds, key=key))
+        torch.cuda.synchronize()
+    device = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    return {"wall_ms": statistics.median(walls), "stream_ms": statistics.median(streams),
+            "gpu_busy_ms": sum(e.time_range.elapsed_us() for e in device) / 1e3 / len(batches),
+            "device_ops_profiled": len(device) / len(batches), "counts": sampler.last_batch_counts.as_dict()}
+
+
+def simulated_counts() -> dict:
+    """The GPU sampler's per-batch counts (the driver's own, not a timing) under Numba's CUDA simulator, the second
+    batch of a kept workspace: a node batch [15, 10, 5] and a typed batch [15, 10] on tiny graphs. Run with
+    ``NUMBA_ENABLE_CUDASIM=1`` (:func:`_counts_on_the_simulator`)."""
+    import numpy as np
+    import torch
+
+    from sparsetrain.sampling import CSCGraph
+    from sparsetrain.sampling.cuda import driver
+    from sparsetrain.sampling.cuda.arrays import NumpyArrays
+    from sparsetrain.sampling.cuda.workspace import Workspace
+    from sparsetrain.sampling.fanouts import Fanouts
+    from sparsetrain.sampling.layout import KernelLayout
+
+    def counts(g, seeds, fanouts, seed_type=0):
+        indptr, indices, _ = g.numpy()
+        edge_perm = None if g.edge_perm is None else g.edge_perm.numpy()
+        layout = KernelLayout(g, Fanouts(fanouts))
+        ws = Workspace(NumpyArrays())
+        for key in range(2):
+            keys = [layout.hop_keys(0, key, h) for h in range(len(fanouts))]
+            with np.errstate(all="ignore"):  # uint64 products wrap on purpose
+                driver.sample_arrays(NumpyArrays(), indptr, indices, np.empty(1, np.float32),
+                                     np.asarray(seeds, np.int64), layout, keys, False, False, edge_perm=edge_perm,
+                                     seed_type=seed_type, workspace=ws)
+        return ws.last_counts.as_dict()
+
+    gen = torch.Generator().manual_seed(0)
+    node = CSCGraph.from_edge_index(torch.randint(0, 40, (2, 200), generator=gen), 40)
+    typed = CSCGraph.from_edge_index_dict({("a", "writes", "p"): torch.randint(0, 20, (2, 80), generator=gen),
+                                           ("p", "cites", "p"): torch.randint(0, 30, (2, 80), generator=gen)},
+                                          {"a": 20, "p": 30})
+    return {"node": counts(node, [0, 3, 7, 9], FANOUTS),
+            "typed": counts(typed, [1, 2, 5], [15, 10], seed_type=typed.node_types.index("p"))}
+
+
+def _counts_on_the_simulator() -> dict:
+    """:func:`simulated_counts` in a child process with ``NUMBA_ENABLE_CUDASIM=1`` (set before numba.cuda loads)."""
+    path = os.pathsep.join(p for p in (str(ROOT), str(HERE), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=path)
+    code = ("import json, warnings, gpu_report; warnings.simplefilter('ignore'); "
+            "print(json.dumps(gpu_report.simulated_counts()))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=HERE, env=env, capture_output=True, text=True, timeout=120)
+    if done.returncode:
+        return {"error": done.stderr.strip()[-300:]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _host_syncs(graph, seeds, args) -> dict:
@@ -324,7 +414,96 @@ def section_epoch(args) -> dict:
     for r in rows:
         if peer_ms and r.get("ms_per_step") and not r.get("peer"):
             r["speedup_vs_pyg"] = peer_ms / r["ms_per_step"]
-    return {"device": _device_name(args), "steps_per_epoch": steps_per_epoch, "timed_steps": steps, "rows": rows}
+    return {"device": _device_name(args), "steps_per_epoch": steps_per_epoch, "timed_steps": steps, "rows": rows,
+            "timeline": _timeline(ds, args)}
+
+
+PHASES = ("sample", "gather", "step")
+
+
+def _timeline(ds, args) -> dict:
+    """A training step phase by phase, from the library's pieces in a plain loop: ``sample`` (NeighborSampler, graph
+    on the device), ``gather`` (features on the device, ``index_select``), ``step`` (GraphSAGE forward + backward +
+    Adam). Per phase, medians over the timed steps: host ms (until the call returns) and stream ms (CUDA events around
+    it: the GPU's time, idle gaps included); per step: wall ms, host syncs (torch's sync debug mode; Numba's not
+    seen), the sampler's own device-work counts, and from the profiler the GPU's busy ms, its kernels and copies, and
+    the idle fraction. On the CPU only the host columns (the path still runs: a check of this code)."""
+    import warnings
+
+    import torch
+    import torch.nn.functional as F
+
+    from sparsetrain.nn.models import GraphSAGE
+    from sparsetrain.sampling import NeighborSampler, SamplerInput
+
+    cuda = args.device == "cuda"
+    x = ds.features.gather(torch.arange(ds.num_nodes)).to(args.device)
+    y = ds.labels.to(args.device)
+    sampler = NeighborSampler(ds.graph.to(args.device), FANOUTS, seed=0)
+    torch.manual_seed(0)
+    model = GraphSAGE(ds.num_features, HIDDEN, ds.num_classes, len(FANOUTS)).to(args.device)
+    opt = torch.optim.Adam(model.parameters(), lr=0.003)
+    warmup, steps = (1, 2) if args.quick else (10, 50)
+    train = ds.split["train"]
+    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(0))
+    seeds = [train[order[(i * BATCH) % len(train):][:BATCH]].to(args.device) for i in range(warmup + 2 * steps)]
+
+    def step(i: int) -> list:
+        marks = []
+
+        def mark():
+            event = torch.cuda.Event(enable_timing=True) if cuda else None
+            if cuda:
+                event.record()
+            marks.append((time.perf_counter(), event))
+
+        mark()
+        mb = sampler.sample(SamplerInput(seeds[i], key=i))
+        mark()
+        h = x.index_select(0, mb.input_nodes)
+        mark()
+        loss = F.cross_entropy(model(h, mb.to_pyg()), y[mb.seeds])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        mark()
+        return marks
+
+    for i in range(warmup):
+        step(i)
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            timed = [step(warmup + i) for i in range(steps)]
+    finally:
+        if cuda:
+            torch.cuda.set_sync_debug_mode(0)
+            torch.cuda.synchronize()
+    syncs = sum("called a synchronizing" in str(w.message) for w in caught)
+    out = {"steps": steps, "wall_ms": statistics.median(1e3 * (m[-1][0] - m[0][0]) for m in timed),
+           "host_syncs_per_step": syncs / steps if cuda else None}
+    for p, name in enumerate(PHASES):
+        out[f"{name}_host_ms"] = statistics.median(1e3 * (m[p + 1][0] - m[p][0]) for m in timed)
+        out[f"{name}_stream_ms"] = statistics.median(m[p][1].elapsed_time(m[p + 1][1]) for m in timed) if cuda else None
+    counts = sampler.last_batch_counts
+    out["sampler_counts"] = counts.total.as_dict() if counts is not None else None
+    if cuda:
+        from torch.autograd import DeviceType
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            began = time.perf_counter()
+            for i in range(steps):
+                step(warmup + steps + i)
+            torch.cuda.synchronize()
+            wall = 1e3 * (time.perf_counter() - began)
+        device = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+        busy = sum(e.time_range.elapsed_us() for e in device) / 1e3
+        out.update(gpu_busy_ms=busy / steps, device_ops_per_step=len(device) / steps, gpu_idle_fraction=1 - busy / wall)
+    return out
 
 
 def section_moe(args) -> dict:
@@ -407,6 +586,51 @@ def _fmt(v) -> str:
     return str(v)
 
 
+COUNT_COLUMNS = ("launches", "kernels", "torch_ops", "copies", "syncs", "allocations", "pinned_allocations")
+
+
+def _counts_table(counts: dict) -> list[str]:
+    """The driver's per-phase counts of one batch as a table."""
+    return ["| phase | " + " | ".join(COUNT_COLUMNS) + " |", "|---" + "|---:" * len(COUNT_COLUMNS) + "|"] + [
+        f"| {phase} | " + " | ".join(str(c[k]) for k in COUNT_COLUMNS) + " |" for phase, c in counts.items()]
+
+
+def _per_batch_lines(per_batch: dict) -> list[str]:
+    lines = []
+    simulated = per_batch.get("simulated")
+    if simulated is not None:
+        if "error" in simulated:
+            return [f"\nPer-batch counts (CUDA simulator): {simulated['error']}"]
+        per_batch = simulated
+        lines.append("\nPer-batch device work of the GPU sampler, counted by its driver (the CUDA simulator: no GPU)")
+    for name in ("node", "typed"):
+        b = per_batch.get(name)
+        if b is None:
+            continue
+        if "wall_ms" in b:  # on a GPU: time first, then the counts
+            lines.append(f"\n{name} batch on the GPU: wall {b['wall_ms']:.2f} ms, stream {b['stream_ms']:.2f} ms "
+                         f"(CUDA events), GPU busy {b['gpu_busy_ms']:.3f} ms; {b['device_ops_profiled']:.0f} kernels "
+                         "and copies profiled a batch; the driver's counts:")
+            b = b["counts"]
+        else:
+            lines.append(f"\n{name} batch:")
+        lines += ["", *_counts_table(b)]
+    return lines
+
+
+def _timeline_lines(t: dict | None) -> list[str]:
+    if not t:
+        return []
+    lines = [f"\nStep timeline ({t['steps']} steps, medians; stream = CUDA events, GPU time idle gaps included): "
+             f"wall {_fmt(t['wall_ms'])} ms, host syncs {_fmt(t['host_syncs_per_step'])} a step, GPU busy "
+             f"{_fmt(t.get('gpu_busy_ms'))} ms, {_fmt(t.get('device_ops_per_step'))} kernels and copies a step, "
+             f"GPU idle {_fmt(t.get('gpu_idle_fraction'))}", "", "| phase | host ms | stream ms |", "|---|---:|---:|"]
+    lines += [f"| {p} | {_fmt(t[p + '_host_ms'])} | {_fmt(t[p + '_stream_ms'])} |" for p in PHASES]
+    if t.get("sampler_counts"):
+        lines.append(f"\nThe sampler's own device work a step: {t['sampler_counts']}")
+    return lines
+
+
 def markdown(report: dict) -> str:
     """The report's tables, ready for benchmarks/RESULTS.md."""
     s = report["sections"]
@@ -447,6 +671,7 @@ def markdown(report: dict) -> str:
             gpu = r["gpu"]
             gpu_cell = f"{gpu['edges_per_s'] / 1e6:,.1f}" if "edges_per_s" in gpu else gpu["error"]
             lines.append(f"| {r['sampler']} | {r['cpu']['edges_per_s'] / 1e6:,.1f} | {gpu_cell} | {_fmt(r.get('speedup'))} |")
+        lines += _per_batch_lines(s["sampling"].get("per_batch", {}))
         if s["sampling"].get("host_syncs_per_batch") is not None:
             lines.append(f"\nHost syncs in one GPU node-sampling batch (torch's sync debug mode): "
                          f"{s['sampling']['host_syncs_per_batch']} ({', '.join(s['sampling'].get('host_syncs_where', []))})")
@@ -462,6 +687,7 @@ def markdown(report: dict) -> str:
             else:
                 lines.append(f"| {r['path']} | {_fmt(r.get('ms_per_step'))} | {_fmt(r.get('epoch_s'))} | {_fmt(r.get('stall_fraction'))} | "
                              f"{_fmt(r.get('speedup_vs_pyg'))} |")
+        lines += _timeline_lines(e.get("timeline"))
         lines.append("")
     if not failed("moe"):
         m = s["moe"]

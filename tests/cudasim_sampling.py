@@ -170,6 +170,82 @@ def check_one_host_read_per_batch():
     assert CountedReads.reads == 1, f"{CountedReads.reads} host reads in one batch"
 
 
+class CountedLaunches:
+    """Every kernel the driver can launch, wrapped to count its launches (independently of the driver's counts)."""
+
+    def __enter__(self):
+        from sparsetrain.sampling.cuda import batch
+
+        self.launches, self.saved = 0, []
+        for module in (driver, batch):
+            for name in [n for n in vars(module) if n.endswith("_kernel") or n == "insert_known"]:
+                kernel = getattr(module, name)
+                self.saved.append((module, name, kernel))
+                setattr(module, name, _Counted(kernel, self))
+        return self
+
+    def __exit__(self, *exc):
+        for module, name, kernel in self.saved:
+            setattr(module, name, kernel)
+
+
+class _Counted:
+    def __init__(self, kernel, counter):
+        self.kernel, self.counter = kernel, counter
+
+    def __getitem__(self, config):
+        self.counter.launches += 1
+        return self.kernel[config]
+
+
+def _phases(ws) -> dict:
+    return {p: {k: v for k, v in c.items() if v} for p, c in ws.last_counts.as_dict().items()}
+
+
+# per hop: count, sample, first occurrences, numbering, relabel (+ the hop's books), and two scans; nothing else
+HOP = {"launches": 7, "kernels": 5, "torch_ops": 2}
+# the batch's one upload (layout, regions, every hop's constants, the record) and the seeds into their region; then
+# the map cleared and the seeds inserted (with the seed checks)
+SETUP = {"launches": 4, "kernels": 2, "torch_ops": 2, "copies": 2}
+
+
+def check_launch_counts_of_a_node_batch():
+    g = graph(200, 3000, seed=7)
+    ws = Workspace(CountedReads())
+    with CountedLaunches() as launched:
+        gpu_sample(g, [0, 1, 5], [5, 4, 3], workspace=ws)
+    first = _phases(ws)
+    # the first batch allocates its workspace: the pinned and device upload buffers, the nodes, the map's two arrays
+    assert first["setup"] == {**SETUP, "allocations": 4, "pinned_allocations": 1}, first["setup"]
+    # seg_start, seg_dst, cols, lo, deg, per_item, ends, the edges' pair, ids, slots, src_type, flags, ranks
+    assert all(first[f"hop {h}"] == {**HOP, "allocations": 13} for h in range(3)), first
+    CountedReads.reads = 0
+    with CountedLaunches() as launched:
+        gpu_sample(g, [0, 1, 5], [5, 4, 3], workspace=ws)
+    steady = _phases(ws)
+    # the read of the record, then every hop's edges and edge ids and the nodes copied out of the workspace
+    finish = {"launches": 8, "torch_ops": 8, "copies": 8, "syncs": 1, "allocations": 7}
+    assert steady == {"setup": SETUP, "hop 0": HOP, "hop 1": HOP, "hop 2": HOP, "finish": finish,
+                      "batch": {"launches": 33, "kernels": 17, "torch_ops": 16, "copies": 10, "syncs": 1,
+                                "allocations": 7}}, steady
+    assert launched.launches == steady["batch"]["kernels"], (launched.launches, steady)
+    assert CountedReads.reads == steady["batch"]["syncs"] == 1
+
+
+def check_launch_counts_of_a_typed_batch():
+    ws = Workspace(CountedReads())
+    for _ in range(2):
+        CountedReads.reads = 0
+        with CountedLaunches() as launched:
+            gpu_layers(typed_graph(), [0, 5, 9, 33], [3, 2], seed_type=0, workspace=ws)
+    counts = _phases(ws)
+    finish = {"launches": 8, "torch_ops": 8, "copies": 8, "syncs": 1, "allocations": 7}  # 2 hops x 2 + 3 node types
+    assert counts == {"setup": SETUP, "hop 0": HOP, "hop 1": HOP, "finish": finish,
+                      "batch": {"launches": 26, "kernels": 12, "torch_ops": 14, "copies": 10, "syncs": 1,
+                                "allocations": 7}}, counts
+    assert launched.launches == 12 and CountedReads.reads == 1
+
+
 def check_exact_sizes_past_the_bound_limit():
     # bounds past EXACT_ABOVE: every hop reads its counts, the node regions and the table grow (re-inserting the nodes)
     limit = driver.EXACT_ABOVE
@@ -180,6 +256,14 @@ def check_exact_sizes_past_the_bound_limit():
         assert CountedReads.reads == 1 + 2 * 3, f"{CountedReads.reads} host reads: expected two a hop and the last"
         assert_same_as_cpu(graph(seed=10), [0, 10], [-1, -1, 2], hop_nodes="new", replace=True)
         assert_typed_same_as_cpu(typed_graph(), [0, 5, 9, 33], [3, 2])
+        # the seeds have no topic in-edges: hop 1's bounds sample ('p', 'has', 't') for new topics, the counts don't
+        rng = np.random.default_rng(3)
+        of = np.stack([rng.integers(0, 6, 40), rng.integers(0, 5, 40)])
+        sparse = CSCGraph.from_edge_index_dict({("p", "cites", "p"): torch.from_numpy(rng.integers(0, 30, (2, 200))),
+                                                ("t", "of", "p"): torch.from_numpy(of),
+                                                ("p", "has", "t"): torch.from_numpy(rng.integers(0, 6, (2, 40)))},
+                                               {"p": 30, "t": 6})
+        assert_typed_same_as_cpu(sparse, [10, 11, 12], [2, 2], seed_type="p", hop_nodes="new")
     finally:
         driver.EXACT_ABOVE = limit
 

@@ -69,7 +69,8 @@ def test_typed_gpu_batches_equal_cpu_batches(where, hop_nodes):
         assert all(torch.equal(a.edge_ids[et].cpu(), b.edge_ids[et]) for et in b.edge_ids)
 
 
-@pytest.mark.xfail(reason="H100, 2026-11-27: 2 synchronizing calls a batch, the second not located yet", strict=False)
+@pytest.mark.xfail(reason="H100, 2026-11-27: 2 synchronizing calls a batch before the per-hop uploads and the seed "
+                          "check's sort left the driver; not yet rerun on a GPU", strict=False)
 def test_gpu_node_sampling_waits_for_the_device_once_a_batch():
     """Counts stay on the device: the one synchronizing call of a batch is the read of its counts at the end."""
     import warnings
@@ -87,6 +88,30 @@ def test_gpu_node_sampling_waits_for_the_device_once_a_batch():
         torch.cuda.set_sync_debug_mode(0)
     syncs = [f"{w.filename}:{w.lineno}" for w in caught if "called a synchronizing" in str(w.message)]
     assert len(syncs) == 1, syncs  # where each one was raised
+
+
+def test_gpu_batch_counts_are_what_the_device_ran():
+    """The driver's counts of a batch (the same as under the simulator, tests/cudasim_sampling.py) against the
+    profiler's: every counted launch ran, and nothing else but the extra kernels of a scan (at most two a scan)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    sampler = NeighborSampler(graph().to("cuda"), [15, 10, 5], seed=3)
+    seeds = torch.arange(0, 5000, 11, device="cuda")
+    sampler.sample(SamplerInput(seeds, key=0))  # compiles the kernels, fills the workspace
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        sampler.sample(SamplerInput(seeds, key=1))
+        torch.cuda.synchronize()
+    counts = sampler.last_batch_counts
+    hop = {"launches": 7, "kernels": 5, "torch_ops": 2, "copies": 0, "syncs": 0, "allocations": 0,
+           "pinned_allocations": 0}
+    assert all(counts.phases[f"hop {h}"].as_dict() == hop for h in range(3)), counts.table()
+    total = counts.total
+    assert (total.syncs, total.pinned_allocations, total.kernels) == (1, 0, 17), counts.table()
+    ran = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    scans = 2 * 3
+    assert total.launches <= len(ran) <= total.launches + scans, (counts.table(), sorted(e.name for e in ran))
 
 
 def test_gpu_seeds_outside_the_graph_or_repeated_are_errors():

@@ -57,8 +57,8 @@ def edge_count(weights, lo, d, fanout, replace, weighted):
                 positive += 1
         if replace:
             return fanout if positive > 0 else 0
-        return min(fanout, positive)
-    return fanout if replace else min(fanout, d)
+        return fanout if fanout < positive else positive  # (not min(): numba 0.68.1 types it for CPUs only)
+    return fanout if replace or fanout < d else d
 
 
 @numba.njit(cache=True, inline="always")

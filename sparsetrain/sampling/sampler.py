@@ -140,6 +140,12 @@ class NeighborSampler:
         bidirectional, induced and zero-hop sampling run on the CPU only, for now."""
         return not (self.disjoint or self.subgraph_type != "directional" or not self.num_hops)
 
+    @property
+    def last_batch_counts(self):
+        """What this thread's last GPU batch queued on the device, per hop and in all (launches, copies, host waits,
+        allocations: :class:`~sparsetrain.sampling.cuda.counts.BatchCounts`); ``None`` before a GPU batch."""
+        return None if self._cuda is None else self._cuda.last_batch_counts
+
     def to(self, device: torch.device | str) -> NeighborSampler:
         """This sampler (same seed, options and batches) over its graph on ``device``; itself when already there."""
         graph = self.graph.to(device)

@@ -2,7 +2,8 @@
 ``NUMBA_ENABLE_CUDASIM=1`` (:class:`NumpyArrays`, how the tests check the kernels without a GPU).
 
 Arrays cross from PyTorch to the kernels by ``__cuda_array_interface__``, never by copies; a graph in page-locked host
-memory is read zero-copy over PCIe.
+memory is read zero-copy over PCIe. The driver reaches these through its
+:class:`~sparsetrain.sampling.cuda.workspace.Workspace`, which counts the device work each one queues.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from sparsetrain.sampling.errors import SamplingBackendError
 
 
 class TorchArrays:
-    """Allocations and scans as PyTorch CUDA tensors; kernels see them through ``__cuda_array_interface__``.
+    """Allocations, copies and scans as PyTorch CUDA tensors; kernels see them through ``__cuda_array_interface__``.
 
-    Nothing here waits for the device: host values go up through pinned buffers (a copy from pageable memory would
-    wait for the stream), and :meth:`read` is the one read back.
+    Nothing here waits for the device but :meth:`read`: host values go up through pinned buffers (a copy from pageable
+    memory would wait for the stream).
     """
 
     threads = 256
@@ -30,6 +31,9 @@ class TorchArrays:
 
     def empty(self, shape):
         return self.torch.empty(shape, dtype=self.torch.int64, device=self.device)
+
+    def pinned(self, n: int):
+        return self.torch.empty(n, dtype=self.torch.int64, pin_memory=True)
 
     def full(self, shape, value: int):
         return self.torch.full(shape if isinstance(shape, tuple) else (shape,), value, dtype=self.torch.int64,
@@ -46,9 +50,9 @@ class TorchArrays:
         """Numba's handle on PyTorch's current stream of this device."""
         return cuda.external_stream(self.torch.cuda.current_stream(self.device).cuda_stream)
 
-    def upload_into(self, out, values: np.ndarray):
-        """``out`` filled with an int64 host array's values, copied from a pinned buffer without waiting."""
-        host = self.torch.from_numpy(np.ascontiguousarray(values, np.int64)).pin_memory()
+    def upload_into(self, out, host, values: np.ndarray):
+        """``out`` filled with an int64 host array's values through the pinned buffer ``host``, without waiting."""
+        host.numpy()[:] = values
         return out.copy_(host, non_blocking=True)
 
     def split(self, a, sizes: list[int]) -> list:
@@ -70,27 +74,8 @@ class TorchArrays:
     def as_uint64(self, a):
         return a.view(self.torch.uint64)
 
-    def cat(self, parts):
-        return self.torch.cat(parts)
-
     def clone(self, a):
         return a.clone()
-
-    def stack(self, a, b):
-        return self.torch.stack([a, b])
-
-    def seed_check(self, seeds, size: int):
-        """``[any seed outside [0, size), any seed repeated, a repeated seed]`` on the device."""
-        torch = self.torch
-        if seeds.numel() == 0:
-            return torch.zeros(3, dtype=torch.int64, device=self.device)
-        ordered = torch.sort(seeds).values
-        outside = (ordered[0] < 0) | (ordered[-1] >= size)
-        same = ordered[1:] == ordered[:-1]
-        # (index_select, not ordered[i]: a 0-dim tensor as an index is read back to the host)
-        repeated = (ordered[1:].index_select(0, same.to(torch.int32).argmax().reshape(1)).reshape(())
-                    if seeds.numel() > 1 else ordered[0])
-        return torch.stack([outside.to(torch.int64), same.any().to(torch.int64), repeated])
 
     def read(self, a) -> list[int]:
         """The one host wait: ``a``'s values on the host."""
@@ -108,6 +93,9 @@ class NumpyArrays(TorchArrays):
     def empty(self, shape):
         return np.empty(shape, np.int64)
 
+    def pinned(self, n: int):
+        return np.empty(n, np.int64)
+
     def full(self, shape, value: int):
         return np.full(shape, value, np.int64)
 
@@ -120,8 +108,9 @@ class NumpyArrays(TorchArrays):
     def stream(self):
         return 0  # the simulator runs kernels in order on the host
 
-    def upload_into(self, out, values: np.ndarray):
-        out[...] = values
+    def upload_into(self, out, host, values: np.ndarray):
+        host[:] = values
+        out[...] = host
         return out
 
     def record_done(self):
@@ -133,22 +122,8 @@ class NumpyArrays(TorchArrays):
     def as_uint64(self, a):
         return a.view(np.uint64)
 
-    def cat(self, parts):
-        return np.concatenate(parts)
-
     def clone(self, a):
         return a.copy()
-
-    def stack(self, a, b):
-        return np.stack([a, b])
-
-    def seed_check(self, seeds, size: int):
-        if seeds.size == 0:
-            return np.zeros(3, np.int64)
-        ordered = np.sort(seeds)
-        same = ordered[1:] == ordered[:-1]
-        repeated = ordered[1:][same.argmax()] if seeds.size > 1 else ordered[0]
-        return np.array([ordered[0] < 0 or ordered[-1] >= size, same.any(), repeated], np.int64)
 
     def read(self, a) -> list[int]:
         return a.tolist()

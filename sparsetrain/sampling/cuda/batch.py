@@ -7,12 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sparsetrain.sampling.cuda.kernels import EMPTY, insert_known
+from sparsetrain.sampling.cuda.kernels import clear_kernel, insert_known
 from sparsetrain.sampling.cuda.workspace import Workspace
-
-
-def launch_blocks(n: int, threads: int) -> int:
-    return max(1, (n + threads - 1) // threads)
 
 
 def table_capacity(n: int) -> int:
@@ -59,14 +55,19 @@ class Regions:
     """The batch's nodes: one buffer, a region per node type (``start``, ``caps`` on the host, ``offsets`` on the
     device); type ``n``'s local id ``i`` is at ``buffer[start[n] + i]``."""
 
-    def __init__(self, ops, caps: np.ndarray) -> None:
+    def __init__(self, ops, caps: np.ndarray, offsets=None) -> None:
         self.ops = ops
-        self._allocate(np.asarray(caps, np.int64))
+        self._allocate(np.asarray(caps, np.int64), offsets)
 
-    def _allocate(self, caps: np.ndarray) -> None:
+    @staticmethod
+    def starts(caps: np.ndarray) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(caps)[:-1]]).astype(np.int64)
+
+    def _allocate(self, caps: np.ndarray, offsets=None) -> None:
+        """``offsets``: :meth:`starts` of ``caps`` already on the device (else uploaded)."""
         self.caps = caps
-        self.start = np.concatenate([[0], np.cumsum(caps)[:-1]]).astype(np.int64)
-        self.offsets = self.ops.upload(self.start)
+        self.start = self.starts(caps)
+        self.offsets = self.ops.upload(self.start) if offsets is None else offsets
         self.buffer = self.ops.empty(max(int(caps.sum()), 1))
 
     def reserve(self, caps: np.ndarray) -> None:
@@ -76,7 +77,8 @@ class Regions:
         old, old_start, old_caps = self.buffer, self.start, self.caps
         self._allocate(np.maximum(caps, old_caps))
         for n, (a, c) in enumerate(zip(old_start, old_caps)):
-            self.buffer[self.start[n]: self.start[n] + c] = old[a: a + c]
+            if c:
+                self.ops.assign(self.buffer[self.start[n]: self.start[n] + c], old[a: a + c])
 
     def of(self, n: int, count: int):
         return self.buffer[self.start[n]: self.start[n] + count]
@@ -85,32 +87,30 @@ class Regions:
 class Table:
     """The open-addressing map (global key -> local id) of the batch."""
 
-    def __init__(self, ops, stream) -> None:
-        self.ops, self.stream = ops, stream
+    def __init__(self, ops) -> None:
+        self.ops = ops
         self.capacity, self.keys, self.vals, self.mask = 0, None, None, 0
 
-    def reserve(self, num_keys: int, nodes: Regions, counts, type_offset: np.ndarray) -> None:
-        """Room for ``num_keys`` keys: a fresh table holding every node so far when the current one is too small."""
+    def reserve(self, num_keys: int, nodes: Regions, counts, type_offset, type_size, status) -> None:
+        """Room for ``num_keys`` keys: a fresh table holding every node so far when the current one is too small (two
+        launches, the seed checks riding along: :func:`~sparsetrain.sampling.cuda.kernels.insert_known`)."""
         needed = table_capacity(num_keys)
         if needed <= self.capacity:
             return
-        ops, k, t = self.ops, self.ops.kernel, self.ops.threads
+        ops, k = self.ops, self.ops.kernel
         self.capacity, self.mask = needed, needed - 1
-        self.keys, self.vals = ops.full(needed, EMPTY), ops.full(needed, np.iinfo(np.int64).max)
-        for n, cap in enumerate(nodes.caps):
-            if cap:
-                insert_known[launch_blocks(int(cap), t), t, self.stream](
-                    k(nodes.buffer), int(nodes.start[n]), k(counts), n, int(type_offset[n]), k(self.keys),
-                    k(self.vals), self.mask)
+        self.keys, self.vals = ops.empty(needed), ops.empty(needed)
+        ops.launch(clear_kernel, needed, k(self.keys), k(self.vals))
+        ops.launch(insert_known, len(nodes.buffer), k(nodes.buffer), k(nodes.offsets), k(counts), type_offset,
+                   type_size, k(self.keys), k(self.vals), self.mask, k(status))
 
 
 @dataclass
 class Batch:
-    """What every hop of one batch reads: the back end and stream, the layout, the graph's kernel views and the
-    layout's (``col_offset`` ... ``type_size``), and the batch's device counts, nodes, table and status."""
+    """What every hop of one batch reads: the workspace, the layout, the graph's kernel views and the layout's
+    (``col_offset`` ... ``type_size``), and the batch's nodes, table and status."""
 
     ops: Workspace
-    stream: object
     layout: object
     exact: bool
     indptr: object
@@ -126,7 +126,6 @@ class Batch:
     et_dst: object
     type_offset: object
     type_size: object
-    counts: object
     nodes: Regions
     table: Table
     status: object

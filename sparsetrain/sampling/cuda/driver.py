@@ -1,9 +1,14 @@
 """The GPU sampler's per-hop driver: a batch's hops queued as kernels, the counts kept on the device, one host read.
 
 Kernels run on PyTorch's current CUDA stream (never the legacy default stream), so they are ordered with the torch ops
-around them (allocations, scans). The counts stay on the device: arrays are sized by host bounds from the fanouts and
-kernels read the true sizes from device memory, so a batch waits for the device once, at the end, to read every hop's
-counts with the seed and damage checks. A sampler keeps its arrays and their kernel views from batch to batch
+around them (scans, copies). A batch is sized from host bounds on the fanouts before its first launch, so its device
+work is a fixed sequence: one upload of everything the kernels read from the host (:func:`_state`), the seeds copied
+in, the map cleared and the seeds inserted (the seed checks ride along), then per hop five kernels and two scans, no
+copies, no allocations once the workspace holds the batch's shapes, no host reads. The kernels keep the batch's books
+(the counts per hop, the segments' edge ranges, the damage and seed checks) in one device record, which the host reads
+once, at the end. What each batch queued is counted (:attr:`Workspace.last_counts`).
+
+A sampler keeps its arrays and their kernel views from batch to batch
 (:class:`~sparsetrain.sampling.cuda.workspace.Workspace`): making a view from Python costs more than most of the
 kernels it feeds.
 """
@@ -12,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparsetrain.sampling.cuda.batch import Batch, Bounds, Regions, Table, launch_blocks
+from sparsetrain.sampling.cuda.batch import Batch, Bounds, Regions, Table
 from sparsetrain.sampling.cuda.graph import CudaGraph, max_degrees
 from sparsetrain.sampling.cuda.kernels import count_kernel, first_kernel, number_kernel, relabel_kernel, sample_kernel
 from sparsetrain.sampling.cuda.workspace import Workspace
@@ -67,134 +72,169 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
 
 def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted, sources, edge_perm, new_only,
             seed_type, max_degree):
-    k, stream = ops.kernel, ops.stream()
-    num_types = len(layout.type_size)
-    num_hops = layout.fanouts.shape[0]
-    const = ops.upload(np.concatenate([layout.col_offset, layout.edge_offset, layout.et_src, layout.et_dst,
-                                       layout.type_offset, layout.type_size]))
-    layout_views = [k(part) for part in ops.split(const, [len(layout.edge_types)] * 4 + [num_types + 1, num_types])]
-    permuted = edge_perm is not None
-    edge_perm = k(ops.full(1, 0)) if edge_perm is None else edge_perm  # never read then; one entry: a view exists
-    status = ops.full(2, 0)  # 1 + the last column with a damaged indptr range, 1 + the last damaged entry of indices
-    checks = [status, ops.seed_check(seeds, int(layout.type_size[seed_type]))]
-
+    k = ops.kernel
+    num_types, num_hops = len(layout.type_size), layout.fanouts.shape[0]
     # the whole batch's bounds first: the node regions and the table are sized once, unless the bounds are too large
     # to allocate (then every hop reads its counts, and both grow as needed)
     plan = Bounds(layout, len(seeds), seed_type, new_only, max_degree)
-    planned_edges = 0
+    planned, planned_edges = [], 0
     for hop in range(num_hops):
         seg_et, _, edges = plan.hop(hop)
+        planned.append(seg_et)
         planned_edges += sum(edges)
         plan.advance(seg_et, edges)
     exact = planned_edges > EXACT_ABOVE
     seeds_only = np.zeros(num_types, np.int64)
     seeds_only[seed_type] = len(seeds)
-    nodes = Regions(ops, seeds_only if exact else plan.counts)
-    nodes.of(seed_type, len(seeds))[:] = seeds
-    counts, first = ops.full(num_types, 0), ops.full(num_types, 0)
-    counts[seed_type] = len(seeds)
-    table = Table(ops, stream)
+    caps = seeds_only if exact else plan.counts
+    d, at = _state(ops, layout, keys, planned, caps, seeds_only)
+    status = d["status"]
+    nodes = Regions(ops, caps, d["region"])
+    if len(seeds):
+        ops.assign(nodes.of(seed_type, len(seeds)), seeds)
+    layout_views = [k(d[name]) for name in ("col_offset", "edge_offset", "et_src", "et_dst", "type_offset",
+                                            "type_size")]
+    table = Table(ops)
     if not exact:
-        table.reserve(int(plan.counts.sum()), nodes, counts, layout.type_offset)
-    batch = Batch(ops, stream, layout, exact, indptr, indices, weights, edge_perm, permuted, replace, weighted,
-                   *layout_views, counts, nodes, table, status)
+        table.reserve(int(plan.counts.sum()), nodes, d["counts", 0], layout_views[4], layout_views[5], status)
+    permuted = edge_perm is not None
+    edge_perm = k(d["record"]) if edge_perm is None else edge_perm  # never read then
+    batch = Batch(ops, layout, exact, indptr, indices, weights, edge_perm, permuted, replace, weighted, *layout_views,
+                  nodes, table, status)
     bounds = Bounds(layout, len(seeds), seed_type, new_only, max_degree)
-    layers = []
+    counts_at = [("counts", 0)]  # per hop, the record entry of the counts before it (a hop that samples nothing
+    layers = []  # leaves them where they were)
     for hop in range(num_hops):
+        ops.phase(f"hop {hop}")
+        now = counts_at[hop]
+        first = counts_at[hop - 1] if new_only and hop > 0 else "zeros"
         if exact:
-            now = np.array(ops.read(ops.cat([counts, first])))
-            bounds.exact(now[:num_types], now[num_types:])
-        before = ops.copy(counts)
+            head = ops.read(d["record"][: at[now] + num_types])
+            bounds.exact(np.array(head[at[now]:], np.int64), np.array(head[at[first]: at[first] + num_types], np.int64))
         seg_et, work, edges = bounds.hop(hop)
         if not seg_et:  # nothing to sample at this hop
-            layers.append(([], None, None, None, before))
+            layers.append((seg_et, None, None))
+            counts_at.append(now)
         else:
-            layers.append(_hop(batch, hop, keys[hop], seg_et, sum(work), sum(edges), bounds.counts, first))
+            consts = ([d[name, hop] for name in HOP_PARTS] if seg_et == planned[hop] else  # (exact mode only)
+                      ops.split(ops.upload(np.concatenate(_hop_parts(layout, hop, seg_et, keys[hop]))),
+                                [len(seg_et)] * 3 + [len(layout.edge_types)] * 2))
+            pair, edge_ids = _hop(batch, consts, sum(work), sum(edges), bounds.counts, d[now], d[first],
+                                  d["seg_edges", hop], d["counts", hop + 1])
+            layers.append((seg_et, pair, edge_ids))
+            counts_at.append(("counts", hop + 1))
         bounds.advance(seg_et, edges)
-        if new_only:
-            first = before
-    return _finish(ops, layout, sources, indptr, indices, batch.graph_edges, seed_type, len(seeds), checks, layers,
-                   nodes)
+    ops.phase("finish")
+    return _finish(ops, layout, sources, indptr, indices, batch.graph_edges, seed_type, d["record"], at, counts_at,
+                   layers, nodes)
 
 
-def _hop(b: Batch, hop: int, hop_keys, seg_et: list[int], num_work: int, edge_bound: int, counts_now, first):
-    """One hop's kernels, queued without a host wait (unless ``b.exact``); returns its record for :func:`_finish`.
+HOP_PARTS = ("seg_et", "seg_dst_type", "seg_fanout", "fanouts", "keys")
 
-    ``num_work`` / ``edge_bound``: host bounds of its work items and edges (``counts_now``: of the nodes per type);
-    ``first``: per type, the first node the hop samples for (device)."""
-    ops, stream, layout, nodes, table, counts = b.ops, b.stream, b.layout, b.nodes, b.table, b.counts
-    t, k = ops.threads, ops.kernel
+
+def _hop_parts(layout, hop: int, seg_et: list[int], hop_keys) -> list[np.ndarray]:
+    """A hop's constants, as :data:`HOP_PARTS`: its segments' edge types, dst types and fanouts, then per edge type
+    its fanout and key."""
     fan = layout.fanouts[hop]
-    hop_host = ops.upload(np.concatenate([seg_et, layout.et_dst[seg_et], fan[seg_et], fan, hop_keys.view(np.int64)]))
-    seg_et_d, seg_dst_type, seg_fan, fan_d, keys_d = ops.split(hop_host, [len(seg_et)] * 3 + [len(fan)] * 2)
-    seg_start, seg_dst = ops.empty(len(seg_et) + 1), ops.empty(len(seg_et))
+    return [np.asarray(seg_et, np.int64), layout.et_dst[seg_et], fan[seg_et], fan, hop_keys.view(np.int64)]
+
+
+def _state(ops, layout, keys, planned, caps, seeds_only):
+    """Everything the batch's kernels read from the host, in one upload: the layout, the node regions' starts, every
+    hop's constants (:func:`_hop_parts`, for the ``planned`` segments), and the record the kernels keep on the device
+    and the host reads once at the end: ``status`` (damage and seed checks), ``zeros``, and per hop its segments' first
+    edges (``seg_edges``) and the counts after it (``("counts", hop + 1)``; ``("counts", 0)``: the seeds).
+
+    Returns ``(views, at)``: the device view of each part by name, and each record entry's offset in ``"record"``."""
+    num_types, num_et = len(layout.type_size), len(layout.edge_types)
+    parts = {"col_offset": layout.col_offset, "edge_offset": layout.edge_offset, "et_src": layout.et_src,
+             "et_dst": layout.et_dst, "type_offset": layout.type_offset, "type_size": layout.type_size,
+             "region": Regions.starts(caps)}
+    for hop, seg_et in enumerate(planned):
+        parts.update(zip([(name, hop) for name in HOP_PARTS], _hop_parts(layout, hop, seg_et, keys[hop])))
+    record = {"status": np.zeros(4, np.int64), "zeros": np.zeros(num_types, np.int64), ("counts", 0): seeds_only}
+    for hop in range(len(planned)):
+        record["seg_edges", hop] = np.zeros(num_et + 1, np.int64)
+        record["counts", hop + 1] = np.zeros(num_types, np.int64)
+    parts["record"] = np.concatenate(list(record.values()))
+    state = ops.upload(np.concatenate([np.asarray(p, np.int64) for p in parts.values()]))
+    views = dict(zip(parts, ops.split(state, [len(p) for p in parts.values()])))
+    sizes = [len(p) for p in record.values()]
+    views.update(zip(record, ops.split(views["record"], sizes)))
+    return views, dict(zip(record, np.cumsum([0, *sizes[:-1]]).tolist()))
+
+
+def _hop(b: Batch, consts, num_work: int, edge_bound: int, counts_now, counts, first, seg_edges, counts_after):
+    """One hop's five kernels and two scans, queued without a host wait (unless ``b.exact``); returns its edges
+    (``[2, bound]``, sources then dsts) and edge ids, valid up to the count in ``seg_edges``.
+
+    ``consts``: the hop's :data:`HOP_PARTS` on the device; ``num_work`` / ``edge_bound``: host bounds of its work
+    items and edges (``counts_now``: of the nodes per type); ``counts``, ``first``: per type, the nodes before the hop
+    and the first one it samples for; the hop writes ``seg_edges`` and ``counts_after`` (device record entries)."""
+    ops, layout, nodes, table = b.ops, b.layout, b.nodes, b.table
+    k = ops.kernel
+    seg_et_d, seg_dst_type, seg_fan, fan_d, keys_d = consts
+    seg_start, seg_dst = ops.empty(len(seg_et_d) + 1), ops.empty(len(seg_et_d))
     cols, lo, deg, per_item = (ops.empty(num_work) for _ in range(4))
-    grid = launch_blocks(num_work, t)
-    count_kernel[grid, t, stream](b.indptr, b.weights, k(nodes.buffer), k(nodes.offsets), k(counts), k(first),
-                                   k(seg_dst_type), k(seg_et_d), b.et_dst, b.col_offset, k(seg_fan), b.replace,
-                                   b.weighted, b.graph_edges, k(seg_start), k(seg_dst), k(cols), k(lo), k(deg),
-                                   k(per_item), k(b.status))
+    ops.launch(count_kernel, num_work, b.indptr, b.weights, k(nodes.buffer), k(nodes.offsets), k(counts), k(first),
+               k(seg_dst_type), k(seg_et_d), b.et_dst, b.col_offset, k(seg_fan), b.replace, b.weighted, b.graph_edges,
+               k(seg_start), k(seg_dst), k(cols), k(lo), k(deg), k(per_item), k(b.status))
     ends = ops.cumsum(per_item)
     if b.exact:  # sized by the true count
         edge_bound = ops.read(ends[-1:])[0]
         nodes.reserve(counts_now + np.minimum(edge_bound, layout.type_size))
-        table.reserve(int(counts_now.sum()) + edge_bound, nodes, counts, layout.type_offset)
+        table.reserve(int(counts_now.sum()) + edge_bound, nodes, counts, b.type_offset, b.type_size, b.status)
     size = max(edge_bound, 1)  # (a hop drawing nothing still hands the kernels one-entry arrays)
-    src, dst, edge_ids, slots = (ops.empty(size) for _ in range(4))
+    pair = ops.empty((2, size))
+    src, dst = ops.rows(pair)
+    edge_ids, slots = ops.empty(size), ops.empty(size)
     src_type = ops.empty(size if b.typed else 1)
-    sample_kernel[grid, t, stream](
-        b.indices, b.weights, b.edge_perm, b.permuted, k(cols), k(seg_start), k(seg_et_d), k(seg_dst), k(fan_d),
-        k(ops.as_uint64(keys_d)), b.col_offset, b.edge_offset, b.et_src, b.et_dst, b.type_offset, b.type_size, k(lo),
-        k(deg), k(ends), b.replace, b.weighted, k(table.keys), k(table.vals), table.mask, b.typed, k(src), k(dst),
-        k(edge_ids), k(slots), k(src_type), k(b.status),
-    )
+    ops.launch(sample_kernel, num_work,
+               b.indices, b.weights, b.edge_perm, b.permuted, k(cols), k(seg_start), k(seg_et_d), k(seg_dst), k(fan_d),
+               k(ops.as_uint64(keys_d)), b.col_offset, b.edge_offset, b.et_src, b.et_dst, b.type_offset, b.type_size,
+               k(lo), k(deg), k(ends), b.replace, b.weighted, k(table.keys), k(table.vals), table.mask, b.typed, k(src),
+               k(dst), k(edge_ids), k(slots), k(src_type), k(b.status))
     flags = ops.empty((len(layout.type_size), size))
-    edge_grid = launch_blocks(size, t)
-    first_kernel[edge_grid, t, stream](k(slots), k(table.vals), k(ends), b.typed, k(src_type), k(flags))
+    ops.launch(first_kernel, size, k(slots), k(table.vals), k(ends), b.typed, k(src_type), k(flags))
     ranks = ops.cumsum(flags, 1)
-    number_kernel[edge_grid, t, stream](k(slots), k(table.keys), k(table.vals), k(ends), b.typed, k(src_type),
-                                         k(ranks), k(counts), k(nodes.offsets), b.type_offset, k(nodes.buffer))
-    counts += ranks[:, -1]
-    relabel_kernel[edge_grid, t, stream](k(slots), k(table.vals), k(ends), k(src))
-    seg_edges = ops.cat([ops.full(1, 0), ends])[seg_start]  # where each segment's edges start, and the last end
-    return seg_et, seg_edges, (src, dst), edge_ids, ops.copy(counts)
+    ops.launch(number_kernel, size, k(slots), k(table.keys), k(table.vals), k(ends), b.typed, k(src_type), k(ranks),
+               k(counts), k(nodes.offsets), b.type_offset, k(nodes.buffer))
+    ops.launch(relabel_kernel, size, k(slots), k(table.vals), k(ends), k(src), k(seg_start), k(ranks), k(counts),
+               k(counts_after), k(seg_edges))
+    return pair, edge_ids
 
 
-def _finish(ops, layout, sources, indptr, indices, graph_edges: int, seed_type: int, num_seeds: int, checks, layers,
+def _finish(ops, layout, sources, indptr, indices, graph_edges: int, seed_type: int, record, at, counts_at, layers,
             nodes: Regions):
-    """The batch's one read: the checks and every hop's counts; then the layers and nodes cut to their sizes."""
+    """The batch's one read: the record (checks, and every hop's counts); then the layers and nodes cut to their
+    sizes, copied out of the workspace."""
     num_types = len(layout.type_size)
-    parts = list(checks)
-    for seg_et, seg_edges, *_, after in layers:
-        parts += [after] if seg_edges is None else [seg_edges, after]
-    values = ops.read(ops.cat(parts))
-    bad_column, bad_entry, outside, repeated, repeated_seed = values[:5]
+    values = ops.read(record)
+    bad_column, bad_entry, outside, repeated = values[:4]
     if outside:
         raise layout.seeds_outside(seed_type)
     if repeated:
-        raise layout.seed_repeated(repeated_seed)
+        raise layout.seed_repeated(repeated - 1)
     if bad_column:
         raise _bad_range(layout, sources, indptr, graph_edges, bad_column - 1)
     if bad_entry:
         raise _bad_entry(layout, sources, indices, bad_entry - 1)
-    pos = 5
-    before = np.zeros(num_types, np.int64)
-    before[seed_type] = num_seeds
+
+    def counts(entry):
+        return np.array(values[at[entry]: at[entry] + num_types], np.int64)
+
     out = []
-    for seg_et, seg_edges, pair, edge_ids, _ in layers:
-        edge_bounds = [] if seg_edges is None else values[pos: pos + len(seg_et) + 1]
-        pos += len(edge_bounds)
-        after = np.array(values[pos: pos + num_types], np.int64)
-        pos += num_types
+    for hop, (seg_et, pair, edge_ids) in enumerate(layers):
+        before, after = counts(counts_at[hop]), counts(counts_at[hop + 1])
         if pair is None:
-            edge_index, ids = ops.empty((2, 0)), ops.empty(0)
-        else:
-            m = edge_bounds[-1]
-            edge_index, ids = ops.stack(pair[0][:m], pair[1][:m]), ops.clone(edge_ids[:m])  # out of the workspace
+            out.append((ops.empty((2, 0)), ops.empty(0), [], before, after))
+            continue
+        edge_bounds = values[at["seg_edges", hop]: at["seg_edges", hop] + len(seg_et) + 1]
+        m = edge_bounds[-1]
         segments = [(e_type, edge_bounds[i], edge_bounds[i + 1]) for i, e_type in enumerate(seg_et)]
-        out.append((edge_index, ids, segments, before, after))
-        before = after
-    return out, [ops.clone(nodes.of(n, int(before[n]))) for n in range(num_types)]
+        out.append((ops.output(pair[:, :m]), ops.output(edge_ids[:m]), segments, before, after))
+    last = counts(counts_at[-1])
+    return out, [ops.output(nodes.of(n, int(last[n]))) for n in range(num_types)]
 
 
 def _bad_range(layout, sources, indptr, graph_edges: int, column: int) -> SamplingError:

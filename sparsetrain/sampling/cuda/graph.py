@@ -45,6 +45,12 @@ class CudaGraph:
             ws = self._local.workspace = Workspace(self.ops)
         return ws
 
+    @property
+    def last_batch_counts(self):
+        """What this thread's last batch queued on the device
+        (:class:`~sparsetrain.sampling.cuda.counts.BatchCounts`)."""
+        return self.workspace().last_counts
+
     def max_degree(self, layout) -> np.ndarray:
         """:func:`max_degrees` of the graph, computed once (the one host read it costs)."""
         if self._max_degree is None:

@@ -22,6 +22,7 @@ from sparsetrain.sampling import draw, rng
 from sparsetrain.sampling.retarget import retarget
 
 EMPTY = np.int64(-1)
+UNSET = np.int64(np.iinfo(np.int64).max)  # a slot's value before any insert
 OFFSET = np.int64(1 << 62)  # table values >= OFFSET are "first edge position + OFFSET" of this hop's new nodes
 
 
@@ -40,27 +41,56 @@ _draw_positions = _device["draw_positions"]
 
 # ---- the open-addressing map ----
 @cuda.jit(device=True)
-def _insert(table_keys, table_vals, mask, node, value):
-    """Find or claim ``node``'s slot (linear probing, CAS on the key), lower its value to ``value``; returns the
-    slot."""
+def _claim(table_keys, mask, node):
+    """Find or claim ``node``'s slot (linear probing, CAS on the key); returns the slot and whether another thread
+    had claimed it."""
     slot = np.int64(_mix64(np.uint64(node)) & np.uint64(mask))
     while True:
         old = cuda.atomic.cas(table_keys, slot, EMPTY, node)
         if old == EMPTY or old == node:
-            break
+            return slot, old == node
         slot = (slot + 1) & mask
+
+
+@cuda.jit(device=True)
+def _insert(table_keys, table_vals, mask, node, value):
+    """``node``'s slot, its value lowered to ``value``."""
+    slot, _ = _claim(table_keys, mask, node)
     if table_vals[slot] > value:
         cuda.atomic.min(table_vals, slot, value)
     return slot
 
 
 @cuda.jit
-def insert_known(nodes, region, counts, t, key_base, table_keys, table_vals, mask):
-    """Node ``i < counts[t]`` of type ``t`` (at ``nodes[region + i]``, map key ``key_base`` + its id) keeps local id
-    ``i``."""
+def clear_kernel(table_keys, table_vals):
+    """An empty map: every key ``EMPTY``, every value above any local id or edge position."""
     i = cuda.grid(1)
-    if i < counts[t]:
-        _insert(table_keys, table_vals, mask, key_base + nodes[region + i], np.int64(i))
+    if i < table_keys.shape[0]:
+        table_keys[i] = EMPTY
+        table_vals[i] = UNSET
+
+
+@cuda.jit
+def insert_known(nodes, region, counts, type_offset, type_size, table_keys, table_vals, mask, status):
+    """The nodes so far into the map: node ``i < counts[t]`` of type ``t`` (at ``nodes[region[t] + i]``; the type of
+    entry ``j`` is the last whose region starts at or before it) keeps local id ``i``, under key ``type_offset[t]`` +
+    its id. The seed checks ride along: a node outside ``[0, type_size[t])`` sets ``status[2]``, a node claimed twice
+    (a repeated seed: sampled nodes are unique) raises ``status[3]`` to its id + 1."""
+    j = cuda.grid(1)
+    if j < nodes.shape[0]:
+        t = 0
+        for n in range(1, region.shape[0]):
+            if region[n] <= j:
+                t = n
+        i = j - region[t]
+        if i < counts[t]:
+            node = nodes[j]
+            if node < 0 or node >= type_size[t]:
+                status[2] = 1
+            slot, repeated = _claim(table_keys, mask, type_offset[t] + node)
+            if repeated:
+                cuda.atomic.max(status, 3, node + 1)
+            cuda.atomic.min(table_vals, slot, np.int64(i))
 
 
 @cuda.jit
@@ -174,7 +204,14 @@ def number_kernel(slots, table_keys, table_vals, ends, typed, src_type, ranks, c
 
 
 @cuda.jit
-def relabel_kernel(slots, table_vals, ends, src):
+def relabel_kernel(slots, table_vals, ends, src, seg_start, ranks, counts, counts_after, seg_edges):
+    """Sources to local ids; thread 0 keeps the hop's books on the device: ``counts_after`` (the nodes per type after
+    the hop) and ``seg_edges`` (where each segment's edges start, then the hop's edge count)."""
     e = cuda.grid(1)
     if e < src.shape[0] and e < ends[ends.shape[0] - 1]:
         src[e] = table_vals[slots[e]]
+    if e == 0:
+        for t in range(counts.shape[0]):
+            counts_after[t] = counts[t] + ranks[t, ranks.shape[1] - 1]
+        for s in range(seg_start.shape[0]):
+            seg_edges[s] = ends[seg_start[s] - 1] if seg_start[s] > 0 else 0

@@ -1,8 +1,11 @@
-"""The GPU sampler's arrays and their kernel views, kept from batch to batch (:class:`Workspace`)."""
+"""The GPU sampler's arrays and their kernel views, kept from batch to batch, and what a batch queues, counted
+(:class:`Workspace`)."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from sparsetrain.sampling.cuda.counts import BatchCounts
 
 
 class Workspace:
@@ -10,8 +13,12 @@ class Workspace:
     their kernel views, for the next batch, which asks for the same shapes in the same order when its bounds are the
     same (every full batch of a loader). A kernel view costs tens of microseconds of Python (torch's
     ``__cuda_array_interface__``, Numba's device array) and a batch passes ~60 arrays to kernels: made once, not once
-    a batch. Outputs are copied out of it (the driver's ``_finish``), and a batch on another stream waits for the last
-    one's work (an event, not a host wait) before it reuses the arrays.
+    a batch. Outputs are copied out of it (:meth:`output`), and a batch on another stream waits for the last one's
+    work (an event, not a host wait) before it reuses the arrays.
+
+    Every operation that queues device work goes through here and is counted in :attr:`counts` (the last batch's in
+    :attr:`last_counts`), as PyTorch's CUDA implementation of it would launch it: the counts are the same on the
+    simulator's NumPy back end as on a GPU.
     """
 
     MAX_ARRAYS = 512  # distinct (position, shape) entries kept; past this (batches of ever new shapes) it starts over
@@ -23,58 +30,55 @@ class Workspace:
         self._views = {}  # id -> (array, view) for other arrays, for one batch
         self._position = 0
         self._done = None
-
-    def __getattr__(self, name):
-        return getattr(self._ops, name)
+        self.threads = ops.threads
+        self.stream = None
+        self.counts = self.last_counts = BatchCounts()
 
     def begin(self) -> Workspace:
         """Start a batch (after the last batch's work, on whatever stream that ran)."""
         self._position = 0
         self._views = {}
+        self.counts = BatchCounts()
         if len(self._arrays) > self.MAX_ARRAYS:
             self._arrays, self._owned = {}, {}
         self._ops.wait_for(self._done)
+        self.stream = self._ops.stream()
         return self
 
     def end(self) -> None:
         """The batch's work is queued: the next one waits for it before reusing the arrays."""
         self._done = self._ops.record_done()
+        self.last_counts = self.counts
 
-    def _kept(self, kind: str, shape, make):
+    def phase(self, name: str) -> None:
+        """Count what follows under ``name`` (``"hop 0"``, ``"finish"``...)."""
+        self.counts.phase(name)
+
+    def _kept(self, kind: str, shape, make, allocations: int = 1, pinned: int = 0):
         key = (self._position, kind, shape if isinstance(shape, tuple) else (shape,))
         self._position += 1
         made = self._arrays.get(key)
         if made is None:
             made = self._arrays[key] = make()
+            self.counts.add(allocations=allocations, pinned_allocations=pinned)
             for a in made if isinstance(made, list) else [made]:
                 self._owned[id(a)] = [a, None]
         return made
 
+    # ---- arrays (no device work) ----
     def empty(self, shape):
         return self._kept("empty", shape, lambda: self._ops.empty(shape))
 
-    def full(self, shape, value: int):
-        a = self._kept("full", shape, lambda: self._ops.empty(shape))
-        a[...] = value
-        return a
-
-    def upload(self, values: np.ndarray):
-        return self._ops.upload_into(self._kept("upload", len(values), lambda: self._ops.empty(len(values))), values)
-
-    def copy(self, a):
-        out = self._kept("copy", tuple(a.shape), lambda: self._ops.empty(tuple(a.shape)))
-        out[...] = a
-        return out
-
-    def cumsum(self, a, axis: int = 0):
-        shape = tuple(a.shape)
-        return self._ops.cumsum(a, axis, out=self._kept("cumsum", shape, lambda: self._ops.empty(shape)))
-
     def split(self, a, sizes: list[int]) -> list:
-        return self._kept("split", (id(a), *sizes), lambda: self._ops.split(a, sizes))
+        """``a`` cut into consecutive views of ``sizes``."""
+        return self._kept("split", (id(a), *sizes), lambda: self._ops.split(a, sizes), allocations=0)
+
+    def rows(self, a) -> list:
+        """The rows of a 2-d array as views."""
+        return self._kept("rows", id(a), lambda: list(a), allocations=0)
 
     def as_uint64(self, a):
-        return self._kept("uint64", id(a), lambda: self._ops.as_uint64(a))
+        return self._kept("uint64", id(a), lambda: self._ops.as_uint64(a), allocations=0)
 
     def kernel(self, a):
         owned = self._owned.get(id(a))
@@ -86,3 +90,41 @@ class Workspace:
         if hit is None:
             hit = self._views[id(a)] = (a, self._ops.kernel(a))  # (a kept alive: its id stays its own)
         return hit[1]
+
+    # ---- device work, counted ----
+    def launch(self, kernel, n: int, *args) -> None:
+        """``kernel`` over ``n`` threads (at least one block) on the batch's stream."""
+        blocks = max(1, (n + self.threads - 1) // self.threads)
+        kernel[blocks, self.threads, self.stream](*args)
+        self.counts.add(kernels=1)
+
+    def upload(self, values: np.ndarray):
+        """A kept device array holding an int64 host array's values, copied from a kept pinned buffer without a host
+        wait. The host rewrites that buffer only after the copy from it last batch is done: every batch ends with
+        its host read, queued after its copies (a driver without that read must wait for an event first, or the
+        last batch's kernels could read this batch's values)."""
+        n = len(values)
+        out, host = self._kept("upload", n, lambda: [self._ops.empty(n), self._ops.pinned(n)], pinned=1)
+        self.counts.add(torch_ops=1, copies=1)
+        return self._ops.upload_into(out, host, values)
+
+    def assign(self, out, a) -> None:
+        """``out[...] = a`` (device to device)."""
+        out[...] = a
+        self.counts.add(torch_ops=1, copies=1)
+
+    def cumsum(self, a, axis: int = 0):
+        shape = tuple(a.shape)
+        self.counts.add(torch_ops=1)
+        return self._ops.cumsum(a, axis, out=self._kept("cumsum", shape, lambda: self._ops.empty(shape)))
+
+    def output(self, a):
+        """A fresh copy of ``a`` (a batch's results leave the workspace; an empty one costs nothing on the device)."""
+        if np.prod(a.shape) > 0:
+            self.counts.add(torch_ops=1, copies=1, allocations=1)
+        return self._ops.clone(a)
+
+    def read(self, a) -> list[int]:
+        """``a``'s values on the host: a device-to-host copy and a host wait."""
+        self.counts.add(torch_ops=1, copies=1, syncs=1)
+        return self._ops.read(a)
