@@ -2,8 +2,10 @@
 
 Every error reaches the user as one line on stderr and exit code 1: a bad flag or value
 (:class:`~sparsetrain.errors.UsageError`, without argparse's usage block), any
-:class:`~sparsetrain.errors.SparsetrainError`, a missing path. Library warnings print as
-one ``warning: ...`` line, never with their source line.
+:class:`~sparsetrain.errors.SparsetrainError`, a missing path, and any other system error (a full disk,
+a permission, a folder where a file goes): :func:`main` is the one guard of every verb. Library warnings
+print as one ``warning: ...`` line, never with their source line. Ctrl-C prints what the verb had
+written (``train``: its checkpoints and how to resume; ``preprocess``: nothing, its temp folder is removed).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import warnings
 
 from sparsetrain._version import __version__
 from sparsetrain.errors import SparsetrainError, UsageError
-
 
 
 class Parser(argparse.ArgumentParser):
@@ -79,6 +80,7 @@ def _one_line_warnings():
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = None
     with _one_line_warnings():
         try:
             args = build_parser().parse_args(argv)
@@ -90,8 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         except FileNotFoundError as exc:
             print(f"error: {exc.filename}: no such file or folder; check the path", file=sys.stderr)
             return 1
-        except KeyboardInterrupt:
-            print("interrupted; nothing was written", file=sys.stderr)
+        except OSError as exc:
+            named = exc.filename or getattr(args, "out", None) or getattr(args, "path", None)  # the verb's output
+            where = f"{named}: " if named else ""
+            print(f"error: {where}{exc.strerror or exc}; check the path, its permissions and the free disk space",
+                  file=sys.stderr)
+            return 1
+        except KeyboardInterrupt as exc:  # a verb that wrote something says what (train's TrainingInterrupted)
+            print(str(exc) or "interrupted; nothing was written", file=sys.stderr)
             return 130
 
 

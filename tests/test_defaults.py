@@ -7,7 +7,8 @@ import pytest
 
 import sparsetrain as st
 from sparsetrain.engine.default_data import BUILTIN, cache_dir, open_dataset
-from sparsetrain.engine.run import AUTO_MAX_EPOCHS, MODEL_DEFAULTS, TrainSettings, auto_epochs, resolved
+from sparsetrain.engine.plan import AUTO_MAX_EPOCHS, MODEL_DEFAULTS, auto_epochs, plan
+from sparsetrain.engine.settings import TrainSettings
 from sparsetrain.errors import DatasetError
 
 
@@ -58,12 +59,18 @@ def test_auto_epochs_count_optimizer_steps(steps_per_epoch, epochs):
     assert epochs * steps_per_epoch >= 2000 or epochs == AUTO_MAX_EPOCHS
 
 
-def test_model_defaults_fill_only_what_was_not_given():
-    sage = resolved(TrainSettings())
-    assert (sage.optim.lr, sage.optim.weight_decay, sage.model.hidden) == (0.01, 5e-4, 128) and sage.optim.epochs is None
-    gt = resolved(TrainSettings(model="gt", lr=0.02))
-    assert (gt.optim.lr, gt.optim.weight_decay, gt.model.hidden) == (0.02, MODEL_DEFAULTS["gt"]["weight_decay"],
-                                                                     MODEL_DEFAULTS["gt"]["hidden"])
+def test_model_defaults_fill_only_what_was_not_given(tmp_path):
+    import torch
+
+    ds = st.datasets.synthesize(tmp_path / "tiny", 400, 3200, feature_dim=8, num_classes=3, seed=0, quiet=True)
+    cpu = torch.device("cpu")
+    sage = plan(TrainSettings(data=ds.path), ds, cpu)
+    train_seeds = len(ds.split["train"])  # one batch of 1024 an epoch: 2000 steps capped at AUTO_MAX_EPOCHS
+    assert train_seeds <= 1024 and sage.optim.epochs == AUTO_MAX_EPOCHS
+    assert (sage.model.name, sage.optim.lr, sage.optim.weight_decay, sage.model.hidden) == ("sage", 0.01, 5e-4, 128)
+    gt = plan(TrainSettings(data=ds.path, model="gt", lr=0.02, epochs=3), ds, cpu)
+    assert (gt.optim.lr, gt.optim.weight_decay, gt.model.hidden, gt.optim.epochs) == (
+        0.02, MODEL_DEFAULTS["gt"]["weight_decay"], MODEL_DEFAULTS["gt"]["hidden"], 3)
 
 
 def test_epochs_given_means_exactly_that_many(cli, tmp_path, monkeypatch):

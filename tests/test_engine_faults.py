@@ -85,7 +85,8 @@ def test_checkpoints_of_another_run_are_refused_by_name(cli, tiny_dir, tmp_path)
     assert str(ckpt) in err and "already holds checkpoints" in err and "--resume" in err and "new --checkpoint-dir" in err
     cases = [(["--seed", "1"], "seed: checkpoint 0, this run 1"),
              (["--hidden", "32"], "model parameters differ"),
-             (["--fanout", "5,3"], "fanout: checkpoint [5, 5], this run [5, 3]"),
+             (["--fanout", "5,3"], "fanouts: checkpoint [5, 5], this run [5, 3]"),
+             (["--model", "gcn"], "model: checkpoint 'sage', this run 'gcn'"),
              (["--batch-size", "32"], "batch_size: checkpoint 64, this run 32"),
              (["--data", other], f"dataset contents differ (checkpoint {tiny_dir}, this run {other})")]
     for extra, named in cases:
@@ -96,6 +97,55 @@ def test_checkpoints_of_another_run_are_refused_by_name(cli, tiny_dir, tmp_path)
     code, _, err = cli(*base, "--epochs", "2", "--resume")  # the same run continues
     assert code == 0, err
     assert sorted(name for name in _folder_state(ckpt) if name.endswith(".pt")) == ["step-0000000004.pt", "step-0000000008.pt"]
+
+
+def test_a_checkpoint_records_every_batch_setting_off_or_on_by_its_flag_name(cli, tiny_dir, tmp_path):
+    from sparsetrain.engine.settings import TrainSettings, batch_record
+
+    code, _, err = cli("train", "--data", tiny_dir, *TINY_ARGS, "--epochs", "1", "--checkpoint-dir", tmp_path / "ck")
+    assert code == 0, err
+    record = torch.load(next((tmp_path / "ck").glob("step-*.pt")), weights_only=True)["run"]
+    assert set(batch_record(TrainSettings())) <= set(record) and "fanout" not in record
+    assert {k: record[k] for k in ("fanouts", "temporal", "temporal_strategy", "model", "hidden", "task", "seed")} == {
+        "fanouts": [5, 5], "temporal": False, "temporal_strategy": None, "model": "sage", "hidden": 16, "task": "node",
+        "seed": 0}
+
+
+def _identity(**changes) -> dict:
+    identity = {"parameters": {"w": [2, 2]}, "seed": 0, "batch_size": 64, "record_version": 2, "task": "node",
+                "fanouts": [5, 5], "temporal": False, "temporal_strategy": None, "model": "sage",
+                "dataset": {"path": "d", "sha256": "x"}}
+    return {**identity, **changes}
+
+
+def test_resume_compares_the_complete_record_a_key_on_one_side_only_differs():
+    from sparsetrain.engine.checkpoint import check_same_run
+
+    check_same_run("ck", {"run": _identity()}, _identity())
+    with pytest.raises(st.engine.CheckpointError, match="temporal: checkpoint False, this run True"):
+        check_same_run("ck", {"run": _identity()}, _identity(temporal=True, temporal_strategy="uniform"))
+    recorded = _identity()
+    del recorded["temporal"]
+    with pytest.raises(st.engine.CheckpointError, match="temporal: checkpoint not recorded, this run False"):
+        check_same_run("ck", {"run": recorded}, _identity())
+    with pytest.raises(st.engine.CheckpointError, match="exclude: checkpoint 'self', this run not recorded"):
+        check_same_run("ck", {"run": _identity(exclude="self")}, _identity())
+
+
+def test_a_checkpoint_of_the_previous_version_is_read_with_its_defaults():
+    """0.1 recorded ``fanout``, and ``temporal`` (the strategy) only when on: absent means off."""
+    from sparsetrain.engine.checkpoint import check_same_run
+
+    old = {"parameters": {"w": [2, 2]}, "seed": 0, "batch_size": 64, "model": "sage", "fanout": [5, 5],
+           "dataset": {"path": "d", "sha256": "x"}}
+    check_same_run("ck", {"run": old}, _identity(hidden=16, target_type=None))  # never recorded: not compared
+    with pytest.raises(st.engine.CheckpointError, match="fanouts: checkpoint \\[5, 5\\], this run \\[5, 3\\]"):
+        check_same_run("ck", {"run": old}, _identity(fanouts=[5, 3]))
+    with pytest.raises(st.engine.CheckpointError, match="temporal: checkpoint False, this run True"):
+        check_same_run("ck", {"run": old}, _identity(temporal=True, temporal_strategy="uniform"))
+    check_same_run("ck", {"run": {**old, "temporal": "last"}}, _identity(temporal=True, temporal_strategy="last"))
+    with pytest.raises(st.engine.CheckpointError, match="temporal: checkpoint True, this run False"):
+        check_same_run("ck", {"run": {**old, "temporal": "last"}}, _identity())
 
 
 def test_pruning_keeps_the_checkpoint_just_written(tmp_path):

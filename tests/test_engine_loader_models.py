@@ -210,11 +210,11 @@ list(loader)
 seen["after_loader"] = big_block_is_mmapped()
 model = GraphSAGE(8, 8, 3, num_layers=1)
 os.environ["SPARSETRAIN_KEEP_MALLOC"] = "1"  # the opt-out: the Trainer leaves the allocator alone
-Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1, quiet=True)
+Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1)
 seen["after_trainer_kept"] = big_block_is_mmapped()
 del os.environ["SPARSETRAIN_KEEP_MALLOC"]
 host_memory._applied = None  # decided once per process; as if this were a fresh one
-Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1, quiet=True)
+Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1)
 seen["after_trainer"] = big_block_is_mmapped()
 json.dump(seen, sys.stdout)
 """

@@ -57,10 +57,8 @@ def test_layer_tables_above_the_budget_go_to_disk_and_give_the_same_result(synth
 
 
 def test_auto_eval_picks_layerwise_on_small_graphs_and_where_its_weighted_edges_are_fewer():
-    from types import SimpleNamespace
-
     from sparsetrain.engine.inference import layerwise_cost, sampled_cost
-    from sparsetrain.engine.run import _full_eval_is_cheaper
+    from sparsetrain.engine.plan import full_eval_is_cheaper
     from sparsetrain.sampling import Fanouts
 
     assert layerwise_cost(1_000, 3) == 3_000 and sampled_cost(2, Fanouts([15, 10, 5])) == 2 * (15 + 150 + 750)
@@ -68,7 +66,7 @@ def test_auto_eval_picks_layerwise_on_small_graphs_and_where_its_weighted_edges_
     fanout = Fanouts([15, 10, 5])
 
     def picks(nodes, edges, eval_nodes):
-        return _full_eval_is_cheaper(SimpleNamespace(num_nodes=nodes, num_edges=edges), fanout, {"valid": range(eval_nodes)})
+        return full_eval_is_cheaper(nodes, edges, fanout, eval_nodes)
 
     assert picks(2708, 10_556, 1_500)  # Cora
     assert not picks(200_000, 2_000_000, 80_000)  # measured: layer-wise 93 s, sampled 66 s

@@ -289,3 +289,56 @@ def test_typed_preprocess_takes_node_times_per_type_and_trains_temporally(tmp_pa
     assert "node time int64 in [" in capsys.readouterr().out
     assert main(["train", "--data", str(tmp_path / "ds"), "--temporal", "--epochs", "1", "--batch-size", "16",
                  "--fanout", "3,2", "--quiet", "--device", "cpu"]) == 0
+
+
+def _resign(folder, name):
+    """Record a changed file's sha256 in meta.json, as a careless tool would (``info`` still refuses the folder)."""
+    import hashlib
+    import json
+
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["files"][name]["sha256"] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    (folder / "meta.json").write_text(json.dumps(meta))
+    return meta
+
+
+@pytest.mark.parametrize("level", ["node", "edge"])
+def test_train_temporal_refuses_non_finite_times_at_open_like_info(tmp_path, capsys, level):
+    import json
+
+    _write_inputs(tmp_path, float_times=True)
+    assert _preprocess(tmp_path, "ds", "--node-time", str(tmp_path / "node_time.npy"), "--edge-time-column",
+                       "Stamp") == 0
+    folder = tmp_path / "ds"
+    meta = json.loads((folder / "meta.json").read_text())
+    name = next(iter(meta["node_time"].values())) if level == "node" else meta["edge_types"][0]["time"]
+    times = np.load(folder / name)
+    times[7] = np.nan
+    np.save(folder / name, times)
+    _resign(folder, name)
+    capsys.readouterr()
+    code = main(["train", "--data", str(folder), "--temporal", "--epochs", "1", "--quiet", "--device", "cpu"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"{name}: entry 7 is nan, times must be finite" in err
+    assert main(["info", str(folder)]) == 1 and f"{name}: entry 7 is nan" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("first, then, says", [
+    ([], ["--temporal"], "temporal: checkpoint False, this run True"),
+    (["--temporal"], [], "temporal: checkpoint True, this run False"),
+    (["--temporal"], ["--temporal", "--temporal-strategy", "last"],
+     "temporal_strategy: checkpoint 'uniform', this run 'last'"),
+])
+def test_resume_refuses_temporal_turned_on_or_off_or_another_strategy(tmp_path, capsys, first, then, says):
+    _write_inputs(tmp_path)
+    assert _preprocess(tmp_path, "ds", "--node-time", str(tmp_path / "node_time.npy"), "--edge-time-column",
+                       "stamp") == 0
+    base = ["train", "--data", str(tmp_path / "ds"), "--batch-size", "32", "--fanout", "4,3", "--quiet", "--device",
+            "cpu", "--checkpoint-dir", str(tmp_path / "ck")]
+    assert main([*base, "--epochs", "1", *first]) == 0
+    capsys.readouterr()
+    assert main([*base, "--epochs", "2", "--resume", *then]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err and "belongs to another run" in err, err
+    assert main([*base, "--epochs", "2", "--resume", *first]) == 0  # the same run continues

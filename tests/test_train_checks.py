@@ -122,7 +122,7 @@ def test_trainer_refuses_class_targets_out_of_range_naming_the_seeds():
     loader = st.Loader(st.NeighborSampler(graph, [3]), torch.randn(50, 4), labels, torch.arange(50), batch_size=50,
                        shuffle=False)
     model = st.GraphSAGE(4, 8, 3, num_layers=1)
-    trainer = st.Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1, quiet=True)
+    trainer = st.Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1, report=st.engine.ReportSettings(quiet=True))
     says = r"2 seed\(s\) of this batch have a label outside \[0, 3\).*nodes 4 \(label 3\), 11 \(label -2\)"
     with pytest.raises(DatasetError, match=says):
         trainer.fit()

@@ -74,14 +74,14 @@ def test_a_gpu_cache_fronts_pinned_host_features_when_they_fit(monkeypatch):
 
     import torch
 
-    from sparsetrain.engine import run
+    from sparsetrain.engine import plan
 
-    ds = SimpleNamespace(is_typed=False, features=SimpleNamespace(nbytes=10 << 20))
-    gpu, cpu = SimpleNamespace(device=torch.device("cuda")), SimpleNamespace(device=torch.device("cpu"))
+    nbytes = 10 << 20
+    gpu, cpu = torch.device("cuda"), torch.device("cpu")
     cached = SimpleNamespace(placement="auto", cache_gb=1.0)
-    monkeypatch.setattr(run, "available_host_memory", lambda: (1 << 30, "test"))
-    assert run._placement(ds, cached, gpu) == "pinned"
-    assert run._placement(ds, cached, cpu) == "mmap"
-    monkeypatch.setattr(run, "available_host_memory", lambda: (1 << 20, "test"))  # no room for a pinned copy
-    assert run._placement(ds, cached, gpu) == "mmap"
-    assert run._placement(ds, SimpleNamespace(placement="disk", cache_gb=1.0), gpu) == "disk"
+    monkeypatch.setattr(plan, "available_host_memory", lambda: (1 << 30, "test"))
+    assert plan._placement(nbytes, cached, gpu) == "pinned"
+    assert plan._placement(nbytes, cached, cpu) == "mmap"
+    monkeypatch.setattr(plan, "available_host_memory", lambda: (1 << 20, "test"))  # no room for a pinned copy
+    assert plan._placement(nbytes, cached, gpu) == "mmap"
+    assert plan._placement(nbytes, SimpleNamespace(placement="disk", cache_gb=1.0), gpu) == "disk"

@@ -13,7 +13,8 @@ import torch
 
 import sparsetrain as st
 from sparsetrain import _progress
-from sparsetrain.engine import host_memory, run
+from sparsetrain.engine import host_memory, plan
+from sparsetrain.engine.settings import CheckpointSettings, ReportSettings
 
 from .conftest import run_module
 
@@ -85,8 +86,8 @@ def test_trainer_resume_keeps_its_own_optimizer_settings(tmp_path):
     def trainer(lr, epochs, resume):
         model = st.GraphSAGE(4, 8, 2, num_layers=1)
         optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-        return st.Trainer(model, loader, optimizer, epochs=epochs, checkpoint_dir=tmp_path, resume=resume, quiet=True,
-                          hyperparameters={"width": 8})
+        return st.Trainer(model, loader, optimizer, epochs=epochs, checkpoints=CheckpointSettings(tmp_path, resume=resume),
+                          report=ReportSettings(quiet=True), hyperparameters={"width": 8})
 
     trainer(0.1, 1, False).fit()
     resumed = trainer(0.05, 2, True)
@@ -101,7 +102,7 @@ def test_a_cache_larger_than_the_memory_available_is_one_line(cli, tiny, monkeyp
     available, where = host_memory.available_host_memory()
     assert f"--cache-gb 1e+09: only {available / 2**30:.1f} GiB are available ({where})" in err
     cgroup = "the cgroup memory limit (1.0 GiB, /sys/fs/cgroup/memory.max)"
-    monkeypatch.setattr(run, "available_host_memory", lambda: (2**30, cgroup))
+    monkeypatch.setattr(plan, "available_host_memory", lambda: (2**30, cgroup))
     code, _, err = cli("train", "--data", tiny, "--cache-gb", "1.5", "--epochs", "1", *TINY, "--quiet")
     _one_line_error(code, err)
     assert "only 1.0 GiB are available (the cgroup memory limit" in err

@@ -61,18 +61,12 @@ def _options(args: argparse.Namespace) -> dict:
 
 
 def _one_line(verb):
-    """System errors of a verb (disk full, permissions, memory) as one-line errors rather than tracebacks."""
+    """Running out of memory in a verb as a one-line error (other system errors: the one guard in ``cli.main``)."""
 
     @functools.wraps(verb)
     def run(args: argparse.Namespace) -> int:
         try:
             return verb(args)
-        except FileNotFoundError:
-            raise
-        except OSError as exc:
-            where = exc.filename or getattr(args, "out", None) or getattr(args, "path", "")
-            raise DatasetError(f"{where}: {exc.strerror or exc}; check the path, its permissions and the free disk "
-                               "space") from None
         except MemoryError:
             raise DatasetError(
                 f"out of memory in `sparsetrain {args.verb}`; pass --num-nodes / --num-classes if an id or label is "

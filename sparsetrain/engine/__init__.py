@@ -14,15 +14,16 @@ from sparsetrain.engine.inference import layerwise_inference
 from sparsetrain.engine.loader import EpochStats, Loader
 from sparsetrain.engine.precision import PRECISIONS, autocast
 from sparsetrain.engine.run import train
-from sparsetrain.engine.settings import (DataSettings, FeatureSettings, ModelSettings, OptimSettings, RunSettings,
-                                         SamplingSettings, TrainSettings)
+from sparsetrain.engine.settings import (CheckpointSettings, DataSettings, FeatureSettings, ModelSettings,
+                                         OptimSettings, ReportSettings, RunSettings, SamplingSettings, TrainSettings)
 from sparsetrain.engine.stages import LoaderError
-from sparsetrain.engine.trainer import Trainer, fit
+from sparsetrain.engine.trainer import Task, Trainer, fit
 
 __all__ = [
-    "CheckpointError", "DistributedError", "EpochStats", "Loader", "LoaderError", "PRECISIONS", "Trainer", "autocast",
+    "CheckpointError", "DistributedError", "EpochStats", "Loader", "LoaderError", "PRECISIONS", "Task", "Trainer",
+    "autocast",
     "accuracy", "fit", "full_graph_evaluator", "layerwise_inference", "load_latest_checkpoint",
     "sampled_evaluator", "save_checkpoint",
-    "DataSettings", "FeatureSettings", "ModelSettings", "OptimSettings", "RunSettings", "SamplingSettings",
-    "TrainSettings", "train",
+    "CheckpointSettings", "DataSettings", "FeatureSettings", "ModelSettings", "OptimSettings", "ReportSettings",
+    "RunSettings", "SamplingSettings", "TrainSettings", "train",
 ]

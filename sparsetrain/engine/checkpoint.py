@@ -7,8 +7,9 @@ checksum file is incomplete or damaged and is skipped, with a warning, in
 favour of the previous one.
 
 A checkpoint records which run wrote it (``state["run"]``: parameter names and shapes,
-dataset, seed, batching): :func:`check_same_run` refuses to resume another run's
-checkpoint, and :func:`refuse_foreign_checkpoints` refuses to start a new run in a folder
+dataset, batching and every setting that changes the batches or the model, whatever its value):
+:func:`check_same_run` refuses to resume another run's checkpoint, a setting recorded on one
+side only included, and :func:`refuse_foreign_checkpoints` refuses to start a new run in a folder
 that already holds checkpoints (its keep-N pruning by step would delete the new run's).
 Temp files of a write killed midway are removed by the next save or load.
 """
@@ -27,6 +28,9 @@ from sparsetrain._process import pid_alive
 from sparsetrain.errors import SettingError, SparsetrainError
 
 _NAME = re.compile(r"^step-(\d+)\.pt$")
+RECORD_VERSION = 2
+"""``state["run"]["record_version"]``: 2 records every batch-changing setting, always; a record without it was
+written by sparsetrain 0.1 (see :func:`_from_version_1`)."""
 _TEMP = re.compile(r"^\.step-\d+\.pt(?:\.sha256)?\.tmp-(\d+)$")
 
 
@@ -70,14 +74,23 @@ def save_checkpoint(folder: str | os.PathLike, step: int, state: dict, keep: int
     folder.mkdir(parents=True, exist_ok=True)
     _remove_stale_temps(folder)
     path = folder / f"step-{step:010d}.pt"
-    _write_atomic(path, lambda f: torch.save(state, f))
-    digest = _sha256(path)
-    _write_atomic(path.with_name(path.name + ".sha256"), lambda f: f.write(f"{digest}  {path.name}\n".encode()))
-    fd = os.open(folder, os.O_RDONLY)
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        _write_atomic(path, lambda f: torch.save(state, f))
+        digest = _sha256(path)
+        _write_atomic(path.with_name(path.name + ".sha256"), lambda f: f.write(f"{digest}  {path.name}\n".encode()))
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:  # a full disk, a quota: the checkpoints written before stay intact (writes are atomic)
+        if not path.with_name(path.name + ".sha256").is_file():
+            path.unlink(missing_ok=True)  # written, but its checksum was not: never a candidate for resuming
+        newest = [p.name for p in list_checkpoints(folder) if p != path][:1]
+        kept = f"the newest intact one is {newest[0]}" if newest else "none was written before"
+        raise CheckpointError(f"{folder}: writing the checkpoint of step {step} failed ({exc.strerror or exc}); "
+                              f"{kept}; free space in the folder (or choose another --checkpoint-dir) and rerun with "
+                              "--resume") from None
     for old in [p for p in list_checkpoints(folder) if p != path][keep - 1:]:
         old.unlink(missing_ok=True)
         old.with_name(old.name + ".sha256").unlink(missing_ok=True)
@@ -138,6 +151,8 @@ def refuse_foreign_checkpoints(folder: str | os.PathLike) -> None:
 
 
 def _describe(key: str, recorded, current) -> str:
+    if _ABSENT in (recorded, current):
+        return f"{key}: checkpoint {recorded!r}, this run {current!r}"
     if key == "parameters":
         names = [n for n in dict.fromkeys([*recorded, *current]) if recorded.get(n) != current.get(n)]
         first = names[0]
@@ -148,11 +163,26 @@ def _describe(key: str, recorded, current) -> str:
     return f"{key}: checkpoint {recorded!r}, this run {current!r}"
 
 
+def _from_version_1(recorded: dict) -> dict:
+    """A sparsetrain 0.1 record in today's terms: ``fanout`` is ``fanouts``, no ``task`` is node classification, and
+    ``temporal`` (recorded only when on, holding the strategy) is ``temporal`` and ``temporal_strategy``. Settings it
+    never recorded (hidden size, target type, ...) are not compared; the parameters' shapes still are."""
+    record = dict(recorded)
+    if "fanout" in record:
+        record["fanouts"] = record.pop("fanout")
+    record.setdefault("task", "node")
+    strategy = record.pop("temporal", None)
+    record.update(temporal=strategy is not None, temporal_strategy=strategy, record_version=RECORD_VERSION)
+    return record
+
+
 def check_same_run(folder: str | os.PathLike, state: dict, identity: dict) -> None:
     """Raise :class:`CheckpointError` naming what differs when ``state`` was written by a run other than ``identity``.
 
     ``identity`` maps a setting to its value (``"parameters"``: name -> shape; ``"dataset"``:
-    ``{"path", "sha256"}``, compared by content); settings the checkpoint does not record are not compared.
+    ``{"path", "sha256"}``, compared by content). Every key is compared, and one recorded on one side only is a
+    difference; a record of sparsetrain 0.1 (no ``record_version``) is read by :func:`_from_version_1` and compared on
+    the keys both sides have.
     """
     recorded = state.get("run")
     step = state.get("position", {}).get("step", "?")
@@ -160,14 +190,30 @@ def check_same_run(folder: str | os.PathLike, state: dict, identity: dict) -> No
         warnings.warn(f"{folder}: the checkpoint of step {step} does not record which run wrote it (an older "
                       "sparsetrain); resuming it without checking that its settings match this run", stacklevel=2)
         return
+    if "record_version" in recorded:
+        keys = list(dict.fromkeys([*identity, *recorded]))
+    else:
+        recorded = _from_version_1(recorded)
+        keys = [key for key in identity if key in recorded]
+
     def same(key: str) -> bool:
+        if key not in recorded or key not in identity:
+            return False
         if key == "dataset":
             return recorded[key]["sha256"] == identity[key]["sha256"]
         return recorded[key] == identity[key]
 
-    differs = [_describe(key, recorded[key], identity[key]) for key in identity if key in recorded and not same(key)]
+    differs = [_describe(key, recorded.get(key, _ABSENT), identity.get(key, _ABSENT)) for key in keys if not same(key)]
     if differs:
         raise CheckpointError(
             f"{folder}: its newest checkpoint (step {step}) belongs to another run: {'; '.join(differs)}; "
             "resume it with that run's settings, or choose a new --checkpoint-dir (without --resume) for this run"
         )
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "not recorded"
+
+
+_ABSENT = _Absent()

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 from sparsetrain.engine.precision import PRECISIONS
 from sparsetrain.engine.settings import (EVALUATIONS, EXCLUDE_CHOICES, FEATURE_PLACEMENTS, TASKS, TYPED_MODELS,
-                                          DataSettings, FeatureSettings, ModelSettings, OptimSettings, RunSettings,
-                                          SamplingSettings, TrainSettings)
+                                          CheckpointSettings, DataSettings, FeatureSettings, ModelSettings,
+                                          OptimSettings, ReportSettings, RunSettings, SamplingSettings, TrainSettings)
 from sparsetrain.nn.link import DECODERS
 from sparsetrain.nn.models import MODELS
 from sparsetrain.sampling.errors import SamplingError
@@ -103,7 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hidden", type=_POSITIVE_INT, help="hidden size (default 128; gt 64)")
     p.add_argument("--dropout", type=_PROBABILITY, default=0.5,
                    help="dropout probability between layers, in [0, 1) (default 0.5)")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: a GPU when one is visible)")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="fp32 (default) or bf16 mixed precision (autocast, weights and optimizer in fp32): ~1.4x a "
                         "step on CPUs with AVX-512 BF16 (benchmarks/RESULTS.md); GPUs need bfloat16 support")
@@ -141,7 +142,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="append per-step and per-epoch metrics here as JSON lines (--log is the old name; it fails "
                         "under torchrun)")
     p.add_argument("--seed", type=int, default=0,
-                   help="seed of every random choice (weights, shuffle, sampling): same seed, same run (default 0)")
+                   help="seed of every random choice (weights, shuffle, sampling): same seed, same run; its magnitude "
+                        "below 2**43 (default 0)")
     p.add_argument("--summary-json", type=Path, help="write the final metrics (val_acc, test_acc, epochs, seconds; "
                                                      "link task: "
                    "val_auc, test_auc, test_mrr, test_hits@K_per_positive or _shared_pool, "
@@ -170,25 +172,31 @@ def settings_of(args: argparse.Namespace) -> TrainSettings:
         features=FeatureSettings(placement=args.features, cache_gb=args.cache_gb, cache_policy=args.cache_policy),
         model=ModelSettings(name=args.model, hidden=args.hidden, dropout=args.dropout, decoder=args.decoder),
         optim=OptimSettings(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs, max_steps=args.max_steps),
-        run=RunSettings(device=args.device, precision=args.precision, seed=args.seed, eval=args.eval,
-                        checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every, resume=args.resume,
-                        log=args.log, summary_json=args.summary_json, quiet=args.quiet),
+        run=RunSettings(device=args.device, precision=args.precision, seed=args.seed, eval=args.eval),
+        checkpoint=CheckpointSettings(dir=args.checkpoint_dir, every=args.checkpoint_every, resume=args.resume),
+        report=ReportSettings(log=args.log, summary_json=args.summary_json, quiet=args.quiet),
     )
 
 
 def _train(args: argparse.Namespace) -> int:
+    # imported when the verb runs: the model and training stack is not needed to parse flags or run other verbs
     from sparsetrain.engine.run import train
 
     summary = train(settings_of(args))
     if summary is None:  # not the main rank
         return 0
+    _print_summary(summary)  # before the summary file is written: a write that fails cannot lose the result
     if args.summary_json is not None:
         args.summary_json.parent.mkdir(parents=True, exist_ok=True)
         args.summary_json.write_text(json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
+def _print_summary(summary: dict) -> None:
     if summary.get("task") == "link":
         print(f"test AUC {summary['test_auc']:.4f} (val {summary['val_auc']:.4f}, epoch {summary['best_epoch']})  "
-              f"{_ranking(summary)}  after {summary['epochs']} epochs in {summary['seconds']:.1f} s")
-        return 0
+              f"{_ranking(summary)}  after {summary['epochs']} epochs in {summary['seconds']:.1f} s", flush=True)
+        return
     if summary["test_acc"] is None:
         print(f"{summary['steps']} steps in {summary['seconds']:.1f} s (no epoch finished, so no accuracy)")
     else:
@@ -197,4 +205,4 @@ def _train(args: argparse.Namespace) -> int:
     if summary.get("disk_mb") is not None or summary.get("hit_rate") is not None:
         hit = "n/a" if summary.get("hit_rate") is None else f"{summary['hit_rate']:.1%}"
         print(f"features: cache hit rate {hit}, {summary['disk_mb']:.0f} MB read from disk")
-    return 0
+    sys.stdout.flush()

@@ -6,7 +6,8 @@ every file's size is the one its header promises, the files up to ``SMALL_FILE_B
 splits, the features and graph of small datasets) match their recorded sha256, every id in the graph's
 ``indices`` and every label is in bounds (one vectorised min/max each, so a re-signed folder that
 ``sparsetrain info`` refuses is refused here too), the labels of the split nodes are classes, val and
-test hold nodes, and a link task's val/test edges exist, have negatives and join node ids. ``--verify`` checks
+test hold nodes, a link task's val/test edges exist, have negatives and join node ids, and a temporal run's node and
+edge times are finite (one vectorised pass each: a NaN time would silently drop every neighbor). ``--verify`` checks
 the sha256 of every file and the structure (a full read). Larger files are then guarded per batch: the fetch stage
 checks every gathered batch of features for NaN and inf (:func:`~sparsetrain.engine.stages.fetch.check_finite`).
 """
@@ -19,7 +20,9 @@ import numpy as np
 import torch
 
 from sparsetrain.datasets import format as fmt
+from sparsetrain.datasets import load
 from sparsetrain.datasets.checks import check_range
+from sparsetrain.datasets.dataset import verify_edge_splits
 from sparsetrain.errors import ChecksumError, DatasetError, SparsetrainError
 from sparsetrain.storage.mmap import read_npy_header
 
@@ -105,8 +108,6 @@ def check_link_splits(ds) -> None:
     """A link-prediction dataset has train, val and test edges, val and test with negatives to rank against, and
     every edge joins two node ids of the graph; raises :class:`~sparsetrain.errors.DatasetError` naming the file (or
     meta.json) and the fix."""
-    from sparsetrain.datasets.dataset import verify_edge_splits
-
     splits, entries = ds.edge_split, ds.meta.get("link_split") or {}
     if not splits:
         raise DatasetError(f"{ds.path}: --task link needs link splits; re-import with "
@@ -136,12 +137,30 @@ def check_eval_splits(ds) -> None:
                                "split files for a random split (--split)")
 
 
-def check_for_training(ds, *, verify: bool = False, task: str = "node", target_type: str | None = None) -> None:
-    """All of the above for a dataset about to be trained on; ``verify``: every file's sha256 and the structure instead
-    of the small files' and the bounds of ids and labels (:func:`~sparsetrain.datasets.load` with ``verify=True``)."""
-    if verify:
-        from sparsetrain.datasets import load
+def check_times(ds) -> None:
+    """Every stored node and edge time is finite, as ``sparsetrain info`` checks: one vectorised pass per time array
+    (float times only; integer times are always finite). Raises :class:`~sparsetrain.errors.DatasetError` naming the
+    file and the first bad entry."""
+    meta = ds.meta
+    names = [*meta.get("node_time", {}).values(), *(entry.get("time") for entry in meta["edge_types"])]
+    for name in filter(None, names):
+        times = fmt.open_array(ds.path, name, meta)
+        if times.dtype.kind != "f":
+            continue
+        for lo in range(0, len(times), _CHUNK):
+            part = times[lo : lo + _CHUNK]
+            bad = ~np.isfinite(part)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise DatasetError(f"{ds.path / name}: entry {lo + i} is {part[i]}, times must be finite; {_REIMPORT}")
 
+
+def check_for_training(ds, *, verify: bool = False, task: str = "node", target_type: str | None = None,
+                       times: bool = False) -> None:
+    """All of the above for a dataset about to be trained on (``times``: a temporal run, whose times are checked);
+    ``verify``: every file's sha256 and the structure instead of the small files' and the bounds of ids, labels and
+    times (:func:`~sparsetrain.datasets.load` with ``verify=True``)."""
+    if verify:
         load(ds.path, verify=True)
     else:
         check_files(ds.path, ds.meta)
@@ -159,3 +178,5 @@ def check_for_training(ds, *, verify: bool = False, task: str = "node", target_t
         check_split_labels(str(ds.path / fmt.LABELS), ds.labels, ds.split, ds.num_classes)
     if not verify:
         check_label_values(ds)  # after the split's check, which names the train/val/test nodes
+        if times:
+            check_times(ds)

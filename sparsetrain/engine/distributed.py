@@ -8,14 +8,19 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from sparsetrain.collective.errors import CollectiveError
 from sparsetrain.collective.groups import Timeout, init_process_group
-from sparsetrain.errors import SparsetrainError
+from sparsetrain.errors import SettingError, SparsetrainError
 
 
 class DistributedError(SparsetrainError, RuntimeError):
     """Another rank died, timed out or disagreed; this rank cannot go on."""
+
+
+class DeviceError(SettingError):
+    """``--device`` names a device this machine does not have."""
 
 
 @dataclass
@@ -34,8 +39,38 @@ class DistContext:
         return self.rank == 0
 
 
+def choose_device(requested: str, local_rank: int = 0, world_size: int = 1) -> torch.device:
+    """The run's one device, from ``--device`` (auto, cpu, cuda, cuda:N): auto is a GPU when one is visible; cuda is
+    this rank's GPU (``local_rank`` modulo the GPUs); cuda:N one GPU of a single-process run; a GPU this machine does
+    not have is a one-line :class:`DeviceError`. Every later choice (feature placement, the graph's copy, the model)
+    reads this one."""
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(requested)
+    except RuntimeError:
+        device = None
+    if device is None or device.type not in ("cpu", "cuda") or (device.type == "cpu" and device.index is not None):
+        raise DeviceError(f"--device {requested}: choose auto, cpu, cuda or cuda:N (N a GPU's index)")
+    if device.type == "cpu":
+        return device
+    if not torch.cuda.is_available():
+        raise DeviceError(f"--device {requested}: no CUDA device is visible to this process; pass --device cpu or "
+                          "auto")
+    if device.index is not None and world_size > 1:
+        raise DeviceError(f"--device {requested} names one GPU, but each of the {world_size} ranks needs its own; pass "
+                          "--device cuda (rank r takes GPU r of its node)")
+    count = torch.cuda.device_count()
+    index = local_rank % count if device.index is None else device.index
+    if index >= count:
+        raise DeviceError(f"--device {requested}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}; "
+                          "pass one of them or --device cuda")
+    return torch.device("cuda", index)
+
+
 def init_from_env(device: str = "auto", timeout: Timeout = None) -> DistContext:
-    """Join the process group torchrun describes (``RANK``, ``WORLD_SIZE``, ...); a plain run gets world size 1.
+    """Choose the device (:func:`choose_device`) and join the process group torchrun describes (``RANK``,
+    ``WORLD_SIZE``, ...); a plain run gets world size 1.
 
     gloo on CPU, NCCL on CUDA. Every collective times out after ``timeout`` (seconds or a timedelta;
     default :func:`sparsetrain.collective.default_timeout`: 30 s, or ``$SPARSETRAIN_DIST_TIMEOUT``),
@@ -44,13 +79,8 @@ def init_from_env(device: str = "auto", timeout: Timeout = None) -> DistContext:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    target = torch.device(device)
+    target = choose_device(device, local_rank, world_size)
     if target.type == "cuda":
-        if not torch.cuda.is_available():
-            raise DistributedError("--device cuda was asked for but no CUDA device is visible; use --device cpu")
-        target = torch.device("cuda", local_rank % torch.cuda.device_count())
         torch.cuda.set_device(target)
     ctx = DistContext(rank, world_size, local_rank, target)
     if ctx.enabled and not dist.is_initialized():
@@ -63,8 +93,6 @@ def wrap_model(model: torch.nn.Module, ctx: DistContext) -> torch.nn.Module:
     model = model.to(ctx.device)
     if not ctx.enabled:
         return model
-    from torch.nn.parallel import DistributedDataParallel
-
     return DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
 
 

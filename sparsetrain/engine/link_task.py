@@ -21,7 +21,7 @@ from sparsetrain.engine.inference import infer_layers
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.metrics import hits_at_k, mrr, roc_auc
 from sparsetrain.engine.settings import ModelSettings, SamplingSettings
-from sparsetrain.errors import DatasetError
+from sparsetrain.engine.trainer import Task
 from sparsetrain.nn.link import LinkPredictor, build_link_model
 from sparsetrain.sampling import EdgeSeeds, LinkNeighborSampler, NeighborSampler
 
@@ -37,6 +37,10 @@ def link_forward(model: LinkPredictor, mb) -> tuple[torch.Tensor, torch.Tensor]:
 
 def link_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.binary_cross_entropy_with_logits(logits, labels)
+
+
+LINK_TASK = Task(loss_fn=link_loss, batch_forward=link_forward, select_metric="val_auc")
+"""``Trainer(task=LINK_TASK)``: binary cross-entropy on the label edges' logits; the best val AUC epoch is reported."""
 
 
 @torch.no_grad()
@@ -87,15 +91,10 @@ def link_evaluator(features, graph, edge_split: dict[str, EdgeSplit], device="cp
 
 
 def link_parts(ds, sampling: SamplingSettings, model: ModelSettings, seed: int, ctx, features, graph):
-    """What ``train`` needs for the link task: ``(loader, model, evaluate)``."""
-    if "train" not in ds.edge_split:
-        raise DatasetError(f"{ds.path}: --task link needs link splits; re-import with `sparsetrain preprocess ... "
-                           "--link-split 0.85,0.05,0.10`")
-    if ds.features is None:
-        raise DatasetError(f"{ds.path}: --task link needs node features; re-import with --features")
-    exclude = sampling.exclude if sampling.exclude != "auto" else ("self" if ds.directed else "reverse")
+    """What ``train`` needs for the link task: ``(loader, model, evaluate)``; ``sampling.exclude`` resolved (the
+    run's plan checked the split and the features and chose ``exclude``)."""
     sampler = LinkNeighborSampler(NeighborSampler(graph, sampling.fanouts, seed=seed), neg_sampling="binary",
-                                  exclude=exclude)
+                                  exclude=sampling.exclude)
     seeds = EdgeSeeds.from_edge_index(ds.edge_split["train"].pos)
     loader = Loader(sampler, features, None, seeds, batch_size=sampling.batch_size, device=ctx.device, seed=seed,
                     rank=ctx.rank, world_size=ctx.world_size)

@@ -5,16 +5,26 @@ objects and calls :func:`sparsetrain.engine.run.train`::
 
     train(TrainSettings(data=DataSettings(path="cora"), sampling=SamplingSettings(fanouts=[15, 10], batch_size=256)))
 
-Each function of the run receives the part it uses (the feature stores :class:`FeatureSettings`, the sampler
-:class:`SamplingSettings`, ...), never the whole. A field left ``None`` is filled by the run (the model's defaults,
-the epochs from optimizer steps). Every check here is one line naming the field and the values it takes.
+The run's plan (:func:`sparsetrain.engine.plan.plan`) reads them all once, resolves what is left ``None`` or ``auto``
+(the model's defaults, the epochs from optimizer steps, the feature placement) and checks what depends on the dataset
+or the device; each builder then receives the part it uses (the feature stores :class:`FeatureSettings`, the sampler
+:class:`SamplingSettings`, ...), never the whole. Every check here is one line naming the field and the values it
+takes: first each field's type against its annotation (:func:`_check_types`: a bool is not an int, a string not a
+bool), then its value. What a field means for a resumed run is its ``metadata``: fields marked ``RESUMABLE`` may
+change between a run and its resume; every other field changes the batches or the model and is recorded in each
+checkpoint (:func:`batch_record`).
 """
 
 from __future__ import annotations
 
 import math
+import os
+import types
+import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+
+import torch
 
 from sparsetrain.engine.precision import PRECISIONS
 from sparsetrain.errors import SettingError, SettingTypeError
@@ -57,6 +67,46 @@ class RunSettingError(SettingError):
     """A :class:`RunSettings` field has a value the run cannot use."""
 
 
+class CheckpointSettingError(SettingError):
+    """A :class:`CheckpointSettings` field has a value the run cannot use."""
+
+
+class ReportSettingError(SettingError):
+    """A :class:`ReportSettings` field has a value the run cannot use."""
+
+
+RESUMABLE = {"resumable": True}
+"""A field's ``metadata``: a resumed run may change it (it changes neither the batches nor the model's shape)."""
+SEED_LIMIT = 2**43
+"""``--seed`` lies in [-SEED_LIMIT, SEED_LIMIT): an epoch's shuffle seed is ``seed * 1_000_003 + epoch``
+(``sampling/seeds.py``), which must stay within torch's 64-bit seeds."""
+DEVICE_TYPES = ("cpu", "cuda")
+_TYPE_NAMES = {bool: "True or False", int: "an integer", float: "a number", str: "a string", Path: "a path",
+               type(None): "None", Fanouts: "fanouts (a list of ints)"}
+
+
+def _check_types(part, error: type[SettingError]) -> None:
+    """Every field of the dataclass ``part`` holds a value of its annotated type: a bool is not an int nor an int a
+    bool, an int is a float; ``X | None`` takes None. One line naming the field and the types it takes."""
+    for f in fields(part):
+        value, allowed = getattr(part, f.name), _annotation(type(part), f.name)
+        if not any(_is_a(value, kind) for kind in allowed):
+            raise error(f"{f.name}={value!r}: must be {' or '.join(_TYPE_NAMES[kind] for kind in allowed)}")
+
+
+def _annotation(cls, name: str) -> tuple[type, ...]:
+    hint = typing.get_type_hints(cls)[name]
+    return typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+
+
+def _is_a(value, kind: type) -> bool:
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
 def _choice(error: type[SettingError], name: str, value, choices) -> None:
     if value not in choices:
         raise error(f"{name}={value!r}: choose one of {', '.join(map(str, choices))}")
@@ -82,25 +132,31 @@ def _integer(error: type[SettingError], name: str, value, *, low: int, rule: str
         raise error(f"{name}={value!r}: must be {rule}")
 
 
-def _path(value) -> Path | None:
-    return None if value is None else Path(value)
+def _as_paths(part, *names: str) -> None:
+    """A str or os.PathLike field as a Path (other values are left for :func:`_check_types` to refuse)."""
+    for name in names:
+        value = getattr(part, name)
+        if isinstance(value, (str, os.PathLike)) and not isinstance(value, Path):
+            object.__setattr__(part, name, Path(value))
 
 
 @dataclass(frozen=True)
 class DataSettings:
     """What to train on."""
 
-    path: Path | None = None
-    """Dataset folder, or a built-in name (``cora``, ``synthetic``); None: cora (``--data``)."""
+    path: Path | None = field(default=None, metadata=RESUMABLE)
+    """Dataset folder, or a built-in name (``cora``, ``synthetic``); None: cora (``--data``). A resume compares the
+    dataset's contents, not its path."""
     task: str = "node"
     """``node`` classification or ``link`` prediction on the dataset's link split (``--task``)."""
     target_type: str | None = None
     """Typed datasets: the node type to train on; None: the dataset's target type (``--target-type``)."""
-    verify: bool = False
+    verify: bool = field(default=False, metadata=RESUMABLE)
     """Check every file's sha256 and the graph's structure before training (``--verify``)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "path", _path(self.path))
+        _as_paths(self, "path")
+        _check_types(self, DataSettingError)
         _choice(DataSettingError, "task", self.task, TASKS)
 
 
@@ -123,10 +179,12 @@ class SamplingSettings:
     (``--temporal-strategy``)."""
 
     def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "fanouts", Fanouts.of(self.fanouts))
-        except SamplingError as exc:
-            raise SamplingSettingError(str(exc)) from None
+        if not isinstance(self.fanouts, str):  # a string is refused by the type check, not read as a sequence
+            try:
+                object.__setattr__(self, "fanouts", Fanouts.of(self.fanouts))
+            except SamplingError as exc:
+                raise SamplingSettingError(str(exc)) from None
+        _check_types(self, SamplingSettingError)
         _integer(SamplingSettingError, "batch_size", self.batch_size, low=1, rule="a positive integer")
         _choice(SamplingSettingError, "exclude", self.exclude, EXCLUDE_CHOICES)
         if self.temporal_strategy is not None:
@@ -138,17 +196,18 @@ class SamplingSettings:
 
 @dataclass(frozen=True)
 class FeatureSettings:
-    """Where the node features live and what caches them."""
+    """Where the node features live and what caches them (neither changes the batches: a resume may change them)."""
 
-    placement: str = "auto"
+    placement: str = field(default="auto", metadata=RESUMABLE)
     """``auto`` (on a GPU: its memory when they fit, else pinned host memory; on a CPU: mmap), ``mmap``, ``disk``,
     ``memory``, ``device``, ``pinned`` or ``sharded`` across ranks (``--features``)."""
-    cache_gb: float = 0.0
+    cache_gb: float = field(default=0.0, metadata=RESUMABLE)
     """GiB of feature cache in front of the store; 0: none (``--cache-gb``)."""
-    cache_policy: str = "hybrid"
+    cache_policy: str = field(default="hybrid", metadata=RESUMABLE)
     """The cache's replacement policy (``--cache-policy``)."""
 
     def __post_init__(self) -> None:
+        _check_types(self, FeatureSettingError)
         _choice(FeatureSettingError, "placement", self.placement, FEATURE_PLACEMENTS)
         _number(FeatureSettingError, "cache_gb", self.cache_gb, low=0, rule="a number >= 0")
         _choice(FeatureSettingError, "cache_policy", self.cache_policy, POLICIES)
@@ -162,12 +221,13 @@ class ModelSettings:
     """sage, gcn, gat, gt or rgcn; None: sage (rgcn on a typed dataset) (``--model``)."""
     hidden: int | None = None
     """Hidden size; None: the model's default (``--hidden``)."""
-    dropout: float = 0.5
-    """Dropout probability between layers, in [0, 1) (``--dropout``)."""
+    dropout: float = field(default=0.5, metadata=RESUMABLE)
+    """Dropout probability between layers, in [0, 1) (``--dropout``); a resume applies a new one and reports it."""
     decoder: str = "dot"
     """Link task: score a pair by the dot product of its embeddings or an MLP (``--decoder``)."""
 
     def __post_init__(self) -> None:
+        _check_types(self, ModelSettingError)
         if self.name is not None:
             _choice(ModelSettingError, "name", self.name, (*MODELS, *TYPED_MODELS))
         _integer(ModelSettingError, "hidden", self.hidden, low=1, rule="a positive integer", optional=True)
@@ -178,18 +238,20 @@ class ModelSettings:
 
 @dataclass(frozen=True)
 class OptimSettings:
-    """The optimizer and how long it runs."""
+    """The optimizer and how long it runs (a resume may change any of them: a new learning rate applies from the
+    resumed step on, more epochs continue the run)."""
 
-    lr: float | None = None
+    lr: float | None = field(default=None, metadata=RESUMABLE)
     """Adam's learning rate; None: the model's default (``--lr``)."""
-    weight_decay: float | None = None
+    weight_decay: float | None = field(default=None, metadata=RESUMABLE)
     """L2 weight decay; None: the model's default (``--weight-decay``)."""
-    epochs: int | None = None
+    epochs: int | None = field(default=None, metadata=RESUMABLE)
     """Epochs; None: about 2000 optimizer steps (``--epochs``)."""
-    max_steps: int | None = None
+    max_steps: int | None = field(default=None, metadata=RESUMABLE)
     """Stop after this many optimizer steps, mid-epoch if need be (``--max-steps``)."""
 
     def __post_init__(self) -> None:
+        _check_types(self, OptimSettingError)
         _number(OptimSettingError, "lr", self.lr, low=0, low_open=True, rule="a positive number", optional=True)
         _number(OptimSettingError, "weight_decay", self.weight_decay, low=0, rule="a number >= 0", optional=True)
         _integer(OptimSettingError, "epochs", self.epochs, low=1, rule="a positive integer", optional=True)
@@ -198,41 +260,80 @@ class OptimSettings:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """Where and how the run executes, evaluates, checkpoints and reports."""
+    """Where the run executes, its randomness and its evaluation."""
 
-    device: str = "auto"
-    """cpu, cuda or auto (``--device``)."""
-    precision: str = "fp32"
+    device: str = field(default="auto", metadata=RESUMABLE)
+    """cpu, cuda, cuda:N or auto (``--device``); checked against the machine by the run's plan."""
+    precision: str = field(default="fp32", metadata=RESUMABLE)
     """fp32 or bf16 mixed precision (``--precision``)."""
     seed: int = 0
-    """Seed of every random choice: same seed, same run (``--seed``)."""
-    eval: str = "auto"
+    """Seed of every random choice: same seed, same run (``--seed``), in [-2**43, 2**43)."""
+    eval: str = field(default="auto", metadata=RESUMABLE)
     """Evaluation after each epoch: ``full`` (layer-wise, exact), ``sampled`` or ``auto`` (``--eval``)."""
-    checkpoint_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        _check_types(self, RunSettingError)
+        device_syntax(self.device)
+        _choice(RunSettingError, "precision", self.precision, PRECISIONS)
+        if not -SEED_LIMIT <= self.seed < SEED_LIMIT:
+            raise RunSettingError(f"seed={self.seed}: must be an integer in [-2**43, 2**43) (an epoch's shuffle seed, "
+                                  "seed * 1000003 + epoch, must fit torch's 64-bit seeds)")
+        _choice(RunSettingError, "eval", self.eval, EVALUATIONS)
+
+
+def device_syntax(device: str) -> None:
+    """``device`` spelled as ``--device`` takes it: auto, cpu, cuda or cuda:N (whether the machine has it is the plan's
+    check, :func:`sparsetrain.engine.plan.choose_device`)."""
+    if device == "auto":
+        return
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:
+        parsed = None
+    if parsed is None or parsed.type not in DEVICE_TYPES or (parsed.type == "cpu" and parsed.index is not None):
+        raise RunSettingError(f"device={device!r}: choose auto, cpu, cuda or cuda:N (N a GPU's index)")
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """Where checkpoints go and whether the run continues from them (a resume may change these)."""
+
+    dir: Path | None = field(default=None, metadata=RESUMABLE)
     """Write checkpoints here (``--checkpoint-dir``)."""
-    checkpoint_every: int = 0
+    every: int = field(default=0, metadata=RESUMABLE)
     """Optimizer steps between checkpoints; 0: epoch ends only (``--checkpoint-every``)."""
-    resume: bool = False
-    """Continue from the newest intact checkpoint in ``checkpoint_dir`` (``--resume``)."""
-    log: Path | None = None
+    resume: bool = field(default=False, metadata=RESUMABLE)
+    """Continue from the newest intact checkpoint in ``dir`` (``--resume``)."""
+
+    def __post_init__(self) -> None:
+        _as_paths(self, "dir")
+        _check_types(self, CheckpointSettingError)
+        _integer(CheckpointSettingError, "every", self.every, low=0, rule="an integer >= 0")
+        if self.resume and self.dir is None:
+            raise CheckpointSettingError("--resume continues from the checkpoints of --checkpoint-dir; give the "
+                                         "folder (checkpoint_dir=)")
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """What the run reports and where (a resume may change these)."""
+
+    log: Path | None = field(default=None, metadata=RESUMABLE)
     """Append per-step and per-epoch metrics here as JSON lines (``--metrics-log``)."""
-    summary_json: Path | None = None
+    summary_json: Path | None = field(default=None, metadata=RESUMABLE)
     """The CLI writes the final metrics here (``--summary-json``)."""
-    quiet: bool = False
+    quiet: bool = field(default=False, metadata=RESUMABLE)
     """No progress bar (``--quiet``)."""
 
     def __post_init__(self) -> None:
-        for name in ("checkpoint_dir", "log", "summary_json"):
-            object.__setattr__(self, name, _path(getattr(self, name)))
-        _choice(RunSettingError, "precision", self.precision, PRECISIONS)
-        _integer(RunSettingError, "seed", self.seed, low=-(2**63), rule="an integer")
-        _choice(RunSettingError, "eval", self.eval, EVALUATIONS)
-        _integer(RunSettingError, "checkpoint_every", self.checkpoint_every, low=0, rule="an integer >= 0")
+        _as_paths(self, "log", "summary_json")
+        _check_types(self, ReportSettingError)
 
 
 PARTS = {"data": DataSettings, "sampling": SamplingSettings, "features": FeatureSettings, "model": ModelSettings,
-         "optim": OptimSettings, "run": RunSettings}
-_RENAMED = {("data", "path"): "data", ("features", "placement"): "features", ("model", "name"): "model"}
+         "optim": OptimSettings, "run": RunSettings, "checkpoint": CheckpointSettings, "report": ReportSettings}
+_RENAMED = {("data", "path"): "data", ("features", "placement"): "features", ("model", "name"): "model",
+            ("checkpoint", "dir"): "checkpoint_dir", ("checkpoint", "every"): "checkpoint_every"}
 FLAGS = {_RENAMED.get((part, f.name), f.name): (part, f.name) for part, cls in PARTS.items() for f in fields(cls)}
 """A flat keyword (the ``train`` flag's name, ``--cache-gb`` -> ``cache_gb``) -> (part, field)."""
 
@@ -251,9 +352,13 @@ class TrainSettings:
     model: ModelSettings
     optim: OptimSettings
     run: RunSettings
+    checkpoint: CheckpointSettings
+    report: ReportSettings
 
-    def __init__(self, data=None, sampling=None, features=None, model=None, optim=None, run=None, **flags) -> None:
-        given = {"data": data, "sampling": sampling, "features": features, "model": model, "optim": optim, "run": run}
+    def __init__(self, data=None, sampling=None, features=None, model=None, optim=None, run=None, checkpoint=None,
+                 report=None, **flags) -> None:
+        given = {"data": data, "sampling": sampling, "features": features, "model": model, "optim": optim, "run": run,
+                 "checkpoint": checkpoint, "report": report}
         parts = {name: value for name, value in given.items() if isinstance(value, PARTS[name])}
         flat = {name: value for name, value in given.items() if value is not None and name not in parts}
         flat.update(flags)
@@ -268,3 +373,23 @@ class TrainSettings:
             per_part[part][key] = value
         for name, cls in PARTS.items():
             setattr(self, name, parts[name] if name in parts else cls(**per_part[name]))
+
+
+def batch_record(settings: TrainSettings) -> dict:
+    """What a checkpoint records of the settings, by the ``train`` flags' names: every field not marked
+    ``RESUMABLE``, whatever its value (a new field is recorded unless marked), so that a resume with any setting
+    that changes the batches or the model (temporal on or off, the fanouts, the seed, ...) is refused."""
+    return {flat: _plain(getattr(getattr(settings, part), key)) for flat, (part, key) in FLAGS.items()
+            if not fields_of(PARTS[part])[key].metadata.get("resumable")}
+
+
+def fields_of(cls) -> dict:
+    return {f.name: f for f in fields(cls)}
+
+
+def _plain(value):
+    """``value`` as what a checkpoint loads with ``weights_only=True`` and compares with ``==``: fanouts as lists."""
+    if isinstance(value, Fanouts):
+        per_hop = value.values
+        return {",".join(et): list(v) for et, v in per_hop.items()} if isinstance(per_hop, dict) else list(per_hop)
+    return str(value) if isinstance(value, Path) else value

@@ -8,17 +8,18 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from sparsetrain._progress import compile_notice, progress
-from sparsetrain.engine.checkpoint import (check_same_run, load_latest_checkpoint, refuse_foreign_checkpoints,
-                                          save_checkpoint)
+from sparsetrain.engine.checkpoint import (RECORD_VERSION, check_same_run, list_checkpoints, load_latest_checkpoint,
+                                          refuse_foreign_checkpoints, save_checkpoint)
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.precision import autocast, check_precision
+from sparsetrain.engine.settings import CheckpointSettings, ReportSettings
 from sparsetrain.errors import DatasetError, SettingError, SparsetrainError
 
 
@@ -26,17 +27,39 @@ class TrainingDivergedError(SparsetrainError, FloatingPointError):
     """The loss became NaN or infinite: the training diverged (or the data holds extreme values)."""
 
 
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during :meth:`Trainer.fit`; its message says what the run had written and how to go on."""
+
+
+def node_forward(model: torch.nn.Module, mb) -> tuple[torch.Tensor, torch.Tensor]:
+    """Node classification's batch forward: ``model(mb.x, mb.to_pyg())`` and the seeds' labels."""
+    return model(mb.x, mb.to_pyg()), mb.y
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a task plugs into the loop: its loss, its ``batch_forward(model, mb) -> (output, target)`` and
+    ``select_metric``, the validation metric that picks the reported epoch. The default is node classification;
+    link prediction's is :data:`sparsetrain.engine.link_task.LINK_TASK`."""
+
+    loss_fn: Callable = F.cross_entropy
+    batch_forward: Callable = node_forward
+    select_metric: str = "val_acc"
+
+
 class Trainer:
     """Train ``model`` on minibatches from ``loader``.
 
     ``evaluate(model) -> {"val_acc": .., "test_acc": ..}`` runs after every epoch;
     the reported result is the test accuracy at the epoch with the best
-    validation accuracy. Checkpoints (every ``checkpoint_every`` steps and at
+    validation accuracy. Checkpoints (every ``checkpoints.every`` steps and at
     every epoch end) hold model, optimizer, scheduler, RNG state and the position
-    in the epoch; ``resume=True`` continues from the newest intact one exactly. Checkpoints record
+    in the epoch (``checkpoints``: a :class:`~sparsetrain.engine.settings.CheckpointSettings`, its folder,
+    frequency and ``resume``); resuming continues from the newest intact one exactly. Checkpoints record
     which run wrote them (parameter names and shapes, the loader's seed and batching, and
-    ``run_info``, e.g. the dataset and fanouts): resuming another run's checkpoint, or starting
+    ``record``, e.g. the dataset and fanouts): resuming another run's checkpoint, or starting
     without ``resume`` in a folder that holds checkpoints, raises :class:`CheckpointError`.
+    ``report`` (a :class:`~sparsetrain.engine.settings.ReportSettings`): the JSON-lines metrics log and ``quiet``.
     ``precision="bf16"`` runs forward, loss and evaluation under bfloat16 autocast
     (see :mod:`sparsetrain.engine.precision`). ``retain_host_memory`` (on by default) keeps
     freed host memory in the process heap so each step reuses warm pages: 1127 -> 673 ms a
@@ -44,7 +67,7 @@ class Trainer:
     ``SPARSETRAIN_KEEP_MALLOC=1`` opts out). ``max_steps`` stops training after that many optimizer steps,
     mid-epoch if need be (a partial epoch is not evaluated).
 
-    Other tasks plug in two things: ``batch_forward(model, mb) -> (output, target)`` (default
+    Other tasks plug in a :class:`Task`: the loss, ``batch_forward(model, mb) -> (output, target)`` (default
     ``model(mb.x, mb.to_pyg()), mb.y``; link prediction passes ``mb.edge_label_index`` too) and
     ``select_metric``, the validation metric that picks the reported epoch (``"val_acc"``; ``"val_auc"``).
 
@@ -54,20 +77,18 @@ class Trainer:
     apply, and each that differs from the checkpoint's is reported in one line (``lr 0.01 -> 0.001``).
     Class targets outside ``[0, classes)`` raise :class:`~sparsetrain.errors.DatasetError` naming the seeds, and a
     NaN or infinite loss :class:`TrainingDivergedError` naming the step, without an extra device sync a step.
+    Ctrl-C (SIGTERM in the CLI) raises :class:`TrainingInterrupted`, whose message names the newest checkpoint and the
+    step ``--resume`` continues from.
     """
 
     def __init__(self, model: torch.nn.Module, loader: Loader, optimizer: torch.optim.Optimizer, *,
-                 epochs: int, scheduler=None, loss_fn: Callable = F.cross_entropy,
-                 evaluate: Callable[[torch.nn.Module], dict] | None = None,
-                 checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 0, resume: bool = False,
-                 log_path: str | os.PathLike | None = None, quiet: bool = False, is_main: bool = True,
-                 precision: str = "fp32", retain_host_memory: bool = True, run_info: dict | None = None,
-                 max_steps: int | None = None, batch_forward: Callable | None = None, select_metric: str = "val_acc",
-                 hyperparameters: dict | None = None):
+                 epochs: int, max_steps: int | None = None, scheduler=None,
+                 evaluate: Callable[[torch.nn.Module], dict] | None = None, task: Task = Task(),
+                 checkpoints: CheckpointSettings = CheckpointSettings(), report: ReportSettings = ReportSettings(),
+                 precision: str = "fp32", record: dict | None = None, hyperparameters: dict | None = None,
+                 is_main: bool = True, retain_host_memory: bool = True):
         if epochs < 1:
             raise SettingError(f"epochs={epochs} must be at least 1")
-        if resume and checkpoint_dir is None:
-            raise SettingError("resume=True needs a checkpoint_dir to resume from")
         check_precision(precision, loader.device)
         if retain_host_memory:
             retain_freed_host_memory()
@@ -76,19 +97,15 @@ class Trainer:
         self.loader = loader
         self.optimizer = optimizer
         self.scheduler = scheduler
-        self.loss_fn = loss_fn
-        self.batch_forward = batch_forward or _node_forward
-        self.select_metric = select_metric
+        self.task = task
         self.evaluate = evaluate
         self.epochs = epochs
         self.max_steps = max_steps
-        self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
-        self.checkpoint_every = checkpoint_every
-        self.resume = resume
-        self.run_info = dict(run_info or {})
+        self.checkpoints = checkpoints
+        self.record = dict(record or {})
         self.hyperparameters = dict(hyperparameters or {})
-        self.log_path = None if log_path is None else Path(log_path)
-        self.quiet = quiet or not is_main
+        self.log_path = report.log
+        self.quiet = report.quiet or not is_main
         self.is_main = is_main
         self.epoch = 0
         self.batch = 0
@@ -104,8 +121,8 @@ class Trainer:
             "parameters": {name: list(t.shape) for name, t in _unwrap(self.model).state_dict().items()},
             "seed": batches.seed, "batch_size": batches.batch_size, "shuffle": batches.shuffle,
             "drop_last": batches.drop_last,
-            "world_size": batches.world_size, "train_seeds": len(batches.seeds),
-            **self.run_info,
+            "world_size": batches.world_size, "train_seeds": len(batches.seeds), "record_version": RECORD_VERSION,
+            **self.record,
         }
 
     def state_dict(self) -> dict:
@@ -167,15 +184,18 @@ class Trainer:
                   flush=True)
 
     def _save(self) -> None:
-        if self.checkpoint_dir is not None and self.is_main:
-            save_checkpoint(self.checkpoint_dir, self.step, self.state_dict())
+        if self.checkpoints.dir is not None and self.is_main:
+            self.saved = save_checkpoint(self.checkpoints.dir, self.step, self.state_dict())
 
     def _log(self, record: dict) -> None:
         if self.log_path is None or not self.is_main:
             return
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError as exc:  # a write's error may name no file: name the log
+            raise OSError(exc.errno, exc.strerror or str(exc), str(self.log_path)) from None
 
     def _trim_log(self) -> None:
         """After a resume, drop log lines written after the checkpoint (they are about to be redone)."""
@@ -191,28 +211,48 @@ class Trainer:
     def fit(self) -> dict:
         """Train for the remaining epochs; returns the summary (``val_acc``, ``test_acc`` or the task's metrics,
         ``epochs``, ``seconds``)."""
-        if self.resume:
-            state = load_latest_checkpoint(self.checkpoint_dir)
+        folder = self.checkpoints.dir
+        if self.checkpoints.resume:
+            state = load_latest_checkpoint(folder)
             if state is not None:
-                check_same_run(self.checkpoint_dir, state, self.run_identity())
+                check_same_run(folder, state, self.run_identity())
                 self.load_state_dict(state)
                 self._report_changes()
                 self._trim_log()
-        elif self.checkpoint_dir is not None:
-            refuse_foreign_checkpoints(self.checkpoint_dir)
+        elif folder is not None:
+            refuse_foreign_checkpoints(folder)
         started = time.perf_counter()
         self._run_reads = _FeatureReads(self.loader.features)
-        with compile_notice(self.quiet):
-            while self.epoch < self.epochs and not self._step_limit_reached():
-                if not self._train_epoch():
+        try:
+            with compile_notice(self.quiet):
+                while self.epoch < self.epochs and not self._step_limit_reached():
+                    if not self._train_epoch():
+                        self._save()
+                        break
+                    self.epoch += 1
+                    self.batch = 0
+                    if self.scheduler is not None:
+                        self.scheduler.step()
                     self._save()
-                    break
-                self.epoch += 1
-                self.batch = 0
-                if self.scheduler is not None:
-                    self.scheduler.step()
-                self._save()
+        except KeyboardInterrupt:
+            raise TrainingInterrupted(self._written()) from None
         return self.summary(time.perf_counter() - started)
+
+    def _written(self) -> str:
+        """What an interrupted run leaves: its newest checkpoint and how to continue from it, and its metrics log."""
+        if not self.is_main:  # the main rank says what the run wrote
+            return f"interrupted at step {self.step}"
+        folder = self.checkpoints.dir
+        newest = list_checkpoints(folder) if folder is not None else []
+        if newest:
+            step = int(newest[0].name.removeprefix("step-").removesuffix(".pt"))
+            said = (f"checkpoints are in {folder} (newest {newest[0].name}); rerun the same command with --resume "
+                    f"(resume=True) to continue from step {step}")
+        else:
+            said = "no checkpoint was written" + ("" if folder is not None else " (--checkpoint-dir keeps progress)")
+        if self.log_path is not None and self.log_path.is_file():
+            said += f"; metrics up to step {self.step} are in {self.log_path}"
+        return f"interrupted at step {self.step}; {said}"
 
     def _step_limit_reached(self) -> bool:
         return self.max_steps is not None and self.step >= self.max_steps
@@ -230,11 +270,11 @@ class Trainer:
             for mb in loader.epoch(self.epoch, self.batch):
                 self.optimizer.zero_grad(set_to_none=True)
                 with autocast(self.precision, loader.device):
-                    out, target = self.batch_forward(model, mb)
+                    out, target = self.task.batch_forward(model, mb)
                     out_of_range = _class_targets_out_of_range(out, target)
                     if out_of_range is not None:  # a valid class in their place (a device-side assert ends the process)
                         target = target.masked_fill(out_of_range, 0)
-                    loss = self.loss_fn(out.float(), target)
+                    loss = self.task.loss_fn(out.float(), target)
                 self._check_step(loss, out, target, out_of_range, mb)
                 loss.backward()
                 self.optimizer.step()
@@ -249,7 +289,7 @@ class Trainer:
                                 stall=f"{stats.wait_seconds / max(elapsed, 1e-9):.0%}", **reads.postfix(),
                                 refresh=False)
                 bar.update(1)
-                if self.checkpoint_every and self.step % self.checkpoint_every == 0:
+                if self.checkpoints.every and self.step % self.checkpoints.every == 0:
                     self._save()
                 if self._step_limit_reached() and self.batch < len(loader):
                     break
@@ -294,7 +334,7 @@ class Trainer:
 
     def summary(self, seconds: float) -> dict:
         """The validation and test metrics of the epoch with the best ``select_metric``, and the run's totals."""
-        key = self.select_metric
+        key = self.task.select_metric
         best = max((r for r in self.history if r.get(key) is not None), key=lambda r: r[key], default=None)
         metrics = {k: None for k in (key, key.replace("val_", "test_", 1))}
         if best is not None:
@@ -362,10 +402,6 @@ class _FeatureReads:
         if self.pcie is not None:
             shown["pcie_MB_batch"] = f"{self._pcie_mb() / self.batches:.1f}"
         return shown
-
-
-def _node_forward(model: torch.nn.Module, mb) -> tuple[torch.Tensor, torch.Tensor]:
-    return model(mb.x, mb.to_pyg()), mb.y
 
 
 def _class_targets_out_of_range(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor | None:
