@@ -135,3 +135,31 @@ def test_compiled_padded_step_matches_the_eager_step(cora):
         torch.testing.assert_close(step.step(mb), eager_step(model, opt, mb), rtol=1e-4, atol=1e-5)
     for p, q in zip(model.parameters(), compiled_model.parameters()):
         torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+
+
+def _run_losses(cora, log, *extra) -> list[float]:
+    import json
+
+    from sparsetrain.cli import main
+
+    argv = ["train", "--data", cora.path, "--fanout", "5,5", "--batch-size", "64", "--hidden", "32", "--epochs", "2",
+            "--seed", "3", "--eval", "sampled", "--quiet", "--metrics-log", log, *extra]
+    assert main([str(a) for a in argv]) == 0
+    return [r["loss"] for r in map(json.loads, log.read_text().splitlines()) if "loss" in r]
+
+
+def test_train_step_static_gives_the_eager_runs_losses(cora, tmp_path, monkeypatch):
+    eager = _run_losses(cora, tmp_path / "eager.jsonl")
+    padded, step = [], StaticStep.step
+    monkeypatch.setattr(StaticStep, "step", lambda self, mb: padded.append(self.batch.x.shape) or step(self, mb))
+    static = _run_losses(cora, tmp_path / "static.jsonl", "--step", "static")
+    assert len(static) == len(eager) == len(padded) == 6  # 140 train seeds: 3 batches an epoch, each one padded
+    assert set(padded) == {(StepShapes.bound(64, [5, 5], cora.num_nodes).nodes[-1], cora.num_features)}
+    assert static == pytest.approx(eager, rel=1e-5)
+
+
+@pytest.mark.parametrize("extra, refused", [(["--model", "gcn"], "not --model gcn"),
+                                            (["--fanout", "5,-1"], "samples all neighbours")])
+def test_train_step_static_refuses_what_it_cannot_pad_in_one_line(cli, cora, tmp_path, extra, refused):
+    code, _, err = cli("train", "--data", cora.path, "--step", "static", "--epochs", "1", "--quiet", *extra)
+    assert code != 0 and refused in err and "--step static" in err and "Traceback" not in err

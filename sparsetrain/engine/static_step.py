@@ -150,18 +150,18 @@ class StaticStep:
     ``mode``: ``"eager"`` (the CPU's, and the reference), ``"graph"`` (CUDA: the first ``warmup`` steps run eagerly on
     a side stream, then forward, backward and optimizer step are captured once and replayed; the optimizer needs
     ``capturable=True``), ``"compile"`` (``torch.compile(mode="reduce-overhead")`` of forward and loss). ``None``:
-    ``"graph"`` on a GPU, else ``"eager"``.
+    ``"graph"`` on a GPU, else ``"eager"``. ``dtype``: the features'.
     """
 
     def __init__(self, model: BlockGNN, optimizer: torch.optim.Optimizer, shapes: StepShapes, num_features: int, *,
                  device: torch.device | str = "cpu", mode: str | None = None, precision: str = "fp32",
-                 warmup: int = 3) -> None:
+                 warmup: int = 3, dtype: torch.dtype = torch.float32) -> None:
         device = torch.device(device)
         mode = mode or ("graph" if device.type == "cuda" else "eager")
         _check(model, optimizer, device, mode, precision)
         self.model, self.optimizer, self.mode, self.precision = model, optimizer, mode, precision
         self.device, self.warmup = device, warmup
-        self.batch = StaticBatch(shapes, num_features, device, csr=model.spmm)
+        self.batch = StaticBatch(shapes, num_features, device, dtype, csr=model.spmm)
         self.steps = 0
         self._graph: torch.cuda.CUDAGraph | None = None
         self._loss = torch.compile(self._forward_loss, mode="reduce-overhead") if mode == "compile" \
