@@ -163,3 +163,21 @@ def test_train_step_static_gives_the_eager_runs_losses(cora, tmp_path, monkeypat
 def test_train_step_static_refuses_what_it_cannot_pad_in_one_line(cli, cora, tmp_path, extra, refused):
     code, _, err = cli("train", "--data", cora.path, "--step", "static", "--epochs", "1", "--quiet", *extra)
     assert code != 0 and refused in err and "--step static" in err and "Traceback" not in err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spmm", [True, False], ids=["spmm", "scatter"])
+def test_captured_step_matches_the_eager_step_on_the_gpu(cora, spmm):
+    torch.manual_seed(0)
+    model = GraphSAGE(cora.num_features, 32, 7, num_layers=2, dropout=0.0, spmm=spmm).cuda()
+    captured_model = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    step = StaticStep(captured_model, torch.optim.Adam(captured_model.parameters(), lr=0.01, capturable=True),
+                      StepShapes.bound(BATCH, FANOUTS, cora.num_nodes), cora.num_features, device="cuda")
+    assert step.mode == "graph"
+    for mb in batches(cora, 7):  # 3 eager warm-up steps, then one capture and replays
+        mb = mb.to("cuda")
+        torch.testing.assert_close(step.step(mb), eager_step(model, opt, mb), rtol=1e-4, atol=1e-5)
+    assert step._graph is not None
+    for p, q in zip(model.parameters(), captured_model.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
