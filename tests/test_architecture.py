@@ -26,7 +26,9 @@ ALLOWED: dict[str, set[str]] = {
     "moe": {"collective"},
     "engine": {"storage", "sampling", "datasets", "collective", "nn", "moe"},
     "pyg": {"storage", "sampling", "datasets", "collective", "nn", "engine"},
-    "cli": {"datasets", "engine"},
+    "partition": {"storage", "sampling", "datasets"},
+    "distributed": {"sampling", "collective", "partition"},
+    "cli": {"datasets", "engine", "partition"},
     "__main__": {"cli"},
     "sparsetrain": set(),  # the root __init__: its lazy re-exports go through importlib, never an import statement
 }

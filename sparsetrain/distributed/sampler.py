@@ -1,0 +1,158 @@
+"""`DistNeighborSampler`: multi-hop neighbour sampling over a partitioned graph, SPMD, with no RPC.
+
+Each rank samples its own seeds. At every hop the frontier's nodes owned by the rank are drawn locally; the others
+go to their owners in one request/response round over the collective layer (per hop: the request counts and batch
+keys, the requested ids, then each request's draw count and the drawn edges, four ``all_to_all`` calls of which two
+carry payload), and the rank dedupes and relabels the answers itself. An owner draws a node's neighbours from the
+stream keyed by (seed, requester's batch key, hop, global node id) over the node's in-edges in the global order, as
+the single-process :class:`~sparsetrain.sampling.NeighborSampler` does, and the relabelling numbers new nodes by first
+appearance in the dst-major edge list, as it does: the batches are the single-process ones, whatever the number of
+ranks. Every call is collective: every rank calls :meth:`sample` the same number of times (an empty batch joins
+the exchanges; :func:`~sparsetrain.distributed.seeds.rank_batches` pads the short ranks), so no rank waits on a
+collective another never calls; a dead or stopped peer is an error after the group's timeout, not a hang.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from sparsetrain.collective.all_to_all import all_to_all
+from sparsetrain.collective.groups import group_info
+from sparsetrain.distributed.errors import DistSamplingError, PeerLostError
+from sparsetrain.distributed.expand import Expander, hop_keys
+from sparsetrain.distributed.relabel import NodeMap
+from sparsetrain.partition.load import Partition
+from sparsetrain.sampling.fanouts import Fanouts
+from sparsetrain.sampling.input import SamplerInput
+from sparsetrain.sampling.minibatch import Block, MiniBatch
+
+HOP_NODES = ("all", "new")
+
+
+class DistNeighborSampler:
+    """Sample blocks around a rank's seeds on a partitioned graph; the batch of ``SamplerInput(seeds, key=k)`` equals
+    ``NeighborSampler(whole_graph, fanouts, seed=seed, ...).sample(SamplerInput(seeds, key=k))``.
+
+    ``part``: this rank's :class:`~sparsetrain.partition.Partition` (rank ``r`` of the group holds part ``r``).
+    ``fanouts``, ``replace``, ``weighted``, ``hop_nodes``: as the single-process sampler's (homogeneous graphs;
+    disjoint, temporal and flat-subgraph sampling are not offered). ``seed``: the same on every rank. Seeds are global
+    ids the rank owns; ``input_nodes`` and the seeds of the batch are global ids, and ``node_owner`` (an extra field
+    of the returned batch) gives the part owning each input node, for the feature fetch.
+    """
+
+    def __init__(self, part: Partition, fanouts: Sequence[int], *, seed: int, replace: bool = False,
+                 weighted: bool = False, hop_nodes: str = "all", group=None) -> None:
+        if part.dataset.is_typed:
+            raise DistSamplingError(f"{part.path}: typed parts are not supported yet; partition a homogeneous graph")
+        if hop_nodes not in HOP_NODES:
+            raise DistSamplingError(f"hop_nodes={hop_nodes!r}; give 'all' (DGL) or 'new' (PyG)")
+        if not isinstance(seed, int):
+            raise DistSamplingError(f"seed={seed!r}; give every rank the same integer seed")
+        if weighted and part.dataset.graph.weights is None:
+            raise DistSamplingError(f"{part.path}: weighted=True but the part has no edge weights; partition a "
+                                    "dataset with edge weights or pass weighted=False")
+        info = group_info(group)
+        if info.world_size != part.num_parts or info.rank != part.rank:
+            raise DistSamplingError(f"{part.path}: rank {info.rank} of {info.world_size} holds part {part.rank} of "
+                                    f"{part.num_parts}; run one rank per part and load part = rank")
+        self.part, self.group, self.seed = part, group, seed
+        self.fanouts = list(Fanouts.of(fanouts).for_graph(part.dataset.graph))
+        self.hop_nodes = hop_nodes
+        self.rank, self.world = info.rank, info.world_size
+        self._expand = Expander(part, replace=replace, weighted=weighted)
+        self.sent_bytes = 0  # request ids and served rows this rank sent to peers, over all calls
+        # every rank must draw with the same settings, or the owners' draws would silently be another sampler's
+        settings = repr((seed, self.fanouts, bool(replace), bool(weighted), hop_nodes)).encode()
+        self._fingerprint = int.from_bytes(hashlib.sha256(settings).digest()[:7], "little")
+
+    @property
+    def num_hops(self) -> int:
+        return len(self.fanouts)
+
+    def sample(self, inp: SamplerInput) -> MiniBatch:
+        """The blocks of ``inp.seeds`` (unique global ids owned by this rank; may be empty) with key ``inp.key``.
+        Collective over the group."""
+        if not isinstance(inp, SamplerInput) or inp.key is None or isinstance(inp.seeds, dict):
+            raise DistSamplingError("pass SamplerInput(seeds, key=k) with a key: every rank's batches need keys that "
+                                    "never collide (sparsetrain.distributed.rank_batches makes them)")
+        seeds = inp.seeds.to("cpu", torch.int64)
+        nodes = seeds.numpy()
+        self.part.to_local(seeds)  # every seed owned here
+        if len(np.unique(nodes)) != len(nodes):
+            raise DistSamplingError("seeds has repeated ids; pass unique seeds (e.g. torch.unique(seeds))")
+        batch = NodeMap(nodes, self.rank)
+        first, layers = 0, []
+        for hop, fanout in enumerate(self.fanouts):
+            before = batch.count
+            counts, rows = self._hop(batch.nodes[first:before], batch.owner[first:before], inp.key, hop, fanout)
+            dst = np.repeat(np.arange(first, before, dtype=np.int64), counts)
+            src = batch.add(rows[:, 0].copy(), rows[:, 1].copy())
+            layers.append((torch.from_numpy(np.stack([src, dst])), torch.from_numpy(rows[:, 2].copy()), before,
+                           batch.count))
+            if self.hop_nodes == "new":
+                first = before
+        blocks = [Block(ei, after, before, ids) for ei, ids, before, after in reversed(layers)]
+        mb = MiniBatch(seeds=inp.seeds, input_nodes=torch.from_numpy(batch.nodes[: batch.count].copy()), blocks=blocks)
+        owner = batch.owner[: batch.count].copy()
+        mb.node_owner = torch.from_numpy(owner)
+        return mb
+
+    def _exchange(self, x: torch.Tensor, send, recv, hop: int) -> torch.Tensor:
+        """One all-to-all of the hop's round; a failure (a peer died, stopped past the group's timeout, or sampled a
+        different number of batches) is one line naming this rank and the hop."""
+        try:
+            return all_to_all(x, send, recv, self.group)
+        except RuntimeError as exc:
+            raise PeerLostError(
+                f"distributed sampling, hop {hop}: the exchange failed on rank {self.rank} of {self.world} "
+                f"({_first_line(exc)}); a peer rank died, stopped, or did not reach this batch within the group's "
+                "timeout: check the other ranks' logs, then restart the job from its last checkpoint") from None
+
+    def _hop(self, frontier: np.ndarray, owner: np.ndarray, key: int, hop: int, fanout: int):
+        """Per frontier node its draw count, and the drawn edges' rows (source, source owner, edge id), node by node;
+        the remote nodes drawn by their owners in one request/response round."""
+        W = self.world
+        mine = np.flatnonzero(owner == self.rank)
+        remote = np.flatnonzero(owner != self.rank)
+        remote = remote[np.argsort(owner[remote], kind="stable")]  # grouped by owner, frontier order within
+        send = np.bincount(owner[remote], minlength=W).astype(np.int64)
+        header = torch.from_numpy(np.stack([send, np.full(W, key, np.int64), np.full(W, self._fingerprint)], 1))
+        got = self._exchange(header, [1] * W, [1] * W, hop).numpy()
+        recv, their_keys = got[:, 0], got[:, 1]
+        if (got[:, 2] != self._fingerprint).any():
+            others = np.flatnonzero(got[:, 2] != self._fingerprint).tolist()
+            raise DistSamplingError(f"rank {self.rank}: ranks {others} sample with another seed, fanouts, replace, "
+                                    "weighted or hop_nodes; give every rank's DistNeighborSampler the same settings")
+        requests = self._exchange(torch.from_numpy(frontier[remote]), send, recv, hop).numpy()
+        served_counts, served = self._expand(requests, np.repeat(hop_keys(self.seed, their_keys, hop), recv), fanout)
+        answer_counts = self._exchange(torch.from_numpy(served_counts), recv, send, hop).numpy()
+        served_splits = _segment_sums(served_counts, recv)
+        answer_splits = _segment_sums(answer_counts, send)
+        answers = self._exchange(torch.from_numpy(served), served_splits, answer_splits, hop).numpy()
+        self.sent_bytes += 8 * (int(send.sum()) + int(recv.sum()) + served.size + 2 * W)
+        own_counts, own = self._expand(frontier[mine], np.repeat(hop_keys(self.seed, [key], hop), len(mine)), fanout)
+        # back to frontier order: one pool (own draws, then the answers), each node's slice of it
+        counts = np.empty(len(frontier), np.int64)
+        counts[mine], counts[remote] = own_counts, answer_counts
+        start = np.empty(len(frontier), np.int64)
+        start[mine] = np.cumsum(own_counts) - own_counts
+        start[remote] = len(own) + np.cumsum(answer_counts) - answer_counts
+        pool = np.concatenate([own, answers])
+        out_start = np.cumsum(counts) - counts
+        idx = np.repeat(start - out_start, counts) + np.arange(int(counts.sum()))
+        return counts, pool[idx]
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+def _segment_sums(values: np.ndarray, lengths: np.ndarray) -> list[int]:
+    """Sums of consecutive segments of ``values`` of the given lengths."""
+    ends = np.cumsum(lengths)
+    csum = np.concatenate([[0], np.cumsum(values)])
+    return (csum[ends] - csum[ends - lengths]).astype(np.int64).tolist()

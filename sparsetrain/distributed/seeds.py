@@ -1,0 +1,32 @@
+"""`rank_batches`: a rank's keyed seed batches of an epoch, as many on every rank."""
+
+from __future__ import annotations
+
+import torch
+
+from sparsetrain.distributed.errors import DistSamplingError
+from sparsetrain.partition.load import Partition, part_sizes
+from sparsetrain.sampling.input import SamplerInput
+
+_SHUFFLE_STRIDE = 1_000_003
+
+
+def batches_per_epoch(part: Partition, split: str, batch_size: int) -> int:
+    """The batch count of the rank with most seeds, from the manifest (the same on every rank, no collective)."""
+    return max(-(-n // batch_size) for n in part_sizes(part.manifest, split))
+
+
+def rank_batches(part: Partition, split: str, batch_size: int, *, seed: int = 0, epoch: int = 0,
+                 shuffle: bool = True) -> list[SamplerInput]:
+    """This rank's owned ``split`` nodes (global ids), shuffled by (seed, epoch, rank), cut into batches, padded with
+    empty batches to :func:`batches_per_epoch`. Keys are ``(epoch * parts + rank) * per_epoch + i``: unique across
+    ranks and epochs, so a batch's draws are a pure function of (seed, epoch, rank, position)."""
+    if batch_size < 1:
+        raise DistSamplingError(f"batch_size={batch_size}; give a positive batch size")
+    ids = part.split_global(split)
+    if shuffle:
+        generator = torch.Generator().manual_seed((seed * _SHUFFLE_STRIDE + epoch) * part.num_parts + part.rank)
+        ids = ids[torch.randperm(len(ids), generator=generator)]
+    per_epoch = batches_per_epoch(part, split, batch_size)
+    first = (epoch * part.num_parts + part.rank) * per_epoch
+    return [SamplerInput(ids[i * batch_size : (i + 1) * batch_size], key=first + i) for i in range(per_epoch)]

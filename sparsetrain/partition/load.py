@@ -1,0 +1,111 @@
+"""`load_partition(DIR, rank)`: one part of a partitioned folder, checked against the manifest, with its id maps."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sparsetrain.datasets import format as fmt
+from sparsetrain.datasets.dataset import GraphDataset, load
+from sparsetrain.partition.errors import PartitionError
+from sparsetrain.partition.manifest import PART_META, check_parts, read_manifest
+from sparsetrain.partition.partitioner import COL_START, HALO_OWNER, L2G
+from sparsetrain.storage.mmap import MmapFeatures
+
+
+@dataclass
+class Partition:
+    """One rank's part of a partitioned graph.
+
+    ``dataset``: the part as a dataset over its local nodes (owned ``[0, num_owned)``, then the halo);
+    ``local_to_global``: int64 [num_local]; ``halo_owner``: int32 [num_halo], the part owning each halo node;
+    ``col_start``: int64 [num_owned], the global CSC position of each owned node's first in-edge; ``features``: the
+    owned nodes' rows (None without features); ``manifest``: the folder's manifest (``manifest["parts"][p]`` has
+    every part's counts, split sizes included).
+    """
+
+    path: Path
+    rank: int
+    num_parts: int
+    dataset: GraphDataset
+    local_to_global: torch.Tensor
+    halo_owner: torch.Tensor
+    col_start: torch.Tensor
+    features: MmapFeatures | None
+    manifest: dict
+
+    @property
+    def num_owned(self) -> int:
+        return self.dataset.meta[PART_META]["num_owned"]
+
+    @property
+    def num_nodes(self) -> int:
+        """Nodes of the whole graph."""
+        return self.manifest["dataset"]["num_nodes"]
+
+    def owned_global(self) -> torch.Tensor:
+        """The owned nodes' global ids, ascending (local id order)."""
+        return self.local_to_global[: self.num_owned]
+
+    def split_global(self, name: str) -> torch.Tensor:
+        """The owned nodes of split ``name`` as global ids, ascending."""
+        return self.local_to_global[self.dataset.split[name]]
+
+    def to_local(self, ids: torch.Tensor) -> torch.Tensor:
+        """Local ids of global ``ids`` owned by this part (one binary search each); an error for any it does not
+        own."""
+        owned = self.owned_global()
+        pos = torch.searchsorted(owned, ids).clamp_(max=max(0, owned.numel() - 1))
+        if ids.numel() and (owned.numel() == 0 or not bool((owned[pos] == ids).all())):
+            bad = ids[owned[pos] != ids][0] if owned.numel() else ids[0]
+            raise PartitionError(f"{self.path}: node {int(bad)} is not owned by part {self.rank}; pass the part's own "
+                                 "nodes (Partition.owned_global())")
+        return pos
+
+
+def load_partition(path: str | os.PathLike, rank: int, verify: bool = False) -> Partition:
+    """Part ``rank`` of the partitioned folder ``path``, after checking that every part the manifest lists is there,
+    is the one it recorded (same partitioning, same dataset) and that no other part is there. ``verify=True`` also
+    checks the part's files' sha256 and structure."""
+    folder = Path(path)
+    manifest = read_manifest(folder)
+    P = manifest["num_parts"]
+    if not isinstance(rank, int) or not 0 <= rank < P:
+        raise PartitionError(f"{folder}: has {P} parts, so rank {rank} has none; run {P} ranks (e.g. torchrun "
+                             f"--nproc-per-node {P})")
+    check_parts(folder, manifest)
+    entry = manifest["parts"][rank]
+    ds = load(folder / entry["folder"], verify=verify)
+    own = ds.meta[PART_META]
+
+    def array(name: str) -> torch.Tensor:
+        return torch.from_numpy(fmt.open_array(ds.path, name, ds.meta, mmap=False))
+
+    l2g = array(L2G)
+    if l2g.numel() != own["num_owned"] + own["num_halo"]:
+        raise PartitionError(f"{ds.path / L2G}: has {l2g.numel()} ids for {own['num_owned'] + own['num_halo']} local "
+                             "nodes; re-run `sparsetrain partition`")
+    features = None
+    if own.get("owned_features"):
+        features = MmapFeatures(ds.path / own["owned_features"])
+    return Partition(folder, rank, P, ds, l2g, array(HALO_OWNER), array(COL_START), features, manifest)
+
+
+def part_sizes(manifest: dict, split: str) -> list[int]:
+    """Per part, how many owned nodes split ``split`` has (from the manifest: no part is opened)."""
+    return [int(p["splits"].get(split, 0)) for p in manifest["parts"]]
+
+
+def owners(path: str | os.PathLike) -> np.ndarray:
+    """The owner of every node (int16 [N]), from the folder's ``owner.npy``."""
+    folder = Path(path)
+    manifest = read_manifest(folder)
+    owner = np.load(folder / manifest["owner"]["file"], allow_pickle=False)
+    if fmt.sha256_file(folder / manifest["owner"]["file"]) != manifest["owner"]["sha256"]:
+        raise PartitionError(f"{folder / manifest['owner']['file']}: sha256 differs from the manifest's; re-run "
+                             "`sparsetrain partition`")
+    return owner

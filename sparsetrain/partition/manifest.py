@@ -1,0 +1,99 @@
+"""``manifest.json`` of a partitioned folder: the parts, who owns which node, the dataset and the partitioning they
+came from, checksummed; and the checks that refuse a folder whose parts do not belong together."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+from sparsetrain.datasets import format as fmt
+from sparsetrain.partition.errors import PartitionError
+
+MANIFEST = "manifest.json"
+FORMAT_NAME = "sparsetrain-partition"
+FORMAT_VERSION = 1
+OWNER_FILE = "owner.npy"
+PART_META = "partition"  # the field of a part's meta.json naming its partitioning
+_PART = re.compile(r"^part-(\d+)$")
+_RERUN = "re-run `sparsetrain partition`"
+
+
+def part_folder(part: int) -> str:
+    return f"part-{part}"
+
+
+def digest(value: dict) -> str:
+    """sha256 of a JSON value written canonically (sorted keys, no spaces)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def write_manifest(folder: Path, manifest: dict) -> None:
+    """``manifest`` with its own checksum, written and fsynced."""
+    body = dict(manifest) | {"checksum": digest(manifest)}
+    path = folder / MANIFEST
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(body, f, indent=2)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_manifest(folder: Path) -> dict:
+    """The checked manifest of a partitioned folder."""
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise PartitionError(f"{path}: missing; {folder} is not a partitioned folder (make one with `sparsetrain "
+                             "partition DATA --parts N --out DIR`)")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PartitionError(f"{path}: not valid JSON ({exc}); {_RERUN}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise PartitionError(f"{path}: field 'format' is not {FORMAT_NAME!r}; this is not a partitioned folder")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise PartitionError(f"{path}: field 'format_version' is {manifest.get('format_version')!r} but this "
+                             f"sparsetrain reads {FORMAT_VERSION}; {_RERUN}")
+    body = {k: v for k, v in manifest.items() if k != "checksum"}
+    if manifest.get("checksum") != digest(body):
+        raise PartitionError(f"{path}: its checksum does not match its content (the manifest was edited); {_RERUN}")
+    return manifest
+
+
+def check_parts(folder: Path, manifest: dict) -> None:
+    """Every part the manifest lists is there and is the one it recorded; no other part is there."""
+    parts = manifest["parts"]
+    listed = {p["folder"] for p in parts}
+    for entry in sorted(os.listdir(folder)):
+        if _PART.match(entry) and entry not in listed:
+            raise PartitionError(f"{folder / entry}: is not a part of this partitioning (its manifest lists "
+                                 f"{len(parts)} parts); remove it or {_RERUN}")
+    for p in parts:
+        check_part(folder, manifest, p)
+
+
+def check_part(folder: Path, manifest: dict, entry: dict) -> dict:
+    """One part's meta.json, checked against the manifest; returns it."""
+    path = folder / entry["folder"]
+    if not (path / fmt.META_FILE).is_file():
+        raise PartitionError(f"{path}: missing (the manifest lists {len(manifest['parts'])} parts); restore it or "
+                             f"{_RERUN}")
+    meta_bytes = (path / fmt.META_FILE).read_bytes()
+    meta = json.loads(meta_bytes)
+    own = meta.get(PART_META) or {}
+    if own.get("dataset_checksum") != manifest["dataset"]["checksum"]:
+        raise PartitionError(f"{path}: is a part of another dataset (checksum {str(own.get('dataset_checksum'))[:12]}, "
+                             f"the manifest's {manifest['dataset']['checksum'][:12]}); {_RERUN}")
+    if own.get("id") != manifest["partition_id"] or own.get("part") != parts_index(entry):
+        raise PartitionError(f"{path}: is part {own.get('part')} of partitioning {own.get('id')}, not part "
+                             f"{parts_index(entry)} of {manifest['partition_id']} (the manifest's); {_RERUN}")
+    if hashlib.sha256(meta_bytes).hexdigest() != entry["meta_sha256"]:
+        raise PartitionError(f"{path / fmt.META_FILE}: differs from the one the manifest recorded (the part was "
+                             f"replaced or edited); {_RERUN}")
+    return meta
+
+
+def parts_index(entry: dict) -> int:
+    return int(_PART.match(entry["folder"]).group(1))

@@ -1,0 +1,174 @@
+"""`sparsetrain partition`: every part against the whole dataset read with NumPy (owned nodes, in-edges in the
+global column order, id maps, features, labels, splits, halo), edge cut and balance against an independent count,
+LDG against the hash baseline, chunking that changes nothing, atomic writes and tampered folders refused in one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sparsetrain.cli import main
+from sparsetrain.datasets import load, synthesize
+from sparsetrain.engine.default_data import builtin_dataset
+from sparsetrain.errors import OutputExistsError
+from sparsetrain.partition import PartitionError, PartitionOptions, load_partition, partition_dataset
+from sparsetrain.partition.load import owners
+
+
+@pytest.fixture(scope="module")
+def cora() -> Path:
+    return builtin_dataset("cora", quiet=True).path
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("synth") / "g"
+    synthesize(path, 500, 6000, feature_dim=6, num_classes=4, seed=2, quiet=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def cora3(cora, tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("parts") / "cora3"
+    partition_dataset(cora, folder, PartitionOptions(3, quiet=True))
+    return folder
+
+
+def _cut(ds, owner: np.ndarray) -> int:
+    indptr, indices = ds.graph.indptr.numpy(), ds.graph.indices.numpy()
+    dst = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    return int(np.count_nonzero(owner[indices] != owner[dst]))
+
+
+def test_parts_hold_the_graph(cora, cora3):
+    ds = load(cora)
+    indptr, indices = ds.graph.indptr.numpy(), ds.graph.indices.numpy()
+    features, labels = ds.features.numpy(), ds.labels.numpy()
+    owner = owners(cora3)
+    covered = np.zeros(ds.num_nodes, np.int64)
+    for p in range(3):
+        part = load_partition(cora3, p, verify=True)
+        owned = np.flatnonzero(owner == p)
+        covered[owned] += 1
+        l2g = part.local_to_global.numpy()
+        n_own = part.num_owned
+        assert np.array_equal(l2g[:n_own], owned)
+        pptr, pidx = part.dataset.graph.indptr.numpy(), part.dataset.graph.indices.numpy()
+        sources = [indices[indptr[v] : indptr[v + 1]] for v in owned]
+        assert all(np.array_equal(l2g[pidx[pptr[i] : pptr[i + 1]]], s) for i, s in enumerate(sources))
+        assert np.all(np.diff(pptr)[n_own:] == 0)  # halo columns are empty
+        halo = np.setdiff1d(np.concatenate(sources), owned)
+        assert np.array_equal(l2g[n_own:], halo)
+        assert np.array_equal(part.halo_owner.numpy(), owner[halo])
+        assert np.array_equal(part.col_start.numpy(), indptr[owned])
+        assert np.array_equal(part.features.numpy(), features[owned])
+        assert np.array_equal(part.dataset.labels.numpy(), np.concatenate([labels[owned], np.full(len(halo), -1)]))
+        for name, ids in ds.split.items():
+            assert np.array_equal(part.split_global(name).numpy(), ids.numpy()[owner[ids.numpy()] == p])
+    assert np.all(covered == 1)
+
+
+def test_quality_against_numpy_and_ldg_beats_hash(cora, cora3, tmp_path):
+    ds = load(cora)
+    manifest = json.loads((cora3 / "manifest.json").read_text())
+    q = manifest["quality"]
+    owner = owners(cora3)
+    assert q["edge_cut"] == _cut(ds, owner)
+    sizes = np.bincount(owner, minlength=3)
+    assert q["node_balance"] == pytest.approx(sizes.max() * 3 / ds.num_nodes)
+    assert q["node_balance"] <= 1.05 + 3 / ds.num_nodes
+    hashed = partition_dataset(cora, tmp_path / "h", PartitionOptions(3, method="hash", quiet=True))
+    assert hashed["quality"]["edge_cut"] == _cut(ds, owners(tmp_path / "h"))
+    assert q["edge_cut"] < 0.6 * hashed["quality"]["edge_cut"]
+    one_pass = partition_dataset(cora, tmp_path / "one", PartitionOptions(3, passes=1, quiet=True))
+    assert one_pass["quality"]["edge_cut"] == _cut(ds, owners(tmp_path / "one"))
+    assert q["edge_cut"] < 0.85 * one_pass["quality"]["edge_cut"]  # restreaming improves on one pass
+
+
+def test_chunking_changes_nothing(synth, tmp_path):
+    big = partition_dataset(synth, tmp_path / "big", PartitionOptions(4, quiet=True))
+    small = partition_dataset(synth, tmp_path / "small", PartitionOptions(4, quiet=True, chunk_edges=50))
+    assert big["partition_id"] == small["partition_id"]
+    for p in range(4):
+        a, b = (json.loads((tmp_path / f / f"part-{p}" / "meta.json").read_text()) for f in ("big", "small"))
+        assert a["files"] == b["files"]  # same arrays, byte for byte (sha256)
+
+
+def _cli(capsys, *args) -> tuple[int, str]:
+    code = main(list(map(str, args)))
+    return code, capsys.readouterr().err.strip()
+
+
+def test_tampered_folders_are_refused_in_one_line(cora, synth, cora3, tmp_path, capsys):
+    folder = tmp_path / "c"
+    shutil.copytree(cora3, folder)
+    assert _cli(capsys, "partition-info", folder) == (0, "")
+    other = tmp_path / "other"  # another partitioning of the same dataset
+    partition_dataset(cora, other, PartitionOptions(3, method="hash", quiet=True))
+    foreign = tmp_path / "foreign"  # a partitioning of another dataset
+    partition_dataset(synth, foreign, PartitionOptions(3, quiet=True))
+    cases = {
+        "missing": (lambda f: shutil.rmtree(f / "part-1"), "part-1: missing"),
+        "extra": (lambda f: shutil.copytree(f / "part-0", f / "part-3"), "part-3: is not a part of this partitioning"),
+        "other partitioning": (lambda f: (shutil.rmtree(f / "part-2"), shutil.copytree(other / "part-2", f / "part-2")),
+                               "part-2: is part 2 of partitioning"),
+        "other dataset": (lambda f: (shutil.rmtree(f / "part-0"), shutil.copytree(foreign / "part-0", f / "part-0")),
+                          "part-0: is a part of another dataset"),
+        "edited manifest": (lambda f: (f / "manifest.json").write_text(
+            (f / "manifest.json").read_text().replace('"num_parts": 3', '"num_parts": 2')), "checksum does not match"),
+    }
+    for name, (damage, message) in cases.items():
+        shutil.rmtree(folder)
+        shutil.copytree(cora3, folder)
+        damage(folder)
+        code, err = _cli(capsys, "partition-info", folder)
+        assert code == 1 and message in err and err.count("\n") == 0, name
+        with pytest.raises(PartitionError, match=message.split(": ")[-1]):
+            load_partition(folder, 0)
+
+
+def test_writes_are_atomic_and_refuse_to_overwrite(cora, cora3, tmp_path, capsys):
+    code, err = _cli(capsys, "partition", load(cora).path, "--parts", 3, "--out", cora3, "--quiet")
+    assert code == 1 and "already exists" in err
+    out = tmp_path / "p"
+    assert _cli(capsys, "partition", cora, "--parts", 2, "--out", out, "--quiet")[0] == 0
+    assert _cli(capsys, "partition", cora, "--parts", 3, "--out", out, "--quiet", "--overwrite")[0] == 0
+    assert json.loads((out / "manifest.json").read_text())["num_parts"] == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]  # no temp folder left behind
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "owner.npy", "part-0", "part-1", "part-2"]
+    with pytest.raises(PartitionError, match="rank 3 has none"):
+        load_partition(out, 3)
+
+
+def test_typed_datasets_are_refused(tmp_path, capsys):
+    typed = tmp_path / "typed"
+    synthesize(typed, typed=True, scale=0.0005, feature_dim=4, num_classes=3, quiet=True)
+    code, err = _cli(capsys, "partition", typed, "--parts", 2, "--out", tmp_path / "p")
+    assert code == 1 and "typed dataset" in err and not (tmp_path / "p").exists()
+
+
+def test_more_parts_than_some_can_fill(tmp_path):
+    """Parts with no nodes or no edges are folders like the others."""
+    synthesize(tmp_path / "tiny", 50, 200, feature_dim=2, num_classes=2, seed=1, quiet=True)
+    manifest = partition_dataset(tmp_path / "tiny", tmp_path / "p", PartitionOptions(60, quiet=True))
+    assert sum(p["num_owned"] for p in manifest["parts"]) == 50
+    assert min(p["num_owned"] for p in manifest["parts"]) == 0
+    for rank in range(60):
+        part = load_partition(tmp_path / "p", rank, verify=True)
+        assert part.features.shape == (part.num_owned, 2)
+
+
+def test_a_killed_run_leaves_nothing_behind(cora, tmp_path):
+    """A dead writer's temp folder is removed by the next run; a folder it had moved aside comes back."""
+    dead = 2**22 + 12345  # above the default pid_max: no such process
+    (tmp_path / f".p.tmp-{dead}-abcd").mkdir()
+    partition_dataset(cora, tmp_path / "q", PartitionOptions(2, quiet=True))
+    (tmp_path / "q").rename(tmp_path / f".p.old-{dead}-abcd")  # killed between its two renames
+    with pytest.raises(OutputExistsError, match="pass --overwrite"):  # the folder moved aside is back at p
+        partition_dataset(cora, tmp_path / "p", PartitionOptions(3, quiet=True))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]
+    assert load_partition(tmp_path / "p", 1).num_parts == 2
