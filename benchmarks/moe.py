@@ -342,7 +342,7 @@ def communication(cfg: dict) -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     keys = list(rows[0])
-    fmt = lambda v: f"{v:,.2f}" if isinstance(v, float) else str(v)  # noqa: E731
+    fmt = lambda v: (f"{v:,.2f}" if v == 0 or abs(v) >= 0.01 else f"{v:.2e}") if isinstance(v, float) else str(v)  # noqa: E731
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     lines += ["| " + " | ".join(fmt(r[k]) for k in keys) + " |" for r in rows]
     return "\n".join(lines)
