@@ -74,6 +74,28 @@ def test_padded_step_matches_the_eager_step(cora, spmm, dropout):
     assert step.steps == 4
 
 
+def test_padded_step_matches_the_eager_step_in_bf16(cora):
+    from sparsetrain.engine.precision import autocast
+
+    torch.manual_seed(0)
+    model = GraphSAGE(cora.num_features, 32, 7, num_layers=2, dropout=0.5)
+    padded_model = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    step = StaticStep(padded_model, torch.optim.Adam(padded_model.parameters(), lr=0.01),
+                      StepShapes.bound(BATCH, FANOUTS, cora.num_nodes), cora.num_features, precision="bf16")
+    for k, mb in enumerate(batches(cora, 3)):
+        torch.manual_seed(k)
+        opt.zero_grad(set_to_none=True)
+        with autocast("bf16", "cpu"):
+            want = F.cross_entropy(model(mb.x, mb.to_pyg()).float(), mb.y)
+        want.backward()
+        opt.step()
+        torch.manual_seed(k)
+        torch.testing.assert_close(step.step(mb), want.detach(), rtol=1e-5, atol=1e-6)
+    for p, q in zip(model.parameters(), padded_model.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6)
+
+
 def test_the_model_sees_the_same_shapes_every_batch(cora):
     model = GraphSAGE(cora.num_features, 16, 7, num_layers=2, dropout=0.0, spmm=False)
     shapes = StepShapes.bound(BATCH, FANOUTS, cora.num_nodes)
