@@ -108,3 +108,65 @@ def test_device_cuda_link_batches_equal_the_cpu_batches():
         assert_same(ours, ref)
         assert torch.equal(ours.edge_label_index.cpu(), ref.edge_label_index)
         assert torch.equal(ours.edge_label.cpu(), ref.edge_label)
+
+
+def _no_query(device):
+    raise AssertionError(f"asked {device}'s free memory for data that need not move")
+
+
+@pytest.mark.parametrize("device, where, data_bytes, free, want", [
+    (None, "cpu", 10, None, (None, "host")),  # PyG's own behaviour
+    ("cpu", "cpu", 10, None, ("cpu", "host")),
+    ("cuda", "cpu", 40, 100, ("cuda", "device")),  # fits in GPU_FRACTION of the free memory: moved
+    ("cuda", "cpu", 41, 100, ("cuda", "pinned")),  # does not: x read zero-copy from pinned host memory
+    (None, "cuda:0", 41, None, ("cuda:0", "device")),  # already on the GPU: sampled there, nothing moves
+    ("cuda", "cuda:0", 10**12, None, ("cuda", "device")),
+    ("cuda:1", "cuda:0", 41, 100, ("cuda:1", "pinned")),
+])
+def test_one_placement_rule_wherever_the_data_lives(device, where, data_bytes, free, want):
+    from sparsetrain.pyg.device import placement_plan
+
+    plan = placement_plan(device, torch.device(where), data_bytes, _no_query if free is None else lambda _: free)
+    assert (None if plan.device is None else str(plan.device), plan.features) == want
+
+
+def test_a_gpu_data_is_placed_as_device_cuda_places_a_host_data():
+    from sparsetrain.pyg.device import placement_plan
+
+    fits = placement_plan(None, torch.device("cuda:0"), 10, _no_query)
+    moved = placement_plan("cuda", torch.device("cpu"), 10, lambda _: 100)
+    assert (fits.device.type, fits.features) == (moved.device.type, moved.features) == ("cuda", "device")
+
+
+def test_loader_device_follows_the_data_unless_given(tmp_path):
+    from sparsetrain.datasets import from_pyg
+    from sparsetrain.pyg.device import data_device, loader_device
+
+    data = small_graph()
+    assert data_device(data) == torch.device("cpu") and loader_device(data, None) is None
+    assert loader_device(data, "cpu") == torch.device("cpu")
+    assert loader_device(from_pyg(data, tmp_path / "ds", quiet=True), None) is None
+
+
+@pytest.mark.parametrize("make", [small_graph, small_hetero], ids=["Data", "HeteroData"])
+def test_placement_moves_a_copy_not_the_callers_data(make):
+    from sparsetrain.pyg.device import Placement
+
+    data = make()
+    placed = Placement(data, "meta")  # any device a CPU machine has: the move is what is checked
+    assert all(v.device.type == "cpu" for store in data.stores for v in store.values() if torch.is_tensor(v))
+    assert all(v.device.type == "meta" for store in placed.data.stores for v in store.values() if torch.is_tensor(v))
+
+
+@pytest.mark.gpu
+def test_a_data_moved_to_the_gpu_samples_there_as_device_cuda():
+    data = small_graph()
+    kw = dict(num_neighbors=[5, 3], batch_size=64, seed=3)
+    ref = batches(stp.NeighborLoader(data, **kw))
+    on_gpu = data.clone().to("cuda")
+    loader = stp.NeighborLoader(on_gpu, **kw)
+    assert loader.placement is not None and loader.placement.plan.features == "device"
+    assert loader.neighbor_sampler.fused.graph.device.type == "cuda"  # sampled on the GPU, not on the host
+    for ours, want in zip(batches(loader), ref, strict=True):
+        assert ours.x.is_cuda and ours.edge_index.is_cuda and ours.n_id.is_cuda
+        assert_same(ours, want)

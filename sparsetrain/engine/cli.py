@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from sparsetrain.engine.precision import PRECISIONS
-from sparsetrain.engine.settings import (EVALUATIONS, EXCLUDE_CHOICES, FEATURE_PLACEMENTS, TASKS, TYPED_MODELS,
+from sparsetrain.engine.settings import (EVALUATIONS, EXCLUDE_CHOICES, FEATURE_PLACEMENTS, STEPS, TASKS, TYPED_MODELS,
                                           CheckpointSettings, DataSettings, FeatureSettings, ModelSettings,
                                           OptimSettings, ReportSettings, RunSettings, SamplingSettings, TrainSettings)
 from sparsetrain.nn.link import DECODERS
@@ -122,6 +122,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-policy", choices=POLICIES, default="hybrid",
                    help="the cache's replacement policy (default hybrid: the rows most often drawn as neighbors "
                         "(out-degree) plus a scored dynamic part)")
+    p.add_argument("--step", choices=STEPS, default="eager",
+                   help="eager (default), or static: batches padded to their bounds from --batch-size and --fanout so "
+                        "every step has the same shapes, replayed as one CUDA graph on a GPU (GraphSAGE, node task)")
     p.add_argument("--eval", choices=EVALUATIONS, default="auto",
                    help="evaluation after each epoch: full = exact, every neighbor (layer-wise inference); sampled = "
                         "the training fanouts; auto (default) = full on graphs up to 100K nodes or where it visits "
@@ -172,7 +175,8 @@ def settings_of(args: argparse.Namespace) -> TrainSettings:
         features=FeatureSettings(placement=args.features, cache_gb=args.cache_gb, cache_policy=args.cache_policy),
         model=ModelSettings(name=args.model, hidden=args.hidden, dropout=args.dropout, decoder=args.decoder),
         optim=OptimSettings(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs, max_steps=args.max_steps),
-        run=RunSettings(device=args.device, precision=args.precision, seed=args.seed, eval=args.eval),
+        run=RunSettings(device=args.device, precision=args.precision, seed=args.seed, eval=args.eval,
+                        step=args.step),
         checkpoint=CheckpointSettings(dir=args.checkpoint_dir, every=args.checkpoint_every, resume=args.resume),
         report=ReportSettings(log=args.log, summary_json=args.summary_json, quiet=args.quiet),
     )

@@ -23,6 +23,7 @@ from sparsetrain.engine.inference import layerwise_cost, sampled_cost
 from sparsetrain.engine.settings import (TYPED_MODELS, CheckpointSettings, FeatureSettings, ModelSettings,
                                          OptimSettings, ReportSettings, RunSettings, SamplingSettings, TrainSettings,
                                          batch_record)
+from sparsetrain.engine.static_step import StepShapes
 from sparsetrain.errors import DatasetError, SettingError
 
 MODEL_DEFAULTS = {
@@ -87,6 +88,8 @@ class RunPlan:
     record: dict
     """What a checkpoint records of the run (:func:`~sparsetrain.engine.settings.batch_record` and the dataset's
     contents); a resume whose record differs is refused."""
+    step_shapes: StepShapes | None = None
+    """``--step static``: the padded shapes of every batch; None: the eager step on the batches as sampled."""
 
 
 def auto_epochs(steps_per_epoch: int, steps: int = AUTO_STEPS) -> int:
@@ -136,6 +139,7 @@ def plan(settings: TrainSettings, ds, device: torch.device, world_size: int = 1)
         times=times, full_eval=data.task == "node" and _full_eval(ds, settings.run.eval, model.name, sampling),
         clusters=model.name == "gt", run=settings.run, checkpoint=settings.checkpoint, report=settings.report,
         record={**batch_record(recorded), "dataset": {"path": str(ds.path), "sha256": _meta_sha256(ds.path)}},
+        step_shapes=_step_shapes(settings.run, ds, data.task, model, sampling, world_size),
     )
 
 
@@ -206,6 +210,24 @@ def _optim(optim: OptimSettings, task: str, model: ModelSettings, train_seeds: i
         steps_per_epoch = -(-(train_seeds // world_size) // batch_size)
         filled["epochs"] = auto_epochs(steps_per_epoch, LINK_AUTO_STEPS if task == "link" else AUTO_STEPS)
     return replace(optim, **filled)
+
+
+def _step_shapes(run: RunSettings, ds, task: str, model: ModelSettings, sampling: SamplingSettings,
+                 world_size: int) -> StepShapes | None:
+    """``--step static``: every batch padded to the bounds from the batch size, the fanouts and the node count."""
+    if run.step != "static":
+        return None
+    if task != "node" or ds.is_typed or model.name != "sage":
+        what = "link prediction" if task != "node" else ("a typed dataset" if ds.is_typed else f"--model {model.name}")
+        raise SettingError(f"--step static pads GraphSAGE node classification batches of a homogeneous graph, not "
+                           f"{what}; drop --step static")
+    if world_size > 1:
+        raise SettingError(f"--step static runs one process (its captured step has no gradient all-reduce), not "
+                           f"{world_size} ranks; drop --step static")
+    if any(f < 0 for f in sampling.fanouts.as_list()):
+        raise SettingError(f"--step static bounds each hop by its fanout; --fanout {sampling.fanouts.as_list()} "
+                           "samples all neighbours (-1): give counts")
+    return StepShapes.bound(sampling.batch_size, sampling.fanouts, ds.num_nodes)
 
 
 # ---------------------------------------------------------------- what is trained on

@@ -27,6 +27,7 @@ from sparsetrain.engine.link_task import LINK_TASK, link_parts, ranking_negative
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.plan import MODEL_DEFAULTS, RANDOM_SPLIT, RunPlan, cache_budgets, feature_tables, plan
 from sparsetrain.engine.settings import FeatureSettings, ModelSettings, SamplingSettings, TrainSettings
+from sparsetrain.engine.static_step import StaticStep
 from sparsetrain.engine.trainer import Task, Trainer
 from sparsetrain.errors import SparsetrainError
 from sparsetrain.nn.models import build_model
@@ -212,11 +213,17 @@ def _node_model(ds, model: ModelSettings, layers: int, target: str | None, num_c
 def _trainer(run: RunPlan, ctx: DistContext, model, loader: Loader, evaluate, task: Task) -> Trainer:
     """The one Trainer of a run: ``model`` wrapped for the ranks, Adam, the plan's epochs, checkpoints and reports."""
     model = wrap_model(model, ctx)
-    optimizer = torch.optim.Adam(model.parameters(), lr=run.optim.lr, weight_decay=run.optim.weight_decay)
+    captured = run.step_shapes is not None and run.device.type == "cuda"  # a CUDA graph replays the optimizer step
+    optimizer = torch.optim.Adam(model.parameters(), lr=run.optim.lr, weight_decay=run.optim.weight_decay,
+                                 capturable=captured)
+    static = None
+    if run.step_shapes is not None:
+        static = StaticStep(model, optimizer, run.step_shapes, loader.features.shape[1], device=run.device,
+                            precision=run.run.precision, dtype=loader.features.dtype)
     return Trainer(model, loader, optimizer, epochs=run.optim.epochs, max_steps=run.optim.max_steps,
                    evaluate=evaluate, task=task, checkpoints=run.checkpoint, report=run.report,
                    precision=run.run.precision, record=run.record, hyperparameters={"dropout": run.model.dropout},
-                   is_main=ctx.is_main)
+                   is_main=ctx.is_main, static_step=static)
 
 
 def _fit(trainer: Trainer, ctx: DistContext) -> dict:

@@ -41,6 +41,7 @@ EXCLUDE_CHOICES = ("auto", "none", "self", "reverse")
 TEMPORAL_STRATEGIES = ("uniform", "last")
 FEATURE_PLACEMENTS = ("auto", "mmap", "disk", "memory", "device", "pinned", "sharded")
 EVALUATIONS = ("auto", "full", "sampled")
+STEPS = ("eager", "static")
 
 
 class DataSettingError(SettingError):
@@ -270,6 +271,9 @@ class RunSettings:
     """Seed of every random choice: same seed, same run (``--seed``), in [-2**43, 2**43)."""
     eval: str = field(default="auto", metadata=RESUMABLE)
     """Evaluation after each epoch: ``full`` (layer-wise, exact), ``sampled`` or ``auto`` (``--eval``)."""
+    step: str = field(default="eager", metadata=RESUMABLE)
+    """``eager``, or ``static``: each batch padded to its bounds so every step has the same shapes, replayed as one
+    CUDA graph on a GPU (GraphSAGE node classification; :mod:`sparsetrain.engine.static_step`; ``--step``)."""
 
     def __post_init__(self) -> None:
         _check_types(self, RunSettingError)
@@ -279,6 +283,7 @@ class RunSettings:
             raise RunSettingError(f"seed={self.seed}: must be an integer in [-2**43, 2**43) (an epoch's shuffle seed, "
                                   "seed * 1000003 + epoch, must fit torch's 64-bit seeds)")
         _choice(RunSettingError, "eval", self.eval, EVALUATIONS)
+        _choice(RunSettingError, "step", self.step, STEPS)
 
 
 def device_syntax(device: str) -> None:

@@ -65,7 +65,9 @@ class Trainer:
     freed host memory in the process heap so each step reuses warm pages: 1127 -> 673 ms a
     products-scale step on 2 cores (see :func:`~sparsetrain.engine.host_memory.retain_freed_host_memory`;
     ``SPARSETRAIN_KEEP_MALLOC=1`` opts out). ``max_steps`` stops training after that many optimizer steps,
-    mid-epoch if need be (a partial epoch is not evaluated).
+    mid-epoch if need be (a partial epoch is not evaluated). ``static_step`` (a
+    :class:`~sparsetrain.engine.static_step.StaticStep` over this model and optimizer) takes each batch's step instead
+    of the eager forward, loss, backward and optimizer step (labels are the dataset checks' to bound, not the step's).
 
     Other tasks plug in a :class:`Task`: the loss, ``batch_forward(model, mb) -> (output, target)`` (default
     ``model(mb.x, mb.to_pyg()), mb.y``; link prediction passes ``mb.edge_label_index`` too) and
@@ -86,7 +88,7 @@ class Trainer:
                  evaluate: Callable[[torch.nn.Module], dict] | None = None, task: Task = Task(),
                  checkpoints: CheckpointSettings = CheckpointSettings(), report: ReportSettings = ReportSettings(),
                  precision: str = "fp32", record: dict | None = None, hyperparameters: dict | None = None,
-                 is_main: bool = True, retain_host_memory: bool = True):
+                 is_main: bool = True, retain_host_memory: bool = True, static_step=None):
         if epochs < 1:
             raise SettingError(f"epochs={epochs} must be at least 1")
         check_precision(precision, loader.device)
@@ -98,6 +100,7 @@ class Trainer:
         self.optimizer = optimizer
         self.scheduler = scheduler
         self.task = task
+        self.static_step = static_step
         self.evaluate = evaluate
         self.epochs = epochs
         self.max_steps = max_steps
@@ -268,16 +271,10 @@ class Trainer:
         bar = progress(len(loader), f"epoch {self.epoch + 1}/{self.epochs}", "batch", self.quiet, initial=self.batch)
         with bar:
             for mb in loader.epoch(self.epoch, self.batch):
-                self.optimizer.zero_grad(set_to_none=True)
-                with autocast(self.precision, loader.device):
-                    out, target = self.task.batch_forward(model, mb)
-                    out_of_range = _class_targets_out_of_range(out, target)
-                    if out_of_range is not None:  # a valid class in their place (a device-side assert ends the process)
-                        target = target.masked_fill(out_of_range, 0)
-                    loss = self.task.loss_fn(out.float(), target)
-                self._check_step(loss, out, target, out_of_range, mb)
-                loss.backward()
-                self.optimizer.step()
+                if self.static_step is not None:
+                    self._check_step(self.static_step.step(mb), None, None, None, mb)
+                else:
+                    self._eager_step(model, mb)
                 self.step += 1
                 self.batch += 1
                 seen += len(mb.seeds)
@@ -316,6 +313,18 @@ class Trainer:
             shown = "  ".join(f"{k} {_fmt(k, v)}" for k, v in record.items() if k != "step")
             print(shown, flush=True)
         return True
+
+    def _eager_step(self, model: torch.nn.Module, mb) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        with autocast(self.precision, self.loader.device):
+            out, target = self.task.batch_forward(model, mb)
+            out_of_range = _class_targets_out_of_range(out, target)
+            if out_of_range is not None:  # a valid class in their place (a device-side assert ends the process)
+                target = target.masked_fill(out_of_range, 0)
+            loss = self.task.loss_fn(out.float(), target)
+        self._check_step(loss, out, target, out_of_range, mb)
+        loss.backward()
+        self.optimizer.step()
 
     def _check_step(self, loss: torch.Tensor, out: torch.Tensor, target: torch.Tensor, out_of_range, mb) -> None:
         """Read the loss (and the out-of-range count) in one sync; raise on bad targets or a non-finite loss."""

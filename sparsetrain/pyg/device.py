@@ -5,12 +5,19 @@ cuGraph-PyG's shape for PyG users on a GPU: the graph is sampled there (:class:`
 pinned host memory, read zero-copy by the GPU (:class:`~sparsetrain.storage.PinnedFeatures`: only the rows a batch
 needs cross PCIe, with no CPU gather). A batch is then already on the device and PyG's ``batch.to(device)`` costs
 nothing.
+
+One rule (:func:`placement_plan`) decides where a loader works, wherever the data lives: ``device=`` if given, else the
+GPU the data already lives on (PyG's idiom ``data.to("cuda")``), else the CPU. A ``Data`` on the GPU is then sampled
+there and its batches cut there, exactly as a host ``Data`` with ``device="cuda"``; data already on the device stays
+as it is (never copied back to pinned memory). The caller's ``Data`` is never moved: PyG's ``Data.to`` moves tensors
+in place, so placement moves a shallow copy.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Callable
 
 import torch
 from torch_geometric.data import Data, HeteroData
@@ -20,6 +27,58 @@ from sparsetrain.sampling.graph import NODE_TYPE
 from sparsetrain.storage import PinnedFeatures
 
 GPU_FRACTION = 0.4  # of the GPU's free memory the data may take to live there; past it, x stays in pinned host memory
+FEATURE_PATHS = ("host", "device", "pinned")
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementPlan:
+    """Where a loader works: ``device`` samples and holds the batches (``None``: the CPU, nothing placed), and
+    ``features`` is how node features reach a batch: ``"device"`` (every tensor of the data on the device, moved there
+    unless it already is), ``"pinned"`` (``x`` in pinned host memory, read zero-copy; the rest on the device) or
+    ``"host"``."""
+
+    device: torch.device | None
+    features: str
+
+
+def data_device(data) -> torch.device:
+    """The GPU a ``Data``'s or ``HeteroData``'s tensors live on (the first found), else the CPU (also for datasets and
+    stores)."""
+    if isinstance(data, (Data, HeteroData)):
+        for store in data.stores:
+            for value in store.values():
+                if torch.is_tensor(value) and value.device.type == "cuda":
+                    return value.device
+    return torch.device("cpu")
+
+
+def loader_device(data, device: torch.device | str | None) -> torch.device | None:
+    """The device a loader (and its sampler) over ``data`` works on: ``device``, else the GPU the data is on, else
+    ``None`` (the CPU, PyG's own behaviour)."""
+    if device is not None:
+        return torch.device(device)
+    where = data_device(data)
+    return where if where.type == "cuda" else None
+
+
+def placement_plan(device: torch.device | str | None, where: torch.device, data_bytes: int,
+                   free_bytes: Callable[[torch.device], int]) -> PlacementPlan:
+    """The one placement rule, for data of ``data_bytes`` living on ``where`` (``free_bytes(device)``: the GPU's free
+    memory, asked only when the data would have to move there)."""
+    target = device if device is not None else (where if where.type == "cuda" else None)
+    if target is None:
+        return PlacementPlan(None, "host")
+    target = torch.device(target)
+    if target.type != "cuda":
+        return PlacementPlan(target, "host")
+    if _same_device(where, target) or data_bytes <= GPU_FRACTION * free_bytes(target):
+        return PlacementPlan(target, "device")
+    return PlacementPlan(target, "pinned")
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    """``cuda`` (the current GPU) matches any index: a ``Data`` reports ``cuda:0`` for what the user called ``cuda``."""
+    return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
 
 
 class Placement:
@@ -30,13 +89,14 @@ class Placement:
         if not isinstance(data, (Data, HeteroData)):
             raise PyGOptionError(f"device= places a Data or HeteroData; data is a {type(data).__name__} (a dataset or "
                                  "stores: leave device unset and pass features=CachedFeatures(..., device='cuda'))")
-        self.device = torch.device(device)
-        if self.device.type == "cuda" and not torch.cuda.is_available():
+        if torch.device(device).type == "cuda" and not torch.cuda.is_available():
             raise PyGOptionError(f"device={device!r} but no CUDA device is visible; leave device unset to load on the "
                                  "CPU")
+        self.plan = placement_plan(device, data_device(data), _nbytes(data), lambda d: torch.cuda.mem_get_info(d)[0])
+        self.device = self.plan.device
         self.features: dict[str, PinnedFeatures] = {}
-        if self.device.type != "cuda" or _nbytes(data) <= GPU_FRACTION * torch.cuda.mem_get_info(self.device)[0]:
-            self.data = data.to(self.device)
+        if self.plan.features != "pinned":
+            self.data = copy.copy(data).to(self.device)  # a copy: PyG's Data.to moves the caller's tensors in place
             return
         rest = copy.copy(data)  # the same tensors; x leaves the copy, not the caller's data
         for store in rest.node_stores:

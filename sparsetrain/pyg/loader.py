@@ -17,7 +17,7 @@ from torch_geometric.data import HeteroData
 from torch_geometric.loader.base import DataLoaderIterator
 
 from sparsetrain.datasets.dataset import GraphDataset
-from sparsetrain.pyg.device import Placement
+from sparsetrain.pyg.device import Placement, loader_device
 from sparsetrain.pyg.errors import PyGOptionError
 from sparsetrain.pyg.sampler import NeighborSampler
 from sparsetrain.pyg.stores import DatasetFeatureStore, DatasetGraphStore, as_dataset
@@ -87,6 +87,7 @@ class NeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader
             raise PyGOptionError("features= replaces a sparsetrain dataset's feature store; with other data, put "
                                  "features in the data")
         self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
+        device = loader_device(data, device)  # a Data already on a GPU is placed as device= would place it
         placed = self._place(data, device)
         if neighbor_sampler is None:
             neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace,
@@ -131,6 +132,7 @@ class LinkNeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.lo
             choices = ", ".join(map(repr, EXCLUDE_MODES))
             raise PyGOptionError(f"exclude_seed_edges={exclude_seed_edges!r}; choose one of {choices}")
         self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
+        device = loader_device(data, device)  # a Data already on a GPU is placed as device= would place it
         placed = self._place(data, device)
         if neighbor_sampler is None:
             neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace,

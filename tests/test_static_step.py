@@ -1,0 +1,205 @@
+"""The padded (static-shape) training step against the eager step on the unpadded batch."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import sparsetrain as st
+from sparsetrain.engine.static_step import StaticBatch, StaticStep, StepShapes
+from sparsetrain.errors import SettingError
+from sparsetrain.nn.models import GAT, GCN, GraphSAGE
+from sparsetrain.sampling import NeighborSampler, SamplerInput
+
+FANOUTS = [5, 4]
+BATCH = 48
+
+
+@pytest.fixture(scope="module")
+def cora(cora_data, tmp_path_factory):
+    return st.datasets.from_pyg(cora_data, tmp_path_factory.mktemp("cora") / "cora", quiet=True)
+
+
+def batches(cora, count, batch=BATCH, fanouts=FANOUTS):
+    sampler = NeighborSampler(cora.graph, fanouts, seed=7)
+    seeds = cora.split["train"]
+    for k in range(count):
+        part = seeds[(k * batch) % len(seeds):][:batch - 3 * k]  # a smaller batch each step: the padding changes
+        mb = sampler.sample(SamplerInput(part, key=k))
+        mb.x, mb.y = cora.features[mb.input_nodes], cora.labels[mb.seeds]
+        yield mb
+
+
+def eager_step(model, optimizer, mb):
+    optimizer.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(mb.x, mb.to_pyg()), mb.y)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+
+
+def test_bounds_follow_the_fanouts_and_stop_at_the_graph():
+    shapes = StepShapes.bound(1024, [15, 10, 5], num_nodes=2_449_029)
+    assert shapes.nodes == (1025, 16385, 180225, 1081345)  # each bound + the sink row
+    assert shapes.edges == (15360, 163840, 901120)
+    assert shapes.block(0) == (1081345, 180225, 901120)  # outermost block first, as MiniBatch.blocks
+    small = StepShapes.bound(64, [10, 10], num_nodes=500)
+    assert small.nodes == (65, 501, 501) and small.edges == (640, 5000)
+    assert StepShapes.bound(4, [-1], num_nodes=100, max_degree=7).edges == (28,)
+    with pytest.raises(SettingError, match="max_degree"):
+        StepShapes.bound(4, [-1], num_nodes=100)
+
+
+@pytest.mark.parametrize("spmm", [True, False], ids=["spmm", "scatter"])
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+def test_padded_step_matches_the_eager_step(cora, spmm, dropout):
+    torch.manual_seed(0)
+    model = GraphSAGE(cora.num_features, 32, 7, num_layers=2, dropout=dropout, spmm=spmm)
+    padded_model = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    padded_opt = torch.optim.Adam(padded_model.parameters(), lr=0.01)
+    shapes = StepShapes.bound(BATCH, FANOUTS, cora.num_nodes)
+    step = StaticStep(padded_model, padded_opt, shapes, cora.num_features)
+    assert step.mode == "eager"
+    for k, mb in enumerate(batches(cora, 4)):
+        assert mb.input_nodes.numel() < shapes.nodes[-1] - 1  # the batch is really padded
+        torch.manual_seed(100 + k)  # the same dropout draws for both
+        want = eager_step(model, opt, mb)
+        torch.manual_seed(100 + k)
+        got = step.step(mb)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        for (name, p), q in zip(model.named_parameters(), padded_model.parameters()):
+            torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6, msg=name)
+    assert step.steps == 4
+
+
+def test_padded_step_matches_the_eager_step_in_bf16(cora):
+    from sparsetrain.engine.precision import autocast
+
+    torch.manual_seed(0)
+    model = GraphSAGE(cora.num_features, 32, 7, num_layers=2, dropout=0.5)
+    padded_model = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    step = StaticStep(padded_model, torch.optim.Adam(padded_model.parameters(), lr=0.01),
+                      StepShapes.bound(BATCH, FANOUTS, cora.num_nodes), cora.num_features, precision="bf16")
+    for k, mb in enumerate(batches(cora, 3)):
+        torch.manual_seed(k)
+        opt.zero_grad(set_to_none=True)
+        with autocast("bf16", "cpu"):
+            want = F.cross_entropy(model(mb.x, mb.to_pyg()).float(), mb.y)
+        want.backward()
+        opt.step()
+        torch.manual_seed(k)
+        torch.testing.assert_close(step.step(mb), want.detach(), rtol=1e-5, atol=1e-6)
+    for p, q in zip(model.parameters(), padded_model.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6)
+
+
+def test_the_model_sees_the_same_shapes_every_batch(cora):
+    model = GraphSAGE(cora.num_features, 16, 7, num_layers=2, dropout=0.0, spmm=False)
+    shapes = StepShapes.bound(BATCH, FANOUTS, cora.num_nodes)
+    step = StaticStep(model, torch.optim.SGD(model.parameters(), lr=0.1), shapes, cora.num_features)
+    seen = []
+    model.register_forward_pre_hook(
+        lambda _, args: seen.append((args[0].shape, args[0].data_ptr(),
+                                     [(ei.shape, ei.data_ptr(), size) for ei, size in args[1]])))
+    sizes = set()
+    for mb in batches(cora, 4):
+        sizes.add(mb.input_nodes.numel())
+        step.step(mb)
+    assert len(sizes) == 4  # four batch sizes ...
+    assert all(s == seen[0] for s in seen)  # ... one set of shapes and buffers
+    assert seen[0][0] == (shapes.nodes[-1], cora.num_features)
+    assert [e[0][1] for e in seen[0][2]] == [shapes.edges[1], shapes.edges[0]]
+
+
+def test_padding_rows_and_edges_point_at_the_sinks(cora):
+    mb = next(batches(cora, 1))
+    shapes = StepShapes.bound(BATCH, FANOUTS, cora.num_nodes)
+    buf = StaticBatch(shapes, cora.num_features, csr=True)
+    buf.load(mb)
+    n, e0 = mb.input_nodes.numel(), mb.blocks[0].num_edges
+    assert torch.equal(buf.x[:n], mb.x) and not buf.x[n:].any()
+    assert buf.weight.sum() == len(mb.seeds) == buf.count
+    assert torch.equal(buf.edge_index[0][:, :e0], mb.blocks[0].edge_index)
+    num_src, num_dst, _ = shapes.block(0)
+    assert (buf.edge_index[0][0, e0:] == num_src - 1).all() and (buf.edge_index[0][1, e0:] == num_dst - 1).all()
+    dense = buf.adj_t[0].to_dense()  # the CSR over the fixed buffers is the padded block's adjacency
+    want = torch.zeros(num_dst, num_src)
+    want.index_put_((buf.edge_index[0][1], buf.edge_index[0][0]), torch.ones(shapes.edges[-1]), accumulate=True)
+    assert torch.equal(dense, want)
+
+
+def test_refusals_are_one_line(cora):
+    shapes = StepShapes.bound(BATCH, FANOUTS, cora.num_nodes)
+    sage = GraphSAGE(cora.num_features, 8, 7)
+    for model in (GCN(cora.num_features, 8, 7), GAT(cora.num_features, 8, 7)):
+        with pytest.raises(SettingError, match="GraphSAGE only, not (gcn|gat)"):
+            StaticStep(model, torch.optim.SGD(model.parameters(), lr=0.1), shapes, cora.num_features)
+    with pytest.raises(SettingError, match="needs a CUDA device"):
+        StaticStep(sage, torch.optim.SGD(sage.parameters(), lr=0.1), shapes, cora.num_features, mode="graph")
+    small = StaticStep(sage, torch.optim.SGD(sage.parameters(), lr=0.1), StepShapes.bound(8, FANOUTS, cora.num_nodes),
+                       cora.num_features)
+    with pytest.raises(SettingError, match="above its padded bounds"):
+        small.step(next(batches(cora, 1)))
+
+
+@pytest.mark.slow
+def test_compiled_padded_step_matches_the_eager_step(cora):
+    torch.manual_seed(0)
+    model = GraphSAGE(cora.num_features, 16, 7, num_layers=2, dropout=0.0, spmm=False)
+    compiled_model = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    step = StaticStep(compiled_model, torch.optim.Adam(compiled_model.parameters(), lr=0.01),
+                      StepShapes.bound(BATCH, FANOUTS, cora.num_nodes), cora.num_features, mode="compile")
+    for mb in batches(cora, 3):
+        torch.testing.assert_close(step.step(mb), eager_step(model, opt, mb), rtol=1e-4, atol=1e-5)
+    for p, q in zip(model.parameters(), compiled_model.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+
+
+def _run_losses(cora, log, *extra) -> list[float]:
+    import json
+
+    from sparsetrain.cli import main
+
+    argv = ["train", "--data", cora.path, "--fanout", "5,5", "--batch-size", "64", "--hidden", "32", "--epochs", "2",
+            "--seed", "3", "--eval", "sampled", "--quiet", "--metrics-log", log, *extra]
+    assert main([str(a) for a in argv]) == 0
+    return [r["loss"] for r in map(json.loads, log.read_text().splitlines()) if "loss" in r]
+
+
+def test_train_step_static_gives_the_eager_runs_losses(cora, tmp_path, monkeypatch):
+    eager = _run_losses(cora, tmp_path / "eager.jsonl")
+    padded, step = [], StaticStep.step
+    monkeypatch.setattr(StaticStep, "step", lambda self, mb: padded.append(self.batch.x.shape) or step(self, mb))
+    static = _run_losses(cora, tmp_path / "static.jsonl", "--step", "static")
+    assert len(static) == len(eager) == len(padded) == 6  # 140 train seeds: 3 batches an epoch, each one padded
+    assert set(padded) == {(StepShapes.bound(64, [5, 5], cora.num_nodes).nodes[-1], cora.num_features)}
+    assert static == pytest.approx(eager, rel=1e-5)
+
+
+@pytest.mark.parametrize("extra, refused", [(["--model", "gcn"], "not --model gcn"),
+                                            (["--fanout", "5,-1"], "samples all neighbours")])
+def test_train_step_static_refuses_what_it_cannot_pad_in_one_line(cli, cora, tmp_path, extra, refused):
+    code, _, err = cli("train", "--data", cora.path, "--step", "static", "--epochs", "1", "--quiet", *extra)
+    assert code != 0 and refused in err and "--step static" in err and "Traceback" not in err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spmm", [True, False], ids=["spmm", "scatter"])
+def test_captured_step_matches_the_eager_step_on_the_gpu(cora, spmm):
+    torch.manual_seed(0)
+    model = GraphSAGE(cora.num_features, 32, 7, num_layers=2, dropout=0.0, spmm=spmm).cuda()
+    captured_model = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    step = StaticStep(captured_model, torch.optim.Adam(captured_model.parameters(), lr=0.01, capturable=True),
+                      StepShapes.bound(BATCH, FANOUTS, cora.num_nodes), cora.num_features, device="cuda")
+    assert step.mode == "graph"
+    for mb in batches(cora, 7):  # 3 eager warm-up steps, then one capture and replays
+        mb = mb.to("cuda")
+        torch.testing.assert_close(step.step(mb), eager_step(model, opt, mb), rtol=1e-4, atol=1e-5)
+    assert step._graph is not None
+    for p, q in zip(model.parameters(), captured_model.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
