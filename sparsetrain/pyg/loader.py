@@ -27,12 +27,16 @@ from sparsetrain.storage.rows import gather_rows
 
 
 class _SamplingThreadsMixin:
-    """``num_workers > 0``, no ``multiprocessing_context``: batches made in threads (:mod:`sparsetrain.pyg.workers`)."""
+    """``num_workers > 0``, no ``multiprocessing_context``: batches made in threads (:mod:`sparsetrain.pyg.workers`).
+    Every epoch reserves its batch keys when it starts (:mod:`sparsetrain.pyg.keys`)."""
 
     def _get_iterator(self):
+        sampler = getattr(self, "node_sampler", None) or getattr(self, "link_sampler", None)
         if not self.sampling_threads:
+            if isinstance(sampler, NeighborSampler):
+                sampler.start_epoch(len(self._index_sampler))
             return super()._get_iterator()
-        batches = SamplingThreads(self, getattr(self, "node_sampler", None) or getattr(self, "link_sampler", None))
+        batches = SamplingThreads(self, sampler)  # (its epochs, persistent ones too, reserve their keys)
         return batches if self.filter_per_worker else DataLoaderIterator(batches, self.filter_fn)
 
 
