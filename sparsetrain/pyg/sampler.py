@@ -27,6 +27,7 @@ from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
 from sparsetrain.pyg.errors import PyGNotImplementedError, PyGOptionError
 from sparsetrain.pyg.graph import PyGGraph, graph_of
+from sparsetrain.pyg.ids import checked_ids
 from sparsetrain.pyg.keys import BatchKeys
 from sparsetrain.sampling.edge_seeds import LinkNeighborSampler
 from sparsetrain.sampling.fanouts import Fanouts
@@ -155,7 +156,7 @@ class NeighborSampler(BaseSampler):
         """Sample around ``inputs.node`` (ids of ``inputs.input_type`` for typed data); see the module docstring."""
         node_type = inputs.input_type if self.is_hetero_data else None
         seed_time = None if inputs.time is None else inputs.time.cpu()
-        seeds = inputs.node.to(torch.int64)  # (the fused sampler moves them to a GPU graph)
+        seeds = checked_ids(inputs.node, "inputs.node").to(torch.int64)  # (the fused sampler moves them to a GPU)
         mb = self.fused.sample(SamplerInput(seeds, key=self.next_key(), node_type=node_type, seed_time=seed_time))
         return self._output(mb, (inputs.input_id, inputs.time))
 
@@ -176,8 +177,10 @@ class NeighborSampler(BaseSampler):
                                    edge_type=tuple(inputs.input_type) if self.is_hetero_data else None,
                                    exclude=self.exclude_seed_edges)
         time = None if inputs.time is None else inputs.time.cpu()
-        mb = link.sample(FusedEdgeInput(inputs.row.to(torch.int64), inputs.col.to(torch.int64),
-                                        inputs.label, key=self.next_key(), input_id=inputs.input_id, time=time))
+        row = checked_ids(inputs.row, "inputs.row").to(torch.int64)
+        col = checked_ids(inputs.col, "inputs.col").to(torch.int64)
+        mb = link.sample(FusedEdgeInput(row, col, inputs.label, key=self.next_key(), input_id=inputs.input_id,
+                                        time=time))
         if mb.src_index is not None:
             metadata = (inputs.input_id, mb.src_index, mb.dst_pos_index, mb.dst_neg_index, mb.seed_time)
         else:
