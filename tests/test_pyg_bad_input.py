@@ -91,6 +91,12 @@ def test_the_sampler_refuses_float_seeds_itself():
     assert torch.equal(ours.node[:2], nodes)  # valid seeds still sample (seeds first, as PyG)
 
 
+def test_edge_label_index_as_nested_lists_is_read_as_ids():
+    data, pairs = _data(), [[1, 2, 7], [3, 4, 9]]
+    got = next(iter(stp.LinkNeighborLoader(data, [3], edge_label_index=pairs, batch_size=3, seed=0)))
+    assert torch.equal(got.n_id[got.edge_label_index], torch.tensor(pairs))
+
+
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int16])
 def test_narrower_integer_ids_give_the_batches_of_int64(dtype):
     data = _data()

@@ -191,7 +191,8 @@ def _checked_edge_label_index(edge_label_index, num_nodes: int | dict[str, int] 
     seq = isinstance(edge_label_index, (tuple, list)) and len(edge_label_index) > 0
     if seq and isinstance(edge_label_index[0], str):
         return edge_label_index  # an edge type: its own edges, checked with the graph
-    typed = seq and len(edge_label_index) == 2 and isinstance(edge_label_index[0], (tuple, list))
+    typed = (seq and len(edge_label_index) == 2 and isinstance(edge_label_index[0], (tuple, list))
+             and all(isinstance(name, str) for name in edge_label_index[0]))
     if num_nodes is None or (edge_label_index is None and not isinstance(num_nodes, dict)):
         return edge_label_index
     if typed != isinstance(num_nodes, dict):
