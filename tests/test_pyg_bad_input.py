@@ -243,3 +243,20 @@ def test_a_node_type_without_attributes_counts_its_nodes_from_the_edges_as_pyg_d
     assert ours["author"].n_id.numel() > 0
     for node_type in ("paper", "author"):
         assert sorted(ours[node_type].n_id.tolist()) == sorted(ref[node_type].n_id.tolist())
+
+
+def test_the_dataset_feature_store_refuses_float_indices_and_short_masks(tmp_path):
+    from torch_geometric.data.feature_store import TensorAttr
+
+    data = _data()
+    fs = stp.DatasetFeatureStore(from_pyg(data, tmp_path / "ds", quiet=True))
+    ids = torch.tensor([4, 0, 4, N - 1])
+    assert torch.equal(fs[TensorAttr(None, "y", ids.to(torch.int32))], data.y[ids])
+    assert torch.equal(fs[TensorAttr(None, "y", 7)], data.y[[7]])
+    mask = torch.zeros(N, dtype=torch.bool)
+    mask[[2, 9]] = True
+    assert torch.equal(fs[TensorAttr(None, "y", mask)], data.y[mask])
+    with pytest.raises(PyGIdDtypeError, match="the index of 'x' has dtype torch.float32"):
+        fs[TensorAttr(None, "x", ids.float() + 0.5)]
+    with pytest.raises(PyGIndexError, match=f"bool mask of shape \\[{N - 1}\\] for {N} nodes"):
+        fs[TensorAttr(None, "y", mask[1:])]
