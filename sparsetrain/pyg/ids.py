@@ -39,7 +39,12 @@ def checked_ids(ids, name: str, num_nodes: int | None = None, *, mask: bool = Fa
 
 def _integers(ids, name: str, mask: bool) -> torch.Tensor:
     """``ids`` as a tensor, refused unless integers (or bool, with ``mask``)."""
-    ids = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(ids)
+    if not isinstance(ids, torch.Tensor):
+        try:
+            ids = torch.as_tensor(ids)
+        except (TypeError, ValueError, RuntimeError):
+            raise PyGIdDtypeError(f"{name} is a {type(ids).__name__} that is not a tensor of ids; pass a tensor of "
+                                  "node ids") from None
     if ids.dtype == torch.bool and not mask:
         raise PyGIdDtypeError(f"{name} is a bool tensor; pass integer node ids (mask.nonzero().view(-1))")
     if ids.dtype != torch.bool and ids.dtype not in ID_DTYPES:

@@ -135,6 +135,10 @@ class LinkNeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.lo
                  transform_sampler_output=None, is_sorted: bool = False, filter_per_worker: bool | None = None,
                  neighbor_sampler: NeighborSampler | None = None, directed: bool = True, *, seed: int | None = None,
                  exclude_seed_edges: str = "none", device=None, **kwargs: Any) -> None:
+        if isinstance(data, (GraphDataset, str, os.PathLike)):
+            raise PyGOptionError("LinkNeighborLoader takes a Data, HeteroData or (FeatureStore, GraphStore); for a "
+                                 "sparsetrain dataset pass (DatasetFeatureStore(ds), DatasetGraphStore(ds)) and "
+                                 "edge_label_index=(None, edge_label_index)")
         if exclude_seed_edges not in EXCLUDE_MODES:
             choices = ", ".join(map(repr, EXCLUDE_MODES))
             raise PyGOptionError(f"exclude_seed_edges={exclude_seed_edges!r}; choose one of {choices}")
@@ -186,26 +190,29 @@ def _checked_input_nodes(input_nodes, num_nodes: int | dict[str, int] | None):
 
 def _checked_edge_label_index(edge_label_index, num_nodes: int | dict[str, int] | None):
     """``edge_label_index`` in any of PyG's forms (``[2, E]`` ids; typed: an edge type, or ``(edge type, ids or
-    None)``), its ids checked against ``num_nodes`` (per node type when a dict, an int for untyped data; None: not
-    checked)."""
+    None)``; a graph store's: ``(None, ids)``), its ids checked against ``num_nodes`` (per node type when a dict, an
+    int for untyped data; None: not checked)."""
     seq = isinstance(edge_label_index, (tuple, list)) and len(edge_label_index) > 0
     if seq and isinstance(edge_label_index[0], str):
         return edge_label_index  # an edge type: its own edges, checked with the graph
-    typed = (seq and len(edge_label_index) == 2 and isinstance(edge_label_index[0], (tuple, list))
-             and all(isinstance(name, str) for name in edge_label_index[0]))
-    if num_nodes is None or (edge_label_index is None and not isinstance(num_nodes, dict)):
+    first = edge_label_index[0] if seq else None
+    pair = seq and len(edge_label_index) == 2 and (first is None or (
+        isinstance(first, (tuple, list)) and all(isinstance(name, str) for name in first)))
+    edge_type, ids = edge_label_index if pair else (None, edge_label_index)
+    if num_nodes is None:
         return edge_label_index
-    if typed != isinstance(num_nodes, dict):
-        fix = "an edge type or (edge type, [2, E] ids)" if not typed else "[2, E] ids, not an edge type"
+    if (edge_type is not None) != isinstance(num_nodes, dict):
+        fix = "an edge type or (edge type, [2, E] ids)" if isinstance(num_nodes, dict) else "[2, E] ids"
         raise PyGOptionError(f"edge_label_index={_shown(edge_label_index)} but the data is {_kind(num_nodes)}; pass "
                              f"{fix}")
-    if not typed:
-        return checked_edge_index(edge_label_index, "edge_label_index", num_nodes, num_nodes)
-    edge_type, ids = edge_label_index
     if ids is None:
         return edge_label_index
-    src, dst = num_nodes.get(edge_type[0]), num_nodes.get(edge_type[-1])
-    return edge_type, checked_edge_index(ids, f"edge_label_index of {tuple(edge_type)}", src, dst)
+    if edge_type is None:
+        ids = checked_edge_index(ids, "edge_label_index", num_nodes, num_nodes)
+    else:
+        src, dst = num_nodes.get(edge_type[0]), num_nodes.get(edge_type[-1])
+        ids = checked_edge_index(ids, f"edge_label_index of {tuple(edge_type)}", src, dst)
+    return (edge_type, ids) if pair else ids
 
 
 def _kind(num_nodes) -> str:
