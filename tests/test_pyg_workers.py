@@ -96,9 +96,9 @@ def test_sampling_threads_give_the_batches_of_num_workers_0(kind, persistent):
 
 @pytest.mark.parametrize("kind", ["node", "link"])
 def test_an_epoch_left_early_does_not_shift_the_next_epoch_s_batches(kind):
-    def second_epoch(workers: int, abandon: bool) -> list[torch.Tensor]:
+    def second_epoch(workers: int, abandon: bool, **kw) -> list[torch.Tensor]:
         torch.manual_seed(0)  # the shuffles
-        loader = LOADERS[kind](workers)
+        loader = LOADERS[kind](workers, **kw)
         if abandon:  # three batches, then out of the loop (num_workers=2 has prefetched more by then)
             for i, _ in enumerate(loader):
                 if i == 2:
@@ -113,6 +113,8 @@ def test_an_epoch_left_early_does_not_shift_the_next_epoch_s_batches(kind):
         for abandon in (True, False):
             got = second_epoch(workers, abandon)
             assert len(got) == len(reference) and all(map(torch.equal, got, reference)), (workers, abandon)
+    kept = second_epoch(2, abandon=True, persistent_workers=True)  # the same threads' iterator, reset
+    assert len(kept) == len(reference) and all(map(torch.equal, kept, reference))
 
 
 def test_a_failure_in_a_sampling_thread_is_raised_in_the_loop_and_the_threads_end():
