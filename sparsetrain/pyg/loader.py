@@ -223,6 +223,8 @@ def _shown(value) -> str:
     """A short form of an argument for a message: a tensor by its shape and dtype."""
     if isinstance(value, torch.Tensor):
         return f"<tensor {list(value.shape)} {value.dtype}>"
+    if isinstance(value, (tuple, list)) and len(value) > 3:
+        return f"<{type(value).__name__} of {len(value)}>"
     if isinstance(value, (tuple, list)):
         return "(" + ", ".join(map(_shown, value)) + ")"
     return repr(value)
