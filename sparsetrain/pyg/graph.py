@@ -85,8 +85,9 @@ def _from_data(data: Data, weight_attr: str | None, time_attr: str | None) -> Py
         elif data.is_edge_attr(time_attr):
             edge_time = {EDGE_TYPE: time}
         else:
-            raise PyGOptionError(f"time_attr={time_attr!r} has shape {list(time.shape)}: neither one time per node "
-                                 f"({num_nodes}) nor one per edge ({edge_index.shape[1]}); give one of them")
+            shape = list(getattr(time, "shape", []))
+            raise PyGOptionError(f"time_attr={time_attr!r} has shape {shape}: neither one time per node ({num_nodes}) "
+                                 f"nor one per edge ({edge_index.shape[1]}); give one of them")
     _check_times(node_time, "node", lambda _: f"data.{time_attr}")
     _check_times(edge_time, "edge", lambda _: f"data.{time_attr}")
     return PyGGraph(graph, False, node_time, edge_time, weight is not None)
@@ -180,7 +181,7 @@ def _store_times(feature_store, time_attr: str, typed: bool):
 def check_finite_times(values: torch.Tensor, name: str, what: str) -> None:
     """Every ``what`` time (node, edge, seed) in ``values``, named ``name``, finite, else one line naming the first bad
     entry: the importer's rule (:func:`~sparsetrain.datasets.readers.check_times`)."""
-    values = values.detach().cpu().reshape(-1)
+    values = torch.as_tensor(values).detach().cpu().reshape(-1)
     values = values.double() if values.dtype == torch.bfloat16 else values  # (NumPy has no bfloat16)
     check_times(values.numpy(), name, lambda i: f"{what} {i}", f"{what} time")
 
