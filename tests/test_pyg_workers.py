@@ -117,6 +117,20 @@ def test_an_epoch_left_early_does_not_shift_the_next_epoch_s_batches(kind):
     assert len(kept) == len(reference) and all(map(torch.equal, kept, reference))
 
 
+def test_an_index_sampler_without_a_length_gives_the_batches_of_num_workers_0():
+    class Unsized(torch.utils.data.Sampler):
+        def __iter__(self):
+            return iter(range(0, N, 3))
+
+    def two_epochs(workers: int) -> list[torch.Tensor]:
+        loader = stp.NeighborLoader(_data(), [5, 3], batch_size=32, sampler=Unsized(), seed=3, num_workers=workers)
+        return [b.n_id for _ in range(2) for b in loader]
+
+    main, threaded = two_epochs(0), two_epochs(2)
+    assert len(main) == 14 and all(map(torch.equal, main, threaded))
+    assert not torch.equal(main[0], main[7])  # epoch 2: the same seeds, the keys after epoch 1's
+
+
 def test_a_failure_in_a_sampling_thread_is_raised_in_the_loop_and_the_threads_end():
     def transform(batch):
         if batch.input_id[0] >= 128:

@@ -37,12 +37,19 @@ class BatchKeys:
         self._used = 0  # calls counted in this process since then
         self._end = 0  # the first key after the current epoch's reservation
 
-    def start_epoch(self, num_batches: int) -> int:
-        """Reserve ``num_batches`` keys for an epoch starting now; its first key."""
+    def start_epoch(self, num_batches: int | None) -> int:
+        """Reserve ``num_batches`` keys for an epoch starting now (None: its length is unknown, so the next epoch starts
+        after the last key taken); its first key."""
         with self._lock:
             self._base = max(self._end, self._base + self._used)
-            self._used, self._end = 0, self._base + num_batches
+            self._used, self._end = 0, self._base + (num_batches or 0)
             return self._base
+
+    def at(self, position: int) -> int:
+        """The key of batch ``position`` of the current epoch."""
+        with self._lock:
+            self._used = max(self._used, position + 1)
+            return self._base + position
 
     def next(self) -> int:
         """The key of this call: the one pinned by :func:`batch_key`, else the next position of the epoch,

@@ -23,7 +23,7 @@ from sparsetrain.pyg.graph import check_finite_times
 from sparsetrain.pyg.ids import checked_edge_index, checked_ids
 from sparsetrain.pyg.sampler import NeighborSampler
 from sparsetrain.pyg.stores import DatasetFeatureStore, DatasetGraphStore, as_dataset
-from sparsetrain.pyg.workers import SamplingThreads, uses_threads
+from sparsetrain.pyg.workers import SamplingThreads, epoch_length, uses_threads
 from sparsetrain.sampling.edge_seeds import EXCLUDE_MODES
 from sparsetrain.storage.rows import gather_rows
 
@@ -36,7 +36,7 @@ class _SamplingThreadsMixin:
         sampler = getattr(self, "node_sampler", None) or getattr(self, "link_sampler", None)
         if not self.sampling_threads:
             if isinstance(sampler, NeighborSampler):
-                sampler.start_epoch(len(self._index_sampler))
+                sampler.keys.start_epoch(epoch_length(self._index_sampler))
             return super()._get_iterator()
         batches = SamplingThreads(self, sampler)  # (its epochs, persistent ones too, reserve their keys)
         return batches if self.filter_per_worker else DataLoaderIterator(batches, self.filter_fn)

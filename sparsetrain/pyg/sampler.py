@@ -84,7 +84,7 @@ class NeighborSampler(BaseSampler):
         self.weight_attr = weight_attr
         self.temporal_strategy = temporal_strategy
         self.seed = int(torch.randint(0, 2**62, ()).item()) if seed is None else int(seed)
-        self._keys = BatchKeys()
+        self.keys = BatchKeys()  # (loader epochs reserve theirs: keys.start_epoch)
         self.source: PyGGraph = graph_of(data, weight_attr, time_attr)
         self.is_hetero_data = self.source.hetero
         graph = self.source.graph
@@ -145,11 +145,8 @@ class NeighborSampler(BaseSampler):
     def next_key(self) -> int:
         """The batch key of this call (:mod:`sparsetrain.pyg.keys`: a function of the epoch and the batch's
         position in it)."""
-        return self._keys.next()
+        return self.keys.next()
 
-    def start_epoch(self, num_batches: int) -> int:
-        """Reserve the keys of a loader epoch of ``num_batches`` batches starting now; its first key."""
-        return self._keys.start_epoch(num_batches)
 
     # ---- node seeds ----
     def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs) -> SamplerOutput | HeteroSamplerOutput:

@@ -70,7 +70,8 @@ class SamplingThreads:
         self.close()
         self._index_sampler = loader._index_sampler
         self._indices = enumerate(self._index_sampler)
-        self._first_key = self._sampler.start_epoch(len(self._index_sampler)) if self._sampler is not None else None
+        if self._sampler is not None:
+            self._sampler.keys.start_epoch(epoch_length(self._index_sampler))
         # torch's iterators draw a base seed for their workers here: drawing it too keeps the shuffles of num_workers=0
         torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
         self._fetcher = _MapDatasetFetcher(loader.dataset, loader._auto_collation, loader.collate_fn, loader.drop_last)
@@ -110,7 +111,7 @@ class SamplingThreads:
             position, index = next(self._indices, (None, None))
             if index is None:
                 return
-            key = None if self._first_key is None else self._first_key + position
+            key = None if self._sampler is None else self._sampler.keys.at(position)
             self._pending.append(self._pool.submit(self._make, index, key))
 
     def _make(self, index, key: int | None):
@@ -127,6 +128,14 @@ class SamplingThreads:
 
     def __del__(self) -> None:
         self.close()
+
+
+def epoch_length(index_sampler) -> int | None:
+    """The number of batches of an epoch, or None for an index sampler without a length."""
+    try:
+        return len(index_sampler)
+    except TypeError:
+        return None
 
 
 def _start_thread(ids: itertools.count, numba_threads: int, worker_init_fn) -> None:
