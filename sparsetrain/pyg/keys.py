@@ -4,8 +4,9 @@ A loader's epoch reserves its keys when it starts (:meth:`BatchKeys.start_epoch`
 ``base + p``, and the next epoch starts at ``base + num_batches``, however many of this epoch's batches were made,
 prefetched or never asked for. So an epoch left early shifts nothing, and uninterrupted epochs use keys 0, 1, 2, ...
 in order, as calls counted one by one do. Sampling threads (:mod:`sparsetrain.pyg.workers`) make batch ``p`` under
-key :meth:`BatchKeys.at` ``(p)`` (:func:`batch_key` pins it in the thread); worker processes count their own calls, worker ``w`` of
-``W`` making batches ``w, w + W, ...``; outside a loader, calls count from where the last epoch's keys end.
+the key :meth:`BatchKeys.at` gives it (:func:`batch_key` pins it in the thread); worker processes count their own
+calls, worker ``w`` of ``W`` making batches ``w, w + W, ...``; outside a loader, calls count from where the last
+epoch's keys end.
 """
 
 from __future__ import annotations
