@@ -282,11 +282,13 @@ def test_pyg_style_graphsage_with_trim_to_layer_learns_cora(tmp_path):
 
 @pytest.mark.slow
 def test_worker_processes_give_the_batches_of_the_main_process(cora_pyg):
-    def epoch(workers: int):
+    def epochs(workers: int):
         processes = {"multiprocessing_context": "forkserver"} if workers else {}
         loader = stp.NeighborLoader(cora_pyg, num_neighbors=[5, 5], batch_size=256, shuffle=False, seed=4,
                                     num_workers=workers, **processes)
-        return [(b.n_id, b.e_id) for b in loader]
+        return [[(b.n_id, b.e_id) for b in loader] for _ in range(2)]  # epoch 2: new workers, the keys after epoch 1's
 
-    main, workers = epoch(0), epoch(2)  # processes when asked for (threads otherwise: tests/test_pyg_workers.py)
-    assert len(main) == len(workers) and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(main, workers))
+    # processes when asked for (threads otherwise: tests/test_pyg_workers.py)
+    for main, workers in zip(epochs(0), epochs(2)):
+        assert len(main) == len(workers) and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+                                                 for a, b in zip(main, workers))

@@ -94,6 +94,43 @@ def test_sampling_threads_give_the_batches_of_num_workers_0(kind, persistent):
     assert _no_worker_threads_within(5.0)
 
 
+@pytest.mark.parametrize("kind", ["node", "link"])
+def test_an_epoch_left_early_does_not_shift_the_next_epoch_s_batches(kind):
+    def second_epoch(workers: int, abandon: bool, **kw) -> list[torch.Tensor]:
+        torch.manual_seed(0)  # the shuffles
+        loader = LOADERS[kind](workers, **kw)
+        if abandon:  # three batches, then out of the loop (num_workers=2 has prefetched more by then)
+            for i, _ in enumerate(loader):
+                if i == 2:
+                    break
+        else:
+            list(loader)
+        return [batch.n_id for batch in loader]
+
+    reference = second_epoch(0, abandon=False)
+    assert len(reference) > 6
+    for workers in (0, 2):
+        for abandon in (True, False):
+            got = second_epoch(workers, abandon)
+            assert len(got) == len(reference) and all(map(torch.equal, got, reference)), (workers, abandon)
+    kept = second_epoch(2, abandon=True, persistent_workers=True)  # the same threads' iterator, reset
+    assert len(kept) == len(reference) and all(map(torch.equal, kept, reference))
+
+
+def test_an_index_sampler_without_a_length_gives_the_batches_of_num_workers_0():
+    class Unsized(torch.utils.data.Sampler):
+        def __iter__(self):
+            return iter(range(0, N, 3))
+
+    def two_epochs(workers: int) -> list[torch.Tensor]:
+        loader = stp.NeighborLoader(_data(), [5, 3], batch_size=32, sampler=Unsized(), seed=3, num_workers=workers)
+        return [b.n_id for _ in range(2) for b in loader]
+
+    main, threaded = two_epochs(0), two_epochs(2)
+    assert len(main) == 14 and all(map(torch.equal, main, threaded))
+    assert not torch.equal(main[0], main[7])  # epoch 2: the same seeds, the keys after epoch 1's
+
+
 def test_a_failure_in_a_sampling_thread_is_raised_in_the_loop_and_the_threads_end():
     def transform(batch):
         if batch.input_id[0] >= 128:

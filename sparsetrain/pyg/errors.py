@@ -15,3 +15,15 @@ class LoaderTimeoutError(SparsetrainError, RuntimeError):
 class PyGNotImplementedError(SparsetrainError, NotImplementedError):
     """An option combination PyG's own sampler raises ``NotImplementedError`` for (``except NotImplementedError``
     catches it)."""
+
+
+class PyGIdDtypeError(SparsetrainError, TypeError, NotImplementedError):
+    """An id tensor (``input_nodes``, ``edge_index``, ``edge_label_index``, ...) that is not integers (or, where masks
+    are taken, a bool mask). PyG's own loader fails on it with a ``RuntimeError`` (``NotImplementedError`` for a float
+    ``edge_index``), which this is too, as well as a ``TypeError``."""
+
+
+class PyGIndexError(SparsetrainError, IndexError, ValueError):
+    """An index that does not fit the data: ids outside ``[0, num_nodes)``, a bool mask or a per-seed tensor of the
+    wrong length, a node type the data lacks. PyG's loader fails on these with an ``IndexError`` (when it notices);
+    ``except IndexError`` and ``except ValueError`` both catch this one."""

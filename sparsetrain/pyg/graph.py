@@ -5,12 +5,15 @@ dataset (object or folder) or a ``(FeatureStore, GraphStore)`` pair, homogeneous
 becomes a typed graph whose edge types are the data's; a ``Data`` becomes the one-type graph. Edge ids are
 the caller's (``edge_index`` columns, or a graph store's COO positions), so PyG's ``edge_permutation`` is ``None``.
 ``time_attr`` names node or edge times (PyG's rule: on a graph store, ``"time"`` is node time, any other name edge
-time); they come back per node type / edge type, indexed by node id / edge id.
+time); they come back per node type / edge type, indexed by node id / edge id, every one finite (the importer's rule,
+:func:`~sparsetrain.datasets.readers.check_times`: a NaN time would leave every seed without neighbours). Edge
+indices must be integers (:mod:`sparsetrain.pyg.ids`), as PyG's own sampler requires.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +22,9 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.data import remote_backend_utils
 
 from sparsetrain.datasets.dataset import GraphDataset
+from sparsetrain.datasets.readers import check_times
 from sparsetrain.pyg.errors import PyGNotImplementedError, PyGOptionError
+from sparsetrain.pyg.ids import checked_edge_index, checked_ids
 from sparsetrain.pyg.stores import DatasetGraphStore, as_dataset
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, CSCGraph, EdgeType
 
@@ -69,6 +74,7 @@ def graph_of(data: Any, weight_attr: str | None = None, time_attr: str | None = 
 def _from_data(data: Data, weight_attr: str | None, time_attr: str | None) -> PyGGraph:
     num_nodes = int(data.num_nodes or 0)
     edge_index = data.edge_index if "edge_index" in data else torch.zeros(2, 0, dtype=torch.int64)
+    checked_edge_index(edge_index, "data.edge_index")  # (the graph checks the range)
     weight = None if weight_attr is None else _attr(data, weight_attr, "weight_attr").float()
     graph = CSCGraph.from_edge_index(edge_index, num_nodes, weight)
     node_time = edge_time = None
@@ -79,17 +85,21 @@ def _from_data(data: Data, weight_attr: str | None, time_attr: str | None) -> Py
         elif data.is_edge_attr(time_attr):
             edge_time = {EDGE_TYPE: time}
         else:
-            raise PyGOptionError(f"time_attr={time_attr!r} is neither a node-level nor an edge-level attribute of "
-                                 "the data")
+            shape = list(getattr(time, "shape", []))
+            raise PyGOptionError(f"time_attr={time_attr!r} has shape {shape}: neither one time per node ({num_nodes}) "
+                                 f"nor one per edge ({edge_index.shape[1]}); give one of them")
+    _check_times(node_time, "node", lambda _: f"data.{time_attr}")
+    _check_times(edge_time, "edge", lambda _: f"data.{time_attr}")
     return PyGGraph(graph, False, node_time, edge_time, weight is not None)
 
 
 def _from_hetero(data: HeteroData, weight_attr: str | None, time_attr: str | None) -> PyGGraph:
-    num_nodes = {t: int(data[t].num_nodes or 0) for t in data.node_types}
+    num_nodes = {t: _num_nodes(data, t) for t in data.node_types}
     weights = None
     if weight_attr is not None:
         weights = {et: _attr(data[et], weight_attr, f"weight_attr of {et}").float() for et in data.edge_types}
-    graph = CSCGraph.from_edge_index_dict({et: data[et].edge_index for et in data.edge_types}, num_nodes, weights)
+    edge_index = {et: checked_edge_index(data[et].edge_index, f"data[{et}].edge_index") for et in data.edge_types}
+    graph = CSCGraph.from_edge_index_dict(edge_index, num_nodes, weights)
     node_time = edge_time = None
     if time_attr is not None:
         node_time = {t: data[t][time_attr] for t in data.node_types if time_attr in data[t]}
@@ -101,7 +111,18 @@ def _from_hetero(data: HeteroData, weight_attr: str | None, time_attr: str | Non
             raise PyGOptionError(f"time_attr={time_attr!r} is neither a node-level nor an edge-level attribute of "
                                  "the data")
         node_time, edge_time = node_time or None, edge_time or None
+        _check_times(node_time, "node", lambda t: f"data[{t!r}].{time_attr}")
+        _check_times(edge_time, "edge", lambda et: f"data[{et}].{time_attr}")
     return PyGGraph(graph, True, node_time, edge_time, weights is not None)
+
+
+def _num_nodes(data: HeteroData, node_type: str) -> int:
+    """``data[node_type].num_nodes``; for a type with no node attribute, 1 + its largest id in an edge index (as PyG's
+    sampler reads such a type, after PyG's warning)."""
+    if data[node_type].num_nodes is not None:
+        return int(data[node_type].num_nodes)
+    ends = [data[et].edge_index[i] for et in data.edge_types for i in (0, 1) if et[2 * i] == node_type]
+    return max((int(ids.max()) + 1 for ids in ends if ids.numel()), default=0)
 
 
 def _from_stores(feature_store, graph_store, weight_attr: str | None, time_attr: str | None) -> PyGGraph:
@@ -115,6 +136,8 @@ def _from_stores(feature_store, graph_store, weight_attr: str | None, time_attr:
         edge_attrs = graph_store.get_all_edge_attrs()
         typed = any(attr.edge_type is not None for attr in edge_attrs)
         row, colptr, perm = graph_store.csc()
+        for et, ids in (row.items() if isinstance(row, dict) else [(None, row)]):
+            checked_ids(ids, "the graph store's edge_index" + ("" if et is None else f" of {et}"))
         if not typed:
             graph = CSCGraph(colptr.to(torch.int64), row, edge_perm=None if perm is None else perm.to(torch.int64))
         else:
@@ -130,6 +153,9 @@ def _from_stores(feature_store, graph_store, weight_attr: str | None, time_attr:
     node_time = edge_time = None
     if time_attr is not None:
         node_time, edge_time = _store_times(feature_store, time_attr, typed)
+        name = f"the feature store's {time_attr!r}"
+        _check_times(node_time, "node", lambda t: f"{name} of {t!r}" if typed else name)
+        _check_times(edge_time, "edge", lambda et: f"{name} of {et}" if typed else name)
     return PyGGraph(graph, typed, node_time, edge_time)
 
 
@@ -150,6 +176,19 @@ def _store_times(feature_store, time_attr: str, typed: bool):
     if all(isinstance(g, tuple) for g in tensors):
         return None, tensors
     raise PyGOptionError(f"time_attr={time_attr!r} is stored for both node types and edge types; keep one of them")
+
+
+def check_finite_times(values: torch.Tensor, name: str, what: str) -> None:
+    """Every ``what`` time (node, edge, seed) in ``values``, named ``name``, finite, else one line naming the first bad
+    entry: the importer's rule (:func:`~sparsetrain.datasets.readers.check_times`)."""
+    values = torch.as_tensor(values).detach().cpu().reshape(-1)
+    values = values.double() if values.dtype == torch.bfloat16 else values  # (NumPy has no bfloat16)
+    check_times(values.numpy(), name, lambda i: f"{what} {i}", f"{what} time")
+
+
+def _check_times(times: dict | None, what: str, name_of: Callable[[Any], str]) -> None:
+    for key, values in (times or {}).items():
+        check_finite_times(values, name_of(key), what)
 
 
 def _attr(store, name: str, what: str) -> torch.Tensor:

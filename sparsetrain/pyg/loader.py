@@ -18,21 +18,27 @@ from torch_geometric.loader.base import DataLoaderIterator
 
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.pyg.device import Placement, loader_device
-from sparsetrain.pyg.errors import PyGOptionError
+from sparsetrain.pyg.errors import PyGIndexError, PyGOptionError
+from sparsetrain.pyg.graph import check_finite_times
+from sparsetrain.pyg.ids import checked_edge_index, checked_ids
 from sparsetrain.pyg.sampler import NeighborSampler
 from sparsetrain.pyg.stores import DatasetFeatureStore, DatasetGraphStore, as_dataset
-from sparsetrain.pyg.workers import SamplingThreads, uses_threads
+from sparsetrain.pyg.workers import SamplingThreads, epoch_length, uses_threads
 from sparsetrain.sampling.edge_seeds import EXCLUDE_MODES
 from sparsetrain.storage.rows import gather_rows
 
 
 class _SamplingThreadsMixin:
-    """``num_workers > 0``, no ``multiprocessing_context``: batches made in threads (:mod:`sparsetrain.pyg.workers`)."""
+    """``num_workers > 0``, no ``multiprocessing_context``: batches made in threads (:mod:`sparsetrain.pyg.workers`).
+    Every epoch reserves its batch keys when it starts (:mod:`sparsetrain.pyg.keys`)."""
 
     def _get_iterator(self):
+        sampler = getattr(self, "node_sampler", None) or getattr(self, "link_sampler", None)
         if not self.sampling_threads:
+            if isinstance(sampler, NeighborSampler):
+                sampler.keys.start_epoch(epoch_length(self._index_sampler))
             return super()._get_iterator()
-        batches = SamplingThreads(self, getattr(self, "node_sampler", None) or getattr(self, "link_sampler", None))
+        batches = SamplingThreads(self, sampler)  # (its epochs, persistent ones too, reserve their keys)
         return batches if self.filter_per_worker else DataLoaderIterator(batches, self.filter_fn)
 
 
@@ -94,12 +100,14 @@ class NeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader
                                                disjoint=disjoint, temporal_strategy=temporal_strategy,
                                                time_attr=time_attr, weight_attr=weight_attr, is_sorted=is_sorted,
                                                directed=directed, seed=seed, device=device)
+        input_nodes = _checked_input_nodes(input_nodes, getattr(neighbor_sampler, "num_nodes", None))
         super().__init__(placed, num_neighbors, input_nodes=input_nodes, input_time=input_time, replace=replace,
                          subgraph_type=subgraph_type, disjoint=disjoint, temporal_strategy=temporal_strategy,
                          time_attr=time_attr, weight_attr=weight_attr, transform=transform,
                          transform_sampler_output=transform_sampler_output, is_sorted=is_sorted,
                          filter_per_worker=filter_per_worker, neighbor_sampler=neighbor_sampler, directed=directed,
                          **kwargs)
+        _check_per_seed(self.input_data.node, {"input_time": self.input_data.time})
 
     def filter_fn(self, out):
         data = super().filter_fn(out)
@@ -128,6 +136,10 @@ class LinkNeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.lo
                  transform_sampler_output=None, is_sorted: bool = False, filter_per_worker: bool | None = None,
                  neighbor_sampler: NeighborSampler | None = None, directed: bool = True, *, seed: int | None = None,
                  exclude_seed_edges: str = "none", device=None, **kwargs: Any) -> None:
+        if isinstance(data, (GraphDataset, str, os.PathLike)):
+            raise PyGOptionError("LinkNeighborLoader takes a Data, HeteroData or (FeatureStore, GraphStore); for a "
+                                 "sparsetrain dataset pass (DatasetFeatureStore(ds), DatasetGraphStore(ds)) and "
+                                 "edge_label_index=(None, edge_label_index)")
         if exclude_seed_edges not in EXCLUDE_MODES:
             choices = ", ".join(map(repr, EXCLUDE_MODES))
             raise PyGOptionError(f"exclude_seed_edges={exclude_seed_edges!r}; choose one of {choices}")
@@ -145,6 +157,7 @@ class LinkNeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.lo
                 raise PyGOptionError(f"exclude_seed_edges={exclude_seed_edges!r} needs sparsetrain's sampler; "
                                      "leave neighbor_sampler unset or pass a sparsetrain.pyg.NeighborSampler")
             neighbor_sampler.exclude_seed_edges = exclude_seed_edges
+        edge_label_index = _checked_edge_label_index(edge_label_index, getattr(neighbor_sampler, "num_nodes", None))
         super().__init__(placed, num_neighbors, edge_label_index=edge_label_index, edge_label=edge_label,
                          edge_label_time=edge_label_time, replace=replace, subgraph_type=subgraph_type,
                          disjoint=disjoint, temporal_strategy=temporal_strategy, neg_sampling=neg_sampling,
@@ -152,6 +165,83 @@ class LinkNeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.lo
                          transform=transform, transform_sampler_output=transform_sampler_output, is_sorted=is_sorted,
                          filter_per_worker=filter_per_worker, neighbor_sampler=neighbor_sampler, directed=directed,
                          **kwargs)
+        _check_per_seed(self.input_data.row, {"edge_label": self.input_data.label,
+                                              "edge_label_time": self.input_data.time})
+
+
+def _checked_input_nodes(input_nodes, num_nodes: int | dict[str, int] | None):
+    """``input_nodes`` in any of PyG's forms (ids or a bool mask; typed: a node type, or ``(node type, ids or mask or
+    None)``), its ids checked (:func:`~sparsetrain.pyg.ids.checked_ids`) against ``num_nodes`` (per node type when a
+    dict, an int for untyped data; None: not checked)."""
+    typed = isinstance(input_nodes, str) or (isinstance(input_nodes, (tuple, list)) and len(input_nodes) == 2
+                                             and isinstance(input_nodes[0], str))
+    if num_nodes is None:
+        return input_nodes
+    if typed != isinstance(num_nodes, dict):
+        fix = "ids (or a bool mask), not a node type" if typed else "a node type or (node type, ids)"
+        raise PyGOptionError(f"input_nodes={_shown(input_nodes)} but the data is {_kind(num_nodes)}; pass {fix}")
+    if not typed:
+        return input_nodes if input_nodes is None else checked_ids(input_nodes, "input_nodes", num_nodes, mask=True)
+    node_type, ids = (input_nodes, None) if isinstance(input_nodes, str) else input_nodes
+    if node_type not in num_nodes:
+        raise PyGIndexError(f"input_nodes names node type {node_type!r}; the data's node types are "
+                            f"{', '.join(map(repr, num_nodes))}")
+    return input_nodes if ids is None else (node_type, checked_ids(ids, f"input_nodes of {node_type!r}",
+                                                                   num_nodes[node_type], mask=True))
+
+
+def _checked_edge_label_index(edge_label_index, num_nodes: int | dict[str, int] | None):
+    """``edge_label_index`` in any of PyG's forms (``[2, E]`` ids; typed: an edge type, or ``(edge type, ids or
+    None)``; a graph store's: ``(None, ids)``), its ids checked against ``num_nodes`` (per node type when a dict, an
+    int for untyped data; None: not checked)."""
+    seq = isinstance(edge_label_index, (tuple, list)) and len(edge_label_index) > 0
+    if seq and isinstance(edge_label_index[0], str):
+        return edge_label_index  # an edge type: its own edges, checked with the graph
+    first = edge_label_index[0] if seq else None
+    pair = seq and len(edge_label_index) == 2 and (first is None or (
+        isinstance(first, (tuple, list)) and all(isinstance(name, str) for name in first)))
+    edge_type, ids = edge_label_index if pair else (None, edge_label_index)
+    if num_nodes is None:
+        return edge_label_index
+    if (edge_type is not None) != isinstance(num_nodes, dict):
+        fix = "an edge type or (edge type, [2, E] ids)" if isinstance(num_nodes, dict) else "[2, E] ids"
+        raise PyGOptionError(f"edge_label_index={_shown(edge_label_index)} but the data is {_kind(num_nodes)}; pass "
+                             f"{fix}")
+    if ids is None:
+        return edge_label_index
+    if edge_type is None:
+        ids = checked_edge_index(ids, "edge_label_index", num_nodes, num_nodes)
+    else:
+        src, dst = num_nodes.get(edge_type[0]), num_nodes.get(edge_type[-1])
+        ids = checked_edge_index(ids, f"edge_label_index of {tuple(edge_type)}", src, dst)
+    return (edge_type, ids) if pair else ids
+
+
+def _kind(num_nodes) -> str:
+    return "typed (HeteroData)" if isinstance(num_nodes, dict) else "untyped (Data)"
+
+
+def _shown(value) -> str:
+    """A short form of an argument for a message: a tensor by its shape and dtype."""
+    if isinstance(value, torch.Tensor):
+        return f"<tensor {list(value.shape)} {value.dtype}>"
+    if isinstance(value, (tuple, list)) and len(value) > 3:
+        return f"<{type(value).__name__} of {len(value)}>"
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(map(_shown, value)) + ")"
+    return repr(value)
+
+
+def _check_per_seed(seeds: torch.Tensor, fields: dict[str, torch.Tensor | None]) -> None:
+    """Each per-seed tensor in ``fields`` (labels, times) has one entry per seed; times are finite."""
+    for name, values in fields.items():
+        if values is None:
+            continue
+        if values.dim() == 0 or values.shape[0] != seeds.numel():
+            raise PyGIndexError(f"{name} has shape {list(values.shape)} for {seeds.numel()} seeds; give one entry "
+                                "per seed, in the seeds' order")
+        if name.endswith("time"):
+            check_finite_times(values, name, "seed")
 
 
 def _link_sampling_device(data, edge_label_index, device):

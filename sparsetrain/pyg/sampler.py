@@ -17,9 +17,6 @@ output is turned back (edge types and rows/columns), as PyG's does.
 
 from __future__ import annotations
 
-import contextlib
-import itertools
-import threading
 import warnings
 
 import numpy as np
@@ -30,6 +27,8 @@ from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
 from sparsetrain.pyg.errors import PyGNotImplementedError, PyGOptionError
 from sparsetrain.pyg.graph import PyGGraph, graph_of
+from sparsetrain.pyg.ids import checked_ids
+from sparsetrain.pyg.keys import BatchKeys
 from sparsetrain.sampling.edge_seeds import LinkNeighborSampler
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
@@ -39,21 +38,6 @@ from sparsetrain.sampling.minibatch import MiniBatch
 from sparsetrain.sampling.sampler import NeighborSampler as FusedSampler
 
 DIRECTIONS = ("forward", "backward")
-_pinned = threading.local()
-
-
-@contextlib.contextmanager
-def batch_key(key: int | None):
-    """Within the block, this thread's sampler calls use batch key ``key`` (None: their own count).
-
-    The loaders' sampling threads (:mod:`sparsetrain.pyg.workers`) reserve keys in batch order with ``next_key()``
-    and pin them here, so their batches are those of ``num_workers=0``.
-    """
-    before, _pinned.key = getattr(_pinned, "key", None), key
-    try:
-        yield
-    finally:
-        _pinned.key = before
 
 
 class NeighborSampler(BaseSampler):
@@ -67,8 +51,8 @@ class NeighborSampler(BaseSampler):
     ``"forward"`` (in-edges) or ``"backward"`` (out-edges). ``device``: a CUDA device to sample on (the graph is
     copied there; options without a GPU path keep sampling on the CPU); a graph already on one samples there.
     ``seed``: the random stream (default: drawn from
-    torch's generator, so ``torch.manual_seed`` fixes it); batch ``b`` of a process (of DataLoader worker ``w``
-    of ``W``: ``b * W + w``) uses key ``b``, so the same seed gives the same batches. Where PyG's own sampler
+    torch's generator, so ``torch.manual_seed`` fixes it); batch ``p`` of a loader epoch uses a key fixed when the
+    epoch starts (:mod:`sparsetrain.pyg.keys`), so the same seed gives the same batches. Where PyG's own sampler
     raises ``NotImplementedError`` (backward temporal sampling, ``weight_attr`` on a graph store) this one raises
     :class:`~sparsetrain.pyg.errors.PyGNotImplementedError`, a ``NotImplementedError``.
     """
@@ -100,8 +84,7 @@ class NeighborSampler(BaseSampler):
         self.weight_attr = weight_attr
         self.temporal_strategy = temporal_strategy
         self.seed = int(torch.randint(0, 2**62, ()).item()) if seed is None else int(seed)
-        self._counter = itertools.count()
-        self._lock = threading.Lock()
+        self.keys = BatchKeys()  # (loader epochs reserve theirs: keys.start_epoch)
         self.source: PyGGraph = graph_of(data, weight_attr, time_attr)
         self.is_hetero_data = self.source.hetero
         graph = self.source.graph
@@ -146,17 +129,6 @@ class NeighborSampler(BaseSampler):
                     "edge_time": None if src.edge_time is None else src.edge_time[EDGE_TYPE]}
         return {"node_time": src.node_time, "edge_time": src.edge_time}
 
-    def __getstate__(self) -> dict:
-        """Pickled into worker processes (given a ``multiprocessing_context``) without the lock; keys restart."""
-        state = dict(self.__dict__)
-        state.pop("_counter"), state.pop("_lock")
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._counter = itertools.count()
-        self._lock = threading.Lock()
-
     @property
     def is_hetero(self) -> bool:
         return self.is_hetero_data
@@ -171,22 +143,17 @@ class NeighborSampler(BaseSampler):
         return None
 
     def next_key(self) -> int:
-        """The batch key of this call: the one pinned by :func:`batch_key`, else the process's call count, interleaved
-        across DataLoader worker processes."""
-        pinned = getattr(_pinned, "key", None)
-        if pinned is not None:
-            return pinned
-        with self._lock:
-            count = next(self._counter)
-        info = torch.utils.data.get_worker_info()
-        return count if info is None else count * info.num_workers + info.id
+        """The batch key of this call (:mod:`sparsetrain.pyg.keys`: a function of the epoch and the batch's
+        position in it)."""
+        return self.keys.next()
+
 
     # ---- node seeds ----
     def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs) -> SamplerOutput | HeteroSamplerOutput:
         """Sample around ``inputs.node`` (ids of ``inputs.input_type`` for typed data); see the module docstring."""
         node_type = inputs.input_type if self.is_hetero_data else None
         seed_time = None if inputs.time is None else inputs.time.cpu()
-        seeds = inputs.node.to(torch.int64)  # (the fused sampler moves them to a GPU graph)
+        seeds = checked_ids(inputs.node, "inputs.node").to(torch.int64)  # (the fused sampler moves them to a GPU)
         mb = self.fused.sample(SamplerInput(seeds, key=self.next_key(), node_type=node_type, seed_time=seed_time))
         return self._output(mb, (inputs.input_id, inputs.time))
 
@@ -207,8 +174,10 @@ class NeighborSampler(BaseSampler):
                                    edge_type=tuple(inputs.input_type) if self.is_hetero_data else None,
                                    exclude=self.exclude_seed_edges)
         time = None if inputs.time is None else inputs.time.cpu()
-        mb = link.sample(FusedEdgeInput(inputs.row.to(torch.int64), inputs.col.to(torch.int64),
-                                        inputs.label, key=self.next_key(), input_id=inputs.input_id, time=time))
+        row = checked_ids(inputs.row, "inputs.row").to(torch.int64)
+        col = checked_ids(inputs.col, "inputs.col").to(torch.int64)
+        mb = link.sample(FusedEdgeInput(row, col, inputs.label, key=self.next_key(), input_id=inputs.input_id,
+                                        time=time))
         if mb.src_index is not None:
             metadata = (inputs.input_id, mb.src_index, mb.dst_pos_index, mb.dst_neg_index, mb.seed_time)
         else:

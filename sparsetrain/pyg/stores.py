@@ -18,6 +18,7 @@ from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
 
 from sparsetrain.datasets.dataset import GraphDataset, load
 from sparsetrain.pyg.errors import PyGOptionError
+from sparsetrain.pyg.ids import checked_ids
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.storage.base import FeatureSource
 from sparsetrain.storage.rows import gather_rows
@@ -54,11 +55,14 @@ class DatasetFeatureStore(FeatureStore):
         if table is None:
             return None
         index = attr.index if attr.is_set("index") else None
-        if isinstance(index, torch.Tensor) and index.dtype == torch.bool:
-            index = index.nonzero().view(-1)
         if index is None or isinstance(index, slice):
             index = torch.arange(table.shape[0])[index if isinstance(index, slice) else slice(None)]
-        index = torch.as_tensor(index, dtype=torch.int64).view(-1)
+        else:
+            index = torch.as_tensor(index)
+            index = index.view(-1) if index.dim() == 0 else index
+            mask = index.dtype == torch.bool
+            index = checked_ids(index, f"the index of {attr.attr_name!r}", table.shape[0] if mask else None, mask=True)
+            index = index.nonzero().view(-1) if mask else index.to(torch.int64)
         if isinstance(table, torch.Tensor):
             return table[index]
         return gather_rows(table, index)

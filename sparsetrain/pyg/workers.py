@@ -5,8 +5,10 @@ which terminates a forked child that launches a parallel kernel (GNU OpenMP is n
 forkserver/spawn workers re-import the user's script (a crash without an ``if __name__ == "__main__":`` guard)
 and take seconds to start. The kernels release the GIL, so ``num_workers`` threads sample side by side in the
 loader's own process instead: nothing to start, pickle or leak, and each batch is the one ``num_workers=0``
-gives (its random key is reserved in batch order). ``benchmarks/pyg_loader.py --workers`` measures this against
-forked workers on Numba's fork-safe ``workqueue`` layer and against PyG's own forked workers.
+gives: batch ``p`` of an epoch is made under the key reserved for position ``p`` when the epoch started
+(:mod:`sparsetrain.pyg.keys`), so batches prefetched, then dropped with an epoch left early, use up nothing.
+``benchmarks/pyg_loader.py --workers`` measures this against forked workers on Numba's fork-safe ``workqueue``
+layer and against PyG's own forked workers.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from torch.utils.data._utils.fetch import _MapDatasetFetcher
 from torch.utils.data._utils.pin_memory import pin_memory
 
 from sparsetrain.pyg.errors import LoaderTimeoutError, PyGOptionError
-from sparsetrain.pyg.sampler import NeighborSampler, batch_key
+from sparsetrain.pyg.keys import batch_key
+from sparsetrain.pyg.sampler import NeighborSampler
 
 FORK_SAFE_LAYERS = ("tbb", "workqueue", "forksafe", "safe")
 """``NUMBA_THREADING_LAYER`` values under which a forked worker may run Numba's parallel kernels."""
@@ -52,7 +55,7 @@ class SamplingThreads:
     Batches come out in order, at most ``num_workers * prefetch_factor`` in flight. A failure in a thread is raised
     here; ``loader.timeout`` (> 0) bounds the wait for one batch, as in torch's ``DataLoader``. Each thread gets an
     equal share of Numba's threads and runs ``loader.worker_init_fn(worker_id)`` first, if set. ``sampler``: the
-    loader's :class:`~sparsetrain.pyg.NeighborSampler` (its batch keys are reserved in order), or None.
+    loader's :class:`~sparsetrain.pyg.NeighborSampler` (each epoch reserves its batch keys at its start), or None.
     """
 
     def __init__(self, loader: torch.utils.data.DataLoader, sampler) -> None:
@@ -66,7 +69,9 @@ class SamplingThreads:
         """Start an epoch of ``loader`` (torch's ``DataLoader`` calls this for ``persistent_workers``)."""
         self.close()
         self._index_sampler = loader._index_sampler
-        self._indices = iter(self._index_sampler)
+        self._indices = enumerate(self._index_sampler)
+        if self._sampler is not None:
+            self._sampler.keys.start_epoch(epoch_length(self._index_sampler))
         # torch's iterators draw a base seed for their workers here: drawing it too keeps the shuffles of num_workers=0
         torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
         self._fetcher = _MapDatasetFetcher(loader.dataset, loader._auto_collation, loader.collate_fn, loader.drop_last)
@@ -103,10 +108,10 @@ class SamplingThreads:
 
     def _fill(self) -> None:
         while self._pool is not None and len(self._pending) < self._depth:
-            index = next(self._indices, None)
+            position, index = next(self._indices, (None, None))
             if index is None:
                 return
-            key = self._sampler.next_key() if self._sampler is not None else None
+            key = None if self._sampler is None else self._sampler.keys.at(position)
             self._pending.append(self._pool.submit(self._make, index, key))
 
     def _make(self, index, key: int | None):
@@ -123,6 +128,14 @@ class SamplingThreads:
 
     def __del__(self) -> None:
         self.close()
+
+
+def epoch_length(index_sampler) -> int | None:
+    """The number of batches of an epoch, or None for an index sampler without a length."""
+    try:
+        return len(index_sampler)
+    except TypeError:
+        return None
 
 
 def _start_thread(ids: itertools.count, numba_threads: int, worker_init_fn) -> None:
