@@ -273,3 +273,12 @@ def test_a_graph_store_s_edge_label_index_pair_is_checked_and_a_dataset_is_point
         stp.LinkNeighborLoader(stores, [3], edge_label_index=(None, pairs.float()), batch_size=3)
     with pytest.raises(stp.PyGOptionError, match=r"for a sparsetrain dataset pass \(DatasetFeatureStore\(ds\)"):
         stp.LinkNeighborLoader(str(ds.path), [3], edge_label_index=pairs, batch_size=3)
+
+
+@pytest.mark.parametrize("num_neighbors", [None, 3, "a", [1.5], [-2], [2**40]])
+def test_num_neighbors_that_is_not_a_list_of_counts_is_one_line_naming_num_neighbors(num_neighbors):
+    with pytest.raises(ValueError) as info:
+        stp.NeighborLoader(_data(), num_neighbors=num_neighbors, batch_size=4)
+    message = str(info.value)
+    assert isinstance(info.value, SparsetrainError) and "\n" not in message
+    assert message.startswith(f"num_neighbors={num_neighbors!r}") and "fanouts=" not in message

@@ -110,6 +110,16 @@ class NeighborSampler(BaseSampler):
     def _fanouts(self) -> Fanouts:
         """PyG's ``num_neighbors`` as the fused sampler's :class:`Fanouts`, per graph edge type (PyG's keys name PyG's
         edge types, reversed when sampling backward): the one place the two names meet."""
+        values = self.num_neighbors.values
+        if not isinstance(values, (list, tuple, dict)):
+            raise PyGOptionError(f"num_neighbors={values!r}: give a list of ints, one per hop (e.g. [15, 10]; -1: all "
+                                 "neighbors), or for HeteroData a dict of such lists by edge type")
+        try:
+            return self._fanouts_per_edge_type()
+        except ValueError as exc:  # Fanouts names its own keyword; a PyG user passed num_neighbors
+            raise PyGOptionError(f"num_neighbors={values!r}: {exc}".replace(f"fanouts={values!r}; ", "")) from None
+
+    def _fanouts_per_edge_type(self) -> Fanouts:
         if not self.is_hetero_data:
             if isinstance(self.num_neighbors.values, dict):
                 raise PyGOptionError("num_neighbors is a dict (one list per edge type) but the graph is homogeneous; "
