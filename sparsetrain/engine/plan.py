@@ -126,10 +126,10 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
     train_seeds = _train_seed_count(meta, data.task, target, random_split)
     optim = _optim(settings.optim, data.task, model, train_seeds, sampling.batch_size, world_size)
     # recorded as resolved, but --exclude as given: "auto" depends only on the dataset, whose contents are compared
-    # (and sparsetrain 0.1 recorded it so); a homogeneous dataset's node type as no --target-type
+    # (and sparsetrain 0.1 recorded it so); a homogeneous dataset's one node type, which has no name, as none
     recorded = replace(settings, sampling=replace(sampling, exclude=settings.sampling.exclude), model=model,
                        optim=optim, features=features,
-                       data=replace(data, target_type=target if meta.is_typed else None))
+                       data=replace(data, target_type=None if target == NODE else target))
     return RunPlan(
         device=device, world_size=world_size, task=data.task, target_type=target, random_split=random_split,
         model=model, optim=optim, sampling=sampling, features=features,
@@ -177,12 +177,12 @@ def _model(meta: DatasetMeta, model: ModelSettings, task: str) -> ModelSettings:
     """``--model`` (else sage; rgcn on a typed dataset) with its hidden size; one the graph cannot train is refused,
     never replaced by another."""
     name = model.name or ("rgcn" if meta.is_typed and task == "node" else "sage")
-    if meta.is_typed != (name in TYPED_MODELS):
-        if meta.is_typed:
-            raise SettingError(f"--model {name}: a typed dataset trains {', '.join(TYPED_MODELS)} (an R-GCN: one "
-                               "convolution per edge type); drop --model or pass --model rgcn")
-        raise SettingError(f"--model {name}: {meta.path} is a homogeneous dataset (one edge type); "
-                           "pass --model sage, gcn, gat or gt")
+    if meta.is_typed != (name in TYPED_MODELS):  # the R-GCN trains typed graphs, and only it does
+        if name in TYPED_MODELS:
+            raise SettingError(f"--model {name}: {meta.path} is a homogeneous dataset (one edge type); "
+                               "pass --model sage, gcn, gat or gt")
+        raise SettingError(f"--model {name}: a typed dataset trains {', '.join(TYPED_MODELS)} (an R-GCN: one "
+                           "convolution per edge type); drop --model or pass --model rgcn")
     if task == "link" and name != "sage":
         raise SettingError(f"--task link trains the GraphSAGE encoder; drop --model {name}")
     hidden = model.hidden if model.hidden is not None else _defaults(task, name)["hidden"]
