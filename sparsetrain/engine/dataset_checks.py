@@ -129,24 +129,23 @@ def check_link_splits(ds) -> None:
     verify_edge_splits(ds)
 
 
-def check_eval_splits(ds) -> None:
+def check_eval_splits(folder: Path, split: dict[str, torch.Tensor]) -> None:
     """The dataset's val and test splits, when stored, hold nodes: training reports the test accuracy at the best
     validation epoch, which an empty one makes NaN. Raises :class:`~sparsetrain.errors.DatasetError` naming the file."""
     for name in ("val", "test"):
-        if name in ds.split and len(ds.split[name]) == 0:
-            raise DatasetError(f"{ds.path / fmt.split_file(name)}: holds no nodes, so training has no {name} accuracy "
+        if name in split and len(split[name]) == 0:
+            raise DatasetError(f"{folder / fmt.split_file(name)}: holds no nodes, so training has no {name} accuracy "
                                "to report; re-import with --val-idx and --test-idx files that list nodes, or with no "
                                "split files for a random split (--split)")
 
 
-def check_times(ds) -> None:
+def check_times(folder: Path, meta: dict) -> None:
     """Every stored node and edge time is finite, as ``sparsetrain info`` checks: one vectorised pass per time array
     (float times only; integer times are always finite). Raises :class:`~sparsetrain.errors.DatasetError` naming the
     file and the first bad entry."""
-    meta = ds.meta
     names = [*meta.get("node_time", {}).values(), *(entry.get("time") for entry in meta["edge_types"])]
     for name in filter(None, names):
-        times = fmt.open_array(ds.path, name, meta)
+        times = fmt.open_array(folder, name, meta)
         if times.dtype.kind != "f":
             continue
         for lo in range(0, len(times), _CHUNK):
@@ -154,7 +153,7 @@ def check_times(ds) -> None:
             bad = ~np.isfinite(part)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                raise DatasetError(f"{ds.path / name}: entry {lo + i} is {part[i]}, times must be finite; {_REIMPORT}")
+                raise DatasetError(f"{folder / name}: entry {lo + i} is {part[i]}, times must be finite; {_REIMPORT}")
 
 
 def check_for_training(ds, *, verify: bool = False, task: str = "node", target_type: str | None = None,
@@ -172,11 +171,11 @@ def check_for_training(ds, *, verify: bool = False, task: str = "node", target_t
     else:  # the split of the node type trained on, when training uses the dataset's
         target = target_type or ds.target_type
         if target == ds.target_type and target in ds.labels_by_type and ds.split:
-            check_eval_splits(ds)
+            check_eval_splits(ds.path, ds.split)
             where = str(ds.path / ds.meta["labels"][target]["file"])
             where += "" if target == fmt.NODE else f" (node type {target!r})"
             check_split_labels(where, ds.labels_by_type[target], ds.split, ds.num_classes)
     if not verify:
         check_label_values(ds)  # after the split's check, which names the train/val/test nodes
         if times:
-            check_times(ds)
+            check_times(ds.path, ds.meta)
