@@ -130,7 +130,7 @@ def one_row(args: argparse.Namespace) -> dict:
     elif args.row == "ram":
         features = ModuloTable(path)
     else:
-        hotness = _cache_hotness(ds) if args.policy in ("static", "hybrid") else None
+        hotness = _cache_hotness(ds.graph) if args.policy in ("static", "hybrid") else None
         features = st.CachedFeatures(ds.feature_store(mode="direct"), int(float(args.row) * GIB), policy=args.policy, hotness=hotness)
     setup_seconds = time.perf_counter() - started
     sampler = st.NeighborSampler(ds.graph, args.fanout, seed=0)
@@ -184,7 +184,7 @@ def hit_rate_table(args: argparse.Namespace) -> list[dict]:
     seeds = ds.split["train"][torch.randperm(len(ds.split["train"]), generator=torch.Generator().manual_seed(0))]
     trace = [sampler.sample(SamplerInput(part, key=i)).input_nodes.numpy() for i, part in
              enumerate(torch.split(seeds, args.batch_size)[: args.trace_batches])]
-    hotness = _cache_hotness(ds)
+    hotness = _cache_hotness(ds.graph)
     table = []
     for gib in args.caches:
         slots = min(ds.num_nodes, int(gib * GIB) // row_bytes)

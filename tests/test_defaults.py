@@ -7,6 +7,7 @@ import pytest
 
 import sparsetrain as st
 from sparsetrain.engine.default_data import BUILTIN, cache_dir, open_dataset
+from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.plan import AUTO_MAX_EPOCHS, MODEL_DEFAULTS, auto_epochs, plan
 from sparsetrain.engine.settings import TrainSettings
 from sparsetrain.errors import DatasetError
@@ -64,11 +65,11 @@ def test_model_defaults_fill_only_what_was_not_given(tmp_path):
 
     ds = st.datasets.synthesize(tmp_path / "tiny", 400, 3200, feature_dim=8, num_classes=3, seed=0, quiet=True)
     cpu = torch.device("cpu")
-    sage = plan(TrainSettings(data=ds.path), ds, cpu)
+    sage = plan(TrainSettings(data=ds.path), DatasetMeta.of(ds), cpu)
     train_seeds = len(ds.split["train"])  # one batch of 1024 an epoch: 2000 steps capped at AUTO_MAX_EPOCHS
     assert train_seeds <= 1024 and sage.optim.epochs == AUTO_MAX_EPOCHS
     assert (sage.model.name, sage.optim.lr, sage.optim.weight_decay, sage.model.hidden) == ("sage", 0.01, 5e-4, 128)
-    gt = plan(TrainSettings(data=ds.path, model="gt", lr=0.02, epochs=3), ds, cpu)
+    gt = plan(TrainSettings(data=ds.path, model="gt", lr=0.02, epochs=3), DatasetMeta.of(ds), cpu)
     assert (gt.optim.lr, gt.optim.weight_decay, gt.model.hidden, gt.optim.epochs) == (
         0.02, MODEL_DEFAULTS["gt"]["weight_decay"], MODEL_DEFAULTS["gt"]["hidden"], 3)
 

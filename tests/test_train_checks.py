@@ -266,7 +266,7 @@ def test_graph_and_label_bounds_cost_one_pass(tiny, monkeypatch):
     calls = []
     monkeypatch.setattr(dataset_checks, "check_range", lambda *a, **k: calls.append(a))
     ds = st.datasets.load(tiny)
-    dataset_checks.check_graph_ids(ds)
+    dataset_checks.check_graph_ids(ds.graph)
     dataset_checks.check_label_values(ds)
     assert calls == []
 

@@ -24,6 +24,7 @@ from sparsetrain.datasets import load
 from sparsetrain.datasets.checks import check_range
 from sparsetrain.datasets.dataset import verify_edge_splits
 from sparsetrain.errors import ChecksumError, DatasetError, SparsetrainError
+from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.storage.mmap import read_npy_header
 
 SMALL_FILE_BYTES = 64 << 20
@@ -53,34 +54,35 @@ def check_files(folder: Path, meta: dict, small_file_bytes: int | None = None) -
             raise ChecksumError(f"{path}: sha256 does not match meta.json; {_REIMPORT}")
 
 
-def check_graph_ids(ds) -> None:
+def check_graph_ids(graph: CSCGraph) -> None:
     """Every entry of the graph's ``indices`` is a node id of its edge type's source type: one vectorised min/max per
     edge type over the mapped file (a products-scale graph, 124M int32 ids: 0.02 s from the page cache, 0.4 s from
     disk), so an id the sampler would never draw is refused too. Raises
     :class:`~sparsetrain.errors.DatasetError` naming the first bad entry as ``sparsetrain info`` does."""
-    graph = ds.graph
     graph.check_files()
-    if graph.is_typed:
-        starts = graph.indptr[torch.tensor(graph.types.col_offset)].tolist()
-        parts = [(f"{et[0]!r} node", starts[k], starts[k + 1], graph.num_nodes[et[0]])
-                 for k, et in enumerate(graph.edge_types)]
-    else:
-        parts = [("node", 0, graph.num_edges, graph.num_nodes)]
-    for what, start, end, count in parts:
+    layout = graph.type_layout
+    starts = graph.indptr[torch.tensor(layout.col_offset)].tolist()
+    for k, et in enumerate(layout.edge_types):
+        start, end, count = starts[k], starts[k + 1], layout.num_nodes[et[0]]
         ids = graph.indices[start:end]
         if len(ids) == 0:
             continue
         low, high = torch.aminmax(ids)
         if int(low) < 0 or int(high) >= count:
-            check_range(Path(graph.source("indices")), ids.numpy(), 0, count, what, _CHUNK, graph.check_files,
-                        first=start)
+            check_range(Path(graph.source("indices")), ids.numpy(), 0, count, _node_word(et[0]), _CHUNK,
+                        graph.check_files, first=start)
+
+
+def _node_word(node_type: str) -> str:
+    """How errors name a node of a type: "node" for the one type of a homogeneous graph."""
+    return "node" if node_type == fmt.NODE else f"{node_type!r} node"
 
 
 def check_label_values(ds) -> None:
     """Every stored label is a class of its node type or -1 (unlabelled), as ``sparsetrain info`` checks: one min/max
     over labels already in memory."""
     for node_type, entry in (ds.meta.get("labels") or {}).items():
-        labels = ds.labels[node_type] if isinstance(ds.labels, dict) else ds.labels
+        labels = ds.labels_by_type.get(node_type)
         if labels is None or labels.numel() == 0:
             continue
         low, high = torch.aminmax(labels)
@@ -127,24 +129,23 @@ def check_link_splits(ds) -> None:
     verify_edge_splits(ds)
 
 
-def check_eval_splits(ds) -> None:
+def check_eval_splits(folder: Path, split: dict[str, torch.Tensor]) -> None:
     """The dataset's val and test splits, when stored, hold nodes: training reports the test accuracy at the best
     validation epoch, which an empty one makes NaN. Raises :class:`~sparsetrain.errors.DatasetError` naming the file."""
     for name in ("val", "test"):
-        if name in ds.split and len(ds.split[name]) == 0:
-            raise DatasetError(f"{ds.path / fmt.split_file(name)}: holds no nodes, so training has no {name} accuracy "
+        if name in split and len(split[name]) == 0:
+            raise DatasetError(f"{folder / fmt.split_file(name)}: holds no nodes, so training has no {name} accuracy "
                                "to report; re-import with --val-idx and --test-idx files that list nodes, or with no "
                                "split files for a random split (--split)")
 
 
-def check_times(ds) -> None:
+def check_times(folder: Path, meta: dict) -> None:
     """Every stored node and edge time is finite, as ``sparsetrain info`` checks: one vectorised pass per time array
     (float times only; integer times are always finite). Raises :class:`~sparsetrain.errors.DatasetError` naming the
     file and the first bad entry."""
-    meta = ds.meta
     names = [*meta.get("node_time", {}).values(), *(entry.get("time") for entry in meta["edge_types"])]
     for name in filter(None, names):
-        times = fmt.open_array(ds.path, name, meta)
+        times = fmt.open_array(folder, name, meta)
         if times.dtype.kind != "f":
             continue
         for lo in range(0, len(times), _CHUNK):
@@ -152,7 +153,7 @@ def check_times(ds) -> None:
             bad = ~np.isfinite(part)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                raise DatasetError(f"{ds.path / name}: entry {lo + i} is {part[i]}, times must be finite; {_REIMPORT}")
+                raise DatasetError(f"{folder / name}: entry {lo + i} is {part[i]}, times must be finite; {_REIMPORT}")
 
 
 def check_for_training(ds, *, verify: bool = False, task: str = "node", target_type: str | None = None,
@@ -164,19 +165,17 @@ def check_for_training(ds, *, verify: bool = False, task: str = "node", target_t
         load(ds.path, verify=True)
     else:
         check_files(ds.path, ds.meta)
-        check_graph_ids(ds)
+        check_graph_ids(ds.graph)
     if task == "link":
         check_link_splits(ds)
-    elif isinstance(ds.labels, dict):  # typed: the target type's split, when training uses it
+    else:  # the split of the node type trained on, when training uses the dataset's
         target = target_type or ds.target_type
-        if target == ds.target_type and target in ds.labels and ds.split:
-            check_eval_splits(ds)
-            where = f"{ds.path / ds.meta['labels'][target]['file']} (node type {target!r})"
-            check_split_labels(where, ds.labels[target], ds.split, ds.num_classes)
-    elif ds.labels is not None:
-        check_eval_splits(ds)
-        check_split_labels(str(ds.path / fmt.LABELS), ds.labels, ds.split, ds.num_classes)
+        if target == ds.target_type and target in ds.labels_by_type and ds.split:
+            check_eval_splits(ds.path, ds.split)
+            where = str(ds.path / ds.meta["labels"][target]["file"])
+            where += "" if target == fmt.NODE else f" (node type {target!r})"
+            check_split_labels(where, ds.labels_by_type[target], ds.split, ds.num_classes)
     if not verify:
         check_label_values(ds)  # after the split's check, which names the train/val/test nodes
         if times:
-            check_times(ds)
+            check_times(ds.path, ds.meta)

@@ -1,16 +1,15 @@
 """One plan for a run: every decision and cross-field check of ``sparsetrain train``, made before anything is built.
 
-:func:`plan` reads the settings, the opened dataset's description (its types, counts, which arrays it has and their
-sizes; never a value of an array) and the run's device, and returns a :class:`RunPlan`: the model and its defaults,
-the task, the node type trained on, where the features and the graph live, the cache, the evaluation, the temporal
-rule, the epochs, the output paths (checked to be writable) and the record a checkpoint keeps of the run. Every
-setting that cannot be honoured is refused here in one line, before a byte is read or a step is taken; the builders
-of :mod:`sparsetrain.engine.run` then only follow the plan.
+:func:`plan` reads the settings, the dataset's description (a :class:`~sparsetrain.engine.dataset_meta.DatasetMeta`:
+its types, counts, which arrays it has and their sizes; never a value of an array) and the run's device, and returns a
+:class:`RunPlan`: the model and its defaults, the task, the node type trained on, where the features and the graph
+live, the cache, the evaluation, the temporal rule, the epochs, the output paths (checked to be writable) and the
+record a checkpoint keeps of the run. Every setting that cannot be honoured is refused here in one line, before a byte
+is read or a step is taken; the builders of :mod:`sparsetrain.engine.run` then only follow the plan.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 from dataclasses import dataclass, replace
@@ -18,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from sparsetrain.datasets.format import NODE
+from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.host_memory import available_host_memory
 from sparsetrain.engine.inference import layerwise_cost, sampled_cost
 from sparsetrain.engine.settings import (TYPED_MODELS, CheckpointSettings, FeatureSettings, ModelSettings,
@@ -63,7 +64,7 @@ class RunPlan:
     task: str
     """``node`` or ``link``."""
     target_type: str | None
-    """The node type trained on; None: a homogeneous dataset's nodes."""
+    """The node type trained on (a homogeneous dataset's: ``_N``); None: the link task."""
     random_split: bool
     """A typed dataset's target type without the dataset's split: a random 60/20/20 one, drawn from the seed."""
     model: ModelSettings
@@ -101,50 +102,46 @@ def auto_epochs(steps_per_epoch: int, steps: int = AUTO_STEPS) -> int:
     return max(1, min(AUTO_MAX_EPOCHS, math.ceil(steps / max(steps_per_epoch, 1))))
 
 
-def plan(settings: TrainSettings, ds, device: torch.device, world_size: int = 1) -> RunPlan:
-    """The plan of ``settings`` on the opened dataset ``ds`` and ``device`` (see the module); raises a one-line
+def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world_size: int = 1) -> RunPlan:
+    """The plan of ``settings`` on the dataset ``meta`` describes and ``device`` (see the module); raises a one-line
     :class:`~sparsetrain.errors.SettingError` or :class:`~sparsetrain.errors.DatasetError` for any setting the run
     cannot honour."""
     data, sampling = settings.data, settings.sampling
     check_outputs(settings.checkpoint, settings.report)
-    typed = ds.is_typed
-    if data.target_type is not None and not typed:
-        raise DatasetError(f"--target-type {data.target_type}: {ds.path} is a homogeneous dataset (one node type); "
+    if data.target_type is not None and not meta.is_typed:
+        raise DatasetError(f"--target-type {data.target_type}: {meta.path} is a homogeneous dataset (one node type); "
                            "drop --target-type")
     if data.task == "link":
         if sampling.temporal:
             raise SettingError("--temporal samples node classification batches; --task link does not sample "
                                "temporally yet: drop one of them")
-        if typed:
-            raise DatasetError(f"--task link: {ds.path} is a typed (heterogeneous) dataset; link prediction trains on "
-                               "homogeneous datasets made with --link-split")
-    model = _model(ds, settings.model, data.task)
-    target, random_split = _target(ds, data.target_type) if data.task == "node" else (None, False)
-    times = _times(ds, sampling, model.name, target)
+        if meta.is_typed:
+            raise DatasetError(f"--task link: {meta.path} is a typed (heterogeneous) dataset; link prediction trains "
+                               "on homogeneous datasets made with --link-split")
+    model = _model(meta, settings.model, data.task)
+    target, random_split = _target(meta, data.target_type) if data.task == "node" else (None, False)
+    times = _times(meta, sampling, model.name, target)
     if times is not None:
         sampling = replace(sampling, temporal_strategy=sampling.temporal_strategy or "uniform")
     if data.task == "link":
-        sampling = replace(sampling, exclude=_exclude(sampling.exclude, ds.directed))
-    features = _features(ds, settings.features, device)
-    train_seeds = _train_seed_count(ds, data.task, target, random_split)
+        sampling = replace(sampling, exclude=_exclude(sampling.exclude, meta.directed))
+    features = _features(meta, settings.features, device)
+    train_seeds = _train_seed_count(meta, data.task, target, random_split)
     optim = _optim(settings.optim, data.task, model, train_seeds, sampling.batch_size, world_size)
     # recorded as resolved, but --exclude as given: "auto" depends only on the dataset, whose contents are compared
-    # (and sparsetrain 0.1 recorded it so)
+    # (and sparsetrain 0.1 recorded it so); a homogeneous dataset's one node type, which has no name, as none
     recorded = replace(settings, sampling=replace(sampling, exclude=settings.sampling.exclude), model=model,
-                       optim=optim, features=features, data=replace(data, target_type=target))
+                       optim=optim, features=features,
+                       data=replace(data, target_type=None if target == NODE else target))
     return RunPlan(
         device=device, world_size=world_size, task=data.task, target_type=target, random_split=random_split,
         model=model, optim=optim, sampling=sampling, features=features,
-        graph_on_device=not typed and times is None and _graph_fits(ds.graph, device),
-        times=times, full_eval=data.task == "node" and _full_eval(ds, settings.run.eval, model.name, sampling),
+        graph_on_device=not meta.is_typed and times is None and _graph_fits(meta.graph_bytes, device),
+        times=times, full_eval=data.task == "node" and _full_eval(meta, settings.run.eval, model.name, sampling),
         clusters=model.name == "gt", run=settings.run, checkpoint=settings.checkpoint, report=settings.report,
-        record={**batch_record(recorded), "dataset": {"path": str(ds.path), "sha256": _meta_sha256(ds.path)}},
-        step_shapes=_step_shapes(settings.run, ds, data.task, model, sampling, world_size),
+        record={**batch_record(recorded), "dataset": {"path": str(meta.path), "sha256": meta.meta_sha256}},
+        step_shapes=_step_shapes(settings.run, meta, data.task, model, sampling, world_size),
     )
-
-
-def _meta_sha256(folder: Path) -> str:
-    return hashlib.sha256((folder / "meta.json").read_bytes()).hexdigest()  # meta.json holds every array's sha256
 
 
 # ---------------------------------------------------------------- outputs
@@ -180,16 +177,16 @@ def _check_writable(flag: str, path: Path, *, folder: bool) -> None:
 # ---------------------------------------------------------------- model and optimizer
 
 
-def _model(ds, model: ModelSettings, task: str) -> ModelSettings:
+def _model(meta: DatasetMeta, model: ModelSettings, task: str) -> ModelSettings:
     """``--model`` (else sage; rgcn on a typed dataset) with its hidden size; one the graph cannot train is refused,
     never replaced by another."""
-    name = model.name or ("rgcn" if ds.is_typed and task == "node" else "sage")
-    if ds.is_typed and name not in TYPED_MODELS:
+    name = model.name or ("rgcn" if meta.is_typed and task == "node" else "sage")
+    if meta.is_typed != (name in TYPED_MODELS):  # the R-GCN trains typed graphs, and only it does
+        if name in TYPED_MODELS:
+            raise SettingError(f"--model {name}: {meta.path} is a homogeneous dataset (one edge type); "
+                               "pass --model sage, gcn, gat or gt")
         raise SettingError(f"--model {name}: a typed dataset trains {', '.join(TYPED_MODELS)} (an R-GCN: one "
                            "convolution per edge type); drop --model or pass --model rgcn")
-    if not ds.is_typed and name in TYPED_MODELS:
-        raise SettingError(f"--model {name}: {ds.path} is a homogeneous dataset (one edge type); "
-                           "pass --model sage, gcn, gat or gt")
     if task == "link" and name != "sage":
         raise SettingError(f"--task link trains the GraphSAGE encoder; drop --model {name}")
     hidden = model.hidden if model.hidden is not None else _defaults(task, name)["hidden"]
@@ -212,13 +209,13 @@ def _optim(optim: OptimSettings, task: str, model: ModelSettings, train_seeds: i
     return replace(optim, **filled)
 
 
-def _step_shapes(run: RunSettings, ds, task: str, model: ModelSettings, sampling: SamplingSettings,
+def _step_shapes(run: RunSettings, meta: DatasetMeta, task: str, model: ModelSettings, sampling: SamplingSettings,
                  world_size: int) -> StepShapes | None:
     """``--step static``: every batch padded to the bounds from the batch size, the fanouts and the node count."""
     if run.step != "static":
         return None
-    if task != "node" or ds.is_typed or model.name != "sage":
-        what = "link prediction" if task != "node" else ("a typed dataset" if ds.is_typed else f"--model {model.name}")
+    if task != "node" or meta.is_typed or model.name != "sage":
+        what = "link prediction" if task != "node" else ("a typed dataset" if meta.is_typed else f"--model {model.name}")
         raise SettingError(f"--step static pads GraphSAGE node classification batches of a homogeneous graph, not "
                            f"{what}; drop --step static")
     if world_size > 1:
@@ -227,47 +224,46 @@ def _step_shapes(run: RunSettings, ds, task: str, model: ModelSettings, sampling
     if any(f < 0 for f in sampling.fanouts.as_list()):
         raise SettingError(f"--step static bounds each hop by its fanout; --fanout {sampling.fanouts.as_list()} "
                            "samples all neighbours (-1): give counts")
-    return StepShapes.bound(sampling.batch_size, sampling.fanouts, ds.num_nodes)
+    return StepShapes.bound(sampling.batch_size, sampling.fanouts, meta.num_nodes[NODE])
 
 
 # ---------------------------------------------------------------- what is trained on
 
 
-def _target(ds, target_type: str | None) -> tuple[str | None, bool]:
-    """The node type to train on (None: the homogeneous graph's nodes) and whether it needs a random split."""
-    if not ds.is_typed:
-        if ds.features is None or ds.labels is None or "train" not in ds.split:
-            raise DatasetError(f"{ds.path}: training needs features, labels and a train split; "
+def _target(meta: DatasetMeta, target_type: str | None) -> tuple[str, bool]:
+    """The node type to train on (a homogeneous dataset's: ``_N``) and whether it needs a random split."""
+    if not meta.is_typed:  # no embeddings and no random split for the one type: it needs its own
+        if NODE not in meta.features or NODE not in meta.num_classes or "train" not in meta.split:
+            raise DatasetError(f"{meta.path}: training needs features, labels and a train split; "
                                "re-import with --features and --labels")
-        return None, False
-    target = target_type or ds.target_type
+        return NODE, False
+    target = target_type or meta.target_type
     if target is None:
-        raise DatasetError(f"{ds.path}: the dataset names no target node type; "
-                           f"pass --target-type (one of {', '.join(ds.node_types)})")
-    if target not in ds.num_nodes:
-        raise DatasetError(f"--target-type {target}: {ds.path} has no such node type; "
-                           f"choose one of {', '.join(ds.node_types)}")
-    if target not in ds.labels:
-        labelled = ", ".join(ds.labels) or "none"
-        raise DatasetError(f"{ds.path}: node type {target!r} has no labels to train on (labelled types: {labelled}); "
-                           "pass another --target-type")
-    if ds.num_classes is None and target == ds.target_type:
-        raise DatasetError(f"{ds.path}: node type {target!r} has labels but no class count; re-import the dataset")
-    return target, target != ds.target_type or "train" not in ds.split
+        raise DatasetError(f"{meta.path}: the dataset names no target node type; "
+                           f"pass --target-type (one of {', '.join(meta.node_types)})")
+    if target not in meta.num_nodes:
+        raise DatasetError(f"--target-type {target}: {meta.path} has no such node type; "
+                           f"choose one of {', '.join(meta.node_types)}")
+    if target not in meta.num_classes:
+        labelled = ", ".join(meta.num_classes) or "none"
+        raise DatasetError(f"{meta.path}: node type {target!r} has no labels to train on (labelled types: "
+                           f"{labelled}); pass another --target-type")
+    if meta.num_classes[target] is None and target == meta.target_type:
+        raise DatasetError(f"{meta.path}: node type {target!r} has labels but no class count; re-import the dataset")
+    return target, target != meta.target_type or "train" not in meta.split
 
 
-def _train_seed_count(ds, task: str, target: str | None, random_split: bool) -> int:
+def _train_seed_count(meta: DatasetMeta, task: str, target: str | None, random_split: bool) -> int:
     if task == "link":
-        split = ds.edge_split.get("train")
-        if split is None:
-            raise DatasetError(f"{ds.path}: --task link needs link splits; re-import with `sparsetrain preprocess ... "
-                               "--link-split 0.85,0.05,0.10`")
-        if ds.features is None:
-            raise DatasetError(f"{ds.path}: --task link needs node features; re-import with --features")
-        return split.pos.shape[1]
+        if meta.link_train_edges is None:
+            raise DatasetError(f"{meta.path}: --task link needs link splits; re-import with `sparsetrain preprocess "
+                               "... --link-split 0.85,0.05,0.10`")
+        if not meta.features:
+            raise DatasetError(f"{meta.path}: --task link needs node features; re-import with --features")
+        return meta.link_train_edges
     if random_split:
-        return int(RANDOM_SPLIT[0] * ds.num_nodes[target])
-    return len(ds.split["train"])
+        return int(RANDOM_SPLIT[0] * meta.num_nodes[target])
+    return meta.split["train"]
 
 
 def _exclude(exclude: str, directed: bool) -> str:
@@ -275,57 +271,43 @@ def _exclude(exclude: str, directed: bool) -> str:
     return exclude if exclude != "auto" else ("self" if directed else "reverse")
 
 
-def _times(ds, sampling: SamplingSettings, model: str, target: str | None) -> str | None:
+def _times(meta: DatasetMeta, sampling: SamplingSettings, model: str, target: str | None) -> str | None:
     """``--temporal``: the times the sampler reads (the dataset's edge times when it has them, else its node times);
     a seed's time is its node time, so the target type needs node times."""
     if not sampling.temporal:
         return None
-    if not ds.has_times:
-        raise DatasetError(f"--temporal: {ds.path} stores no node or edge times; re-import it with `sparsetrain "
+    if not meta.node_time and not meta.edge_time:
+        raise DatasetError(f"--temporal: {meta.path} stores no node or edge times; re-import it with `sparsetrain "
                            "preprocess ... --node-time FILE` (and --edge-time-column NAME for edge times)")
     if model == "gt":
         raise SettingError("--temporal with --model gt is not supported (its cluster attention spans the batch's "
                            "subgraphs); pass --model sage, gcn or gat")
-    node_time = _by_type(ds.node_time, ds.is_typed)
-    if node_time.get(target) is None:
-        name = f"node type {target!r}" if ds.is_typed else "its nodes"
-        raise DatasetError(f"--temporal: a seed's time is its node time, but {ds.path} has no node times for {name}; "
-                           "re-import it with --node-time")
-    return "edge_time" if any(t is not None for t in _by_type(ds.edge_time, ds.is_typed).values()) else "node_time"
-
-
-def _by_type(value, typed: bool) -> dict:
-    """A dataset field by type (a homogeneous dataset's one value under None)."""
-    return dict(value or {}) if typed else {None: value}
+    if target not in meta.node_time:
+        name = "its nodes" if target == NODE else f"node type {target!r}"
+        raise DatasetError(f"--temporal: a seed's time is its node time, but {meta.path} has no node times for "
+                           f"{name}; re-import it with --node-time")
+    return "edge_time" if meta.edge_time else "node_time"
 
 
 # ---------------------------------------------------------------- where things live
-
-
-def feature_tables(ds) -> dict:
-    """The dataset's feature tables by node type (a homogeneous dataset's one table under None)."""
-    return _by_type(ds.features, ds.is_typed)
 
 
 def _fits_on_gpu(nbytes: int, device: torch.device) -> bool:
     return nbytes <= GPU_RESIDENT_FRACTION * torch.cuda.mem_get_info(device)[0]
 
 
-def _graph_fits(graph, device: torch.device) -> bool:
-    """The (homogeneous) graph goes to the GPU when it fits: sampling then runs there."""
-    if device.type != "cuda":
-        return False
-    nbytes = sum(t.numel() * t.element_size() for t in (graph.indptr, graph.indices, graph.weights) if t is not None)
-    return _fits_on_gpu(nbytes, device)
+def _graph_fits(nbytes: int, device: torch.device) -> bool:
+    """The (homogeneous) graph of ``nbytes`` goes to the GPU when it fits: sampling then runs there."""
+    return device.type == "cuda" and _fits_on_gpu(nbytes, device)
 
 
-def _features(ds, features: FeatureSettings, device: torch.device) -> FeatureSettings:
+def _features(meta: DatasetMeta, features: FeatureSettings, device: torch.device) -> FeatureSettings:
     """Where the features live (``--features``, ``auto`` decided by :func:`placement`) and the cache in front of
     them, checked against the memory it would take and the rows it must hold."""
-    tables = feature_tables(ds)
+    tables = meta.features
     placement = _placement(sum(table.nbytes for table in tables.values()), features, device)
     if placement == "sharded":
-        if ds.is_typed:
+        if meta.is_typed:
             raise SettingError("--features sharded: typed datasets are not sharded yet; pass --features mmap, disk, "
                                "memory, device or pinned")
         if features.cache_gb > 0:
@@ -354,7 +336,8 @@ def _placement(nbytes: int, features: FeatureSettings, device: torch.device) -> 
 
 
 def cache_budgets(tables: dict, cache_gb: float) -> dict:
-    """``--cache-gb`` split over the feature tables by their bytes (bytes by node type)."""
+    """``--cache-gb`` split over the feature tables (by node type, each with ``nbytes``) by their bytes (bytes by node
+    type)."""
     total = max(sum(table.nbytes for table in tables.values()), 1)
     return {node_type: int(cache_gb * 2**30 * table.nbytes / total) for node_type, table in tables.items()}
 
@@ -374,7 +357,7 @@ def _check_cache(tables: dict, cache_gb: float, device: torch.device) -> None:
         if budgets[node_type] < table.row_bytes:
             total = sum(t.nbytes for t in tables.values())
             least = table.row_bytes * total / max(table.nbytes, 1) / 2**30
-            of = "" if node_type is None else f" of node type {node_type!r}"
+            of = "" if node_type == NODE else f" of node type {node_type!r}"
             raise SettingError(f"--cache-gb {cache_gb:g}: {budgets[node_type]} bytes, less than one feature row{of} "
                                f"({table.row_bytes} bytes), would cache nothing; pass --cache-gb {least:.3g} or more, "
                                "or 0 for no cache")
@@ -383,22 +366,23 @@ def _check_cache(tables: dict, cache_gb: float, device: torch.device) -> None:
 # ---------------------------------------------------------------- evaluation
 
 
-def _full_eval(ds, evaluation: str, model: str, sampling: SamplingSettings) -> bool:
+def _full_eval(meta: DatasetMeta, evaluation: str, model: str, sampling: SamplingSettings) -> bool:
     """Whether this run evaluates with exact layer-wise inference (``--eval``) rather than on sampled batches."""
     if sampling.temporal:  # exact inference would read every neighbor, later ones too
         if evaluation == "full":
             raise SettingError("--eval full reads every neighbor, later ones too; --temporal evaluates on temporally "
                                "sampled batches: pass --eval sampled or auto")
         return False
-    if ds.is_typed:
+    if meta.is_typed:
         if evaluation == "full":
             raise SettingError("--eval full: typed datasets evaluate on sampled batches (no layer-wise R-GCN inference "
                                "yet); pass --eval sampled or auto")
         return False
     if model == "gt":  # evaluated on sampled batches, like it trains (its cluster attention is per batch)
         return False
-    eval_nodes = sum(len(idx) for name, idx in ds.split.items() if name != "train")
-    cheaper = full_eval_is_cheaper(ds.num_nodes, ds.num_edges, sampling.fanouts, eval_nodes)
+    eval_nodes = sum(size for name, size in meta.split.items() if name != "train")
+    cheaper = full_eval_is_cheaper(sum(meta.num_nodes.values()), sum(meta.num_edges.values()), sampling.fanouts,
+                                   eval_nodes)
     return evaluation == "full" or (evaluation == "auto" and cheaper)
 
 

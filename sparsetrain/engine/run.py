@@ -1,11 +1,11 @@
 """One training run from settings: what ``sparsetrain train`` (and torchrun) executes, for every dataset.
 
 :func:`train` goes down once: the device (:func:`~sparsetrain.engine.distributed.init_from_env`), the dataset, the
-plan (:func:`~sparsetrain.engine.plan.plan`: every decision and check, before anything is built), the dataset's
-checks, then the builders below, each taking the plan's fields it follows: the feature stores (one per node type,
-each behind its share of the cache), the sampler over the graph, the loader, the model, the evaluation and the
-:class:`~sparsetrain.engine.trainer.Trainer`. A homogeneous dataset is the one-type case: on a typed graph the
-batches' fields are dicts by node / edge type and the model is the R-GCN.
+plan (:func:`~sparsetrain.engine.plan.plan` of the dataset's description: every decision and check, before anything is
+built), the dataset's checks, then the builders below, each taking the plan's fields it follows: the feature stores
+(one per node type, each behind its share of the cache), the sampler over the graph, the loader, the model, the
+evaluation and the :class:`~sparsetrain.engine.trainer.Trainer`. A homogeneous dataset is the one-type case (node
+type ``_N``): on a typed graph the batches' fields are dicts by node / edge type and the model is the R-GCN.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from sparsetrain.collective import ShardedFeatures, new_group
 from sparsetrain.datasets import load_clusters
 from sparsetrain.datasets.clustering import cluster_order
 from sparsetrain.datasets.csc import RawCSC
+from sparsetrain.datasets.format import NODE
 from sparsetrain.engine.dataset_checks import check_for_training
+from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.default_data import open_dataset
 from sparsetrain.engine.distributed import (DistContext, caused_by_another_rank, describe_failure, init_from_env,
                                             shutdown, wrap_model)
@@ -25,14 +27,14 @@ from sparsetrain.engine.evaluate import full_graph_evaluator, sampled_evaluator
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.link_task import LINK_TASK, link_parts, ranking_negatives
 from sparsetrain.engine.loader import Loader
-from sparsetrain.engine.plan import MODEL_DEFAULTS, RANDOM_SPLIT, RunPlan, cache_budgets, feature_tables, plan
+from sparsetrain.engine.plan import MODEL_DEFAULTS, RANDOM_SPLIT, RunPlan, cache_budgets, plan
 from sparsetrain.engine.settings import FeatureSettings, ModelSettings, SamplingSettings, TrainSettings
 from sparsetrain.engine.static_step import StaticStep
 from sparsetrain.engine.trainer import Task, Trainer
 from sparsetrain.errors import SparsetrainError
 from sparsetrain.nn.models import build_model
 from sparsetrain.nn.rgcn import RGCN
-from sparsetrain.sampling import ClusterSampler, NeighborSampler
+from sparsetrain.sampling import ClusterSampler, CSCGraph, NeighborSampler
 from sparsetrain.sampling.temporal import SeedNodeTimes
 from sparsetrain.storage import CachedFeatures, PinnedFeatures, TensorFeatures
 
@@ -52,7 +54,8 @@ def train(settings: TrainSettings) -> dict | None:
     try:
         quiet = settings.report.quiet or not ctx.is_main
         ds = open_dataset(settings.data.path, quiet=quiet, task=settings.data.task)
-        run = plan(settings, ds, ctx.device, ctx.world_size)
+        meta = DatasetMeta.of(ds)
+        run = plan(settings, meta, ctx.device, ctx.world_size)
         check_for_training(ds, verify=settings.data.verify, task=run.task, target_type=run.target_type,
                            times=run.times is not None)
         torch.manual_seed(run.run.seed)
@@ -62,9 +65,9 @@ def train(settings: TrainSettings) -> dict | None:
                                                  ds.graph.to(run.device) if run.graph_on_device else ds.graph)
             task = LINK_TASK
         else:
-            loader, model, evaluate = _node_parts(ds, run, features, ctx)
+            loader, model, evaluate = _node_parts(ds, meta, run, features, ctx)
             task = Task()
-        if run.target_type is not None and not quiet:
+        if meta.is_typed and not quiet:
             print(f"training {run.model.name} on node type {run.target_type!r} of a typed dataset", flush=True)
         summary = _fit(_trainer(run, ctx, model, loader, evaluate, task), ctx)
         summary.update({"model": run.model.name, "dataset": str(ds.path), "world_size": ctx.world_size})
@@ -80,30 +83,29 @@ def train(settings: TrainSettings) -> dict | None:
 
 
 def feature_stores(ds, features: FeatureSettings, ctx: DistContext):
-    """The feature store placed as ``features.placement`` says (the plan resolved ``auto``), or on a typed dataset
-    one per node type with features, each placed the same way: memory-mapped (ranks share the page cache), read from
-    disk with O_DIRECT (files larger than memory), in host memory, in GPU memory, pinned host memory read zero-copy by
-    the GPU, or (homogeneous) sharded across ranks; behind a cache when ``cache_gb`` asks (split by the types' feature
-    bytes)."""
+    """One feature store per node type with features, placed as ``features.placement`` says (the plan resolved
+    ``auto``): memory-mapped (ranks share the page cache), read from disk with O_DIRECT (files larger than memory), in
+    host memory, in GPU memory, pinned host memory read zero-copy by the GPU, or (homogeneous) sharded across ranks;
+    behind a cache when ``cache_gb`` asks (split by the types' feature bytes). A homogeneous dataset gets its one
+    store, a typed one the dict by node type (what the loader and the models take)."""
     if features.placement == "sharded":
         # a group of its own (with the library's timeout): the loader thread's collectives never interleave with DDP's
         group = new_group() if ctx.enabled else None
-        return ShardedFeatures.from_table(ds.features, group=group, device=ctx.device)
-    tables = feature_tables(ds)
-    budgets = cache_budgets(tables, features.cache_gb)
+        return ShardedFeatures.from_table(ds.features_by_type[NODE], group=group, device=ctx.device)
+    budgets = cache_budgets(ds.features_by_type, features.cache_gb)
     stores = {}
-    for node_type, table in tables.items():
+    for node_type, table in ds.features_by_type.items():
         store = _placed(ds, node_type, table, features.placement, ctx.device)
         if features.cache_gb > 0:
-            hotness = _cache_hotness(ds, node_type) if features.cache_policy in ("static", "hybrid") else None
+            hotness = _cache_hotness(ds.graph, node_type) if features.cache_policy in ("static", "hybrid") else None
             store = CachedFeatures(store, budgets[node_type], policy=features.cache_policy, device=ctx.device,
                                    hotness=hotness)
         stores[node_type] = store
-    return stores if ds.is_typed else stores[None]
+    return stores if ds.is_typed else stores.get(NODE)
 
 
-def _placed(ds, node_type: str | None, table, placement: str, device: torch.device):
-    """One feature table (``node_type`` None: the homogeneous one) where ``placement`` puts it."""
+def _placed(ds, node_type: str, table, placement: str, device: torch.device):
+    """One feature table where ``placement`` puts it."""
     if placement == "memory":
         return TensorFeatures(table.clone())
     if placement == "device":
@@ -115,36 +117,41 @@ def _placed(ds, node_type: str | None, table, placement: str, device: torch.devi
     return ds.feature_store(node_type)  # mmap: a store of its own (its own read statistics), checked against meta.json
 
 
-def _cache_hotness(ds, node_type: str | None = None) -> np.ndarray:
-    """The cache's hot set ranking: each row's out-degree, how many in-neighbor lists can draw it (on a typed graph:
-    over every edge type whose source is ``node_type``). On the papers100M-scale graph it beat counts of 8 pre-sampled
+def _cache_hotness(graph: CSCGraph, node_type: str = NODE) -> np.ndarray:
+    """The cache's hot set ranking: each ``node_type`` row's out-degree, how many in-neighbor lists can draw it (over
+    every edge type whose source is ``node_type``). On the papers100M-scale graph it beat counts of 8 pre-sampled
     batches (which see 4% of the rows) by 15-37 points of hit rate at 2-8 GiB (benchmarks/RESULTS.md)."""
-    if not ds.is_typed:
-        return ds.graph.out_degrees().numpy()
-    degrees = torch.zeros(ds.num_nodes[node_type], dtype=torch.int64)
-    for et in ds.edge_types:
-        if et[0] == node_type:
-            degrees += torch.bincount(ds.graph.relation(et).indices.long(), minlength=len(degrees))
-    return degrees.numpy()
+    layout = graph.type_layout
+    num_rows = layout.num_nodes[node_type]
+    degrees = None
+    for et in layout.edge_types:
+        if et[0] != node_type:
+            continue
+        edges = graph.relation(et)  # a homogeneous graph's one edge type: the graph itself
+        counts = (edges.out_degrees() if et[2] == node_type  # as many columns as sources: the Numba count
+                  else torch.bincount(edges.indices.long(), minlength=num_rows))
+        degrees = counts if degrees is None else degrees + counts
+    return (torch.zeros(num_rows, dtype=torch.int64) if degrees is None else degrees).numpy()
 
 
 # ---------------------------------------------------------------- node classification
 
 
-def _node_parts(ds, run: RunPlan, features, ctx: DistContext):
-    """``(loader, model, evaluate)`` of a node classification run, homogeneous or typed."""
-    seed = run.run.seed
-    labels, split, num_classes = _node_labels(ds, run.target_type, run.random_split, seed)
+def _node_parts(ds, meta: DatasetMeta, run: RunPlan, features, ctx: DistContext):
+    """``(loader, model, evaluate)`` of a node classification run on ``run.target_type``'s nodes."""
+    seed, target = run.run.seed, run.target_type
+    labels = ds.labels_by_type[target]
+    split = _random_split(meta.num_nodes[target], seed) if run.random_split else ds.split
     graph = ds.graph.to(run.device) if run.graph_on_device else ds.graph
     host_labels = labels
     if run.graph_on_device:
         labels = labels.to(run.device)  # indexed by GPU-sampled seeds
     clusters = _clusters(ds) if run.clusters else None
     times = {} if run.times is None else {run.times: getattr(ds, run.times)}  # the plan chose edge or node times
-    sampler = _sampler(graph, run.sampling, times, ds.node_time, seed, run.target_type, clusters)
+    sampler = _sampler(graph, run.sampling, times, ds.node_time, seed, target, clusters)
     loader = Loader(sampler, features, labels, split["train"], batch_size=run.sampling.batch_size, device=run.device,
                     seed=seed, rank=ctx.rank, world_size=ctx.world_size)
-    network = _node_model(ds, run.model, run.sampling.fanouts.num_hops, run.target_type, num_classes)
+    network = _node_model(meta, run.model, run.sampling.fanouts.num_hops, target)
     eval_split = {k: v for k, v in split.items() if k != "train"}
     if not eval_split:
         return loader, network, None
@@ -152,34 +159,27 @@ def _node_parts(ds, run: RunPlan, features, ctx: DistContext):
         evaluate = full_graph_evaluator(features, host_labels, ds.graph, eval_split, device=run.device,
                                         memory_budget=LAYER_TABLE_BUDGET)
     else:
-        eval_sampler = _sampler(graph, run.sampling, times, ds.node_time, seed + 1, run.target_type, clusters)
+        eval_sampler = _sampler(graph, run.sampling, times, ds.node_time, seed + 1, target, clusters)
         evaluate = sampled_evaluator(eval_sampler, features, labels, eval_split, batch_size=run.sampling.batch_size,
                                      device=run.device)
     return loader, network, evaluate
 
 
-def _node_labels(ds, target: str | None, random_split: bool, seed: int):
-    """The labels of the node type trained on (``target`` None: the homogeneous graph's nodes), its split and class
-    count; ``random_split``: a 60/20/20 split drawn from ``seed``."""
-    if target is None:
-        return ds.labels, ds.split, ds.num_classes
-    split = ds.split
-    if random_split:
-        # a negative seed is a valid run seed; numpy's generators take its 64-bit pattern
-        perm = torch.from_numpy(np.random.default_rng(seed % 2**64).permutation(ds.num_nodes[target]))
-        a, b = (int(f * len(perm)) for f in RANDOM_SPLIT)
-        split = {"train": perm[:a].sort().values, "val": perm[a:b].sort().values, "test": perm[b:].sort().values}
-    return ds.labels[target], split, ds.num_classes_of(target)
+def _random_split(num_nodes: int, seed: int) -> dict[str, torch.Tensor]:
+    """A 60/20/20 split of ``num_nodes`` nodes drawn from ``seed`` (a typed dataset's node type without a split)."""
+    # a negative seed is a valid run seed; numpy's generators take its 64-bit pattern
+    perm = torch.from_numpy(np.random.default_rng(seed % 2**64).permutation(num_nodes))
+    a, b = (int(f * len(perm)) for f in RANDOM_SPLIT)
+    return {"train": perm[:a].sort().values, "val": perm[a:b].sort().values, "test": perm[b:].sort().values}
 
 
-def _sampler(graph, sampling: SamplingSettings, times: dict, node_time, seed: int, target: str | None,
+def _sampler(graph, sampling: SamplingSettings, times: dict, node_time, seed: int, target: str,
              clusters: torch.Tensor | None):
-    """The run's ``NeighborSampler`` (temporal with ``times``, ``{"edge_time": ...}`` or ``{"node_time": ...}``: no
-    neighbor later than its seed's time, a seed's time being its ``node_time``), seeds of ``target`` on a typed graph;
-    the graph transformer's batches carry cluster ids."""
-    seed_type = {} if target is None else {"seed_type": target}
+    """The run's ``NeighborSampler`` of ``target`` seeds (temporal with ``times``, ``{"edge_time": ...}`` or
+    ``{"node_time": ...}``: no neighbor later than its seed's time, a seed's time being its ``node_time``); the graph
+    transformer's batches carry cluster ids."""
     strategy = {"temporal_strategy": sampling.temporal_strategy} if times else {}
-    sampler = NeighborSampler(graph, sampling.fanouts, seed=seed, **seed_type, **times, **strategy)
+    sampler = NeighborSampler(graph, sampling.fanouts, seed=seed, seed_type=target, **times, **strategy)
     if "edge_time" in times:
         sampler = SeedNodeTimes(sampler, node_time)
     return sampler if clusters is None else ClusterSampler(sampler, clusters)
@@ -198,13 +198,15 @@ def _clusters(ds) -> torch.Tensor | None:
     return clusters
 
 
-def _node_model(ds, model: ModelSettings, layers: int, target: str | None, num_classes: int):
-    """The model ``model.name`` names (checked against the graph by the plan)."""
+def _node_model(meta: DatasetMeta, model: ModelSettings, layers: int, target: str):
+    """The model ``model.name`` names (checked against the graph by the plan), classifying ``target`` nodes."""
+    num_classes = meta.num_classes[target]
     if model.name == "rgcn":
-        return RGCN(ds.node_types, ds.edge_types, ds.num_features, model.hidden, num_classes, layers, target,
-                    num_nodes=ds.num_nodes, dropout=model.dropout)
+        return RGCN(meta.node_types, meta.edge_types, meta.num_features, model.hidden, num_classes, layers, target,
+                    num_nodes=meta.num_nodes, dropout=model.dropout)
     extra = {k: v for k, v in MODEL_DEFAULTS.get(model.name, {}).items() if k not in ("lr", "weight_decay", "hidden")}
-    return build_model(model.name, ds.num_features, model.hidden, num_classes, layers, model.dropout, **extra)
+    return build_model(model.name, meta.num_features[target], model.hidden, num_classes, layers, model.dropout,
+                       **extra)
 
 
 # ---------------------------------------------------------------- the loop

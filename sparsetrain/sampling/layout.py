@@ -29,10 +29,8 @@ class KernelLayout:
         self.et_dst = np.array([self.type_index[et[2]] for et in self.edge_types], np.int64)
         self.col_offset = np.array(types.col_offset[:-1], np.int64)
         # an edge's id without edge_perm is its CSC position counted from its edge type's first edge
-        self.edge_offset = np.zeros(1, np.int64)
-        if graph.is_typed:
-            first_cols = torch.tensor(types.col_offset[:-1], dtype=torch.int64, device=graph.device)
-            self.edge_offset = graph.indptr[first_cols].cpu().numpy().astype(np.int64)
+        first_cols = torch.tensor(types.col_offset[:-1], dtype=torch.int64, device=graph.device)
+        self.edge_offset = graph.indptr[first_cols].cpu().numpy().astype(np.int64)
         self.fanouts = fanouts.kernel_array(graph)  # [hops, edge types]
 
     def segments(self, hop: int, counts: np.ndarray, first: np.ndarray) -> tuple[list[int], list[int], list[int]]:

@@ -186,9 +186,8 @@ def sort_by_time(graph: CSCGraph, time: np.ndarray | None, ids: np.ndarray) -> C
 
 
 def _edge_starts(graph: CSCGraph) -> np.ndarray:
-    if not graph.is_typed:
-        return np.array([0, graph.num_edges], np.int64)
-    return graph.indptr[torch.tensor(graph.types.col_offset)].numpy().astype(np.int64)
+    """Each edge type's first CSC position, then the edge count (a homogeneous graph: 0 and its edges)."""
+    return graph.indptr[torch.tensor(graph.type_layout.col_offset)].numpy().astype(np.int64)
 
 
 def _edge_ids(graph: CSCGraph) -> np.ndarray:

@@ -4,6 +4,8 @@ Features come from any feature store (``gather(ids)``: tiers, caches, ``ShardedF
 whose gather is a collective) or a tensor. For typed batches the same stage takes one
 store per node type and fills ``x`` per type; a node type without a store gets its global
 node ids as ``x`` (int64), for a model that embeds them (:class:`~sparsetrain.nn.RGCN`).
+Inside, both are one loop over types: a homogeneous batch is the one-type case (node type
+``_N``, edge type ``(_N, _E, _N)``), its ``x`` and ``edge_attr`` the one value.
 
 Every gathered batch of floating-point features is checked for NaN and inf before it goes on:
 one min/max reduction over rows already in hand (a NaN anywhere makes both NaN, an infinity
@@ -19,6 +21,7 @@ from collections.abc import Iterator
 import torch
 
 from sparsetrain.errors import DatasetError
+from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE
 from sparsetrain.sampling.minibatch import MiniBatch
 from sparsetrain.storage.rows import gather_rows
 from sparsetrain.storage.tensor import TensorFeatures
@@ -38,22 +41,20 @@ class FetchFeatures:
     """
 
     def __init__(self, features, labels: torch.Tensor | None = None, edge_features=None) -> None:
-        typed = isinstance(features, dict)
-        stores = {t: _store(f) for t, f in features.items()} if typed else _store(features)
-        self.features = stores
+        self.features = {t: _store(f) for t, f in features.items()} if isinstance(features, dict) else _store(features)
         self.labels = labels
         self.edge_features = edge_features
-        self._prefetch = ({t: p for t, f in stores.items() if (p := getattr(f, "prefetch", None)) is not None} if typed
-                          else getattr(stores, "prefetch", None))
+        self._stores = _by_type(self.features, NODE_TYPE)
+        self._edge_stores = _by_type(edge_features, EDGE_TYPE)
+        self._prefetch = {t: hook for t, store in self._stores.items()
+                          if (hook := getattr(store, "prefetch", None)) is not None}
 
     def prefetch(self, mb: MiniBatch) -> None:
         """Let a store with a ``prefetch(ids)`` hook (a cache) start fetching the batch's rows; else nothing."""
-        if isinstance(self._prefetch, dict):
-            for t, hook in self._prefetch.items():
-                if t in mb.input_nodes:
-                    hook(mb.input_nodes[t])
-        elif self._prefetch is not None:
-            self._prefetch(mb.input_nodes)
+        nodes = _by_type(mb.input_nodes, NODE_TYPE)
+        for t, hook in self._prefetch.items():
+            if t in nodes:
+                hook(nodes[t])
 
     def over(self, batches: Iterator[MiniBatch]) -> Iterator[MiniBatch]:
         """Batch k + 1's rows are prefetched (a cache starts reading them) before batch k is gathered."""
@@ -67,33 +68,37 @@ class FetchFeatures:
             yield self(pending)
 
     def __call__(self, mb: MiniBatch) -> MiniBatch:
-        if isinstance(self.features, dict):  # typed: one store per node type; a type without one gets its node ids
-            stores = self.features  # (for an embedding)
-            mb.x = {t: gather_rows(stores[t], ids) if t in stores else ids for t, ids in mb.input_nodes.items()}
-            for t, x in mb.x.items():
-                if t in self.features:
-                    check_finite(x, mb.input_nodes[t], self.features[t], f"node type {t!r}: ")
-        else:
-            mb.x = gather_rows(self.features, mb.input_nodes)
-            check_finite(mb.x, mb.input_nodes, self.features)
+        x = {}
+        for t, ids in _by_type(mb.input_nodes, NODE_TYPE).items():
+            store = self._stores.get(t)
+            if store is None:  # a type without features: its node ids (for an embedding)
+                x[t] = ids
+                continue
+            x[t] = gather_rows(store, ids)
+            check_finite(x[t], ids, store, "" if t == NODE_TYPE else f"node type {t!r}: ")
+        mb.x = x if mb.is_typed else x[NODE_TYPE]
         if self.labels is not None:  # without node labels, y stays what the sampler set (edge labels of a link batch)
             mb.y = self.labels[mb.seeds]
         if self.edge_features is not None:
-            mb.edge_attr = [self._edge_rows(block.edge_ids) for block in mb.blocks]
+            mb.edge_attr = [self._edge_rows(block) for block in mb.blocks]
         return mb
 
-    def _edge_rows(self, edge_ids):
+    def _edge_rows(self, block):
         """One block's edge feature rows; typed: a dict by the edge types that have edge features."""
-        if not isinstance(edge_ids, dict):
-            rows = gather_rows(self.edge_features, edge_ids)
-            check_finite(rows, edge_ids, self.edge_features, "edge features: ")
-            return rows
         attr = {}
-        for et, ids in edge_ids.items():
-            if et in self.edge_features:
-                attr[et] = gather_rows(self.edge_features[et], ids)
-                check_finite(attr[et], ids, self.edge_features[et], f"edge type {et}: edge features: ")
-        return attr
+        for et, ids in _by_type(block.edge_ids, EDGE_TYPE).items():
+            store = self._edge_stores.get(et)
+            if store is not None:
+                attr[et] = gather_rows(store, ids)
+                check_finite(attr[et], ids, store, ("" if et == EDGE_TYPE else f"edge type {et}: ") + "edge features: ")
+        return attr if block.is_typed else attr.get(EDGE_TYPE)
+
+
+def _by_type(value, one_type) -> dict:
+    """A tensor-or-dict field by type: a dict as it is, one value under ``one_type`` (None: no types)."""
+    if value is None:
+        return {}
+    return value if isinstance(value, dict) else {one_type: value}
 
 
 def check_finite(x: torch.Tensor, ids: torch.Tensor, store, what: str = "") -> None:
