@@ -215,7 +215,8 @@ def _step_shapes(run: RunSettings, meta: DatasetMeta, task: str, model: ModelSet
     if run.step != "static":
         return None
     if task != "node" or meta.is_typed or model.name != "sage":
-        what = "link prediction" if task != "node" else ("a typed dataset" if meta.is_typed else f"--model {model.name}")
+        what = ("link prediction" if task != "node"
+                else "a typed dataset" if meta.is_typed else f"--model {model.name}")
         raise SettingError(f"--step static pads GraphSAGE node classification batches of a homogeneous graph, not "
                            f"{what}; drop --step static")
     if world_size > 1:
