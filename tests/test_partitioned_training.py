@@ -1,12 +1,16 @@
 """`torchrun ... sparsetrain train --data DIR` on a partitioned folder: Cora in 2 parts on 2 gloo ranks trains to the
 single-process run's test accuracy (same settings, sampled evaluation both ways), the log carries the halo cache's hit
-rate and the bytes exchanged per step, and settings a partitioned run cannot honour are refused in one line."""
+rate and the bytes exchanged per step, settings a partitioned run cannot honour are refused in one line, and a rank
+killed or stopped mid-epoch makes the other exit with one line."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -62,3 +66,39 @@ def test_two_ranks_on_two_parts_reach_the_single_process_accuracy(cora, cli, tmp
 def test_unsupported_settings_are_refused_in_one_line(cora, cli, extra, message):
     code, _, err = cli("train", "--data", cora[1], "--epochs", "1", "--quiet", *extra)
     assert code == 1 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def _steps(log) -> int:
+    if not log.exists():
+        return 0
+    return max((json.loads(line).get("step", 0) for line in log.read_text().splitlines() if line.strip()), default=0)
+
+
+@pytest.mark.slow  # ~1 min: two ranks started, one killed or stopped mid-epoch
+@pytest.mark.distributed
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGSTOP"])
+def test_a_rank_killed_or_stopped_mid_epoch_makes_the_survivor_exit_in_one_line(cora, tmp_path, signal_name):
+    port, procs = free_port(), []
+    for rank in range(2):  # a stopped peer is noticed after the group's timeout, here 10 s
+        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), SPARSETRAIN_DIST_TIMEOUT="10")
+        cmd = [sys.executable, "-m", "sparsetrain", "train", "--data", str(cora[1]), "--batch-size", "4", "--epochs",
+               "50", "--quiet", "--metrics-log", str(tmp_path / f"log{rank}.jsonl")]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        deadline = time.time() + 120
+        while _steps(tmp_path / "log0.jsonl") < 5 and time.time() < deadline:
+            time.sleep(0.05)
+        assert _steps(tmp_path / "log0.jsonl") >= 5, procs[0].communicate(timeout=5)[1][-2000:]
+        procs[1].send_signal(getattr(signal, signal_name))
+        signalled = time.time()
+        _, stderr = procs[0].communicate(timeout=90)
+        assert time.time() - signalled < 60
+        assert procs[0].returncode == 1
+        lines = stderr.strip().splitlines()
+        assert len(lines) == 1 and "rank 0 of 2" in lines[0] and "restart" in lines[0], stderr[-2000:]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
