@@ -79,13 +79,13 @@ class PartitionedFeatures(FeatureSource):
         """Rows ``ids`` (global ids, any order, duplicates, possibly empty) as ``[len(ids), *row_shape]``.
 
         ``owner``: the part owning each id (a batch's ``node_owner``); without it, every id must be owned by this
-        part or in its halo. Collective over the group; a bad ``ids``, ``owner`` or ``out`` on any rank raises
-        :class:`~sparsetrain.distributed.errors.DistFeatureError` on every rank."""
+        part or in its halo. Collective over the group; a bad ``ids``, ``owner`` or ``out`` raises its one-line error on
+        its rank and :class:`~sparsetrain.distributed.errors.DistFeatureError` naming that rank on the others."""
         error = None
         try:
             ids = check_ids(ids, self.num_rows, f"{type(self).__name__}.gather")
             result = self._output(ids.numel(), out)
-            nodes = ids.numpy().astype(np.int64, copy=False) if ids.device.type == "cpu" else ids.cpu().numpy()
+            nodes = ids.cpu().numpy().astype(np.int64, copy=False)
             owners = self._owners(nodes, owner)
         except SparsetrainError as exc:
             error, nodes, owners = exc, np.zeros(0, np.int64), np.zeros(0, np.int64)
