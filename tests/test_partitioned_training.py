@@ -19,7 +19,7 @@ from sparsetrain.partition import PartitionOptions, partition_dataset
 from tests.collective_harness import free_port
 
 ARGS = ["--fanout", "10,10", "--batch-size", "32", "--lr", "0.005", "--weight-decay", "5e-4", "--hidden", "256",
-        "--epochs", "15", "--eval", "sampled"]
+        "--epochs", "20", "--eval", "sampled"]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_two_ranks_on_two_parts_reach_the_single_process_accuracy(cora, cli, tmp
     reference = sum(single) / len(single)
     assert abs(metrics["test_acc"] - reference) <= 0.03, (metrics["test_acc"], single)
     epochs = [json.loads(line) for line in log.read_text().splitlines() if '"train_loss"' in line]
-    assert len(epochs) == 15
+    assert len(epochs) == 20
     for record in epochs:  # the halo cache serves some remote rows, the rest cross the network every step
         assert 0 < record["hit_rate"] < 1 and record["net_kb_per_step"] > 0
     assert "net_kb_per_step" in result.stdout  # the epoch lines printed by rank 0

@@ -164,6 +164,7 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext):
     features = PartitionedFeatures(part, group=group, cache_rows=cache_rows(part, settings.features.cache_gb))
     loader = PartLoader(part, "train", sampler, features, batch_size=batch_size, seed=seed, shuffle=True,
                         device=run.device)
+    torch.manual_seed(seed)  # as run.train does; DDP then hands rank 0's initial weights to every rank
     model = _model(part, run)
     eval_sampler = DistNeighborSampler(part, fanouts, seed=seed + 1, group=group)
     evaluate = part_evaluator(part, eval_sampler, features, batch_size, run.device, group)
