@@ -102,3 +102,21 @@ def test_a_rank_killed_or_stopped_mid_epoch_makes_the_survivor_exit_in_one_line(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.mark.slow  # ~1 min: three 2-rank runs
+@pytest.mark.distributed
+def test_a_run_stopped_mid_epoch_resumes_to_the_uninterrupted_losses(cora, tmp_path):
+    def run(name, *extra):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+               str(free_port()), "-m", "sparsetrain", "train", "--data", str(cora[1]), "--batch-size", "16", "--epochs",
+               "3", "--seed", "5", "--quiet", "--checkpoint-every", "2", "--checkpoint-dir", str(tmp_path / name),
+               "--metrics-log", str(tmp_path / f"{name}.jsonl"), *extra]
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        records = map(json.loads, (tmp_path / f"{name}.jsonl").read_text().splitlines())
+        return [r["loss"] for r in records if "loss" in r]
+
+    full = run("full")
+    assert len(run("cut", "--max-steps", "7")) == 7  # mid-epoch 2 (5 steps an epoch); the last checkpoint at step 6
+    assert run("cut", "--resume") == full

@@ -30,7 +30,7 @@ from sparsetrain.engine.trainer import Task
 from sparsetrain.errors import SettingError
 from sparsetrain.nn.models import build_model
 from sparsetrain.partition import load_partition
-from sparsetrain.partition.load import Partition
+from sparsetrain.partition.load import Partition, part_sizes
 from sparsetrain.partition.manifest import MANIFEST
 
 MODELS = ("sage", "gcn", "gat")
@@ -103,7 +103,8 @@ class PartSeedBatches:
         self.part, self.split = part, split
         self.batch_size, self.seed, self.shuffle = batch_size, seed, shuffle
         self.drop_last, self.world_size = False, part.num_parts
-        self.seeds = part.split_global(split)
+        # what a checkpoint records is the whole split's size, the same on every rank (inputs() has this rank's seeds)
+        self.seeds = range(sum(part_sizes(part.manifest, split)))
 
     def inputs(self, epoch: int | None = None):
         return rank_batches(self.part, self.split, self.batch_size, seed=self.seed, epoch=epoch or 0,
@@ -157,7 +158,9 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext):
     run = plan(settings, _PlanView(part), ctx.device, ctx.world_size)
     batch_size, seed = run.sampling.batch_size, run.run.seed
     steps = batches_per_epoch(part, "train", batch_size)
-    run = replace(run, optim=replace(run.optim, epochs=settings.optim.epochs or auto_epochs(steps)))
+    # every rank's checkpoint record names the partitioned folder, not its own part, so any rank resumes rank 0's
+    record = {**run.record, "dataset": {"path": str(folder), "sha256": part.manifest["checksum"]}}
+    run = replace(run, optim=replace(run.optim, epochs=settings.optim.epochs or auto_epochs(steps)), record=record)
     group = new_group() if ctx.enabled else None  # apart from DDP's: the loader thread's exchanges never interleave
     fanouts = run.sampling.fanouts
     sampler = DistNeighborSampler(part, fanouts, seed=seed, group=group)
