@@ -24,10 +24,10 @@ ALLOWED: dict[str, set[str]] = {
     "collective": {"storage"},
     "nn": {"sampling", "storage", "collective"},
     "moe": {"collective"},
-    "engine": {"storage", "sampling", "datasets", "collective", "nn", "moe"},
+    "engine": {"storage", "sampling", "datasets", "collective", "nn", "moe", "partition", "distributed"},
     "pyg": {"storage", "sampling", "datasets", "collective", "nn", "engine"},
     "partition": {"storage", "sampling", "datasets"},
-    "distributed": {"sampling", "collective", "partition"},
+    "distributed": {"storage", "sampling", "collective", "partition"},
     "cli": {"datasets", "engine", "partition"},
     "__main__": {"cli"},
     "sparsetrain": set(),  # the root __init__: its lazy re-exports go through importlib, never an import statement

@@ -15,3 +15,7 @@ class PartDamagedError(SparsetrainError, RuntimeError):
 
 class PeerLostError(SparsetrainError, RuntimeError):
     """An exchange of distributed sampling failed: a peer rank died, stopped or never reached the batch."""
+
+
+class DistFeatureError(SparsetrainError, ValueError):
+    """Bad input to the partitioned feature store (ids, owners, a part without features), or ranks that disagree."""

@@ -60,7 +60,7 @@ class DistNeighborSampler:
             raise DistSamplingError(f"{part.path}: rank {info.rank} of {info.world_size} holds part {part.rank} of "
                                     f"{part.num_parts}; run one rank per part and load part = rank")
         self.part, self.group, self.seed = part, group, seed
-        self.fanouts = list(Fanouts.of(fanouts).for_graph(part.dataset.graph))
+        self.fanouts = Fanouts.of(fanouts).for_graph(part.dataset.graph).as_list()
         self.hop_nodes = hop_nodes
         self.rank, self.world = info.rank, info.world_size
         self._expand = Expander(part, replace=replace, weighted=weighted)

@@ -27,6 +27,7 @@ from sparsetrain.engine.evaluate import full_graph_evaluator, sampled_evaluator
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.link_task import LINK_TASK, link_parts, ranking_negatives
 from sparsetrain.engine.loader import Loader
+from sparsetrain.engine.partitioned import is_partitioned, partitioned_parts
 from sparsetrain.engine.plan import MODEL_DEFAULTS, RANDOM_SPLIT, RunPlan, cache_budgets, plan
 from sparsetrain.engine.settings import FeatureSettings, ModelSettings, SamplingSettings, TrainSettings
 from sparsetrain.engine.static_step import StaticStep
@@ -53,6 +54,8 @@ def train(settings: TrainSettings) -> dict | None:
     ctx = init_from_env(settings.run.device)
     try:
         quiet = settings.report.quiet or not ctx.is_main
+        if is_partitioned(settings.data.path):
+            return _train_partitioned(settings, ctx)
         ds = open_dataset(settings.data.path, quiet=quiet, task=settings.data.task)
         meta = DatasetMeta.of(ds)
         run = plan(settings, meta, ctx.device, ctx.world_size)
@@ -77,6 +80,15 @@ def train(settings: TrainSettings) -> dict | None:
         return summary if ctx.is_main else None
     finally:
         shutdown(ctx)
+
+
+def _train_partitioned(settings: TrainSettings, ctx: DistContext) -> dict | None:
+    """A run on a partitioned folder: the parts built by :mod:`sparsetrain.engine.partitioned`, this module's
+    Trainer."""
+    run, loader, model, evaluate, task = partitioned_parts(settings, ctx)
+    summary = _fit(_trainer(run, ctx, model, loader, evaluate, task), ctx)
+    summary.update({"model": run.model.name, "dataset": str(settings.data.path), "world_size": ctx.world_size})
+    return summary if ctx.is_main else None
 
 
 # ---------------------------------------------------------------- feature stores

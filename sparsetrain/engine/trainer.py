@@ -303,6 +303,7 @@ class Trainer:
             "seconds": round(stats.total_seconds, 4),
             "stall_fraction": round(stats.stall_fraction, 4),
             "seeds_per_second": round(stats.seeds / stats.total_seconds, 1) if stats.total_seconds else None,
+            **reads.network(),
         }
         if self.evaluate is not None:
             with autocast(self.precision, loader.device):
@@ -364,7 +365,9 @@ class _FeatureReads:
     batch reads over PCIe from pinned host memory (zero-copy), since start."""
 
     def __init__(self, features) -> None:
-        self.cache = features if hasattr(features, "backing") else None
+        # a partitioned run's store: its static halo cache's hits, and the bytes it exchanges with peers
+        self.net = features if hasattr(features, "bytes_exchanged") else None
+        self.cache = features if hasattr(features, "backing") or self.net is not None else None
         bottom = features
         while hasattr(bottom, "backing"):
             bottom = bottom.backing
@@ -376,6 +379,7 @@ class _FeatureReads:
         self.hits, self.misses = self._counts()
         self.bytes = self.disk.stats.bytes_moved if self.disk is not None else 0
         self.pcie_bytes = self.pcie.stats.bytes_moved if self.pcie is not None else 0
+        self.net_bytes = self.net.bytes_exchanged if self.net is not None else 0
 
     @property
     def shown(self) -> bool:
@@ -396,7 +400,23 @@ class _FeatureReads:
         totals = {"hit_rate": (hits - self.hits) / looked_up if looked_up else None, "disk_mb": round(disk / 1e6, 1)}
         if self.pcie is not None:
             totals["pcie_mb"] = round(self._pcie_mb(), 1)
-        return totals
+        return {**totals, **self.network()}
+
+    def network(self) -> dict:
+        """A partitioned run's feature exchange since start: halo cache hit rate, megabytes this rank sent and received
+        and, over the batches shown, kilobytes per step (empty for other stores)."""
+        if self.net is None:
+            return {}
+        hits, misses = self._counts()
+        looked_up = hits + misses - self.hits - self.misses
+        shown = {"hit_rate": round((hits - self.hits) / looked_up, 4) if looked_up else None,
+                 "net_mb": round(self._net_kb() / 1e3, 3)}
+        if self.batches:
+            shown["net_kb_per_step"] = round(self._net_kb() / self.batches, 1)
+        return shown
+
+    def _net_kb(self) -> float:
+        return (self.net.bytes_exchanged - self.net_bytes) / 1e3
 
     def postfix(self) -> dict:
         """The progress bar's fields after one more batch."""
@@ -410,6 +430,8 @@ class _FeatureReads:
             shown["disk_MB_s"] = f"{(self.disk.stats.bytes_moved - self.bytes) / seconds / 1e6:.0f}"
         if self.pcie is not None:
             shown["pcie_MB_batch"] = f"{self._pcie_mb() / self.batches:.1f}"
+        if self.net is not None:
+            shown["net_KB_batch"] = f"{self._net_kb() / self.batches:.0f}"
         return shown
 
 

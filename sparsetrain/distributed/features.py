@@ -1,0 +1,186 @@
+"""`PartitionedFeatures`: the feature table of a partitioned graph, each rank holding its owned rows.
+
+A :class:`~sparsetrain.storage.FeatureSource` over global node ids. A rank reads its own rows from the part's
+memory-mapped ``owned_features.npy``; a remote row comes from its owner in one request/response round over the
+collective layer's ``all_to_all`` (per gather: the request counts, the requested global ids, the rows back), unless
+it is in the static cache of hot halo rows filled at construction. The requester names each row's owner (the
+sampler's ``mb.node_owner``) and sends global ids, which the owner translates itself: no rank holds a global table.
+Like :class:`~sparsetrain.collective.ShardedFeatures`, every ``gather`` is collective (every rank calls it as often,
+an empty ``ids`` is fine) and the cache is static, so a batch of hits on one rank never skips an exchange its peers
+wait in. Bad input on any rank is raised on every rank after the first exchange.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from sparsetrain.collective.all_to_all import all_to_all
+from sparsetrain.collective.groups import group_info
+from sparsetrain.distributed.errors import DistFeatureError, PeerLostError
+from sparsetrain.errors import SparsetrainError
+from sparsetrain.partition.load import Partition
+from sparsetrain.storage.base import FeatureSource, check_ids
+
+
+def halo_hotness(part: Partition) -> np.ndarray:
+    """Per halo node (local order), how many of the part's in-edges it is the source of: how often a one-hop draw of
+    the part's nodes reaches it (its inclusion probability up to the fanout's scaling)."""
+    indices = part.dataset.graph.indices.numpy()
+    halo = indices[indices >= part.num_owned].astype(np.int64) - part.num_owned
+    return np.bincount(halo, minlength=len(part.halo_owner))
+
+
+class PartitionedFeatures(FeatureSource):
+    """Rows of every node of a partitioned graph, by global id; this rank holds ``part``'s owned rows.
+
+    ``cache_rows``: how many halo rows to keep locally, the ones with most in-edges into the part
+    (:func:`halo_hotness`); fetched once here, so construction is collective. ``stats`` counts per gather the
+    distinct remote rows served from the cache (``hits``) or fetched (``misses``) and the fetched rows' bytes
+    (``bytes_moved``); ``bytes_exchanged`` adds every id and row this rank sent or received (the cache's filling
+    included, also kept apart as ``cache_fill_bytes``).
+    """
+
+    collective = True  # gather must be called on every rank, even with no ids
+
+    def __init__(self, part: Partition, *, group=None, cache_rows: int = 0) -> None:
+        if part.features is None:
+            raise DistFeatureError(f"{part.path}: the part has no owned_features.npy; partition a dataset that has "
+                                   "node features")
+        local = part.features
+        super().__init__((part.num_nodes, *local.row_shape), local.dtype, "cpu")
+        info = group_info(group)
+        if info.world_size != part.num_parts or info.rank != part.rank:
+            raise DistFeatureError(f"{part.path}: rank {info.rank} of {info.world_size} holds part {part.rank} of "
+                                   f"{part.num_parts}; run one rank per part and load part = rank")
+        self.part, self.local, self.group = part, local, group
+        self.rank, self.world = info.rank, info.world_size
+        self._owned = part.owned_global().numpy()
+        self._halo = part.local_to_global[part.num_owned :].numpy()
+        self._halo_owner = part.halo_owner.numpy().astype(np.int64)
+        self.bytes_exchanged = 0
+        self._numel = math.prod(self.row_shape)
+        hot = np.sort(np.argsort(-halo_hotness(part), kind="stable")[: max(0, int(cache_rows))])
+        self.cached_ids = np.zeros(0, np.int64)  # empty while the cache fills
+        self._cache = torch.empty((0, self._numel), dtype=self.dtype)
+        rows = self._exchange(self._halo[hot], self._halo_owner[hot])
+        self.cached_ids, self._cache = self._halo[hot], rows
+        self.cache_fill_bytes = self.bytes_exchanged
+        self.stats.reset()
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes held by the hot-row cache."""
+        return self._cache.numel() * self._cache.element_size()
+
+    def gather(self, ids, *, out: torch.Tensor | None = None, owner: torch.Tensor | None = None) -> torch.Tensor:
+        """Rows ``ids`` (global ids, any order, duplicates, possibly empty) as ``[len(ids), *row_shape]``.
+
+        ``owner``: the part owning each id (a batch's ``node_owner``); without it, every id must be owned by this
+        part or in its halo. Collective over the group; a bad ``ids``, ``owner`` or ``out`` raises its one-line error on
+        its rank and :class:`~sparsetrain.distributed.errors.DistFeatureError` naming that rank on the others."""
+        error = None
+        try:
+            ids = check_ids(ids, self.num_rows, f"{type(self).__name__}.gather")
+            result = self._output(ids.numel(), out)
+            nodes = ids.cpu().numpy().astype(np.int64, copy=False)
+            owners = self._owners(nodes, owner)
+        except SparsetrainError as exc:
+            error, nodes, owners = exc, np.zeros(0, np.int64), np.zeros(0, np.int64)
+        rows = self._exchange(nodes, owners, failed=error)
+        result.view(len(nodes), self._numel).copy_(rows)
+        self.stats.gathers += 1
+        self.stats.rows_served += len(nodes)
+        self.stats.bytes_served += len(nodes) * self.row_bytes
+        return result
+
+    def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:  # gather is overridden whole
+        raise NotImplementedError
+
+    def _owners(self, nodes: np.ndarray, owner) -> np.ndarray:
+        if owner is not None:
+            owner = torch.as_tensor(owner).cpu().numpy().astype(np.int64, copy=False)
+            if owner.shape != nodes.shape or (owner.size and (owner.min() < 0 or owner.max() >= self.world)):
+                raise DistFeatureError(f"{type(self).__name__}.gather: owner= must hold one part in [0, {self.world}) "
+                                       f"per id ({len(nodes)} ids); pass the batch's node_owner")
+            return owner
+        owners = np.full(len(nodes), -1, np.int64)
+        owners[_member(self._owned, nodes)] = self.rank
+        pos = np.searchsorted(self._halo, nodes).clip(max=max(len(self._halo) - 1, 0))
+        in_halo = _member(self._halo, nodes)
+        owners[in_halo] = self._halo_owner[pos[in_halo]]
+        if (owners < 0).any():
+            bad = int(nodes[owners < 0][0])
+            raise DistFeatureError(f"{type(self).__name__}.gather: node {bad} is neither owned by part {self.rank} nor "
+                                   "in its halo; pass owner= (the sampled batch's node_owner)")
+        return owners
+
+    def _exchange(self, nodes: np.ndarray, owners: np.ndarray, failed: BaseException | None = None) -> torch.Tensor:
+        """Rows of ``nodes`` (``[len(nodes), numel]``): own rows read here, cached ones copied, the rest fetched
+        from their owners in one round; ``failed``: this rank's input error, raised on every rank after the first
+        exchange."""
+        W = self.world
+        uniq, first, inverse = np.unique(nodes, return_index=True, return_inverse=True)
+        own = owners[first]
+        remote = own != self.rank
+        cached = remote & _member(self.cached_ids, uniq)
+        miss = np.flatnonzero(remote & ~cached)
+        miss = miss[np.argsort(own[miss], kind="stable")]
+        send = np.bincount(own[miss], minlength=W).astype(np.int64)
+        header = np.stack([send, np.full(W, failed is not None, np.int64)], 1)
+        got = self._all_to_all(torch.from_numpy(header), [1] * W, [1] * W).numpy()
+        if got[:, 1].any():
+            if failed is not None:
+                raise failed
+            others = np.flatnonzero(got[:, 1]).tolist()
+            raise DistFeatureError(f"{type(self).__name__}.gather: ranks {others} passed bad ids, owners or out; see "
+                                   "their error")
+        recv = got[:, 0]
+        requests = self._all_to_all(torch.from_numpy(uniq[miss]), send, recv).numpy()
+        local = np.searchsorted(self._owned, requests)
+        if not _member(self._owned, requests).all():
+            raise DistFeatureError(f"{type(self).__name__}: rank {self.rank} was asked for rows of nodes it does not "
+                                   "own; the ranks' partitions differ (every rank must load the same folder)")
+        served = self._read_own(local)
+        answers = self._all_to_all(served, recv, send)
+        rows = torch.empty((len(uniq), self._numel), dtype=self.dtype)
+        mine = np.flatnonzero(~remote)
+        rows[torch.from_numpy(mine)] = self._read_own(np.searchsorted(self._owned, uniq[mine]))
+        hit = np.flatnonzero(cached)
+        rows[torch.from_numpy(hit)] = self._cache[torch.from_numpy(np.searchsorted(self.cached_ids, uniq[hit]))]
+        rows[torch.from_numpy(miss)] = answers
+        self.stats.hits += len(hit)
+        self.stats.misses += len(miss)
+        self.stats.bytes_moved += answers.numel() * answers.element_size()
+        self.bytes_exchanged += (8 * int(send.sum() + recv.sum() + 4 * W)
+                                 + (served.numel() + answers.numel()) * served.element_size())
+        return rows[torch.from_numpy(inverse.reshape(-1))]
+
+    def _read_own(self, local: np.ndarray) -> torch.Tensor:
+        if not len(local):
+            return torch.empty((0, self._numel), dtype=self.dtype)
+        return self.local.gather(torch.from_numpy(local.astype(np.int64, copy=False))).reshape(len(local), self._numel)
+
+    def _all_to_all(self, x: torch.Tensor, send, recv) -> torch.Tensor:
+        try:
+            return all_to_all(x, [int(s) for s in send], [int(r) for r in recv], self.group)
+        except RuntimeError as exc:
+            raise PeerLostError(
+                f"feature exchange: the exchange failed on rank {self.rank} of {self.world} "
+                f"({(str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]}); a peer rank died, stopped, or "
+                "did not reach this batch within the group's timeout: check the other ranks' logs, then restart the "
+                "job from its last checkpoint") from None
+
+    def __repr__(self) -> str:
+        return (f"PartitionedFeatures(shape={list(self.shape)}, dtype={self.dtype}, part={self.rank} of {self.world}, "
+                f"cached_rows={len(self.cached_ids)})")
+
+
+def _member(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Whether each of ``ids`` is in the ascending ``sorted_ids``."""
+    if not len(sorted_ids):
+        return np.zeros(len(ids), bool)
+    pos = np.searchsorted(sorted_ids, ids).clip(max=len(sorted_ids) - 1)
+    return sorted_ids[pos] == ids
