@@ -51,7 +51,13 @@ def deepseek_v3(**kw):
     return transformers.DeepseekV3ForCausalLM, cfg
 
 
-FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "olmoe": olmoe, "deepseek_v3": deepseek_v3}
+FAMILIES = {
+    "mixtral": mixtral,
+    "qwen2_moe": qwen2_moe,
+    "qwen3_moe": qwen3_moe,
+    "olmoe": olmoe,
+    "deepseek_v3": deepseek_v3,
+}
 HAS_HF_AUX = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"}  # DeepSeek-V3's HF model computes no aux loss
 
 
@@ -81,7 +87,8 @@ def tokens(seed: int, batch: int = 3, seq: int = 12) -> torch.Tensor:
 
 
 def ours_in_hf_names(model, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Tensors named like ``model``'s parameters, renamed and re-laid-out as HF's (written here, independently of hf.py)."""
+    """Tensors named like ``model``'s parameters, renamed and re-laid-out as HF's (written here, independently of
+    hf.py)."""
     out = {}
     for name, t in tensors.items():
         if ".moe." not in name:

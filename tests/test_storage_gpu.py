@@ -38,7 +38,9 @@ SIMULATED_KERNEL_CHECK = textwrap.dedent(
 
 def test_zero_copy_kernel_logic_under_cuda_simulator():
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    result = subprocess.run([sys.executable, "-c", SIMULATED_KERNEL_CHECK], capture_output=True, text=True, env=env, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", SIMULATED_KERNEL_CHECK], capture_output=True, text=True, env=env, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "words [1, 2, 4, 8, 16]" in result.stdout  # every load width was exercised
 
@@ -64,7 +66,12 @@ def test_pinned_zero_copy_gather_on_gpu(dtype, width):
     for copy in (False, True):
         store = PinnedFeatures(table.clone(), device="cuda", copy=copy)
         assert store.pinned
-        for ids in (torch.randint(0, 5000, (3000,), generator=gen), torch.tensor([4999]), torch.tensor([], dtype=torch.long), torch.tensor([7, 7, 0])):
+        for ids in (
+            torch.randint(0, 5000, (3000,), generator=gen),
+            torch.tensor([4999]),
+            torch.tensor([], dtype=torch.long),
+            torch.tensor([7, 7, 0]),
+        ):
             got = store.gather(ids.cuda())
             assert got.device.type == "cuda" and torch.equal(got.cpu(), table[ids])
         store.close()
@@ -90,7 +97,9 @@ def test_gpu_cache_with_device_bookkeeping_over_direct_reads(tmp_path, policy):
 
     table = np.random.default_rng(0).standard_normal((4000, 128)).astype(np.float16)
     np.save(tmp_path / "f.npy", table)
-    cache = CachedFeatures(MmapFeatures(tmp_path / "f.npy", mode="direct"), 400 * 256, policy, device="cuda", hotness=np.arange(4000.0))
+    cache = CachedFeatures(
+        MmapFeatures(tmp_path / "f.npy", mode="direct"), 400 * 256, policy, device="cuda", hotness=np.arange(4000.0)
+    )
     assert cache.bookkeeping == "device" and cache._slot_of.device.type == "cuda"
     gen = torch.Generator().manual_seed(1)
     for step in range(50):
@@ -110,7 +119,14 @@ def test_gpu_cache_over_mmap(tmp_path, policy):
 
     table = np.random.default_rng(0).standard_normal((4000, 100)).astype(np.float16)
     np.save(tmp_path / "f.npy", table)
-    cache = CachedFeatures(MmapFeatures(tmp_path / "f.npy"), 400 * 200, policy, device="cuda", hotness=np.arange(4000.0), victim_bytes=100 * 200)
+    cache = CachedFeatures(
+        MmapFeatures(tmp_path / "f.npy"),
+        400 * 200,
+        policy,
+        device="cuda",
+        hotness=np.arange(4000.0),
+        victim_bytes=100 * 200,
+    )
     gen = torch.Generator().manual_seed(1)
     for step in range(50):
         ids = torch.randint(0, 4000, (700,), generator=gen)
