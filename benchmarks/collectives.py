@@ -236,11 +236,12 @@ def report(results: dict, args, world: int) -> None:
     print(
         "(MiB received per rank; 'model' = remote distinct rows x (row + 8-byte id), what the design says should move)"
     )
-    print(f"{'fraction':>8} {'ids/rank':>9} {'distinct':>9} {'remote':>8} {'model MiB':>9} {'sparse MiB':>10} " f"{'dense MiB':>9} "
-          f"{'bytes ratio':>11} {'sparse ms':>9} {'dense ms':>9} {'speedup':>7}")  # fmt: skip
+    print(f"{'fraction':>8} {'ids/rank':>9} {'distinct':>9} {'remote':>8} {'model MiB':>9} {'sparse MiB':>10} "
+          f"{'dense MiB':>9} {'bytes ratio':>11} {'sparse ms':>9} {'dense ms':>9} {'speedup':>7}")  # fmt: skip
     for r in results["gather"]:
-        print(f"{r['fraction']:>8.0%} {r['ids_per_rank']:>9} {r['distinct_per_rank']:>9.0f} " f"{r['remote_distinct_per_rank']:>8.0f} "
-              f"{r['expected_bytes'] / mib:>9.2f} {r['sparse_bytes_received'] / mib:>10.2f} " f"{r['dense_bytes_received'] / mib:>9.2f} "
+        print(f"{r['fraction']:>8.0%} {r['ids_per_rank']:>9} {r['distinct_per_rank']:>9.0f} "
+              f"{r['remote_distinct_per_rank']:>8.0f} {r['expected_bytes'] / mib:>9.2f} "
+              f"{r['sparse_bytes_received'] / mib:>10.2f} {r['dense_bytes_received'] / mib:>9.2f} "
               f"{r['sparse_bytes_received'] / r['dense_bytes_received']:>11.3f} {r['sparse_seconds'] * 1e3:>9.1f} "
               f"{r['dense_seconds'] * 1e3:>9.1f} {r['dense_seconds'] / r['sparse_seconds']:>7.2f}x")  # fmt: skip
     print("\nthe same gathers against one bare all_to_all_single of the needed rows (ids and splits known in advance):")
@@ -256,8 +257,10 @@ def report(results: dict, args, world: int) -> None:
     )
     for r in results["reduce_scatter"]:
         print(f"{r['fraction']:>8.0%} {r['remote_distinct_per_rank']:>8.0f} {r['sparse_bytes_received'] / mib:>10.2f} "
-              f"{r['dense_bytes_received'] / mib:>9.2f} " f"{r['sparse_bytes_received'] / r['dense_bytes_received']:>11.3f} "
-              f"{r['sparse_seconds'] * 1e3:>9.1f} {r['dense_seconds'] * 1e3:>9.1f} " f"{r['dense_seconds'] / r['sparse_seconds']:>7.2f}x")  # fmt: skip
+              f"{r['dense_bytes_received'] / mib:>9.2f} "
+              f"{r['sparse_bytes_received'] / r['dense_bytes_received']:>11.3f} "
+              f"{r['sparse_seconds'] * 1e3:>9.1f} {r['dense_seconds'] * 1e3:>9.1f} "
+              f"{r['dense_seconds'] / r['sparse_seconds']:>7.2f}x")  # fmt: skip
     print(f"\nShardedFeatures, {args.steps} steps x {args.batch} ids per rank, power-law access (exponent {args.skew})")
     print(
         f"{'store':<28} {'cache MiB':>9} {'hit rate':>8} {'MiB moved/step':>14} {'median ms/step':>14} "

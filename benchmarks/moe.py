@@ -212,7 +212,8 @@ def throughput(tokens: int, d: int, h: int, experts: int, top_k: int, reps: int,
     best_ours = min(seconds[f"sparsetrain ({b})"] for b in backends)
     return [{"device": device, "dtype": str(dtype).replace("torch.", ""), "tokens": tokens, "d_model": d, "d_hidden": h,
              "experts": experts, "top_k": top_k, "implementation": name, "tok_s": tokens / sec,
-             "best sparsetrain x faster": sec / best_ours, "expert_GFLOP_s": flops / sec / 1e9, "matmul_peak_GFLOP_s": peak,
+             "best sparsetrain x faster": sec / best_ours, "expert_GFLOP_s": flops / sec / 1e9,
+             "matmul_peak_GFLOP_s": peak,
              **checked[name]}
             for name, sec in seconds.items()]  # fmt: skip
 
@@ -330,7 +331,9 @@ def communication(cfg: dict) -> list[dict]:
                     "tokens/rank": tokens,
                     "routing": "uniform" if skew == 0 else f"zipf(s={skew})",
                     "mode": mode,
-                    "MiB sent/step/rank (mean)": sum(x["bytes_sent"] + x["meta_bytes"] for x in ranks) / len(ranks) / 2**20,
+                    "MiB sent/step/rank (mean)": (
+                        sum(x["bytes_sent"] + x["meta_bytes"] for x in ranks) / len(ranks) / 2**20
+                    ),
                     "MiB received/step (max rank)": max(x["bytes_received"] for x in ranks) / 2**20,
                     "step s (slowest rank)": max(x["seconds"] for x in ranks),
                     "expert rows/rank (max)": max(x["local_rows"] for x in ranks),
@@ -369,7 +372,8 @@ def main() -> None:
             world=4, d=32, h=64, experts=8, top_k=2, tokens=[256], steps=2, warmup=2, replica_rows=2, skews=[0.0, 1.2]
         )
     else:
-        tp = [dict(tokens=2048, d=256, h=512, experts=8, top_k=2, reps=3), dict(tokens=2048, d=256, h=512, experts=64, top_k=2, reps=3),
+        tp = [dict(tokens=2048, d=256, h=512, experts=8, top_k=2, reps=3),
+              dict(tokens=2048, d=256, h=512, experts=64, top_k=2, reps=3),
               dict(tokens=2048, d=256, h=512, experts=64, top_k=8, reps=3)]  # fmt: skip
         comm = dict(
             world=4,

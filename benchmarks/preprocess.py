@@ -50,7 +50,8 @@ def folder_arrays_gib(folder: Path) -> float:
 
 SYNTH = """
 import sys, sparsetrain as st
-st.datasets.synthesize(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), feature_dim=int(sys.argv[4]), num_classes=47, overwrite=True, quiet=True)
+st.datasets.synthesize(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), feature_dim=int(sys.argv[4]), num_classes=47,
+                       overwrite=True, quiet=True)
 """
 
 EXPORT = """
@@ -76,7 +77,8 @@ PEER = """
 import sys, os, numpy as np, pyarrow.parquet as pq, torch
 from torch_geometric.utils import to_torch_csc_tensor
 table = pq.read_table(sys.argv[1])
-edge_index = torch.stack([torch.from_numpy(table.column("src").to_numpy()), torch.from_numpy(table.column("dst").to_numpy())])
+edge_index = torch.stack([torch.from_numpy(table.column("src").to_numpy()),
+                          torch.from_numpy(table.column("dst").to_numpy())])
 del table
 n = int(sys.argv[3])
 csc = to_torch_csc_tensor(edge_index, size=(n, n))
@@ -144,7 +146,8 @@ np.savez_compressed(root / "raw" / "node-label.npz", node_label=label)
 (root / "split" / "time").mkdir(parents=True)
 perm = rng.permutation(chosen)
 a, b = int(0.78 * len(perm)), int(0.86 * len(perm))
-torch.save({"train": np.sort(perm[:a]), "valid": np.sort(perm[a:b]), "test": np.sort(perm[b:])}, root / "split" / "time" / "split_dict.pt")
+split = {"train": np.sort(perm[:a]), "valid": np.sort(perm[a:b]), "test": np.sort(perm[b:])}
+torch.save(split, root / "split" / "time" / "split_dict.pt")
 """
 
 

@@ -212,8 +212,9 @@ def test_interrupted_run_leaves_no_half_dataset(tmp_path, sig):
 
 @pytest.mark.parametrize(
     "flag, value",
-    [("--epochs", "0"), ("--batch-size", "-4"), ("--hidden", "0"), ("--lr", "nan"), ("--lr", "0"), ("--weight-decay", "-1e-4"),
-     ("--dropout", "1"), ("--dropout", "abc"), ("--cache-gb", "-1"), ("--cache-gb", "inf"), ("--checkpoint-every", "-2")],
+    [("--epochs", "0"), ("--batch-size", "-4"), ("--hidden", "0"), ("--lr", "nan"), ("--lr", "0"),
+     ("--weight-decay", "-1e-4"), ("--dropout", "1"), ("--dropout", "abc"), ("--cache-gb", "-1"), ("--cache-gb", "inf"),
+     ("--checkpoint-every", "-2")],
 )
 def test_train_rejects_out_of_range_numbers_before_loading_data(cli, tmp_path, flag, value):
     code, stdout, stderr = cli("train", "--data", tmp_path / "never-read", f"{flag}={value}", "--quiet")

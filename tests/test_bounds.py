@@ -98,8 +98,11 @@ sys.exit(main(["train", "--data", folder, "--epochs", "1", "--batch-size", "64",
 
 
 # train's own check of the folder at open (engine/dataset_checks.py) or, past it, the read itself names the damage
-@pytest.mark.parametrize("name, how, fragments", [(fmt.INDPTR, "shrink", ("shrank", "bytes where its header describes")),
-                                                  (fmt.INDICES, "damage", ("which must be in [0, 300)", "sha256 does not match"))])
+@pytest.mark.parametrize(
+    "name, how, fragments",
+    [(fmt.INDPTR, "shrink", ("shrank", "bytes where its header describes")),
+     (fmt.INDICES, "damage", ("which must be in [0, 300)", "sha256 does not match"))],
+)
 def test_train_on_a_graph_changed_after_load_exits_1_with_one_line(tmp_path, name, how, fragments):
     import sparsetrain as st
 

@@ -210,8 +210,8 @@ from sparsetrain.nn import GraphSAGE
 from sparsetrain.sampling import CSCGraph, NeighborSampler
 
 class Mallinfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
 
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 libc.mallinfo2.restype = Mallinfo2
@@ -226,8 +226,8 @@ def big_block_is_mmapped():  # glibc's default serves 64 MiB with its own mmap; 
 
 g = torch.Generator().manual_seed(0)
 graph = CSCGraph.from_edge_index(torch.randint(0, 200, (2, 2000), generator=g), 200)
-loader = Loader(NeighborSampler(graph, [3], seed=0), torch.randn(200, 8, generator=g), torch.randint(0, 3, (200,), generator=g),
-                torch.arange(200), batch_size=50)
+loader = Loader(NeighborSampler(graph, [3], seed=0), torch.randn(200, 8, generator=g),
+                torch.randint(0, 3, (200,), generator=g), torch.arange(200), batch_size=50)
 seen = {"fresh": big_block_is_mmapped()}
 list(loader)
 seen["after_loader"] = big_block_is_mmapped()
@@ -243,7 +243,9 @@ json.dump(seen, sys.stdout)
 """
 
 
-@pytest.mark.skipif(not hasattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), "mallinfo2"), reason="needs glibc >= 2.33")
+@pytest.mark.skipif(
+    not hasattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), "mallinfo2"), reason="needs glibc >= 2.33"
+)
 def test_a_plain_loader_leaves_the_allocator_alone_and_the_trainer_tunes_it():
     """One process: a plain loader, a Trainer under SPARSETRAIN_KEEP_MALLOC=1, then one without it."""
     env = {k: v for k, v in os.environ.items() if k != "SPARSETRAIN_KEEP_MALLOC"}

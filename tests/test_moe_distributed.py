@@ -151,8 +151,10 @@ def _run_equivalence(rank, world):
             assert counts.tolist() == auxr.counts.tolist(), where
             for name in ("router.weight", "shared.w_in", "shared.w_out"):
                 if name in dict(ref.named_parameters()):
-                    torch.testing.assert_close(dict(moe.named_parameters())[name].grad, dict(ref.named_parameters())[name].grad,
-                                               atol=1e-12, rtol=0, msg=lambda m: f"{where} {name}.grad: {m}")  # fmt: skip
+                    grad, ref_grad = dict(moe.named_parameters())[name].grad, dict(ref.named_parameters())[name].grad
+                    torch.testing.assert_close(
+                        grad, ref_grad, atol=1e-12, rtol=0, msg=lambda m: f"{where} {name}.grad: {m}"
+                    )
             place = moe.experts.placement
             ids, owned = place.local_ids(rank), place.num_owned(rank)
             grad = moe.experts.shard.grad

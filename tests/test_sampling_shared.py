@@ -56,7 +56,8 @@ def test_retargeted_calls_resolve_to_the_retargeted_functions():
 
 @pytest.mark.parametrize(
     "fanout, replace, weighted",
-    [(3, False, False), (40, False, False), (-1, False, False), (5, True, False), (4, False, True), (4, True, True), (100, False, True)],
+    [(3, False, False), (40, False, False), (-1, False, False), (5, True, False), (4, False, True), (4, True, True),
+     (100, False, True)],
 )
 def test_draws_on_another_target_equal_the_cpu_draws(fanout, replace, weighted):
     fns, _ = traced_python_target()

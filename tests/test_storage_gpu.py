@@ -19,7 +19,9 @@ SIMULATED_KERNEL_CHECK = textwrap.dedent(
     WORD_DTYPES = {16: np.complex128, 8: np.uint64, 4: np.uint32, 2: np.uint16, 1: np.uint8}
     rng = np.random.default_rng(0)
     checked = []
-    for dtype, width in [(np.float32, 4), (np.float32, 6), (np.float32, 3), (np.float16, 3), (np.float16, 8), (np.int8, 5), (np.float64, 2), (np.uint8, 1)]:
+    dtype_widths = [(np.float32, 4), (np.float32, 6), (np.float32, 3), (np.float16, 3), (np.float16, 8), (np.int8, 5),
+                    (np.float64, 2), (np.uint8, 1)]
+    for dtype, width in dtype_widths:
         table = (rng.standard_normal((37, width)) * 20).astype(dtype)
         for ids in (rng.integers(0, 37, 23), np.array([36]), np.array([5, 5, 0, 36, 5]), np.empty(0, np.int64)):
             order = np.argsort(ids, kind="stable")
