@@ -354,8 +354,8 @@ def print_results(results: list, rates: list) -> None:
         if "vs" in r:
             r["speedup"] = by_name[(section, r["vs"])]["seconds"] / r["seconds"]
             ratio = f"{r['speedup']:.2f}x"
-        # ratio: of pinned memcpy bandwidth; last column: speedup over CPU gather + copy
         elif "fraction_of_memcpy" in r:
+            # ratio: of pinned memcpy bandwidth; last column: speedup over CPU gather + copy
             ratio = f"{r['fraction_of_memcpy']:.0%}"
             hit = f"{r['vs_cpu_gather_plus_copy']:.2f}x"
         if "hit_rate" in r:

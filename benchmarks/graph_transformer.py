@@ -87,8 +87,8 @@ def dense_cluster_attention(q, k, v, packing, **_):
 
 
 def masked_sdpa(mask):
-    """Attention of all queries over all keys through PyTorch's SDPA, restricted by a fixed boolean ``mask`` [Nq,
-    Nk]."""
+    """Attention of all queries over all keys through PyTorch's SDPA,
+    restricted by a fixed boolean ``mask`` [Nq, Nk]."""
     import torch.nn.functional as F
 
     def attend(q, k, v, *_, **__):  # [N, heads, dim] -> [heads, N, dim] and back
@@ -280,7 +280,7 @@ def print_table(rows: list[dict], ours: str, peers: list[str]) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--sizes", default="2048,4096,8192,16384,32768,65536,131072")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument(

@@ -1,7 +1,8 @@
 """Typed neighbor sampling at ogbn-mag scale: sparsetrain vs DGL's heterograph NeighborSampler vs PyG's hetero sampler.
 
-    python benchmarks/hetero_sampling.py                 # ogbn-mag-shaped synthetic graph at benchmarks/out/mag (made
-    if missing) python benchmarks/hetero_sampling.py --scale 0.05    # smaller (its own folder)
+    python benchmarks/hetero_sampling.py                # ogbn-mag-shaped synthetic graph at benchmarks/out/mag
+                                                        # (made if missing)
+    python benchmarks/hetero_sampling.py --scale 0.05   # smaller (its own folder)
 
 The graph is ``sparsetrain synth --typed`` at ``--scale`` (1.0: 1.94M nodes, 21.1M edges plus the
 reverse relations, 42.2M stored edges, 8 edge types). Batches of ``--batch-size`` random paper seeds

@@ -292,7 +292,7 @@ def temporal_main(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument(
         "--data", default=str(OUT / "products-pyg"), help="dataset folder (synthesized there if missing)"
     )
