@@ -6,9 +6,9 @@ every rank asks for ``f * rows`` uniformly random ids (duplicates included) and 
 ``sparse_all_gather``; the peer, timed in the same run, is ``torch.distributed.all_gather`` of the
 whole table followed by indexing. A second peer prices the sparse collective's extra rounds: one bare
 ``dist.all_to_all_single`` that moves only the distinct rows each rank needs from their owners, with
-the ids and split sizes exchanged before timing (no metadata round, no id round). The mirror, ``sparse_reduce_scatter`` of row gradients, is timed
-against an ``all_reduce`` of a table-sized gradient. Then ``ShardedFeatures`` serves a skewed (power-law) stream of
-minibatches with and without a static cache of the hottest remote rows.
+the ids and split sizes exchanged before timing (no metadata round, no id round). The mirror, ``sparse_reduce_scatter``
+of row gradients, is timed against an ``all_reduce`` of a table-sized gradient. Then ``ShardedFeatures`` serves a skewed
+(power-law) stream of minibatches with and without a static cache of the hottest remote rows.
 Bytes are payload per rank (ids + rows sent to / received from other ranks), mean over ranks;
 times are the median over repeats of the slowest rank. Prints a table and writes JSON.
 
@@ -31,7 +31,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from sparsetrain.collective import CollectiveStats, RowPlacement, ShardedFeatures, sparse_all_gather, sparse_reduce_scatter
+from sparsetrain.collective import (
+    CollectiveStats, RowPlacement, ShardedFeatures, sparse_all_gather, sparse_reduce_scatter,
+)
 
 HERE = Path(__file__).resolve().parent
 FRACTIONS = (0.01, 0.10, 0.50)
@@ -106,7 +108,9 @@ def bench_gather(rank: int, world: int, args) -> list[dict]:
             ref = _timed(lambda: dense_all_gather(local, ids, world), dense_t)
             bare = _timed(lambda: bare_all_to_all(local, plan), bare_t)
             if rep == 0 and not (torch.equal(got, ref) and torch.equal(bare, ref)):
-                raise SystemExit("sparse_all_gather or the bare all_to_all_single rows differ from the dense all-gather")
+                raise SystemExit(
+                    "sparse_all_gather or the bare all_to_all_single rows differ from the dense all-gather"
+                )
         rec = stats.records[-1]
         row_bytes = args.dim * 4
         out.append({
@@ -168,7 +172,11 @@ def bench_sharded(rank: int, world: int, args) -> list[dict]:
     weight = 1.0 / torch.arange(1, args.rows + 1, dtype=torch.float64) ** args.skew
     hot = order[: int(args.cache_fraction * args.rows)]
     batches = [
-        order[torch.multinomial(weight, args.batch, replacement=True, generator=torch.Generator().manual_seed(100 * rank + b))]
+        order[
+            torch.multinomial(
+                weight, args.batch, replacement=True, generator=torch.Generator().manual_seed(100 * rank + b)
+            )
+        ]
         for b in range(args.steps)
     ]
     stores = {
@@ -191,7 +199,9 @@ def bench_sharded(rank: int, world: int, args) -> list[dict]:
             "hit_rate": _mean(store.stats.hit_rate),
             "bytes_moved_per_step": _mean(store.stats.bytes_moved / args.steps),
             "seconds_per_step": statistics.median(seconds[name]),
-            "collective_seconds_per_step": statistics.median(r.seconds for r in list(store.collective_stats.records)[-args.steps :]),
+            "collective_seconds_per_step": statistics.median(
+                r.seconds for r in list(store.collective_stats.records)[-args.steps :]
+            ),
         }
         for name, store in stores.items()
     ]
@@ -223,12 +233,15 @@ def worker(rank: int, world: int, port: int | None, args, result_path: str | Non
 def report(results: dict, args, world: int) -> None:
     mib = 2**20
     print(f"\nsparse_all_gather vs dense all-gather, world {world} (gloo), table {args.rows} x {args.dim} float32")
-    print("(MiB received per rank; 'model' = remote distinct rows x (row + 8-byte id), what the design says should move)")
-    print(f"{'fraction':>8} {'ids/rank':>9} {'distinct':>9} {'remote':>8} {'model MiB':>9} {'sparse MiB':>10} {'dense MiB':>9} "
-          f"{'bytes ratio':>11} {'sparse ms':>9} {'dense ms':>9} {'speedup':>7}")  # fmt: skip
+    print(
+        "(MiB received per rank; 'model' = remote distinct rows x (row + 8-byte id), what the design says should move)"
+    )
+    print(f"{'fraction':>8} {'ids/rank':>9} {'distinct':>9} {'remote':>8} {'model MiB':>9} {'sparse MiB':>10} "
+          f"{'dense MiB':>9} {'bytes ratio':>11} {'sparse ms':>9} {'dense ms':>9} {'speedup':>7}")  # fmt: skip
     for r in results["gather"]:
-        print(f"{r['fraction']:>8.0%} {r['ids_per_rank']:>9} {r['distinct_per_rank']:>9.0f} {r['remote_distinct_per_rank']:>8.0f} "
-              f"{r['expected_bytes'] / mib:>9.2f} {r['sparse_bytes_received'] / mib:>10.2f} {r['dense_bytes_received'] / mib:>9.2f} "
+        print(f"{r['fraction']:>8.0%} {r['ids_per_rank']:>9} {r['distinct_per_rank']:>9.0f} "
+              f"{r['remote_distinct_per_rank']:>8.0f} {r['expected_bytes'] / mib:>9.2f} "
+              f"{r['sparse_bytes_received'] / mib:>10.2f} {r['dense_bytes_received'] / mib:>9.2f} "
               f"{r['sparse_bytes_received'] / r['dense_bytes_received']:>11.3f} {r['sparse_seconds'] * 1e3:>9.1f} "
               f"{r['dense_seconds'] * 1e3:>9.1f} {r['dense_seconds'] / r['sparse_seconds']:>7.2f}x")  # fmt: skip
     print("\nthe same gathers against one bare all_to_all_single of the needed rows (ids and splits known in advance):")
@@ -238,13 +251,21 @@ def report(results: dict, args, world: int) -> None:
         print(f"{r['fraction']:>8.0%} {r['sparse_seconds'] * 1e3:>9.1f} {r['bare_all_to_all_seconds'] * 1e3:>11.1f} "
               f"{r['sparse_seconds'] / r['bare_all_to_all_seconds']:>10.2f}x")  # fmt: skip
     print("\nsparse_reduce_scatter (row gradients to owners) vs all_reduce of a table-sized gradient (ring volume)")
-    print(f"{'fraction':>8} {'remote':>8} {'sparse MiB':>10} {'dense MiB':>9} {'bytes ratio':>11} {'sparse ms':>9} {'dense ms':>9} {'speedup':>7}")
+    print(
+        f"{'fraction':>8} {'remote':>8} {'sparse MiB':>10} {'dense MiB':>9} {'bytes ratio':>11} "
+        f"{'sparse ms':>9} {'dense ms':>9} {'speedup':>7}"
+    )
     for r in results["reduce_scatter"]:
         print(f"{r['fraction']:>8.0%} {r['remote_distinct_per_rank']:>8.0f} {r['sparse_bytes_received'] / mib:>10.2f} "
-              f"{r['dense_bytes_received'] / mib:>9.2f} {r['sparse_bytes_received'] / r['dense_bytes_received']:>11.3f} "
-              f"{r['sparse_seconds'] * 1e3:>9.1f} {r['dense_seconds'] * 1e3:>9.1f} {r['dense_seconds'] / r['sparse_seconds']:>7.2f}x")  # fmt: skip
+              f"{r['dense_bytes_received'] / mib:>9.2f} "
+              f"{r['sparse_bytes_received'] / r['dense_bytes_received']:>11.3f} "
+              f"{r['sparse_seconds'] * 1e3:>9.1f} {r['dense_seconds'] * 1e3:>9.1f} "
+              f"{r['dense_seconds'] / r['sparse_seconds']:>7.2f}x")  # fmt: skip
     print(f"\nShardedFeatures, {args.steps} steps x {args.batch} ids per rank, power-law access (exponent {args.skew})")
-    print(f"{'store':<28} {'cache MiB':>9} {'hit rate':>8} {'MiB moved/step':>14} {'median ms/step':>14} {'of it collective':>16}")
+    print(
+        f"{'store':<28} {'cache MiB':>9} {'hit rate':>8} {'MiB moved/step':>14} {'median ms/step':>14} "
+        f"{'of it collective':>16}"
+    )
     for r in results["sharded_features"]:
         print(f"{r['store']:<28} {r['cache_bytes_per_rank'] / mib:>9.2f} {r['hit_rate']:>8.1%} "
               f"{r['bytes_moved_per_step'] / mib:>14.2f} {r['seconds_per_step'] * 1e3:>14.1f} "

@@ -86,8 +86,16 @@ def alternate(fns: dict, reps: int, before=None) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def row(results: list, section: str, name: str, seconds: float, rows: int, row_bytes: int, peer: str | None = None) -> None:
-    entry = {"section": section, "name": name, "seconds": seconds, "rows_per_s": rows / seconds, "GB_per_s": rows * row_bytes / seconds / 1e9}
+def row(
+    results: list, section: str, name: str, seconds: float, rows: int, row_bytes: int, peer: str | None = None
+) -> None:
+    entry = {
+        "section": section,
+        "name": name,
+        "seconds": seconds,
+        "rows_per_s": rows / seconds,
+        "GB_per_s": rows * row_bytes / seconds / 1e9,
+    }
     if peer is not None:
         entry["vs"] = peer
     results.append(entry)
@@ -113,7 +121,9 @@ def bench_width(dim: int, mib: int, reps: int, folder: Path, results: list) -> N
         for old in open_stores.values():
             old.close()
         drop_page_cache(path)
-        open_stores.update(mmap=MmapFeatures(path), mmap_auto=MmapFeatures(path, advise="auto"), pread=MmapFeatures(path, mode="pread"))
+        open_stores.update(
+            mmap=MmapFeatures(path), mmap_auto=MmapFeatures(path, advise="auto"), pread=MmapFeatures(path, mode="pread")
+        )
 
     def peer_fresh():
         return torch.from_numpy(np.load(path, mmap_mode="r"))[ids]
@@ -135,7 +145,14 @@ def bench_width(dim: int, mib: int, reps: int, folder: Path, results: list) -> N
     warm_page_cache(path)
     peer_map = torch.from_numpy(np.load(path, mmap_mode="r"))
     peer_map[ids]
-    warm = alternate({"mmap": lambda: open_stores["mmap"].gather(ids), "pread": lambda: open_stores["pread"].gather(ids), "peer": lambda: peer_map[ids]}, reps)
+    warm = alternate(
+        {
+            "mmap": lambda: open_stores["mmap"].gather(ids),
+            "pread": lambda: open_stores["pread"].gather(ids),
+            "peer": lambda: peer_map[ids],
+        },
+        reps,
+    )
     labels = {"mmap": "MmapFeatures", "mmap_auto": "MmapFeatures(advise='auto')", "pread": "MmapFeatures(mode='pread')"}
     for label, got in (("cold", cold), ("warm", warm)):
         peer = f"np.load(mmap_mode='r')[ids] {label}"
@@ -152,10 +169,23 @@ def bench_width(dim: int, mib: int, reps: int, folder: Path, results: list) -> N
     out = torch.empty(count, dim)
     peer_out = torch.empty(count, dim)
     assert torch.equal(memory.gather(ids, out=out), tensor[ids])
-    mem = alternate({"ours": lambda: memory.gather(ids, out=out), "peer": lambda: torch.index_select(tensor, 0, ids, out=peer_out)}, reps * 3)
-    mem_new = alternate({"ours": lambda: memory.gather(ids), "peer": lambda: torch.index_select(tensor, 0, ids)}, reps * 3)
+    mem = alternate(
+        {"ours": lambda: memory.gather(ids, out=out), "peer": lambda: torch.index_select(tensor, 0, ids, out=peer_out)},
+        reps * 3,
+    )
+    mem_new = alternate(
+        {"ours": lambda: memory.gather(ids), "peer": lambda: torch.index_select(tensor, 0, ids)}, reps * 3
+    )
     row(results, f"memory {tag}", "torch.index_select(out=)", mem["peer"], count, row_bytes)
-    row(results, f"memory {tag}", "TensorFeatures.gather(out=)", mem["ours"], count, row_bytes, "torch.index_select(out=)")
+    row(
+        results,
+        f"memory {tag}",
+        "TensorFeatures.gather(out=)",
+        mem["ours"],
+        count,
+        row_bytes,
+        "torch.index_select(out=)",
+    )
     row(results, f"memory {tag}", "torch.index_select", mem_new["peer"], count, row_bytes)
     row(results, f"memory {tag}", "TensorFeatures.gather", mem_new["ours"], count, row_bytes, "torch.index_select")
 
@@ -190,13 +220,24 @@ def bench_width(dim: int, mib: int, reps: int, folder: Path, results: list) -> N
             fresh = batches[2 : 2 + reps] if temp == "cold" else batches[2 + reps :]  # never a batch seen before
             it_cache, it_plain = iter(fresh), iter(fresh)
             got = alternate(
-                {"cache": lambda: cache.gather(next(it_cache)), "nocache": lambda: plain["store"].gather(next(it_plain))},
+                {
+                    "cache": lambda: cache.gather(next(it_cache)),
+                    "nocache": lambda: plain["store"].gather(next(it_plain)),
+                },
                 reps,
                 before=(lambda: reopen(True)) if temp == "cold" else None,
             )
             peer = f"MmapFeatures, no cache, {label} ids, {temp}"
             row(results, f"cache {tag}", peer, got["nocache"], count, row_bytes)
-            row(results, f"cache {tag}", f"CachedFeatures(hybrid, 25%) {label} ids, {temp}", got["cache"], count, row_bytes, peer)
+            row(
+                results,
+                f"cache {tag}",
+                f"CachedFeatures(hybrid, 25%) {label} ids, {temp}",
+                got["cache"],
+                count,
+                row_bytes,
+                peer,
+            )
             results[-1]["hit_rate"] = cache.stats.hit_rate
         plain["store"].close()
     del table, tensor
@@ -219,7 +260,9 @@ def bench_hit_rates(results: list, folder: Path) -> list:
     try:
         from sparsetrain.sampling import NeighborSampler, SamplerInput
 
-        ds = st.datasets.synthesize(folder / "graph", 20_000, 200_000, feature_dim=4, num_classes=4, seed=0, overwrite=True, quiet=True)
+        ds = st.datasets.synthesize(
+            folder / "graph", 20_000, 200_000, feature_dim=4, num_classes=4, seed=0, overwrite=True, quiet=True
+        )
 
         def sample(batches, seed):
             sampler = NeighborSampler(ds.graph, [10, 5], seed=seed)
@@ -234,7 +277,11 @@ def bench_hit_rates(results: list, folder: Path) -> list:
             return out
 
         trace = sample(600, 1)
-        traces["neighbor sampling [10, 5], synth power-law 20K nodes / 200K edges, 600 batches of 16 seeds"] = (trace, access_counts(sample(20, 2), ds.num_nodes), ds.num_nodes)
+        traces["neighbor sampling [10, 5], synth power-law 20K nodes / 200K edges, 600 batches of 16 seeds"] = (
+            trace,
+            access_counts(sample(20, 2), ds.num_nodes),
+            ds.num_nodes,
+        )
         traces["same sampling trace, hotness = in-degree"] = (trace, ds.graph.in_degrees().numpy(), ds.num_nodes)
     except ImportError:
         pass
@@ -280,7 +327,15 @@ def bench_gpu(results: list, reps: int) -> None:
         zc = timed_cuda(lambda: store.gather(ids))
         cg = timed_cuda(lambda: cpu_store.gather(ids_cpu).to("cuda", non_blocking=True))
         gbs = ids.numel() * width * 4 / zc / 1e9
-        results.append({"section": "gpu", "name": f"zero-copy gather, {width * 4} B rows", "GB_per_s": gbs, "fraction_of_memcpy": gbs / memcpy, "vs_cpu_gather_plus_copy": cg / zc})
+        results.append(
+            {
+                "section": "gpu",
+                "name": f"zero-copy gather, {width * 4} B rows",
+                "GB_per_s": gbs,
+                "fraction_of_memcpy": gbs / memcpy,
+                "vs_cpu_gather_plus_copy": cg / zc,
+            }
+        )
         store.close()
         del table, store, cpu_store
 
@@ -299,7 +354,8 @@ def print_results(results: list, rates: list) -> None:
         if "vs" in r:
             r["speedup"] = by_name[(section, r["vs"])]["seconds"] / r["seconds"]
             ratio = f"{r['speedup']:.2f}x"
-        elif "fraction_of_memcpy" in r:  # ratio: of pinned memcpy bandwidth; last column: speedup over CPU gather + copy
+        elif "fraction_of_memcpy" in r:
+            # ratio: of pinned memcpy bandwidth; last column: speedup over CPU gather + copy
             ratio = f"{r['fraction_of_memcpy']:.0%}"
             hit = f"{r['vs_cpu_gather_plus_copy']:.2f}x"
         if "hit_rate" in r:
@@ -332,7 +388,15 @@ def main() -> None:
     bench_gpu(results, args.reps)
     print_results(results, rates)
     OUT.mkdir(exist_ok=True)
-    report = {"threads": THREADS, "mib": args.mib, "reps": args.reps, "torch": torch.__version__, "numba": numba.__version__, "results": results, "hit_rates": rates}
+    report = {
+        "threads": THREADS,
+        "mib": args.mib,
+        "reps": args.reps,
+        "torch": torch.__version__,
+        "numba": numba.__version__,
+        "results": results,
+        "hit_rates": rates,
+    }
     (OUT / "feature_gather.json").write_text(json.dumps(report, indent=1))
     print(f"\nwrote {OUT / 'feature_gather.json'}")
 

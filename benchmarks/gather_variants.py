@@ -1,6 +1,6 @@
 """Zero-copy gather kernels side by side on one GPU: which layout reaches pinned memcpy bandwidth (issue 28, item 6).
 
-    python benchmarks/gather_variants.py            # needs CUDA; prints a table, writes benchmarks/out/gather_variants.json
+    python benchmarks/gather_variants.py    # needs CUDA; prints a table, writes benchmarks/out/gather_variants.json
 
 A 1 GiB float32 table in pinned host memory, 10% of its rows requested (uniform random ids), per row size. Every
 variant copies the same rows into device memory and is checked against ``table[ids]``; each is timed with CUDA events

@@ -57,8 +57,10 @@ def section_tests(args) -> dict:
     """``pytest -m gpu``: its closing counts (CPU runs report what a CPU machine does: every GPU test skipped)."""
     import importlib.util
 
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "--continue-on-collection-errors",
-           "tests"]
+    cmd = [
+        sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "--continue-on-collection-errors",
+        "tests",
+    ]
     if importlib.util.find_spec("pytest_timeout"):  # a hanging test costs itself, not the section
         cmd += ["--timeout", "60"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=BUDGET_S["tests"] - 10)
@@ -84,8 +86,12 @@ def section_gather(args) -> dict:
     bench_gpu(rows, reps=3 if args.quick else 10)
     memcpy = next(r["GB_per_s"] for r in rows if r["name"] == "pinned host-to-device memcpy")
     variants = gather_variants.bench(reps=3 if args.quick else 10)
-    return {"device": torch.cuda.get_device_name(), "memcpy_GB_per_s": memcpy, "rows": [r for r in rows if "fraction_of_memcpy" in r],
-            "variants": variants}
+    return {
+        "device": torch.cuda.get_device_name(),
+        "memcpy_GB_per_s": memcpy,
+        "rows": [r for r in rows if "fraction_of_memcpy" in r],
+        "variants": variants,
+    }
 
 
 def section_data(args) -> dict:
@@ -94,7 +100,12 @@ def section_data(args) -> dict:
     products = _products(args)
     made = time.perf_counter()
     typed = _typed(args)
-    return {"products": str(products), "products_s": made - start, "typed": str(typed), "typed_s": time.perf_counter() - made}
+    return {
+        "products": str(products),
+        "products_s": made - start,
+        "typed": str(typed),
+        "typed_s": time.perf_counter() - made,
+    }
 
 
 def _products(args) -> Path:
@@ -109,7 +120,8 @@ def _products(args) -> Path:
 
 
 def _typed(args) -> Path:
-    """An ogbn-mag-shaped typed synthetic dataset (scale 0.25 of ogbn-mag; tiny with --quick), made once under --data."""
+    """An ogbn-mag-shaped typed synthetic dataset (scale 0.25 of ogbn-mag; tiny with --quick), made once under
+    --data."""
     from sparsetrain.datasets import synthesize
 
     scale = 0.005 if args.quick else 0.25
@@ -165,9 +177,15 @@ def section_sampling(args) -> dict:
         return lambda bs: sum(sampler.sample(SamplerInput(s)).num_sampled_edges for s in bs)
 
     on_gpu = args.device == "cuda"
-    rows = [_versus("node, graph in device memory", node_run(ds.graph), node_run(ds.graph.to(args.device)), batches, args)]
+    rows = [
+        _versus("node, graph in device memory", node_run(ds.graph), node_run(ds.graph.to(args.device)), batches, args)
+    ]
     if on_gpu:
-        rows.append(_versus("node, graph pinned in host memory", node_run(ds.graph), node_run(ds.graph.pin_memory()), batches, args))
+        rows.append(
+            _versus(
+                "node, graph pinned in host memory", node_run(ds.graph), node_run(ds.graph.pin_memory()), batches, args
+            )
+        )
 
     indptr, indices = ds.graph.indptr, ds.graph.indices
     edge_batches = []
@@ -177,9 +195,15 @@ def section_sampling(args) -> dict:
 
     def link_run(graph):
         sampler = LinkNeighborSampler(NeighborSampler(graph, FANOUTS, seed=0), neg_sampling="binary", exclude="self")
-        return lambda bs: sum(sampler.sample(EdgeSamplerInput(b[0], b[1], key=i)).num_sampled_edges for i, b in enumerate(bs))
+        return lambda bs: sum(
+            sampler.sample(EdgeSamplerInput(b[0], b[1], key=i)).num_sampled_edges for i, b in enumerate(bs)
+        )
 
-    rows.append(_versus("link, exclude self, 1 negative", link_run(ds.graph), link_run(ds.graph.to(args.device)), edge_batches, args))
+    rows.append(
+        _versus(
+            "link, exclude self, 1 negative", link_run(ds.graph), link_run(ds.graph.to(args.device)), edge_batches, args
+        )
+    )
 
     typed = load(_typed(args))
     papers = typed.split["train"].numpy()  # the split of the target type, paper
@@ -189,8 +213,15 @@ def section_sampling(args) -> dict:
         sampler = NeighborSampler(graph, [15, 10], seed=0, seed_type="paper")
         return lambda bs: sum(sampler.sample(SamplerInput(s, node_type="paper")).num_sampled_edges for s in bs)
 
-    rows.append(_versus("typed (ogbn-mag shape, scale 0.25), [15, 10]", typed_run(typed.graph), typed_run(typed.graph.to(args.device)),
-                        typed_batches, args))
+    rows.append(
+        _versus(
+            "typed (ogbn-mag shape, scale 0.25), [15, 10]",
+            typed_run(typed.graph),
+            typed_run(typed.graph.to(args.device)),
+            typed_batches,
+            args,
+        )
+    )
     if on_gpu:
         per_batch = {"node": _per_batch(NeighborSampler(ds.graph.to(args.device), FANOUTS, seed=0), batches),
                      "typed": _per_batch(NeighborSampler(typed.graph.to(args.device), [15, 10], seed=0,
@@ -332,7 +363,11 @@ def _time_pyg_steps(loader, model, device: str, warmup: int, steps: int, trim: b
             sync()
             start = time.perf_counter()
         batch = next(it).to(device, non_blocking=True)
-        kwargs = {"num_sampled_nodes_per_hop": batch.num_sampled_nodes, "num_sampled_edges_per_hop": batch.num_sampled_edges} if trim else {}
+        kwargs = (
+            {"num_sampled_nodes_per_hop": batch.num_sampled_nodes, "num_sampled_edges_per_hop": batch.num_sampled_edges}
+            if trim
+            else {}
+        )
         out = model(batch.x, batch.edge_index, **kwargs)[: batch.batch_size]
         loss = F.cross_entropy(out, batch.y[: batch.batch_size])
         opt.zero_grad(set_to_none=True)
@@ -375,7 +410,9 @@ def section_epoch(args) -> dict:
                          "stall_fraction": record.get("stall_fraction"), "wall_s_incl_setup_and_eval": wall})
 
     edge_index = ds.graph.to_edge_index()
-    data = Data(x=ds.features.gather(torch.arange(ds.num_nodes)), y=ds.labels, edge_index=edge_index, num_nodes=ds.num_nodes)
+    data = Data(
+        x=ds.features.gather(torch.arange(ds.num_nodes)), y=ds.labels, edge_index=edge_index, num_nodes=ds.num_nodes
+    )
     train_idx = ds.split["train"]
     from sparsetrain.pyg import NeighborLoader as OurLoader
 
@@ -390,10 +427,14 @@ def section_epoch(args) -> dict:
             placed = placed if placed is not None else data.to(args.device)
             ours = OurLoader(placed, num_neighbors=FANOUTS, batch_size=BATCH, input_nodes=train_idx.to(placed.x.device),
                              shuffle=True, device=device)
-            ms = _time_pyg_steps(ours, _pyg_model(ds.num_features, ds.num_classes), args.device, warmup, steps, trim=True)
+            ms = _time_pyg_steps(
+                ours, _pyg_model(ds.num_features, ds.num_classes), args.device, warmup, steps, trim=True
+            )
             rows.append({"path": name, "ms_per_step": ms, "epoch_s": ms * steps_per_epoch / 1e3})
         except Exception as exc:  # a path that fails costs its row
-            rows.append({"path": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]})
+            rows.append(
+                {"path": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]}
+            )
         finally:
             placed = ours = None
             if args.device == "cuda":
@@ -403,11 +444,25 @@ def section_epoch(args) -> dict:
 
     workers = 0 if args.quick else min(8, os.cpu_count() or 1)
     try:
-        peer = NeighborLoader(data, num_neighbors=FANOUTS, batch_size=BATCH, input_nodes=train_idx, shuffle=True, num_workers=workers,
-                              pin_memory=args.device == "cuda", persistent_workers=workers > 0)
+        peer = NeighborLoader(
+            data,
+            num_neighbors=FANOUTS,
+            batch_size=BATCH,
+            input_nodes=train_idx,
+            shuffle=True,
+            num_workers=workers,
+            pin_memory=args.device == "cuda",
+            persistent_workers=workers > 0,
+        )
         ms = _time_pyg_steps(peer, _pyg_model(ds.num_features, ds.num_classes), args.device, warmup, steps, trim=False)
-        rows.append({"path": f"PyG NeighborLoader, CPU sampling, {workers} workers, pin_memory, .to(device)", "ms_per_step": ms,
-                     "epoch_s": ms * steps_per_epoch / 1e3, "peer": True})
+        rows.append(
+            {
+                "path": f"PyG NeighborLoader, CPU sampling, {workers} workers, pin_memory, .to(device)",
+                "ms_per_step": ms,
+                "epoch_s": ms * steps_per_epoch / 1e3,
+                "peer": True,
+            }
+        )
     except (ImportError, RuntimeError) as exc:  # PyG without torch-sparse / pyg-lib cannot sample
         rows.append({"path": "PyG NeighborLoader", "error": str(exc).splitlines()[0], "peer": True})
     peer_ms = next((r["ms_per_step"] for r in rows if r.get("peer") and "ms_per_step" in r), None)
@@ -525,8 +580,14 @@ def section_moe(args) -> dict:
     return {"device": name, "config": cfg, "bf16_dense_peak_TFLOP_s": peak, "rows": rows, "torch": torch.__version__}
 
 
-RUNNERS = {"tests": section_tests, "gather": section_gather, "moe": section_moe, "data": section_data, "sampling": section_sampling,
-           "epoch": section_epoch}
+RUNNERS = {
+    "tests": section_tests,
+    "gather": section_gather,
+    "moe": section_moe,
+    "data": section_data,
+    "sampling": section_sampling,
+    "epoch": section_epoch,
+}
 
 
 # --------------------------------------------------------------------------- PyG's peer, built where it is missing
@@ -552,7 +613,9 @@ def start_peer_build(src: Path, out: Path):
                   f"rm -rf torch_scatter-*/ torch_sparse-*/ && {pip} install --no-deps --no-index {wheels}/*.whl")
     env = {**os.environ, "FORCE_ONLY_CPU": "1", "FORCE_CUDA": "0", "MAX_JOBS": str(max(1, (os.cpu_count() or 2) // 2))}
     log = open(out / "peer_build.log", "w")
-    return subprocess.Popen(["nice", "-n", "19", "bash", "-c", script], stdout=log, stderr=subprocess.STDOUT, env=env), time.perf_counter()
+    return subprocess.Popen(
+        ["nice", "-n", "19", "bash", "-c", script], stdout=log, stderr=subprocess.STDOUT, env=env
+    ), time.perf_counter()
 
 
 # --------------------------------------------------------------------------- the report
@@ -560,8 +623,18 @@ def run_section(name: str, args, out: Path) -> dict:
     """Run one section in a child process under its time limit; its JSON, or what went wrong in one line."""
     result = out / f"{name}.json"
     result.unlink(missing_ok=True)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--section", name, "--out", str(out), "--device", args.device, "--data", args.data,
-           "--rounds", str(args.rounds), "--epoch-steps", str(args.epoch_steps)] + (["--quick"] if args.quick else [])
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--section",
+        name,
+        "--out",
+        str(out),
+        "--device", args.device, "--data", args.data, "--rounds",
+        str(args.rounds),
+        "--epoch-steps",
+        str(args.epoch_steps),
+    ] + (["--quick"] if args.quick else [])
     start = time.perf_counter()
     limit = BUDGET_S[name] * (4 if args.quick else 1)
     try:
@@ -634,9 +707,20 @@ def _timeline_lines(t: dict | None) -> list[str]:
 def markdown(report: dict) -> str:
     """The report's tables, ready for benchmarks/RESULTS.md."""
     s = report["sections"]
-    lines = [f"## GPU report: {report['device']} ({report['date']})", "",
-             f"`python benchmarks/gpu_report.py --out DIR{' --quick' if report['quick'] else ''}`: {report['total_seconds']:.0f} s in all."
-             + (f" PyG's peer (torch-sparse) built or installed here: {report['peer_build']}." if report.get("peer_build") else ""), ""]
+    lines = [
+        f"## GPU report: {report['device']} ({report['date']})",
+        "",
+        (
+            f"`python benchmarks/gpu_report.py --out DIR{' --quick' if report['quick'] else ''}`: "
+            f"{report['total_seconds']:.0f} s in all."
+        )
+        + (
+            f" PyG's peer (torch-sparse) built or installed here: {report['peer_build']}."
+            if report.get("peer_build")
+            else ""
+        ),
+        "",
+    ]
 
     def failed(name):
         sec = s.get(name, {"not_run": "not in --only"})
@@ -650,51 +734,94 @@ def markdown(report: dict) -> str:
         lines += [f"**pytest -m gpu**: {t['summary']}"] + [f"- {f}" for f in t.get("failures", [])] + [""]
     if not failed("gather"):
         g = s["gather"]
-        lines += [f"**Zero-copy gather** (pinned memcpy {g['memcpy_GB_per_s']:.1f} GB/s; target >= 90% for rows >= 256 B)", "",
-                  "| row size | GB/s | of memcpy | vs CPU gather + copy |", "|---|---:|---:|---:|"]
-        lines += [f"| {r['name'].split(', ')[-1]} | {r['GB_per_s']:.1f} | {r['fraction_of_memcpy']:.0%} | {r['vs_cpu_gather_plus_copy']:.2f}x |"
-                  for r in g["rows"]]
+        lines += [
+            f"**Zero-copy gather** (pinned memcpy {g['memcpy_GB_per_s']:.1f} GB/s; target >= 90% for rows >= 256 B)",
+            "",
+            "| row size | GB/s | of memcpy | vs CPU gather + copy |",
+            "|---|---:|---:|---:|",
+        ]
+        lines += [
+            (
+                f"| {r['name'].split(', ')[-1]} | {r['GB_per_s']:.1f} | {r['fraction_of_memcpy']:.0%} | "
+                f"{r['vs_cpu_gather_plus_copy']:.2f}x |"
+            )
+            for r in g["rows"]
+        ]
         lines.append("")
         v = g.get("variants")
         if v:
             lines += [f"Kernel variants (CUDA events around the kernel alone; pinned memcpy by events "
                       f"{v['memcpy_GB_per_s']:.1f} GB/s):", "", "| row size | variant | GB/s | of memcpy | exact |",
                       "|---:|---|---:|---:|---|"]
-            lines += [f"| {r['row_bytes']} B | {r['variant']} | {r['GB_per_s']:.1f} | {r['fraction_of_memcpy']:.0%} | "
-                      f"{'yes' if r['exact'] else 'NO'} |" if "GB_per_s" in r else f"| {r['row_bytes']} B | {r['variant']} | "
-                      f"{r['error']} | | |" for r in v["rows"]]
+            lines += [
+                f"| {r['row_bytes']} B | {r['variant']} | {r['GB_per_s']:.1f} | {r['fraction_of_memcpy']:.0%} | "
+                f"{'yes' if r['exact'] else 'NO'} |"
+                if "GB_per_s" in r
+                else f"| {r['row_bytes']} B | {r['variant']} | {r['error']} | | |"
+                for r in v["rows"]
+            ]
             lines.append("")
     if not failed("sampling"):
-        lines += [f"**Sampling** ({s['sampling']['device']} vs the CPU sampler on {s['sampling']['cpu_threads']} cores; target: node, "
-                  "device memory >= 300M edges/s)", "", "| sampler | CPU M edges/s | GPU M edges/s | GPU / CPU |", "|---|---:|---:|---:|"]
+        lines += [
+            f"**Sampling** ({s['sampling']['device']} vs the CPU sampler on {s['sampling']['cpu_threads']} "
+            "cores; target: node, "
+            "device memory >= 300M edges/s)",
+            "",
+            "| sampler | CPU M edges/s | GPU M edges/s | GPU / CPU |",
+            "|---|---:|---:|---:|",
+        ]
         for r in s["sampling"]["rows"]:
             gpu = r["gpu"]
             gpu_cell = f"{gpu['edges_per_s'] / 1e6:,.1f}" if "edges_per_s" in gpu else gpu["error"]
-            lines.append(f"| {r['sampler']} | {r['cpu']['edges_per_s'] / 1e6:,.1f} | {gpu_cell} | {_fmt(r.get('speedup'))} |")
+            lines.append(
+                f"| {r['sampler']} | {r['cpu']['edges_per_s'] / 1e6:,.1f} | {gpu_cell} | {_fmt(r.get('speedup'))} |"
+            )
         lines += _per_batch_lines(s["sampling"].get("per_batch", {}))
         if s["sampling"].get("host_syncs_per_batch") is not None:
-            lines.append(f"\nHost syncs in one GPU node-sampling batch (torch's sync debug mode): "
-                         f"{s['sampling']['host_syncs_per_batch']} ({', '.join(s['sampling'].get('host_syncs_where', []))})")
+            lines.append(
+                f"\nHost syncs in one GPU node-sampling batch (torch's sync debug mode): "
+                f"{s['sampling']['host_syncs_per_batch']} ({', '.join(s['sampling'].get('host_syncs_where', []))})"
+            )
         lines.append("")
     if not failed("epoch"):
         e = s["epoch"]
-        lines += [f"**Epoch**, GraphSAGE [15,10,5] b{BATCH} h{HIDDEN}, products-scale synthetic ({e['steps_per_epoch']} steps; "
-                  f"{e['timed_steps']} timed; target >= 3x PyG, stall <= 0.05)", "",
-                  "| path | ms / step | epoch s | stall | vs PyG |", "|---|---:|---:|---:|---:|"]
+        lines += [
+            f"**Epoch**, GraphSAGE [15,10,5] b{BATCH} h{HIDDEN}, products-scale synthetic "
+            f"({e['steps_per_epoch']} steps; "
+            f"{e['timed_steps']} timed; target >= 3x PyG, stall <= 0.05)",
+            "",
+            "| path | ms / step | epoch s | stall | vs PyG |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for r in e["rows"]:
             if "error" in r:
                 lines.append(f"| {r['path']} | {r['error']} | | | |")
             else:
-                lines.append(f"| {r['path']} | {_fmt(r.get('ms_per_step'))} | {_fmt(r.get('epoch_s'))} | {_fmt(r.get('stall_fraction'))} | "
-                             f"{_fmt(r.get('speedup_vs_pyg'))} |")
+                lines.append(
+                    f"| {r['path']} | {_fmt(r.get('ms_per_step'))} | {_fmt(r.get('epoch_s'))} | "
+                    f"{_fmt(r.get('stall_fraction'))} | "
+                    f"{_fmt(r.get('speedup_vs_pyg'))} |"
+                )
         lines += _timeline_lines(e.get("timeline"))
         lines.append("")
     if not failed("moe"):
         m = s["moe"]
-        lines += [f"**MoE** forward + backward, {m['config']} ({m['rows'][0]['dtype']}; target: expert GEMMs >= 60% of the bf16 peak)", "",
-                  "| implementation | tokens/s | expert TFLOP/s | of bf16 peak |", "|---|---:|---:|---:|"]
-        lines += [f"| {r['implementation']} | {r['tok_s']:,.0f} | {r['expert_TFLOP_s']:.2f} | {_fmt(r['fraction_of_bf16_peak'])} |"
-                  for r in m["rows"]]
+        lines += [
+            (
+                f"**MoE** forward + backward, {m['config']} ({m['rows'][0]['dtype']}; target: expert GEMMs >= "
+                "60% of the bf16 peak)"
+            ),
+            "",
+            "| implementation | tokens/s | expert TFLOP/s | of bf16 peak |",
+            "|---|---:|---:|---:|",
+        ]
+        lines += [
+            (
+                f"| {r['implementation']} | {r['tok_s']:,.0f} | {r['expert_TFLOP_s']:.2f} | "
+                f"{_fmt(r['fraction_of_bf16_peak'])} |"
+            )
+            for r in m["rows"]
+        ]
         lines.append("")
     return "\n".join(lines)
 
@@ -703,14 +830,21 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="folder for report.md, report.json and each section's log")
     p.add_argument("--device", choices=["cuda", "cpu"], default=None, help="default: cuda when available")
-    p.add_argument("--data", default=os.environ.get("SPARSETRAIN_BENCH_DATA", str(HERE / "out")), help="where the synthetic datasets are made")
+    p.add_argument(
+        "--data",
+        default=os.environ.get("SPARSETRAIN_BENCH_DATA", str(HERE / "out")),
+        help="where the synthetic datasets are made",
+    )
     p.add_argument("--quick", action="store_true", help="tiny inputs: checks that every section runs, measures nothing")
     p.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--epoch-steps", type=int, default=200, help="timed steps of the drop-in and PyG epoch rows")
-    p.add_argument("--peer-src", default=os.environ.get("SPARSETRAIN_PYG_PEER_SRC"),
-                   help="folder with torch_scatter/torch_sparse sdists (or wheels): built and installed when PyG's peer "
-                        "cannot sample (no torch-sparse, no pyg-lib), while the GPU-only sections run")
+    p.add_argument(
+        "--peer-src",
+        default=os.environ.get("SPARSETRAIN_PYG_PEER_SRC"),
+        help="folder with torch_scatter/torch_sparse sdists (or wheels): built and installed when PyG's peer "
+        "cannot sample (no torch-sparse, no pyg-lib), while the GPU-only sections run",
+    )
     p.add_argument("--section", choices=SECTIONS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     out = Path(args.out)

@@ -1,4 +1,5 @@
-"""Graph transformer: peak memory and time per training step vs sequence length, sparse kernels vs dense attention, SDPA and PyG.
+"""Graph transformer: peak memory and time per training step vs sequence length, sparse kernels vs dense attention, SDPA
+and PyG.
 
 One step = forward + backward of ``GraphTransformer.forward_sequence`` (2 sparse + 2 cluster
 layers, hidden 64, 4 heads, clusters of 128 nodes) over a whole node sequence of N nodes on
@@ -86,17 +87,21 @@ def dense_cluster_attention(q, k, v, packing, **_):
 
 
 def masked_sdpa(mask):
-    """Attention of all queries over all keys through PyTorch's SDPA, restricted by a fixed boolean ``mask`` [Nq, Nk]."""
+    """Attention of all queries over all keys through PyTorch's SDPA,
+    restricted by a fixed boolean ``mask`` [Nq, Nk]."""
     import torch.nn.functional as F
 
     def attend(q, k, v, *_, **__):  # [N, heads, dim] -> [heads, N, dim] and back
-        return F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask).transpose(0, 1)
+        return F.scaled_dot_product_attention(
+            q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask
+        ).transpose(0, 1)
 
     return attend
 
 
 def sdpa_masks(edge_index, ptr, n: int):
-    """The two boolean N x N masks equivalent to the sparse model: edges with self loops (dst, src) and cluster blocks."""
+    """The two boolean N x N masks equivalent to the sparse model: edges with self loops (dst, src) and cluster
+    blocks."""
     import torch
 
     from sparsetrain.nn.attention import add_self_loops
@@ -109,7 +114,8 @@ def sdpa_masks(edge_index, ptr, n: int):
 
 
 def pyg_edge_transformer(layers: int = 2):
-    """Our sparse-layer stack (pre-norm, residual, output projection) with PyG's ``TransformerConv`` as the attention."""
+    """Our sparse-layer stack (pre-norm, residual, output projection) with PyG's ``TransformerConv`` as the
+    attention."""
     import torch
     from torch_geometric.nn import TransformerConv
 
@@ -118,7 +124,9 @@ def pyg_edge_transformer(layers: int = 2):
             super().__init__()
             self.embed = torch.nn.Linear(IN_DIM, HIDDEN)
             self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(HIDDEN) for _ in range(layers))
-            self.convs = torch.nn.ModuleList(TransformerConv(HIDDEN, HIDDEN // HEADS, heads=HEADS, root_weight=False) for _ in range(layers))
+            self.convs = torch.nn.ModuleList(
+                TransformerConv(HIDDEN, HIDDEN // HEADS, heads=HEADS, root_weight=False) for _ in range(layers)
+            )
             self.outs = torch.nn.ModuleList(torch.nn.Linear(HIDDEN, HIDDEN) for _ in range(layers))
             self.head_norm = torch.nn.LayerNorm(HIDDEN)
             self.head = torch.nn.Linear(HIDDEN, CLASSES)
@@ -178,8 +186,15 @@ def child(method: str, n: int, steps: int, threads: int, device: str = "cpu") ->
         if step:
             times.append(time.perf_counter() - t0)
     peak = torch.cuda.max_memory_allocated() if cuda else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"method": method, "nodes": n, "edges": int(edge_index.shape[1]), "step_ms": 1000 * sorted(times)[len(times) // 2],
-            "peak_bytes": peak - base, "loss": float(loss), "device": device}
+    return {
+        "method": method,
+        "nodes": n,
+        "edges": int(edge_index.shape[1]),
+        "step_ms": 1000 * sorted(times)[len(times) // 2],
+        "peak_bytes": peak - base,
+        "loss": float(loss),
+        "device": device,
+    }
 
 
 def dense_predicted_bytes(n: int) -> float:
@@ -201,7 +216,11 @@ METHODS = ("sparse", "dense", "sdpa", "sparse-edge", "pyg")
 
 
 def run_one(method: str, n: int, steps: int, threads: int, device: str) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--child", method, str(n), str(steps), str(threads), device], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", method, str(n), str(steps), str(threads), device],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         return {"method": method, "nodes": n, "error": (proc.stderr.strip().splitlines() or ["killed"])[-1]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -219,11 +238,16 @@ def fit_longest(rows: list[dict], power: int, budget: float) -> dict | None:
     if b <= 0:
         return None
     longest = ((budget - a) / b) ** (1 / power)
-    return {"nodes": int(longest), "fit": f"peak_bytes = {a:.3g} + {b:.3g} * N^{power}", "fitted_on": [int(v) for v in n]}
+    return {
+        "nodes": int(longest),
+        "fit": f"peak_bytes = {a:.3g} + {b:.3g} * N^{power}",
+        "fitted_on": [int(v) for v in n],
+    }
 
 
 def print_table(rows: list[dict], ours: str, peers: list[str]) -> None:
-    """One markdown row per N: ms/step and peak MiB of ``ours`` and each peer, and the peer's time and memory over ours."""
+    """One markdown row per N: ms/step and peak MiB of ``ours`` and each peer, and the peer's time and memory over
+    ours."""
     present = {r["method"] for r in rows}
     peers = [p for p in peers if p in present]
     if ours not in present or not peers:
@@ -242,23 +266,32 @@ def print_table(rows: list[dict], ours: str, peers: list[str]) -> None:
     for n in sorted({r["nodes"] for r in rows}):
         by = {r["method"]: r for r in rows if r["nodes"] == n}
         s = by[ours]
-        line = f"| {n} | {s.get('edges', '-')} | {cell(s, 'step_ms', lambda v: f'{v:.0f}')} | {cell(s, 'peak_bytes', lambda v: f'{v / 2**20:.0f}')} |"
+        line = (
+            f"| {n} | {s.get('edges', '-')} | {cell(s, 'step_ms', lambda v: f'{v:.0f}')} | "
+            f"{cell(s, 'peak_bytes', lambda v: f'{v / 2**20:.0f}')} |"
+        )
         for p in peers:
             d = by[p]
-            line += (f" {cell(d, 'step_ms', lambda v: f'{v:.0f}')} | {cell(d, 'peak_bytes', lambda v: f'{v / 2**20:.0f}')} |"
-                     f" {ratio(d, s, 'step_ms')} | {ratio(d, s, 'peak_bytes')} |")
+            line += (
+                f" {cell(d, 'step_ms', lambda v: f'{v:.0f}')} | {cell(d, 'peak_bytes', lambda v: f'{v / 2**20:.0f}')} |"
+                f" {ratio(d, s, 'step_ms')} | {ratio(d, s, 'peak_bytes')} |"
+            )
         print(line)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--sizes", default="2048,4096,8192,16384,32768,65536,131072")
     ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--dense-cap-gib", type=float, default=4.0, help="stop the dense and SDPA baselines past this predicted memory")
+    ap.add_argument(
+        "--dense-cap-gib", type=float, default=4.0, help="stop the dense and SDPA baselines past this predicted memory"
+    )
     ap.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated subset of {','.join(METHODS)}")
     ap.add_argument("--budget-gib", type=float, default=16.0)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1: the 2 cores are shared)")
-    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda: on a GPU the peak is torch.cuda.max_memory_allocated")
+    ap.add_argument(
+        "--device", default="cpu", help="cpu (default) or cuda: on a GPU the peak is torch.cuda.max_memory_allocated"
+    )
     ap.add_argument("--out", default="graph_transformer.json", help="file name under benchmarks/out/")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -290,7 +323,9 @@ def main() -> None:
             print(json.dumps(row), flush=True)
 
     longest = {
-        "sparse": fit_longest([r for r in rows if r["method"] == "sparse" and r["nodes"] >= 8192], 1, args.budget_gib * GIB),
+        "sparse": fit_longest(
+            [r for r in rows if r["method"] == "sparse" and r["nodes"] >= 8192], 1, args.budget_gib * GIB
+        ),
         "dense": fit_longest([r for r in rows if r["method"] == "dense"], 2, args.budget_gib * GIB),
         "sdpa": fit_longest([r for r in rows if r["method"] == "sdpa"], 2, args.budget_gib * GIB),
     }
@@ -298,13 +333,28 @@ def main() -> None:
     print_table(rows, "sparse-edge", ["pyg"])
     for method, est in longest.items():
         if est:
-            print(f"longest sequence in {args.budget_gib:g} GiB ({method}, EXTRAPOLATED from {est['fit']} fitted on N={est['fitted_on']}): ~{est['nodes']:,} nodes")
+            print(
+                f"longest sequence in {args.budget_gib:g} GiB ({method}, EXTRAPOLATED from {est['fit']} "
+                f"fitted on N={est['fitted_on']}): ~{est['nodes']:,} nodes"
+            )
     for method in ("dense", "sdpa"):
         if method in stopped:
             print(f"{method} baseline stopped: {stopped[method]}")
     OUT.mkdir(exist_ok=True)
-    config = {"hidden": HIDDEN, "heads": HEADS, "in_dim": IN_DIM, "cluster": CLUSTER, "in_edges_per_node": 8, "layers": "2 sparse + 2 cluster",
-              "steps": args.steps, "methods": methods, "dense_cap_gib": args.dense_cap_gib, "torch_threads": args.threads, "cpus": os.cpu_count(), "device": args.device}
+    config = {
+        "hidden": HIDDEN,
+        "heads": HEADS,
+        "in_dim": IN_DIM,
+        "cluster": CLUSTER,
+        "in_edges_per_node": 8,
+        "layers": "2 sparse + 2 cluster",
+        "steps": args.steps,
+        "methods": methods,
+        "dense_cap_gib": args.dense_cap_gib,
+        "torch_threads": args.threads,
+        "cpus": os.cpu_count(),
+        "device": args.device,
+    }
     (OUT / args.out).write_text(json.dumps({"config": config, "rows": rows, "longest_in_budget": longest,
                                                             "budget_gib": args.budget_gib}, indent=2) + "\n")
     print(f"wrote {OUT / args.out}")

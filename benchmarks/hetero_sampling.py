@@ -1,7 +1,8 @@
 """Typed neighbor sampling at ogbn-mag scale: sparsetrain vs DGL's heterograph NeighborSampler vs PyG's hetero sampler.
 
-    python benchmarks/hetero_sampling.py                 # ogbn-mag-shaped synthetic graph at benchmarks/out/mag (made if missing)
-    python benchmarks/hetero_sampling.py --scale 0.05    # smaller (its own folder)
+    python benchmarks/hetero_sampling.py                # ogbn-mag-shaped synthetic graph at benchmarks/out/mag
+                                                        # (made if missing)
+    python benchmarks/hetero_sampling.py --scale 0.05   # smaller (its own folder)
 
 The graph is ``sparsetrain synth --typed`` at ``--scale`` (1.0: 1.94M nodes, 21.1M edges plus the
 reverse relations, 42.2M stored edges, 8 edge types). Batches of ``--batch-size`` random paper seeds
@@ -49,7 +50,9 @@ FEATURELESS_DIM = 64
 def seed_batches(pool: np.ndarray, batch_size: int, count: int, seed: int = 0) -> list[torch.Tensor]:
     rng = np.random.default_rng(seed)
     perm = pool[rng.permutation(len(pool))]
-    return [torch.from_numpy(perm[i : i + batch_size].astype(np.int64)) for i in range(0, batch_size * count, batch_size)]
+    return [
+        torch.from_numpy(perm[i : i + batch_size].astype(np.int64)) for i in range(0, batch_size * count, batch_size)
+    ]
 
 
 def timed_rounds(run_all, batches, rounds: int, warmup: int = 2) -> list[dict]:
@@ -59,8 +62,14 @@ def timed_rounds(run_all, batches, rounds: int, warmup: int = 2) -> list[dict]:
         start = time.perf_counter()
         edges = run_all(batches)
         elapsed = time.perf_counter() - start
-        out.append({"seconds": elapsed, "seeds_per_s": sum(len(b) for b in batches) / elapsed, "edges_per_s": edges / elapsed,
-                    "edges_per_seed": edges / sum(len(b) for b in batches)})
+        out.append(
+            {
+                "seconds": elapsed,
+                "seeds_per_s": sum(len(b) for b in batches) / elapsed,
+                "edges_per_s": edges / elapsed,
+                "edges_per_seed": edges / sum(len(b) for b in batches),
+            }
+        )
     return out
 
 
@@ -86,7 +95,8 @@ def featureless_tables(ds) -> dict[str, torch.Tensor]:
 
 # ---------------- sparsetrain and PyG (this environment) ----------------
 def on_threads(run, threads: int):
-    """``run`` with Numba and torch on ``threads`` threads (on a loaded machine one thread can beat two, as for the peers)."""
+    """``run`` with Numba and torch on ``threads`` threads (on a loaded machine one thread can beat two, as for the
+    peers)."""
     import numba
 
     def wrapped(batches):
@@ -158,8 +168,10 @@ def ours_step(ds, fanouts, hidden: int):
 
 # ---------------- DGL (the DGL environment) ----------------
 def dgl_rounds(args, dataset_path: Path, threads: int) -> dict:
-    flags = ["--dataset", dataset_path, "--batches", args.batches, "--rounds", args.rounds, "--batch-size", args.batch_size,
-             "--hidden", args.hidden, "--fanouts", *args.fanouts]
+    flags = [
+        "--dataset", dataset_path, "--batches", args.batches, "--rounds", args.rounds, "--batch-size", args.batch_size,
+        "--hidden", args.hidden, "--fanouts", *args.fanouts,
+    ]
     if args.step:
         flags.append("--step")
     return run_in_dgl_env(__file__, flags, threads)
@@ -194,18 +206,28 @@ def dgl_peer(args) -> None:
         class DglRGCN(torch.nn.Module):
             def __init__(self):
                 super().__init__()
-                needed, relations = [{"paper"}], []  # layer l computes only what layer l + 1 reads, as sparsetrain's RGCN
+                # layer l computes only what layer l + 1 reads, as sparsetrain's RGCN
+                needed, relations = [{"paper"}], []
                 for _ in args.fanouts:
                     ets = [et for et in ds.edge_types if et[2] in needed[0]]
                     relations.insert(0, ets)
                     needed.insert(0, needed[0] | {et[0] for et in ets})
-                self.project = torch.nn.ModuleDict({t: torch.nn.Linear(tables[t].shape[1], args.hidden) for t in sorted(needed[0])})
+                self.project = torch.nn.ModuleDict(
+                    {t: torch.nn.Linear(tables[t].shape[1], args.hidden) for t in sorted(needed[0])}
+                )
                 self.convs = torch.nn.ModuleList()
                 self.roots = torch.nn.ModuleList()
                 for layer in range(len(args.fanouts)):
                     out = ds.num_classes if layer == len(args.fanouts) - 1 else args.hidden
-                    self.convs.append(dglnn.HeteroGraphConv({et: dglnn.SAGEConv(args.hidden, out, "mean", bias=False) for et in relations[layer]}, aggregate="sum"))
-                    self.roots.append(torch.nn.ModuleDict({t: torch.nn.Linear(args.hidden, out) for t in sorted(needed[layer + 1])}))
+                    self.convs.append(
+                        dglnn.HeteroGraphConv(
+                            {et: dglnn.SAGEConv(args.hidden, out, "mean", bias=False) for et in relations[layer]},
+                            aggregate="sum",
+                        )
+                    )
+                    self.roots.append(
+                        torch.nn.ModuleDict({t: torch.nn.Linear(args.hidden, out) for t in sorted(needed[layer + 1])})
+                    )
 
             def forward(self, blocks, x):
                 h = {t: self.project[t](x[t]) for t in self.project}
@@ -246,7 +268,13 @@ def best(named: dict[str, list[dict]], names) -> tuple[str, dict]:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", type=float, default=1.0, help="graph size relative to ogbn-mag (default 1.0)")
-    p.add_argument("--fanouts", type=int, nargs="+", default=[15, 10], help="per hop from the seeds, every edge type (default 15 10)")
+    p.add_argument(
+        "--fanouts",
+        type=int,
+        nargs="+",
+        default=[15, 10],
+        help="per hop from the seeds, every edge type (default 15 10)",
+    )
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--batches", type=int, default=8, help="batches per round")
     p.add_argument("--rounds", type=int, default=3)
@@ -302,20 +330,38 @@ def main(argv=None) -> None:
         if not any(rounds.get(n) for n in peer_names):
             return
         peer_name, theirs = best(rounds, peer_names)
-        comparisons[label] = {"ours": ours_name, "peer": peer_name, "ratio": mine["seeds_per_s"] / theirs["seeds_per_s"]}
+        comparisons[label] = {
+            "ours": ours_name,
+            "peer": peer_name,
+            "ratio": mine["seeds_per_s"] / theirs["seeds_per_s"],
+        }
 
     compare("vs_pyg (pyg hops)", "sparsetrain_pyg_hops", "pyg")
     compare("vs_dgl (dgl hops)", "sparsetrain_dgl_hops", "dgl")
     if args.step:
         compare("rgcn_step_vs_dgl", "sparsetrain_rgcn_step", "dgl_rgcn_step")
     sampling = [c["ratio"] for k, c in comparisons.items() if k.startswith("vs_")]
-    result = {"graph": str(path), "num_nodes": sum(ds.num_nodes.values()), "num_edges": graph.num_edges, "edge_types": len(graph.edges),
-              "fanouts": args.fanouts, "batch_size": args.batch_size, "batches": len(batches), "load_average_1min": load_avg,
-              "median": summary, "comparisons": comparisons, "speedup_vs_faster_peer": min(sampling) if sampling else None,
-              "dgl_errors": {t: r["error"] for t, r in dgl.items() if "error" in r}, "rounds": rounds}
-    print(f"\n{path.name}: {result['num_nodes']:,} nodes, {result['num_edges']:,} edges in {result['edge_types']} edge types, "
-          f"fanouts {args.fanouts}, {len(batches)} x {args.batch_size} paper seeds/round, load average "
-          f"{', '.join(f'{x:.1f}' for x in load_avg)}")
+    result = {
+        "graph": str(path),
+        "num_nodes": sum(ds.num_nodes.values()),
+        "num_edges": graph.num_edges,
+        "edge_types": len(graph.edges),
+        "fanouts": args.fanouts,
+        "batch_size": args.batch_size,
+        "batches": len(batches),
+        "load_average_1min": load_avg,
+        "median": summary,
+        "comparisons": comparisons,
+        "speedup_vs_faster_peer": min(sampling) if sampling else None,
+        "dgl_errors": {t: r["error"] for t, r in dgl.items() if "error" in r},
+        "rounds": rounds,
+    }
+    print(
+        f"\n{path.name}: {result['num_nodes']:,} nodes, {result['num_edges']:,} edges in "
+        f"{result['edge_types']} edge types, "
+        f"fanouts {args.fanouts}, {len(batches)} x {args.batch_size} paper seeds/round, load average "
+        f"{', '.join(f'{x:.1f}' for x in load_avg)}"
+    )
     print(f"{'run':<28}{'seeds/s':>12}{'M edges/s':>12}{'edges/seed':>12}")
     for name, r in summary.items():
         print(f"{name:<28}{r['seeds_per_s']:>12,.0f}{r['edges_per_s'] / 1e6:>12.2f}{r['edges_per_seed']:>12.1f}")

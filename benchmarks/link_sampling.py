@@ -60,8 +60,14 @@ def timed(run, batches, rounds: int, warmup: int = 2) -> dict:
         start = time.perf_counter()
         edges = sum(run(b) for b in batches)
         elapsed = time.perf_counter() - start
-        results.append({"seconds": elapsed, "edges_per_s": edges / elapsed,
-                        "seed_edges_per_s": sum(len(b) for b in batches) / elapsed, "ms_per_batch": 1000 * elapsed / len(batches)})
+        results.append(
+            {
+                "seconds": elapsed,
+                "edges_per_s": edges / elapsed,
+                "seed_edges_per_s": sum(len(b) for b in batches) / elapsed,
+                "ms_per_batch": 1000 * elapsed / len(batches),
+            }
+        )
     return min(results, key=lambda r: abs(r["seconds"] - statistics.median(x["seconds"] for x in results)))
 
 
@@ -70,7 +76,9 @@ def ours(ds, batches, args, exclude: str) -> dict:
     from sparsetrain.sampling import EdgeSamplerInput, LinkNeighborSampler, NeighborSampler
 
     indptr, indices = ds.graph.indptr.numpy(), ds.graph.indices.numpy()
-    sampler = LinkNeighborSampler(NeighborSampler(ds.graph, args.fanouts, seed=0), neg_sampling="binary", exclude=exclude)
+    sampler = LinkNeighborSampler(
+        NeighborSampler(ds.graph, args.fanouts, seed=0), neg_sampling="binary", exclude=exclude
+    )
     inputs = [EdgeSamplerInput(*endpoints(indptr, indices, b), key=i) for i, b in enumerate(batches)]
     return timed(lambda inp: sampler.sample(inp).num_sampled_edges, inputs, args.rounds)
 
@@ -83,7 +91,9 @@ def ours_step(ds, batches, args) -> dict:
 
     torch.manual_seed(0)
     indptr, indices = ds.graph.indptr.numpy(), ds.graph.indices.numpy()
-    sampler = LinkNeighborSampler(NeighborSampler(ds.graph, args.fanouts, seed=0), neg_sampling="binary", exclude="self")
+    sampler = LinkNeighborSampler(
+        NeighborSampler(ds.graph, args.fanouts, seed=0), neg_sampling="binary", exclude="self"
+    )
     model = build_link_model(ds.num_features, HIDDEN, len(args.fanouts), "dot", dropout=0.0, normalize_rows=False)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     inputs = [EdgeSamplerInput(*endpoints(indptr, indices, b), key=i) for i, b in enumerate(batches[: args.steps])]
@@ -109,11 +119,23 @@ def pyg(ds, batches, args) -> dict:
     indptr, indices = ds.graph.indptr.numpy(), ds.graph.indices.numpy()
     n = ds.num_nodes
     # adj_t row v lists v's in-neighbors: exactly the CSC, handed over without a sort
-    adj_t = SparseTensor(rowptr=ds.graph.indptr, col=torch.from_numpy(indices.astype(np.int64)), sparse_sizes=(n, n), is_sorted=True, trust_data=True)
+    adj_t = SparseTensor(
+        rowptr=ds.graph.indptr,
+        col=torch.from_numpy(indices.astype(np.int64)),
+        sparse_sizes=(n, n),
+        is_sorted=True,
+        trust_data=True,
+    )
     data = Data(adj_t=adj_t, num_nodes=n)
     pairs = [torch.stack(endpoints(indptr, indices, b)) for b in batches]
-    loader = LinkNeighborLoader(data, num_neighbors=args.fanouts, edge_label_index=torch.cat(pairs, 1), neg_sampling="binary",
-                                batch_size=args.batch_size, shuffle=False)
+    loader = LinkNeighborLoader(
+        data,
+        num_neighbors=args.fanouts,
+        edge_label_index=torch.cat(pairs, 1),
+        neg_sampling="binary",
+        batch_size=args.batch_size,
+        shuffle=False,
+    )
     index_batches = [torch.arange(i * args.batch_size, (i + 1) * args.batch_size) for i in range(len(batches))]
     torch.set_num_threads(args.threads)
     return timed(lambda idx: int(loader.collate_fn(idx).num_edges), index_batches, args.rounds)
@@ -131,7 +153,8 @@ def dgl_peer(args) -> None:
     torch.set_num_threads(args.threads)
     ds = load(args.data)
     indptr, indices = ds.graph.indptr.to(torch.int64), ds.graph.indices.to(torch.int64)
-    g = dgl.graph(("csc", (indptr, indices, torch.tensor([], dtype=torch.int64))), num_nodes=ds.num_nodes)  # edge id = CSC position
+    # edge id = CSC position
+    g = dgl.graph(("csc", (indptr, indices, torch.tensor([], dtype=torch.int64))), num_nodes=ds.num_nodes)
     sampler = dgl.dataloading.as_edge_prediction_sampler(
         dgl.dataloading.NeighborSampler(list(reversed(args.fanouts))), exclude="self",
         negative_sampler=dgl.dataloading.negative_sampler.Uniform(1))
@@ -156,7 +179,9 @@ def dgl_peer(args) -> None:
                 h = h.relu() if i < len(convs) - 1 else h
             score = lambda pg: (h[pg.edges()[0]] * h[pg.edges()[1]]).sum(-1)  # noqa: E731
             pos, negs = score(pair), score(neg)
-            loss = F.binary_cross_entropy_with_logits(torch.cat([pos, negs]), torch.cat([torch.ones_like(pos), torch.zeros_like(negs)]))
+            loss = F.binary_cross_entropy_with_logits(
+                torch.cat([pos, negs]), torch.cat([torch.ones_like(pos), torch.zeros_like(negs)])
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -167,8 +192,14 @@ def dgl_peer(args) -> None:
 
 
 def dgl_run(args, threads: int) -> dict:
-    return run_in_dgl_env(__file__, ["--data", args.data, "--batches", args.batches, "--rounds", args.rounds, "--batch-size", args.batch_size,
-                                     "--threads", threads, "--steps", args.steps, "--fanouts", *args.fanouts], threads)
+    return run_in_dgl_env(
+        __file__,
+        [
+            "--data", args.data, "--batches", args.batches, "--rounds", args.rounds, "--batch-size", args.batch_size,
+            "--threads", threads, "--steps", args.steps, "--fanouts", *args.fanouts,
+        ],
+        threads,
+    )
 
 
 def small_dataset() -> Path:
@@ -182,8 +213,12 @@ def small_dataset() -> Path:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path(os.environ.get("SPARSETRAIN_PRODUCTS", HERE / "out" / "products")),
-                        help="products-scale dataset folder (default benchmarks/out/products or $SPARSETRAIN_PRODUCTS)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path(os.environ.get("SPARSETRAIN_PRODUCTS", HERE / "out" / "products")),
+        help="products-scale dataset folder (default benchmarks/out/products or $SPARSETRAIN_PRODUCTS)",
+    )
     parser.add_argument("--small", action="store_true", help="a 200K-node / 10M-edge synthetic graph instead")
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
     parser.add_argument("--batch-size", type=int, default=1024)
@@ -203,10 +238,16 @@ def main(argv=None) -> None:
     if args.small:
         args.data = small_dataset()
     if not (args.data / "meta.json").is_file():
-        sys.exit(f"{args.data}: no dataset; make one with `sparsetrain synth --nodes 2400000 --edges 120000000 --out {args.data}` or pass --small")
+        sys.exit(
+            f"{args.data}: no dataset; make one with `sparsetrain synth --nodes 2400000 --edges 120000000 "
+            f"--out {args.data}` or pass --small"
+        )
     ds = load(args.data)
     batches = edge_batches(ds.graph.indptr.numpy(), args.batch_size, args.batches)
-    rows = {"sparsetrain (exclude self)": ours(ds, batches, args, "self"), "sparsetrain (no exclusion)": ours(ds, batches, args, "none")}
+    rows = {
+        "sparsetrain (exclude self)": ours(ds, batches, args, "self"),
+        "sparsetrain (no exclusion)": ours(ds, batches, args, "none"),
+    }
     dgl = {} if args.skip_dgl else dgl_run(args, args.threads)
     if "sampling" in dgl:
         rows["DGL (exclude self)"] = dgl["sampling"]
@@ -218,18 +259,35 @@ def main(argv=None) -> None:
         if "step" in dgl:
             steps["DGL"] = dgl["step"]
     ours_ms = rows["sparsetrain (exclude self)"]["ms_per_batch"]
-    print(f"{args.data.name}: {ds.num_nodes:,} nodes, {ds.num_edges:,} edges; {args.batch_size} seed edges + 1 uniform negative each, fanouts {args.fanouts}")
+    print(
+        f"{args.data.name}: {ds.num_nodes:,} nodes, {ds.num_edges:,} edges; {args.batch_size} seed edges + "
+        f"1 uniform negative each, fanouts {args.fanouts}"
+    )
     print(f"{'sampler':42s} {'ms/batch':>9s} {'seed edges/s':>13s} {'sampled edges/s':>16s} {'vs sparsetrain':>15s}")
     for name, r in rows.items():
-        print(f"{name:42s} {r['ms_per_batch']:9.1f} {r['seed_edges_per_s']:13,.0f} {r['edges_per_s']:16,.0f} {r['ms_per_batch'] / ours_ms:14.2f}x")
+        print(
+            f"{name:42s} {r['ms_per_batch']:9.1f} {r['seed_edges_per_s']:13,.0f} {r['edges_per_s']:16,.0f} "
+            f"{r['ms_per_batch'] / ours_ms:14.2f}x"
+        )
     for name, r in steps.items():
         print(f"training step {name:28s} {r['ms_per_batch']:9.1f} ms")
     if "error" in dgl:
         print(f"DGL peer failed: {dgl['error']}")
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "link_sampling.json").write_text(json.dumps({"dataset": str(args.data), "fanouts": args.fanouts, "batch_size": args.batch_size,
-                                                        "sampling": rows, "step": steps, "dgl": {k: v for k, v in dgl.items() if k not in ("sampling", "step")}},
-                                                       indent=2) + "\n")
+    (OUT / "link_sampling.json").write_text(
+        json.dumps(
+            {
+                "dataset": str(args.data),
+                "fanouts": args.fanouts,
+                "batch_size": args.batch_size,
+                "sampling": rows,
+                "step": steps,
+                "dgl": {k: v for k, v in dgl.items() if k not in ("sampling", "step")},
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

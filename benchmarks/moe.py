@@ -212,7 +212,8 @@ def throughput(tokens: int, d: int, h: int, experts: int, top_k: int, reps: int,
     best_ours = min(seconds[f"sparsetrain ({b})"] for b in backends)
     return [{"device": device, "dtype": str(dtype).replace("torch.", ""), "tokens": tokens, "d_model": d, "d_hidden": h,
              "experts": experts, "top_k": top_k, "implementation": name, "tok_s": tokens / sec,
-             "best sparsetrain x faster": sec / best_ours, "expert_GFLOP_s": flops / sec / 1e9, "matmul_peak_GFLOP_s": peak,
+             "best sparsetrain x faster": sec / best_ours, "expert_GFLOP_s": flops / sec / 1e9,
+             "matmul_peak_GFLOP_s": peak,
              **checked[name]}
             for name, sec in seconds.items()]  # fmt: skip
 
@@ -242,7 +243,9 @@ def make_sharding(mode: str, stats: CollectiveStats, cfg: dict):
     if mode == "fssdp_remat":
         return FSSDP(rematerialize=True, stats=stats)
     if mode == "fssdp_load_aware":
-        return FSSDP(stats=stats, replica_memory_bytes=cfg["replica_rows"] * row_bytes, window=cfg["warmup"], hot_factor=1.25)
+        return FSSDP(
+            stats=stats, replica_memory_bytes=cfg["replica_rows"] * row_bytes, window=cfg["warmup"], hot_factor=1.25
+        )
     return ExpertParallel(stats=stats)
 
 
@@ -259,7 +262,9 @@ def reset_peak_rss() -> None:
     Path("/proc/self/clear_refs").write_text("5")
 
 
-def comm_worker(rank: int, world: int, port: int, cfg: dict, mode: str, skew: float, tokens: int, out_path: str) -> None:
+def comm_worker(
+    rank: int, world: int, port: int, cfg: dict, mode: str, skew: float, tokens: int, out_path: str
+) -> None:
     """One (mode, routing, tokens) measurement in fresh processes, so peak RSS is this mode's own."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -326,7 +331,9 @@ def communication(cfg: dict) -> list[dict]:
                     "tokens/rank": tokens,
                     "routing": "uniform" if skew == 0 else f"zipf(s={skew})",
                     "mode": mode,
-                    "MiB sent/step/rank (mean)": sum(x["bytes_sent"] + x["meta_bytes"] for x in ranks) / len(ranks) / 2**20,
+                    "MiB sent/step/rank (mean)": (
+                        sum(x["bytes_sent"] + x["meta_bytes"] for x in ranks) / len(ranks) / 2**20
+                    ),
                     "MiB received/step (max rank)": max(x["bytes_received"] for x in ranks) / 2**20,
                     "step s (slowest rank)": max(x["seconds"] for x in ranks),
                     "expert rows/rank (max)": max(x["local_rows"] for x in ranks),
@@ -353,20 +360,46 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--skip-comm", action="store_true")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--device", default="cpu", help="device of the throughput part (cuda: bf16, with GFLOP/s vs matmul peak)")
+    p.add_argument(
+        "--device", default="cpu", help="device of the throughput part (cuda: bf16, with GFLOP/s vs matmul peak)"
+    )
     p.add_argument("--skip-throughput", action="store_true")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     if args.quick:
         tp = [dict(tokens=512, d=64, h=128, experts=8, top_k=2, reps=3)]
-        comm = dict(world=4, d=32, h=64, experts=8, top_k=2, tokens=[256], steps=2, warmup=2, replica_rows=2, skews=[0.0, 1.2])
+        comm = dict(
+            world=4, d=32, h=64, experts=8, top_k=2, tokens=[256], steps=2, warmup=2, replica_rows=2, skews=[0.0, 1.2]
+        )
     else:
-        tp = [dict(tokens=2048, d=256, h=512, experts=8, top_k=2, reps=3), dict(tokens=2048, d=256, h=512, experts=64, top_k=2, reps=3),
+        tp = [dict(tokens=2048, d=256, h=512, experts=8, top_k=2, reps=3),
+              dict(tokens=2048, d=256, h=512, experts=64, top_k=2, reps=3),
               dict(tokens=2048, d=256, h=512, experts=64, top_k=8, reps=3)]  # fmt: skip
-        comm = dict(world=4, d=128, h=256, experts=16, top_k=2, tokens=[2048, 8192], steps=3, warmup=2, replica_rows=4, skews=[0.0, 1.2])
+        comm = dict(
+            world=4,
+            d=128,
+            h=256,
+            experts=16,
+            top_k=2,
+            tokens=[2048, 8192],
+            steps=3,
+            warmup=2,
+            replica_rows=4,
+            skews=[0.0, 1.2],
+        )
     if args.device.startswith("cuda") and not args.quick:  # GPU-sized blocks, bf16
-        tp = [dict(tokens=t, d=1024, h=2048, experts=e, top_k=k, reps=10) for t in (8192, 32768) for e, k in ((8, 2), (64, 8))]
-    report = {"torch": torch.__version__, "threads": args.threads, "throughput": [], "communication": [], "comm_config": comm}
+        tp = [
+            dict(tokens=t, d=1024, h=2048, experts=e, top_k=k, reps=10)
+            for t in (8192, 32768)
+            for e, k in ((8, 2), (64, 8))
+        ]
+    report = {
+        "torch": torch.__version__,
+        "threads": args.threads,
+        "throughput": [],
+        "communication": [],
+        "comm_config": comm,
+    }
     out = HERE / "out" / "moe.json"
     earlier = json.loads(out.read_text()) if out.exists() else {}
     if args.skip_throughput:  # keep the throughput part of an earlier run

@@ -41,7 +41,11 @@ def folder_bytes(path: Path) -> tuple[int, int]:
 
 def run(name: str, ranks: int, flags: list[str], args, tmp: Path) -> dict:
     ckpt = tmp / re.sub(r"\W+", "_", name)
-    cmd = [sys.executable, str(EXAMPLE)] if ranks == 1 else [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), str(EXAMPLE)]
+    cmd = (
+        [sys.executable, str(EXAMPLE)]
+        if ranks == 1
+        else [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), str(EXAMPLE)]
+    )
     cmd += ["--model", args.model, "--steps", str(args.steps), "--batch", str(args.batch), "--save", str(ckpt), *flags]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
@@ -68,7 +72,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows = [run(name, ranks, flags, args, Path(tmp)) for name, ranks, flags in RUNS]
     base = rows[0]
-    print(f"{'run':36s} {'step ms':>8s} {'vs 1 proc':>9s} {'ckpt KiB':>9s} {'largest file KiB':>17s} {'max loss rel diff':>18s}")
+    print(
+        f"{'run':36s} {'step ms':>8s} {'vs 1 proc':>9s} {'ckpt KiB':>9s} {'largest file KiB':>17s} "
+        f"{'max loss rel diff':>18s}"
+    )
     for r in rows:
         diff = max(abs(a - b) / abs(b) for a, b in zip(r["losses"], base["losses"]))
         r["max_rel_loss_diff"] = diff
@@ -78,7 +85,9 @@ def main() -> None:
         if diff > 1e-5:
             raise SystemExit(f"{r['name']}: losses differ from the single process's by {diff:.2e} (relative)")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"model": args.model, "steps": args.steps, "batch": args.batch, "rows": rows}, indent=1))
+    Path(args.out).write_text(
+        json.dumps({"model": args.model, "steps": args.steps, "batch": args.batch, "rows": rows}, indent=1)
+    )
     print(f"wrote {args.out}")
 
 

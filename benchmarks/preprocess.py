@@ -50,7 +50,8 @@ def folder_arrays_gib(folder: Path) -> float:
 
 SYNTH = """
 import sys, sparsetrain as st
-st.datasets.synthesize(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), feature_dim=int(sys.argv[4]), num_classes=47, overwrite=True, quiet=True)
+st.datasets.synthesize(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), feature_dim=int(sys.argv[4]), num_classes=47,
+                       overwrite=True, quiet=True)
 """
 
 EXPORT = """
@@ -76,7 +77,8 @@ PEER = """
 import sys, os, numpy as np, pyarrow.parquet as pq, torch
 from torch_geometric.utils import to_torch_csc_tensor
 table = pq.read_table(sys.argv[1])
-edge_index = torch.stack([torch.from_numpy(table.column("src").to_numpy()), torch.from_numpy(table.column("dst").to_numpy())])
+edge_index = torch.stack([torch.from_numpy(table.column("src").to_numpy()),
+                          torch.from_numpy(table.column("dst").to_numpy())])
 del table
 n = int(sys.argv[3])
 csc = to_torch_csc_tensor(edge_index, size=(n, n))
@@ -144,7 +146,8 @@ np.savez_compressed(root / "raw" / "node-label.npz", node_label=label)
 (root / "split" / "time").mkdir(parents=True)
 perm = rng.permutation(chosen)
 a, b = int(0.78 * len(perm)), int(0.86 * len(perm))
-torch.save({"train": np.sort(perm[:a]), "valid": np.sort(perm[a:b]), "test": np.sort(perm[b:])}, root / "split" / "time" / "split_dict.pt")
+split = {"train": np.sort(perm[:a]), "valid": np.sort(perm[a:b]), "test": np.sort(perm[b:])}
+torch.save(split, root / "split" / "time" / "split_dict.pt")
 """
 
 
@@ -168,18 +171,44 @@ def papers100m(args) -> None:
         return row
 
     if not args.skip_full:
-        measure("synth --preset papers100m (1.6B edges)", SYNTH_CLI, "--out", work / "full", "--overwrite", folder=work / "full")
+        measure(
+            "synth --preset papers100m (1.6B edges)",
+            SYNTH_CLI,
+            "--out",
+            work / "full",
+            "--overwrite",
+            folder=work / "full",
+        )
         shutil.rmtree(work / "full")
     if not args.skip_tenth:
-        measure(f"synth --preset papers100m --edges {tenth_e} --feature-dim {args.tenth_feature_dim}", SYNTH_CLI, "--edges", tenth_e,
-                "--feature-dim", args.tenth_feature_dim, "--out", work / "tenth", "--overwrite", folder=work / "tenth")
+        measure(
+            f"synth --preset papers100m --edges {tenth_e} --feature-dim {args.tenth_feature_dim}",
+            SYNTH_CLI, "--edges", tenth_e, "--feature-dim", args.tenth_feature_dim, "--out",
+            work / "tenth",
+            "--overwrite",
+            folder=work / "tenth",
+        )
         shutil.rmtree(work / "tenth")
     ogb = work / "ogb-tenth"
     shutil.rmtree(ogb, ignore_errors=True)
-    export = run_stage(WRITE_OGB, str(ogb), str(n // 10), str(tenth_e), str(args.ogb_feature_dim), str(PAPERS100M["classes"]), str(PAPERS100M["label_fraction"]))
+    export = run_stage(
+        WRITE_OGB,
+        str(ogb),
+        str(n // 10),
+        str(tenth_e),
+        str(args.ogb_feature_dim),
+        str(PAPERS100M["classes"]),
+        str(PAPERS100M["label_fraction"]),
+    )
     npz_gib = (ogb / "raw" / "data.npz").stat().st_size / 2**30
     print(f"(wrote the OGB binary folder in {export['seconds']} s: data.npz {npz_gib:.2f} GiB deflated)", flush=True)
-    measure(f"preprocess --ogb (binary, {n // 10:,} nodes, {tenth_e:,} edges, {args.ogb_feature_dim}-dim)", PREPROCESS_OGB, ogb, work / "ogb-imported", folder=work / "ogb-imported")
+    measure(
+        f"preprocess --ogb (binary, {n // 10:,} nodes, {tenth_e:,} edges, {args.ogb_feature_dim}-dim)",
+        PREPROCESS_OGB,
+        ogb,
+        work / "ogb-imported",
+        folder=work / "ogb-imported",
+    )
     shutil.rmtree(work / "ogb-imported")
     if args.ogb_peer:
         measure("peer: ogb read_binary_graph_raw (into memory)", OGB_PEER, ogb)
@@ -188,18 +217,37 @@ def papers100m(args) -> None:
     print(f"\npapers100M scale ({n:,} nodes, {e:,} edges, {dim}-dim float16), {os.cpu_count()} cores")
     print(f"{'stage':<72} {'seconds':>8} {'peak RSS GiB':>13} {'arrays GiB':>11}")
     for r in rows:
-        print(f"{r['stage']:<72} {r['seconds']:>8.1f} {r['peak_rss_gib']:>13.2f} {r.get('arrays_gib', float('nan')):>11.2f}")
+        print(
+            f"{r['stage']:<72} {r['seconds']:>8.1f} {r['peak_rss_gib']:>13.2f} "
+            f"{r.get('arrays_gib', float('nan')):>11.2f}"
+        )
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"scale": "papers100m", "cpus": os.cpu_count(), "rows": rows, "ogb_npz_gib": round(npz_gib, 2)}, indent=2))
+    args.json.write_text(
+        json.dumps(
+            {"scale": "papers100m", "cpus": os.cpu_count(), "rows": rows, "ogb_npz_gib": round(npz_gib, 2)}, indent=2
+        )
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", choices=["papers100m"], help="the bounded-memory runs at papers100M scale instead of the Parquet import")
-    parser.add_argument("--skip-full", action="store_true", help="with --scale papers100m: leave out the full 1.6B-edge synth")
-    parser.add_argument("--skip-tenth", action="store_true", help="with --scale papers100m: leave out the 1/10-edge synth")
-    parser.add_argument("--tenth-feature-dim", type=int, default=128, help="feature dim of the 1/10-edge synth (lower it to save disk)")
-    parser.add_argument("--ogb-feature-dim", type=int, default=128, help="node_feat width of the 1/10 OGB folder (float32 in OGB)")
+    parser.add_argument(
+        "--scale",
+        choices=["papers100m"],
+        help="the bounded-memory runs at papers100M scale instead of the Parquet import",
+    )
+    parser.add_argument(
+        "--skip-full", action="store_true", help="with --scale papers100m: leave out the full 1.6B-edge synth"
+    )
+    parser.add_argument(
+        "--skip-tenth", action="store_true", help="with --scale papers100m: leave out the 1/10-edge synth"
+    )
+    parser.add_argument(
+        "--tenth-feature-dim", type=int, default=128, help="feature dim of the 1/10-edge synth (lower it to save disk)"
+    )
+    parser.add_argument(
+        "--ogb-feature-dim", type=int, default=128, help="node_feat width of the 1/10 OGB folder (float32 in OGB)"
+    )
     parser.add_argument("--ogb-peer", action="store_true", help="also time OGB's in-memory reader on the 1/10 folder")
     parser.add_argument("--nodes", type=int, default=2_400_000)
     parser.add_argument("--edges", type=int, default=120_000_000)
@@ -218,7 +266,9 @@ def main() -> None:
     n, e = str(args.nodes), str(args.edges)
 
     stats = run_stage(SYNTH, str(synth_dir), n, e, str(args.feature_dim))
-    rows.append({"stage": "sparsetrain synth (graph + features + labels)", **stats, "arrays_gib": folder_arrays_gib(synth_dir)})
+    rows.append(
+        {"stage": "sparsetrain synth (graph + features + labels)", **stats, "arrays_gib": folder_arrays_gib(synth_dir)}
+    )
     export = run_stage(EXPORT, str(synth_dir), str(parquet))
     print(f"(exported the edge list to Parquet in {export['seconds']} s, {parquet.stat().st_size / 2**30:.2f} GiB)")
     stats = run_stage(IMPORT, str(parquet), str(imported), n)
@@ -226,19 +276,47 @@ def main() -> None:
     rows.append(ours)
     shutil.rmtree(peer_dir, ignore_errors=True)
     stats = run_stage(PEER, str(parquet), str(peer_dir), n)
-    peer = {"stage": "peer: pyarrow read_table + PyG to_torch_csc_tensor + np.save", **stats, "arrays_gib": folder_arrays_gib(peer_dir)}
+    peer = {
+        "stage": "peer: pyarrow read_table + PyG to_torch_csc_tensor + np.save",
+        **stats,
+        "arrays_gib": folder_arrays_gib(peer_dir),
+    }
     rows.append(peer)
 
-    print(f"\n{args.nodes:,} nodes, {args.edges:,} directed edges, {args.feature_dim}-dim features, {os.cpu_count()} cores")
+    print(
+        f"\n{args.nodes:,} nodes, {args.edges:,} directed edges, {args.feature_dim}-dim features, "
+        f"{os.cpu_count()} cores"
+    )
     print(f"{'stage':<58} {'seconds':>8} {'peak RSS GiB':>13} {'arrays GiB':>11} {'RSS/arrays':>11}")
     for r in rows:
         r["rss_over_arrays"] = round(r["peak_rss_gib"] / r["arrays_gib"], 2)
         r["arrays_gib"] = round(r["arrays_gib"], 3)
-        print(f"{r['stage']:<58} {r['seconds']:>8.1f} {r['peak_rss_gib']:>13.2f} {r['arrays_gib']:>11.2f} {r['rss_over_arrays']:>11.2f}")
-    ratio = {"import_speedup_vs_peer": round(peer["seconds"] / ours["seconds"], 2), "import_rss_vs_peer": round(ours["peak_rss_gib"] / peer["peak_rss_gib"], 2)}
-    print(f"\nimport vs peer: {ratio['import_speedup_vs_peer']}x faster, {ratio['import_rss_vs_peer']}x the peer's peak RSS")
+        print(
+            f"{r['stage']:<58} {r['seconds']:>8.1f} {r['peak_rss_gib']:>13.2f} {r['arrays_gib']:>11.2f} "
+            f"{r['rss_over_arrays']:>11.2f}"
+        )
+    ratio = {
+        "import_speedup_vs_peer": round(peer["seconds"] / ours["seconds"], 2),
+        "import_rss_vs_peer": round(ours["peak_rss_gib"] / peer["peak_rss_gib"], 2),
+    }
+    print(
+        f"\nimport vs peer: {ratio['import_speedup_vs_peer']}x faster, {ratio['import_rss_vs_peer']}x the "
+        "peer's peak RSS"
+    )
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"nodes": args.nodes, "edges": args.edges, "feature_dim": args.feature_dim, "cpus": os.cpu_count(), "rows": rows, **ratio}, indent=2))
+    args.json.write_text(
+        json.dumps(
+            {
+                "nodes": args.nodes,
+                "edges": args.edges,
+                "feature_dim": args.feature_dim,
+                "cpus": os.cpu_count(),
+                "rows": rows,
+                **ratio,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

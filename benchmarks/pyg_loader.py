@@ -1,4 +1,5 @@
-"""PyG's NeighborLoader (torch-sparse) vs ``sparsetrain.pyg.NeighborLoader`` on the same ``Data``: loader and training step.
+"""PyG's NeighborLoader (torch-sparse) vs ``sparsetrain.pyg.NeighborLoader`` on the same ``Data``: loader and training
+step.
 
     python benchmarks/pyg_loader.py                          # products scale: 2.4M nodes, 62M edges (made once)
     python benchmarks/pyg_loader.py --nodes 200000 --edges 10000000 --batches 10
@@ -61,7 +62,8 @@ OUT = HERE / "out"
 
 
 def make_data(folder: Path, num_nodes: int, num_edges: int, seed: int):
-    """The dataset at ``folder`` (synthesized if missing) as a PyG ``Data`` with shuffled edges, and its training split."""
+    """The dataset at ``folder`` (synthesized if missing) as a PyG ``Data`` with shuffled edges, and its training
+    split."""
     from torch_geometric.data import Data
 
     from sparsetrain.datasets import load, synthesize
@@ -109,7 +111,11 @@ def time_steps(loader, model, count: int, trim: bool) -> float:
     for _ in range(count + 1):
         start = time.perf_counter()
         batch = next(it)
-        kw = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes, num_sampled_edges_per_hop=batch.num_sampled_edges) if trim else {}
+        kw = (
+            dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes, num_sampled_edges_per_hop=batch.num_sampled_edges)
+            if trim
+            else {}
+        )
         out = model(batch.x, batch.edge_index, **kw)[: batch.batch_size]
         loss = F.cross_entropy(out, batch.y[: batch.batch_size])
         optimizer.zero_grad()
@@ -286,10 +292,14 @@ def temporal_main(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(OUT / "products-pyg"), help="dataset folder (synthesized there if missing)")
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument(
+        "--data", default=str(OUT / "products-pyg"), help="dataset folder (synthesized there if missing)"
+    )
     parser.add_argument("--nodes", type=int, default=2_400_000)
-    parser.add_argument("--edges", type=int, default=62_000_000, help="directed edges (even: the synthetic graph is undirected)")
+    parser.add_argument(
+        "--edges", type=int, default=62_000_000, help="directed edges (even: the synthetic graph is undirected)"
+    )
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--batches", type=int, default=20, help="batches per loader round")
@@ -312,7 +322,13 @@ def main() -> None:
 
     start = time.perf_counter()
     data, train, num_classes = make_data(Path(args.data), args.nodes, args.edges, args.seed)
-    print(f"{data.num_nodes:,} nodes, {data.num_edges:,} edges, x {list(data.x.shape)} ({time.perf_counter() - start:.0f} s to load)", flush=True)
+    print(
+        (
+            f"{data.num_nodes:,} nodes, {data.num_edges:,} edges, x {list(data.x.shape)} "
+            f"({time.perf_counter() - start:.0f} s to load)"
+        ),
+        flush=True,
+    )
     need = args.batch_size * (args.batches + 1) * 2
     seeds = train[torch.from_numpy(np.random.default_rng(args.seed).permutation(len(train))[:need])]
 
@@ -340,9 +356,16 @@ def main() -> None:
     pyg_step = min(step_ms["pyg_0_workers"], step_ms["pyg_2_workers"])
     result = {
         "graph": {"nodes": data.num_nodes, "edges": data.num_edges, "feature_dim": data.num_features},
-        "fanouts": args.fanouts, "batch_size": args.batch_size, "batches_per_round": args.batches, "rounds": args.rounds,
-        "torch_threads": torch.get_num_threads(), "loader_batches_per_s": loader_rate, "loader_rounds": rates, "step_ms": step_ms,
-        "loader_ratio": loader_rate["sparsetrain"] / pyg_best, "step_ratio": pyg_step / step_ms["sparsetrain_trim"],
+        "fanouts": args.fanouts,
+        "batch_size": args.batch_size,
+        "batches_per_round": args.batches,
+        "rounds": args.rounds,
+        "torch_threads": torch.get_num_threads(),
+        "loader_batches_per_s": loader_rate,
+        "loader_rounds": rates,
+        "step_ms": step_ms,
+        "loader_ratio": loader_rate["sparsetrain"] / pyg_best,
+        "step_ratio": pyg_step / step_ms["sparsetrain_trim"],
     }
     print()
     print(f"| loader | batches/s | vs best PyG |\n| --- | ---: | ---: |")
@@ -353,7 +376,10 @@ def main() -> None:
         print(f"| {name} | {ms:.0f} | {pyg_step / ms:.2f}x |")
     OUT.mkdir(exist_ok=True)
     (OUT / "pyg_loader.json").write_text(json.dumps(result, indent=2))
-    print(f"\nloader ratio {result['loader_ratio']:.2f}x, step ratio {result['step_ratio']:.2f}x; wrote {OUT / 'pyg_loader.json'}")
+    print(
+        f"\nloader ratio {result['loader_ratio']:.2f}x, step ratio {result['step_ratio']:.2f}x; wrote "
+        f"{OUT / 'pyg_loader.json'}"
+    )
 
 
 if __name__ == "__main__":

@@ -45,19 +45,25 @@ def seed_batches(pool: np.ndarray, batch_size: int, count: int, seed: int = 0) -
     out = []
     while len(out) < count:
         perm = pool[rng.permutation(len(pool))]
-        out.extend(torch.from_numpy(perm[i : i + batch_size].astype(np.int64)) for i in range(0, len(perm) - batch_size + 1, batch_size))
+        out.extend(
+            torch.from_numpy(perm[i : i + batch_size].astype(np.int64))
+            for i in range(0, len(perm) - batch_size + 1, batch_size)
+        )
     return out[:count]
 
 
 def timed_rounds(run_all, batches, rounds: int, warmup: int = 2) -> list[dict]:
-    """Each round samples every batch once (``run_all(batches)`` returns the edge count): seeds/s and sampled edges/s."""
+    """Each round samples every batch once (``run_all(batches)`` returns the edge count): seeds/s and sampled
+    edges/s."""
     run_all(batches[:warmup])
     results = []
     for _ in range(rounds):
         start = time.perf_counter()
         edges = run_all(batches)
         elapsed = time.perf_counter() - start
-        results.append({"seconds": elapsed, "seeds_per_s": sum(len(b) for b in batches) / elapsed, "edges_per_s": edges / elapsed})
+        results.append(
+            {"seconds": elapsed, "seeds_per_s": sum(len(b) for b in batches) / elapsed, "edges_per_s": edges / elapsed}
+        )
     return results
 
 
@@ -92,8 +98,14 @@ def pyg_runner(graph, fanouts, threads: int):
 
 def dgl_rounds(dataset: str, args, pool_name: str, threads: int) -> dict:
     """Run the DGL peer in the DGL environment on ``threads`` OpenMP threads; returns its JSON."""
-    return run_in_dgl_env(__file__, ["--dataset", dataset, "--pool", pool_name, "--batches", args.batches, "--rounds", args.rounds,
-                                     "--batch-size", args.batch_size, "--fanouts", *args.fanouts], threads)
+    return run_in_dgl_env(
+        __file__,
+        [
+            "--dataset", dataset, "--pool", pool_name, "--batches", args.batches, "--rounds", args.rounds,
+            "--batch-size", args.batch_size, "--fanouts", *args.fanouts,
+        ],
+        threads,
+    )
 
 
 def dgl_peer(args) -> None:
@@ -122,7 +134,8 @@ def pool_of(ds, name: str) -> np.ndarray:
 
 
 def cora_dataset() -> Path:
-    """Cora as a sparsetrain dataset under benchmarks/out (made once from the Planetoid files shipped in the package)."""
+    """Cora as a sparsetrain dataset under benchmarks/out (made once from the Planetoid files shipped in the
+    package)."""
     from sparsetrain.datasets import from_pyg
     from sparsetrain.datasets.builtin import planetoid_data
 
@@ -165,7 +178,10 @@ def compare(name: str, dataset: Path, pool_name: str, args) -> dict:
     dgl_result = {}
     for threads in (2, 1):
         dgl_result[f"dgl_{threads}thread{'s' if threads > 1 else ''}"] = (
-            dgl_rounds(str(dataset), args, pool_name, threads) if not args.skip_dgl else {"error": "skipped (--skip-dgl)"})
+            dgl_rounds(str(dataset), args, pool_name, threads)
+            if not args.skip_dgl
+            else {"error": "skipped (--skip-dgl)"}
+        )
         load_avg.append(os.getloadavg()[0])
     in_process()
     result = {"graph": name, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges, "batches": len(batches),
@@ -188,8 +204,11 @@ def compare(name: str, dataset: Path, pool_name: str, args) -> dict:
 
 
 def print_table(result: dict) -> None:
-    print(f"\n{result['graph']}: {result['num_nodes']:,} nodes, {result['num_edges']:,} edges, {result['batches']} batches/round, "
-          f"load average {', '.join(f'{x:.1f}' for x in result['load_average_1min'])}")
+    print(
+        f"\n{result['graph']}: {result['num_nodes']:,} nodes, {result['num_edges']:,} edges, "
+        f"{result['batches']} batches/round, "
+        f"load average {', '.join(f'{x:.1f}' for x in result['load_average_1min'])}"
+    )
     print(f"{'library':<28}{'seeds/s':>12}{'M edges/s':>12}{'edges/seed':>12}{'ours is':>10}")
     ours = result["median"]["sparsetrain"]["seeds_per_s"]
     for lib, r in result["median"].items():
@@ -197,7 +216,10 @@ def print_table(result: dict) -> None:
             continue
         label = f"{lib} ({r['config']})" if "config" in r else lib
         ratio = "" if lib == "sparsetrain" else f"{ours / r['seeds_per_s']:.2f}x"
-        print(f"{label:<28}{r['seeds_per_s']:>12,.0f}{r['edges_per_s'] / 1e6:>12.1f}{r['edges_per_s'] / r['seeds_per_s']:>12.0f}{ratio:>10}")
+        print(
+            f"{label:<28}{r['seeds_per_s']:>12,.0f}{r['edges_per_s'] / 1e6:>12.1f}"
+            f"{r['edges_per_s'] / r['seeds_per_s']:>12.0f}{ratio:>10}"
+        )
     for config, r in result["dgl"].items():
         if "error" in r:
             print(f"{config}: {r['error']}")
@@ -213,10 +235,18 @@ def gpu_compare(name: str, dataset: Path, pool_name: str, args) -> dict:
     ds = load(dataset)
     batches = [b.cuda() for b in seed_batches(pool_of(ds, pool_name), args.batch_size, args.batches)]
     out = {"graph": name, "device": torch.cuda.get_device_name()}
-    cpu = NeighborSampler(ds.graph, args.fanouts, seed=0)  # the same run's reference: the CPU kernels on this host's cores
+    # the same run's reference: the CPU kernels on this host's cores
+    cpu = NeighborSampler(ds.graph, args.fanouts, seed=0)
     cpu_batches = [b.cpu() for b in batches]
-    out["cpu"] = median(timed_rounds(lambda bs: sum(cpu.sample(SamplerInput(seeds)).num_sampled_edges for seeds in bs), cpu_batches, args.rounds))
-    print(f"CPU {name} ({os.cpu_count()} cores): {out['cpu']['seeds_per_s']:,.0f} seeds/s, {out['cpu']['edges_per_s'] / 1e6:.1f} M edges/s")
+    out["cpu"] = median(
+        timed_rounds(
+            lambda bs: sum(cpu.sample(SamplerInput(seeds)).num_sampled_edges for seeds in bs), cpu_batches, args.rounds
+        )
+    )
+    print(
+        f"CPU {name} ({os.cpu_count()} cores): {out['cpu']['seeds_per_s']:,.0f} seeds/s, "
+        f"{out['cpu']['edges_per_s'] / 1e6:.1f} M edges/s"
+    )
     for where, graph in (("device", ds.graph.to("cuda")), ("pinned", ds.graph.pin_memory())):
         sampler = NeighborSampler(graph, args.fanouts, seed=0)
 
@@ -226,8 +256,11 @@ def gpu_compare(name: str, dataset: Path, pool_name: str, args) -> dict:
             return edges
 
         out[where] = median(timed_rounds(run, batches, args.rounds))
-        print(f"GPU {name} graph {where}: {out[where]['seeds_per_s']:,.0f} seeds/s, {out[where]['edges_per_s'] / 1e6:.1f} M edges/s, "
-              f"{out[where]['seeds_per_s'] / out['cpu']['seeds_per_s']:.2f}x the CPU sampler")
+        print(
+            f"GPU {name} graph {where}: {out[where]['seeds_per_s']:,.0f} seeds/s, "
+            f"{out[where]['edges_per_s'] / 1e6:.1f} M edges/s, "
+            f"{out[where]['seeds_per_s'] / out['cpu']['seeds_per_s']:.2f}x the CPU sampler"
+        )
     return out
 
 
@@ -249,10 +282,19 @@ def ordering(name: str, dataset: Path, pool_name: str, batch_size: int, max_batc
         "random": reuse_stats([sampler.sample(SamplerInput(b)).input_nodes for b in random_order], ds.num_nodes),
         "reordered": reuse_stats([sampler.sample(SamplerInput(b)).input_nodes for b in reordered], ds.num_nodes),
     }
-    out = {"graph": name, "batches": len(random_order), "batch_size": batch_size, "window": window, "reorder_seconds": seconds,
-           "presampled": {"random": vars(reorder.before), "reordered": vars(reorder.after)},
-           "fresh_draws": {k: vars(v) for k, v in fresh.items()}}
-    for key, stats in (("presampled", (reorder.before, reorder.after)), ("fresh_draws", (fresh["random"], fresh["reordered"]))):
+    out = {
+        "graph": name,
+        "batches": len(random_order),
+        "batch_size": batch_size,
+        "window": window,
+        "reorder_seconds": seconds,
+        "presampled": {"random": vars(reorder.before), "reordered": vars(reorder.after)},
+        "fresh_draws": {k: vars(v) for k, v in fresh.items()},
+    }
+    for key, stats in (
+        ("presampled", (reorder.before, reorder.after)),
+        ("fresh_draws", (fresh["random"], fresh["reordered"])),
+    ):
         before, after = stats
         out[key]["fraction_reused"] = {"random": before.fraction_reused, "reordered": after.fraction_reused}
         out[key]["rows_fetched_reduction"] = 1 - after.rows_fetched / before.rows_fetched
@@ -261,24 +303,40 @@ def ordering(name: str, dataset: Path, pool_name: str, batch_size: int, max_batc
 
 def print_ordering(o: dict) -> None:
     p, f = o["presampled"], o["fresh_draws"]
-    print(f"\nordering {o['graph']}: {o['batches']} batches of {o['batch_size']}, window {o['window']}, reorder took {o['reorder_seconds']:.1f} s")
-    print(f"  rows not re-fetched: random {p['fraction_reused']['random']:.1%} -> reordered {p['fraction_reused']['reordered']:.1%} "
-          f"(rows fetched -{p['rows_fetched_reduction']:.1%}); with fresh draws: {f['fraction_reused']['random']:.1%} -> "
-          f"{f['fraction_reused']['reordered']:.1%} (-{f['rows_fetched_reduction']:.1%})")
+    print(
+        f"\nordering {o['graph']}: {o['batches']} batches of {o['batch_size']}, window {o['window']}, "
+        f"reorder took {o['reorder_seconds']:.1f} s"
+    )
+    print(
+        f"  rows not re-fetched: random {p['fraction_reused']['random']:.1%} -> reordered "
+        f"{p['fraction_reused']['reordered']:.1%} "
+        f"(rows fetched -{p['rows_fetched_reduction']:.1%}); with fresh draws: {f['fraction_reused']['random']:.1%} -> "
+        f"{f['fraction_reused']['reordered']:.1%} (-{f['rows_fetched_reduction']:.1%})"
+    )
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--products", default=str(HERE / "out" / "products"), help="products-scale dataset folder (made with sparsetrain.datasets.synthesize if missing)")
-    parser.add_argument("--small", action="store_true", help="use a 200K-node / 10M-edge synthetic graph instead of products scale")
+    parser.add_argument(
+        "--products",
+        default=str(HERE / "out" / "products"),
+        help="products-scale dataset folder (made with sparsetrain.datasets.synthesize if missing)",
+    )
+    parser.add_argument(
+        "--small", action="store_true", help="use a 200K-node / 10M-edge synthetic graph instead of products scale"
+    )
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--batches", type=int, default=20, help="batches per timed round")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds per library per phase (two phases around the DGL run)")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="rounds per library per phase (two phases around the DGL run)"
+    )
     parser.add_argument("--skip-dgl", action="store_true")
     parser.add_argument("--skip-ordering", action="store_true")
     parser.add_argument("--skip-compare", action="store_true", help="only the batch-ordering measurement")
-    parser.add_argument("--gpu", action="store_true", help="also time the CUDA kernels (graph in device memory and pinned)")
+    parser.add_argument(
+        "--gpu", action="store_true", help="also time the CUDA kernels (graph in device memory and pinned)"
+    )
     parser.add_argument("--windows", type=int, nargs="+", default=[16, 63], help="Match-Reorder windows to measure")
     parser.add_argument("--ordering-batches", type=int, default=128, help="batches of the synthetic epoch to order")
     add_peer_flag(parser)
@@ -290,17 +348,38 @@ def main(argv=None) -> None:
 
     OUT.mkdir(exist_ok=True)
     torch.set_num_threads(2)
-    big = synthetic_dataset(HERE / "out" / "sampling-small", 200_000, 10_000_000) if args.small else synthetic_dataset(Path(args.products), 2_400_000, 120_000_000)
-    graphs = [("cora", cora_dataset(), "all"), ("small synthetic" if args.small else "products-scale synthetic", big, "train")]
-    report = {"fanouts": args.fanouts, "batch_size": args.batch_size, "cpu_count": os.cpu_count(), "torch": torch.__version__, "results": [], "ordering": []}
+    big = (
+        synthetic_dataset(HERE / "out" / "sampling-small", 200_000, 10_000_000)
+        if args.small
+        else synthetic_dataset(Path(args.products), 2_400_000, 120_000_000)
+    )
+    graphs = [
+        ("cora", cora_dataset(), "all"),
+        ("small synthetic" if args.small else "products-scale synthetic", big, "train"),
+    ]
+    report = {
+        "fanouts": args.fanouts,
+        "batch_size": args.batch_size,
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "results": [],
+        "ordering": [],
+    }
     for name, path, pool in graphs if not args.skip_compare else []:
         result = compare(name, path, pool, args)
         print_table(result)
         report["results"].append(result)
     if args.gpu:
-        report["gpu"] = [gpu_compare(name, path, pool, args) for name, path, pool in graphs] if torch.cuda.is_available() else "no CUDA device"
+        report["gpu"] = (
+            [gpu_compare(name, path, pool, args) for name, path, pool in graphs]
+            if torch.cuda.is_available()
+            else "no CUDA device"
+        )
     if not args.skip_ordering:
-        for name, path, pool, size, count in (("cora", graphs[0][1], "all", 64, 10_000), (graphs[1][0], big, "train", args.batch_size, args.ordering_batches)):
+        for name, path, pool, size, count in (
+            ("cora", graphs[0][1], "all", 64, 10_000),
+            (graphs[1][0], big, "train", args.batch_size, args.ordering_batches),
+        ):
             for window in args.windows:
                 o = ordering(name, path, pool, size, count, window, args.fanouts)
                 print_ordering(o)

@@ -58,14 +58,28 @@ def _train_steps(model, batches, forward, warmup: int, count: int, precision: st
     return float(np.mean(step_times)), float(np.mean(load_times))
 
 
-def run_sparsetrain(ds, features, label: str, warmup: int, count: int, spmm: bool = True, loader_threads: int | None = None,
-                    precision: str = "fp32", prefetch: int = 2) -> dict:
+def run_sparsetrain(
+    ds, features, label: str, warmup: int, count: int,
+    spmm: bool = True,
+    loader_threads: int | None = None,
+    precision: str = "fp32",
+    prefetch: int = 2,
+) -> dict:
     import sparsetrain as st
     from sparsetrain.nn.models import GraphSAGE
 
     sampler = st.sampling.NeighborSampler(ds.graph, FANOUTS, seed=0)
-    loader = st.engine.Loader(sampler, features, ds.labels, ds.split["train"], batch_size=BATCH, seed=0, prefetch=prefetch,
-                              loader_threads=loader_threads, retain_host_memory=True)  # what Trainer and the CLI apply
+    loader = st.engine.Loader(
+        sampler,
+        features,
+        ds.labels,
+        ds.split["train"],
+        batch_size=BATCH,
+        seed=0,
+        prefetch=prefetch,
+        loader_threads=loader_threads,
+        retain_host_memory=True,
+    )  # what Trainer and the CLI apply
     model = GraphSAGE(ds.num_features, HIDDEN, ds.num_classes, num_layers=3, spmm=spmm)
 
     def forward(model, mb):
@@ -108,7 +122,9 @@ def run_pyg(ds, x, warmup: int, count: int, block_wise: bool) -> dict:
             return x
 
     if block_wise:
-        loader = NeighborSampler(edge_index, sizes=FANOUTS, node_idx=ds.split["train"], batch_size=BATCH, shuffle=True, num_nodes=g.num_nodes)
+        loader = NeighborSampler(
+            edge_index, sizes=FANOUTS, node_idx=ds.split["train"], batch_size=BATCH, shuffle=True, num_nodes=g.num_nodes
+        )
 
         def forward(model, item):
             batch_size, n_id, adjs = item
@@ -118,7 +134,9 @@ def run_pyg(ds, x, warmup: int, count: int, block_wise: bool) -> dict:
         name = "PyG legacy NeighborSampler (block by block)"
     else:
         data = Data(x=x, y=ds.labels, edge_index=edge_index, num_nodes=g.num_nodes)
-        loader = NeighborLoader(data, num_neighbors=FANOUTS, batch_size=BATCH, input_nodes=ds.split["train"], shuffle=True)
+        loader = NeighborLoader(
+            data, num_neighbors=FANOUTS, batch_size=BATCH, input_nodes=ds.split["train"], shuffle=True
+        )
 
         def forward(model, batch):
             out = model(batch.x, [(batch.edge_index, None)] * 3)
@@ -126,7 +144,13 @@ def run_pyg(ds, x, warmup: int, count: int, block_wise: bool) -> dict:
 
         name = "PyG NeighborLoader (plain 3-layer model)"
     step, load = _train_steps(SAGE(), loader, forward, warmup, count)
-    return {"system": name, "precision": "fp32", "ms_per_batch": 1e3 * step, "loader_wait_ms": 1e3 * load, "stall_fraction": load / step}
+    return {
+        "system": name,
+        "precision": "fp32",
+        "ms_per_batch": 1e3 * step,
+        "loader_wait_ms": 1e3 * load,
+        "stall_fraction": load / step,
+    }
 
 
 def run_dgl(name: str, data_dir: Path, warmup: int, count: int) -> dict:
@@ -150,7 +174,9 @@ def run_dgl(name: str, data_dir: Path, warmup: int, count: int) -> dict:
     train = torch.from_numpy(np.load(data_dir / "train_idx.npy"))
     num_classes = meta["labels"]["_N"]["num_classes"] if meta["format_version"] >= 3 else meta["num_classes"]
     sampler = dgl.dataloading.NeighborSampler(list(reversed(FANOUTS)))  # DGL lists fanouts from the input layer
-    loader = dgl.dataloading.DataLoader(g, train, sampler, batch_size=BATCH, shuffle=True, drop_last=False, num_workers=0)
+    loader = dgl.dataloading.DataLoader(
+        g, train, sampler, batch_size=BATCH, shuffle=True, drop_last=False, num_workers=0
+    )
 
     class SAGE(torch.nn.Module):
         def __init__(self):
@@ -250,7 +276,16 @@ def main() -> None:
             print(f"({name}: no interpreter at {python}; skipped)")
             continue
         warmup, count = (1, args.pyg_plain_batches) if name == "pyg-plain" else (args.warmup, args.batches)
-        row = run_json([python, __file__, "--child", name, "--data", str(args.data), "--warmup", str(warmup), "--batches", str(count)])
+        row = run_json(
+            [
+                python, __file__, "--child", name, "--data",
+                str(args.data),
+                "--warmup",
+                str(warmup),
+                "--batches",
+                str(count),
+            ]
+        )
         if "error" in row:
             print(f"({name} failed: {row['error']})")
             continue
@@ -258,21 +293,34 @@ def main() -> None:
         print(f"{rows[-1]['system']}: {rows[-1]['ms_per_batch']:.1f} ms/batch", flush=True)
 
     # each row against sparsetrain at the same precision
-    ours_at = {r["precision"]: r["ms_per_batch"] for r in rows if r["system"] in (SYSTEMS["sparsetrain"], SYSTEMS["sparsetrain-bf16"])}
+    ours_at = {
+        r["precision"]: r["ms_per_batch"]
+        for r in rows
+        if r["system"] in (SYSTEMS["sparsetrain"], SYSTEMS["sparsetrain-bf16"])
+    }
     ours = ours_at.get("fp32", ours_at.get("bf16"))
     print(f"\n{ds.num_nodes:,} nodes, {ds.num_edges:,} edges, fanouts {FANOUTS}, batch {BATCH}, hidden {HIDDEN}, "
           f"{os.cpu_count()} cores, torch threads {torch.get_num_threads()}")
     print(f"{'system':<56} {'ms/batch':>9} {'loader wait ms':>15} {'stall':>7} {'ours faster by (same precision)':>32}")
     for r in rows:
         r["sparsetrain_speedup"] = r["ms_per_batch"] / ours_at.get(r["precision"], ours)
-        print(f"{r['system']:<56} {r['ms_per_batch']:>9.1f} {r['loader_wait_ms']:>15.1f} {r['stall_fraction']:>7.1%} {r['sparsetrain_speedup']:>31.2f}x")
+        print(
+            f"{r['system']:<56} {r['ms_per_batch']:>9.1f} {r['loader_wait_ms']:>15.1f} "
+            f"{r['stall_fraction']:>7.1%} {r['sparsetrain_speedup']:>31.2f}x"
+        )
     batches = -(-len(ds.split["train"]) // BATCH)
-    print(f"\nepoch = {batches} batches: sparsetrain ~{ours * batches / 1e3:.0f} s (extrapolated from the timed batches)")
+    print(
+        f"\nepoch = {batches} batches: sparsetrain ~{ours * batches / 1e3:.0f} s (extrapolated from the timed batches)"
+    )
     cached = next((r for r in rows if r["system"] == SYSTEMS["sparsetrain-mmap-cache"]), None)
     if cached:
         print(f"mmap + 10% cache vs in RAM: {cached['ms_per_batch'] / ours:.2f}x")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"graph": str(args.data), "num_nodes": ds.num_nodes, "num_edges": ds.num_edges, "rows": rows}, indent=2))
+    args.json.write_text(
+        json.dumps(
+            {"graph": str(args.data), "num_nodes": ds.num_nodes, "num_edges": ds.num_edges, "rows": rows}, indent=2
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -91,9 +91,10 @@ def mixtral_lm(vocab: int, seq: int, sharding) -> nn.Module:
 
     from sparsetrain.moe.hf import replace_moe_blocks
 
-    cfg = MixtralConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                        num_key_value_heads=2, num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=seq,
-                        bos_token_id=None, eos_token_id=None, pad_token_id=None)  # fmt: skip
+    cfg = MixtralConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, num_local_experts=8, num_experts_per_tok=2,
+                        max_position_embeddings=seq, bos_token_id=None, eos_token_id=None,
+                        pad_token_id=None)  # fmt: skip
     return replace_moe_blocks(MixtralForCausalLM(cfg), sharding=sharding, aux_loss="sparsetrain")
 
 
@@ -131,12 +132,13 @@ def synthetic_batch(step: int, batch: int, seq: int, vocab: int, seed: int = 0) 
     return tokens
 
 
-def train(sharding: str = "none", *, model: str = "tiny", dp: str = "sync", steps: int = 10, batch: int = 8, seq: int = 16, vocab: int = 64,
-          lr: float = 1e-2, seed: int = 0, dtype: torch.dtype = torch.float32, fssdp_kwargs: dict | None = None,
-          resume: str | None = None, save: str | None = None, log=None) -> tuple[list[float], nn.Module]:  # fmt: skip
-    """Train :class:`TinyLM` (``model="tiny"``) or :func:`mixtral_lm` (``"mixtral"``) up to step ``steps``; returns the global-batch loss of every step run (same on every
-    rank) and the model. ``resume``/``save``: a DCP checkpoint folder to start from / write at the end (any
-    world size, sharding mode and ``dp`` can resume any other)."""
+def train(sharding: str = "none", *, model: str = "tiny", dp: str = "sync", steps: int = 10, batch: int = 8,
+          seq: int = 16, vocab: int = 64, lr: float = 1e-2, seed: int = 0, dtype: torch.dtype = torch.float32,
+          fssdp_kwargs: dict | None = None, resume: str | None = None, save: str | None = None,
+          log=None) -> tuple[list[float], nn.Module]:  # fmt: skip
+    """Train :class:`TinyLM` (``model="tiny"``) or :func:`mixtral_lm` (``"mixtral"``) up to step ``steps``; returns the
+    global-batch loss of every step run (same on every rank) and the model. ``resume``/``save``: a DCP checkpoint folder
+    to start from / write at the end (any world size, sharding mode and ``dp`` can resume any other)."""
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
     if batch % world:
         raise SystemExit(f"--batch {batch} must be divisible by the world size {world}")
@@ -188,10 +190,21 @@ def train(sharding: str = "none", *, model: str = "tiny", dp: str = "sync", step
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sharding", default="none", choices=["none", "fssdp", "expert-parallel"])
-    p.add_argument("--model", default="tiny", choices=["tiny", "mixtral"], help="tiny: TinyLM; mixtral: HF Mixtral via replace_moe_blocks")
-    p.add_argument("--dp", default="sync", choices=["sync", "ddp", "fsdp2"],
-                   help="data parallelism of the dense part under torchrun: sync_dense_grads, DDP or FSDP2")  # fmt: skip
-    p.add_argument("--steps", type=int, default=20, help="train up to this step (a resumed run continues from its checkpoint's)")
+    p.add_argument(
+        "--model",
+        default="tiny",
+        choices=["tiny", "mixtral"],
+        help="tiny: TinyLM; mixtral: HF Mixtral via replace_moe_blocks",
+    )
+    p.add_argument(
+        "--dp",
+        default="sync",
+        choices=["sync", "ddp", "fsdp2"],
+        help="data parallelism of the dense part under torchrun: sync_dense_grads, DDP or FSDP2",
+    )
+    p.add_argument(
+        "--steps", type=int, default=20, help="train up to this step (a resumed run continues from its checkpoint's)"
+    )
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--rematerialize", action="store_true", help="FSSDP: gather experts again in backward")
     p.add_argument("--save", help="write a DCP checkpoint folder after the last step")

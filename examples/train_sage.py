@@ -48,4 +48,7 @@ for epoch in range(5):
     with torch.no_grad():
         correct = sum((model(mb.x, mb.to_pyg()).argmax(1) == mb.y).sum().item() for mb in test_loader)
     acc = correct / len(ds.split["test"])
-    print(f"epoch {epoch + 1}: loss {loss.item():.4f}  test acc {acc:.4f}  stall {loader.last_epoch_stats.stall_fraction:.1%}")
+    print(
+        f"epoch {epoch + 1}: loss {loss.item():.4f}  test acc {acc:.4f}  stall "
+        f"{loader.last_epoch_stats.stall_fraction:.1%}"
+    )

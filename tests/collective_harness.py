@@ -53,10 +53,15 @@ def spawn(fn, world: int, *args, timeout_s: float = 120.0, pg_timeout_s: float =
     """
     with tempfile.TemporaryDirectory() as out_dir:
         ctx = mp.start_processes(
-            _entry, args=(world, free_port(), fn, args, out_dir, pg_timeout_s, teardown), nprocs=world, join=False, start_method="spawn"
+            _entry,
+            args=(world, free_port(), fn, args, out_dir, pg_timeout_s, teardown),
+            nprocs=world,
+            join=False,
+            start_method="spawn",
         )
         deadline = time.monotonic() + timeout_s
-        try:  # not ctx.join(): it kills the other ranks as soon as one exits non-zero, and some tests kill one on purpose
+        # not ctx.join(): it kills the other ranks as soon as one exits non-zero, and some tests kill one on purpose
+        try:
             for p in ctx.processes:
                 p.join(max(0.0, deadline - time.monotonic()))
             if any(p.is_alive() for p in ctx.processes):

@@ -54,4 +54,6 @@ def cli(capsys):
 
 def run_module(*argv, **kwargs) -> subprocess.CompletedProcess:
     """``python -m sparsetrain ...`` in a subprocess (what a user's shell sees)."""
-    return subprocess.run([sys.executable, "-m", "sparsetrain", *map(str, argv)], capture_output=True, text=True, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "sparsetrain", *map(str, argv)], capture_output=True, text=True, **kwargs
+    )

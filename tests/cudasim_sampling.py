@@ -102,7 +102,9 @@ def check_full_fanout_is_exactly_the_in_edges():
     for edge_index, num_src, num_dst, _ in layers:
         got = sorted(zip(nodes[edge_index[0]].tolist(), nodes[edge_index[1]].tolist()))
         wanted = np.isin(dst_all, nodes[:num_dst])
-        assert got == sorted(zip(src_all[wanted].tolist(), dst_all[wanted].tolist())), "block is not the in-edges of its dst nodes"
+        assert got == sorted(zip(src_all[wanted].tolist(), dst_all[wanted].tolist())), (
+            "block is not the in-edges of its dst nodes"
+        )
         assert len(set(nodes[:num_src].tolist())) == num_src, "a node appears twice"
 
 
@@ -116,7 +118,9 @@ def check_edge_ids_follow_the_edge_permutation():
     plain = CSCGraph(g.indptr, g.indices)  # no edge_perm: CSC positions
     layers, nodes = assert_same_as_cpu(plain, [3, 9, 11], [3, -1])
     for edge_index, _, _, edge_ids in layers:
-        assert np.array_equal(plain.to_edge_index().numpy()[:, edge_ids], nodes[edge_index]), "edge ids are not CSC positions"
+        assert np.array_equal(plain.to_edge_index().numpy()[:, edge_ids], nodes[edge_index]), (
+            "edge ids are not CSC positions"
+        )
 
 
 def check_new_nodes_only_hops():
@@ -292,18 +296,22 @@ def check_damaged_graph_is_an_error_not_a_stray_read():
         ("indices", 17, 10**6, "CSCGraph.indices: entry 17 is 1000000"),
         ("indices", 40, -3, "CSCGraph.indices: entry 40 is -3"),
         ("indptr", 11, indptr[13], "CSCGraph.indptr: node 11's in-edges"),  # node 11's range runs backwards
-        ("indptr", 30, len(indices) + 5, "CSCGraph.indptr: node 30's in-edges"),  # nodes 29 and 30: past the edges, backwards
+        # nodes 29 and 30: past the edges, backwards
+        ("indptr", 30, len(indices) + 5, "CSCGraph.indptr: node 30's in-edges"),
     ]:
         damaged = {"indptr": indptr.copy(), "indices": indices.copy()}
         damaged[array][position] = value
         g = CSCGraph.from_numpy(damaged["indptr"], damaged["indices"])
-        for fanouts, kw in [([-1, 2], {}), ([50], {}), ([50, 3], {"replace": True, "weighted": False})]:  # every edge is drawn
+        # every edge is drawn
+        for fanouts, kw in [([-1, 2], {}), ([50], {}), ([50, 3], {"replace": True, "weighted": False})]:
             try:
                 gpu_sample(g, seeds, fanouts, **kw)
             except SamplingError as exc:
                 assert fragment in str(exc) and "sparsetrain info" in str(exc), str(exc)
             else:
-                raise AssertionError(f"{array}[{position}] = {value} sampled with fanouts {fanouts} {kw} without an error")
+                raise AssertionError(
+                    f"{array}[{position}] = {value} sampled with fanouts {fanouts} {kw} without an error"
+                )
 
 
 def typed_graph(seed=0):

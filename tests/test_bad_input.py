@@ -58,19 +58,31 @@ BAD = {
     "empty file": (["--edges", "empty"], ["empty.csv", "empty"]),
     "no edges": (["--edges", "header_only"], ["header_only.csv", "no edges"]),
     "float ids": (["--edges", "float_edges"], ["float_edges.npy", "integers"]),
-    "feature rows != num_nodes": (["--edges", "ok", "--features", "f_short", "--num-nodes", "4"], ["f_short.npy", "3 rows", "4 nodes"]),
+    "feature rows != num_nodes": (
+        ["--edges", "ok", "--features", "f_short", "--num-nodes", "4"],
+        ["f_short.npy", "3 rows", "4 nodes"],
+    ),
     "NaN feature": (["--edges", "ok", "--features", "f_nan"], ["f_nan.npy", "row 2", "column 1", "nan"]),
     "inf feature": (["--edges", "ok", "--features", "f_inf"], ["f_inf.csv", "line 2", "inf"]),
     "text feature": (["--edges", "ok", "--features", "f_text"], ["f_text.csv", "line 3", "'x'"]),
-    "label out of range": (["--edges", "ok", "--labels", "l_range", "--num-classes", "3"], ["l_range.npy", "row 2", "5", "[0, 3)"]),
+    "label out of range": (
+        ["--edges", "ok", "--labels", "l_range", "--num-classes", "3"],
+        ["l_range.npy", "row 2", "5", "[0, 3)"],
+    ),
     "negative label": (["--edges", "ok", "--labels", "l_neg"], ["l_neg.npy", "row 1", "-2", "-1: no label"]),
     "fractional label": (["--edges", "ok", "--labels", "l_frac"], ["l_frac.parquet", "row 2", "1.5"]),
-    "overlapping splits": (["--edges", "ok", "--labels", "l_ok", "--train-idx", "tr", "--val-idx", "va", "--test-idx", "te_ok"],
-                           ["va.npy", "node 1", "train"]),
-    "split id out of range": (["--edges", "ok", "--labels", "l_ok", "--train-idx", "tr", "--val-idx", "va_ok", "--test-idx", "te_range"],
-                              ["te_range.npy", "7"]),
-    "split repeats a node": (["--edges", "ok", "--labels", "l_ok", "--train-idx", "tr", "--val-idx", "va_ok", "--test-idx", "te_dup"],
-                             ["te_dup.npy", "3"]),
+    "overlapping splits": (
+        ["--edges", "ok", "--labels", "l_ok", "--train-idx", "tr", "--val-idx", "va", "--test-idx", "te_ok"],
+        ["va.npy", "node 1", "train"],
+    ),
+    "split id out of range": (
+        ["--edges", "ok", "--labels", "l_ok", "--train-idx", "tr", "--val-idx", "va_ok", "--test-idx", "te_range"],
+        ["te_range.npy", "7"],
+    ),
+    "split repeats a node": (
+        ["--edges", "ok", "--labels", "l_ok", "--train-idx", "tr", "--val-idx", "va_ok", "--test-idx", "te_dup"],
+        ["te_dup.npy", "3"],
+    ),
     "missing file": (["--edges", "nope"], ["nope", "no such file"]),
 }
 
@@ -98,7 +110,9 @@ def test_bad_input_leaves_an_existing_dataset_untouched(cli, files, tmp_path):
     out = tmp_path / "out"
     assert cli("preprocess", "--edges", files["ok"], "--labels", files["l_ok"], "--out", out, "--quiet")[0] == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    code, _, stderr = cli("preprocess", "--edges", files["ok"], "--features", files["f_nan"], "--out", out, "--overwrite", "--quiet")
+    code, _, stderr = cli(
+        "preprocess", "--edges", files["ok"], "--features", files["f_nan"], "--out", out, "--overwrite", "--quiet"
+    )
     assert code != 0 and "f_nan.npy" in stderr
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     st.datasets.load(out, verify=True)
@@ -170,8 +184,14 @@ def test_user_errors_print_no_traceback_from_the_shell(files, tmp_path):
 def test_interrupted_run_leaves_no_half_dataset(tmp_path, sig):
     out = tmp_path / "big"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sparsetrain", "synth", "--nodes", "400000", "--edges", "8000000", "--out", str(out), "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable, "-m", "sparsetrain", "synth", "--nodes", "400000", "--edges", "8000000", "--out",
+            str(out),
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.time() + 120
     while not list(tmp_path.glob(".big.tmp-*")) and time.time() < deadline and proc.poll() is None:
@@ -192,8 +212,9 @@ def test_interrupted_run_leaves_no_half_dataset(tmp_path, sig):
 
 @pytest.mark.parametrize(
     "flag, value",
-    [("--epochs", "0"), ("--batch-size", "-4"), ("--hidden", "0"), ("--lr", "nan"), ("--lr", "0"), ("--weight-decay", "-1e-4"),
-     ("--dropout", "1"), ("--dropout", "abc"), ("--cache-gb", "-1"), ("--cache-gb", "inf"), ("--checkpoint-every", "-2")],
+    [("--epochs", "0"), ("--batch-size", "-4"), ("--hidden", "0"), ("--lr", "nan"), ("--lr", "0"),
+     ("--weight-decay", "-1e-4"), ("--dropout", "1"), ("--dropout", "abc"), ("--cache-gb", "-1"), ("--cache-gb", "inf"),
+     ("--checkpoint-every", "-2")],
 )
 def test_train_rejects_out_of_range_numbers_before_loading_data(cli, tmp_path, flag, value):
     code, stdout, stderr = cli("train", "--data", tmp_path / "never-read", f"{flag}={value}", "--quiet")
@@ -202,7 +223,16 @@ def test_train_rejects_out_of_range_numbers_before_loading_data(cli, tmp_path, f
 
 
 def test_nan_split_fraction_is_a_clear_error(cli, files, tmp_path):
-    code, _, stderr = cli("preprocess", "--edges", files["ok"], "--labels", files["l_ok"], "--split=nan,0.2,0.2", "--out", tmp_path / "out",
-                          "--quiet")
+    code, _, stderr = cli(
+        "preprocess",
+        "--edges",
+        files["ok"],
+        "--labels",
+        files["l_ok"],
+        "--split=nan,0.2,0.2",
+        "--out",
+        tmp_path / "out",
+        "--quiet",
+    )
     assert code != 0 and "split fractions" in stderr and "Traceback" not in stderr
     assert not (tmp_path / "out").exists()

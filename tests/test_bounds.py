@@ -24,8 +24,13 @@ SHRINK_GRAPH = [
     f"{fmt.EDGE_WEIGHT}/sample weighted", f"{fmt.EDGE_WEIGHT}/in_memory",
 ]
 SHRINK_NODE = [fmt.LABELS, "train_idx.npy", fmt.ORIGINAL_IDS, "clusters.npy"]
-DAMAGES = ["index beyond the nodes", "negative index", "indptr not monotone", "indptr past the edges", "indptr beyond the edges"]
-DAMAGED_READERS = ["sample all", "sample uniform", "sample replace", "sample weighted", "inference sage", "inference gcn"]
+DAMAGES = [
+    "index beyond the nodes", "negative index", "indptr not monotone", "indptr past the edges",
+    "indptr beyond the edges",
+]
+DAMAGED_READERS = [
+    "sample all", "sample uniform", "sample replace", "sample weighted", "inference sage", "inference gcn",
+]
 CASES = ([f"shrink-graph:{c}" for c in SHRINK_GRAPH] + [f"shrink-node:{c}" for c in SHRINK_NODE]
          + [f"damaged:{d}/{r}" for d in DAMAGES for r in DAMAGED_READERS])
 
@@ -34,7 +39,9 @@ CASES = ([f"shrink-graph:{c}" for c in SHRINK_GRAPH] + [f"shrink-node:{c}" for c
 def results(tmp_path_factory) -> dict[str, str]:
     work = tmp_path_factory.mktemp("bounds")
     proc = subprocess.run([sys.executable, str(PROBE), str(work), *CASES], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"the probe died with {proc.returncode} (a negative code is a signal):\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, (
+        f"the probe died with {proc.returncode} (a negative code is a signal):\n{proc.stderr[-4000:]}"
+    )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -91,14 +98,19 @@ sys.exit(main(["train", "--data", folder, "--epochs", "1", "--batch-size", "64",
 
 
 # train's own check of the folder at open (engine/dataset_checks.py) or, past it, the read itself names the damage
-@pytest.mark.parametrize("name, how, fragments", [(fmt.INDPTR, "shrink", ("shrank", "bytes where its header describes")),
-                                                  (fmt.INDICES, "damage", ("which must be in [0, 300)", "sha256 does not match"))])
+@pytest.mark.parametrize(
+    "name, how, fragments",
+    [(fmt.INDPTR, "shrink", ("shrank", "bytes where its header describes")),
+     (fmt.INDICES, "damage", ("which must be in [0, 300)", "sha256 does not match"))],
+)
 def test_train_on_a_graph_changed_after_load_exits_1_with_one_line(tmp_path, name, how, fragments):
     import sparsetrain as st
 
     folder = st.datasets.synthesize(tmp_path / "ds", 300, 3000, feature_dim=4, num_classes=5, quiet=True).path
     assert st.datasets.load(folder).graph.indices.dtype == torch.int32
-    proc = subprocess.run([sys.executable, "-c", TRAIN_AFTER_DAMAGE, str(folder), name, how], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", TRAIN_AFTER_DAMAGE, str(folder), name, how], capture_output=True, text=True, timeout=600
+    )
     message = proc.stderr.strip()
     assert proc.returncode == 1, (proc.returncode, message[-3000:])
     assert message.startswith("error: ") and "\n" not in message and "Traceback" not in message, message

@@ -73,7 +73,9 @@ def placements(world: int) -> dict[str, RowPlacement]:
         "contiguous": RowPlacement.contiguous(NUM_ROWS, world),
         "owner_array": RowPlacement.from_owner(owner, world),
         "replicas": RowPlacement.from_owner(owner, world).with_replicas(reps),
-        "contiguous_replicas": RowPlacement.contiguous(NUM_ROWS, world).with_replicas({0: list(range(world)), 5: [world - 1]}),
+        "contiguous_replicas": RowPlacement.contiguous(NUM_ROWS, world).with_replicas(
+            {0: list(range(world)), 5: [world - 1]}
+        ),
     }
 
 
@@ -123,42 +125,93 @@ def _correctness(rank: int, world: int) -> dict[str, str | None]:
             table = make_table(shape, seed=len(shape))
             local = placement.shard(table, rank)
             full = dense_table(local, placement)
-            record(failures, f"{pname}{shape} dense reference", (not torch.equal(full, table)), "all-gathered table differs from the source table")
+            record(
+                failures,
+                f"{pname}{shape} dense reference",
+                (not torch.equal(full, table)),
+                "all-gathered table differs from the source table",
+            )
             for seed, kind in enumerate(("random", "empty_some", "skew")):
                 key = f"{pname}{shape}/{kind}"
                 ids = request(kind, rank, world, placement, seed)
                 stats = CollectiveStats()
                 leaf = local.clone().requires_grad_(True)
                 out = sparse_all_gather(leaf, ids, placement=placement, stats=stats)
-                record(failures, key + " values", (out.shape != (ids.numel(), *shape) or not torch.equal(out.detach(), full[ids])), f"gathered rows differ from the dense reference (shape {tuple(out.shape)})")
+                record(
+                    failures,
+                    key + " values",
+                    (out.shape != (ids.numel(), *shape) or not torch.equal(out.detach(), full[ids])),
+                    f"gathered rows differ from the dense reference (shape {tuple(out.shape)})",
+                )
                 rec = stats.records[-1]
                 uniq = torch.unique(ids)
                 held = placement.local_index_on(rank, uniq) >= 0
                 row_bytes = table[0].numel() * 8
-                record(failures, key + " dedupe/nearest copy", ((rec.rows_unique, rec.rows_local, rec.rows_remote) != (uniq.numel(), int(held.sum()), int((~held).sum()))), f"record {rec}, expected {uniq.numel()} distinct, {int(held.sum())} local")
-                expect_bytes = (rec.rows_remote * 8 + rec.rows_served * row_bytes, rec.rows_served * 8 + rec.rows_remote * row_bytes)
-                record(failures, key + " bytes", (rec.bytes_sent, rec.bytes_received) != expect_bytes, f"{rec}: expected (sent, received) {expect_bytes}")
+                record(
+                    failures,
+                    key + " dedupe/nearest copy",
+                    (
+                        (rec.rows_unique, rec.rows_local, rec.rows_remote)
+                        != (uniq.numel(), int(held.sum()), int((~held).sum()))
+                    ),
+                    f"record {rec}, expected {uniq.numel()} distinct, {int(held.sum())} local",
+                )
+                expect_bytes = (
+                    rec.rows_remote * 8 + rec.rows_served * row_bytes,
+                    rec.rows_served * 8 + rec.rows_remote * row_bytes,
+                )
+                record(
+                    failures,
+                    key + " bytes",
+                    (rec.bytes_sent, rec.bytes_received) != expect_bytes,
+                    f"{rec}: expected (sent, received) {expect_bytes}",
+                )
                 sent_recv = torch.tensor([rec.bytes_sent, rec.bytes_received], dtype=torch.int64)
                 dist.all_reduce(sent_recv)
-                record(failures, key + " byte balance", (sent_recv[0] != sent_recv[1]), f"bytes sent over all ranks {sent_recv.tolist()} != received")
+                record(
+                    failures,
+                    key + " byte balance",
+                    (sent_recv[0] != sent_recv[1]),
+                    f"bytes sent over all ranks {sent_recv.tolist()} != received",
+                )
                 g = torch.Generator().manual_seed(99 + rank + seed)
                 weights = torch.randn(out.shape, generator=g, dtype=torch.float64)
                 (out * weights).sum().backward()
                 expected = dense_grad(full, ids, weights, placement, rank)
-                record(failures, key + " gradient", (not torch.allclose(leaf.grad, expected, atol=1e-12, rtol=1e-12)), f"max error {max_error(leaf.grad, expected)}")
+                record(
+                    failures,
+                    key + " gradient",
+                    (not torch.allclose(leaf.grad, expected, atol=1e-12, rtol=1e-12)),
+                    f"max error {max_error(leaf.grad, expected)}",
+                )
                 direct = sparse_reduce_scatter(weights, ids, placement=placement)
-                record(failures, key + " reduce_scatter", (not torch.allclose(direct, expected, atol=1e-12, rtol=1e-12)), f"max error {max_error(direct, expected)}")
+                record(
+                    failures,
+                    key + " reduce_scatter",
+                    (not torch.allclose(direct, expected, atol=1e-12, rtol=1e-12)),
+                    f"max error {max_error(direct, expected)}",
+                )
         for dtype in (torch.float32, torch.bfloat16, torch.float16):  # small integers: sums are exact in every dtype
             key = f"{pname}/{dtype}"
             table = torch.randint(-4, 5, (NUM_ROWS, 3), generator=torch.Generator().manual_seed(4)).to(dtype)
             ids = request("random", rank, world, placement, seed=5)
             leaf = placement.shard(table, rank).requires_grad_(True)
             out = sparse_all_gather(leaf, ids, placement=placement)
-            record(failures, key + " values", out.dtype != dtype or not torch.equal(out.detach(), table[ids]), "rows differ")
+            record(
+                failures,
+                key + " values",
+                out.dtype != dtype or not torch.equal(out.detach(), table[ids]),
+                "rows differ",
+            )
             weights = torch.randint(-2, 3, out.shape, generator=torch.Generator().manual_seed(rank)).to(dtype)
             (out * weights).sum().backward()
             expected = dense_grad(table.double(), ids, weights.double(), placement, rank).to(dtype)
-            record(failures, key + " gradient", not torch.equal(leaf.grad, expected), f"max error {max_error(leaf.grad.double(), expected.double())}")
+            record(
+                failures,
+                key + " gradient",
+                not torch.equal(leaf.grad, expected),
+                f"max error {max_error(leaf.grad.double(), expected.double())}",
+            )
             direct = sparse_reduce_scatter(weights, ids, placement=placement)
             record(failures, key + " reduce_scatter", not torch.equal(direct, expected), "sums differ")
         if placement.has_replicas:
@@ -167,7 +220,12 @@ def _correctness(rank: int, world: int) -> dict[str, str | None]:
             stale[owned:] = -1.0  # replica slots out of date
             updated = placement.shard(make_table((5,), seed=1), rank)
             sync_replicas(stale, placement=placement)
-            record(failures, f"{pname} sync_replicas", (not torch.equal(stale, updated)), "replica slots differ from the owners' rows after sync")
+            record(
+                failures,
+                f"{pname} sync_replicas",
+                (not torch.equal(stale, updated)),
+                "replica slots differ from the owners' rows after sync",
+            )
     return failures
 
 
@@ -183,7 +241,9 @@ def _bad_input(rank: int, world: int) -> dict[str, str | None]:
         return lambda: sparse_all_gather(rows, ids, placement=placement, timeout=20, **kw)
 
     ids = torch.tensor([0, NUM_ROWS + 5]) if rank == last else ok_ids
-    checks["id out of range"] = expect_error(gather(local, ids), CollectiveInputError, f"rank {last}", f"row id {NUM_ROWS + 5}", "outside")
+    checks["id out of range"] = expect_error(
+        gather(local, ids), CollectiveInputError, f"rank {last}", f"row id {NUM_ROWS + 5}", "outside"
+    )
     ids = torch.tensor([-2]) if rank == 0 else ok_ids
     checks["negative id"] = expect_error(gather(local, ids), CollectiveInputError, "rank 0", "row id -2")
     ids = torch.tensor([0.0, 1.0]) if rank == last else ok_ids
@@ -201,19 +261,28 @@ def _bad_input(rank: int, world: int) -> dict[str, str | None]:
     )  # fmt: skip
     grads = torch.ones(1 if rank == 0 else 4, 5, dtype=torch.float64)
     checks["reduce_scatter grad rows"] = expect_error(
-        lambda: sparse_reduce_scatter(grads, ok_ids, placement=placement), CollectiveInputError, "rank 0", "grad_rows has 1 rows"
+        lambda: sparse_reduce_scatter(grads, ok_ids, placement=placement),
+        CollectiveInputError,
+        "rank 0",
+        "grad_rows has 1 rows",
     )
     if world > 1:
         rows = local.float() if rank == 0 else local
-        checks["dtype mismatch"] = expect_error(gather(rows, ok_ids), CollectiveInputError, "dtypes differ", "rank 0: float32", "float64")
+        checks["dtype mismatch"] = expect_error(
+            gather(rows, ok_ids), CollectiveInputError, "dtypes differ", "rank 0: float32", "float64"
+        )
         rows = local[:, :4] if rank == last else local
-        checks["width mismatch"] = expect_error(gather(rows, ok_ids), CollectiveInputError, "row shapes", f"rank {last}: (4,)", "(5,)")
+        checks["width mismatch"] = expect_error(
+            gather(rows, ok_ids), CollectiveInputError, "row shapes", f"rank {last}: (4,)", "(5,)"
+        )
         rows = local.clone().requires_grad_(rank == 0)
         checks["grad flag mismatch"] = expect_error(gather(rows, ok_ids), CollectiveInputError, "need", "gradient")
         other = RowPlacement.from_owner(torch.arange(NUM_ROWS) % world, world)
         mixed = other if rank == 0 else placement
         checks["different placements"] = expect_error(
-            lambda: sparse_all_gather(mixed.shard(table, rank), ok_ids, placement=mixed), CollectiveInputError, "different placements"
+            lambda: sparse_all_gather(mixed.shard(table, rank), ok_ids, placement=mixed),
+            CollectiveInputError,
+            "different placements",
         )
     # the group is still usable after every reported error
     after = sparse_all_gather(local, ok_ids, placement=placement)
@@ -240,7 +309,9 @@ def _sharded_features(rank: int, world: int) -> dict[str, str | None]:
         store.gather(ids.flip(0), out=out)
         checks[f"{name} gather(out=)"] = None if torch.equal(out, table[ids.flip(0)]) else "out= rows differ"
         empty = store.gather(torch.zeros(0, dtype=torch.int64) if rank == 0 else ids[:3])
-        checks[f"{name} empty"] = None if empty.shape == ((0, 6) if rank == 0 else (3, 6)) else f"shape {tuple(empty.shape)}"
+        checks[f"{name} empty"] = (
+            None if empty.shape == ((0, 6) if rank == 0 else (3, 6)) else f"shape {tuple(empty.shape)}"
+        )
         if (store.shape, store.dtype, store.device) != (torch.Size([NUM_ROWS, 6]), torch.float64, torch.device("cpu")):
             checks[f"{name} attributes"] = f"{store.shape} {store.dtype} {store.device}"
     cached, plain = stores["range+cache"], stores["range"]
@@ -249,27 +320,49 @@ def _sharded_features(rank: int, world: int) -> dict[str, str | None]:
     fresh = ShardedFeatures.from_table(table, cache_ids=cache_ids)
     fill = (fresh.stats.bytes_moved, fresh.stats.misses, fresh.cached_ids.numel())
     expect_fill = (int(remote_cached.sum()) * 6 * 8, 0, int(remote_cached.sum()))
-    record(checks, "cache fill accounting", fill != expect_fill, f"(bytes_moved, misses, cached rows) {fill}, expected {expect_fill}")
+    record(
+        checks,
+        "cache fill accounting",
+        fill != expect_fill,
+        f"(bytes_moved, misses, cached rows) {fill}, expected {expect_fill}",
+    )
     first_hits = cached.stats.hits
     cached.stats.reset()
     plain.stats.reset()
     cached.gather(ids)
     plain.gather(ids)
-    record(checks, "cache hits", cached.stats.hits != expect_hits, f"{cached.stats.hits} hits, expected {expect_hits} (first round {first_hits})")
+    record(
+        checks,
+        "cache hits",
+        cached.stats.hits != expect_hits,
+        f"{cached.stats.hits} hits, expected {expect_hits} (first round {first_hits})",
+    )
     saved = plain.stats.bytes_moved - cached.stats.bytes_moved
-    record(checks, "cache saves bytes", saved != expect_hits * 6 * 8, f"cached {cached.stats.bytes_moved} B vs plain {plain.stats.bytes_moved} B, {expect_hits} hits")
+    record(
+        checks,
+        "cache saves bytes",
+        saved != expect_hits * 6 * 8,
+        f"cached {cached.stats.bytes_moved} B vs plain {plain.stats.bytes_moved} B, {expect_hits} hits",
+    )
     for size in (5, 400, 60):  # the staging buffer behind the cache grows and is reused
         more = torch.randint(0, NUM_ROWS, (size,), generator=g)
         record(checks, f"cache gather of {size}", not torch.equal(cached.gather(more), table[more]), "rows differ")
     bad = torch.tensor([NUM_ROWS + 1]) if rank == world - 1 else ids
-    checks["store id out of range"] = expect_error(lambda: cached.gather(bad), FeatureIdError, f"rank {world - 1}", "outside")
+    checks["store id out of range"] = expect_error(
+        lambda: cached.gather(bad), FeatureIdError, f"rank {world - 1}", "outside"
+    )
     wrong_out = torch.empty(1 if rank == 0 else ids.numel(), 6, dtype=torch.float64)
     if rank == 0:
         checks["store bad out= on one rank"] = expect_error(
             lambda: plain.gather(ids, out=wrong_out), FeatureOutputError, "expected a contiguous"
         )
     else:  # the other ranks are not held up by rank 0's mistake
-        record(checks, "store bad out= on one rank", not torch.equal(plain.gather(ids, out=wrong_out), table[ids]), "rows differ")
+        record(
+            checks,
+            "store bad out= on one rank",
+            not torch.equal(plain.gather(ids, out=wrong_out), table[ids]),
+            "rows differ",
+        )
     return checks
 
 
@@ -310,6 +403,8 @@ def test_dead_or_absent_rank_raises_on_the_others(mode):
     for rank in range(2):
         status, (message, seconds) = results[rank]
         assert status == "ok", message
-        assert "sparse_all_gather" in message and f"rank {rank} of 3" in message and "peer rank died" in message, message
+        assert "sparse_all_gather" in message and f"rank {rank} of 3" in message and "peer rank died" in message, (
+            message
+        )
         assert seconds < 10, f"rank {rank} waited {seconds:.1f} s"
     assert results[2][0] == ("died" if mode == "dies" else "ok")

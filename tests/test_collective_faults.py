@@ -36,8 +36,15 @@ def _start_ranks(argv: list[str], tmp_path, world: int = 2) -> list[subprocess.P
     for rank in range(world):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), SPARSETRAIN_DIST_TIMEOUT=str(TIMEOUT_S))
-        procs.append(subprocess.Popen([sys.executable, *argv, "--metrics-log", str(tmp_path / f"log{rank}.jsonl")], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, *argv, "--metrics-log", str(tmp_path / f"log{rank}.jsonl")],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     return procs
 
 
@@ -98,8 +105,15 @@ def test_a_stopped_rank_fails_the_loader_thread_waiting_on_it(cora_dir, tmp_path
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                    SPARSETRAIN_DIST_TIMEOUT=str(TIMEOUT_S))
-        procs.append(subprocess.Popen([sys.executable, "-c", LOADER_SCRIPT, str(cora_dir), str(tmp_path / f"progress{rank}")],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", LOADER_SCRIPT, str(cora_dir), str(tmp_path / f"progress{rank}")],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     took, stderr = _stop_rank_one_once_rank_zero_is_going(procs, tmp_path / "progress0", steps=20)
     assert took < 60
     assert procs[0].returncode == 3, stderr[-2000:]

@@ -24,7 +24,9 @@ def _cuda_checks(rank: int, world: int) -> dict[str, float]:
     errors = {}
     for name, placement in {
         "contiguous": RowPlacement.contiguous(101, world),
-        "replicas": RowPlacement.from_owner(torch.arange(101) % world, world).with_replicas({0: list(range(world)), 7: [0]}),
+        "replicas": RowPlacement.from_owner(torch.arange(101) % world, world).with_replicas(
+            {0: list(range(world)), 7: [0]}
+        ),
     }.items():
         ids = torch.randint(0, 101, (300,), generator=torch.Generator().manual_seed(rank))
         leaf = placement.shard(table, rank).to(dev).requires_grad_(True)

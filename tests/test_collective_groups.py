@@ -40,7 +40,9 @@ def _a2a_against_torch(rank: int, world: int) -> dict:
         y_ref = tdf.all_to_all_single(torch.empty_like(y), x_ref, recv, send)
         (y_ref * weight).sum().backward()
     # independent of both: the rows rank src sent here, cut from src's (seeded) input by offset
-    expected = torch.cat([_rows(src, sum(SPLITS[src]))[sum(SPLITS[src][:rank]) : sum(SPLITS[src][: rank + 1])] for src in range(world)])
+    expected = torch.cat(
+        [_rows(src, sum(SPLITS[src]))[sum(SPLITS[src][:rank]) : sum(SPLITS[src][: rank + 1])] for src in range(world)]
+    )
     return {
         "rows": torch.equal(y, expected) and torch.equal(y, y_ref),
         "grad": torch.equal(x.grad, x_ref.grad),
@@ -58,7 +60,11 @@ def test_all_to_all_matches_torch_autograd_all_to_all_under_gloo():
 def test_all_to_all_without_a_process_group_returns_its_input_and_checks_splits():
     x = torch.arange(6.0).reshape(3, 2)
     assert all_to_all(x, [3], [3]) is x
-    assert group_info() == group_info(None) and (group_info().rank, group_info().world_size, group_info().distributed) == (0, 1, False)
+    assert group_info() == group_info(None) and (
+        group_info().rank,
+        group_info().world_size,
+        group_info().distributed,
+    ) == (0, 1, False)
     with pytest.raises(CollectiveInputError, match="one split per rank"):
         all_to_all(x, [1, 2], [3])
     with pytest.raises(CollectiveInputError, match="add up to 2 rows but x has 3"):

@@ -56,7 +56,9 @@ def _replace_killed_at(step: int, src, out, swap: bool) -> int | None:
             for name in CALLS:
                 setattr(os, name, counted(getattr(os, name)))
             writer_mod._exchange = counted(writer_mod._exchange if swap else lambda a, b: False)
-            writer.commit({k: v for k, v in meta.items() if k not in ("format", "format_version", "created_by", "files")})
+            writer.commit(
+                {k: v for k, v in meta.items() if k not in ("format", "format_version", "created_by", "files")}
+            )
             os.write(write_end, str(calls).encode())
         finally:
             os._exit(0)
@@ -98,7 +100,9 @@ def test_overwrite_killed_at_every_commit_step_leaves_a_loadable_dataset(sources
         if swap:
             assert after == now, step
         seen.add(after)
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["data"], f"leftovers after the next run (kill at step {step})"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["data"], (
+            f"leftovers after the next run (kill at step {step})"
+        )
     assert seen == {A_NODES, B_NODES}  # the kills straddled the moment the new dataset took the path
 
 

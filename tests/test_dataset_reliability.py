@@ -49,12 +49,16 @@ def test_source_id_beyond_every_destination_sets_the_node_count(tmp_path):
 
 def test_source_id_beyond_the_given_node_count_is_refused(cli, tmp_path):
     edges = _write(tmp_path / "e.csv", "src,dst\n0,1\n9,2\n")
-    _fails_cleanly(cli, tmp_path, "--edges", edges, "--num-nodes", "4", expected=["e.csv", "line 3", "src", "9", "--num-nodes"])
+    _fails_cleanly(
+        cli, tmp_path, "--edges", edges, "--num-nodes", "4", expected=["e.csv", "line 3", "src", "9", "--num-nodes"]
+    )
 
 
 def test_source_id_at_2_pow_32_never_wraps(cli, tmp_path):
     np.save(tmp_path / "e.npy", np.array([[2**32, 0, 1], [1, 2, 0]]))
-    _fails_cleanly(cli, tmp_path, "--edges", tmp_path / "e.npy", expected=["e.npy", "row 0", "src", str(2**32), "--num-nodes"])
+    _fails_cleanly(
+        cli, tmp_path, "--edges", tmp_path / "e.npy", expected=["e.npy", "row 0", "src", str(2**32), "--num-nodes"]
+    )
 
 
 def test_pyg_source_beyond_num_nodes_is_refused(tmp_path):
@@ -139,7 +143,10 @@ def _corrupt(folder, case):
     raise AssertionError(case)
 
 
-STRUCTURE = ["indptr not monotone", "index beyond the nodes", "negative index", "label beyond the classes", "split id out of range"]
+STRUCTURE = [
+    "indptr not monotone", "index beyond the nodes", "negative index", "label beyond the classes",
+    "split id out of range",
+]
 
 
 @pytest.mark.parametrize("case", STRUCTURE)
@@ -169,7 +176,12 @@ def test_verify_structure_streams_in_chunks(dataset):
     _corrupt(dataset, "index beyond the nodes")
     with pytest.raises(DatasetError, match="entry 1234"):
         verify_structure(st.datasets.load(dataset), chunk=64)
-    assert verify_structure(st.datasets.synthesize(dataset.parent / "ok", 300, 3000, feature_dim=4, num_classes=5, quiet=True), chunk=64) is None
+    assert (
+        verify_structure(
+            st.datasets.synthesize(dataset.parent / "ok", 300, 3000, feature_dim=4, num_classes=5, quiet=True), chunk=64
+        )
+        is None
+    )
 
 
 # ---------------------------------------------------------------- item 5: meta.json is confined and complete
@@ -243,7 +255,11 @@ def test_pyg_negative_weight_is_refused(tmp_path):
 def test_one_huge_label_does_not_set_a_billion_classes(cli, tmp_path):
     edges = _write(tmp_path / "e.csv", "src,dst\n0,1\n1,2\n2,3\n")
     np.save(tmp_path / "l.npy", np.array([0, 1, 10**9, 1]))
-    _fails_cleanly(cli, tmp_path, "--edges", edges, "--labels", tmp_path / "l.npy", expected=["l.npy", "row 2", str(10**9), "--num-classes"])
+    _fails_cleanly(
+        cli, tmp_path, "--edges", edges, "--labels",
+        tmp_path / "l.npy",
+        expected=["l.npy", "row 2", str(10**9), "--num-classes"],
+    )
     ds = st.datasets.from_files(tmp_path / "ok", edges, labels=tmp_path / "l.npy", num_classes=10**9 + 1, quiet=True)
     assert ds.num_classes == 10**9 + 1
 
@@ -255,7 +271,11 @@ def test_class_count_stays_near_the_labels_in_use(cli, tmp_path):
     assert st.datasets.from_files(tmp_path / "ok", edges, labels=tmp_path / "l.npy", quiet=True).num_classes == 8
     labels[60] = 150  # below 2 * num_nodes, but far beyond the 8 labels in use
     np.save(tmp_path / "l.npy", labels)
-    _fails_cleanly(cli, tmp_path, "--edges", edges, "--labels", tmp_path / "l.npy", expected=["l.npy", "row 60", "150", "--num-classes 151"])
+    _fails_cleanly(
+        cli, tmp_path, "--edges", edges, "--labels",
+        tmp_path / "l.npy",
+        expected=["l.npy", "row 60", "150", "--num-classes 151"],
+    )
 
 
 def test_two_by_two_npy_edge_index_is_ambiguous(cli, tmp_path):
@@ -303,10 +323,19 @@ def test_feature_row_mismatch_blames_the_features(cli, tmp_path):
     edges = _write(tmp_path / "e.csv", "src,dst\n0,1\n1,2\n2,3\n")
     np.save(tmp_path / "f.npy", np.ones((5, 2), np.float32))
     np.save(tmp_path / "l.npy", np.array([0, 1, 1, 0]))
-    message = _fails_cleanly(cli, tmp_path, "--edges", edges, "--features", tmp_path / "f.npy", "--labels", tmp_path / "l.npy")
-    assert message.startswith(f"error: {tmp_path / 'f.npy'}") and "5 rows" in message and "l.npy" in message and "4 rows" in message
+    message = _fails_cleanly(
+        cli, tmp_path, "--edges", edges, "--features", tmp_path / "f.npy", "--labels", tmp_path / "l.npy"
+    )
+    assert (
+        message.startswith(f"error: {tmp_path / 'f.npy'}")
+        and "5 rows" in message
+        and "l.npy" in message
+        and "4 rows" in message
+    )
     _write(tmp_path / "f.csv", "1,2\n" * 5)
-    message = _fails_cleanly(cli, tmp_path, "--edges", edges, "--features", tmp_path / "f.csv", "--labels", tmp_path / "l.npy")
+    message = _fails_cleanly(
+        cli, tmp_path, "--edges", edges, "--features", tmp_path / "f.csv", "--labels", tmp_path / "l.npy"
+    )
     assert message.startswith(f"error: {tmp_path / 'f.csv'}") and "l.npy" in message
 
 
@@ -319,8 +348,13 @@ def test_unsigned_ids_beyond_int64_never_wrap(cli, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.table({"src": pa.array([0, 2**64 - 1], pa.uint64()), "dst": pa.array([1, 2], pa.uint64())}), tmp_path / "e.parquet")
-    _fails_cleanly(cli, tmp_path, "--edges", tmp_path / "e.parquet", expected=["e.parquet", "row 1", "src", str(2**64 - 1)])
+    pq.write_table(
+        pa.table({"src": pa.array([0, 2**64 - 1], pa.uint64()), "dst": pa.array([1, 2], pa.uint64())}),
+        tmp_path / "e.parquet",
+    )
+    _fails_cleanly(
+        cli, tmp_path, "--edges", tmp_path / "e.parquet", expected=["e.parquet", "row 1", "src", str(2**64 - 1)]
+    )
     np.save(tmp_path / "e.npy", np.array([[0, 1, 2], [1, 2**64 - 1, 0]], dtype=np.uint64))
     _fails_cleanly(cli, tmp_path, "--edges", tmp_path / "e.npy", expected=["e.npy", "row 1", "dst", str(2**64 - 1)])
 
@@ -372,12 +406,15 @@ def test_system_errors_are_one_line(cli, tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out"))
 
     monkeypatch.setattr(files, "from_files", full)
-    message = _fails_cleanly(cli, tmp_path, "--edges", _write(tmp_path / "e.csv", "0,1\n"), expected=["No space left", "disk space"])
+    message = _fails_cleanly(
+        cli, tmp_path, "--edges", _write(tmp_path / "e.csv", "0,1\n"), expected=["No space left", "disk space"]
+    )
     assert str(tmp_path / "out") in message
 
 
 def test_wide_utf8_header_longer_than_one_read(tmp_path):
-    names = ",".join(f"é{i}" for i in range(12000))  # a first line past 64 KiB, multi-byte characters across the boundary
+    # a first line past 64 KiB, multi-byte characters across the boundary
+    names = ",".join(f"é{i}" for i in range(12000))
     path = _write(tmp_path / "f.csv", names + "\n" + "\n".join(",".join(["1"] * 12000) for _ in range(3)) + "\n")
     from sparsetrain.datasets.readers import NodeTableReader
 

@@ -19,8 +19,13 @@ def multigraph_data(num_nodes: int = 200, num_edges: int = 1500, dim: int = 3, s
     """Directed, with parallel edges and self-loops, in random order, features a plain torch reference can check."""
     rng = np.random.default_rng(seed)
     edge_index = torch.from_numpy(rng.integers(0, num_nodes, (2, num_edges)))
-    return Data(edge_index=edge_index, edge_attr=torch.from_numpy(rng.standard_normal((num_edges, dim)).astype(np.float32)),
-                x=torch.randn(num_nodes, 4), y=torch.from_numpy(rng.integers(0, 3, num_nodes)), num_nodes=num_nodes)
+    return Data(
+        edge_index=edge_index,
+        edge_attr=torch.from_numpy(rng.standard_normal((num_edges, dim)).astype(np.float32)),
+        x=torch.randn(num_nodes, 4),
+        y=torch.from_numpy(rng.integers(0, 3, num_nodes)),
+        num_nodes=num_nodes,
+    )
 
 
 def rows_by_edge(edge_index: torch.Tensor, attr: torch.Tensor) -> dict[tuple[int, int], list[tuple[float, ...]]]:
@@ -34,7 +39,10 @@ def rows_by_edge(edge_index: torch.Tensor, attr: torch.Tensor) -> dict[tuple[int
 def test_from_pyg_keeps_edge_attr_in_csc_order(tmp_path, reorder):
     data = multigraph_data()
     ds = from_pyg(data, tmp_path / "g", reorder=reorder, quiet=True)
-    assert ds.edge_features.shape == (data.num_edges, 3) and ds.meta["files"][ds.meta["edge_types"][0]["features"]]["shape"][1] == 3
+    assert (
+        ds.edge_features.shape == (data.num_edges, 3)
+        and ds.meta["files"][ds.meta["edge_types"][0]["features"]]["shape"][1] == 3
+    )
     src, dst = ds.graph.to_edge_index()
     if ds.original_ids is not None:
         src, dst = ds.original_ids[src], ds.original_ids[dst]

@@ -15,7 +15,9 @@ TINY_ARGS = ["--fanout", "5,5", "--batch-size", "64", "--hidden", "16", "--quiet
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    return st.datasets.synthesize(tmp_path_factory.mktemp("tiny") / "tiny", 400, 3200, feature_dim=8, num_classes=3, seed=0, quiet=True).path
+    return st.datasets.synthesize(
+        tmp_path_factory.mktemp("tiny") / "tiny", 400, 3200, feature_dim=8, num_classes=3, seed=0, quiet=True
+    ).path
 
 
 def _metrics(path) -> list[dict]:
@@ -82,7 +84,9 @@ def test_checkpoints_of_another_run_are_refused_by_name(cli, tiny_dir, tmp_path)
     assert [name for name in before if name.endswith(".pt")] == ["step-0000000004.pt"]
 
     err = _one_line_error(*cli(*base, "--epochs", "1")[::2])  # a new run in a used folder
-    assert str(ckpt) in err and "already holds checkpoints" in err and "--resume" in err and "new --checkpoint-dir" in err
+    assert (
+        str(ckpt) in err and "already holds checkpoints" in err and "--resume" in err and "new --checkpoint-dir" in err
+    )
     cases = [(["--seed", "1"], "seed: checkpoint 0, this run 1"),
              (["--hidden", "32"], "model parameters differ"),
              (["--fanout", "5,3"], "fanouts: checkpoint [5, 5], this run [5, 3]"),
@@ -96,7 +100,10 @@ def test_checkpoints_of_another_run_are_refused_by_name(cli, tiny_dir, tmp_path)
 
     code, _, err = cli(*base, "--epochs", "2", "--resume")  # the same run continues
     assert code == 0, err
-    assert sorted(name for name in _folder_state(ckpt) if name.endswith(".pt")) == ["step-0000000004.pt", "step-0000000008.pt"]
+    assert sorted(name for name in _folder_state(ckpt) if name.endswith(".pt")) == [
+        "step-0000000004.pt",
+        "step-0000000008.pt",
+    ]
 
 
 def test_a_checkpoint_records_every_batch_setting_off_or_on_by_its_flag_name(cli, tiny_dir, tmp_path):
@@ -198,11 +205,22 @@ def test_only_a_failed_collective_counts_as_another_ranks_failure():
     from sparsetrain.engine.distributed import caused_by_another_rank
     from sparsetrain.engine.stages import LoaderError
 
-    peer = [CollectiveError("sparse_all_gather: the data exchange failed"), dist.DistBackendError("NCCL communicator was aborted"),
-            RuntimeError("[third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:30409: Connection reset by peer"),
-            RuntimeError("[third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms for recv operation")]
-    own = [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"), CheckpointError("ck: none of the 2 checkpoints is intact"),
-           LoaderError("the loader thread produced no batch for 300 s"), RuntimeError("mat1 and mat2 shapes cannot be multiplied (64x8 and 16x3)")]
+    peer = [
+        CollectiveError("sparse_all_gather: the data exchange failed"),
+        dist.DistBackendError("NCCL communicator was aborted"),
+        RuntimeError(
+            "[third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:30409: Connection reset by peer"
+        ),
+        RuntimeError(
+            "[third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms for recv operation"
+        ),
+    ]
+    own = [
+        torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
+        CheckpointError("ck: none of the 2 checkpoints is intact"),
+        LoaderError("the loader thread produced no batch for 300 s"),
+        RuntimeError("mat1 and mat2 shapes cannot be multiplied (64x8 and 16x3)"),
+    ]
     assert [caused_by_another_rank(e) for e in peer] == [True] * len(peer)
     assert [caused_by_another_rank(e) for e in own] == [False] * len(own)
 
@@ -231,8 +249,15 @@ def test_a_ranks_own_error_is_reported_as_itself_and_the_other_loses_contact(tin
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), SPARSETRAIN_DIST_TIMEOUT="10")
-        procs.append(subprocess.Popen([sys.executable, "-c", OWN_FAILURE, "train", "--data", str(tiny_dir), *TINY_ARGS, "--epochs", "1"],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", OWN_FAILURE, "train", "--data", str(tiny_dir), *TINY_ARGS, "--epochs", "1"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     try:
         errs = [p.communicate(timeout=240)[1] for p in procs]
     finally:
@@ -243,6 +268,8 @@ def test_a_ranks_own_error_is_reported_as_itself_and_the_other_loses_contact(tin
     assert procs[1].returncode == 1 and procs[0].returncode == 1, errs
     for err in errs:
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    assert "rank 1 of 2: out of memory on cpu (CUDA out of memory. Tried to allocate 20.00 GiB); lower --batch-size" in own
+    assert (
+        "rank 1 of 2: out of memory on cpu (CUDA out of memory. Tried to allocate 20.00 GiB); lower --batch-size" in own
+    )
     assert "lost contact" not in own
     assert "rank 0 of 2: lost contact with another rank" in peer

@@ -58,8 +58,14 @@ def test_loader_over_a_plain_tensor_gives_its_rows(cora):
 
 def test_loader_over_learnable_features_passes_gradients(cora):
     embedding = torch.nn.Embedding(cora.num_nodes, 8)
-    loader = Loader(NeighborSampler(cora.graph, [2], seed=0), embedding.weight, None, cora.split["val"][:64], batch_size=64,
-                    prefetch=0)
+    loader = Loader(
+        NeighborSampler(cora.graph, [2], seed=0),
+        embedding.weight,
+        None,
+        cora.split["val"][:64],
+        batch_size=64,
+        prefetch=0,
+    )
     (mb,) = list(loader)
     mb.x.sum().backward()
     touched = embedding.weight.grad.abs().sum(1) > 0
@@ -82,7 +88,9 @@ def test_sources_and_targets_gradient_equals_a_slice():
 def test_loader_is_a_pure_function_of_seed_epoch_and_position(cora):
     def run(epoch, start=0, prefetch=2):
         sampler = NeighborSampler(cora.graph, [4, 3], seed=11)
-        loader = Loader(sampler, cora.features, cora.labels, cora.split["val"], batch_size=64, seed=5, prefetch=prefetch)
+        loader = Loader(
+            sampler, cora.features, cora.labels, cora.split["val"], batch_size=64, seed=5, prefetch=prefetch
+        )
         return [(mb.seeds, mb.input_nodes) for mb in loader.epoch(epoch, start)]
 
     a, b = run(2), run(2, prefetch=0)
@@ -95,8 +103,17 @@ def test_loader_is_a_pure_function_of_seed_epoch_and_position(cora):
 
 def test_loader_ranks_split_the_seeds(cora):
     sampler = NeighborSampler(cora.graph, [2], seed=0)
-    shares = [torch.cat([mb.seeds for mb in Loader(sampler, cora.features, cora.labels, cora.split["test"], batch_size=100,
-                                                   rank=r, world_size=3).epoch(0)]) for r in range(3)]
+    shares = [
+        torch.cat(
+            [
+                mb.seeds
+                for mb in Loader(
+                    sampler, cora.features, cora.labels, cora.split["test"], batch_size=100, rank=r, world_size=3
+                ).epoch(0)
+            ]
+        )
+        for r in range(3)
+    ]
     assert all(len(s) == 333 for s in shares)
     assert torch.cat(shares).unique().numel() == 999
 
@@ -123,7 +140,9 @@ def test_loader_calls_a_stuck_or_dead_producer_an_error(cora):
             release.wait(30)
             return torch.zeros(len(ids), 4)
 
-    loader = Loader(NeighborSampler(cora.graph, [2], seed=0), Stuck(), cora.labels, cora.split["val"], batch_size=50, timeout=0.5)
+    loader = Loader(
+        NeighborSampler(cora.graph, [2], seed=0), Stuck(), cora.labels, cora.split["val"], batch_size=50, timeout=0.5
+    )
     started = time.monotonic()
     try:
         with pytest.raises(LoaderError, match="no batch for 0.5 s; it is stuck"):
@@ -135,7 +154,9 @@ def test_loader_calls_a_stuck_or_dead_producer_an_error(cora):
 
 def test_loader_notices_a_producer_thread_that_ended_without_a_word(cora, monkeypatch):
     monkeypatch.setattr(Producer, "_run", lambda self: None)
-    loader = Loader(NeighborSampler(cora.graph, [2], seed=0), cora.features, cora.labels, cora.split["val"], batch_size=50)
+    loader = Loader(
+        NeighborSampler(cora.graph, [2], seed=0), cora.features, cora.labels, cora.split["val"], batch_size=50
+    )
     with pytest.raises(LoaderError, match="ended without"):
         list(loader)
 
@@ -175,7 +196,9 @@ def test_map_tensors_reaches_every_tensor_of_a_batch():
     doubled = map_tensors(mb, lambda t: t * 2)
     assert isinstance(doubled, ClusteredMiniBatch) and doubled.blocks[0].num_src == 3
     assert torch.equal(doubled.input_nodes, torch.tensor([10, 14, 18])) and torch.equal(doubled.y, torch.tensor([8]))
-    assert torch.equal(doubled.blocks[0].edge_index, torch.tensor([[2, 4], [0, 0]])) and torch.equal(doubled.x, torch.full((3, 2), 2.0))
+    assert torch.equal(doubled.blocks[0].edge_index, torch.tensor([[2, 4], [0, 0]])) and torch.equal(
+        doubled.x, torch.full((3, 2), 2.0)
+    )
     assert torch.equal(doubled.groups.clusters, torch.tensor([0, 0, 2])) and torch.equal(mb.x, torch.ones(3, 2))
 
 
@@ -187,8 +210,8 @@ from sparsetrain.nn import GraphSAGE
 from sparsetrain.sampling import CSCGraph, NeighborSampler
 
 class Mallinfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
 
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 libc.mallinfo2.restype = Mallinfo2
@@ -203,8 +226,8 @@ def big_block_is_mmapped():  # glibc's default serves 64 MiB with its own mmap; 
 
 g = torch.Generator().manual_seed(0)
 graph = CSCGraph.from_edge_index(torch.randint(0, 200, (2, 2000), generator=g), 200)
-loader = Loader(NeighborSampler(graph, [3], seed=0), torch.randn(200, 8, generator=g), torch.randint(0, 3, (200,), generator=g),
-                torch.arange(200), batch_size=50)
+loader = Loader(NeighborSampler(graph, [3], seed=0), torch.randn(200, 8, generator=g),
+                torch.randint(0, 3, (200,), generator=g), torch.arange(200), batch_size=50)
 seen = {"fresh": big_block_is_mmapped()}
 list(loader)
 seen["after_loader"] = big_block_is_mmapped()
@@ -220,7 +243,9 @@ json.dump(seen, sys.stdout)
 """
 
 
-@pytest.mark.skipif(not hasattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), "mallinfo2"), reason="needs glibc >= 2.33")
+@pytest.mark.skipif(
+    not hasattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), "mallinfo2"), reason="needs glibc >= 2.33"
+)
 def test_a_plain_loader_leaves_the_allocator_alone_and_the_trainer_tunes_it():
     """One process: a plain loader, a Trainer under SPARSETRAIN_KEEP_MALLOC=1, then one without it."""
     env = {k: v for k, v in os.environ.items() if k != "SPARSETRAIN_KEEP_MALLOC"}
@@ -239,7 +264,9 @@ def test_block_forward_with_all_neighbors_equals_the_full_graph_model(cora, make
     spmm, model.spmm = model.spmm, False  # the reference aggregates with PyG's scatter on the whole graph
     reference = model(cora.features.tensor(), [(ei, (n, n))] * 2)
     model.spmm = spmm
-    assert torch.allclose(infer_layers(model, cora.features, cora.graph, 300, torch.device("cpu"), None, None), reference, atol=1e-5)
+    assert torch.allclose(
+        infer_layers(model, cora.features, cora.graph, 300, torch.device("cpu"), None, None), reference, atol=1e-5
+    )
     if make is GCN:
         return  # GCN normalizes by block degrees: a sampled block is not the full graph
     seeds = torch.tensor([0, 5, 17, 2000, 2707])
@@ -269,7 +296,11 @@ def test_sparse_adjacency_path_equals_edge_index_path(cora):
 def test_checkpoints_keep_the_newest_and_fall_back_on_damage(tmp_path):
     for step in (1, 2, 3, 4):
         save_checkpoint(tmp_path, step, {"w": torch.full((3,), float(step)), "step": step}, keep=3)
-    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-0000000004.pt", "step-0000000003.pt", "step-0000000002.pt"]
+    assert [p.name for p in list_checkpoints(tmp_path)] == [
+        "step-0000000004.pt",
+        "step-0000000003.pt",
+        "step-0000000002.pt",
+    ]
     assert load_latest_checkpoint(tmp_path)["step"] == 4
     newest = list_checkpoints(tmp_path)[0]
     data = bytearray(newest.read_bytes())

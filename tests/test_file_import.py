@@ -35,7 +35,14 @@ def write_edges(tmp_path, kind, src, dst, weights=None):
         path = tmp_path / "edges.csv"
         cols = [src, dst] + ([weights] if weights is not None else [])
         header = "src,dst" + (",weight" if weights is not None else "")
-        np.savetxt(path, np.stack(cols, 1), fmt=["%d", "%d"] + (["%.6f"] if weights is not None else []), delimiter=",", header=header, comments="")
+        np.savetxt(
+            path,
+            np.stack(cols, 1),
+            fmt=["%d", "%d"] + (["%.6f"] if weights is not None else []),
+            delimiter=",",
+            header=header,
+            comments="",
+        )
     elif kind == "csv.gz":
         path = tmp_path / "edges.csv.gz"
         with gzip.open(path, "wt") as f:
@@ -67,7 +74,9 @@ def test_weights_follow_their_edges(tmp_path, graph):
     path = write_edges(tmp_path, "parquet", src, dst, w)
     ds = st.datasets.from_files(tmp_path / "out", path, num_nodes=n, quiet=True)
     m = sp.csc_matrix((w.astype(np.float64), (src, dst)), shape=(n, n))  # duplicates summed
-    got = sp.csc_matrix((ds.graph.weights.numpy().astype(np.float64), ds.graph.indices.numpy(), ds.graph.indptr.numpy()), shape=(n, n))
+    got = sp.csc_matrix(
+        (ds.graph.weights.numpy().astype(np.float64), ds.graph.indices.numpy(), ds.graph.indptr.numpy()), shape=(n, n)
+    )
     assert abs(m - got).max() < 1e-5
 
 
@@ -180,11 +189,17 @@ def test_many_small_buckets_give_the_same_csc_as_pyg(tmp_path, graph, monkeypatc
     w = np.concatenate([w, np.ones(10, np.float32)])
     path = write_edges(tmp_path, "csv", src, dst, w)
     ds = st.datasets.from_files(tmp_path / "out", path, num_nodes=n, undirected=True, drop_self_loops=True, quiet=True)
-    ei, ew = to_undirected(torch.from_numpy(np.stack([src, dst])), torch.from_numpy(np.loadtxt(path, delimiter=",", skiprows=1)[:, 2]).float(), num_nodes=n)
+    ei, ew = to_undirected(
+        torch.from_numpy(np.stack([src, dst])),
+        torch.from_numpy(np.loadtxt(path, delimiter=",", skiprows=1)[:, 2]).float(),
+        num_nodes=n,
+    )
     ei, ew = remove_self_loops(ei, ew)
     ei, ew = coalesce(ei[[1, 0]], ew, num_nodes=n)
     assert torch.equal(ds.graph.indices.long(), ei[1])
-    assert torch.equal(ds.graph.indptr, torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(ei[0], minlength=n).cumsum(0)]))
+    assert torch.equal(
+        ds.graph.indptr, torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(ei[0], minlength=n).cumsum(0)])
+    )
     assert torch.allclose(ds.graph.weights, ew, atol=1e-6)
     assert ds.meta["directed"] is False
     directed = st.datasets.from_files(tmp_path / "directed", path, num_nodes=n, quiet=True)

@@ -1,4 +1,5 @@
-"""benchmarks/gpu_report.py: its sections run on a CPU machine (tiny inputs) and its tables say what each one measured."""
+"""benchmarks/gpu_report.py: its sections run on a CPU machine (tiny inputs) and its tables say what each one
+measured."""
 
 import json
 import subprocess
@@ -14,13 +15,33 @@ import gpu_report  # noqa: E402
 
 
 def test_markdown_names_the_device_and_every_failed_section():
-    report = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-25", "quick": False, "total_seconds": 500.0, "sections": {
-        "tests": {"summary": "40 passed, 2 failed in 80s", "passed": 40, "failed": 2, "failures": ["FAILED tests/test_x.py::test_y"]},
-        "gather": {"error": "did not finish within 60 s"},
-        "sampling": {"device": "NVIDIA H100 80GB HBM3", "cpu_threads": 16, "rows": [
-            {"sampler": "node", "cpu": {"edges_per_s": 70e6}, "gpu": {"edges_per_s": 350e6}, "speedup": 5.0},
-            {"sampler": "typed", "cpu": {"edges_per_s": 20e6}, "gpu": {"error": "SamplingBackendError: no CUDA path"}}]},
-    }}
+    report = {
+        "device": "NVIDIA H100 80GB HBM3",
+        "date": "2026-11-25",
+        "quick": False,
+        "total_seconds": 500.0,
+        "sections": {
+            "tests": {
+                "summary": "40 passed, 2 failed in 80s",
+                "passed": 40,
+                "failed": 2,
+                "failures": ["FAILED tests/test_x.py::test_y"],
+            },
+            "gather": {"error": "did not finish within 60 s"},
+            "sampling": {
+                "device": "NVIDIA H100 80GB HBM3",
+                "cpu_threads": 16,
+                "rows": [
+                    {"sampler": "node", "cpu": {"edges_per_s": 70e6}, "gpu": {"edges_per_s": 350e6}, "speedup": 5.0},
+                    {
+                        "sampler": "typed",
+                        "cpu": {"edges_per_s": 20e6},
+                        "gpu": {"error": "SamplingBackendError: no CUDA path"},
+                    },
+                ],
+            },
+        },
+    }
     md = gpu_report.markdown(report)
     assert md.startswith("## GPU report: NVIDIA H100 80GB HBM3 (2026-11-25)")
     assert "40 passed, 2 failed" in md and "- FAILED tests/test_x.py::test_y" in md
@@ -41,8 +62,24 @@ def test_a_section_that_fails_costs_only_its_row(tmp_path):
 
 @pytest.mark.slow
 def test_quick_report_on_cpu(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_report.py"), "--out", str(tmp_path), "--quick", "--device", "cpu",
-                           "--data", str(tmp_path / "data"), "--only", "sampling,epoch,moe"], capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "gpu_report.py"),
+            "--out",
+            str(tmp_path),
+            "--quick",
+            "--device",
+            "cpu",
+            "--data",
+            str(tmp_path / "data"),
+            "--only",
+            "sampling,epoch,moe",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     for name in ("sampling", "epoch", "moe"):

@@ -63,7 +63,9 @@ def test_batch_groups_components_and_clusters_match_references():
 @pytest.mark.parametrize("global_attention", [False, True])
 def test_attention_never_crosses_independent_subgraphs(global_attention):
     torch.manual_seed(0)
-    model = GraphTransformer(4, 8, 3, num_layers=2, heads=2, dropout=0.0, global_attention=global_attention).double().eval()
+    model = (
+        GraphTransformer(4, 8, 3, num_layers=2, heads=2, dropout=0.0, global_attention=global_attention).double().eval()
+    )
     blocks = [b.to_pyg() for b in two_seed_batch()]
     x = torch.randn(7, 4, dtype=torch.float64)
     base = model(x, blocks)
@@ -73,7 +75,11 @@ def test_attention_never_crosses_independent_subgraphs(global_attention):
     torch.testing.assert_close(moved[0], base[0], rtol=0, atol=0)
     assert not torch.allclose(moved[1], base[1])
     if global_attention:  # allowed to cross when asked: seed 0 now sees seed 1's nodes
-        crossing = GraphTransformer(4, 8, 3, num_layers=2, heads=2, dropout=0.0, global_attention=True, cross_subgraph=True).double().eval()
+        crossing = (
+            GraphTransformer(4, 8, 3, num_layers=2, heads=2, dropout=0.0, global_attention=True, cross_subgraph=True)
+            .double()
+            .eval()
+        )
         crossing.load_state_dict(model.state_dict())
         assert not torch.allclose(crossing(x2, blocks)[0], crossing(x, blocks)[0])
 
@@ -87,7 +93,13 @@ def test_block_forward_equals_sequence_forward_on_the_full_graph():
     x = torch.randn(n, 5, generator=g, dtype=torch.float64)
     ptr = torch.tensor([0, 8, 19, 30])
     clusters = torch.repeat_interleave(torch.arange(3), ptr[1:] - ptr[:-1])
-    model = GraphTransformer(5, 12, 4, num_layers=2, heads=3, dropout=0.0, cross_subgraph=True, global_attention=True, ffn_factor=2).double().eval()
+    model = (
+        GraphTransformer(
+            5, 12, 4, num_layers=2, heads=3, dropout=0.0, cross_subgraph=True, global_attention=True, ffn_factor=2
+        )
+        .double()
+        .eval()
+    )
     groups = BatchClusters(clusters, torch.zeros(n, dtype=torch.int64))
     by_blocks = model(x, [(edge_index, (n, n)), (edge_index, (n, n)), groups])
     torch.testing.assert_close(by_blocks, model.forward_sequence(x, edge_index, ptr), rtol=1e-12, atol=1e-12)
@@ -167,7 +179,8 @@ def one_thread():
 
 
 def cora_accuracy(ds, model_name, seed, epochs, **model_kw):
-    """Train on Cora's public split with sampled batches (fanout 10,10, batch 64) and return the sampled test accuracy."""
+    """Train on Cora's public split with sampled batches (fanout 10,10, batch 64) and return the sampled test
+    accuracy."""
     import torch.nn.functional as F
 
     from sparsetrain.engine import Loader
@@ -178,7 +191,15 @@ def cora_accuracy(ds, model_name, seed, epochs, **model_kw):
     clusters = load_clusters(ds) if model_name == "gt" else None
     wrap = (lambda s: ClusterSampler(s, clusters)) if model_name == "gt" else (lambda s: s)  # noqa: E731
     features = ds.features.clone()
-    loader = Loader(wrap(NeighborSampler(ds.graph, [10, 10], seed=seed)), features, ds.labels, ds.split["train"], batch_size=64, seed=seed, prefetch=0)
+    loader = Loader(
+        wrap(NeighborSampler(ds.graph, [10, 10], seed=seed)),
+        features,
+        ds.labels,
+        ds.split["train"],
+        batch_size=64,
+        seed=seed,
+        prefetch=0,
+    )
     if model_name == "gt":
         model = GraphTransformer(ds.num_features, model_kw.pop("hidden", 256), ds.num_classes, 2, **model_kw)
         lr, weight_decay = GT_LR, GT_WEIGHT_DECAY

@@ -1,4 +1,5 @@
-"""Attention kernels against dense float64 references built from an explicit N x N mask, PyTorch's SDPA with that mask, and PyG's TransformerConv."""
+"""Attention kernels against dense float64 references built from an explicit N x N mask, PyTorch's SDPA with that mask,
+and PyG's TransformerConv."""
 
 import numpy as np
 import pytest
@@ -77,7 +78,9 @@ def test_cluster_attention_matches_dense_block_diagonal_reference():
     ref = dense_masked_attention(q, k, v, block_diagonal_mask(groups), dim ** -0.5)
     torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
     weight = torch.randn_like(ref)
-    for got, want in zip(torch.autograd.grad((out * weight).sum(), (q, k, v)), torch.autograd.grad((ref * weight).sum(), (q, k, v))):
+    for got, want in zip(
+        torch.autograd.grad((out * weight).sum(), (q, k, v)), torch.autograd.grad((ref * weight).sum(), (q, k, v))
+    ):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
 
 
@@ -88,7 +91,9 @@ def test_cluster_attention_from_contiguous_pointers():
     packing = Packing.from_pointers(ptr)
     assert sum(int(valid.sum()) for _, valid in packing.tiles) == 30
     out = cluster_attention(q, k, v, packing)
-    torch.testing.assert_close(out, dense_masked_attention(q, k, v, block_diagonal_mask(groups), 0.5), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        out, dense_masked_attention(q, k, v, block_diagonal_mask(groups), 0.5), rtol=1e-12, atol=1e-12
+    )
     with pytest.raises(ValueError, match="max_size"):
         Packing.from_pointers(ptr, max_size=10)
 
@@ -107,12 +112,16 @@ def test_linear_attention_matches_explicit_formula_per_group():
             ref[i, h] = (w[:, None] * vn[members, h]).sum(0) / w.sum()
     np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-12)
     whole = linear_attention(q, k, v)
-    torch.testing.assert_close(whole, linear_attention(q, k, v, Packing.from_groups(torch.zeros(10, dtype=torch.int64))))
+    torch.testing.assert_close(
+        whole, linear_attention(q, k, v, Packing.from_groups(torch.zeros(10, dtype=torch.int64)))
+    )
 
 
 def sdpa_with_mask(q, k, v, mask):
     """PyTorch's fused attention over all nodes, restricted by a boolean [Nq, Nk] mask (heads as the batch dim)."""
-    out = torch.nn.functional.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask
+    )
     return out.transpose(0, 1)
 
 
@@ -128,7 +137,9 @@ def test_edge_and_cluster_attention_equal_sdpa_with_the_equivalent_dense_mask():
         ref = sdpa_with_mask(q, k, v, mask)
         torch.testing.assert_close(ours, ref, rtol=1e-12, atol=1e-12)
         weight = torch.randn_like(ref)
-        for got, want in zip(torch.autograd.grad((ours * weight).sum(), (q, k, v)), torch.autograd.grad((ref * weight).sum(), (q, k, v))):
+        for got, want in zip(
+            torch.autograd.grad((ours * weight).sum(), (q, k, v)), torch.autograd.grad((ref * weight).sum(), (q, k, v))
+        ):
             torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
 
 
@@ -171,7 +182,11 @@ def test_edge_only_graph_transformer_equals_pyg_transformer_conv_with_the_same_w
         conv = TransformerConv(dim, dim // heads, heads=heads, root_weight=False).double()
         (key_w, value_w), (key_b, value_b) = layer.kv.weight.chunk(2), layer.kv.bias.chunk(2)
         with torch.no_grad():
-            for lin, w, b in ((conv.lin_query, layer.q.weight, layer.q.bias), (conv.lin_key, key_w, key_b), (conv.lin_value, value_w, value_b)):
+            for lin, w, b in (
+                (conv.lin_query, layer.q.weight, layer.q.bias),
+                (conv.lin_key, key_w, key_b),
+                (conv.lin_value, value_w, value_b),
+            ):
                 lin.weight.copy_(w)
                 lin.bias.copy_(b)
         h = h + layer.out(conv(layer.norm(h), edges))
@@ -186,7 +201,9 @@ def test_kernels_on_cuda_match_the_cpu_results():
     cpu_edge = edge_attention(q, k, v, ei)
     gpu_edge = edge_attention(q.cuda(), k.cuda(), v.cuda(), ei.cuda(), chunk_edges=512)
     torch.testing.assert_close(gpu_edge.cpu(), cpu_edge, rtol=1e-10, atol=1e-12)
-    for got, ref in zip(torch.autograd.grad(gpu_edge.square().sum(), (q, k, v)), torch.autograd.grad(cpu_edge.square().sum(), (q, k, v))):
+    for got, ref in zip(
+        torch.autograd.grad(gpu_edge.square().sum(), (q, k, v)), torch.autograd.grad(cpu_edge.square().sum(), (q, k, v))
+    ):
         torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-11)
     qs, ks, vs = qkv(300, 300, 4, 16, seed=10)
     for kernel in (cluster_attention, linear_attention):

@@ -28,7 +28,9 @@ def problem():
     x = torch.randn(NUM_NODES, IN_DIM, generator=g, dtype=torch.float64)
     y = torch.randint(0, CLASSES, (NUM_NODES,), generator=g)
     torch.manual_seed(0)
-    model = GraphTransformer(IN_DIM, HIDDEN, CLASSES, num_layers=2, heads=HEADS, dropout=0.0, global_attention=True, ffn_factor=2).double()
+    model = GraphTransformer(
+        IN_DIM, HIDDEN, CLASSES, num_layers=2, heads=HEADS, dropout=0.0, global_attention=True, ffn_factor=2
+    ).double()
     return model, x, y, edge_index
 
 
@@ -63,7 +65,9 @@ def _rank_main(rank: int, world: int, port: int, out_dir: str) -> None:
 
 def run_world(world: int) -> list:
     with tempfile.TemporaryDirectory() as out_dir:
-        ctx = mp.start_processes(_rank_main, args=(world, free_port(), out_dir), nprocs=world, join=False, start_method="spawn")
+        ctx = mp.start_processes(
+            _rank_main, args=(world, free_port(), out_dir), nprocs=world, join=False, start_method="spawn"
+        )
         for p in ctx.processes:
             p.join(180)
             if p.is_alive():

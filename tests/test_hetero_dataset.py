@@ -1,4 +1,5 @@
-"""Typed datasets (format 3, the typed case of the one format): PyG HeteroData, OGB heterogeneous folders and per-type files round-trip; bad input is one line."""
+"""Typed datasets (format 3, the typed case of the one format): PyG HeteroData, OGB heterogeneous folders and per-type
+files round-trip; bad input is one line."""
 
 import csv
 import gzip
@@ -18,7 +19,9 @@ def fake_hetero(seed: int = 0):
 
     random.seed(seed)  # FakeHeteroDataset picks edge types and sizes with Python's random
     torch.manual_seed(seed)
-    data = FakeHeteroDataset(num_graphs=1, num_node_types=3, num_edge_types=6, avg_num_nodes=60, num_classes=4, task="node", edge_dim=3)[0]
+    data = FakeHeteroDataset(
+        num_graphs=1, num_node_types=3, num_edge_types=6, avg_num_nodes=60, num_classes=4, task="node", edge_dim=3
+    )[0]
     return data
 
 
@@ -80,7 +83,9 @@ def write_ogb_mag_folder(root, data):
         _write_csv_gz(folder / "edge.csv.gz", ei.T.tolist())
         _write_csv_gz(folder / "num-edge-list.csv.gz", [[ei.shape[1]]])
     for t in types:
-        _write_csv_gz(raw / "node-feat" / t / "node-feat.csv.gz", [[f"{v:.6f}" for v in row] for row in data[t].x.tolist()])
+        _write_csv_gz(
+            raw / "node-feat" / t / "node-feat.csv.gz", [[f"{v:.6f}" for v in row] for row in data[t].x.tolist()]
+        )
     _write_csv_gz(raw / "nodetype-has-label.csv.gz", [[t == "v0" for t in types]], header=types)
     _write_csv_gz(raw / "node-label" / "v0" / "node-label.csv.gz", [[y] for y in data["v0"].y.tolist()])
     split = root / "split" / "random"
@@ -121,15 +126,32 @@ def test_typed_csv_files_via_cli_with_reverse_edges(tmp_path, cli):
     np.savetxt(tmp_path / "cites.csv", cites, fmt="%d", delimiter=",", header="src,dst", comments="")
     np.save(tmp_path / "paper_x.npy", rng.standard_normal((70, 5)).astype(np.float32))
     np.save(tmp_path / "paper_y.npy", rng.integers(0, 3, 70))
-    code, _, err = cli("preprocess", "--typed-edges", f"author,writes,paper={tmp_path / 'writes.csv'}",
-                       "--typed-edges", f"paper,cites,paper={tmp_path / 'cites.csv'}", "--node-features", f"paper={tmp_path / 'paper_x.npy'}",
-                       "--node-labels", f"paper={tmp_path / 'paper_y.npy'}", "--node-count", "author=45", "--add-reverse",
-                       "--out", tmp_path / "o", "--quiet")
+    code, _, err = cli(
+        "preprocess",
+        "--typed-edges",
+        f"author,writes,paper={tmp_path / 'writes.csv'}",
+        "--typed-edges",
+        f"paper,cites,paper={tmp_path / 'cites.csv'}",
+        "--node-features",
+        f"paper={tmp_path / 'paper_x.npy'}",
+        "--node-labels",
+        f"paper={tmp_path / 'paper_y.npy'}",
+        "--node-count",
+        "author=45",
+        "--add-reverse",
+        "--out",
+        tmp_path / "o",
+        "--quiet",
+    )
     assert code == 0, err
     ds = st.datasets.load(tmp_path / "o", verify=True)
     assert ds.num_nodes == {"author": 45, "paper": 70} and ds.target_type == "paper"
-    assert edge_multiset(*csc_pairs(ds.graph.edges[("author", "writes", "paper")])) == edge_multiset(writes[:, 0], writes[:, 1])
-    assert edge_multiset(*csc_pairs(ds.graph.edges[("paper", "rev_writes", "author")])) == edge_multiset(writes[:, 1], writes[:, 0])
+    assert edge_multiset(*csc_pairs(ds.graph.edges[("author", "writes", "paper")])) == edge_multiset(
+        writes[:, 0], writes[:, 1]
+    )
+    assert edge_multiset(*csc_pairs(ds.graph.edges[("paper", "rev_writes", "author")])) == edge_multiset(
+        writes[:, 1], writes[:, 0]
+    )
     assert sum(v.numel() for v in ds.split.values()) == 70
 
 
@@ -167,9 +189,20 @@ def test_damaged_typed_meta_is_a_clear_error(tmp_path):
 def test_a_misspelt_node_type_is_an_error_naming_the_known_types(tmp_path, cli, flag):
     """Issue 29: ``--node-features papr=...`` used to create a third node type with no edges."""
     np.savetxt(tmp_path / "writes.csv", [[0, 1], [2, 3]], fmt="%d", delimiter=",", header="src,dst", comments="")
-    np.save(tmp_path / "table.npy", np.zeros((4, 2), dtype=np.float32) if flag == "--node-features" else np.zeros(4, dtype=np.int64))
-    code, out, err = cli("preprocess", "--typed-edges", f"author,writes,paper={tmp_path / 'writes.csv'}", flag, f"papr={tmp_path / 'table.npy'}",
-                         "--out", tmp_path / "o", "--quiet")
+    np.save(
+        tmp_path / "table.npy",
+        np.zeros((4, 2), dtype=np.float32) if flag == "--node-features" else np.zeros(4, dtype=np.int64),
+    )
+    code, out, err = cli(
+        "preprocess",
+        "--typed-edges",
+        f"author,writes,paper={tmp_path / 'writes.csv'}",
+        flag,
+        f"papr={tmp_path / 'table.npy'}",
+        "--out",
+        tmp_path / "o",
+        "--quiet",
+    )
     line = err.strip()
     assert code == 1 and not (tmp_path / "o").exists() and "\n" not in line
     assert "'papr'" in line and "author, paper" in line and "spelling" in line and "table.npy" in line

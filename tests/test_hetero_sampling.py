@@ -20,7 +20,9 @@ def fake_graph(seed=0, nodes=120):
 
     random.seed(seed)  # FakeHeteroDataset picks edge types and sizes with Python's random
     torch.manual_seed(seed)
-    data = FakeHeteroDataset(num_graphs=1, num_node_types=3, num_edge_types=5, avg_num_nodes=nodes, num_classes=3, task="node")[0]
+    data = FakeHeteroDataset(
+        num_graphs=1, num_node_types=3, num_edge_types=5, avg_num_nodes=nodes, num_classes=3, task="node"
+    )[0]
     return T.ToUndirected()(data)  # every node type then has in-edges, as a to_hetero model needs
 
 
@@ -52,7 +54,9 @@ def test_same_typed_node_and_edge_sets_as_pygs_neighbor_loader():
             assert sorted(out.edge[et].tolist()) == sorted(batch[et].e_id.tolist())
             # edge ids are columns of the HeteroData's edge_index
             full = data[et].edge_index[:, out.edge[et]]
-            assert torch.equal(full[0], out.node[et[0]][out.row[et]]) and torch.equal(full[1], out.node[et[2]][out.col[et]])
+            assert torch.equal(full[0], out.node[et[0]][out.row[et]]) and torch.equal(
+                full[1], out.node[et[2]][out.col[et]]
+            )
         mine = filter_hetero_data(data, dict(out.node), dict(out.row), dict(out.col), dict(out.edge))
         assert mine["v0"].x.shape == batch["v0"].x.shape
 
@@ -66,7 +70,9 @@ def test_sparsetrain_pyg_neighbor_loader_yields_pygs_hetero_batches():
     data = fake_graph(seed=5)
     seeds = torch.arange(0, data["v0"].num_nodes, 2)
     for num_neighbors in ([-1, -1], {et: [-1, -1] for et in data.edge_types}):
-        ours = NeighborLoader(data, num_neighbors=num_neighbors, input_nodes=("v0", seeds), batch_size=20, shuffle=False)
+        ours = NeighborLoader(
+            data, num_neighbors=num_neighbors, input_nodes=("v0", seeds), batch_size=20, shuffle=False
+        )
         theirs = PygLoader(data, num_neighbors=num_neighbors, input_nodes=("v0", seeds), batch_size=20, shuffle=False)
         for a, b in zip(ours, theirs, strict=True):
             assert a["v0"].batch_size == b["v0"].batch_size and torch.equal(a["v0"].input_id, b["v0"].input_id)
@@ -101,7 +107,9 @@ def test_pyg_hetero_model_on_sparsetrain_batches_equals_full_graph():
     with torch.no_grad():
         full = model(data.x_dict, data.edge_index_dict)["v0"]
         seeds = torch.randperm(data["v0"].num_nodes)[:40]
-        for batch in NeighborLoader(data, num_neighbors=[-1, -1], input_nodes=("v0", seeds), batch_size=13, shuffle=False):
+        for batch in NeighborLoader(
+            data, num_neighbors=[-1, -1], input_nodes=("v0", seeds), batch_size=13, shuffle=False
+        ):
             n = batch["v0"].batch_size
             got = model(batch.x_dict, batch.edge_index_dict)["v0"][:n]
             torch.testing.assert_close(got, full[batch["v0"].n_id[:n]], atol=1e-5, rtol=1e-5)
@@ -155,8 +163,17 @@ def test_rgcn_block_by_block_equals_full_graph_heteroconv():
     data = fake_graph(seed=4)
     graph = graph_of(data).graph
     torch.manual_seed(0)
-    model = RGCN(data.node_types, data.edge_types, {"v0": data["v0"].num_features, "v1": data["v1"].num_features}, 16, 5, 2, "v0",
-                 num_nodes={t: data[t].num_nodes for t in data.node_types}, dropout=0.0).eval()
+    model = RGCN(
+        data.node_types,
+        data.edge_types,
+        {"v0": data["v0"].num_features, "v1": data["v1"].num_features},
+        16,
+        5,
+        2,
+        "v0",
+        num_nodes={t: data[t].num_nodes for t in data.node_types},
+        dropout=0.0,
+    ).eval()
     featureless = [t for t in data.node_types if t not in ("v0", "v1")]
     with torch.no_grad():
         # reference: PyG's HeteroConv on the full HeteroData, layer by layer
@@ -179,10 +196,20 @@ def test_a_damaged_typed_graph_is_an_error_not_a_wild_read():
     from sparsetrain.sampling import CSCGraph
 
     indptr = torch.tensor([0, 2, 3, 5])
-    good = CSCGraph.from_relations({"a": 4, "b": 3}, {("a", "r", "b"): CSCGraph(indptr, torch.tensor([0, 3, 1, 2, 0], dtype=torch.int32)),
-                                                     ("b", "s", "a"): CSCGraph(torch.tensor([0, 1, 2, 2, 3]), torch.tensor([0, 2, 1], dtype=torch.int32))})
-    bad = CSCGraph.from_relations({"a": 4, "b": 3}, {("a", "r", "b"): CSCGraph(indptr, torch.tensor([0, 3, 1, 99, 0], dtype=torch.int32)),
-                                                    ("b", "s", "a"): good.edges[("b", "s", "a")]})
+    good = CSCGraph.from_relations(
+        {"a": 4, "b": 3},
+        {
+            ("a", "r", "b"): CSCGraph(indptr, torch.tensor([0, 3, 1, 2, 0], dtype=torch.int32)),
+            ("b", "s", "a"): CSCGraph(torch.tensor([0, 1, 2, 2, 3]), torch.tensor([0, 2, 1], dtype=torch.int32)),
+        },
+    )
+    bad = CSCGraph.from_relations(
+        {"a": 4, "b": 3},
+        {
+            ("a", "r", "b"): CSCGraph(indptr, torch.tensor([0, 3, 1, 99, 0], dtype=torch.int32)),
+            ("b", "s", "a"): good.edges[("b", "s", "a")],
+        },
+    )
     sampler = NeighborSampler(bad, [-1, -1], seed_type="b", seed=0)
     with pytest.raises(SparsetrainError, match=r"\('a', 'r', 'b'\): CSC entry 3 is not a 'a' node id"):
         sampler.sample(torch.tensor([2]))

@@ -1,4 +1,5 @@
-"""The mag-shaped synthetic typed graph: deterministic, learnable; `sparsetrain train` trains an R-GCN on it in 1 and 2 ranks."""
+"""The mag-shaped synthetic typed graph: deterministic, learnable; `sparsetrain train` trains an R-GCN on it in 1 and 2
+ranks."""
 
 import json
 import subprocess
@@ -24,10 +25,13 @@ def test_synthetic_mag_is_deterministic_and_mag_shaped(mag, tmp_path):
     again = synthesize(tmp_path / "again", typed=True, scale=0.002, num_classes=4, seed=3, quiet=True)
     ds = st.datasets.load(mag, verify=True)
     assert ds.num_nodes == {"paper": 1473, "author": 2269, "institution": 17, "field_of_study": 120}
-    assert {et[1] for et in ds.edge_types} == {"cites", "writes", "affiliated_with", "has_topic", "rev_cites", "rev_writes",
-                                              "rev_affiliated_with", "rev_has_topic"}
+    assert {et[1] for et in ds.edge_types} == {
+        "cites", "writes", "affiliated_with", "has_topic", "rev_cites", "rev_writes", "rev_affiliated_with",
+        "rev_has_topic",
+    }
     meta = json.loads((mag / "meta.json").read_text())
-    assert meta["files"] == json.loads((again.path / "meta.json").read_text())["files"]  # same bytes (sha256) for the same seed
+    # same bytes (sha256) for the same seed
+    assert meta["files"] == json.loads((again.path / "meta.json").read_text())["files"]
     # learnable: a paper's cited papers mostly share its class
     csc = ds.graph.edges[("paper", "cites", "paper")]
     y = ds.labels["paper"]

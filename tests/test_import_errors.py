@@ -84,8 +84,16 @@ def _edge_file(tmp_path, kind, spec):
 BAD_EDGES = {  # name: (kind, spec, words); every case runs as --edges and as a --typed-edges file
     "one known column, one weight (src,weight)": ("csv", "src,weight\n0,1\n1,2\n", ["'src'", "no destination column"]),
     "one known column, one weight (weight,dst)": ("csv", "weight,dst\n0,1\n1,2\n", ["'dst'", "no source column"]),
-    "one known, one unknown (dst,sorce)": ("csv", "dst,sorce\n0,1\n1,2\n", ["'sorce' is not a known name", "no source column"]),
-    "one known, one unknown, gzipped": ("csv.gz", "to,sorce\n0,1\n1,2\n", ["'sorce' is not a known name", "no source column"]),
+    "one known, one unknown (dst,sorce)": (
+        "csv",
+        "dst,sorce\n0,1\n1,2\n",
+        ["'sorce' is not a known name", "no source column"],
+    ),
+    "one known, one unknown, gzipped": (
+        "csv.gz",
+        "to,sorce\n0,1\n1,2\n",
+        ["'sorce' is not a known name", "no source column"],
+    ),
     "one known, one unknown, Parquet": ("parquet", {"dst": [0, 1], "sorce": [1, 2]}, ["'sorce'", "no source column"]),
     "src and weight, Parquet": ("parquet", {"src": [0, 1], "weight": [1.0, 2.0]}, ["'src'", "no destination column"]),
     "a column named twice": ("csv", "src,dst,src\n0,1,2\n", ["'src' twice"]),
@@ -117,7 +125,11 @@ BAD_EDGES = {  # name: (kind, spec, words); every case runs as --edges and as a 
 BAD_WEIGHTS = {  # homogeneous only: a typed dataset refuses any weight column (below)
     "a NaN weight": ("csv", "src,dst,weight\n0,1,1\n1,2,nan\n", ["line 3", "nan is not a finite number"]),
     "an inf weight": ("csv", "src,dst,weight\n0,1,inf\n", ["line 2", "inf is not a finite number"]),
-    "a NaN weight, Parquet": ("parquet", {"src": [0, 1], "dst": [1, 2], "weight": [1.0, float("nan")]}, ["row 1", "nan"]),
+    "a NaN weight, Parquet": (
+        "parquet",
+        {"src": [0, 1], "dst": [1, 2], "weight": [1.0, float("nan")]},
+        ["row 1", "nan"],
+    ),
     "a text weight": ("csv", "src,dst,weight\n0,1,heavy\n", ["line 2", "'heavy'"]),
 }
 
@@ -189,8 +201,18 @@ def test_the_positional_reading_is_one_warning_line_from_the_shell(tmp_path):
 # ---------------------------------------------------------------- node tables: features, labels, split files
 
 BAD_TABLES = {  # name: (role, kind, spec, words)
-    "labels with an id column": ("labels", "csv", "id,label\n3,0\n2,1\n1,1\n0,2\n", ["2 columns (id, label)", "one column"]),
-    "labels with an extra column": ("labels", "parquet", {"label": [0, 1, 1, 2], "x": [9, 9, 9, 9]}, ["2 columns", "one column"]),
+    "labels with an id column": (
+        "labels",
+        "csv",
+        "id,label\n3,0\n2,1\n1,1\n0,2\n",
+        ["2 columns (id, label)", "one column"],
+    ),
+    "labels with an extra column": (
+        "labels",
+        "parquet",
+        {"label": [0, 1, 1, 2], "x": [9, 9, 9, 9]},
+        ["2 columns", "one column"],
+    ),
     "labels without a header, two columns": ("labels", "csv", "0,1\n1,1\n1,0\n2,0\n", ["2 columns", "one column"]),
     "a fractional label": ("labels", "csv", "0\n1\n1.5\n2\n", ["line 3", "1.5"]),
     "features with an id column": ("features", "csv", "id,f0\n0,1\n1,1\n2,1\n3,1\n", ["'id'", "node ids or labels"]),
@@ -260,7 +282,8 @@ def test_node_tables_with_bom_crlf_and_quotes_are_read(cli, tmp_path, route):
 
 @pytest.fixture
 def inputs(tmp_path):
-    """Valid inputs for every route: a 4-node edge list, features, labels (0..3), a split, an OGB CSV folder of each kind."""
+    """Valid inputs for every route: a 4-node edge list, features, labels (0..3), a split, an OGB CSV folder of each
+    kind."""
     d = tmp_path / "in"
     d.mkdir()
     f = {"edges": _csv(d / "edges.csv", PLAIN), "edges2": _csv(d / "edges2.csv", "src,dst\n0,1\n")}
@@ -298,7 +321,8 @@ def _ogb_csv_folder(root, edge_index, labels, split_dict=True):
 
 
 def _save_split_with_ogb(root, split, name):
-    """``split/<name>/split_dict.pt`` exactly as ogb's ``DatasetSaver.save_split`` writes it (a dict of NumPy arrays)."""
+    """``split/<name>/split_dict.pt`` exactly as ogb's ``DatasetSaver.save_split`` writes it (a dict of NumPy
+    arrays)."""
     ogb_io = pytest.importorskip("ogb.io")
     scratch = root.parent / f"saver-{root.name}"
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -331,15 +355,32 @@ def _argv(spec, inputs):
 
 TYPED = ["--typed-edges", "paper,cites,paper={edges}"]
 REPEATED = {  # name: (argv, words)
-    "an edge type twice": (TYPED + ["--typed-edges", "paper,cites,paper={edges2}"], ["--typed-edges", "twice", "paper,cites,paper"]),
-    "an edge type twice, other spelling": (TYPED + ["--typed-edges", "paper___cites___paper={edges2}"], ["--typed-edges", "twice"]),
-    "a node type's features twice": (TYPED + ["--node-features", "paper={x}", "--node-features", "paper={x2}"],
-                                     ["--node-features", "twice", "paper"]),
-    "a node type's labels twice": (TYPED + ["--node-labels", "paper={y}", "--node-labels", "paper={y}"], ["--node-labels", "paper"]),
-    "a node type's count twice": (TYPED + ["--node-count", "paper=4", "--node-count", "paper=9"], ["--node-count", "paper"]),
+    "an edge type twice": (
+        TYPED + ["--typed-edges", "paper,cites,paper={edges2}"],
+        ["--typed-edges", "twice", "paper,cites,paper"],
+    ),
+    "an edge type twice, other spelling": (
+        TYPED + ["--typed-edges", "paper___cites___paper={edges2}"],
+        ["--typed-edges", "twice"],
+    ),
+    "a node type's features twice": (
+        TYPED + ["--node-features", "paper={x}", "--node-features", "paper={x2}"],
+        ["--node-features", "twice", "paper"],
+    ),
+    "a node type's labels twice": (
+        TYPED + ["--node-labels", "paper={y}", "--node-labels", "paper={y}"],
+        ["--node-labels", "paper"],
+    ),
+    "a node type's count twice": (
+        TYPED + ["--node-count", "paper=4", "--node-count", "paper=9"],
+        ["--node-count", "paper"],
+    ),
     "--edges twice": (["--edges", "{edges}", "--edges", "{edges2}"], ["--edges", "2 times"]),
     "--features twice": (["--edges", "{edges}", "--features", "{x}", "--features", "{x2}"], ["--features", "2 times"]),
-    "--train-idx twice": (["--edges", "{edges}", "--labels", "{y}", "--train-idx", "{train}", "--train-idx", "{val}"], ["--train-idx"]),
+    "--train-idx twice": (
+        ["--edges", "{edges}", "--labels", "{y}", "--train-idx", "{train}", "--train-idx", "{val}"],
+        ["--train-idx"],
+    ),
     "--num-nodes twice": (["--edges", "{edges}", "--num-nodes", "4", "--num-nodes", "9"], ["--num-nodes", "2 times"]),
     "--ogb-split twice": (["--ogb", "{ogb}", "--ogb-split", "random", "--ogb-split", "random"], ["--ogb-split"]),
 }
@@ -351,25 +392,45 @@ NOT_APPLICABLE = {  # name: (argv, words)
     "--undirected on --typed-edges": (TYPED + ["--undirected"], ["--undirected", "--add-reverse"]),
     "--reorder on --typed-edges": (TYPED + ["--reorder", "degree"], ["--reorder"]),
     "--ogb-split on --typed-edges": (TYPED + ["--ogb-split", "random"], ["--ogb-split"]),
-    "--num-classes on --typed-edges without labels": (TYPED + ["--num-classes", "4"], ["--num-classes", "without labels"]),
+    "--num-classes on --typed-edges without labels": (
+        TYPED + ["--num-classes", "4"],
+        ["--num-classes", "without labels"],
+    ),
     "--feature-dtype on --typed-edges without features": (TYPED + ["--feature-dtype", "float16"], ["--feature-dtype"]),
     "--split on --typed-edges without labels": (TYPED + ["--split", "random"], ["--split", "no labels"]),
-    "--node-features on --edges": (["--edges", "{edges}", "--node-features", "paper={x}"], ["--node-features", "--edges"]),
+    "--node-features on --edges": (
+        ["--edges", "{edges}", "--node-features", "paper={x}"],
+        ["--node-features", "--edges"],
+    ),
     "--node-count on --edges": (["--edges", "{edges}", "--node-count", "paper=4"], ["--node-count"]),
     "--target-type on --edges": (["--edges", "{edges}", "--target-type", "paper"], ["--target-type"]),
     "--add-reverse on --edges": (["--edges", "{edges}", "--add-reverse"], ["--add-reverse", "--undirected"]),
     "--ogb-split on --edges": (["--edges", "{edges}", "--ogb-split", "x"], ["--ogb-split"]),
-    "--link-negatives without --link-split": (["--edges", "{edges}", "--link-negatives", "5"], ["--link-negatives", "--link-split"]),
-    "--link-negatives 0": (["--edges", "{edges}", "--link-split", "0.5,0.25,0.25", "--link-negatives", "0"], ["negatives 0", "at least 1"]),
+    "--link-negatives without --link-split": (
+        ["--edges", "{edges}", "--link-negatives", "5"],
+        ["--link-negatives", "--link-split"],
+    ),
+    "--link-negatives 0": (
+        ["--edges", "{edges}", "--link-split", "0.5,0.25,0.25", "--link-negatives", "0"],
+        ["negatives 0", "at least 1"],
+    ),
     "--num-classes on --edges without labels": (["--edges", "{edges}", "--num-classes", "4"], ["--num-classes"]),
-    "--split with split files": (["--edges", "{edges}", "--labels", "{y}", "--split", "random", "--train-idx", "{train}",
-                                  "--val-idx", "{val}", "--test-idx", "{test}"], ["--split", "split files"]),
+    "--split with split files": (
+        [
+            "--edges", "{edges}", "--labels", "{y}", "--split", "random", "--train-idx", "{train}", "--val-idx",
+            "{val}", "--test-idx", "{test}",
+        ],
+        ["--split", "split files"],
+    ),
     "--features on --ogb": (["--ogb", "{ogb}", "--features", "{x}"], ["--features", "--ogb"]),
     "--train-idx on --ogb": (["--ogb", "{ogb}", "--train-idx", "{train}"], ["--train-idx", "--ogb-split"]),
     "--split with --ogb-split": (["--ogb", "{ogb}", "--split", "random", "--ogb-split", "random"], ["--split"]),
     "--node-labels on --ogb": (["--ogb", "{ogb}", "--node-labels", "paper={y}"], ["--node-labels"]),
     "--num-nodes on a typed --ogb": (["--ogb", "{mag}", "--num-nodes", "9"], ["--num-nodes", "typed --ogb"]),
-    "--link-split on a typed --ogb": (["--ogb", "{mag}", "--link-split", "0.8,0.1,0.1"], ["--link-split", "typed --ogb"]),
+    "--link-split on a typed --ogb": (
+        ["--ogb", "{mag}", "--link-split", "0.8,0.1,0.1"],
+        ["--link-split", "typed --ogb"],
+    ),
     "--node-count on a typed --ogb": (["--ogb", "{mag}", "--node-count", "paper=4"], ["--node-count"]),
     "--features on a typed --ogb": (["--ogb", "{mag}", "--features", "{x}"], ["--features"]),
     "--train-idx on a typed --ogb": (["--ogb", "{mag}", "--train-idx", "{train}"], ["--train-idx"]),
@@ -428,31 +489,67 @@ def test_typed_inputs_are_checked_before_anything_is_written(cli, inputs, tmp_pa
     writes = _csv(tmp_path / "writes.csv", "src,dst\n0,0\n1,1\n2,3\n")
     split = [f"--{n}-idx={inputs[n]}" for n in ("train", "val", "test")]
     cases = {
-        "a split with only train": (_typed_files(tmp_path, extra=["--node-labels", f"paper={y}", f"--train-idx={inputs['train']}"]),
-                                    ["--val-idx and --test-idx are missing"]),
+        "a split with only train": (
+            _typed_files(tmp_path, extra=["--node-labels", f"paper={y}", f"--train-idx={inputs['train']}"]),
+            ["--val-idx and --test-idx are missing"],
+        ),
         "two labelled types, no --target-type": (
-            _typed_files(tmp_path, extra=["--typed-edges", f"author,writes,paper={writes}", "--node-labels", f"paper={y}",
-                                          "--node-labels", f"author={tmp_path / 'y_author.npy'}"]),
-            ["2 node types have labels", "--target-type"]),
-        "a target type without labels": (_typed_files(tmp_path, extra=["--node-labels", f"paper={y}", "--typed-edges",
-                                                                       f"author,writes,paper={writes}", "--target-type", "author"]),
-                                         ["'author' has no labels"]),
-        "an id of 2**31 with an inferred count": (_typed_files(tmp_path, "src,dst\n0,1\n2147483648,2\n"),
-                                                  ["line 3", "2147483648", "--node-count paper=2147483649"]),
-        "a type named only in --node-features": (_typed_files(tmp_path, extra=["--node-features", f"papr={x}"]),
-                                                 ["'papr'", "node types: paper"]),
-        "a type named only in --node-labels": (_typed_files(tmp_path, extra=["--node-labels", f"venue={y}"]), ["'venue'"]),
+            _typed_files(
+                tmp_path,
+                extra=[
+                    "--typed-edges",
+                    f"author,writes,paper={writes}",
+                    "--node-labels",
+                    f"paper={y}",
+                    "--node-labels",
+                    f"author={tmp_path / 'y_author.npy'}",
+                ],
+            ),
+            ["2 node types have labels", "--target-type"],
+        ),
+        "a target type without labels": (
+            _typed_files(
+                tmp_path,
+                extra=[
+                    "--node-labels",
+                    f"paper={y}",
+                    "--typed-edges",
+                    f"author,writes,paper={writes}",
+                    "--target-type",
+                    "author",
+                ],
+            ),
+            ["'author' has no labels"],
+        ),
+        "an id of 2**31 with an inferred count": (
+            _typed_files(tmp_path, "src,dst\n0,1\n2147483648,2\n"),
+            ["line 3", "2147483648", "--node-count paper=2147483649"],
+        ),
+        "a type named only in --node-features": (
+            _typed_files(tmp_path, extra=["--node-features", f"papr={x}"]),
+            ["'papr'", "node types: paper"],
+        ),
+        "a type named only in --node-labels": (
+            _typed_files(tmp_path, extra=["--node-labels", f"venue={y}"]),
+            ["'venue'"],
+        ),
         "a type named only in --node-count": (_typed_files(tmp_path, extra=["--node-count", "venue=4"]), ["'venue'"]),
-        "split ids as floats": (_typed_files(tmp_path, extra=["--node-labels", f"paper={y}", *split[:2],
-                                                              f"--test-idx={_csv(tmp_path / 't.csv', '2.0')}"]),
-                                ["t.csv", "'2.0' is not an integer"]),
+        "split ids as floats": (
+            _typed_files(
+                tmp_path,
+                extra=["--node-labels", f"paper={y}", *split[:2], f"--test-idx={_csv(tmp_path / 't.csv', '2.0')}"],
+            ),
+            ["t.csv", "'2.0' is not an integer"],
+        ),
     }
     for name, (argv, words) in cases.items():
         _refused(cli, argv, tmp_path / "out", words)
 
 
 def test_a_typed_import_without_split_says_it_drew_a_random_one(cli, inputs, tmp_path):
-    code, stdout, _ = cli("preprocess", *_typed_files(tmp_path, extra=["--node-labels", f"paper={inputs['y']}"]), "--out", tmp_path / "o")
+    code, stdout, _ = cli(
+        "preprocess", *_typed_files(tmp_path, extra=["--node-labels", f"paper={inputs['y']}"]), "--out", tmp_path / "o"
+    )
     assert code == 0 and "random split 0.6/0.2/0.2 (seed 0)" in stdout
     assert st.datasets.load(tmp_path / "o").meta["splits_from"]["random"] == [0.6, 0.2, 0.2]
 
@@ -460,17 +557,30 @@ def test_a_typed_import_without_split_says_it_drew_a_random_one(cli, inputs, tmp
 def test_typed_ogb_folder_split_checks(cli, tmp_path):
     cases = {
         "no split folder": (_ogb_typed_folder(tmp_path / "a", split_parts=()), ["no split folder", "--split random"]),
-        "only train for the target type": (_ogb_typed_folder(tmp_path / "b", split_parts=("train",)), ["valid.csv.gz", "'paper'"]),
-        "two labelled types": (_ogb_typed_folder(tmp_path / "c", labelled=("paper", "author")), ["2 node types", "--target-type"]),
+        "only train for the target type": (
+            _ogb_typed_folder(tmp_path / "b", split_parts=("train",)),
+            ["valid.csv.gz", "'paper'"],
+        ),
+        "two labelled types": (
+            _ogb_typed_folder(tmp_path / "c", labelled=("paper", "author")),
+            ["2 node types", "--target-type"],
+        ),
     }
     for name, (folder, words) in cases.items():
         _refused(cli, ["--ogb", folder], tmp_path / "out", words)
     # --split random is honoured for a typed folder as for a homogeneous one
-    code, _, stderr = cli("preprocess", "--ogb", tmp_path / "a", "--split", "random", "--out", tmp_path / "r", "--quiet")
+    code, _, stderr = cli(
+        "preprocess", "--ogb", tmp_path / "a", "--split", "random", "--out", tmp_path / "r", "--quiet"
+    )
     assert code == 0, stderr
     ds = st.datasets.load(tmp_path / "r")
     assert ds.meta["splits_from"]["random"] == [0.6, 0.2, 0.2] and sum(v.numel() for v in ds.split.values()) == 4
-    _refused(cli, ["--ogb", tmp_path / "c", "--target-type", "author"], tmp_path / "out", ["train.csv.gz", "target type 'author'"])
+    _refused(
+        cli,
+        ["--ogb", tmp_path / "c", "--target-type", "author"],
+        tmp_path / "out",
+        ["train.csv.gz", "target type 'author'"],
+    )
 
 
 def test_typed_ogb_count_file_bom_duplicates_and_stray_types(cli, tmp_path):
@@ -564,7 +674,9 @@ def test_ogb_link_split_of_numpy_arrays_is_read(tmp_path):
 
 def test_bad_ogb_split_files_are_one_line(cli, tmp_path):
     labels = np.array([0, 1, 2, 0, 1, 2, 0, 1])
-    folder = _ogb_csv_folder(tmp_path / "ogb", np.array([[0, 1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6, 7]]), labels, split_dict=False)
+    folder = _ogb_csv_folder(
+        tmp_path / "ogb", np.array([[0, 1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6, 7]]), labels, split_dict=False
+    )
     pt = folder / "split" / "random" / "split_dict.pt"
     pt.parent.mkdir(parents=True)
     ok = {"train": np.array([0, 1, 2, 3]), "valid": np.array([4, 5]), "test": np.array([6, 7])}
@@ -588,7 +700,12 @@ def test_bad_ogb_split_files_are_one_line(cli, tmp_path):
 
 def test_link_splits_without_evaluation_edges_are_refused(cli, tmp_path):
     small = _csv(tmp_path / "small.csv", PLAIN)
-    _refused(cli, ["--edges", small, "--link-split", "0.8,0.1,0.1"], tmp_path / "out", ["5 candidate edges", "0 validation", "0 test"])
+    _refused(
+        cli,
+        ["--edges", small, "--link-split", "0.8,0.1,0.1"],
+        tmp_path / "out",
+        ["5 candidate edges", "0 validation", "0 test"],
+    )
     _refused(cli, ["--edges", small, "--link-split", "0.5,0,0.5"], tmp_path / "out", ["0 validation"])
     rng = np.random.default_rng(0)
     n = 12

@@ -48,8 +48,9 @@ def test_layer_tables_above_the_budget_go_to_disk_and_give_the_same_result(synth
     torch.manual_seed(1)
     model = GraphSAGE(synthetic.num_features, 32, synthetic.num_classes, num_layers=3).eval()
     in_memory = st.engine.layerwise_inference(model, synthetic, batch_size=1000)
-    spilled = st.engine.layerwise_inference(model, synthetic, batch_size=1000, memory_budget=synthetic.num_nodes * 4 * 4,
-                                         spill_dir=tmp_path)  # every layer (32, 32, 6 wide) spills
+    spilled = st.engine.layerwise_inference(
+        model, synthetic, batch_size=1000, memory_budget=synthetic.num_nodes * 4 * 4, spill_dir=tmp_path
+    )  # every layer (32, 32, 6 wide) spills
     assert isinstance(spilled, MmapFeatures)
     assert spilled.shape == in_memory.shape
     assert torch.equal(spilled.gather(torch.arange(synthetic.num_nodes)), in_memory)

@@ -18,7 +18,9 @@ def test_metrics_equal_ogb(seed):
     if seed % 2:  # coarse scores: many ties
         pos, neg = (pos * 2).round() / 2, (neg * 2).round() / 2
     vessel = Evaluator("ogbl-vessel")  # rocauc
-    assert roc_auc(pos, neg.reshape(-1)) == pytest.approx(vessel.eval({"y_pred_pos": pos, "y_pred_neg": neg.reshape(-1)})["rocauc"], abs=1e-12)
+    assert roc_auc(pos, neg.reshape(-1)) == pytest.approx(
+        vessel.eval({"y_pred_pos": pos, "y_pred_neg": neg.reshape(-1)})["rocauc"], abs=1e-12
+    )
     collab = Evaluator("ogbl-collab")
     for k in (10, 50, 100, 20000):
         collab.K = k

@@ -1,4 +1,5 @@
-"""Negative sampling: uniform draws pass a chi-square test, degree^0.75 draws follow their weights, strict ones are never edges."""
+"""Negative sampling: uniform draws pass a chi-square test, degree^0.75 draws follow their weights, strict ones are
+never edges."""
 
 import numpy as np
 import pytest

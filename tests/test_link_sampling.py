@@ -1,4 +1,5 @@
-"""Edge-seed sampling: label indices, negatives in the same pass, and leakage-free blocks checked against full-graph PyG runs."""
+"""Edge-seed sampling: label indices, negatives in the same pass, and leakage-free blocks checked against full-graph PyG
+runs."""
 
 import pytest
 import torch
@@ -6,7 +7,9 @@ from torch_geometric.nn import SAGEConv
 from torch_geometric.utils import to_undirected
 
 from sparsetrain.engine import Loader
-from sparsetrain.sampling import CSCGraph, EdgeSamplerInput, EdgeSeeds, LinkNeighborSampler, NegativeSampler, NeighborSampler
+from sparsetrain.sampling import (
+    CSCGraph, EdgeSamplerInput, EdgeSeeds, LinkNeighborSampler, NegativeSampler, NeighborSampler,
+)
 from sparsetrain.sampling.errors import SamplingError
 
 N = 120
@@ -49,7 +52,9 @@ def test_all_neighbors_with_exclusion_equal_full_graph_without_seed_edges(exclud
     torch.manual_seed(0)
     model = PygSage().eval()
     x = torch.randn(N, 8)
-    sampler = LinkNeighborSampler(NeighborSampler(graph, [-1, -1], seed=1), neg_sampling=mode, amount=2, exclude=exclude)
+    sampler = LinkNeighborSampler(
+        NeighborSampler(graph, [-1, -1], seed=1), neg_sampling=mode, amount=2, exclude=exclude
+    )
     pick = torch.randperm(ei.shape[1], generator=torch.Generator().manual_seed(2))[:25]
     src, dst = ei[0, pick], ei[1, pick]
     mb = sampler.sample(EdgeSamplerInput(src, dst, key=3))
@@ -96,14 +101,18 @@ def test_triplet_indices_and_strict_negatives():
     graph, ei = _graph()
     edges = set((ei[0] * N + ei[1]).tolist())
     strict = NegativeSampler(graph, strict=True, seed=4)
-    sampler = LinkNeighborSampler(NeighborSampler(graph, [3], seed=0), neg_sampling="triplet", amount=3, negatives=strict)
+    sampler = LinkNeighborSampler(
+        NeighborSampler(graph, [3], seed=0), neg_sampling="triplet", amount=3, negatives=strict
+    )
     src, dst = ei[:, :12]
     mb = sampler.sample(EdgeSamplerInput(src, dst, key=5))
     assert torch.equal(mb.seeds[mb.src_index], src) and torch.equal(mb.seeds[mb.dst_pos_index], dst)
     assert mb.dst_neg_index.shape == (12, 3)
     neg = mb.seeds[mb.dst_neg_index]
     assert not (set((src[:, None] * N + neg).view(-1).tolist()) & edges)
-    one = LinkNeighborSampler(NeighborSampler(graph, [3], seed=0), neg_sampling="triplet", amount=1).sample(EdgeSamplerInput(src, dst))
+    one = LinkNeighborSampler(NeighborSampler(graph, [3], seed=0), neg_sampling="triplet", amount=1).sample(
+        EdgeSamplerInput(src, dst)
+    )
     assert one.dst_neg_index.shape == (12,)
 
 
@@ -122,7 +131,10 @@ def test_loader_over_edge_seeds_runs_the_same_stages():
         pos = mb.seeds[mb.edge_label_index[:, : len(mb.input_id)]]
         assert torch.equal(pos, ei[:, ::2][:, mb.input_id])
     inline = list(Loader(sampler, x, None, seeds, batch_size=64, seed=3, prefetch=0))
-    assert all(torch.equal(a.input_nodes, b.input_nodes) and torch.equal(a.edge_label_index, b.edge_label_index) for a, b in zip(batches, inline))
+    assert all(
+        torch.equal(a.input_nodes, b.input_nodes) and torch.equal(a.edge_label_index, b.edge_label_index)
+        for a, b in zip(batches, inline)
+    )
 
 
 def test_bad_input():
@@ -150,4 +162,6 @@ def test_exclusion_scan_equals_the_device_agnostic_torch_path():
     assert cpu is not None and torch.equal(cpu, dev)
     s, d = edge_index[:, cpu]
     assert not bool(((s < 20) & (d < 20) & torch.isin(s * 20 + d, keys)).any())
-    assert cpu.numel() == 5000 - int(((edge_index[0] < 20) & (edge_index[1] < 20) & torch.isin(edge_index[0] * 20 + edge_index[1], keys)).sum())
+    assert cpu.numel() == 5000 - int(
+        ((edge_index[0] < 20) & (edge_index[1] < 20) & torch.isin(edge_index[0] * 20 + edge_index[1], keys)).sum()
+    )

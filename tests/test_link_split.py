@@ -102,15 +102,21 @@ def _ogb_folder(root, kind, num_nodes=50, seed=0):
     with gzip.open(raw / "num-node-list.csv.gz", "wt") as f:
         f.write(f"{num_nodes}\n")
     with gzip.open(raw / "node-feat.csv.gz", "wt") as f:
-        f.write("".join(",".join(str(v) for v in row) + "\n" for row in torch.randn(num_nodes, 3, generator=g).tolist()))
+        f.write(
+            "".join(",".join(str(v) for v in row) + "\n" for row in torch.randn(num_nodes, 3, generator=g).tolist())
+        )
     split = root / "split" / "time"
     split.mkdir(parents=True)
     parts = {}
     if kind == "collab":  # ogbl-collab: edge [E, 2], weight, year; valid/test add edge_neg [M, 2]
         parts["train"] = {"edge": train, "weight": torch.ones(120, dtype=torch.long), "year": torch.full((120,), 2010)}
         for name, m in (("valid", 10), ("test", 12)):
-            parts[name] = {"edge": torch.randint(0, num_nodes, (m, 2), generator=g), "weight": torch.ones(m, dtype=torch.long),
-                           "year": torch.full((m,), 2018), "edge_neg": torch.randint(0, num_nodes, (3 * m, 2), generator=g)}
+            parts[name] = {
+                "edge": torch.randint(0, num_nodes, (m, 2), generator=g),
+                "weight": torch.ones(m, dtype=torch.long),
+                "year": torch.full((m,), 2018),
+                "edge_neg": torch.randint(0, num_nodes, (3 * m, 2), generator=g),
+            }
     else:  # ogbl-citation2: source_node, target_node [E]; valid/test add target_node_neg [E, K]
         parts["train"] = {"source_node": train[:, 0], "target_node": train[:, 1]}
         for name, m in (("valid", 10), ("test", 12)):

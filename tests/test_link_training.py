@@ -23,14 +23,18 @@ def communities(tmp_path_factory):
     block = torch.arange(4).repeat_interleave(60)
     x = torch.nn.functional.one_hot(block, 4).float() + 0.5 * torch.rand(240, 4)
     out = tmp_path_factory.mktemp("link") / "sbm"
-    st.datasets.from_pyg(Data(edge_index=ei, x=x, num_nodes=240), out, link_split=(0.8, 0.1, 0.1), link_negatives=20, quiet=True)
+    st.datasets.from_pyg(
+        Data(edge_index=ei, x=x, num_nodes=240), out, link_split=(0.8, 0.1, 0.1), link_negatives=20, quiet=True
+    )
     return out
 
 
 def _summary(cli, data, tmp_path, name, *extra):
     path = tmp_path / f"{name}.json"
-    code, out, err = cli("train", "--task", "link", "--data", data, "--fanout", "5,5", "--batch-size", "64", "--hidden", "16",
-                         "--quiet", "--summary-json", path, *extra)
+    code, out, err = cli(
+        "train", "--task", "link", "--data", data, "--fanout", "5,5", "--batch-size", "64", "--hidden", "16", "--quiet",
+        "--summary-json", path, *extra,
+    )
     assert code == 0, err
     return json.loads(path.read_text()), out
 
@@ -65,10 +69,14 @@ def test_link_task_checkpoint_and_resume_equal_the_uninterrupted_run(cli, commun
     full, _ = _summary(cli, communities, tmp_path, "full", "--epochs", "4", "--decoder", "mlp")
     ckpt = tmp_path / "ckpt"
     _summary(cli, communities, tmp_path, "half", "--epochs", "2", "--decoder", "mlp", "--checkpoint-dir", ckpt)
-    resumed, _ = _summary(cli, communities, tmp_path, "resumed", "--epochs", "4", "--decoder", "mlp", "--checkpoint-dir", ckpt, "--resume")
+    resumed, _ = _summary(
+        cli, communities, tmp_path, "resumed", "--epochs", "4", "--decoder", "mlp", "--checkpoint-dir", ckpt, "--resume"
+    )
     assert all(resumed[k] == full[k] for k in LINK_KEYS) and resumed["steps"] == full["steps"]
-    code, out, err = cli("train", "--task", "link", "--data", communities, "--fanout", "5,5", "--epochs", "4", "--decoder", "dot",
-                         "--hidden", "16", "--batch-size", "64", "--checkpoint-dir", ckpt, "--resume", "--quiet")
+    code, out, err = cli(
+        "train", "--task", "link", "--data", communities, "--fanout", "5,5", "--epochs", "4", "--decoder", "dot",
+        "--hidden", "16", "--batch-size", "64", "--checkpoint-dir", ckpt, "--resume", "--quiet",
+    )
     assert code == 1 and "checkpoint" in err.lower() and len(err.strip().splitlines()) == 1  # another run's checkpoint
 
 
@@ -81,12 +89,15 @@ def test_link_task_needs_a_link_split(cli, tmp_path):
 
 @pytest.mark.slow
 def test_cora_link_prediction_auc(cli, tmp_path, monkeypatch):
-    """GraphSAGE + dot decoder on Cora (public Planetoid files, --link-split 0.85,0.05,0.10), default settings, 3 seeds."""
+    """GraphSAGE + dot decoder on Cora (public Planetoid files, --link-split 0.85,0.05,0.10), default settings, 3
+    seeds."""
     monkeypatch.setenv("SPARSETRAIN_CACHE", str(tmp_path / "cache"))
     aucs = []
     for seed in range(3):
         path = tmp_path / f"s{seed}.json"
-        code, out, err = cli("train", "--task", "link", "--data", "cora", "--seed", seed, "--quiet", "--summary-json", path)
+        code, out, err = cli(
+            "train", "--task", "link", "--data", "cora", "--seed", seed, "--quiet", "--summary-json", path
+        )
         assert code == 0, err
         aucs.append(json.loads(path.read_text())["test_auc"])
     assert sum(aucs) / 3 >= 0.90, aucs

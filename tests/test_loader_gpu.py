@@ -23,15 +23,28 @@ def test_cuda_batches_equal_cpu_batches_on_a_side_compute_stream(prefetch, featu
     graph, feats, labels = _data()
 
     def loader(device, table):
-        return Loader(NeighborSampler(graph, [6, 4], seed=1), table, labels, torch.arange(0, 4000, 3), batch_size=128, seed=2,
-                      prefetch=prefetch, device=device)
+        return Loader(
+            NeighborSampler(graph, [6, 4], seed=1),
+            table,
+            labels,
+            torch.arange(0, 4000, 3),
+            batch_size=128,
+            seed=2,
+            prefetch=prefetch,
+            device=device,
+        )
 
     expected = list(loader("cpu", feats).epoch(1))
     compute = torch.cuda.Stream()
     sums, got = [], []
     with torch.cuda.stream(compute):
         for mb in loader("cuda", feats.to(features_on)).epoch(1):
-            assert mb.x.is_cuda and mb.y.is_cuda and mb.input_nodes.is_cuda and all(b.edge_index.is_cuda for b in mb.blocks)
+            assert (
+                mb.x.is_cuda
+                and mb.y.is_cuda
+                and mb.input_nodes.is_cuda
+                and all(b.edge_index.is_cuda for b in mb.blocks)
+            )
             sums.append(mb.x.double().sum(1))  # read on the compute stream, which must have waited for the copies
             got.append(mb)
     torch.cuda.synchronize()

@@ -10,8 +10,11 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
-from sparsetrain.moe import FSSDP, DCPCheckpointError, DCPState, MoE, MoEStateError, dcp_state_dict, load_dcp, load_dcp_state_dict
-from sparsetrain.moe.sharded import DTensor, ShardedExperts  # DTensor: torch.distributed.tensor, or ._tensor before torch 2.4
+from sparsetrain.moe import (
+    FSSDP, DCPCheckpointError, DCPState, MoE, MoEStateError, dcp_state_dict, load_dcp, load_dcp_state_dict,
+)
+# DTensor: torch.distributed.tensor, or ._tensor before torch 2.4
+from sparsetrain.moe.sharded import DTensor, ShardedExperts
 from tests.collective_harness import spawn, values
 
 pytestmark = pytest.mark.distributed
@@ -19,7 +22,13 @@ pytestmark = pytest.mark.distributed
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "moe_lm.py"
 STEPS, SAVE_AT = 6, 3
 ROW_BYTES = (32 * 128 + 64 * 32) * 8  # one expert of either example model in float64
-REBALANCED = {"rematerialize": True, "replica_memory_bytes": 2 * ROW_BYTES, "rebalance_every": 3, "window": 3, "hot_factor": 1.0}
+REBALANCED = {
+    "rematerialize": True,
+    "replica_memory_bytes": 2 * ROW_BYTES,
+    "rebalance_every": 3,
+    "window": 3,
+    "hot_factor": 1.0,
+}
 
 
 def _example():
@@ -39,11 +48,15 @@ def _train(rank, world, arch, sharding, dp, steps, kwargs=None, resume=None, sav
 @pytest.fixture(scope="module")
 def single():
     """The single-process, unsharded runs every other run must reproduce."""
-    return {arch: _example().train("none", model=arch, steps=STEPS, dtype=torch.float64)[0] for arch in ("mixtral", "tiny")}
+    return {
+        arch: _example().train("none", model=arch, steps=STEPS, dtype=torch.float64)[0] for arch in ("mixtral", "tiny")
+    }
 
 
 def _same(losses, want, what):
-    torch.testing.assert_close(torch.tensor(losses), torch.tensor(want), rtol=1e-9, atol=0, msg=lambda m: f"{what}: {m}")
+    torch.testing.assert_close(
+        torch.tensor(losses), torch.tensor(want), rtol=1e-9, atol=0, msg=lambda m: f"{what}: {m}"
+    )
 
 
 @pytest.mark.slow
@@ -61,7 +74,9 @@ def test_dcp_saved_at_2_ranks_resumes_in_one_process(tmp_path, single):
         _same(losses, want[:SAVE_AT], "before the checkpoint")
     # unsharded layer (plain w_in/w_out read whole) and FSSDP at world size 1
     _same(_train(0, 1, "mixtral", "none", "sync", STEPS, resume=ckpt)[0], want[SAVE_AT:], "resumed unsharded")
-    _same(_train(0, 1, "mixtral", "fssdp", "sync", STEPS, resume=ckpt)[0], want[SAVE_AT:], "resumed FSSDP at world size 1")
+    _same(
+        _train(0, 1, "mixtral", "fssdp", "sync", STEPS, resume=ckpt)[0], want[SAVE_AT:], "resumed FSSDP at world size 1"
+    )
 
 
 @pytest.mark.slow
@@ -107,10 +122,13 @@ def _dtensor_tables(rank, world, path):
     exp_avg = state["optim"]["state"]["experts.w_out"]["exp_avg"]
     assert isinstance(exp_avg, DTensor) and exp_avg.shape == (E, H, D)
     assert "experts.shard" not in state["optim"]["state"]
-    assert ["experts.w_in", "experts.w_out"] == [p for p in state["optim"]["param_groups"][0]["params"] if "experts" in p]
+    assert ["experts.w_in", "experts.w_out"] == [
+        p for p in state["optim"]["param_groups"][0]["params"] if "experts" in p
+    ]
     dcp.save({"train": DCPState(moe, opt)}, checkpoint_id=path)
     wider = MoE(D, H + 1, E, top_k=2, sharding=FSSDP())
-    with pytest.raises(DCPCheckpointError, match=r"Size mismatch .*experts\.w_in") as err:  # DCP's own check, in one line
+    # DCP's own check, in one line
+    with pytest.raises(DCPCheckpointError, match=r"Size mismatch .*experts\.w_in") as err:
         load_dcp({"train": DCPState(wider)}, checkpoint_id=path)
     assert "\n" not in str(err.value)
 

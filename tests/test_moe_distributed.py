@@ -55,7 +55,9 @@ def spawn(fn, world, *args, timeout=300, attempts=3):
     A free port can be taken by another job between picking and binding it; that start-up failure
     is retried on a new port (other failures are not)."""
     for attempt in range(attempts):
-        ctx = mp.start_processes(_entry, args=(world, free_port(), fn, args), nprocs=world, join=False, start_method="spawn")
+        ctx = mp.start_processes(
+            _entry, args=(world, free_port(), fn, args), nprocs=world, join=False, start_method="spawn"
+        )
         deadline = time.monotonic() + timeout
         try:
             while not ctx.join(timeout=5):
@@ -137,7 +139,9 @@ def _run_equivalence(rank, world):
             (world * (y * g[lo:hi]).sum() + aux.loss).backward()
             sync_dense_grads(moe)
             torch.testing.assert_close(y, yr[lo:hi], atol=1e-12, rtol=0, msg=lambda m: f"{where} output: {m}")
-            torch.testing.assert_close(xl.grad / world, xr.grad[lo:hi], atol=1e-12, rtol=0, msg=lambda m: f"{where} x.grad: {m}")
+            torch.testing.assert_close(
+                xl.grad / world, xr.grad[lo:hi], atol=1e-12, rtol=0, msg=lambda m: f"{where} x.grad: {m}"
+            )
             stats = torch.stack([aux.loss.detach(), aux.load_balancing_loss.detach(), aux.z_loss.detach()])
             dist.all_reduce(stats)
             want = torch.stack([auxr.loss, auxr.load_balancing_loss, auxr.z_loss]).detach()
@@ -147,19 +151,25 @@ def _run_equivalence(rank, world):
             assert counts.tolist() == auxr.counts.tolist(), where
             for name in ("router.weight", "shared.w_in", "shared.w_out"):
                 if name in dict(ref.named_parameters()):
-                    torch.testing.assert_close(dict(moe.named_parameters())[name].grad, dict(ref.named_parameters())[name].grad,
-                                               atol=1e-12, rtol=0, msg=lambda m: f"{where} {name}.grad: {m}")  # fmt: skip
+                    grad, ref_grad = dict(moe.named_parameters())[name].grad, dict(ref.named_parameters())[name].grad
+                    torch.testing.assert_close(
+                        grad, ref_grad, atol=1e-12, rtol=0, msg=lambda m: f"{where} {name}.grad: {m}"
+                    )
             place = moe.experts.placement
             ids, owned = place.local_ids(rank), place.num_owned(rank)
             grad = moe.experts.shard.grad
-            torch.testing.assert_close(grad[:owned], ref_rows[ids[:owned]], atol=1e-12, rtol=0, msg=lambda m: f"{where} expert grads: {m}")
+            torch.testing.assert_close(
+                grad[:owned], ref_rows[ids[:owned]], atol=1e-12, rtol=0, msg=lambda m: f"{where} expert grads: {m}"
+            )
             assert torch.count_nonzero(grad[owned:]) == 0, where  # replica slots: the owner gets the gradient
             if moe.router.expert_bias is not None:  # the selection-bias update sees global counts on every rank
                 assert moe.pending_counts.tolist() == auxr.counts.tolist(), where
                 moe.update_expert_bias()
                 want_bias = ref.router.expert_bias + ref.router.bias_update_rate * torch.sign(
                     auxr.counts.double().mean() - auxr.counts.double()).float()  # fmt: skip
-                torch.testing.assert_close(moe.router.expert_bias, want_bias, atol=0, rtol=0, msg=lambda m: f"{where} bias: {m}")
+                torch.testing.assert_close(
+                    moe.router.expert_bias, want_bias, atol=0, rtol=0, msg=lambda m: f"{where} bias: {m}"
+                )
 
 
 def _step(moe, opt, x, g, world):
@@ -186,7 +196,14 @@ def _checkpoint_save(rank, world, path):
     and the outputs after a third step (what a resumed run must reproduce)."""
     torch.manual_seed(5)
     reps = {1: list(range(world))}
-    moe = MoE(D, H, E, top_k=2, shared_experts=1, sharding=FSSDP(placement=RowPlacement.contiguous(E, world).with_replicas(reps))).double()
+    moe = MoE(
+        D,
+        H,
+        E,
+        top_k=2,
+        shared_experts=1,
+        sharding=FSSDP(placement=RowPlacement.contiguous(E, world).with_replicas(reps)),
+    ).double()
     opt = torch.optim.Adam(moe.parameters(), lr=0.05)
     x, g = _inputs(world, None)
     lo, hi = rank * TOKENS_PER_RANK, (rank + 1) * TOKENS_PER_RANK
@@ -262,7 +279,9 @@ def _ddp_matches_sync_dense_grads(rank, world):
         grads.append({n: p.grad.clone() for n, p in moe.named_parameters()})
     assert sorted(grads[0]) == ["experts.shard", "router.weight", "shared.w_in", "shared.w_out"]
     for n in grads[0]:
-        torch.testing.assert_close(grads[1][n], grads[0][n], atol=1e-14, rtol=0, msg=lambda m, n=n: f"rank {rank} {n}: {m}")
+        torch.testing.assert_close(
+            grads[1][n], grads[0][n], atol=1e-14, rtol=0, msg=lambda m, n=n: f"rank {rank} {n}: {m}"
+        )
 
 
 def _world2_all(rank, world):
@@ -282,7 +301,9 @@ def test_world_4_equivalence_training_and_checkpoint_resumed_at_world_2_and_one_
     example = _load_example()
     single, _ = example.train("none", steps=10, dtype=torch.float64)
     for name, losses in torch.load(losses_path).items():
-        torch.testing.assert_close(torch.tensor(losses), torch.tensor(single), rtol=1e-6, atol=0, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(
+            torch.tensor(losses), torch.tensor(single), rtol=1e-6, atol=0, msg=lambda m: f"{name}: {m}"
+        )
     # the world-4 checkpoint at world size 2 (FSSDP, re-materialized, expert parallel) and in one process
     spawn(_checkpoint_load, 2, str(ckpt))
     _resume_and_check(0, 1, torch.load(ckpt), lambda: None)

@@ -25,14 +25,15 @@ def mixtral(**kw):
 
 
 def qwen2_moe(**kw):
-    cfg = transformers.Qwen2MoeConfig(**BASE, intermediate_size=40, moe_intermediate_size=24, shared_expert_intermediate_size=40,
-                                      num_experts=6, num_experts_per_tok=2, norm_topk_prob=False, **kw)  # fmt: skip
+    cfg = transformers.Qwen2MoeConfig(**BASE, intermediate_size=40, moe_intermediate_size=24,
+                                      shared_expert_intermediate_size=40, num_experts=6, num_experts_per_tok=2,
+                                      norm_topk_prob=False, **kw)  # fmt: skip
     return transformers.Qwen2MoeForCausalLM, cfg
 
 
 def qwen3_moe(**kw):
-    cfg = transformers.Qwen3MoeConfig(**BASE, intermediate_size=40, moe_intermediate_size=24, num_experts=6, num_experts_per_tok=3,
-                                      head_dim=8, norm_topk_prob=True, **kw)  # fmt: skip
+    cfg = transformers.Qwen3MoeConfig(**BASE, intermediate_size=40, moe_intermediate_size=24, num_experts=6,
+                                      num_experts_per_tok=3, head_dim=8, norm_topk_prob=True, **kw)  # fmt: skip
     return transformers.Qwen3MoeForCausalLM, cfg
 
 
@@ -43,15 +44,22 @@ def olmoe(**kw):
 
 
 def deepseek_v3(**kw):
-    cfg = transformers.DeepseekV3Config(**{**BASE, "num_key_value_heads": 4, "num_hidden_layers": 3}, intermediate_size=40, moe_intermediate_size=16,
-                                        n_routed_experts=8, num_experts_per_tok=3, n_shared_experts=2, n_group=4, topk_group=2,
+    cfg = transformers.DeepseekV3Config(**{**BASE, "num_key_value_heads": 4, "num_hidden_layers": 3},
+                                        intermediate_size=40, moe_intermediate_size=16, n_routed_experts=8,
+                                        num_experts_per_tok=3, n_shared_experts=2, n_group=4, topk_group=2,
                                         first_k_dense_replace=1, q_lora_rank=None, kv_lora_rank=16,
                                         qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8, routed_scaling_factor=2.5,
                                         norm_topk_prob=True, **kw)  # fmt: skip
     return transformers.DeepseekV3ForCausalLM, cfg
 
 
-FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "olmoe": olmoe, "deepseek_v3": deepseek_v3}
+FAMILIES = {
+    "mixtral": mixtral,
+    "qwen2_moe": qwen2_moe,
+    "qwen3_moe": qwen3_moe,
+    "olmoe": olmoe,
+    "deepseek_v3": deepseek_v3,
+}
 HAS_HF_AUX = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"}  # DeepSeek-V3's HF model computes no aux loss
 
 
@@ -81,7 +89,8 @@ def tokens(seed: int, batch: int = 3, seq: int = 12) -> torch.Tensor:
 
 
 def ours_in_hf_names(model, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Tensors named like ``model``'s parameters, renamed and re-laid-out as HF's (written here, independently of hf.py)."""
+    """Tensors named like ``model``'s parameters, renamed and re-laid-out as HF's (written here, independently of
+    hf.py)."""
     out = {}
     for name, t in tensors.items():
         if ".moe." not in name:
@@ -161,7 +170,9 @@ def test_hf_initialization_near_ties_route_identically(family):
     assert all(torch.equal(x, y) for x, y in zip(hf_choice, our_choice))
 
 
-@pytest.mark.parametrize("family", [f if f == "mixtral" else pytest.param(f, marks=pytest.mark.slow) for f in sorted(FAMILIES)])
+@pytest.mark.parametrize(
+    "family", [f if f == "mixtral" else pytest.param(f, marks=pytest.mark.slow) for f in sorted(FAMILIES)]
+)
 def test_twenty_adamw_steps_give_hf_losses(family):
     hf, ours = pair(family, seed=1)
     hf.train()
@@ -368,9 +379,10 @@ def test_replace_leaves_the_global_rng_alone():
 
 
 def test_unsupported_family_and_misuse_raise_clear_errors():
-    cfg = transformers.DeepseekV2Config(**{**BASE, "num_key_value_heads": 4}, intermediate_size=40, moe_intermediate_size=16,
-                                        n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=0,
-                                        q_lora_rank=None, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8)  # fmt: skip
+    cfg = transformers.DeepseekV2Config(**{**BASE, "num_key_value_heads": 4}, intermediate_size=40,
+                                        moe_intermediate_size=16, n_routed_experts=4, num_experts_per_tok=2,
+                                        n_shared_experts=1, first_k_dense_replace=0, q_lora_rank=None, kv_lora_rank=16,
+                                        qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8)  # fmt: skip
     v2 = transformers.DeepseekV2ForCausalLM(cfg)
     with pytest.raises(MoEConfigError, match="DeepseekV2Moe.*unsupported family"):
         replace_moe_blocks(v2)

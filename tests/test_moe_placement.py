@@ -4,7 +4,9 @@ import pytest
 import torch
 
 from sparsetrain.collective import RowPlacement
-from sparsetrain.moe import FSSDP, ExpertParallel, MoE, MoEConfigError, MoEStateError, shard_experts, sharded_parameter_names
+from sparsetrain.moe import (
+    FSSDP, ExpertParallel, MoE, MoEConfigError, MoEStateError, shard_experts, sharded_parameter_names,
+)
 from sparsetrain.moe.placement import LoadWindow, balanced_owners, hot_replicas, plan_placement
 
 
@@ -60,7 +62,9 @@ def test_plan_placement_is_a_valid_row_placement():
     assert p.has_replicas and set(p.replicas) == {1}
     ids = torch.arange(8)
     for r in range(2):
-        assert torch.equal(torch.sort(torch.cat([p.owned_ids(r), p.replica_ids(r)])).values, torch.sort(p.local_ids(r)).values)
+        assert torch.equal(
+            torch.sort(torch.cat([p.owned_ids(r), p.replica_ids(r)])).values, torch.sort(p.local_ids(r)).values
+        )
     # the two heaviest experts land on different ranks
     assert int(p.owner(ids)[1]) != int(p.owner(ids)[6])
 

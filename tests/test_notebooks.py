@@ -1,4 +1,5 @@
-"""The example notebooks run top to bottom (a failing cell fails the test), save their figures, and are committed without outputs."""
+"""The example notebooks run top to bottom (a failing cell fails the test), save their figures, and are committed
+without outputs."""
 
 from __future__ import annotations
 
@@ -75,7 +76,9 @@ def test_notebook_runs_and_saves_its_figures(name, size, tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     kernel = this_interpreter_kernel(tmp_path / "jupyter", monkeypatch)
     before = sorted(NOTEBOOKS.rglob("*"))
-    client = nbclient.NotebookClient(nb, timeout=600, kernel_name=kernel, resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=600, kernel_name=kernel, resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
     client.execute()  # raises CellExecutionError on the first failing cell
 
     for figure in EXPECTED_FIGURES[name]:
@@ -86,11 +89,17 @@ def test_notebook_runs_and_saves_its_figures(name, size, tmp_path, monkeypatch):
         assert 200 <= height <= 2000 and 300 <= width <= 3000, (figure, image.shape)
         rgb = image[..., :3]
         # a plot, not a blank canvas: many distinct colours and dark pixels (axes, labels, text)
-        assert (rgb.reshape(-1, 3)[:, :3].min(axis=1) < 0.3).mean() > 0.005, f"{figure} has almost no dark pixels (no axes or text?)"
-        assert len({tuple(p) for p in (rgb.reshape(-1, 3)[::7] * 255).astype(int).tolist()}) > 20, f"{figure} looks blank"
+        assert (rgb.reshape(-1, 3)[:, :3].min(axis=1) < 0.3).mean() > 0.005, (
+            f"{figure} has almost no dark pixels (no axes or text?)"
+        )
+        assert len({tuple(p) for p in (rgb.reshape(-1, 3)[::7] * 255).astype(int).tolist()}) > 20, (
+            f"{figure} looks blank"
+        )
     printed = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs)
     assert "saved" in printed
-    assert sorted(NOTEBOOKS.rglob("*")) == before, "the notebook wrote files next to itself; write under SPARSETRAIN_NOTEBOOK_OUT or a temp dir"
+    assert sorted(NOTEBOOKS.rglob("*")) == before, (
+        "the notebook wrote files next to itself; write under SPARSETRAIN_NOTEBOOK_OUT or a temp dir"
+    )
 
 
 def test_notebook_falls_back_to_a_synthetic_graph_without_planetoid(tmp_path, monkeypatch):
@@ -108,7 +117,9 @@ def test_notebook_falls_back_to_a_synthetic_graph_without_planetoid(tmp_path, mo
     (tmp_path / "kernel-tmp").mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp_path / "kernel-tmp"))
     kernel = this_interpreter_kernel(tmp_path / "jupyter", monkeypatch)
-    nbclient.NotebookClient(nb, timeout=600, kernel_name=kernel, resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    nbclient.NotebookClient(
+        nb, timeout=600, kernel_name=kernel, resources={"metadata": {"path": str(NOTEBOOKS)}}
+    ).execute()
     printed = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs)
     assert "Planetoid Cora raw files not found" in printed and "synthetic graph" in printed
     assert (figures / "gt_reordering.png").stat().st_size > 5_000

@@ -118,19 +118,36 @@ def _bad_split(folder):
 
 BAD = {
     "truncated data.npz": (lambda f: _truncate(f / "raw" / "data.npz"), ["data.npz", "truncated or damaged"]),
-    "edge_index of shape [3, E]": (lambda f: _rewrite_npz(f / "raw" / "data.npz", edge_index=np.zeros((3, 10), np.int64)),
-                                   ["data.npz[edge_index]", "[3, 10]", "[2, num_edges]"]),
-    "node id out of range": (lambda f: _rewrite_npz(f / "raw" / "data.npz", edge_index=np.array([[0, 1, N + 7], [1, 2, 3]])),
-                             ["data.npz[edge_index]", "edge 2", f"node id {N + 7}", f"[0, {N})"]),
-    "NaN feature": (lambda f: _rewrite_npz(f / "raw" / "data.npz", node_feat=np.where(np.arange(N * DIM).reshape(N, DIM) == 37, np.nan, 1.0).astype(np.float32)),
-                    ["data.npz[node_feat]", "row 2", "column 5", "nan"]),
-    "features of the wrong row count": (lambda f: _rewrite_npz(f / "raw" / "data.npz", node_feat=np.ones((N - 1, DIM), np.float32)),
-                                        ["data.npz[node_feat]", f"{N - 1} rows", f"{N} nodes"]),
-    "no node_feat": (lambda f: _rewrite_npz(f / "raw" / "data.npz", node_feat=None), ["data.npz", "no node_feat", "features are missing"]),
+    "edge_index of shape [3, E]": (
+        lambda f: _rewrite_npz(f / "raw" / "data.npz", edge_index=np.zeros((3, 10), np.int64)),
+        ["data.npz[edge_index]", "[3, 10]", "[2, num_edges]"],
+    ),
+    "node id out of range": (
+        lambda f: _rewrite_npz(f / "raw" / "data.npz", edge_index=np.array([[0, 1, N + 7], [1, 2, 3]])),
+        ["data.npz[edge_index]", "edge 2", f"node id {N + 7}", f"[0, {N})"],
+    ),
+    "NaN feature": (
+        lambda f: _rewrite_npz(
+            f / "raw" / "data.npz",
+            node_feat=np.where(np.arange(N * DIM).reshape(N, DIM) == 37, np.nan, 1.0).astype(np.float32),
+        ),
+        ["data.npz[node_feat]", "row 2", "column 5", "nan"],
+    ),
+    "features of the wrong row count": (
+        lambda f: _rewrite_npz(f / "raw" / "data.npz", node_feat=np.ones((N - 1, DIM), np.float32)),
+        ["data.npz[node_feat]", f"{N - 1} rows", f"{N} nodes"],
+    ),
+    "no node_feat": (
+        lambda f: _rewrite_npz(f / "raw" / "data.npz", node_feat=None),
+        ["data.npz", "no node_feat", "features are missing"],
+    ),
     "no node-label.npz": (lambda f: (f / "raw" / "node-label.npz").unlink(), ["node-label.npz", "missing", "labels"]),
     "split without valid": (_bad_split, ["split_dict.pt", "'valid'"]),
     "no split folder": (lambda f: shutil.rmtree(f / "split"), ["split", "no split folder", "--split random"]),
-    "truncated split_dict.pt": (lambda f: _truncate(f / "split" / "time" / "split_dict.pt"), ["split_dict.pt", "cannot be read"]),
+    "truncated split_dict.pt": (
+        lambda f: _truncate(f / "split" / "time" / "split_dict.pt"),
+        ["split_dict.pt", "cannot be read"],
+    ),
 }
 
 

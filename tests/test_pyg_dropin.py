@@ -31,7 +31,9 @@ def fake_directed() -> Data:
     from torch_geometric.datasets import FakeDataset
 
     torch.manual_seed(0)
-    data = FakeDataset(num_graphs=1, avg_num_nodes=400, avg_degree=6, num_channels=8, edge_dim=4, num_classes=5, is_undirected=False)[0]
+    data = FakeDataset(
+        num_graphs=1, avg_num_nodes=400, avg_degree=6, num_channels=8, edge_dim=4, num_classes=5, is_undirected=False
+    )[0]
     assert not data.is_undirected() and data.edge_attr is not None
     return data
 
@@ -92,7 +94,9 @@ def test_full_neighborhood_batches_equal_pyg(graph, input_nodes):
     seeds = None
     if input_nodes == "mask":
         seeds = torch.zeros(graph.num_nodes, dtype=torch.bool)
-        seeds[torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(3))[: graph.num_nodes // 3]] = True
+        seeds[torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(3))[: graph.num_nodes // 3]] = (
+            True
+        )
     batch_size = 16 if graph.num_nodes <= 500 else 128  # Cora: 22 batches of whole 2-hop neighborhoods, not 170
     ours, ref = loaders(graph, num_neighbors=[-1, -1], input_nodes=seeds, batch_size=batch_size, shuffle=False)
     count = 0
@@ -137,7 +141,10 @@ def test_finite_fanouts_are_valid_pyg_batches(cora_pyg):
 def test_same_seed_same_batches_and_torch_seed_fixes_the_default(cora_pyg):
     def epoch(**kw):
         torch.manual_seed(5)
-        return [(b.n_id, b.e_id) for b in stp.NeighborLoader(cora_pyg, num_neighbors=[4, 4], batch_size=128, shuffle=True, **kw)]
+        return [
+            (b.n_id, b.e_id)
+            for b in stp.NeighborLoader(cora_pyg, num_neighbors=[4, 4], batch_size=128, shuffle=True, **kw)
+        ]
 
     for a, b in zip(epoch(seed=11), epoch(seed=11), strict=True):
         assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
@@ -175,7 +182,9 @@ def test_pyg_own_loader_over_the_adapters_equals_over_data(cora_pyg, cora_datase
 
 @needs_pyg_sampler
 def test_our_loader_over_a_dataset_folder_equals_pyg_over_data(cora_pyg, cora_dataset):
-    ours = stp.NeighborLoader(str(cora_dataset.path), num_neighbors=[-1, -1], input_nodes="train", batch_size=32, seed=0)
+    ours = stp.NeighborLoader(
+        str(cora_dataset.path), num_neighbors=[-1, -1], input_nodes="train", batch_size=32, seed=0
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ref = PygNeighborLoader(cora_pyg, num_neighbors=[-1, -1], input_nodes=cora_pyg.train_mask, batch_size=32)

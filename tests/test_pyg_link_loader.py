@@ -1,4 +1,5 @@
-"""sparsetrain.pyg.LinkNeighborLoader against torch_geometric's: same batch fields, same subgraphs with all neighbors."""
+"""sparsetrain.pyg.LinkNeighborLoader against torch_geometric's: same batch fields, same subgraphs with all
+neighbors."""
 
 import pytest
 import torch
@@ -33,7 +34,9 @@ def test_all_neighbors_give_pyg_s_subgraphs():
         assert _edges(a) == _edges(b)
         assert torch.equal(a.n_id[a.edge_label_index], b.n_id[b.edge_label_index])
         # num_sampled_nodes/edges: given as pyg-lib gives them (PyG on torch-sparse leaves them out)
-        assert set(a.keys()) - {"num_sampled_nodes", "num_sampled_edges"} == set(b.keys()) and torch.equal(a.input_id, b.input_id)
+        assert set(a.keys()) - {"num_sampled_nodes", "num_sampled_edges"} == set(b.keys()) and torch.equal(
+            a.input_id, b.input_id
+        )
         assert torch.equal(a.x, data.x[a.n_id])
         assert torch.equal(data.edge_index[:, a.e_id], a.n_id[a.edge_index])  # e_id: the caller's edge ids
 
@@ -44,7 +47,13 @@ def test_binary_and_triplet_fields_match_pyg_s():
     label_index = data.edge_index[:, :32]
     for neg in (dict(neg_sampling="binary"), dict(neg_sampling=dict(mode="triplet", amount=3))):
         ours = next(iter(LinkNeighborLoader(data, [5, 5], edge_label_index=label_index, batch_size=16, seed=1, **neg)))
-        theirs = next(iter(torch_geometric.loader.LinkNeighborLoader(data, [5, 5], edge_label_index=label_index, batch_size=16, **neg)))
+        theirs = next(
+            iter(
+                torch_geometric.loader.LinkNeighborLoader(
+                    data, [5, 5], edge_label_index=label_index, batch_size=16, **neg
+                )
+            )
+        )
         assert set(ours.keys()) - {"num_sampled_nodes", "num_sampled_edges"} == set(theirs.keys())
         for key in theirs.keys():
             if isinstance(theirs[key], torch.Tensor) and key not in ("x", "edge_index", "n_id", "e_id"):

@@ -22,7 +22,9 @@ def random_graph(num_nodes: int = 300, num_edges: int = 3000, seed: int = 0, wei
 def star(degree: int, weights: list[float] | None = None) -> CSCGraph:
     """Node 0 with in-neighbors 1..degree."""
     ei = torch.stack([torch.arange(1, degree + 1), torch.zeros(degree, dtype=torch.int64)])
-    return CSCGraph.from_edge_index(ei, degree + 1, None if weights is None else torch.tensor(weights, dtype=torch.float32))
+    return CSCGraph.from_edge_index(
+        ei, degree + 1, None if weights is None else torch.tensor(weights, dtype=torch.float32)
+    )
 
 
 def edge_set(graph: CSCGraph) -> set[tuple[int, int]]:
@@ -185,7 +187,9 @@ def test_weighted_without_replacement_inclusion_probabilities():
     trials = 4000
     counts = draw_counts(star(4, list(w)), 2, trials, weighted=True)
     total = w.sum()
-    p = np.array([w[i] / total + sum(w[j] / total * w[i] / (total - w[j]) for j in range(4) if j != i) for i in range(4)])
+    p = np.array(
+        [w[i] / total + sum(w[j] / total * w[i] / (total - w[j]) for j in range(4) if j != i) for i in range(4)]
+    )
     assert counts.sum() == 2 * trials
     assert np.all(np.abs(counts - trials * p) < 5 * np.sqrt(trials * p * (1 - p)))
 
@@ -199,7 +203,8 @@ def test_weighted_with_replacement_frequencies_follow_weights():
 # ---------- determinism ----------
 def same(a: MiniBatch, b: MiniBatch) -> bool:
     return torch.equal(a.input_nodes, b.input_nodes) and all(
-        torch.equal(x.edge_index, y.edge_index) and (x.num_src, x.num_dst) == (y.num_src, y.num_dst) for x, y in zip(a.blocks, b.blocks)
+        torch.equal(x.edge_index, y.edge_index) and (x.num_src, x.num_dst) == (y.num_src, y.num_dst)
+        for x, y in zip(a.blocks, b.blocks)
     )
 
 
@@ -232,7 +237,8 @@ def test_batch_counter_and_explicit_batch_key():
     b = NeighborSampler(graph, [3, 3], seed=9)
     assert same(b.sample(SamplerInput(seeds, key=1)), second)
     assert same(b.sample(SamplerInput(seeds, key=0)), first)
-    assert same(b.sample(SamplerInput(seeds)), first)  # no key: the sampler's own counter, which explicit keys leave alone
+    # no key: the sampler's own counter, which explicit keys leave alone
+    assert same(b.sample(SamplerInput(seeds)), first)
     for bad in (-1, 1.5, True):
         with pytest.raises(SamplingError, match="key="):
             SamplerInput(seeds, key=bad)

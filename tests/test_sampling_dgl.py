@@ -1,4 +1,5 @@
-"""DGL views of our blocks, against DGL itself (run with .ci/venv-dgl/bin/python -m pytest -m dgl; .ci/run builds that environment)."""
+"""DGL views of our blocks, against DGL itself (run with .ci/venv-dgl/bin/python -m pytest -m dgl; .ci/run builds that
+environment)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,11 @@ def test_to_dgl_blocks_mirror_our_blocks(cora):
     blocks = mb.to_dgl()
     assert len(blocks) == len(mb.blocks)
     for ours, theirs in zip(mb.blocks, blocks):
-        assert (theirs.num_src_nodes(), theirs.num_dst_nodes(), theirs.num_edges()) == (ours.num_src, ours.num_dst, ours.num_edges)
+        assert (theirs.num_src_nodes(), theirs.num_dst_nodes(), theirs.num_edges()) == (
+            ours.num_src,
+            ours.num_dst,
+            ours.num_edges,
+        )
         src, dst = theirs.edges()
         assert torch.equal(torch.stack([src, dst]), ours.edge_index)
         assert torch.equal(theirs.srcdata[dgl.NID], mb.input_nodes[: ours.num_src])
@@ -39,7 +44,9 @@ def test_full_fanout_input_nodes_match_dgl_sampler(cora):
     mb = NeighborSampler(graph, [-1, -1, -1], seed=0).sample(seeds)
     input_nodes, output_nodes, blocks = dgl.dataloading.NeighborSampler([-1, -1, -1]).sample_blocks(g, seeds)
     assert set(mb.input_nodes.tolist()) == set(input_nodes.tolist())
-    assert [(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in blocks] == [(b.num_src, b.num_dst, b.num_edges) for b in mb.blocks]
+    assert [(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in blocks] == [
+        (b.num_src, b.num_dst, b.num_edges) for b in mb.blocks
+    ]
 
 
 def test_dgl_sageconv_on_blocks_equals_full_graph(cora):

@@ -30,7 +30,13 @@ def test_default_batches_are_byte_identical_to_before_edge_ids():
     w = torch.from_numpy(rng.random(e).astype(np.float32))
     g = CSCGraph.from_edge_index(ei, n, w)
     digest = hashlib.sha256()
-    for fanouts, kw in [([5, 3, 2], {}), ([-1, -1], {}), ([15, 10, 5], {"replace": True}), ([4, 4], {"weighted": True}), ([40, 2], {})]:
+    for fanouts, kw in [
+        ([5, 3, 2], {}),
+        ([-1, -1], {}),
+        ([15, 10, 5], {"replace": True}),
+        ([4, 4], {"weighted": True}),
+        ([40, 2], {}),
+    ]:
         sampler = NeighborSampler(g, fanouts, seed=3, **kw)
         for key in range(4):
             seeds = torch.from_numpy(np.random.default_rng(key).permutation(n)[:64])
@@ -135,4 +141,6 @@ def test_a_pickled_sampler_draws_the_same_batches():
     for key in range(3):
         a = sampler.sample(SamplerInput(torch.tensor([5, 9, 12]), key=key))
         b = copy.sample(SamplerInput(torch.tensor([5, 9, 12]), key=key))
-        assert torch.equal(a.input_nodes, b.input_nodes) and all(torch.equal(x.edge_ids, y.edge_ids) for x, y in zip(a.blocks, b.blocks))
+        assert torch.equal(a.input_nodes, b.input_nodes) and all(
+            torch.equal(x.edge_ids, y.edge_ids) for x, y in zip(a.blocks, b.blocks)
+        )

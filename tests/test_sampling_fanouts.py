@@ -1,4 +1,5 @@
-"""`Fanouts`, the one value for the per-hop neighbour counts: checked once, the same from the CLI, the library and PyG."""
+"""`Fanouts`, the one value for the per-hop neighbour counts: checked once, the same from the CLI, the library and
+PyG."""
 
 from __future__ import annotations
 

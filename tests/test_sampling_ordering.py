@@ -5,12 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sparsetrain.sampling import CSCGraph, MatchReorder, NeighborSampler, SamplerInput, SamplingError, SeedBatches, match_reorder, reuse_stats
+from sparsetrain.sampling import (
+    CSCGraph, MatchReorder, NeighborSampler, SamplerInput, SamplingError, SeedBatches, match_reorder, reuse_stats,
+)
 
 
 def random_sets(count: int, num_nodes: int, size: int, seed: int = 0) -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
-    return [torch.randperm(num_nodes, generator=g)[: int(torch.randint(1, size, (), generator=g))] for _ in range(count)]
+    return [
+        torch.randperm(num_nodes, generator=g)[: int(torch.randint(1, size, (), generator=g))] for _ in range(count)
+    ]
 
 
 def greedy_reference(sets: list[set[int]], window: int) -> list[int]:
@@ -64,7 +68,9 @@ def test_seed_batches_reordered_on_cora_share_more_rows(cora_data):
     assert len(after) == len(plain) == 43
     assert sorted(torch.cat(after).tolist()) == list(range(graph.num_nodes))  # every seed once
     assert sorted(b[0].item() for b in before) == sorted(b[0].item() for b in after)  # the same batches, reordered
-    assert reorder.before == reuse_stats([sampler.sample(SamplerInput(b, key=(1 << 48) + i)).input_nodes for i, b in enumerate(before)], graph.num_nodes)
+    assert reorder.before == reuse_stats(
+        [sampler.sample(SamplerInput(b, key=(1 << 48) + i)).input_nodes for i, b in enumerate(before)], graph.num_nodes
+    )
     assert reorder.after.rows_needed == reorder.before.rows_needed
     assert reorder.after.fraction_reused > reorder.before.fraction_reused
 

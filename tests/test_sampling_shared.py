@@ -1,4 +1,5 @@
-"""The sampler's one source: the per-node draws and the RNG compiled for another target give the CPU kernels' numbers."""
+"""The sampler's one source: the per-node draws and the RNG compiled for another target give the CPU kernels'
+numbers."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import pytest
 from sparsetrain.sampling import draw, rng
 from sparsetrain.sampling.retarget import retarget
 
-SHARED = [rng.mix64, rng.uniform, rng.below, rng.node_stream, draw.edge_count, draw.count_node, draw.es_key, draw.draw_positions]
+SHARED = [
+    rng.mix64, rng.uniform, rng.below, rng.node_stream, draw.edge_count, draw.count_node, draw.es_key,
+    draw.draw_positions,
+]
 MASK = (1 << 64) - 1
 
 
@@ -52,7 +56,8 @@ def test_retargeted_calls_resolve_to_the_retargeted_functions():
 
 @pytest.mark.parametrize(
     "fanout, replace, weighted",
-    [(3, False, False), (40, False, False), (-1, False, False), (5, True, False), (4, False, True), (4, True, True), (100, False, True)],
+    [(3, False, False), (40, False, False), (-1, False, False), (5, True, False), (4, False, True), (4, True, True),
+     (100, False, True)],
 )
 def test_draws_on_another_target_equal_the_cpu_draws(fanout, replace, weighted):
     fns, _ = traced_python_target()
@@ -67,10 +72,38 @@ def test_draws_on_another_target_equal_the_cpu_draws(fanout, replace, weighted):
             k_py = fns["edge_count"](weights, lo, d, fanout, replace, weighted)
             assert k_cpu == k_py
             ranges = np.zeros((2, 1), np.int64)
-            assert fns["count_node"](np.array([lo, lo + d]), weights, np.array([0]), 0, fanout, replace, weighted, len(weights), ranges[0], ranges[1]) == k_cpu
+            assert (
+                fns["count_node"](
+                    np.array([lo, lo + d]),
+                    weights,
+                    np.array([0]),
+                    0,
+                    fanout,
+                    replace,
+                    weighted,
+                    len(weights),
+                    ranges[0],
+                    ranges[1],
+                )
+                == k_cpu
+            )
             assert ranges[:, 0].tolist() == [lo, d]
             for damaged in ([lo + d + 1, lo], [-1, d], [lo, len(weights) + 1]):  # decreasing, negative, past the edges
-                assert fns["count_node"](np.array(damaged), weights, np.array([0]), 0, fanout, replace, weighted, len(weights), ranges[0], ranges[1]) == -1
+                assert (
+                    fns["count_node"](
+                        np.array(damaged),
+                        weights,
+                        np.array([0]),
+                        0,
+                        fanout,
+                        replace,
+                        weighted,
+                        len(weights),
+                        ranges[0],
+                        ranges[1],
+                    )
+                    == -1
+                )
                 assert ranges[:, 0].tolist() == [0, 0]
             stream = np.uint64(rng.node_stream(key, node))
             cpu = np.full(k_cpu + 2, -7, np.int64)

@@ -1,4 +1,5 @@
-"""Typed batches stay byte-identical across refactors: a sha256 of sampled batches on an ogbn-mag-shaped random graph."""
+"""Typed batches stay byte-identical across refactors: a sha256 of sampled batches on an ogbn-mag-shaped random
+graph."""
 
 from __future__ import annotations
 
@@ -42,7 +43,9 @@ def typed_digest(graph, sampler_for) -> str:
             for t in sorted(mb.input_nodes):
                 digest.update(t.encode() + mb.input_nodes[t].numpy().tobytes())
             for block in mb.blocks:
-                digest.update(repr(sorted(block.num_src.items())).encode() + repr(sorted(block.num_dst.items())).encode())
+                digest.update(
+                    repr(sorted(block.num_src.items())).encode() + repr(sorted(block.num_dst.items())).encode()
+                )
                 for et in sorted(block.edge_index):
                     ids = block.edge_ids[et]  # the edge's column in the edge_index it was built from
                     digest.update(repr(et).encode() + block.edge_index[et].numpy().tobytes() + ids.numpy().tobytes())
@@ -51,5 +54,8 @@ def typed_digest(graph, sampler_for) -> str:
 
 def test_typed_batches_are_byte_identical_to_before_the_one_graph_model():
     hop_nodes = {"dgl": "all", "pyg": "new"}
-    sampler_for = lambda g, fanouts, hops: NeighborSampler(g, fanouts, seed_type="paper", hop_nodes=hop_nodes[hops], seed=7)  # noqa: E731
+
+    def sampler_for(g, fanouts, hops):
+        return NeighborSampler(g, fanouts, seed_type="paper", hop_nodes=hop_nodes[hops], seed=7)
+
     assert typed_digest(mag_like_graph(), sampler_for) == TYPED_BATCHES_SHA256

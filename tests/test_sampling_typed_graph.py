@@ -1,4 +1,5 @@
-"""One graph class: a typed CSCGraph (flat columns per (edge type, dst node)) against the edge lists it was built from."""
+"""One graph class: a typed CSCGraph (flat columns per (edge type, dst node)) against the edge lists it was built
+from."""
 
 from __future__ import annotations
 
@@ -13,13 +14,19 @@ NUM_NODES = {"paper": 7, "author": 5, "topic": 3}
 
 def edge_lists(seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
-    shapes = {("author", "writes", "paper"): 20, ("paper", "cites", "paper"): 15, ("paper", "has", "topic"): 9, ("topic", "of", "paper"): 0}
+    shapes = {
+        ("author", "writes", "paper"): 20,
+        ("paper", "cites", "paper"): 15,
+        ("paper", "has", "topic"): 9,
+        ("topic", "of", "paper"): 0,
+    }
     return {et: torch.from_numpy(np.stack([rng.integers(0, NUM_NODES[et[0]], e), rng.integers(0, NUM_NODES[et[2]], e)]))
             for et, e in shapes.items()}
 
 
 def csc_of(ei: torch.Tensor, n_dst: int, weights: torch.Tensor) -> CSCGraph:
-    """A bipartite relation's CSC by NumPy: sorted by (dst, src), with a random edge_perm and the weights in CSC order."""
+    """A bipartite relation's CSC by NumPy: sorted by (dst, src), with a random edge_perm and the weights in CSC
+    order."""
     src, dst = ei.numpy()
     order = np.lexsort((src, dst))
     indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n_dst))])
@@ -67,7 +74,9 @@ def test_relations_are_views_and_from_relations_round_trips_weights_and_edge_ids
         if back.num_edges:  # zero-copy slices of the flat arrays
             assert back.indices.untyped_storage().data_ptr() == g.indices.untyped_storage().data_ptr()
     unweighted = dict(rels)
-    unweighted[("paper", "cites", "paper")] = CSCGraph(rels[("paper", "cites", "paper")].indptr, rels[("paper", "cites", "paper")].indices)
+    unweighted[("paper", "cites", "paper")] = CSCGraph(
+        rels[("paper", "cites", "paper")].indptr, rels[("paper", "cites", "paper")].indices
+    )
     with pytest.raises(SamplingError, match="no edge weights but others do"):
         CSCGraph.from_relations(NUM_NODES, unweighted)
     with pytest.raises(SamplingError, match="columns but node type 'topic' has 3"):
@@ -108,7 +117,10 @@ def test_typed_sampling_has_every_option_of_the_homogeneous_one():
     from sparsetrain.sampling import NeighborSampler, SamplerInput
 
     # paper 0 has four 'author' in-edges of weights 1, 2, 0, 5 and two 'paper' in-edges of weights 1, 1
-    edges = {("author", "writes", "paper"): torch.tensor([[0, 1, 2, 3], [0, 0, 0, 0]]), ("paper", "cites", "paper"): torch.tensor([[1, 2], [0, 0]])}
+    edges = {
+        ("author", "writes", "paper"): torch.tensor([[0, 1, 2, 3], [0, 0, 0, 0]]),
+        ("paper", "cites", "paper"): torch.tensor([[1, 2], [0, 0]]),
+    }
     weights = torch.tensor([1.0, 2.0, 0.0, 5.0, 1.0, 1.0])  # CSC order: per edge type, by (dst, src)
     g = CSCGraph.from_edge_index_dict(edges, {"paper": 3, "author": 4})
     g = CSCGraph.typed(g.num_nodes, g.edge_types, g.indptr, g.indices, weights=weights, edge_perm=g.edge_perm)

@@ -68,7 +68,10 @@ def reference_belady(trace, capacity, warmup=0):
 
 def hit_rates(num_rows, trace, hotness):
     capacity = num_rows // 10
-    rates = {name: replay(make_policy(name, num_rows, capacity, hotness), trace) for name in ("static", "lru", "clock", "sieve", "hybrid")}
+    rates = {
+        name: replay(make_policy(name, num_rows, capacity, hotness), trace)
+        for name in ("static", "lru", "clock", "sieve", "hybrid")
+    }
     rates["belady"] = belady_hit_rate(trace, capacity, num_rows)
     return rates
 
@@ -93,7 +96,9 @@ def test_hybrid_beats_static_and_lru_on_zipf():
 
 
 def test_hybrid_beats_static_and_lru_on_neighbor_sampling_trace(tmp_path):
-    ds = st.datasets.synthesize(tmp_path / "g", 20_000, 200_000, feature_dim=4, num_classes=4, seed=0, overwrite=True, quiet=True)
+    ds = st.datasets.synthesize(
+        tmp_path / "g", 20_000, 200_000, feature_dim=4, num_classes=4, seed=0, overwrite=True, quiet=True
+    )
     trace = sampling_trace(ds, batches=600, batch_size=16, fanouts=[10, 5], seed=1)
     presample = sampling_trace(ds, batches=20, batch_size=16, fanouts=[10, 5], seed=2)
     rates = hit_rates(ds.num_nodes, trace, access_counts(presample, ds.num_nodes))
@@ -105,7 +110,9 @@ def test_hybrid_beats_static_and_lru_on_neighbor_sampling_trace(tmp_path):
 def test_hybrid_keeps_up_with_static_when_hotness_is_the_degree(tmp_path):
     """In-degree is a near-exact hotness for neighbor sampling, so the static hot set is close to the best online
     cache here (the trace's own top rows do 0.5 points better); hybrid must not throw that prior away."""
-    ds = st.datasets.synthesize(tmp_path / "g", 20_000, 200_000, feature_dim=4, num_classes=4, seed=0, overwrite=True, quiet=True)
+    ds = st.datasets.synthesize(
+        tmp_path / "g", 20_000, 200_000, feature_dim=4, num_classes=4, seed=0, overwrite=True, quiet=True
+    )
     trace = sampling_trace(ds, batches=600, batch_size=16, fanouts=[10, 5], seed=1)
     rates = hit_rates(ds.num_nodes, trace, ds.graph.in_degrees().numpy())
     assert rates["hybrid"] >= rates["static"] - 0.01, rates
@@ -117,7 +124,9 @@ def test_belady_matches_textbook_reference():
     for capacity in (1, 3, 7):
         trace = [rng.zipf(1.3, size=6) % 40 for _ in range(40)]
         assert belady_hit_rate(trace, capacity, 40) == pytest.approx(reference_belady(trace, capacity))
-        assert belady_hit_rate(trace, capacity, 40, warmup=25) == pytest.approx(reference_belady(trace, capacity, warmup=25))
+        assert belady_hit_rate(trace, capacity, 40, warmup=25) == pytest.approx(
+            reference_belady(trace, capacity, warmup=25)
+        )
 
 
 def test_replay_warmup_counts_only_the_batches_after_it():
@@ -139,7 +148,10 @@ def test_belady_bounds_every_policy_on_random_traces():
     for seed in range(5):
         trace = [rng.zipf(1.2, size=50) % 500 for _ in range(200)]
         hot = access_counts(trace[:20], 500)
-        rates = {name: replay(make_policy(name, 500, 40, hot), trace) for name in ("static", "lru", "clock", "sieve", "hybrid")}
+        rates = {
+            name: replay(make_policy(name, 500, 40, hot), trace)
+            for name in ("static", "lru", "clock", "sieve", "hybrid")
+        }
         assert max(rates.values()) <= belady_hit_rate(trace, 40, 500) + 1e-12, (seed, rates)
 
 
@@ -300,7 +312,9 @@ def test_prefetch_loads_next_batch_and_gathers_never_see_torn_rows(tmp_path):
     # every row is constant (row i is all i), so a half-written row would show two different values
     table = np.repeat(np.arange(rows, dtype=np.float64)[:, None], 64, axis=1)
     np.save(tmp_path / "f.npy", table)
-    cache = CachedFeatures(MmapFeatures(tmp_path / "f.npy"), capacity_bytes=500 * 512, policy="hybrid", hotness=np.ones(rows))
+    cache = CachedFeatures(
+        MmapFeatures(tmp_path / "f.npy"), capacity_bytes=500 * 512, policy="hybrid", hotness=np.ones(rows)
+    )
     nxt = torch.arange(1000, 1200)
     assert cache.prefetch(nxt).result() == 200
     cache.stats.reset()
@@ -336,7 +350,12 @@ def test_unique_inverse_matches_numpy():
 
     rng = np.random.default_rng(11)
     for mark in (np.full(1000, -1, np.int64), None):  # marks (small tables) and the sort (large ones)
-        for ids in (rng.integers(0, 1000, 5000), rng.integers(0, 1000, 1).astype(np.int32), np.empty(0, np.int64), np.array([999, 0, 999])):
+        for ids in (
+            rng.integers(0, 1000, 5000),
+            rng.integers(0, 1000, 1).astype(np.int32),
+            np.empty(0, np.int64),
+            np.array([999, 0, 999]),
+        ):
             unique, inverse = unique_inverse(ids, mark)
             ref_unique, ref_inverse = np.unique(ids.astype(np.int64), return_inverse=True)
             assert np.array_equal(unique, ref_unique) and np.array_equal(inverse, ref_inverse.reshape(-1))
@@ -372,7 +391,8 @@ def test_prefetch_of_a_batch_larger_than_the_cache_reads_only_what_it_can_keep(t
     assert np.array_equal(cache.gather(batch).numpy(), table[:3000])
 
 
-# ---------------------------------------------------------------- device bookkeeping (the CUDA path, run on CPU tensors)
+# ---------------------------------------------------------------- device bookkeeping (the CUDA path, run on CPU
+# tensors)
 
 
 @pytest.mark.parametrize("policy", ["static", "lru", "clock", "sieve", "hybrid"])
@@ -381,8 +401,12 @@ def test_device_bookkeeping_returns_exact_rows_and_matches_replay_when_synchroni
     trace, _, _ = zipf_trace(num_rows, batches=60, draws=400, seed=8)
     hot = access_counts(trace[:5], num_rows)
     table = np.random.default_rng(1).standard_normal((num_rows, 8)).astype(np.float32)
-    lagging = CachedFeatures(TensorFeatures(table), capacity_bytes=300 * 32, policy=policy, hotness=hot, bookkeeping="device")
-    exact = CachedFeatures(TensorFeatures(table), capacity_bytes=300 * 32, policy=policy, hotness=hot, bookkeeping="device")
+    lagging = CachedFeatures(
+        TensorFeatures(table), capacity_bytes=300 * 32, policy=policy, hotness=hot, bookkeeping="device"
+    )
+    exact = CachedFeatures(
+        TensorFeatures(table), capacity_bytes=300 * 32, policy=policy, hotness=hot, bookkeeping="device"
+    )
     assert lagging.bookkeeping == "device" and lagging._slot_of.dtype == torch.int32
     for batch in trace:
         ids = torch.from_numpy(batch)
@@ -422,4 +446,6 @@ def test_device_bookkeeping_keeps_the_policy_off_the_gathering_thread():
 
 def test_device_bookkeeping_refuses_a_victim_buffer():
     with pytest.raises(CacheBudgetError, match="victim"):
-        CachedFeatures(TensorFeatures(np.zeros((10, 2), np.float32)), 80, policy="lru", victim_bytes=16, bookkeeping="device")
+        CachedFeatures(
+            TensorFeatures(np.zeros((10, 2), np.float32)), 80, policy="lru", victim_bytes=16, bookkeeping="device"
+        )

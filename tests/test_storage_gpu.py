@@ -19,7 +19,9 @@ SIMULATED_KERNEL_CHECK = textwrap.dedent(
     WORD_DTYPES = {16: np.complex128, 8: np.uint64, 4: np.uint32, 2: np.uint16, 1: np.uint8}
     rng = np.random.default_rng(0)
     checked = []
-    for dtype, width in [(np.float32, 4), (np.float32, 6), (np.float32, 3), (np.float16, 3), (np.float16, 8), (np.int8, 5), (np.float64, 2), (np.uint8, 1)]:
+    dtype_widths = [(np.float32, 4), (np.float32, 6), (np.float32, 3), (np.float16, 3), (np.float16, 8), (np.int8, 5),
+                    (np.float64, 2), (np.uint8, 1)]
+    for dtype, width in dtype_widths:
         table = (rng.standard_normal((37, width)) * 20).astype(dtype)
         for ids in (rng.integers(0, 37, 23), np.array([36]), np.array([5, 5, 0, 36, 5]), np.empty(0, np.int64)):
             order = np.argsort(ids, kind="stable")
@@ -38,7 +40,9 @@ SIMULATED_KERNEL_CHECK = textwrap.dedent(
 
 def test_zero_copy_kernel_logic_under_cuda_simulator():
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    result = subprocess.run([sys.executable, "-c", SIMULATED_KERNEL_CHECK], capture_output=True, text=True, env=env, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", SIMULATED_KERNEL_CHECK], capture_output=True, text=True, env=env, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "words [1, 2, 4, 8, 16]" in result.stdout  # every load width was exercised
 
@@ -64,7 +68,12 @@ def test_pinned_zero_copy_gather_on_gpu(dtype, width):
     for copy in (False, True):
         store = PinnedFeatures(table.clone(), device="cuda", copy=copy)
         assert store.pinned
-        for ids in (torch.randint(0, 5000, (3000,), generator=gen), torch.tensor([4999]), torch.tensor([], dtype=torch.long), torch.tensor([7, 7, 0])):
+        for ids in (
+            torch.randint(0, 5000, (3000,), generator=gen),
+            torch.tensor([4999]),
+            torch.tensor([], dtype=torch.long),
+            torch.tensor([7, 7, 0]),
+        ):
             got = store.gather(ids.cuda())
             assert got.device.type == "cuda" and torch.equal(got.cpu(), table[ids])
         store.close()
@@ -90,7 +99,9 @@ def test_gpu_cache_with_device_bookkeeping_over_direct_reads(tmp_path, policy):
 
     table = np.random.default_rng(0).standard_normal((4000, 128)).astype(np.float16)
     np.save(tmp_path / "f.npy", table)
-    cache = CachedFeatures(MmapFeatures(tmp_path / "f.npy", mode="direct"), 400 * 256, policy, device="cuda", hotness=np.arange(4000.0))
+    cache = CachedFeatures(
+        MmapFeatures(tmp_path / "f.npy", mode="direct"), 400 * 256, policy, device="cuda", hotness=np.arange(4000.0)
+    )
     assert cache.bookkeeping == "device" and cache._slot_of.device.type == "cuda"
     gen = torch.Generator().manual_seed(1)
     for step in range(50):
@@ -110,7 +121,14 @@ def test_gpu_cache_over_mmap(tmp_path, policy):
 
     table = np.random.default_rng(0).standard_normal((4000, 100)).astype(np.float16)
     np.save(tmp_path / "f.npy", table)
-    cache = CachedFeatures(MmapFeatures(tmp_path / "f.npy"), 400 * 200, policy, device="cuda", hotness=np.arange(4000.0), victim_bytes=100 * 200)
+    cache = CachedFeatures(
+        MmapFeatures(tmp_path / "f.npy"),
+        400 * 200,
+        policy,
+        device="cuda",
+        hotness=np.arange(4000.0),
+        victim_bytes=100 * 200,
+    )
     gen = torch.Generator().manual_seed(1)
     for step in range(50):
         ids = torch.randint(0, 4000, (700,), generator=gen)

@@ -110,7 +110,13 @@ def test_memory_stays_in_budget_over_10000_random_gathers(tmp_path, kind):
     store = MmapFeatures(tmp_path / "f.npy", mode="pread" if kind == "pread" else "mmap")
     budget = 2 << 20
     if kind != "mmap":
-        store = CachedFeatures(store, capacity_bytes=budget, policy="hybrid", hotness=np.arange(rows, dtype=np.float64), victim_bytes=budget // 4)
+        store = CachedFeatures(
+            store,
+            capacity_bytes=budget,
+            policy="hybrid",
+            hotness=np.arange(rows, dtype=np.float64),
+            victim_bytes=budget // 4,
+        )
         assert store.memory_bytes <= budget + budget // 4
     gen = torch.Generator().manual_seed(0)
     for _ in range(200):  # warm up allocators and JIT
@@ -122,7 +128,9 @@ def test_memory_stays_in_budget_over_10000_random_gathers(tmp_path, kind):
     gc.collect()
     growth, growth_anon = rss_bytes() - before, anon_rss_bytes() - before_anon
     assert growth_anon < 8 << 20, f"anonymous RSS grew by {growth_anon / 2**20:.1f} MiB over 10,000 gathers"
-    assert growth < (8 << 20) + rows * dim * 4, f"RSS grew by {growth / 2**20:.1f} MiB (more than the mapped file) over 10,000 gathers"
+    assert growth < (8 << 20) + rows * dim * 4, (
+        f"RSS grew by {growth / 2**20:.1f} MiB (more than the mapped file) over 10,000 gathers"
+    )
     assert store.stats.gathers == 10_200
 
 
@@ -137,7 +145,9 @@ def test_chunked_registration_fallback():
         registered.append((address, size))
         return True
 
-    pieces = register_chunks(PAGE * 1000 + 100, 100 * PAGE, register, registered.remove, chunk_bytes=64 * PAGE, min_chunk_bytes=PAGE)
+    pieces = register_chunks(
+        PAGE * 1000 + 100, 100 * PAGE, register, registered.remove, chunk_bytes=64 * PAGE, min_chunk_bytes=PAGE
+    )
     assert calls[0] == 100 * PAGE and pieces == registered
     assert sum(size for _, size in pieces) == 100 * PAGE
     assert all((a + s) % PAGE == 0 for a, s in pieces[:-1])  # chunk ends on page boundaries: no page registered twice
@@ -145,7 +155,14 @@ def test_chunked_registration_fallback():
 
     undone = []
     with pytest.raises(PinnedMemoryError, match="ulimit -l"):
-        register_chunks(0, 100 * PAGE, lambda a, s: s <= PAGE and a < 5 * PAGE, undone.append, chunk_bytes=4 * PAGE, min_chunk_bytes=PAGE)
+        register_chunks(
+            0,
+            100 * PAGE,
+            lambda a, s: s <= PAGE and a < 5 * PAGE,
+            undone.append,
+            chunk_bytes=4 * PAGE,
+            min_chunk_bytes=PAGE,
+        )
     assert undone == [0, PAGE, 2 * PAGE, 3 * PAGE, 4 * PAGE]
 
 

@@ -62,9 +62,15 @@ def stores_for(table, tmp_path, dtype_name):
     }
     for policy in POLICIES:
         stores[f"cached_{policy}_over_mmap"] = CachedFeatures(
-            MmapFeatures(path), capacity_bytes=150 * row_bytes, policy=policy, hotness=hotness, victim_bytes=40 * row_bytes
+            MmapFeatures(path),
+            capacity_bytes=150 * row_bytes,
+            policy=policy,
+            hotness=hotness,
+            victim_bytes=40 * row_bytes,
         )
-        stores[f"cached_{policy}_over_tensor"] = CachedFeatures(torch.from_numpy(table.copy()), 150 * row_bytes + 7, policy=policy, hotness=hotness)
+        stores[f"cached_{policy}_over_tensor"] = CachedFeatures(
+            torch.from_numpy(table.copy()), 150 * row_bytes + 7, policy=policy, hotness=hotness
+        )
     return stores
 
 
@@ -164,7 +170,9 @@ def test_dataset_feature_store_checks_meta(tmp_path):
 
     import sparsetrain as st
 
-    ds = st.datasets.synthesize(tmp_path / "g", 300, 1200, feature_dim=6, num_classes=3, seed=0, overwrite=True, quiet=True)
+    ds = st.datasets.synthesize(
+        tmp_path / "g", 300, 1200, feature_dim=6, num_classes=3, seed=0, overwrite=True, quiet=True
+    )
     table = np.load(tmp_path / "g" / "features.npy")
     ids = torch.randint(0, 300, (50,), generator=torch.Generator().manual_seed(1))
     store = ds.feature_store(mode="pread")
@@ -191,7 +199,8 @@ def test_mmap_reads_only_requested_rows(tmp_path):
 
 
 def test_direct_reads_blocks_of_requested_rows_and_bypasses_the_page_cache(tmp_path):
-    """mode="direct": O_DIRECT reads of the blocks holding the rows (512 B to 4 KiB), none of them left in the page cache."""
+    """mode="direct": O_DIRECT reads of the blocks holding the rows (512 B to 4 KiB), none of them left in the page
+    cache."""
     import mmap
     import os
 
@@ -203,7 +212,8 @@ def test_direct_reads_blocks_of_requested_rows_and_bypasses_the_page_cache(tmp_p
     store = MmapFeatures(path, mode="direct", coalesce_bytes=0)
     fd = os.open(path, os.O_RDONLY)
     os.fsync(fd)
-    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # the header read (and its readahead) went through the page cache
+    # the header read (and its readahead) went through the page cache
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     if not store.direct:
         pytest.skip(f"{tmp_path}: the file system does not take O_DIRECT")
     ids = np.array([5, 6, 39_999, 20_000, 5, 17 * 16, 17 * 16 + 15])
@@ -250,9 +260,17 @@ def test_large_gathers_take_the_parallel_paths(tmp_path):
     np.save(tmp_path / "f.npy", table)
     ids = np.random.default_rng(3).integers(0, 30_000, 40_000)
     assert ids.size >= 4 * PARALLEL_MIN_ROWS
-    cached = CachedFeatures(torch.from_numpy(table), capacity_bytes=3000 * 256, policy="hybrid", hotness=np.ones(30_000))
-    stores = [TensorFeatures(torch.from_numpy(table)), PinnedFeatures(table, device="cpu"), MmapFeatures(tmp_path / "f.npy"), MmapFeatures(tmp_path / "f.npy", mode="pread"),
-              MmapFeatures(tmp_path / "f.npy", mode="direct", io_threads=3), cached]
+    cached = CachedFeatures(
+        torch.from_numpy(table), capacity_bytes=3000 * 256, policy="hybrid", hotness=np.ones(30_000)
+    )
+    stores = [
+        TensorFeatures(torch.from_numpy(table)),
+        PinnedFeatures(table, device="cpu"),
+        MmapFeatures(tmp_path / "f.npy"),
+        MmapFeatures(tmp_path / "f.npy", mode="pread"),
+        MmapFeatures(tmp_path / "f.npy", mode="direct", io_threads=3),
+        cached,
+    ]
     for store in stores:
         for _ in range(2):
             assert np.array_equal(store.gather(torch.from_numpy(ids)).numpy(), table[ids]), store

@@ -10,7 +10,9 @@ from tests.conftest import run_module
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
-    return st.datasets.synthesize(tmp_path_factory.mktemp("s") / "g", 5000, 100_000, feature_dim=32, num_classes=10, seed=3, quiet=True)
+    return st.datasets.synthesize(
+        tmp_path_factory.mktemp("s") / "g", 5000, 100_000, feature_dim=32, num_classes=10, seed=3, quiet=True
+    )
 
 
 def test_exact_sizes_undirected_and_clean(synth):
@@ -32,8 +34,12 @@ def test_degrees_are_heavy_tailed(synth):
 
 
 def test_same_seed_same_bytes(synth, tmp_path):
-    again = st.datasets.synthesize(tmp_path / "again", 5000, 100_000, feature_dim=32, num_classes=10, seed=3, quiet=True)
-    other = st.datasets.synthesize(tmp_path / "other", 5000, 100_000, feature_dim=32, num_classes=10, seed=4, quiet=True)
+    again = st.datasets.synthesize(
+        tmp_path / "again", 5000, 100_000, feature_dim=32, num_classes=10, seed=3, quiet=True
+    )
+    other = st.datasets.synthesize(
+        tmp_path / "other", 5000, 100_000, feature_dim=32, num_classes=10, seed=4, quiet=True
+    )
     files = lambda ds: {k: v["sha256"] for k, v in ds.meta["files"].items()}
     assert files(again) == files(synth)
     assert files(other)["indices.npy"] != files(synth)["indices.npy"]
@@ -50,7 +56,9 @@ def test_labels_are_learnable_and_the_graph_helps(synth):
     train, test = synth.split["train"], synth.split["test"]
     g = synth.graph
     col = torch.repeat_interleave(torch.arange(g.num_nodes), g.in_degrees())
-    neigh = torch.zeros_like(x).index_add_(0, col, x[g.indices.long()]) / g.in_degrees().clamp(min=1).unsqueeze(1).double()
+    neigh = (
+        torch.zeros_like(x).index_add_(0, col, x[g.indices.long()]) / g.in_degrees().clamp(min=1).unsqueeze(1).double()
+    )
     chance = 1 / synth.num_classes
     alone = _nearest_centroid_accuracy(x, y, train, test, synth.num_classes)
     with_graph = _nearest_centroid_accuracy(torch.cat([x, neigh], 1), y, train, test, synth.num_classes)
@@ -74,7 +82,10 @@ def test_every_verb_has_help(cli, verb):
 
 def test_cli_synth_then_info(cli, tmp_path):
     out = tmp_path / "demo"
-    code, stdout, _ = cli("synth", "--nodes", 2000, "--edges", 20000, "--feature-dim", 8, "--classes", 5, "--reorder", "degree", "--out", out)
+    code, stdout, _ = cli(
+        "synth", "--nodes", 2000, "--edges", 20000, "--feature-dim", 8, "--classes", 5, "--reorder", "degree", "--out",
+        out,
+    )
     assert code == 0 and "2000 nodes, 20000 edges" in stdout
     code, stdout, _ = cli("info", out)
     assert code == 0
@@ -105,9 +116,21 @@ def test_preprocess_from_an_ogb_folder_via_cli(cli, tmp_path):
         f.write("0\n1\n0\n1\n")
     with gzip.open(raw / "node-feat.csv.gz", "wt") as f:
         f.write("0.5\n1.5\n2.5\n3.5\n")
-    code, _, stderr = cli("preprocess", "--ogb", tmp_path / "ogbn_tiny", "--undirected", "--out", tmp_path / "o", "--quiet")
+    code, _, stderr = cli(
+        "preprocess", "--ogb", tmp_path / "ogbn_tiny", "--undirected", "--out", tmp_path / "o", "--quiet"
+    )
     assert code == 1 and "no split folder" in stderr and "--split random" in stderr  # never a silent random split
-    code, _, stderr = cli("preprocess", "--ogb", tmp_path / "ogbn_tiny", "--undirected", "--split", "random", "--out", tmp_path / "o", "--quiet")
+    code, _, stderr = cli(
+        "preprocess",
+        "--ogb",
+        tmp_path / "ogbn_tiny",
+        "--undirected",
+        "--split",
+        "random",
+        "--out",
+        tmp_path / "o",
+        "--quiet",
+    )
     assert code == 0, stderr
     ds = st.datasets.load(tmp_path / "o")
     assert ds.num_edges == 6 and ds.num_classes == 2 and not ds.directed
@@ -120,11 +143,15 @@ def test_float16_bits_match_numpy_cast():
     rng = np.random.default_rng(0)
     np_errors = np.errstate(all="ignore")
     np_errors.__enter__()
-    values = np.concatenate([
-        rng.standard_normal(200_000) * 10.0 ** rng.integers(-9, 6, 200_000),  # normals, subnormals, overflow
-        rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32),  # every bit pattern
-        np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 65504, 65520, 65519.99, 2.0**-24, 2.0**-25, 3 * 2.0**-26, 2.0**-14]),
-    ]).astype(np.float32)
+    values = np.concatenate(
+        [
+            rng.standard_normal(200_000) * 10.0 ** rng.integers(-9, 6, 200_000),  # normals, subnormals, overflow
+            rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32),  # every bit pattern
+            np.float32(
+                [0.0, -0.0, np.inf, -np.inf, np.nan, 65504, 65520, 65519.99, 2.0**-24, 2.0**-25, 3 * 2.0**-26, 2.0**-14]
+            ),
+        ]
+    ).astype(np.float32)
     bits = np.empty(values.shape, np.uint16)
     _float16_bits(values.view(np.uint32), bits)
     expected = values.astype(np.float16)
@@ -136,7 +163,9 @@ def test_float16_bits_match_numpy_cast():
 
 def test_papers100m_preset_shape_at_small_scale(cli, tmp_path):
     out = tmp_path / "p"
-    code, _, stderr = cli("synth", "--preset", "papers100m", "--nodes", 20000, "--edges", 300000, "--out", out, "--quiet")
+    code, _, stderr = cli(
+        "synth", "--preset", "papers100m", "--nodes", 20000, "--edges", 300000, "--out", out, "--quiet"
+    )
     assert code == 0, stderr
     ds = st.datasets.load(out, verify=True)
     assert (ds.num_features, ds.num_classes, ds.features.dtype) == (128, 172, torch.float16)
@@ -154,6 +183,8 @@ def test_synth_does_not_depend_on_the_bucket_count(synth, tmp_path, monkeypatch)
     monkeypatch.setattr(synth_module, "PAIRS_PER_BUCKET", 5000)
     monkeypatch.setattr(synth_module, "DRAW_CHUNK", 7000)
     monkeypatch.setattr(csc, "BUCKET_EDGES", 3000)
-    small = st.datasets.synthesize(tmp_path / "small", 5000, 100_000, feature_dim=32, num_classes=10, seed=3, quiet=True)
+    small = st.datasets.synthesize(
+        tmp_path / "small", 5000, 100_000, feature_dim=32, num_classes=10, seed=3, quiet=True
+    )
     for name in ("indptr.npy", "indices.npy", "features.npy", "labels.npy", "train_idx.npy"):
         assert small.meta["files"][name]["sha256"] == synth.meta["files"][name]["sha256"], name

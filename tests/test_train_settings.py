@@ -86,8 +86,15 @@ def test_trainer_resume_keeps_its_own_optimizer_settings(tmp_path):
     def trainer(lr, epochs, resume):
         model = st.GraphSAGE(4, 8, 2, num_layers=1)
         optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-        return st.Trainer(model, loader, optimizer, epochs=epochs, checkpoints=CheckpointSettings(tmp_path, resume=resume),
-                          report=ReportSettings(quiet=True), hyperparameters={"width": 8})
+        return st.Trainer(
+            model,
+            loader,
+            optimizer,
+            epochs=epochs,
+            checkpoints=CheckpointSettings(tmp_path, resume=resume),
+            report=ReportSettings(quiet=True),
+            hyperparameters={"width": 8},
+        )
 
     trainer(0.1, 1, False).fit()
     resumed = trainer(0.05, 2, True)

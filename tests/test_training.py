@@ -14,7 +14,9 @@ import sparsetrain as st
 from sparsetrain.engine.checkpoint import load_latest_checkpoint
 from tests.collective_harness import free_port
 
-CORA_ARGS = ["--fanout", "10,10", "--batch-size", "64", "--lr", "0.005", "--weight-decay", "5e-4", "--hidden", "256", "--quiet"]
+CORA_ARGS = [
+    "--fanout", "10,10", "--batch-size", "64", "--lr", "0.005", "--weight-decay", "5e-4", "--hidden", "256", "--quiet",
+]
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +28,9 @@ def test_graphsage_on_cora_public_split_reaches_79_percent(cli, cora_dir, tmp_pa
     accs = []
     for seed in range(3):
         summary = tmp_path / f"s{seed}.json"
-        code, _, err = cli("train", "--data", cora_dir, *CORA_ARGS, "--epochs", "20", "--seed", seed, "--summary-json", summary)
+        code, _, err = cli(
+            "train", "--data", cora_dir, *CORA_ARGS, "--epochs", "20", "--seed", seed, "--summary-json", summary
+        )
         assert code == 0, err
         result = json.loads(summary.read_text())
         assert result["epochs"] == 20 and result["seconds"] > 0
@@ -46,7 +50,9 @@ def test_the_default_dataset_is_the_packaged_cora(cli, tmp_path, monkeypatch):
 
 def test_the_builtin_synthetic_graph_trains_well_above_chance(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("SPARSETRAIN_CACHE", str(tmp_path / "cache"))
-    code, out, err = cli("train", "--data", "synthetic", "--epochs", "2", "--quiet", "--summary-json", tmp_path / "s.json")
+    code, out, err = cli(
+        "train", "--data", "synthetic", "--epochs", "2", "--quiet", "--summary-json", tmp_path / "s.json"
+    )
     assert code == 0, err
     result = json.loads((tmp_path / "s.json").read_text())
     assert result["test_acc"] > 3 * (1 / 8)
@@ -54,9 +60,17 @@ def test_the_builtin_synthetic_graph_trains_well_above_chance(cli, tmp_path, mon
 
 
 def _train_cmd(cora_dir, ckpt, log, *extra):
-    return [sys.executable, "-m", "sparsetrain", "train", "--data", str(cora_dir), *CORA_ARGS, "--hidden", "64",
-            "--batch-size", "16", "--epochs", "6", "--seed", "7", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "4",
-            "--metrics-log", str(log), *extra]
+    return [
+        sys.executable, "-m", "sparsetrain", "train", "--data",
+        str(cora_dir),
+        *CORA_ARGS, "--hidden", "64", "--batch-size", "16", "--epochs", "6", "--seed", "7", "--checkpoint-dir",
+        str(ckpt),
+        "--checkpoint-every",
+        "4",
+        "--metrics-log",
+        str(log),
+        *extra,
+    ]
 
 
 def _steps(log):
@@ -92,9 +106,19 @@ def test_sigkill_then_resume_equals_the_uninterrupted_run(cora_dir, tmp_path):
 @pytest.mark.distributed
 def test_two_rank_gloo_training_on_cora_with_sharded_features(cora_dir, tmp_path):
     summary = tmp_path / "s.json"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
-           "-m", "sparsetrain", "train", "--data", str(cora_dir), *CORA_ARGS, "--batch-size", "32", "--epochs", "20",
-           "--seed", "0", "--features", "sharded", "--summary-json", str(summary), "--metrics-log", str(tmp_path / "log.jsonl")]
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+        str(free_port()),
+        "-m",
+        "sparsetrain",
+        "train",
+        "--data",
+        str(cora_dir),
+        *CORA_ARGS, "--batch-size", "32", "--epochs", "20", "--seed", "0", "--features", "sharded", "--summary-json",
+        str(summary),
+        "--metrics-log",
+        str(tmp_path / "log.jsonl"),
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads(summary.read_text())
@@ -112,7 +136,14 @@ def test_a_killed_rank_makes_the_other_exit_with_a_clear_error(cora_dir, tmp_pat
     port = free_port()
     procs = []
     for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        env = dict(
+            os.environ,
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            WORLD_SIZE="2",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+        )
         cmd = [sys.executable, "-m", "sparsetrain", "train", "--data", str(cora_dir), *CORA_ARGS, "--batch-size", "8",
                "--epochs", "200", "--metrics-log", str(tmp_path / f"log{rank}.jsonl")]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
@@ -148,7 +179,9 @@ def test_feature_placement_does_not_change_the_run(cora_dir, default_placement_l
 
 def test_bf16_mixed_precision_trains_on_cora(cli, cora_dir, tmp_path):
     summary = tmp_path / "bf16.json"
-    code, _, err = cli("train", "--data", cora_dir, *CORA_ARGS, "--epochs", "10", "--precision", "bf16", "--summary-json", summary)
+    code, _, err = cli(
+        "train", "--data", cora_dir, *CORA_ARGS, "--epochs", "10", "--precision", "bf16", "--summary-json", summary
+    )
     assert code == 0, err
     assert json.loads(summary.read_text())["test_acc"] >= 0.75
     code, _, err = cli("train", "--data", cora_dir, "--precision", "fp16", "--quiet")
@@ -157,7 +190,9 @@ def test_bf16_mixed_precision_trains_on_cora(cli, cora_dir, tmp_path):
 
 def test_trainer_rejects_an_unknown_precision(cora_dir):
     ds = st.datasets.load(cora_dir)
-    loader = st.engine.Loader(st.sampling.NeighborSampler(ds.graph, [5]), ds.features, ds.labels, ds.split["train"], batch_size=64)
+    loader = st.engine.Loader(
+        st.sampling.NeighborSampler(ds.graph, [5]), ds.features, ds.labels, ds.split["train"], batch_size=64
+    )
     model = st.nn.GraphSAGE(ds.num_features, 16, ds.num_classes, 1)
     with pytest.raises(ValueError, match="precision 'half' is not supported; choose one of fp32, bf16"):
         st.engine.Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1, precision="half")
