@@ -32,7 +32,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from sparsetrain.collective import (
-    CollectiveStats, RowPlacement, ShardedFeatures, sparse_all_gather, sparse_reduce_scatter,
+    CollectiveStats,
+    RowPlacement,
+    ShardedFeatures,
+    sparse_all_gather,
+    sparse_reduce_scatter,
 )
 
 HERE = Path(__file__).resolve().parent

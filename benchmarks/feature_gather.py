@@ -162,7 +162,7 @@ def bench_width(dim: int, mib: int, reps: int, folder: Path, results: list) -> N
                 row(results, f"disk {tag}", f"{name} {label}", got[key], count, row_bytes, peer)
     for store in open_stores.values():
         store.close()
-    del peer_map
+    peer_map = None  # frees the mapping (a name the timed lambdas close over: `del` would leave them undefined)
 
     tensor = torch.from_numpy(table)
     memory = TensorFeatures(tensor)
@@ -240,7 +240,7 @@ def bench_width(dim: int, mib: int, reps: int, folder: Path, results: list) -> N
             )
             results[-1]["hit_rate"] = cache.stats.hit_rate
         plain["store"].close()
-    del table, tensor
+    table = tensor = None
     path.unlink()
 
 
@@ -315,7 +315,7 @@ def bench_gpu(results: list, reps: int) -> None:
 
     memcpy = big.numel() / timed_cuda(lambda: dev.copy_(big, non_blocking=True)) / 1e9
     results.append({"section": "gpu", "name": "pinned host-to-device memcpy", "GB_per_s": memcpy})
-    del big, dev
+    big = dev = None
     for width in (47, 64, 128, 256):  # 188 B, 256 B, 512 B, 1 KiB rows
         rows = (1 << 30) // (width * 4)
         table = torch.randn(rows, width)
@@ -337,7 +337,7 @@ def bench_gpu(results: list, reps: int) -> None:
             }
         )
         store.close()
-        del table, store, cpu_store
+        table = store = cpu_store = None
 
 
 def print_results(results: list, rates: list) -> None:

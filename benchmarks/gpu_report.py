@@ -78,9 +78,8 @@ def section_gather(args) -> dict:
     if args.device != "cuda":
         return {"not_run": "zero-copy gather needs CUDA"}
     sys.path.insert(0, str(HERE))
-    from feature_gather import bench_gpu
-
     import gather_variants
+    from feature_gather import bench_gpu
 
     rows: list = []
     bench_gpu(rows, reps=3 if args.quick else 10)

@@ -31,7 +31,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from dgl_peer import add_peer_flag, run_in_dgl_env
 
 HERE = Path(__file__).resolve().parent

@@ -40,7 +40,6 @@ sys.path.insert(0, str(HERE.parent))
 from sparsetrain.collective import CollectiveStats  # noqa: E402
 from sparsetrain.moe import FSSDP, ExpertParallel, MoE, finish_step, grouped, sync_dense_grads  # noqa: E402
 
-
 # --------------------------------------------------------------------------- part 1: throughput
 HF_IMPLEMENTATIONS = ("eager", "grouped_mm")  # transformers' own experts implementations timed as peers
 

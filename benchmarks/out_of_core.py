@@ -5,8 +5,9 @@
     python benchmarks/out_of_core.py --data /tmp/small --caches 0.05,0.1 --batches 5 --warmup 2
 
 Every row trains GraphSAGE [15,10,5] (batch 1024, hidden 128, Adam) with the overlapped ``Loader`` for
-``--warmup`` batches, then times ``--batches`` more (the plain mmap peer: 1 and ``--mmap-batches``); each row runs in its own process (its peak RSS is its own),
-and the feature file's pages are dropped from the page cache (``posix_fadvise(DONTNEED)``) before each.
+``--warmup`` batches, then times ``--batches`` more (the plain mmap peer: 1 and ``--mmap-batches``); each row runs in
+its own process (its peak RSS is its own), and the feature file's pages are dropped from the page cache
+(``posix_fadvise(DONTNEED)``) before each.
 
 - ``mmap peer``: what a PyG user writes, ``torch.from_numpy(np.load(p, mmap_mode="r")[ids])``;
 - ``mmap peer, MADV_RANDOM``: the same with the kernel's readahead turned off for the mapping (what a careful user
@@ -16,9 +17,10 @@ and the feature file's pages are dropped from the page cache (``posix_fadvise(DO
   volume and compute, no disk).
 
 Peak RSS is ``ru_maxrss``, split into its anonymous part (allocations: cache, bookkeeping, batches, model) and its
-file-backed part (mapped pages of the graph and, for the peer, of the features). Disk bytes per batch come from ``/proc/self/io`` (``read_bytes``: what the process made the storage layer read,
-page faults and O_DIRECT alike). ``--trace-batches`` adds the hit-rate table: every policy and Belady's optimum
-on a trace of sampled input nodes of this graph, cache sizes as above, counted over the trace's second half. Writes benchmarks/out/out_of_core.json.
+file-backed part (mapped pages of the graph and, for the peer, of the features). Disk bytes per batch come from
+``/proc/self/io`` (``read_bytes``: what the process made the storage layer read, page faults and O_DIRECT alike).
+``--trace-batches`` adds the hit-rate table: every policy and Belady's optimum on a trace of sampled input nodes of this
+graph, cache sizes as above, counted over the trace's second half. Writes benchmarks/out/out_of_core.json.
 """
 
 from __future__ import annotations
@@ -131,11 +133,15 @@ def one_row(args: argparse.Namespace) -> dict:
         features = ModuloTable(path)
     else:
         hotness = _cache_hotness(ds.graph) if args.policy in ("static", "hybrid") else None
-        features = st.CachedFeatures(ds.feature_store(mode="direct"), int(float(args.row) * GIB), policy=args.policy, hotness=hotness)
+        features = st.CachedFeatures(
+            ds.feature_store(mode="direct"), int(float(args.row) * GIB), policy=args.policy, hotness=hotness
+        )
     setup_seconds = time.perf_counter() - started
     sampler = st.NeighborSampler(ds.graph, args.fanout, seed=0)
     # no batch timeout: with a file larger than the page cache, the plain peer takes minutes a batch
-    loader = st.Loader(sampler, features, ds.labels, ds.split["train"], batch_size=args.batch_size, seed=0, timeout=None)
+    loader = st.Loader(
+        sampler, features, ds.labels, ds.split["train"], batch_size=args.batch_size, seed=0, timeout=None
+    )
     warmup, batches = (1, args.mmap_batches) if args.row == "mmap" else (args.warmup, args.batches)
     model = build_model("sage", ds.num_features, args.hidden, ds.num_classes, len(args.fanout), 0.5)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
@@ -198,7 +204,9 @@ def hit_rate_table(args: argparse.Namespace) -> list[dict]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", type=Path, default=Path(os.environ.get("SPARSETRAIN_OOC_DATA", HERE / "out" / "papers100m")))
+    p.add_argument(
+        "--data", type=Path, default=Path(os.environ.get("SPARSETRAIN_OOC_DATA", HERE / "out" / "papers100m"))
+    )
     p.add_argument("--caches", default="2,4,8", help="cache sizes in GiB, comma-separated")
     p.add_argument("--policy", default="hybrid")
     p.add_argument("--fanout", default="15,10,5")
@@ -206,8 +214,15 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--warmup", type=int, default=10, help="batches before timing (cache warm-up)")
     p.add_argument("--batches", type=int, default=20, help="timed batches per row")
-    p.add_argument("--mmap-batches", type=int, default=2,
-                   help="timed batches of the plain mmap peer, after 1 warm-up batch (minutes each once the file exceeds the page cache)")
+    p.add_argument(
+        "--mmap-batches",
+        type=int,
+        default=2,
+        help=(
+            "timed batches of the plain mmap peer, after 1 warm-up batch (minutes each once the file exceeds "
+            "the page cache)"
+        ),
+    )
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rows", default="mmap,mmap-random,ram,caches", help="which rows: mmap, mmap-random, ram, caches")
     p.add_argument("--trace-batches", type=int, default=0, help="batches of the hit-rate trace (0: no hit-rate table)")
@@ -219,7 +234,9 @@ def main() -> None:
         print(json.dumps(one_row(args)))
         return
     wanted = args.rows.split(",")
-    rows = [r for r in ("mmap", "mmap-random", "ram") if r in wanted] + ([f"{g:g}" for g in args.caches] if "caches" in wanted else [])
+    rows = [r for r in ("mmap", "mmap-random", "ram") if r in wanted] + (
+        [f"{g:g}" for g in args.caches] if "caches" in wanted else []
+    )
     results = []
     for row in rows:
         drop_page_cache(args.data / "features.npy")
@@ -230,9 +247,14 @@ def main() -> None:
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(json.dumps(results[-1]), flush=True)
     by = {r["row"]: r for r in results}
-    print(f"\n{'features':<26}{'ms/batch':>10}{'vs mmap':>9}{'vs mmap-random':>15}{'vs RAM':>8}{'hit':>7}{'disk MB/batch':>15}{'peak RSS GiB':>14}{'anon':>7}{'file':>7}")
+    print(
+        f"\n{'features':<26}{'ms/batch':>10}{'vs mmap':>9}{'vs mmap-random':>15}{'vs RAM':>8}{'hit':>7}"
+        f"{'disk MB/batch':>15}{'peak RSS GiB':>14}{'anon':>7}{'file':>7}"
+    )
     for r in results:
-        name = {"mmap": "mmap peer", "mmap-random": "mmap peer, MADV_RANDOM", "ram": "in-RAM reference (1/8)"}.get(r["row"], f"disk + cache {r['row']} GiB")
+        name = {"mmap": "mmap peer", "mmap-random": "mmap peer, MADV_RANDOM", "ram": "in-RAM reference (1/8)"}.get(
+            r["row"], f"disk + cache {r['row']} GiB"
+        )
         vs_mmap = by["mmap"]["ms_per_batch"] / r["ms_per_batch"] if "mmap" in by else float("nan")
         vs_random = by["mmap-random"]["ms_per_batch"] / r["ms_per_batch"] if "mmap-random" in by else float("nan")
         vs_ram = r["ms_per_batch"] / by["ram"]["ms_per_batch"] if "ram" in by else float("nan")
@@ -243,7 +265,9 @@ def main() -> None:
     out = HERE / "out"
     out.mkdir(exist_ok=True)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "row"}
-    (out / "out_of_core.json").write_text(json.dumps({"settings": settings, "rows": results, "hit_rates": trace}, indent=2) + "\n")
+    (out / "out_of_core.json").write_text(
+        json.dumps({"settings": settings, "rows": results, "hit_rates": trace}, indent=2) + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -197,7 +197,7 @@ def workers_main(args) -> None:
     done = subprocess.run(cmd, env=dict(os.environ, NUMBA_THREADING_LAYER="workqueue"))
     runs = {"threads": result, "forked_workqueue": json.loads(child_out.read_text()) if done.returncode == 0 else
             {"error": f"exit {done.returncode}"}}
-    print(f"\n| run (Numba layer) | loader | num_workers | seeds/s | vs PyG best of the run | first batch s |")
+    print("\n| run (Numba layer) | loader | num_workers | seeds/s | vs PyG best of the run | first batch s |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     for run, res in runs.items():
         if "median" not in res:
@@ -277,7 +277,7 @@ def temporal_main(args) -> None:
         peer = max(median["torch_sparse_1thread"]["seeds_per_s"], median["torch_sparse_2threads"]["seeds_per_s"])
         results[mode] = {"median": median, "rounds": rounds,
                          "seeds_ratio_vs_torch_sparse": median["sparsetrain"]["seeds_per_s"] / peer}
-    print(f"\n| mode | sampler | seeds/s | sampled edges/s | sparsetrain / best torch-sparse (seeds/s) |")
+    print("\n| mode | sampler | seeds/s | sampled edges/s | sparsetrain / best torch-sparse (seeds/s) |")
     print("| --- | --- | ---: | ---: | ---: |")
     for mode, res in results.items():
         for name, v in res["median"].items():
@@ -368,7 +368,7 @@ def main() -> None:
         "step_ratio": pyg_step / step_ms["sparsetrain_trim"],
     }
     print()
-    print(f"| loader | batches/s | vs best PyG |\n| --- | ---: | ---: |")
+    print("| loader | batches/s | vs best PyG |\n| --- | ---: | ---: |")
     for name, rate in loader_rate.items():
         print(f"| {name} | {rate:.2f} | {rate / pyg_best:.2f}x |")
     print(f"\n| training step (GraphSAGE, hidden {args.hidden}) | ms | PyG best / this |\n| --- | ---: | ---: |")

@@ -32,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from dgl_peer import add_peer_flag, peer_threads, run_in_dgl_env
 
 HERE = Path(__file__).resolve().parent

@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-
 from dgl_peer import DGL_PYTHON, run_json
 
 HERE = Path(__file__).resolve().parent

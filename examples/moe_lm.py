@@ -30,8 +30,16 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from sparsetrain.errors import SparsetrainError
-from sparsetrain.moe import (FSSDP, DCPState, ExpertParallel, MoE, finish_step, load_dcp, sharded_parameter_names,
-                             sync_dense_grads)
+from sparsetrain.moe import (
+    FSSDP,
+    DCPState,
+    ExpertParallel,
+    MoE,
+    finish_step,
+    load_dcp,
+    sharded_parameter_names,
+    sync_dense_grads,
+)
 
 
 def make_sharding(name: str, **fssdp_kwargs):

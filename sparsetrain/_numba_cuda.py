@@ -14,8 +14,10 @@ import numpy as np
 if not hasattr(np, "row_stack"):
     np.row_stack = np.vstack
 
-from numba import config  # noqa: E402
-from numba import cuda  # noqa: E402
+from numba import (
+    config,  # noqa: E402
+    cuda,  # noqa: E402
+)
 
 config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
 try:  # numba-cuda keeps its own config module (the lent GPUs' image); numba's built-in CUDA target reads numba's

@@ -78,7 +78,9 @@ def import_edges(root: Path) -> list[Edge]:
                 if node.level:
                     base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
                 # ``from pkg import sub`` imports the module pkg.sub; ``from pkg import name`` imports pkg
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names
+                ]
             else:
                 continue
             for target in targets:
@@ -90,7 +92,8 @@ def import_edges(root: Path) -> list[Edge]:
 
 
 def unit(module: str) -> str:
-    """The package (or top-level module) a dotted module name belongs to: ``sparsetrain.storage.mmap`` -> ``storage``."""
+    """The package (or top-level module) a dotted module name belongs to: ``sparsetrain.storage.mmap`` ->
+    ``storage``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 
@@ -133,14 +136,19 @@ def violations(root: Path, allowed: dict[str, set[str]] = ALLOWED, helpers: set[
     problems = []
     units = {unit(m) for m in module_names(root)}
     for name in sorted(units - set(allowed) - helpers):
-        problems.append(f"{root.name}/{name}: not in the package map; add it to ALLOWED in tests/test_architecture.py and to docs/architecture.md")
+        problems.append(
+            f"{root.name}/{name}: not in the package map; add it to ALLOWED in tests/test_architecture.py "
+            "and to docs/architecture.md"
+        )
     for edge in edges:
         source, target = unit(edge.source), unit(edge.target)
         if source == target:
             continue
         ok = target in helpers if source in helpers else target in helpers or target in allowed.get(source, set())
         if not ok:
-            problems.append(f"{edge.where}: {source} imports {target} ({edge.target}), which the package map does not allow")
+            problems.append(
+                f"{edge.where}: {source} imports {target} ({edge.target}), which the package map does not allow"
+            )
     package_graph = defaultdict(set)
     for edge in edges:
         if unit(edge.source) != unit(edge.target):
@@ -199,14 +207,35 @@ def test_violations_name_file_and_line(tmp_path):
         },
     )
     assert violations(root) == [
-        "sparsetrain/extras: not in the package map; add it to ALLOWED in tests/test_architecture.py and to docs/architecture.md",
-        "sparsetrain/storage/mmap.py:5: storage imports datasets (sparsetrain.datasets.format), which the package map does not allow",
-        "package import cycle: datasets -> storage (sparsetrain/datasets/format.py:1); storage -> datasets (sparsetrain/storage/mmap.py:5)",
+        (
+            "sparsetrain/extras: not in the package map; add it to ALLOWED in tests/test_architecture.py and "
+            "to docs/architecture.md"
+        ),
+        (
+            "sparsetrain/storage/mmap.py:5: storage imports datasets (sparsetrain.datasets.format), which the "
+            "package map does not allow"
+        ),
+        (
+            "package import cycle: datasets -> storage (sparsetrain/datasets/format.py:1); storage -> datasets "
+            "(sparsetrain/storage/mmap.py:5)"
+        ),
         "module import cycle: sparsetrain.datasets.a -> sparsetrain.datasets.b (sparsetrain/datasets/a.py:1); "
         "sparsetrain.datasets.b -> sparsetrain.datasets.a (sparsetrain/datasets/b.py:4)",
     ]
 
 
 def test_helpers_import_only_helpers(tmp_path):
-    root = write_tree(tmp_path, {"__init__.py": "", "errors.py": "from sparsetrain import _version\n", "_version.py": "", "_progress.py": "import sparsetrain.storage\n", "storage/__init__.py": ""})
-    assert violations(root) == ["sparsetrain/_progress.py:1: _progress imports storage (sparsetrain.storage), which the package map does not allow"]
+    root = write_tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "errors.py": "from sparsetrain import _version\n",
+            "_version.py": "",
+            "_progress.py": "import sparsetrain.storage\n",
+            "storage/__init__.py": "",
+        },
+    )
+    assert violations(root) == [
+        "sparsetrain/_progress.py:1: _progress imports storage (sparsetrain.storage), which the package "
+        "map does not allow"
+    ]

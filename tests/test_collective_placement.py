@@ -6,8 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-from sparsetrain.storage import FeatureSource
-from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
 from sparsetrain.collective import (
     CollectiveInputError,
     CollectiveStats,
@@ -17,6 +15,8 @@ from sparsetrain.collective import (
     sparse_all_gather,
     sparse_reduce_scatter,
 )
+from sparsetrain.storage import FeatureSource
+from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
 
 
 def reference_layout(owner: np.ndarray, world: int, replicas: dict[int, list[int]]) -> list[list[int]]:

@@ -1,4 +1,5 @@
-"""Right answers by default: Cora shipped in the package, built-in dataset names, epochs chosen from the train-set size."""
+"""Right answers by default: Cora shipped in the package, built-in dataset names, epochs chosen from the train-set
+size."""
 
 import json
 
@@ -6,8 +7,8 @@ import numpy as np
 import pytest
 
 import sparsetrain as st
-from sparsetrain.engine.default_data import BUILTIN, cache_dir, open_dataset
 from sparsetrain.engine.dataset_meta import DatasetMeta
+from sparsetrain.engine.default_data import BUILTIN, cache_dir, open_dataset
 from sparsetrain.engine.plan import AUTO_MAX_EPOCHS, MODEL_DEFAULTS, auto_epochs, plan
 from sparsetrain.engine.settings import TrainSettings
 from sparsetrain.errors import DatasetError
@@ -18,7 +19,9 @@ def test_packaged_cora_is_planetoids_public_split(cora_data):
     # 7 classes; 20 labels per class for training, the next 500 nodes for validation, 1000 test nodes at the end
     assert cora_data.num_nodes == 2708 and cora_data.edge_index.shape == (2, 10556)
     assert cora_data.x.shape == (2708, 1433) and int(cora_data.y.max()) + 1 == 7
-    train, val, test = (np.flatnonzero(m.numpy()) for m in (cora_data.train_mask, cora_data.val_mask, cora_data.test_mask))
+    train, val, test = (
+        np.flatnonzero(m.numpy()) for m in (cora_data.train_mask, cora_data.val_mask, cora_data.test_mask)
+    )
     assert np.array_equal(train, np.arange(140)) and np.array_equal(val, np.arange(140, 640))
     assert np.array_equal(test, np.arange(1708, 2708))
     assert np.array_equal(np.bincount(cora_data.y[:140].numpy()), [20] * 7)
@@ -96,7 +99,8 @@ def _default_runs(cli, tmp_path, *extra):
 
 @pytest.mark.slow
 def test_defaults_reach_graphsages_published_band_on_cora_and_gt_within_two_points(cli, tmp_path, monkeypatch):
-    """`sparsetrain train --data cora --seed S`, no other flags: GraphSAGE's published band is 79-81.5% on the public split."""
+    """`sparsetrain train --data cora --seed S`, no other flags: GraphSAGE's published band is 79-81.5% on the public
+    split."""
     monkeypatch.setenv("SPARSETRAIN_CACHE", str(tmp_path / "cache"))
     sage = _default_runs(cli, tmp_path)
     gt = _default_runs(cli, tmp_path, "--model", "gt")
@@ -113,4 +117,5 @@ def test_gt_clusters_a_graph_without_clusters_like_preprocess_does(cora_data, tm
     online = _clusters(plain)
     original = np.load(clustered.path / "original_ids.npy")  # original_ids[new] = old
     assert np.array_equal(online.numpy()[original], st.datasets.load_clusters(clustered).numpy())
-    assert np.array_equal(_clusters(clustered).numpy(), st.datasets.load_clusters(clustered).numpy())  # its own clusters.npy
+    # its own clusters.npy
+    assert np.array_equal(_clusters(clustered).numpy(), st.datasets.load_clusters(clustered).numpy())

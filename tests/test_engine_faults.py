@@ -59,7 +59,8 @@ def test_the_old_log_option_still_works_outside_torchrun(cli, tiny_dir, tmp_path
         code, _, err = cli("train", "--data", tiny_dir, *TINY_ARGS, "--epochs", "1", "--seed", "1", option, log)
         assert code == 0, err
     timing = ("seconds", "stall_fraction", "seeds_per_second")
-    same = lambda path: [{k: v for k, v in r.items() if k not in timing} for r in _metrics(path)]
+    def same(path):
+        return [{k: v for k, v in r.items() if k not in timing} for r in _metrics(path)]
     assert same(tmp_path / "log.jsonl") == same(tmp_path / "metrics-log.jsonl")
     assert len(_metrics(tmp_path / "log.jsonl")) > 1
 

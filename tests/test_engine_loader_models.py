@@ -14,9 +14,9 @@ import torch
 
 import sparsetrain as st
 from sparsetrain.engine.checkpoint import CheckpointError, list_checkpoints, load_latest_checkpoint, save_checkpoint
-from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.inference import infer_layers
+from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.stages import LoaderError, Producer
 from sparsetrain.engine.stages.device import map_tensors
 from sparsetrain.nn.models import GAT, GCN, GraphSAGE, block_adj_t, sources_and_targets

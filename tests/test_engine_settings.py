@@ -5,9 +5,18 @@ from pathlib import Path
 import pytest
 
 from sparsetrain.engine.cli import settings_of
-from sparsetrain.engine.settings import (CheckpointSettings, DataSettings, FeatureSettings, ModelSettings,
-                                         OptimSettings, ReportSettings, RunSettings, SamplingSettings, TrainSettings,
-                                         batch_record)
+from sparsetrain.engine.settings import (
+    CheckpointSettings,
+    DataSettings,
+    FeatureSettings,
+    ModelSettings,
+    OptimSettings,
+    ReportSettings,
+    RunSettings,
+    SamplingSettings,
+    TrainSettings,
+    batch_record,
+)
 from sparsetrain.errors import SettingError, SettingTypeError, SparsetrainError
 from sparsetrain.sampling import Fanouts
 

@@ -184,8 +184,8 @@ def cora_accuracy(ds, model_name, seed, epochs, **model_kw):
     import torch.nn.functional as F
 
     from sparsetrain.engine import Loader
-    from sparsetrain.nn import GraphSAGE
     from sparsetrain.engine.evaluate import sampled_evaluator
+    from sparsetrain.nn import GraphSAGE
 
     torch.manual_seed(seed)
     clusters = load_clusters(ds) if model_name == "gt" else None

@@ -4,11 +4,10 @@ import random
 
 import pytest
 import torch
-
 from torch_geometric.sampler import NodeSamplerInput
 
-from sparsetrain.errors import SparsetrainError
 import sparsetrain.pyg as stp
+from sparsetrain.errors import SparsetrainError
 from sparsetrain.pyg.graph import graph_of
 from sparsetrain.sampling import NeighborSampler, SamplerInput
 from tests.pyg_backend import needs_pyg_sampler

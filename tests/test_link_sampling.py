@@ -8,7 +8,12 @@ from torch_geometric.utils import to_undirected
 
 from sparsetrain.engine import Loader
 from sparsetrain.sampling import (
-    CSCGraph, EdgeSamplerInput, EdgeSeeds, LinkNeighborSampler, NegativeSampler, NeighborSampler,
+    CSCGraph,
+    EdgeSamplerInput,
+    EdgeSeeds,
+    LinkNeighborSampler,
+    NegativeSampler,
+    NeighborSampler,
 )
 from sparsetrain.sampling.errors import SamplingError
 

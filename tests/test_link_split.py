@@ -2,7 +2,6 @@
 
 import gzip
 
-import numpy as np
 import pytest
 import torch
 from torch_geometric.data import Data

@@ -10,6 +10,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import moe as bench  # noqa: E402
+
 from sparsetrain.moe import grouped  # noqa: E402
 from sparsetrain.moe.hf import replace_moe_blocks  # noqa: E402
 

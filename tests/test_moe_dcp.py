@@ -11,8 +11,16 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from sparsetrain.moe import (
-    FSSDP, DCPCheckpointError, DCPState, MoE, MoEStateError, dcp_state_dict, load_dcp, load_dcp_state_dict,
+    FSSDP,
+    DCPCheckpointError,
+    DCPState,
+    MoE,
+    MoEStateError,
+    dcp_state_dict,
+    load_dcp,
+    load_dcp_state_dict,
 )
+
 # DTensor: torch.distributed.tensor, or ._tensor before torch 2.4
 from sparsetrain.moe.sharded import DTensor, ShardedExperts
 from tests.collective_harness import spawn, values

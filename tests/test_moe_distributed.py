@@ -15,8 +15,15 @@ import torch.multiprocessing as mp
 
 from sparsetrain.collective import RowPlacement
 from sparsetrain.moe import (
-    FSSDP, ExpertParallel, MoE, MoEConfigError, finish_step, load_optimizer_state_dict, optimizer_state_dict,
-    sharded_parameter_names, sync_dense_grads,
+    FSSDP,
+    ExpertParallel,
+    MoE,
+    MoEConfigError,
+    finish_step,
+    load_optimizer_state_dict,
+    optimizer_state_dict,
+    sharded_parameter_names,
+    sync_dense_grads,
 )  # fmt: skip
 from tests.collective_harness import free_port
 

@@ -3,9 +3,8 @@
 import pytest
 import torch
 
-from sparsetrain.moe import MoE, MoEConfigError, MoEInputError
+from sparsetrain.moe import MoE, MoEConfigError, MoEInputError, grouped
 from sparsetrain.moe.grouped import grouped_mm, native_available
-from sparsetrain.moe import grouped
 from tests.moe_reference import reference_moe
 
 D, H, E = 8, 12, 6

@@ -5,7 +5,13 @@ import torch
 
 from sparsetrain.collective import RowPlacement
 from sparsetrain.moe import (
-    FSSDP, ExpertParallel, MoE, MoEConfigError, MoEStateError, shard_experts, sharded_parameter_names,
+    FSSDP,
+    ExpertParallel,
+    MoE,
+    MoEConfigError,
+    MoEStateError,
+    shard_experts,
+    sharded_parameter_names,
 )
 from sparsetrain.moe.placement import LoadWindow, balanced_owners, hot_replicas, plan_placement
 

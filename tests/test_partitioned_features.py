@@ -11,8 +11,13 @@ import pytest
 import torch
 
 from sparsetrain.datasets import load, synthesize
-from sparsetrain.distributed import (DistFeatureError, DistNeighborSampler, PartitionedFeatures, halo_hotness,
-                                     rank_batches)
+from sparsetrain.distributed import (
+    DistFeatureError,
+    DistNeighborSampler,
+    PartitionedFeatures,
+    halo_hotness,
+    rank_batches,
+)
 from sparsetrain.partition import PartitionOptions, load_partition, partition_dataset
 from sparsetrain.partition.load import owners
 from tests.collective_harness import spawn, values

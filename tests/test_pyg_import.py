@@ -53,7 +53,8 @@ def test_reorder_keeps_a_map_back(cora_data, method, tmp_path):
     # the edge set maps back exactly
     col = torch.repeat_interleave(torch.arange(ds.num_nodes), ds.graph.in_degrees())
     mapped = torch.stack([old[ds.graph.indices.long()], old[col]])
-    key = lambda ei: (ei[0] * 10_000 + ei[1]).sort().values
+    def key(ei):
+        return (ei[0] * 10_000 + ei[1]).sort().values
     assert torch.equal(key(mapped), key(cora_data.edge_index))
 
 

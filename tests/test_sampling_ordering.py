@@ -6,7 +6,14 @@ import pytest
 import torch
 
 from sparsetrain.sampling import (
-    CSCGraph, MatchReorder, NeighborSampler, SamplerInput, SamplingError, SeedBatches, match_reorder, reuse_stats,
+    CSCGraph,
+    MatchReorder,
+    NeighborSampler,
+    SamplerInput,
+    SamplingError,
+    SeedBatches,
+    match_reorder,
+    reuse_stats,
 )
 
 

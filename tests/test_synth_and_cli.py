@@ -40,7 +40,8 @@ def test_same_seed_same_bytes(synth, tmp_path):
     other = st.datasets.synthesize(
         tmp_path / "other", 5000, 100_000, feature_dim=32, num_classes=10, seed=4, quiet=True
     )
-    files = lambda ds: {k: v["sha256"] for k, v in ds.meta["files"].items()}
+    def files(ds):
+        return {k: v["sha256"] for k, v in ds.meta["files"].items()}
     assert files(again) == files(synth)
     assert files(other)["indices.npy"] != files(synth)["indices.npy"]
 

@@ -122,7 +122,9 @@ def test_trainer_refuses_class_targets_out_of_range_naming_the_seeds():
     loader = st.Loader(st.NeighborSampler(graph, [3]), torch.randn(50, 4), labels, torch.arange(50), batch_size=50,
                        shuffle=False)
     model = st.GraphSAGE(4, 8, 3, num_layers=1)
-    trainer = st.Trainer(model, loader, torch.optim.Adam(model.parameters()), epochs=1, report=st.engine.ReportSettings(quiet=True))
+    trainer = st.Trainer(
+        model, loader, torch.optim.Adam(model.parameters()), epochs=1, report=st.engine.ReportSettings(quiet=True)
+    )
     says = r"2 seed\(s\) of this batch have a label outside \[0, 3\).*nodes 4 \(label 3\), 11 \(label -2\)"
     with pytest.raises(DatasetError, match=says):
         trainer.fit()
@@ -140,7 +142,9 @@ def link_folder(tmp_path_factory):
 
     g = torch.Generator().manual_seed(0)
     out = tmp_path_factory.mktemp("link") / "link"
-    data = Data(edge_index=torch.randint(0, 200, (2, 1600), generator=g), x=torch.randn(200, 4, generator=g), num_nodes=200)
+    data = Data(
+        edge_index=torch.randint(0, 200, (2, 1600), generator=g), x=torch.randn(200, 4, generator=g), num_nodes=200
+    )
     st.datasets.from_pyg(data, out, link_split=(0.8, 0.1, 0.1), link_negatives=5, quiet=True)
     return out
 
@@ -159,14 +163,26 @@ def _set_entry(folder, name, entry, value):
 
 
 LINK_DAMAGE = {
-    "no val split": (lambda f: _edit_meta(f, lambda m: m["link_split"].pop("val")), "meta.json: lists no 'val' link split"),
-    "no test split": (lambda f: _edit_meta(f, lambda m: m["link_split"].pop("test")), "meta.json: lists no 'test' link split"),
-    "no val negatives": (lambda f: _edit_meta(f, lambda m: m["link_split"]["val"].update(neg=None, neg_per_pos=None)),
-                         "no val negatives to rank the val edges against"),
-    "val edge past the nodes": (lambda f: _set_entry(f, "link_val_pos.npy", 0, 999),
-                                "link_val_pos.npy: entry 0 is node 999, which must be in [0, 200)"),
-    "negative id in test negatives": (lambda f: _set_entry(f, "link_test_neg.npy", 7, -3),
-                                      "link_test_neg.npy: entry 7 is node -3, which must be in [0, 200)"),
+    "no val split": (
+        lambda f: _edit_meta(f, lambda m: m["link_split"].pop("val")),
+        "meta.json: lists no 'val' link split",
+    ),
+    "no test split": (
+        lambda f: _edit_meta(f, lambda m: m["link_split"].pop("test")),
+        "meta.json: lists no 'test' link split",
+    ),
+    "no val negatives": (
+        lambda f: _edit_meta(f, lambda m: m["link_split"]["val"].update(neg=None, neg_per_pos=None)),
+        "no val negatives to rank the val edges against",
+    ),
+    "val edge past the nodes": (
+        lambda f: _set_entry(f, "link_val_pos.npy", 0, 999),
+        "link_val_pos.npy: entry 0 is node 999, which must be in [0, 200)",
+    ),
+    "negative id in test negatives": (
+        lambda f: _set_entry(f, "link_test_neg.npy", 7, -3),
+        "link_test_neg.npy: entry 7 is node -3, which must be in [0, 200)",
+    ),
     "val file missing": (lambda f: (f / "link_val_pos.npy").unlink(), "link_val_pos.npy: missing"),
 }
 
@@ -216,7 +232,8 @@ def _copy(folder, tmp_path):
 
 
 def _entry_of_type(folder, et_index, offset):
-    """The entry of indices.npy ``offset`` edges into edge type ``et_index``'s edges, and that edge type's source type."""
+    """The entry of indices.npy ``offset`` edges into edge type ``et_index``'s edges, and that edge type's source
+    type."""
     meta = json.loads((folder / "meta.json").read_text())
     start = sum(entry["num_edges"] for entry in meta["edge_types"][:et_index])
     return start + offset, meta["edge_types"][et_index]["src"], meta["node_types"]

@@ -99,7 +99,8 @@ def test_sigkill_then_resume_equals_the_uninterrupted_run(cora_dir, tmp_path):
     assert a["position"] == b["position"]
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
-    losses = lambda path: [r["loss"] for r in map(json.loads, path.read_text().splitlines()) if "loss" in r]
+    def losses(path):
+        return [r["loss"] for r in map(json.loads, path.read_text().splitlines()) if "loss" in r]
     assert losses(full_log) == losses(log)
 
 

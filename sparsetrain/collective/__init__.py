@@ -8,8 +8,14 @@ the differentiable all-to-all, rank/group helpers whose groups time out, and the
 from sparsetrain.collective.all_to_all import all_to_all
 from sparsetrain.collective.dense import all_gather_rows, all_reduce_sum
 from sparsetrain.collective.errors import CollectiveError, CollectiveInputError, PlacementError
-from sparsetrain.collective.groups import (GroupInfo, comm_device, default_timeout, group_info, init_process_group,
-                                          new_group)
+from sparsetrain.collective.groups import (
+    GroupInfo,
+    comm_device,
+    default_timeout,
+    group_info,
+    init_process_group,
+    new_group,
+)
 from sparsetrain.collective.placement import RowPlacement
 from sparsetrain.collective.sparse_ops import sparse_all_gather, sparse_reduce_scatter, sync_replicas
 from sparsetrain.collective.stats import CallRecord, CollectiveStats, collective_stats

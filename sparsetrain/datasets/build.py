@@ -21,15 +21,20 @@ from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.clustering import CLUSTERS_FILE, cluster_order
 from sparsetrain.datasets.csc import RawCSC, write_permuted
 from sparsetrain.datasets.dataset import GraphDataset, load
-from sparsetrain.datasets.edge_split import (DEFAULT_NEG_PER_POS, EdgeSplit, check_edge_split, check_fractions,
-                                             random_edge_split)
+from sparsetrain.datasets.edge_split import (
+    DEFAULT_NEG_PER_POS,
+    EdgeSplit,
+    check_edge_split,
+    check_fractions,
+    random_edge_split,
+)
 from sparsetrain.datasets.format import EdgeType
+from sparsetrain.datasets.input_checks import target_type_of
 from sparsetrain.datasets.node_tables import random_split, read_splits, write_features, write_labels
 from sparsetrain.datasets.presets import DEFAULT_SPLIT
-from sparsetrain.datasets.reorder import METHODS, node_order
 from sparsetrain.datasets.readers import check_times
+from sparsetrain.datasets.reorder import METHODS, node_order
 from sparsetrain.datasets.sources import EdgeFeatures, EdgeSource, GraphInput, Source, TimeColumn
-from sparsetrain.datasets.input_checks import target_type_of
 from sparsetrain.datasets.topology import build_topology, infer_typed_counts, node_counts
 from sparsetrain.datasets.writer import DatasetWriter
 from sparsetrain.errors import DatasetError

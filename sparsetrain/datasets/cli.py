@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from sparsetrain.datasets import format as fmt
-from sparsetrain.datasets.reorder import METHODS
 from sparsetrain.datasets.presets import DEFAULT_SPLIT, PRESETS
+from sparsetrain.datasets.reorder import METHODS
 from sparsetrain.errors import DatasetError, UsageError
 
 

@@ -31,9 +31,9 @@ from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.datasets.files import edge_source
 from sparsetrain.datasets.input_checks import target_type_of
 from sparsetrain.datasets.npz import NpzMember
-from sparsetrain.datasets.readers import CHUNK_ROWS, EdgeListReader, NodeTableReader, first_non_integer
 from sparsetrain.datasets.ogb_link import is_link_split_dir, read_ogb_edge_splits
 from sparsetrain.datasets.pt_files import integer_ids, read_pt_dict
+from sparsetrain.datasets.readers import CHUNK_ROWS, EdgeListReader, NodeTableReader, first_non_integer
 from sparsetrain.errors import DatasetError
 
 _SPLIT_PARTS = {"train": "train", "val": "valid", "test": "test"}

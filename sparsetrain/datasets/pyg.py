@@ -9,8 +9,15 @@ import warnings
 import numpy as np
 
 from sparsetrain.datasets import format as fmt
-from sparsetrain.datasets.build import (BuildOptions, EdgeFeatures, EdgeSource, GraphInput, Source, TimeColumn,
-                                        build_dataset)
+from sparsetrain.datasets.build import (
+    BuildOptions,
+    EdgeFeatures,
+    EdgeSource,
+    GraphInput,
+    Source,
+    TimeColumn,
+    build_dataset,
+)
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.datasets.input_checks import target_type_of
 from sparsetrain.errors import DatasetError

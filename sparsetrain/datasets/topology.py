@@ -16,13 +16,19 @@ import numpy as np
 from sparsetrain._progress import progress
 from sparsetrain._sigbus import watch
 from sparsetrain.datasets import format as fmt
-from sparsetrain.datasets.csc import (BUCKET_EDGES, MAX_NODES, RawCSC, assemble_columns, bucket_ranges,
-                                      count_in_degrees, write_buckets)
+from sparsetrain.datasets.csc import (
+    BUCKET_EDGES,
+    MAX_NODES,
+    RawCSC,
+    assemble_columns,
+    bucket_ranges,
+    count_in_degrees,
+    write_buckets,
+)
 from sparsetrain.datasets.format import EdgeType
 from sparsetrain.datasets.sources import EdgeSource, Source
 from sparsetrain.datasets.writer import DatasetWriter
 from sparsetrain.errors import DatasetError
-
 
 # Without a node count, ids up to this many are always accepted (the arrays they size are a few MiB);
 # beyond it an id may be at most _IDS_PER_EDGE times the edge count, or --num-nodes must say so.

@@ -9,7 +9,6 @@ import numba
 import numpy as np
 
 from sparsetrain.distributed.errors import DistSamplingError, PartDamagedError
-
 from sparsetrain.sampling.draw import count_node, draw_positions
 from sparsetrain.sampling.rng import hop_key, node_stream
 

@@ -9,9 +9,23 @@ import sys
 from pathlib import Path
 
 from sparsetrain.engine.precision import PRECISIONS
-from sparsetrain.engine.settings import (EVALUATIONS, EXCLUDE_CHOICES, FEATURE_PLACEMENTS, STEPS, TASKS, TYPED_MODELS,
-                                          CheckpointSettings, DataSettings, FeatureSettings, ModelSettings,
-                                          OptimSettings, ReportSettings, RunSettings, SamplingSettings, TrainSettings)
+from sparsetrain.engine.settings import (
+    EVALUATIONS,
+    EXCLUDE_CHOICES,
+    FEATURE_PLACEMENTS,
+    STEPS,
+    TASKS,
+    TYPED_MODELS,
+    CheckpointSettings,
+    DataSettings,
+    FeatureSettings,
+    ModelSettings,
+    OptimSettings,
+    ReportSettings,
+    RunSettings,
+    SamplingSettings,
+    TrainSettings,
+)
 from sparsetrain.nn.link import DECODERS
 from sparsetrain.nn.models import MODELS
 from sparsetrain.sampling.errors import SamplingError

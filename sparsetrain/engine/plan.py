@@ -21,9 +21,18 @@ from sparsetrain.datasets.format import NODE
 from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.host_memory import available_host_memory
 from sparsetrain.engine.inference import layerwise_cost, sampled_cost
-from sparsetrain.engine.settings import (TYPED_MODELS, CheckpointSettings, FeatureSettings, ModelSettings,
-                                         OptimSettings, ReportSettings, RunSettings, SamplingSettings, TrainSettings,
-                                         batch_record)
+from sparsetrain.engine.settings import (
+    TYPED_MODELS,
+    CheckpointSettings,
+    FeatureSettings,
+    ModelSettings,
+    OptimSettings,
+    ReportSettings,
+    RunSettings,
+    SamplingSettings,
+    TrainSettings,
+    batch_record,
+)
 from sparsetrain.engine.static_step import StepShapes
 from sparsetrain.errors import DatasetError, SettingError
 

@@ -21,8 +21,14 @@ from sparsetrain.datasets.format import NODE
 from sparsetrain.engine.dataset_checks import check_for_training
 from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.default_data import open_dataset
-from sparsetrain.engine.distributed import (DistContext, caused_by_another_rank, describe_failure, init_from_env,
-                                            shutdown, wrap_model)
+from sparsetrain.engine.distributed import (
+    DistContext,
+    caused_by_another_rank,
+    describe_failure,
+    init_from_env,
+    shutdown,
+    wrap_model,
+)
 from sparsetrain.engine.evaluate import full_graph_evaluator, sampled_evaluator
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.link_task import LINK_TASK, link_parts, ranking_negatives

@@ -14,8 +14,14 @@ import torch
 import torch.nn.functional as F
 
 from sparsetrain._progress import compile_notice, progress
-from sparsetrain.engine.checkpoint import (RECORD_VERSION, check_same_run, list_checkpoints, load_latest_checkpoint,
-                                          refuse_foreign_checkpoints, save_checkpoint)
+from sparsetrain.engine.checkpoint import (
+    RECORD_VERSION,
+    check_same_run,
+    list_checkpoints,
+    load_latest_checkpoint,
+    refuse_foreign_checkpoints,
+    save_checkpoint,
+)
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.precision import autocast, check_precision

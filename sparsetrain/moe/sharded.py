@@ -8,6 +8,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
+
 try:
     from torch.distributed.tensor import DTensor, Shard
 except ImportError:  # torch < 2.4 (e.g. 2.2.1, which DGL needs) keeps them in the private module

@@ -9,9 +9,8 @@ layer-wise over the full graph for exact evaluation
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import warnings
+from collections.abc import Sequence
 
 import torch
 from torch import nn

@@ -38,8 +38,15 @@ from sparsetrain.datasets.writer import DatasetWriter
 from sparsetrain.errors import OutputExistsError
 from sparsetrain.partition import kernels
 from sparsetrain.partition.errors import PartitionError
-from sparsetrain.partition.manifest import (FORMAT_NAME, FORMAT_VERSION, MANIFEST, OWNER_FILE, PART_META, part_folder,
-                                            write_manifest)
+from sparsetrain.partition.manifest import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MANIFEST,
+    OWNER_FILE,
+    PART_META,
+    part_folder,
+    write_manifest,
+)
 from sparsetrain.partition.stream import CSCChunks, NpyFile
 
 METHODS = ("ldg", "hash")

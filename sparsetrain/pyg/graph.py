@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch_geometric.data import Data, HeteroData
-from torch_geometric.data import remote_backend_utils
+from torch_geometric.data import Data, HeteroData, remote_backend_utils
 
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.datasets.readers import check_times

@@ -21,8 +21,14 @@ import warnings
 
 import numpy as np
 import torch
-from torch_geometric.sampler import (BaseSampler, EdgeSamplerInput, HeteroSamplerOutput, NegativeSampling,
-                                     NodeSamplerInput, SamplerOutput)
+from torch_geometric.sampler import (
+    BaseSampler,
+    EdgeSamplerInput,
+    HeteroSamplerOutput,
+    NegativeSampling,
+    NodeSamplerInput,
+    SamplerOutput,
+)
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
 from sparsetrain.pyg.errors import PyGNotImplementedError, PyGOptionError

@@ -13,9 +13,9 @@ import torch
 
 from sparsetrain.sampling import disjoint, neighbor, subgraph, temporal
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
+from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput, ids_on
-from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout
 from sparsetrain.sampling.minibatch import Block, MiniBatch
 from sparsetrain.sampling.subgraph import SUBGRAPH_TYPES

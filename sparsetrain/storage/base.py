@@ -9,7 +9,6 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-
 from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
 
 ID_DTYPES = (torch.int64, torch.int32)

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from sparsetrain.storage.base import FeatureSource, byte_rows, check_ids, widen
-from sparsetrain.storage.gather_kernels import assemble_direct, assemble_rows, copy_rows, new_marks, unique_inverse
 from sparsetrain.storage.errors import CacheBudgetError
+from sparsetrain.storage.gather_kernels import assemble_direct, assemble_rows, copy_rows, new_marks, unique_inverse
 from sparsetrain.storage.policies import POLICIES, make_policy
 from sparsetrain.storage.victim import VictimBuffer
 

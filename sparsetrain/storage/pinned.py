@@ -11,8 +11,13 @@ from sparsetrain.errors import SettingError
 from sparsetrain.storage.base import FeatureSource, byte_rows, widen
 from sparsetrain.storage.errors import PinnedMemoryError
 from sparsetrain.storage.gather_kernels import gather_rows
-from sparsetrain.storage.host_memory import (DEFAULT_CHUNK_BYTES, HostRegistration, cuda_available,
-                                             host_pointer_usable_on_device, pinned_empty)
+from sparsetrain.storage.host_memory import (
+    DEFAULT_CHUNK_BYTES,
+    HostRegistration,
+    cuda_available,
+    host_pointer_usable_on_device,
+    pinned_empty,
+)
 
 COPY_CHUNK_BYTES = 64 << 20
 
@@ -110,7 +115,6 @@ class PinnedFeatures(FeatureSource):
 
     def _gather_zero_copy(self, ids: torch.Tensor, out: torch.Tensor) -> None:
         from sparsetrain._numba_cuda import cuda
-
         from sparsetrain.storage.cuda_gather import launch_gather, word_bytes, word_view
 
         row_bytes = self.row_bytes

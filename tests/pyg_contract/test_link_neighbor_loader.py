@@ -1,8 +1,6 @@
 import pytest
 import torch
-
 from torch_geometric.data import Data, HeteroData
-from tests.pyg_contract.swap import LinkNeighborLoader  # sparsetrain: the import swap
 from torch_geometric.testing import (
     MyFeatureStore,
     MyGraphStore,
@@ -11,6 +9,8 @@ from torch_geometric.testing import (
     withCUDA,
     withPackage,
 )
+
+from tests.pyg_contract.swap import LinkNeighborLoader  # sparsetrain: the import swap
 
 
 def unique_edge_pairs(edge_index):

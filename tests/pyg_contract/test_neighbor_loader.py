@@ -3,11 +3,9 @@ import os.path as osp
 import numpy as np
 import pytest
 import torch
-
 import torch_geometric.typing
 from torch_geometric import EdgeIndex
 from torch_geometric.data import Data, HeteroData
-from tests.pyg_contract.swap import NeighborLoader  # sparsetrain: the import swap
 from torch_geometric.nn import GraphConv, to_hetero
 from torch_geometric.sampler.base import SubgraphType
 from torch_geometric.testing import (
@@ -33,6 +31,8 @@ from torch_geometric.utils import (
     to_torch_csr_tensor,
     to_undirected,
 )
+
+from tests.pyg_contract.swap import NeighborLoader  # sparsetrain: the import swap
 
 DTYPES = [
     pytest.param(torch.int64, id='int64'),

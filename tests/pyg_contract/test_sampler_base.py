@@ -1,6 +1,5 @@
 import pytest
 import torch
-
 from torch_geometric.sampler.base import (
     HeteroSamplerOutput,
     NumNeighbors,

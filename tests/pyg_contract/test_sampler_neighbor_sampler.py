@@ -1,15 +1,15 @@
 import pytest
 import torch
-
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.sampler.base import NodeSamplerInput, SamplerOutput
 from torch_geometric.sampler.neighbor_sampler import BidirectionalNeighborSampler
-from tests.pyg_contract.swap import NeighborSampler  # sparsetrain: the import swap
 from torch_geometric.testing import (
     MyFeatureStore,
     MyGraphStore,
     onlyNeighborSampler,
 )
+
+from tests.pyg_contract.swap import NeighborSampler  # sparsetrain: the import swap
 
 
 def _init_sample_graph(hetero=False):
