@@ -15,15 +15,15 @@ from sparsetrain.engine.loader import EpochStats, Loader
 from sparsetrain.engine.precision import PRECISIONS, autocast
 from sparsetrain.engine.run import train
 from sparsetrain.engine.settings import (
-                                         CheckpointSettings,
-                                         DataSettings,
-                                         FeatureSettings,
-                                         ModelSettings,
-                                         OptimSettings,
-                                         ReportSettings,
-                                         RunSettings,
-                                         SamplingSettings,
-                                         TrainSettings,
+    CheckpointSettings,
+    DataSettings,
+    FeatureSettings,
+    ModelSettings,
+    OptimSettings,
+    ReportSettings,
+    RunSettings,
+    SamplingSettings,
+    TrainSettings,
 )
 from sparsetrain.engine.stages import LoaderError
 from sparsetrain.engine.trainer import Task, Trainer, fit

@@ -16,11 +16,11 @@ GPU code (numba.cuda, CUDA runtime calls) is imported only when a GPU path runs.
 from sparsetrain.storage.base import FeatureSource, GatherStats
 from sparsetrain.storage.cache import CachedFeatures
 from sparsetrain.storage.errors import (
-                                        CacheBudgetError,
-                                        FeatureFileError,
-                                        FeatureIdError,
-                                        FeatureOutputError,
-                                        PinnedMemoryError,
+    CacheBudgetError,
+    FeatureFileError,
+    FeatureIdError,
+    FeatureOutputError,
+    PinnedMemoryError,
 )
 from sparsetrain.storage.mmap import MmapFeatures
 from sparsetrain.storage.pinned import PinnedFeatures
