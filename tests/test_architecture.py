@@ -25,7 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "nn": {"sampling", "storage", "collective"},
     "moe": {"collective"},
     "engine": {"storage", "sampling", "datasets", "collective", "nn", "moe", "partition", "distributed"},
-    "pyg": {"storage", "sampling", "datasets", "collective", "nn", "engine"},
+    "pyg": {"storage", "sampling", "datasets", "collective", "nn", "engine", "partition", "distributed"},
     "partition": {"storage", "sampling", "datasets"},
     "distributed": {"storage", "sampling", "collective", "partition"},
     "cli": {"datasets", "engine", "partition"},

@@ -8,13 +8,16 @@
   ``NeighborSampler.sample_from_edges`` (binary and triplet negatives, typed edges too).
 - :class:`DatasetFeatureStore`, :class:`DatasetGraphStore`: PyG's ``FeatureStore``/``GraphStore`` over a
   sparsetrain dataset, so PyG's own loaders accept ``(feature_store, graph_store)``.
+- :func:`partitioned_stores`: the pair over one part of a partitioned folder; under torch.distributed
+  ``NeighborLoader(partitioned_stores(DIR), ..., input_nodes="train", seed=s)`` samples the partitioned graph.
 """
 
 from sparsetrain.pyg.errors import PyGNotImplementedError, PyGOptionError
 from sparsetrain.pyg.loader import LinkNeighborLoader, NeighborLoader
+from sparsetrain.pyg.partitioned import partitioned_stores
 from sparsetrain.pyg.sampler import NeighborSampler
 from sparsetrain.pyg.stores import DatasetFeatureStore, DatasetGraphStore
 
 __all__ = ["DatasetFeatureStore", "DatasetGraphStore", "LinkNeighborLoader", "NeighborLoader", "NeighborSampler",
-           "PyGNotImplementedError", "PyGOptionError"]
+           "PyGNotImplementedError", "PyGOptionError", "partitioned_stores"]
 

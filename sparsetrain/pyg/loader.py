@@ -21,6 +21,7 @@ from sparsetrain.pyg.device import Placement, loader_device
 from sparsetrain.pyg.errors import PyGIndexError, PyGOptionError
 from sparsetrain.pyg.graph import check_finite_times
 from sparsetrain.pyg.ids import checked_edge_index, checked_ids
+from sparsetrain.pyg.partitioned import is_partitioned, partitioned_loader_args
 from sparsetrain.pyg.sampler import NeighborSampler
 from sparsetrain.pyg.stores import DatasetFeatureStore, DatasetGraphStore, as_dataset
 from sparsetrain.pyg.workers import SamplingThreads, epoch_length, uses_threads
@@ -89,6 +90,8 @@ class NeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader
                 input_nodes = ds.split[input_nodes]
             self.edge_features = getattr(ds, "edge_features", None)
             data = (DatasetFeatureStore(ds, features), DatasetGraphStore(ds))
+        elif is_partitioned(data):
+            input_nodes, kwargs = partitioned_loader_args(data, input_nodes, kwargs)
         elif features is not None:
             raise PyGOptionError("features= replaces a sparsetrain dataset's feature store; with other data, put "
                                  "features in the data")

@@ -31,10 +31,12 @@ from torch_geometric.sampler import (
 )
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
+from sparsetrain.distributed.sampler import DistNeighborSampler
 from sparsetrain.pyg.errors import PyGNotImplementedError, PyGOptionError
 from sparsetrain.pyg.graph import PyGGraph, graph_of
 from sparsetrain.pyg.ids import checked_ids
 from sparsetrain.pyg.keys import BatchKeys
+from sparsetrain.pyg.partitioned import is_partitioned
 from sparsetrain.sampling.edge_seeds import LinkNeighborSampler
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
@@ -84,6 +86,10 @@ class NeighborSampler(BaseSampler):
             raise PyGNotImplementedError("temporal sampling (time_attr) is not supported with "
                                          "sample_direction='backward'")
         self.data = data
+        if is_partitioned(data):
+            self._init_partitioned(data, num_neighbors, subgraph_type, replace, disjoint, time_attr, weight_attr,
+                                   sample_direction, seed, device)
+            return
         self.sample_direction = sample_direction
         self.subgraph_type = SubgraphType(subgraph_type)
         self.replace = bool(replace)
@@ -112,6 +118,28 @@ class NeighborSampler(BaseSampler):
             self.fused = self.fused.to(device)
         self.disjoint = self.fused.disjoint
         self.num_nodes = self.source.num_nodes
+
+    def _init_partitioned(self, data, num_neighbors, subgraph_type, replace, disjoint, time_attr, weight_attr,
+                          sample_direction, seed, device) -> None:
+        """Over :func:`~sparsetrain.pyg.partitioned.partitioned_stores`: a DistNeighborSampler of the part, collective;
+        batch keys ``position * world + rank``, unique across ranks."""
+        refused = {"subgraph_type": SubgraphType(subgraph_type) != SubgraphType.directional, "disjoint": disjoint,
+                   "time_attr": time_attr is not None, "weight_attr": weight_attr is not None,
+                   "sample_direction": sample_direction != "forward", "device": device is not None,
+                   "seed": seed is None}
+        bad = [name for name, on in refused.items() if on]
+        if bad:
+            raise PyGOptionError(f"{', '.join(bad)}: not offered over a partitioned graph; sample directional, "
+                                 "forward, untimed, unweighted on the CPU, with the same integer seed on every rank")
+        part = data[1].part
+        self.sample_direction, self.subgraph_type, self.replace = "forward", SubgraphType.directional, bool(replace)
+        self.weight_attr, self.temporal_strategy, self.seed = None, "uniform", int(seed)
+        self.keys = BatchKeys()
+        self.is_hetero_data, self._pyg_type, self.disjoint = False, {EDGE_TYPE: EDGE_TYPE}, False
+        self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
+        self.fused = DistNeighborSampler(part, list(self.num_neighbors.get_values()), seed=self.seed,
+                                         replace=self.replace, hop_nodes="new")
+        self.num_nodes = part.num_nodes
 
     def _fanouts(self) -> Fanouts:
         """PyG's ``num_neighbors`` as the fused sampler's :class:`Fanouts`, per graph edge type (PyG's keys name PyG's
@@ -151,7 +179,7 @@ class NeighborSampler(BaseSampler):
 
     @property
     def is_temporal(self) -> bool:
-        return self.fused.is_temporal
+        return getattr(self.fused, "is_temporal", False)
 
     @property
     def edge_permutation(self) -> None:
@@ -161,6 +189,8 @@ class NeighborSampler(BaseSampler):
     def next_key(self) -> int:
         """The batch key of this call (:mod:`sparsetrain.pyg.keys`: a function of the epoch and the batch's
         position in it)."""
+        if isinstance(self.fused, DistNeighborSampler):
+            return self.keys.next() * self.fused.world + self.fused.rank
         return self.keys.next()
 
 
@@ -171,6 +201,8 @@ class NeighborSampler(BaseSampler):
         seed_time = None if inputs.time is None else inputs.time.cpu()
         seeds = checked_ids(inputs.node, "inputs.node").to(torch.int64)  # (the fused sampler moves them to a GPU)
         mb = self.fused.sample(SamplerInput(seeds, key=self.next_key(), node_type=node_type, seed_time=seed_time))
+        if isinstance(self.fused, DistNeighborSampler):
+            self.data[0].note_owners(mb.input_nodes, mb.node_owner)
         return self._output(mb, (inputs.input_id, inputs.time))
 
     # ---- edge seeds ----
