@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from sparsetrain.datasets.format import NODE
+from sparsetrain.datasets.format import EDGE, NODE
 from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.host_memory import available_host_memory
 from sparsetrain.engine.inference import layerwise_cost, sampled_cost
@@ -225,7 +225,8 @@ def _step_shapes(run: RunSettings, meta: DatasetMeta, task: str, model: ModelSet
     if any(f < 0 for f in sampling.fanouts.as_list()):
         raise SettingError(f"--step static bounds each hop by its fanout; --fanout {sampling.fanouts.as_list()} "
                            "samples all neighbours (-1): give counts")
-    return StepShapes.bound(sampling.batch_size, sampling.fanouts, meta.num_nodes[NODE])
+    return StepShapes.bound(sampling.batch_size, sampling.fanouts, meta.num_nodes[NODE],
+                            num_edges=meta.num_edges[EDGE])
 
 
 # ---------------------------------------------------------------- what is trained on
