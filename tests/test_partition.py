@@ -5,6 +5,7 @@ LDG against the hash baseline, chunking that changes nothing, atomic writes and 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -172,3 +173,51 @@ def test_a_killed_run_leaves_nothing_behind(cora, tmp_path):
         partition_dataset(cora, tmp_path / "p", PartitionOptions(3, quiet=True))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]
     assert load_partition(tmp_path / "p", 1).num_parts == 2
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: _edit(d / "indices.npy", lambda a: a.__setitem__(5, 10**6)), "holds node id 1000000, outside [0, 50)"),
+    (lambda d: _edit(d / "indices.npy", lambda a: a.__setitem__(7, -3)), "holds node id -3"),
+    (lambda d: _edit(d / "indptr.npy", lambda a: a.__setitem__(10, a[10] + 10**5)), "column offsets near column 0"),
+], ids=["id above", "negative id", "offsets"])
+def test_a_dataset_edited_in_place_is_refused_in_one_line_not_a_crash(tmp_path, capsys, damage, message):
+    """The kernels index by the CSC unchecked: an id out of range was a segfault (exit 139) and a left temp folder."""
+    synthesize(tmp_path / "g", 50, 200, feature_dim=2, num_classes=2, seed=1, quiet=True)
+    damage(tmp_path / "g")
+    code, err = _cli(capsys, "partition", tmp_path / "g", "--parts", 2, "--out", tmp_path / "p", "--quiet")
+    assert code == 1 and message in err and "\n" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g"]
+
+
+def _edit(path: Path, change) -> None:
+    array = np.load(path)
+    change(array)
+    np.save(path, array)
+
+
+def test_out_inside_or_holding_the_dataset_is_refused(cora3, tmp_path, capsys):
+    synthesize(tmp_path / "g", 50, 200, feature_dim=2, num_classes=2, seed=1, quiet=True)
+    before = sorted(p.name for p in (tmp_path / "g").iterdir())
+    for out, where in ((tmp_path / "g", "is the dataset"), (tmp_path / "g" / "sub", "is inside the dataset")):
+        code, err = _cli(capsys, "partition", tmp_path / "g", "--parts", 2, "--out", out, "--quiet")
+        assert code == 1 and where in err, out
+    assert sorted(p.name for p in (tmp_path / "g").iterdir()) == before
+    copy = tmp_path / "c3"
+    shutil.copytree(cora3, copy)  # a part is a dataset: partitioning it over its own folder would delete it
+    code, err = _cli(capsys, "partition", copy / "part-0", "--parts", 2, "--out", copy, "--overwrite", "--quiet")
+    assert code == 1 and "holds the dataset folder" in err and (copy / "part-0" / "meta.json").is_file()
+
+
+def test_options_take_numpy_integers_and_refuse_other_types_in_one_line(cora3):
+    opts = PartitionOptions(np.int64(2), passes=np.int32(3), imbalance=np.float32(0.5), seed=np.uint8(4))
+    assert (opts.parts, opts.passes, opts.imbalance, opts.seed) == (2, 3, 0.5, 4) and type(opts.parts) is int
+    for kwargs, message in (({"parts": 2.0}, "--parts 2.0"), ({"parts": True}, "--parts True"),
+                            ({"imbalance": "0.1"}, "--imbalance '0.1'"), ({"imbalance": None}, "--imbalance None"),
+                            ({"seed": 2**64}, "--seed 18446744073709551616"), ({"seed": "1"}, "--seed '1'"),
+                            ({"chunk_edges": 0}, "chunk_edges=0"), ({"quiet": "no"}, "quiet='no'")):
+        with pytest.raises(PartitionError, match=re.escape(message)):
+            PartitionOptions(**({"parts": 2} | kwargs))
+    assert load_partition(cora3, np.int64(1)).rank == 1
+    for rank in (True, 1.0, "1"):
+        with pytest.raises(PartitionError, match="give the rank as an integer"):
+            load_partition(cora3, rank)

@@ -13,7 +13,7 @@ from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.dataset import GraphDataset, load
 from sparsetrain.partition.errors import PartitionError
 from sparsetrain.partition.manifest import PART_META, check_parts, read_manifest
-from sparsetrain.partition.partitioner import COL_START, HALO_OWNER, L2G
+from sparsetrain.partition.partitioner import COL_START, HALO_OWNER, L2G, as_int
 from sparsetrain.storage.mmap import MmapFeatures
 
 
@@ -74,7 +74,10 @@ def load_partition(path: str | os.PathLike, rank: int, verify: bool = False) -> 
     folder = Path(path)
     manifest = read_manifest(folder)
     P = manifest["num_parts"]
-    if not isinstance(rank, int) or not 0 <= rank < P:
+    if as_int(rank) is None:
+        raise PartitionError(f"rank={rank!r}: give the rank as an integer from 0 to {P - 1}")
+    rank = as_int(rank)
+    if not 0 <= rank < P:
         raise PartitionError(f"{folder}: has {P} parts, so rank {rank} has none; run {P} ranks (e.g. torchrun "
                              f"--nproc-per-node {P})")
     check_parts(folder, manifest)
