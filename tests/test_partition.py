@@ -221,3 +221,36 @@ def test_options_take_numpy_integers_and_refuse_other_types_in_one_line(cora3):
     for rank in (True, 1.0, "1"):
         with pytest.raises(PartitionError, match="give the rank as an integer"):
             load_partition(cora3, rank)
+
+
+def _resign(folder: Path, edit) -> None:
+    """Edit the manifest and write its checksum anew, as a script would: the checksum alone cannot refuse it."""
+    from sparsetrain.partition.manifest import digest
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest.pop("checksum")
+    edit(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest | {"checksum": digest(manifest)}))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda f: (f / "part-0" / "meta.json").write_text("{not json"), "part-0/meta.json: not a part's meta.json"),
+    (lambda f: (f / "part-0" / "meta.json").write_text("[1, 2]"), "part-0/meta.json: not a part's meta.json"),
+    (lambda f: (f / "owner.npy").unlink(), "owner.npy: missing"),
+    (lambda f: _resign(f, lambda m: m.update(parts=5)), "field 'parts' is 5, not a list"),
+    (lambda f: _resign(f, lambda m: m["parts"][0].pop("meta_sha256")), "field 'parts[0].meta_sha256' is None"),
+    (lambda f: _resign(f, lambda m: m["parts"][0].update(folder="../x")), "part 0's folder is '../x', not 'part-0'"),
+    (lambda f: _resign(f, lambda m: m.update(num_parts="x")), "field 'num_parts' is 'x', not an integer"),
+    (lambda f: _resign(f, lambda m: m.update(num_parts=4)), "field 'num_parts' is 4 but 3 parts are listed"),
+    (lambda f: _resign(f, lambda m: m.pop("quality")), "field 'quality' is None, not an object"),
+    (lambda f: _resign(f, lambda m: m["parts"].__setitem__(1, [])), "part 1's entry is [], not an object"),
+], ids=["meta not json", "meta a list", "owner missing", "parts an int", "part field missing", "folder path",
+        "num_parts a string", "num_parts too many", "quality missing", "part entry a list"])
+def test_a_damaged_or_resigned_folder_is_one_line_not_a_traceback(cora3, tmp_path, capsys, damage, message):
+    folder = tmp_path / "c"
+    shutil.copytree(cora3, folder)
+    damage(folder)
+    code, err = _cli(capsys, "partition-info", folder)
+    assert code == 1 and message in err and "\n" not in err
+    with pytest.raises(PartitionError, match=re.escape(message)):
+        load_partition(folder, 0)
