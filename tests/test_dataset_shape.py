@@ -96,3 +96,24 @@ def test_synth_typed_is_synthesize_typed_and_refuses_the_homogeneous_sizes(tmp_p
         code, _, stderr = cli("synth", "--typed", *extra, "--out", tmp_path / "no", "--quiet")
         assert code == 1 and len(stderr.strip().splitlines()) == 1 and words in stderr, (extra, stderr)
     assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("key", [("a", "r"), 5, (1, 2, 3), ("a", "", "b"), ("a", "r", "b", "c")])
+def test_an_edge_type_that_is_not_three_names_is_one_line(tmp_path, key):
+    (tmp_path / "e.csv").write_text("src,dst\n0,1\n1,0\n2,1\n")
+    with pytest.raises(DatasetError, match=r"edge type .*: write it as src,rel,dst or a \(src, rel, dst\) tuple"):
+        st.datasets.from_files(tmp_path / "out", {key: tmp_path / "e.csv"}, quiet=True)
+    assert not (tmp_path / "out").exists()
+
+
+def test_node_counts_are_whole_numbers_numpy_ones_included(tmp_path):
+    (tmp_path / "e.csv").write_text("src,dst\n0,1\n1,0\n2,1\n")
+    edges = {("a", "r", "b"): tmp_path / "e.csv"}
+    ds = st.datasets.from_files(tmp_path / "ok", edges, num_nodes={"a": np.int64(5), "b": np.int32(4)}, quiet=True)
+    assert ds.num_nodes_by_type == {"a": 5, "b": 4}
+    for bad in (5.0, "5", True):
+        with pytest.raises(DatasetError, match=f"the count of node type 'a' is {bad!r}; give a whole number"):
+            st.datasets.from_files(tmp_path / "no", edges, num_nodes={"a": bad, "b": 4}, quiet=True)
+    with pytest.raises(DatasetError, match="num_nodes is 4.0; give a whole number"):
+        st.datasets.from_files(tmp_path / "no", tmp_path / "e.csv", num_nodes=4.0, quiet=True)
+    assert not (tmp_path / "no").exists()
