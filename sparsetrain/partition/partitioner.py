@@ -30,11 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from sparsetrain._process import pid_alive
 from sparsetrain._progress import progress
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.dataset import load
-from sparsetrain.datasets.writer import DatasetWriter
+from sparsetrain.datasets.writer import DatasetWriter, leftovers
 from sparsetrain.errors import OutputExistsError
 from sparsetrain.partition import kernels
 from sparsetrain.partition.errors import PartitionError
@@ -203,13 +202,7 @@ def _recover(out: Path) -> None:
     """Undo what a killed run for ``out`` left beside it: its temp folder goes; a replaced folder it had moved aside
     comes back when nothing took its place."""
     for kind in ("old", "tmp"):
-        for path in sorted(out.parent.glob(f".{out.name}.{kind}-*")):
-            try:
-                pid = int(path.name.rsplit(f".{kind}-", 1)[1].split("-")[0])
-            except ValueError:
-                continue
-            if pid_alive(pid):
-                continue
+        for path in leftovers(out, kind):
             if kind == "old" and not out.exists() and (path / MANIFEST).is_file():
                 os.rename(path, out)
             else:
