@@ -93,7 +93,10 @@ def test_synth_typed_is_synthesize_typed_and_refuses_the_homogeneous_sizes(tmp_p
     assert _checksums(tmp_path / "cli") == _checksums(tmp_path / "py")
     for extra, words in ((["--nodes", "5"], "drop --nodes"), (["--label-fraction", "0.5"], "drop --label-fraction"),
                          (["--preset", "papers100m"], "--preset papers100m sizes a homogeneous graph"),
-                         (["--reorder", "degree"], "drop --reorder")):
+                         (["--reorder", "degree"], "drop --reorder"),
+                         # a 0 was read as "the default" (349 classes, 128 features) and written, exit 0
+                         (["--classes", "0"], "--classes 0: need at least 1 feature and 2 classes"),
+                         (["--feature-dim", "0"], "--feature-dim 0 / --classes 349: need at least 1 feature")):
         code, _, stderr = cli("synth", "--typed", *extra, "--out", tmp_path / "no", "--quiet")
         assert code == 1 and len(stderr.strip().splitlines()) == 1 and words in stderr, (extra, stderr)
     assert not (tmp_path / "no").exists()
