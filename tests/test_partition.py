@@ -254,3 +254,19 @@ def test_a_damaged_or_resigned_folder_is_one_line_not_a_traceback(cora3, tmp_pat
     assert code == 1 and message in err and "\n" not in err
     with pytest.raises(PartitionError, match=re.escape(message)):
         load_partition(folder, 0)
+
+
+@pytest.mark.parametrize("name, change, message", [
+    ("halo_owner.npy", lambda a: np.full_like(a, 99), "halo_owner.npy: holds 99, outside [0, 3)"),
+    ("local_to_global.npy", lambda a: a + 10**6, "local_to_global.npy: holds"),
+    ("indices.npy", lambda a: a + 10**5, "indices.npy: holds"),
+    ("col_start.npy", lambda a: a - 10**6, "col_start.npy: holds"),
+])
+def test_a_part_edited_in_place_is_refused_when_loaded(cora3, tmp_path, name, change, message):
+    """load_partition read ids it indexes by unchecked: a halo owner of part 99 of 3 loaded as it was."""
+    folder = tmp_path / "c"
+    shutil.copytree(cora3, folder)
+    _edit(folder / "part-1" / name, lambda a: a.__setitem__(slice(None), change(a)))
+    with pytest.raises(PartitionError, match=re.escape(message)):
+        load_partition(folder, 1)
+    assert load_partition(folder, 0).rank == 0  # the other parts still load
