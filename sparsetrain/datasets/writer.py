@@ -55,7 +55,7 @@ def check_output(out_dir: Path, overwrite: bool) -> None:
 def leftovers(out_dir: Path, kind: str) -> list[Path]:
     """``.<name>.<kind>-<pid>-<random>`` folders beside ``out_dir`` whose writer is dead. Matched by name, not by a
     glob: an ``--out`` named ``p*`` or ``p[1]`` must not take ``p2``'s or ``p1``'s (nor ``a**b`` be a bad pattern)."""
-    pattern = re.compile(re.escape(f".{out_dir.name}.{kind}-") + r"(\d+)-[0-9a-f]+")
+    pattern = re.compile(re.escape(f".{out_dir.name}.{kind}-") + r"(\d+)(?:-.*)?")
     found = []
     for entry in os.scandir(out_dir.parent):
         match = pattern.fullmatch(entry.name)
