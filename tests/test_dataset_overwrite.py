@@ -146,3 +146,18 @@ def test_overwriting_a_symlinked_dataset_replaces_the_link_and_keeps_its_target(
     assert _nodes(tmp_path / "data") == B_NODES and not (tmp_path / "data").is_symlink()
     assert _nodes(target) == A_NODES
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "elsewhere"]
+
+
+@pytest.mark.parametrize("name", ["d*", "d[1]", "a**b", "d?"])
+def test_an_out_named_like_a_pattern_recovers_only_its_own_leftovers(sources, tmp_path, name):
+    """Leftovers were found by glob: `--out 'a**b'` was a ValueError traceback and `--out 'd*'` took the folder
+    another dataset's killed run had moved aside (`.d1.old-...`) as its own."""
+    a, b = sources
+    dead = _dead_pid()
+    shutil.copytree(a, tmp_path / f".d1.old-{dead}-0000")  # another output's, left by a killed run
+    shutil.copytree(b, tmp_path / f".{name}.old-{dead}-0000")  # this output's
+    writer_mod.recover_interrupted(tmp_path / name)
+    assert _nodes(tmp_path / name) == B_NODES
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, f".d1.old-{dead}-0000"])
+    st.datasets.synthesize(tmp_path / name, 30, 120, feature_dim=2, num_classes=2, seed=0, quiet=True, overwrite=True)
+    assert st.datasets.load(tmp_path / name).num_nodes == 30

@@ -4,6 +4,7 @@ unsuffixed names views at the API edge; and one import path, so one graph gives 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -92,7 +93,71 @@ def test_synth_typed_is_synthesize_typed_and_refuses_the_homogeneous_sizes(tmp_p
     assert _checksums(tmp_path / "cli") == _checksums(tmp_path / "py")
     for extra, words in ((["--nodes", "5"], "drop --nodes"), (["--label-fraction", "0.5"], "drop --label-fraction"),
                          (["--preset", "papers100m"], "--preset papers100m sizes a homogeneous graph"),
-                         (["--reorder", "degree"], "drop --reorder")):
+                         (["--reorder", "degree"], "drop --reorder"),
+                         # a 0 was read as "the default" (349 classes, 128 features) and written, exit 0
+                         (["--classes", "0"], "--classes 0: need at least 1 feature and 2 classes"),
+                         (["--feature-dim", "0"], "--feature-dim 0 / --classes 349: need at least 1 feature")):
         code, _, stderr = cli("synth", "--typed", *extra, "--out", tmp_path / "no", "--quiet")
         assert code == 1 and len(stderr.strip().splitlines()) == 1 and words in stderr, (extra, stderr)
     assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("key", [("a", "r"), 5, (1, 2, 3), ("a", "", "b"), ("a", "r", "b", "c")])
+def test_an_edge_type_that_is_not_three_names_is_one_line(tmp_path, key):
+    (tmp_path / "e.csv").write_text("src,dst\n0,1\n1,0\n2,1\n")
+    with pytest.raises(DatasetError, match=r"edge type .*: write it as src,rel,dst or a \(src, rel, dst\) tuple"):
+        st.datasets.from_files(tmp_path / "out", {key: tmp_path / "e.csv"}, quiet=True)
+    assert not (tmp_path / "out").exists()
+
+
+def test_node_counts_are_whole_numbers_numpy_ones_included(tmp_path):
+    (tmp_path / "e.csv").write_text("src,dst\n0,1\n1,0\n2,1\n")
+    edges = {("a", "r", "b"): tmp_path / "e.csv"}
+    ds = st.datasets.from_files(tmp_path / "ok", edges, num_nodes={"a": np.int64(5), "b": np.int32(4)}, quiet=True)
+    assert ds.num_nodes_by_type == {"a": 5, "b": 4}
+    for bad in (5.0, "5", True):
+        with pytest.raises(DatasetError, match=f"the count of node type 'a' is {bad!r}; give a whole number"):
+            st.datasets.from_files(tmp_path / "no", edges, num_nodes={"a": bad, "b": 4}, quiet=True)
+    with pytest.raises(DatasetError, match="num_nodes is 4.0; give a whole number"):
+        st.datasets.from_files(tmp_path / "no", tmp_path / "e.csv", num_nodes=4.0, quiet=True)
+    assert not (tmp_path / "no").exists()
+
+
+def _hetero():
+    from torch_geometric.data import HeteroData
+
+    g = torch.Generator().manual_seed(0)
+    h = HeteroData()
+    h["a"].x, h["a"].y = torch.randn(10, 4, generator=g), torch.randint(0, 3, (10,), generator=g)
+    h["b"].x = torch.randn(6, 3, generator=g)
+    h["a", "r", "b"].edge_index = torch.stack([torch.arange(10), torch.arange(10) % 6])
+    h["b", "s", "a"].edge_index = torch.stack([torch.arange(6), torch.arange(6)])
+    return h
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda h: setattr(h["c"], "x", torch.zeros(0, 4)), "node type 'c' has 0 nodes"),
+    (lambda h: setattr(h["a"], "train_mask", torch.ones(5, dtype=torch.bool)),
+     "data['a'].train_mask has 5 entries for 10 nodes; a boolean mask has one per node"),
+    (lambda h: setattr(h["a"], "x", torch.ones(10, 2, dtype=torch.complex64)),
+     "data['a'].x has dtype complex64; give a real-valued tensor"),
+], ids=["type without nodes", "short mask", "complex features"])
+def test_from_pyg_refuses_in_one_line_what_it_cast_dropped_or_crashed_on(tmp_path, edit, says):
+    h = _hetero()
+    edit(h)
+    with pytest.raises(DatasetError, match=re.escape(says)) as info:
+        st.datasets.from_pyg(h, tmp_path / "out", quiet=True)
+    assert "\n" not in str(info.value) and not (tmp_path / "out").exists()
+
+
+def test_from_pyg_of_something_else_is_one_line(tmp_path):
+    with pytest.raises(DatasetError, match="takes a torch_geometric Data or HeteroData, not a dict"):
+        st.datasets.from_pyg({"edge_index": torch.zeros(2, 3, dtype=torch.long)}, tmp_path / "out", quiet=True)
+
+
+def test_a_full_length_mask_still_gives_the_split(tmp_path):
+    h = _hetero()
+    h["a"].train_mask = torch.arange(10) < 4
+    h["a"].val_mask, h["a"].test_mask = (torch.arange(10) >= 4) & (torch.arange(10) < 7), torch.arange(10) >= 7
+    ds = st.datasets.from_pyg(h, tmp_path / "out", quiet=True)
+    assert ds.split["train"].tolist() == [0, 1, 2, 3] and ds.split["test"].tolist() == [7, 8, 9]

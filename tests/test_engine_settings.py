@@ -108,3 +108,22 @@ def test_the_checkpoint_record_holds_every_setting_not_marked_resumable_whatever
     assert batch_record(TrainSettings(temporal=True))["temporal"] is True
     # what a resume may change is not recorded
     assert batch_record(TrainSettings(lr=0.5, epochs=9, dropout=0.1, cache_gb=1.0, quiet=True)) == record
+
+
+def test_numpy_scalars_count_as_their_python_type_and_are_stored_as_it():
+    import numpy as np
+
+    s = TrainSettings(batch_size=np.int64(64), seed=np.int32(3), epochs=np.int64(2), lr=np.float32(0.5),
+                      checkpoint_dir="ckpt", resume=np.bool_(True), checkpoint_every=np.uint8(4))
+    values = (s.sampling.batch_size, s.run.seed, s.optim.epochs, s.optim.lr, s.checkpoint.resume, s.checkpoint.every)
+    assert values == (64, 3, 2, 0.5, True, 4)
+    assert [type(v) for v in values] == [int, int, int, float, bool, int]
+    assert batch_record(s) == batch_record(TrainSettings(batch_size=64, seed=3))
+    assert type(FeatureSettings(cache_gb=np.int64(2)).cache_gb) is int
+    # a float is still not an int, and a numpy integer's value is checked as the int's
+    with pytest.raises(SettingError, match=r"batch_size=1024.0: must be an integer"):
+        SamplingSettings(batch_size=1024.0)
+    with pytest.raises(SettingError, match=r"seed=8796093022208: must be an integer in"):
+        RunSettings(seed=np.int64(2**43))
+    with pytest.raises(SettingError, match=r"resume=np.int64\(1\): must be True or False"):
+        CheckpointSettings(dir="ckpt", resume=np.int64(1))

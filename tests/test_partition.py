@@ -5,6 +5,7 @@ LDG against the hash baseline, chunking that changes nothing, atomic writes and 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -172,3 +173,100 @@ def test_a_killed_run_leaves_nothing_behind(cora, tmp_path):
         partition_dataset(cora, tmp_path / "p", PartitionOptions(3, quiet=True))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]
     assert load_partition(tmp_path / "p", 1).num_parts == 2
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: _edit(d / "indices.npy", lambda a: a.__setitem__(5, 10**6)), "holds node id 1000000, outside [0, 50)"),
+    (lambda d: _edit(d / "indices.npy", lambda a: a.__setitem__(7, -3)), "holds node id -3"),
+    (lambda d: _edit(d / "indptr.npy", lambda a: a.__setitem__(10, a[10] + 10**5)), "column offsets near column 0"),
+], ids=["id above", "negative id", "offsets"])
+def test_a_dataset_edited_in_place_is_refused_in_one_line_not_a_crash(tmp_path, capsys, damage, message):
+    """The kernels index by the CSC unchecked: an id out of range was a segfault (exit 139) and a left temp folder."""
+    synthesize(tmp_path / "g", 50, 200, feature_dim=2, num_classes=2, seed=1, quiet=True)
+    damage(tmp_path / "g")
+    code, err = _cli(capsys, "partition", tmp_path / "g", "--parts", 2, "--out", tmp_path / "p", "--quiet")
+    assert code == 1 and message in err and "\n" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g"]
+
+
+def _edit(path: Path, change) -> None:
+    array = np.load(path)
+    change(array)
+    np.save(path, array)
+
+
+def test_out_inside_or_holding_the_dataset_is_refused(cora3, tmp_path, capsys):
+    synthesize(tmp_path / "g", 50, 200, feature_dim=2, num_classes=2, seed=1, quiet=True)
+    before = sorted(p.name for p in (tmp_path / "g").iterdir())
+    for out, where in ((tmp_path / "g", "is the dataset"), (tmp_path / "g" / "sub", "is inside the dataset")):
+        code, err = _cli(capsys, "partition", tmp_path / "g", "--parts", 2, "--out", out, "--quiet")
+        assert code == 1 and where in err, out
+    assert sorted(p.name for p in (tmp_path / "g").iterdir()) == before
+    copy = tmp_path / "c3"
+    shutil.copytree(cora3, copy)  # a part is a dataset: partitioning it over its own folder would delete it
+    code, err = _cli(capsys, "partition", copy / "part-0", "--parts", 2, "--out", copy, "--overwrite", "--quiet")
+    assert code == 1 and "holds the dataset folder" in err and (copy / "part-0" / "meta.json").is_file()
+
+
+def test_options_take_numpy_integers_and_refuse_other_types_in_one_line(cora3):
+    opts = PartitionOptions(np.int64(2), passes=np.int32(3), imbalance=np.float32(0.5), seed=np.uint8(4))
+    assert (opts.parts, opts.passes, opts.imbalance, opts.seed) == (2, 3, 0.5, 4) and type(opts.parts) is int
+    for kwargs, message in (({"parts": 2.0}, "--parts 2.0"), ({"parts": True}, "--parts True"),
+                            ({"imbalance": "0.1"}, "--imbalance '0.1'"), ({"imbalance": None}, "--imbalance None"),
+                            ({"seed": 2**64}, "--seed 18446744073709551616"), ({"seed": "1"}, "--seed '1'"),
+                            ({"chunk_edges": 0}, "chunk_edges=0"), ({"quiet": "no"}, "quiet='no'")):
+        with pytest.raises(PartitionError, match=re.escape(message)):
+            PartitionOptions(**({"parts": 2} | kwargs))
+    assert load_partition(cora3, np.int64(1)).rank == 1
+    for rank in (True, 1.0, "1"):
+        with pytest.raises(PartitionError, match="give the rank as an integer"):
+            load_partition(cora3, rank)
+
+
+def _resign(folder: Path, edit) -> None:
+    """Edit the manifest and write its checksum anew, as a script would: the checksum alone cannot refuse it."""
+    from sparsetrain.partition.manifest import digest
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest.pop("checksum")
+    edit(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest | {"checksum": digest(manifest)}))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda f: (f / "part-0" / "meta.json").write_text("{not json"), "part-0/meta.json: not a part's meta.json"),
+    (lambda f: (f / "part-0" / "meta.json").write_text("[1, 2]"), "part-0/meta.json: not a part's meta.json"),
+    (lambda f: (f / "owner.npy").unlink(), "owner.npy: missing"),
+    (lambda f: _resign(f, lambda m: m.update(parts=5)), "field 'parts' is 5, not a list"),
+    (lambda f: _resign(f, lambda m: m["parts"][0].pop("meta_sha256")), "field 'parts[0].meta_sha256' is None"),
+    (lambda f: _resign(f, lambda m: m["parts"][0].update(folder="../x")), "part 0's folder is '../x', not 'part-0'"),
+    (lambda f: _resign(f, lambda m: m.update(num_parts="x")), "field 'num_parts' is 'x', not an integer"),
+    (lambda f: _resign(f, lambda m: m.update(num_parts=4)), "field 'num_parts' is 4 but 3 parts are listed"),
+    (lambda f: _resign(f, lambda m: m.pop("quality")), "field 'quality' is None, not an object"),
+    (lambda f: _resign(f, lambda m: m["parts"].__setitem__(1, [])), "part 1's entry is [], not an object"),
+], ids=["meta not json", "meta a list", "owner missing", "parts an int", "part field missing", "folder path",
+        "num_parts a string", "num_parts too many", "quality missing", "part entry a list"])
+def test_a_damaged_or_resigned_folder_is_one_line_not_a_traceback(cora3, tmp_path, capsys, damage, message):
+    folder = tmp_path / "c"
+    shutil.copytree(cora3, folder)
+    damage(folder)
+    code, err = _cli(capsys, "partition-info", folder)
+    assert code == 1 and message in err and "\n" not in err
+    with pytest.raises(PartitionError, match=re.escape(message)):
+        load_partition(folder, 0)
+
+
+@pytest.mark.parametrize("name, change, message", [
+    ("halo_owner.npy", lambda a: np.full_like(a, 99), "halo_owner.npy: holds 99, outside [0, 3)"),
+    ("local_to_global.npy", lambda a: a + 10**6, "local_to_global.npy: holds"),
+    ("indices.npy", lambda a: a + 10**5, "indices.npy: holds"),
+    ("col_start.npy", lambda a: a - 10**6, "col_start.npy: holds"),
+])
+def test_a_part_edited_in_place_is_refused_when_loaded(cora3, tmp_path, name, change, message):
+    """load_partition read ids it indexes by unchecked: a halo owner of part 99 of 3 loaded as it was."""
+    folder = tmp_path / "c"
+    shutil.copytree(cora3, folder)
+    _edit(folder / "part-1" / name, lambda a: a.__setitem__(slice(None), change(a)))
+    with pytest.raises(PartitionError, match=re.escape(message)):
+        load_partition(folder, 1)
+    assert load_partition(folder, 0).rank == 0  # the other parts still load

@@ -203,3 +203,26 @@ def test_captured_step_matches_the_eager_step_on_the_gpu(cora, spmm):
     assert step._graph is not None
     for p, q in zip(model.parameters(), captured_model.parameters()):
         torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+
+
+def test_a_hop_never_pads_to_more_edges_than_the_graph_has():
+    # without replacement a hop's distinct nodes draw subsets of their own in-edges: at most the graph's edges
+    huge = StepShapes.bound(64, [2**31 - 1, 2**31 - 1], num_nodes=500, num_edges=6000)
+    assert huge.nodes == (65, 501, 501) and huge.edges == (6000, 6000)
+    assert StepShapes.bound(64, [10, 10], num_nodes=500, num_edges=6000).edges == (640, 5000)  # below: unchanged
+
+
+def test_train_step_static_with_a_fanout_above_every_degree_pads_to_the_graph(cora, tmp_path, monkeypatch):
+    widths = []
+    init = StaticBatch.__init__
+    monkeypatch.setattr(StaticBatch, "__init__", lambda self, shapes, *a, **k: widths.append(shapes.edges)
+                        or init(self, shapes, *a, **k))
+    losses = _run_losses(cora, tmp_path / "m.jsonl", "--step", "static", "--fanout", "2147483647,2147483647")
+    assert len(losses) == 6 and widths == [(cora.num_edges, cora.num_edges)]
+
+
+def test_a_padded_batch_too_large_to_allocate_is_one_line():
+    shapes = StepShapes.bound(10**6, [10**6, 10**6], num_nodes=10**9)
+    with pytest.raises(SettingError, match=r"pads every batch to 1000000001 input nodes .* lower --batch-size") as info:
+        StaticBatch(shapes, 100)
+    assert "\n" not in str(info.value)

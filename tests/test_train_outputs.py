@@ -167,3 +167,14 @@ def test_a_cache_smaller_than_one_feature_row_is_refused(cli, tiny):
     assert "--cache-gb 1e-09: 1 bytes, less than one feature row (32 bytes), would cache nothing" in err
     code, out, err = cli("train", "--data", tiny, "--epochs", "1", "--cache-gb", "3e-8", *TINY)  # 32 bytes: one row
     assert code == 0 and "cache hit rate" in out, err
+
+
+@pytest.mark.parametrize("flag, path", [("--summary-json", "meta.json"), ("--metrics-log", "labels.npy"),
+                                        ("--checkpoint-dir", "."), ("--checkpoint-dir", "ck")])
+def test_an_output_path_in_the_dataset_folder_is_refused_and_the_dataset_kept(cli, tmp_path, flag, path):
+    """A summary written over meta.json destroyed the dataset (exit 0, then every later command refused it)."""
+    data = st.datasets.synthesize(tmp_path / "d", 200, 1600, feature_dim=4, num_classes=3, seed=0, quiet=True).path
+    before = {p.name: p.read_bytes() for p in data.iterdir()}
+    code, out, err = cli("train", "--data", data, "--epochs", "1", flag, data / path, *TINY)
+    assert f"{flag} {data / path}: is in the dataset folder {data}" in _one_line_error(code, err) and out == ""
+    assert {p.name: p.read_bytes() for p in data.iterdir()} == before

@@ -28,11 +28,15 @@ def edge_source(path: Path, time_column: str | None = None) -> tuple[EdgeSource,
     return source, times
 
 
-def parse_edge_type(text: str) -> EdgeType:
-    """``"src,rel,dst"`` (or ``src___rel___dst``) -> ``(src, rel, dst)``."""
-    parts = text.split(",") if "," in text else text.split(fmt.SEPARATOR)
-    if len(parts) != 3 or not all(p.strip() for p in parts):
-        raise DatasetError(f"edge type {text!r}: write it as src,rel,dst (e.g. author,writes,paper)")
+def parse_edge_type(key: str | tuple) -> EdgeType:
+    """``"src,rel,dst"`` (or ``src___rel___dst``) or a ``(src, rel, dst)`` tuple of names -> ``(src, rel, dst)``."""
+    if isinstance(key, str):
+        parts = key.split(",") if "," in key else key.split(fmt.SEPARATOR)
+    else:
+        parts = list(key) if isinstance(key, (tuple, list)) else []
+    if len(parts) != 3 or not all(isinstance(p, str) and p.strip() for p in parts):
+        raise DatasetError(f"edge type {key!r}: write it as src,rel,dst or a (src, rel, dst) tuple of names (e.g. "
+                           "author,writes,paper)")
     return tuple(p.strip() for p in parts)  # type: ignore[return-value]
 
 
@@ -76,7 +80,7 @@ def from_files(
     edge_sources: dict[EdgeType, EdgeSource] = {}
     edge_times: dict[EdgeType, TimeColumn] = {}
     for key, path in by_type(edges, fmt.EDGE).items():
-        et = parse_edge_type(key) if isinstance(key, str) else tuple(key)
+        et = parse_edge_type(key)
         if et in edge_sources:
             raise DatasetError(f"edge type {et} is given twice ({edge_sources[et].name} and {path}); merge them into "
                                "one file")

@@ -54,10 +54,20 @@ def _is_edge_time(store, attr: str) -> bool:
     return attr == "edge_time" or (store.is_edge_attr(attr) and not store.is_node_attr(attr))
 
 
-def _split_indices(mask: np.ndarray, name: str) -> np.ndarray:
+def _numeric(values: np.ndarray, name: str, kinds: str) -> np.ndarray:
+    """``values`` when their dtype is of ``kinds`` (a complex or object tensor would be cast, losing values)."""
+    if values.dtype.kind not in kinds:
+        raise DatasetError(f"{name} has dtype {values.dtype}; give a real-valued tensor (float or int)")
+    return values
+
+
+def _split_indices(mask: np.ndarray, name: str, num_nodes: int) -> np.ndarray:
     if mask.ndim == 2:  # several public splits (e.g. WikiCS): the first one is the standard
         mask = mask[:, 0]
     if mask.dtype == np.bool_:
+        if len(mask) != num_nodes:  # a shorter mask would leave its tail's nodes out of the split unsaid
+            raise DatasetError(f"{name} has {len(mask)} entries for {num_nodes} nodes; a boolean mask has one per "
+                               "node")
         return np.flatnonzero(mask)
     if mask.dtype.kind not in "iu":
         raise DatasetError(f"{name} has dtype {mask.dtype}; give a bool mask or integer node ids")
@@ -92,15 +102,19 @@ def from_pyg(data, out_dir: str | os.PathLike, *, target_type: str | None = None
     """
     options = BuildOptions(**options)
     merging = [name for name in _MERGING if getattr(options, name)]
+    if not all(hasattr(data, attr) for attr in ("keys", "get", "num_nodes")):
+        raise DatasetError(f"from_pyg takes a torch_geometric Data or HeteroData, not a {type(data).__name__}; build "
+                           "one (Data(x=..., edge_index=..., y=...)) or use from_files")
     node_stores, edge_stores = _stores(data)
     graph = GraphInput({}, provenance={"importer": "pyg", "class": type(data).__name__})
     for t, (store, name) in node_stores.items():
         x, y = store.get("x"), store.get("y")
         if x is not None:
-            x = _numpy(x, f"{name}.x")
-            graph.features[t] = Source.from_array(f"{name}.x", x.reshape(len(x), -1))
+            x = _numeric(_numpy(x, f"{name}.x"), f"{name}.x", "iufb")
+            rows = x.shape[0] if x.ndim else 0
+            graph.features[t] = Source.from_array(f"{name}.x", x.reshape(rows, int(np.prod(x.shape[1:]))))
         if y is not None:
-            y = _numpy(y, f"{name}.y")
+            y = _numeric(_numpy(y, f"{name}.y"), f"{name}.y", "iuf")
             y = y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y
             if y.ndim != 1:
                 raise DatasetError(f"{name}.y has shape {list(y.shape)}; only single-label node classification (y of "
@@ -118,7 +132,9 @@ def from_pyg(data, out_dir: str | os.PathLike, *, target_type: str | None = None
         store, name = node_stores[masked]
         for split, attr in _SPLIT_ATTRS.items():
             if store.get(attr) is not None:
-                indices = _split_indices(_numpy(store[attr], f"{name}.{attr}"), f"{name}.{attr}")
+                count = graph.num_nodes.get(masked)
+                count = int(store.num_nodes) if count is None else count
+                indices = _split_indices(_numpy(store[attr], f"{name}.{attr}"), f"{name}.{attr}", count)
                 graph.splits[split] = Source.from_array(f"{name}.{attr}", indices)
     stores = {id(store): (store, name) for store, name in [*node_stores.values(), *edge_stores.values()]}
     others = [f"{name}.{key}".removeprefix("data.") for store, name in stores.values()

@@ -328,19 +328,21 @@ def synthesize(
     fields (``reorder``, ``feature_dtype``, ``split_fractions``, ``overwrite``, ``quiet``; typed: ``add_reverse``,
     default True). Memory is a few arrays per node plus fixed-size chunks, whatever ``num_edges``.
     """
+    feature_dim = (128 if typed else 100) if feature_dim is None else feature_dim
+    num_classes = (349 if typed else 47) if num_classes is None else num_classes
+    if feature_dim < 1 or num_classes < 2:  # both shapes: a 0 is refused, never read as "the default"
+        raise DatasetError(f"--feature-dim {feature_dim} / --classes {num_classes}: need at least 1 feature and 2 "
+                           "classes")
     if typed:
         given = [flag for flag, value in (("--nodes", num_nodes), ("--edges", num_edges),
                                           ("--label-fraction", label_fraction)) if value is not None]
         if given:
             raise DatasetError(f"--typed sizes the graph with --scale; drop {'/'.join(given)}")
-        graph = mag_graph(scale, num_classes or 349, feature_dim or 128, seed)
+        graph = mag_graph(scale, num_classes, feature_dim, seed)
         options = {"add_reverse": True, "split_fractions": MAG_SPLIT, **options}
-        return build_dataset(out_dir, graph, BuildOptions(seed=seed, num_classes={"paper": num_classes or 349},
-                                                          **options))
+        return build_dataset(out_dir, graph, BuildOptions(seed=seed, num_classes={"paper": num_classes}, **options))
     if num_nodes is None or num_edges is None:
         raise DatasetError("--nodes and --edges: both required (num_nodes, num_edges), or pass typed=True (--typed)")
-    feature_dim = 100 if feature_dim is None else feature_dim
-    num_classes = 47 if num_classes is None else num_classes
     label_fraction = 1.0 if label_fraction is None else label_fraction
     if num_nodes < 2:
         raise DatasetError(f"--nodes {num_nodes}: a synthetic graph needs at least 2 nodes")
@@ -350,9 +352,6 @@ def synthesize(
     if num_edges // 2 > num_nodes * (num_nodes - 1) // 4:
         raise DatasetError(f"--edges {num_edges}: more than half of all {num_nodes * (num_nodes - 1)} possible edges; "
                            "ask for fewer edges or more nodes")
-    if feature_dim < 1 or num_classes < 2:
-        raise DatasetError(f"--feature-dim {feature_dim} / --classes {num_classes}: need at least 1 feature and 2 "
-                           "classes")
     if num_classes > num_nodes:
         raise DatasetError(f"--classes {num_classes}: more classes than the {num_nodes} nodes")
     if not 0 < label_fraction <= 1 or round(label_fraction * num_nodes) < 1:

@@ -156,6 +156,8 @@ def node_counts(types: list[str], num_nodes: dict[str, int | None], features: di
     flag = "--node-count TYPE=N" if typed else "--num-nodes"
     for t in types:
         n, came_from = num_nodes.get(t), "the given num_nodes" if not typed else f"the given count of {t!r}"
+        if n is not None:
+            n = _count(n, t, typed)
         known = [s for s in (features.get(t), labels.get(t), times.get(t)) if s is not None and s.rows is not None]
         if n is None and known:
             if len(known) >= 2 and known[0].rows != known[1].rows:
@@ -175,6 +177,14 @@ def node_counts(types: list[str], num_nodes: dict[str, int | None], features: di
         counts[t] = n
         nodes_from[t] = came_from if n is not None else "num_nodes = the largest node id in the edges + 1"
     return counts, nodes_from
+
+
+def _count(n, node_type: str, typed: bool) -> int:
+    """A given node count as an int (a NumPy integer is one; a float, a bool or a string is not)."""
+    if isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)):
+        return int(n)
+    what = "num_nodes" if not typed else f"the count of node type {node_type!r}"
+    raise DatasetError(f"{what} is {n!r}; give a whole number of nodes (an int)")
 
 
 def infer_typed_counts(counts: dict[str, int | None], edges: dict[EdgeType, EdgeSource]) -> dict[str, int]:

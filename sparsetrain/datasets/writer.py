@@ -20,6 +20,7 @@ import errno
 import functools
 import json
 import os
+import re
 import secrets
 import shutil
 from pathlib import Path
@@ -51,16 +52,15 @@ def check_output(out_dir: Path, overwrite: bool) -> None:
         )
 
 
-def _leftovers(out_dir: Path, kind: str) -> list[Path]:
-    """``.<name>.<kind>-<pid>-<random>`` folders beside ``out_dir`` whose writer is dead."""
+def leftovers(out_dir: Path, kind: str) -> list[Path]:
+    """``.<name>.<kind>-<pid>-<random>`` folders beside ``out_dir`` whose writer is dead. Matched by name, not by a
+    glob: an ``--out`` named ``p*`` or ``p[1]`` must not take ``p2``'s or ``p1``'s (nor ``a**b`` be a bad pattern)."""
+    pattern = re.compile(re.escape(f".{out_dir.name}.{kind}-") + r"(\d+)(?:-.*)?")
     found = []
-    for path in out_dir.parent.glob(f".{out_dir.name}.{kind}-*"):
-        try:
-            pid = int(path.name.rsplit(f".{kind}-", 1)[1].split("-")[0])
-        except ValueError:
-            continue
-        if not pid_alive(pid):
-            found.append(path)
+    for entry in os.scandir(out_dir.parent):
+        match = pattern.fullmatch(entry.name)
+        if match and not pid_alive(int(match.group(1))):
+            found.append(Path(entry.path))
     return sorted(found)
 
 
@@ -89,13 +89,13 @@ def recover_interrupted(out_dir: str | os.PathLike) -> None:
     processes are touched.
     """
     out_dir = Path(out_dir).absolute()
-    for old in _leftovers(out_dir, "old"):
+    for old in leftovers(out_dir, "old"):
         if not out_dir.exists() and _complete(old):
             os.rename(old, out_dir)
             fmt.fsync_path(out_dir.parent)
         else:
             _remove(old)
-    for tmp in _leftovers(out_dir, "tmp"):
+    for tmp in leftovers(out_dir, "tmp"):
         _remove(tmp)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from sparsetrain.datasets.format import NODE
+from sparsetrain.datasets.format import EDGE, NODE
 from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.host_memory import available_host_memory
 from sparsetrain.engine.inference import layerwise_cost, sampled_cost
@@ -116,7 +116,7 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
     :class:`~sparsetrain.errors.SettingError` or :class:`~sparsetrain.errors.DatasetError` for any setting the run
     cannot honour."""
     data, sampling = settings.data, settings.sampling
-    check_outputs(settings.checkpoint, settings.report)
+    check_outputs(settings.checkpoint, settings.report, meta.path)
     if data.target_type is not None and not meta.is_typed:
         raise DatasetError(f"--target-type {data.target_type}: {meta.path} is a homogeneous dataset (one node type); "
                            "drop --target-type")
@@ -156,14 +156,25 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
 # ---------------------------------------------------------------- outputs
 
 
-def check_outputs(checkpoint: CheckpointSettings, report: ReportSettings) -> None:
+def check_outputs(checkpoint: CheckpointSettings, report: ReportSettings, dataset: Path | None = None) -> None:
     """Every output path can be written before the run starts: ``--checkpoint-dir`` a folder (or one to create),
-    ``--metrics-log`` and ``--summary-json`` files (or ones to create), each under a folder, never under a file."""
-    if checkpoint.dir is not None:
-        _check_writable("--checkpoint-dir", checkpoint.dir, folder=True)
-    for flag, path in (("--metrics-log", report.log), ("--summary-json", report.summary_json)):
-        if path is not None:
-            _check_writable(flag, path, folder=False)
+    ``--metrics-log`` and ``--summary-json`` files (or ones to create), each under a folder, never under a file, and
+    none in the ``dataset`` folder (a summary written over its ``meta.json`` or a log appended to an array would
+    destroy the dataset; checkpoints there would go with its next re-import)."""
+    outputs = (("--checkpoint-dir", checkpoint.dir, True), ("--metrics-log", report.log, False),
+               ("--summary-json", report.summary_json, False))
+    for flag, path, folder in outputs:
+        if path is None:
+            continue
+        if dataset is not None and _within(path, dataset):
+            raise SettingError(f"{flag} {path}: is in the dataset folder {dataset}; the run writes nothing there, "
+                               "give a path outside it")
+        _check_writable(flag, path, folder=folder)
+
+
+def _within(path: Path, folder: Path) -> bool:
+    path, folder = path.resolve(), folder.resolve()
+    return path == folder or folder in path.parents
 
 
 def _check_writable(flag: str, path: Path, *, folder: bool) -> None:
@@ -234,7 +245,8 @@ def _step_shapes(run: RunSettings, meta: DatasetMeta, task: str, model: ModelSet
     if any(f < 0 for f in sampling.fanouts.as_list()):
         raise SettingError(f"--step static bounds each hop by its fanout; --fanout {sampling.fanouts.as_list()} "
                            "samples all neighbours (-1): give counts")
-    return StepShapes.bound(sampling.batch_size, sampling.fanouts, meta.num_nodes[NODE])
+    return StepShapes.bound(sampling.batch_size, sampling.fanouts, meta.num_nodes[NODE],
+                            num_edges=meta.num_edges[EDGE])
 
 
 # ---------------------------------------------------------------- what is trained on

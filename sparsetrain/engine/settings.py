@@ -24,6 +24,7 @@ import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from sparsetrain.engine.precision import PRECISIONS
@@ -88,11 +89,26 @@ _TYPE_NAMES = {bool: "True or False", int: "an integer", float: "a number", str:
 
 def _check_types(part, error: type[SettingError]) -> None:
     """Every field of the dataclass ``part`` holds a value of its annotated type: a bool is not an int nor an int a
-    bool, an int is a float; ``X | None`` takes None. One line naming the field and the types it takes."""
+    bool, an int is a float; ``X | None`` takes None. NumPy scalars (``np.int64(64)``, ``np.float32(0.01)``,
+    ``np.bool_``, what a computed setting often is) count as their Python type and are stored as it, so the checkpoint
+    record holds plain values; a float is not an int (``1024.0``: pass ``1024``). One line naming the field and the
+    types it takes."""
     for f in fields(part):
-        value, allowed = getattr(part, f.name), _annotation(type(part), f.name)
+        allowed = _annotation(type(part), f.name)
+        value = _python_scalar(getattr(part, f.name), allowed)
+        object.__setattr__(part, f.name, value)
         if not any(_is_a(value, kind) for kind in allowed):
             raise error(f"{f.name}={value!r}: must be {' or '.join(_TYPE_NAMES[kind] for kind in allowed)}")
+
+
+def _python_scalar(value, allowed: tuple[type, ...]):
+    """A NumPy scalar as the Python type it stands for, where the field takes that type; any other value as it is."""
+    for np_kind, kind in ((np.bool_, bool), (np.integer, int), (np.floating, float)):
+        if isinstance(value, np_kind) and kind in allowed:
+            return kind(value)
+    if isinstance(value, np.integer) and float in allowed:
+        return int(value)
+    return value
 
 
 def _annotation(cls, name: str) -> tuple[type, ...]:

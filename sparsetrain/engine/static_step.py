@@ -44,10 +44,12 @@ class StepShapes:
 
     @classmethod
     def bound(cls, batch_size: int, fanouts: Fanouts | Sequence[int], num_nodes: int,
-              max_degree: int | None = None) -> StepShapes:
+              max_degree: int | None = None, num_edges: int | None = None) -> StepShapes:
         """The bounds of a homogeneous node batch sampled with ``hop_nodes="all"``: hop ``h`` draws at most
         ``fanouts[h]`` edges for every node found so far, and adds at most that many nodes (never more than the
-        graph's ``num_nodes``). A fanout of -1 (all neighbours) is bounded by ``max_degree``."""
+        graph's ``num_nodes``). A fanout of -1 (all neighbours) is bounded by ``max_degree``. ``num_edges``: the
+        graph's edge count, for a sampler without replacement (the engine's): a hop's distinct nodes each draw a
+        subset of their own in-edges, so no hop draws more edges than the graph has, whatever the fanout."""
         counts = Fanouts.of(fanouts).as_list()
         if batch_size < 1:
             raise SettingError(f"batch_size={batch_size} must be at least 1")
@@ -58,6 +60,8 @@ class StepShapes:
         nodes.append(found)
         for f in counts:
             hop_edges = found * (f if f >= 0 else max_degree)
+            if num_edges is not None:
+                hop_edges = min(hop_edges, num_edges)
             found = min(num_nodes, found + hop_edges)
             edges.append(hop_edges)
             nodes.append(found)
@@ -81,13 +85,21 @@ class StaticBatch:
                  dtype: torch.dtype = torch.float32, csr: bool = False) -> None:
         self.shapes, self.device = shapes, torch.device(device)
         seeds = shapes.nodes[0]
-        self.x = torch.zeros(shapes.nodes[-1], num_features, dtype=dtype, device=self.device)
-        self.y = torch.zeros(seeds, dtype=torch.int64, device=self.device)
-        self.weight = torch.zeros(seeds, dtype=torch.float32, device=self.device)
-        self.count = torch.ones((), dtype=torch.float32, device=self.device)
-        self.edge_index = [torch.zeros(2, shapes.block(i)[2], dtype=torch.int64, device=self.device)
-                           for i in range(shapes.num_hops)]
-        self.adj_t = [self._csr(i) for i in range(shapes.num_hops)] if csr else None
+        try:
+            self.x = torch.zeros(shapes.nodes[-1], num_features, dtype=dtype, device=self.device)
+            self.y = torch.zeros(seeds, dtype=torch.int64, device=self.device)
+            self.weight = torch.zeros(seeds, dtype=torch.float32, device=self.device)
+            self.count = torch.ones((), dtype=torch.float32, device=self.device)
+            self.edge_index = [torch.zeros(2, shapes.block(i)[2], dtype=torch.int64, device=self.device)
+                               for i in range(shapes.num_hops)]
+            self.adj_t = [self._csr(i) for i in range(shapes.num_hops)] if csr else None
+        except (torch.OutOfMemoryError, RuntimeError) as exc:  # the CPU allocator's failure is a RuntimeError
+            if not isinstance(exc, torch.OutOfMemoryError) and "allocate" not in str(exc):
+                raise
+            need = shapes.nodes[-1] * num_features * dtype.itemsize + 16 * sum(shapes.edges)
+            raise SettingError(f"--step static pads every batch to {shapes.nodes[-1]} input nodes and "
+                               f"{sum(shapes.edges)} edges ({need / 2**30:.1f} GiB), more than {self.device} can "
+                               "hold; lower --batch-size or --fanout, or drop --step static") from None
 
     def _csr(self, i: int) -> torch.Tensor:
         num_src, num_dst, num_edges = self.shapes.block(i)

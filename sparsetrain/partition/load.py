@@ -13,7 +13,7 @@ from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.dataset import GraphDataset, load
 from sparsetrain.partition.errors import PartitionError
 from sparsetrain.partition.manifest import PART_META, check_parts, read_manifest
-from sparsetrain.partition.partitioner import COL_START, HALO_OWNER, L2G
+from sparsetrain.partition.partitioner import COL_START, HALO_OWNER, L2G, as_int
 from sparsetrain.storage.mmap import MmapFeatures
 
 
@@ -74,7 +74,10 @@ def load_partition(path: str | os.PathLike, rank: int, verify: bool = False) -> 
     folder = Path(path)
     manifest = read_manifest(folder)
     P = manifest["num_parts"]
-    if not isinstance(rank, int) or not 0 <= rank < P:
+    if as_int(rank) is None:
+        raise PartitionError(f"rank={rank!r}: give the rank as an integer from 0 to {P - 1}")
+    rank = as_int(rank)
+    if not 0 <= rank < P:
         raise PartitionError(f"{folder}: has {P} parts, so rank {rank} has none; run {P} ranks (e.g. torchrun "
                              f"--nproc-per-node {P})")
     check_parts(folder, manifest)
@@ -89,10 +92,26 @@ def load_partition(path: str | os.PathLike, rank: int, verify: bool = False) -> 
     if l2g.numel() != own["num_owned"] + own["num_halo"]:
         raise PartitionError(f"{ds.path / L2G}: has {l2g.numel()} ids for {own['num_owned'] + own['num_halo']} local "
                              "nodes; re-run `sparsetrain partition`")
+    halo_owner, col_start = array(HALO_OWNER), array(COL_START)
+    num_local = own["num_owned"] + own["num_halo"]
+    for path, values, low, high in ((ds.path / L2G, l2g, 0, manifest["dataset"]["num_nodes"]),
+                                    (ds.path / HALO_OWNER, halo_owner, 0, P),
+                                    (ds.path / COL_START, col_start, 0, manifest["dataset"]["num_edges"] + 1),
+                                    (ds.path / fmt.INDICES, ds.graph.indices, 0, num_local)):
+        _check_range(path, values, low, high)
     features = None
     if own.get("owned_features"):
         features = MmapFeatures(ds.path / own["owned_features"])
-    return Partition(folder, rank, P, ds, l2g, array(HALO_OWNER), array(COL_START), features, manifest)
+    return Partition(folder, rank, P, ds, l2g, halo_owner, col_start, features, manifest)
+
+
+def _check_range(path: Path, values: torch.Tensor, low: int, high: int) -> None:
+    """Every entry in ``[low, high)``: one vectorised min/max (the samplers and the exchange index by them
+    unchecked, so an edited part would crash a rank or read another node's rows)."""
+    if values.numel() and (int(values.min()) < low or int(values.max()) >= high):
+        bad = int(values.min()) if int(values.min()) < low else int(values.max())
+        raise PartitionError(f"{path}: holds {bad}, outside [{low}, {high}); the part was edited, re-run "
+                             "`sparsetrain partition`")
 
 
 def part_sizes(manifest: dict, split: str) -> list[int]:

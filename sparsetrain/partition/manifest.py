@@ -59,7 +59,48 @@ def read_manifest(folder: Path) -> dict:
     body = {k: v for k, v in manifest.items() if k != "checksum"}
     if manifest.get("checksum") != digest(body):
         raise PartitionError(f"{path}: its checksum does not match its content (the manifest was edited); {_RERUN}")
+    _check_fields(path, manifest)
     return manifest
+
+
+_NUMBER = (int, float)
+_FIELDS = {"partition_id": str, "num_parts": int, "method": str, "dataset": dict, "owner": dict, "parts": list,
+           "quality": dict}
+_NESTED = {"dataset": {"checksum": str, "num_nodes": int, "num_edges": int}, "owner": {"file": str, "sha256": str},
+           "quality": {"edge_cut": int, "edge_cut_fraction": _NUMBER, "node_balance": _NUMBER,
+                       "edge_balance": _NUMBER, "halo_fraction": _NUMBER}}
+_PART_FIELDS = {"folder": str, "num_owned": int, "num_halo": int, "num_edges": int, "splits": dict,
+                "meta_sha256": str}
+
+
+def _check_fields(path: Path, manifest: dict) -> None:
+    """Every field this package reads is there with its type, and the parts are ``part-0`` .. ``part-<P-1>``: a
+    manifest re-signed after an edit is refused here, in one line, not by a KeyError where a field is read."""
+
+    def check(where: str, value: dict, fields: dict) -> None:
+        for name, kind in fields.items():
+            got = value.get(name)
+            if not isinstance(got, kind) or isinstance(got, bool):
+                raise PartitionError(f"{path}: field '{where}{name}' is {got!r}, not {_kind_name(kind)}; {_RERUN}")
+
+    check("", manifest, _FIELDS)
+    for name, fields in _NESTED.items():
+        check(f"{name}.", manifest[name], fields)
+    parts = manifest["parts"]
+    if manifest["num_parts"] != len(parts) or not parts:
+        raise PartitionError(f"{path}: field 'num_parts' is {manifest['num_parts']} but {len(parts)} parts are listed; "
+                             f"{_RERUN}")
+    for p, entry in enumerate(parts):
+        if not isinstance(entry, dict):
+            raise PartitionError(f"{path}: part {p}'s entry is {entry!r}, not an object; {_RERUN}")
+        check(f"parts[{p}].", entry, _PART_FIELDS)
+        if entry["folder"] != part_folder(p):
+            raise PartitionError(f"{path}: part {p}'s folder is {entry['folder']!r}, not {part_folder(p)!r}; {_RERUN}")
+
+
+def _kind_name(kind) -> str:
+    names = {str: "a string", int: "an integer", dict: "an object", list: "a list"}
+    return "a number" if kind == _NUMBER else names[kind]
 
 
 def check_parts(folder: Path, manifest: dict) -> None:
@@ -70,6 +111,8 @@ def check_parts(folder: Path, manifest: dict) -> None:
         if _PART.match(entry) and entry not in listed:
             raise PartitionError(f"{folder / entry}: is not a part of this partitioning (its manifest lists "
                                  f"{len(parts)} parts); remove it or {_RERUN}")
+    if not (folder / manifest["owner"]["file"]).is_file():
+        raise PartitionError(f"{folder / manifest['owner']['file']}: missing; restore it or {_RERUN}")
     for p in parts:
         check_part(folder, manifest, p)
 
@@ -81,8 +124,14 @@ def check_part(folder: Path, manifest: dict, entry: dict) -> dict:
         raise PartitionError(f"{path}: missing (the manifest lists {len(manifest['parts'])} parts); restore it or "
                              f"{_RERUN}")
     meta_bytes = (path / fmt.META_FILE).read_bytes()
-    meta = json.loads(meta_bytes)
-    own = meta.get(PART_META) or {}
+    try:
+        meta = json.loads(meta_bytes)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        meta = None
+    own = meta.get(PART_META) if isinstance(meta, dict) else None
+    if not isinstance(own, dict):
+        raise PartitionError(f"{path / fmt.META_FILE}: not a part's meta.json (no JSON object with a "
+                             f"'{PART_META}' field); restore the part or {_RERUN}")
     if own.get("dataset_checksum") != manifest["dataset"]["checksum"]:
         raise PartitionError(f"{path}: is a part of another dataset (checksum {str(own.get('dataset_checksum'))[:12]}, "
                              f"the manifest's {manifest['dataset']['checksum'][:12]}); {_RERUN}")

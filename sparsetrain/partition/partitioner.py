@@ -30,11 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from sparsetrain._process import pid_alive
 from sparsetrain._progress import progress
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.dataset import load
-from sparsetrain.datasets.writer import DatasetWriter
+from sparsetrain.datasets.writer import DatasetWriter, leftovers
 from sparsetrain.errors import OutputExistsError
 from sparsetrain.partition import kernels
 from sparsetrain.partition.errors import PartitionError
@@ -76,14 +75,36 @@ class PartitionOptions:
     chunk_edges: int = 1 << 24
 
     def __post_init__(self) -> None:
-        if not isinstance(self.parts, int) or not 1 <= self.parts <= 32767:
-            raise PartitionError(f"--parts {self.parts}: give a number of parts from 1 to 32767")
+        _integer(self, "parts", 1, 32767, "--parts {}: give a number of parts from 1 to 32767")
         if self.method not in METHODS:
             raise PartitionError(f"--method {self.method!r}: choose one of {', '.join(METHODS)}")
-        if not isinstance(self.passes, int) or not 1 <= self.passes <= 100:
-            raise PartitionError(f"--passes {self.passes}: give from 1 to 100 passes")
-        if not 0 <= self.imbalance <= 10:
-            raise PartitionError(f"--imbalance {self.imbalance}: give a slack from 0 (exact balance) to 10")
+        _integer(self, "passes", 1, 100, "--passes {}: give from 1 to 100 passes")
+        _integer(self, "seed", -(2**63), 2**63 - 1, "--seed {}: give an integer from -2**63 to 2**63-1")
+        _integer(self, "chunk_edges", 1, 2**62, "chunk_edges={}: give a positive number of edges")
+        slack = self.imbalance
+        if not isinstance(slack, (int, float, np.integer, np.floating)) or isinstance(slack, (bool, np.bool_)) \
+                or not 0 <= slack <= 10:
+            raise PartitionError(f"--imbalance {slack!r}: give a slack from 0 (exact balance) to 10")
+        object.__setattr__(self, "imbalance", float(slack))
+        for name in ("overwrite", "quiet"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise PartitionError(f"{name}={getattr(self, name)!r}: give True or False")
+            object.__setattr__(self, name, bool(getattr(self, name)))
+
+
+def as_int(value) -> int | None:
+    """``value`` as an int when it is one (a NumPy integer counts, a bool or a float does not), else None."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    return None
+
+
+def _integer(opts: PartitionOptions, name: str, low: int, high: int, message: str) -> None:
+    """Field ``name`` of ``opts`` an int in [low, high], stored as a Python int; else the one-line ``message``."""
+    value = as_int(getattr(opts, name))
+    if value is None or not low <= value <= high:
+        raise PartitionError(message.format(repr(getattr(opts, name))))
+    object.__setattr__(opts, name, value)
 
 
 def dataset_checksum(folder: Path) -> str:
@@ -119,6 +140,7 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
     if ds.is_typed:
         raise PartitionError(f"{data}: is a typed dataset; `sparsetrain partition` handles homogeneous graphs only "
                              "for now")
+    _check_apart(data, out)
     if out.parent.is_dir():
         _recover(out)
     if out.exists() and not (opts.overwrite and (out / MANIFEST).is_file()):
@@ -174,17 +196,20 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
     return manifest
 
 
+def _check_apart(data: Path, out: Path) -> None:
+    """``out`` neither inside the dataset (its folder would hold a foreign entry) nor holding it (``--overwrite``
+    would delete the dataset it was made from)."""
+    d, o = data.resolve(), out.resolve()
+    if o == d or d in o.parents or o in d.parents:
+        where = "is" if o == d else "is inside" if d in o.parents else "holds"
+        raise PartitionError(f"--out {out}: {where} the dataset folder {data}; choose an --out outside it")
+
+
 def _recover(out: Path) -> None:
     """Undo what a killed run for ``out`` left beside it: its temp folder goes; a replaced folder it had moved aside
     comes back when nothing took its place."""
     for kind in ("old", "tmp"):
-        for path in sorted(out.parent.glob(f".{out.name}.{kind}-*")):
-            try:
-                pid = int(path.name.rsplit(f".{kind}-", 1)[1].split("-")[0])
-            except ValueError:
-                continue
-            if pid_alive(pid):
-                continue
+        for path in leftovers(out, kind):
             if kind == "old" and not out.exists() and (path / MANIFEST).is_file():
                 os.rename(path, out)
             else:

@@ -12,6 +12,7 @@ import numpy as np
 
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.dataset import GraphDataset
+from sparsetrain.errors import DatasetError
 
 CHUNK_EDGES = 1 << 24  # in-edges read at once (64 MiB of int32 ids)
 CHUNK_COLUMNS = 1 << 21  # columns read at once
@@ -47,6 +48,9 @@ class NpyFile:
         return out
 
 
+_DAMAGED = "the file changed after import, re-run `sparsetrain preprocess` (`sparsetrain info DIR` checks every file)"
+
+
 class CSCChunks:
     """The columns of a homogeneous dataset's CSC, ``(first column, indptr[c0 : c1 + 1], indices of those columns,
     weights or None)`` a chunk at a time."""
@@ -62,6 +66,14 @@ class CSCChunks:
         self.chunk_edges = chunk_edges
         self.chunk_columns = chunk_columns
 
+    def _check_ptr(self, c0: int, ptr: np.ndarray) -> None:
+        """The kernels index by these offsets unchecked: they start at 0, never decrease and end at the edge count."""
+        first_ok = c0 > 0 or ptr[0] == 0
+        last_ok = c0 + len(ptr) - 1 < self.num_nodes or ptr[-1] == self.num_edges
+        if not (first_ok and last_ok and bool((np.diff(ptr) >= 0).all()) and ptr[-1] <= self.num_edges):
+            raise DatasetError(f"{self.indptr.path}: column offsets near column {c0} are not the non-decreasing "
+                               f"0..{self.num_edges} of {self.num_edges} edges; {_DAMAGED}")
+
     def __iter__(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray | None]]:
         fds = [os.open(f.path, os.O_RDONLY) for f in (self.indptr, self.indices, self.weights) if f is not None]
         try:
@@ -71,8 +83,13 @@ class CSCChunks:
                 # as many columns as fit in chunk_edges, at least one
                 c1 = c0 + max(1, int(np.searchsorted(ptr, ptr[0] + self.chunk_edges, side="right")) - 1)
                 ptr = ptr[: c1 - c0 + 1]
+                self._check_ptr(c0, ptr)
                 lo, hi = int(ptr[0]), int(ptr[-1])
                 idx = self.indices.read(fds[1], lo, hi)
+                if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= self.num_nodes):
+                    bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
+                    raise DatasetError(f"{self.indices.path}: holds node id {bad}, outside [0, {self.num_nodes}); "
+                                       f"{_DAMAGED}")
                 w = self.weights.read(fds[2], lo, hi) if self.weights is not None else None
                 yield c0, ptr, idx, w
                 c0 = c1
