@@ -282,3 +282,8 @@ def test_num_neighbors_that_is_not_a_list_of_counts_is_one_line_naming_num_neigh
     message = str(info.value)
     assert isinstance(info.value, SparsetrainError) and "\n" not in message
     assert message.startswith(f"num_neighbors={num_neighbors!r}") and "fanouts=" not in message
+
+
+def test_an_empty_list_of_input_nodes_is_an_empty_epoch_not_a_float_dtype_error():
+    loader = stp.NeighborLoader(_data(), num_neighbors=[2], batch_size=4, input_nodes=[])
+    assert len(loader) == 0 and list(loader) == []

@@ -40,8 +40,8 @@ def checked_ids(ids, name: str, num_nodes: int | None = None, *, mask: bool = Fa
 def _integers(ids, name: str, mask: bool) -> torch.Tensor:
     """``ids`` as a tensor, refused unless integers (or bool, with ``mask``)."""
     if not isinstance(ids, torch.Tensor):
-        try:
-            ids = torch.as_tensor(ids)
+        try:  # an empty list holds no ids of any dtype (torch would call it float32)
+            ids = torch.as_tensor(ids, dtype=torch.int64) if _is_empty_sequence(ids) else torch.as_tensor(ids)
         except (TypeError, ValueError, RuntimeError):
             raise PyGIdDtypeError(f"{name} is a {type(ids).__name__} that is not a tensor of ids; pass a tensor of "
                                   "node ids") from None
@@ -54,6 +54,13 @@ def _integers(ids, name: str, mask: bool) -> torch.Tensor:
             why = " (a cast would truncate 2.7 to node 2)"
         raise PyGIdDtypeError(f"{name} has dtype {ids.dtype}; node ids must be integers{why}: pass {fix}")
     return ids
+
+
+def _is_empty_sequence(value) -> bool:
+    """``[]``, or ``[[], []]`` for an empty edge_label_index: lists with no numbers at all."""
+    if not isinstance(value, (list, tuple)):
+        return False
+    return all(_is_empty_sequence(v) for v in value)
 
 
 def checked_edge_index(edge_index, name: str, num_src: int | None = None, num_dst: int | None = None) -> torch.Tensor:
