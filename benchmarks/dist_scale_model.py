@@ -51,7 +51,7 @@ CPU_DIST_SAMPLE_S = 0.760
 PAPERS_TRAIN_NODES = 1_207_179  # ogbn-papers100M train split (OGB)
 # SALIENT (one V100, papers100M, SAGE [15,10,5], batch 1024): 16.5 s/epoch -> per step with sampling and training.
 SALIENT_STEP_S = 16.5 / math.ceil(PAPERS_TRAIN_NODES / 1024)
-DISTDGL_16_S = 13.0  # DistDGL, papers100M, 16 machines (DistDGL paper; /work/shared/ANCHORS.md)
+DISTDGL_16_S = 13.0  # DistDGL, papers100M, 16 machines (DistDGL paper; shared/ANCHORS.md)
 SALIENT_PP_SPEEDUP = 12.7  # SALIENT++ over DistDGL, 8 single-GPU machines (MLSys'23)
 SALIENT_16_S = 2.03  # SALIENT, papers100M, 16 A10G on 8 machines (artifact)
 

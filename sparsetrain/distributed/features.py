@@ -96,8 +96,11 @@ class PartitionedFeatures(FeatureSource):
         self.stats.bytes_served += len(nodes) * self.row_bytes
         return result
 
-    def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:  # gather is overridden whole
-        raise NotImplementedError
+    def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:
+        # FeatureSource.gather calls this only for a store that does not override gather; this one does, since every
+        # rank must join the exchange even with no ids of its own
+        raise DistFeatureError("PartitionedFeatures reads rows through gather(ids, owner=...), which every rank calls "
+                               "together; call gather, not _gather_into")
 
     def _owners(self, nodes: np.ndarray, owner) -> np.ndarray:
         if owner is not None:
