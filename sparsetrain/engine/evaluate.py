@@ -36,8 +36,14 @@ def full_graph_evaluator(features, labels: torch.Tensor, graph, split: dict[str,
 def sampled_evaluator(sampler, features, labels: torch.Tensor, split: dict[str, torch.Tensor], *, batch_size: int,
                       device="cpu"):
     """``evaluate(model)`` on sampled blocks (for graphs too large for full-graph inference)."""
-    loaders = {name: Loader(sampler, features, labels, idx, batch_size=batch_size, shuffle=False, device=device)
-               for name, idx in split.items() if name != "train"}
+    return loaders_evaluator({name: Loader(sampler, features, labels, idx, batch_size=batch_size, shuffle=False,
+                                           device=device)
+                              for name, idx in split.items() if name != "train"})
+
+
+def loaders_evaluator(loaders: dict, reduce=None):
+    """``evaluate(model) -> {"<name>_acc"}`` over one loader per split; ``reduce(counts)`` sums the float64
+    ``[correct, total]`` in place over the ranks that each evaluate their share (None: one process)."""
 
     @torch.no_grad()
     def evaluate(model) -> dict:
@@ -45,11 +51,14 @@ def sampled_evaluator(sampler, features, labels: torch.Tensor, split: dict[str, 
         model.eval()
         result = {}
         for name, loader in loaders.items():
-            correct = total = 0
+            counts = torch.zeros(2, dtype=torch.float64)
             for mb in loader.epoch(EVAL_EPOCH):
-                correct += (model(mb.x, mb.to_pyg()).argmax(dim=-1) == mb.y).sum().item()
-                total += len(mb.y)
-            result[f"{name}_acc"] = correct / total if total else float("nan")
+                if len(mb.y):  # a rank's padding batch has no seeds
+                    counts[0] += (model(mb.x, mb.to_pyg()).argmax(dim=-1) == mb.y).sum().item()
+                counts[1] += len(mb.y)
+            if reduce is not None:
+                reduce(counts)
+            result[f"{name}_acc"] = (counts[0] / counts[1]).item() if counts[1] else float("nan")
         model.train(was_training)
         return result
 

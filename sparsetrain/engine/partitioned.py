@@ -23,7 +23,7 @@ from sparsetrain.datasets.format import NODE
 from sparsetrain.distributed import DistNeighborSampler, PartitionedFeatures, batches_per_epoch, rank_batches
 from sparsetrain.engine.dataset_meta import DatasetMeta, Table
 from sparsetrain.engine.distributed import DistContext
-from sparsetrain.engine.evaluate import EVAL_EPOCH
+from sparsetrain.engine.evaluate import loaders_evaluator
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.plan import MODEL_DEFAULTS, RunPlan, auto_epochs, plan
 from sparsetrain.engine.settings import TrainSettings
@@ -187,21 +187,6 @@ def part_evaluator(part: Partition, sampler, features, batch_size: int, device, 
                                 device=device)
                for name in ("val", "test") if name in part.dataset.split}
 
-    @torch.no_grad()
-    def evaluate(model) -> dict:
-        was_training = model.training
-        model.eval()
-        result = {}
-        for name, loader in loaders.items():
-            counts = torch.zeros(2, dtype=torch.float64)
-            for mb in loader.epoch(EVAL_EPOCH):
-                if len(mb.y):
-                    counts[0] += (model(mb.x, mb.to_pyg()).argmax(dim=-1) == mb.y).sum().item()
-                counts[1] += len(mb.y)
-            if dist.is_available() and dist.is_initialized() and part.num_parts > 1:
-                dist.all_reduce(counts, group=group)
-            result[f"{name}_acc"] = (counts[0] / counts[1]).item() if counts[1] else float("nan")
-        model.train(was_training)
-        return result
-
-    return evaluate
+    if not (dist.is_available() and dist.is_initialized() and part.num_parts > 1):
+        return loaders_evaluator(loaders)
+    return loaders_evaluator(loaders, reduce=lambda counts: dist.all_reduce(counts, group=group))
