@@ -426,6 +426,46 @@ def check_padded_bad_input_raises_one_batch_late():
             raise AssertionError(f"{fragment!r}: no error")
 
 
+def check_static_step_on_a_padded_batch_equals_the_eager_step():
+    """The engine's use: batches sampled straight into a StaticBatch's buffers (here through NumPy views of its CPU
+    tensors), its features and labels gathered there; the padded step's losses and weights equal the eager step's on
+    the CPU sampler's batches of the same keys."""
+    import copy
+
+    import torch.nn.functional as F
+
+    from sparsetrain.engine.static_step import StaticStep, StepShapes
+    from sparsetrain.nn.models import GraphSAGE
+
+    g = graph(300, 4000, seed=11)
+    gen = torch.Generator().manual_seed(0)
+    features, labels = torch.randn(g.num_nodes, 8, generator=gen), torch.randint(0, 4, (g.num_nodes,), generator=gen)
+    torch.manual_seed(0)
+    model = GraphSAGE(8, 16, 4, num_layers=2, dropout=0.0)
+    padded_model = copy.deepcopy(model)
+    opt, padded_opt = (torch.optim.Adam(m.parameters(), lr=0.01) for m in (model, padded_model))
+    step = StaticStep(padded_model, padded_opt, StepShapes.bound(24, [4, 3], g.num_nodes, num_edges=g.num_edges), 8)
+    batch = step.batch
+    p = batch.padded
+    views = PaddedOut(p.nodes, p.edges, p.node_ids.numpy(), [e.numpy() for e in p.edge_index], p.sizes.numpy())
+    sampler, ws = NeighborSampler(g, [4, 3], seed=5), Workspace(NumpyArrays())
+    for key, seeds in enumerate([torch.arange(0, 240, 10), torch.arange(3, 300, 13), torch.arange(5, 50, 7)]):
+        mb = sampler.sample(SamplerInput(seeds, key=key))
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(features[mb.input_nodes], mb.to_pyg()), labels[mb.seeds])
+        loss.backward()
+        opt.step()
+        gpu_layers(g, seeds.numpy(), [4, 3], batch=key, padded=views, workspace=ws)
+        batch.gather(seeds, features, labels)
+        n = len(mb.input_nodes)
+        assert torch.equal(batch.x[:n], features[mb.input_nodes]) and not batch.x[n:].any(), "padded features"
+        padded_loss = step.run()
+        assert torch.allclose(padded_loss, loss.detach(), rtol=1e-5, atol=1e-6), (key, padded_loss, loss)
+    for a, b in zip(model.parameters(), padded_model.parameters()):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6), "weights differ after three steps"
+    ws.late.drain()
+
+
 def check_overlapping_ranges_are_an_error_not_a_stray_write():
     from sparsetrain.sampling.errors import SamplingError
 

@@ -29,7 +29,8 @@ import torch.nn.functional as F
 from sparsetrain.engine.precision import autocast, check_precision
 from sparsetrain.errors import SettingError
 from sparsetrain.nn.models import BlockGNN
-from sparsetrain.sampling import Fanouts
+from sparsetrain.sampling import Fanouts, SamplerInput
+from sparsetrain.sampling.cuda.padded import PaddedOut
 
 MODES = ("eager", "graph", "compile")
 
@@ -78,8 +79,12 @@ class StepShapes:
 
 
 class StaticBatch:
-    """Device buffers of one padded batch, filled in place by :meth:`load` (no host read): the tensors a captured step
-    reads. ``csr=True`` also keeps each block's transposed adjacency as a sparse CSR tensor over fixed buffers."""
+    """Device buffers of one padded batch, filled in place (no host read): the tensors a captured step reads.
+    ``csr=True`` also keeps each block's transposed adjacency as a sparse CSR tensor over fixed buffers.
+
+    Two ways to fill them: :meth:`load` copies a sampled ``MiniBatch`` in and pads it; :meth:`sample` has a GPU
+    sampler draw the batch straight into them (:attr:`padded`: the edges, the node ids and the sizes per level, on
+    the device), then gathers its features and labels by fixed-size ids: no host wait and no copy of the batch."""
 
     def __init__(self, shapes: StepShapes, num_features: int, device: torch.device | str = "cpu",
                  dtype: torch.dtype = torch.float32, csr: bool = False) -> None:
@@ -92,6 +97,9 @@ class StaticBatch:
             self.count = torch.ones((), dtype=torch.float32, device=self.device)
             self.edge_index = [torch.zeros(2, shapes.block(i)[2], dtype=torch.int64, device=self.device)
                                for i in range(shapes.num_hops)]
+            self.node_ids = torch.zeros(shapes.nodes[-1], dtype=torch.int64, device=self.device)
+            self.sizes = torch.zeros(2 * shapes.num_hops + 1, dtype=torch.int64, device=self.device)
+            self._rows = torch.arange(shapes.nodes[-1], device=self.device)
             self.adj_t = [self._csr(i) for i in range(shapes.num_hops)] if csr else None
         except (torch.OutOfMemoryError, RuntimeError) as exc:  # the CPU allocator's failure is a RuntimeError
             if not isinstance(exc, torch.OutOfMemoryError) and "allocate" not in str(exc):
@@ -115,6 +123,39 @@ class StaticBatch:
         adj = self.adj_t if self.adj_t is not None else self.edge_index
         return [(adj[i], self.shapes.block(i)[:2]) for i in range(self.shapes.num_hops)]
 
+    @property
+    def padded(self) -> PaddedOut:
+        """These buffers as a GPU sampler fills them (``NeighborSampler.sample_padded``): per hop, innermost first, its
+        edges (this batch's blocks in reverse), the batch's node ids (each level a prefix) and its sizes (the real
+        nodes per level, then the real edges per hop)."""
+        shapes = self.shapes
+        return PaddedOut(shapes.nodes, shapes.edges, self.node_ids, self.edge_index[::-1], self.sizes)
+
+    def sample(self, sampler, inp: SamplerInput, features: torch.Tensor, labels: torch.Tensor) -> None:
+        """Sample ``inp`` into these buffers on the GPU (``sampler.sample_padded``; a bad seed or a damaged graph
+        raises at a later batch or at ``sampler.check_padded()``), then its input features (rows of ``features``,
+        a tensor on this device; the padded rows zero) and its seeds' labels (``labels`` on this device)."""
+        sampler.sample_padded(inp, self.padded)
+        self.gather(inp.seeds, features, labels)
+
+    def gather(self, seeds: torch.Tensor, features: torch.Tensor, labels: torch.Tensor) -> None:
+        """After :attr:`padded` was sampled: ``x`` (the rows of :attr:`node_ids`, zero past the input nodes' count,
+        read on the device), the labels, weights and count of ``seeds``."""
+        torch.index_select(features, 0, self.node_ids, out=self.x)
+        self.x.masked_fill_((self._rows >= self.sizes[self.shapes.num_hops]).unsqueeze(1), 0)
+        n = len(seeds)
+        torch.index_select(labels, 0, seeds, out=self.y[:n])
+        self._pad_seeds(n)
+        if self.adj_t is not None:
+            for i in range(self.shapes.num_hops):
+                self._fill_csr(self.adj_t[i], self.edge_index[i], self.shapes.block(i)[1])
+
+    def _pad_seeds(self, seeds: int) -> None:
+        self.y[seeds:].zero_()
+        self.weight[:seeds].fill_(1.0)
+        self.weight[seeds:].zero_()
+        self.count.fill_(seeds)
+
     def load(self, mb) -> None:
         """Copy ``mb`` (features ``x`` and labels ``y`` attached, on this device) into the buffers, padding it."""
         self._check(mb)
@@ -122,10 +163,7 @@ class StaticBatch:
         self.x[:n].copy_(mb.x)
         self.x[n:].zero_()
         self.y[:seeds].copy_(mb.y)
-        self.y[seeds:].zero_()
-        self.weight[:seeds].fill_(1.0)
-        self.weight[seeds:].zero_()
-        self.count.fill_(seeds)
+        self._pad_seeds(seeds)
         for i, block in enumerate(mb.blocks):
             num_src, num_dst, _ = self.shapes.block(i)
             e, buf = block.num_edges, self.edge_index[i]
@@ -196,6 +234,11 @@ class StaticStep:
     def step(self, mb) -> torch.Tensor:
         """Train on ``mb`` (``x``/``y`` attached, on this step's device); the real seeds' mean loss."""
         self.batch.load(mb)
+        return self.run()
+
+    def run(self) -> torch.Tensor:
+        """Train on the batch as it is in :attr:`batch` (e.g. sampled there by :meth:`StaticBatch.sample`); the real
+        seeds' mean loss."""
         self.steps += 1
         if self.mode != "graph":
             return self._eager()
