@@ -459,11 +459,63 @@ def check_static_step_on_a_padded_batch_equals_the_eager_step():
         batch.gather(seeds, features, labels)
         n = len(mb.input_nodes)
         assert torch.equal(batch.x[:n], features[mb.input_nodes]) and not batch.x[n:].any(), "padded features"
-        padded_loss = step.run()
+        padded_loss = step.step(batch)
         assert torch.allclose(padded_loss, loss.detach(), rtol=1e-5, atol=1e-6), (key, padded_loss, loss)
     for a, b in zip(model.parameters(), padded_model.parameters()):
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-6), "weights differ after three steps"
     ws.late.drain()
+
+
+class SimulatedSampler:
+    """A NeighborSampler whose padded batches are drawn by the driver under the simulator, into NumPy views of the
+    (CPU) tensors it is handed: what ``sample_padded`` does on a GPU."""
+
+    def __init__(self, sampler, fanouts):
+        self.sampler, self.fanouts, self.ws = sampler, fanouts, Workspace(NumpyArrays())
+
+    def __getattr__(self, name):
+        return getattr(self.sampler, name)
+
+    def sample_padded(self, inp, out):
+        views = PaddedOut(out.nodes, out.edges, out.node_ids.numpy(), [e.numpy() for e in out.edge_index],
+                          out.sizes.numpy())
+        gpu_layers(self.sampler.graph, inp.seeds.numpy(), self.fanouts, seed=self.sampler.seed, batch=inp.key,
+                   padded=views, workspace=self.ws)
+
+    def check_padded(self):
+        self.ws.late.drain()
+
+
+def check_sampled_loader_trains_as_the_loader():
+    """--step static's loader on a GPU (SampledLoader: the seed batches and keys of the wrapped Loader, each sampled
+    into the step's buffers): the same losses and weights as the static step on the Loader's batches, resumed
+    mid-epoch too."""
+    import copy
+
+    from sparsetrain.engine.loader import Loader
+    from sparsetrain.engine.static_step import SampledLoader, StaticStep, StepShapes
+    from sparsetrain.nn.models import GraphSAGE
+
+    g = graph(300, 4000, seed=12)
+    gen = torch.Generator().manual_seed(1)
+    features, labels = torch.randn(g.num_nodes, 8, generator=gen), torch.randint(0, 4, (g.num_nodes,), generator=gen)
+    torch.manual_seed(0)
+    model = GraphSAGE(8, 16, 4, num_layers=2, dropout=0.0)
+    shapes = StepShapes.bound(32, [4, 3], g.num_nodes, num_edges=g.num_edges)
+    steps = [StaticStep(m, torch.optim.Adam(m.parameters(), lr=0.01), shapes, 8)
+             for m in (model, copy.deepcopy(model))]
+    sampler = SimulatedSampler(NeighborSampler(g, [4, 3], seed=5), [4, 3])
+    loader = Loader(sampler, features, labels, torch.arange(0, 300, 3), batch_size=32, prefetch=0, seed=4)
+    sampled = SampledLoader(loader, steps[1], features, labels)
+    assert len(sampled) == len(loader) == 4
+    for epoch, start in [(0, 0), (1, 2)]:
+        for mb, padded in zip(loader.epoch(epoch, start), sampled.epoch(epoch, start), strict=True):
+            assert padded is steps[1].batch and torch.equal(padded.seeds, mb.seeds)
+            loss, padded_loss = steps[0].step(mb), steps[1].step(padded)
+            assert torch.allclose(padded_loss, loss, rtol=1e-5, atol=1e-6), (epoch, padded_loss, loss)
+        assert loader.last_epoch_stats.batches == 4 - start
+    for a, b in zip(*(s.model.parameters() for s in steps)):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6), "weights differ"
 
 
 def check_overlapping_ranges_are_an_error_not_a_stray_write():

@@ -37,6 +37,7 @@ CHECKS = [
     "check_padded_batch_counts",
     "check_padded_bad_input_raises_one_batch_late",
     "check_static_step_on_a_padded_batch_equals_the_eager_step",
+    "check_sampled_loader_trains_as_the_loader",
 ]
 
 

@@ -248,7 +248,7 @@ def test_captured_step_on_batches_sampled_into_its_buffers(cora):
         mb = sampler.sample(inp)
         mb.x, mb.y = features[mb.input_nodes], labels[mb.seeds]
         step.batch.sample(sampler, inp, features, labels)
-        torch.testing.assert_close(step.run(), eager_step(model, opt, mb), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(step.step(step.batch), eager_step(model, opt, mb), rtol=1e-4, atol=1e-5)
     sampler.check_padded()
     for p, q in zip(model.parameters(), captured_model.parameters()):
         torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)

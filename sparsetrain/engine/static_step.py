@@ -19,6 +19,7 @@ rows at a level that lands just past a power of two.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,11 +27,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from sparsetrain.engine.loader import EpochStats
 from sparsetrain.engine.precision import autocast, check_precision
 from sparsetrain.errors import SettingError
 from sparsetrain.nn.models import BlockGNN
-from sparsetrain.sampling import Fanouts, SamplerInput
+from sparsetrain.sampling import Fanouts, NeighborSampler, SamplerInput
 from sparsetrain.sampling.cuda.padded import PaddedOut
+from sparsetrain.storage import TensorFeatures
 
 MODES = ("eager", "graph", "compile")
 
@@ -137,6 +140,7 @@ class StaticBatch:
         a tensor on this device; the padded rows zero) and its seeds' labels (``labels`` on this device)."""
         sampler.sample_padded(inp, self.padded)
         self.gather(inp.seeds, features, labels)
+        self.seeds = inp.seeds
 
     def gather(self, seeds: torch.Tensor, features: torch.Tensor, labels: torch.Tensor) -> None:
         """After :attr:`padded` was sampled: ``x`` (the rows of :attr:`node_ids`, zero past the input nodes' count,
@@ -232,13 +236,10 @@ class StaticStep:
         return loss.detach()
 
     def step(self, mb) -> torch.Tensor:
-        """Train on ``mb`` (``x``/``y`` attached, on this step's device); the real seeds' mean loss."""
-        self.batch.load(mb)
-        return self.run()
-
-    def run(self) -> torch.Tensor:
-        """Train on the batch as it is in :attr:`batch` (e.g. sampled there by :meth:`StaticBatch.sample`); the real
-        seeds' mean loss."""
+        """Train on ``mb`` (``x``/``y`` attached, on this step's device), or on :attr:`batch` itself as it stands
+        (sampled there by :meth:`StaticBatch.sample`); the real seeds' mean loss."""
+        if mb is not self.batch:
+            self.batch.load(mb)
         self.steps += 1
         if self.mode != "graph":
             return self._eager()
@@ -264,6 +265,55 @@ class StaticStep:
         self._static_loss = loss.detach()
 
 
+class SampledLoader:
+    """``loader``'s batches sampled straight into ``step``'s buffers on the GPU (:meth:`StaticBatch.sample`): it yields
+    ``step.batch`` itself, filled, for ``step.step``. No batch is copied and none waits for the device; a bad seed or a
+    damaged graph raises a batch or more late, and at the latest when the epoch ends. Each epoch's seeds go to the
+    device in one copy. Everything else (seed batches, keys, length, device, epoch stats) is ``loader``'s, whose
+    ``sampler`` samples; ``features`` and ``labels``: tensors on the step's device. See :func:`sampled_loader`."""
+
+    def __init__(self, loader, step: StaticStep, features: torch.Tensor, labels: torch.Tensor) -> None:
+        self.loader, self.step, self._rows, self._labels = loader, step, features, labels
+
+    def __getattr__(self, name: str):
+        return getattr(self.loader, name)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def epoch(self, epoch: int, start_batch: int = 0):
+        todo = self.loader.seed_batches.inputs(epoch)[start_batch:]
+        stats = self.loader.last_epoch_stats = EpochStats()
+        started = time.perf_counter()
+        seeds = torch.cat([inp.seeds for inp in todo]).to(self.step.device) if todo else None
+        first = 0
+        for inp in todo:
+            t0 = time.perf_counter()
+            part = seeds[first: first + len(inp.seeds)]
+            first += len(part)
+            self.step.batch.sample(self.loader.sampler, SamplerInput(part, key=inp.key), self._rows, self._labels)
+            stats.wait_seconds += time.perf_counter() - t0
+            stats.batches += 1
+            stats.seeds += len(part)
+            yield self.step.batch
+        self.loader.sampler.check_padded()
+        stats.total_seconds = time.perf_counter() - started
+
+
+def sampled_loader(loader, step: StaticStep):
+    """A :class:`SampledLoader` over ``loader`` when its batches can be sampled into ``step``'s buffers: on a GPU,
+    with the graph, the features (one tensor) and the labels in its memory, and a homogeneous sampler that has a GPU
+    path; else ``loader`` itself (each batch then sampled, gathered and copied into the buffers)."""
+    sampler, store, labels, device = loader.sampler, loader.features, loader.labels, step.device
+    if not (device.type == "cuda" and isinstance(sampler, NeighborSampler) and sampler.has_gpu_path
+            and sampler.graph.device == device and not sampler.graph.is_typed):
+        return loader
+    if not (isinstance(store, TensorFeatures) and store.tensor.device == device and isinstance(labels, torch.Tensor)
+            and labels.device == device):
+        return loader
+    return SampledLoader(loader, step, store.tensor, labels)
+
+
 def _check(model, optimizer, device: torch.device, mode: str, precision: str) -> None:
     if mode not in MODES:
         raise SettingError(f"mode={mode!r}; choose one of {', '.join(MODES)}")
@@ -280,4 +330,4 @@ def _check(model, optimizer, device: torch.device, mode: str, precision: str) ->
     check_precision(precision, device)
 
 
-__all__ = ["MODES", "StaticBatch", "StaticStep", "StepShapes"]
+__all__ = ["MODES", "SampledLoader", "StaticBatch", "StaticStep", "StepShapes", "sampled_loader"]
