@@ -521,9 +521,9 @@ def check_sampled_loader_trains_as_the_loader():
 def check_overlapping_ranges_are_an_error_not_a_stray_write():
     from sparsetrain.sampling.errors import SamplingError
 
-    # node 1's range runs backwards but is never sampled; nodes 0 and 2 overlap: 15 edges drawn from a graph of 10,
-    # past the edge arrays (sized by the graph's 10 edges)
-    bad = CSCGraph.from_numpy(np.array([0, 10, 5, 10]), np.zeros(10, np.int64))
+    # node 1's range runs backwards but is never sampled; nodes 0 and 2 overlap: 14 edges drawn from a graph of 10,
+    # past the edge arrays (sized by the graph's 10 edges), node 2's partly
+    bad = CSCGraph.from_numpy(np.array([0, 8, 4, 10]), np.zeros(10, np.int64))
     try:
         gpu_sample(bad, [0, 2], [-1])
     except SamplingError as exc:

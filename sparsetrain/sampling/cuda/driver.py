@@ -101,10 +101,7 @@ def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighte
     seeds_only = np.zeros(num_types, np.int64)
     seeds_only[seed_type] = len(seeds)
     caps = seeds_only if exact else plan.counts if padded is None else np.array([padded.nodes[-1]], np.int64)
-    counts_at = [("counts", 0)]  # per hop, the record entry of the counts before it (a hop that samples nothing
-    for hop, seg_et in enumerate(planned):  # leaves them where they were; exact mode finds its own)
-        counts_at.append(("counts", hop + 1) if seg_et else counts_at[hop])
-    extra = None if padded is None else lambda at: sizes_index(at, counts_at, list(map(len, planned)), num_hops)
+    extra = None if padded is None else lambda at: sizes_index(at, [len(seg_et) for seg_et in planned])
     d, at = _state(ops, layout, keys, planned, caps, seeds_only, extra)
     status = d["status"]
     nodes = Regions(ops, caps, d["region"], None if padded is None else padded.node_ids)
@@ -120,9 +117,8 @@ def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighte
     batch = Batch(ops, layout, exact, indptr, indices, weights, edge_perm, permuted, replace, weighted, *layout_views,
                   nodes, table, status)
     bounds = Bounds(layout, len(seeds), seed_type, new_only, max_degree, et_edges)
-    if exact:
-        counts_at = [("counts", 0)]
-    layers = []
+    counts_at = [("counts", 0)]  # per hop, the record entry of the counts before it (a hop that samples nothing
+    layers = []  # leaves them where they were)
     for hop in range(num_hops):
         ops.phase(f"hop {hop}")
         now = counts_at[hop]
@@ -137,9 +133,11 @@ def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighte
             num_work, edge_bound = padded.nodes[hop] - 1, padded.edges[hop]
         if not seg_et:  # nothing to sample at this hop
             layers.append((seg_et, None, None))
+            counts_at.append(now)
             if out is not None:  # padding only
-                ops.fill(out[0][0], out[1])
-                ops.fill(out[0][1], out[2])
+                pair, src_sink, dst_sink = out
+                ops.fill(pair[0], src_sink)
+                ops.fill(pair[1], dst_sink)
         else:
             consts = ([d[name, hop] for name in HOP_PARTS] if seg_et == planned[hop] else  # (exact mode only)
                       ops.split(ops.upload(np.concatenate(_hop_parts(layout, hop, seg_et, keys[hop]))),
@@ -147,9 +145,8 @@ def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighte
             pair, edge_ids = _hop(batch, consts, num_work, edge_bound, bounds.counts, d[now], d[first],
                                   d["seg_edges", hop], d["counts", hop + 1], out)
             layers.append((seg_et, pair, edge_ids))
+            counts_at.append(("counts", hop + 1))
         bounds.advance(seg_et, edges)
-        if exact:
-            counts_at.append(("counts", hop + 1) if seg_et else now)
     ops.phase("finish")
     check = Check(layout, sources, indptr, indices, seed_type)
     if padded is not None:

@@ -148,7 +148,8 @@ def sample_kernel(indices, weights, edge_perm, permuted, cols, seg_start, seg_et
     counted from its edge type's first edge. A source that is not a node of its type is noted in ``status[1]`` (its
     entry of ``indices`` + 1) and replaced by the dst node itself, already in the map: the batch stays memory-safe
     until the host sees ``status`` and raises. Items whose edges end past the edge arrays (sized by a bound that only
-    a damaged ``indptr``, ranges of two columns overlapping, can pass) draw nothing and set ``status[4]``.
+    a damaged ``indptr``, ranges of two columns overlapping, can pass) draw only what fits and set ``status[4]``: every
+    edge slot the later kernels read is still written.
     """
     i = cuda.grid(1)
     if i < ends.shape[0]:
@@ -156,7 +157,7 @@ def sample_kernel(indices, weights, edge_perm, permuted, cols, seg_start, seg_et
         k = ends[i] - start
         if k > 0 and ends[i] > src.shape[0]:
             status[4] = 1
-            k = 0
+            k = src.shape[0] - start  # (<= 0 when the item starts past the arrays)
         if k > 0:
             s = _segment_of(seg_start, i)
             et = seg_et[s]

@@ -117,10 +117,12 @@ class LateChecks:
         return len(self._pending)
 
 
-def sizes_index(at: dict, counts_at: list, segments: list[int], hops: int) -> np.ndarray:
-    """Where :attr:`PaddedOut.sizes` comes from in the batch's record (``at``: each entry's offset): the seeds' count,
-    each hop's count after it (``counts_at``), then each hop's edge count (the last of its ``seg_edges``; a hop
-    without segments: a zero)."""
-    levels = [at[entry] for entry in counts_at[: hops + 1]]
-    edges = [at["seg_edges", h] + segments[h] if segments[h] else at["zeros"] for h in range(hops)]
+def sizes_index(at: dict, segments: list[int]) -> np.ndarray:
+    """Where :attr:`PaddedOut.sizes` comes from in a homogeneous batch's record (``at``: each entry's offset;
+    ``segments``: how many each hop samples, 0 or 1): the seeds' count, the count after each hop (a hop that samples
+    nothing leaves it where it was), then each hop's edge count (the last of its ``seg_edges``, or a zero)."""
+    levels = [at["counts", 0]]
+    for hop, n in enumerate(segments):
+        levels.append(at["counts", hop + 1] if n else levels[-1])
+    edges = [at["seg_edges", hop] + n if n else at["zeros"] for hop, n in enumerate(segments)]
     return np.array(levels + edges, np.int64)
