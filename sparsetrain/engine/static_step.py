@@ -103,6 +103,7 @@ class StaticBatch:
             self.node_ids = torch.zeros(shapes.nodes[-1], dtype=torch.int64, device=self.device)
             self.sizes = torch.zeros(2 * shapes.num_hops + 1, dtype=torch.int64, device=self.device)
             self._rows = torch.arange(shapes.nodes[-1], device=self.device)
+            self.seeds = None  # the seeds of the batch sampled here (gather)
             self.adj_t = [self._csr(i) for i in range(shapes.num_hops)] if csr else None
         except (torch.OutOfMemoryError, RuntimeError) as exc:  # the CPU allocator's failure is a RuntimeError
             if not isinstance(exc, torch.OutOfMemoryError) and "allocate" not in str(exc):
@@ -140,16 +141,16 @@ class StaticBatch:
         a tensor on this device; the padded rows zero) and its seeds' labels (``labels`` on this device)."""
         sampler.sample_padded(inp, self.padded)
         self.gather(inp.seeds, features, labels)
-        self.seeds = inp.seeds
 
     def gather(self, seeds: torch.Tensor, features: torch.Tensor, labels: torch.Tensor) -> None:
         """After :attr:`padded` was sampled: ``x`` (the rows of :attr:`node_ids`, zero past the input nodes' count,
-        read on the device), the labels, weights and count of ``seeds``."""
+        read on the device), the labels, weights and count of ``seeds`` (kept as :attr:`seeds`)."""
         torch.index_select(features, 0, self.node_ids, out=self.x)
         self.x.masked_fill_((self._rows >= self.sizes[self.shapes.num_hops]).unsqueeze(1), 0)
         n = len(seeds)
-        torch.index_select(labels, 0, seeds, out=self.y[:n])
+        self.y[:n].copy_(labels.index_select(0, seeds))
         self._pad_seeds(n)
+        self.seeds = seeds
         if self.adj_t is not None:
             for i in range(self.shapes.num_hops):
                 self._fill_csr(self.adj_t[i], self.edge_index[i], self.shapes.block(i)[1])
@@ -305,11 +306,15 @@ def sampled_loader(loader, step: StaticStep):
     with the graph, the features (one tensor) and the labels in its memory, and a homogeneous sampler that has a GPU
     path; else ``loader`` itself (each batch then sampled, gathered and copied into the buffers)."""
     sampler, store, labels, device = loader.sampler, loader.features, loader.labels, step.device
+
+    def on_step_device(tensor) -> bool:  # ("cuda" names the current device, as "cuda:0" does on one GPU)
+        return tensor.device.type == device.type and device.index in (None, tensor.device.index)
+
     if not (device.type == "cuda" and isinstance(sampler, NeighborSampler) and sampler.has_gpu_path
-            and sampler.graph.device == device and not sampler.graph.is_typed):
+            and on_step_device(sampler.graph.indptr) and not sampler.graph.is_typed):
         return loader
-    if not (isinstance(store, TensorFeatures) and store.tensor.device == device and isinstance(labels, torch.Tensor)
-            and labels.device == device):
+    if not (isinstance(store, TensorFeatures) and on_step_device(store.tensor) and isinstance(labels, torch.Tensor)
+            and on_step_device(labels)):
         return loader
     return SampledLoader(loader, step, store.tensor, labels)
 
