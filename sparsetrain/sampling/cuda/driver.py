@@ -104,7 +104,7 @@ def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighte
     extra = None if padded is None else lambda at: sizes_index(at, [len(seg_et) for seg_et in planned])
     d, at = _state(ops, layout, keys, planned, caps, seeds_only, extra)
     status = d["status"]
-    nodes = Regions(ops, caps, d["region"], None if padded is None else padded.node_ids)
+    nodes = Regions(ops, caps, d["region"], None if padded is None else ops.keep(padded.node_ids))
     if len(seeds):
         ops.assign(nodes.of(seed_type, len(seeds)), seeds)
     layout_views = [k(d[name]) for name in ("col_offset", "edge_offset", "et_src", "et_dst", "type_offset",

@@ -84,8 +84,12 @@ class Workspace:
         return self._kept("split", (id(a), *sizes), lambda: self._ops.split(a, sizes), allocations=0)
 
     def rows(self, a) -> list:
-        """The rows of a 2-d array as views."""
-        return self._kept("rows", id(a), lambda: list(a), allocations=0)
+        """The rows of a 2-d array as views (kept with ``a``: a caller's array keyed by its id stays that array)."""
+        return self._kept("rows", id(a), lambda: [a, *a], allocations=0)[1:]
+
+    def keep(self, a):
+        """``a``, a caller's array used batch after batch (a padded batch's nodes), kept with its kernel view."""
+        return self._kept("keep", id(a), lambda: a, allocations=0)
 
     def as_uint64(self, a):
         return self._kept("uint64", id(a), lambda: self._ops.as_uint64(a), allocations=0)
