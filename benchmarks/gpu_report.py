@@ -222,7 +222,9 @@ def section_sampling(args) -> dict:
         )
     )
     if on_gpu:
-        per_batch = {"node": _per_batch(NeighborSampler(ds.graph.to(args.device), FANOUTS, seed=0), batches),
+        node = NeighborSampler(ds.graph.to(args.device), FANOUTS, seed=0)
+        per_batch = {"node": _per_batch(node, batches),
+                     "node, padded": _per_batch(node, batches, _padded_draw(node, ds.graph)),
                      "typed": _per_batch(NeighborSampler(typed.graph.to(args.device), [15, 10], seed=0,
                                                          seed_type="paper"), typed_batches)}
     else:
@@ -231,31 +233,51 @@ def section_sampling(args) -> dict:
             **(_host_syncs(ds.graph, batches[0], args) if on_gpu else {})}
 
 
-def _per_batch(sampler, batches) -> dict:
+def _padded_draw(sampler, graph):
+    """Draw a batch as ``--step static`` would: into buffers of the static step's shapes, no host read."""
+    import torch
+
+    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.sampling import SamplerInput
+    from sparsetrain.sampling.cuda.padded import PaddedOut
+
+    shapes = StepShapes.bound(BATCH, FANOUTS, graph.num_nodes, num_edges=graph.num_edges)
+    out = PaddedOut.allocate(shapes.nodes, shapes.edges,
+                             lambda shape: torch.zeros(shape, dtype=torch.int64, device=sampler.graph.device))
+    return lambda seeds, key: sampler.sample_padded(SamplerInput(seeds, key=key), out)
+
+
+def _per_batch(sampler, batches, draw=None) -> dict:
     """GPU sampling batch by batch: wall time against the stream's time (CUDA events) and the GPU's busy time (the
-    profiler's kernels and copies, and how many), with the driver's own counts of the last batch."""
+    profiler's kernels and copies, and how many), with the driver's own counts of the last batch. ``draw(seeds,
+    key)``: how a batch is drawn (default: ``sampler.sample``)."""
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     from sparsetrain.sampling import SamplerInput
 
-    sampler.sample(SamplerInput(batches[0]))  # compiles the kernels, fills the workspace
+    if draw is None:
+        def draw(seeds, key):
+            sampler.sample(SamplerInput(seeds, key=key))
+
+    draw(batches[0], 0)  # compiles the kernels, fills the workspace
     torch.cuda.synchronize()
     walls, streams = [], []
     for key, seeds in enumerate(batches):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         began = time.perf_counter()
         start.record()
-        sampler.sample(SamplerInput(seeds, key=key))
+        draw(seeds, key)
         end.record()
         end.synchronize()
         walls.append(1e3 * (time.perf_counter() - began))
         streams.append(start.elapsed_time(end))
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for key, seeds in enumerate(batches):
-            sampler.sample(SamplerInput(seeds, key=key))
+            draw(seeds, key)
         torch.cuda.synchronize()
+    sampler.check_padded()
     device = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
     return {"wall_ms": statistics.median(walls), "stream_ms": statistics.median(streams),
             "gpu_busy_ms": sum(e.time_range.elapsed_us() for e in device) / 1e3 / len(batches),
@@ -264,29 +286,34 @@ def _per_batch(sampler, batches) -> dict:
 
 def simulated_counts() -> dict:
     """The GPU sampler's per-batch counts (the driver's own, not a timing) under Numba's CUDA simulator, the second
-    batch of a kept workspace: a node batch [15, 10, 5] and a typed batch [15, 10] on tiny graphs. Run with
+    batch of a kept workspace (a padded node batch: once its ring of pinned buffers is made): a node batch [15, 10, 5],
+    eager and padded (a static step's, :class:`~sparsetrain.sampling.cuda.padded.PaddedOut`), and a typed batch
+    [15, 10] on tiny graphs. Run with
     ``NUMBA_ENABLE_CUDASIM=1`` (:func:`_counts_on_the_simulator`)."""
     import numpy as np
     import torch
 
+    from sparsetrain.engine.static_step import StepShapes
     from sparsetrain.sampling import CSCGraph
     from sparsetrain.sampling.cuda import driver
     from sparsetrain.sampling.cuda.arrays import NumpyArrays
+    from sparsetrain.sampling.cuda.padded import LateChecks, PaddedOut
     from sparsetrain.sampling.cuda.workspace import Workspace
     from sparsetrain.sampling.fanouts import Fanouts
     from sparsetrain.sampling.layout import KernelLayout
 
-    def counts(g, seeds, fanouts, seed_type=0):
+    def counts(g, seeds, fanouts, seed_type=0, padded=None):
         indptr, indices, _ = g.numpy()
         edge_perm = None if g.edge_perm is None else g.edge_perm.numpy()
         layout = KernelLayout(g, Fanouts(fanouts))
         ws = Workspace(NumpyArrays())
-        for key in range(2):
+        for key in range(2 if padded is None else LateChecks.RING + 1):  # (a padded batch's pinned buffers: a ring)
             keys = [layout.hop_keys(0, key, h) for h in range(len(fanouts))]
             with np.errstate(all="ignore"):  # uint64 products wrap on purpose
                 driver.sample_arrays(NumpyArrays(), indptr, indices, np.empty(1, np.float32),
                                      np.asarray(seeds, np.int64), layout, keys, False, False, edge_perm=edge_perm,
-                                     seed_type=seed_type, workspace=ws)
+                                     seed_type=seed_type, workspace=ws, padded=padded)
+        ws.late.drain()
         return ws.last_counts.as_dict()
 
     gen = torch.Generator().manual_seed(0)
@@ -294,7 +321,10 @@ def simulated_counts() -> dict:
     typed = CSCGraph.from_edge_index_dict({("a", "writes", "p"): torch.randint(0, 20, (2, 80), generator=gen),
                                            ("p", "cites", "p"): torch.randint(0, 30, (2, 80), generator=gen)},
                                           {"a": 20, "p": 30})
+    shapes = StepShapes.bound(4, FANOUTS, node.num_nodes, num_edges=node.num_edges)
+    padded = PaddedOut.allocate(shapes.nodes, shapes.edges, lambda shape: np.zeros(shape, np.int64))
     return {"node": counts(node, [0, 3, 7, 9], FANOUTS),
+            "node, padded": counts(node, [0, 3, 7, 9], FANOUTS, padded=padded),
             "typed": counts(typed, [1, 2, 5], [15, 10], seed_type=typed.node_types.index("p"))}
 
 
@@ -675,7 +705,7 @@ def _per_batch_lines(per_batch: dict) -> list[str]:
             return [f"\nPer-batch counts (CUDA simulator): {simulated['error']}"]
         per_batch = simulated
         lines.append("\nPer-batch device work of the GPU sampler, counted by its driver (the CUDA simulator: no GPU)")
-    for name in ("node", "typed"):
+    for name in ("node", "node, padded", "typed"):
         b = per_batch.get(name)
         if b is None:
             continue

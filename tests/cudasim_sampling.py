@@ -21,6 +21,7 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUD
 from sparsetrain.sampling import CSCGraph, NeighborSampler, SamplerInput  # noqa: E402
 from sparsetrain.sampling.cuda import driver  # noqa: E402
 from sparsetrain.sampling.cuda.arrays import NumpyArrays  # noqa: E402
+from sparsetrain.sampling.cuda.padded import PaddedOut  # noqa: E402
 from sparsetrain.sampling.cuda.workspace import Workspace  # noqa: E402
 from sparsetrain.sampling.fanouts import Fanouts  # noqa: E402
 from sparsetrain.sampling.layout import KernelLayout  # noqa: E402
@@ -34,7 +35,7 @@ def graph(num_nodes=60, num_edges=500, seed=0, weighted=False) -> CSCGraph:
 
 
 def gpu_layers(g: CSCGraph, seeds, fanouts, *, replace=False, weighted=False, hop_nodes="all", seed=5, batch=7,
-               ops=None, seed_type=0, workspace=None):
+               ops=None, seed_type=0, workspace=None, padded=None):
     """The GPU hop loop's own result: per hop ``(edge_index, edge_ids, segments, before, after)``, nodes per type."""
     indptr, indices, weights = g.numpy()
     weights = weights if weighted else np.empty(1, np.float32)
@@ -46,7 +47,7 @@ def gpu_layers(g: CSCGraph, seeds, fanouts, *, replace=False, weighted=False, ho
     with np.errstate(all="ignore"):  # uint64 products wrap on purpose
         return driver.sample_arrays(ops or NumpyArrays(), indptr, indices, weights, np.asarray(seeds, np.int64), layout,
                                 keys, replace, weighted, edge_perm=edge_perm, new_only=hop_nodes == "new",
-                                seed_type=seed_type, workspace=workspace)
+                                seed_type=seed_type, workspace=workspace, padded=padded)
 
 
 def gpu_sample(g: CSCGraph, seeds, fanouts, **kw):
@@ -312,6 +313,223 @@ def check_damaged_graph_is_an_error_not_a_stray_read():
                 raise AssertionError(
                     f"{array}[{position}] = {value} sampled with fanouts {fanouts} {kw} without an error"
                 )
+
+
+def padded_out(shapes) -> PaddedOut:
+    return PaddedOut.allocate(shapes.nodes, shapes.edges, lambda shape: np.zeros(shape, np.int64))
+
+
+def assert_padded_same_as_eager(g, seeds, fanouts, out, ws=None, **kw):
+    """The padded batch cut to its device sizes equals the eager driver's (itself checked against the CPU sampler),
+    and every padded entry is what the static step expects: edges sink -> sink, node ids in the graph."""
+    eager, nodes = assert_same_as_cpu(g, seeds, fanouts, **kw)
+    assert gpu_layers(g, seeds, fanouts, padded=out, workspace=ws, **kw) is out
+    sizes = out.sizes.tolist()
+    assert sizes == [len(seeds)] + [num_src for _, num_src, _, _ in eager] + [ei.shape[1] for ei, *_ in eager], sizes
+    edges, levels = out.unpadded(sizes)
+    assert np.array_equal(levels[-1], nodes), "padded node ids differ"
+    assert all(np.array_equal(lv, nodes[: len(lv)]) for lv in levels), "a level is not a prefix of the nodes"
+    for hop, ((ei, *_), padded) in enumerate(zip(eager, edges)):
+        assert np.array_equal(padded, ei), f"hop {hop}: padded edges differ"
+        tail = out.edge_index[hop][:, ei.shape[1]:]
+        assert (tail[0] == out.nodes[hop + 1] - 1).all() and (tail[1] == out.nodes[hop] - 1).all(), "padding"
+    assert ((out.node_ids >= 0) & (out.node_ids < g.num_nodes)).all(), "a padded node id outside the graph"
+
+
+def check_padded_batches_equal_eager_batches():
+    from sparsetrain.engine.static_step import StepShapes
+
+    g = graph(200, 3000, seed=7)
+    out = padded_out(StepShapes.bound(4, [5, 4, 3], g.num_nodes, num_edges=g.num_edges))
+    ws = Workspace(NumpyArrays())
+    # a full batch, then into the same buffers a smaller one (an epoch's last) and another: nothing of the last stays
+    for seeds in ([0, 1, 5, 9], [7], [2, 9, 30, 44]):
+        assert_padded_same_as_eager(g, seeds, [5, 4, 3], out, ws)
+    assert_padded_same_as_eager(g, [3, 9, 11, 40], [5, 4, 3], out, ws, hop_nodes="new")
+    # shapes capped by the graph: [50, 50] from 4 seeds pass its 3,000 edges and 200 nodes
+    capped = StepShapes.bound(4, [50, 50], g.num_nodes, num_edges=g.num_edges)
+    assert capped.edges[1] == g.num_edges and capped.nodes[-1] == g.num_nodes + 1, capped
+    assert_padded_same_as_eager(g, [0, 1, 5, 9], [50, 50], padded_out(capped))
+    replaced = StepShapes.bound(3, [4, 3], g.num_nodes)  # with replacement: not capped by the edges
+    assert_padded_same_as_eager(g, [0, 1, 5], [4, 3], padded_out(replaced), replace=True)
+    # a hop that samples nothing (fanout 0) is all padding
+    zero = StepShapes.bound(2, [3, 0], g.num_nodes)
+    out = padded_out(zero)
+    out.edge_index[1][...] = 99
+    assert_padded_same_as_eager(g, [4, 8], [3, 0], out)
+
+
+def check_padded_batch_counts():
+    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.sampling.cuda.padded import LateChecks
+
+    g = graph(200, 3000, seed=7)
+    out = padded_out(StepShapes.bound(3, [5, 4, 3], g.num_nodes, num_edges=g.num_edges))
+    ws = Workspace(CountedReads())
+    CountedReads.reads = 0
+    with CountedLaunches() as launched:
+        for key in range(LateChecks.RING + 1):  # the ring's pinned buffers are made by its first batches
+            gpu_layers(g, [0, 1, 5], [5, 4, 3], batch=key, padded=out, workspace=ws)
+    counts = _phases(ws)
+    # the upload, the seeds in; per hop as eager; then the sizes gathered from the record and its checks queued to
+    # pinned memory: no host read, no copy out, no allocation
+    finish = {"launches": 2, "torch_ops": 2, "copies": 1}
+    assert counts == {"setup": SETUP, "hop 0": HOP, "hop 1": HOP, "hop 2": HOP, "finish": finish,
+                      "batch": {"launches": 27, "kernels": 17, "torch_ops": 10, "copies": 3}}, counts
+    reads = (CountedReads.reads, launched.launches)
+    assert reads == (0, 17 * (LateChecks.RING + 1)), reads
+    assert len(ws.late) == 1  # the simulator runs a batch at once: each is checked at the next call, but the last
+    ws.late.drain()
+    assert len(ws.late) == 0
+
+
+def check_padded_bad_input_raises_one_batch_late():
+    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.sampling.errors import SamplingError
+
+    g = graph()
+    out = padded_out(StepShapes.bound(3, [3, 2], g.num_nodes, num_edges=g.num_edges))
+    for seeds, fragment in [([3, 60], "seeds has ids outside [0, 60)"), ([4, 9, 4], "seed 4 appears more than once")]:
+        ws = Workspace(NumpyArrays())
+        # raised by the next batch, or at the end of the epoch
+        for late in (lambda: gpu_layers(g, [1, 2], [3, 2], padded=out, workspace=ws), ws.late.drain):
+            gpu_layers(g, seeds, [3, 2], padded=out, workspace=ws)  # queued: no error yet
+            try:
+                late()
+            except SamplingError as exc:
+                assert fragment in str(exc), str(exc)
+            else:
+                raise AssertionError(f"seeds {seeds} raised nothing one batch late")
+    indptr, indices, _ = g.numpy()
+    damaged = indices.copy()
+    damaged[17] = 10**6
+    bad = CSCGraph.from_numpy(indptr, damaged)
+    ws = Workspace(NumpyArrays())
+    gpu_layers(bad, np.arange(3), [50], padded=padded_out(StepShapes.bound(3, [50], 60, num_edges=len(indices))),
+               workspace=ws)
+    try:
+        ws.late.drain()
+    except SamplingError as exc:
+        assert "CSCGraph.indices: entry 17 is 1000000" in str(exc), str(exc)
+    else:
+        raise AssertionError("a damaged graph raised nothing at the end of the epoch")
+    for call, fragment in [
+        (lambda: gpu_layers(g, [0, 1, 2, 3], [3, 2], padded=out), "level 0: 4 nodes > 3"),  # more seeds than shapes
+        (lambda: gpu_layers(g, [0, 1], [5, 2], padded=out), "hop 0: 10 edges > 9"),  # a larger fanout
+        (lambda: gpu_layers(typed_graph(), [0, 1], [3, 2], padded=out), "a padded batch (a static step's) is "),
+    ]:
+        try:
+            call()
+        except SamplingError as exc:
+            assert fragment in str(exc), str(exc)
+        else:
+            raise AssertionError(f"{fragment!r}: no error")
+
+
+def check_static_step_on_a_padded_batch_equals_the_eager_step():
+    """The engine's use: batches sampled straight into a StaticBatch's buffers (here through NumPy views of its CPU
+    tensors), its features and labels gathered there; the padded step's losses and weights equal the eager step's on
+    the CPU sampler's batches of the same keys."""
+    import copy
+
+    import torch.nn.functional as F
+
+    from sparsetrain.engine.static_step import StaticStep, StepShapes
+    from sparsetrain.nn.models import GraphSAGE
+
+    g = graph(300, 4000, seed=11)
+    gen = torch.Generator().manual_seed(0)
+    features, labels = torch.randn(g.num_nodes, 8, generator=gen), torch.randint(0, 4, (g.num_nodes,), generator=gen)
+    torch.manual_seed(0)
+    model = GraphSAGE(8, 16, 4, num_layers=2, dropout=0.0)
+    padded_model = copy.deepcopy(model)
+    opt, padded_opt = (torch.optim.Adam(m.parameters(), lr=0.01) for m in (model, padded_model))
+    step = StaticStep(padded_model, padded_opt, StepShapes.bound(24, [4, 3], g.num_nodes, num_edges=g.num_edges), 8)
+    batch = step.batch
+    p = batch.padded
+    views = PaddedOut(p.nodes, p.edges, p.node_ids.numpy(), [e.numpy() for e in p.edge_index], p.sizes.numpy())
+    sampler, ws = NeighborSampler(g, [4, 3], seed=5), Workspace(NumpyArrays())
+    for key, seeds in enumerate([torch.arange(0, 240, 10), torch.arange(3, 300, 13), torch.arange(5, 50, 7)]):
+        mb = sampler.sample(SamplerInput(seeds, key=key))
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(features[mb.input_nodes], mb.to_pyg()), labels[mb.seeds])
+        loss.backward()
+        opt.step()
+        gpu_layers(g, seeds.numpy(), [4, 3], batch=key, padded=views, workspace=ws)
+        batch.gather(seeds, features, labels)
+        n = len(mb.input_nodes)
+        assert torch.equal(batch.x[:n], features[mb.input_nodes]) and not batch.x[n:].any(), "padded features"
+        padded_loss = step.step(batch)
+        assert torch.allclose(padded_loss, loss.detach(), rtol=1e-5, atol=1e-6), (key, padded_loss, loss)
+    for a, b in zip(model.parameters(), padded_model.parameters()):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6), "weights differ after three steps"
+    ws.late.drain()
+
+
+class SimulatedSampler:
+    """A NeighborSampler whose padded batches are drawn by the driver under the simulator, into NumPy views of the
+    (CPU) tensors it is handed: what ``sample_padded`` does on a GPU."""
+
+    def __init__(self, sampler, fanouts):
+        self.sampler, self.fanouts, self.ws = sampler, fanouts, Workspace(NumpyArrays())
+
+    def __getattr__(self, name):
+        return getattr(self.sampler, name)
+
+    def sample_padded(self, inp, out):
+        views = PaddedOut(out.nodes, out.edges, out.node_ids.numpy(), [e.numpy() for e in out.edge_index],
+                          out.sizes.numpy())
+        gpu_layers(self.sampler.graph, inp.seeds.numpy(), self.fanouts, seed=self.sampler.seed, batch=inp.key,
+                   padded=views, workspace=self.ws)
+
+    def check_padded(self):
+        self.ws.late.drain()
+
+
+def check_sampled_loader_trains_as_the_loader():
+    """--step static's loader on a GPU (SampledLoader: the seed batches and keys of the wrapped Loader, each sampled
+    into the step's buffers): the same losses and weights as the static step on the Loader's batches, resumed
+    mid-epoch too."""
+    import copy
+
+    from sparsetrain.engine.loader import Loader
+    from sparsetrain.engine.static_step import SampledLoader, StaticStep, StepShapes
+    from sparsetrain.nn.models import GraphSAGE
+
+    g = graph(300, 4000, seed=12)
+    gen = torch.Generator().manual_seed(1)
+    features, labels = torch.randn(g.num_nodes, 8, generator=gen), torch.randint(0, 4, (g.num_nodes,), generator=gen)
+    torch.manual_seed(0)
+    model = GraphSAGE(8, 16, 4, num_layers=2, dropout=0.0)
+    shapes = StepShapes.bound(32, [4, 3], g.num_nodes, num_edges=g.num_edges)
+    steps = [StaticStep(m, torch.optim.Adam(m.parameters(), lr=0.01), shapes, 8)
+             for m in (model, copy.deepcopy(model))]
+    sampler = SimulatedSampler(NeighborSampler(g, [4, 3], seed=5), [4, 3])
+    loader = Loader(sampler, features, labels, torch.arange(0, 300, 3), batch_size=32, prefetch=0, seed=4)
+    sampled = SampledLoader(loader, steps[1], features, labels)
+    assert len(sampled) == len(loader) == 4
+    for epoch, start in [(0, 0), (1, 2)]:
+        for mb, padded in zip(loader.epoch(epoch, start), sampled.epoch(epoch, start), strict=True):
+            assert padded is steps[1].batch and torch.equal(padded.seeds, mb.seeds)
+            loss, padded_loss = steps[0].step(mb), steps[1].step(padded)
+            assert torch.allclose(padded_loss, loss, rtol=1e-5, atol=1e-6), (epoch, padded_loss, loss)
+        assert loader.last_epoch_stats.batches == 4 - start
+    for a, b in zip(*(s.model.parameters() for s in steps)):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6), "weights differ"
+
+
+def check_overlapping_ranges_are_an_error_not_a_stray_write():
+    from sparsetrain.sampling.errors import SamplingError
+
+    # node 1's range runs backwards but is never sampled; nodes 0 and 2 overlap: 14 edges drawn from a graph of 10,
+    # past the edge arrays (sized by the graph's 10 edges), node 2's partly
+    bad = CSCGraph.from_numpy(np.array([0, 8, 4, 10]), np.zeros(10, np.int64))
+    try:
+        gpu_sample(bad, [0, 2], [-1])
+    except SamplingError as exc:
+        assert "CSCGraph.indptr: the in-edge ranges of two nodes overlap" in str(exc), str(exc)
+    else:
+        raise AssertionError("overlapping in-edge ranges sampled without an error")
 
 
 def typed_graph(seed=0):

@@ -87,3 +87,15 @@ def test_quick_report_on_cpu(tmp_path):
     epoch = {r["path"]: r for r in report["sections"]["epoch"]["rows"]}
     assert epoch["sparsetrain train (CLI path)"]["epoch_s"] > 0
     assert all(r["cpu"]["edges_per_s"] > 0 for r in report["sections"]["sampling"]["rows"])
+
+
+def test_simulated_counts_show_the_padded_batch_beside_the_eager_one():
+    """``--quick`` on a machine without a GPU: the driver's counts under the simulator, a static step's padded batch
+    with no host read and fewer copies than the eager batch."""
+    counts = gpu_report._counts_on_the_simulator()
+    assert "error" not in counts, counts
+    eager, padded = counts["node"]["batch"], counts["node, padded"]["batch"]
+    assert (eager["syncs"], padded["syncs"]) == (1, 0), counts
+    assert (eager["copies"], padded["copies"]) == (10, 3) and padded["allocations"] == 0, counts
+    lines = "\n".join(gpu_report._per_batch_lines({"simulated": counts}))
+    assert "node, padded batch:" in lines and "| batch | 27 | 17 | 10 | 3 | 0 | 0 | 0 |" in lines, lines

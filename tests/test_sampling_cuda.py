@@ -32,6 +32,12 @@ CHECKS = [
     "check_typed_graphs_sample_as_on_the_cpu",
     "check_typed_weighted_and_one_node_type",
     "check_typed_damaged_graph_is_an_error",
+    "check_overlapping_ranges_are_an_error_not_a_stray_write",
+    "check_padded_batches_equal_eager_batches",
+    "check_padded_batch_counts",
+    "check_padded_bad_input_raises_one_batch_late",
+    "check_static_step_on_a_padded_batch_equals_the_eager_step",
+    "check_sampled_loader_trains_as_the_loader",
 ]
 
 

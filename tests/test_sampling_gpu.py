@@ -148,3 +148,50 @@ def test_link_gpu_batches_equal_cpu_batches(neg_sampling, exclude, seeds_on):
         assert (want is None) == (getattr(gpu, name) is None), name
         if want is not None:
             assert torch.equal(getattr(gpu, name).cpu(), want), name
+
+
+def test_padded_gpu_batches_equal_eager_batches_without_a_host_wait():
+    """A static step's batches (``sample_padded`` into buffers of its shapes): cut to their device sizes they are the
+    eager batches of the same keys, and once the pinned ring is made a batch makes no synchronizing call."""
+    import warnings
+
+    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.sampling.cuda.padded import LateChecks, PaddedOut
+
+    g = graph().to("cuda")
+    sampler = NeighborSampler(g, [15, 10, 5], seed=3)
+    shapes = StepShapes.bound(455, [15, 10, 5], g.num_nodes, num_edges=g.num_edges)
+    out = PaddedOut.allocate(shapes.nodes, shapes.edges, lambda s: torch.zeros(s, dtype=torch.int64, device="cuda"))
+    batches = [torch.arange(0, 5000, 11, device="cuda"), torch.arange(3, 5000, 29, device="cuda")]
+    for key in range(LateChecks.RING + 1):  # compiles the kernels, fills the workspace and the ring
+        sampler.sample_padded(SamplerInput(batches[key % 2], key=key), out)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            sampler.sample_padded(SamplerInput(batches[1], key=9), out)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert not [w for w in caught if "called a synchronizing" in str(w.message)], [str(w.message) for w in caught]
+    assert sampler.last_batch_counts.total.syncs == 0
+    sampler.check_padded()
+    eager = sampler.sample(SamplerInput(batches[1], key=9))
+    edges, levels = out.unpadded(out.sizes.tolist())
+    assert torch.equal(levels[-1], eager.input_nodes)
+    for hop, block in enumerate(reversed(eager.blocks)):
+        assert torch.equal(edges[hop], block.edge_index) and len(levels[hop + 1]) == block.num_src
+
+
+def test_padded_gpu_bad_seeds_raise_one_batch_late():
+    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.sampling.cuda.padded import PaddedOut
+    from sparsetrain.sampling.errors import SamplingError
+
+    g = graph().to("cuda")
+    sampler = NeighborSampler(g, [5, 5], seed=3)
+    shapes = StepShapes.bound(3, [5, 5], g.num_nodes, num_edges=g.num_edges)
+    out = PaddedOut.allocate(shapes.nodes, shapes.edges, lambda s: torch.zeros(s, dtype=torch.int64, device="cuda"))
+    sampler.sample_padded(torch.tensor([7, 3, 7], device="cuda"), out)  # queued, not yet checked
+    with pytest.raises(SamplingError, match="seed 7 appears more than once"):
+        sampler.check_padded()

@@ -226,3 +226,29 @@ def test_a_padded_batch_too_large_to_allocate_is_one_line():
     with pytest.raises(SettingError, match=r"pads every batch to 1000000001 input nodes .* lower --batch-size") as info:
         StaticBatch(shapes, 100)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.gpu
+def test_captured_step_on_batches_sampled_into_its_buffers(cora):
+    """The sync-free path: the GPU sampler draws each batch into the captured step's buffers (StaticBatch.sample),
+    the same losses and weights as the eager step on the eager batches of the same keys."""
+    torch.manual_seed(0)
+    model = GraphSAGE(cora.num_features, 32, 7, num_layers=2, dropout=0.0).cuda()
+    captured_model = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    graph = cora.graph.to("cuda")
+    step = StaticStep(captured_model, torch.optim.Adam(captured_model.parameters(), lr=0.01, capturable=True),
+                      StepShapes.bound(BATCH, FANOUTS, cora.num_nodes, num_edges=graph.num_edges), cora.num_features,
+                      device="cuda")
+    sampler = NeighborSampler(graph, FANOUTS, seed=7)
+    features = cora.features[torch.arange(cora.num_nodes)].cuda()
+    labels, seeds = cora.labels.cuda(), cora.split["train"].cuda()
+    for k in range(7):
+        inp = SamplerInput(seeds[(k * BATCH) % len(seeds):][:BATCH - 3 * k], key=k)
+        mb = sampler.sample(inp)
+        mb.x, mb.y = features[mb.input_nodes], labels[mb.seeds]
+        step.batch.sample(sampler, inp, features, labels)
+        torch.testing.assert_close(step.step(step.batch), eager_step(model, opt, mb), rtol=1e-4, atol=1e-5)
+    sampler.check_padded()
+    for p, q in zip(model.parameters(), captured_model.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)

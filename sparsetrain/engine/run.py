@@ -36,7 +36,7 @@ from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.partitioned import is_partitioned, partitioned_parts
 from sparsetrain.engine.plan import MODEL_DEFAULTS, RANDOM_SPLIT, RunPlan, cache_budgets, plan
 from sparsetrain.engine.settings import FeatureSettings, ModelSettings, SamplingSettings, TrainSettings
-from sparsetrain.engine.static_step import StaticStep
+from sparsetrain.engine.static_step import StaticStep, sampled_loader
 from sparsetrain.engine.trainer import Task, Trainer
 from sparsetrain.errors import SparsetrainError
 from sparsetrain.nn.models import build_model
@@ -240,6 +240,7 @@ def _trainer(run: RunPlan, ctx: DistContext, model, loader: Loader, evaluate, ta
     if run.step_shapes is not None:
         static = StaticStep(model, optimizer, run.step_shapes, loader.features.shape[1], device=run.device,
                             precision=run.run.precision, dtype=loader.features.dtype)
+        loader = sampled_loader(loader, static)  # on a GPU: batches sampled into the step's buffers, no host wait
     return Trainer(model, loader, optimizer, epochs=run.optim.epochs, max_steps=run.optim.max_steps,
                    evaluate=evaluate, task=task, checkpoints=run.checkpoint, report=run.report,
                    precision=run.run.precision, record=run.record, hyperparameters={"dropout": run.model.dropout},

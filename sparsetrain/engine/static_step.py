@@ -19,6 +19,7 @@ rows at a level that lands just past a power of two.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,10 +27,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from sparsetrain.engine.loader import EpochStats
 from sparsetrain.engine.precision import autocast, check_precision
 from sparsetrain.errors import SettingError
 from sparsetrain.nn.models import BlockGNN
-from sparsetrain.sampling import Fanouts
+from sparsetrain.sampling import Fanouts, NeighborSampler, SamplerInput
+from sparsetrain.sampling.cuda.padded import PaddedOut
+from sparsetrain.storage import TensorFeatures
 
 MODES = ("eager", "graph", "compile")
 
@@ -78,8 +82,12 @@ class StepShapes:
 
 
 class StaticBatch:
-    """Device buffers of one padded batch, filled in place by :meth:`load` (no host read): the tensors a captured step
-    reads. ``csr=True`` also keeps each block's transposed adjacency as a sparse CSR tensor over fixed buffers."""
+    """Device buffers of one padded batch, filled in place (no host read): the tensors a captured step reads.
+    ``csr=True`` also keeps each block's transposed adjacency as a sparse CSR tensor over fixed buffers.
+
+    Two ways to fill them: :meth:`load` copies a sampled ``MiniBatch`` in and pads it; :meth:`sample` has a GPU
+    sampler draw the batch straight into them (:attr:`padded`: the edges, the node ids and the sizes per level, on
+    the device), then gathers its features and labels by fixed-size ids: no host wait and no copy of the batch."""
 
     def __init__(self, shapes: StepShapes, num_features: int, device: torch.device | str = "cpu",
                  dtype: torch.dtype = torch.float32, csr: bool = False) -> None:
@@ -92,6 +100,10 @@ class StaticBatch:
             self.count = torch.ones((), dtype=torch.float32, device=self.device)
             self.edge_index = [torch.zeros(2, shapes.block(i)[2], dtype=torch.int64, device=self.device)
                                for i in range(shapes.num_hops)]
+            self.node_ids = torch.zeros(shapes.nodes[-1], dtype=torch.int64, device=self.device)
+            self.sizes = torch.zeros(2 * shapes.num_hops + 1, dtype=torch.int64, device=self.device)
+            self._rows = torch.arange(shapes.nodes[-1], device=self.device)
+            self.seeds = None  # the seeds of the batch sampled here (gather)
             self.adj_t = [self._csr(i) for i in range(shapes.num_hops)] if csr else None
         except (torch.OutOfMemoryError, RuntimeError) as exc:  # the CPU allocator's failure is a RuntimeError
             if not isinstance(exc, torch.OutOfMemoryError) and "allocate" not in str(exc):
@@ -115,6 +127,40 @@ class StaticBatch:
         adj = self.adj_t if self.adj_t is not None else self.edge_index
         return [(adj[i], self.shapes.block(i)[:2]) for i in range(self.shapes.num_hops)]
 
+    @property
+    def padded(self) -> PaddedOut:
+        """These buffers as a GPU sampler fills them (``NeighborSampler.sample_padded``): per hop, innermost first, its
+        edges (this batch's blocks in reverse), the batch's node ids (each level a prefix) and its sizes (the real
+        nodes per level, then the real edges per hop)."""
+        shapes = self.shapes
+        return PaddedOut(shapes.nodes, shapes.edges, self.node_ids, self.edge_index[::-1], self.sizes)
+
+    def sample(self, sampler, inp: SamplerInput, features: torch.Tensor, labels: torch.Tensor) -> None:
+        """Sample ``inp`` into these buffers on the GPU (``sampler.sample_padded``; a bad seed or a damaged graph
+        raises at a later batch or at ``sampler.check_padded()``), then its input features (rows of ``features``,
+        a tensor on this device; the padded rows zero) and its seeds' labels (``labels`` on this device)."""
+        sampler.sample_padded(inp, self.padded)
+        self.gather(inp.seeds, features, labels)
+
+    def gather(self, seeds: torch.Tensor, features: torch.Tensor, labels: torch.Tensor) -> None:
+        """After :attr:`padded` was sampled: ``x`` (the rows of :attr:`node_ids`, zero past the input nodes' count,
+        read on the device), the labels, weights and count of ``seeds`` (kept as :attr:`seeds`)."""
+        torch.index_select(features, 0, self.node_ids, out=self.x)
+        self.x.masked_fill_((self._rows >= self.sizes[self.shapes.num_hops]).unsqueeze(1), 0)
+        n = len(seeds)
+        self.y[:n].copy_(labels.index_select(0, seeds))
+        self._pad_seeds(n)
+        self.seeds = seeds
+        if self.adj_t is not None:
+            for i in range(self.shapes.num_hops):
+                self._fill_csr(self.adj_t[i], self.edge_index[i], self.shapes.block(i)[1])
+
+    def _pad_seeds(self, seeds: int) -> None:
+        self.y[seeds:].zero_()
+        self.weight[:seeds].fill_(1.0)
+        self.weight[seeds:].zero_()
+        self.count.fill_(seeds)
+
     def load(self, mb) -> None:
         """Copy ``mb`` (features ``x`` and labels ``y`` attached, on this device) into the buffers, padding it."""
         self._check(mb)
@@ -122,10 +168,7 @@ class StaticBatch:
         self.x[:n].copy_(mb.x)
         self.x[n:].zero_()
         self.y[:seeds].copy_(mb.y)
-        self.y[seeds:].zero_()
-        self.weight[:seeds].fill_(1.0)
-        self.weight[seeds:].zero_()
-        self.count.fill_(seeds)
+        self._pad_seeds(seeds)
         for i, block in enumerate(mb.blocks):
             num_src, num_dst, _ = self.shapes.block(i)
             e, buf = block.num_edges, self.edge_index[i]
@@ -194,8 +237,10 @@ class StaticStep:
         return loss.detach()
 
     def step(self, mb) -> torch.Tensor:
-        """Train on ``mb`` (``x``/``y`` attached, on this step's device); the real seeds' mean loss."""
-        self.batch.load(mb)
+        """Train on ``mb`` (``x``/``y`` attached, on this step's device), or on :attr:`batch` itself as it stands
+        (sampled there by :meth:`StaticBatch.sample`); the real seeds' mean loss."""
+        if mb is not self.batch:
+            self.batch.load(mb)
         self.steps += 1
         if self.mode != "graph":
             return self._eager()
@@ -221,6 +266,59 @@ class StaticStep:
         self._static_loss = loss.detach()
 
 
+class SampledLoader:
+    """``loader``'s batches sampled straight into ``step``'s buffers on the GPU (:meth:`StaticBatch.sample`): it yields
+    ``step.batch`` itself, filled, for ``step.step``. No batch is copied and none waits for the device; a bad seed or a
+    damaged graph raises a batch or more late, and at the latest when the epoch ends. Each epoch's seeds go to the
+    device in one copy. Everything else (seed batches, keys, length, device, epoch stats) is ``loader``'s, whose
+    ``sampler`` samples; ``features`` and ``labels``: tensors on the step's device. See :func:`sampled_loader`."""
+
+    def __init__(self, loader, step: StaticStep, features: torch.Tensor, labels: torch.Tensor) -> None:
+        self.loader, self.step, self._rows, self._labels = loader, step, features, labels
+
+    def __getattr__(self, name: str):
+        return getattr(self.loader, name)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def epoch(self, epoch: int, start_batch: int = 0):
+        todo = self.loader.seed_batches.inputs(epoch)[start_batch:]
+        stats = self.loader.last_epoch_stats = EpochStats()
+        started = time.perf_counter()
+        seeds = torch.cat([inp.seeds for inp in todo]).to(self.step.device) if todo else None
+        first = 0
+        for inp in todo:
+            t0 = time.perf_counter()
+            part = seeds[first: first + len(inp.seeds)]
+            first += len(part)
+            self.step.batch.sample(self.loader.sampler, SamplerInput(part, key=inp.key), self._rows, self._labels)
+            stats.wait_seconds += time.perf_counter() - t0
+            stats.batches += 1
+            stats.seeds += len(part)
+            yield self.step.batch
+        self.loader.sampler.check_padded()
+        stats.total_seconds = time.perf_counter() - started
+
+
+def sampled_loader(loader, step: StaticStep):
+    """A :class:`SampledLoader` over ``loader`` when its batches can be sampled into ``step``'s buffers: on a GPU,
+    with the graph, the features (one tensor) and the labels in its memory, and a homogeneous sampler that has a GPU
+    path; else ``loader`` itself (each batch then sampled, gathered and copied into the buffers)."""
+    sampler, store, labels, device = loader.sampler, loader.features, loader.labels, step.device
+
+    def on_step_device(tensor) -> bool:  # ("cuda" names the current device, as "cuda:0" does on one GPU)
+        return tensor.device.type == device.type and device.index in (None, tensor.device.index)
+
+    if not (device.type == "cuda" and isinstance(sampler, NeighborSampler) and sampler.has_gpu_path
+            and on_step_device(sampler.graph.indptr) and not sampler.graph.is_typed):
+        return loader
+    if not (isinstance(store, TensorFeatures) and on_step_device(store.tensor) and isinstance(labels, torch.Tensor)
+            and on_step_device(labels)):
+        return loader
+    return SampledLoader(loader, step, store.tensor, labels)
+
+
 def _check(model, optimizer, device: torch.device, mode: str, precision: str) -> None:
     if mode not in MODES:
         raise SettingError(f"mode={mode!r}; choose one of {', '.join(MODES)}")
@@ -237,4 +335,4 @@ def _check(model, optimizer, device: torch.device, mode: str, precision: str) ->
     check_precision(precision, device)
 
 
-__all__ = ["MODES", "StaticBatch", "StaticStep", "StepShapes"]
+__all__ = ["MODES", "SampledLoader", "StaticBatch", "StaticStep", "StepShapes", "sampled_loader"]

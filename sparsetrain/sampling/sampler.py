@@ -166,10 +166,7 @@ class NeighborSampler:
         """
         if not isinstance(inp, SamplerInput):
             inp = SamplerInput(inp)
-        key = inp.key
-        if key is None:
-            with self._lock:
-                key = next(self._counter)
+        key = self._key(inp)
         by_type = isinstance(inp.seeds, dict)
         if by_type and not self.graph.is_typed:
             raise SamplingError("seeds is a dict per node type but the graph is homogeneous; pass one tensor of ids")
@@ -190,6 +187,31 @@ class NeighborSampler:
             raise SamplingError("SamplerInput.seed_time is set but the sampler is not temporal; give it node_time or "
                                 "edge_time")
         return self._sample_cpu([(t, ids.to("cpu", torch.int64)) for t, ids in seeds], key, seed_time, by_type)
+
+    def sample_padded(self, inp: SamplerInput | torch.Tensor, out) -> None:
+        """Sample ``inp``'s batch on the GPU into ``out``, fixed-size device buffers (a
+        :class:`~sparsetrain.sampling.cuda.padded.PaddedOut`, e.g. a static step's), with no host wait: the batch's
+        sizes stay on the device (``out.sizes``), and a bad seed or a damaged graph raises its one-line error at a
+        later call or at :meth:`check_padded`, whichever comes first after the device has run the batch. The same
+        batch as :meth:`sample` for the same key; homogeneous graphs on the GPU only."""
+        if not isinstance(inp, SamplerInput):
+            inp = SamplerInput(inp)
+        if self.graph.is_typed or isinstance(inp.seeds, dict) or not self._on_gpu([(0, inp.seeds)]):
+            raise SamplingBackendError("padded batches are sampled on the GPU from a homogeneous graph; call sample() "
+                                       "for others")
+        self._check_seeds(0, inp.seeds)
+        self._sample_cuda(inp.seeds, 0, self._key(inp), out)
+
+    def check_padded(self) -> None:
+        """Wait for this thread's padded batches in flight and raise the first failed check (an epoch's end)."""
+        if self._cuda is not None:
+            self._cuda.workspace().late.drain()
+
+    def _key(self, inp: SamplerInput) -> int:
+        if inp.key is not None:
+            return inp.key
+        with self._lock:
+            return next(self._counter)
 
     def _check_seeds(self, t: int, seeds: torch.Tensor) -> None:
         if seeds.dim() != 1 or seeds.dtype.is_floating_point or seeds.dtype == torch.bool:
@@ -230,7 +252,7 @@ class NeighborSampler:
                                 f"({layout.node_types})")
         return layout.type_index[name]
 
-    def _sample_cuda(self, seeds: torch.Tensor, seed_type: int, key: int) -> MiniBatch:
+    def _sample_cuda(self, seeds: torch.Tensor, seed_type: int, key: int, padded=None) -> MiniBatch | None:
         from sparsetrain.sampling.cuda.driver import sample_layers
         from sparsetrain.sampling.cuda.graph import CudaGraph
 
@@ -239,8 +261,11 @@ class NeighborSampler:
         device = self.graph.device if self._placement == "cuda" else seeds.device
         seeds = ids_on(seeds, device)
         keys = [self._layout.hop_keys(self.seed, key, hop) for hop in range(self.num_hops)]
-        layers, nodes = sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
-                                      self.hop_nodes == "new", seed_type)
+        sampled = sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
+                                self.hop_nodes == "new", seed_type, padded)
+        if padded is not None:
+            return None
+        layers, nodes = sampled
         return self._assemble([(seed_type, seeds)], nodes, layers, False)
 
     def _sample_cpu(self, seeds: list[tuple[int, torch.Tensor]], key: int, seed_time: np.ndarray | None,

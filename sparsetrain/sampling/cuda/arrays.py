@@ -71,6 +71,22 @@ class TorchArrays:
         if event is not None:
             self.torch.cuda.current_stream(self.device).wait_event(event)
 
+    def done(self, event) -> bool:
+        """Whether the device has passed ``event`` (no wait)."""
+        return event.query()
+
+    def wait(self, event) -> None:
+        """A host wait for ``event``."""
+        event.synchronize()
+
+    def to_host(self, host, a) -> None:
+        """Queue ``a``'s values into the pinned buffer ``host`` (no wait)."""
+        host.copy_(a, non_blocking=True)
+
+    def take(self, a, index, out) -> None:
+        """``out[i] = a[index[i]]`` on the device."""
+        self.torch.index_select(a, 0, index, out=out)
+
     def as_uint64(self, a):
         return a.view(self.torch.uint64)
 
@@ -118,6 +134,18 @@ class NumpyArrays(TorchArrays):
 
     def wait_for(self, event) -> None:
         pass
+
+    def done(self, event) -> bool:
+        return True
+
+    def wait(self, event) -> None:
+        pass
+
+    def to_host(self, host, a) -> None:
+        host[:] = a
+
+    def take(self, a, index, out) -> None:
+        np.take(a, index, out=out)
 
     def as_uint64(self, a):
         return a.view(np.uint64)

@@ -20,10 +20,14 @@ class Bounds:
     """Host upper bounds of what the device counts: nodes per type, and per hop the work items and edges of each
     segment (an edge type sampled at the hop). The arrays are sized by these, so no count has to come back before
     the batch is done; a batch whose bounds grow past :data:`~sparsetrain.sampling.cuda.driver.EXACT_ABOVE`
-    edges reads its counts every hop instead."""
+    edges reads its counts every hop instead.
 
-    def __init__(self, layout, num_seeds: int, seed_type: int, new_only: bool, max_degree) -> None:
-        self.layout, self.new_only, self.max_degree = layout, new_only, max_degree
+    No type counts more nodes than it has; without replacement (``et_edges``: each edge type's edge count) no hop
+    draws more edges of a type than it has, since its work items are distinct columns each drawing a subset of their
+    own in-edges (a damaged ``indptr`` can break that: the sample kernel then draws nothing past the arrays)."""
+
+    def __init__(self, layout, num_seeds: int, seed_type: int, new_only: bool, max_degree, et_edges=None) -> None:
+        self.layout, self.new_only, self.max_degree, self.et_edges = layout, new_only, max_degree, et_edges
         self.counts = np.zeros(len(layout.type_size), np.int64)
         self.counts[seed_type] = num_seeds
         self.new = self.counts.copy()  # nodes first reached at the hop before (the seeds, for hop 0)
@@ -36,7 +40,10 @@ class Bounds:
         seg_et = [k for k in range(len(fan)) if fan[k] != 0 and pool[layout.et_dst[k]] > 0]
         work = [int(pool[layout.et_dst[k]]) for k in seg_et]
         per_node = [int(fan[k]) if fan[k] > 0 else int(self.max_degree[k]) for k in seg_et]
-        return seg_et, work, [w * f for w, f in zip(work, per_node)]
+        edges = [w * f for w, f in zip(work, per_node)]
+        if self.et_edges is not None:
+            edges = [min(e, int(self.et_edges[k])) for e, k in zip(edges, seg_et)]
+        return seg_et, work, edges
 
     def advance(self, seg_et: list[int], edges: list[int]) -> None:
         """After a hop: each type gains at most its sampled sources (and no more than its nodes)."""
@@ -44,7 +51,7 @@ class Bounds:
         for k, e in zip(seg_et, edges):
             new[self.layout.et_src[k]] += e
         self.new = np.minimum(new, self.layout.type_size)
-        self.counts = self.counts + self.new
+        self.counts = np.minimum(self.counts + self.new, self.layout.type_size)
 
     def exact(self, counts: np.ndarray, first: np.ndarray) -> None:
         """Replace the bounds by the device's counts (exact mode)."""
@@ -55,20 +62,21 @@ class Regions:
     """The batch's nodes: one buffer, a region per node type (``start``, ``caps`` on the host, ``offsets`` on the
     device); type ``n``'s local id ``i`` is at ``buffer[start[n] + i]``."""
 
-    def __init__(self, ops, caps: np.ndarray, offsets=None) -> None:
+    def __init__(self, ops, caps: np.ndarray, offsets=None, buffer=None) -> None:
+        """``buffer``: the caller's array for the nodes (at least ``caps.sum()`` long), else one of the workspace's."""
         self.ops = ops
-        self._allocate(np.asarray(caps, np.int64), offsets)
+        self._allocate(np.asarray(caps, np.int64), offsets, buffer)
 
     @staticmethod
     def starts(caps: np.ndarray) -> np.ndarray:
         return np.concatenate([[0], np.cumsum(caps)[:-1]]).astype(np.int64)
 
-    def _allocate(self, caps: np.ndarray, offsets=None) -> None:
+    def _allocate(self, caps: np.ndarray, offsets=None, buffer=None) -> None:
         """``offsets``: :meth:`starts` of ``caps`` already on the device (else uploaded)."""
         self.caps = caps
         self.start = self.starts(caps)
         self.offsets = self.ops.upload(self.start) if offsets is None else offsets
-        self.buffer = self.ops.empty(max(int(caps.sum()), 1))
+        self.buffer = self.ops.empty(max(int(caps.sum()), 1)) if buffer is None else buffer
 
     def reserve(self, caps: np.ndarray) -> None:
         """Room for ``caps`` nodes per type, keeping every node so far."""

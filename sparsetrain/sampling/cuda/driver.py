@@ -20,6 +20,7 @@ import numpy as np
 from sparsetrain.sampling.cuda.batch import Batch, Bounds, Regions, Table
 from sparsetrain.sampling.cuda.graph import CudaGraph, max_degrees
 from sparsetrain.sampling.cuda.kernels import count_kernel, first_kernel, number_kernel, relabel_kernel, sample_kernel
+from sparsetrain.sampling.cuda.padded import PaddedOut, sizes_index
 from sparsetrain.sampling.cuda.workspace import Workspace
 from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.graph import DAMAGED
@@ -28,18 +29,19 @@ EXACT_ABOVE = 1 << 24  # edges: a batch whose bounds pass this reads its counts 
 
 
 def sample_layers(graph: CudaGraph, seeds, layout, keys, replace: bool, weighted: bool, new_only: bool = False,
-                  seed_type: int = 0):
+                  seed_type: int = 0, padded: PaddedOut | None = None):
     """All hops on the GPU; :func:`sample_arrays`' result as CUDA tensors."""
     max_degree = graph.max_degree(layout) if (layout.fanouts < 0).any() else None
     with graph.ops.torch.cuda.device(graph.ops.device):
         return sample_arrays(graph.ops, graph.indptr, graph.indices, graph.weights, seeds, layout, keys, replace,
                              weighted, graph.sources, edge_perm=graph.edge_perm, new_only=new_only,
-                             seed_type=seed_type, max_degree=max_degree, workspace=graph.workspace())
+                             seed_type=seed_type, max_degree=max_degree, workspace=graph.workspace(), padded=padded)
 
 
 def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted,
                   sources=("CSCGraph.indptr", "CSCGraph.indices"), *, edge_perm=None, new_only: bool = False,
-                  seed_type: int = 0, max_degree=None, workspace: Workspace | None = None):
+                  seed_type: int = 0, max_degree=None, workspace: Workspace | None = None,
+                  padded: PaddedOut | None = None):
     """The hop loop over any array back end (``ops``); graph arrays already in kernel form.
 
     ``layout``: the sampler's :class:`~sparsetrain.sampling.layout.KernelLayout` (types, fanouts per hop and edge
@@ -59,49 +61,62 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
     :class:`~sparsetrain.sampling.errors.SamplingError`, naming ``sources`` (where ``indptr`` and ``indices`` come
     from) or the edge type. ``workspace``: a :class:`Workspace` over ``ops`` kept from batch to batch (default: one for
     this batch).
+
+    ``padded`` (a homogeneous batch only): sample into its buffers, with no host read (:mod:`.padded`): the batch's
+    arrays are sized by its shapes, its sizes stay on the device, and its checks are raised one batch (or more) late,
+    by a later call on the same workspace or by its ``late.drain()``. Returns ``padded``.
     """
+    if padded is not None and layout.typed:
+        raise SamplingError("a padded batch (a static step's) is homogeneous; sample a typed graph's batches as they "
+                            "come (without padded buffers)")
     if max_degree is None and (layout.fanouts < 0).any():
         max_degree = max_degrees(indptr if isinstance(indptr, np.ndarray) else indptr.copy_to_host(), layout)
-    ops = (workspace or Workspace(ops)).begin()
+    ops = (workspace or Workspace(ops)).begin(padded=padded is not None)
     try:
         return _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted, sources, edge_perm,
-                       new_only, seed_type, max_degree)
+                       new_only, seed_type, max_degree, padded)
     finally:
         ops.end()
 
 
 def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted, sources, edge_perm, new_only,
-            seed_type, max_degree):
+            seed_type, max_degree, padded):
     k = ops.kernel
     num_types, num_hops = len(layout.type_size), layout.fanouts.shape[0]
+    graph_edges = indices.shape[0]
     # the whole batch's bounds first: the node regions and the table are sized once, unless the bounds are too large
     # to allocate (then every hop reads its counts, and both grow as needed)
-    plan = Bounds(layout, len(seeds), seed_type, new_only, max_degree)
-    planned, planned_edges = [], 0
+    et_edges = None if replace else np.diff(np.append(layout.edge_offset, graph_edges))
+    plan = Bounds(layout, len(seeds), seed_type, new_only, max_degree, et_edges)
+    planned, levels, hop_edges = [], [len(seeds)], []
     for hop in range(num_hops):
         seg_et, _, edges = plan.hop(hop)
         planned.append(seg_et)
-        planned_edges += sum(edges)
+        hop_edges.append(sum(edges))
         plan.advance(seg_et, edges)
-    exact = planned_edges > EXACT_ABOVE
+        levels.append(int(plan.counts.sum()))
+    if padded is not None:
+        padded.check_fits(levels, hop_edges)
+    exact = padded is None and sum(hop_edges) > EXACT_ABOVE
     seeds_only = np.zeros(num_types, np.int64)
     seeds_only[seed_type] = len(seeds)
-    caps = seeds_only if exact else plan.counts
-    d, at = _state(ops, layout, keys, planned, caps, seeds_only)
+    caps = seeds_only if exact else plan.counts if padded is None else np.array([padded.nodes[-1]], np.int64)
+    extra = None if padded is None else lambda at: sizes_index(at, [len(seg_et) for seg_et in planned])
+    d, at = _state(ops, layout, keys, planned, caps, seeds_only, extra)
     status = d["status"]
-    nodes = Regions(ops, caps, d["region"])
+    nodes = Regions(ops, caps, d["region"], None if padded is None else ops.keep(padded.node_ids))
     if len(seeds):
         ops.assign(nodes.of(seed_type, len(seeds)), seeds)
     layout_views = [k(d[name]) for name in ("col_offset", "edge_offset", "et_src", "et_dst", "type_offset",
                                             "type_size")]
     table = Table(ops)
     if not exact:
-        table.reserve(int(plan.counts.sum()), nodes, d["counts", 0], layout_views[4], layout_views[5], status)
+        table.reserve(int(caps.sum()), nodes, d["counts", 0], layout_views[4], layout_views[5], status)
     permuted = edge_perm is not None
     edge_perm = k(d["record"]) if edge_perm is None else edge_perm  # never read then
     batch = Batch(ops, layout, exact, indptr, indices, weights, edge_perm, permuted, replace, weighted, *layout_views,
                   nodes, table, status)
-    bounds = Bounds(layout, len(seeds), seed_type, new_only, max_degree)
+    bounds = Bounds(layout, len(seeds), seed_type, new_only, max_degree, et_edges)
     counts_at = [("counts", 0)]  # per hop, the record entry of the counts before it (a hop that samples nothing
     layers = []  # leaves them where they were)
     for hop in range(num_hops):
@@ -112,21 +127,33 @@ def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighte
             head = ops.read(d["record"][: at[now] + num_types])
             bounds.exact(np.array(head[at[now]:], np.int64), np.array(head[at[first]: at[first] + num_types], np.int64))
         seg_et, work, edges = bounds.hop(hop)
+        num_work, edge_bound = sum(work), sum(edges)
+        out = None if padded is None else (padded.edge_index[hop], padded.nodes[hop + 1] - 1, padded.nodes[hop] - 1)
+        if out is not None:  # sized by the shapes, the same every batch
+            num_work, edge_bound = padded.nodes[hop] - 1, padded.edges[hop]
         if not seg_et:  # nothing to sample at this hop
             layers.append((seg_et, None, None))
             counts_at.append(now)
+            if out is not None:  # padding only
+                pair, src_sink, dst_sink = out
+                ops.fill(pair[0], src_sink)
+                ops.fill(pair[1], dst_sink)
         else:
             consts = ([d[name, hop] for name in HOP_PARTS] if seg_et == planned[hop] else  # (exact mode only)
                       ops.split(ops.upload(np.concatenate(_hop_parts(layout, hop, seg_et, keys[hop]))),
                                 [len(seg_et)] * 3 + [len(layout.edge_types)] * 2))
-            pair, edge_ids = _hop(batch, consts, sum(work), sum(edges), bounds.counts, d[now], d[first],
-                                  d["seg_edges", hop], d["counts", hop + 1])
+            pair, edge_ids = _hop(batch, consts, num_work, edge_bound, bounds.counts, d[now], d[first],
+                                  d["seg_edges", hop], d["counts", hop + 1], out)
             layers.append((seg_et, pair, edge_ids))
             counts_at.append(("counts", hop + 1))
         bounds.advance(seg_et, edges)
     ops.phase("finish")
-    return _finish(ops, layout, sources, indptr, indices, batch.graph_edges, seed_type, d["record"], at, counts_at,
-                   layers, nodes)
+    check = Check(layout, sources, indptr, indices, seed_type)
+    if padded is not None:
+        ops.take(padded.sizes, d["record"], d["sizes_index"])
+        ops.read_late(status, check)
+        return padded
+    return _finish(ops, layout, check, d["record"], at, counts_at, layers, nodes)
 
 
 HOP_PARTS = ("seg_et", "seg_dst_type", "seg_fanout", "fanouts", "keys")
@@ -139,38 +166,45 @@ def _hop_parts(layout, hop: int, seg_et: list[int], hop_keys) -> list[np.ndarray
     return [np.asarray(seg_et, np.int64), layout.et_dst[seg_et], fan[seg_et], fan, hop_keys.view(np.int64)]
 
 
-def _state(ops, layout, keys, planned, caps, seeds_only):
+def _state(ops, layout, keys, planned, caps, seeds_only, extra=None):
     """Everything the batch's kernels read from the host, in one upload: the layout, the node regions' starts, every
     hop's constants (:func:`_hop_parts`, for the ``planned`` segments), and the record the kernels keep on the device
     and the host reads once at the end: ``status`` (damage and seed checks), ``zeros``, and per hop its segments' first
-    edges (``seg_edges``) and the counts after it (``("counts", hop + 1)``; ``("counts", 0)``: the seeds).
+    edges (``seg_edges``) and the counts after it (``("counts", hop + 1)``; ``("counts", 0)``: the seeds). ``extra``:
+    a padded batch's ``sizes_index`` from the record entries' offsets.
 
     Returns ``(views, at)``: the device view of each part by name, and each record entry's offset in ``"record"``."""
     num_types, num_et = len(layout.type_size), len(layout.edge_types)
+    record = {"status": np.zeros(STATUS, np.int64), "zeros": np.zeros(num_types, np.int64), ("counts", 0): seeds_only}
+    for hop in range(len(planned)):
+        record["seg_edges", hop] = np.zeros(num_et + 1, np.int64)
+        record["counts", hop + 1] = np.zeros(num_types, np.int64)
+    sizes = [len(p) for p in record.values()]
+    at = dict(zip(record, np.cumsum([0, *sizes[:-1]]).tolist()))
     parts = {"col_offset": layout.col_offset, "edge_offset": layout.edge_offset, "et_src": layout.et_src,
              "et_dst": layout.et_dst, "type_offset": layout.type_offset, "type_size": layout.type_size,
              "region": Regions.starts(caps)}
     for hop, seg_et in enumerate(planned):
         parts.update(zip([(name, hop) for name in HOP_PARTS], _hop_parts(layout, hop, seg_et, keys[hop])))
-    record = {"status": np.zeros(4, np.int64), "zeros": np.zeros(num_types, np.int64), ("counts", 0): seeds_only}
-    for hop in range(len(planned)):
-        record["seg_edges", hop] = np.zeros(num_et + 1, np.int64)
-        record["counts", hop + 1] = np.zeros(num_types, np.int64)
+    if extra is not None:
+        parts["sizes_index"] = extra(at)
     parts["record"] = np.concatenate(list(record.values()))
     state = ops.upload(np.concatenate([np.asarray(p, np.int64) for p in parts.values()]))
     views = dict(zip(parts, ops.split(state, [len(p) for p in parts.values()])))
-    sizes = [len(p) for p in record.values()]
     views.update(zip(record, ops.split(views["record"], sizes)))
-    return views, dict(zip(record, np.cumsum([0, *sizes[:-1]]).tolist()))
+    return views, at
 
 
-def _hop(b: Batch, consts, num_work: int, edge_bound: int, counts_now, counts, first, seg_edges, counts_after):
+def _hop(b: Batch, consts, num_work: int, edge_bound: int, counts_now, counts, first, seg_edges, counts_after,
+         out=None):
     """One hop's five kernels and two scans, queued without a host wait (unless ``b.exact``); returns its edges
     (``[2, bound]``, sources then dsts) and edge ids, valid up to the count in ``seg_edges``.
 
     ``consts``: the hop's :data:`HOP_PARTS` on the device; ``num_work`` / ``edge_bound``: host bounds of its work
     items and edges (``counts_now``: of the nodes per type); ``counts``, ``first``: per type, the nodes before the hop
-    and the first one it samples for; the hop writes ``seg_edges`` and ``counts_after`` (device record entries)."""
+    and the first one it samples for; the hop writes ``seg_edges`` and ``counts_after`` (device record entries).
+    ``out``: a padded batch's ``(edges [2, edge_bound], source sink, dst sink)``, the edges written there and padded
+    from sink to sink."""
     ops, layout, nodes, table = b.ops, b.layout, b.nodes, b.table
     k = ops.kernel
     seg_et_d, seg_dst_type, seg_fan, fan_d, keys_d = consts
@@ -185,7 +219,7 @@ def _hop(b: Batch, consts, num_work: int, edge_bound: int, counts_now, counts, f
         nodes.reserve(counts_now + np.minimum(edge_bound, layout.type_size))
         table.reserve(int(counts_now.sum()) + edge_bound, nodes, counts, b.type_offset, b.type_size, b.status)
     size = max(edge_bound, 1)  # (a hop drawing nothing still hands the kernels one-entry arrays)
-    pair = ops.empty((2, size))
+    pair, src_sink, dst_sink = (ops.empty((2, size)), -1, -1) if out is None else out
     src, dst = ops.rows(pair)
     edge_ids, slots = ops.empty(size), ops.empty(size)
     src_type = ops.empty(size if b.typed else 1)
@@ -199,26 +233,42 @@ def _hop(b: Batch, consts, num_work: int, edge_bound: int, counts_now, counts, f
     ranks = ops.cumsum(flags, 1)
     ops.launch(number_kernel, size, k(slots), k(table.keys), k(table.vals), k(ends), b.typed, k(src_type), k(ranks),
                k(counts), k(nodes.offsets), b.type_offset, k(nodes.buffer))
-    ops.launch(relabel_kernel, size, k(slots), k(table.vals), k(ends), k(src), k(seg_start), k(ranks), k(counts),
-               k(counts_after), k(seg_edges))
+    ops.launch(relabel_kernel, size, k(slots), k(table.vals), k(ends), k(src), k(dst), src_sink, dst_sink,
+               k(seg_start), k(ranks), k(counts), k(counts_after), k(seg_edges))
     return pair, edge_ids
 
 
-def _finish(ops, layout, sources, indptr, indices, graph_edges: int, seed_type: int, record, at, counts_at, layers,
-            nodes: Regions):
+STATUS = 5  # the record's checks: bad column, bad entry, seeds outside, repeated seed, overlapping ranges
+
+
+class Check:
+    """The batch's checks from its record's ``status`` values: seeds, then a damaged graph, as one-line errors."""
+
+    def __init__(self, layout, sources, indptr, indices, seed_type: int) -> None:
+        self.layout, self.sources, self.seed_type = layout, sources, seed_type
+        self.indptr, self.indices = indptr, indices
+
+    def __call__(self, values) -> None:
+        layout, sources = self.layout, self.sources
+        bad_column, bad_entry, outside, repeated, overlap = values[:STATUS]
+        if outside:
+            raise layout.seeds_outside(self.seed_type)
+        if repeated:
+            raise layout.seed_repeated(repeated - 1)
+        if bad_column:
+            raise _bad_range(layout, sources, self.indptr, self.indices.shape[0], bad_column - 1)
+        if bad_entry:
+            raise _bad_entry(layout, sources, self.indices, bad_entry - 1)
+        if overlap:
+            raise SamplingError(f"{sources[0]}: the in-edge ranges of two nodes overlap; {DAMAGED}")
+
+
+def _finish(ops, layout, check: Check, record, at, counts_at, layers, nodes: Regions):
     """The batch's one read: the record (checks, and every hop's counts); then the layers and nodes cut to their
     sizes, copied out of the workspace."""
     num_types = len(layout.type_size)
     values = ops.read(record)
-    bad_column, bad_entry, outside, repeated = values[:4]
-    if outside:
-        raise layout.seeds_outside(seed_type)
-    if repeated:
-        raise layout.seed_repeated(repeated - 1)
-    if bad_column:
-        raise _bad_range(layout, sources, indptr, graph_edges, bad_column - 1)
-    if bad_entry:
-        raise _bad_entry(layout, sources, indices, bad_entry - 1)
+    check(values)
 
     def counts(entry):
         return np.array(values[at[entry]: at[entry] + num_types], np.int64)

@@ -147,12 +147,17 @@ def sample_kernel(indices, weights, edge_perm, permuted, cols, seg_start, seg_et
     ``src_type[e]``. ``edge_ids[e]`` is ``edge_perm`` at the edge's CSC position when ``permuted``, else that position
     counted from its edge type's first edge. A source that is not a node of its type is noted in ``status[1]`` (its
     entry of ``indices`` + 1) and replaced by the dst node itself, already in the map: the batch stays memory-safe
-    until the host sees ``status`` and raises.
+    until the host sees ``status`` and raises. Items whose edges end past the edge arrays (sized by a bound that only
+    a damaged ``indptr``, ranges of two columns overlapping, can pass) draw only what fits and set ``status[4]``: every
+    edge slot the later kernels read is still written.
     """
     i = cuda.grid(1)
     if i < ends.shape[0]:
         start = ends[i - 1] if i > 0 else np.int64(0)
         k = ends[i] - start
+        if k > 0 and ends[i] > src.shape[0]:
+            status[4] = 1
+            k = src.shape[0] - start  # (<= 0 when the item starts past the arrays)
         if k > 0:
             s = _segment_of(seg_start, i)
             et = seg_et[s]
@@ -204,12 +209,17 @@ def number_kernel(slots, table_keys, table_vals, ends, typed, src_type, ranks, c
 
 
 @cuda.jit
-def relabel_kernel(slots, table_vals, ends, src, seg_start, ranks, counts, counts_after, seg_edges):
-    """Sources to local ids; thread 0 keeps the hop's books on the device: ``counts_after`` (the nodes per type after
-    the hop) and ``seg_edges`` (where each segment's edges start, then the hop's edge count)."""
+def relabel_kernel(slots, table_vals, ends, src, dst, src_sink, dst_sink, seg_start, ranks, counts, counts_after,
+                   seg_edges):
+    """Sources to local ids; edges past the hop's count run ``src_sink -> dst_sink`` when ``src_sink >= 0`` (a padded
+    batch); thread 0 keeps the hop's books on the device: ``counts_after`` (the nodes per type after the hop) and
+    ``seg_edges`` (where each segment's edges start, then the hop's edge count)."""
     e = cuda.grid(1)
     if e < src.shape[0] and e < ends[ends.shape[0] - 1]:
         src[e] = table_vals[slots[e]]
+    elif e < src.shape[0] and src_sink >= 0:
+        src[e] = src_sink
+        dst[e] = dst_sink
     if e == 0:
         for t in range(counts.shape[0]):
             counts_after[t] = counts[t] + ranks[t, ranks.shape[1] - 1]

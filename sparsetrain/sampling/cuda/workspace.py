@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparsetrain.sampling.cuda.counts import BatchCounts
+from sparsetrain.sampling.cuda.padded import LateChecks
 
 
 class Workspace:
@@ -33,12 +34,20 @@ class Workspace:
         self.threads = ops.threads
         self.stream = None
         self.counts = self.last_counts = BatchCounts()
+        self.late = LateChecks(ops)  # the checks of padded batches in flight
+        self._batches = 0
+        self._slot = 0  # which of the pinned host buffers this batch writes (a padded batch: one of a ring)
 
-    def begin(self) -> Workspace:
-        """Start a batch (after the last batch's work, on whatever stream that ran)."""
+    def begin(self, padded: bool = False) -> Workspace:
+        """Start a batch (after the last batch's work, on whatever stream that ran). A ``padded`` batch ends without a
+        host read: it writes the next of :attr:`LateChecks.RING` pinned buffers, and raises the failed checks of the
+        batches before it that are done; any other batch first waits for those."""
+        waits = self.late.settle() if padded else self.late.drain()
+        self._slot = self._batches % LateChecks.RING if padded else 0
         self._position = 0
         self._views = {}
         self.counts = BatchCounts()
+        self.counts.add(syncs=waits)
         if len(self._arrays) > self.MAX_ARRAYS:
             self._arrays, self._owned = {}, {}
         self._ops.wait_for(self._done)
@@ -49,6 +58,7 @@ class Workspace:
         """The batch's work is queued: the next one waits for it before reusing the arrays."""
         self._done = self._ops.record_done()
         self.last_counts = self.counts
+        self._batches += 1
 
     def phase(self, name: str) -> None:
         """Count what follows under ``name`` (``"hop 0"``, ``"finish"``...)."""
@@ -74,8 +84,12 @@ class Workspace:
         return self._kept("split", (id(a), *sizes), lambda: self._ops.split(a, sizes), allocations=0)
 
     def rows(self, a) -> list:
-        """The rows of a 2-d array as views."""
-        return self._kept("rows", id(a), lambda: list(a), allocations=0)
+        """The rows of a 2-d array as views (kept with ``a``: a caller's array keyed by its id stays that array)."""
+        return self._kept("rows", id(a), lambda: [a, *a], allocations=0)[1:]
+
+    def keep(self, a):
+        """``a``, a caller's array used batch after batch (a padded batch's nodes), kept with its kernel view."""
+        return self._kept("keep", id(a), lambda: a, allocations=0)
 
     def as_uint64(self, a):
         return self._kept("uint64", id(a), lambda: self._ops.as_uint64(a), allocations=0)
@@ -100,11 +114,11 @@ class Workspace:
 
     def upload(self, values: np.ndarray):
         """A kept device array holding an int64 host array's values, copied from a kept pinned buffer without a host
-        wait. The host rewrites that buffer only after the copy from it last batch is done: every batch ends with
-        its host read, queued after its copies (a driver without that read must wait for an event first, or the
-        last batch's kernels could read this batch's values)."""
+        wait. The host rewrites a buffer only after the copy from it is done: an eager batch ends with its host read,
+        queued after its copies; a padded batch writes the next of a ring of buffers, free once the batch that last
+        wrote it has passed its event (:meth:`begin`)."""
         n = len(values)
-        out, host = self._kept("upload", n, lambda: [self._ops.empty(n), self._ops.pinned(n)], pinned=1)
+        out, host = self._kept("upload", (n, self._slot), lambda: [self._ops.empty(n), self._ops.pinned(n)], pinned=1)
         self.counts.add(torch_ops=1, copies=1)
         return self._ops.upload_into(out, host, values)
 
@@ -117,6 +131,24 @@ class Workspace:
         shape = tuple(a.shape)
         self.counts.add(torch_ops=1)
         return self._ops.cumsum(a, axis, out=self._kept("cumsum", shape, lambda: self._ops.empty(shape)))
+
+    def take(self, out, a, index) -> None:
+        """``out[i] = a[index[i]]`` (one gather on the device)."""
+        self.counts.add(torch_ops=1)
+        self._ops.take(a, index, out)
+
+    def fill(self, a, value: int) -> None:
+        a[...] = value
+        self.counts.add(torch_ops=1)
+
+    def read_late(self, a, check) -> None:
+        """``a``'s values to a pinned buffer of this batch's slot, without a wait; ``check(values)`` runs once they
+        are on the host (:class:`LateChecks`)."""
+        n = len(a)
+        host = self._kept("late", (n, self._slot), lambda: self._ops.pinned(n), allocations=0, pinned=1)
+        self._ops.to_host(host, a)
+        self.counts.add(torch_ops=1, copies=1)
+        self.late.add(self._ops.record_done(), host, check)
 
     def output(self, a):
         """A fresh copy of ``a`` (a batch's results leave the workspace; an empty one costs nothing on the device)."""

@@ -1,0 +1,128 @@
+"""A batch sampled straight into fixed-size buffers, with no host wait (:class:`PaddedOut`), and its checks, read one
+batch late (:class:`LateChecks`).
+
+A training step with static shapes (``sparsetrain.engine.static_step``) pads every batch to bounds from the batch size
+and fanouts. Sampled into buffers of those bounds, a batch needs nothing back from the device: its sizes stay there
+(``PaddedOut.sizes``), its padded edges run between the sink rows, and the checks the eager driver reads at the end
+of a batch (seeds outside the graph or repeated, a damaged graph) travel to pinned host memory with the batch and are
+raised when they have arrived: at a later call, or at :meth:`LateChecks.drain`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from sparsetrain.sampling.errors import SamplingError
+
+
+@dataclass
+class PaddedOut:
+    """Where the driver samples a homogeneous batch of fixed shapes.
+
+    ``nodes[h]``: the rows of level ``h`` (0: the seeds; ``h``: the nodes after hop ``h - 1``), sink row included;
+    ``edges[h]``: the edges of hop ``h``. ``node_ids`` (``nodes[-1]`` long): the batch's nodes, each level a prefix;
+    past the last level's count (the sink included) it holds ids of earlier batches or 0, node ids of the graph
+    whatever was sampled, so a gather of the whole buffer stays in bounds. ``edge_index[h]`` (``[2, edges[h]]``): hop
+    ``h``'s edges (local ids: sources, then dsts); past the hop's count they run from level ``h + 1``'s sink to level
+    ``h``'s. ``sizes`` (on the device, ``2 * hops + 1``): the real nodes per level, then the real edges per hop.
+    """
+
+    nodes: tuple[int, ...]
+    edges: tuple[int, ...]
+    node_ids: object
+    edge_index: list
+    sizes: object
+
+    @classmethod
+    def allocate(cls, nodes, edges, zeros: Callable) -> PaddedOut:
+        """Buffers of these shapes from ``zeros(shape)`` (int64 zeros on the device, or NumPy's under the
+        simulator)."""
+        nodes, edges = tuple(int(n) for n in nodes), tuple(int(e) for e in edges)
+        if len(nodes) != len(edges) + 1 or min(nodes) < 1:
+            raise SamplingError(f"padded shapes of {len(edges)} hops need {len(edges) + 1} node counts of at least 1 "
+                                f"(the sink row), not {list(nodes)}")
+        return cls(nodes, edges, zeros((nodes[-1],)), [zeros((2, e)) for e in edges], zeros((2 * len(edges) + 1,)))
+
+    @property
+    def num_hops(self) -> int:
+        return len(self.edges)
+
+    def check_fits(self, levels: list[int], hop_edges: list[int]) -> None:
+        """Refuse a batch whose bounds (nodes per level, edges per hop) pass the shapes: its arrays would not hold
+        it. Raised before anything is queued."""
+        if len(hop_edges) != self.num_hops:
+            raise SamplingError(f"the sampler draws {len(hop_edges)} hops but the padded shapes have {self.num_hops}; "
+                                "build the shapes from the sampler's fanouts")
+        over = [f"level {h}: {n} nodes > {self.nodes[h] - 1}" for h, n in enumerate(levels) if n > self.nodes[h] - 1]
+        over += [f"hop {h}: {e} edges > {self.edges[h]}" for h, e in enumerate(hop_edges) if e > self.edges[h]]
+        if over:
+            raise SamplingError(f"this batch may pass its padded shapes ({'; '.join(over)}); build the shapes from "
+                                "the sampler's batch size, fanouts and graph (StepShapes.bound)")
+
+    def unpadded(self, sizes) -> tuple[list, list]:
+        """``(edge_index per hop, node ids per level)`` cut to ``sizes`` (host values of :attr:`sizes`): the batch as
+        the eager driver returns it, for checks."""
+        hops = self.num_hops
+        levels = [self.node_ids[: int(sizes[h])] for h in range(hops + 1)]
+        return [self.edge_index[h][:, : int(sizes[hops + 1 + h])] for h in range(hops)], levels
+
+
+class LateChecks:
+    """The checks of batches in flight: each batch's record entries copied to a pinned host buffer with an event after
+    the copy, checked once the event has passed. ``RING`` buffers are used in turn (with the upload buffers of the
+    same batch): a batch waits for the device only when the batch ``RING`` before it has not finished, i.e. when the
+    host runs ``RING`` batches ahead of the device."""
+
+    RING = 4
+
+    def __init__(self, ops) -> None:
+        self._ops = ops
+        self._pending = deque()  # (event, host buffer, check), oldest first
+
+    def add(self, event, host, check: Callable[[list[int]], None]) -> None:
+        self._pending.append((event, host, check))
+
+    def settle(self) -> int:
+        """Raise the first failed check among the batches done; wait for the oldest while ``RING`` are in flight (its
+        buffers are the next batch's). Returns the host waits made (0 unless the host is that far ahead)."""
+        waits = 0
+        while self._pending:
+            event, host, check = self._pending[0]
+            if not self._ops.done(event):
+                if len(self._pending) < self.RING:
+                    break
+                self._ops.wait(event)
+                waits += 1
+            self._pending.popleft()
+            check(host.tolist())  # (host memory the copy has reached: no wait)
+        return waits
+
+    def drain(self) -> int:
+        """Wait for every batch in flight and raise the first failed check (at the end of an epoch); returns the host
+        waits made."""
+        waits = 0
+        while self._pending:
+            event, host, check = self._pending.popleft()
+            if not self._ops.done(event):
+                self._ops.wait(event)
+                waits += 1
+            check(host.tolist())  # (host memory the copy has reached: no wait)
+        return waits
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+
+def sizes_index(at: dict, segments: list[int]) -> np.ndarray:
+    """Where :attr:`PaddedOut.sizes` comes from in a homogeneous batch's record (``at``: each entry's offset;
+    ``segments``: how many each hop samples, 0 or 1): the seeds' count, the count after each hop (a hop that samples
+    nothing leaves it where it was), then each hop's edge count (the last of its ``seg_edges``, or a zero)."""
+    levels = [at["counts", 0]]
+    for hop, n in enumerate(segments):
+        levels.append(at["counts", hop + 1] if n else levels[-1])
+    edges = [at["seg_edges", hop] + n if n else at["zeros"] for hop, n in enumerate(segments)]
+    return np.array(levels + edges, np.int64)
