@@ -152,15 +152,16 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds a way may take")
     ap.add_argument("--json", type=Path, default=Path("dist_train.json"))
     a, flags = ap.parse_known_args()
+    ways = a.ways.split(",")
+    if set(ways) - set(WAYS):
+        ap.error(f"--ways {a.ways}: choose among {', '.join(WAYS)}")
     ranks = json.loads((a.parts / "manifest.json").read_text())["num_parts"]
     # a rank of a loaded machine can be far behind its peers (evaluation, start-up): wait rather than fail
     os.environ.setdefault("SPARSETRAIN_DIST_TIMEOUT", "600")
     results = []
-    for way in a.ways.split(","):
-        if way not in WAYS:
-            ap.error(f"--ways: {way} is not one of {', '.join(WAYS)}")
+    for way in ways:
         results.append(measure(way, a.data, a.parts, 1 if way == "single" else ranks, flags, a.work / way, a.timeout))
-        print(json.dumps({k: v for k, v in results[-1].items()}), flush=True)
+        print(json.dumps(results[-1]), flush=True)
     whole = _npy_bytes(a.data, ("indptr", "indices"))
     print(table(results, whole))
     a.json.write_text(json.dumps({"data": str(a.data), "parts": str(a.parts), "flags": flags, "whole_csc_bytes": whole,

@@ -78,7 +78,7 @@ def test_two_ranks_on_two_parts_reach_the_single_process_accuracy(cora, cli, tmp
     assert "net_kb_per_step" in stdout  # the epoch lines printed by rank 0
 
 
-@pytest.mark.slow  # ~3-5 min on 2 shared cores: a 4-rank torchrun run and two single-process runs
+@pytest.mark.slow  # ~2-4 min on 2 shared cores: a 4-rank torchrun run and two single-process runs
 @pytest.mark.distributed
 def test_four_ranks_on_four_parts_reach_the_single_process_accuracy(cora4, cli, tmp_path):
     """Measured (docs/partitioned_training.md), seeds 0-3, these flags: one process 0.806 / 0.787 / 0.807 / 0.816 (mean
