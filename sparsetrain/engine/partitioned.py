@@ -15,10 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
-from sparsetrain.collective import new_group
+from sparsetrain.collective import all_reduce_sum, new_group
 from sparsetrain.datasets.format import NODE
 from sparsetrain.distributed import DistNeighborSampler, PartitionedFeatures, batches_per_epoch, rank_batches
 from sparsetrain.engine.dataset_meta import DatasetMeta, Table
@@ -186,7 +185,5 @@ def part_evaluator(part: Partition, sampler, features, batch_size: int, device, 
     loaders = {name: PartLoader(part, name, sampler, features, batch_size=batch_size, seed=0, shuffle=False,
                                 device=device)
                for name in ("val", "test") if name in part.dataset.split}
-
-    if not (dist.is_available() and dist.is_initialized() and part.num_parts > 1):
-        return loaders_evaluator(loaders)
-    return loaders_evaluator(loaders, reduce=lambda counts: dist.all_reduce(counts, group=group))
+    # all_reduce_sum moves the CPU counts to the GPU for an NCCL group (NCCL has no CPU tensors)
+    return loaders_evaluator(loaders, reduce=lambda counts: counts.copy_(all_reduce_sum(counts, group)))
