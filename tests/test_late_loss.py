@@ -175,3 +175,30 @@ def test_a_run_stopped_at_max_steps_resumes_exactly(tmp_path, lag):
     expected, weights = _reference(epochs=2)
     assert [r for r in _log(tmp_path) if "loss" in r] == expected
     assert _same_weights(resumed.model.state_dict(), weights)
+
+
+class _NaNGradient(torch.autograd.Function):
+    """Identity forward, NaN backward: what an all-reduce brings in from a rank whose step went non-finite."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.full_like(grad, math.nan)
+
+
+def test_weights_made_non_finite_by_a_finite_loss_are_never_saved(tmp_path):
+    calls = []
+
+    def loss_fn(out, target):
+        calls.append(1)
+        return F.cross_entropy(_NaNGradient.apply(out) if len(calls) == 4 else out, target)
+
+    trainer = _trainer(tmp_path, None, task=Task(loss_fn=loss_fn), every=2)
+    with pytest.raises(TrainingDivergedError, match="the weights became NaN or infinite by step 4 while this rank's "
+                                                    "losses were finite"):
+        trainer.fit()
+    assert [p.name for p in list_checkpoints(tmp_path / "ck")] == ["step-0000000002.pt"]
+    assert _log(tmp_path) == _reference(epochs=1, nan_at=4)[0]  # step 4's loss is finite, and read
