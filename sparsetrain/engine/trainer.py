@@ -346,8 +346,8 @@ class Trainer:
         """Forward, loss, backward and optimizer step; the loss and the batch's targets out of range, unread.
 
         Nothing is read before ``backward``, as on the static path: a check there would cost a host wait a step and
-        protect only these in-memory weights, which a failed check discards by raising; what is kept (a checkpoint,
-        the log, an evaluation) is written only after every step before it was read (:meth:`_save` drains first)."""
+        protect only the weights in memory, which a run that raises does not keep; what is kept (a checkpoint, the
+        log, an evaluation) is written only once every step before it was read (:meth:`_save` drains first)."""
         self.optimizer.zero_grad(set_to_none=True)
         with autocast(self.precision, self.loader.device):
             out, target = self.task.batch_forward(model, mb)
