@@ -426,7 +426,7 @@ def section_epoch(args) -> dict:
                                  eval="sampled", log=log, quiet=True)
         start = time.perf_counter()
         try:
-            train(settings)
+            summary = train(settings)
         except Exception as exc:  # the CLI path failing costs its row
             rows.append({"path": "sparsetrain train (CLI path)", "error": f"{type(exc).__name__}: {exc}"[:300]})
         else:
@@ -436,7 +436,8 @@ def section_epoch(args) -> dict:
             seconds = record.get("seconds")
             rows.append({"path": "sparsetrain train (CLI path)", "epoch_s": seconds,
                          "ms_per_step": 1e3 * seconds / steps_per_epoch if seconds else None,
-                         "stall_fraction": record.get("stall_fraction"), "wall_s_incl_setup_and_eval": wall})
+                         "stall_fraction": record.get("stall_fraction"), "wall_s_incl_setup_and_eval": wall,
+                         "loss_waits_per_step": summary.get("loss_waits_per_step")})
 
     edge_index = ds.graph.to_edge_index()
     data = Data(
@@ -831,6 +832,9 @@ def markdown(report: dict) -> str:
                     f"{_fmt(r.get('stall_fraction'))} | "
                     f"{_fmt(r.get('speedup_vs_pyg'))} |"
                 )
+        waits = [r["loss_waits_per_step"] for r in e["rows"] if r.get("loss_waits_per_step") is not None]
+        if waits:  # the trainer reads each loss when it has arrived (LossRing): 0 unless the host runs RING steps ahead
+            lines.append(f"\nHost waits a step to read the loss, CLI path: {waits[0]:.3f}")
         lines += _timeline_lines(e.get("timeline"))
         lines.append("")
     if not failed("moe"):

@@ -86,6 +86,8 @@ def test_quick_report_on_cpu(tmp_path):
         assert "error" not in report["sections"][name], report["sections"][name]
     epoch = {r["path"]: r for r in report["sections"]["epoch"]["rows"]}
     assert epoch["sparsetrain train (CLI path)"]["epoch_s"] > 0
+    assert epoch["sparsetrain train (CLI path)"]["loss_waits_per_step"] == 0  # the CPU's copies are done at once
+    assert "Host waits a step to read the loss, CLI path: 0.000" in (tmp_path / "report.md").read_text()
     assert all(r["cpu"]["edges_per_s"] > 0 for r in report["sections"]["sampling"]["rows"])
 
 

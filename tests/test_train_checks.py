@@ -125,7 +125,7 @@ def test_trainer_refuses_class_targets_out_of_range_naming_the_seeds():
     trainer = st.Trainer(
         model, loader, torch.optim.Adam(model.parameters()), epochs=1, report=st.engine.ReportSettings(quiet=True)
     )
-    says = r"2 seed\(s\) of this batch have a label outside \[0, 3\).*nodes 4 \(label 3\), 11 \(label -2\)"
+    says = r"2 seed\(s\) of the batch of step 1 have a label outside \[0, 3\).*nodes 4 \(label 3\), 11 \(label -2\)"
     with pytest.raises(DatasetError, match=says):
         trainer.fit()
 

@@ -23,6 +23,7 @@ from sparsetrain.engine.checkpoint import (
     save_checkpoint,
 )
 from sparsetrain.engine.host_memory import retain_freed_host_memory
+from sparsetrain.engine.late_loss import LossRing
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.precision import autocast, check_precision
 from sparsetrain.engine.settings import CheckpointSettings, ReportSettings
@@ -84,7 +85,10 @@ class Trainer:
     built the model with (e.g. ``{"dropout": 0.5}``), recorded in each checkpoint. On resume this run's values
     apply, and each that differs from the checkpoint's is reported in one line (``lr 0.01 -> 0.001``).
     Class targets outside ``[0, classes)`` raise :class:`~sparsetrain.errors.DatasetError` naming the seeds, and a
-    NaN or infinite loss :class:`TrainingDivergedError` naming the step, without an extra device sync a step.
+    NaN or infinite loss :class:`TrainingDivergedError` naming the step. Both are read with no host wait a step: each
+    step's loss reaches host memory through :attr:`loss_ring` (:class:`~sparsetrain.engine.late_loss.LossRing`) and is
+    read when it has arrived, a few steps later on a GPU, and every step before a checkpoint is written (a failed
+    check raises and writes nothing), before the epoch's record and evaluation, and at ``max_steps``.
     Ctrl-C (SIGTERM in the CLI) raises :class:`TrainingInterrupted`, whose message names the newest checkpoint and the
     step ``--resume`` continues from.
     """
@@ -120,6 +124,8 @@ class Trainer:
         self.batch = 0
         self.step = 0
         self.history: list[dict] = []
+        self.loss_ring = LossRing()
+        self._losses: list[float] = []  # the losses of this epoch read so far
         self._run_reads = _FeatureReads(None)
 
     # ------------------------------------------------------------ state
@@ -193,8 +199,20 @@ class Trainer:
                   flush=True)
 
     def _save(self) -> None:
+        self.loss_ring.drain()  # a checkpoint never holds weights a non-finite step updated: every step read first
         if self.checkpoints.dir is not None and self.is_main:
+            self._check_weights()
             self.saved = save_checkpoint(self.checkpoints.dir, self.step, self.state_dict())
+
+    def _check_weights(self) -> None:
+        """Refuse to save non-finite weights: with several ranks another rank's non-finite step reaches these weights
+        through the gradients' all-reduce while this rank's losses were finite (one host wait a checkpoint)."""
+        params = [p.detach() for p in self.model.parameters()]
+        if params and not torch.stack([torch.isfinite(p).all() for p in params]).all().item():
+            raise TrainingDivergedError(
+                f"the weights became NaN or infinite by step {self.step} while this rank's losses were finite (another "
+                "rank's loss, or an overflowing update): the training diverged; lower the learning rate (--lr) or "
+                "check the features for extreme values")
 
     def _log(self, record: dict) -> None:
         if self.log_path is None or not self.is_main:
@@ -244,6 +262,7 @@ class Trainer:
                         self.scheduler.step()
                     self._save()
         except KeyboardInterrupt:
+            self.loss_ring.drain()  # the steps run so far are logged (a failed check raises its own error instead)
             raise TrainingInterrupted(self._written()) from None
         return self.summary(time.perf_counter() - started)
 
@@ -270,7 +289,7 @@ class Trainer:
         """Train one epoch (evaluate and log it); False when ``max_steps`` cut it short."""
         model, loader = self.model, self.loader
         model.train()
-        losses = []
+        self._losses = []
         seen = 0
         epoch_start = time.perf_counter()
         reads = _FeatureReads(loader.features)
@@ -278,17 +297,17 @@ class Trainer:
         with bar:
             for mb in loader.epoch(self.epoch, self.batch):
                 if self.static_step is not None:
-                    self._check_step(self.static_step.step(mb), None, None, None, mb)
+                    loss, targets = self.static_step.step(mb), None  # (labels bounded by the dataset checks)
                 else:
-                    self._eager_step(model, mb)
+                    loss, targets = self._eager_step(model, mb)
                 self.step += 1
                 self.batch += 1
                 seen += len(mb.seeds)
-                losses.append(self._loss_value)
-                self._log({"step": self.step, "epoch": self.epoch, "loss": losses[-1]})
+                self._queue(loss, targets)
                 elapsed = time.perf_counter() - epoch_start
                 stats = loader.last_epoch_stats
-                bar.set_postfix(loss=f"{losses[-1]:.4f}", seeds_s=f"{seen / max(elapsed, 1e-9):.0f}",
+                shown = f"{self._losses[-1]:.4f}" if self._losses else "-"  # the newest loss read
+                bar.set_postfix(loss=shown, seeds_s=f"{seen / max(elapsed, 1e-9):.0f}",
                                 stall=f"{stats.wait_seconds / max(elapsed, 1e-9):.0%}", **reads.postfix(),
                                 refresh=False)
                 bar.update(1)
@@ -296,6 +315,8 @@ class Trainer:
                     self._save()
                 if self._step_limit_reached() and self.batch < len(loader):
                     break
+        self.loss_ring.drain()  # every step's loss, logged, before the epoch's record and evaluation
+        losses = self._losses
         if self._step_limit_reached() and self.batch < len(loader):
             self._log({"step": self.step, "epoch": self.epoch, "stopped": "max_steps", **reads.totals()})
             if not self.quiet:
@@ -321,7 +342,12 @@ class Trainer:
             print(shown, flush=True)
         return True
 
-    def _eager_step(self, model: torch.nn.Module, mb) -> None:
+    def _eager_step(self, model: torch.nn.Module, mb) -> tuple[torch.Tensor, _Targets | None]:
+        """Forward, loss, backward and optimizer step; the loss and the batch's targets out of range, unread.
+
+        Nothing is read before ``backward``, as on the static path: a check there would cost a host wait a step and
+        protect only the weights in memory, which a run that raises does not keep; what is kept (a checkpoint, the
+        log, an evaluation) is written only once every step before it was read (:meth:`_save` drains first)."""
         self.optimizer.zero_grad(set_to_none=True)
         with autocast(self.precision, self.loader.device):
             out, target = self.task.batch_forward(model, mb)
@@ -329,28 +355,36 @@ class Trainer:
             if out_of_range is not None:  # a valid class in their place (a device-side assert ends the process)
                 target = target.masked_fill(out_of_range, 0)
             loss = self.task.loss_fn(out.float(), target)
-        self._check_step(loss, out, target, out_of_range, mb)
         loss.backward()
         self.optimizer.step()
-
-    def _check_step(self, loss: torch.Tensor, out: torch.Tensor, target: torch.Tensor, out_of_range, mb) -> None:
-        """Read the loss (and the out-of-range count) in one sync; raise on bad targets or a non-finite loss."""
         if out_of_range is None:
-            self._loss_value = loss.item()
-            bad = 0
-        else:
-            self._loss_value, bad = torch.stack([loss.detach().float(), out_of_range.sum().float()]).tolist()
-        if bad:
-            raise _target_error(out, out_of_range, mb)
-        if not math.isfinite(self._loss_value):
+            return loss, None
+        return loss, _Targets(out_of_range, out.shape[1], getattr(mb, "seeds", None), getattr(mb, "y", None))
+
+    def _queue(self, loss: torch.Tensor, targets: _Targets | None) -> None:
+        """Queue the step just taken for :meth:`_read`: its loss, and its count of targets out of range."""
+        at = (self.step, self.epoch, self.batch)
+        loss = loss.detach().double()
+        values = loss.reshape(1) if targets is None else torch.stack([loss, targets.mask.sum().double()])
+        self.loss_ring.push(values, lambda read: self._read(at, read, targets))
+
+    def _read(self, at: tuple[int, int, int], values: list[float], targets: _Targets | None) -> None:
+        """A step's values, arrived: raise on targets out of range or a non-finite loss, else log the loss."""
+        step, epoch, batch = at
+        late = f", read at step {self.step}" if self.step > step else ""
+        if targets is not None and values[1]:
+            raise _target_error(targets, step)
+        loss = values[0]
+        if not math.isfinite(loss):
             raise TrainingDivergedError(
-                f"the loss became {self._loss_value} at step {self.step + 1} (epoch {self.epoch + 1}, batch "
-                f"{self.batch + 1}): the training diverged; lower the learning rate (--lr) or check the features for "
-                "extreme values")
+                f"the loss became {loss} at step {step} (epoch {epoch + 1}, batch {batch}{late}): the training "
+                "diverged; lower the learning rate (--lr) or check the features for extreme values")
+        self._losses.append(loss)
+        self._log({"step": step, "epoch": epoch, "loss": loss})
 
     def summary(self, seconds: float) -> dict:
         """The validation and test metrics of the epoch with the best ``select_metric``, and the run's totals."""
-        key = self.task.select_metric
+        key, ring = self.task.select_metric, self.loss_ring
         best = max((r for r in self.history if r.get(key) is not None), key=lambda r: r[key], default=None)
         metrics = {k: None for k in (key, key.replace("val_", "test_", 1))}
         if best is not None:
@@ -362,6 +396,7 @@ class Trainer:
             "steps": self.step,
             "seconds": round(seconds, 3),
             "stall_fraction": self.history[-1]["stall_fraction"] if self.history else None,
+            "loss_waits_per_step": ring.step_waits / ring.pushed if ring.pushed else None,
             **(self._run_reads.totals() if self._run_reads.shown else {}),
         }
 
@@ -448,16 +483,26 @@ def _class_targets_out_of_range(out: torch.Tensor, target: torch.Tensor) -> torc
     return (target < 0) | (target >= out.shape[1])
 
 
-def _target_error(out: torch.Tensor, out_of_range: torch.Tensor, mb) -> DatasetError:
-    rows = out_of_range.nonzero().flatten()[:5].cpu()
-    seeds = getattr(mb, "seeds", None)
-    labels = getattr(mb, "y", None)
+@dataclass(frozen=True)
+class _Targets:
+    """What a step's error about its class targets names, kept until its count is read (not the batch: its
+    features)."""
+
+    mask: torch.Tensor  # the targets outside [0, classes)
+    classes: int
+    seeds: torch.Tensor | None
+    labels: torch.Tensor | None
+
+
+def _target_error(targets: _Targets, step: int) -> DatasetError:
+    rows = targets.mask.nonzero().flatten()[:5].cpu()
+    seeds, labels = targets.seeds, targets.labels
     ids = rows if not isinstance(seeds, torch.Tensor) else seeds.cpu()[rows]
     shown = ", ".join(f"{int(i)}" + ("" if labels is None else f" (label {int(labels.cpu()[r])})")
                       for i, r in zip(ids, rows))
     return DatasetError(
-        f"{int(out_of_range.sum())} seed(s) of this batch have a label outside [0, {out.shape[1]}), the model's "
-        f"classes: nodes {shown}; fix the labels (or their class count) and re-import the dataset with "
+        f"{int(targets.mask.sum())} seed(s) of the batch of step {step} have a label outside [0, {targets.classes}), "
+        f"the model's classes: nodes {shown}; fix the labels (or their class count) and re-import the dataset with "
         "`sparsetrain preprocess`")
 
 
