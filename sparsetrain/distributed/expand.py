@@ -10,9 +10,35 @@ import numpy as np
 
 from sparsetrain.distributed.errors import DistSamplingError, PartDamagedError
 from sparsetrain.sampling.draw import count_node, draw_positions
+from sparsetrain.sampling.neighbor import PREFETCH
+from sparsetrain.sampling.prefetch import prefetch
 from sparsetrain.sampling.rng import hop_key, node_stream
 
 SEED_MASK = (1 << 63) - 1  # the single-process sampler's seed mask
+
+
+@numba.njit(cache=True, nogil=True)
+def _locate(owned, bucket_start, shift, ids, out):
+    """``out[i]``: the local id of global ``ids[i]`` (its index in the sorted ``owned``), found by a binary search
+    within its bucket (ids ``[b << shift, (b + 1) << shift)``); the index of the first id not owned, or -1."""
+    last_bucket = bucket_start.shape[0] - 2
+    for i in range(ids.shape[0]):
+        g = ids[i]
+        b = g >> shift
+        if g < 0 or b > last_bucket:
+            return i
+        lo = bucket_start[b]
+        hi = bucket_start[b + 1]
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if owned[mid] < g:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == bucket_start[b + 1] or owned[lo] != g:
+            return i
+        out[i] = lo
+    return -1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -20,6 +46,8 @@ def _count(indptr, weights, cols, fanout, replace, weighted, num_edges, lo, deg,
     """``offsets``: where each item's draws go; returns the draw count, or ``-1 - i`` for a damaged column ``i``."""
     offsets[0] = 0
     for i in range(cols.shape[0]):
+        if i + PREFETCH < cols.shape[0]:
+            prefetch(indptr, cols[i + PREFETCH])
         k = count_node(indptr, weights, cols, i, fanout, replace, weighted, num_edges, lo, deg)
         if k < 0:
             return -1 - i
@@ -28,35 +56,55 @@ def _count(indptr, weights, cols, fanout, replace, weighted, num_edges, lo, deg,
 
 
 @numba.njit(cache=True, nogil=True)
-def _draw(indices, weights, nodes, keys, fanout, replace, weighted, lo, deg, offsets, pos, src):
-    """Item ``i`` (global node ``nodes[i]``, hop key ``keys[i]``): its draws' positions in its column and sources."""
-    for i in range(nodes.shape[0]):
-        start = offsets[i]
-        k = offsets[i + 1] - start
-        if k > 0:
-            stream = node_stream(keys[i], nodes[i])
-            draw_positions(weights, lo[i], deg[i], k, fanout, replace, weighted, stream, pos, start)
-            for j in range(start, start + k):
-                src[j] = indices[lo[i] + pos[j]]
+def _draw(indices, weights, l2g, halo_owner, rank, col_start, nodes, cols, seg_end, seg_key, fanout, replace, weighted,
+          lo, deg, offsets, pos, rows):
+    """Item ``i`` (global node ``nodes[i]``, local column ``cols[i]``, hop key ``seg_key[s]`` of the segment ``s``
+    holding it): its draws' rows (source global id, source owner, global edge id). Three passes, as the
+    single-process kernel makes them, so that the random reads of the last two can be prefetched: draw the positions,
+    read the sources there, map them to global ids and owners."""
+    i = 0
+    for s in range(seg_end.shape[0]):
+        key = seg_key[s]
+        while i < seg_end[s]:
+            start = offsets[i]
+            k = offsets[i + 1] - start
+            if k > 0:
+                draw_positions(weights, lo[i], deg[i], k, fanout, replace, weighted, node_stream(key, nodes[i]), pos,
+                               start)
+                first_edge = col_start[cols[i]]
+                for j in range(start, start + k):
+                    rows[j, 2] = first_edge + pos[j]
+                    pos[j] += lo[i]
+            i += 1
+    total = pos.shape[0]
+    for e in range(total):
+        if e + PREFETCH < total:
+            prefetch(indices, pos[e + PREFETCH])
+        pos[e] = indices[pos[e]]
+    num_owned = l2g.shape[0] - halo_owner.shape[0]
+    for e in range(total):
+        if e + PREFETCH < total:
+            prefetch(l2g, pos[e + PREFETCH])
+        source = pos[e]
+        rows[e, 0] = l2g[source]
+        rows[e, 1] = rank if source < num_owned else halo_owner[source - num_owned]
 
 
-@numba.njit(cache=True, nogil=True)
-def _locate(owned, ids, out):
-    """``out[i]``: the local id of global ``ids[i]`` (its index in the sorted ``owned``); the index of the first id
-    not in ``owned``, or -1."""
-    n = owned.shape[0]
-    for i in range(ids.shape[0]):
-        j = np.searchsorted(owned, ids[i])
-        if j >= n or owned[j] != ids[i]:
-            return i
-        out[i] = j
-    return -1
-
-
-def hop_keys(seed: int, batch_keys: np.ndarray, hop: int) -> np.ndarray:
+def hop_keys(seed: int, batch_keys, hop: int) -> np.ndarray:
     """The single-process sampler's hop key of each batch key (homogeneous graph: counter ``hop``)."""
     seed &= SEED_MASK
     return np.array([hop_key(seed, int(k), hop) for k in batch_keys], np.uint64)
+
+
+def bucket_index(owned: np.ndarray) -> tuple[np.ndarray, int]:
+    """Where each bucket of ``2**shift`` consecutive global ids starts in the sorted ``owned``, with ``shift`` the
+    smallest that leaves no more buckets than owned nodes: a lookup table as long as the part, not the graph."""
+    top = int(owned[-1]) if len(owned) else 0
+    shift = 0
+    while top >> shift >= max(len(owned), 1):
+        shift += 1
+    bounds = np.arange((top >> shift) + 2, dtype=np.int64) << shift
+    return np.searchsorted(owned, bounds).astype(np.int64), shift
 
 
 class Expander:
@@ -70,17 +118,18 @@ class Expander:
         self.replace, self.weighted = bool(replace), bool(weighted)
         self.l2g = part.local_to_global.numpy()
         self.col_start = part.col_start.numpy()
-        self.num_owned = part.num_owned
         self.rank = part.rank
-        local_owner = np.full(len(self.l2g), part.rank, np.int64)
-        local_owner[self.num_owned :] = part.halo_owner.numpy()
-        self.local_owner = local_owner
-        self.owned = np.ascontiguousarray(self.l2g[: self.num_owned])
+        self.halo_owner = part.halo_owner.numpy()
+        self.owned = np.ascontiguousarray(self.l2g[: part.num_owned])
+        self.bucket_start, self.shift = bucket_index(self.owned)
 
-    def __call__(self, nodes: np.ndarray, keys: np.ndarray, fanout: int) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, nodes: np.ndarray, seg_lengths: np.ndarray, seg_keys: np.ndarray,
+                 fanout: int) -> tuple[np.ndarray, np.ndarray]:
+        """``nodes`` in consecutive segments of ``seg_lengths`` items, segment ``s`` drawn with hop key
+        ``seg_keys[s]``."""
         n = len(nodes)
         cols = np.empty(n, np.int64)
-        bad = _locate(self.owned, nodes, cols)
+        bad = _locate(self.owned, self.bucket_start, self.shift, nodes, cols)
         if bad >= 0:
             raise DistSamplingError(f"partition part {self.rank}: asked for node {nodes[bad]}, which it does not own; "
                                     "every rank must load the part of its own rank from one partitioned folder")
@@ -90,12 +139,7 @@ class Expander:
         if total < 0:
             raise PartDamagedError(f"partition part {self.rank}: the in-edges of node {nodes[-1 - total]} lie outside "
                                    "its edge list; the part is damaged, re-run `sparsetrain partition`")
-        pos, src = np.empty(total, np.int64), np.empty(total, np.int64)
-        _draw(self.indices, self.weights, nodes.astype(np.int64), keys, fanout, self.replace, self.weighted, lo, deg,
-              offsets, pos, src)
-        counts = np.diff(offsets)
-        rows = np.empty((total, 3), np.int64)
-        rows[:, 0] = self.l2g[src]
-        rows[:, 1] = self.local_owner[src]
-        rows[:, 2] = np.repeat(self.col_start[cols], counts) + pos
-        return counts, rows
+        pos, rows = np.empty(total, np.int64), np.empty((total, 3), np.int64)
+        _draw(self.indices, self.weights, self.l2g, self.halo_owner, self.rank, self.col_start, nodes, cols,
+              np.cumsum(seg_lengths), seg_keys, fanout, self.replace, self.weighted, lo, deg, offsets, pos, rows)
+        return np.diff(offsets), rows

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+import numba
 import numpy as np
 import torch
 
@@ -64,6 +65,7 @@ class DistNeighborSampler:
         self.hop_nodes = hop_nodes
         self.rank, self.world = info.rank, info.world_size
         self._expand = Expander(part, replace=replace, weighted=weighted)
+        self._batch = NodeMap()
         self.sent_bytes = 0  # request ids and served rows this rank sent to peers, over all calls
         # every rank must draw with the same settings, or the owners' draws would silently be another sampler's
         settings = repr((seed, self.fanouts, bool(replace), bool(weighted), hop_nodes)).encode()
@@ -84,21 +86,18 @@ class DistNeighborSampler:
         self.part.to_local(seeds)  # every seed owned here
         if len(np.unique(nodes)) != len(nodes):
             raise DistSamplingError("seeds has repeated ids; pass unique seeds (e.g. torch.unique(seeds))")
-        batch = NodeMap(nodes, self.rank)
+        batch = self._batch
+        batch.start(nodes, self.rank)
         first, layers = 0, []
         for hop, fanout in enumerate(self.fanouts):
             before = batch.count
-            counts, rows = self._hop(batch.nodes[first:before], batch.owner[first:before], inp.key, hop, fanout)
-            dst = np.repeat(np.arange(first, before, dtype=np.int64), counts)
-            src = batch.add(rows[:, 0].copy(), rows[:, 1].copy())
-            layers.append((torch.from_numpy(np.stack([src, dst])), torch.from_numpy(rows[:, 2].copy()), before,
-                           batch.count))
+            edge_index, edge_ids = self._hop(batch, first, inp.key, hop, fanout)
+            layers.append((torch.from_numpy(edge_index), torch.from_numpy(edge_ids), before, batch.count))
             if self.hop_nodes == "new":
                 first = before
         blocks = [Block(ei, after, before, ids) for ei, ids, before, after in reversed(layers)]
         mb = MiniBatch(seeds=inp.seeds, input_nodes=torch.from_numpy(batch.nodes[: batch.count].copy()), blocks=blocks)
-        owner = batch.owner[: batch.count].copy()
-        mb.node_owner = torch.from_numpy(owner)
+        mb.node_owner = torch.from_numpy(batch.owner[: batch.count].copy())
         return mb
 
     def _exchange(self, x: torch.Tensor, send, recv, hop: int) -> torch.Tensor:
@@ -112,39 +111,47 @@ class DistNeighborSampler:
                 f"({_first_line(exc)}); a peer rank died, stopped, or did not reach this batch within the group's "
                 "timeout: check the other ranks' logs, then restart the job from its last checkpoint") from None
 
-    def _hop(self, frontier: np.ndarray, owner: np.ndarray, key: int, hop: int, fanout: int):
-        """Per frontier node its draw count, and the drawn edges' rows (source, source owner, edge id), node by node;
-        the remote nodes drawn by their owners in one request/response round."""
-        W = self.world
-        mine = np.flatnonzero(owner == self.rank)
-        remote = np.flatnonzero(owner != self.rank)
-        remote = remote[np.argsort(owner[remote], kind="stable")]  # grouped by owner, frontier order within
-        send = np.bincount(owner[remote], minlength=W).astype(np.int64)
+    def _hop(self, batch: NodeMap, first: int, key: int, hop: int, fanout: int) -> tuple[np.ndarray, np.ndarray]:
+        """Draw the in-edges of the frontier (the batch's nodes from ``first`` on) and relabel them: this rank's own
+        nodes here, the others by their owners in one request/response round."""
+        W, rank = self.world, self.rank
+        frontier = batch.nodes[first : batch.count]
+        order, per_owner = _group_by_owner(batch.owner[first : batch.count], W)
+        bounds = np.concatenate([[0], np.cumsum(per_owner)])
+        mine = order[bounds[rank] : bounds[rank + 1]]
+        remote = np.concatenate([order[: bounds[rank]], order[bounds[rank + 1] :]])
+        send = per_owner.copy()
+        send[rank] = 0
         header = torch.from_numpy(np.stack([send, np.full(W, key, np.int64), np.full(W, self._fingerprint)], 1))
         got = self._exchange(header, [1] * W, [1] * W, hop).numpy()
         recv, their_keys = got[:, 0], got[:, 1]
         if (got[:, 2] != self._fingerprint).any():
             others = np.flatnonzero(got[:, 2] != self._fingerprint).tolist()
-            raise DistSamplingError(f"rank {self.rank}: ranks {others} sample with another seed, fanouts, replace, "
+            raise DistSamplingError(f"rank {rank}: ranks {others} sample with another seed, fanouts, replace, "
                                     "weighted or hop_nodes; give every rank's DistNeighborSampler the same settings")
         requests = self._exchange(torch.from_numpy(frontier[remote]), send, recv, hop).numpy()
-        served_counts, served = self._expand(requests, np.repeat(hop_keys(self.seed, their_keys, hop), recv), fanout)
+        served_counts, served = self._expand(requests, recv, hop_keys(self.seed, their_keys, hop), fanout)
         answer_counts = self._exchange(torch.from_numpy(served_counts), recv, send, hop).numpy()
         served_splits = _segment_sums(served_counts, recv)
         answer_splits = _segment_sums(answer_counts, send)
         answers = self._exchange(torch.from_numpy(served), served_splits, answer_splits, hop).numpy()
         self.sent_bytes += 8 * (int(send.sum()) + int(recv.sum()) + served.size + 2 * W)
-        own_counts, own = self._expand(frontier[mine], np.repeat(hop_keys(self.seed, [key], hop), len(mine)), fanout)
-        # back to frontier order: one pool (own draws, then the answers), each node's slice of it
-        counts = np.empty(len(frontier), np.int64)
-        counts[mine], counts[remote] = own_counts, answer_counts
-        start = np.empty(len(frontier), np.int64)
-        start[mine] = np.cumsum(own_counts) - own_counts
-        start[remote] = len(own) + np.cumsum(answer_counts) - answer_counts
-        pool = np.concatenate([own, answers])
-        out_start = np.cumsum(counts) - counts
-        idx = np.repeat(start - out_start, counts) + np.arange(int(counts.sum()))
-        return counts, pool[idx]
+        own = self._expand(frontier[mine], [len(mine)], hop_keys(self.seed, [key], hop), fanout)
+        return batch.add_hop(first, rank, own, (answer_counts, answers), (send, np.array(answer_splits, np.int64)))
+
+
+@numba.njit(cache=True, nogil=True)
+def _group_by_owner(owner, world):
+    """The positions of ``owner`` grouped by owner (ascending), in order within a group, and each group's size."""
+    sizes = np.zeros(world, np.int64)
+    for i in range(owner.shape[0]):
+        sizes[owner[i]] += 1
+    at = np.cumsum(sizes) - sizes
+    order = np.empty(owner.shape[0], np.int64)
+    for i in range(owner.shape[0]):
+        order[at[owner[i]]] = i
+        at[owner[i]] += 1
+    return order, sizes
 
 
 def _first_line(exc: BaseException) -> str:
