@@ -42,26 +42,29 @@ def _locate(owned, bucket_start, shift, ids, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _count(indptr, weights, cols, fanout, replace, weighted, num_edges, lo, deg, offsets):
-    """``offsets``: where each item's draws go; returns the draw count, or ``-1 - i`` for a damaged column ``i``."""
+def _count(indptr, col_start, weights, cols, fanout, replace, weighted, num_edges, lo, deg, edge_base, offsets):
+    """``offsets``: where each item's draws go; ``edge_base``: what turns a position in the part's edge list into a
+    global edge id. Returns the draw count, or ``-1 - i`` for a damaged column ``i``."""
     offsets[0] = 0
     for i in range(cols.shape[0]):
         if i + PREFETCH < cols.shape[0]:
             prefetch(indptr, cols[i + PREFETCH])
+            prefetch(col_start, cols[i + PREFETCH])
         k = count_node(indptr, weights, cols, i, fanout, replace, weighted, num_edges, lo, deg)
         if k < 0:
             return -1 - i
+        edge_base[i] = col_start[cols[i]] - lo[i]
         offsets[i + 1] = offsets[i] + k
     return offsets[cols.shape[0]]
 
 
 @numba.njit(cache=True, nogil=True)
-def _draw(indices, weights, l2g, halo_owner, rank, col_start, nodes, cols, seg_end, seg_key, fanout, replace, weighted,
-          lo, deg, offsets, pos, rows):
-    """Item ``i`` (global node ``nodes[i]``, local column ``cols[i]``, hop key ``seg_key[s]`` of the segment ``s``
-    holding it): its draws' rows (source global id, source owner, global edge id). Three passes, as the
-    single-process kernel makes them, so that the random reads of the last two can be prefetched: draw the positions,
-    read the sources there, map them to global ids and owners."""
+def _draw(indices, weights, l2g, halo_owner, rank, nodes, seg_end, seg_key, fanout, replace, weighted, lo, deg,
+          edge_base, offsets, pos, rows):
+    """Item ``i`` (global node ``nodes[i]``, hop key ``seg_key[s]`` of the segment ``s`` holding it): its draws' rows
+    (source global id, source owner, global edge id). Three passes, as the single-process kernel makes them, so that
+    the random reads of the last two can be prefetched: draw the positions, read the sources there, map them to global
+    ids and owners."""
     i = 0
     for s in range(seg_end.shape[0]):
         key = seg_key[s]
@@ -71,10 +74,9 @@ def _draw(indices, weights, l2g, halo_owner, rank, col_start, nodes, cols, seg_e
             if k > 0:
                 draw_positions(weights, lo[i], deg[i], k, fanout, replace, weighted, node_stream(key, nodes[i]), pos,
                                start)
-                first_edge = col_start[cols[i]]
                 for j in range(start, start + k):
-                    rows[j, 2] = first_edge + pos[j]
                     pos[j] += lo[i]
+                    rows[j, 2] = edge_base[i] + pos[j]
             i += 1
     total = pos.shape[0]
     for e in range(total):
@@ -133,13 +135,14 @@ class Expander:
         if bad >= 0:
             raise DistSamplingError(f"partition part {self.rank}: asked for node {nodes[bad]}, which it does not own; "
                                     "every rank must load the part of its own rank from one partitioned folder")
-        lo, deg, offsets = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n + 1, np.int64)
-        total = _count(self.indptr, self.weights, cols, fanout, self.replace, self.weighted, len(self.indices), lo, deg,
-                       offsets)
+        lo, deg, edge_base, offsets = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(
+            n + 1, np.int64)
+        total = _count(self.indptr, self.col_start, self.weights, cols, fanout, self.replace, self.weighted,
+                       len(self.indices), lo, deg, edge_base, offsets)
         if total < 0:
             raise PartDamagedError(f"partition part {self.rank}: the in-edges of node {nodes[-1 - total]} lie outside "
                                    "its edge list; the part is damaged, re-run `sparsetrain partition`")
         pos, rows = np.empty(total, np.int64), np.empty((total, 3), np.int64)
-        _draw(self.indices, self.weights, self.l2g, self.halo_owner, self.rank, self.col_start, nodes, cols,
-              np.cumsum(seg_lengths), seg_keys, fanout, self.replace, self.weighted, lo, deg, offsets, pos, rows)
+        _draw(self.indices, self.weights, self.l2g, self.halo_owner, self.rank, nodes, np.cumsum(seg_lengths), seg_keys,
+              fanout, self.replace, self.weighted, lo, deg, edge_base, offsets, pos, rows)
         return np.diff(offsets), rows
