@@ -202,46 +202,29 @@ def test_ranks_with_other_settings_are_refused_on_every_rank(graph, tmp_path):
                         "give every rank's DistNeighborSampler the same settings" for r in range(2)]
 
 
-def _pool(counts: np.ndarray, rows: list, ids: list) -> tuple:
-    """The counts and rows of frontier nodes ``ids``, in that order."""
-    return counts[ids].astype(np.int64), np.concatenate([rows[i] for i in ids] + [np.empty((0, 3), np.int64)])
-
-
 def test_node_map_numbers_nodes_as_a_dict_while_it_grows_and_across_batches():
-    """The relabel table starts at 8 nodes and doubles mid-hop; batch after batch (the table reused), every hop's edges
-    are the frontier's rows in frontier order and the nodes are numbered by first appearance, as a dict numbers
-    them."""
+    """The relabel table starts at 8 nodes and doubles mid-hop; batch after batch (the table reused, so the last
+    batch's nodes must be forgotten), the nodes are numbered by first appearance, as a dict numbers them."""
     from sparsetrain.distributed.relabel import NodeMap
 
     rng = np.random.default_rng(1)
-    rank, world = 1, 3
     node_map = NodeMap(capacity=8)
-    for _ in range(3):
+    for batch in range(3):
         seeds = rng.choice(2**40, 6, replace=False)
-        node_map.start(seeds, rank)
-        want_ids, want_owner = {int(g): i for i, g in enumerate(seeds)}, [rank] * len(seeds)
-        for first in (0, 2, 0):  # a frontier of all the batch's nodes or of those from the third on
-            frontier_owner = node_map.owner[first : node_map.count].copy()
-            counts = rng.integers(0, 6, len(frontier_owner))
-            rows = [np.stack([rng.choice(seeds, k) if k % 2 else rng.integers(0, 300, k),  # old and new sources
-                              rng.integers(0, world, k), rng.integers(0, 10**9, k)], 1) for k in counts]
-            # the sampler's pools: this rank's draws in frontier order, the answers grouped by owner
-            own = [i for i, p in enumerate(frontier_owner) if p == rank]
-            remote = sorted((i for i, p in enumerate(frontier_owner) if p != rank), key=lambda i: frontier_owner[i])
-            per_owner = np.bincount(frontier_owner[remote], minlength=world)
-            row_sizes = [sum(counts[i] for i in remote if frontier_owner[i] == p) for p in range(world)]
-            edge_index, edge_ids = node_map.add_hop(first, rank, _pool(counts, rows, own), _pool(counts, rows, remote),
-                                                    (per_owner, np.array(row_sizes, np.int64)))
+        node_map.start(seeds, 1)
+        want_ids, want_owner = {int(g): i for i, g in enumerate(seeds)}, [1] * len(seeds)
+        for size in (10, 40, 200):
+            src = np.concatenate([rng.choice(seeds, size), rng.integers(0, 300 * (batch + 1), size)])[rng.permutation(
+                2 * size)]
+            src_owner = rng.integers(0, 3, 2 * size)
             want_src = []
-            for r in rows:
-                for g, owner, _ in r:
-                    if int(g) not in want_ids:
-                        want_ids[int(g)] = len(want_ids)
-                        want_owner.append(int(owner))
-                    want_src.append(want_ids[int(g)])
-            want_dst = np.repeat(np.arange(first, first + len(rows)), counts)
-            assert edge_index.tolist() == [want_src, want_dst.tolist()]
-            assert edge_ids.tolist() == np.concatenate([r[:, 2] for r in rows]).tolist()
+            for g, owner in zip(src.tolist(), src_owner.tolist()):
+                if g not in want_ids:
+                    want_ids[g] = len(want_ids)
+                    want_owner.append(owner)
+                want_src.append(want_ids[g])
+            node_map.relabel(src, src_owner)
+            assert src.tolist() == want_src
             assert node_map.nodes[: node_map.count].tolist() == list(want_ids)
             assert node_map.owner[: node_map.count].tolist() == want_owner
     assert node_map.capacity > 8

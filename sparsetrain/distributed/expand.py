@@ -5,6 +5,8 @@ keeps in the global CSC's order. Nothing depends on where the node sits in a fro
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
@@ -60,11 +62,11 @@ def _count(indptr, col_start, weights, cols, fanout, replace, weighted, num_edge
 
 @numba.njit(cache=True, nogil=True)
 def _draw(indices, weights, l2g, halo_owner, rank, nodes, seg_end, seg_key, fanout, replace, weighted, lo, deg,
-          edge_base, offsets, pos, rows):
-    """Item ``i`` (global node ``nodes[i]``, hop key ``seg_key[s]`` of the segment ``s`` holding it): its draws' rows
-    (source global id, source owner, global edge id). Three passes, as the single-process kernel makes them, so that
-    the random reads of the last two can be prefetched: draw the positions, read the sources there, map them to global
-    ids and owners."""
+          edge_base, offsets, pos, out_at, src, src_owner, edge_ids):
+    """Item ``i`` (global node ``nodes[i]``, hop key ``seg_key[s]`` of the segment ``s`` holding it): its draws'
+    source global ids, source owners and global edge ids, written from ``out_at[i]`` on. Three passes, as the
+    single-process kernel makes them, so that the random reads of the last two can be prefetched: draw the positions,
+    read the sources there, map them to global ids and owners."""
     i = 0
     for s in range(seg_end.shape[0]):
         key = seg_key[s]
@@ -76,7 +78,7 @@ def _draw(indices, weights, l2g, halo_owner, rank, nodes, seg_end, seg_key, fano
                                start)
                 for j in range(start, start + k):
                     pos[j] += lo[i]
-                    rows[j, 2] = edge_base[i] + pos[j]
+                    edge_ids[out_at[i] + j - start] = edge_base[i] + pos[j]
             i += 1
     total = pos.shape[0]
     for e in range(total):
@@ -84,12 +86,14 @@ def _draw(indices, weights, l2g, halo_owner, rank, nodes, seg_end, seg_key, fano
             prefetch(indices, pos[e + PREFETCH])
         pos[e] = indices[pos[e]]
     num_owned = l2g.shape[0] - halo_owner.shape[0]
-    for e in range(total):
-        if e + PREFETCH < total:
-            prefetch(l2g, pos[e + PREFETCH])
-        source = pos[e]
-        rows[e, 0] = l2g[source]
-        rows[e, 1] = rank if source < num_owned else halo_owner[source - num_owned]
+    for i in range(nodes.shape[0]):
+        for j in range(offsets[i], offsets[i + 1]):
+            if j + PREFETCH < total:
+                prefetch(l2g, pos[j + PREFETCH])
+            source = pos[j]
+            o = out_at[i] + j - offsets[i]
+            src[o] = l2g[source]
+            src_owner[o] = rank if source < num_owned else halo_owner[source - num_owned]
 
 
 def hop_keys(seed: int, batch_keys, hop: int) -> np.ndarray:
@@ -109,9 +113,25 @@ def bucket_index(owned: np.ndarray) -> tuple[np.ndarray, int]:
     return np.searchsorted(owned, bounds).astype(np.int64), shift
 
 
+class Plan(NamedTuple):
+    """Where the draws of some owned nodes come from: their local columns, in-edge ranges and global edge offsets, and
+    where each node's draws go (``offsets``, the node's count being the difference)."""
+
+    nodes: np.ndarray
+    lo: np.ndarray
+    deg: np.ndarray
+    edge_base: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+
 class Expander:
-    """Draws for nodes a part owns: ``(per-node counts, rows [E, 3] of (source global id, source owner, global edge
-    id))``, in the order of the nodes, each node's draws in the single-process order."""
+    """Draws for nodes a part owns, each node's draws in the single-process order: :meth:`plan` counts them,
+    :meth:`draw` writes (source global id, source owner, global edge id) where they go, :meth:`rows` as rows
+    ``[E, 3]`` in the order of the nodes."""
 
     def __init__(self, part, *, replace: bool, weighted: bool) -> None:
         graph = part.dataset.graph
@@ -125,10 +145,8 @@ class Expander:
         self.owned = np.ascontiguousarray(self.l2g[: part.num_owned])
         self.bucket_start, self.shift = bucket_index(self.owned)
 
-    def __call__(self, nodes: np.ndarray, seg_lengths: np.ndarray, seg_keys: np.ndarray,
-                 fanout: int) -> tuple[np.ndarray, np.ndarray]:
-        """``nodes`` in consecutive segments of ``seg_lengths`` items, segment ``s`` drawn with hop key
-        ``seg_keys[s]``."""
+    def plan(self, nodes: np.ndarray, fanout: int) -> Plan:
+        """How many draws each of ``nodes`` (global ids, owned here) gets, and from where."""
         n = len(nodes)
         cols = np.empty(n, np.int64)
         bad = _locate(self.owned, self.bucket_start, self.shift, nodes, cols)
@@ -142,7 +160,18 @@ class Expander:
         if total < 0:
             raise PartDamagedError(f"partition part {self.rank}: the in-edges of node {nodes[-1 - total]} lie outside "
                                    "its edge list; the part is damaged, re-run `sparsetrain partition`")
-        pos, rows = np.empty(total, np.int64), np.empty((total, 3), np.int64)
-        _draw(self.indices, self.weights, self.l2g, self.halo_owner, self.rank, nodes, np.cumsum(seg_lengths), seg_keys,
-              fanout, self.replace, self.weighted, lo, deg, edge_base, offsets, pos, rows)
-        return np.diff(offsets), rows
+        return Plan(nodes, lo, deg, edge_base, offsets)
+
+    def draw(self, plan: Plan, seg_lengths, seg_keys: np.ndarray, fanout: int, out_at: np.ndarray, src: np.ndarray,
+             src_owner: np.ndarray, edge_ids: np.ndarray) -> None:
+        """The plan's draws, node ``i``'s from ``out_at[i]`` on; the nodes come in consecutive segments of
+        ``seg_lengths``, segment ``s`` drawn with hop key ``seg_keys[s]``."""
+        _draw(self.indices, self.weights, self.l2g, self.halo_owner, self.rank, plan.nodes, np.cumsum(seg_lengths),
+              seg_keys, fanout, self.replace, self.weighted, plan.lo, plan.deg, plan.edge_base, plan.offsets,
+              np.empty(plan.offsets[-1], np.int64), out_at, src, src_owner, edge_ids)
+
+    def rows(self, plan: Plan, seg_lengths, seg_keys: np.ndarray, fanout: int) -> np.ndarray:
+        """The plan's draws as rows (source global id, source owner, global edge id), node after node."""
+        rows = np.empty((plan.offsets[-1], 3), np.int64)
+        self.draw(plan, seg_lengths, seg_keys, fanout, plan.offsets[:-1], rows[:, 0], rows[:, 1], rows[:, 2])
+        return rows

@@ -50,26 +50,16 @@ def _forget(table, slots, count):
 
 
 @numba.njit(cache=True, nogil=True)
-def _gather_hop(frontier_owner, rank, own_counts, own_rows, remote_counts, remote_rows, count_at, row_at, first, src,
-                src_owner, dst, edge_ids):
-    """The hop's edges in frontier order: frontier node ``i`` (owner ``p``) takes the next count of its owner's list
-    and that many rows from its owner's part of the pool (this rank's own draws, or the answers, grouped by owner);
-    ``count_at[p]`` / ``row_at[p]`` are where those start, advanced as they are consumed. Edge ``e`` gets the global
-    id and owner of its source, ``dst = first + i`` and its edge id."""
-    e = 0
-    for i in range(frontier_owner.shape[0]):
-        p = frontier_owner[i]
-        rows = own_rows if p == rank else remote_rows
-        k = own_counts[count_at[p]] if p == rank else remote_counts[count_at[p]]
-        r = row_at[p]
-        for j in range(r, r + k):
-            src[e] = rows[j, 0]
-            src_owner[e] = rows[j, 1]
-            dst[e] = first + i
-            edge_ids[e] = rows[j, 2]
-            e += 1
-        count_at[p] += 1
-        row_at[p] += k
+def place_rows(rows, counts, out_at, src, src_owner, edge_ids):
+    """Node ``i``'s ``counts[i]`` rows (source global id, source owner, edge id), the next ones of ``rows``, go to the
+    hop's edge arrays from ``out_at[i]`` on."""
+    r = 0
+    for i in range(counts.shape[0]):
+        for j in range(counts[i]):
+            src[out_at[i] + j] = rows[r, 0]
+            src_owner[out_at[i] + j] = rows[r, 1]
+            edge_ids[out_at[i] + j] = rows[r, 2]
+            r += 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -128,26 +118,15 @@ class NodeMap:
         _insert(self.table, self.slots, self.nodes, len(seeds))
         self.count = len(seeds)
 
-    def add_hop(self, first: int, rank: int, own: tuple, remote: tuple, remote_sizes: tuple) -> tuple:
-        """The edges of one hop whose frontier is nodes ``first..count-1``: ``own`` = (counts, rows) of the frontier
-        nodes this rank owns, in frontier order; ``remote`` = (counts, rows) of the others, grouped by owner (in
-        frontier order within an owner); ``remote_sizes`` = (nodes, rows) of each owner in ``remote`` (0 for this
-        rank). Returns ``(edge_index [2, E] of (local source, local dst), edge_ids)``; unseen sources are appended to
-        the batch's nodes."""
-        (own_counts, own_rows), (remote_counts, remote_rows) = own, remote
-        count_at, row_at = (np.cumsum(sizes, dtype=np.int64) - sizes for sizes in remote_sizes)
-        count_at[rank] = row_at[rank] = 0  # this rank's nodes and rows: in its own lists, from the start
-        total = len(own_rows) + len(remote_rows)
-        edge_index, edge_ids, src_owner = np.empty((2, total), np.int64), np.empty(total, np.int64), np.empty(total,
-                                                                                                            np.int64)
-        _gather_hop(self.owner[first : self.count], rank, own_counts, own_rows, remote_counts, remote_rows, count_at,
-                    row_at, first, edge_index[0], src_owner, edge_index[1], edge_ids)
+    def relabel(self, src: np.ndarray, src_owner: np.ndarray) -> None:
+        """Replace the global ids ``src`` (owned by ``src_owner``) by their local ids, in place; unseen ones become
+        new nodes, numbered in order of first appearance."""
         e = 0
         while True:
-            e, self.count = _relabel(self.table, self.slots, self.nodes, self.owner, self.count, self.capacity,
-                                     edge_index[0], src_owner, e)
-            if e == total:
-                return edge_index, edge_ids
+            e, self.count = _relabel(self.table, self.slots, self.nodes, self.owner, self.count, self.capacity, src,
+                                     src_owner, e)
+            if e == len(src):
+                return
             self._grow(2 * self.capacity)
 
 

@@ -14,18 +14,20 @@ collective another never calls; a dead or stopped peer is an error after the gro
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Sequence
 
 import numba
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from sparsetrain.collective.all_to_all import all_to_all
 from sparsetrain.collective.groups import group_info
 from sparsetrain.distributed.errors import DistSamplingError, PeerLostError
 from sparsetrain.distributed.expand import Expander, hop_keys
-from sparsetrain.distributed.relabel import NodeMap
+from sparsetrain.distributed.relabel import NodeMap, place_rows
 from sparsetrain.partition.load import Partition
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.input import SamplerInput
@@ -100,44 +102,78 @@ class DistNeighborSampler:
         mb.node_owner = torch.from_numpy(batch.owner[: batch.count].copy())
         return mb
 
-    def _exchange(self, x: torch.Tensor, send, recv, hop: int) -> torch.Tensor:
-        """One all-to-all of the hop's round; a failure (a peer died, stopped past the group's timeout, or sampled a
-        different number of batches) is one line naming this rank and the hop."""
+    @contextlib.contextmanager
+    def _failures(self, hop: int):
+        """A failed exchange (a peer died, stopped past the group's timeout, or sampled a different number of batches)
+        is one line naming this rank and the hop."""
         try:
-            return all_to_all(x, send, recv, self.group)
+            yield
         except RuntimeError as exc:
             raise PeerLostError(
                 f"distributed sampling, hop {hop}: the exchange failed on rank {self.rank} of {self.world} "
                 f"({_first_line(exc)}); a peer rank died, stopped, or did not reach this batch within the group's "
                 "timeout: check the other ranks' logs, then restart the job from its last checkpoint") from None
 
+    def _exchange(self, x: np.ndarray, send, recv, hop: int) -> np.ndarray:
+        """One all-to-all of the hop's round."""
+        with self._failures(hop):
+            return all_to_all(torch.from_numpy(x), send, recv, self.group).numpy()
+
+    def _start_exchange(self, x: np.ndarray, send, recv, hop: int):
+        """:meth:`_exchange` in the background (gloo's threads move the rows while this one draws); returns the wait."""
+        if self.world == 1:
+            return lambda: x
+        out = torch.empty((sum(recv), *x.shape[1:]), dtype=torch.int64)
+        with self._failures(hop):
+            work = dist.all_to_all_single(out, torch.from_numpy(x), list(recv), list(send), group=self.group,
+                                          async_op=True)
+
+        def wait() -> np.ndarray:
+            with self._failures(hop):
+                work.wait()
+            return out.numpy()
+
+        return wait
+
     def _hop(self, batch: NodeMap, first: int, key: int, hop: int, fanout: int) -> tuple[np.ndarray, np.ndarray]:
         """Draw the in-edges of the frontier (the batch's nodes from ``first`` on) and relabel them: this rank's own
-        nodes here, the others by their owners in one request/response round."""
+        nodes here, the others by their owners in one request/response round. Returns (edge_index, edge_ids)."""
         W, rank = self.world, self.rank
         frontier = batch.nodes[first : batch.count]
         order, per_owner = _group_by_owner(batch.owner[first : batch.count], W)
         bounds = np.concatenate([[0], np.cumsum(per_owner)])
         mine = order[bounds[rank] : bounds[rank + 1]]
-        remote = np.concatenate([order[: bounds[rank]], order[bounds[rank + 1] :]])
+        remote = np.concatenate([order[: bounds[rank]], order[bounds[rank + 1] :]])  # grouped by owner
         send = per_owner.copy()
         send[rank] = 0
-        header = torch.from_numpy(np.stack([send, np.full(W, key, np.int64), np.full(W, self._fingerprint)], 1))
-        got = self._exchange(header, [1] * W, [1] * W, hop).numpy()
+        header = np.stack([send, np.full(W, key, np.int64), np.full(W, self._fingerprint)], 1)
+        got = self._exchange(header, [1] * W, [1] * W, hop)
         recv, their_keys = got[:, 0], got[:, 1]
         if (got[:, 2] != self._fingerprint).any():
             others = np.flatnonzero(got[:, 2] != self._fingerprint).tolist()
             raise DistSamplingError(f"rank {rank}: ranks {others} sample with another seed, fanouts, replace, "
                                     "weighted or hop_nodes; give every rank's DistNeighborSampler the same settings")
-        requests = self._exchange(torch.from_numpy(frontier[remote]), send, recv, hop).numpy()
-        served_counts, served = self._expand(requests, recv, hop_keys(self.seed, their_keys, hop), fanout)
-        answer_counts = self._exchange(torch.from_numpy(served_counts), recv, send, hop).numpy()
-        served_splits = _segment_sums(served_counts, recv)
-        answer_splits = _segment_sums(answer_counts, send)
-        answers = self._exchange(torch.from_numpy(served), served_splits, answer_splits, hop).numpy()
-        self.sent_bytes += 8 * (int(send.sum()) + int(recv.sum()) + served.size + 2 * W)
-        own = self._expand(frontier[mine], [len(mine)], hop_keys(self.seed, [key], hop), fanout)
-        return batch.add_hop(first, rank, own, (answer_counts, answers), (send, np.array(answer_splits, np.int64)))
+        # serve the peers first: they wait for these answers
+        requests = self._exchange(frontier[remote], send, recv, hop)
+        served = self._expand.plan(requests, fanout)
+        served_rows = self._expand.rows(served, recv, hop_keys(self.seed, their_keys, hop), fanout)
+        answer_counts = self._exchange(served.counts, recv, send, hop)
+        served_splits, answer_splits = _segment_sums(served.counts, recv), _segment_sums(answer_counts, send)
+        answers = self._start_exchange(served_rows, served_splits, answer_splits, hop)
+        self.sent_bytes += 8 * (int(send.sum()) + int(recv.sum()) + served_rows.size + 2 * W)
+        # this rank's own draws, while the answers travel, straight to their places in the hop's edge list
+        own = self._expand.plan(frontier[mine], fanout)
+        counts = np.empty(len(frontier), np.int64)
+        counts[mine], counts[remote] = own.counts, answer_counts
+        out_at = np.cumsum(counts) - counts
+        edge_index, edge_ids, src_owner = (np.empty((2, counts.sum()), np.int64), np.empty(counts.sum(), np.int64),
+                                           np.empty(counts.sum(), np.int64))
+        self._expand.draw(own, [len(mine)], hop_keys(self.seed, [key], hop), fanout, out_at[mine], edge_index[0],
+                          src_owner, edge_ids)
+        place_rows(answers(), answer_counts, out_at[remote], edge_index[0], src_owner, edge_ids)
+        edge_index[1] = np.repeat(np.arange(first, first + len(frontier)), counts)
+        batch.relabel(edge_index[0], src_owner)
+        return edge_index, edge_ids
 
 
 @numba.njit(cache=True, nogil=True)
