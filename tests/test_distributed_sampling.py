@@ -104,6 +104,9 @@ def test_refuses_foreign_seeds_and_missing_keys(graph, tmp_path):
         sampler.sample(SamplerInput(torch.tensor([0, 1])))
     with pytest.raises(DistSamplingError, match="repeated"):
         sampler.sample(SamplerInput(torch.tensor([1, 1]), key=0))
+    for foreign in (400, -1):  # the graph has 400 nodes, all in the one part
+        with pytest.raises(DistSamplingError, match=f"seed {foreign} is not owned by part 0"):
+            sampler.sample(SamplerInput(torch.tensor([3, foreign]), key=0))
 
 
 def test_weighted_draws_equal_single_process(tmp_path):

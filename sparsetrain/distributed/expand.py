@@ -145,6 +145,10 @@ class Expander:
         self.owned = np.ascontiguousarray(self.l2g[: part.num_owned])
         self.bucket_start, self.shift = bucket_index(self.owned)
 
+    def first_foreign(self, nodes: np.ndarray) -> int:
+        """The index of the first of ``nodes`` (global ids) this part does not own, or -1."""
+        return _locate(self.owned, self.bucket_start, self.shift, nodes, np.empty(len(nodes), np.int64))
+
     def plan(self, nodes: np.ndarray, fanout: int) -> Plan:
         """How many draws each of ``nodes`` (global ids, owned here) gets, and from where."""
         n = len(nodes)

@@ -85,7 +85,10 @@ class DistNeighborSampler:
                                     "never collide (sparsetrain.distributed.rank_batches makes them)")
         seeds = inp.seeds.to("cpu", torch.int64)
         nodes = seeds.numpy()
-        self.part.to_local(seeds)  # every seed owned here
+        foreign = self._expand.first_foreign(nodes)
+        if foreign >= 0:
+            raise DistSamplingError(f"{self.part.path}: seed {nodes[foreign]} is not owned by part {self.rank}; pass "
+                                    "the part's own nodes (Partition.owned_global(), rank_batches)")
         if len(np.unique(nodes)) != len(nodes):
             raise DistSamplingError("seeds has repeated ids; pass unique seeds (e.g. torch.unique(seeds))")
         batch = self._batch
