@@ -2,9 +2,9 @@
 each) against the single-process `NeighborSampler` on the whole graph, same seeds and keys, measured in the same run,
 on one thread (like with like: a rank's work per batch) and on every core (like the W ranks together).
 
-Per rank: wall and CPU seconds per batch, batches/s, bytes sent per batch (request ids, served rows, headers); the
-aggregate batches/s of the ranks together. The batches are checked equal to the single-process ones. Prints a table
-and writes JSON.
+Per rank: wall and CPU seconds per batch, the wall seconds in the exchanges (moving bytes, waiting for the peers),
+batches/s, bytes sent per batch (request ids, served rows, headers); the aggregate batches/s of the ranks together.
+The batches are checked equal to the single-process ones. Prints a table and writes JSON.
 
     python benchmarks/dist_sampling.py PARTITIONED_DIR DATA --batches 20 --batch-size 1024 --fanouts 15,10,5
 """
@@ -41,12 +41,13 @@ def _rank(rank: int, world: int, port: int, folder: str, args: dict, out: str) -
     sampler = DistNeighborSampler(part, args["fanouts"], seed=1)
     batches = rank_batches(part, "train", args["batch_size"], seed=2)[: args["batches"]]
     sampler.sample(batches[0])  # compile and warm up
-    sampler.sent_bytes = 0
+    sampler.sent_bytes, sampler.exchange_s = 0, 0.0
     dist.barrier()
     start, cpu = time.perf_counter(), time.process_time()
     results = [sampler.sample(b) for b in batches]
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     summary = {"rank": rank, "s_per_batch": seconds / len(batches), "cpu_s_per_batch": cpu / len(batches),
+               "exchange_s_per_batch": sampler.exchange_s / len(batches),
                "bytes_per_batch": sampler.sent_bytes / len(batches),
                "batches": [(b.key, b.seeds, r.input_nodes) for b, r in zip(batches, results)]}
     torch.save(summary, Path(out) / f"{rank}.pt")
@@ -91,15 +92,17 @@ def main() -> None:
         single[threads] = ((time.perf_counter() - start) / len(inputs), (time.process_time() - cpu) / len(inputs))
     got = [nodes for r in ranks for _, seeds, nodes in r["batches"] if seeds.numel()]
     assert all(torch.equal(g, w.input_nodes) for g, w in zip(got, want)), "batches differ from the single process"
-    print(f"{'who':<26} {'ms/batch':>9} {'CPU ms/batch':>13} {'batches/s':>10} {'KiB sent/batch':>15}")
+    print(f"{'who':<26} {'ms/batch':>9} {'CPU ms/batch':>13} {'in exchanges':>13} {'batches/s':>10} "
+          f"{'KiB sent/batch':>15}")
     for threads, (wall, cpu) in single.items():
-        print(f"{f'single process, {threads} thread(s)':<26} {1000 * wall:>9.1f} {1000 * cpu:>13.1f} {1 / wall:>10.2f} "
-              f"{0:>15}")
+        print(f"{f'single process, {threads} thread(s)':<26} {1000 * wall:>9.1f} {1000 * cpu:>13.1f} {'':>13} "
+              f"{1 / wall:>10.2f} {0:>15}")
     for r in ranks:
         print(f"{'rank ' + str(r['rank']):<26} {1000 * r['s_per_batch']:>9.1f} {1000 * r['cpu_s_per_batch']:>13.1f} "
-              f"{1 / r['s_per_batch']:>10.2f} {r['bytes_per_batch'] / 1024:>15.0f}")
+              f"{1000 * r['exchange_s_per_batch']:>13.1f} {1 / r['s_per_batch']:>10.2f} "
+              f"{r['bytes_per_batch'] / 1024:>15.0f}")
     aggregate = sum(1 / r["s_per_batch"] for r in ranks)
-    print(f"{f'{world} ranks together':<26} {'':>9} {'':>13} {aggregate:>10.2f}")
+    print(f"{f'{world} ranks together':<26} {'':>9} {'':>13} {'':>13} {aggregate:>10.2f}")
     a.json.write_text(json.dumps({
         "single": {str(t): {"s_per_batch": wall, "cpu_s_per_batch": cpu} for t, (wall, cpu) in single.items()},
         "ranks": [{k: v for k, v in r.items() if k != "batches"} for r in ranks], "aggregate_batches_per_s": aggregate},

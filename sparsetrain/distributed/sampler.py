@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import time
 from collections.abc import Sequence
 
 import numba
@@ -69,6 +70,7 @@ class DistNeighborSampler:
         self._expand = Expander(part, replace=replace, weighted=weighted)
         self._batch = NodeMap()
         self.sent_bytes = 0  # request ids and served rows this rank sent to peers, over all calls
+        self.exchange_s = 0.0  # wall seconds in the exchanges (moving bytes, waiting for peers), over all calls
         # every rank must draw with the same settings, or the owners' draws would silently be another sampler's
         settings = repr((seed, self.fanouts, bool(replace), bool(weighted), hop_nodes)).encode()
         self._fingerprint = int.from_bytes(hashlib.sha256(settings).digest()[:7], "little")
@@ -107,8 +109,9 @@ class DistNeighborSampler:
 
     @contextlib.contextmanager
     def _failures(self, hop: int):
-        """A failed exchange (a peer died, stopped past the group's timeout, or sampled a different number of batches)
-        is one line naming this rank and the hop."""
+        """Time an exchange; a failed one (a peer died, stopped past the group's timeout, or sampled a different number
+        of batches) is one line naming this rank and the hop."""
+        start = time.perf_counter()
         try:
             yield
         except RuntimeError as exc:
@@ -116,6 +119,8 @@ class DistNeighborSampler:
                 f"distributed sampling, hop {hop}: the exchange failed on rank {self.rank} of {self.world} "
                 f"({_first_line(exc)}); a peer rank died, stopped, or did not reach this batch within the group's "
                 "timeout: check the other ranks' logs, then restart the job from its last checkpoint") from None
+        finally:
+            self.exchange_s += time.perf_counter() - start
 
     def _exchange(self, x: np.ndarray, send, recv, hop: int) -> np.ndarray:
         """One all-to-all of the hop's round."""
