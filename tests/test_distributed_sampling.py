@@ -206,27 +206,37 @@ def test_ranks_with_other_settings_are_refused_on_every_rank(graph, tmp_path):
 
 
 def test_node_map_numbers_nodes_as_a_dict_while_it_grows_and_across_batches():
-    """The relabel table starts at 8 nodes and doubles mid-hop; batch after batch (the table reused, so the last
-    batch's nodes must be forgotten), the nodes are numbered by first appearance, as a dict numbers them."""
+    """Sources the part knows come by local id (a direct table), others by global id (a table that starts at 8 nodes
+    and doubles mid-hop); batch after batch (the tables reused, so the last batch's nodes must be forgotten), the
+    nodes are numbered by first appearance, as a dict of global ids numbers them, with the part's owners for the
+    nodes it knows and the given ones for the others."""
+    from sparsetrain.distributed.expand import PartIds
     from sparsetrain.distributed.relabel import NodeMap
 
     rng = np.random.default_rng(1)
-    node_map = NodeMap(capacity=8)
+    rank, known = 1, rng.choice(2000, 300, replace=False)  # 100 owned, 200 halo, of the ids 0..1999
+    owned, halo = np.sort(known[:100]), np.sort(known[100:])
+    halo_owner = rng.choice([0, 2], len(halo)).astype(np.int32)
+    l2g = np.concatenate([owned, halo]).astype(np.int64)
+    local_of = {int(g): i for i, g in enumerate(l2g)}
+    node_map = NodeMap(PartIds.of(l2g, len(owned), halo_owner, rank), capacity=8)
     for batch in range(3):
-        seeds = rng.choice(2**40, 6, replace=False)
-        node_map.start(seeds, 1)
-        want_ids, want_owner = {int(g): i for i, g in enumerate(seeds)}, [1] * len(seeds)
+        seeds = rng.choice(owned, 6, replace=False)
+        node_map.start(seeds, np.searchsorted(owned, seeds))
+        want_ids, want_owner = {int(g): i for i, g in enumerate(seeds)}, [rank] * len(seeds)
         for size in (10, 40, 200):
-            src = np.concatenate([rng.choice(seeds, size), rng.integers(0, 300 * (batch + 1), size)])[rng.permutation(
-                2 * size)]
-            src_owner = rng.integers(0, 3, 2 * size)
+            sources = np.concatenate([rng.choice(seeds, size), rng.integers(0, 700 * (batch + 1), size)])[
+                rng.permutation(2 * size)]
+            far_owner = rng.integers(0, 3, 2 * size)
+            src = np.array([local_of.get(int(g), -1 - int(g)) for g in sources], np.int64)
             want_src = []
-            for g, owner in zip(src.tolist(), src_owner.tolist()):
+            for g, owner in zip(sources.tolist(), far_owner.tolist()):
                 if g not in want_ids:
                     want_ids[g] = len(want_ids)
-                    want_owner.append(owner)
+                    near = local_of.get(g)
+                    want_owner.append(owner if near is None else rank if near < 100 else int(halo_owner[near - 100]))
                 want_src.append(want_ids[g])
-            node_map.relabel(src, src_owner)
+            node_map.relabel(src, far_owner)
             assert src.tolist() == want_src
             assert node_map.nodes[: node_map.count].tolist() == list(want_ids)
             assert node_map.owner[: node_map.count].tolist() == want_owner

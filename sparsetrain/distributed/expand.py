@@ -19,27 +19,32 @@ from sparsetrain.sampling.rng import hop_key, node_stream
 SEED_MASK = (1 << 63) - 1  # the single-process sampler's seed mask
 
 
+@numba.njit(cache=True, inline="always")
+def find(ids, bucket_start, shift, g):
+    """The index of global id ``g`` in the sorted ``ids``, or -1: a binary search within its bucket (the ids in
+    ``[b << shift, (b + 1) << shift)``)."""
+    b = g >> shift
+    if g < 0 or b > bucket_start.shape[0] - 2:
+        return -1
+    lo = bucket_start[b]
+    end = hi = bucket_start[b + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ids[mid] < g:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < end and ids[lo] == g else -1
+
+
 @numba.njit(cache=True, nogil=True)
-def _locate(owned, bucket_start, shift, ids, out):
-    """``out[i]``: the local id of global ``ids[i]`` (its index in the sorted ``owned``), found by a binary search
-    within its bucket (ids ``[b << shift, (b + 1) << shift)``); the index of the first id not owned, or -1."""
-    last_bucket = bucket_start.shape[0] - 2
-    for i in range(ids.shape[0]):
-        g = ids[i]
-        b = g >> shift
-        if g < 0 or b > last_bucket:
+def _locate(ids, bucket_start, shift, nodes, out):
+    """``out[i]``: the index of ``nodes[i]`` in the sorted ``ids``; the index of the first node not there, or -1."""
+    for i in range(nodes.shape[0]):
+        j = find(ids, bucket_start, shift, nodes[i])
+        if j < 0:
             return i
-        lo = bucket_start[b]
-        hi = bucket_start[b + 1]
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if owned[mid] < g:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo == bucket_start[b + 1] or owned[lo] != g:
-            return i
-        out[i] = lo
+        out[i] = j
     return -1
 
 
@@ -62,11 +67,11 @@ def _count(indptr, col_start, weights, cols, fanout, replace, weighted, num_edge
 
 @numba.njit(cache=True, nogil=True)
 def _draw(indices, weights, l2g, halo_owner, rank, nodes, seg_end, seg_key, fanout, replace, weighted, lo, deg,
-          edge_base, offsets, pos, out_at, src, src_owner, edge_ids):
+          edge_base, offsets, pos, out_at, local_sources, src, src_owner, edge_ids):
     """Item ``i`` (global node ``nodes[i]``, hop key ``seg_key[s]`` of the segment ``s`` holding it): its draws'
-    source global ids, source owners and global edge ids, written from ``out_at[i]`` on. Three passes, as the
-    single-process kernel makes them, so that the random reads of the last two can be prefetched: draw the positions,
-    read the sources there, map them to global ids and owners."""
+    sources (global ids and owners, or ``local_sources``: the part's local ids) and global edge ids, written from
+    ``out_at[i]`` on. Three passes, as the single-process kernel makes them, so that the random reads of the last two
+    can be prefetched: draw the positions, read the sources there, map them to global ids and owners."""
     i = 0
     for s in range(seg_end.shape[0]):
         key = seg_key[s]
@@ -85,6 +90,11 @@ def _draw(indices, weights, l2g, halo_owner, rank, nodes, seg_end, seg_key, fano
         if e + PREFETCH < total:
             prefetch(indices, pos[e + PREFETCH])
         pos[e] = indices[pos[e]]
+    if local_sources:
+        for i in range(nodes.shape[0]):
+            for j in range(offsets[i], offsets[i + 1]):
+                src[out_at[i] + j - offsets[i]] = pos[j]
+        return
     num_owned = l2g.shape[0] - halo_owner.shape[0]
     for i in range(nodes.shape[0]):
         for j in range(offsets[i], offsets[i + 1]):
@@ -102,20 +112,54 @@ def hop_keys(seed: int, batch_keys, hop: int) -> np.ndarray:
     return np.array([hop_key(seed, int(k), hop) for k in batch_keys], np.uint64)
 
 
-def bucket_index(owned: np.ndarray) -> tuple[np.ndarray, int]:
-    """Where each bucket of ``2**shift`` consecutive global ids starts in the sorted ``owned``, with ``shift`` the
-    smallest that leaves no more buckets than owned nodes: a lookup table as long as the part, not the graph."""
-    top = int(owned[-1]) if len(owned) else 0
+def grown(scratch: np.ndarray, size: int) -> np.ndarray:
+    """``scratch``, or a larger one (by half again at least) when it holds fewer than ``size`` items."""
+    return scratch if len(scratch) >= size else np.empty(max(size, len(scratch) * 3 // 2), scratch.dtype)
+
+
+def bucket_index(ids: np.ndarray) -> tuple[np.ndarray, int]:
+    """Where each bucket of ``2**shift`` consecutive global ids starts in the sorted ``ids``, with ``shift`` the
+    smallest that leaves no more buckets than ids: a lookup table as long as the part, not the graph."""
+    top = int(ids[-1]) if len(ids) else 0
     shift = 0
-    while top >> shift >= max(len(owned), 1):
+    while top >> shift >= max(len(ids), 1):
         shift += 1
     bounds = np.arange((top >> shift) + 2, dtype=np.int64) << shift
-    return np.searchsorted(owned, bounds).astype(np.int64), shift
+    return np.searchsorted(ids, bounds).astype(np.int64), shift
+
+
+class SortedIds(NamedTuple):
+    """Sorted global ids and their bucket index (:func:`find` searches them)."""
+
+    ids: np.ndarray
+    bucket_start: np.ndarray
+    shift: int
+
+    @classmethod
+    def of(cls, ids: np.ndarray) -> SortedIds:
+        ids = np.ascontiguousarray(ids, np.int64)
+        return cls(ids, *bucket_index(ids))
+
+
+class PartIds(NamedTuple):
+    """A part's id maps: local id -> global id and owner, and the owned and halo nodes' global ids (sorted), which
+    give a global id's local id: owned ``j`` is local ``j``, halo ``j`` is local ``num_owned + j``."""
+
+    local_to_global: np.ndarray
+    halo_owner: np.ndarray
+    rank: int
+    owned: SortedIds
+    halo: SortedIds
+
+    @classmethod
+    def of(cls, local_to_global: np.ndarray, num_owned: int, halo_owner: np.ndarray, rank: int) -> PartIds:
+        return cls(local_to_global, halo_owner, rank, SortedIds.of(local_to_global[:num_owned]),
+                   SortedIds.of(local_to_global[num_owned:]))
 
 
 class Plan(NamedTuple):
-    """Where the draws of some owned nodes come from: their local columns, in-edge ranges and global edge offsets, and
-    where each node's draws go (``offsets``, the node's count being the difference)."""
+    """Where the draws of some owned nodes come from: their in-edge ranges and global edge offsets, and where each
+    node's draws go (``offsets``, the node's count being the difference)."""
 
     nodes: np.ndarray
     lo: np.ndarray
@@ -138,25 +182,27 @@ class Expander:
         self.indptr, self.indices, weights = graph.numpy()
         self.weights = weights if weighted and weights is not None else np.empty(0, np.float32)
         self.replace, self.weighted = bool(replace), bool(weighted)
-        self.l2g = part.local_to_global.numpy()
+        self.ids = PartIds.of(part.local_to_global.numpy(), part.num_owned, part.halo_owner.numpy(), part.rank)
         self.col_start = part.col_start.numpy()
         self.rank = part.rank
-        self.halo_owner = part.halo_owner.numpy()
-        self.owned = np.ascontiguousarray(self.l2g[: part.num_owned])
-        self.bucket_start, self.shift = bucket_index(self.owned)
+        self._pos = np.empty(0, np.int64)  # scratch kept from call to call: fresh pages cost a fault each
 
-    def first_foreign(self, nodes: np.ndarray) -> int:
-        """The index of the first of ``nodes`` (global ids) this part does not own, or -1."""
-        return _locate(self.owned, self.bucket_start, self.shift, nodes, np.empty(len(nodes), np.int64))
+    def local_ids(self, nodes: np.ndarray) -> tuple[np.ndarray, int]:
+        """The local ids of ``nodes`` (global ids), and the index of the first one this part does not own, or -1."""
+        owned = self.ids.owned
+        cols = np.empty(len(nodes), np.int64)
+        return cols, _locate(owned.ids, owned.bucket_start, owned.shift, nodes, cols)
 
-    def plan(self, nodes: np.ndarray, fanout: int) -> Plan:
-        """How many draws each of ``nodes`` (global ids, owned here) gets, and from where."""
+    def plan(self, nodes: np.ndarray, fanout: int, cols: np.ndarray | None = None) -> Plan:
+        """How many draws each of ``nodes`` (global ids, owned here; ``cols``: their local ids, when known) gets, and
+        from where."""
         n = len(nodes)
-        cols = np.empty(n, np.int64)
-        bad = _locate(self.owned, self.bucket_start, self.shift, nodes, cols)
-        if bad >= 0:
-            raise DistSamplingError(f"partition part {self.rank}: asked for node {nodes[bad]}, which it does not own; "
-                                    "every rank must load the part of its own rank from one partitioned folder")
+        if cols is None:
+            cols, bad = self.local_ids(nodes)
+            if bad >= 0:
+                raise DistSamplingError(f"partition part {self.rank}: asked for node {nodes[bad]}, which it does not "
+                                        "own; every rank must load the part of its own rank from one partitioned "
+                                        "folder")
         lo, deg, edge_base, offsets = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(
             n + 1, np.int64)
         total = _count(self.indptr, self.col_start, self.weights, cols, fanout, self.replace, self.weighted,
@@ -167,12 +213,15 @@ class Expander:
         return Plan(nodes, lo, deg, edge_base, offsets)
 
     def draw(self, plan: Plan, seg_lengths, seg_keys: np.ndarray, fanout: int, out_at: np.ndarray, src: np.ndarray,
-             src_owner: np.ndarray, edge_ids: np.ndarray) -> None:
-        """The plan's draws, node ``i``'s from ``out_at[i]`` on; the nodes come in consecutive segments of
+             src_owner: np.ndarray, edge_ids: np.ndarray, local_sources: bool = False) -> None:
+        """The plan's draws, node ``i``'s from ``out_at[i]`` on: sources as global ids and owners (``src``,
+        ``src_owner``), or ``local_sources``: as local ids (``src`` only); the nodes come in consecutive segments of
         ``seg_lengths``, segment ``s`` drawn with hop key ``seg_keys[s]``."""
-        _draw(self.indices, self.weights, self.l2g, self.halo_owner, self.rank, plan.nodes, np.cumsum(seg_lengths),
-              seg_keys, fanout, self.replace, self.weighted, plan.lo, plan.deg, plan.edge_base, plan.offsets,
-              np.empty(plan.offsets[-1], np.int64), out_at, src, src_owner, edge_ids)
+        ids, total = self.ids, plan.offsets[-1]
+        self._pos = grown(self._pos, total)
+        _draw(self.indices, self.weights, ids.local_to_global, ids.halo_owner, self.rank, plan.nodes,
+              np.cumsum(seg_lengths), seg_keys, fanout, self.replace, self.weighted, plan.lo, plan.deg, plan.edge_base,
+              plan.offsets, self._pos[:total], out_at, local_sources, src, src_owner, edge_ids)
 
     def rows(self, plan: Plan, seg_lengths, seg_keys: np.ndarray, fanout: int) -> np.ndarray:
         """The plan's draws as rows (source global id, source owner, global edge id), node after node."""

@@ -27,8 +27,8 @@ import torch.distributed as dist
 from sparsetrain.collective.all_to_all import all_to_all
 from sparsetrain.collective.groups import group_info
 from sparsetrain.distributed.errors import DistSamplingError, PeerLostError
-from sparsetrain.distributed.expand import Expander, hop_keys
-from sparsetrain.distributed.relabel import NodeMap, place_rows
+from sparsetrain.distributed.expand import Expander, grown, hop_keys
+from sparsetrain.distributed.relabel import NodeMap, to_sources
 from sparsetrain.partition.load import Partition
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.input import SamplerInput
@@ -68,7 +68,8 @@ class DistNeighborSampler:
         self.hop_nodes = hop_nodes
         self.rank, self.world = info.rank, info.world_size
         self._expand = Expander(part, replace=replace, weighted=weighted)
-        self._batch = NodeMap()
+        self._batch = NodeMap(self._expand.ids)
+        self._src_owner = np.empty(0, np.int64)  # scratch kept from batch to batch
         self.sent_bytes = 0  # request ids and served rows this rank sent to peers, over all calls
         self.exchange_s = 0.0  # wall seconds in the exchanges (moving bytes, waiting for peers), over all calls
         # every rank must draw with the same settings, or the owners' draws would silently be another sampler's
@@ -87,14 +88,14 @@ class DistNeighborSampler:
                                     "never collide (sparsetrain.distributed.rank_batches makes them)")
         seeds = inp.seeds.to("cpu", torch.int64)
         nodes = seeds.numpy()
-        foreign = self._expand.first_foreign(nodes)
+        local, foreign = self._expand.local_ids(nodes)
         if foreign >= 0:
             raise DistSamplingError(f"{self.part.path}: seed {nodes[foreign]} is not owned by part {self.rank}; pass "
                                     "the part's own nodes (Partition.owned_global(), rank_batches)")
         if len(np.unique(nodes)) != len(nodes):
             raise DistSamplingError("seeds has repeated ids; pass unique seeds (e.g. torch.unique(seeds))")
         batch = self._batch
-        batch.start(nodes, self.rank)
+        batch.start(nodes, local)
         first, layers = 0, []
         for hop, fanout in enumerate(self.fanouts):
             before = batch.count
@@ -170,15 +171,19 @@ class DistNeighborSampler:
         answers = self._start_exchange(served_rows, served_splits, answer_splits, hop)
         self.sent_bytes += 8 * (int(send.sum()) + int(recv.sum()) + served_rows.size + 2 * W)
         # this rank's own draws, while the answers travel, straight to their places in the hop's edge list
-        own = self._expand.plan(frontier[mine], fanout)
+        own = self._expand.plan(frontier[mine], fanout, cols=batch.local[first : batch.count][mine])
         counts = np.empty(len(frontier), np.int64)
         counts[mine], counts[remote] = own.counts, answer_counts
         out_at = np.cumsum(counts) - counts
-        edge_index, edge_ids, src_owner = (np.empty((2, counts.sum()), np.int64), np.empty(counts.sum(), np.int64),
-                                           np.empty(counts.sum(), np.int64))
+        total = int(counts.sum())
+        edge_index, edge_ids = np.empty((2, total), np.int64), np.empty(total, np.int64)
+        self._src_owner = grown(self._src_owner, total)
+        src_owner = self._src_owner[:total]
         self._expand.draw(own, [len(mine)], hop_keys(self.seed, [key], hop), fanout, out_at[mine], edge_index[0],
-                          src_owner, edge_ids)
-        place_rows(answers(), answer_counts, out_at[remote], edge_index[0], src_owner, edge_ids)
+                          src_owner, edge_ids, local_sources=True)
+        ids = self._expand.ids
+        to_sources(answers(), answer_counts, out_at[remote], rank, len(ids.owned.ids), *ids.owned, *ids.halo,
+                   edge_index[0], src_owner, edge_ids)
         edge_index[1] = np.repeat(np.arange(first, first + len(frontier)), counts)
         batch.relabel(edge_index[0], src_owner)
         return edge_index, edge_ids
