@@ -1,10 +1,11 @@
 """Distributed sampling cost: `DistNeighborSampler` on W gloo ranks (processes on this machine, one Numba thread
-each) against the single-process `NeighborSampler` on the whole graph, same seeds and keys, measured in the same run,
-on one thread (like with like: a rank's work per batch) and on every core (like the W ranks together).
+each) against the single-process `NeighborSampler` on the whole graph, same seeds and keys, measured in the same run.
 
-Per rank: wall and CPU seconds per batch, the wall seconds in the exchanges (moving bytes, waiting for the peers),
-batches/s, bytes sent per batch (request ids, served rows, headers); the aggregate batches/s of the ranks together.
-The batches are checked equal to the single-process ones. Prints a table and writes JSON.
+Like with like: the single-process sampler runs as W processes side by side (one thread each, rank r's batches in
+process r), so both sides have W processes on the machine's cores at the same time; then alone on every core.
+Per process: wall and CPU ms per batch, the wall ms in the exchanges (moving bytes, waiting for the peers), batches/s,
+bytes sent per batch (request ids, served rows, headers); batches/s of the W processes together. The batches are
+checked equal to the single-process ones. Prints a table and writes JSON.
 
     python benchmarks/dist_sampling.py PARTITIONED_DIR DATA --batches 20 --batch-size 1024 --fanouts 15,10,5
 """
@@ -27,6 +28,15 @@ import torch.multiprocessing as mp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+def _timed(sample, batches: list, warm_up: bool = True) -> tuple[list, dict]:
+    if warm_up:
+        sample(batches[0])  # compile, fault the pages in
+    start, cpu = time.perf_counter(), time.process_time()
+    results = [sample(b) for b in batches]
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return results, {"s_per_batch": seconds / len(batches), "cpu_s_per_batch": cpu / len(batches)}
+
+
 def _rank(rank: int, world: int, port: int, folder: str, args: dict, out: str) -> None:
     import numba
 
@@ -40,18 +50,35 @@ def _rank(rank: int, world: int, port: int, folder: str, args: dict, out: str) -
     part = load_partition(folder, rank)
     sampler = DistNeighborSampler(part, args["fanouts"], seed=1)
     batches = rank_batches(part, "train", args["batch_size"], seed=2)[: args["batches"]]
-    sampler.sample(batches[0])  # compile and warm up
+    sampler.sample(batches[0])  # compile, fault the pages in
     sampler.sent_bytes, sampler.exchange_s = 0, 0.0
     dist.barrier()
-    start, cpu = time.perf_counter(), time.process_time()
-    results = [sampler.sample(b) for b in batches]
-    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    summary = {"rank": rank, "s_per_batch": seconds / len(batches), "cpu_s_per_batch": cpu / len(batches),
-               "exchange_s_per_batch": sampler.exchange_s / len(batches),
-               "bytes_per_batch": sampler.sent_bytes / len(batches),
-               "batches": [(b.key, b.seeds, r.input_nodes) for b, r in zip(batches, results)]}
+    results, summary = _timed(sampler.sample, batches, warm_up=False)
+    summary.update(rank=rank, exchange_s_per_batch=sampler.exchange_s / len(batches),
+                   bytes_per_batch=sampler.sent_bytes / len(batches),
+                   batches=[(b.key, b.seeds, r.input_nodes) for b, r in zip(batches, results)])
     torch.save(summary, Path(out) / f"{rank}.pt")
     dist.barrier()
+
+
+def _single(index: int, data: str, args: dict, out: str) -> None:
+    """Process ``index`` of the side-by-side single-process runs: rank ``index``'s batches on the whole graph."""
+    import numba
+
+    from sparsetrain.datasets import load
+    from sparsetrain.sampling import NeighborSampler, SamplerInput
+
+    torch.set_num_threads(1)
+    numba.set_num_threads(1)
+    batches = [SamplerInput(seeds, key=key) for key, seeds, _ in torch.load(Path(out) / f"{index}.pt")["batches"]
+               if seeds.numel()]
+    sampler = NeighborSampler(load(data).graph, args["fanouts"], seed=1)
+    _, summary = _timed(sampler.sample, batches)
+    torch.save(summary, Path(out) / f"single-{index}.pt")
+
+
+def _spawn(fn, world: int, *args) -> None:
+    mp.start_processes(fn, args=args, nprocs=world, start_method="spawn")
 
 
 def main() -> None:
@@ -76,36 +103,37 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.start_processes(_rank, args=(world, port, str(a.folder), args, str(out)), nprocs=world, start_method="spawn")
+    _spawn(_rank, world, world, port, str(a.folder), args, str(out))
+    _spawn(_single, world, str(a.data), args, str(out))
     ranks = [torch.load(out / f"{r}.pt") for r in range(world)]
+    side_by_side = [torch.load(out / f"single-{r}.pt") for r in range(world)]
     for f in out.iterdir():
         f.unlink()
     out.rmdir()
     reference = NeighborSampler(load(a.data).graph, args["fanouts"], seed=1)
     inputs = [SamplerInput(seeds, key=key) for r in ranks for key, seeds, _ in r["batches"] if seeds.numel()]
-    reference.sample(inputs[0])
-    single = {}
-    for threads in (1, numba.config.NUMBA_NUM_THREADS):
-        numba.set_num_threads(threads)
-        start, cpu = time.perf_counter(), time.process_time()
-        want = [reference.sample(inp) for inp in inputs]
-        single[threads] = ((time.perf_counter() - start) / len(inputs), (time.process_time() - cpu) / len(inputs))
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    want, alone = _timed(reference.sample, inputs)
     got = [nodes for r in ranks for _, seeds, nodes in r["batches"] if seeds.numel()]
     assert all(torch.equal(g, w.input_nodes) for g, w in zip(got, want)), "batches differ from the single process"
-    print(f"{'who':<26} {'ms/batch':>9} {'CPU ms/batch':>13} {'in exchanges':>13} {'batches/s':>10} "
-          f"{'KiB sent/batch':>15}")
-    for threads, (wall, cpu) in single.items():
-        print(f"{f'single process, {threads} thread(s)':<26} {1000 * wall:>9.1f} {1000 * cpu:>13.1f} {'':>13} "
-              f"{1 / wall:>10.2f} {0:>15}")
+
+    def row(who: str, r: dict, exchange: str = "", sent: float = 0.0) -> None:
+        print(f"{who:<34} {1000 * r['s_per_batch']:>9.1f} {1000 * r['cpu_s_per_batch']:>9.1f} {exchange:>13} "
+              f"{1 / r['s_per_batch']:>10.2f} {sent / 1024:>15.0f}")
+
+    print(f"{'who':<34} {'ms/batch':>9} {'CPU ms':>9} {'in exchanges':>13} {'batches/s':>10} {'KiB sent/batch':>15}")
     for r in ranks:
-        print(f"{'rank ' + str(r['rank']):<26} {1000 * r['s_per_batch']:>9.1f} {1000 * r['cpu_s_per_batch']:>13.1f} "
-              f"{1000 * r['exchange_s_per_batch']:>13.1f} {1 / r['s_per_batch']:>10.2f} "
-              f"{r['bytes_per_batch'] / 1024:>15.0f}")
-    aggregate = sum(1 / r["s_per_batch"] for r in ranks)
-    print(f"{f'{world} ranks together':<26} {'':>9} {'':>13} {'':>13} {aggregate:>10.2f}")
+        row(f"rank {r['rank']}", r, f"{1000 * r['exchange_s_per_batch']:.1f}", r["bytes_per_batch"])
+    for i, r in enumerate(side_by_side):
+        row(f"single process {i} of {world}, 1 thread", r)
+    row(f"single process alone, {numba.config.NUMBA_NUM_THREADS} threads", alone)
+    together = {"ranks": sum(1 / r["s_per_batch"] for r in ranks),
+                "single_side_by_side": sum(1 / r["s_per_batch"] for r in side_by_side)}
+    print(f"batches/s of the {world} processes together: ranks {together['ranks']:.2f}, single-process samplers "
+          f"{together['single_side_by_side']:.2f}")
     a.json.write_text(json.dumps({
-        "single": {str(t): {"s_per_batch": wall, "cpu_s_per_batch": cpu} for t, (wall, cpu) in single.items()},
-        "ranks": [{k: v for k, v in r.items() if k != "batches"} for r in ranks], "aggregate_batches_per_s": aggregate},
+        "ranks": [{k: v for k, v in r.items() if k != "batches"} for r in ranks], "single_side_by_side": side_by_side,
+        "single_alone": {"threads": numba.config.NUMBA_NUM_THREADS, **alone}, "batches_per_s_together": together},
         indent=2))
 
 
