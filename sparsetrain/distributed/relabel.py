@@ -90,6 +90,7 @@ def _relabel(near, table, slots, nodes, owner, local, count, limit, l2g, halo_ow
             ahead = src[e + PREFETCH]
             if ahead >= 0:
                 prefetch(near, ahead)
+                prefetch(l2g, ahead)  # read if it is new
             else:
                 prefetch(table, 2 * _home(mask, -1 - ahead))
         x = src[e]
