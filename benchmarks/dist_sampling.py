@@ -3,9 +3,10 @@ each) against the single-process `NeighborSampler` on the whole graph, same seed
 
 Like with like: the single-process sampler runs as W processes side by side (one thread each, rank r's batches in
 process r), so both sides have W processes on the machine's cores at the same time; then alone on every core.
-Per process: wall and CPU ms per batch, the wall ms in the exchanges (moving bytes, waiting for the peers), batches/s,
-bytes sent per batch (request ids, served rows, headers); batches/s of the W processes together. The batches are
-checked equal to the single-process ones. Prints a table and writes JSON.
+Per process: wall and CPU ms per batch, the wall ms in the exchanges (moving bytes, waiting for the peers), the same
+exchanges replayed with no sampling between them (the transport floor), batches/s, bytes sent per batch (request ids,
+served rows, headers); batches/s of the W processes together. The batches are checked equal to the single-process
+ones. Prints a table and writes JSON.
 
     python benchmarks/dist_sampling.py PARTITIONED_DIR DATA --batches 20 --batch-size 1024 --fanouts 15,10,5
 """
@@ -66,13 +67,44 @@ def _rank(rank: int, world: int, port: int, folder: str, args: dict, out: str) -
     batches = rank_batches(part, "train", args["batch_size"], seed=2)[: args["batches"]]
     sampler.sample(batches[0])  # compile, fault the pages in
     sampler.sent_bytes, sampler.exchange_s = 0, 0.0
+    calls = _recording_all_to_alls()
     dist.barrier()
     digests, summary = _timed(sampler.sample, batches, warm_up=False)
+    dist.all_to_all_single = calls.original
     summary.update(rank=rank, exchange_s_per_batch=sampler.exchange_s / len(batches),
+                   floor_s_per_batch=_replay(calls, len(batches)),
                    bytes_per_batch=sampler.sent_bytes / len(batches),
                    batches=[(b.key, b.seeds, digest) for b, digest in zip(batches, digests)])
     torch.save(summary, Path(out) / f"{rank}.pt")
     dist.barrier()
+
+
+class _Calls(list):
+    original = None
+
+
+def _recording_all_to_alls() -> _Calls:
+    """Record the shapes and splits of every all-to-all from now on (the sampler's, through torch.distributed)."""
+    calls, original = _Calls(), dist.all_to_all_single
+    calls.original = original
+
+    def recording(output, input, output_split_sizes=None, input_split_sizes=None, **kwargs):
+        calls.append((tuple(output.shape), tuple(input.shape), list(output_split_sizes), list(input_split_sizes)))
+        return original(output, input, output_split_sizes, input_split_sizes, **kwargs)
+
+    dist.all_to_all_single = recording
+    return calls
+
+
+def _replay(calls: _Calls, batches: int) -> float:
+    """The transport floor: the recorded all-to-alls again, same sizes, no sampling between them; seconds per batch."""
+    buffers = [(torch.zeros(out, dtype=torch.int64), torch.zeros(inp, dtype=torch.int64), o, i)
+               for out, inp, o, i in calls]
+    dist.barrier()
+    start = time.perf_counter()
+    for out, inp, o, i in buffers:
+        dist.all_to_all_single(out, inp, o, i)
+    return (time.perf_counter() - start) / batches
 
 
 def _single(index: int, data: str, args: dict, out: str) -> None:
@@ -131,13 +163,15 @@ def main() -> None:
     got = [digest for r in ranks for _, seeds, digest in r["batches"] if seeds.numel()]
     assert got == want == [d for r in side_by_side for d in r.pop("digests")], "batches differ from the single process"
 
-    def row(who: str, r: dict, exchange: str = "", sent: float = 0.0) -> None:
+    def row(who: str, r: dict, exchange: str = "", floor: str = "", sent: float = 0.0) -> None:
         print(f"{who:<34} {1000 * r['s_per_batch']:>9.1f} {1000 * r['cpu_s_per_batch']:>9.1f} {exchange:>13} "
-              f"{1 / r['s_per_batch']:>10.2f} {sent / 1024:>15.0f}")
+              f"{floor:>15} {1 / r['s_per_batch']:>10.2f} {sent / 1024:>15.0f}")
 
-    print(f"{'who':<34} {'ms/batch':>9} {'CPU ms':>9} {'in exchanges':>13} {'batches/s':>10} {'KiB sent/batch':>15}")
+    print(f"{'who':<34} {'ms/batch':>9} {'CPU ms':>9} {'in exchanges':>13} {'exchanges only':>15} {'batches/s':>10} "
+          f"{'KiB sent/batch':>15}")
     for r in ranks:
-        row(f"rank {r['rank']}", r, f"{1000 * r['exchange_s_per_batch']:.1f}", r["bytes_per_batch"])
+        row(f"rank {r['rank']}", r, f"{1000 * r['exchange_s_per_batch']:.1f}", f"{1000 * r['floor_s_per_batch']:.1f}",
+            r["bytes_per_batch"])
     for i, r in enumerate(side_by_side):
         row(f"single process {i} of {world}, 1 thread", r)
     row(f"single process alone, {numba.config.NUMBA_NUM_THREADS} threads", alone)
