@@ -197,6 +197,8 @@ class Expander:
         """How many draws each of ``nodes`` (global ids, owned here; ``cols``: their local ids, when known) gets, and
         from where."""
         n = len(nodes)
+        if cols is not None and n and cols.min() < 0:  # a peer named this part the owner of a node it does not own
+            cols = None
         if cols is None:
             cols, bad = self.local_ids(nodes)
             if bad >= 0:
