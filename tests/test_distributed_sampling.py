@@ -104,6 +104,9 @@ def test_refuses_foreign_seeds_and_missing_keys(graph, tmp_path):
         sampler.sample(SamplerInput(torch.tensor([0, 1])))
     with pytest.raises(DistSamplingError, match="repeated"):
         sampler.sample(SamplerInput(torch.tensor([1, 1]), key=0))
+    for foreign in (400, -1):  # the graph has 400 nodes, all in the one part
+        with pytest.raises(DistSamplingError, match=f"seed {foreign} is not owned by part 0"):
+            sampler.sample(SamplerInput(torch.tensor([3, foreign]), key=0))
 
 
 def test_weighted_draws_equal_single_process(tmp_path):
@@ -200,3 +203,61 @@ def test_ranks_with_other_settings_are_refused_on_every_rank(graph, tmp_path):
     messages = values(spawn(_sample_with_seed_of_rank, 2, str(folder), timeout_s=120))
     assert messages == [f"rank {r}: ranks [{1 - r}] sample with another seed, fanouts, replace, weighted or hop_nodes; "
                         "give every rank's DistNeighborSampler the same settings" for r in range(2)]
+
+
+def test_node_map_numbers_nodes_as_a_dict_while_it_grows_and_across_batches():
+    """Sources the part knows come by local id (a direct table), others by global id (a table that starts at 8 nodes
+    and doubles mid-hop); batch after batch (the tables reused, so the last batch's nodes must be forgotten), the
+    nodes are numbered by first appearance, as a dict of global ids numbers them, with the part's owners for the
+    nodes it knows and the given ones for the others."""
+    from sparsetrain.distributed.expand import PartIds
+    from sparsetrain.distributed.relabel import NodeMap
+
+    rng = np.random.default_rng(1)
+    rank, known = 1, rng.choice(2000, 300, replace=False)  # 100 owned, 200 halo, of the ids 0..1999
+    owned, halo = np.sort(known[:100]), np.sort(known[100:])
+    halo_owner = rng.choice([0, 2], len(halo)).astype(np.int32)
+    l2g = np.concatenate([owned, halo]).astype(np.int64)
+    local_of = {int(g): i for i, g in enumerate(l2g)}
+    node_map = NodeMap(PartIds.of(l2g, len(owned), halo_owner, rank), capacity=8)
+    for batch in range(3):
+        seeds = rng.choice(owned, 6, replace=False)
+        node_map.start(seeds, np.searchsorted(owned, seeds))
+        want_ids, want_owner = {int(g): i for i, g in enumerate(seeds)}, [rank] * len(seeds)
+        for size in (10, 40, 200):
+            sources = np.concatenate([rng.choice(seeds, size), rng.integers(0, 700 * (batch + 1), size)])[
+                rng.permutation(2 * size)]
+            far_owner = rng.integers(0, 3, 2 * size)
+            src = np.array([local_of.get(int(g), -1 - int(g)) for g in sources], np.int64)
+            want_src = []
+            for g, owner in zip(sources.tolist(), far_owner.tolist()):
+                if g not in want_ids:
+                    want_ids[g] = len(want_ids)
+                    near = local_of.get(g)
+                    want_owner.append(owner if near is None else rank if near < 100 else int(halo_owner[near - 100]))
+                want_src.append(want_ids[g])
+            node_map.relabel(src, far_owner)
+            assert src.tolist() == want_src
+            assert node_map.nodes[: node_map.count].tolist() == list(want_ids)
+            assert node_map.owner[: node_map.count].tolist() == want_owner
+    assert node_map.capacity > 8
+
+
+def test_expander_finds_owned_ids_in_buckets():
+    """The owner's id lookup (a binary search within a bucket of the sorted owned ids) agrees with a plain search,
+    for owned ids clustered in one range and spread over the graph, and refuses an id it does not own."""
+    from sparsetrain.distributed.expand import _locate, bucket_index
+
+    rng = np.random.default_rng(2)
+    for owned in (np.arange(5000, 9000), np.sort(rng.choice(10**6, 4000, replace=False)),
+                  np.sort(np.concatenate([np.arange(100), [10**7]])), np.empty(0, np.int64)):
+        owned = owned.astype(np.int64)
+        starts, shift = bucket_index(owned)
+        assert len(starts) <= max(len(owned), 1) + 1
+        ids = rng.permutation(owned)
+        out = np.empty(len(ids), np.int64)
+        assert _locate(owned, starts, shift, ids, out) == -1
+        assert np.array_equal(out, np.searchsorted(owned, ids))
+        for stranger in (-1, 4999, 9000, 10**8, 12345):
+            if stranger not in owned:
+                assert _locate(owned, starts, shift, np.concatenate([ids[:3], [stranger]]), out) == min(3, len(ids))

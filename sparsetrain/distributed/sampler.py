@@ -14,17 +14,21 @@ collective another never calls; a dead or stopped peer is an error after the gro
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import time
 from collections.abc import Sequence
 
+import numba
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from sparsetrain.collective.all_to_all import all_to_all
 from sparsetrain.collective.groups import group_info
 from sparsetrain.distributed.errors import DistSamplingError, PeerLostError
-from sparsetrain.distributed.expand import Expander, hop_keys
-from sparsetrain.distributed.relabel import NodeMap
+from sparsetrain.distributed.expand import Expander, grown, hop_keys
+from sparsetrain.distributed.relabel import NodeMap, to_sources
 from sparsetrain.partition.load import Partition
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.input import SamplerInput
@@ -64,7 +68,10 @@ class DistNeighborSampler:
         self.hop_nodes = hop_nodes
         self.rank, self.world = info.rank, info.world_size
         self._expand = Expander(part, replace=replace, weighted=weighted)
+        self._batch = NodeMap(self._expand.ids)
+        self._src_owner = np.empty(0, np.int64)  # scratch kept from batch to batch
         self.sent_bytes = 0  # request ids and served rows this rank sent to peers, over all calls
+        self.exchange_s = 0.0  # wall seconds in the exchanges (moving bytes, waiting for peers), over all calls
         # every rank must draw with the same settings, or the owners' draws would silently be another sampler's
         settings = repr((seed, self.fanouts, bool(replace), bool(weighted), hop_nodes)).encode()
         self._fingerprint = int.from_bytes(hashlib.sha256(settings).digest()[:7], "little")
@@ -81,70 +88,119 @@ class DistNeighborSampler:
                                     "never collide (sparsetrain.distributed.rank_batches makes them)")
         seeds = inp.seeds.to("cpu", torch.int64)
         nodes = seeds.numpy()
-        self.part.to_local(seeds)  # every seed owned here
+        local, foreign = self._expand.local_ids(nodes)
+        if foreign >= 0:
+            raise DistSamplingError(f"{self.part.path}: seed {nodes[foreign]} is not owned by part {self.rank}; pass "
+                                    "the part's own nodes (Partition.owned_global(), rank_batches)")
         if len(np.unique(nodes)) != len(nodes):
             raise DistSamplingError("seeds has repeated ids; pass unique seeds (e.g. torch.unique(seeds))")
-        batch = NodeMap(nodes, self.rank)
+        batch = self._batch
+        batch.start(nodes, local)
         first, layers = 0, []
         for hop, fanout in enumerate(self.fanouts):
             before = batch.count
-            counts, rows = self._hop(batch.nodes[first:before], batch.owner[first:before], inp.key, hop, fanout)
-            dst = np.repeat(np.arange(first, before, dtype=np.int64), counts)
-            src = batch.add(rows[:, 0].copy(), rows[:, 1].copy())
-            layers.append((torch.from_numpy(np.stack([src, dst])), torch.from_numpy(rows[:, 2].copy()), before,
-                           batch.count))
+            edge_index, edge_ids = self._hop(batch, first, inp.key, hop, fanout)
+            layers.append((torch.from_numpy(edge_index), torch.from_numpy(edge_ids), before, batch.count))
             if self.hop_nodes == "new":
                 first = before
         blocks = [Block(ei, after, before, ids) for ei, ids, before, after in reversed(layers)]
         mb = MiniBatch(seeds=inp.seeds, input_nodes=torch.from_numpy(batch.nodes[: batch.count].copy()), blocks=blocks)
-        owner = batch.owner[: batch.count].copy()
-        mb.node_owner = torch.from_numpy(owner)
+        mb.node_owner = torch.from_numpy(batch.owner[: batch.count].copy())
         return mb
 
-    def _exchange(self, x: torch.Tensor, send, recv, hop: int) -> torch.Tensor:
-        """One all-to-all of the hop's round; a failure (a peer died, stopped past the group's timeout, or sampled a
-        different number of batches) is one line naming this rank and the hop."""
+    @contextlib.contextmanager
+    def _failures(self, hop: int):
+        """Time an exchange; a failed one (a peer died, stopped past the group's timeout, or sampled a different number
+        of batches) is one line naming this rank and the hop."""
+        start = time.perf_counter()
         try:
-            return all_to_all(x, send, recv, self.group)
+            yield
         except RuntimeError as exc:
             raise PeerLostError(
                 f"distributed sampling, hop {hop}: the exchange failed on rank {self.rank} of {self.world} "
                 f"({_first_line(exc)}); a peer rank died, stopped, or did not reach this batch within the group's "
                 "timeout: check the other ranks' logs, then restart the job from its last checkpoint") from None
+        finally:
+            self.exchange_s += time.perf_counter() - start
 
-    def _hop(self, frontier: np.ndarray, owner: np.ndarray, key: int, hop: int, fanout: int):
-        """Per frontier node its draw count, and the drawn edges' rows (source, source owner, edge id), node by node;
-        the remote nodes drawn by their owners in one request/response round."""
-        W = self.world
-        mine = np.flatnonzero(owner == self.rank)
-        remote = np.flatnonzero(owner != self.rank)
-        remote = remote[np.argsort(owner[remote], kind="stable")]  # grouped by owner, frontier order within
-        send = np.bincount(owner[remote], minlength=W).astype(np.int64)
-        header = torch.from_numpy(np.stack([send, np.full(W, key, np.int64), np.full(W, self._fingerprint)], 1))
-        got = self._exchange(header, [1] * W, [1] * W, hop).numpy()
+    def _exchange(self, x: np.ndarray, send, recv, hop: int) -> np.ndarray:
+        """One all-to-all of the hop's round."""
+        with self._failures(hop):
+            return all_to_all(torch.from_numpy(x), send, recv, self.group).numpy()
+
+    def _start_exchange(self, x: np.ndarray, send, recv, hop: int):
+        """:meth:`_exchange` in the background (gloo's threads move the rows while this one draws); returns the wait."""
+        if self.world == 1:
+            return lambda: x
+        out = torch.empty((sum(recv), *x.shape[1:]), dtype=torch.int64)
+        with self._failures(hop):
+            work = dist.all_to_all_single(out, torch.from_numpy(x), list(recv), list(send), group=self.group,
+                                          async_op=True)
+
+        def wait() -> np.ndarray:
+            with self._failures(hop):
+                work.wait()
+            return out.numpy()
+
+        return wait
+
+    def _hop(self, batch: NodeMap, first: int, key: int, hop: int, fanout: int) -> tuple[np.ndarray, np.ndarray]:
+        """Draw the in-edges of the frontier (the batch's nodes from ``first`` on) and relabel them: this rank's own
+        nodes here, the others by their owners in one request/response round. Returns (edge_index, edge_ids)."""
+        W, rank = self.world, self.rank
+        frontier = batch.nodes[first : batch.count]
+        order, per_owner = _group_by_owner(batch.owner[first : batch.count], W)
+        bounds = np.concatenate([[0], np.cumsum(per_owner)])
+        mine = order[bounds[rank] : bounds[rank + 1]]
+        remote = np.concatenate([order[: bounds[rank]], order[bounds[rank + 1] :]])  # grouped by owner
+        send = per_owner.copy()
+        send[rank] = 0
+        header = np.stack([send, np.full(W, key, np.int64), np.full(W, self._fingerprint)], 1)
+        got = self._exchange(header, [1] * W, [1] * W, hop)
         recv, their_keys = got[:, 0], got[:, 1]
         if (got[:, 2] != self._fingerprint).any():
             others = np.flatnonzero(got[:, 2] != self._fingerprint).tolist()
-            raise DistSamplingError(f"rank {self.rank}: ranks {others} sample with another seed, fanouts, replace, "
+            raise DistSamplingError(f"rank {rank}: ranks {others} sample with another seed, fanouts, replace, "
                                     "weighted or hop_nodes; give every rank's DistNeighborSampler the same settings")
-        requests = self._exchange(torch.from_numpy(frontier[remote]), send, recv, hop).numpy()
-        served_counts, served = self._expand(requests, np.repeat(hop_keys(self.seed, their_keys, hop), recv), fanout)
-        answer_counts = self._exchange(torch.from_numpy(served_counts), recv, send, hop).numpy()
-        served_splits = _segment_sums(served_counts, recv)
-        answer_splits = _segment_sums(answer_counts, send)
-        answers = self._exchange(torch.from_numpy(served), served_splits, answer_splits, hop).numpy()
-        self.sent_bytes += 8 * (int(send.sum()) + int(recv.sum()) + served.size + 2 * W)
-        own_counts, own = self._expand(frontier[mine], np.repeat(hop_keys(self.seed, [key], hop), len(mine)), fanout)
-        # back to frontier order: one pool (own draws, then the answers), each node's slice of it
+        # serve the peers first: they wait for these answers
+        requests = self._exchange(frontier[remote], send, recv, hop)
+        served = self._expand.plan(requests, fanout)
+        served_rows = self._expand.rows(served, recv, hop_keys(self.seed, their_keys, hop), fanout)
+        answer_counts = self._exchange(served.counts, recv, send, hop)
+        served_splits, answer_splits = _segment_sums(served.counts, recv), _segment_sums(answer_counts, send)
+        answers = self._start_exchange(served_rows, served_splits, answer_splits, hop)
+        self.sent_bytes += 8 * (int(send.sum()) + int(recv.sum()) + served_rows.size + 2 * W)
+        # this rank's own draws, while the answers travel, straight to their places in the hop's edge list
+        own = self._expand.plan(frontier[mine], fanout, cols=batch.local[first : batch.count][mine])
         counts = np.empty(len(frontier), np.int64)
-        counts[mine], counts[remote] = own_counts, answer_counts
-        start = np.empty(len(frontier), np.int64)
-        start[mine] = np.cumsum(own_counts) - own_counts
-        start[remote] = len(own) + np.cumsum(answer_counts) - answer_counts
-        pool = np.concatenate([own, answers])
-        out_start = np.cumsum(counts) - counts
-        idx = np.repeat(start - out_start, counts) + np.arange(int(counts.sum()))
-        return counts, pool[idx]
+        counts[mine], counts[remote] = own.counts, answer_counts
+        out_at = np.cumsum(counts) - counts
+        total = int(counts.sum())
+        edge_index, edge_ids = np.empty((2, total), np.int64), np.empty(total, np.int64)
+        self._src_owner = grown(self._src_owner, total)
+        src_owner = self._src_owner[:total]
+        self._expand.draw(own, [len(mine)], hop_keys(self.seed, [key], hop), fanout, out_at[mine], edge_index[0],
+                          src_owner, edge_ids, local_sources=True)
+        ids = self._expand.ids
+        to_sources(answers(), answer_counts, out_at[remote], rank, len(ids.owned.ids), *ids.owned, *ids.halo,
+                   edge_index[0], src_owner, edge_ids)
+        edge_index[1] = np.repeat(np.arange(first, first + len(frontier)), counts)
+        batch.relabel(edge_index[0], src_owner)
+        return edge_index, edge_ids
+
+
+@numba.njit(cache=True, nogil=True)
+def _group_by_owner(owner, world):
+    """The positions of ``owner`` grouped by owner (ascending), in order within a group, and each group's size."""
+    sizes = np.zeros(world, np.int64)
+    for i in range(owner.shape[0]):
+        sizes[owner[i]] += 1
+    at = np.cumsum(sizes) - sizes
+    order = np.empty(owner.shape[0], np.int64)
+    for i in range(owner.shape[0]):
+        order[at[owner[i]]] = i
+        at[owner[i]] += 1
+    return order, sizes
 
 
 def _first_line(exc: BaseException) -> str:
