@@ -18,6 +18,7 @@ import datetime
 import hashlib
 import json
 import os
+import resource
 import socket
 import sys
 import time
@@ -71,7 +72,7 @@ def _rank(rank: int, world: int, port: int, folder: str, args: dict, out: str) -
     dist.barrier()
     digests, summary = _timed(sampler.sample, batches, warm_up=False)
     dist.all_to_all_single = calls.original
-    summary.update(rank=rank, exchange_s_per_batch=sampler.exchange_s / len(batches),
+    summary.update(rank=rank, peak_rss_mib=_peak_rss_mib(), exchange_s_per_batch=sampler.exchange_s / len(batches),
                    floor_s_per_batch=_replay(calls, len(batches)),
                    bytes_per_batch=sampler.sent_bytes / len(batches),
                    batches=[(b.key, b.seeds, digest) for b, digest in zip(batches, digests)])
@@ -120,7 +121,12 @@ def _single(index: int, data: str, args: dict, out: str) -> None:
                if seeds.numel()]
     sampler = NeighborSampler(load(data).graph, args["fanouts"], seed=1)
     digests, summary = _timed(sampler.sample, batches)
-    torch.save({**summary, "digests": digests}, Path(out) / f"single-{index}.pt")
+    torch.save({**summary, "peak_rss_mib": _peak_rss_mib(), "digests": digests}, Path(out) / f"single-{index}.pt")
+
+
+def _peak_rss_mib() -> float:
+    """This process's peak resident set (it counts the pages of memory-mapped files it touched)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _spawn(fn, world: int, *args) -> None:
@@ -137,6 +143,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=Path("dist_sampling.json"))
     a = ap.parse_args()
     import numba
+    from dist_train import topology_bytes
 
     from sparsetrain.datasets import load
     from sparsetrain.partition.manifest import read_manifest
@@ -163,12 +170,21 @@ def main() -> None:
     got = [digest for r in ranks for _, seeds, digest in r["batches"] if seeds.numel()]
     assert got == want == [d for r in side_by_side for d in r.pop("digests")], "batches differ from the single process"
 
+    part_topology = topology_bytes(a.data, a.folder, "partitioned", world)
+    whole_topology = topology_bytes(a.data, a.folder, "single", 1)[0]
+    for r in ranks:
+        r["topology_mb"] = part_topology[r["rank"]] / 1e6
+    for r in side_by_side:
+        r["topology_mb"] = whole_topology / 1e6
+
     def row(who: str, r: dict, exchange: str = "", floor: str = "", sent: float = 0.0) -> None:
+        rss = f"{r['peak_rss_mib']:.0f}" if "peak_rss_mib" in r else ""
+        topology = f"{r['topology_mb']:.0f}" if "topology_mb" in r else ""
         print(f"{who:<34} {1000 * r['s_per_batch']:>9.1f} {1000 * r['cpu_s_per_batch']:>9.1f} {exchange:>13} "
-              f"{floor:>15} {1 / r['s_per_batch']:>10.2f} {sent / 1024:>15.0f}")
+              f"{floor:>15} {1 / r['s_per_batch']:>10.2f} {sent / 1024:>15.0f} {rss:>13} {topology:>12}")
 
     print(f"{'who':<34} {'ms/batch':>9} {'CPU ms':>9} {'in exchanges':>13} {'exchanges only':>15} {'batches/s':>10} "
-          f"{'KiB sent/batch':>15}")
+          f"{'KiB sent/batch':>15} {'peak RSS MiB':>13} {'topology MB':>12}")
     for r in ranks:
         row(f"rank {r['rank']}", r, f"{1000 * r['exchange_s_per_batch']:.1f}", f"{1000 * r['floor_s_per_batch']:.1f}",
             r["bytes_per_batch"])
