@@ -17,10 +17,11 @@ from pathlib import Path
 
 # --- Measured here (docs/partitioned_training.md) -------------------------------------------------------------------
 # Edge cut of restreamed LDG on synthetic community graphs: 1M/20M at 2/4/8 parts 10.0/15.0/17.5%, i.e. exactly
-# C_INF * (1 - 1/N); papers100M-shaped 1/10 graph at 8 parts 17.7% -> C_INF = 0.177 / (7/8).
-CUT_LAW_C_INF = {"papers100M": 0.177 / (1 - 1 / 8), "10B-edge": 0.175 / (1 - 1 / 8)}
-# Halo of the papers100M-shaped 1/10 graph, 8 parts: 1.93 x owned nodes (LDG, 17.7% cut), 5.27 x (hash, 87.5% cut).
-HALO_LDG_8, CUT_LDG_8, HALO_HASH_8, CUT_HASH_8, DEG_PAPERS_TENTH = 1.93, 0.177, 5.27, 0.875, 161568588 / 11105996
+# C_INF * (1 - 1/N); the full papers100M-shaped graph (111M nodes, 1.6B edges) at 8 parts 18.0% -> C_INF = 0.180 / (7/8).
+CUT_LAW_C_INF = {"papers100M": 0.180 / (1 - 1 / 8), "10B-edge": 0.175 / (1 - 1 / 8)}
+# Halo at 8 parts: the full papers100M-shaped graph 1.94 x owned nodes (LDG, 18.0% cut); its 1/10 graph 5.27 x with
+# hash (87.5% cut; 1.93 x with LDG, so the halo does not grow with the graph at a fixed degree).
+HALO_LDG_8, CUT_LDG_8, HALO_HASH_8, CUT_HASH_8, DEG_PAPERS_TENTH = 1.94, 0.180, 5.27, 0.875, 161568588 / 11105996
 # Sampler bytes sent per rank and batch, 1M/20M graph, 2 parts, batch 1024, fanouts 15,10,5: 3,280 KiB at a 14% cut
 # (LDG), 9,600 KiB at 50% (hash). Calibrates SAMPLE_ALPHA below; the hash point is the check.
 SAMPLE_KIB_LDG, SAMPLE_CUT_LDG, SAMPLE_KIB_HASH, SAMPLE_CUT_HASH = 3280, 0.14, 9600, 0.50
@@ -43,9 +44,10 @@ EDGE_BALANCE_8 = 1.023  # largest part's edges / mean, 1/10 graph at 8 parts (LD
 # device memory (benchmarks/RESULTS.md, H200, products-scale synthetic, CLI path: 15.7 ms a step). The step's work
 # is per batch, not per graph, so it carries over to papers100M (SALIENT's 14 ms below is the check).
 GPU_STEP_S = 0.0157
-# Today's DistNeighborSampler is NumPy on the CPU: 760 ms a batch per rank (2 ranks on 2 shared cores, 1M/20M graph,
-# [15,10,5], batch 1024; training not included). The "today" column uses it in place of the GPU step.
-CPU_DIST_SAMPLE_S = 0.760
+# Today's DistNeighborSampler runs its hops in Numba kernels on one CPU thread a rank: 233 ms a batch per rank (wall;
+# 86 ms of CPU: 2 ranks on 2 shared cores, 1M/20M graph in 2 LDG parts, [15,10,5], batch 1024, benchmarks/
+# dist_sampling.py; training not included). The "today" column uses it in place of the GPU step.
+CPU_DIST_SAMPLE_S = 0.233
 
 # --- Cited -----------------------------------------------------------------------------------------------------------
 PAPERS_TRAIN_NODES = 1_207_179  # ogbn-papers100M train split (OGB)
