@@ -385,7 +385,6 @@ def check_padded_batch_counts():
 
 def check_padded_bad_input_raises_one_batch_late():
     from sparsetrain.engine.static_step import StepShapes
-    from sparsetrain.sampling.errors import SamplingError
 
     g = graph()
     out = padded_out(StepShapes.bound(3, [3, 2], g.num_nodes, num_edges=g.num_edges))
@@ -394,12 +393,7 @@ def check_padded_bad_input_raises_one_batch_late():
         # raised by the next batch, or at the end of the epoch
         for late in (lambda: gpu_layers(g, [1, 2], [3, 2], padded=out, workspace=ws), ws.late.drain):
             gpu_layers(g, seeds, [3, 2], padded=out, workspace=ws)  # queued: no error yet
-            try:
-                late()
-            except SamplingError as exc:
-                assert fragment in str(exc), str(exc)
-            else:
-                raise AssertionError(f"seeds {seeds} raised nothing one batch late")
+            _raises(late, fragment)
     indptr, indices, _ = g.numpy()
     damaged = indices.copy()
     damaged[17] = 10**6
@@ -407,23 +401,25 @@ def check_padded_bad_input_raises_one_batch_late():
     ws = Workspace(NumpyArrays())
     gpu_layers(bad, np.arange(3), [50], padded=padded_out(StepShapes.bound(3, [50], 60, num_edges=len(indices))),
                workspace=ws)
-    try:
-        ws.late.drain()
-    except SamplingError as exc:
-        assert "CSCGraph.indices: entry 17 is 1000000" in str(exc), str(exc)
-    else:
-        raise AssertionError("a damaged graph raised nothing at the end of the epoch")
+    _raises(ws.late.drain, "CSCGraph.indices: entry 17 is 1000000")
     for call, fragment in [
         (lambda: gpu_layers(g, [0, 1, 2, 3], [3, 2], padded=out), "level 0: 4 nodes > 3"),  # more seeds than shapes
         (lambda: gpu_layers(g, [0, 1], [5, 2], padded=out), "hop 0: 10 edges > 9"),  # a larger fanout
         (lambda: gpu_layers(typed_graph(), [0, 1], [3, 2], padded=out), "a padded batch (a static step's) is "),
     ]:
-        try:
-            call()
-        except SamplingError as exc:
-            assert fragment in str(exc), str(exc)
-        else:
-            raise AssertionError(f"{fragment!r}: no error")
+        _raises(call, fragment)
+
+
+def _raises(call, fragment: str) -> None:
+    """``call()`` raises a SamplingError whose message holds ``fragment``."""
+    from sparsetrain.sampling.errors import SamplingError
+
+    try:
+        call()
+    except SamplingError as exc:
+        assert fragment in str(exc), str(exc)
+    else:
+        raise AssertionError(f"{fragment!r}: no error")
 
 
 def check_static_step_on_a_padded_batch_equals_the_eager_step():
