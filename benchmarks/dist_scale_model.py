@@ -17,7 +17,8 @@ from pathlib import Path
 
 # --- Measured here (docs/partitioned_training.md) -------------------------------------------------------------------
 # Edge cut of restreamed LDG on synthetic community graphs: 1M/20M at 2/4/8 parts 10.0/15.0/17.5%, i.e. exactly
-# C_INF * (1 - 1/N); the full papers100M-shaped graph (111M nodes, 1.6B edges) at 8 parts 18.0% -> C_INF = 0.180 / (7/8).
+# C_INF * (1 - 1/N); the full papers100M-shaped graph (111M nodes, 1.6B edges) at 8 parts 18.0%:
+# C_INF = 0.180 / (7/8).
 CUT_LAW_C_INF = {"papers100M": 0.180 / (1 - 1 / 8), "10B-edge": 0.175 / (1 - 1 / 8)}
 # Halo at 8 parts: the full papers100M-shaped graph 1.94 x owned nodes (LDG, 18.0% cut); its 1/10 graph 5.27 x with
 # hash (87.5% cut; 1.93 x with LDG, so the halo does not grow with the graph at a fixed degree).
