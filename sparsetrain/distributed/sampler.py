@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from sparsetrain.collective.all_to_all import all_to_all
-from sparsetrain.collective.groups import group_info
+from sparsetrain.collective.groups import comm_device, group_info
 from sparsetrain.distributed.errors import DistSamplingError, PeerLostError
 from sparsetrain.distributed.expand import Expander, grown, hop_keys
 from sparsetrain.distributed.relabel import NodeMap, to_sources
@@ -132,15 +132,16 @@ class DistNeighborSampler:
         """:meth:`_exchange` in the background (gloo's threads move the rows while this one draws); returns the wait."""
         if self.world == 1:
             return lambda: x
-        out = torch.empty((sum(recv), *x.shape[1:]), dtype=torch.int64)
+        dev = comm_device(self.group, torch.device("cpu"))  # an NCCL group moves CUDA tensors only
+        out = torch.empty((sum(recv), *x.shape[1:]), dtype=torch.int64, device=dev)
         with self._failures(hop):
-            work = dist.all_to_all_single(out, torch.from_numpy(x), list(recv), list(send), group=self.group,
+            work = dist.all_to_all_single(out, torch.from_numpy(x).to(dev), list(recv), list(send), group=self.group,
                                           async_op=True)
 
         def wait() -> np.ndarray:
             with self._failures(hop):
                 work.wait()
-            return out.numpy()
+            return out.cpu().numpy()
 
         return wait
 
