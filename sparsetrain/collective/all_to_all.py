@@ -10,7 +10,7 @@ once, on the public ``dist.all_to_all_single``, with the communication device ap
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -19,11 +19,19 @@ from sparsetrain.collective.errors import CollectiveInputError
 from sparsetrain.collective.groups import comm_device, group_info
 
 
-def _send_rows(x: torch.Tensor, send: list[int], recv: list[int], group) -> torch.Tensor:
+def _send_rows(x: torch.Tensor, send: list[int], recv: list[int], group, async_op: bool = False):
+    """The exchange on the backend's device; the rows received, back on ``x``'s device (or a wait giving them)."""
     dev = comm_device(group, x.device)
     out = torch.empty((sum(recv), *x.shape[1:]), dtype=x.dtype, device=dev)
-    dist.all_to_all_single(out, x.contiguous().to(dev), recv, send, group=group)
-    return out.to(x.device)
+    work = dist.all_to_all_single(out, x.contiguous().to(dev), recv, send, group=group, async_op=async_op)
+    if not async_op:
+        return out.to(x.device)
+
+    def wait() -> torch.Tensor:
+        work.wait()
+        return out.to(x.device)
+
+    return wait
 
 
 class _AllToAll(torch.autograd.Function):
@@ -44,6 +52,24 @@ def all_to_all(x: torch.Tensor, send_splits: Sequence[int], recv_splits: Sequenc
     is on ``x``'s device whatever the backend needs in transit. Without a process group (or with
     one rank) ``x`` itself is returned. Waits at most the group's timeout.
     """
+    send, recv, world = _splits(x, send_splits, recv_splits, group)
+    if world == 1:
+        return x
+    return _AllToAll.apply(x, send, recv, group)
+
+
+def all_to_all_start(x: torch.Tensor, send_splits: Sequence[int], recv_splits: Sequence[int],
+                     group=None) -> Callable[[], torch.Tensor]:
+    """:func:`all_to_all` in the background, not differentiable: starts the exchange and returns a call that waits
+    for it and gives the rows received (the caller works while the backend's threads move them)."""
+    send, recv, world = _splits(x, send_splits, recv_splits, group)
+    if world == 1:
+        return lambda: x
+    return _send_rows(x, send, recv, group, async_op=True)
+
+
+def _splits(x: torch.Tensor, send_splits, recv_splits, group) -> tuple[list[int], list[int], int]:
+    """The splits as lists of ints, checked against the group and ``x``; and the group's size."""
     info = group_info(group)
     send, recv = [int(s) for s in send_splits], [int(s) for s in recv_splits]
     if len(send) != info.world_size or len(recv) != info.world_size:
@@ -54,6 +80,4 @@ def all_to_all(x: torch.Tensor, send_splits: Sequence[int], recv_splits: Sequenc
     if sum(send) != x.shape[0]:
         raise CollectiveInputError(f"all_to_all: send splits add up to {sum(send)} rows but x has {x.shape[0]}; make "
                                    "them add up to x.shape[0]")
-    if info.world_size == 1:
-        return x
-    return _AllToAll.apply(x, send, recv, group)
+    return send, recv, info.world_size

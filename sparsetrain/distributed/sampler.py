@@ -22,10 +22,9 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 import torch
-import torch.distributed as dist
 
-from sparsetrain.collective.all_to_all import all_to_all
-from sparsetrain.collective.groups import comm_device, group_info
+from sparsetrain.collective.all_to_all import all_to_all, all_to_all_start
+from sparsetrain.collective.groups import group_info
 from sparsetrain.distributed.errors import DistSamplingError, PeerLostError
 from sparsetrain.distributed.expand import Expander, grown, hop_keys
 from sparsetrain.distributed.relabel import NodeMap, to_sources
@@ -130,18 +129,12 @@ class DistNeighborSampler:
 
     def _start_exchange(self, x: np.ndarray, send, recv, hop: int):
         """:meth:`_exchange` in the background (gloo's threads move the rows while this one draws); returns the wait."""
-        if self.world == 1:
-            return lambda: x
-        dev = comm_device(self.group, torch.device("cpu"))  # an NCCL group moves CUDA tensors only
-        out = torch.empty((sum(recv), *x.shape[1:]), dtype=torch.int64, device=dev)
         with self._failures(hop):
-            work = dist.all_to_all_single(out, torch.from_numpy(x).to(dev), list(recv), list(send), group=self.group,
-                                          async_op=True)
+            received = all_to_all_start(torch.from_numpy(x), send, recv, self.group)
 
         def wait() -> np.ndarray:
             with self._failures(hop):
-                work.wait()
-            return out.cpu().numpy()
+                return received().numpy()
 
         return wait
 
