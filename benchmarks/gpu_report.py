@@ -44,7 +44,7 @@ ROOT = HERE.parent
 # GPU-only sections first: a PyG peer building from source (--peer-src) uses the CPU meanwhile, and the sections
 # that time the CPU (sampling's CPU rows, the PyG peer's epoch) wait for it.
 SECTIONS = ("tests", "gather", "moe", "data", "sampling", "epoch")
-BUDGET_S = {"tests": 120, "gather": 80, "moe": 60, "data": 120, "sampling": 90, "epoch": 200}
+BUDGET_S = {"tests": 120, "gather": 80, "moe": 60, "data": 120, "sampling": 90, "epoch": 260}
 WAITS_FOR_PEER = ("sampling", "epoch")
 PEER_WAIT_S = 240
 BF16_PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense bf16 peak by device family (SXM)
@@ -383,6 +383,8 @@ def _time_pyg_steps(loader, model, device: str, warmup: int, steps: int, trim: b
     import torch
     import torch.nn.functional as F
 
+    from sparsetrain._phases import phase
+
     model = model.to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.003)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -391,17 +393,20 @@ def _time_pyg_steps(loader, model, device: str, warmup: int, steps: int, trim: b
         if i == warmup:
             sync()
             start = time.perf_counter()
-        batch = next(it).to(device, non_blocking=True)
+        batch = next(it)
+        with phase("to_device"):
+            batch = batch.to(device, non_blocking=True)
         kwargs = (
             {"num_sampled_nodes_per_hop": batch.num_sampled_nodes, "num_sampled_edges_per_hop": batch.num_sampled_edges}
             if trim
             else {}
         )
-        out = model(batch.x, batch.edge_index, **kwargs)[: batch.batch_size]
-        loss = F.cross_entropy(out, batch.y[: batch.batch_size])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        with phase("step"):
+            out = model(batch.x, batch.edge_index, **kwargs)[: batch.batch_size]
+            loss = F.cross_entropy(out, batch.y[: batch.batch_size])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
     sync()
     return 1e3 * (time.perf_counter() - start) / steps
 
@@ -419,11 +424,12 @@ def section_epoch(args) -> dict:
     warmup, steps = (2, 4) if args.quick else (20, args.epoch_steps)
     rows = []
 
+    timelines, timeline_steps = {}, 3 if args.quick else 30
     with tempfile.TemporaryDirectory() as tmp:  # the CLI path: one whole epoch, its own stall fraction
         log = Path(tmp) / "log.jsonl"
-        settings = TrainSettings(data=folder, fanouts=FANOUTS, batch_size=BATCH, hidden=HIDDEN, epochs=1,
-                                 device=args.device,
-                                 eval="sampled", log=log, quiet=True)
+        cli = dict(data=folder, fanouts=FANOUTS, batch_size=BATCH, hidden=HIDDEN, epochs=1, device=args.device,
+                   eval="sampled", quiet=True)
+        settings = TrainSettings(**cli, log=log)
         start = time.perf_counter()
         try:
             summary = train(settings)
@@ -438,6 +444,8 @@ def section_epoch(args) -> dict:
                          "ms_per_step": 1e3 * seconds / steps_per_epoch if seconds else None,
                          "stall_fraction": record.get("stall_fraction"), "wall_s_incl_setup_and_eval": wall,
                          "loss_waits_per_step": summary.get("loss_waits_per_step")})
+            timelines["sparsetrain train (CLI path)"] = _profiled(
+                lambda: train(TrainSettings(**cli, max_steps=1 + timeline_steps)), args)
 
     edge_index = ds.graph.to_edge_index()
     data = Data(
@@ -461,6 +469,9 @@ def section_epoch(args) -> dict:
                 ours, _pyg_model(ds.num_features, ds.num_classes), args.device, warmup, steps, trim=True
             )
             rows.append({"path": name, "ms_per_step": ms, "epoch_s": ms * steps_per_epoch / 1e3})
+            model = _pyg_model(ds.num_features, ds.num_classes)
+            timelines[name] = _profiled(
+                lambda: _time_pyg_steps(ours, model, args.device, 1, timeline_steps, trim=True), args)
         except Exception as exc:  # a path that fails costs its row
             rows.append(
                 {"path": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]}
@@ -500,7 +511,17 @@ def section_epoch(args) -> dict:
         if peer_ms and r.get("ms_per_step") and not r.get("peer"):
             r["speedup_vs_pyg"] = peer_ms / r["ms_per_step"]
     return {"device": _device_name(args), "steps_per_epoch": steps_per_epoch, "timed_steps": steps, "rows": rows,
-            "timeline": _timeline(ds, args)}
+            "timeline": _timeline(ds, args), "timelines": timelines}
+
+
+def _profiled(run, args) -> dict:
+    """:func:`step_timeline.profiled` of ``run``, or the error that stopped it (a failure costs its timeline only)."""
+    from step_timeline import profiled
+
+    try:
+        return profiled(run, cuda=args.device == "cuda")
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]}
 
 
 PHASES = ("sample", "gather", "step")
@@ -736,6 +757,8 @@ def _timeline_lines(t: dict | None) -> list[str]:
 
 def markdown(report: dict) -> str:
     """The report's tables, ready for benchmarks/RESULTS.md."""
+    from step_timeline import lines as timeline_lines
+
     s = report["sections"]
     lines = [
         f"## GPU report: {report['device']} ({report['date']})",
@@ -836,6 +859,8 @@ def markdown(report: dict) -> str:
         if waits:  # the trainer reads each loss when it has arrived (LossRing): 0 unless the host runs RING steps ahead
             lines.append(f"\nHost waits a step to read the loss, CLI path: {waits[0]:.3f}")
         lines += _timeline_lines(e.get("timeline"))
+        for name, t in (e.get("timelines") or {}).items():
+            lines += timeline_lines(name, t)
         lines.append("")
     if not failed("moe"):
         m = s["moe"]

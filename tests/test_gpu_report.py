@@ -88,6 +88,10 @@ def test_quick_report_on_cpu(tmp_path):
     assert epoch["sparsetrain train (CLI path)"]["epoch_s"] > 0
     assert epoch["sparsetrain train (CLI path)"]["loss_waits_per_step"] == 0  # the CPU's copies are done at once
     assert "Host waits a step to read the loss, CLI path: 0.000" in (tmp_path / "report.md").read_text()
+    timelines = report["sections"]["epoch"]["timelines"]  # the CLI path and the drop-in, phase by phase
+    assert timelines["sparsetrain train (CLI path)"]["sample_host_ms"] > 0, timelines
+    assert timelines["sparsetrain.pyg.NeighborLoader (drop-in), Data on the host"]["fetch_host_ms"] > 0, timelines
+    assert "Timeline, sparsetrain train (CLI path)" in (tmp_path / "report.md").read_text()
     assert all(r["cpu"]["edges_per_s"] > 0 for r in report["sections"]["sampling"]["rows"])
 
 

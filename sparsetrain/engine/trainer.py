@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from sparsetrain._phases import phase
 from sparsetrain._progress import compile_notice, progress
 from sparsetrain.engine.checkpoint import (
     RECORD_VERSION,
@@ -296,10 +297,11 @@ class Trainer:
         bar = progress(len(loader), f"epoch {self.epoch + 1}/{self.epochs}", "batch", self.quiet, initial=self.batch)
         with bar:
             for mb in loader.epoch(self.epoch, self.batch):
-                if self.static_step is not None:
-                    loss, targets = self.static_step.step(mb), None  # (labels bounded by the dataset checks)
-                else:
-                    loss, targets = self._eager_step(model, mb)
+                with phase("step"):
+                    if self.static_step is not None:
+                        loss, targets = self.static_step.step(mb), None  # (labels bounded by the dataset checks)
+                    else:
+                        loss, targets = self._eager_step(model, mb)
                 self.step += 1
                 self.batch += 1
                 seen += len(mb.seeds)

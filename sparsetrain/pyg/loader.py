@@ -16,6 +16,7 @@ import torch_geometric.loader
 from torch_geometric.data import HeteroData
 from torch_geometric.loader.base import DataLoaderIterator
 
+from sparsetrain._phases import phase
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.pyg.device import Placement, loader_device
 from sparsetrain.pyg.errors import PyGIndexError, PyGOptionError
@@ -56,9 +57,10 @@ class _DeviceMixin:
         return self.placement.data
 
     def filter_fn(self, out):
-        if self.placement is None:
-            return super().filter_fn(out)
-        return self.placement.finish(super().filter_fn(self.placement.sampled(out)))
+        with phase("fetch"):  # the batch cut from the data: its features, labels and edges
+            if self.placement is None:
+                return super().filter_fn(out)
+            return self.placement.finish(super().filter_fn(self.placement.sampled(out)))
 
 
 class NeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader.NeighborLoader):

@@ -31,6 +31,7 @@ from torch_geometric.sampler import (
 )
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
+from sparsetrain._phases import phase
 from sparsetrain.distributed.sampler import DistNeighborSampler
 from sparsetrain.pyg.errors import PyGNotImplementedError, PyGOptionError
 from sparsetrain.pyg.graph import PyGGraph, graph_of
@@ -200,10 +201,11 @@ class NeighborSampler(BaseSampler):
         node_type = inputs.input_type if self.is_hetero_data else None
         seed_time = None if inputs.time is None else inputs.time.cpu()
         seeds = checked_ids(inputs.node, "inputs.node").to(torch.int64)  # (the fused sampler moves them to a GPU)
-        mb = self.fused.sample(SamplerInput(seeds, key=self.next_key(), node_type=node_type, seed_time=seed_time))
-        if isinstance(self.fused, DistNeighborSampler):
-            self.data[0].note_owners(mb.input_nodes, mb.node_owner)
-        return self._output(mb, (inputs.input_id, inputs.time))
+        with phase("sample"):
+            mb = self.fused.sample(SamplerInput(seeds, key=self.next_key(), node_type=node_type, seed_time=seed_time))
+            if isinstance(self.fused, DistNeighborSampler):
+                self.data[0].note_owners(mb.input_nodes, mb.node_owner)
+            return self._output(mb, (inputs.input_id, inputs.time))
 
     # ---- edge seeds ----
     def sample_from_edges(self, inputs: EdgeSamplerInput,

@@ -51,6 +51,8 @@ class CopyToDevice:
     """Move batches to ``device``: directly off CUDA, on a side stream with an event on CUDA (see the module
     docstring)."""
 
+    phase = "to_device"  # its profiler range (stages/chain.py)
+
     def __init__(self, device: str | torch.device) -> None:
         self.device = torch.device(device)
         self._side: torch.cuda.Stream | None = None

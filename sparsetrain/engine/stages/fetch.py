@@ -40,6 +40,8 @@ class FetchFeatures:
     indexing, so gradients reach it.
     """
 
+    phase = "fetch"  # its profiler range (stages/chain.py)
+
     def __init__(self, features, labels: torch.Tensor | None = None, edge_features=None) -> None:
         self.features = {t: _store(f) for t, f in features.items()} if isinstance(features, dict) else _store(features)
         self.labels = labels

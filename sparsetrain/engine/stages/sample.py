@@ -15,6 +15,8 @@ from sparsetrain.sampling.minibatch import MiniBatch
 class Sample:
     """Call ``sampler.sample(inp)`` and check that a :class:`~sparsetrain.sampling.MiniBatch` came back."""
 
+    phase = "sample"  # its profiler range (stages/chain.py)
+
     def __init__(self, sampler) -> None:
         self.sampler = sampler
 
