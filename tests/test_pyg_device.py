@@ -170,3 +170,17 @@ def test_a_data_moved_to_the_gpu_samples_there_as_device_cuda():
     for ours, want in zip(batches(loader), ref, strict=True):
         assert ours.x.is_cuda and ours.edge_index.is_cuda and ours.n_id.is_cuda
         assert_same(ours, want)
+
+
+@pytest.mark.gpu
+def test_gpu_input_nodes_are_indexed_on_the_host():
+    """PyG cuts each batch's seeds with a host index: GPU input_nodes would make that a blocking copy a batch."""
+    data = small_graph()
+    train = torch.arange(0, data.num_nodes, 2)
+    kw = dict(num_neighbors=[5, 3], batch_size=64, seed=3)
+    ref = batches(stp.NeighborLoader(data, input_nodes=train, **kw))
+    loader = stp.NeighborLoader(data.clone().to("cuda"), input_nodes=train.to("cuda"), **kw)
+    assert loader.input_data.node.device.type == "cpu"
+    for ours, want in zip(batches(loader), ref, strict=True):
+        assert ours.n_id.is_cuda
+        assert_same(ours, want)

@@ -105,7 +105,7 @@ class NeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader
                                                disjoint=disjoint, temporal_strategy=temporal_strategy,
                                                time_attr=time_attr, weight_attr=weight_attr, is_sorted=is_sorted,
                                                directed=directed, seed=seed, device=device)
-        input_nodes = _checked_input_nodes(input_nodes, getattr(neighbor_sampler, "num_nodes", None))
+        input_nodes = _on_host(_checked_input_nodes(input_nodes, getattr(neighbor_sampler, "num_nodes", None)))
         super().__init__(placed, num_neighbors, input_nodes=input_nodes, input_time=input_time, replace=replace,
                          subgraph_type=subgraph_type, disjoint=disjoint, temporal_strategy=temporal_strategy,
                          time_attr=time_attr, weight_attr=weight_attr, transform=transform,
@@ -193,6 +193,17 @@ def _checked_input_nodes(input_nodes, num_nodes: int | dict[str, int] | None):
                             f"{', '.join(map(repr, num_nodes))}")
     return input_nodes if ids is None else (node_type, checked_ids(ids, f"input_nodes of {node_type!r}",
                                                                    num_nodes[node_type], mask=True))
+
+
+def _on_host(input_nodes):
+    """``input_nodes``' ids (or mask) on the host. PyG's loader cuts every batch's seeds out of them with a host index:
+    on a GPU tensor that is a blocking copy of the index, a host wait a batch that stops the host from running ahead of
+    the GPU (a GPU sampler uploads host seeds itself, without a wait)."""
+    if torch.is_tensor(input_nodes):
+        return input_nodes.cpu()
+    if isinstance(input_nodes, tuple) and len(input_nodes) == 2 and torch.is_tensor(input_nodes[1]):
+        return input_nodes[0], input_nodes[1].cpu()
+    return input_nodes
 
 
 def _checked_edge_label_index(edge_label_index, num_nodes: int | dict[str, int] | None):
