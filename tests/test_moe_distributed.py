@@ -300,6 +300,7 @@ def test_world_2_equivalence_and_ddp():
     spawn(_world2_all, 2)
 
 
+@pytest.mark.slow  # (28 s on CI's two cores; world 2 runs by default)
 def test_world_4_equivalence_training_and_checkpoint_resumed_at_world_2_and_one_process(tmp_path):
     ckpt, losses_path = tmp_path / "moe.pt", tmp_path / "losses.pt"
 
