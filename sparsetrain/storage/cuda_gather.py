@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -276,7 +277,8 @@ class ZeroCopyGather:
     allocates nothing once its buffers have grown to the call's id count: no host read of the ids (the kernel checks
     them; :meth:`begin` raises what an earlier call found), kernel views made once (the table's per word size, the
     buffers' when they grow, the output's when its address changes). Kept arrays are reused on whatever stream the
-    caller is on: a call on another stream than the last first waits (on the device) for the last call's work.
+    caller is on: a call on another stream than the last first waits (on the device) for the last call's work. Calls
+    from several threads queue their work one at a time; :attr:`counts` is then the last call's of any of them.
     """
 
     def __init__(self, ops, table, num_rows: int, row_bytes: int, where: str) -> None:
@@ -294,6 +296,7 @@ class ZeroCopyGather:
         self._streams = {}  # stream key -> Numba stream
         self._stream_key = None
         self._done = ops.event()  # after the last call's work
+        self._lock = threading.Lock()
 
     # ---- per call ----
     def begin(self) -> None:
@@ -313,7 +316,7 @@ class ZeroCopyGather:
         """Queue ``out[i] = table[ids[i]]`` (``ids`` 1-D int32/int64, not empty, on the device or the host)."""
         ops = self._ops
         n = len(ids)
-        with ops.scope():
+        with self._lock, ops.scope():  # callers on other threads: one call's sort and kernel use the buffers at a time
             stream = self._stream()
             buffers = self._buffers(n, ids.dtype)
             keys = self._device_ids(ids, buffers)
