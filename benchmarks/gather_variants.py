@@ -13,6 +13,7 @@ is a pinned host-to-device ``memcpy`` of 256 MiB.
 Variants:
 - ``numba, word per thread``: the library's kernel (``storage/cuda_gather.py``): thread ``g`` copies word ``g % W`` of
   sorted row ``g // W``, grid-stride, one load in flight per thread, each id checked against the table.
+- ``numba, word per thread, ids not sorted``: the same in the ids' own order (whether the store's sort pays for itself).
 - ``numba, 4 loads in flight``: the same mapping, each thread loads four words (one grid stride apart) before it
   stores any, so a thread has four PCIe reads outstanding.
 - ``cuda c++, 4 loads in flight``: the same as a CuPy raw kernel (nvcc-quality code, 32-bit word index, ``__ldg``-free
@@ -200,6 +201,10 @@ def measure(width: int, reps: int, table_bytes: int = 1 << 30, fraction: float =
     add("sort + kernel, views made before", sort_and_kernel)
     add("numba, word per thread (the store's kernel)",
         lambda: launch_gather(src, nb_ids, nb_pos, ids.numel(), dst, nb_flag, stream))
+    arange = torch.arange(ids.numel(), device="cuda")
+    nb_unsorted, nb_arange = cuda.as_cuda_array(ids, sync=False), cuda.as_cuda_array(arange, sync=False)
+    add("numba, word per thread, ids not sorted",
+        lambda: launch_gather(src, nb_unsorted, nb_arange, ids.numel(), dst, nb_flag, stream))
     total = ids.numel() * (row_bytes // word)
     add("numba, 4 loads in flight", lambda: numba_gather_ilp[min(65535, -(-total // (256 * UNROLL))), 256, stream](
         src, nb_ids, nb_pos, dst))
