@@ -137,6 +137,58 @@ def check_out_of_range_ids_raise_at_the_next_call():
         g.check()
 
 
+class HostTorchOps(cuda_gather.TorchOps):
+    """The GPU's array calls (``torch.empty``, ``torch.sort(out=)``, slices of kept buffers) on CPU tensors; only
+    what needs a device is replaced: kernel views are NumPy views of the same memory, no streams or events."""
+
+    def __init__(self) -> None:
+        super().__init__(torch.device("cpu"))
+
+    def pinned(self, n, dtype):
+        return torch.empty(n, dtype=dtype)
+
+    def view(self, a):
+        return a.numpy()
+
+    def words(self, a, rows, row_bytes, word):
+        return NumpyOps().words(a.numpy(), rows, row_bytes, word)
+
+    def stream_key(self):
+        return 0
+
+    def numba_stream(self, key):
+        return 0
+
+    def event(self):
+        return None
+
+    record = wait = wait_for = NumpyOps.record
+    done = NumpyOps.done
+
+    def synchronize(self):
+        pass
+
+    def scope(self):
+        return NumpyOps().scope()
+
+
+def check_torch_array_calls():
+    """The store's torch calls on kept buffers (sort into slices of them, int32 and int64 ids, growing counts)."""
+    cuda_gather.MIN_CAPACITY = 4
+    table = torch.from_numpy(table_of(np.float32, 4))
+    g = ZeroCopyGather(HostTorchOps(), table, 37, 16, "PinnedFeatures.gather")
+    rng = np.random.default_rng(4)
+    for n in (3, 7, 2, 9):
+        for dtype in (torch.int64, torch.int32):
+            ids = torch.from_numpy(rng.integers(0, 37, n)).to(dtype)
+            g.begin()
+            out = g.output((n, 4), torch.float32)
+            g.gather(ids, out)
+            assert torch.equal(out, table[ids.long()]), (n, dtype)
+    g.begin()
+    assert g._ids["int64"].capacity == 16 and g._ids["int32"].capacity == 16
+
+
 CHECKS = {name: fn for name, fn in globals().items() if name.startswith("check_")}
 
 if __name__ == "__main__":

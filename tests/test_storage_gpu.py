@@ -13,7 +13,7 @@ import torch
 
 SIMULATOR_SCRIPT = Path(__file__).with_name("cudasim_gather.py")
 SIMULATOR_CHECKS = ["check_kernel_every_word_and_only_n_ids", "check_store_calls_equal_table_rows",
-                    "check_counts_per_call", "check_out_of_range_ids_raise_at_the_next_call"]
+                    "check_counts_per_call", "check_out_of_range_ids_raise_at_the_next_call", "check_torch_array_calls"]
 
 
 @pytest.fixture(scope="module")
