@@ -47,10 +47,12 @@ def test_gather_kernel_compiles_for_a_gpu_without_one():
         print("compiled")
         """
     )
+    from numba.cuda.cudadrv import nvvm
+
+    if not nvvm.is_available():
+        pytest.skip("no NVVM to compile with")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
-    if "NVVM" in done.stderr and "not available" in done.stderr.lower():
-        pytest.skip("no NVVM to compile with")
     assert done.returncode == 0 and "compiled" in done.stdout, done.stderr[-3000:]
 
 
