@@ -5,11 +5,15 @@
 A 1 GiB float32 table in pinned host memory, 10% of its rows requested (uniform random ids), per row size. Every
 variant copies the same rows into device memory and is checked against ``table[ids]``; each is timed with CUDA events
 around the kernel alone (ids already sorted, views already made) and, for the library path, end to end
-(``PinnedFeatures.gather``: id check, sort, launch). The reference is a pinned host-to-device ``memcpy`` of 256 MiB.
+(``PinnedFeatures.gather``: sort, launch, whatever Python runs around them): each call waited for, the output given
+or allocated, ids on the device or the host, and calls queued back to back (one wait at the end: the host work of a
+call overlaps the kernels before it); then the sort and the kernel alone with no Python between them. The reference
+is a pinned host-to-device ``memcpy`` of 256 MiB.
 
 Variants:
 - ``numba, word per thread``: the library's kernel (``storage/cuda_gather.py``): thread ``g`` copies word ``g % W`` of
-  sorted row ``g // W``, grid-stride, one load in flight per thread.
+  sorted row ``g // W``, grid-stride, one load in flight per thread, each id checked against the table.
+- ``numba, word per thread, ids not sorted``: the same in the ids' own order (whether the store's sort pays for itself).
 - ``numba, 4 loads in flight``: the same mapping, each thread loads four words (one grid stride apart) before it
   stores any, so a thread has four PCIe reads outstanding.
 - ``cuda c++, 4 loads in flight``: the same as a CuPy raw kernel (nvcc-quality code, 32-bit word index, ``__ldg``-free
@@ -110,7 +114,8 @@ def numba_gather_ilp(src, sorted_ids, positions, out):
 
 
 def event_ms(fn, reps: int) -> float:
-    """Median milliseconds of ``fn`` between CUDA events on the current stream (after one warm-up call)."""
+    """Median milliseconds of ``fn`` between CUDA events on the current stream (after one warm-up call), the host
+    waiting for each call: whatever the host does before a launch is time the GPU waits."""
     fn()
     times = []
     for _ in range(reps):
@@ -121,6 +126,20 @@ def event_ms(fn, reps: int) -> float:
         b.synchronize()
         times.append(a.elapsed_time(b))
     return statistics.median(times)
+
+
+def back_to_back_ms(fn, reps: int) -> float:
+    """Milliseconds a call of ``fn`` with ``reps`` calls queued one after the other and one wait at the end: the host
+    work of a call overlaps the kernels before it (how a loader calls it)."""
+    fn()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    a.record()
+    for _ in range(reps):
+        fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / reps
 
 
 def memcpy_gbs(reps: int) -> float:
@@ -143,7 +162,8 @@ def measure(width: int, reps: int, table_bytes: int = 1 << 30, fraction: float =
     table = torch.randn(rows, width)
     store = PinnedFeatures(table, device="cuda")
     ids = torch.randint(0, rows, (int(rows * fraction),), device="cuda")
-    expected = table[ids.cpu()].cuda()
+    host_ids = ids.cpu()
+    expected = table[host_ids].cuda()
     row_bytes = width * 4
     moved = ids.numel() * row_bytes
     sorted_ids, positions = torch.sort(ids)
@@ -151,22 +171,40 @@ def measure(width: int, reps: int, table_bytes: int = 1 << 30, fraction: float =
     word = word_bytes(row_bytes, store.host.data_ptr(), out.data_ptr())
     src = word_view(store.host.data_ptr(), rows, row_bytes, word, owner=store.host)
     dst = word_view(out.data_ptr(), out.shape[0], row_bytes, word, owner=out)
-    nb_ids, nb_pos = cuda.as_cuda_array(sorted_ids, sync=False), cuda.as_cuda_array(positions, sync=False)
+    flag = torch.zeros(1, dtype=torch.int64, device="cuda")
+    nb_ids, nb_pos, nb_flag = (cuda.as_cuda_array(t, sync=False) for t in (sorted_ids, positions, flag))
     stream = cuda.external_stream(torch.cuda.current_stream().cuda_stream)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     results = []
 
-    def add(name, fn):
+    def add(name, fn, timer=event_ms):
+        """``fn`` fills ``out`` or returns the rows it gathered."""
         out.fill_(float("nan"))
-        fn()
+        got = fn()
         torch.cuda.synchronize()
-        exact = bool(torch.equal(out, expected))
-        ms = event_ms(fn, reps)
+        exact = bool(torch.equal(out if got is None else got, expected))
+        ms = timer(fn, reps)
         results.append({"row_bytes": row_bytes, "variant": name, "GB_per_s": moved / ms / 1e6, "exact": exact,
                         "word_bytes": word})
+        if name.startswith("PinnedFeatures"):  # what the last call queued, as the store counts it
+            results[-1]["counts"] = store.last_gather_counts.as_dict()
 
-    add("PinnedFeatures.gather, end to end", lambda: store.gather(ids, out=out))
-    add("numba, word per thread", lambda: launch_gather(src, nb_ids, nb_pos, dst, stream))
+    def sort_and_kernel():
+        torch.sort(ids, out=(sorted_ids, positions))
+        launch_gather(src, nb_ids, nb_pos, ids.numel(), dst, nb_flag, stream)
+
+    add("PinnedFeatures.gather(out=), end to end", lambda: store.gather(ids, out=out))
+    add("PinnedFeatures.gather(out=), end to end, calls back to back", lambda: store.gather(ids, out=out),
+        back_to_back_ms)
+    add("PinnedFeatures.gather, end to end, new output", lambda: store.gather(ids))
+    add("PinnedFeatures.gather(out=), end to end, ids on the host", lambda: store.gather(host_ids, out=out))
+    add("sort + kernel, views made before", sort_and_kernel)
+    add("numba, word per thread (the store's kernel)",
+        lambda: launch_gather(src, nb_ids, nb_pos, ids.numel(), dst, nb_flag, stream))
+    arange = torch.arange(ids.numel(), device="cuda")
+    nb_unsorted, nb_arange = cuda.as_cuda_array(ids, sync=False), cuda.as_cuda_array(arange, sync=False)
+    add("numba, word per thread, ids not sorted",
+        lambda: launch_gather(src, nb_unsorted, nb_arange, ids.numel(), dst, nb_flag, stream))
     total = ids.numel() * (row_bytes // word)
     add("numba, 4 loads in flight", lambda: numba_gather_ilp[min(65535, -(-total // (256 * UNROLL))), 256, stream](
         src, nb_ids, nb_pos, dst))
@@ -189,7 +227,8 @@ def measure(width: int, reps: int, table_bytes: int = 1 << 30, fraction: float =
         add("cuda c++, 4 loads in flight, 8 blocks per SM", lambda: launch(ilp, sms * 8, total))
         add("cuda c++, warp per row", lambda: launch(warp_rows, max(1, min(1 << 20, -(-ids.numel() // 32))),
                                                      ids.numel()))
-    store.close()
+    store.close()  # raises if the kernel met an id out of range (none here)
+    assert int(flag) == 0
     return results
 
 

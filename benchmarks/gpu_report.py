@@ -73,6 +73,10 @@ def section_tests(args) -> dict:
 
 
 def section_gather(args) -> dict:
+    """Per row size, in one run: the store's gather end to end (each call waited for, and calls back to back), the
+    sort + kernel and the kernel alone, the other kernel variants, against pinned memcpy (``gather_variants.py``, CUDA
+    events), the store's per-call counts, and the zero-copy gather against the CPU gather + copy
+    (``feature_gather.py``)."""
     import torch
 
     if args.device != "cuda":
@@ -85,11 +89,26 @@ def section_gather(args) -> dict:
     bench_gpu(rows, reps=3 if args.quick else 10)
     memcpy = next(r["GB_per_s"] for r in rows if r["name"] == "pinned host-to-device memcpy")
     variants = gather_variants.bench(reps=3 if args.quick else 10)
+    columns = {"end to end": "PinnedFeatures.gather(out=), end to end",
+               "back to back": "PinnedFeatures.gather(out=), end to end, calls back to back",
+               "new output": "PinnedFeatures.gather, end to end, new output",
+               "host ids": "PinnedFeatures.gather(out=), end to end, ids on the host",
+               "sort + kernel": "sort + kernel, views made before",
+               "kernel": "numba, word per thread (the store's kernel)",
+               "kernel, unsorted": "numba, word per thread, ids not sorted"}
+    by_name = {(r["row_bytes"], r["variant"]): r for r in variants["rows"] if "GB_per_s" in r}
+    summary = []
+    for size in sorted({r["row_bytes"] for r in variants["rows"]}):
+        found = {key: by_name.get((size, name)) for key, name in columns.items()}
+        summary.append({"row_bytes": size, **{key: r["fraction_of_memcpy"] for key, r in found.items() if r},
+                        "exact": all(r["exact"] for r in found.values() if r),
+                        "counts": (found["end to end"] or {}).get("counts")})
     return {
         "device": torch.cuda.get_device_name(),
         "memcpy_GB_per_s": memcpy,
         "rows": [r for r in rows if "fraction_of_memcpy" in r],
         "variants": variants,
+        "summary": summary,
     }
 
 
@@ -787,8 +806,31 @@ def markdown(report: dict) -> str:
         lines += [f"**pytest -m gpu**: {t['summary']}"] + [f"- {f}" for f in t.get("failures", [])] + [""]
     if not failed("gather"):
         g = s["gather"]
+        v = g.get("variants")
+        if g.get("summary"):
+            keys = ("end to end", "back to back", "new output", "host ids", "sort + kernel", "kernel",
+                    "kernel, unsorted")
+            lines += [
+                "**Zero-copy gather, end to end against the kernel alone** (fractions of pinned memcpy by CUDA events, "
+                f"{v['memcpy_GB_per_s']:.1f} GB/s, same run; target: end to end >= 90% for rows >= 256 B). End to end: "
+                "`PinnedFeatures.gather(ids, out=)`, ids on the device, each call waited for; back to back: calls "
+                "queued with one wait at the end; new output: no `out=`; host ids: ids in pageable host memory; "
+                "sort + kernel: no Python between them; kernel: the store's kernel alone (unsorted: on the ids as "
+                "given). Counts: what one end-to-end call queued (the store's own count).",
+                "",
+                "| row size | " + " | ".join(keys) + " | exact | counts |",
+                "|---:|" + "---:|" * len(keys) + "---|---|",
+            ]
+            lines += [
+                f"| {r['row_bytes']} B | " + " | ".join(f"{r[k]:.0%}" if k in r else "-" for k in keys)
+                + f" | {'yes' if r['exact'] else 'NO'} | "
+                + (", ".join(f"{k} {n}" for k, n in r["counts"].items() if n) if r.get("counts") else "-") + " |"
+                for r in g["summary"]
+            ]
+            lines.append("")
         lines += [
-            f"**Zero-copy gather** (pinned memcpy {g['memcpy_GB_per_s']:.1f} GB/s; target >= 90% for rows >= 256 B)",
+            f"**Zero-copy gather against the CPU gather + copy** (`feature_gather.py`: a new output each call, host "
+            f"clock; pinned memcpy {g['memcpy_GB_per_s']:.1f} GB/s)",
             "",
             "| row size | GB/s | of memcpy | vs CPU gather + copy |",
             "|---|---:|---:|---:|",
@@ -801,11 +843,10 @@ def markdown(report: dict) -> str:
             for r in g["rows"]
         ]
         lines.append("")
-        v = g.get("variants")
         if v:
-            lines += [f"Kernel variants (CUDA events around the kernel alone; pinned memcpy by events "
-                      f"{v['memcpy_GB_per_s']:.1f} GB/s):", "", "| row size | variant | GB/s | of memcpy | exact |",
-                      "|---:|---|---:|---:|---|"]
+            lines += [f"Every row of `gather_variants.py` (CUDA events, each call waited for unless said; pinned "
+                      f"memcpy by events {v['memcpy_GB_per_s']:.1f} GB/s):", "",
+                      "| row size | variant | GB/s | of memcpy | exact |", "|---:|---|---:|---:|---|"]
             lines += [
                 f"| {r['row_bytes']} B | {r['variant']} | {r['GB_per_s']:.1f} | {r['fraction_of_memcpy']:.0%} | "
                 f"{'yes' if r['exact'] else 'NO'} |"

@@ -46,10 +46,11 @@ class GatherStats:
         return {**asdict(self), "hit_rate": self.hit_rate}
 
 
-def check_ids(ids, num_rows: int, where: str) -> torch.Tensor:
+def check_ids(ids, num_rows: int, where: str, *, in_range: bool = True) -> torch.Tensor:
     """Validate row ids before any read: a 1-D int64/int32 tensor (or NumPy array) inside ``[0, num_rows)``.
 
-    Returns the ids as a tensor (NumPy input wrapped without a copy).
+    Returns the ids as a tensor (NumPy input wrapped without a copy). ``in_range=False``: the range is left to the
+    caller (a kernel that checks each id on the device, so no host read of device ids).
     """
     if isinstance(ids, np.ndarray):
         if ids.dtype.kind not in "iu":
@@ -65,19 +66,21 @@ def check_ids(ids, num_rows: int, where: str) -> torch.Tensor:
     if ids.dim() != 1:
         raise FeatureIdError(f"{where}: ids must be 1-D, got shape {tuple(ids.shape)}; flatten them with "
                              "ids.reshape(-1)")
-    if ids.numel():
+    if in_range and ids.numel():
         if ids.device.type == "cpu":  # NumPy: no thread-pool wake-up for a tiny reduction
             array = ids.numpy()
             lo, hi = int(array.min()), int(array.max())
         else:
             lo, hi = (int(v) for v in torch.aminmax(ids))
         if lo < 0 or hi >= num_rows:
-            bad = lo if lo < 0 else hi
-            raise FeatureIdError(
-                f"{where}: row id {bad} is out of range for a table of {num_rows} rows (valid: 0..{num_rows - 1}); "
-                "ids must be non-negative node ids of this table (no negative indexing)"
-            )
+            raise id_range_error(lo if lo < 0 else hi, num_rows, where)
     return ids
+
+
+def id_range_error(bad: int, num_rows: int, where: str) -> FeatureIdError:
+    """The one-line error for a row id outside ``[0, num_rows)``."""
+    return FeatureIdError(f"{where}: row id {bad} is out of range for a table of {num_rows} rows (valid: "
+                          f"0..{num_rows - 1}); ids must be non-negative node ids of this table (no negative indexing)")
 
 
 def torch_dtype_of(dtype: np.dtype) -> torch.dtype:
@@ -129,6 +132,7 @@ class FeatureSource(ABC):
     shape: torch.Size
     dtype: torch.dtype
     device: torch.device
+    ids_checked_on_device = False  # True: _gather_into checks the range itself (no host read of device ids)
 
     def __init__(self, shape, dtype: torch.dtype, device: torch.device | str) -> None:
         self.shape = torch.Size(shape)
@@ -163,9 +167,11 @@ class FeatureSource(ABC):
         """Rows ``ids`` (any order, duplicates allowed) as a ``[len(ids), *row_shape]`` tensor on ``self.device``.
 
         ``out``, when given, must be a contiguous tensor of that shape, dtype and device; it is filled and returned.
-        Ids out of range raise :class:`~sparsetrain.storage.errors.FeatureIdError` before anything is read.
+        Ids out of range raise :class:`~sparsetrain.storage.errors.FeatureIdError` before anything is read; a store
+        that checks them on the device (``ids_checked_on_device``) reads none of them and raises at a later call or
+        its ``check()``.
         """
-        ids = check_ids(ids, self.num_rows, f"{type(self).__name__}.gather")
+        ids = check_ids(ids, self.num_rows, f"{type(self).__name__}.gather", in_range=not self.ids_checked_on_device)
         out = self._output(ids.numel(), out)
         if ids.numel() and self.row_bytes:
             self._gather_into(ids, out)

@@ -48,6 +48,8 @@ class PinnedFeatures(FeatureSource):
 
     ``device="cuda"``: ``gather`` runs a GPU kernel that reads only the requested rows over PCIe
     (sorted ids, aligned vector loads) and writes them to device memory: no CPU gather, no staging copy.
+    A call queues a sort and the kernel, without a host wait and without an allocation but its output
+    (:mod:`~sparsetrain.storage.cuda_gather`'s ``ZeroCopyGather``; :attr:`last_gather_counts`).
     ``device="cpu"``: a parallel Numba gather into a pinned output, ready for ``.to("cuda", non_blocking=True)``.
     An existing CPU tensor is registered in place (``cudaHostRegister``, chunked when one call fails)
     unless ``copy=True``; without CUDA the rows simply stay in ordinary host memory.
@@ -62,12 +64,18 @@ class PinnedFeatures(FeatureSource):
                                     "device='cpu'")
         host = _host_tensor(source)
         super().__init__(host.shape, host.dtype, device)
-        self._registration = None
+        self._registration = self._zero_copy = None
         if has_cuda and not host.is_pinned():
             host = self._pin(host, copy, chunk_bytes)
         self.host = host
         self.pinned = has_cuda and (host.is_pinned() or self._registration is not None)
         self._bytes = byte_rows(host)
+        if self.device.type == "cuda" and self.num_rows:
+            from sparsetrain.storage.cuda_gather import TorchOps, ZeroCopyGather
+
+            self._zero_copy = ZeroCopyGather(TorchOps(self.device), host, self.num_rows, self.row_bytes,
+                                             f"{type(self).__name__}.gather")
+            self.ids_checked_on_device = True  # by the kernel: no host read of the ids
 
     def _pin(self, host: torch.Tensor, copy: bool, chunk_bytes: int) -> torch.Tensor:
         nbytes = host.numel() * host.element_size()
@@ -92,13 +100,39 @@ class PinnedFeatures(FeatureSource):
         pinned.copy_(host)
         return pinned
 
+    def gather(self, ids: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+        """As :meth:`FeatureSource.gather`; on a GPU the ids are checked by the kernel, so an id out of range raises
+        :class:`~sparsetrain.storage.errors.FeatureIdError` at a later call, at :meth:`check` or at :meth:`close`
+        (its row of this call's output is zeros)."""
+        if self._zero_copy is not None:
+            self._zero_copy.begin()
+        return super().gather(ids, out=out)
+
+    @property
+    def last_gather_counts(self):
+        """What the last GPU ``gather`` queued (:class:`~sparsetrain.storage.cuda_gather.GatherCounts`); None on the
+        CPU."""
+        return None if self._zero_copy is None else self._zero_copy.counts
+
+    def check(self) -> None:
+        """Wait for the gathers queued so far and raise an out-of-range id one of them met (nothing to do on the CPU,
+        whose gathers check their ids first)."""
+        if self._zero_copy is not None:
+            self._zero_copy.check()
+
     def close(self) -> None:
-        """Unregister a buffer registered in place."""
-        if self._registration is not None:
-            self._registration.close()
-            self._registration = None
+        """Wait for the gathers still reading the table, then unregister a buffer registered in place; raises an
+        out-of-range id they met."""
+        try:
+            self.check()
+        finally:
+            if self._registration is not None:
+                self._registration.close()
+                self._registration = None
 
     def _empty(self, shape) -> torch.Tensor:
+        if self._zero_copy is not None:
+            return self._zero_copy.output(shape, self.dtype)
         if self.device.type == "cpu":
             return pinned_empty(shape, self.dtype)
         return super()._empty(shape)
@@ -107,25 +141,11 @@ class PinnedFeatures(FeatureSource):
         if self.device.type == "cpu":
             gather_rows(*widen(self._bytes, byte_rows(out)), ids=ids.cpu().numpy())
         else:
-            self._gather_zero_copy(ids, out)
+            self._zero_copy.gather(ids, out)
         self.stats.bytes_moved += ids.numel() * self.row_bytes
 
     def _direct_rows(self, ids: np.ndarray) -> np.ndarray | None:
         return self._bytes if self.device.type == "cpu" else None
-
-    def _gather_zero_copy(self, ids: torch.Tensor, out: torch.Tensor) -> None:
-        from sparsetrain._numba_cuda import cuda
-        from sparsetrain.storage.cuda_gather import launch_gather, word_bytes, word_view
-
-        row_bytes = self.row_bytes
-        sorted_ids, positions = torch.sort(ids.to(self.device, non_blocking=True).long())
-        word = word_bytes(row_bytes, self.host.data_ptr(), out.data_ptr())
-        src = word_view(self.host.data_ptr(), self.num_rows, row_bytes, word, owner=self.host)
-        dst = word_view(out.data_ptr(), out.shape[0], row_bytes, word, owner=out)
-        with torch.cuda.device(self.device):
-            stream = cuda.external_stream(torch.cuda.current_stream(self.device).cuda_stream)
-            launch_gather(src, cuda.as_cuda_array(sorted_ids, sync=False), cuda.as_cuda_array(positions, sync=False),
-                          dst, stream)
 
     def __del__(self) -> None:
         try:
