@@ -189,3 +189,5 @@ def test_zero_copy_gather_counts_and_late_id_check_on_gpu():
     store.gather(torch.tensor([-1], device="cuda"))
     with pytest.raises(FeatureIdError, match="row id -1"):
         store.close()
+    with pytest.raises(FeatureIdError, match="row id 5000"):  # host ids: checked before any read, as on the CPU
+        PinnedFeatures(table, device="cuda").gather(bad)

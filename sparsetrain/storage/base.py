@@ -46,11 +46,12 @@ class GatherStats:
         return {**asdict(self), "hit_rate": self.hit_rate}
 
 
-def check_ids(ids, num_rows: int, where: str, *, in_range: bool = True) -> torch.Tensor:
+def check_ids(ids, num_rows: int, where: str, *, device_ids_later: bool = False) -> torch.Tensor:
     """Validate row ids before any read: a 1-D int64/int32 tensor (or NumPy array) inside ``[0, num_rows)``.
 
-    Returns the ids as a tensor (NumPy input wrapped without a copy). ``in_range=False``: the range is left to the
-    caller (a kernel that checks each id on the device, so no host read of device ids).
+    Returns the ids as a tensor (NumPy input wrapped without a copy). ``device_ids_later``: the range of ids on a GPU
+    is left to the caller (a kernel that checks each id there: no host read of device ids); host ids are checked here
+    whatever it says (a NumPy pass, no wait).
     """
     if isinstance(ids, np.ndarray):
         if ids.dtype.kind not in "iu":
@@ -66,7 +67,7 @@ def check_ids(ids, num_rows: int, where: str, *, in_range: bool = True) -> torch
     if ids.dim() != 1:
         raise FeatureIdError(f"{where}: ids must be 1-D, got shape {tuple(ids.shape)}; flatten them with "
                              "ids.reshape(-1)")
-    if in_range and ids.numel():
+    if ids.numel() and not (device_ids_later and ids.device.type != "cpu"):
         if ids.device.type == "cpu":  # NumPy: no thread-pool wake-up for a tiny reduction
             array = ids.numpy()
             lo, hi = int(array.min()), int(array.max())
@@ -168,10 +169,11 @@ class FeatureSource(ABC):
 
         ``out``, when given, must be a contiguous tensor of that shape, dtype and device; it is filled and returned.
         Ids out of range raise :class:`~sparsetrain.storage.errors.FeatureIdError` before anything is read; a store
-        that checks them on the device (``ids_checked_on_device``) reads none of them and raises at a later call or
+        that checks ids on the GPU there (``ids_checked_on_device``) reads none of them and raises at a later call or
         its ``check()``.
         """
-        ids = check_ids(ids, self.num_rows, f"{type(self).__name__}.gather", in_range=not self.ids_checked_on_device)
+        ids = check_ids(ids, self.num_rows, f"{type(self).__name__}.gather",
+                        device_ids_later=self.ids_checked_on_device)
         out = self._output(ids.numel(), out)
         if ids.numel() and self.row_bytes:
             self._gather_into(ids, out)

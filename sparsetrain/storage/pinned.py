@@ -101,9 +101,9 @@ class PinnedFeatures(FeatureSource):
         return pinned
 
     def gather(self, ids: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
-        """As :meth:`FeatureSource.gather`; on a GPU the ids are checked by the kernel, so an id out of range raises
-        :class:`~sparsetrain.storage.errors.FeatureIdError` at a later call, at :meth:`check` or at :meth:`close`
-        (its row of this call's output is zeros)."""
+        """As :meth:`FeatureSource.gather`; on a GPU, ids already there are checked by the kernel (no host read), so
+        one out of range raises :class:`~sparsetrain.storage.errors.FeatureIdError` at a later call, at :meth:`check`
+        or at :meth:`close` (its row of this call's output is zeros); host ids are checked before anything is read."""
         if self._zero_copy is not None:
             self._zero_copy.begin()
         return super().gather(ids, out=out)
