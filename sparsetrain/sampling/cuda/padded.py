@@ -51,6 +51,12 @@ class PaddedOut:
     def num_hops(self) -> int:
         return len(self.edges)
 
+    @property
+    def key(self) -> tuple:
+        """The shapes and the buffers' addresses: what a batch captured into these buffers bakes in."""
+        buffers = [self.node_ids, *self.edge_index, self.sizes]
+        return self.nodes, self.edges, tuple(_address(a) for a in buffers)
+
     def check_fits(self, levels: list[int], hop_edges: list[int]) -> None:
         """Refuse a batch whose bounds (nodes per level, edges per hop) pass the shapes: its arrays would not hold
         it. Raised before anything is queued."""
@@ -115,6 +121,11 @@ class LateChecks:
 
     def __len__(self) -> int:
         return len(self._pending)
+
+
+def _address(a) -> int:
+    """Where an array's data starts (a PyTorch tensor, or a NumPy array under the simulator)."""
+    return a.data_ptr() if hasattr(a, "data_ptr") else a.__array_interface__["data"][0]
 
 
 def sizes_index(at: dict, segments: list[int]) -> np.ndarray:
