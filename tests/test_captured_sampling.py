@@ -92,3 +92,17 @@ def test_captured_gpu_bad_seeds_raise_late():
     assert sampler.last_batch_counts.total.graphs == 1
     with pytest.raises(SamplingError, match="seed 7 appears more than once"):
         sampler.check_padded()
+
+
+def test_report_counts_a_replayed_batch_as_one_graph_launch_and_one_copy():
+    """``gpu_report --quick`` without a GPU: the captured row (the simulator's replay) beside the padded one."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import gpu_report
+
+    counts = gpu_report._counts_on_the_simulator()
+    assert "error" not in counts, counts
+    assert counts["node, captured"]["batch"] == {"launches": 2, "kernels": 0, "torch_ops": 1, "copies": 1, "syncs": 0,
+                                                 "allocations": 0, "pinned_allocations": 0, "graphs": 1}, counts
+    assert counts["node, padded"]["batch"]["launches"] == 27
+    lines = "\n".join(gpu_report._per_batch_lines({"simulated": counts}))
+    assert "node, captured batch:" in lines and "| batch | 2 | 0 | 1 | 1 | 0 | 0 | 0 | 1 |" in lines, lines
