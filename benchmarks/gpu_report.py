@@ -164,7 +164,7 @@ def section_sampling(args) -> dict:
 
     from sparsetrain.datasets import load
     from sparsetrain.sampling import EdgeSamplerInput, LinkNeighborSampler, NeighborSampler, SamplerInput
-    from sparsetrain.sampling.cuda.padded import LateChecks
+    from sparsetrain.sampling.late_checks import LateChecks
 
     ds = load(_products(args))
     rng = np.random.default_rng(0)
@@ -303,9 +303,10 @@ def simulated_counts() -> dict:
     from sparsetrain.sampling import CSCGraph
     from sparsetrain.sampling.cuda import driver
     from sparsetrain.sampling.cuda.arrays import NumpyArrays
-    from sparsetrain.sampling.cuda.padded import LateChecks, PaddedOut
+    from sparsetrain.sampling.cuda.padded import PaddedOut
     from sparsetrain.sampling.cuda.workspace import Workspace
     from sparsetrain.sampling.fanouts import Fanouts
+    from sparsetrain.sampling.late_checks import LateChecks
     from sparsetrain.sampling.layout import KernelLayout
 
     def counts(g, seeds, fanouts, seed_type=0, padded=None, capture=False):

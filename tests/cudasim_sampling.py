@@ -361,7 +361,7 @@ def check_padded_batches_equal_eager_batches():
 
 def check_padded_batch_counts():
     from sparsetrain.engine.static_step import StepShapes
-    from sparsetrain.sampling.cuda.padded import LateChecks
+    from sparsetrain.sampling.late_checks import LateChecks
 
     g = graph(200, 3000, seed=7)
     out = padded_out(StepShapes.bound(3, [5, 4, 3], g.num_nodes, num_edges=g.num_edges))
@@ -538,7 +538,7 @@ def check_captured_batches_replay_the_eager_batches():
     every device operation), then the record is replayed with no driver logic: each batch is the CPU sampler's for its
     own seeds and key, a smaller batch runs eagerly in between, and a bad seed in a replayed batch raises late."""
     from sparsetrain.engine.static_step import StepShapes
-    from sparsetrain.sampling.cuda.padded import LateChecks
+    from sparsetrain.sampling.late_checks import LateChecks
 
     g, fanouts, ring = graph(200, 3000, seed=7), [4, 3], LateChecks.RING
     out = padded_out(StepShapes.bound(4, fanouts, g.num_nodes, num_edges=g.num_edges))
@@ -577,7 +577,7 @@ def check_captured_batches_replay_the_eager_batches():
 
 def check_a_failed_capture_warns_once_and_samples_eagerly():
     from sparsetrain.engine.static_step import StepShapes
-    from sparsetrain.sampling.cuda.padded import LateChecks
+    from sparsetrain.sampling.late_checks import LateChecks
 
     class NoGraphs(NumpyArrays):
         def graph(self):
@@ -606,7 +606,7 @@ def check_captured_sampled_loader_trains_as_the_loader():
     from sparsetrain.engine.loader import Loader
     from sparsetrain.engine.static_step import SampledLoader, StaticStep, StepShapes
     from sparsetrain.nn.models import GraphSAGE
-    from sparsetrain.sampling.cuda.padded import LateChecks
+    from sparsetrain.sampling.late_checks import LateChecks
 
     g = graph(300, 4000, seed=12)
     gen = torch.Generator().manual_seed(1)

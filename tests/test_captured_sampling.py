@@ -51,7 +51,7 @@ def test_captured_gpu_batches_equal_eager_batches():
     """capture=True on a GPU: each batch (eager, captured, replayed, a smaller one eager) is the eager sampler's batch
     of its seeds and key; a replay is one graph launch and one copy, with no synchronizing call."""
     from sparsetrain.sampling import SamplerInput
-    from sparsetrain.sampling.cuda.padded import LateChecks
+    from sparsetrain.sampling.late_checks import LateChecks
 
     sampler, reference, out = _gpu_sampler([15, 10, 5], 455)
     gen = torch.Generator().manual_seed(1)
@@ -82,8 +82,8 @@ def test_captured_gpu_batches_equal_eager_batches():
 @pytest.mark.gpu
 def test_captured_gpu_bad_seeds_raise_late():
     from sparsetrain.sampling import SamplerInput
-    from sparsetrain.sampling.cuda.padded import LateChecks
     from sparsetrain.sampling.errors import SamplingError
+    from sparsetrain.sampling.late_checks import LateChecks
 
     sampler, _, out = _gpu_sampler([5, 5], 3)
     for key in range(2 * LateChecks.RING):  # every ring slot eager, then captured

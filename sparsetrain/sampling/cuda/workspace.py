@@ -7,8 +7,8 @@ import numpy as np
 
 from sparsetrain.sampling.cuda.capture import CapturedBatches
 from sparsetrain.sampling.cuda.counts import BatchCounts
-from sparsetrain.sampling.cuda.padded import LateChecks
 from sparsetrain.sampling.errors import SamplingBackendError
+from sparsetrain.sampling.late_checks import LateChecks
 
 
 class Workspace:
