@@ -106,3 +106,29 @@ def test_report_counts_a_replayed_batch_as_one_graph_launch_and_one_copy():
     assert counts["node, padded"]["batch"]["launches"] == 27
     lines = "\n".join(gpu_report._per_batch_lines({"simulated": counts}))
     assert "node, captured batch:" in lines and "| batch | 2 | 0 | 1 | 1 | 0 | 0 | 0 | 1 |" in lines, lines
+
+
+@pytest.mark.gpu
+def test_captured_sampling_feeds_the_captured_step_as_eager_sampling_does():
+    """``SampledLoader(capture=True)`` before a static step replayed as a CUDA graph (two graphs a step): the same
+    losses as the eager padded sampling into the same step."""
+    import copy
+
+    from sparsetrain.engine.loader import Loader
+    from sparsetrain.engine.static_step import SampledLoader, StaticStep, StepShapes
+    from sparsetrain.nn.models import GraphSAGE
+
+    sampler, twin, _ = _gpu_sampler([5, 5], 64)
+    gen = torch.Generator().manual_seed(2)
+    features, labels = torch.randn(5000, 16, generator=gen).cuda(), torch.randint(0, 4, (5000,), generator=gen).cuda()
+    torch.manual_seed(0)
+    model = GraphSAGE(16, 32, 4, num_layers=2, dropout=0.0).cuda()
+    shapes = StepShapes.bound(64, [5, 5], 5000, num_edges=sampler.graph.num_edges)
+    losses = []
+    for s, m, capture in [(sampler, model, False), (twin, copy.deepcopy(model), True)]:
+        step = StaticStep(m, torch.optim.Adam(m.parameters(), lr=0.01, capturable=True), shapes, 16, device="cuda")
+        loader = Loader(s, features, labels, torch.arange(0, 1600), batch_size=64, prefetch=0, seed=4, device="cuda")
+        sampled = SampledLoader(loader, step, features, labels, capture=capture)
+        losses.append(torch.stack([step.step(batch) for batch in sampled.epoch(0)]).cpu())  # 25 full batches
+    assert twin.last_batch_counts.total.graphs == 1 and sampler.last_batch_counts.total.graphs == 0
+    torch.testing.assert_close(losses[1], losses[0], rtol=1e-4, atol=1e-5)

@@ -151,7 +151,7 @@ class Workspace:
 
     def assign(self, out, a) -> None:
         """``out[...] = a`` (device to device)."""
-        self._queue(lambda: out.__setitem__(Ellipsis, a))
+        self._queue(lambda: _set(out, a))
         self.counts.add(torch_ops=1, copies=1)
 
     def cumsum(self, a, axis: int = 0):
@@ -167,7 +167,7 @@ class Workspace:
         self.counts.add(torch_ops=1)
 
     def fill(self, a, value: int) -> None:
-        self._queue(lambda: a.__setitem__(Ellipsis, value))
+        self._queue(lambda: _set(a, value))
         self.counts.add(torch_ops=1)
 
     def read_late(self, a, check) -> None:
@@ -194,3 +194,8 @@ class Workspace:
             raise SamplingBackendError("the captured batch reads the device; only padded batches are captured")
         self.counts.add(torch_ops=1, copies=1, syncs=1)
         return self._ops.read(a)
+
+
+def _set(a, value) -> None:
+    """``a[...] = value`` (a copy or a fill on the device)."""
+    a[...] = value
