@@ -73,9 +73,10 @@ class CudaGraphCapture:
 
 @dataclass
 class Captured:
-    """One ring slot's captured batch: its graph, the device buffer it reads the seeds from, the pinned uploads it
-    reads (buffer, values at capture, ``(offset, hop)`` of each hop's keys in them), the pinned buffers it copies
-    checks to (with their check), the counts of the captured work and the workspace's arrays it uses (kept alive)."""
+    """One ring slot's captured batch: its graph, the device buffer it reads the seeds from, what the driver returned
+    (the padded buffers), the pinned uploads it reads (buffer, values at capture, ``(offset, hop)`` of each hop's keys
+    in them), the pinned buffers it copies checks to (with their check), the counts of the captured work and the
+    workspace's arrays it uses (kept alive)."""
 
     graph: object
     seeds: object
