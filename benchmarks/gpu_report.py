@@ -183,6 +183,7 @@ def section_sampling(args) -> dict:
 
     from sparsetrain.datasets import load
     from sparsetrain.sampling import EdgeSamplerInput, LinkNeighborSampler, NeighborSampler, SamplerInput
+    from sparsetrain.sampling.late_checks import LateChecks
 
     ds = load(_products(args))
     rng = np.random.default_rng(0)
@@ -244,6 +245,8 @@ def section_sampling(args) -> dict:
         node = NeighborSampler(ds.graph.to(args.device), FANOUTS, seed=0)
         per_batch = {"node": _per_batch(node, batches),
                      "node, padded": _per_batch(node, batches, _padded_draw(node, ds.graph)),
+                     "node, captured": _per_batch(node, batches, _padded_draw(node, ds.graph, capture=True),
+                                                  warmup=2 * LateChecks.RING),  # (each slot captured)
                      "typed": _per_batch(NeighborSampler(typed.graph.to(args.device), [15, 10], seed=0,
                                                          seed_type="paper"), typed_batches)}
     else:
@@ -252,8 +255,9 @@ def section_sampling(args) -> dict:
             **(_host_syncs(ds.graph, batches[0], args) if on_gpu else {})}
 
 
-def _padded_draw(sampler, graph):
-    """Draw a batch as ``--step static`` would: into buffers of the static step's shapes, no host read."""
+def _padded_draw(sampler, graph, capture: bool = False):
+    """Draw a batch as ``--step static`` would: into buffers of the static step's shapes, no host read; ``capture``:
+    replayed as a CUDA graph once captured (``sample_padded``'s)."""
     import torch
 
     from sparsetrain.engine.static_step import StepShapes
@@ -263,13 +267,13 @@ def _padded_draw(sampler, graph):
     shapes = StepShapes.bound(BATCH, FANOUTS, graph.num_nodes, num_edges=graph.num_edges)
     out = PaddedOut.allocate(shapes.nodes, shapes.edges,
                              lambda shape: torch.zeros(shape, dtype=torch.int64, device=sampler.graph.device))
-    return lambda seeds, key: sampler.sample_padded(SamplerInput(seeds, key=key), out)
+    return lambda seeds, key: sampler.sample_padded(SamplerInput(seeds, key=key), out, capture=capture)
 
 
-def _per_batch(sampler, batches, draw=None) -> dict:
+def _per_batch(sampler, batches, draw=None, warmup: int = 1) -> dict:
     """GPU sampling batch by batch: wall time against the stream's time (CUDA events) and the GPU's busy time (the
     profiler's kernels and copies, and how many), with the driver's own counts of the last batch. ``draw(seeds,
-    key)``: how a batch is drawn (default: ``sampler.sample``)."""
+    key)``: how a batch is drawn (default: ``sampler.sample``), first ``warmup`` times untimed."""
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -280,7 +284,8 @@ def _per_batch(sampler, batches, draw=None) -> dict:
         def draw(seeds, key):
             sampler.sample(SamplerInput(seeds, key=key))
 
-    draw(batches[0], 0)  # compiles the kernels, fills the workspace
+    for key in range(warmup):  # compiles the kernels, fills the workspace (and captures)
+        draw(batches[key % len(batches)], key)
     torch.cuda.synchronize()
     walls, streams = [], []
     for key, seeds in enumerate(batches):
@@ -305,10 +310,11 @@ def _per_batch(sampler, batches, draw=None) -> dict:
 
 def simulated_counts() -> dict:
     """The GPU sampler's per-batch counts (the driver's own, not a timing) under Numba's CUDA simulator, the second
-    batch of a kept workspace (a padded node batch: once its ring of pinned buffers is made): a node batch [15, 10, 5],
-    eager and padded (a static step's, :class:`~sparsetrain.sampling.cuda.padded.PaddedOut`), and a typed batch
-    [15, 10] on tiny graphs. Run with
-    ``NUMBA_ENABLE_CUDASIM=1`` (:func:`_counts_on_the_simulator`)."""
+    batch of a kept workspace (a padded node batch: once its ring of pinned buffers is made; a captured one: once
+    replayed): a node batch [15, 10, 5], eager, padded (a static step's,
+    :class:`~sparsetrain.sampling.cuda.padded.PaddedOut`) and captured (its replay: the simulator's record stands for
+    the CUDA graph), and a typed batch [15, 10] on tiny graphs. Run with ``NUMBA_ENABLE_CUDASIM=1``
+    (:func:`_counts_on_the_simulator`)."""
     import numpy as np
     import torch
 
@@ -316,22 +322,24 @@ def simulated_counts() -> dict:
     from sparsetrain.sampling import CSCGraph
     from sparsetrain.sampling.cuda import driver
     from sparsetrain.sampling.cuda.arrays import NumpyArrays
-    from sparsetrain.sampling.cuda.padded import LateChecks, PaddedOut
+    from sparsetrain.sampling.cuda.padded import PaddedOut
     from sparsetrain.sampling.cuda.workspace import Workspace
     from sparsetrain.sampling.fanouts import Fanouts
+    from sparsetrain.sampling.late_checks import LateChecks
     from sparsetrain.sampling.layout import KernelLayout
 
-    def counts(g, seeds, fanouts, seed_type=0, padded=None):
+    def counts(g, seeds, fanouts, seed_type=0, padded=None, capture=False):
         indptr, indices, _ = g.numpy()
         edge_perm = None if g.edge_perm is None else g.edge_perm.numpy()
         layout = KernelLayout(g, Fanouts(fanouts))
         ws = Workspace(NumpyArrays())
-        for key in range(2 if padded is None else LateChecks.RING + 1):  # (a padded batch's pinned buffers: a ring)
+        # (a padded batch's pinned buffers: a ring, each slot captured after its first batch)
+        for key in range(2 if padded is None else 2 * LateChecks.RING + 1 if capture else LateChecks.RING + 1):
             keys = [layout.hop_keys(0, key, h) for h in range(len(fanouts))]
             with np.errstate(all="ignore"):  # uint64 products wrap on purpose
                 driver.sample_arrays(NumpyArrays(), indptr, indices, np.empty(1, np.float32),
                                      np.asarray(seeds, np.int64), layout, keys, False, False, edge_perm=edge_perm,
-                                     seed_type=seed_type, workspace=ws, padded=padded)
+                                     seed_type=seed_type, workspace=ws, padded=padded, capture=capture)
         ws.late.drain()
         return ws.last_counts.as_dict()
 
@@ -344,6 +352,7 @@ def simulated_counts() -> dict:
     padded = PaddedOut.allocate(shapes.nodes, shapes.edges, lambda shape: np.zeros(shape, np.int64))
     return {"node": counts(node, [0, 3, 7, 9], FANOUTS),
             "node, padded": counts(node, [0, 3, 7, 9], FANOUTS, padded=padded),
+            "node, captured": counts(node, [0, 3, 7, 9], FANOUTS, padded=padded, capture=True),
             "typed": counts(typed, [1, 2, 5], [15, 10], seed_type=typed.node_types.index("p"))}
 
 
@@ -732,7 +741,7 @@ def _fmt(v) -> str:
     return str(v)
 
 
-COUNT_COLUMNS = ("launches", "kernels", "torch_ops", "copies", "syncs", "allocations", "pinned_allocations")
+COUNT_COLUMNS = ("launches", "kernels", "torch_ops", "copies", "syncs", "allocations", "pinned_allocations", "graphs")
 
 
 def _counts_table(counts: dict) -> list[str]:
@@ -749,7 +758,7 @@ def _per_batch_lines(per_batch: dict) -> list[str]:
             return [f"\nPer-batch counts (CUDA simulator): {simulated['error']}"]
         per_batch = simulated
         lines.append("\nPer-batch device work of the GPU sampler, counted by its driver (the CUDA simulator: no GPU)")
-    for name in ("node", "node, padded", "typed"):
+    for name in ("node", "node, padded", "node, captured", "typed"):
         b = per_batch.get(name)
         if b is None:
             continue

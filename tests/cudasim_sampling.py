@@ -35,7 +35,7 @@ def graph(num_nodes=60, num_edges=500, seed=0, weighted=False) -> CSCGraph:
 
 
 def gpu_layers(g: CSCGraph, seeds, fanouts, *, replace=False, weighted=False, hop_nodes="all", seed=5, batch=7,
-               ops=None, seed_type=0, workspace=None, padded=None):
+               ops=None, seed_type=0, workspace=None, padded=None, capture=False):
     """The GPU hop loop's own result: per hop ``(edge_index, edge_ids, segments, before, after)``, nodes per type."""
     indptr, indices, weights = g.numpy()
     weights = weights if weighted else np.empty(1, np.float32)
@@ -47,7 +47,7 @@ def gpu_layers(g: CSCGraph, seeds, fanouts, *, replace=False, weighted=False, ho
     with np.errstate(all="ignore"):  # uint64 products wrap on purpose
         return driver.sample_arrays(ops or NumpyArrays(), indptr, indices, weights, np.asarray(seeds, np.int64), layout,
                                 keys, replace, weighted, edge_perm=edge_perm, new_only=hop_nodes == "new",
-                                seed_type=seed_type, workspace=workspace, padded=padded)
+                                seed_type=seed_type, workspace=workspace, padded=padded, capture=capture)
 
 
 def gpu_sample(g: CSCGraph, seeds, fanouts, **kw):
@@ -361,7 +361,7 @@ def check_padded_batches_equal_eager_batches():
 
 def check_padded_batch_counts():
     from sparsetrain.engine.static_step import StepShapes
-    from sparsetrain.sampling.cuda.padded import LateChecks
+    from sparsetrain.sampling.late_checks import LateChecks
 
     g = graph(200, 3000, seed=7)
     out = padded_out(StepShapes.bound(3, [5, 4, 3], g.num_nodes, num_edges=g.num_edges))
@@ -472,11 +472,11 @@ class SimulatedSampler:
     def __getattr__(self, name):
         return getattr(self.sampler, name)
 
-    def sample_padded(self, inp, out):
+    def sample_padded(self, inp, out, capture=False):
         views = PaddedOut(out.nodes, out.edges, out.node_ids.numpy(), [e.numpy() for e in out.edge_index],
                           out.sizes.numpy())
         gpu_layers(self.sampler.graph, inp.seeds.numpy(), self.fanouts, seed=self.sampler.seed, batch=inp.key,
-                   padded=views, workspace=self.ws)
+                   padded=views, workspace=self.ws, capture=capture)
 
     def check_padded(self):
         self.ws.late.drain()
@@ -510,6 +510,125 @@ def check_sampled_loader_trains_as_the_loader():
             loss, padded_loss = steps[0].step(mb), steps[1].step(padded)
             assert torch.allclose(padded_loss, loss, rtol=1e-5, atol=1e-6), (epoch, padded_loss, loss)
         assert loader.last_epoch_stats.batches == 4 - start
+    for a, b in zip(*(s.model.parameters() for s in steps)):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6), "weights differ"
+
+
+def assert_padded_same_as_cpu(g, seeds, fanouts, key, out):
+    """``out`` holds the CPU sampler's batch of ``seeds`` and ``key``, padded as the static step expects."""
+    mb = NeighborSampler(g, fanouts, seed=5).sample(SamplerInput(torch.as_tensor(seeds), key=key))
+    sizes = out.sizes.tolist()
+    assert sizes == [len(seeds)] + [b.num_src for b in reversed(mb.blocks)] + [
+        b.num_edges for b in reversed(mb.blocks)], (key, sizes)
+    edges, levels = out.unpadded(sizes)
+    assert np.array_equal(levels[-1], mb.input_nodes.numpy()), f"batch {key}: node ids differ"
+    for hop, block in enumerate(reversed(mb.blocks)):
+        assert np.array_equal(edges[hop], block.edge_index.numpy()), f"batch {key}, hop {hop}: edges differ"
+        tail = out.edge_index[hop][:, block.num_edges:]
+        assert (tail[0] == out.nodes[hop + 1] - 1).all() and (tail[1] == out.nodes[hop] - 1).all(), "padding"
+
+
+# a replayed batch: the seeds copied into the captured batch's buffer, then one graph launch
+REPLAY = {"setup": {"launches": 1, "torch_ops": 1, "copies": 1}, "graph": {"launches": 1, "graphs": 1},
+          "batch": {"launches": 2, "torch_ops": 1, "copies": 1, "graphs": 1}}
+
+
+def check_captured_batches_replay_the_eager_batches():
+    """capture=True: a ring slot's first full batch runs eagerly, its second is captured (the simulator's record of
+    every device operation), then the record is replayed with no driver logic: each batch is the CPU sampler's for its
+    own seeds and key, a smaller batch runs eagerly in between, and a bad seed in a replayed batch raises late."""
+    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.sampling.late_checks import LateChecks
+
+    g, fanouts, ring = graph(200, 3000, seed=7), [4, 3], LateChecks.RING
+    out = padded_out(StepShapes.bound(4, fanouts, g.num_nodes, num_edges=g.num_edges))
+    ws, rng = Workspace(NumpyArrays()), np.random.default_rng(0)
+    real_sample = driver._sample
+
+    def no_driver(*args):
+        raise AssertionError("a replayed batch ran the driver")
+
+    warnings.filterwarnings("error", "capturing")  # (a failed capture is a warning)
+    try:
+        for key in range(3 * ring):
+            smaller = key == 2 * ring + 1  # (an epoch's last batch)
+            seeds = rng.choice(g.num_nodes, 3 if smaller else 4, replace=False)
+            replayed = key >= 2 * ring and not smaller
+            driver._sample = no_driver if replayed else real_sample
+            gpu_layers(g, seeds, fanouts, batch=key, padded=out, workspace=ws, capture=True)
+            driver._sample = real_sample
+            assert_padded_same_as_cpu(g, seeds, fanouts, key, out)
+            counts = _phases(ws)
+            assert (counts == REPLAY) == (key >= ring and not smaller), (key, counts)
+        for seeds, fragment in [([5, 9, 5, 11], "seed 5 appears more than once"),
+                                ([3, 250, 7, 8], "seeds has ids outside [0, 200)")]:
+            driver._sample = no_driver
+            gpu_layers(g, np.array(seeds), fanouts, batch=1, padded=out, workspace=ws, capture=True)  # no error yet
+            driver._sample = real_sample
+            assert _phases(ws) == REPLAY
+            _raises(ws.late.drain, fragment)
+    finally:
+        driver._sample = real_sample
+        warnings.filterwarnings("ignore", "capturing")
+    gpu_layers(g, np.array([1, 2, 3, 4]), fanouts, batch=99, padded=out, workspace=ws, capture=True)
+    assert_padded_same_as_cpu(g, [1, 2, 3, 4], fanouts, 99, out)
+    ws.late.drain()
+
+
+def check_a_failed_capture_warns_once_and_samples_eagerly():
+    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.sampling.late_checks import LateChecks
+
+    class NoGraphs(NumpyArrays):
+        def graph(self):
+            raise RuntimeError("no graphs here")
+
+    g, fanouts = graph(200, 3000, seed=7), [4, 3]
+    out = padded_out(StepShapes.bound(4, fanouts, g.num_nodes, num_edges=g.num_edges))
+    ws = Workspace(NoGraphs())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for key in range(LateChecks.RING + 2):
+            gpu_layers(g, [0, 1, 5, 9], fanouts, batch=key, padded=out, workspace=ws, capture=True)
+    said = [str(w.message) for w in caught if "capturing" in str(w.message)]
+    assert said == ["capturing the padded batch's sampling failed (RuntimeError: no graphs here); sampling these "
+                    "batches eagerly"], said
+    assert_padded_same_as_cpu(g, [0, 1, 5, 9], fanouts, LateChecks.RING + 1, out)
+    assert _phases(ws)["batch"]["kernels"] == 12  # eager: two hops' kernels and the map's two
+    ws.late.drain()
+
+
+def check_captured_sampled_loader_trains_as_the_loader():
+    """SampledLoader(capture=True) over a ring of two: batches eager, captured, replayed and the epoch's last (a
+    smaller one) eager, each step's loss the static step's on the Loader's batch."""
+    import copy
+
+    from sparsetrain.engine.loader import Loader
+    from sparsetrain.engine.static_step import SampledLoader, StaticStep, StepShapes
+    from sparsetrain.nn.models import GraphSAGE
+    from sparsetrain.sampling.late_checks import LateChecks
+
+    g = graph(300, 4000, seed=12)
+    gen = torch.Generator().manual_seed(1)
+    features, labels = torch.randn(g.num_nodes, 8, generator=gen), torch.randint(0, 4, (g.num_nodes,), generator=gen)
+    torch.manual_seed(0)
+    model = GraphSAGE(8, 16, 4, num_layers=2, dropout=0.0)
+    shapes = StepShapes.bound(16, [4, 3], g.num_nodes, num_edges=g.num_edges)
+    steps = [StaticStep(m, torch.optim.Adam(m.parameters(), lr=0.01), shapes, 8)
+             for m in (model, copy.deepcopy(model))]
+    sampler = SimulatedSampler(NeighborSampler(g, [4, 3], seed=5), [4, 3])
+    loader = Loader(sampler, features, labels, torch.arange(0, 120), batch_size=16, prefetch=0, seed=4)
+    sampled = SampledLoader(loader, steps[1], features, labels, capture=True)
+    ring, LateChecks.RING = LateChecks.RING, 2
+    try:
+        graphs = []
+        for mb, padded in zip(loader.epoch(0), sampled.epoch(0), strict=True):
+            graphs.append(sampler.ws.last_counts.total.graphs)
+            loss, padded_loss = steps[0].step(mb), steps[1].step(padded)
+            assert torch.allclose(padded_loss, loss, rtol=1e-5, atol=1e-6), (graphs, padded_loss, loss)
+    finally:
+        LateChecks.RING = ring
+    assert graphs == [0, 0, 1, 1, 1, 1, 1, 0], graphs  # 7 full batches of 16, then 8 seeds
     for a, b in zip(*(s.model.parameters() for s in steps)):
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-6), "weights differ"
 

@@ -156,7 +156,8 @@ def test_padded_gpu_batches_equal_eager_batches_without_a_host_wait():
     import warnings
 
     from sparsetrain.engine.static_step import StepShapes
-    from sparsetrain.sampling.cuda.padded import LateChecks, PaddedOut
+    from sparsetrain.sampling.cuda.padded import PaddedOut
+    from sparsetrain.sampling.late_checks import LateChecks
 
     g = graph().to("cuda")
     sampler = NeighborSampler(g, [15, 10, 5], seed=3)

@@ -135,11 +135,13 @@ class StaticBatch:
         shapes = self.shapes
         return PaddedOut(shapes.nodes, shapes.edges, self.node_ids, self.edge_index[::-1], self.sizes)
 
-    def sample(self, sampler, inp: SamplerInput, features: torch.Tensor, labels: torch.Tensor) -> None:
+    def sample(self, sampler, inp: SamplerInput, features: torch.Tensor, labels: torch.Tensor,
+               capture: bool = False) -> None:
         """Sample ``inp`` into these buffers on the GPU (``sampler.sample_padded``; a bad seed or a damaged graph
         raises at a later batch or at ``sampler.check_padded()``), then its input features (rows of ``features``,
-        a tensor on this device; the padded rows zero) and its seeds' labels (``labels`` on this device)."""
-        sampler.sample_padded(inp, self.padded)
+        a tensor on this device; the padded rows zero) and its seeds' labels (``labels`` on this device).
+        ``capture``: full batches' sampling replayed as a CUDA graph once captured (``sample_padded``'s)."""
+        sampler.sample_padded(inp, self.padded, capture=capture)
         self.gather(inp.seeds, features, labels)
 
     def gather(self, seeds: torch.Tensor, features: torch.Tensor, labels: torch.Tensor) -> None:
@@ -271,10 +273,14 @@ class SampledLoader:
     ``step.batch`` itself, filled, for ``step.step``. No batch is copied and none waits for the device; a bad seed or a
     damaged graph raises a batch or more late, and at the latest when the epoch ends. Each epoch's seeds go to the
     device in one copy. Everything else (seed batches, keys, length, device, epoch stats) is ``loader``'s, whose
-    ``sampler`` samples; ``features`` and ``labels``: tensors on the step's device. See :func:`sampled_loader`."""
+    ``sampler`` samples; ``features`` and ``labels``: tensors on the step's device. ``capture``: the full batches'
+    sampling captured once as a CUDA graph and replayed (``NeighborSampler.sample_padded``'s ``capture``; opt-in: not
+    yet measured on a GPU). See :func:`sampled_loader`."""
 
-    def __init__(self, loader, step: StaticStep, features: torch.Tensor, labels: torch.Tensor) -> None:
+    def __init__(self, loader, step: StaticStep, features: torch.Tensor, labels: torch.Tensor,
+                 capture: bool = False) -> None:
         self.loader, self.step, self._rows, self._labels = loader, step, features, labels
+        self.capture = capture
 
     def __getattr__(self, name: str):
         return getattr(self.loader, name)
@@ -292,7 +298,8 @@ class SampledLoader:
             t0 = time.perf_counter()
             part = seeds[first: first + len(inp.seeds)]
             first += len(part)
-            self.step.batch.sample(self.loader.sampler, SamplerInput(part, key=inp.key), self._rows, self._labels)
+            self.step.batch.sample(self.loader.sampler, SamplerInput(part, key=inp.key), self._rows, self._labels,
+                                   self.capture)
             stats.wait_seconds += time.perf_counter() - t0
             stats.batches += 1
             stats.seeds += len(part)
@@ -301,10 +308,11 @@ class SampledLoader:
         stats.total_seconds = time.perf_counter() - started
 
 
-def sampled_loader(loader, step: StaticStep):
-    """A :class:`SampledLoader` over ``loader`` when its batches can be sampled into ``step``'s buffers: on a GPU,
-    with the graph, the features (one tensor) and the labels in its memory, and a homogeneous sampler that has a GPU
-    path; else ``loader`` itself (each batch then sampled, gathered and copied into the buffers)."""
+def sampled_loader(loader, step: StaticStep, capture: bool = False):
+    """A :class:`SampledLoader` over ``loader`` (its sampling captured if ``capture``) when its batches can be sampled
+    into ``step``'s buffers: on a GPU, with the graph, the features (one tensor) and the labels in its memory, and a
+    homogeneous sampler that has a GPU path; else ``loader`` itself (each batch then sampled, gathered and copied into
+    the buffers)."""
     sampler, store, labels, device = loader.sampler, loader.features, loader.labels, step.device
 
     def on_step_device(tensor) -> bool:  # ("cuda" names the current device, as "cuda:0" does on one GPU)
@@ -316,7 +324,7 @@ def sampled_loader(loader, step: StaticStep):
     if not (isinstance(store, TensorFeatures) and on_step_device(store.tensor) and isinstance(labels, torch.Tensor)
             and on_step_device(labels)):
         return loader
-    return SampledLoader(loader, step, store.tensor, labels)
+    return SampledLoader(loader, step, store.tensor, labels, capture)
 
 
 def _check(model, optimizer, device: torch.device, mode: str, precision: str) -> None:

@@ -188,19 +188,22 @@ class NeighborSampler:
                                 "edge_time")
         return self._sample_cpu([(t, ids.to("cpu", torch.int64)) for t, ids in seeds], key, seed_time, by_type)
 
-    def sample_padded(self, inp: SamplerInput | torch.Tensor, out) -> None:
+    def sample_padded(self, inp: SamplerInput | torch.Tensor, out, capture: bool = False) -> None:
         """Sample ``inp``'s batch on the GPU into ``out``, fixed-size device buffers (a
         :class:`~sparsetrain.sampling.cuda.padded.PaddedOut`, e.g. a static step's), with no host wait: the batch's
         sizes stay on the device (``out.sizes``), and a bad seed or a damaged graph raises its one-line error at a
         later call or at :meth:`check_padded`, whichever comes first after the device has run the batch. The same
-        batch as :meth:`sample` for the same key; homogeneous graphs on the GPU only."""
+        batch as :meth:`sample` for the same key; homogeneous graphs on the GPU only. ``capture``: full batches (as
+        many seeds as ``out`` holds) are captured as a CUDA graph after a few eager ones and replayed: one graph launch
+        and one copy a batch (:mod:`~sparsetrain.sampling.cuda.capture`; a failed capture warns once and stays
+        eager)."""
         if not isinstance(inp, SamplerInput):
             inp = SamplerInput(inp)
         if self.graph.is_typed or isinstance(inp.seeds, dict) or not self._on_gpu([(0, inp.seeds)]):
             raise SamplingBackendError("padded batches are sampled on the GPU from a homogeneous graph; call sample() "
                                        "for others")
         self._check_seeds(0, inp.seeds)
-        self._sample_cuda(inp.seeds, 0, self._key(inp), out)
+        self._sample_cuda(inp.seeds, 0, self._key(inp), out, capture)
 
     def check_padded(self) -> None:
         """Wait for this thread's padded batches in flight and raise the first failed check (an epoch's end)."""
@@ -252,7 +255,8 @@ class NeighborSampler:
                                 f"({layout.node_types})")
         return layout.type_index[name]
 
-    def _sample_cuda(self, seeds: torch.Tensor, seed_type: int, key: int, padded=None) -> MiniBatch | None:
+    def _sample_cuda(self, seeds: torch.Tensor, seed_type: int, key: int, padded=None,
+                     capture: bool = False) -> MiniBatch | None:
         from sparsetrain.sampling.cuda.driver import sample_layers
         from sparsetrain.sampling.cuda.graph import CudaGraph
 
@@ -262,7 +266,7 @@ class NeighborSampler:
         seeds = ids_on(seeds, device)
         keys = [self._layout.hop_keys(self.seed, key, hop) for hop in range(self.num_hops)]
         sampled = sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
-                                self.hop_nodes == "new", seed_type, padded)
+                                self.hop_nodes == "new", seed_type, padded, capture)
         if padded is not None:
             return None
         layers, nodes = sampled

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparsetrain._numba_cuda import cuda
+from sparsetrain.sampling.cuda.capture import CudaGraphCapture, Recording
 from sparsetrain.sampling.errors import SamplingBackendError
 
 
@@ -50,10 +51,17 @@ class TorchArrays:
         """Numba's handle on PyTorch's current stream of this device."""
         return cuda.external_stream(self.torch.cuda.current_stream(self.device).cuda_stream)
 
-    def upload_into(self, out, host, values: np.ndarray):
-        """``out`` filled with an int64 host array's values through the pinned buffer ``host``, without waiting."""
+    def write(self, host, values: np.ndarray) -> None:
+        """The pinned buffer ``host`` set to an int64 host array's values (host memory only)."""
         host.numpy()[:] = values
-        return out.copy_(host, non_blocking=True)
+
+    def copy_in(self, out, host) -> None:
+        """Queue ``out``'s copy from the pinned buffer ``host`` (read when the copy runs; no wait)."""
+        out.copy_(host, non_blocking=True)
+
+    def graph(self) -> CudaGraphCapture:
+        """A CUDA graph to capture a batch's work into."""
+        return CudaGraphCapture(self)
 
     def split(self, a, sizes: list[int]) -> list:
         """``a`` cut into consecutive views of ``sizes``."""
@@ -124,10 +132,14 @@ class NumpyArrays(TorchArrays):
     def stream(self):
         return 0  # the simulator runs kernels in order on the host
 
-    def upload_into(self, out, host, values: np.ndarray):
+    def write(self, host, values: np.ndarray) -> None:
         host[:] = values
+
+    def copy_in(self, out, host) -> None:
         out[...] = host
-        return out
+
+    def graph(self) -> Recording:
+        return Recording()
 
     def record_done(self):
         return None  # the simulator runs kernels in order on the host

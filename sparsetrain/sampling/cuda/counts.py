@@ -17,7 +17,8 @@ class LaunchCounts:
     ``kernels``: Numba kernel launches; ``torch_ops``: device work queued by PyTorch (fills, scans, memcpys);
     ``copies``: the memcpys among those (host to device, device to device, device to host); ``syncs``: host waits
     for the device (reads); ``allocations``: device arrays allocated (a workspace keeps its arrays, so a batch of a
-    shape seen before allocates only its outputs); ``pinned_allocations``: page-locked host buffers allocated.
+    shape seen before allocates only its outputs); ``pinned_allocations``: page-locked host buffers allocated;
+    ``graphs``: CUDA graph launches (each replays a captured batch's device work: :mod:`.capture`).
     """
 
     kernels: int = 0
@@ -26,10 +27,11 @@ class LaunchCounts:
     syncs: int = 0
     allocations: int = 0
     pinned_allocations: int = 0
+    graphs: int = 0
 
     @property
     def launches(self) -> int:
-        return self.kernels + self.torch_ops
+        return self.kernels + self.torch_ops + self.graphs
 
     def __add__(self, other: LaunchCounts) -> LaunchCounts:
         return LaunchCounts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))

@@ -29,19 +29,20 @@ EXACT_ABOVE = 1 << 24  # edges: a batch whose bounds pass this reads its counts 
 
 
 def sample_layers(graph: CudaGraph, seeds, layout, keys, replace: bool, weighted: bool, new_only: bool = False,
-                  seed_type: int = 0, padded: PaddedOut | None = None):
+                  seed_type: int = 0, padded: PaddedOut | None = None, capture: bool = False):
     """All hops on the GPU; :func:`sample_arrays`' result as CUDA tensors."""
     max_degree = graph.max_degree(layout) if (layout.fanouts < 0).any() else None
     with graph.ops.torch.cuda.device(graph.ops.device):
         return sample_arrays(graph.ops, graph.indptr, graph.indices, graph.weights, seeds, layout, keys, replace,
                              weighted, graph.sources, edge_perm=graph.edge_perm, new_only=new_only,
-                             seed_type=seed_type, max_degree=max_degree, workspace=graph.workspace(), padded=padded)
+                             seed_type=seed_type, max_degree=max_degree, workspace=graph.workspace(), padded=padded,
+                             capture=capture)
 
 
 def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted,
                   sources=("CSCGraph.indptr", "CSCGraph.indices"), *, edge_perm=None, new_only: bool = False,
                   seed_type: int = 0, max_degree=None, workspace: Workspace | None = None,
-                  padded: PaddedOut | None = None):
+                  padded: PaddedOut | None = None, capture: bool = False):
     """The hop loop over any array back end (``ops``); graph arrays already in kernel form.
 
     ``layout``: the sampler's :class:`~sparsetrain.sampling.layout.KernelLayout` (types, fanouts per hop and edge
@@ -64,7 +65,9 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
 
     ``padded`` (a homogeneous batch only): sample into its buffers, with no host read (:mod:`.padded`): the batch's
     arrays are sized by its shapes, its sizes stay on the device, and its checks are raised one batch (or more) late,
-    by a later call on the same workspace or by its ``late.drain()``. Returns ``padded``.
+    by a later call on the same workspace or by its ``late.drain()``. Returns ``padded``. ``capture``: a full padded
+    batch (as many seeds as ``padded`` holds) is captured once per ring slot and replayed after
+    (:mod:`.capture`; the workspace then samples this graph and layout only); any other runs as without it.
     """
     if padded is not None and layout.typed:
         raise SamplingError("a padded batch (a static step's) is homogeneous; sample a typed graph's batches as they "
@@ -72,9 +75,15 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
     if max_degree is None and (layout.fanouts < 0).any():
         max_degree = max_degrees(indptr if isinstance(indptr, np.ndarray) else indptr.copy_to_host(), layout)
     ops = (workspace or Workspace(ops)).begin(padded=padded is not None)
-    try:
-        return _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted, sources, edge_perm,
+
+    def run(batch_seeds):
+        return _sample(ops, indptr, indices, weights, batch_seeds, layout, keys, replace, weighted, sources, edge_perm,
                        new_only, seed_type, max_degree, padded)
+
+    try:
+        if capture and padded is not None and len(seeds) == padded.nodes[0] - 1:
+            return ops.captured.sample(ops, (padded.key, replace, weighted, new_only, seed_type), seeds, keys, run)
+        return run(seeds)
     finally:
         ops.end()
 
@@ -189,8 +198,11 @@ def _state(ops, layout, keys, planned, caps, seeds_only, extra=None):
     if extra is not None:
         parts["sizes_index"] = extra(at)
     parts["record"] = np.concatenate(list(record.values()))
-    state = ops.upload(np.concatenate([np.asarray(p, np.int64) for p in parts.values()]))
-    views = dict(zip(parts, ops.split(state, [len(p) for p in parts.values()])))
+    lengths = [len(p) for p in parts.values()]
+    offset = dict(zip(parts, np.cumsum([0, *lengths[:-1]]).tolist()))
+    keys_at = [(offset["keys", hop], hop) for hop in range(len(planned))]  # (what a captured batch's replay rewrites)
+    state = ops.upload(np.concatenate([np.asarray(p, np.int64) for p in parts.values()]), keys_at)
+    views = dict(zip(parts, ops.split(state, lengths)))
     views.update(zip(record, ops.split(views["record"], sizes)))
     return views, at
 

@@ -1,16 +1,15 @@
-"""A batch sampled straight into fixed-size buffers, with no host wait (:class:`PaddedOut`), and its checks, read one
-batch late (:class:`LateChecks`).
+"""A batch sampled straight into fixed-size buffers, with no host wait (:class:`PaddedOut`).
 
 A training step with static shapes (``sparsetrain.engine.static_step``) pads every batch to bounds from the batch size
 and fanouts. Sampled into buffers of those bounds, a batch needs nothing back from the device: its sizes stay there
 (``PaddedOut.sizes``), its padded edges run between the sink rows, and the checks the eager driver reads at the end
 of a batch (seeds outside the graph or repeated, a damaged graph) travel to pinned host memory with the batch and are
-raised when they have arrived: at a later call, or at :meth:`LateChecks.drain`.
+raised when they have arrived: at a later call, or at
+:meth:`~sparsetrain.sampling.late_checks.LateChecks.drain`.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -51,6 +50,12 @@ class PaddedOut:
     def num_hops(self) -> int:
         return len(self.edges)
 
+    @property
+    def key(self) -> tuple:
+        """The shapes and the buffers' addresses: what a batch captured into these buffers bakes in."""
+        buffers = [self.node_ids, *self.edge_index, self.sizes]
+        return self.nodes, self.edges, tuple(_address(a) for a in buffers)
+
     def check_fits(self, levels: list[int], hop_edges: list[int]) -> None:
         """Refuse a batch whose bounds (nodes per level, edges per hop) pass the shapes: its arrays would not hold
         it. Raised before anything is queued."""
@@ -71,50 +76,9 @@ class PaddedOut:
         return [self.edge_index[h][:, : int(sizes[hops + 1 + h])] for h in range(hops)], levels
 
 
-class LateChecks:
-    """The checks of batches in flight: each batch's record entries copied to a pinned host buffer with an event after
-    the copy, checked once the event has passed. ``RING`` buffers are used in turn (with the upload buffers of the
-    same batch): a batch waits for the device only when the batch ``RING`` before it has not finished, i.e. when the
-    host runs ``RING`` batches ahead of the device."""
-
-    RING = 4
-
-    def __init__(self, ops) -> None:
-        self._ops = ops
-        self._pending = deque()  # (event, host buffer, check), oldest first
-
-    def add(self, event, host, check: Callable[[list[int]], None]) -> None:
-        self._pending.append((event, host, check))
-
-    def settle(self) -> int:
-        """Raise the first failed check among the batches done; wait for the oldest while ``RING`` are in flight (its
-        buffers are the next batch's). Returns the host waits made (0 unless the host is that far ahead)."""
-        waits = 0
-        while self._pending:
-            event, host, check = self._pending[0]
-            if not self._ops.done(event):
-                if len(self._pending) < self.RING:
-                    break
-                self._ops.wait(event)
-                waits += 1
-            self._pending.popleft()
-            check(host.tolist())  # (host memory the copy has reached: no wait)
-        return waits
-
-    def drain(self) -> int:
-        """Wait for every batch in flight and raise the first failed check (at the end of an epoch); returns the host
-        waits made."""
-        waits = 0
-        while self._pending:
-            event, host, check = self._pending.popleft()
-            if not self._ops.done(event):
-                self._ops.wait(event)
-                waits += 1
-            check(host.tolist())  # (host memory the copy has reached: no wait)
-        return waits
-
-    def __len__(self) -> int:
-        return len(self._pending)
+def _address(a) -> int:
+    """Where an array's data starts (a PyTorch tensor, or a NumPy array under the simulator)."""
+    return a.data_ptr() if hasattr(a, "data_ptr") else a.__array_interface__["data"][0]
 
 
 def sizes_index(at: dict, segments: list[int]) -> np.ndarray:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparsetrain.sampling.cuda.capture import CapturedBatches
 from sparsetrain.sampling.cuda.counts import BatchCounts
-from sparsetrain.sampling.cuda.padded import LateChecks
+from sparsetrain.sampling.errors import SamplingBackendError
+from sparsetrain.sampling.late_checks import LateChecks
 
 
 class Workspace:
@@ -19,7 +21,9 @@ class Workspace:
 
     Every operation that queues device work goes through here and is counted in :attr:`counts` (the last batch's in
     :attr:`last_counts`), as PyTorch's CUDA implementation of it would launch it: the counts are the same on the
-    simulator's NumPy back end as on a GPU.
+    simulator's NumPy back end as on a GPU. While a padded batch is captured (:attr:`capture`,
+    :mod:`~sparsetrain.sampling.cuda.capture`), each of those operations is also recorded for its replays, and none may
+    allocate or read the device.
     """
 
     MAX_ARRAYS = 512  # distinct (position, shape) entries kept; past this (batches of ever new shapes) it starts over
@@ -36,23 +40,33 @@ class Workspace:
         self.counts = self.last_counts = BatchCounts()
         self.late = LateChecks(ops)  # the checks of padded batches in flight
         self._batches = 0
-        self._slot = 0  # which of the pinned host buffers this batch writes (a padded batch: one of a ring)
+        self.slot = 0  # which of the pinned host buffers this batch writes (a padded batch: one of a ring)
+        self.captured = CapturedBatches(ops)  # the padded batches captured once and replayed
+        self.capture = None  # the Captured batch being captured, while one is
 
     def begin(self, padded: bool = False) -> Workspace:
         """Start a batch (after the last batch's work, on whatever stream that ran). A ``padded`` batch ends without a
         host read: it writes the next of :attr:`LateChecks.RING` pinned buffers, and raises the failed checks of the
         batches before it that are done; any other batch first waits for those."""
         waits = self.late.settle() if padded else self.late.drain()
-        self._slot = self._batches % LateChecks.RING if padded else 0
-        self._position = 0
-        self._views = {}
-        self.counts = BatchCounts()
+        self.slot = self._batches % LateChecks.RING if padded else 0
+        self.restart()
         self.counts.add(syncs=waits)
         if len(self._arrays) > self.MAX_ARRAYS:
             self._arrays, self._owned = {}, {}
         self._ops.wait_for(self._done)
         self.stream = self._ops.stream()
         return self
+
+    def restart(self) -> None:
+        """Lay out and count the batch from its start again (after capturing it)."""
+        self._position = 0
+        self._views = {}
+        self.counts = BatchCounts()
+
+    def held(self) -> list:
+        """Every array the workspace holds, with its kernel view (what a captured batch keeps alive)."""
+        return list(self._owned.values())
 
     def end(self) -> None:
         """The batch's work is queued: the next one waits for it before reusing the arrays."""
@@ -69,6 +83,9 @@ class Workspace:
         self._position += 1
         made = self._arrays.get(key)
         if made is None:
+            if self.capture is not None and allocations + pinned:
+                raise SamplingBackendError(f"the captured batch allocates a {kind} array of shape {key[2]}; capture "
+                                           "after an eager batch of the same shapes")
             made = self._arrays[key] = make()
             self.counts.add(allocations=allocations, pinned_allocations=pinned)
             for a in made if isinstance(made, list) else [made]:
@@ -105,50 +122,65 @@ class Workspace:
             hit = self._views[id(a)] = (a, self._ops.kernel(a))  # (a kept alive: its id stays its own)
         return hit[1]
 
-    # ---- device work, counted ----
+    # ---- device work, counted (and recorded while a batch is captured) ----
+    def _queue(self, work) -> None:
+        work()
+        if self.capture is not None:
+            self.capture.record(work)
+
     def launch(self, kernel, n: int, *args) -> None:
         """``kernel`` over ``n`` threads (at least one block) on the batch's stream."""
-        blocks = max(1, (n + self.threads - 1) // self.threads)
-        kernel[blocks, self.threads, self.stream](*args)
+        blocks, stream = max(1, (n + self.threads - 1) // self.threads), self.stream
+        self._queue(lambda: kernel[blocks, self.threads, stream](*args))
         self.counts.add(kernels=1)
 
-    def upload(self, values: np.ndarray):
+    def upload(self, values: np.ndarray, keys_at=()):
         """A kept device array holding an int64 host array's values, copied from a kept pinned buffer without a host
         wait. The host rewrites a buffer only after the copy from it is done: an eager batch ends with its host read,
         queued after its copies; a padded batch writes the next of a ring of buffers, free once the batch that last
-        wrote it has passed its event (:meth:`begin`)."""
+        wrote it has passed its event (:meth:`begin`). ``keys_at``: ``(offset, hop)`` of each hop's keys in
+        ``values``, the part a captured batch's replay rewrites."""
         n = len(values)
-        out, host = self._kept("upload", (n, self._slot), lambda: [self._ops.empty(n), self._ops.pinned(n)], pinned=1)
+        out, host = self._kept("upload", (n, self.slot), lambda: [self._ops.empty(n), self._ops.pinned(n)], pinned=1)
+        self._ops.write(host, values)
+        if self.capture is not None:
+            self.capture.uploaded(host, values, keys_at)
+        self._queue(lambda: self._ops.copy_in(out, host))
         self.counts.add(torch_ops=1, copies=1)
-        return self._ops.upload_into(out, host, values)
+        return out
 
     def assign(self, out, a) -> None:
         """``out[...] = a`` (device to device)."""
-        out[...] = a
+        self._queue(lambda: _set(out, a))
         self.counts.add(torch_ops=1, copies=1)
 
     def cumsum(self, a, axis: int = 0):
         shape = tuple(a.shape)
+        out = self._kept("cumsum", shape, lambda: self._ops.empty(shape))
+        self._queue(lambda: self._ops.cumsum(a, axis, out=out))
         self.counts.add(torch_ops=1)
-        return self._ops.cumsum(a, axis, out=self._kept("cumsum", shape, lambda: self._ops.empty(shape)))
+        return out
 
     def take(self, out, a, index) -> None:
         """``out[i] = a[index[i]]`` (one gather on the device)."""
+        self._queue(lambda: self._ops.take(a, index, out))
         self.counts.add(torch_ops=1)
-        self._ops.take(a, index, out)
 
     def fill(self, a, value: int) -> None:
-        a[...] = value
+        self._queue(lambda: _set(a, value))
         self.counts.add(torch_ops=1)
 
     def read_late(self, a, check) -> None:
         """``a``'s values to a pinned buffer of this batch's slot, without a wait; ``check(values)`` runs once they
-        are on the host (:class:`LateChecks`)."""
+        are on the host (:class:`LateChecks`; a captured batch's, after each replay)."""
         n = len(a)
-        host = self._kept("late", (n, self._slot), lambda: self._ops.pinned(n), allocations=0, pinned=1)
-        self._ops.to_host(host, a)
+        host = self._kept("late", (n, self.slot), lambda: self._ops.pinned(n), allocations=0, pinned=1)
+        self._queue(lambda: self._ops.to_host(host, a))
         self.counts.add(torch_ops=1, copies=1)
-        self.late.add(self._ops.record_done(), host, check)
+        if self.capture is not None:
+            self.capture.late_check(host, check)
+        else:
+            self.late.add(self._ops.record_done(), host, check)
 
     def output(self, a):
         """A fresh copy of ``a`` (a batch's results leave the workspace; an empty one costs nothing on the device)."""
@@ -158,5 +190,12 @@ class Workspace:
 
     def read(self, a) -> list[int]:
         """``a``'s values on the host: a device-to-host copy and a host wait."""
+        if self.capture is not None:
+            raise SamplingBackendError("the captured batch reads the device; only padded batches are captured")
         self.counts.add(torch_ops=1, copies=1, syncs=1)
         return self._ops.read(a)
+
+
+def _set(a, value) -> None:
+    """``a[...] = value`` (a copy or a fill on the device)."""
+    a[...] = value

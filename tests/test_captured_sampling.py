@@ -1,0 +1,134 @@
+"""A padded batch's sampling captured once and replayed (sampling/cuda/capture.py): under the CUDA simulator (the
+simulator's record of every device operation stands for the CUDA graph; see cudasim_sampling.py), and on a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+SCRIPT = Path(__file__).with_name("cudasim_sampling.py")
+CHECKS = [
+    "check_captured_batches_replay_the_eager_batches",
+    "check_a_failed_capture_warns_once_and_samples_eagerly",
+    "check_captured_sampled_loader_trains_as_the_loader",
+]
+
+
+@pytest.fixture(scope="module")
+def simulator_results() -> dict[str, str]:
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    done = subprocess.run([sys.executable, str(SCRIPT), *CHECKS], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_captured_sampling_under_simulator(simulator_results, check):
+    assert simulator_results[check] == "ok", simulator_results[check]
+
+
+def _gpu_sampler(fanouts, batch_size: int):
+    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.sampling import CSCGraph, NeighborSampler
+    from sparsetrain.sampling.cuda.padded import PaddedOut
+
+    gen = torch.Generator().manual_seed(0)
+    g = CSCGraph.from_edge_index(torch.randint(0, 5000, (2, 60000), generator=gen), 5000).to("cuda")
+    shapes = StepShapes.bound(batch_size, fanouts, g.num_nodes, num_edges=g.num_edges)
+    out = PaddedOut.allocate(shapes.nodes, shapes.edges, lambda s: torch.zeros(s, dtype=torch.int64, device="cuda"))
+    return NeighborSampler(g, fanouts, seed=3), NeighborSampler(g, fanouts, seed=3), out  # (the second: eager)
+
+
+@pytest.mark.gpu
+def test_captured_gpu_batches_equal_eager_batches():
+    """capture=True on a GPU: each batch (eager, captured, replayed, a smaller one eager) is the eager sampler's batch
+    of its seeds and key; a replay is one graph launch and one copy, with no synchronizing call."""
+    from sparsetrain.sampling import SamplerInput
+    from sparsetrain.sampling.late_checks import LateChecks
+
+    sampler, reference, out = _gpu_sampler([15, 10, 5], 455)
+    gen = torch.Generator().manual_seed(1)
+    ring = LateChecks.RING
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "capturing")
+        for key in range(3 * ring):
+            smaller = key == 2 * ring + 1
+            seeds = torch.randperm(5000, generator=gen)[: 300 if smaller else 455].cuda()
+            if key == 3 * ring - 1:
+                torch.cuda.synchronize()
+                torch.cuda.set_sync_debug_mode("error")
+            try:
+                sampler.sample_padded(SamplerInput(seeds, key=key), out, capture=True)
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+            graphs = sampler.last_batch_counts.total.graphs
+            assert graphs == (key >= ring and not smaller), (key, sampler.last_batch_counts.as_dict())
+            sampler.check_padded()
+            eager = reference.sample(SamplerInput(seeds, key=key))
+            edges, levels = out.unpadded(out.sizes.tolist())
+            assert torch.equal(levels[-1], eager.input_nodes), key
+            for hop, block in enumerate(reversed(eager.blocks)):
+                assert torch.equal(edges[hop], block.edge_index), (key, hop)
+    assert sampler.last_batch_counts.total.launches == 2
+
+
+@pytest.mark.gpu
+def test_captured_gpu_bad_seeds_raise_late():
+    from sparsetrain.sampling import SamplerInput
+    from sparsetrain.sampling.errors import SamplingError
+    from sparsetrain.sampling.late_checks import LateChecks
+
+    sampler, _, out = _gpu_sampler([5, 5], 3)
+    for key in range(2 * LateChecks.RING):  # every ring slot eager, then captured
+        sampler.sample_padded(SamplerInput(torch.tensor([1, 2, 3], device="cuda"), key=key), out, capture=True)
+    sampler.sample_padded(torch.tensor([7, 3, 7], device="cuda"), out, capture=True)  # replayed, not yet checked
+    assert sampler.last_batch_counts.total.graphs == 1
+    with pytest.raises(SamplingError, match="seed 7 appears more than once"):
+        sampler.check_padded()
+
+
+def test_report_counts_a_replayed_batch_as_one_graph_launch_and_one_copy():
+    """``gpu_report --quick`` without a GPU: the captured row (the simulator's replay) beside the padded one."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import gpu_report
+
+    counts = gpu_report._counts_on_the_simulator()
+    assert "error" not in counts, counts
+    assert counts["node, captured"]["batch"] == {"launches": 2, "kernels": 0, "torch_ops": 1, "copies": 1, "syncs": 0,
+                                                 "allocations": 0, "pinned_allocations": 0, "graphs": 1}, counts
+    assert counts["node, padded"]["batch"]["launches"] == 27
+    lines = "\n".join(gpu_report._per_batch_lines({"simulated": counts}))
+    assert "node, captured batch:" in lines and "| batch | 2 | 0 | 1 | 1 | 0 | 0 | 0 | 1 |" in lines, lines
+
+
+@pytest.mark.gpu
+def test_captured_sampling_feeds_the_captured_step_as_eager_sampling_does():
+    """``SampledLoader(capture=True)`` before a static step replayed as a CUDA graph (two graphs a step): the same
+    losses as the eager padded sampling into the same step."""
+    import copy
+
+    from sparsetrain.engine.loader import Loader
+    from sparsetrain.engine.static_step import SampledLoader, StaticStep, StepShapes
+    from sparsetrain.nn.models import GraphSAGE
+
+    sampler, twin, _ = _gpu_sampler([5, 5], 64)
+    gen = torch.Generator().manual_seed(2)
+    features, labels = torch.randn(5000, 16, generator=gen).cuda(), torch.randint(0, 4, (5000,), generator=gen).cuda()
+    torch.manual_seed(0)
+    model = GraphSAGE(16, 32, 4, num_layers=2, dropout=0.0).cuda()
+    shapes = StepShapes.bound(64, [5, 5], 5000, num_edges=sampler.graph.num_edges)
+    losses = []
+    for s, m, capture in [(sampler, model, False), (twin, copy.deepcopy(model), True)]:
+        step = StaticStep(m, torch.optim.Adam(m.parameters(), lr=0.01, capturable=True), shapes, 16, device="cuda")
+        loader = Loader(s, features, labels, torch.arange(0, 1600), batch_size=64, prefetch=0, seed=4, device="cuda")
+        sampled = SampledLoader(loader, step, features, labels, capture=capture)
+        losses.append(torch.stack([step.step(batch) for batch in sampled.epoch(0)]).cpu())  # 25 full batches
+    assert twin.last_batch_counts.total.graphs == 1 and sampler.last_batch_counts.total.graphs == 0
+    torch.testing.assert_close(losses[1], losses[0], rtol=1e-4, atol=1e-5)
