@@ -138,7 +138,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(out-degree) plus a scored dynamic part)")
     p.add_argument("--step", choices=STEPS, default="eager",
                    help="eager (default), or static: batches padded to their bounds from --batch-size and --fanout so "
-                        "every step has the same shapes, replayed as one CUDA graph on a GPU (GraphSAGE, node task)")
+                        "every step has the same shapes, replayed as one CUDA graph on a GPU, where each batch's "
+                        "sampling is captured and replayed too (GraphSAGE, node task)")
     p.add_argument("--eval", choices=EVALUATIONS, default="auto",
                    help="evaluation after each epoch: full = exact, every neighbor (layer-wise inference); sampled = "
                         "the training fanouts; auto (default) = full on graphs up to 100K nodes or where it visits "

@@ -240,7 +240,7 @@ def _trainer(run: RunPlan, ctx: DistContext, model, loader: Loader, evaluate, ta
     if run.step_shapes is not None:
         static = StaticStep(model, optimizer, run.step_shapes, loader.features.shape[1], device=run.device,
                             precision=run.run.precision, dtype=loader.features.dtype)
-        loader = sampled_loader(loader, static)  # on a GPU: batches sampled into the step's buffers, no host wait
+        loader = sampled_loader(loader, static)  # on a GPU: batches sampled into the step's buffers (captured)
     return Trainer(model, loader, optimizer, epochs=run.optim.epochs, max_steps=run.optim.max_steps,
                    evaluate=evaluate, task=task, checkpoints=run.checkpoint, report=run.report,
                    precision=run.run.precision, record=run.record, hyperparameters={"dropout": run.model.dropout},

@@ -308,11 +308,12 @@ class SampledLoader:
         stats.total_seconds = time.perf_counter() - started
 
 
-def sampled_loader(loader, step: StaticStep, capture: bool = False):
-    """A :class:`SampledLoader` over ``loader`` (its sampling captured if ``capture``) when its batches can be sampled
-    into ``step``'s buffers: on a GPU, with the graph, the features (one tensor) and the labels in its memory, and a
-    homogeneous sampler that has a GPU path; else ``loader`` itself (each batch then sampled, gathered and copied into
-    the buffers)."""
+def sampled_loader(loader, step: StaticStep, capture: bool | None = None):
+    """A :class:`SampledLoader` over ``loader`` (its sampling captured if ``capture``; ``None``: as the step is, when
+    its mode is ``"graph"``) when its batches can be sampled into ``step``'s buffers: on a GPU, with the graph, the
+    features (one tensor) and the labels in its memory, and a homogeneous sampler that has a GPU path; else ``loader``
+    itself (each batch then sampled, gathered and copied into the buffers)."""
+    capture = step.mode == "graph" if capture is None else capture
     sampler, store, labels, device = loader.sampler, loader.features, loader.labels, step.device
 
     def on_step_device(tensor) -> bool:  # ("cuda" names the current device, as "cuda:0" does on one GPU)
