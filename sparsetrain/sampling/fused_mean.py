@@ -1,0 +1,169 @@
+"""The last hop of a sampled batch drawn and averaged in one pass (FuseSampleAgg's idea), for a mean-aggregating
+first layer (GraphSAGE).
+
+At fanouts like [15, 10, 5] the outermost hop holds most of a batch's sampled edges, and a SAGE first layer only uses
+their sources through ``mean_j x_j`` per destination. ``NeighborSampler(..., fuse_last_hop=True)`` samples the other
+hops as usual and returns a :class:`FusedMiniBatch` whose ``last_hop`` (:class:`FusedLastHop`) holds what the outermost
+hop needs: its destinations, fanout and key. :meth:`FusedLastHop.mean` then draws each destination's in-edges with the
+sampler's own draws (:mod:`sparsetrain.sampling.draw`, the node's stream from the hop key) and averages the drawn
+sources' feature rows: the batch needs neither that hop's dedupe and relabel nor the gather of its new nodes.
+
+The kernel is written once (:func:`draw_sources`, :func:`mean_columns`): :func:`fused_mean_cpu` runs it in parallel
+over destinations, :mod:`sparsetrain.sampling.cuda.fused_mean` compiles the same source for the GPU. Homogeneous
+graphs only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numba
+import numpy as np
+import torch
+from numba import prange
+
+from sparsetrain.sampling.draw import draw_positions, edge_count
+from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.graph import DAMAGED, CSCGraph
+from sparsetrain.sampling.minibatch import MiniBatch
+from sparsetrain.sampling.rng import node_stream
+
+CHUNKS = 256  # destination ranges of the parallel CPU loop (results do not depend on it)
+FEATURE_DTYPES = (torch.float32, torch.float64)
+
+
+@numba.njit(cache=True, inline="always")
+def draw_sources(indptr, indices, weights, v, fanout, replace, weighted, key, num_nodes, scratch, slot):
+    """Node ``v``'s in-neighbours as the sampler's hop with key ``key`` draws them: ``(start, k)``.
+
+    The sources are ``indices[start:start + k]`` for a fanout of -1 (every in-edge), else ``scratch[slot:slot + k]``
+    (written here). ``k`` is -1 when ``v``, its ``indptr`` range or one of its drawn sources lies outside the graph.
+    """
+    if v < 0 or v >= indptr.shape[0] - 1:
+        return 0, -1
+    a = indptr[v]
+    b = indptr[v + 1]
+    if a < 0 or b < a or b > indices.shape[0]:
+        return 0, -1
+    if fanout < 0:
+        for p in range(a, b):
+            if indices[p] < 0 or indices[p] >= num_nodes:
+                return 0, -1
+        return a, b - a
+    k = edge_count(weights, a, b - a, fanout, replace, weighted)
+    draw_positions(weights, a, b - a, k, fanout, replace, weighted, node_stream(key, v), scratch, slot)
+    for j in range(slot, slot + k):
+        u = indices[a + scratch[j]]
+        if u < 0 or u >= num_nodes:
+            return 0, -1
+        scratch[j] = u
+    return slot, k
+
+
+@numba.njit(cache=True, inline="always")
+def mean_columns(x, sources, start, k, out, row, f0, f1):
+    """``out[row, f0:f1]``: the mean of rows ``sources[start:start + k]`` of ``x`` over those columns, summed in
+    ``out``'s float32 in source order; zeros when ``k`` is 0 (PyG's mean of no messages)."""
+    for f in range(f0, f1):
+        out[row, f] = 0.0
+    for j in range(start, start + k):
+        s = sources[j]
+        for f in range(f0, f1):
+            out[row, f] += x[s, f]
+    if k > 0:
+        for f in range(f0, f1):
+            out[row, f] /= k
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def fused_mean_cpu(indptr, indices, weights, nodes, first, fanout, key, replace, weighted, num_nodes, x, out):
+    """``out[first + i]``: the mean feature row of node ``nodes[i]``'s drawn in-neighbours; rows below ``first``:
+    zeros. Returns -1, or the smallest ``i`` whose node's in-edges lie outside the graph (its row is then zeros)."""
+    n = nodes.shape[0]
+    width = out.shape[1]
+    for r in prange(first):
+        out[r, :] = 0.0
+    chunks = min(n, CHUNKS)
+    bad = np.full(max(chunks, 1), n, np.int64)
+    for c in prange(chunks):
+        scratch = np.empty(max(fanout, 0), np.int64)
+        for i in range(c * n // chunks, (c + 1) * n // chunks):
+            start, k = draw_sources(indptr, indices, weights, nodes[i], fanout, replace, weighted, key, num_nodes,
+                                    scratch, 0)
+            if k < 0:
+                bad[c] = min(bad[c], i)
+                k = 0
+            if fanout < 0:
+                mean_columns(x, indices, start, k, out, first + i, 0, width)
+            else:
+                mean_columns(x, scratch, start, k, out, first + i, 0, width)
+    worst = bad.min()
+    return -1 if worst == n else worst
+
+
+@dataclass
+class FusedLastHop:
+    """A batch's outermost hop, left to be drawn and averaged in one pass by :meth:`mean`.
+
+    ``nodes``: global ids of the hop's destinations that draw in-edges, which are the first layer's dst nodes
+    ``[first, num_dst)`` (``first`` is 0 unless the sampler's ``hop_nodes="new"``: then only the newest nodes draw);
+    ``fanout``, ``key`` (the hop key), ``replace``, ``weighted``: the sampler's draws for that hop.
+    """
+
+    graph: CSCGraph
+    nodes: torch.Tensor
+    first: int
+    num_dst: int
+    fanout: int
+    key: int
+    replace: bool
+    weighted: bool
+
+    def mean(self, features: torch.Tensor | np.ndarray) -> torch.Tensor:
+        """``[num_dst, F]`` float32: per first-layer dst node, the mean feature row of its sampled in-neighbours (the
+        rows the unfused batch's outermost block averages; zeros for a node without any). ``features``: the whole
+        table (``[num_nodes, F]``, float32 or float64); on a GPU when the graph is on it (or pinned), else on the
+        host."""
+        x = torch.from_numpy(features) if isinstance(features, np.ndarray) else features
+        num_nodes = int(self.graph.num_nodes)
+        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] < num_nodes or x.dtype not in FEATURE_DTYPES:
+            shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            dtype = x.dtype if isinstance(x, torch.Tensor) else ""
+            raise SamplingError(f"features {shape} {dtype}: the fused last hop averages rows of a [num_nodes >= "
+                                f"{num_nodes}, F] float32 or float64 table; pass the whole feature table")
+        out = torch.empty((self.num_dst, x.shape[1]), dtype=torch.float32, device=x.device)
+        weights = self.graph.weights if self.weighted else None
+        if x.device.type == "cuda":
+            from sparsetrain.sampling.cuda.fused_mean import fused_mean_cuda
+
+            bad = fused_mean_cuda(self.graph, self.nodes, self.first, self.fanout, self.key, self.replace,
+                                  self.weighted, x, out)
+        else:
+            if self.graph.device.type != "cpu":
+                raise SamplingError(f"the graph is on {self.graph.device} but the features on the host; keep both on "
+                                    "one device for the fused last hop")
+            self.graph.check_files()
+            indptr, indices, _ = self.graph.numpy()
+            w = np.empty(0, np.float32) if weights is None else weights.numpy()
+            bad = fused_mean_cpu(indptr, indices, w, self.nodes.numpy(), self.first, self.fanout, np.uint64(self.key),
+                                 self.replace, self.weighted, num_nodes, x.numpy(), out.numpy())
+        if bad >= 0:
+            node = int(self.nodes[bad])
+            raise SamplingError(f"{self.graph.source('indices')}: the in-edges of node {node} lie outside the graph "
+                                f"(its indptr range or an in-neighbour id); {DAMAGED}")
+        return out
+
+
+@dataclass
+class FusedMiniBatch(MiniBatch):
+    """A :class:`MiniBatch` of every hop but the outermost, which ``last_hop`` draws and averages in one pass.
+
+    ``input_nodes`` are then the first layer's dst nodes (the features it reads besides the mean), and ``blocks`` the
+    layers after the first: ``model(x, mb.to_pyg(), neighbor_mean=mb.last_hop.mean(features))``.
+    """
+
+    last_hop: FusedLastHop | None = None
+
+    @classmethod
+    def of(cls, mb: MiniBatch, last_hop: FusedLastHop) -> FusedMiniBatch:
+        return cls(**{f.name: getattr(mb, f.name) for f in fields(mb)}, last_hop=last_hop)
