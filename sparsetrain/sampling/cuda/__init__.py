@@ -15,6 +15,7 @@ pass over a direct-address table, which on a CPU is faster than any atomic schem
 - :mod:`~sparsetrain.sampling.cuda.graph`: ``CudaGraph``, the graph's kernel views (device or pinned host memory).
 - :mod:`~sparsetrain.sampling.cuda.batch`: one batch's bounds, node regions and map.
 - :mod:`~sparsetrain.sampling.cuda.driver`: the per-hop driver (``sample_layers``, ``sample_arrays``).
+- :mod:`~sparsetrain.sampling.cuda.fused_mean`: the fused last hop's draws and mean (``fuse_last_hop=True``).
 
 Nothing here is imported until a batch is drawn on the GPU (``numba.cuda`` through ``sparsetrain._numba_cuda``).
 Under ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on NumPy arrays, which is how the tests check them without a GPU.
