@@ -199,3 +199,43 @@ def test_the_cuda_kernels_compile_for_a_gpu_without_one():
     assert proc.returncode == 0, proc.stderr[-4000:]
     sizes = json.loads(proc.stdout.strip().splitlines()[-1])
     assert all(isinstance(size, int) for size in sizes), sizes
+
+
+CORA_ARGS = ["--fanout", "10,10", "--batch-size", "64", "--lr", "0.005", "--weight-decay", "5e-4", "--hidden", "64",
+             "--epochs", "8", "--seed", "2", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def cora_dir(cora_data, tmp_path_factory):
+    import sparsetrain as st
+
+    return st.datasets.from_pyg(cora_data, tmp_path_factory.mktemp("cora") / "cora", quiet=True).path
+
+
+def _run(cli, cora_dir, out: Path, *extra) -> tuple[list[float], float]:
+    code, _, err = cli("train", "--data", cora_dir, *CORA_ARGS, "--metrics-log", out / "log.jsonl", "--summary-json",
+                       out / "summary.json", *extra)
+    assert code == 0, err
+    losses = [r["loss"] for r in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "loss" in r]
+    return losses, json.loads((out / "summary.json").read_text())["test_acc"]
+
+
+@pytest.mark.parametrize("features", ["mmap", "memory"])
+def test_training_with_a_fused_last_hop_matches_the_unfused_run_on_cora(cli, cora_dir, tmp_path, features):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    losses, acc = _run(cli, cora_dir, tmp_path / "a", "--features", features)
+    fused_losses, fused_acc = _run(cli, cora_dir, tmp_path / "b", "--features", features, "--fuse-last-hop")
+    assert len(fused_losses) == len(losses) > 10
+    torch.testing.assert_close(torch.tensor(fused_losses), torch.tensor(losses), rtol=1e-4, atol=1e-5)
+    assert acc > 0.7 and abs(fused_acc - acc) <= 0.01
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--model", "gcn"], "not --model gcn"),
+    (["--step", "static"], "not --step static"),
+    (["--features", "disk"], "the features are disk"),
+    (["--cache-gb", "0.001"], "no --cache-gb"),
+])
+def test_what_a_fused_training_run_cannot_do_is_refused_in_one_line(cli, cora_dir, extra, says):
+    code, _, err = cli("train", "--data", cora_dir, "--fuse-last-hop", "--epochs", "1", "--quiet", *extra)
+    assert code != 0 and says in err and "--fuse-last-hop" in err and "Traceback" not in err, err

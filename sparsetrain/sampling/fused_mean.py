@@ -159,11 +159,20 @@ class FusedMiniBatch(MiniBatch):
     """A :class:`MiniBatch` of every hop but the outermost, which ``last_hop`` draws and averages in one pass.
 
     ``input_nodes`` are then the first layer's dst nodes (the features it reads besides the mean), and ``blocks`` the
-    layers after the first: ``model(x, mb.to_pyg(), neighbor_mean=mb.last_hop.mean(features))``.
+    layers after the first: ``model(x, mb.to_pyg(), neighbor_mean=mb.last_hop.mean(features))``. A loader's fetch
+    stage does that: it sets ``neighbor_mean`` and drops ``last_hop``.
     """
 
     last_hop: FusedLastHop | None = None
+    neighbor_mean: torch.Tensor | None = None
 
     @classmethod
     def of(cls, mb: MiniBatch, last_hop: FusedLastHop) -> FusedMiniBatch:
         return cls(**{f.name: getattr(mb, f.name) for f in fields(mb)}, last_hop=last_hop)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> FusedMiniBatch:
+        """A copy with every tensor on ``device`` (``last_hop``, which holds the graph, stays as it is)."""
+        moved = super().to(device, non_blocking)
+        if self.neighbor_mean is not None:
+            moved.neighbor_mean = self.neighbor_mean.to(device, non_blocking=non_blocking)
+        return moved
