@@ -8,9 +8,9 @@ hop needs: its destinations, fanout and key. :meth:`FusedLastHop.mean` then draw
 sampler's own draws (:mod:`sparsetrain.sampling.draw`, the node's stream from the hop key) and averages the drawn
 sources' feature rows: the batch needs neither that hop's dedupe and relabel nor the gather of its new nodes.
 
-The kernel is written once (:func:`draw_sources`, :func:`mean_columns`): :func:`fused_mean_cpu` runs it in parallel
-over destinations, :mod:`sparsetrain.sampling.cuda.fused_mean` compiles the same source for the GPU. Homogeneous
-graphs only.
+The kernel is written once (:mod:`sparsetrain.sampling.fused_draw`): :func:`fused_mean_cpu` runs it in parallel over
+destinations, :mod:`sparsetrain.sampling.cuda.fused_mean` compiles the same source for the GPU. Homogeneous graphs
+only.
 """
 
 from __future__ import annotations
@@ -22,57 +22,13 @@ import numpy as np
 import torch
 from numba import prange
 
-from sparsetrain.sampling.draw import draw_positions, edge_count
 from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.fused_draw import draw_sources, mean_columns
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph
 from sparsetrain.sampling.minibatch import MiniBatch
-from sparsetrain.sampling.rng import node_stream
 
 CHUNKS = 256  # destination ranges of the parallel CPU loop (results do not depend on it)
 FEATURE_DTYPES = (torch.float32, torch.float64)
-
-
-@numba.njit(cache=True, inline="always")
-def draw_sources(indptr, indices, weights, v, fanout, replace, weighted, key, num_nodes, scratch, slot):
-    """Node ``v``'s in-neighbours as the sampler's hop with key ``key`` draws them: ``(start, k)``.
-
-    The sources are ``indices[start:start + k]`` for a fanout of -1 (every in-edge), else ``scratch[slot:slot + k]``
-    (written here). ``k`` is -1 when ``v``, its ``indptr`` range or one of its drawn sources lies outside the graph.
-    """
-    if v < 0 or v >= indptr.shape[0] - 1:
-        return 0, -1
-    a = indptr[v]
-    b = indptr[v + 1]
-    if a < 0 or b < a or b > indices.shape[0]:
-        return 0, -1
-    if fanout < 0:
-        for p in range(a, b):
-            if indices[p] < 0 or indices[p] >= num_nodes:
-                return 0, -1
-        return a, b - a
-    k = edge_count(weights, a, b - a, fanout, replace, weighted)
-    draw_positions(weights, a, b - a, k, fanout, replace, weighted, node_stream(key, v), scratch, slot)
-    for j in range(slot, slot + k):
-        u = indices[a + scratch[j]]
-        if u < 0 or u >= num_nodes:
-            return 0, -1
-        scratch[j] = u
-    return slot, k
-
-
-@numba.njit(cache=True, inline="always")
-def mean_columns(x, sources, start, k, out, row, f0, f1):
-    """``out[row, f0:f1]``: the mean of rows ``sources[start:start + k]`` of ``x`` over those columns, summed in
-    ``out``'s float32 in source order; zeros when ``k`` is 0 (PyG's mean of no messages)."""
-    for f in range(f0, f1):
-        out[row, f] = 0.0
-    for j in range(start, start + k):
-        s = sources[j]
-        for f in range(f0, f1):
-            out[row, f] += x[s, f]
-    if k > 0:
-        for f in range(f0, f1):
-            out[row, f] /= k
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)

@@ -1,4 +1,4 @@
-"""The fused last hop on the GPU: :mod:`sparsetrain.sampling.fused_mean`'s draws and mean, compiled as device
+"""The fused last hop on the GPU: :mod:`sparsetrain.sampling.fused_draw`'s draws and mean, compiled as device
 functions (:func:`sparsetrain.sampling.retarget.retarget`), so both targets draw and average the same edges.
 
 Two launches: one thread per destination draws its sources into a scratch row of ``fanout`` slots (a fanout of -1
@@ -11,13 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from sparsetrain._numba_cuda import cuda
-from sparsetrain.sampling import draw, fused_mean, rng
+from sparsetrain.sampling import draw, fused_draw, rng
 from sparsetrain.sampling.cuda.arrays import TorchArrays
 from sparsetrain.sampling.retarget import retarget
 
 _device = retarget(
     [rng.mix64, rng.uniform, rng.below, rng.node_stream, draw.edge_count, draw.es_key, draw.draw_positions,
-     fused_mean.draw_sources, fused_mean.mean_columns],
+     fused_draw.draw_sources, fused_draw.mean_columns],
     cuda.jit(device=True),
 )
 _draw_sources = _device["draw_sources"]
