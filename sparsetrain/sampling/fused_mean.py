@@ -26,26 +26,48 @@ from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.fused_draw import draw_sources, mean_columns
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph
 from sparsetrain.sampling.minibatch import MiniBatch
+from sparsetrain.sampling.prefetch import prefetch
 
 CHUNKS = 256  # destination ranges of the parallel CPU loop (results do not depend on it)
+AHEAD = 16  # nodes ahead whose indptr entry is prefetched (half as far: the start of its in-edges)
+LINE_FLOATS = 16  # float32 values a cache line holds: a row's prefetches step by it (a hint: any dtype is safe)
 FEATURE_DTYPES = (torch.float32, torch.float64)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def fused_mean_cpu(indptr, indices, weights, nodes, first, fanout, key, replace, weighted, num_nodes, x, out):
     """``out[first + i]``: the mean feature row of node ``nodes[i]``'s drawn in-neighbours; rows below ``first``:
-    zeros. Returns -1, or the smallest ``i`` whose node's in-edges lie outside the graph (its row is then zeros)."""
+    zeros. Returns -1, or the smallest ``i`` whose node's in-edges lie outside the graph (its row is then zeros).
+
+    Bound by random row reads: each node's sources are drawn (into the other half of the scratch) and their rows
+    prefetched one node before they are summed.
+    """
     n = nodes.shape[0]
     width = out.shape[1]
     for r in prange(first):
         out[r, :] = 0.0
     chunks = min(n, CHUNKS)
     bad = np.full(max(chunks, 1), n, np.int64)
+    half = max(fanout, 0)
     for c in prange(chunks):
-        scratch = np.empty(max(fanout, 0), np.int64)
-        for i in range(c * n // chunks, (c + 1) * n // chunks):
-            start, k = draw_sources(indptr, indices, weights, nodes[i], fanout, replace, weighted, key, num_nodes,
-                                    scratch, 0)
+        lo = c * n // chunks
+        hi = (c + 1) * n // chunks
+        scratch = np.empty(2 * half, np.int64)
+        next_start, next_k = draw_sources(indptr, indices, weights, nodes[lo], fanout, replace, weighted, key,
+                                          num_nodes, scratch, 0)
+        for i in range(lo, hi):
+            if i + AHEAD < hi:  # the loads the draws chain through: indptr, then the start of the in-edge list
+                prefetch(indptr, nodes[i + AHEAD])
+                if i + AHEAD // 2 < hi:
+                    prefetch(indices, indptr[nodes[i + AHEAD // 2]])
+            start, k = next_start, next_k
+            if i + 1 < hi:
+                next_start, next_k = draw_sources(indptr, indices, weights, nodes[i + 1], fanout, replace, weighted,
+                                                  key, num_nodes, scratch, ((i + 1 - lo) & 1) * half)
+                for j in range(next_start, next_start + max(next_k, 0)):
+                    s = indices[j] if fanout < 0 else scratch[j]
+                    for f in range(0, width, LINE_FLOATS):
+                        prefetch(x, s * width + f)
             if k < 0:
                 bad[c] = min(bad[c], i)
                 k = 0
