@@ -321,7 +321,7 @@ class NeighborSampler:
         layers = []
         ws = self._acquire_workspace()
         node_map = disjoint.DisjointMap(sum(ids.numel() for _, ids in seeds)) if self.disjoint else None
-        flat = last = None
+        flat = None
         try:
             try:
                 self._insert_seeds(ws, seeds, counts, node_map)
@@ -335,9 +335,6 @@ class NeighborSampler:
                         first = before
                 if self.subgraph_type == "induced":
                     flat = self._induced(ws, counts, indptr, indices, edge_perm)
-                if self.fuse_last_hop:
-                    drawing = torch.from_numpy(ws.nodes[0][first[0] : counts[0]].copy())
-                    last = self._last_hop(key, drawing, int(first[0]), int(counts[0]))
             finally:
                 if node_map is None:
                     for t in range(T):
@@ -348,8 +345,8 @@ class NeighborSampler:
         finally:
             self._release_workspace(ws)
         mb = self._assemble(seeds, nodes, layers, by_type)
-        if last is not None:
-            return FusedMiniBatch.of(mb, last)
+        if self.fuse_last_hop:  # the outermost hop draws for the nodes the next hop would sample for
+            return FusedMiniBatch.of(mb, self._last_hop(key, nodes[0][int(first[0]):], int(first[0]), int(counts[0])))
         if batch is not None:
             mb.batch = {t: batch[i] for i, t in enumerate(layout.node_types)} if mb.is_typed else batch[0]
         if self.subgraph_type != "directional":
