@@ -90,6 +90,46 @@ def check_damaged_graph_is_reported():
     assert bad == 0, bad
 
 
+def check_the_samplers_gpu_branch_fuses_as_its_cpu_branch():
+    """``NeighborSampler._sample_cuda`` with fusion (the hops before the last, the last hop's destinations and key),
+    its driver run over NumPy arrays: the same batch and mean as the CPU branch."""
+    from sparsetrain.sampling.cuda import driver
+    from sparsetrain.sampling.cuda import graph as cuda_graph
+
+    def layers_on_numpy(views, seeds, layout, keys, replace, weighted, new_only, seed_type, padded):
+        indptr, indices, weights = views.numpy()
+        with np.errstate(all="ignore"):
+            layers, nodes = driver.sample_arrays(NumpyArrays(), indptr, indices, weights if weighted else
+                                                 np.empty(1, np.float32), seeds.numpy(), layout, keys, replace,
+                                                 weighted, new_only=new_only, seed_type=seed_type)
+        tensors = [(torch.from_numpy(ei), torch.from_numpy(ids), seg, before, after)
+                   for ei, ids, seg, before, after in layers]
+        return tensors, [torch.from_numpy(n) for n in nodes]
+
+    saved = driver.sample_layers, cuda_graph.CudaGraph
+    driver.sample_layers, cuda_graph.CudaGraph = layers_on_numpy, lambda g: g
+    try:
+        g = graph()
+        x = np.random.default_rng(1).standard_normal((NUM_NODES, WIDTH)).astype(np.float32)
+        for fanouts, kw in (([2, 3], {}), ([3, 2, 2], {"hop_nodes": "new"}), ([4], {"weighted": True})):
+            inp = SamplerInput(torch.tensor([2, 7, 30]), key=5)
+            on_cpu = NeighborSampler(g, fanouts, seed=9, fuse_last_hop=True, **kw)
+            on_gpu = NeighborSampler(g, fanouts, seed=9, fuse_last_hop=True, **kw)
+            on_gpu._placement = "cuda"
+            a, b = on_cpu.sample(inp), on_gpu.sample(inp)
+            assert torch.equal(a.input_nodes, b.input_nodes) and len(a.blocks) == len(b.blocks)
+            for mine, theirs in zip(b.blocks, a.blocks):
+                assert torch.equal(mine.edge_index, theirs.edge_index)
+            assert (a.last_hop.first, a.last_hop.num_dst, a.last_hop.key) == (b.last_hop.first, b.last_hop.num_dst,
+                                                                           b.last_hop.key)
+            assert torch.equal(a.last_hop.nodes, b.last_hop.nodes)
+            out, bad = gpu_mean(g, b, x)
+            assert bad == -1
+            np.testing.assert_array_equal(out, a.last_hop.mean(x).numpy())
+    finally:
+        driver.sample_layers, cuda_graph.CudaGraph = saved
+
+
 CHECKS = {name: fn for name, fn in globals().items() if name.startswith("check_")}
 
 if __name__ == "__main__":
