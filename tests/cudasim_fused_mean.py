@@ -77,6 +77,7 @@ def check_weighted_both_ways():
 
 def check_every_in_edge_and_new_nodes_only():
     assert_same_as_unfused([2, -1])
+    assert_same_as_unfused([2, 2**31 - 1])  # scratch sized by the largest in-degree, not the fanout
     assert_same_as_unfused([2, 2], hop_nodes="new")
 
 

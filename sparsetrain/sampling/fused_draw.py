@@ -13,6 +13,16 @@ import numba
 from sparsetrain.sampling.draw import draw_positions, edge_count
 from sparsetrain.sampling.rng import node_stream
 
+SLOTS_CHECKED_ABOVE = 64  # fanouts above this look the largest in-degree up, to size the draws' scratch by it
+
+
+def draw_slots(indptr, fanout: int, replace: bool) -> int:
+    """Scratch slots one destination's draws take (``indptr``: NumPy or torch): its fanout (none for -1), at most the
+    largest in-degree without replacement."""
+    if fanout <= SLOTS_CHECKED_ABOVE or replace or len(indptr) < 2:
+        return max(fanout, 0)
+    return min(fanout, int((indptr[1:] - indptr[:-1]).max()))
+
 
 @numba.njit(cache=True, inline="always")
 def draw_sources(indptr, indices, weights, v, fanout, replace, weighted, key, num_nodes, scratch, slot):

@@ -23,7 +23,7 @@ import torch
 from numba import prange
 
 from sparsetrain.sampling.errors import SamplingError
-from sparsetrain.sampling.fused_draw import draw_sources, mean_columns
+from sparsetrain.sampling.fused_draw import draw_slots, draw_sources, mean_columns
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph
 from sparsetrain.sampling.minibatch import MiniBatch
 from sparsetrain.sampling.prefetch import prefetch
@@ -35,9 +35,10 @@ FEATURE_DTYPES = (torch.float32, torch.float64)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def fused_mean_cpu(indptr, indices, weights, nodes, first, fanout, key, replace, weighted, num_nodes, x, out):
+def fused_mean_cpu(indptr, indices, weights, nodes, first, fanout, slots, key, replace, weighted, num_nodes, x, out):
     """``out[first + i]``: the mean feature row of node ``nodes[i]``'s drawn in-neighbours; rows below ``first``:
     zeros. Returns -1, or the smallest ``i`` whose node's in-edges lie outside the graph (its row is then zeros).
+    ``slots``: :func:`~sparsetrain.sampling.fused_draw.draw_slots`.
 
     Bound by random row reads: each node's sources are drawn (into the other half of the scratch) and their rows
     prefetched one node before they are summed.
@@ -48,7 +49,7 @@ def fused_mean_cpu(indptr, indices, weights, nodes, first, fanout, key, replace,
         out[r, :] = 0.0
     chunks = min(n, CHUNKS)
     bad = np.full(max(chunks, 1), n, np.int64)
-    half = max(fanout, 0)
+    half = slots
     for c in prange(chunks):
         lo = c * n // chunks
         hi = (c + 1) * n // chunks
@@ -123,8 +124,9 @@ class FusedLastHop:
             self.graph.check_files()
             indptr, indices, _ = self.graph.numpy()
             w = np.empty(0, np.float32) if weights is None else weights.numpy()
-            bad = fused_mean_cpu(indptr, indices, w, self.nodes.numpy(), self.first, self.fanout, np.uint64(self.key),
-                                 self.replace, self.weighted, num_nodes, x.numpy(), out.numpy())
+            slots = draw_slots(indptr, self.fanout, self.replace)
+            bad = fused_mean_cpu(indptr, indices, w, self.nodes.numpy(), self.first, self.fanout, slots,
+                                 np.uint64(self.key), self.replace, self.weighted, num_nodes, x.numpy(), out.numpy())
         if bad >= 0:
             node = int(self.nodes[bad])
             raise SamplingError(f"{self.graph.source('indices')}: the in-edges of node {node} lie outside the graph "

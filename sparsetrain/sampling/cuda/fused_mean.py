@@ -1,7 +1,7 @@
 """The fused last hop on the GPU: :mod:`sparsetrain.sampling.fused_draw`'s draws and mean, compiled as device
 functions (:func:`sparsetrain.sampling.retarget.retarget`), so both targets draw and average the same edges.
 
-Two launches: one thread per destination draws its sources into a scratch row of ``fanout`` slots (a fanout of -1
+Two launches: one thread per destination draws its sources into a scratch row of ``draw_slots`` (a fanout of -1
 reads ``indices`` in place), then one thread per (dst row, feature column) averages, consecutive threads over
 consecutive columns so the feature rows are read coalesced. One host read: the damage check.
 """
@@ -26,15 +26,14 @@ COLUMNS, ROWS = 32, 8  # the mean kernel's thread block: a warp over columns, 8 
 
 
 @cuda.jit
-def draw_kernel(indptr, indices, weights, nodes, fanout, key, replace, weighted, num_nodes, scratch, start, count,
-                status):
+def draw_kernel(indptr, indices, weights, nodes, fanout, slots, key, replace, weighted, num_nodes, scratch, start,
+                count, status):
     """Destination ``i``'s sources: ``(start[i], count[i])`` into ``scratch`` (``indices`` for a fanout of -1);
     ``status[0]`` lowered to ``i`` when its in-edges lie outside the graph (it then averages nothing)."""
     i = cuda.grid(1)
     if i < nodes.shape[0]:
-        slot = np.int64(i) * (fanout if fanout > 0 else 0)
         s, k = _draw_sources(indptr, indices, weights, nodes[i], fanout, replace, weighted, key, num_nodes, scratch,
-                             slot)
+                             np.int64(i) * slots)
         if k < 0:
             cuda.atomic.min(status, 0, np.int64(i))
             k = 0
@@ -59,14 +58,15 @@ def fused_mean_arrays(ops, indptr, indices, weights, nodes, first: int, fanout: 
     (``ops``: PyTorch CUDA tensors, or NumPy under the simulator); returns -1 or the first damaged destination."""
     n = int(nodes.shape[0])
     k = ops.kernel
-    scratch = ops.empty(max(n * max(fanout, 0), 1))
+    slots = fused_draw.draw_slots(indptr, fanout, replace)
+    scratch = ops.empty(max(n * slots, 1))
     start, count = ops.empty(max(n, 1)), ops.empty(max(n, 1))
     status = ops.full(1, n)
     stream = ops.stream()
     if n:
         draw_kernel[(n + ops.threads - 1) // ops.threads, ops.threads, stream](
-            k(indptr), k(indices), k(weights), k(nodes), np.int64(fanout), np.uint64(key), replace, weighted,
-            np.int64(num_nodes), k(scratch), k(start), k(count), k(status))
+            k(indptr), k(indices), k(weights), k(nodes), np.int64(fanout), np.int64(slots), np.uint64(key), replace,
+            weighted, np.int64(num_nodes), k(scratch), k(start), k(count), k(status))
     rows, cols = out.shape
     if rows and cols:
         grid = ((cols + COLUMNS - 1) // COLUMNS, (rows + ROWS - 1) // ROWS)
