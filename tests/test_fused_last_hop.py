@@ -104,6 +104,8 @@ def test_what_cannot_be_fused_is_refused_in_one_line():
     for bad in (torch.zeros(300, 4, dtype=torch.int64), torch.zeros(10, 4), torch.zeros(300)):
         with pytest.raises(SamplingError, match="whole feature table"):
             fused.last_hop.mean(bad)
+    with pytest.raises(SamplingError, match="no gradient"):
+        fused.last_hop.mean(torch.zeros(300, 4, requires_grad=True))
 
 
 def test_a_damaged_graph_is_an_error_not_a_stray_read():

@@ -110,6 +110,9 @@ class FusedLastHop:
             dtype = x.dtype if isinstance(x, torch.Tensor) else ""
             raise SamplingError(f"features {shape} {dtype}: the fused last hop averages rows of a [num_nodes >= "
                                 f"{num_nodes}, F] float32 or float64 table; pass the whole feature table")
+        if x.requires_grad:
+            raise SamplingError("the features require grad, but the fused last hop's mean passes no gradient to them; "
+                                "sample without fuse_last_hop to train them")
         out = torch.empty((self.num_dst, x.shape[1]), dtype=torch.float32, device=x.device)
         weights = self.graph.weights if self.weighted else None
         if x.device.type == "cuda":
