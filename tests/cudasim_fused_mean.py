@@ -44,16 +44,16 @@ def gpu_mean(g: CSCGraph, fused, x: np.ndarray):
     return out, bad
 
 
-def assert_same_as_unfused(fanouts, key=3, **kw):
+def assert_same_as_unfused(fanouts, key=3, width=WIDTH, **kw):
     g = graph()
-    x = np.random.default_rng(0).standard_normal((NUM_NODES, WIDTH)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((NUM_NODES, width)).astype(np.float32)
     inp = SamplerInput(torch.tensor([2, 7, 30]), key=key)
     full = NeighborSampler(g, fanouts, seed=9, **kw).sample(inp)
     fused = NeighborSampler(g, fanouts, seed=9, fuse_last_hop=True, **kw).sample(inp)
     outer = full.blocks[0]
     src, dst = outer.edge_index
     rows = torch.from_numpy(x)[full.input_nodes][src]
-    reference = torch.zeros(outer.num_dst, WIDTH).scatter_reduce_(0, dst[:, None].expand(-1, WIDTH), rows, "mean",
+    reference = torch.zeros(outer.num_dst, width).scatter_reduce_(0, dst[:, None].expand(-1, width), rows, "mean",
                                                                   include_self=False)
     out, bad = gpu_mean(g, fused, x)
     assert bad == -1, bad
@@ -64,6 +64,10 @@ def assert_same_as_unfused(fanouts, key=3, **kw):
 
 def check_uniform():
     assert_same_as_unfused([2, 3])
+
+
+def check_rows_wider_than_a_thread_block():
+    assert_same_as_unfused([3], width=40)  # two blocks of columns
 
 
 def check_uniform_with_replacement():

@@ -43,8 +43,11 @@ def draw_kernel(indptr, indices, weights, nodes, fanout, slots, key, replace, we
 
 @cuda.jit
 def mean_kernel(x, sources, start, count, first, out):
-    """``out[r, f]``: the mean over destination ``r - first``'s sources of ``x[:, f]``; zeros for ``r < first``."""
-    f, r = cuda.grid(2)
+    """``out[r, f]``: the mean over destination ``r - first``'s sources of ``x[:, f]``; zeros for ``r < first``.
+
+    Rows go along the grid's x (up to 2**31 - 1 blocks; its y takes 65535), a block's threads along the columns."""
+    f = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+    r = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
     if r < out.shape[0] and f < out.shape[1]:
         if r < first:
             out[r, f] = 0.0
@@ -69,7 +72,7 @@ def fused_mean_arrays(ops, indptr, indices, weights, nodes, first: int, fanout: 
             weighted, np.int64(num_nodes), k(scratch), k(start), k(count), k(status))
     rows, cols = out.shape
     if rows and cols:
-        grid = ((cols + COLUMNS - 1) // COLUMNS, (rows + ROWS - 1) // ROWS)
+        grid = ((rows + ROWS - 1) // ROWS, (cols + COLUMNS - 1) // COLUMNS)
         sources = indices if fanout < 0 else scratch
         mean_kernel[grid, (COLUMNS, ROWS), stream](k(x), k(sources), k(start), k(count), np.int64(first), k(out))
     bad = ops.read(status)[0]
