@@ -1,7 +1,8 @@
 """The last hop's sampling fused with its mean (issue 36 item 3): GraphSAGE steps on the CPU, unfused against fused.
 
     python benchmarks/fused_last_hop.py                          # 300K nodes / 15M edges (~50 a node), under a minute
-    python benchmarks/fused_last_hop.py --nodes 2400000 --edges 124000000   # products scale (minutes to build)
+    python benchmarks/fused_last_hop.py --nodes 2400000 --edges 124000000   # products scale (~40 s to build)
+    python benchmarks/fused_last_hop.py --device cuda                       # everything on the GPU (not yet run)
 
 Both sides run the same batches (same seeds, same keys, same sampler seed) through the same model and optimizer:
 
@@ -45,27 +46,36 @@ def dataset(nodes: int, edges: int, width: int):
 
 
 def step_runner(graph, table: torch.Tensor, labels: torch.Tensor, fanouts, hidden: int, fused: bool, seed: int = 0):
-    """One batch of one side: ``run(seeds, key) -> {phase: seconds}``."""
+    """One batch of one side: ``run(seeds, key) -> {phase: seconds}``; on the device of ``graph`` and ``table`` (a GPU:
+    every phase waited for before its clock stops)."""
     features = TensorFeatures(table)
     sampler = NeighborSampler(graph, fanouts, seed=seed, fuse_last_hop=fused)
     torch.manual_seed(seed)
     model = GraphSAGE(table.shape[1], hidden, int(labels.max()) + 1, num_layers=len(fanouts), dropout=0.0)
+    model = model.to(table.device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    on_gpu = table.device.type == "cuda"
+
+    def clock() -> float:
+        if on_gpu:
+            torch.cuda.synchronize(table.device)
+        return time.perf_counter()
 
     def run(seeds: torch.Tensor, key: int) -> dict[str, float]:
-        t0 = time.perf_counter()
+        seeds = seeds.to(table.device)
+        t0 = clock()
         mb = sampler.sample(SamplerInput(seeds, key=key))
-        t1 = time.perf_counter()
+        t1 = clock()
         x = features.gather(mb.input_nodes)
-        t2 = time.perf_counter()
+        t2 = clock()
         mean = mb.last_hop.mean(table) if fused else None
-        t3 = time.perf_counter()
+        t3 = clock()
         out = model(x, mb.to_pyg(), neighbor_mean=mean)
         loss = torch.nn.functional.cross_entropy(out, labels[seeds].clamp(min=0))
         opt.zero_grad()
         loss.backward()
         opt.step()
-        t4 = time.perf_counter()
+        t4 = clock()
         return {"sample": t1 - t0, "gather": t2 - t1, "mean": t3 - t2, "step": t4 - t3, "rows": x.shape[0],
                 "loss": loss.item()}
 
@@ -83,6 +93,8 @@ def main() -> None:
     p.add_argument("--batches", type=int, default=3, help="batches a round")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2, help="torch and Numba threads")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda: graph, features, labels and model on the GPU "
+                                                    "(sampled there; not yet run on one)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     import numba
@@ -92,9 +104,9 @@ def main() -> None:
     ds = dataset(args.nodes, args.edges, args.width)
     rng = np.random.default_rng(0)
     batches = [torch.from_numpy(rng.choice(ds.num_nodes, args.batch_size, replace=False)) for _ in range(args.batches)]
-    graph = ds.graph.in_memory()
-    table = ds.features.gather(torch.arange(ds.num_nodes))  # the table in memory, as a GPU run keeps it on device
-    sides = {name: step_runner(graph, table, ds.labels, fanouts, args.hidden, fused)
+    graph = ds.graph.in_memory().to(args.device)
+    table = ds.features.gather(torch.arange(ds.num_nodes)).to(args.device)  # the whole table in (device) memory
+    sides = {name: step_runner(graph, table, ds.labels.to(args.device), fanouts, args.hidden, fused)
              for name, fused in (("unfused", False), ("fused", True))}
     for run in sides.values():  # JIT and first-touch pages out of the timings
         run(batches[0], 0)
@@ -112,9 +124,9 @@ def main() -> None:
         best = rounds[totals.index(statistics.median_low(totals))]
         summary[name] = {**best, "total": sum(best[ph] for ph in PHASES), "round_totals": totals}
     ratio = summary["unfused"]["total"] / summary["fused"]["total"]
-    print(f"graph {ds.num_nodes:,} nodes / {ds.graph.num_edges:,} edges, features {args.width}, fanouts {fanouts}, "
-          f"batch {args.batch_size}, hidden {args.hidden}, {args.threads} threads, {args.batches} batches x "
-          f"{args.rounds} rounds")
+    print(f"{args.device}: graph {ds.num_nodes:,} nodes / {ds.graph.num_edges:,} edges, features {args.width}, "
+          f"fanouts {fanouts}, batch {args.batch_size}, hidden {args.hidden}, {args.threads} threads, {args.batches} "
+          f"batches x {args.rounds} rounds")
     print("| side | sample ms | gather ms | fused mean ms | step ms | total ms | rows gathered |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, s in summary.items():
