@@ -105,6 +105,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "`--edge-time-column`); evaluation is sampled the same way")
     p.add_argument("--temporal-strategy", choices=("uniform", "last"),
                    help="with --temporal: draw uniformly among the allowed neighbors (default) or take the most recent")
+    p.add_argument("--fuse-last-hop", action="store_true",
+                   help="GraphSAGE node classification: draw the outermost hop and average its features in one pass "
+                        "(same draws; no dedupe or gather of that hop's nodes); features in memory, mmap or device")
     p.add_argument("--batch-size", type=_POSITIVE_INT, default=1024,
                    help="seed nodes (link task: seed edges) per minibatch (default 1024)")
     p.add_argument("--epochs", type=_POSITIVE_INT,
@@ -186,7 +189,8 @@ def settings_of(args: argparse.Namespace) -> TrainSettings:
     return TrainSettings(
         data=DataSettings(path=args.data, task=args.task, target_type=args.target_type, verify=args.verify),
         sampling=SamplingSettings(fanouts=args.fanouts, batch_size=args.batch_size, exclude=args.exclude,
-                                  temporal=args.temporal, temporal_strategy=args.temporal_strategy),
+                                  temporal=args.temporal, temporal_strategy=args.temporal_strategy,
+                                  fuse_last_hop=args.fuse_last_hop),
         features=FeatureSettings(placement=args.features, cache_gb=args.cache_gb, cache_policy=args.cache_policy),
         model=ModelSettings(name=args.model, hidden=args.hidden, dropout=args.dropout, decoder=args.decoder),
         optim=OptimSettings(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs, max_steps=args.max_steps),

@@ -54,6 +54,7 @@ def refuse_unsupported(settings: TrainSettings) -> None:
         (settings.data.task != "node", f"--task {settings.data.task}", "node classification only"),
         (settings.data.target_type is not None, "--target-type", "typed graphs are not partitioned yet"),
         (settings.sampling.temporal, "--temporal", "temporal sampling is not distributed yet"),
+        (settings.sampling.fuse_last_hop, "--fuse-last-hop", "the owners draw a part's last hop; drop it"),
         (settings.features.placement != "auto", f"--features {settings.features.placement}",
          "a part's features are its own rows plus a cache of halo rows; drop --features"),
         (settings.model.name not in (None, *MODELS), f"--model {settings.model.name}",

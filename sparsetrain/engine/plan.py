@@ -135,6 +135,8 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
     if data.task == "link":
         sampling = replace(sampling, exclude=_exclude(sampling.exclude, meta.directed))
     features = _features(meta, settings.features, device)
+    graph_on_device = not meta.is_typed and times is None and _graph_fits(meta.graph_bytes, device)
+    _check_fuse_last_hop(sampling, data.task, meta, model, features, settings.run, times, device, graph_on_device)
     train_seeds = _train_seed_count(meta, data.task, target, random_split)
     optim = _optim(settings.optim, data.task, model, train_seeds, sampling.batch_size, world_size)
     # recorded as resolved, but --exclude as given: "auto" depends only on the dataset, whose contents are compared
@@ -145,7 +147,7 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
     return RunPlan(
         device=device, world_size=world_size, task=data.task, target_type=target, random_split=random_split,
         model=model, optim=optim, sampling=sampling, features=features,
-        graph_on_device=not meta.is_typed and times is None and _graph_fits(meta.graph_bytes, device),
+        graph_on_device=graph_on_device,
         times=times, full_eval=data.task == "node" and _full_eval(meta, settings.run.eval, model.name, sampling),
         clusters=model.name == "gt", run=settings.run, checkpoint=settings.checkpoint, report=settings.report,
         record={**batch_record(recorded), "dataset": {"path": str(meta.path), "sha256": meta.meta_sha256}},
@@ -247,6 +249,28 @@ def _step_shapes(run: RunSettings, meta: DatasetMeta, task: str, model: ModelSet
                            "samples all neighbours (-1): give counts")
     return StepShapes.bound(sampling.batch_size, sampling.fanouts, meta.num_nodes[NODE],
                             num_edges=meta.num_edges[EDGE])
+
+
+def _check_fuse_last_hop(sampling: SamplingSettings, task: str, meta: DatasetMeta, model: ModelSettings,
+                         features: FeatureSettings, run: RunSettings, times: str | None, device: torch.device,
+                         graph_on_device: bool) -> None:
+    """``--fuse-last-hop``: GraphSAGE's eager node classification step on a homogeneous graph, the whole feature
+    table readable where the graph is (host memory or a mapped file on a CPU, device memory on a GPU)."""
+    if not sampling.fuse_last_hop:
+        return
+    what = ("link prediction" if task != "node" else "a typed dataset" if meta.is_typed
+            else f"--model {model.name}" if model.name != "sage" else "--temporal" if times
+            else "--step static" if run.step == "static" else None)
+    if what is not None:
+        raise SettingError(f"--fuse-last-hop feeds GraphSAGE's first layer in eager node classification on a "
+                           f"homogeneous graph, not {what}; drop --fuse-last-hop")
+    on_gpu = device.type == "cuda"
+    allowed = ("device",) if on_gpu else ("memory", "mmap")
+    if features.placement not in allowed or features.cache_gb > 0 or (on_gpu and not graph_on_device):
+        where = "--features device, the graph in GPU memory" if on_gpu else "--features memory or mmap"
+        raise SettingError(f"--fuse-last-hop averages rows of the whole feature table where the graph is ({where}, "
+                           f"no --cache-gb) but the features are {features.placement}; change --features or drop "
+                           "--fuse-last-hop")
 
 
 # ---------------------------------------------------------------- what is trained on

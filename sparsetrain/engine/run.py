@@ -166,7 +166,8 @@ def _node_parts(ds, meta: DatasetMeta, run: RunPlan, features, ctx: DistContext)
         labels = labels.to(run.device)  # indexed by GPU-sampled seeds
     clusters = _clusters(ds) if run.clusters else None
     times = {} if run.times is None else {run.times: getattr(ds, run.times)}  # the plan chose edge or node times
-    sampler = _sampler(graph, run.sampling, times, ds.node_time, seed, target, clusters)
+    sampler = _sampler(graph, run.sampling, times, ds.node_time, seed, target, clusters,
+                       fuse_last_hop=run.sampling.fuse_last_hop)
     loader = Loader(sampler, features, labels, split["train"], batch_size=run.sampling.batch_size, device=run.device,
                     seed=seed, rank=ctx.rank, world_size=ctx.world_size)
     network = _node_model(meta, run.model, run.sampling.fanouts.num_hops, target)
@@ -192,12 +193,14 @@ def _random_split(num_nodes: int, seed: int) -> dict[str, torch.Tensor]:
 
 
 def _sampler(graph, sampling: SamplingSettings, times: dict, node_time, seed: int, target: str,
-             clusters: torch.Tensor | None):
+             clusters: torch.Tensor | None, fuse_last_hop: bool = False):
     """The run's ``NeighborSampler`` of ``target`` seeds (temporal with ``times``, ``{"edge_time": ...}`` or
     ``{"node_time": ...}``: no neighbor later than its seed's time, a seed's time being its ``node_time``); the graph
-    transformer's batches carry cluster ids."""
+    transformer's batches carry cluster ids; training batches leave their last hop to the fetch stage with
+    ``fuse_last_hop``."""
     strategy = {"temporal_strategy": sampling.temporal_strategy} if times else {}
-    sampler = NeighborSampler(graph, sampling.fanouts, seed=seed, seed_type=target, **times, **strategy)
+    sampler = NeighborSampler(graph, sampling.fanouts, seed=seed, seed_type=target, fuse_last_hop=fuse_last_hop,
+                              **times, **strategy)
     if "edge_time" in times:
         sampler = SeedNodeTimes(sampler, node_time)
     return sampler if clusters is None else ClusterSampler(sampler, clusters)

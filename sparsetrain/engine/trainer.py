@@ -40,7 +40,11 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 def node_forward(model: torch.nn.Module, mb) -> tuple[torch.Tensor, torch.Tensor]:
-    """Node classification's batch forward: ``model(mb.x, mb.to_pyg())`` and the seeds' labels."""
+    """Node classification's batch forward: ``model(mb.x, mb.to_pyg())`` and the seeds' labels (a fused last hop's
+    batch passes its first layer's ``neighbor_mean`` too)."""
+    mean = getattr(mb, "neighbor_mean", None)
+    if mean is not None:
+        return model(mb.x, mb.to_pyg(), neighbor_mean=mean), mb.y
     return model(mb.x, mb.to_pyg()), mb.y
 
 

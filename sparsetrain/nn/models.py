@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from sparsetrain.errors import SettingError
@@ -126,16 +127,46 @@ class BlockGNN(nn.Module):
             elif adj.layout != torch.strided and adj.dtype != x.dtype:
                 adj = adj.to(x.dtype)
             out = conv(sources_and_targets(x, num_dst), adj)
+        return self._activate(i, out)
+
+    def _activate(self, i: int, out: torch.Tensor) -> torch.Tensor:
         if i < self.num_layers - 1:
             out = relu_dropout(self.norms[i](out), self.dropout, self.training)
         return out
 
-    def forward(self, x: torch.Tensor, blocks: Sequence[PygBlock]) -> torch.Tensor:
-        """``x``: features of the outermost block's sources; ``blocks``: ``MiniBatch.to_pyg()``, outermost first."""
-        if len(blocks) != self.num_layers:
-            raise SettingError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model; use one fanout per "
-                               "layer")
-        for i, (edge_index, size) in enumerate(blocks):
+    def _first_layer_from_mean(self, x_dst: torch.Tensor, neighbor_mean: torch.Tensor) -> torch.Tensor:
+        """Layer 0 given its aggregation: ``lin_l(neighbor_mean) + lin_r(x_dst)`` (then ``normalize`` if set), what
+        a mean-aggregating ``SAGEConv`` computes on the block whose per-dst mean ``neighbor_mean`` is."""
+        conv = self.convs[0]
+        if self.kind != "sage" or conv.aggr != "mean" or getattr(conv, "project", False):
+            raise SettingError(f"neighbor_mean (a fused last hop) feeds a mean-aggregating SAGEConv without project; "
+                               f"the first layer is {conv!r}: sample the batch unfused")
+        if neighbor_mean.shape[0] != x_dst.shape[0]:
+            raise SettingError(f"neighbor_mean has {neighbor_mean.shape[0]} rows but x {x_dst.shape[0]}; pass the "
+                               "fused batch's features of its input_nodes")
+        out = conv.lin_l(neighbor_mean.to(x_dst.dtype))
+        if conv.root_weight:
+            out = out + conv.lin_r(x_dst)
+        if conv.normalize:
+            out = F.normalize(out, p=2.0, dim=-1)
+        return self._activate(0, out)
+
+    def forward(self, x: torch.Tensor, blocks: Sequence[PygBlock],
+                neighbor_mean: torch.Tensor | None = None) -> torch.Tensor:
+        """``x``: features of the outermost block's sources; ``blocks``: ``MiniBatch.to_pyg()``, outermost first.
+
+        ``neighbor_mean``: the first layer's mean over each dst node's sampled in-neighbours, from a fused last hop
+        (``FusedMiniBatch.last_hop.mean(features)``); ``x`` is then the features of that layer's dst nodes (the fused
+        batch's ``input_nodes``) and ``blocks`` the layers after it.
+        """
+        first = 0 if neighbor_mean is None else 1
+        if len(blocks) != self.num_layers - first:
+            fused = " (and a fused last hop)" if first else ""
+            raise SettingError(f"got {len(blocks)} blocks{fused} for a {self.num_layers}-layer model; use one fanout "
+                               "per layer")
+        if first:
+            x = self._first_layer_from_mean(x, neighbor_mean)
+        for i, (edge_index, size) in enumerate(blocks, first):
             x = self.layer(i, x, edge_index, size)
         return x
 

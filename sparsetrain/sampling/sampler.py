@@ -14,6 +14,7 @@ import torch
 from sparsetrain.sampling import disjoint, neighbor, subgraph, temporal
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.fanouts import Fanouts
+from sparsetrain.sampling.fused_mean import FusedLastHop, FusedMiniBatch
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput, ids_on
 from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout
@@ -59,6 +60,11 @@ class NeighborSampler:
       subgraph once per hop, the last cut to its edges into the seeds (``blocks[-1].num_dst`` is still the seed
       count, so a block-by-block model runs unchanged).
 
+    ``fuse_last_hop=True`` (homogeneous graphs, directional sampling) leaves the outermost hop out of the batch: a
+    :class:`~sparsetrain.sampling.fused_mean.FusedMiniBatch` whose ``last_hop.mean(features)`` draws that hop's edges
+    (the same draws) and averages their sources' feature rows in one pass, the input of a mean-aggregating first
+    layer (``GraphSAGE(...)(x, mb.to_pyg(), neighbor_mean=...)``); ``input_nodes`` are then that layer's dst nodes.
+
     Runs on the GPU when the graph is on CUDA (or pinned and the seeds are on CUDA), else on the CPU;
     both targets draw the same batches (PyG's options and seeds of several types: the CPU only, for now).
     The same ``seed`` gives the same batches, whatever the thread count: a :class:`SamplerInput` with ``key=k`` draws
@@ -71,7 +77,8 @@ class NeighborSampler:
     def __init__(self, graph: CSCGraph, fanouts: Fanouts | Sequence[int] | Mapping[EdgeType, Sequence[int]], *,
                  replace: bool = False, weighted: bool = False, seed: int | None = None, hop_nodes: str = "all",
                  seed_type: str | None = None, disjoint: bool = False, node_time=None, edge_time=None,
-                 temporal_strategy: str = "uniform", subgraph_type: str = "directional") -> None:
+                 temporal_strategy: str = "uniform", subgraph_type: str = "directional",
+                 fuse_last_hop: bool = False) -> None:
         if not isinstance(graph, CSCGraph):
             raise SamplingError(f"graph is a {type(graph).__name__}; pass a sparsetrain.sampling.CSCGraph "
                                 "(e.g. sparsetrain.datasets.load(path).graph)")
@@ -108,6 +115,12 @@ class NeighborSampler:
         self.seed_type = seed_type
         self.seed = int(torch.randint(0, 2**62, ()).item()) if seed is None else int(seed) & _SEED_MASK
         self._layout = KernelLayout(graph, self.fanouts)
+        self.fuse_last_hop = bool(fuse_last_hop)
+        if self.fuse_last_hop:
+            self._check_fusable()
+        # the hops drawn into blocks: all of them, or all but the outermost when it is fused
+        self._block_layout = (KernelLayout(graph, Fanouts(self.fanouts.as_list()[:-1])) if self.fuse_last_hop
+                              else self._layout)
         self._counter = itertools.count()
         self._lock = threading.Lock()
         self._workspaces: list[neighbor.Workspace] = []  # one per concurrent CPU call
@@ -133,6 +146,23 @@ class NeighborSampler:
     @property
     def num_hops(self) -> int:
         return self.fanouts.num_hops
+
+    def _check_fusable(self) -> None:
+        if self.graph.is_typed:
+            raise SamplingError("fuse_last_hop=True needs a homogeneous graph (a typed first layer aggregates per edge "
+                                "type); drop fuse_last_hop")
+        if self.disjoint or self.subgraph_type != "directional":
+            raise SamplingError("fuse_last_hop=True fuses directional, non-disjoint, non-temporal hops; drop "
+                                "fuse_last_hop or those options")
+        if not self.num_hops:
+            raise SamplingError("fuse_last_hop=True needs at least one hop in fanouts")
+
+    def _last_hop(self, key: int, nodes: torch.Tensor, first: int, num_dst: int) -> FusedLastHop:
+        """The fused outermost hop of batch ``key``: ``nodes`` (global ids) draw in-edges into dst rows ``[first,
+        num_dst)``."""
+        hop = self.num_hops - 1
+        return FusedLastHop(self.graph, nodes, first, num_dst, int(self._layout.fanouts[hop, 0]),
+                            int(self._layout.hop_keys(self.seed, key, hop)[0]), self.replace, self.weighted)
 
     @property
     def has_gpu_path(self) -> bool:
@@ -199,9 +229,10 @@ class NeighborSampler:
         eager)."""
         if not isinstance(inp, SamplerInput):
             inp = SamplerInput(inp)
-        if self.graph.is_typed or isinstance(inp.seeds, dict) or not self._on_gpu([(0, inp.seeds)]):
-            raise SamplingBackendError("padded batches are sampled on the GPU from a homogeneous graph; call sample() "
-                                       "for others")
+        if (self.graph.is_typed or isinstance(inp.seeds, dict) or not self._on_gpu([(0, inp.seeds)])
+                or self.fuse_last_hop):
+            raise SamplingBackendError("padded batches are sampled on the GPU from a homogeneous graph, unfused; call "
+                                       "sample() for others")
         self._check_seeds(0, inp.seeds)
         self._sample_cuda(inp.seeds, 0, self._key(inp), out, capture)
 
@@ -264,13 +295,21 @@ class NeighborSampler:
             self._cuda = CudaGraph(self.graph)
         device = self.graph.device if self._placement == "cuda" else seeds.device
         seeds = ids_on(seeds, device)
-        keys = [self._layout.hop_keys(self.seed, key, hop) for hop in range(self.num_hops)]
-        sampled = sample_layers(self._cuda, seeds, self._layout, keys, self.replace, self.weighted,
-                                self.hop_nodes == "new", seed_type, padded, capture)
-        if padded is not None:
-            return None
-        layers, nodes = sampled
-        return self._assemble([(seed_type, seeds)], nodes, layers, False)
+        layout = self._block_layout
+        keys = [layout.hop_keys(self.seed, key, hop) for hop in range(layout.fanouts.shape[0])]
+        if not keys:  # a fused one-hop batch: its blocks are its seeds
+            layers, nodes = [], [seeds]
+        else:
+            sampled = sample_layers(self._cuda, seeds, layout, keys, self.replace, self.weighted,
+                                    self.hop_nodes == "new", seed_type, padded, capture)
+            if padded is not None:
+                return None
+            layers, nodes = sampled
+        mb = self._assemble([(seed_type, seeds)], nodes, layers, False)
+        if not self.fuse_last_hop:
+            return mb
+        first = int(layers[-1][3][0]) if layers and self.hop_nodes == "new" else 0
+        return FusedMiniBatch.of(mb, self._last_hop(key, nodes[0][first:], first, int(nodes[0].numel())))
 
     def _sample_cpu(self, seeds: list[tuple[int, torch.Tensor]], key: int, seed_time: np.ndarray | None,
                     by_type: bool) -> MiniBatch:
@@ -290,7 +329,7 @@ class NeighborSampler:
         try:
             try:
                 self._insert_seeds(ws, seeds, counts, node_map)
-                for hop in range(self.num_hops):
+                for hop in range(self._block_layout.fanouts.shape[0]):
                     before = counts.copy()
                     edge_index, edge_ids, segments = self._hop(hop, key, ws, first, counts, indptr, indices, weights,
                                                                edge_perm, node_map, seed_time)
@@ -310,6 +349,8 @@ class NeighborSampler:
         finally:
             self._release_workspace(ws)
         mb = self._assemble(seeds, nodes, layers, by_type)
+        if self.fuse_last_hop:  # the outermost hop draws for the nodes the next hop would sample for
+            return FusedMiniBatch.of(mb, self._last_hop(key, nodes[0][int(first[0]):], int(first[0]), int(counts[0])))
         if batch is not None:
             mb.batch = {t: batch[i] for i, t in enumerate(layout.node_types)} if mb.is_typed else batch[0]
         if self.subgraph_type != "directional":

@@ -20,9 +20,11 @@ from collections.abc import Iterator
 
 import torch
 
+from sparsetrain.engine.stages.errors import LoaderError
 from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE
 from sparsetrain.sampling.minibatch import MiniBatch
+from sparsetrain.storage.mmap import MmapFeatures
 from sparsetrain.storage.rows import gather_rows
 from sparsetrain.storage.tensor import TensorFeatures
 
@@ -34,6 +36,9 @@ class FetchFeatures:
     With ``edge_features`` (a store or tensor of one row per graph edge, e.g. ``ds.edge_features``),
     ``edge_attr[i]`` = the rows of block ``i``'s ``edge_ids`` (typed: ``edge_features`` a dict by edge type, e.g. a
     typed ``ds.edge_features``, and ``edge_attr[i]`` a dict by the edge types that have them).
+
+    A batch with a fused last hop (``NeighborSampler(fuse_last_hop=True)``) gets ``neighbor_mean``, that hop drawn and
+    averaged over the whole table (a tensor or mapped store's; :mod:`sparsetrain.sampling.fused_mean`).
 
     A plain, contiguous CPU tensor is read with the prefetching Numba gather (``TensorFeatures``;
     ~15% off a products-scale step against ``x[ids]``); a tensor that requires grad keeps torch
@@ -50,6 +55,7 @@ class FetchFeatures:
         self._edge_stores = _by_type(edge_features, EDGE_TYPE)
         self._prefetch = {t: hook for t, store in self._stores.items()
                           if (hook := getattr(store, "prefetch", None)) is not None}
+        self._table = None  # the whole feature table a fused last hop averages rows of, taken at its first batch
 
     def prefetch(self, mb: MiniBatch) -> None:
         """Let a store with a ``prefetch(ids)`` hook (a cache) start fetching the batch's rows; else nothing."""
@@ -83,7 +89,25 @@ class FetchFeatures:
             mb.y = self.labels[mb.seeds]
         if self.edge_features is not None:
             mb.edge_attr = [self._edge_rows(block) for block in mb.blocks]
+        last_hop = getattr(mb, "last_hop", None)
+        if last_hop is not None:
+            mb.neighbor_mean = last_hop.mean(self._whole_table())
+            check_finite(mb.neighbor_mean, mb.input_nodes, self.features, "the fused last hop's mean: ")
+            mb.last_hop = None  # its graph stays where it is: the device stage moves the batch's tensors
         return mb
+
+    def _whole_table(self) -> torch.Tensor:
+        if self._table is None:
+            store = self.features
+            if isinstance(store, TensorFeatures):
+                self._table = store.tensor
+            elif isinstance(store, MmapFeatures) and not store.direct:
+                self._table = store.tensor()
+            else:
+                raise LoaderError(f"a fused last hop averages rows of the whole feature table, which a "
+                                  f"{type(store).__name__} does not hold; keep the features in a tensor or a mapped "
+                                  "file (--features memory, mmap or device)")
+        return self._table
 
     def _edge_rows(self, block):
         """One block's edge feature rows; typed: a dict by the edge types that have edge features."""
