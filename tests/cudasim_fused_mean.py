@@ -101,7 +101,7 @@ def check_the_samplers_gpu_branch_fuses_as_its_cpu_branch():
     from sparsetrain.sampling.cuda import driver
     from sparsetrain.sampling.cuda import graph as cuda_graph
 
-    def layers_on_numpy(views, seeds, layout, keys, replace, weighted, new_only, seed_type, padded):
+    def layers_on_numpy(views, seeds, layout, keys, replace, weighted, new_only, seed_type, padded, capture=False):
         indptr, indices, weights = views.numpy()
         with np.errstate(all="ignore"):
             layers, nodes = driver.sample_arrays(NumpyArrays(), indptr, indices, weights if weighted else
