@@ -17,6 +17,7 @@ import torch
 
 assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUDASIM=1"
 
+from sparsetrain._launch_counts import LaunchCounts  # noqa: E402
 from sparsetrain.storage import cuda_gather  # noqa: E402
 from sparsetrain.storage.cuda_gather import NumpyOps, ZeroCopyGather, launch_gather, word_bytes  # noqa: E402
 from sparsetrain.storage.errors import FeatureIdError  # noqa: E402
@@ -103,11 +104,10 @@ def check_counts_per_call():
     for name, given, given_out, counts in expect:
         got = call(g, given, given_out, shape=(10, 6))
         assert np.array_equal(got, table[ids]), name
-        want = {**cuda_gather.GatherCounts().as_dict(), **counts}
+        want = LaunchCounts(**counts).as_dict()
         assert g.counts.as_dict() == want, (name, g.counts.as_dict(), want)
     call(g, np.random.default_rng(3).integers(0, 37, 17), shape=(17, 6))  # past the kept capacity: the buffers grow
-    assert g.counts.as_dict() == {**cuda_gather.GatherCounts().as_dict(), "kernels": 1, "torch_ops": 1,
-                                  "allocations": 3}, g.counts
+    assert g.counts == LaunchCounts(kernels=1, torch_ops=1, allocations=3), g.counts
 
 
 def check_out_of_range_ids_raise_at_the_next_call():

@@ -11,7 +11,7 @@ reads at its next call, without waiting for the device.
 Around the kernel, :class:`ZeroCopyGather` (one per store) queues a sort and the kernel and nothing
 else: the kernel views are made once, the sort's outputs are kept buffers, host ids go up through a
 kept pinned buffer, and every allocation, copy, launch and host wait it makes is counted
-(:class:`GatherCounts`), on a GPU (:class:`TorchOps`) as under the Numba CUDA simulator
+(:class:`~sparsetrain._launch_counts.LaunchCounts`), on a GPU (:class:`TorchOps`) as under the Numba CUDA simulator
 (:class:`NumpyOps`, ``NUMBA_ENABLE_CUDASIM=1``). Import this module only when one of them is in use.
 """
 
@@ -20,11 +20,11 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
+from sparsetrain._launch_counts import LaunchCounts
 from sparsetrain._numba_cuda import cuda
 from sparsetrain.storage.base import id_range_error
 
@@ -87,27 +87,6 @@ def word_view(address: int, rows: int, row_bytes: int, word: int, owner=None):
     """A numba device array ``[rows, row_bytes // word]`` of ``word``-byte elements at ``address``."""
     view = CudaArrayView(address, (rows, row_bytes // word), WORD_TYPESTR[word], owner)
     return cuda.as_cuda_array(view, sync=False)
-
-
-@dataclass
-class GatherCounts:
-    """What one ``gather`` queued, counted where :class:`ZeroCopyGather` queues it (not a timing).
-
-    ``kernels``: Numba launches; ``torch_ops``: device work queued by array calls (a sort, which is a few cub kernels
-    inside PyTorch, or a copy); ``copies``: the copies among those; ``syncs``: host waits for the device;
-    ``allocations``: device arrays allocated (the output when no ``out=`` is given, kept buffers when they grow);
-    ``pinned_allocations``: page-locked host buffers allocated.
-    """
-
-    kernels: int = 0
-    torch_ops: int = 0
-    copies: int = 0
-    syncs: int = 0
-    allocations: int = 0
-    pinned_allocations: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
 
 
 class TorchOps:
@@ -285,7 +264,7 @@ class ZeroCopyGather:
         self._ops = ops
         self._table = table
         self.num_rows, self.row_bytes, self.where = num_rows, row_bytes, where
-        self.counts = GatherCounts()
+        self.counts = LaunchCounts()
         self._bad = ops.pinned(1, ops.int64)
         self._bad_host = ops.host_values(self._bad)
         self._bad_host[0] = 0  # no id is 0 and bad (the table has rows)
@@ -301,7 +280,7 @@ class ZeroCopyGather:
     # ---- per call ----
     def begin(self) -> None:
         """Start a call's counts; raise an out-of-range id an earlier call met (a host read of host memory, no wait)."""
-        self.counts = GatherCounts()
+        self.counts = LaunchCounts()
         bad = int(self._bad_host[0])
         if bad:
             self._bad_host[0] = 0

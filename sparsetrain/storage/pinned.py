@@ -110,7 +110,7 @@ class PinnedFeatures(FeatureSource):
 
     @property
     def last_gather_counts(self):
-        """What the last GPU ``gather`` queued (:class:`~sparsetrain.storage.cuda_gather.GatherCounts`); None on the
+        """What the last GPU ``gather`` queued (:class:`~sparsetrain._launch_counts.LaunchCounts`); None on the
         CPU."""
         return None if self._zero_copy is None else self._zero_copy.counts
 

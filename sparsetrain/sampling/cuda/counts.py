@@ -7,41 +7,14 @@ simulator's counts are the GPU's. Each operation counts what PyTorch's CUDA impl
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import fields
 
-
-@dataclass
-class LaunchCounts:
-    """The device work of one phase of a batch.
-
-    ``kernels``: Numba kernel launches; ``torch_ops``: device work queued by PyTorch (fills, scans, memcpys);
-    ``copies``: the memcpys among those (host to device, device to device, device to host); ``syncs``: host waits
-    for the device (reads); ``allocations``: device arrays allocated (a workspace keeps its arrays, so a batch of a
-    shape seen before allocates only its outputs); ``pinned_allocations``: page-locked host buffers allocated;
-    ``graphs``: CUDA graph launches (each replays a captured batch's device work: :mod:`.capture`).
-    """
-
-    kernels: int = 0
-    torch_ops: int = 0
-    copies: int = 0
-    syncs: int = 0
-    allocations: int = 0
-    pinned_allocations: int = 0
-    graphs: int = 0
-
-    @property
-    def launches(self) -> int:
-        return self.kernels + self.torch_ops + self.graphs
-
-    def __add__(self, other: LaunchCounts) -> LaunchCounts:
-        return LaunchCounts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
-
-    def as_dict(self) -> dict[str, int]:
-        return {"launches": self.launches, **asdict(self)}
+from sparsetrain._launch_counts import LaunchCounts
 
 
 class BatchCounts:
-    """A batch's :class:`LaunchCounts` per phase (``"setup"``, ``"hop 0"``, ..., ``"finish"``) and in all."""
+    """A batch's :class:`~sparsetrain._launch_counts.LaunchCounts` per phase (``"setup"``, ``"hop 0"``, ...,
+    ``"finish"``) and in all."""
 
     def __init__(self) -> None:
         self.phases: dict[str, LaunchCounts] = {}
