@@ -178,10 +178,11 @@ class H100:
 
 numba.cuda.dispatcher.get_current_device = H100  # device functions ask the device for its compute capability
 i64, f32 = np.zeros(4, np.int64), np.zeros((4, 3), np.float32)
-calls = [(fm.draw_kernel, (i64, i64.astype(np.int32), f32[0], i64, np.int64(2), np.int64(2), np.uint64(1), False,
-                           True, np.int64(4), i64, i64, i64, i64)),
-         (fm.mean_kernel, (f32, i64, i64, i64, np.int64(0), f32)),
-         (fm.mean_kernel, (f32.astype(np.float64), i64.astype(np.int32), i64, i64, np.int64(0), f32))]
+one = np.int64(1)
+calls = [(fm.draw_kernel, (i64, i64.astype(np.int32), f32[0], i64, one, i64, one, one, i64.view(np.uint64), one, one,
+                           False, True, one, i64, i64, i64, i64, one)),
+         (fm.mean_kernel, (f32, i64, i64, i64, f32)),
+         (fm.mean_kernel, (f32.astype(np.float64), i64.astype(np.int32), i64, i64, f32))]
 sizes = []
 for kernel, args in calls:
     try:

@@ -147,9 +147,10 @@ class StaticBatch:
     def padded(self) -> PaddedOut:
         """These buffers as a GPU sampler fills them (``NeighborSampler.sample_padded``): per hop, innermost first, its
         edges (this batch's blocks in reverse), the batch's node ids (each level a prefix) and its sizes (the real
-        nodes per level, then the real edges per hop)."""
+        nodes per level, then the real edges per hop); a fused last hop's mean."""
         shapes = self.shapes
-        return PaddedOut(shapes.nodes, shapes.edges, self.node_ids, self.edge_index[::-1], self.sizes)
+        return PaddedOut(shapes.nodes, shapes.edges, self.node_ids, self.edge_index[::-1], self.sizes,
+                         self.neighbor_mean)
 
     def sample(self, sampler, inp: SamplerInput, features: torch.Tensor, labels: torch.Tensor,
                capture: bool = False) -> None:

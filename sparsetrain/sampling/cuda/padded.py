@@ -59,7 +59,7 @@ class PaddedOut:
         buffers = [self.node_ids, *self.edge_index, self.sizes]
         if self.neighbor_mean is not None:
             buffers.append(self.neighbor_mean)
-        return self.nodes, self.edges, tuple(_address(a) for a in buffers)
+        return self.nodes, self.edges, tuple(address(a) for a in buffers)
 
     def check_fits(self, levels: list[int], hop_edges: list[int]) -> None:
         """Refuse a batch whose bounds (nodes per level, edges per hop) pass the shapes: its arrays would not hold
@@ -81,7 +81,7 @@ class PaddedOut:
         return [self.edge_index[h][:, : int(sizes[hops + 1 + h])] for h in range(hops)], levels
 
 
-def _address(a) -> int:
+def address(a) -> int:
     """Where an array's data starts (a PyTorch tensor, or a NumPy array under the simulator)."""
     return a.data_ptr() if hasattr(a, "data_ptr") else a.__array_interface__["data"][0]
 
