@@ -266,6 +266,27 @@ def check_a_damaged_graph_under_the_fused_padded_hop_raises_late():
             raise AssertionError("a damaged graph under the fused hop raised nothing")
 
 
+def check_a_padded_fused_batch_without_its_mean_is_refused_in_one_line():
+    from sparsetrain.sampling import SamplingError
+
+    g = graph()
+    batch, x = padded_fused(2, [3, 2], g, WIDTH), torch.zeros(NUM_NODES, WIDTH)
+    fused, plain = (NeighborSampler(g, [3, 2], seed=0, fuse_last_hop=f) for f in (True, False))
+    narrow = padded_fused(2, [3, 2], g, WIDTH + 1).padded
+    with on_the_simulator(fused, plain):
+        for call, fragment in [(lambda: fused.sample_padded(torch.tensor([1, 2]), batch.padded), "pass both"),
+                               (lambda: plain.sample_padded(torch.tensor([1, 2]), batch.padded, features=x),
+                                "neither for an unfused sampler"),
+                               (lambda: fused.sample_padded(torch.tensor([1, 2]), narrow, features=x),
+                                f"the fused hop writes [{narrow.nodes[-1]}, {WIDTH}] float32")]:
+            try:
+                call()
+            except SamplingError as exc:
+                assert fragment in str(exc) and "\n" not in str(exc), str(exc)
+            else:
+                raise AssertionError(f"{fragment!r}: no error")
+
+
 def check_captured_fused_sampled_loader_trains_as_the_loader():
     """--step static --fuse-last-hop on a GPU: SampledLoader(capture=True) over a fused sampler (ring of two: batches
     eager, captured, replayed, the epoch's smaller last one eager) trains as the static step on the Loader's fused
