@@ -155,7 +155,6 @@ def test_captured_fused_gpu_batches_equal_eager_fused_batches():
     from sparsetrain.sampling.late_checks import LateChecks
 
     sampler, reference, batch, features = _gpu_fused([15, 10, 5], 455)
-    labels = torch.zeros(5000, dtype=torch.int64, device="cuda")
     gen = torch.Generator().manual_seed(1)
     ring = LateChecks.RING
     with warnings.catch_warnings():
@@ -167,7 +166,7 @@ def test_captured_fused_gpu_batches_equal_eager_fused_batches():
                 torch.cuda.synchronize()
                 torch.cuda.set_sync_debug_mode("error")
             try:
-                batch.sample(sampler, SamplerInput(seeds, key=key), features, labels, capture=True)
+                sampler.sample_padded(SamplerInput(seeds, key=key), batch.padded, capture=True, features=features)
             finally:
                 torch.cuda.set_sync_debug_mode(0)
             assert sampler.last_batch_counts.total.graphs == (key >= ring and not smaller), key
