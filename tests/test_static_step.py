@@ -44,6 +44,9 @@ def test_bounds_follow_the_fanouts_and_stop_at_the_graph():
     assert shapes.nodes == (1025, 16385, 180225, 1081345)  # each bound + the sink row
     assert shapes.edges == (15360, 163840, 901120)
     assert shapes.block(0) == (1081345, 180225, 901120)  # outermost block first, as MiniBatch.blocks
+    fused = StepShapes.bound(1024, [15, 10, 5], num_nodes=2_449_029, fuse_last_hop=True)
+    assert fused.nodes == (1025, 16385, 180225) and fused.edges == (15360, 163840) and fused.fused  # no input level
+    assert StepShapes.bound(4, [3, -1], num_nodes=100, fuse_last_hop=True).edges == (12,)  # (the fused -1: no bound)
     small = StepShapes.bound(64, [10, 10], num_nodes=500)
     assert small.nodes == (65, 501, 501) and small.edges == (640, 5000)
     assert StepShapes.bound(4, [-1], num_nodes=100, max_degree=7).edges == (28,)
