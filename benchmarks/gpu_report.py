@@ -454,13 +454,16 @@ def section_epoch(args) -> dict:
 
     timelines, timeline_steps = {}, 3 if args.quick else 30
     # the CLI path: one whole epoch, its own stall fraction; the default step, then --step static (padded batches:
-    # on a GPU sampled into the step's buffers without a host wait, the step replayed as a CUDA graph)
-    for name, step in (("sparsetrain train (CLI path)", "eager"), ("sparsetrain train --step static (CLI path)",
-                                                                   "static")):
+    # on a GPU sampled into the step's buffers without a host wait, the step replayed as a CUDA graph), then that with
+    # the last hop fused into the first layer's mean (no input level: drawn and averaged in the sampler's run)
+    for name, settings in (("sparsetrain train (CLI path)", {"step": "eager"}),
+                           ("sparsetrain train --step static (CLI path)", {"step": "static"}),
+                           ("sparsetrain train --step static --fuse-last-hop (CLI path)",
+                            {"step": "static", "fuse_last_hop": True})):
         with tempfile.TemporaryDirectory() as tmp:
             log = Path(tmp) / "log.jsonl"
             cli = dict(data=folder, fanouts=FANOUTS, batch_size=BATCH, hidden=HIDDEN, epochs=1, device=args.device,
-                       eval="sampled", quiet=True, step=step)
+                       eval="sampled", quiet=True, **settings)
             start = time.perf_counter()
             try:
                 summary = train(TrainSettings(**cli, log=log))

@@ -472,7 +472,7 @@ class SimulatedSampler:
     def __getattr__(self, name):
         return getattr(self.sampler, name)
 
-    def sample_padded(self, inp, out, capture=False):
+    def sample_padded(self, inp, out, capture=False, features=None):
         views = PaddedOut(out.nodes, out.edges, out.node_ids.numpy(), [e.numpy() for e in out.edge_index],
                           out.sizes.numpy())
         gpu_layers(self.sampler.graph, inp.seeds.numpy(), self.fanouts, seed=self.sampler.seed, batch=inp.key,

@@ -132,3 +132,77 @@ def test_captured_sampling_feeds_the_captured_step_as_eager_sampling_does():
         losses.append(torch.stack([step.step(batch) for batch in sampled.epoch(0)]).cpu())  # 25 full batches
     assert twin.last_batch_counts.total.graphs == 1 and sampler.last_batch_counts.total.graphs == 0
     torch.testing.assert_close(losses[1], losses[0], rtol=1e-4, atol=1e-5)
+
+
+def _gpu_fused(fanouts, batch_size: int, width: int = 16):
+    """A fused sampler on a random graph on the GPU, its twin, a static batch of its shapes and a feature table."""
+    from sparsetrain.engine.static_step import StaticBatch, StepShapes
+    from sparsetrain.sampling import CSCGraph, NeighborSampler
+
+    gen = torch.Generator().manual_seed(0)
+    g = CSCGraph.from_edge_index(torch.randint(0, 5000, (2, 60000), generator=gen), 5000).to("cuda")
+    shapes = StepShapes.bound(batch_size, fanouts, g.num_nodes, num_edges=g.num_edges, fuse_last_hop=True)
+    features = torch.randn(5000, width, generator=gen).cuda()
+    samplers = [NeighborSampler(g, fanouts, seed=3, fuse_last_hop=True) for _ in range(2)]
+    return *samplers, StaticBatch(shapes, width, "cuda"), features
+
+
+@pytest.mark.gpu
+def test_captured_fused_gpu_batches_equal_eager_fused_batches():
+    """A fused sampler's padded batches on a GPU (eager, captured, replayed, a smaller one eager): the eager fused
+    sampler's blocks and mean, the rows past the last level zero; a replay makes no synchronizing call."""
+    from sparsetrain.sampling import SamplerInput
+    from sparsetrain.sampling.late_checks import LateChecks
+
+    sampler, reference, batch, features = _gpu_fused([15, 10, 5], 455)
+    gen = torch.Generator().manual_seed(1)
+    ring = LateChecks.RING
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "capturing")
+        for key in range(3 * ring):
+            smaller = key == 2 * ring + 1
+            seeds = torch.randperm(5000, generator=gen)[: 300 if smaller else 455].cuda()
+            if key == 3 * ring - 1:
+                torch.cuda.synchronize()
+                torch.cuda.set_sync_debug_mode("error")
+            try:
+                sampler.sample_padded(SamplerInput(seeds, key=key), batch.padded, capture=True, features=features)
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+            assert sampler.last_batch_counts.total.graphs == (key >= ring and not smaller), key
+            sampler.check_padded()
+            eager = reference.sample(SamplerInput(seeds, key=key))
+            sizes = batch.sizes.tolist()
+            edges, levels = batch.padded.unpadded(sizes)
+            n = eager.input_nodes.numel()
+            assert torch.equal(levels[-1], eager.input_nodes), key
+            for hop, block in enumerate(reversed(eager.blocks)):
+                assert torch.equal(edges[hop], block.edge_index), (key, hop)
+            assert torch.equal(batch.neighbor_mean[:n], eager.last_hop.mean(features)), key
+            assert not batch.neighbor_mean[n:].any(), key
+    assert sampler.last_batch_counts.total.launches == 2
+
+
+@pytest.mark.gpu
+def test_captured_fused_sampling_feeds_the_captured_step_as_the_loader_does():
+    """--step static --fuse-last-hop on a GPU: SampledLoader(capture=True) over a fused sampler trains as the captured
+    step on the Loader's fused batches (the mean drawn at fetch): the same losses."""
+    import copy
+
+    from sparsetrain.engine.loader import Loader
+    from sparsetrain.engine.static_step import SampledLoader, StaticStep
+    from sparsetrain.nn.models import GraphSAGE
+
+    sampler, twin, batch, features = _gpu_fused([5, 5, 5], 64)
+    labels = torch.randint(0, 4, (5000,), generator=torch.Generator().manual_seed(2)).cuda()
+    torch.manual_seed(0)
+    model = GraphSAGE(16, 32, 4, num_layers=3, dropout=0.0).cuda()
+    losses = []
+    for s, m, sampled in [(sampler, model, False), (twin, copy.deepcopy(model), True)]:
+        step = StaticStep(m, torch.optim.Adam(m.parameters(), lr=0.01, capturable=True), batch.shapes, 16,
+                          device="cuda")
+        loader = Loader(s, features, labels, torch.arange(0, 1600), batch_size=64, prefetch=0, seed=4, device="cuda")
+        batches = SampledLoader(loader, step, features, labels, capture=True).epoch(0) if sampled else loader.epoch(0)
+        losses.append(torch.stack([step.step(mb) for mb in batches]).cpu())  # 25 full batches
+    assert twin.last_batch_counts.total.graphs == 1
+    torch.testing.assert_close(losses[1], losses[0], rtol=1e-4, atol=1e-5)

@@ -87,6 +87,7 @@ def test_quick_report_on_cpu(tmp_path):
     epoch = {r["path"]: r for r in report["sections"]["epoch"]["rows"]}
     assert epoch["sparsetrain train (CLI path)"]["epoch_s"] > 0
     assert epoch["sparsetrain train (CLI path)"]["loss_waits_per_step"] == 0  # the CPU's copies are done at once
+    assert epoch["sparsetrain train --step static --fuse-last-hop (CLI path)"]["epoch_s"] > 0, epoch
     assert "Host waits a step to read the loss, CLI path: 0.000" in (tmp_path / "report.md").read_text()
     timelines = report["sections"]["epoch"]["timelines"]  # the CLI path and the drop-in, phase by phase
     assert timelines["sparsetrain train (CLI path)"]["sample_host_ms"] > 0, timelines

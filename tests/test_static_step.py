@@ -44,6 +44,9 @@ def test_bounds_follow_the_fanouts_and_stop_at_the_graph():
     assert shapes.nodes == (1025, 16385, 180225, 1081345)  # each bound + the sink row
     assert shapes.edges == (15360, 163840, 901120)
     assert shapes.block(0) == (1081345, 180225, 901120)  # outermost block first, as MiniBatch.blocks
+    fused = StepShapes.bound(1024, [15, 10, 5], num_nodes=2_449_029, fuse_last_hop=True)
+    assert fused.nodes == (1025, 16385, 180225) and fused.edges == (15360, 163840) and fused.fused  # no input level
+    assert StepShapes.bound(4, [3, -1], num_nodes=100, fuse_last_hop=True).edges == (12,)  # (the fused -1: no bound)
     small = StepShapes.bound(64, [10, 10], num_nodes=500)
     assert small.nodes == (65, 501, 501) and small.edges == (640, 5000)
     assert StepShapes.bound(4, [-1], num_nodes=100, max_degree=7).edges == (28,)
@@ -72,6 +75,57 @@ def test_padded_step_matches_the_eager_step(cora, spmm, dropout):
         for (name, p), q in zip(model.named_parameters(), padded_model.parameters()):
             torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6, msg=name)
     assert step.steps == 4
+
+
+def fused_batches(cora, count, fanouts=FANOUTS, **options):
+    """A fused sampler's batches (``neighbor_mean`` attached, as the fetch stage attaches it), smaller each step."""
+    sampler = NeighborSampler(cora.graph, fanouts, seed=7, fuse_last_hop=True, **options)
+    features, seeds = cora.features[torch.arange(cora.num_nodes)], cora.split["train"]
+    for k in range(count):
+        mb = sampler.sample(SamplerInput(seeds[(k * BATCH) % len(seeds):][:BATCH - 3 * k], key=k))
+        mb.x, mb.y, mb.neighbor_mean = features[mb.input_nodes], cora.labels[mb.seeds], mb.last_hop.mean(features)
+        yield mb
+
+
+@pytest.mark.parametrize("fanouts, options", [(FANOUTS, {}), ([5, 4, 3], {"hop_nodes": "new"}), ([5], {}),
+                                              ([4, -1], {})], ids=["2 hops", "3 hops new", "1 hop", "all last"])
+def test_padded_fused_step_matches_the_eager_fused_step(cora, fanouts, options):
+    """--step static --fuse-last-hop on the CPU: levels 0..L-1 padded, the mean padded with zero rows; the same losses
+    and weights as the eager step on the fused batches, and far fewer padded rows than the unfused input level."""
+    torch.manual_seed(0)
+    model = GraphSAGE(cora.num_features, 32, 7, num_layers=len(fanouts), dropout=0.5)
+    padded_model = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    shapes = StepShapes.bound(BATCH, fanouts, cora.num_nodes, max_degree=200, fuse_last_hop=True)
+    assert shapes.fused and shapes.nodes == StepShapes.bound(BATCH, fanouts[:-1], cora.num_nodes).nodes
+    step = StaticStep(padded_model, torch.optim.Adam(padded_model.parameters(), lr=0.01), shapes, cora.num_features)
+    assert step.batch.neighbor_mean.shape == (shapes.nodes[-1], cora.num_features)
+    for k, mb in enumerate(fused_batches(cora, 4, fanouts, **options)):
+        n = mb.input_nodes.numel()
+        assert n < shapes.nodes[-1] - (k > 0) and mb.neighbor_mean.abs().sum() > 0  # padded, and a mean to read
+        torch.manual_seed(100 + k)  # the same dropout draws for both
+        opt.zero_grad(set_to_none=True)
+        want = F.cross_entropy(model(mb.x, mb.to_pyg(), neighbor_mean=mb.neighbor_mean), mb.y)
+        want.backward()
+        opt.step()
+        torch.manual_seed(100 + k)
+        got = step.step(mb)
+        torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
+        assert torch.equal(step.batch.neighbor_mean[:n], mb.neighbor_mean) and not step.batch.neighbor_mean[n:].any()
+        for (name, p), q in zip(model.named_parameters(), padded_model.parameters()):
+            torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_a_fused_batch_and_unfused_shapes_do_not_mix(cora):
+    model = GraphSAGE(cora.num_features, 8, 7)
+    plain = StaticStep(model, torch.optim.SGD(model.parameters(), lr=0.1),
+                       StepShapes.bound(BATCH, FANOUTS, cora.num_nodes), cora.num_features)
+    with pytest.raises(SettingError, match="a padded step takes homogeneous batches of 2 blocks; this one is 1"):
+        plain.step(next(fused_batches(cora, 1)))
+    fused = StaticStep(model, torch.optim.SGD(model.parameters(), lr=0.1),
+                       StepShapes.bound(BATCH, [5, 4, 3], cora.num_nodes, fuse_last_hop=True), cora.num_features)
+    with pytest.raises(SettingError, match="shapes are for a fused last hop but the batch has no neighbor_mean"):
+        fused.step(next(batches(cora, 1)))
 
 
 def test_padded_step_matches_the_eager_step_in_bf16(cora):

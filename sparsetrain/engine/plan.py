@@ -136,7 +136,7 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
         sampling = replace(sampling, exclude=_exclude(sampling.exclude, meta.directed))
     features = _features(meta, settings.features, device)
     graph_on_device = not meta.is_typed and times is None and _graph_fits(meta.graph_bytes, device)
-    _check_fuse_last_hop(sampling, data.task, meta, model, features, settings.run, times, device, graph_on_device)
+    _check_fuse_last_hop(sampling, data.task, meta, model, features, times, device, graph_on_device)
     train_seeds = _train_seed_count(meta, data.task, target, random_split)
     optim = _optim(settings.optim, data.task, model, train_seeds, sampling.batch_size, world_size)
     # recorded as resolved, but --exclude as given: "auto" depends only on the dataset, whose contents are compared
@@ -233,7 +233,8 @@ def _optim(optim: OptimSettings, task: str, model: ModelSettings, train_seeds: i
 
 def _step_shapes(run: RunSettings, meta: DatasetMeta, task: str, model: ModelSettings, sampling: SamplingSettings,
                  world_size: int) -> StepShapes | None:
-    """``--step static``: every batch padded to the bounds from the batch size, the fanouts and the node count."""
+    """``--step static``: every batch padded to the bounds from the batch size, the fanouts and the node count (with
+    ``--fuse-last-hop``, every level but the fused input level)."""
     if run.step != "static":
         return None
     if task != "node" or meta.is_typed or model.name != "sage":
@@ -244,25 +245,27 @@ def _step_shapes(run: RunSettings, meta: DatasetMeta, task: str, model: ModelSet
     if world_size > 1:
         raise SettingError(f"--step static runs one process (its captured step has no gradient all-reduce), not "
                            f"{world_size} ranks; drop --step static")
-    if any(f < 0 for f in sampling.fanouts.as_list()):
-        raise SettingError(f"--step static bounds each hop by its fanout; --fanout {sampling.fanouts.as_list()} "
-                           "samples all neighbours (-1): give counts")
+    padded = sampling.fanouts.as_list()[:-1] if sampling.fuse_last_hop else sampling.fanouts.as_list()
+    if any(f < 0 for f in padded):
+        fused = " (all but the fused last)" if sampling.fuse_last_hop else ""
+        raise SettingError(f"--step static bounds each hop{fused} by its fanout; --fanout "
+                           f"{sampling.fanouts.as_list()} samples all neighbours (-1) there: give counts")
     return StepShapes.bound(sampling.batch_size, sampling.fanouts, meta.num_nodes[NODE],
-                            num_edges=meta.num_edges[EDGE])
+                            num_edges=meta.num_edges[EDGE], fuse_last_hop=sampling.fuse_last_hop)
 
 
 def _check_fuse_last_hop(sampling: SamplingSettings, task: str, meta: DatasetMeta, model: ModelSettings,
-                         features: FeatureSettings, run: RunSettings, times: str | None, device: torch.device,
+                         features: FeatureSettings, times: str | None, device: torch.device,
                          graph_on_device: bool) -> None:
-    """``--fuse-last-hop``: GraphSAGE's eager node classification step on a homogeneous graph, the whole feature
-    table readable where the graph is (host memory or a mapped file on a CPU, device memory on a GPU)."""
+    """``--fuse-last-hop``: GraphSAGE's node classification step (eager or ``--step static``) on a homogeneous graph,
+    the whole feature table readable where the graph is (host memory or a mapped file on a CPU, device memory on a
+    GPU)."""
     if not sampling.fuse_last_hop:
         return
     what = ("link prediction" if task != "node" else "a typed dataset" if meta.is_typed
-            else f"--model {model.name}" if model.name != "sage" else "--temporal" if times
-            else "--step static" if run.step == "static" else None)
+            else f"--model {model.name}" if model.name != "sage" else "--temporal" if times else None)
     if what is not None:
-        raise SettingError(f"--fuse-last-hop feeds GraphSAGE's first layer in eager node classification on a "
+        raise SettingError(f"--fuse-last-hop feeds GraphSAGE's first layer in node classification on a "
                            f"homogeneous graph, not {what}; drop --fuse-last-hop")
     on_gpu = device.type == "cuda"
     allowed = ("device",) if on_gpu else ("memory", "mmap")

@@ -11,6 +11,10 @@ node occupies; padded edges run from the source sink to the destination sink, so
 its real edges only (a mean divides by its true degree), and padded seeds carry weight 0 in the loss, which is the
 mean over the real seeds. Padded rows compute finite values that only ever reach other padded rows.
 
+With a fused last hop (``NeighborSampler(fuse_last_hop=True)``) the input level disappears: only levels ``0..L-1``
+are padded, and the first layer reads ``neighbor_mean`` (the outermost hop drawn and averaged, one row per level
+``L-1`` node, the padded rows zero) beside those nodes' features: at products scale ~170K rows instead of 1.08M.
+
 Why the bound rather than power-of-two buckets: at products scale ([15, 10, 5], batch 1024) the bound on the input
 nodes is 1.08M against ~0.8M sampled (1.35x), one shape and one captured graph; buckets of powers of two pad the same
 batch to 1.05M but give a shape (a graph, a memory pool) per combination of buckets over the levels, and up to 2x the
@@ -41,20 +45,27 @@ MODES = ("eager", "graph", "compile")
 @dataclass(frozen=True)
 class StepShapes:
     """The padded sizes of a batch: ``nodes[h]`` rows at level ``h`` (0: the seeds, last: the input nodes), sink row
-    included, and ``edges[h - 1]`` the edges sampled at hop ``h`` (from level ``h - 1``'s nodes)."""
+    included, and ``edges[h - 1]`` the edges sampled at hop ``h`` (from level ``h - 1``'s nodes). ``fused``: the
+    sampler fuses one more hop, outermost, into the first layer's ``neighbor_mean`` (``nodes[-1]`` rows)."""
 
     nodes: tuple[int, ...]
     edges: tuple[int, ...]
+    fused: bool = False
 
     @classmethod
     def bound(cls, batch_size: int, fanouts: Fanouts | Sequence[int], num_nodes: int,
-              max_degree: int | None = None, num_edges: int | None = None) -> StepShapes:
+              max_degree: int | None = None, num_edges: int | None = None, fuse_last_hop: bool = False) -> StepShapes:
         """The bounds of a homogeneous node batch sampled with ``hop_nodes="all"``: hop ``h`` draws at most
         ``fanouts[h]`` edges for every node found so far, and adds at most that many nodes (never more than the
         graph's ``num_nodes``). A fanout of -1 (all neighbours) is bounded by ``max_degree``. ``num_edges``: the
         graph's edge count, for a sampler without replacement (the engine's): a hop's distinct nodes each draw a
-        subset of their own in-edges, so no hop draws more edges than the graph has, whatever the fanout."""
+        subset of their own in-edges, so no hop draws more edges than the graph has, whatever the fanout.
+        ``fuse_last_hop``: the sampler's (``NeighborSampler(fuse_last_hop=True)``): the outermost hop is not padded."""
         counts = Fanouts.of(fanouts).as_list()
+        if fuse_last_hop:
+            if not counts:
+                raise SettingError("fuse_last_hop needs at least one hop in fanouts")
+            counts = counts[:-1]  # (its fanout may be -1: its mean has one row per node of the level before)
         if batch_size < 1:
             raise SettingError(f"batch_size={batch_size} must be at least 1")
         if any(f < 0 for f in counts) and max_degree is None:
@@ -69,10 +80,11 @@ class StepShapes:
             found = min(num_nodes, found + hop_edges)
             edges.append(hop_edges)
             nodes.append(found)
-        return cls(tuple(n + 1 for n in nodes), tuple(edges))
+        return cls(tuple(n + 1 for n in nodes), tuple(edges), fuse_last_hop)
 
     @property
     def num_hops(self) -> int:
+        """The padded hops (the blocks); a fused hop is not one."""
         return len(self.edges)
 
     def block(self, i: int) -> tuple[int, int, int]:
@@ -87,7 +99,9 @@ class StaticBatch:
 
     Two ways to fill them: :meth:`load` copies a sampled ``MiniBatch`` in and pads it; :meth:`sample` has a GPU
     sampler draw the batch straight into them (:attr:`padded`: the edges, the node ids and the sizes per level, on
-    the device), then gathers its features and labels by fixed-size ids: no host wait and no copy of the batch."""
+    the device), then gathers its features and labels by fixed-size ids: no host wait and no copy of the batch.
+    ``shapes.fused``: ``neighbor_mean`` ``[nodes[-1], F]`` float32 holds the fused last hop's mean (zero past the
+    level's count)."""
 
     def __init__(self, shapes: StepShapes, num_features: int, device: torch.device | str = "cpu",
                  dtype: torch.dtype = torch.float32, csr: bool = False) -> None:
@@ -95,6 +109,8 @@ class StaticBatch:
         seeds = shapes.nodes[0]
         try:
             self.x = torch.zeros(shapes.nodes[-1], num_features, dtype=dtype, device=self.device)
+            self.neighbor_mean = (torch.zeros(shapes.nodes[-1], num_features, dtype=torch.float32, device=self.device)
+                                  if shapes.fused else None)
             self.y = torch.zeros(seeds, dtype=torch.int64, device=self.device)
             self.weight = torch.zeros(seeds, dtype=torch.float32, device=self.device)
             self.count = torch.ones((), dtype=torch.float32, device=self.device)
@@ -108,7 +124,7 @@ class StaticBatch:
         except (torch.OutOfMemoryError, RuntimeError) as exc:  # the CPU allocator's failure is a RuntimeError
             if not isinstance(exc, torch.OutOfMemoryError) and "allocate" not in str(exc):
                 raise
-            need = shapes.nodes[-1] * num_features * dtype.itemsize + 16 * sum(shapes.edges)
+            need = shapes.nodes[-1] * num_features * (dtype.itemsize + 4 * shapes.fused) + 16 * sum(shapes.edges)
             raise SettingError(f"--step static pads every batch to {shapes.nodes[-1]} input nodes and "
                                f"{sum(shapes.edges)} edges ({need / 2**30:.1f} GiB), more than {self.device} can "
                                "hold; lower --batch-size or --fanout, or drop --step static") from None
@@ -131,17 +147,19 @@ class StaticBatch:
     def padded(self) -> PaddedOut:
         """These buffers as a GPU sampler fills them (``NeighborSampler.sample_padded``): per hop, innermost first, its
         edges (this batch's blocks in reverse), the batch's node ids (each level a prefix) and its sizes (the real
-        nodes per level, then the real edges per hop)."""
+        nodes per level, then the real edges per hop); a fused last hop's mean."""
         shapes = self.shapes
-        return PaddedOut(shapes.nodes, shapes.edges, self.node_ids, self.edge_index[::-1], self.sizes)
+        return PaddedOut(shapes.nodes, shapes.edges, self.node_ids, self.edge_index[::-1], self.sizes,
+                         self.neighbor_mean)
 
     def sample(self, sampler, inp: SamplerInput, features: torch.Tensor, labels: torch.Tensor,
                capture: bool = False) -> None:
         """Sample ``inp`` into these buffers on the GPU (``sampler.sample_padded``; a bad seed or a damaged graph
         raises at a later batch or at ``sampler.check_padded()``), then its input features (rows of ``features``,
         a tensor on this device; the padded rows zero) and its seeds' labels (``labels`` on this device).
-        ``capture``: full batches' sampling replayed as a CUDA graph once captured (``sample_padded``'s)."""
-        sampler.sample_padded(inp, self.padded, capture=capture)
+        ``capture``: full batches' sampling replayed as a CUDA graph once captured (``sample_padded``'s). A fused
+        last hop is drawn and averaged over ``features`` into :attr:`neighbor_mean` in the same run."""
+        sampler.sample_padded(inp, self.padded, capture=capture, features=features if self.shapes.fused else None)
         self.gather(inp.seeds, features, labels)
 
     def gather(self, seeds: torch.Tensor, features: torch.Tensor, labels: torch.Tensor) -> None:
@@ -169,6 +187,9 @@ class StaticBatch:
         n, seeds = mb.x.shape[0], len(mb.seeds)
         self.x[:n].copy_(mb.x)
         self.x[n:].zero_()
+        if self.neighbor_mean is not None:
+            self.neighbor_mean[:n].copy_(mb.neighbor_mean)
+            self.neighbor_mean[n:].zero_()
         self.y[:seeds].copy_(mb.y)
         self._pad_seeds(seeds)
         for i, block in enumerate(mb.blocks):
@@ -192,12 +213,20 @@ class StaticBatch:
         if mb.is_typed or len(mb.blocks) != shapes.num_hops:
             raise SettingError(f"a padded step takes homogeneous batches of {shapes.num_hops} blocks; this one is "
                                f"{'typed' if mb.is_typed else f'{len(mb.blocks)} blocks'}")
+        if (getattr(mb, "neighbor_mean", None) is not None) != shapes.fused:
+            raise SettingError("the padded step's shapes are for a fused last hop but the batch has no neighbor_mean; "
+                               "sample with fuse_last_hop=True and set mb.neighbor_mean = mb.last_hop.mean(features)"
+                               if shapes.fused else "the batch has a fused last hop's neighbor_mean but the padded "
+                               "step's shapes do not; build StepShapes.bound with the sampler's fuse_last_hop")
         for i, block in enumerate(mb.blocks):
             num_src, num_dst, num_edges = shapes.block(i)
             if block.num_src >= num_src or block.num_dst >= num_dst or block.num_edges > num_edges:
                 raise SettingError(f"block {i} has {block.num_src} sources, {block.num_edges} edges, above its padded "
                                    f"bounds {num_src - 1}, {num_edges}; build StepShapes from the sampler's fanouts "
                                    "and batch size")
+        if len(mb.seeds) >= shapes.nodes[0]:
+            raise SettingError(f"the batch has {len(mb.seeds)} seeds, above its padded bound {shapes.nodes[0] - 1}; "
+                               "build StepShapes from the sampler's batch size")
 
 
 class StaticStep:
@@ -227,7 +256,7 @@ class StaticStep:
     def _forward_loss(self) -> torch.Tensor:
         b = self.batch
         with autocast(self.precision, self.device):
-            out = self.model(b.x, b.blocks())[: b.y.shape[0]]
+            out = self.model(b.x, b.blocks(), neighbor_mean=b.neighbor_mean)[: b.y.shape[0]]
             losses = F.cross_entropy(out.float(), b.y, reduction="none")
         return (losses * b.weight).sum() / b.count
 

@@ -80,6 +80,21 @@ def fused_mean_cpu(indptr, indices, weights, nodes, first, fanout, slots, key, r
     return -1 if worst == n else worst
 
 
+def feature_table(features: torch.Tensor | np.ndarray, num_nodes: int) -> torch.Tensor:
+    """``features`` as the tensor a fused last hop averages rows of, refused in one line unless a whole ``[num_nodes
+    or more, F]`` float32 or float64 table that requires no grad."""
+    x = torch.from_numpy(features) if isinstance(features, np.ndarray) else features
+    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] < num_nodes or x.dtype not in FEATURE_DTYPES:
+        shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        dtype = x.dtype if isinstance(x, torch.Tensor) else ""
+        raise SamplingError(f"features {shape} {dtype}: the fused last hop averages rows of a [num_nodes >= "
+                            f"{num_nodes}, F] float32 or float64 table; pass the whole feature table")
+    if x.requires_grad:
+        raise SamplingError("the features require grad, but the fused last hop's mean passes no gradient to them; "
+                            "sample without fuse_last_hop to train them")
+    return x
+
+
 @dataclass
 class FusedLastHop:
     """A batch's outermost hop, left to be drawn and averaged in one pass by :meth:`mean`.
@@ -103,23 +118,15 @@ class FusedLastHop:
         rows the unfused batch's outermost block averages; zeros for a node without any). ``features``: the whole
         table (``[num_nodes, F]``, float32 or float64); on a GPU when the graph is on it (or pinned), else on the
         host."""
-        x = torch.from_numpy(features) if isinstance(features, np.ndarray) else features
         num_nodes = int(self.graph.num_nodes)
-        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] < num_nodes or x.dtype not in FEATURE_DTYPES:
-            shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            dtype = x.dtype if isinstance(x, torch.Tensor) else ""
-            raise SamplingError(f"features {shape} {dtype}: the fused last hop averages rows of a [num_nodes >= "
-                                f"{num_nodes}, F] float32 or float64 table; pass the whole feature table")
-        if x.requires_grad:
-            raise SamplingError("the features require grad, but the fused last hop's mean passes no gradient to them; "
-                                "sample without fuse_last_hop to train them")
+        x = feature_table(features, num_nodes)
         out = torch.empty((self.num_dst, x.shape[1]), dtype=torch.float32, device=x.device)
         weights = self.graph.weights if self.weighted else None
         if x.device.type == "cuda":
             from sparsetrain.sampling.cuda.fused_mean import fused_mean_cuda
 
-            bad = fused_mean_cuda(self.graph, self.nodes, self.first, self.fanout, self.key, self.replace,
-                                  self.weighted, x, out)
+            node = fused_mean_cuda(self.graph, self.nodes, self.first, self.fanout, self.key, self.replace,
+                                   self.weighted, x, out)
         else:
             if self.graph.device.type != "cpu":
                 raise SamplingError(f"the graph is on {self.graph.device} but the features on the host; keep both on "
@@ -130,8 +137,8 @@ class FusedLastHop:
             slots = draw_slots(indptr, self.fanout, self.replace)
             bad = fused_mean_cpu(indptr, indices, w, self.nodes.numpy(), self.first, self.fanout, slots,
                                  np.uint64(self.key), self.replace, self.weighted, num_nodes, x.numpy(), out.numpy())
-        if bad >= 0:
-            node = int(self.nodes[bad])
+            node = int(self.nodes[bad]) if bad >= 0 else -1
+        if node >= 0:
             raise SamplingError(f"{self.graph.source('indices')}: the in-edges of node {node} lie outside the graph "
                                 f"(its indptr range or an in-neighbour id); {DAMAGED}")
         return out

@@ -14,7 +14,8 @@ import torch
 from sparsetrain.sampling import disjoint, neighbor, subgraph, temporal
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.fanouts import Fanouts
-from sparsetrain.sampling.fused_mean import FusedLastHop, FusedMiniBatch
+from sparsetrain.sampling.fused_draw import draw_slots
+from sparsetrain.sampling.fused_mean import FusedLastHop, FusedMiniBatch, feature_table
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput, ids_on
 from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout
@@ -123,6 +124,7 @@ class NeighborSampler:
                               else self._layout)
         self._counter = itertools.count()
         self._lock = threading.Lock()
+        self._fused_slots = None  # a fused hop's draw slots in a padded batch (draw_slots), found at the first
         self._workspaces: list[neighbor.Workspace] = []  # one per concurrent CPU call
         self._cuda = None
         self._placement = _placement(graph)
@@ -218,7 +220,7 @@ class NeighborSampler:
                                 "edge_time")
         return self._sample_cpu([(t, ids.to("cpu", torch.int64)) for t, ids in seeds], key, seed_time, by_type)
 
-    def sample_padded(self, inp: SamplerInput | torch.Tensor, out, capture: bool = False) -> None:
+    def sample_padded(self, inp: SamplerInput | torch.Tensor, out, capture: bool = False, features=None) -> None:
         """Sample ``inp``'s batch on the GPU into ``out``, fixed-size device buffers (a
         :class:`~sparsetrain.sampling.cuda.padded.PaddedOut`, e.g. a static step's), with no host wait: the batch's
         sizes stay on the device (``out.sizes``), and a bad seed or a damaged graph raises its one-line error at a
@@ -226,15 +228,36 @@ class NeighborSampler:
         batch as :meth:`sample` for the same key; homogeneous graphs on the GPU only. ``capture``: full batches (as
         many seeds as ``out`` holds) are captured as a CUDA graph after a few eager ones and replayed: one graph launch
         and one copy a batch (:mod:`~sparsetrain.sampling.cuda.capture`; a failed capture warns once and stays
-        eager)."""
+        eager). With ``fuse_last_hop``, the last hop is drawn and its sources' rows of ``features`` (the whole table on
+        the graph's GPU) averaged into ``out.neighbor_mean`` in the same run, with no host read either."""
         if not isinstance(inp, SamplerInput):
             inp = SamplerInput(inp)
-        if (self.graph.is_typed or isinstance(inp.seeds, dict) or not self._on_gpu([(0, inp.seeds)])
-                or self.fuse_last_hop):
-            raise SamplingBackendError("padded batches are sampled on the GPU from a homogeneous graph, unfused; call "
-                                       "sample() for others")
+        if self.graph.is_typed or isinstance(inp.seeds, dict) or not self._on_gpu([(0, inp.seeds)]):
+            raise SamplingBackendError("padded batches are sampled on the GPU from a homogeneous graph; call sample() "
+                                       "for others")
         self._check_seeds(0, inp.seeds)
-        self._sample_cuda(inp.seeds, 0, self._key(inp), out, capture)
+        key = self._key(inp)
+        self._sample_cuda(inp.seeds, 0, key, out, capture, self._padded_hop(key, out, features))
+
+    def _padded_hop(self, key: int, out, features):
+        """A fused sampler's last hop of padded batch ``key``, averaged over ``features`` into ``out.neighbor_mean``
+        (:class:`~sparsetrain.sampling.cuda.fused_mean.PaddedHop`); None when unfused."""
+        if (features is not None) != self.fuse_last_hop or (features is not None and out.neighbor_mean is None):
+            raise SamplingError("a padded batch with fuse_last_hop=True averages its last hop over features into "
+                                "out.neighbor_mean: pass both, and neither for an unfused sampler")
+        if features is None:
+            return None
+        from sparsetrain.sampling.cuda.fused_mean import PaddedHop
+
+        x, mean = feature_table(features, int(self.graph.num_nodes)), out.neighbor_mean
+        if mean.device != x.device or mean.shape != (out.nodes[-1], x.shape[1]) or mean.dtype != torch.float32:
+            raise SamplingError(f"out.neighbor_mean is {list(mean.shape)} {mean.dtype} on {mean.device}; the fused hop "
+                                f"writes [{out.nodes[-1]}, {x.shape[1]}] float32 on the features' {x.device}")
+        hop = self.num_hops - 1
+        fanout = int(self._layout.fanouts[hop, 0])
+        if self._fused_slots is None:  # (a fanout above 64 reads the largest in-degree: once)
+            self._fused_slots = draw_slots(self.graph.indptr, fanout, self.replace)
+        return PaddedHop(fanout, self._fused_slots, self._layout.hop_keys(self.seed, key, hop), x)
 
     def check_padded(self) -> None:
         """Wait for this thread's padded batches in flight and raise the first failed check (an epoch's end)."""
@@ -286,8 +309,8 @@ class NeighborSampler:
                                 f"({layout.node_types})")
         return layout.type_index[name]
 
-    def _sample_cuda(self, seeds: torch.Tensor, seed_type: int, key: int, padded=None,
-                     capture: bool = False) -> MiniBatch | None:
+    def _sample_cuda(self, seeds: torch.Tensor, seed_type: int, key: int, padded=None, capture: bool = False,
+                     fused=None) -> MiniBatch | None:
         from sparsetrain.sampling.cuda.driver import sample_layers
         from sparsetrain.sampling.cuda.graph import CudaGraph
 
@@ -297,11 +320,11 @@ class NeighborSampler:
         seeds = ids_on(seeds, device)
         layout = self._block_layout
         keys = [layout.hop_keys(self.seed, key, hop) for hop in range(layout.fanouts.shape[0])]
-        if not keys:  # a fused one-hop batch: its blocks are its seeds
+        if not keys and padded is None:  # a fused one-hop batch: its blocks are its seeds
             layers, nodes = [], [seeds]
         else:
             sampled = sample_layers(self._cuda, seeds, layout, keys, self.replace, self.weighted,
-                                    self.hop_nodes == "new", seed_type, padded, capture)
+                                    self.hop_nodes == "new", seed_type, padded, capture, fused)
             if padded is not None:
                 return None
             layers, nodes = sampled

@@ -18,7 +18,8 @@ pass over a direct-address table, which on a CPU is faster than any atomic schem
 - :mod:`~sparsetrain.sampling.cuda.padded`: ``PaddedOut``, a static step's fixed-size buffers, filled with no host read.
 - :mod:`~sparsetrain.sampling.cuda.capture`: a padded batch captured once (a CUDA graph, or the simulator's
   ``Recording``) and replayed as one graph launch.
-- :mod:`~sparsetrain.sampling.cuda.fused_mean`: the fused last hop's draws and mean (``fuse_last_hop=True``).
+- :mod:`~sparsetrain.sampling.cuda.fused_mean`: the fused last hop's draws and mean (``fuse_last_hop=True``), also
+  queued by the driver into a padded batch (``PaddedHop``).
 
 Nothing here is imported until a batch is drawn on the GPU (``numba.cuda`` through ``sparsetrain._numba_cuda``).
 Under ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on NumPy arrays, which is how the tests check them without a GPU.

@@ -29,20 +29,20 @@ EXACT_ABOVE = 1 << 24  # edges: a batch whose bounds pass this reads its counts 
 
 
 def sample_layers(graph: CudaGraph, seeds, layout, keys, replace: bool, weighted: bool, new_only: bool = False,
-                  seed_type: int = 0, padded: PaddedOut | None = None, capture: bool = False):
+                  seed_type: int = 0, padded: PaddedOut | None = None, capture: bool = False, fused=None):
     """All hops on the GPU; :func:`sample_arrays`' result as CUDA tensors."""
     max_degree = graph.max_degree(layout) if (layout.fanouts < 0).any() else None
     with graph.ops.torch.cuda.device(graph.ops.device):
         return sample_arrays(graph.ops, graph.indptr, graph.indices, graph.weights, seeds, layout, keys, replace,
                              weighted, graph.sources, edge_perm=graph.edge_perm, new_only=new_only,
                              seed_type=seed_type, max_degree=max_degree, workspace=graph.workspace(), padded=padded,
-                             capture=capture)
+                             capture=capture, fused=fused)
 
 
 def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted,
                   sources=("CSCGraph.indptr", "CSCGraph.indices"), *, edge_perm=None, new_only: bool = False,
                   seed_type: int = 0, max_degree=None, workspace: Workspace | None = None,
-                  padded: PaddedOut | None = None, capture: bool = False):
+                  padded: PaddedOut | None = None, capture: bool = False, fused=None):
     """The hop loop over any array back end (``ops``); graph arrays already in kernel form.
 
     ``layout``: the sampler's :class:`~sparsetrain.sampling.layout.KernelLayout` (types, fanouts per hop and edge
@@ -68,6 +68,9 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
     by a later call on the same workspace or by its ``late.drain()``. Returns ``padded``. ``capture``: a full padded
     batch (as many seeds as ``padded`` holds) is captured once per ring slot and replayed after
     (:mod:`.capture`; the workspace then samples this graph and layout only); any other runs as without it.
+    ``fused`` (with ``padded``): a fused sampler's last hop (:class:`~.fused_mean.PaddedHop`), drawn and averaged into
+    ``padded.neighbor_mean`` after the hops, in the same run (and the same captured graph); its damage check rides in
+    the batch's record.
     """
     if padded is not None and layout.typed:
         raise SamplingError("a padded batch (a static step's) is homogeneous; sample a typed graph's batches as they "
@@ -78,18 +81,20 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
 
     def run(batch_seeds):
         return _sample(ops, indptr, indices, weights, batch_seeds, layout, keys, replace, weighted, sources, edge_perm,
-                       new_only, seed_type, max_degree, padded)
+                       new_only, seed_type, max_degree, padded, fused)
 
     try:
         if capture and padded is not None and len(seeds) == padded.nodes[0] - 1:
-            return ops.captured.sample(ops, (padded.key, replace, weighted, new_only, seed_type), seeds, keys, run)
+            key = (padded.key, replace, weighted, new_only, seed_type, None if fused is None else fused.key)
+            every_key = keys if fused is None else [*keys, fused.keys]  # (a replay rewrites each in the upload)
+            return ops.captured.sample(ops, key, seeds, every_key, run)
         return run(seeds)
     finally:
         ops.end()
 
 
 def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted, sources, edge_perm, new_only,
-            seed_type, max_degree, padded):
+            seed_type, max_degree, padded, fused=None):
     k = ops.kernel
     num_types, num_hops = len(layout.type_size), layout.fanouts.shape[0]
     graph_edges = indices.shape[0]
@@ -111,7 +116,7 @@ def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighte
     seeds_only[seed_type] = len(seeds)
     caps = seeds_only if exact else plan.counts if padded is None else np.array([padded.nodes[-1]], np.int64)
     extra = None if padded is None else lambda at: sizes_index(at, [len(seg_et) for seg_et in planned])
-    d, at = _state(ops, layout, keys, planned, caps, seeds_only, extra)
+    d, at = _state(ops, layout, keys, planned, caps, seeds_only, extra, None if fused is None else fused.keys)
     status = d["status"]
     nodes = Regions(ops, caps, d["region"], None if padded is None else ops.keep(padded.node_ids))
     if len(seeds):
@@ -160,6 +165,11 @@ def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighte
     check = Check(layout, sources, indptr, indices, seed_type)
     if padded is not None:
         ops.take(padded.sizes, d["record"], d["sizes_index"])
+        if fused is not None:  # its rows bounded by the last level's count, now in sizes
+            ops.phase("fused hop")
+            fused.queue(ops, indptr, indices, weights, padded, d["fused_key"], replace, weighted, new_only,
+                        int(layout.type_size[0]), status, FUSED)
+            ops.phase("finish")
         ops.read_late(status, check)
         return padded
     return _finish(ops, layout, check, d["record"], at, counts_at, layers, nodes)
@@ -175,12 +185,12 @@ def _hop_parts(layout, hop: int, seg_et: list[int], hop_keys) -> list[np.ndarray
     return [np.asarray(seg_et, np.int64), layout.et_dst[seg_et], fan[seg_et], fan, hop_keys.view(np.int64)]
 
 
-def _state(ops, layout, keys, planned, caps, seeds_only, extra=None):
+def _state(ops, layout, keys, planned, caps, seeds_only, extra=None, fused_keys=None):
     """Everything the batch's kernels read from the host, in one upload: the layout, the node regions' starts, every
     hop's constants (:func:`_hop_parts`, for the ``planned`` segments), and the record the kernels keep on the device
     and the host reads once at the end: ``status`` (damage and seed checks), ``zeros``, and per hop its segments' first
     edges (``seg_edges``) and the counts after it (``("counts", hop + 1)``; ``("counts", 0)``: the seeds). ``extra``:
-    a padded batch's ``sizes_index`` from the record entries' offsets.
+    a padded batch's ``sizes_index`` from the record entries' offsets; ``fused_keys``: a padded fused hop's key.
 
     Returns ``(views, at)``: the device view of each part by name, and each record entry's offset in ``"record"``."""
     num_types, num_et = len(layout.type_size), len(layout.edge_types)
@@ -197,10 +207,14 @@ def _state(ops, layout, keys, planned, caps, seeds_only, extra=None):
         parts.update(zip([(name, hop) for name in HOP_PARTS], _hop_parts(layout, hop, seg_et, keys[hop])))
     if extra is not None:
         parts["sizes_index"] = extra(at)
+    if fused_keys is not None:
+        parts["fused_key"] = fused_keys.view(np.int64)
     parts["record"] = np.concatenate(list(record.values()))
     lengths = [len(p) for p in parts.values()]
     offset = dict(zip(parts, np.cumsum([0, *lengths[:-1]]).tolist()))
     keys_at = [(offset["keys", hop], hop) for hop in range(len(planned))]  # (what a captured batch's replay rewrites)
+    if fused_keys is not None:
+        keys_at.append((offset["fused_key"], len(planned)))
     state = ops.upload(np.concatenate([np.asarray(p, np.int64) for p in parts.values()]), keys_at)
     views = dict(zip(parts, ops.split(state, lengths)))
     views.update(zip(record, ops.split(views["record"], sizes)))
@@ -250,7 +264,8 @@ def _hop(b: Batch, consts, num_work: int, edge_bound: int, counts_now, counts, f
     return pair, edge_ids
 
 
-STATUS = 5  # the record's checks: bad column, bad entry, seeds outside, repeated seed, overlapping ranges
+STATUS = 6  # the record's checks: bad column, bad entry, seeds outside, repeated seed, overlapping ranges, fused hop
+FUSED = 5  # a padded fused hop's: the largest node whose in-edges lie outside the graph, + 1
 
 
 class Check:
@@ -262,7 +277,7 @@ class Check:
 
     def __call__(self, values) -> None:
         layout, sources = self.layout, self.sources
-        bad_column, bad_entry, outside, repeated, overlap = values[:STATUS]
+        bad_column, bad_entry, outside, repeated, overlap, fused = values[:STATUS]
         if outside:
             raise layout.seeds_outside(self.seed_type)
         if repeated:
@@ -273,6 +288,9 @@ class Check:
             raise _bad_entry(layout, sources, self.indices, bad_entry - 1)
         if overlap:
             raise SamplingError(f"{sources[0]}: the in-edge ranges of two nodes overlap; {DAMAGED}")
+        if fused:
+            raise SamplingError(f"{sources[1]}: the in-edges of node {fused - 1} lie outside the graph (its indptr "
+                                f"range or an in-neighbour id); {DAMAGED}")
 
 
 def _finish(ops, layout, check: Check, record, at, counts_at, layers, nodes: Regions):

@@ -28,6 +28,8 @@ class PaddedOut:
     whatever was sampled, so a gather of the whole buffer stays in bounds. ``edge_index[h]`` (``[2, edges[h]]``): hop
     ``h``'s edges (local ids: sources, then dsts); past the hop's count they run from level ``h + 1``'s sink to level
     ``h``'s. ``sizes`` (on the device, ``2 * hops + 1``): the real nodes per level, then the real edges per hop.
+    ``neighbor_mean`` (a fused sampler's, ``[nodes[-1], F]`` float32): per node of the last level, the mean feature row
+    of its in-neighbours drawn by the fused hop; zeros past the level's count.
     """
 
     nodes: tuple[int, ...]
@@ -35,6 +37,7 @@ class PaddedOut:
     node_ids: object
     edge_index: list
     sizes: object
+    neighbor_mean: object = None
 
     @classmethod
     def allocate(cls, nodes, edges, zeros: Callable) -> PaddedOut:
@@ -54,7 +57,9 @@ class PaddedOut:
     def key(self) -> tuple:
         """The shapes and the buffers' addresses: what a batch captured into these buffers bakes in."""
         buffers = [self.node_ids, *self.edge_index, self.sizes]
-        return self.nodes, self.edges, tuple(_address(a) for a in buffers)
+        if self.neighbor_mean is not None:
+            buffers.append(self.neighbor_mean)
+        return self.nodes, self.edges, tuple(address(a) for a in buffers)
 
     def check_fits(self, levels: list[int], hop_edges: list[int]) -> None:
         """Refuse a batch whose bounds (nodes per level, edges per hop) pass the shapes: its arrays would not hold
@@ -76,7 +81,7 @@ class PaddedOut:
         return [self.edge_index[h][:, : int(sizes[hops + 1 + h])] for h in range(hops)], levels
 
 
-def _address(a) -> int:
+def address(a) -> int:
     """Where an array's data starts (a PyTorch tensor, or a NumPy array under the simulator)."""
     return a.data_ptr() if hasattr(a, "data_ptr") else a.__array_interface__["data"][0]
 

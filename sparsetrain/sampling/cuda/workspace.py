@@ -134,6 +134,12 @@ class Workspace:
         self._queue(lambda: kernel[blocks, self.threads, stream](*args))
         self.counts.add(kernels=1)
 
+    def launch_grid(self, kernel, grid: tuple, block: tuple, *args) -> None:
+        """``kernel`` over a grid of ``block``-shaped thread blocks (the 2-d form of :meth:`launch`)."""
+        stream = self.stream
+        self._queue(lambda: kernel[grid, block, stream](*args))
+        self.counts.add(kernels=1)
+
     def upload(self, values: np.ndarray, keys_at=()):
         """A kept device array holding an int64 host array's values, copied from a kept pinned buffer without a host
         wait. The host rewrites a buffer only after the copy from it is done: an eager batch ends with its host read,
