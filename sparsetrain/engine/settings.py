@@ -195,9 +195,10 @@ class SamplingSettings:
     """With ``temporal``: ``uniform`` (default) among the allowed neighbours, or ``last``, the most recent
     (``--temporal-strategy``)."""
     fuse_last_hop: bool = field(default=False, metadata=RESUMABLE)
-    """Training batches leave the outermost hop to the fetch stage, which draws it (the same draws) and averages its
-    sources' features in one pass for GraphSAGE's first layer: no dedupe or gather of that hop's nodes
-    (:mod:`sparsetrain.sampling.fused_mean`; ``--fuse-last-hop``). Same batches and model, so a resume may switch it."""
+    """Training batches leave the outermost hop out: it is drawn (the same draws) and its sources' features averaged
+    in one pass for GraphSAGE's first layer, by the fetch stage (by the GPU sampler itself with ``--step static`` on a
+    GPU): no dedupe or gather of that hop's nodes (:mod:`sparsetrain.sampling.fused_mean`; ``--fuse-last-hop``). Same
+    batches and model, so a resume may switch it."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.fanouts, str):  # a string is refused by the type check, not read as a sequence
