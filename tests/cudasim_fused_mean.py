@@ -7,10 +7,7 @@ object: check name -> "ok" or the failure.
 
 from __future__ import annotations
 
-import json
 import os
-import traceback
-import warnings
 
 import numpy as np
 import torch
@@ -325,15 +322,7 @@ def check_captured_fused_sampled_loader_trains_as_the_loader():
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-6), "weights differ"
 
 
-CHECKS = {name: fn for name, fn in globals().items() if name.startswith("check_")}
-
 if __name__ == "__main__":
-    warnings.filterwarnings("ignore")
-    results = {}
-    for name, check in CHECKS.items():
-        try:
-            check()
-            results[name] = "ok"
-        except Exception:
-            results[name] = traceback.format_exc()
-    print(json.dumps(results))
+    from cudasim_main import run_checks
+
+    run_checks(globals())

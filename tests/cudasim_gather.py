@@ -6,11 +6,7 @@ Prints one JSON object: check name -> "ok" or the failure.
 
 from __future__ import annotations
 
-import json
 import os
-import sys
-import traceback
-import warnings
 
 import numpy as np
 import torch
@@ -189,15 +185,7 @@ def check_torch_array_calls():
     assert g._ids["int64"].capacity == 16 and g._ids["int32"].capacity == 16
 
 
-CHECKS = {name: fn for name, fn in globals().items() if name.startswith("check_")}
-
 if __name__ == "__main__":
-    warnings.filterwarnings("ignore")
-    results = {}
-    for name in sys.argv[1:] or CHECKS:
-        try:
-            CHECKS[name]()
-            results[name] = "ok"
-        except Exception:
-            results[name] = traceback.format_exc()
-    print(json.dumps(results))
+    from cudasim_main import run_checks
+
+    run_checks(globals())

@@ -7,10 +7,7 @@ object: check name -> "ok" or the failure.
 
 from __future__ import annotations
 
-import json
 import os
-import sys
-import traceback
 import warnings
 
 import numpy as np
@@ -723,15 +720,7 @@ def check_typed_damaged_graph_is_an_error():
             raise AssertionError("a damaged typed graph sampled without an error")
 
 
-CHECKS = {name: fn for name, fn in globals().items() if name.startswith("check_")}
-
 if __name__ == "__main__":
-    warnings.filterwarnings("ignore")
-    results = {}
-    for name in sys.argv[1:] or CHECKS:
-        try:
-            CHECKS[name]()
-            results[name] = "ok"
-        except Exception:
-            results[name] = traceback.format_exc()
-    print(json.dumps(results))
+    from cudasim_main import run_checks
+
+    run_checks(globals())
