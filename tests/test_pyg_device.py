@@ -184,3 +184,28 @@ def test_gpu_input_nodes_are_indexed_on_the_host():
     for ours, want in zip(batches(loader), ref, strict=True):
         assert ours.n_id.is_cuda
         assert_same(ours, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("where", ["host Data, device='cuda'", "Data on the GPU"])
+def test_a_gpu_batch_is_cut_without_a_pageable_copy(where):
+    """A copy from pageable host memory waits for the GPU's queue (a host sync a batch): the batch's host tensors
+    (``input_id``, a CPU sampler's output) reach the GPU through pinned memory."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from sparsetrain.pyg.keys import batch_key
+
+    data = small_graph()
+    kw = dict(num_neighbors=[5, 3], batch_size=64, seed=3)
+    loader = (stp.NeighborLoader(data, device="cuda", **kw) if where.startswith("host")
+              else stp.NeighborLoader(data.clone().to("cuda"), **kw))
+    ref = batches(stp.NeighborLoader(data, **kw))[1]
+    with batch_key(1):  # batch 1 of the first epoch
+        out = loader.node_sampler.sample_from_nodes(loader.input_data[torch.arange(64, 128)])
+    assert out.metadata[0].device.type == "cpu"  # input_id: PyG's host index of the batch
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        batch = loader.filter_fn(out)
+        torch.cuda.synchronize()
+    pageable = [e.name for e in prof.events() if "Pageable" in e.name]
+    assert pageable == [] and batch.input_id.is_cuda
+    assert_same(batch, ref)
