@@ -17,7 +17,9 @@ and fanouts small enough that the host's bookkeeping is a visible part of a batc
   ``Loader`` = the ``FetchFeatures`` stage (``x``, ``y``).
 
 Also counted, free of the machine's load: Python function calls (and calls into C) per batch, from
-``sys.setprofile``. Loaders alternate within each round; medians over rounds of the per-batch mean.
+``sys.setprofile``. Loaders alternate within each round; medians over rounds of the per-batch mean. Numba runs
+``--numba-threads`` threads (default 1: on a shared 2-core machine a parallel kernel's barrier stalls whenever one of
+its threads is descheduled, 2 ms batches turning into 20 ms ones, which would bury the host's costs).
 Writes benchmarks/out/dropin_host.json.
 """
 
@@ -32,6 +34,7 @@ import time
 import warnings
 from pathlib import Path
 
+import numba
 import numpy as np
 import torch
 
@@ -158,11 +161,14 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10, help="batches per loader per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--numba-threads", type=int, default=1, help="Numba's threads (sparsetrain's samplers)")
     args = parser.parse_args()
+    numba.set_num_threads(args.numba_threads)
     data = make_data(args.nodes, args.edges, args.features, args.seed)
     results = [measure(data, b, f, args) for b, f in SHAPES]
     print(f"\n{args.nodes:,} nodes, {args.edges:,} edges, {args.features} features; {os.cpu_count()} cores, load "
-          f"{os.getloadavg()[0]:.1f}; ms per batch (perf_counter), median of {args.rounds} rounds\n")
+          f"{os.getloadavg()[0]:.1f}, {args.numba_threads} Numba thread(s); ms per batch (perf_counter), median of "
+          f"{args.rounds} rounds\n")
     print("| batch, fanouts | loader | sample ms | fetch ms | total ms | vs drop-in | Python calls a batch |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for res in results:
@@ -172,7 +178,8 @@ def main() -> None:
                   f"| {row['total_ms']:.3f} | {row['total_ms'] / ours:.2f}x | {row['calls_per_batch']:.0f} |")
     OUT.mkdir(exist_ok=True)
     summary = {"graph": {"nodes": args.nodes, "edges": args.edges, "features": args.features},
-               "cores": os.cpu_count(), "timer": "time.perf_counter", "shapes": results}
+               "cores": os.cpu_count(), "numba_threads": args.numba_threads, "timer": "time.perf_counter",
+               "shapes": results}
     (OUT / "dropin_host.json").write_text(json.dumps(summary, indent=2))
     print(f"\nwrote {OUT / 'dropin_host.json'}")
 
