@@ -209,3 +209,24 @@ def test_a_gpu_batch_is_cut_without_a_pageable_copy(where):
     pageable = [e.name for e in prof.events() if "Pageable" in e.name]
     assert pageable == [] and batch.input_id.is_cuda
     assert_same(batch, ref)
+
+
+def test_pin_memory_is_left_to_batches_cut_on_the_host():
+    """A batch cut on a GPU holds GPU tensors, which torch's pin_memory cannot pin; one cut on the host is pinned."""
+    from sparsetrain.pyg.loader import unpinned_on_gpu
+
+    asked = {"pin_memory": True, "num_workers": 2}
+    assert unpinned_on_gpu(asked, torch.device("cuda")) == {"pin_memory": False, "num_workers": 2}
+    assert unpinned_on_gpu(asked, torch.device("cuda", 1))["pin_memory"] is False
+    assert unpinned_on_gpu(asked, None) == unpinned_on_gpu(asked, torch.device("cpu")) == asked
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("workers", [0, 2])
+def test_pin_memory_with_device_cuda_gives_the_cpu_batches(workers):
+    data = small_graph()
+    kw = dict(num_neighbors=[5, 3], batch_size=64, seed=3)
+    loader = stp.NeighborLoader(data, device="cuda", pin_memory=True, num_workers=workers, **kw)
+    for ours, ref in zip(batches(loader), batches(stp.NeighborLoader(data, **kw)), strict=True):
+        assert ours.x.is_cuda and ours.input_id.is_cuda
+        assert_same(ours, ref)
