@@ -235,8 +235,8 @@ class NeighborSampler(BaseSampler):
         """The link sampler of these negatives, seed edge type and exclusion, kept for the batches after (built a batch,
         weighted negatives summed their weights over every node, a GPU weight read back, each batch)."""
         weights = None if neg is None else (neg.src_weight, neg.dst_weight)
-        key = (None if neg is None else (neg.mode.value, neg.amount, *map(id, weights)), edge_type,
-               self.exclude_seed_edges)
+        versions = None if neg is None else [(id(w), getattr(w, "_version", None)) for w in weights]  # (in place too)
+        key = (None if neg is None else (neg.mode.value, neg.amount, *versions), edge_type, self.exclude_seed_edges)
         cached = self._link
         if cached is not None and cached[0] == key:
             return cached[2]
@@ -245,6 +245,10 @@ class NeighborSampler(BaseSampler):
                                    edge_type=edge_type, exclude=self.exclude_seed_edges)
         self._link = (key, weights, link)  # (the weights kept alive: their ids stay theirs while cached)
         return link
+
+    def __getstate__(self) -> dict:
+        """Pickled into worker processes without the kept link sampler (it holds a lock; a worker builds its own)."""
+        return {**self.__dict__, "_link": None}
 
     def _output(self, mb: MiniBatch, metadata: tuple) -> SamplerOutput | HeteroSamplerOutput:
         return pyg_output(mb, metadata, self.is_hetero_data, self._pyg_type, self.sample_direction == "backward")
