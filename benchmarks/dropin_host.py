@@ -16,10 +16,14 @@ and fanouts small enough that the host's bookkeeping is a visible part of a batc
 - fetch: drop-in and PyG = ``loader.filter_fn(out)`` (PyG's ``filter_data``: ``x``, ``y``, ``edge_index``, ids);
   ``Loader`` = the ``FetchFeatures`` stage (``x``, ``y``).
 
+Then ``LinkNeighborLoader``, ours against PyG's: 64 seed edges a batch with as many binary negatives drawn by a
+node weight (``NegativeSampling("binary", dst_weight=...)``), [5, 5]; sample = the seed slice and
+``link_sampler.sample_from_edges``, fetch = ``filter_fn``.
+
 Also counted, free of the machine's load: Python function calls (and calls into C) per batch, from
-``sys.setprofile``. Loaders alternate within each round; medians over rounds of the per-batch mean. Numba runs
-``--numba-threads`` threads (default 1: on a shared 2-core machine a parallel kernel's barrier stalls whenever one of
-its threads is descheduled, 2 ms batches turning into 20 ms ones, which would bury the host's costs).
+``sys.setprofile``. Loaders alternate within each round; medians over rounds of the per-batch mean. Numba and torch
+run ``--threads`` threads (default 1: on a shared 2-core machine a parallel kernel's barrier stalls whenever one of its
+threads is descheduled, 2 ms batches turning into 20 ms ones, which would bury the host's costs).
 Writes benchmarks/out/dropin_host.json.
 """
 
@@ -40,6 +44,7 @@ import torch
 
 OUT = Path(__file__).resolve().parent / "out"
 SHAPES = ((1024, [15, 10, 5]), (64, [5, 5]))
+LINK_SHAPE = (64, [5, 5])  # seed edges a batch (and as many negatives), fanouts
 
 
 def make_data(num_nodes: int, num_edges: int, features: int, seed: int):
@@ -62,7 +67,10 @@ class PygLike:
         self.indices = list(loader._index_sampler)
 
     def batch(self, i: int):
-        return self.loader.node_sampler.sample_from_nodes(self.loader.input_data[self.indices[i]])
+        loader, inputs = self.loader, self.loader.input_data[self.indices[i]]
+        if hasattr(loader, "link_sampler"):
+            return loader.link_sampler.sample_from_edges(inputs, neg_sampling=loader.neg_sampling)
+        return loader.node_sampler.sample_from_nodes(inputs)
 
     def fetch(self, out):
         return self.loader.filter_fn(out)
@@ -103,6 +111,25 @@ def runners(data, seeds: torch.Tensor, batch_size: int, fanouts: list[int]) -> d
             "sparsetrain Loader stages": Stages(data, fanouts, seeds, batch_size)}
 
 
+def link_runners(data, batch_size: int, fanouts: list[int], args) -> dict:
+    """``LinkNeighborLoader``s, ours and PyG's, over the same seed edges with binary negatives weighted by node."""
+    from torch_geometric.loader import LinkNeighborLoader as PygLoader
+    from torch_geometric.sampler import NegativeSampling
+
+    from sparsetrain.pyg import LinkNeighborLoader
+
+    generator = torch.Generator().manual_seed(args.seed)
+    dst_weight = torch.rand(data.num_nodes, generator=generator)
+    label_index = data.edge_index[:, : batch_size * (1 + args.batches * (args.rounds + 1))]
+    common = dict(num_neighbors=fanouts, edge_label_index=label_index, batch_size=batch_size, shuffle=False,
+                  neg_sampling=NegativeSampling("binary", dst_weight=dst_weight))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pyg = PygLoader(data, **common)
+    return {"sparsetrain.pyg (drop-in)": PygLike(LinkNeighborLoader(data, **common, seed=0)),
+            "PyG + torch-sparse": PygLike(pyg)}
+
+
 def time_batches(runner, batches: range) -> dict:
     """Mean ms per batch of the sample and fetch halves over ``batches``."""
     sample = fetch = 0.0
@@ -133,10 +160,10 @@ def count_calls(runner, batches: range) -> float:
     return calls / len(batches)
 
 
-def measure(data, batch_size: int, fanouts: list[int], args) -> dict:
+def measure(data, batch_size: int, fanouts: list[int], args, link: bool = False) -> dict:
     need = batch_size * (1 + args.batches * (args.rounds + 1))
     seeds = torch.from_numpy(np.random.default_rng(args.seed).permutation(data.num_nodes)[:need])
-    runs = runners(data, seeds, batch_size, fanouts)
+    runs = link_runners(data, batch_size, fanouts, args) if link else runners(data, seeds, batch_size, fanouts)
     for runner in runs.values():  # warm-up: compile, first touches
         time_batches(runner, range(1))
     rounds = {name: [] for name in runs}
@@ -150,7 +177,7 @@ def measure(data, batch_size: int, fanouts: list[int], args) -> dict:
         med = {k: statistics.median(x[k] for x in rounds[name]) for k in ("sample_ms", "fetch_ms")}
         rows[name] = {**med, "total_ms": med["sample_ms"] + med["fetch_ms"], "calls_per_batch":
                       count_calls(runner, calls_at), "rounds": rounds[name]}
-    return {"batch_size": batch_size, "fanouts": fanouts, "rows": rows}
+    return {"batch_size": batch_size, "fanouts": fanouts, "link": link, "rows": rows}
 
 
 def main() -> None:
@@ -161,24 +188,26 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10, help="batches per loader per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--numba-threads", type=int, default=1, help="Numba's threads (sparsetrain's samplers)")
+    parser.add_argument("--threads", type=int, default=1, help="Numba's and torch's threads")
     args = parser.parse_args()
-    numba.set_num_threads(args.numba_threads)
+    numba.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     data = make_data(args.nodes, args.edges, args.features, args.seed)
-    results = [measure(data, b, f, args) for b, f in SHAPES]
+    results = [measure(data, b, f, args) for b, f in SHAPES] + [measure(data, *LINK_SHAPE, args, link=True)]
     print(f"\n{args.nodes:,} nodes, {args.edges:,} edges, {args.features} features; {os.cpu_count()} cores, load "
-          f"{os.getloadavg()[0]:.1f}, {args.numba_threads} Numba thread(s); ms per batch (perf_counter), median of "
+          f"{os.getloadavg()[0]:.1f}, {args.threads} Numba and torch thread(s); ms per batch (perf_counter), median of "
           f"{args.rounds} rounds\n")
     print("| batch, fanouts | loader | sample ms | fetch ms | total ms | vs drop-in | Python calls a batch |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for res in results:
         ours = res["rows"]["sparsetrain.pyg (drop-in)"]["total_ms"]
+        shape = f"{'link ' if res['link'] else ''}{res['batch_size']}, {res['fanouts']}"
         for name, row in res["rows"].items():
-            print(f"| {res['batch_size']}, {res['fanouts']} | {name} | {row['sample_ms']:.3f} | {row['fetch_ms']:.3f} "
+            print(f"| {shape} | {name} | {row['sample_ms']:.3f} | {row['fetch_ms']:.3f} "
                   f"| {row['total_ms']:.3f} | {row['total_ms'] / ours:.2f}x | {row['calls_per_batch']:.0f} |")
     OUT.mkdir(exist_ok=True)
     summary = {"graph": {"nodes": args.nodes, "edges": args.edges, "features": args.features},
-               "cores": os.cpu_count(), "numba_threads": args.numba_threads, "timer": "time.perf_counter",
+               "cores": os.cpu_count(), "threads": args.threads, "timer": "time.perf_counter",
                "shapes": results}
     (OUT / "dropin_host.json").write_text(json.dumps(summary, indent=2))
     print(f"\nwrote {OUT / 'dropin_host.json'}")
