@@ -230,3 +230,16 @@ def test_pin_memory_with_device_cuda_gives_the_cpu_batches(workers):
     for ours, ref in zip(batches(loader), batches(stp.NeighborLoader(data, **kw)), strict=True):
         assert ours.x.is_cuda and ours.input_id.is_cuda
         assert_same(ours, ref)
+
+
+def test_a_batch_is_finished_on_the_device_as_data_to_moves_it():
+    """Every attribute Data.to moves (a SparseTensor too) reaches the device; plain values stay as they are."""
+    from torch_sparse import SparseTensor
+
+    from sparsetrain.pyg.device import Placement
+
+    placement = Placement(small_graph(), "meta")  # any device a CPU machine has: the move is what is checked
+    adj_t = SparseTensor(row=torch.tensor([0, 1, 1]), col=torch.tensor([1, 0, 2]), sparse_sizes=(3, 3))
+    batch = placement.finish(Data(x=torch.randn(3, 2), adj_t=adj_t, input_id=torch.arange(3), batch_size=3))
+    assert (batch.x.device.type, batch.input_id.device.type, batch.adj_t.device().type) == ("meta",) * 3
+    assert batch.batch_size == 3 and batch.adj_t.sparse_sizes() == (3, 3)

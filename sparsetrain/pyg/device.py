@@ -131,11 +131,13 @@ class Placement:
 def on_device(value: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``value`` on ``device`` with no host wait: a host tensor bound for a GPU goes through pinned memory (an
     asynchronous copy from pageable memory waits for the GPU's queue: a host sync a batch, e.g. for ``input_id``)."""
+    if not torch.is_tensor(value):  # a SparseTensor, a TensorFrame: moved as Data.to moves them
+        return value.to(device=device, non_blocking=True)
     if _same_device(value.device, device):
         return value
     if value.device.type == "cpu" and device.type == "cuda":
         value = value.pin_memory()  # (torch's pinned block is reused only once the copy has run)
-    return value.to(device, non_blocking=True)
+    return value.to(device=device, non_blocking=True)
 
 
 def _nbytes(data) -> int:
