@@ -184,3 +184,62 @@ def test_gpu_input_nodes_are_indexed_on_the_host():
     for ours, want in zip(batches(loader), ref, strict=True):
         assert ours.n_id.is_cuda
         assert_same(ours, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("where", ["host Data, device='cuda'", "Data on the GPU"])
+def test_a_gpu_batch_is_cut_without_a_pageable_copy(where):
+    """A copy from pageable host memory waits for the GPU's queue (a host sync a batch): the batch's host tensors
+    (``input_id``, a CPU sampler's output) reach the GPU through pinned memory."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from sparsetrain.pyg.keys import batch_key
+
+    data = small_graph()
+    kw = dict(num_neighbors=[5, 3], batch_size=64, seed=3)
+    loader = (stp.NeighborLoader(data, device="cuda", **kw) if where.startswith("host")
+              else stp.NeighborLoader(data.clone().to("cuda"), **kw))
+    ref = batches(stp.NeighborLoader(data, **kw))[1]
+    with batch_key(1):  # batch 1 of the first epoch
+        out = loader.node_sampler.sample_from_nodes(loader.input_data[torch.arange(64, 128)])
+    assert out.metadata[0].device.type == "cpu"  # input_id: PyG's host index of the batch
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        batch = loader.filter_fn(out)
+        torch.cuda.synchronize()
+    pageable = [e.name for e in prof.events() if "Pageable" in e.name]
+    assert pageable == [] and batch.input_id.is_cuda
+    assert_same(batch, ref)
+
+
+def test_pin_memory_is_left_to_batches_cut_on_the_host():
+    """A batch cut on a GPU holds GPU tensors, which torch's pin_memory cannot pin; one cut on the host is pinned."""
+    from sparsetrain.pyg.loader import unpinned_on_gpu
+
+    asked = {"pin_memory": True, "num_workers": 2}
+    assert unpinned_on_gpu(asked, torch.device("cuda")) == {"pin_memory": False, "num_workers": 2}
+    assert unpinned_on_gpu(asked, torch.device("cuda", 1))["pin_memory"] is False
+    assert unpinned_on_gpu(asked, None) == unpinned_on_gpu(asked, torch.device("cpu")) == asked
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("workers", [0, 2])
+def test_pin_memory_with_device_cuda_gives_the_cpu_batches(workers):
+    data = small_graph()
+    kw = dict(num_neighbors=[5, 3], batch_size=64, seed=3)
+    loader = stp.NeighborLoader(data, device="cuda", pin_memory=True, num_workers=workers, **kw)
+    for ours, ref in zip(batches(loader), batches(stp.NeighborLoader(data, **kw)), strict=True):
+        assert ours.x.is_cuda and ours.input_id.is_cuda
+        assert_same(ours, ref)
+
+
+def test_a_batch_is_finished_on_the_device_as_data_to_moves_it():
+    """Every attribute Data.to moves (a SparseTensor too) reaches the device; plain values stay as they are."""
+    from torch_sparse import SparseTensor
+
+    from sparsetrain.pyg.device import Placement
+
+    placement = Placement(small_graph(), "meta")  # any device a CPU machine has: the move is what is checked
+    adj_t = SparseTensor(row=torch.tensor([0, 1, 1]), col=torch.tensor([1, 0, 2]), sparse_sizes=(3, 3))
+    batch = placement.finish(Data(x=torch.randn(3, 2), adj_t=adj_t, input_id=torch.arange(3), batch_size=3))
+    assert (batch.x.device.type, batch.input_id.device.type, batch.adj_t.device().type) == ("meta",) * 3
+    assert batch.batch_size == 3 and batch.adj_t.sparse_sizes() == (3, 3)

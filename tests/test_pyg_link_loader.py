@@ -117,3 +117,49 @@ def test_exclude_seed_edges_names_its_choices():
     data = _data()
     with pytest.raises(ValueError, match="exclude_seed_edges='both'; choose one of 'none', 'self', 'reverse'"):
         LinkNeighborLoader(data, [3], edge_label_index=data.edge_index[:, :10], exclude_seed_edges="both")
+
+
+def test_weighted_negatives_are_prepared_once_not_every_batch(monkeypatch):
+    """The loader's link sampler is kept across batches: weighted negatives sum their weights over every node once."""
+    from torch_geometric.sampler import NegativeSampling
+
+    import sparsetrain.sampling.negatives as negatives
+
+    prepared, real = [], negatives._weights_cdf
+    monkeypatch.setattr(negatives, "_weights_cdf", lambda *args: prepared.append(args[2]) or real(*args))
+    data = _data()
+    dst_weight = torch.zeros(N)
+    dst_weight[:10] = 1.0  # negatives end only at nodes 0-9
+    loader = LinkNeighborLoader(data, [3, 3], edge_label_index=data.edge_index[:, :40], batch_size=8, seed=7,
+                                neg_sampling=NegativeSampling("binary", dst_weight=dst_weight))
+    batches = list(loader) + list(loader)
+    assert len(batches) == 10 and prepared == ["dst_weight"]
+    for batch in batches:
+        negative_ends = batch.n_id[batch.edge_label_index[1, 8:]]
+        assert negative_ends.numel() == 8 and int(negative_ends.max()) < 10
+    dst_weight[:10], dst_weight[10:20] = 0.0, 1.0  # changed in place: the next batches draw from the new weights
+    negative_ends = [b.n_id[b.edge_label_index[1, 8:]] for b in loader]
+    assert prepared == ["dst_weight", "dst_weight"]
+    assert all(int(ends.min()) >= 10 and int(ends.max()) < 20 for ends in negative_ends)
+
+
+def test_a_link_sampler_that_sampled_pickles_into_a_worker():
+    import pickle
+
+    from torch_geometric.sampler import EdgeSamplerInput
+
+    from sparsetrain.pyg.keys import batch_key
+
+    data = _data()
+    loader = LinkNeighborLoader(data, [3, 3], edge_label_index=data.edge_index[:, :40], batch_size=8, seed=7,
+                                neg_sampling="binary")
+    next(iter(loader))
+    sampler = loader.link_sampler  # (it keeps its link sampler, which holds a lock, after a batch)
+    unpickled = pickle.loads(pickle.dumps(sampler))
+    seeds = EdgeSamplerInput(torch.arange(8), data.edge_index[0, :8], data.edge_index[1, :8])
+    with batch_key(3):
+        ours = sampler.sample_from_edges(seeds, loader.neg_sampling)
+        theirs = unpickled.sample_from_edges(seeds, loader.neg_sampling)
+    for field in ("node", "row", "col", "edge"):
+        assert torch.equal(getattr(ours, field), getattr(theirs, field)), field
+    assert torch.equal(ours.metadata[1], theirs.metadata[1])  # edge_label_index, negatives included

@@ -107,14 +107,15 @@ class Placement:
         self.data = rest.to(self.device)
 
     def sampled(self, out):
-        """A sampler output with its ids on the device (where the data is; a no-op when the sampler ran there)."""
+        """A sampler output with its ids on the device (where the data is; nothing to do when the sampler ran there)."""
         moved = {}
         for f in dataclasses.fields(out):
             value = getattr(out, f.name)
-            if torch.is_tensor(value):
-                moved[f.name] = value.to(self.device, non_blocking=True)
-            elif isinstance(value, dict) and all(torch.is_tensor(v) for v in value.values()):
-                moved[f.name] = {k: v.to(self.device, non_blocking=True) for k, v in value.items()}
+            if torch.is_tensor(value) and not _same_device(value.device, self.device):
+                moved[f.name] = on_device(value, self.device)
+            elif (isinstance(value, dict) and all(torch.is_tensor(v) for v in value.values())
+                  and not all(_same_device(v.device, self.device) for v in value.values())):
+                moved[f.name] = {k: on_device(v, self.device) for k, v in value.items()}
         return dataclasses.replace(out, **moved) if moved else out
 
     def finish(self, batch):
@@ -124,7 +125,19 @@ class Placement:
                 batch[node_type].x = store.gather(batch[node_type].n_id)
         elif self.features:
             batch.x = self.features[NODE_TYPE].gather(batch.n_id)
-        return batch.to(self.device, non_blocking=True)
+        return batch.apply(lambda value: on_device(value, self.device))
+
+
+def on_device(value: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``value`` on ``device`` with no host wait: a host tensor bound for a GPU goes through pinned memory (an
+    asynchronous copy from pageable memory waits for the GPU's queue: a host sync a batch, e.g. for ``input_id``)."""
+    if not torch.is_tensor(value):  # a SparseTensor, a TensorFrame: moved as Data.to moves them
+        return value.to(device=device, non_blocking=True)
+    if _same_device(value.device, device):
+        return value
+    if value.device.type == "cpu" and device.type == "cuda":
+        value = value.pin_memory()  # (torch's pinned block is reused only once the copy has run)
+    return value.to(device=device, non_blocking=True)
 
 
 def _nbytes(data) -> int:

@@ -100,6 +100,7 @@ class NeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader
         self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
         device = loader_device(data, device)  # a Data already on a GPU is placed as device= would place it
         placed = self._place(data, device)
+        kwargs = unpinned_on_gpu(kwargs, device)
         if neighbor_sampler is None:
             neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace,
                                                disjoint=disjoint, temporal_strategy=temporal_strategy,
@@ -151,6 +152,7 @@ class LinkNeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.lo
         self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
         device = loader_device(data, device)  # a Data already on a GPU is placed as device= would place it
         placed = self._place(data, device)
+        kwargs = unpinned_on_gpu(kwargs, device)
         if neighbor_sampler is None:
             neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace,
                                                disjoint=disjoint, temporal_strategy=temporal_strategy,
@@ -172,6 +174,14 @@ class LinkNeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.lo
                          **kwargs)
         _check_per_seed(self.input_data.row, {"edge_label": self.input_data.label,
                                               "edge_label_time": self.input_data.time})
+
+
+def unpinned_on_gpu(kwargs: dict, device: torch.device | None) -> dict:
+    """The loader's keyword arguments with ``pin_memory`` off when batches are cut on a GPU: they are there already, and
+    torch's pinning of a batch would try to pin its GPU tensors (a RuntimeError at the first batch)."""
+    if device is None or device.type != "cuda" or not kwargs.get("pin_memory"):
+        return kwargs
+    return {**kwargs, "pin_memory": False}
 
 
 def _checked_input_nodes(input_nodes, num_nodes: int | dict[str, int] | None):

@@ -69,6 +69,7 @@ class NeighborSampler(BaseSampler):
     exclude_seed_edges: str = "none"
     """What ``sample_from_edges`` removes from the sampled subgraph: ``"none"`` (PyG's behaviour), ``"self"`` (the
     positive seed edges) or ``"reverse"`` (also their reverses); set by ``LinkNeighborLoader(exclude_seed_edges=)``."""
+    _link: tuple | None = None  # (key, negative weights, LinkNeighborSampler) of the last sample_from_edges
 
     def __init__(self, data, num_neighbors, subgraph_type: SubgraphType | str = "directional", replace: bool = False,
                  disjoint: bool = False, temporal_strategy: str = "uniform", time_attr: str | None = None,
@@ -218,11 +219,7 @@ class NeighborSampler(BaseSampler):
         neg = NegativeSampling.cast(neg_sampling)
         if self.exclude_seed_edges != "none" and self.sample_direction == "backward":
             raise PyGOptionError("exclude_seed_edges with sample_direction='backward' is not supported; sample forward")
-        weights = None if neg is None else (neg.src_weight, neg.dst_weight)
-        link = LinkNeighborSampler(self.fused, neg_sampling=None if neg is None else neg.mode.value,
-                                   amount=1.0 if neg is None else neg.amount, negative_weights=weights,
-                                   edge_type=tuple(inputs.input_type) if self.is_hetero_data else None,
-                                   exclude=self.exclude_seed_edges)
+        link = self._link_sampler(neg, tuple(inputs.input_type) if self.is_hetero_data else None)
         time = None if inputs.time is None else inputs.time.cpu()
         row = checked_ids(inputs.row, "inputs.row").to(torch.int64)
         col = checked_ids(inputs.col, "inputs.col").to(torch.int64)
@@ -233,6 +230,25 @@ class NeighborSampler(BaseSampler):
         else:
             metadata = (inputs.input_id, mb.edge_label_index, mb.edge_label, mb.seed_time)
         return self._output(mb, metadata)
+
+    def _link_sampler(self, neg: NegativeSampling | None, edge_type: EdgeType | None) -> LinkNeighborSampler:
+        """The link sampler of these negatives, seed edge type and exclusion, kept for the batches after (built a batch,
+        weighted negatives summed their weights over every node, a GPU weight read back, each batch)."""
+        weights = None if neg is None else (neg.src_weight, neg.dst_weight)
+        versions = None if neg is None else [(id(w), getattr(w, "_version", None)) for w in weights]  # (in place too)
+        key = (None if neg is None else (neg.mode.value, neg.amount, *versions), edge_type, self.exclude_seed_edges)
+        cached = self._link
+        if cached is not None and cached[0] == key:
+            return cached[2]
+        link = LinkNeighborSampler(self.fused, neg_sampling=None if neg is None else neg.mode.value,
+                                   amount=1.0 if neg is None else neg.amount, negative_weights=weights,
+                                   edge_type=edge_type, exclude=self.exclude_seed_edges)
+        self._link = (key, weights, link)  # (the weights kept alive: their ids stay theirs while cached)
+        return link
+
+    def __getstate__(self) -> dict:
+        """Pickled into worker processes without the kept link sampler (it holds a lock; a worker builds its own)."""
+        return {**self.__dict__, "_link": None}
 
     def _output(self, mb: MiniBatch, metadata: tuple) -> SamplerOutput | HeteroSamplerOutput:
         return pyg_output(mb, metadata, self.is_hetero_data, self._pyg_type, self.sample_direction == "backward")
