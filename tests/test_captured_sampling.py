@@ -1,37 +1,13 @@
-"""A padded batch's sampling captured once and replayed (sampling/cuda/capture.py): under the CUDA simulator (the
-simulator's record of every device operation stands for the CUDA graph; see cudasim_sampling.py), and on a GPU."""
+"""A padded batch's sampling captured once and replayed (sampling/cuda/capture.py) on a GPU. Under the CUDA simulator
+(its record of every device operation stands for the CUDA graph) the captured checks of cudasim_sampling.py run with
+the other sampling checks, in tests/test_sampling_cuda.py."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
-
-SCRIPT = Path(__file__).with_name("cudasim_sampling.py")
-CHECKS = [
-    "check_captured_batches_replay_the_eager_batches",
-    "check_a_failed_capture_warns_once_and_samples_eagerly",
-    "check_captured_sampled_loader_trains_as_the_loader",
-]
-
-
-@pytest.fixture(scope="module")
-def simulator_results() -> dict[str, str]:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    done = subprocess.run([sys.executable, str(SCRIPT), *CHECKS], capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-@pytest.mark.parametrize("check", CHECKS)
-def test_captured_sampling_under_simulator(simulator_results, check):
-    assert simulator_results[check] == "ok", simulator_results[check]
 
 
 def _gpu_sampler(fanouts, batch_size: int):
@@ -92,20 +68,6 @@ def test_captured_gpu_bad_seeds_raise_late():
     assert sampler.last_batch_counts.total.graphs == 1
     with pytest.raises(SamplingError, match="seed 7 appears more than once"):
         sampler.check_padded()
-
-
-def test_report_counts_a_replayed_batch_as_one_graph_launch_and_one_copy():
-    """``gpu_report --quick`` without a GPU: the captured row (the simulator's replay) beside the padded one."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import gpu_report
-
-    counts = gpu_report._counts_on_the_simulator()
-    assert "error" not in counts, counts
-    assert counts["node, captured"]["batch"] == {"launches": 2, "kernels": 0, "torch_ops": 1, "copies": 1, "syncs": 0,
-                                                 "allocations": 0, "pinned_allocations": 0, "graphs": 1}, counts
-    assert counts["node, padded"]["batch"]["launches"] == 27
-    lines = "\n".join(gpu_report._per_batch_lines({"simulated": counts}))
-    assert "node, captured batch:" in lines and "| batch | 2 | 0 | 1 | 1 | 0 | 0 | 0 | 1 |" in lines, lines
 
 
 @pytest.mark.gpu

@@ -96,13 +96,17 @@ def test_quick_report_on_cpu(tmp_path):
     assert all(r["cpu"]["edges_per_s"] > 0 for r in report["sections"]["sampling"]["rows"])
 
 
-def test_simulated_counts_show_the_padded_batch_beside_the_eager_one():
+def test_simulated_counts_show_the_padded_and_captured_batches_beside_the_eager_one():
     """``--quick`` on a machine without a GPU: the driver's counts under the simulator, a static step's padded batch
-    with no host read and fewer copies than the eager batch."""
+    with no host read and fewer copies than the eager batch, and the same batch replayed from its capture as one graph
+    launch and one copy (of the seeds)."""
     counts = gpu_report._counts_on_the_simulator()
     assert "error" not in counts, counts
     eager, padded = counts["node"]["batch"], counts["node, padded"]["batch"]
     assert (eager["syncs"], padded["syncs"]) == (1, 0), counts
     assert (eager["copies"], padded["copies"]) == (10, 3) and padded["allocations"] == 0, counts
+    assert counts["node, captured"]["batch"] == {"launches": 2, "kernels": 0, "torch_ops": 1, "copies": 1, "syncs": 0,
+                                                 "allocations": 0, "pinned_allocations": 0, "graphs": 1}, counts
     lines = "\n".join(gpu_report._per_batch_lines({"simulated": counts}))
-    assert "node, padded batch:" in lines and "| batch | 27 | 17 | 10 | 3 | 0 | 0 | 0 |" in lines, lines
+    assert "node, padded batch:" in lines and "| batch | 27 | 17 | 10 | 3 | 0 | 0 | 0 | 0 |" in lines, lines
+    assert "node, captured batch:" in lines and "| batch | 2 | 0 | 1 | 1 | 0 | 0 | 0 | 1 |" in lines, lines

@@ -57,8 +57,8 @@ def this_interpreter_kernel(folder: Path, monkeypatch) -> str:
     return name
 
 
-QUICK_BY_DEFAULT = ("01_quickstart.ipynb", "02_features_and_caches.ipynb", "03_moe_dropin.ipynb")  # (the default
-# suite's time on CI's two cores: the later notebooks' quick runs are slow tests, as every full run is)
+QUICK_BY_DEFAULT = ("01_quickstart.ipynb",)  # (the default suite's time on CI's two cores: the other notebooks'
+# quick runs are slow tests, as every full run is)
 RUNS = [pytest.param(name, size, marks=() if size == "quick" and name in QUICK_BY_DEFAULT else pytest.mark.slow)
         for name in sorted(EXPECTED_FIGURES) for size in ("quick", "full")]
 
@@ -107,6 +107,7 @@ def test_notebook_runs_and_saves_its_figures(name, size, tmp_path, monkeypatch):
     )
 
 
+@pytest.mark.slow  # (a notebook run more; the default suite's time on CI's two cores)
 def test_notebook_falls_back_to_a_synthetic_graph_without_planetoid(tmp_path, monkeypatch):
     empty = tmp_path / "no-planetoid"
     empty.mkdir()

@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).with_name("cudasim_sampling.py")
+# Ordered so that the two processes below (even and odd positions) get about the same work: the costly checks
+# alternate. The captured batches' checks (sampling/cuda/capture.py) run here too: one set of processes for the script.
 CHECKS = [
+    "check_padded_batches_equal_eager_batches",
+    "check_captured_sampled_loader_trains_as_the_loader",
+    "check_padded_batch_counts",
+    "check_captured_batches_replay_the_eager_batches",
     "check_uniform_without_replacement",
     "check_uniform_with_replacement",
     "check_selection_sampling_large_fanout",
@@ -21,31 +27,34 @@ CHECKS = [
     "check_full_fanout_is_exactly_the_in_edges",
     "check_edge_ids_follow_the_edge_permutation",
     "check_new_nodes_only_hops",
-    "check_a_workspace_kept_across_batches_changes_nothing",
     "check_launch_shape_does_not_change_the_result",
     "check_one_host_read_per_batch",
     "check_launch_counts_of_a_node_batch",
     "check_launch_counts_of_a_typed_batch",
     "check_exact_sizes_past_the_bound_limit",
     "check_bad_seeds_are_errors",
-    "check_damaged_graph_is_an_error_not_a_stray_read",
     "check_typed_graphs_sample_as_on_the_cpu",
     "check_typed_weighted_and_one_node_type",
     "check_typed_damaged_graph_is_an_error",
     "check_overlapping_ranges_are_an_error_not_a_stray_write",
-    "check_padded_batches_equal_eager_batches",
-    "check_padded_batch_counts",
     "check_padded_bad_input_raises_one_batch_late",
+    "check_a_failed_capture_warns_once_and_samples_eagerly",
+]
+# The longest simulator runs (7-27 s each on two cores), kept out of the default suite's time: a damaged graph in every
+# place, a workspace over many batches, the step on a padded batch and the eager SampledLoader (the captured
+# SampledLoader check above runs both its eager and its replayed batches).
+SLOW_CHECKS = [
+    "check_damaged_graph_is_an_error_not_a_stray_read",
+    "check_a_workspace_kept_across_batches_changes_nothing",
     "check_static_step_on_a_padded_batch_equals_the_eager_step",
     "check_sampled_loader_trains_as_the_loader",
 ]
 
 
-@pytest.fixture(scope="module")
-def simulator_results() -> dict[str, str]:
-    """Every check's outcome; the simulator is slow Python on one core, so two processes share the checks."""
+def _simulate(checks: list[str]) -> dict[str, str]:
+    """Each check's outcome; the simulator is slow Python on one core, so two processes share the checks."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    procs = [subprocess.Popen([sys.executable, str(SCRIPT), *CHECKS[half::2]], stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, str(SCRIPT), *checks[half::2]], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for half in (0, 1)]
     results = {}
     for proc in procs:
@@ -55,9 +64,20 @@ def simulator_results() -> dict[str, str]:
     return results
 
 
+@pytest.fixture(scope="module")
+def simulator_results() -> dict[str, str]:
+    return _simulate(CHECKS)
+
+
 @pytest.mark.parametrize("check", CHECKS)
 def test_cuda_kernels_under_simulator_match_cpu(simulator_results, check):
     assert simulator_results[check] == "ok", simulator_results[check]
+
+
+@pytest.mark.slow
+def test_the_longest_simulator_checks():
+    results = _simulate(SLOW_CHECKS)
+    assert results == {check: "ok" for check in SLOW_CHECKS}, results
 
 
 def test_kernels_compile_for_a_gpu_without_one():
