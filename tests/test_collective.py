@@ -371,7 +371,7 @@ def check_world(rank: int, world: int) -> dict[str, str | None]:
     return {**_correctness(rank, world), **_bad_input(rank, world), **_sharded_features(rank, world)}
 
 
-@pytest.mark.parametrize("world", [1, 2, 4])
+@pytest.mark.parametrize("world", [1, 2, pytest.param(4, marks=pytest.mark.slow)])  # (4 ranks on 2 cores: slow)
 def test_collectives_against_dense_reference(world):
     per_rank = values(spawn(check_world, world, timeout_s=300))
     failed = {f"rank {r}: {name}": why for r, checks in enumerate(per_rank) for name, why in checks.items() if why}

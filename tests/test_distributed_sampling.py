@@ -68,7 +68,8 @@ def _check_against_single_process(graph: Path, folder: Path, per_rank: list, hop
 
 
 @pytest.mark.parametrize("data, world, method, hop_nodes, replace", [
-    ("synth", 2, "ldg", "all", False), ("synth", 3, "hash", "new", True), ("cora", 4, "ldg", "new", False)])
+    ("synth", 2, "ldg", "all", False), ("synth", 3, "hash", "new", True),
+    pytest.param("cora", 4, "ldg", "new", False, marks=pytest.mark.slow)])  # (4 ranks on 2 cores: slow)
 def test_ranks_batches_equal_single_process(graph, tmp_path, data, world, method, hop_nodes, replace):
     if data == "cora":
         from sparsetrain.engine.default_data import builtin_dataset

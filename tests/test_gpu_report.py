@@ -96,6 +96,7 @@ def test_quick_report_on_cpu(tmp_path):
     assert all(r["cpu"]["edges_per_s"] > 0 for r in report["sections"]["sampling"]["rows"])
 
 
+@pytest.mark.slow  # (15 s of simulator; cudasim_sampling.py checks the same counts by default)
 def test_simulated_counts_show_the_padded_and_captured_batches_beside_the_eager_one():
     """``--quick`` on a machine without a GPU: the driver's counts under the simulator, a static step's padded batch
     with no host read and fewer copies than the eager batch, and the same batch replayed from its capture as one graph

@@ -84,7 +84,7 @@ def run_world(world: int) -> list:
         return results
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])  # (4 ranks on 2 cores: slow)
 def test_sequence_parallel_equals_single_process(world):
     model, x, y, edge_index = problem()
     logits = model.forward_sequence(x, edge_index, CLUSTER_PTR)

@@ -58,6 +58,7 @@ def test_target_type_without_labels_is_a_clear_error(cli, mag, tmp_path):
     assert code == 1 and "'author' has no labels" in err and "\n" not in err.strip()
 
 
+@pytest.mark.slow  # (the default suite's time on CI's two cores)
 @pytest.mark.distributed
 def test_two_ranks_train_the_typed_graph_like_one(mag, one_rank, tmp_path):
     summary = tmp_path / "s2.json"

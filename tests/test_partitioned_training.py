@@ -97,6 +97,7 @@ def _evaluate_on_part(rank: int, world: int, folder: str, state: dict) -> dict:
     return part_evaluator(part, sampler, features, 64, torch.device("cpu"), None)(model)
 
 
+@pytest.mark.slow  # (the default suite's time on CI's two cores)
 @pytest.mark.distributed
 def test_four_ranks_evaluate_a_model_as_its_full_graph_forward_does(cora4, cora_data):
     """Each of 4 ranks evaluates its owned val/test nodes on blocks of all neighbours (owners expand remote frontier

@@ -80,6 +80,7 @@ def _steps(log):
     return max((r["step"] for r in lines), default=0)
 
 
+@pytest.mark.slow  # (the default suite's time on CI's two cores)
 def test_sigkill_then_resume_equals_the_uninterrupted_run(cora_dir, tmp_path):
     full_ckpt, full_log = tmp_path / "full", tmp_path / "full.jsonl"
     subprocess.run(_train_cmd(cora_dir, full_ckpt, full_log), check=True, capture_output=True)
@@ -104,6 +105,7 @@ def test_sigkill_then_resume_equals_the_uninterrupted_run(cora_dir, tmp_path):
     assert losses(full_log) == losses(log)
 
 
+@pytest.mark.slow  # (the default suite's time on CI's two cores)
 @pytest.mark.distributed
 def test_two_rank_gloo_training_on_cora_with_sharded_features(cora_dir, tmp_path):
     summary = tmp_path / "s.json"
