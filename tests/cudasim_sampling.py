@@ -479,10 +479,10 @@ class SimulatedSampler:
         self.ws.late.drain()
 
 
-def check_sampled_loader_trains_as_the_loader():
-    """--step static's loader on a GPU (SampledLoader: the seed batches and keys of the wrapped Loader, each sampled
-    into the step's buffers): the same losses and weights as the static step on the Loader's batches, resumed
-    mid-epoch too."""
+def _static_steps_and_loaders(batch_size: int, seeds: torch.Tensor, capture: bool):
+    """Two static steps of one GraphSAGE (a copy each) and the batches for them on a small graph: the ``Loader``'s
+    over a simulated GPU sampler, and a ``SampledLoader`` (``capture``d or not) over the same loader for the second
+    step. Returns ``(steps, sampler, loader, sampled)``."""
     import copy
 
     from sparsetrain.engine.loader import Loader
@@ -494,12 +494,19 @@ def check_sampled_loader_trains_as_the_loader():
     features, labels = torch.randn(g.num_nodes, 8, generator=gen), torch.randint(0, 4, (g.num_nodes,), generator=gen)
     torch.manual_seed(0)
     model = GraphSAGE(8, 16, 4, num_layers=2, dropout=0.0)
-    shapes = StepShapes.bound(32, [4, 3], g.num_nodes, num_edges=g.num_edges)
+    shapes = StepShapes.bound(batch_size, [4, 3], g.num_nodes, num_edges=g.num_edges)
     steps = [StaticStep(m, torch.optim.Adam(m.parameters(), lr=0.01), shapes, 8)
              for m in (model, copy.deepcopy(model))]
     sampler = SimulatedSampler(NeighborSampler(g, [4, 3], seed=5), [4, 3])
-    loader = Loader(sampler, features, labels, torch.arange(0, 300, 3), batch_size=32, prefetch=0, seed=4)
-    sampled = SampledLoader(loader, steps[1], features, labels)
+    loader = Loader(sampler, features, labels, seeds, batch_size=batch_size, prefetch=0, seed=4)
+    return steps, sampler, loader, SampledLoader(loader, steps[1], features, labels, capture=capture)
+
+
+def check_sampled_loader_trains_as_the_loader():
+    """--step static's loader on a GPU (SampledLoader: the seed batches and keys of the wrapped Loader, each sampled
+    into the step's buffers): the same losses and weights as the static step on the Loader's batches, resumed
+    mid-epoch too."""
+    steps, sampler, loader, sampled = _static_steps_and_loaders(32, torch.arange(0, 300, 3), capture=False)
     assert len(sampled) == len(loader) == 4
     for epoch, start in [(0, 0), (1, 2)]:
         for mb, padded in zip(loader.epoch(epoch, start), sampled.epoch(epoch, start), strict=True):
@@ -598,24 +605,9 @@ def check_a_failed_capture_warns_once_and_samples_eagerly():
 def check_captured_sampled_loader_trains_as_the_loader():
     """SampledLoader(capture=True) over a ring of two: batches eager, captured, replayed and the epoch's last (a
     smaller one) eager, each step's loss the static step's on the Loader's batch."""
-    import copy
-
-    from sparsetrain.engine.loader import Loader
-    from sparsetrain.engine.static_step import SampledLoader, StaticStep, StepShapes
-    from sparsetrain.nn.models import GraphSAGE
     from sparsetrain.sampling.late_checks import LateChecks
 
-    g = graph(300, 4000, seed=12)
-    gen = torch.Generator().manual_seed(1)
-    features, labels = torch.randn(g.num_nodes, 8, generator=gen), torch.randint(0, 4, (g.num_nodes,), generator=gen)
-    torch.manual_seed(0)
-    model = GraphSAGE(8, 16, 4, num_layers=2, dropout=0.0)
-    shapes = StepShapes.bound(16, [4, 3], g.num_nodes, num_edges=g.num_edges)
-    steps = [StaticStep(m, torch.optim.Adam(m.parameters(), lr=0.01), shapes, 8)
-             for m in (model, copy.deepcopy(model))]
-    sampler = SimulatedSampler(NeighborSampler(g, [4, 3], seed=5), [4, 3])
-    loader = Loader(sampler, features, labels, torch.arange(0, 120), batch_size=16, prefetch=0, seed=4)
-    sampled = SampledLoader(loader, steps[1], features, labels, capture=True)
+    steps, sampler, loader, sampled = _static_steps_and_loaders(16, torch.arange(0, 120), capture=True)
     ring, LateChecks.RING = LateChecks.RING, 2
     try:
         graphs = []
