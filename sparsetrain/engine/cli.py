@@ -46,7 +46,7 @@ class _Given(argparse.Action):
         if self.nargs == 0:
             values = not option_string.startswith("--no-")
         setattr(namespace, self.dest, values)
-        namespace.__dict__.setdefault("given", set()).add(self.dest)
+        namespace.given = {*getattr(namespace, "given", ()), self.dest}
 
 
 def _help(doc: str, default) -> str:
@@ -96,7 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "batch_size = 512); flags given on the command line override it. A run writes its resolved "
                         "settings as config.json in --checkpoint-dir, which --config reads back")
     add_setting_flags(p)
-    p.set_defaults(run=_train)
+    p.set_defaults(run=_train, given=frozenset())
 
 
 def _ranking(summary: dict) -> str:

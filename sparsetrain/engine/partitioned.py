@@ -24,7 +24,7 @@ from sparsetrain.engine.dataset_meta import DatasetMeta, Table
 from sparsetrain.engine.distributed import DistContext
 from sparsetrain.engine.evaluate import loaders_evaluator
 from sparsetrain.engine.loader import Loader
-from sparsetrain.engine.plan import MODEL_DEFAULTS, RunPlan, auto_epochs, plan
+from sparsetrain.engine.plan import RunPlan, auto_epochs, model_options, plan
 from sparsetrain.engine.settings import TrainSettings
 from sparsetrain.engine.stages.fetch import FetchFeatures, check_finite
 from sparsetrain.engine.trainer import Task
@@ -173,11 +173,9 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext):
 
 
 def _model(part: Partition, run: RunPlan) -> torch.nn.Module:
-    extra = {k: v for k, v in MODEL_DEFAULTS.get(run.model.name, {}).items()
-             if k not in ("lr", "weight_decay", "hidden")}
     in_dim = int(part.features.row_shape.numel())
     return build_model(run.model.name, in_dim, run.model.hidden, part.dataset.num_classes,
-                       run.sampling.fanouts.num_hops, run.model.dropout, **extra)
+                       run.sampling.fanouts.num_hops, run.model.dropout, **model_options(run.model.name))
 
 
 def part_evaluator(part: Partition, sampler, features, batch_size: int, device, group):

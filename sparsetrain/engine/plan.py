@@ -215,6 +215,12 @@ def _model(meta: DatasetMeta, model: ModelSettings, task: str) -> ModelSettings:
     return replace(model, name=name, hidden=hidden)
 
 
+def model_options(name: str) -> dict:
+    """The keywords :func:`~sparsetrain.nn.models.build_model` takes for model ``name`` beyond its size (its
+    ``MODEL_DEFAULTS`` other than ``lr``, ``weight_decay`` and ``hidden``: gt's ``input_dropout``)."""
+    return {k: v for k, v in MODEL_DEFAULTS.get(name, {}).items() if k not in ("lr", "weight_decay", "hidden")}
+
+
 def _defaults(task: str, model: str) -> dict:
     return LINK_DEFAULTS if task == "link" else MODEL_DEFAULTS.get(model, MODEL_DEFAULTS["sage"])
 
