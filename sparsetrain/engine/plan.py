@@ -35,6 +35,7 @@ from sparsetrain.engine.settings import (
 )
 from sparsetrain.engine.static_step import StepShapes
 from sparsetrain.errors import DatasetError, SettingError
+from sparsetrain.storage.residency import fits_on_gpu
 
 MODEL_DEFAULTS = {
     "sage": {"lr": 0.01, "weight_decay": 5e-4, "hidden": 128},
@@ -53,8 +54,6 @@ LINK_AUTO_STEPS = 750
 """``--task link`` epochs when ``--epochs`` is not given: about this many steps (Cora: 150 epochs); the best val AUC
 epoch is reported."""
 
-# of the GPU's free memory that the features, and then the graph, may each take to live there
-GPU_RESIDENT_FRACTION = 0.4
 PINNED_HOST_FRACTION = 0.5  # of the host's free memory that a pinned copy of the features may take behind a GPU cache
 EXACT_EVAL_MAX_NODES = 100_000  # below this both evaluations take seconds; the exact one is preferred
 # a layer-wise edge costs ~16 sampled ones on 2 CPU cores (chunks re-gather their neighbors; RESULTS.md)
@@ -348,7 +347,8 @@ def _times(meta: DatasetMeta, sampling: SamplingSettings, model: str, target: st
 
 
 def _fits_on_gpu(nbytes: int, device: torch.device) -> bool:
-    return nbytes <= GPU_RESIDENT_FRACTION * torch.cuda.mem_get_info(device)[0]
+    """The residency rule the PyG drop-in shares (:func:`~sparsetrain.storage.residency.fits_on_gpu`)."""
+    return fits_on_gpu(nbytes, torch.cuda.mem_get_info(device)[0])
 
 
 def _graph_fits(nbytes: int, device: torch.device) -> bool:
