@@ -5,7 +5,9 @@ its types, counts, which arrays it has and their sizes; never a value of an arra
 :class:`RunPlan`: the model and its defaults, the task, the node type trained on, where the features and the graph
 live, the cache, the evaluation, the temporal rule, the epochs, the output paths (checked to be writable) and the
 record a checkpoint keeps of the run. Every setting that cannot be honoured is refused here in one line, before a byte
-is read or a step is taken; the builders of :mod:`sparsetrain.engine.run` then only follow the plan.
+is read or a step is taken; the builders of :mod:`sparsetrain.engine.run` then only follow the plan. A partitioned
+folder is planned here too, from its part's description (``meta.parts``): what parts cannot do, its model, epochs and
+halo cache (:mod:`sparsetrain.engine.partitioned` only builds).
 """
 
 from __future__ import annotations
