@@ -39,7 +39,7 @@ ALL_TO_ALL_PER_HOP, ALL_TO_ALL_FEATURES = 4, 3
 # per halo node halo_owner int32; per edge an int32 source. Reproduces the measured 4.2 GiB of parts on disk for the
 # 1/10 graph (see `check_disk`).
 BYTES_PER_LOCAL, BYTES_PER_OWNED, BYTES_PER_HALO, BYTES_PER_EDGE = 24, 8, 4, 4
-CACHE_FRACTION = 0.25  # engine/partitioned.py HALO_CACHE_FRACTION: halo rows cached without --cache-gb
+CACHE_FRACTION = 0.25  # engine/plan.py HALO_CACHE_FRACTION: halo rows cached without --cache-gb
 EDGE_BALANCE_8 = 1.023  # largest part's edges / mean, 1/10 graph at 8 parts (LDG)
 # Compute per step: sparsetrain's measured single-GPU step, GraphSAGE [15,10,5], batch 1024, hidden 256, graph in
 # device memory (benchmarks/RESULTS.md, H200, products-scale synthetic, CLI path: 15.7 ms a step). The step's work

@@ -186,7 +186,7 @@ def test_loader_hands_samplers_keyed_inputs_matching_seed_batches(cora):
     share = seeds[torch.randperm(len(seeds), generator=torch.Generator().manual_seed(4 * 1_000_003 + 3))][500:1000]
     assert all(isinstance(inp, SamplerInput) for inp in seen)
     assert torch.equal(torch.cat([inp.seeds for inp in seen]), share)
-    assert [inp.key for inp in seen] == [(3 * 2 + 1) * 10 + i for i in range(5)]
+    assert [inp.key for inp in seen] == [(3 * 10 + i) * 2 + 1 for i in range(5)]  # sampling/batch_keys.py
 
 
 def test_map_tensors_reaches_every_tensor_of_a_batch():

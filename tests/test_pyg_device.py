@@ -64,10 +64,10 @@ def test_device_takes_data_not_stores(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("features_fit", [True, False])
 def test_device_cuda_batches_equal_the_cpu_batches(monkeypatch, features_fit):
-    from sparsetrain.pyg import device as placement
+    from sparsetrain.storage import residency
 
     if not features_fit:  # x stays in pinned host memory, read zero-copy
-        monkeypatch.setattr(placement, "GPU_FRACTION", 0.0)
+        monkeypatch.setattr(residency, "GPU_RESIDENT_FRACTION", 0.0)
     data = small_graph()
     kw = dict(num_neighbors=[5, 3], batch_size=64, seed=3)
     loader = stp.NeighborLoader(data, device="cuda", **kw)
@@ -81,10 +81,10 @@ def test_device_cuda_batches_equal_the_cpu_batches(monkeypatch, features_fit):
 @pytest.mark.gpu
 @pytest.mark.parametrize("features_fit", [True, False])
 def test_device_cuda_hetero_batches_equal_the_cpu_batches(monkeypatch, features_fit):
-    from sparsetrain.pyg import device as placement
+    from sparsetrain.storage import residency
 
     if not features_fit:
-        monkeypatch.setattr(placement, "GPU_FRACTION", 0.0)
+        monkeypatch.setattr(residency, "GPU_RESIDENT_FRACTION", 0.0)
     data = small_hetero()
     kw = dict(num_neighbors=[4, 2], batch_size=32, input_nodes="paper", seed=1)
     for ours, ref in zip(batches(stp.NeighborLoader(data, device="cuda", **kw)),
@@ -117,7 +117,7 @@ def _no_query(device):
 @pytest.mark.parametrize("device, where, data_bytes, free, want", [
     (None, "cpu", 10, None, (None, "host")),  # PyG's own behaviour
     ("cpu", "cpu", 10, None, ("cpu", "host")),
-    ("cuda", "cpu", 40, 100, ("cuda", "device")),  # fits in GPU_FRACTION of the free memory: moved
+    ("cuda", "cpu", 40, 100, ("cuda", "device")),  # fits in GPU_RESIDENT_FRACTION of the free memory: moved
     ("cuda", "cpu", 41, 100, ("cuda", "pinned")),  # does not: x read zero-copy from pinned host memory
     (None, "cuda:0", 41, None, ("cuda:0", "device")),  # already on the GPU: sampled there, nothing moves
     ("cuda", "cuda:0", 10**12, None, ("cuda", "device")),

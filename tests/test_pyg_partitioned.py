@@ -81,3 +81,37 @@ def _positions(loader, seeds: torch.Tensor) -> list[int]:
     """The positions of ``seeds`` in the loader's input nodes (its collate_fn takes positions)."""
     nodes = loader.input_data.node
     return [int((nodes == s).nonzero()) for s in seeds]
+
+
+def _drop_in_and_engine_epochs(rank: int, world: int, folder: str) -> dict:
+    """Two epochs of the drop-in over the parts and two of the engine's partitioned run (its seed batches and sampler,
+    as ``sparsetrain train --data PARTS`` builds them), same seed: seeds per batch and sampled node sets."""
+    from sparsetrain.distributed import DistNeighborSampler
+    from sparsetrain.engine.partitioned import PartSeedBatches
+
+    stores = partitioned_stores(folder, cache_rows=0)
+    loader = NeighborLoader(stores, FANOUTS, input_nodes="train", batch_size=BATCH, shuffle=True, seed=SEED)
+    drop_in = [(b.n_id[: b.batch_size], b.n_id.unique()) for _ in range(2) for b in loader]
+    part = stores[1].part
+    # the engine's seed batches; its sampler in the drop-in's layout (PyG's hops: each hop samples only the nodes new
+    # in the one before, where the engine's blocks sample every node again), so equal node sets mean equal draws
+    sampler = DistNeighborSampler(part, FANOUTS, seed=SEED, hop_nodes="new")
+    seed_batches = PartSeedBatches(part, "train", BATCH, seed=SEED, shuffle=True)
+    engine = [(inp.seeds, sampler.sample(inp).input_nodes.unique()) for epoch in range(2)
+              for inp in seed_batches.inputs(epoch)]
+    return {"drop_in": drop_in, "engine": engine}
+
+
+@pytest.mark.slow
+def test_the_drop_in_and_the_engine_over_the_same_parts_draw_the_same_epochs(graph, tmp_path):
+    folder = tmp_path / "parts"
+    partition_dataset(graph, folder, PartitionOptions(2, method="ldg", quiet=True))
+    ranks = values(spawn(_drop_in_and_engine_epochs, 2, str(folder), timeout_s=240))
+    per_batch = max(-(-n // BATCH) for n in part_sizes(read_manifest(folder), "train"))
+    for out in ranks:
+        assert len(out["drop_in"]) == len(out["engine"]) == 2 * per_batch
+        for (seeds, nodes), (engine_seeds, engine_nodes) in zip(out["drop_in"], out["engine"], strict=True):
+            assert torch.equal(seeds, engine_seeds)  # the same shuffle of the part's seeds, cut the same way
+            assert torch.equal(nodes, engine_nodes)  # sampled under the same keys
+        first, second = out["engine"][0][0], out["engine"][per_batch][0]
+        assert not torch.equal(first, second)  # the second epoch is another shuffle

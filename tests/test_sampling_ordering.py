@@ -106,6 +106,7 @@ def test_seed_batches_share_one_shuffle_across_ranks_with_keys_unique_across_epo
             assert torch.equal(torch.cat([inp.seeds for inp in inputs]), shuffled[33 * rank : 33 * (rank + 1)])
             assert all(torch.equal(inp.seeds, b) for inp, b in zip(inputs, batches.batches(epoch)))
             keys += [inp.key for inp in inputs]
-    assert sorted(keys) == sorted({(e * 3 + r) * 13 + i for e in range(3) for r in range(3) for i in range(5)})
+    # sampling/batch_keys.py: (epoch * per_epoch + position) * world + rank, the partitioned run's and the drop-in's
+    assert sorted(keys) == sorted({(e * 13 + i) * 3 + r for e in range(3) for r in range(3) for i in range(5)})
     with pytest.raises(SamplingError, match="rank=3"):
         SeedBatches(seeds, 8, rank=3, world_size=3)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import torch
-
 from sparsetrain.distributed.errors import DistSamplingError
 from sparsetrain.partition.load import Partition, part_sizes
+from sparsetrain.sampling.batch_keys import batch_key, epoch_order
 from sparsetrain.sampling.input import SamplerInput
-
-_SHUFFLE_STRIDE = 1_000_003
 
 
 def batches_per_epoch(part: Partition, split: str, batch_size: int) -> int:
@@ -19,14 +16,13 @@ def batches_per_epoch(part: Partition, split: str, batch_size: int) -> int:
 def rank_batches(part: Partition, split: str, batch_size: int, *, seed: int = 0, epoch: int = 0,
                  shuffle: bool = True) -> list[SamplerInput]:
     """This rank's owned ``split`` nodes (global ids), shuffled by (seed, epoch, rank), cut into batches, padded with
-    empty batches to :func:`batches_per_epoch`. Keys are ``(epoch * parts + rank) * per_epoch + i``: unique across
-    ranks and epochs, so a batch's draws are a pure function of (seed, epoch, rank, position)."""
+    empty batches to :func:`batches_per_epoch`, each under its :func:`~sparsetrain.sampling.batch_keys.batch_key`:
+    unique across ranks and epochs, so a batch's draws are a pure function of (seed, epoch, rank, position), and the
+    PyG drop-in over the same parts draws the same epoch."""
     if batch_size < 1:
         raise DistSamplingError(f"batch_size={batch_size}; give a positive batch size")
     ids = part.split_global(split)
-    if shuffle:
-        generator = torch.Generator().manual_seed((seed * _SHUFFLE_STRIDE + epoch) * part.num_parts + part.rank)
-        ids = ids[torch.randperm(len(ids), generator=generator)]
+    ids = ids[epoch_order(len(ids), seed, epoch, shuffle=shuffle, rank=part.rank, world_size=part.num_parts)]
     per_epoch = batches_per_epoch(part, split, batch_size)
-    first = (epoch * part.num_parts + part.rank) * per_epoch
-    return [SamplerInput(ids[i * batch_size : (i + 1) * batch_size], key=first + i) for i in range(per_epoch)]
+    return [SamplerInput(ids[i * batch_size : (i + 1) * batch_size],
+                         key=batch_key(epoch, i, per_epoch, part.rank, part.num_parts)) for i in range(per_epoch)]

@@ -27,6 +27,17 @@ class Table(NamedTuple):
 
 
 @dataclass(frozen=True)
+class PartsMeta:
+    """A partitioned folder as the plan reads it (``sparsetrain partition``'s output, one part per rank)."""
+
+    num_parts: int
+    train_per_part: tuple[int, ...]
+    """Owned train nodes of each part (every rank runs as many batches as the largest part needs)."""
+    halo_rows: int
+    """This rank's halo: the nodes its part reads from other parts."""
+
+
+@dataclass(frozen=True)
 class DatasetMeta:
     """The description of a dataset a run is planned on (see the module)."""
 
@@ -54,6 +65,9 @@ class DatasetMeta:
     directed: bool
     graph_bytes: int
     """Bytes of the graph's arrays (column pointers, indices, weights)."""
+    parts: PartsMeta | None = None
+    """A partitioned folder's parts (the fields above then describe this rank's part, its features its owned rows,
+    ``path`` and ``meta_sha256`` the folder and its manifest's checksum); None: one dataset."""
 
     @classmethod
     def of(cls, ds) -> DatasetMeta:

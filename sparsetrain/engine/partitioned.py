@@ -20,27 +20,18 @@ import torch.nn.functional as F
 from sparsetrain.collective import all_reduce_sum, new_group
 from sparsetrain.datasets.format import NODE
 from sparsetrain.distributed import DistNeighborSampler, PartitionedFeatures, batches_per_epoch, rank_batches
-from sparsetrain.engine.dataset_meta import DatasetMeta, Table
+from sparsetrain.engine.dataset_meta import DatasetMeta, PartsMeta, Table
 from sparsetrain.engine.distributed import DistContext
 from sparsetrain.engine.evaluate import loaders_evaluator
 from sparsetrain.engine.loader import Loader
-from sparsetrain.engine.plan import MODEL_DEFAULTS, RunPlan, auto_epochs, plan
+from sparsetrain.engine.plan import RunPlan, model_options, plan
 from sparsetrain.engine.settings import TrainSettings
 from sparsetrain.engine.stages.fetch import FetchFeatures, check_finite
 from sparsetrain.engine.trainer import Task
-from sparsetrain.errors import SettingError
 from sparsetrain.nn.models import build_model
 from sparsetrain.partition import load_partition
 from sparsetrain.partition.load import Partition, part_sizes
 from sparsetrain.partition.manifest import MANIFEST
-
-MODELS = ("sage", "gcn", "gat")
-HALO_CACHE_FRACTION = 0.25
-"""Without ``--cache-gb``: the share of a part's halo rows kept locally (the most-drawn ones)."""
-
-
-class PartitionedRunError(SettingError):
-    """A setting a partitioned run cannot honour yet."""
 
 
 def is_partitioned(path) -> bool:
@@ -48,29 +39,13 @@ def is_partitioned(path) -> bool:
     return path is not None and (Path(path) / MANIFEST).is_file()
 
 
-def refuse_unsupported(settings: TrainSettings) -> None:
-    """One line for every setting a partitioned run does not support yet."""
-    refused = [
-        (settings.data.task != "node", f"--task {settings.data.task}", "node classification only"),
-        (settings.data.target_type is not None, "--target-type", "typed graphs are not partitioned yet"),
-        (settings.sampling.temporal, "--temporal", "temporal sampling is not distributed yet"),
-        (settings.sampling.fuse_last_hop, "--fuse-last-hop", "the owners draw a part's last hop; drop it"),
-        (settings.features.placement != "auto", f"--features {settings.features.placement}",
-         "a part's features are its own rows plus a cache of halo rows; drop --features"),
-        (settings.model.name not in (None, *MODELS), f"--model {settings.model.name}",
-         f"choose one of {', '.join(MODELS)}"),
-        (settings.run.eval == "full", "--eval full", "a partitioned run evaluates on sampled batches; pass --eval "
-                                                     "sampled or auto"),
-    ]
-    for bad, what, fix in refused:
-        if bad:
-            raise PartitionedRunError(f"{what}: not supported on a partitioned folder ({settings.data.path}); {fix}")
-
-
-def _part_meta(part: Partition) -> DatasetMeta:
-    """The part as the planner reads it: its features are the part's owned rows."""
+def part_meta(part: Partition) -> DatasetMeta:
+    """The part as the plan reads it: the folder (its manifest's checksum the contents a checkpoint records), the
+    part's graph, its owned rows as its features, and the parts' train sizes and this part's halo."""
     rows = part.features
-    return replace(DatasetMeta.of(part.dataset), features={NODE: Table(rows.shape[1], rows.nbytes, rows.row_bytes)})
+    return replace(DatasetMeta.of(part.dataset), path=Path(part.path), meta_sha256=part.manifest["checksum"],
+                   features={NODE: Table(rows.shape[1], rows.nbytes, rows.row_bytes)},
+                   parts=PartsMeta(part.num_parts, tuple(part_sizes(part.manifest, "train")), len(part.halo_owner)))
 
 
 class GlobalLabels:
@@ -137,32 +112,16 @@ def padded_cross_entropy(out: torch.Tensor, target: torch.Tensor) -> torch.Tenso
     return out.sum() * 0.0
 
 
-def cache_rows(part: Partition, cache_gb: float) -> int:
-    """Halo rows to cache: ``--cache-gb`` worth of rows when given, else ``HALO_CACHE_FRACTION`` of the halo."""
-    if cache_gb > 0:
-        row_bytes = part.features.row_bytes
-        return int(cache_gb * 2**30 // max(row_bytes, 1))
-    return int(len(part.halo_owner) * HALO_CACHE_FRACTION)
-
-
 def partitioned_parts(settings: TrainSettings, ctx: DistContext):
-    """``(run, loader, model, evaluate, task)`` of a run on a partitioned folder (the caller builds the Trainer)."""
-    refuse_unsupported(settings)
-    folder = settings.data.path
-    part = load_partition(folder, ctx.rank)
-    if part.num_parts != ctx.world_size:
-        raise PartitionedRunError(f"{folder}: has {part.num_parts} parts but {ctx.world_size} ranks run; run one rank "
-                                  f"per part (torchrun --nproc-per-node {part.num_parts})")
-    run = plan(settings, _part_meta(part), ctx.device, ctx.world_size)
+    """``(run, loader, model, evaluate, task)`` of a run on a partitioned folder (the caller builds the Trainer),
+    planned by :func:`~sparsetrain.engine.plan.plan` from the part's description (:func:`part_meta`)."""
+    part = load_partition(settings.data.path, ctx.rank)
+    run = plan(settings, part_meta(part), ctx.device, ctx.world_size)
     batch_size, seed = run.sampling.batch_size, run.run.seed
-    steps = batches_per_epoch(part, "train", batch_size)
-    # every rank's checkpoint record names the partitioned folder, not its own part, so any rank resumes rank 0's
-    record = {**run.record, "dataset": {"path": str(folder), "sha256": part.manifest["checksum"]}}
-    run = replace(run, optim=replace(run.optim, epochs=settings.optim.epochs or auto_epochs(steps)), record=record)
     group = new_group() if ctx.enabled else None  # apart from DDP's: the loader thread's exchanges never interleave
     fanouts = run.sampling.fanouts
     sampler = DistNeighborSampler(part, fanouts, seed=seed, group=group)
-    features = PartitionedFeatures(part, group=group, cache_rows=cache_rows(part, settings.features.cache_gb))
+    features = PartitionedFeatures(part, group=group, cache_rows=run.halo_cache_rows)
     loader = PartLoader(part, "train", sampler, features, batch_size=batch_size, seed=seed, shuffle=True,
                         device=run.device)
     torch.manual_seed(seed)  # as run.train does; DDP then hands rank 0's initial weights to every rank
@@ -173,11 +132,9 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext):
 
 
 def _model(part: Partition, run: RunPlan) -> torch.nn.Module:
-    extra = {k: v for k, v in MODEL_DEFAULTS.get(run.model.name, {}).items()
-             if k not in ("lr", "weight_decay", "hidden")}
     in_dim = int(part.features.row_shape.numel())
     return build_model(run.model.name, in_dim, run.model.hidden, part.dataset.num_classes,
-                       run.sampling.fanouts.num_hops, run.model.dropout, **extra)
+                       run.sampling.fanouts.num_hops, run.model.dropout, **model_options(run.model.name))
 
 
 def part_evaluator(part: Partition, sampler, features, batch_size: int, device, group):

@@ -5,7 +5,9 @@ its types, counts, which arrays it has and their sizes; never a value of an arra
 :class:`RunPlan`: the model and its defaults, the task, the node type trained on, where the features and the graph
 live, the cache, the evaluation, the temporal rule, the epochs, the output paths (checked to be writable) and the
 record a checkpoint keeps of the run. Every setting that cannot be honoured is refused here in one line, before a byte
-is read or a step is taken; the builders of :mod:`sparsetrain.engine.run` then only follow the plan.
+is read or a step is taken; the builders of :mod:`sparsetrain.engine.run` then only follow the plan. A partitioned
+folder is planned here too, from its part's description (``meta.parts``): what parts cannot do, its model, epochs and
+halo cache (:mod:`sparsetrain.engine.partitioned` only builds).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from sparsetrain.engine.settings import (
 )
 from sparsetrain.engine.static_step import StepShapes
 from sparsetrain.errors import DatasetError, SettingError
+from sparsetrain.storage.residency import fits_on_gpu
 
 MODEL_DEFAULTS = {
     "sage": {"lr": 0.01, "weight_decay": 5e-4, "hidden": 128},
@@ -53,12 +56,14 @@ LINK_AUTO_STEPS = 750
 """``--task link`` epochs when ``--epochs`` is not given: about this many steps (Cora: 150 epochs); the best val AUC
 epoch is reported."""
 
-# of the GPU's free memory that the features, and then the graph, may each take to live there
-GPU_RESIDENT_FRACTION = 0.4
 PINNED_HOST_FRACTION = 0.5  # of the host's free memory that a pinned copy of the features may take behind a GPU cache
 EXACT_EVAL_MAX_NODES = 100_000  # below this both evaluations take seconds; the exact one is preferred
 # a layer-wise edge costs ~16 sampled ones on 2 CPU cores (chunks re-gather their neighbors; RESULTS.md)
 LAYERWISE_EDGE_COST = 16
+PARTITIONED_MODELS = ("sage", "gcn", "gat")
+"""The models a partitioned run trains (node classification on one homogeneous graph, blocks of the owners' draws)."""
+HALO_CACHE_FRACTION = 0.25
+"""A partitioned run without ``--cache-gb``: the share of a part's halo rows kept locally (the most-drawn ones)."""
 RANDOM_SPLIT = (0.6, 0.8)
 """A typed dataset's node type without a split trains on a random 60/20/20 one (train below 0.6, val below 0.8)."""
 
@@ -100,6 +105,8 @@ class RunPlan:
     contents); a resume whose record differs is refused."""
     step_shapes: StepShapes | None = None
     """``--step static``: the padded shapes of every batch; None: the eager step on the batches as sampled."""
+    halo_cache_rows: int | None = None
+    """A partitioned run: the halo rows each rank keeps locally; None: not partitioned."""
 
 
 def auto_epochs(steps_per_epoch: int, steps: int = AUTO_STEPS) -> int:
@@ -117,6 +124,8 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
     cannot honour."""
     data, sampling = settings.data, settings.sampling
     check_outputs(settings.checkpoint, settings.report, meta.path)
+    if meta.parts is not None:
+        _check_partitioned(settings, meta, world_size)
     if data.target_type is not None and not meta.is_typed:
         raise DatasetError(f"--target-type {data.target_type}: {meta.path} is a homogeneous dataset (one node type); "
                            "drop --target-type")
@@ -135,10 +144,12 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
     if data.task == "link":
         sampling = replace(sampling, exclude=_exclude(sampling.exclude, meta.directed))
     features = _features(meta, settings.features, device)
-    graph_on_device = not meta.is_typed and times is None and _graph_fits(meta.graph_bytes, device)
+    graph_on_device = (not meta.is_typed and times is None and meta.parts is None
+                       and _graph_fits(meta.graph_bytes, device))
     _check_fuse_last_hop(sampling, data.task, meta, model, features, times, device, graph_on_device)
     train_seeds = _train_seed_count(meta, data.task, target, random_split)
-    optim = _optim(settings.optim, data.task, model, train_seeds, sampling.batch_size, world_size)
+    optim = _optim(settings.optim, data.task, model, _steps_per_epoch(meta, train_seeds, sampling.batch_size,
+                                                                      world_size))
     # recorded as resolved, but --exclude as given: "auto" depends only on the dataset, whose contents are compared
     # (and sparsetrain 0.1 recorded it so); a homogeneous dataset's one node type, which has no name, as none
     recorded = replace(settings, sampling=replace(sampling, exclude=settings.sampling.exclude), model=model,
@@ -148,10 +159,13 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
         device=device, world_size=world_size, task=data.task, target_type=target, random_split=random_split,
         model=model, optim=optim, sampling=sampling, features=features,
         graph_on_device=graph_on_device,
-        times=times, full_eval=data.task == "node" and _full_eval(meta, settings.run.eval, model.name, sampling),
+        times=times,
+        full_eval=data.task == "node" and meta.parts is None and _full_eval(meta, settings.run.eval, model.name,
+                                                                             sampling),
         clusters=model.name == "gt", run=settings.run, checkpoint=settings.checkpoint, report=settings.report,
         record={**batch_record(recorded), "dataset": {"path": str(meta.path), "sha256": meta.meta_sha256}},
         step_shapes=_step_shapes(settings.run, meta, data.task, model, sampling, world_size),
+        halo_cache_rows=None if meta.parts is None else _halo_cache_rows(meta, features.cache_gb),
     )
 
 
@@ -215,20 +229,68 @@ def _model(meta: DatasetMeta, model: ModelSettings, task: str) -> ModelSettings:
     return replace(model, name=name, hidden=hidden)
 
 
+def model_options(name: str) -> dict:
+    """The keywords :func:`~sparsetrain.nn.models.build_model` takes for model ``name`` beyond its size (its
+    ``MODEL_DEFAULTS`` other than ``lr``, ``weight_decay`` and ``hidden``: gt's ``input_dropout``)."""
+    return {k: v for k, v in MODEL_DEFAULTS.get(name, {}).items() if k not in ("lr", "weight_decay", "hidden")}
+
+
 def _defaults(task: str, model: str) -> dict:
     return LINK_DEFAULTS if task == "link" else MODEL_DEFAULTS.get(model, MODEL_DEFAULTS["sage"])
 
 
-def _optim(optim: OptimSettings, task: str, model: ModelSettings, train_seeds: int, batch_size: int,
-           world_size: int) -> OptimSettings:
+def _optim(optim: OptimSettings, task: str, model: ModelSettings, steps_per_epoch: int) -> OptimSettings:
     """The model's defaults where ``lr`` / ``weight_decay`` are None, and the epochs: ``--epochs``, else about
-    ``AUTO_STEPS`` (link: ``LINK_AUTO_STEPS``) optimizer steps of this rank's share of the train seeds."""
+    ``AUTO_STEPS`` (link: ``LINK_AUTO_STEPS``) optimizer steps of ``steps_per_epoch`` each."""
     defaults = _defaults(task, model.name)
     filled = {k: defaults[k] for k in ("lr", "weight_decay") if getattr(optim, k) is None}
     if optim.epochs is None:
-        steps_per_epoch = -(-(train_seeds // world_size) // batch_size)
         filled["epochs"] = auto_epochs(steps_per_epoch, LINK_AUTO_STEPS if task == "link" else AUTO_STEPS)
     return replace(optim, **filled)
+
+
+def _steps_per_epoch(meta: DatasetMeta, train_seeds: int, batch_size: int, world_size: int) -> int:
+    """Optimizer steps an epoch: a rank's share of the train seeds in batches; on parts, the batches of the part with
+    the most train nodes (every rank runs as many, :func:`~sparsetrain.distributed.batches_per_epoch`)."""
+    if meta.parts is not None:
+        return max(-(-n // batch_size) for n in meta.parts.train_per_part)
+    return -(-(train_seeds // world_size) // batch_size)
+
+
+# ---------------------------------------------------------------- a partitioned folder
+
+
+def _check_partitioned(settings: TrainSettings, meta: DatasetMeta, world_size: int) -> None:
+    """What a run on a partitioned folder (``meta.parts``) cannot honour yet, each refused in one line."""
+    parts = meta.parts
+    refused = [
+        (settings.data.task != "node", f"--task {settings.data.task}", "node classification only"),
+        (settings.data.target_type is not None, "--target-type", "typed graphs are not partitioned yet"),
+        (settings.sampling.temporal, "--temporal", "temporal sampling is not distributed yet"),
+        (settings.sampling.fuse_last_hop, "--fuse-last-hop", "the owners draw a part's last hop; drop it"),
+        (settings.features.placement != "auto", f"--features {settings.features.placement}",
+         "a part's features are its own rows plus a cache of halo rows; drop --features"),
+        (settings.model.name not in (None, *PARTITIONED_MODELS), f"--model {settings.model.name}",
+         f"choose one of {', '.join(PARTITIONED_MODELS)}"),
+        (settings.run.eval == "full", "--eval full", "a partitioned run evaluates on sampled batches; pass --eval "
+                                                     "sampled or auto"),
+        (settings.run.step == "static", "--step static", "its captured step has no gradient all-reduce; drop it"),
+    ]
+    for bad, what, fix in refused:
+        if bad:
+            raise SettingError(f"{what}: not supported on a partitioned folder ({meta.path}); {fix}")
+    if parts.num_parts != world_size:
+        raise SettingError(f"{meta.path}: has {parts.num_parts} parts but {world_size} ranks run; run one rank per "
+                           f"part (torchrun --nproc-per-node {parts.num_parts})")
+
+
+def _halo_cache_rows(meta: DatasetMeta, cache_gb: float) -> int:
+    """Halo rows a rank keeps: ``--cache-gb`` worth of feature rows when given, else ``HALO_CACHE_FRACTION`` of its
+    halo."""
+    if cache_gb > 0:
+        row_bytes = next(iter(meta.features.values())).row_bytes
+        return int(cache_gb * 2**30 // max(row_bytes, 1))
+    return int(meta.parts.halo_rows * HALO_CACHE_FRACTION)
 
 
 def _step_shapes(run: RunSettings, meta: DatasetMeta, task: str, model: ModelSettings, sampling: SamplingSettings,
@@ -342,7 +404,8 @@ def _times(meta: DatasetMeta, sampling: SamplingSettings, model: str, target: st
 
 
 def _fits_on_gpu(nbytes: int, device: torch.device) -> bool:
-    return nbytes <= GPU_RESIDENT_FRACTION * torch.cuda.mem_get_info(device)[0]
+    """The residency rule the PyG drop-in shares (:func:`~sparsetrain.storage.residency.fits_on_gpu`)."""
+    return fits_on_gpu(nbytes, torch.cuda.mem_get_info(device)[0])
 
 
 def _graph_fits(nbytes: int, device: torch.device) -> bool:

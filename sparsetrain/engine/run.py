@@ -18,6 +18,7 @@ from sparsetrain.datasets import load_clusters
 from sparsetrain.datasets.clustering import cluster_order
 from sparsetrain.datasets.csc import RawCSC
 from sparsetrain.datasets.format import NODE
+from sparsetrain.engine.checkpoint import list_checkpoints
 from sparsetrain.engine.dataset_checks import check_for_training
 from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.default_data import open_dataset
@@ -34,7 +35,8 @@ from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.link_task import LINK_TASK, link_parts, ranking_negatives
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.partitioned import is_partitioned, partitioned_parts
-from sparsetrain.engine.plan import MODEL_DEFAULTS, RANDOM_SPLIT, RunPlan, cache_budgets, plan
+from sparsetrain.engine.plan import RANDOM_SPLIT, RunPlan, cache_budgets, model_options, plan
+from sparsetrain.engine.run_config import config_of, write_config
 from sparsetrain.engine.settings import FeatureSettings, ModelSettings, SamplingSettings, TrainSettings
 from sparsetrain.engine.static_step import StaticStep, sampled_loader
 from sparsetrain.engine.trainer import Task, Trainer
@@ -68,6 +70,7 @@ def train(settings: TrainSettings) -> dict | None:
         check_for_training(ds, verify=settings.data.verify, task=run.task, target_type=run.target_type,
                            times=run.times is not None)
         torch.manual_seed(run.run.seed)
+        config = _record_config(settings, ctx)
         features = feature_stores(ds, run.features, ctx)
         if run.task == "link":
             loader, model, evaluate = link_parts(ds, run.sampling, run.model, run.run.seed, ctx, features,
@@ -79,7 +82,8 @@ def train(settings: TrainSettings) -> dict | None:
         if meta.is_typed and not quiet:
             print(f"training {run.model.name} on node type {run.target_type!r} of a typed dataset", flush=True)
         summary = _fit(_trainer(run, ctx, model, loader, evaluate, task), ctx)
-        summary.update({"model": run.model.name, "dataset": str(ds.path), "world_size": ctx.world_size})
+        summary.update({"model": run.model.name, "dataset": str(ds.path), "world_size": ctx.world_size,
+                        "config": config})
         if run.task == "link":
             summary.update({"task": "link", "decoder": run.model.decoder,
                             "negatives_per_positive": ranking_negatives(ds.edge_split)})
@@ -92,9 +96,21 @@ def _train_partitioned(settings: TrainSettings, ctx: DistContext) -> dict | None
     """A run on a partitioned folder: the parts built by :mod:`sparsetrain.engine.partitioned`, this module's
     Trainer."""
     run, loader, model, evaluate, task = partitioned_parts(settings, ctx)
+    config = _record_config(settings, ctx)
     summary = _fit(_trainer(run, ctx, model, loader, evaluate, task), ctx)
-    summary.update({"model": run.model.name, "dataset": str(settings.data.path), "world_size": ctx.world_size})
+    summary.update({"model": run.model.name, "dataset": str(settings.data.path), "world_size": ctx.world_size,
+                    "config": config})
     return summary if ctx.is_main else None
+
+
+def _record_config(settings: TrainSettings, ctx: DistContext) -> dict:
+    """The run's settings as written down (:func:`~sparsetrain.engine.run_config.config_of`): into the summary, and
+    by the main rank as ``config.json`` beside the checkpoints, unless the folder holds an earlier run's checkpoints
+    that this run (without ``--resume``) is about to refuse."""
+    folder = settings.checkpoint.dir
+    if ctx.is_main and folder is not None and (settings.checkpoint.resume or not list_checkpoints(folder)):
+        write_config(settings, folder)
+    return config_of(settings)
 
 
 # ---------------------------------------------------------------- feature stores
@@ -225,9 +241,8 @@ def _node_model(meta: DatasetMeta, model: ModelSettings, layers: int, target: st
     if model.name == "rgcn":
         return RGCN(meta.node_types, meta.edge_types, meta.num_features, model.hidden, num_classes, layers, target,
                     num_nodes=meta.num_nodes, dropout=model.dropout)
-    extra = {k: v for k, v in MODEL_DEFAULTS.get(model.name, {}).items() if k not in ("lr", "weight_decay", "hidden")}
     return build_model(model.name, meta.num_features[target], model.hidden, num_classes, layers, model.dropout,
-                       **extra)
+                       **model_options(model.name))
 
 
 # ---------------------------------------------------------------- the loop

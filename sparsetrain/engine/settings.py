@@ -13,12 +13,22 @@ takes: first each field's type against its annotation (:func:`_check_types`: a b
 bool), then its value. What a field means for a resumed run is its ``metadata``: fields marked ``RESUMABLE`` may
 change between a run and its resume; every other field changes the batches or the model and is recorded in each
 checkpoint (:func:`batch_record`).
+
+Each field is written once, here, and the ``train`` command line is generated from it (:mod:`sparsetrain.engine.cli`):
+the flag's name is the field's flat name (:data:`FLAGS`: ``batch_size`` -> ``--batch-size``; a part's ``path``,
+``placement``, ``name``, ``dir``, ``every`` are ``--data``, ``--features``, ``--model``, ``--checkpoint-dir``,
+``--checkpoint-every``; ``metadata["flags"]`` spells others), its type the annotation, its default the field's, its
+choices ``metadata["choices"]`` (checked here too) and its help the docstring under the field (:func:`field_docs`).
 """
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
 import math
 import os
+import sys
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -88,17 +98,26 @@ _TYPE_NAMES = {bool: "True or False", int: "an integer", float: "a number", str:
 
 
 def _check_types(part, error: type[SettingError]) -> None:
-    """Every field of the dataclass ``part`` holds a value of its annotated type: a bool is not an int nor an int a
-    bool, an int is a float; ``X | None`` takes None. NumPy scalars (``np.int64(64)``, ``np.float32(0.01)``,
-    ``np.bool_``, what a computed setting often is) count as their Python type and are stored as it, so the checkpoint
-    record holds plain values; a float is not an int (``1024.0``: pass ``1024``). One line naming the field and the
-    types it takes."""
+    """Every field of the dataclass ``part`` holds a value of its annotated type (and one of its ``choices``, where its
+    metadata lists them): a bool is not an int nor an int a bool, an int is a float; ``X | None`` takes None. NumPy
+    scalars (``np.int64(64)``, ``np.float32(0.01)``, ``np.bool_``, what a computed setting often is) count as their
+    Python type and are stored as it, so the checkpoint record holds plain values; a float is not an int (``1024.0``:
+    pass ``1024``). One line naming the field and the types it takes."""
     for f in fields(part):
-        allowed = _annotation(type(part), f.name)
-        value = _python_scalar(getattr(part, f.name), allowed)
+        value = typed_value(type(part), f.name, getattr(part, f.name), error)
         object.__setattr__(part, f.name, value)
-        if not any(_is_a(value, kind) for kind in allowed):
-            raise error(f"{f.name}={value!r}: must be {' or '.join(_TYPE_NAMES[kind] for kind in allowed)}")
+        if value is not None and "choices" in f.metadata:
+            _choice(error, f.name, value, f.metadata["choices"])
+
+
+def typed_value(cls, name: str, value, error: type[SettingError] = SettingError):
+    """``value`` as the field ``name`` of the dataclass ``cls`` holds it (a NumPy scalar as its Python type), or
+    ``error`` in one line naming the field and the types it takes."""
+    allowed = field_types(cls, name)
+    value = _python_scalar(value, allowed)
+    if not any(_is_a(value, kind) for kind in allowed):
+        raise error(f"{name}={value!r}: must be {' or '.join(_TYPE_NAMES[kind] for kind in allowed)}")
+    return value
 
 
 def _python_scalar(value, allowed: tuple[type, ...]):
@@ -111,7 +130,8 @@ def _python_scalar(value, allowed: tuple[type, ...]):
     return value
 
 
-def _annotation(cls, name: str) -> tuple[type, ...]:
+def field_types(cls, name: str) -> tuple[type, ...]:
+    """The types the field ``name`` of the dataclass ``cls`` takes, from its annotation (``X | None``: X and None)."""
     hint = typing.get_type_hints(cls)[name]
     return typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
 
@@ -162,43 +182,48 @@ class DataSettings:
     """What to train on."""
 
     path: Path | None = field(default=None, metadata=RESUMABLE)
-    """Dataset folder, or a built-in name (``cora``, ``synthetic``); None: cora (``--data``). A resume compares the
-    dataset's contents, not its path."""
-    task: str = "node"
-    """``node`` classification or ``link`` prediction on the dataset's link split (``--task``)."""
+    """Dataset folder, or a built-in dataset: cora (Planetoid's public split, shipped with the package; used when none
+    is given) or synthetic (20K nodes); built-ins are built on first use into $SPARSETRAIN_CACHE, else
+    $XDG_CACHE_HOME/sparsetrain, else ~/.cache/sparsetrain. A resume compares the dataset's contents, not its path."""
+    task: str = field(default="node", metadata={"choices": TASKS})
+    """``node`` classification or ``link`` prediction: train on the dataset's link split (``preprocess --link-split``;
+    --data cora builds one with 0.85,0.05,0.10), report val/test AUC, MRR and Hits@K (per positive among its own
+    negatives: hits@1/3/10_per_positive, as ogbl-citation2; against a shared pool: hits@10/50/100_shared_pool)."""
     target_type: str | None = None
-    """Typed datasets: the node type to train on; None: the dataset's target type (``--target-type``)."""
+    """Typed (heterogeneous) datasets: the node type to train on; None: the dataset's target type."""
     verify: bool = field(default=False, metadata=RESUMABLE)
-    """Check every file's sha256 and the graph's structure before training (``--verify``)."""
+    """Check every file's sha256 and the graph's structure before training (reads the whole dataset once); without it,
+    file sizes and the sha256 of files up to 64 MiB are checked, and every batch's features for NaN/inf."""
 
     def __post_init__(self) -> None:
         _as_paths(self, "path")
         _check_types(self, DataSettingError)
-        _choice(DataSettingError, "task", self.task, TASKS)
 
 
 @dataclass(frozen=True)
 class SamplingSettings:
     """How batches are drawn."""
 
-    fanouts: Fanouts = field(default_factory=lambda: Fanouts([10, 10]))
-    """Neighbours per hop from the seeds outward, -1 = all (a :class:`Fanouts` or a list; ``--fanout``)."""
+    fanouts: Fanouts = field(default_factory=lambda: Fanouts([10, 10]), metadata={"flags": ("--fanout",)})
+    """Neighbors per hop from the seeds outward, as PyG's num_neighbors (15,10,5); -1 = all (in Python a
+    :class:`Fanouts` or a list, or a dict by edge type)."""
     batch_size: int = 1024
-    """Seed nodes (link task: seed edges) per batch (``--batch-size``)."""
-    exclude: str = "auto"
-    """Link task: the batch's seed edges left out of its blocks, ``none``/``self``/``reverse``; ``auto``: reverse on
-    symmetric graphs, else self (``--exclude``)."""
+    """Seed nodes (link task: seed edges) per minibatch."""
+    exclude: str = field(default="auto", metadata={"choices": EXCLUDE_CHOICES})
+    """Link task: leave the batch's seed edges out of its blocks: self, reverse (also v->u), none; auto = reverse on
+    symmetric graphs, else self."""
     temporal: bool = False
-    """No neighbour later than its seed's time, a seed's time being its node time (the dataset's edge times, else its
-    node times; ``--temporal``)."""
-    temporal_strategy: str | None = None
-    """With ``temporal``: ``uniform`` (default) among the allowed neighbours, or ``last``, the most recent
-    (``--temporal-strategy``)."""
+    """Temporal sampling (PyG's rule): no neighbor later than its seed's time, a seed's time being its node time; reads
+    the dataset's edge times, else its node times (``preprocess --node-time``, ``--edge-time-column``); evaluation is
+    sampled the same way."""
+    temporal_strategy: str | None = field(default=None, metadata={"choices": TEMPORAL_STRATEGIES})
+    """With ``--temporal``: draw uniformly among the allowed neighbors (None: uniform) or take the most recent
+    (``last``)."""
     fuse_last_hop: bool = field(default=False, metadata=RESUMABLE)
-    """Training batches leave the outermost hop out: it is drawn (the same draws) and its sources' features averaged
-    in one pass for GraphSAGE's first layer, by the fetch stage (by the GPU sampler itself with ``--step static`` on a
-    GPU): no dedupe or gather of that hop's nodes (:mod:`sparsetrain.sampling.fused_mean`; ``--fuse-last-hop``). Same
-    batches and model, so a resume may switch it."""
+    """GraphSAGE node classification: training batches leave the outermost hop out; it is drawn (the same draws) and
+    its sources' features averaged in one pass for the first layer, by the fetch stage (by the GPU sampler itself with
+    ``--step static`` on a GPU): no dedupe or gather of that hop's nodes (:mod:`sparsetrain.sampling.fused_mean`);
+    features in memory, mmap or device. Same batches and model, so a resume may switch it."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.fanouts, str):  # a string is refused by the type check, not read as a sequence
@@ -208,54 +233,51 @@ class SamplingSettings:
                 raise SamplingSettingError(str(exc)) from None
         _check_types(self, SamplingSettingError)
         _integer(SamplingSettingError, "batch_size", self.batch_size, low=1, rule="a positive integer")
-        _choice(SamplingSettingError, "exclude", self.exclude, EXCLUDE_CHOICES)
-        if self.temporal_strategy is not None:
-            _choice(SamplingSettingError, "temporal_strategy", self.temporal_strategy, TEMPORAL_STRATEGIES)
-            if not self.temporal:
-                raise SamplingSettingError(f"--temporal-strategy {self.temporal_strategy} chooses among the neighbors "
-                                           "that --temporal allows; add --temporal or drop it")
+        if self.temporal_strategy is not None and not self.temporal:
+            raise SamplingSettingError(f"--temporal-strategy {self.temporal_strategy} chooses among the neighbors "
+                                       "that --temporal allows; add --temporal or drop it")
 
 
 @dataclass(frozen=True)
 class FeatureSettings:
     """Where the node features live and what caches them (neither changes the batches: a resume may change them)."""
 
-    placement: str = field(default="auto", metadata=RESUMABLE)
-    """``auto`` (on a GPU: its memory when they fit, else pinned host memory; on a CPU: mmap), ``mmap``, ``disk``,
-    ``memory``, ``device``, ``pinned`` or ``sharded`` across ranks (``--features``)."""
+    placement: str = field(default="auto", metadata={**RESUMABLE, "choices": FEATURE_PLACEMENTS})
+    """Feature placement: auto (on a GPU, in its memory when they fit, else pinned host memory read zero-copy; on a
+    CPU, mmap), mmap (ranks share the page cache), disk (O_DIRECT reads of the rows a batch needs, for features larger
+    than memory; give it a --cache-gb), memory, device, pinned, or sharded across ranks."""
     cache_gb: float = field(default=0.0, metadata=RESUMABLE)
-    """GiB of feature cache in front of the store; 0: none (``--cache-gb``)."""
-    cache_policy: str = field(default="hybrid", metadata=RESUMABLE)
-    """The cache's replacement policy (``--cache-policy``)."""
+    """GiB of feature cache in front of the features (0: no cache), at most the memory available; on a GPU the cache
+    is in GPU memory in front of pinned host features (mmap when they do not fit in host memory), and the progress
+    bar shows its hit rate and the PCIe MB read a batch."""
+    cache_policy: str = field(default="hybrid", metadata={**RESUMABLE, "choices": POLICIES})
+    """The cache's replacement policy (hybrid: the rows most often drawn as neighbors (out-degree) plus a scored
+    dynamic part)."""
 
     def __post_init__(self) -> None:
         _check_types(self, FeatureSettingError)
-        _choice(FeatureSettingError, "placement", self.placement, FEATURE_PLACEMENTS)
         _number(FeatureSettingError, "cache_gb", self.cache_gb, low=0, rule="a number >= 0")
-        _choice(FeatureSettingError, "cache_policy", self.cache_policy, POLICIES)
 
 
 @dataclass(frozen=True)
 class ModelSettings:
     """The model trained."""
 
-    name: str | None = None
-    """sage, gcn, gat, gt or rgcn; None: sage (rgcn on a typed dataset) (``--model``)."""
+    name: str | None = field(default=None, metadata={"choices": (*MODELS, *TYPED_MODELS)})
+    """The model; None: sage, rgcn on a typed dataset, which trains only rgcn; gt = graph transformer with sparse +
+    cluster attention (a graph without clusters.npy is partitioned at start, up to 1M nodes)."""
     hidden: int | None = None
-    """Hidden size; None: the model's default (``--hidden``)."""
+    """Hidden size; None: the model's default (128; gt 64)."""
     dropout: float = field(default=0.5, metadata=RESUMABLE)
-    """Dropout probability between layers, in [0, 1) (``--dropout``); a resume applies a new one and reports it."""
-    decoder: str = "dot"
-    """Link task: score a pair by the dot product of its embeddings or an MLP (``--decoder``)."""
+    """Dropout probability between layers, in [0, 1); a resume applies a new one and reports it."""
+    decoder: str = field(default="dot", metadata={"choices": DECODERS})
+    """Link task: score a pair by the dot product of its embeddings or an MLP."""
 
     def __post_init__(self) -> None:
         _check_types(self, ModelSettingError)
-        if self.name is not None:
-            _choice(ModelSettingError, "name", self.name, (*MODELS, *TYPED_MODELS))
         _integer(ModelSettingError, "hidden", self.hidden, low=1, rule="a positive integer", optional=True)
         _number(ModelSettingError, "dropout", self.dropout, low=0, high=1, high_open=True,
                 rule="a probability in [0, 1)")
-        _choice(ModelSettingError, "decoder", self.decoder, DECODERS)
 
 
 @dataclass(frozen=True)
@@ -264,13 +286,14 @@ class OptimSettings:
     resumed step on, more epochs continue the run)."""
 
     lr: float | None = field(default=None, metadata=RESUMABLE)
-    """Adam's learning rate; None: the model's default (``--lr``)."""
+    """Adam learning rate; None: the model's default (0.01; gt 0.005)."""
     weight_decay: float | None = field(default=None, metadata=RESUMABLE)
-    """L2 weight decay; None: the model's default (``--weight-decay``)."""
+    """L2 weight decay; None: the model's default (5e-4; gt 5e-3)."""
     epochs: int | None = field(default=None, metadata=RESUMABLE)
-    """Epochs; None: about 2000 optimizer steps (``--epochs``)."""
+    """Epochs to train; None: about 2000 optimizer steps, at most 200 epochs (200 full-batch epochs on Cora, ~11 on
+    products; the test accuracy reported is the one at the best validation epoch)."""
     max_steps: int | None = field(default=None, metadata=RESUMABLE)
-    """Stop after this many optimizer steps, mid-epoch if need be (``--max-steps``)."""
+    """Stop after this many optimizer steps, mid-epoch if need be (a partial epoch is not evaluated)."""
 
     def __post_init__(self) -> None:
         _check_types(self, OptimSettingError)
@@ -285,26 +308,27 @@ class RunSettings:
     """Where the run executes, its randomness and its evaluation."""
 
     device: str = field(default="auto", metadata=RESUMABLE)
-    """cpu, cuda, cuda:N or auto (``--device``); checked against the machine by the run's plan."""
-    precision: str = field(default="fp32", metadata=RESUMABLE)
-    """fp32 or bf16 mixed precision (``--precision``)."""
+    """cpu, cuda, cuda:N or auto (a GPU when one is visible); checked against the machine by the run's plan."""
+    precision: str = field(default="fp32", metadata={**RESUMABLE, "choices": PRECISIONS})
+    """fp32 or bf16 mixed precision (autocast, weights and optimizer in fp32): ~1.4x a step on CPUs with AVX-512 BF16
+    (benchmarks/RESULTS.md); GPUs need bfloat16 support."""
     seed: int = 0
-    """Seed of every random choice: same seed, same run (``--seed``), in [-2**43, 2**43)."""
-    eval: str = field(default="auto", metadata=RESUMABLE)
-    """Evaluation after each epoch: ``full`` (layer-wise, exact), ``sampled`` or ``auto`` (``--eval``)."""
-    step: str = field(default="eager", metadata=RESUMABLE)
-    """``eager``, or ``static``: each batch padded to its bounds so every step has the same shapes, replayed as one
-    CUDA graph on a GPU (GraphSAGE node classification; :mod:`sparsetrain.engine.static_step`; ``--step``)."""
+    """Seed of every random choice (weights, shuffle, sampling): same seed, same run; its magnitude below 2**43."""
+    eval: str = field(default="auto", metadata={**RESUMABLE, "choices": EVALUATIONS})
+    """Evaluation after each epoch: full = exact, every neighbor (layer-wise inference); sampled = the training
+    fanouts; auto (default) = full on graphs up to 100K nodes or where it visits fewer edges than sampled, else
+    sampled (gt always sampled)."""
+    step: str = field(default="eager", metadata={**RESUMABLE, "choices": STEPS})
+    """eager, or static: batches padded to their bounds from --batch-size and --fanout so every step has the same
+    shapes, replayed as one CUDA graph on a GPU, where each batch's sampling is captured and replayed too (GraphSAGE,
+    node task; :mod:`sparsetrain.engine.static_step`)."""
 
     def __post_init__(self) -> None:
         _check_types(self, RunSettingError)
         device_syntax(self.device)
-        _choice(RunSettingError, "precision", self.precision, PRECISIONS)
         if not -SEED_LIMIT <= self.seed < SEED_LIMIT:
             raise RunSettingError(f"seed={self.seed}: must be an integer in [-2**43, 2**43) (an epoch's shuffle seed, "
                                   "seed * 1000003 + epoch, must fit torch's 64-bit seeds)")
-        _choice(RunSettingError, "eval", self.eval, EVALUATIONS)
-        _choice(RunSettingError, "step", self.step, STEPS)
 
 
 def device_syntax(device: str) -> None:
@@ -325,11 +349,15 @@ class CheckpointSettings:
     """Where checkpoints go and whether the run continues from them (a resume may change these)."""
 
     dir: Path | None = field(default=None, metadata=RESUMABLE)
-    """Write checkpoints here (``--checkpoint-dir``)."""
+    """Write checkpoints here (every --checkpoint-every steps and each epoch; the newest 3 are kept), beside the run's
+    resolved settings (config.json). One folder per run: a run without --resume refuses a folder that already holds
+    checkpoints."""
     every: int = field(default=0, metadata=RESUMABLE)
-    """Optimizer steps between checkpoints; 0: epoch ends only (``--checkpoint-every``)."""
+    """Optimizer steps between checkpoints; 0: epoch ends only."""
     resume: bool = field(default=False, metadata=RESUMABLE)
-    """Continue from the newest intact checkpoint in ``dir`` (``--resume``)."""
+    """Continue from the newest intact checkpoint in --checkpoint-dir (start fresh if it has none); refused when that
+    checkpoint belongs to another run (model, dataset, seed, batch size, fanout or world size differ); a different
+    --lr, --weight-decay or --dropout applies from the resumed step on, and is reported."""
 
     def __post_init__(self) -> None:
         _as_paths(self, "dir")
@@ -344,12 +372,15 @@ class CheckpointSettings:
 class ReportSettings:
     """What the run reports and where (a resume may change these)."""
 
-    log: Path | None = field(default=None, metadata=RESUMABLE)
-    """Append per-step and per-epoch metrics here as JSON lines (``--metrics-log``)."""
+    # not --log first: torchrun reads any prefix of its own --log-dir/--logs-specs, so `torchrun ... train --log F`
+    # fails there
+    log: Path | None = field(default=None, metadata={**RESUMABLE, "flags": ("--metrics-log", "--log")})
+    """Append per-step and per-epoch metrics here as JSON lines (--log is the old name; it fails under torchrun)."""
     summary_json: Path | None = field(default=None, metadata=RESUMABLE)
-    """The CLI writes the final metrics here (``--summary-json``)."""
+    """Write the final metrics (val_acc, test_acc, epochs, seconds; link task: val_auc, test_auc, test_mrr,
+    test_hits@K_per_positive or _shared_pool, negatives_per_positive) and the run's resolved settings (config) here."""
     quiet: bool = field(default=False, metadata=RESUMABLE)
-    """No progress bar (``--quiet``)."""
+    """No progress bar."""
 
     def __post_init__(self) -> None:
         _as_paths(self, "log", "summary_json")
@@ -362,6 +393,37 @@ _RENAMED = {("data", "path"): "data", ("features", "placement"): "features", ("m
             ("checkpoint", "dir"): "checkpoint_dir", ("checkpoint", "every"): "checkpoint_every"}
 FLAGS = {_RENAMED.get((part, f.name), f.name): (part, f.name) for part, cls in PARTS.items() for f in fields(cls)}
 """A flat keyword (the ``train`` flag's name, ``--cache-gb`` -> ``cache_gb``) -> (part, field)."""
+
+
+def flag_names(flat: str) -> tuple[str, ...]:
+    """The ``train`` flags of the flat keyword ``flat``: ``metadata["flags"]`` where the field names them, else
+    ``--`` and ``flat`` with dashes (``cache_gb`` -> ``--cache-gb``)."""
+    part, key = FLAGS[flat]
+    return fields_of(PARTS[part])[key].metadata.get("flags", ("--" + flat.replace("_", "-"),))
+
+
+def field_docs(cls) -> dict[str, str]:
+    """The docstring written under each field of the dataclass ``cls`` (its help), by field name; {} where its
+    module's source cannot be read."""
+    return _docs_of_module(cls.__module__).get(cls.__qualname__, {})
+
+
+@functools.cache
+def _docs_of_module(module: str) -> dict[str, dict[str, str]]:
+    """Every class's field docstrings in ``module``, its source parsed once."""
+    try:
+        tree = ast.parse(inspect.getsource(sys.modules[module]))
+    except (OSError, TypeError):
+        return {}
+    docs: dict[str, dict[str, str]] = {}
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for node, after in zip(cls.body, cls.body[1:]):
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
+                    and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+                docs.setdefault(cls.name, {})[node.target.id] = inspect.cleandoc(after.value.value)
+    return docs
 
 
 @dataclass(init=False)
@@ -405,7 +467,7 @@ def batch_record(settings: TrainSettings) -> dict:
     """What a checkpoint records of the settings, by the ``train`` flags' names: every field not marked
     ``RESUMABLE``, whatever its value (a new field is recorded unless marked), so that a resume with any setting
     that changes the batches or the model (temporal on or off, the fanouts, the seed, ...) is refused."""
-    return {flat: _plain(getattr(getattr(settings, part), key)) for flat, (part, key) in FLAGS.items()
+    return {flat: plain_value(getattr(getattr(settings, part), key)) for flat, (part, key) in FLAGS.items()
             if not fields_of(PARTS[part])[key].metadata.get("resumable")}
 
 
@@ -413,8 +475,9 @@ def fields_of(cls) -> dict:
     return {f.name: f for f in fields(cls)}
 
 
-def _plain(value):
-    """``value`` as what a checkpoint loads with ``weights_only=True`` and compares with ``==``: fanouts as lists."""
+def plain_value(value):
+    """A setting's ``value`` as what a checkpoint (and a config file) loads with ``weights_only=True`` and compares
+    with ``==``: fanouts as lists, paths as strings."""
     if isinstance(value, Fanouts):
         per_hop = value.values
         return {",".join(et): list(v) for et, v in per_hop.items()} if isinstance(per_hop, dict) else list(per_hop)

@@ -25,8 +25,8 @@ from torch_geometric.data import Data, HeteroData
 from sparsetrain.pyg.errors import PyGOptionError
 from sparsetrain.sampling.graph import NODE_TYPE
 from sparsetrain.storage import PinnedFeatures
+from sparsetrain.storage.residency import fits_on_gpu
 
-GPU_FRACTION = 0.4  # of the GPU's free memory the data may take to live there; past it, x stays in pinned host memory
 FEATURE_PATHS = ("host", "device", "pinned")
 
 
@@ -71,7 +71,7 @@ def placement_plan(device: torch.device | str | None, where: torch.device, data_
     target = torch.device(target)
     if target.type != "cuda":
         return PlacementPlan(target, "host")
-    if _same_device(where, target) or data_bytes <= GPU_FRACTION * free_bytes(target):
+    if _same_device(where, target) or fits_on_gpu(data_bytes, free_bytes(target)):  # the engine's plan's rule
         return PlacementPlan(target, "device")
     return PlacementPlan(target, "pinned")
 

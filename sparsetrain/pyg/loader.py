@@ -93,7 +93,8 @@ class NeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader
             self.edge_features = getattr(ds, "edge_features", None)
             data = (DatasetFeatureStore(ds, features), DatasetGraphStore(ds))
         elif is_partitioned(data):
-            input_nodes, kwargs = partitioned_loader_args(data, input_nodes, kwargs)
+            input_nodes, kwargs = partitioned_loader_args(
+                data, input_nodes, kwargs, seed if neighbor_sampler is None else neighbor_sampler.seed)
         elif features is not None:
             raise PyGOptionError("features= replaces a sparsetrain dataset's feature store; with other data, put "
                                  "features in the data")

@@ -23,6 +23,7 @@ from sparsetrain.distributed.features import PartitionedFeatures
 from sparsetrain.distributed.seeds import batches_per_epoch
 from sparsetrain.partition.load import Partition, load_partition
 from sparsetrain.pyg.errors import PyGOptionError
+from sparsetrain.sampling.batch_keys import epoch_order
 
 
 class PartitionGraphStore(GraphStore):
@@ -116,23 +117,32 @@ def is_partitioned(data) -> bool:
 
 class PaddedBatches:
     """A ``batch_sampler`` of positions ``0..num_seeds-1`` cut into batches, padded with empty batches to
-    ``num_batches`` (the largest part's count, the same on every rank), so every rank samples as often."""
+    ``num_batches`` (the largest part's count, the same on every rank), so every rank samples as often. Each pass is
+    the next epoch, shuffled as the engine shuffles a part's seeds (:func:`~sparsetrain.sampling.batch_keys.epoch_order`
+    by ``seed``, the epoch and the rank), so the drop-in and ``sparsetrain train`` over the same parts draw the same
+    epochs."""
 
-    def __init__(self, num_seeds: int, batch_size: int, num_batches: int, shuffle: bool) -> None:
+    def __init__(self, num_seeds: int, batch_size: int, num_batches: int, shuffle: bool, *, seed: int, rank: int,
+                 world_size: int) -> None:
         self.num_seeds, self.batch_size, self.num_batches, self.shuffle = num_seeds, batch_size, num_batches, shuffle
+        self.seed, self.rank, self.world_size = seed, rank, world_size
+        self.epoch = 0
 
     def __len__(self) -> int:
         return self.num_batches
 
     def __iter__(self):
-        order = torch.randperm(self.num_seeds) if self.shuffle else torch.arange(self.num_seeds)
+        order = epoch_order(self.num_seeds, self.seed, self.epoch, shuffle=self.shuffle, rank=self.rank,
+                            world_size=self.world_size)
+        self.epoch += 1
         for i in range(self.num_batches):
             yield order[i * self.batch_size : (i + 1) * self.batch_size].tolist()
 
 
-def partitioned_loader_args(stores, input_nodes, kwargs: dict) -> tuple[torch.Tensor, dict]:
+def partitioned_loader_args(stores, input_nodes, kwargs: dict, seed: int | None) -> tuple[torch.Tensor, dict]:
     """``NeighborLoader``'s seeds and DataLoader arguments over :func:`partitioned_stores`: ``input_nodes`` names a
-    split (its owned nodes are this rank's seeds), batches padded to the largest part's count."""
+    split (its owned nodes are this rank's seeds), batches padded to the largest part's count, shuffled (``shuffle``)
+    from the sampler's ``seed``."""
     part = stores[1].part
     if not isinstance(input_nodes, str) or input_nodes not in part.manifest["parts"][0]["splits"]:
         raise PyGOptionError(f"input_nodes={input_nodes!r}: over a partitioned graph name a split (e.g. 'train'), so "
@@ -144,6 +154,9 @@ def partitioned_loader_args(stores, input_nodes, kwargs: dict) -> tuple[torch.Te
     batch_size, shuffle = int(args.pop("batch_size", 1)), bool(args.pop("shuffle", False))
     args.pop("drop_last", None)
     seeds = part.split_global(input_nodes)
-    args["batch_sampler"] = PaddedBatches(len(seeds), batch_size,
-                                          batches_per_epoch(part, input_nodes, batch_size), shuffle)
+    if seed is None:
+        raise PyGOptionError("seed: not offered over a partitioned graph; sample directional, forward, untimed, "
+                             "unweighted on the CPU, with the same integer seed on every rank")
+    args["batch_sampler"] = PaddedBatches(len(seeds), batch_size, batches_per_epoch(part, input_nodes, batch_size),
+                                          shuffle, seed=int(seed), rank=part.rank, world_size=part.num_parts)
     return seeds, args

@@ -38,6 +38,7 @@ from sparsetrain.pyg.graph import PyGGraph, graph_of
 from sparsetrain.pyg.ids import checked_ids
 from sparsetrain.pyg.keys import BatchKeys
 from sparsetrain.pyg.partitioned import is_partitioned
+from sparsetrain.sampling.batch_keys import run_key
 from sparsetrain.sampling.edge_seeds import LinkNeighborSampler
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
@@ -124,7 +125,8 @@ class NeighborSampler(BaseSampler):
     def _init_partitioned(self, data, num_neighbors, subgraph_type, replace, disjoint, time_attr, weight_attr,
                           sample_direction, seed, device) -> None:
         """Over :func:`~sparsetrain.pyg.partitioned.partitioned_stores`: a DistNeighborSampler of the part, collective;
-        batch keys ``position * world + rank``, unique across ranks."""
+        batch keys :func:`~sparsetrain.sampling.batch_keys.run_key` (``position * world + rank``), unique across
+        ranks, the engine's over the same parts."""
         refused = {"subgraph_type": SubgraphType(subgraph_type) != SubgraphType.directional, "disjoint": disjoint,
                    "time_attr": time_attr is not None, "weight_attr": weight_attr is not None,
                    "sample_direction": sample_direction != "forward", "device": device is not None,
@@ -191,8 +193,8 @@ class NeighborSampler(BaseSampler):
     def next_key(self) -> int:
         """The batch key of this call (:mod:`sparsetrain.pyg.keys`: a function of the epoch and the batch's
         position in it)."""
-        if isinstance(self.fused, DistNeighborSampler):
-            return self.keys.next() * self.fused.world + self.fused.rank
+        if isinstance(self.fused, DistNeighborSampler):  # the engine's keys over the same parts
+            return run_key(self.keys.next(), self.fused.rank, self.fused.world)
         return self.keys.next()
 
 

@@ -16,10 +16,9 @@ from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
+from sparsetrain.sampling.batch_keys import batch_key, epoch_order
 from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.input import EdgeSamplerInput, EdgeSeeds, SamplerInput
-
-_SHUFFLE_STRIDE = 1_000_003  # the epoch's shuffle seed is seed * stride + epoch
 
 
 class SeedBatches:
@@ -62,9 +61,8 @@ class SeedBatches:
         """This rank's seed batches of ``epoch`` (default: the current one), a pure function of (seed, epoch, rank)."""
         epoch = self.epoch if epoch is None else epoch
         seeds = self.seeds
-        if self.shuffle:
-            generator = torch.Generator().manual_seed(self.seed * _SHUFFLE_STRIDE + epoch)
-            seeds = seeds[torch.randperm(len(seeds), generator=generator)]
+        if self.shuffle:  # one order shared by every rank
+            seeds = seeds[epoch_order(len(seeds), self.seed, epoch)]
         if self.world_size > 1:
             share = len(seeds) // self.world_size
             seeds = seeds[self.rank * share : (self.rank + 1) * share]
@@ -74,11 +72,12 @@ class SeedBatches:
         return self.order(parts, self.sampler) if self.order is not None else parts
 
     def inputs(self, epoch: int | None = None) -> list[SamplerInput | EdgeSamplerInput]:
-        """The batches of ``epoch`` as ``SamplerInput`` whose keys never collide across epochs or ranks."""
+        """The batches of ``epoch`` as ``SamplerInput`` whose keys never collide across epochs or ranks
+        (:func:`~sparsetrain.sampling.batch_keys.batch_key`)."""
         epoch = self.epoch if epoch is None else epoch
         per_epoch = -(-len(self.seeds) // self.batch_size)
-        first = (epoch * self.world_size + self.rank) * per_epoch
-        return [part.input(key=first + i) if isinstance(part, EdgeSeeds) else SamplerInput(part, key=first + i)
+        keys = [batch_key(epoch, i, per_epoch, self.rank, self.world_size) for i in range(per_epoch)]
+        return [part.input(key=keys[i]) if isinstance(part, EdgeSeeds) else SamplerInput(part, key=keys[i])
                 for i, part in enumerate(self.batches(epoch))]
 
     def __len__(self) -> int:
