@@ -161,7 +161,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     # there
     p.add_argument("--metrics-log", "--log", dest="log", type=Path,
                    help="append per-step and per-epoch metrics here as JSON lines (--log is the old name; it fails "
-                        "under torchrun)")
+                        "under torchrun); the same records go to a CSV beside it, the name with .csv (runs/m.jsonl -> "
+                        "runs/m.csv), rewritten after each epoch")
+    p.add_argument("--tensorboard", type=Path, metavar="DIR",
+                   help="write TensorBoard event files here (`tensorboard --logdir DIR`): every number of the metrics "
+                        "log (loss, accuracies, step time, the sample/fetch/compute split, cache hit rate, bytes read "
+                        "and exchanged) at its step; needs `pip install tensorboard`")
+    p.add_argument("--patience", type=_POSITIVE_INT,
+                   help="early stopping: stop after this many evaluations (epochs) without a better validation metric "
+                        "(val_acc; link task val_auc); the summary says at which epoch; a resume keeps the count")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of every random choice (weights, shuffle, sampling): same seed, same run; its magnitude "
                         "below 2**43 (default 0)")
@@ -171,6 +179,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "negatives_per_positive) here")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=_train)
+
+    p = sub.add_parser("plot", help="draw a run's loss and metric curves to a PNG (needs matplotlib)",
+                       description="Draw the loss and validation/test metric curves of a run's metrics log "
+                                   "(`train --metrics-log FILE`: the JSON lines or the CSV beside them) to a PNG.")
+    p.add_argument("path", type=Path, metavar="RUN",
+                   help="a metrics log (.jsonl or its .csv), or a folder holding one")
+    p.add_argument("--out", type=Path, help="the PNG to write (default: the log's name with .png)")
+    p.set_defaults(run=_plot)
 
 
 def _ranking(summary: dict) -> str:
@@ -193,11 +209,13 @@ def settings_of(args: argparse.Namespace) -> TrainSettings:
                                   fuse_last_hop=args.fuse_last_hop),
         features=FeatureSettings(placement=args.features, cache_gb=args.cache_gb, cache_policy=args.cache_policy),
         model=ModelSettings(name=args.model, hidden=args.hidden, dropout=args.dropout, decoder=args.decoder),
-        optim=OptimSettings(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs, max_steps=args.max_steps),
+        optim=OptimSettings(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs, max_steps=args.max_steps,
+                            patience=args.patience),
         run=RunSettings(device=args.device, precision=args.precision, seed=args.seed, eval=args.eval,
                         step=args.step),
         checkpoint=CheckpointSettings(dir=args.checkpoint_dir, every=args.checkpoint_every, resume=args.resume),
-        report=ReportSettings(log=args.log, summary_json=args.summary_json, quiet=args.quiet),
+        report=ReportSettings(log=args.log, summary_json=args.summary_json, quiet=args.quiet,
+                              tensorboard=args.tensorboard),
     )
 
 
@@ -215,6 +233,13 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plot(args: argparse.Namespace) -> int:
+    from sparsetrain.engine.plot import plot_run
+
+    print(f"wrote {plot_run(args.path, args.out)}")
+    return 0
+
+
 def _print_summary(summary: dict) -> None:
     if summary.get("task") == "link":
         print(f"test AUC {summary['test_auc']:.4f} (val {summary['val_auc']:.4f}, epoch {summary['best_epoch']})  "
@@ -225,6 +250,8 @@ def _print_summary(summary: dict) -> None:
     else:
         print(f"test accuracy {summary['test_acc']:.4f} (val {summary['val_acc']:.4f}, epoch {summary['best_epoch']}) "
               f"after {summary['epochs']} epochs in {summary['seconds']:.1f} s")
+    if summary.get("stopped_early"):
+        print(f"stopped early at epoch {summary['stopped_epoch']} (--patience)")
     if summary.get("disk_mb") is not None or summary.get("hit_rate") is not None:
         hit = "n/a" if summary.get("hit_rate") is None else f"{summary['hit_rate']:.1%}"
         print(f"features: cache hit rate {hit}, {summary['disk_mb']:.0f} MB read from disk")

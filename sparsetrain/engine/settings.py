@@ -271,9 +271,13 @@ class OptimSettings:
     """Epochs; None: about 2000 optimizer steps (``--epochs``)."""
     max_steps: int | None = field(default=None, metadata=RESUMABLE)
     """Stop after this many optimizer steps, mid-epoch if need be (``--max-steps``)."""
+    patience: int | None = field(default=None, metadata=RESUMABLE)
+    """Early stopping: stop after this many evaluations in a row without a better validation metric (the task's
+    ``select_metric``); None: train every epoch (``--patience``)."""
 
     def __post_init__(self) -> None:
         _check_types(self, OptimSettingError)
+        _integer(OptimSettingError, "patience", self.patience, low=1, rule="a positive integer", optional=True)
         _number(OptimSettingError, "lr", self.lr, low=0, low_open=True, rule="a positive number", optional=True)
         _number(OptimSettingError, "weight_decay", self.weight_decay, low=0, rule="a number >= 0", optional=True)
         _integer(OptimSettingError, "epochs", self.epochs, low=1, rule="a positive integer", optional=True)
@@ -345,15 +349,23 @@ class ReportSettings:
     """What the run reports and where (a resume may change these)."""
 
     log: Path | None = field(default=None, metadata=RESUMABLE)
-    """Append per-step and per-epoch metrics here as JSON lines (``--metrics-log``)."""
+    """Append per-step and per-epoch metrics here as JSON lines (``--metrics-log``); the same records are written
+    beside it as CSV, the log's name with ``.csv`` for its suffix (``runs/m.jsonl`` -> ``runs/m.csv``), rewritten after
+    each epoch (Lightning's ``CSVLogger`` layout: a header of every field, one row a record, empty where absent)."""
+    tensorboard: Path | None = field(default=None, metadata=RESUMABLE)
+    """Write TensorBoard event files into this folder (``--tensorboard``; needs ``pip install tensorboard``): every
+    number of the metrics log as a scalar of the same name at the record's step."""
     summary_json: Path | None = field(default=None, metadata=RESUMABLE)
     """The CLI writes the final metrics here (``--summary-json``)."""
     quiet: bool = field(default=False, metadata=RESUMABLE)
     """No progress bar (``--quiet``)."""
 
     def __post_init__(self) -> None:
-        _as_paths(self, "log", "summary_json")
+        _as_paths(self, "log", "summary_json", "tensorboard")
         _check_types(self, ReportSettingError)
+        if self.log is not None and self.log.suffix == ".csv":
+            raise ReportSettingError(f"--metrics-log {self.log}: the metrics log is JSON lines and its CSV is written "
+                                     "beside it under the same name with .csv; name the log .jsonl")
 
 
 PARTS = {"data": DataSettings, "sampling": SamplingSettings, "features": FeatureSettings, "model": ModelSettings,
