@@ -18,15 +18,7 @@ from sparsetrain.sampling import CSCGraph
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 
 
-def _has_dgl() -> bool:
-    try:
-        import dgl  # noqa: F401
-    except Exception:
-        return False
-    return True
-
-
-needs_dgl = [pytest.mark.dgl, pytest.mark.skipif(not _has_dgl(), reason="needs the DGL environment")]
+dgl_env = pytest.mark.dgl  # (the DGL environment runs `-m dgl`; elsewhere these skip)
 
 
 # ---------------------------------------------------------------- without DGL
@@ -101,9 +93,9 @@ def _check_device(data, device):
 
 @pytest.mark.parametrize("use_mask", [False, True])
 @pytest.mark.parametrize("idtype", [torch.int32, torch.int64])
-def test_neighbor_nonuniform(idtype, use_mask, request):
-    for mark in needs_dgl:
-        request.applymarker(mark)
+@dgl_env
+def test_neighbor_nonuniform(idtype, use_mask):
+    pytest.importorskip("dgl")
     import dgl
 
     import sparsetrain.dgl as sd
@@ -151,9 +143,9 @@ def _hetero_g2(dgl, idtype):
 
 @pytest.mark.parametrize("sampler_name", ["full", "neighbor", "neighbor2"])
 @pytest.mark.parametrize("idtype", [torch.int32, torch.int64])
-def test_node_dataloader(idtype, sampler_name, request):
-    for mark in needs_dgl:
-        request.applymarker(mark)
+@dgl_env
+def test_node_dataloader(idtype, sampler_name):
+    pytest.importorskip("dgl")
     import dgl
 
     import sparsetrain.dgl as sd
@@ -204,11 +196,11 @@ def test_node_dataloader(idtype, sampler_name, request):
 
 @pytest.mark.parametrize("drop_last", [True, False])
 @pytest.mark.parametrize("sampler_name", ["full", "neighbor"])
-def test_decompose_dataset_as_dgl_does(sampler_name, drop_last, request, monkeypatch):
+@dgl_env
+def test_decompose_dataset_as_dgl_does(sampler_name, drop_last, monkeypatch):
     """DGL's test_ddp_dataloader_decompose_dataset's arithmetic, one rank at a time (no processes): every rank's
     largest seed and, without drop_last, every seed covered."""
-    for mark in needs_dgl:
-        request.applymarker(mark)
+    pytest.importorskip("dgl")
     import dgl
     import torch.distributed as dist
 
@@ -243,9 +235,9 @@ def test_decompose_dataset_as_dgl_does(sampler_name, drop_last, request, monkeyp
             assert set(covered) == set(range(len(indices))) and local_max == len(indices) - 1
 
 
-def test_dataloader_worker_init_fn(request):
-    for mark in needs_dgl:
-        request.applymarker(mark)
+@dgl_env
+def test_dataloader_worker_init_fn():
+    pytest.importorskip("dgl")
     import dgl
 
     import sparsetrain.dgl as sd
@@ -271,11 +263,11 @@ def _edges_as_ids(block, dgl):
 
 
 @pytest.mark.parametrize("typed", [False, True])
-def test_full_neighbour_blocks_equal_dgl_loader_blocks(typed, request):
+@dgl_env
+def test_full_neighbour_blocks_equal_dgl_loader_blocks(typed):
     """With every neighbour, a batch is a function of its seeds: the same input nodes, and per block the same edges
     (by graph ids and DGL edge ids) and the same dst nodes, as DGL's own DataLoader gives."""
-    for mark in needs_dgl:
-        request.applymarker(mark)
+    pytest.importorskip("dgl")
     import dgl
 
     import sparsetrain.dgl as sd
@@ -305,9 +297,9 @@ def test_full_neighbour_blocks_equal_dgl_loader_blocks(typed, request):
             assert set(mine.dstnodes[t].data[dgl.NID].tolist()) == set(dgls.dstnodes[t].data[dgl.NID].tolist())
 
 
-def test_prefetched_features_are_the_graph_rows(request):
-    for mark in needs_dgl:
-        request.applymarker(mark)
+@dgl_env
+def test_prefetched_features_are_the_graph_rows():
+    pytest.importorskip("dgl")
     import dgl
 
     import sparsetrain.dgl as sd
@@ -330,9 +322,9 @@ def test_prefetched_features_are_the_graph_rows(request):
             assert torch.equal(block.srcdata[dgl.NID][s], gs) and torch.equal(block.dstdata[dgl.NID][d], gd)
 
 
-def test_a_sparsetrain_dataset_feeds_the_loader(request, tmp_path):
-    for mark in needs_dgl:
-        request.applymarker(mark)
+@dgl_env
+def test_a_sparsetrain_dataset_feeds_the_loader(tmp_path):
+    pytest.importorskip("dgl")
     import sparsetrain as st
     import sparsetrain.dgl as sd
 
