@@ -23,7 +23,6 @@ import torch
 from sparsetrain.sampling.errors import SamplingBackendError
 from sparsetrain.sampling.graph import EdgeType
 
-
 DGL_INSTALL = ("`pip install torch==2.2.1 dgl==2.1.0 \"torchdata<0.8\"` (DGL's last release, 2.1.0, runs on torch "
                "2.2.1; it has no build for newer torch)")
 """How to get DGL, said by every error that needs it."""
