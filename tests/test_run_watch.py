@@ -206,3 +206,31 @@ def test_plot_without_matplotlib_or_a_log_is_one_line(cli, watched, tmp_path, mo
 def test_csv_text_fills_missing_fields_with_empty_cells():
     text = run_log.csv_text([{"step": 1, "loss": 0.5}, {"step": 1, "epoch": 1, "val_acc": None, "x": [1, 2]}])
     assert text == 'step,loss,epoch,val_acc,x\n1,0.5,,,\n1,,1,,"[1, 2]"\n'
+
+
+def test_a_resumed_run_replaces_the_redone_steps_in_tensorboard_and_the_csv(cli, tiny, tmp_path):
+    """A run resumed from an earlier checkpoint than its last step (a crash after the log went on) redoes those
+    steps: the metrics log drops its lines after the checkpoint, the CSV follows it, and TensorBoard's reader drops
+    the first run's events from the resumed step on (``purge_step``), so every view holds each step once."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    ck, log, tb = tmp_path / "ck", tmp_path / "m.jsonl", tmp_path / "tb"
+    flags = ["--data", tiny, *TINY, "--epochs", "2", "--checkpoint-dir", ck, "--metrics-log", log, "--tensorboard", tb,
+             "--dropout", "0.5"]
+    assert cli("train", *flags)[0] == 0
+    first = _records(log)
+    newest = sorted(ck.glob("step-*.pt"))[-1]
+    newest.unlink()  # as if the run died before writing it: the resume starts from epoch 1's checkpoint
+    time.sleep(1.1)  # (a later event file name: TensorBoard reads the files in name order)
+    assert cli("train", *flags, "--resume", "--lr", "0.02")[0] == 0
+    records = _records(log)
+    steps = [r["step"] for r in records if "loss" in r]
+    assert steps == sorted(set(steps)) and len(records) == len(first)
+    assert [r.get("loss") for r in records] != [r.get("loss") for r in first]  # epoch 2 redone with another lr
+    with open(tmp_path / "m.csv", newline="") as f:
+        assert [json.loads(row["step"]) for row in csv.DictReader(f)] == [r["step"] for r in records]
+    acc = EventAccumulator(str(tb), size_guidance={"scalars": 0})
+    acc.Reload()
+    events = acc.Scalars("loss")
+    assert [e.step for e in events] == steps
+    assert [e.value for e in events] == pytest.approx([r["loss"] for r in records if "loss" in r], rel=1e-6)
