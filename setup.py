@@ -5,6 +5,7 @@ from setuptools import find_packages, setup
 ROOT = Path(__file__).parent
 METIS = ["pymetis>=2023.1"]
 NOTEBOOKS = ["matplotlib>=3.7", "nbclient>=0.8", "nbformat>=5.9", "ipykernel>=6"]
+TENSORBOARD = ["tensorboard>=2.10"]
 HF = ["transformers>=5"]  # sparsetrain.moe.hf, notebook 03, benchmarks/moe.py
 version = {}
 exec((ROOT / "sparsetrain" / "_version.py").read_text(), version)
@@ -30,11 +31,14 @@ setup(
     ],
     extras_require={
         # the test suite executes the example notebooks, so dev carries what they need
-        "dev": ["pytest>=7", "ruff>=0.6", "scipy>=1.10", "psutil>=5.9", "ogb>=1.3", *NOTEBOOKS, *METIS, *HF],  # ogb: the reference the OGB importers and link metrics are tested against
+        "dev": ["pytest>=7", "ruff>=0.6", "scipy>=1.10", "psutil>=5.9", "ogb>=1.3", *NOTEBOOKS, *METIS, *HF,
+                *TENSORBOARD],  # ogb: the reference the OGB importers and link metrics are tested against
         "gpu": ["cupy-cuda12x>=12"],
         "notebooks": [*NOTEBOOKS, *HF],
         "hf": HF,
         "metis": METIS,  # `--reorder cluster` partitions with METIS when present (else a BFS fallback)
+        "tensorboard": TENSORBOARD,  # `train --tensorboard DIR`
+        "plot": ["matplotlib>=3.7"],  # `sparsetrain plot RUN`
     },
     entry_points={"console_scripts": ["sparsetrain=sparsetrain.cli:main"]},
 )

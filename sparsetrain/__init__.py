@@ -10,7 +10,7 @@ import importlib
 
 from sparsetrain._version import __version__
 
-_SUBPACKAGES = ("datasets", "storage", "sampling", "collective", "nn", "moe", "engine", "pyg", "errors")
+_SUBPACKAGES = ("datasets", "storage", "sampling", "collective", "nn", "moe", "engine", "pyg", "dgl", "errors")
 
 _NOUNS = {
     "load": "datasets",

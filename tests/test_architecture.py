@@ -26,6 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "moe": {"collective"},
     "engine": {"storage", "sampling", "datasets", "collective", "nn", "moe", "partition", "distributed"},
     "pyg": {"storage", "sampling", "datasets", "collective", "nn", "engine", "partition", "distributed"},
+    "dgl": {"sampling"},
     "partition": {"storage", "sampling", "datasets"},
     "distributed": {"storage", "sampling", "collective", "partition"},
     "cli": {"datasets", "engine", "partition"},

@@ -13,7 +13,7 @@ README_NOUNS = [
     "TensorFeatures", "MmapFeatures", "PinnedFeatures", "CachedFeatures", "ShardedFeatures", "Trainer", "fit",
     "MoE", "FSSDP", "GraphSAGE", "GCN", "GAT", "GraphTransformer", "sparse_all_gather", "sparse_reduce_scatter",
 ]  # fmt: skip
-SUBPACKAGES = ["datasets", "storage", "sampling", "collective", "moe", "engine", "pyg"]
+SUBPACKAGES = ["datasets", "storage", "sampling", "collective", "moe", "engine", "pyg", "dgl"]
 
 
 def test_every_top_level_name_resolves_to_its_subpackage_object():

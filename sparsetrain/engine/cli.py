@@ -98,6 +98,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_setting_flags(p)
     p.set_defaults(run=_train, given=frozenset())
 
+    p = sub.add_parser("plot", help="draw a run's loss and metric curves to a PNG (needs matplotlib)",
+                       description="Draw the loss and validation/test metric curves of a run's metrics log "
+                                   "(`train --metrics-log FILE`: the JSON lines or the CSV beside them) to a PNG.")
+    p.add_argument("path", type=Path, metavar="RUN",
+                   help="a metrics log (.jsonl or its .csv), or a folder holding one")
+    p.add_argument("--out", type=Path, help="the PNG to write (default: the log's name with .png)")
+    p.set_defaults(run=_plot)
+
 
 def _ranking(summary: dict) -> str:
     """The test split's ranking metrics, the Hits@K definition said once: ``mrr 0.45  hits@10 0.71 (per ...)``."""
@@ -136,6 +144,13 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plot(args: argparse.Namespace) -> int:
+    from sparsetrain.engine.plot import plot_run
+
+    print(f"wrote {plot_run(args.path, args.out)}")
+    return 0
+
+
 def _print_summary(summary: dict) -> None:
     if summary.get("task") == "link":
         print(f"test AUC {summary['test_auc']:.4f} (val {summary['val_auc']:.4f}, epoch {summary['best_epoch']})  "
@@ -146,6 +161,8 @@ def _print_summary(summary: dict) -> None:
     else:
         print(f"test accuracy {summary['test_acc']:.4f} (val {summary['val_acc']:.4f}, epoch {summary['best_epoch']}) "
               f"after {summary['epochs']} epochs in {summary['seconds']:.1f} s")
+    if summary.get("stopped_early"):
+        print(f"stopped early at epoch {summary['stopped_epoch']} (--patience)")
     if summary.get("disk_mb") is not None or summary.get("hit_rate") is not None:
         hit = "n/a" if summary.get("hit_rate") is None else f"{summary['hit_rate']:.1%}"
         print(f"features: cache hit rate {hit}, {summary['disk_mb']:.0f} MB read from disk")

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.stages import CopyToDevice, FetchFeatures, Producer, Sample, Staged
-from sparsetrain.engine.stages.chain import run_chain
+from sparsetrain.engine.stages.chain import own_seconds, run_chain, stage_name
 from sparsetrain.errors import SettingError
 from sparsetrain.sampling.input import EdgeSamplerInput, EdgeSeeds, SamplerInput
 from sparsetrain.sampling.seeds import SeedBatches
@@ -28,12 +28,20 @@ BATCH_TIMEOUT_S = 300.0
 
 @dataclass
 class EpochStats:
-    """How one pass over the loader went: ``stall_fraction`` = time the loop waited on data / epoch time."""
+    """How one pass over the loader went: ``stall_fraction`` = time the loop waited on data / epoch time;
+    ``stage_seconds``: each stage's own time by its name (``sample``, ``fetch``, ``to_device``), in the producer thread
+    (overlapping the loop's compute) or in line."""
 
     batches: int = 0
     seeds: int = 0
     wait_seconds: float = 0.0
     total_seconds: float = 0.0
+    stage_names: tuple[str, ...] = ()
+    chain_seconds: dict = field(default_factory=dict)  # run_chain's sums, each stage's range with those before it
+
+    @property
+    def stage_seconds(self) -> dict[str, float]:
+        return own_seconds(self.stage_names, self.chain_seconds)
 
     @property
     def stall_fraction(self) -> float:
@@ -116,10 +124,14 @@ class Loader:
         :class:`~sparsetrain.sampling.SeedBatches`)."""
         return self.seed_batches.batches(epoch)
 
-    def _pipeline(self, todo: list[SamplerInput | EdgeSamplerInput]) -> Iterator[Staged]:
+    def _pipeline(self, todo: list[SamplerInput | EdgeSamplerInput], stats: EpochStats | None = None
+                  ) -> Iterator[Staged]:
         """Stages 2-4 over this epoch's inputs: batch k is sampled and its rows' fetch started before batch k - 1 is
-        gathered."""
-        return run_chain(self.stages, todo)
+        gathered (each stage's time into ``stats``)."""
+        if stats is None:
+            return run_chain(self.stages, todo)
+        stats.stage_names = tuple(stage_name(stage) for stage in self.stages)
+        return run_chain(self.stages, todo, stats.chain_seconds)
 
     def __iter__(self) -> Iterator:
         return self.epoch(self._epoch)
@@ -132,7 +144,7 @@ class Loader:
         started = time.perf_counter()
         to_device = self.device_stage
         if self.prefetch == 0:  # in line: each batch is pulled through the chain when the loop asks for it
-            pipeline = self._pipeline(todo)
+            pipeline = self._pipeline(todo, stats)
             while True:
                 t0 = time.perf_counter()
                 to_device.follow_compute()
@@ -149,7 +161,8 @@ class Loader:
             return
 
         to_device.follow_compute()
-        producer = Producer(self._pipeline(todo), depth=self.prefetch, timeout=self.timeout, context=to_device.stream,
+        producer = Producer(self._pipeline(todo, stats), depth=self.prefetch, timeout=self.timeout,
+                            context=to_device.stream,
                             numba_threads=self.loader_threads)
         try:
             with producer:

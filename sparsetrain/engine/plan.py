@@ -178,7 +178,7 @@ def check_outputs(checkpoint: CheckpointSettings, report: ReportSettings, datase
     none in the ``dataset`` folder (a summary written over its ``meta.json`` or a log appended to an array would
     destroy the dataset; checkpoints there would go with its next re-import)."""
     outputs = (("--checkpoint-dir", checkpoint.dir, True), ("--metrics-log", report.log, False),
-               ("--summary-json", report.summary_json, False))
+               ("--summary-json", report.summary_json, False), ("--tensorboard", report.tensorboard, True))
     for flag, path, folder in outputs:
         if path is None:
             continue

@@ -262,7 +262,7 @@ def _trainer(run: RunPlan, ctx: DistContext, model, loader: Loader, evaluate, ta
     return Trainer(model, loader, optimizer, epochs=run.optim.epochs, max_steps=run.optim.max_steps,
                    evaluate=evaluate, task=task, checkpoints=run.checkpoint, report=run.report,
                    precision=run.run.precision, record=run.record, hyperparameters={"dropout": run.model.dropout},
-                   is_main=ctx.is_main, static_step=static)
+                   is_main=ctx.is_main, static_step=static, patience=run.optim.patience)
 
 
 def _fit(trainer: Trainer, ctx: DistContext) -> dict:

@@ -294,9 +294,14 @@ class OptimSettings:
     products; the test accuracy reported is the one at the best validation epoch)."""
     max_steps: int | None = field(default=None, metadata=RESUMABLE)
     """Stop after this many optimizer steps, mid-epoch if need be (a partial epoch is not evaluated)."""
+    patience: int | None = field(default=None, metadata=RESUMABLE)
+    """Early stopping: stop after this many evaluations in a row without a better validation metric (the task's
+    ``select_metric``: val_acc; link task val_auc); the summary says at which epoch; a resume keeps the count; None:
+    train every epoch."""
 
     def __post_init__(self) -> None:
         _check_types(self, OptimSettingError)
+        _integer(OptimSettingError, "patience", self.patience, low=1, rule="a positive integer", optional=True)
         _number(OptimSettingError, "lr", self.lr, low=0, low_open=True, rule="a positive number", optional=True)
         _number(OptimSettingError, "weight_decay", self.weight_decay, low=0, rule="a number >= 0", optional=True)
         _integer(OptimSettingError, "epochs", self.epochs, low=1, rule="a positive integer", optional=True)
@@ -375,7 +380,13 @@ class ReportSettings:
     # not --log first: torchrun reads any prefix of its own --log-dir/--logs-specs, so `torchrun ... train --log F`
     # fails there
     log: Path | None = field(default=None, metadata={**RESUMABLE, "flags": ("--metrics-log", "--log")})
-    """Append per-step and per-epoch metrics here as JSON lines (--log is the old name; it fails under torchrun)."""
+    """Append per-step and per-epoch metrics here as JSON lines (--log is the old name; it fails under torchrun);
+    the same records are written beside it as CSV, the log's name with ``.csv`` for its suffix (``runs/m.jsonl`` ->
+    ``runs/m.csv``), rewritten after each epoch (Lightning's ``CSVLogger`` layout: a header of every field, one row a
+    record, empty where absent)."""
+    tensorboard: Path | None = field(default=None, metadata=RESUMABLE)
+    """Write TensorBoard event files into this folder (``tensorboard --logdir DIR``; needs ``pip install tensorboard``):
+    every number of the metrics log as a scalar of the same name at the record's step."""
     summary_json: Path | None = field(default=None, metadata=RESUMABLE)
     """Write the final metrics (val_acc, test_acc, epochs, seconds; link task: val_auc, test_auc, test_mrr,
     test_hits@K_per_positive or _shared_pool, negatives_per_positive) and the run's resolved settings (config) here."""
@@ -383,8 +394,11 @@ class ReportSettings:
     """No progress bar."""
 
     def __post_init__(self) -> None:
-        _as_paths(self, "log", "summary_json")
+        _as_paths(self, "log", "summary_json", "tensorboard")
         _check_types(self, ReportSettingError)
+        if self.log is not None and self.log.suffix == ".csv":
+            raise ReportSettingError(f"--metrics-log {self.log}: the metrics log is JSON lines and its CSV is written "
+                                     "beside it under the same name with .csv; name the log .jsonl")
 
 
 PARTS = {"data": DataSettings, "sampling": SamplingSettings, "features": FeatureSettings, "model": ModelSettings,

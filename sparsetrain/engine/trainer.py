@@ -27,6 +27,7 @@ from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.late_loss import LossRing
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.precision import autocast, check_precision
+from sparsetrain.engine.run_log import TensorBoardLog, csv_beside, summary_writer_class, write_csv
 from sparsetrain.engine.settings import CheckpointSettings, ReportSettings
 from sparsetrain.errors import DatasetError, SettingError, SparsetrainError
 
@@ -71,7 +72,11 @@ class Trainer:
     which run wrote them (parameter names and shapes, the loader's seed and batching, and
     ``record``, e.g. the dataset and fanouts): resuming another run's checkpoint, or starting
     without ``resume`` in a folder that holds checkpoints, raises :class:`CheckpointError`.
-    ``report`` (a :class:`~sparsetrain.engine.settings.ReportSettings`): the JSON-lines metrics log and ``quiet``.
+    ``report`` (a :class:`~sparsetrain.engine.settings.ReportSettings`): the JSON-lines metrics log (and its CSV twin
+    beside it, rewritten after each epoch), the TensorBoard folder and ``quiet`` (:mod:`sparsetrain.engine.run_log`).
+    ``patience``: early stopping, after that many evaluations in a row without a better ``select_metric`` (the count
+    is the history's, which a checkpoint holds, so a resumed run keeps it); the summary then says
+    ``stopped_early`` and ``stopped_epoch``.
     ``precision="bf16"`` runs forward, loss and evaluation under bfloat16 autocast
     (see :mod:`sparsetrain.engine.precision`). ``retain_host_memory`` (on by default) keeps
     freed host memory in the process heap so each step reuses warm pages: 1127 -> 673 ms a
@@ -103,9 +108,13 @@ class Trainer:
                  evaluate: Callable[[torch.nn.Module], dict] | None = None, task: Task = Task(),
                  checkpoints: CheckpointSettings = CheckpointSettings(), report: ReportSettings = ReportSettings(),
                  precision: str = "fp32", record: dict | None = None, hyperparameters: dict | None = None,
-                 is_main: bool = True, retain_host_memory: bool = True, static_step=None):
+                 is_main: bool = True, retain_host_memory: bool = True, static_step=None, patience: int | None = None):
         if epochs < 1:
             raise SettingError(f"epochs={epochs} must be at least 1")
+        if patience is not None and (evaluate is None or isinstance(patience, bool) or not isinstance(patience, int)
+                                     or patience < 1):
+            raise SettingError(f"patience={patience} must be a positive integer, with an evaluate function (early "
+                               "stopping watches the validation metric)")
         check_precision(precision, loader.device)
         if retain_host_memory:
             retain_freed_host_memory()
@@ -123,6 +132,12 @@ class Trainer:
         self.record = dict(record or {})
         self.hyperparameters = dict(hyperparameters or {})
         self.log_path = report.log
+        self.tensorboard_dir = report.tensorboard
+        if self.tensorboard_dir is not None and is_main:
+            summary_writer_class()  # a missing tensorboard package is said before training, not after
+        self._tensorboard: TensorBoardLog | None = None
+        self.patience = patience
+        self.stopped_early = False
         self.quiet = report.quiet or not is_main
         self.is_main = is_main
         self.epoch = 0
@@ -220,7 +235,11 @@ class Trainer:
                 "check the features for extreme values")
 
     def _log(self, record: dict) -> None:
-        if self.log_path is None or not self.is_main:
+        if not self.is_main:
+            return
+        if self._tensorboard is not None:
+            self._tensorboard.add(record)
+        if self.log_path is None:
             return
         try:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -228,6 +247,15 @@ class Trainer:
                 f.write(json.dumps(record) + "\n")
         except OSError as exc:  # a write's error may name no file: name the log
             raise OSError(exc.errno, exc.strerror or str(exc), str(self.log_path)) from None
+
+    def _flush_logs(self) -> None:
+        """The CSV twin rewritten from the metrics log, and TensorBoard's events flushed (main rank)."""
+        if not self.is_main:
+            return
+        if self.log_path is not None and self.log_path.is_file():
+            write_csv(self.log_path, csv_beside(self.log_path))
+        if self._tensorboard is not None:
+            self._tensorboard.flush()
 
     def _trim_log(self) -> None:
         """After a resume, drop log lines written after the checkpoint (they are about to be redone)."""
@@ -244,6 +272,7 @@ class Trainer:
         """Train for the remaining epochs; returns the summary (``val_acc``, ``test_acc`` or the task's metrics,
         ``epochs``, ``seconds``)."""
         folder = self.checkpoints.dir
+        resumed = False
         if self.checkpoints.resume:
             state = load_latest_checkpoint(folder)
             if state is not None:
@@ -251,13 +280,16 @@ class Trainer:
                 self.load_state_dict(state)
                 self._report_changes()
                 self._trim_log()
+                resumed = True
         elif folder is not None:
             refuse_foreign_checkpoints(folder)
+        if self.tensorboard_dir is not None and self.is_main:  # a resumed run's events replace those after its step
+            self._tensorboard = TensorBoardLog(self.tensorboard_dir, purge_step=self.step + 1 if resumed else None)
         started = time.perf_counter()
         self._run_reads = _FeatureReads(self.loader.features)
         try:
             with compile_notice(self.quiet):
-                while self.epoch < self.epochs and not self._step_limit_reached():
+                while self.epoch < self.epochs and not self._step_limit_reached() and not self._patience_spent():
                     if not self._train_epoch():
                         self._save()
                         break
@@ -266,10 +298,42 @@ class Trainer:
                     if self.scheduler is not None:
                         self.scheduler.step()
                     self._save()
+                    if self._patience_spent() and self.epoch < self.epochs:
+                        self._stop_early()
         except KeyboardInterrupt:
             self.loss_ring.drain()  # the steps run so far are logged (a failed check raises its own error instead)
             raise TrainingInterrupted(self._written()) from None
+        finally:
+            self._close_logs()
         return self.summary(time.perf_counter() - started)
+
+    def _close_logs(self) -> None:
+        try:
+            self._flush_logs()
+        finally:
+            if self._tensorboard is not None:
+                self._tensorboard.close()
+                self._tensorboard = None
+
+    def evaluations_without_improvement(self) -> int:
+        """Evaluations since the best ``select_metric`` so far (ties are no improvement), from the history."""
+        key = self.task.select_metric
+        values = [r[key] for r in self.history if r.get(key) is not None]
+        if not values:
+            return 0
+        return len(values) - 1 - values.index(max(values))
+
+    def _patience_spent(self) -> bool:
+        return self.patience is not None and self.evaluations_without_improvement() >= self.patience
+
+    def _stop_early(self) -> None:
+        """Say and log that ``patience`` evaluations passed without a better validation metric."""
+        self.stopped_early = True
+        key = self.task.select_metric
+        self._log({"step": self.step, "epoch": self.epoch, "stopped": "patience"})
+        if not self.quiet:
+            print(f"stopped early after epoch {self.epoch}: no better {key} in {self.patience} evaluations "
+                  f"(--patience {self.patience})", flush=True)
 
     def _written(self) -> str:
         """What an interrupted run leaves: its newest checkpoint and how to continue from it, and its metrics log."""
@@ -336,15 +400,17 @@ class Trainer:
             "seconds": round(stats.total_seconds, 4),
             "stall_fraction": round(stats.stall_fraction, 4),
             "seeds_per_second": round(stats.seeds / stats.total_seconds, 1) if stats.total_seconds else None,
-            **reads.network(),
+            **_split(stats),
+            **(reads.totals() if reads.shown else {}),
         }
         if self.evaluate is not None:
             with autocast(self.precision, loader.device):
                 record.update(self.evaluate(_unwrap(model)))
         self.history.append(record)
         self._log(record)
+        self._flush_logs()
         if not self.quiet:
-            shown = "  ".join(f"{k} {_fmt(k, v)}" for k, v in record.items() if k != "step")
+            shown = "  ".join(f"{k} {_fmt(k, v)}" for k, v in record.items() if k != "step" and k not in NOT_PRINTED)
             print(shown, flush=True)
         return True
 
@@ -395,9 +461,13 @@ class Trainer:
         metrics = {k: None for k in (key, key.replace("val_", "test_", 1))}
         if best is not None:
             metrics.update({k: v for k, v in best.items() if k.startswith(("val_", "test_"))})
+        early = {} if self.patience is None else {
+            "stopped_early": self.stopped_early or (self._patience_spent() and self.epoch < self.epochs),
+            "stopped_epoch": self.epoch}
         return {
             **metrics,
             "best_epoch": None if best is None else best["epoch"],
+            **early,
             "epochs": self.epoch,
             "steps": self.step,
             "seconds": round(seconds, 3),
@@ -511,6 +581,22 @@ def _target_error(targets: _Targets, step: int) -> DatasetError:
         f"the model's classes: nodes {shown}; fix the labels (or their class count) and re-import the dataset with "
         "`sparsetrain preprocess`")
 
+
+def _split(stats) -> dict:
+    """An epoch's time split (log, CSV and TensorBoard; not the epoch line): seconds a step, each loader stage's own
+    seconds (``sample``, ``fetch``, ``to_device``; in the producer thread they overlap compute), and ``compute``, the
+    loop's time not spent waiting for a batch."""
+    batches = getattr(stats, "batches", 0)
+    split = {"step_seconds": round(stats.total_seconds / batches, 6) if batches else None}
+    for name, seconds in getattr(stats, "stage_seconds", {}).items():
+        split[f"{name}_seconds"] = round(seconds, 6)
+    split["compute_seconds"] = round(max(stats.total_seconds - stats.wait_seconds, 0.0), 6)
+    return split
+
+
+NOT_PRINTED = ("step_seconds", "sample_seconds", "fetch_seconds", "to_device_seconds", "compute_seconds", "disk_mb",
+               "pcie_mb")
+"""Epoch record fields the epoch line leaves out (they are in the metrics log, its CSV and TensorBoard)."""
 
 EPOCH_FORMATS = {"epoch": "{:d}", "seconds": "{:.2f}", "seeds_per_second": "{:,.0f}"}
 """How an epoch line shows a field; any other number (losses, accuracies, fractions) with 4 decimals."""

@@ -23,6 +23,26 @@ import torch
 from sparsetrain.sampling.errors import SamplingBackendError
 from sparsetrain.sampling.graph import EdgeType
 
+DGL_INSTALL = ("`pip install torch==2.2.1 dgl==2.1.0 \"torchdata<0.8\"` (DGL's last release, 2.1.0, runs on torch "
+               "2.2.1; it has no build for newer torch)")
+"""How to get DGL, said by every error that needs it."""
+
+
+def import_dgl(what: str):
+    """The ``dgl`` module, or a one-line :class:`SamplingBackendError` saying that ``what`` needs it and how to install
+    it (DGL fails in several ways on a torch it was not built for: each is that one line, with its cause)."""
+    try:
+        import dgl
+    except ImportError as exc:
+        cause = "it is not installed" if getattr(exc, "name", None) == "dgl" else f"it failed to import: {exc}"
+        raise SamplingBackendError(f"{what} needs DGL and {cause}; {DGL_INSTALL}, or use .to_pyg() / "
+                                   "sparsetrain.pyg") from None
+    except Exception as exc:  # a DGL built for another torch: a missing library, a bad symbol
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SamplingBackendError(f"{what} needs DGL, which failed to import with torch {torch.__version__} "
+                                   f"({first}); {DGL_INSTALL}") from None
+    return dgl
+
 
 def _move(value, device, non_blocking: bool):
     """A tensor, or a dict of them, on ``device`` (``None`` stays ``None``)."""
@@ -122,36 +142,41 @@ class MiniBatch:
         """
         return [block.to_pyg() for block in self.blocks]
 
-    def to_dgl(self) -> list:
-        """Per hop, outermost first, a DGL block (``dgl.create_block``; from a dict per edge type when typed) with
-        ``dgl.NID`` on its src and dst nodes."""
-        try:
-            import dgl
-        except ImportError as exc:
-            raise SamplingBackendError(
-                f"MiniBatch.to_dgl() needs the dgl package ({exc}); install dgl (e.g. the torch 2.2.1 + dgl 2.1.0 "
-                "environment .ci/run builds in .ci/venv-dgl) or use .to_pyg()"
-            ) from None
+    def to_dgl(self, idtype: torch.dtype = torch.int64) -> list:
+        """The batch as DGL's message-flow graphs: per hop, outermost first, a DGL block (``dgl.create_block``; from a
+        dict per edge type when typed) whose src nodes are the first ``num_src`` of :attr:`input_nodes` and dst nodes
+        the first ``num_dst`` (DGL's layout: the dst nodes lead the src nodes), with the graph's node ids in
+        ``srcdata[dgl.NID]`` / ``dstdata[dgl.NID]`` and each edge's graph id in ``edata[dgl.EID]`` (the blocks
+        ``dgl.dataloading.NeighborSampler`` yields). ``idtype``: the blocks' id type (DGL's ``int64`` or ``int32``).
+        Needs DGL (:func:`import_dgl` says how to install it); :class:`sparsetrain.dgl.DataLoader` yields these
+        blocks in DGL's ``(input_nodes, output_nodes, blocks)`` contract."""
+        dgl = import_dgl("MiniBatch.to_dgl()")
         if self.is_typed:
-            return [self._typed_dgl_block(dgl, block) for block in self.blocks]
+            return [self._typed_dgl_block(dgl, block, idtype) for block in self.blocks]
         device = self.input_nodes.device
         blocks = []
         for block in self.blocks:
             src, dst = block.edge_index
-            b = dgl.create_block((src, dst), num_src_nodes=block.num_src, num_dst_nodes=block.num_dst,
-                                 idtype=torch.int64, device=device)
-            b.srcdata[dgl.NID] = self.input_nodes[: block.num_src]
-            b.dstdata[dgl.NID] = self.input_nodes[: block.num_dst]
+            b = dgl.create_block((src.to(idtype), dst.to(idtype)), num_src_nodes=block.num_src,
+                                 num_dst_nodes=block.num_dst, idtype=idtype, device=device)
+            b.srcdata[dgl.NID] = self.input_nodes[: block.num_src].to(idtype)
+            b.dstdata[dgl.NID] = self.input_nodes[: block.num_dst].to(idtype)
+            if block.edge_ids is not None:
+                b.edata[dgl.EID] = block.edge_ids.to(idtype)
             blocks.append(b)
         return blocks
 
-    def _typed_dgl_block(self, dgl, block: Block):
-        b = dgl.create_block({et: (ei[0], ei[1]) for et, ei in block.edge_index.items()}, num_src_nodes=block.num_src,
-                             num_dst_nodes=block.num_dst, idtype=torch.int64, device=self.seeds.device)
+    def _typed_dgl_block(self, dgl, block: Block, idtype: torch.dtype):
+        device = next(iter(self.input_nodes.values())).device
+        b = dgl.create_block({et: (ei[0].to(idtype), ei[1].to(idtype)) for et, ei in block.edge_index.items()},
+                             num_src_nodes=block.num_src, num_dst_nodes=block.num_dst, idtype=idtype, device=device)
         for t in b.srctypes:
-            b.srcnodes[t].data[dgl.NID] = self.input_nodes[t][: block.num_src[t]]
+            b.srcnodes[t].data[dgl.NID] = self.input_nodes[t][: block.num_src[t]].to(idtype)
         for t in b.dsttypes:
-            b.dstnodes[t].data[dgl.NID] = self.input_nodes[t][: block.num_dst[t]]
+            b.dstnodes[t].data[dgl.NID] = self.input_nodes[t][: block.num_dst[t]].to(idtype)
+        if block.edge_ids is not None:
+            for et, ids in block.edge_ids.items():
+                b.edges[et].data[dgl.EID] = ids.to(idtype)
         return b
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> MiniBatch:

@@ -7,28 +7,48 @@ transform. Adding a stage is one entry in the list :class:`~sparsetrain.engine.L
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Sequence
 
 from sparsetrain._phases import phase
 
 
-def run_chain(stages: Sequence, batches: Iterable) -> Iterator:
+def run_chain(stages: Sequence, batches: Iterable, seconds: dict[str, float] | None = None) -> Iterator:
     """``batches`` through every stage in order, lazily (each item is pulled through the chain when asked for). Each
     stage's work runs in its named profiler range (:mod:`sparsetrain._phases`; an ``over`` stage's range also holds
-    the stages before it, which pulling its next item runs)."""
+    the stages before it, which pulling its next item runs). ``seconds``, when given, sums each range's wall time by
+    its name, the stages before it included (:func:`own_seconds` takes them out)."""
     items = iter(batches)
     for stage in stages:
-        name = getattr(stage, "phase", type(stage).__name__)  # (a user's stage: its class name)
         over = getattr(stage, "over", None)
-        items = _in_phase(name, over(items) if over is not None else map(stage, items))
+        items = _in_phase(stage_name(stage), over(items) if over is not None else map(stage, items), seconds)
     return items
 
 
-def _in_phase(name: str, items: Iterator) -> Iterator:
+def stage_name(stage) -> str:
+    """A stage's profiler range: its ``phase`` (a user's stage: its class name)."""
+    return getattr(stage, "phase", type(stage).__name__)
+
+
+def own_seconds(names: Sequence[str], seconds: dict[str, float]) -> dict[str, float]:
+    """Each stage's own time from :func:`run_chain`'s ``seconds``: a stage's pulls run every pull of the stage before
+    it, so its own time is its range's time less that stage's."""
+    own, before = {}, 0.0
+    for name in names:
+        total = seconds.get(name, 0.0)
+        own[name] = max(total - before, 0.0)
+        before = total
+    return own
+
+
+def _in_phase(name: str, items: Iterator, seconds: dict[str, float] | None = None) -> Iterator:
     try:
         while True:
+            t0 = time.perf_counter()
             with phase(name):
                 item = next(items, _END)
+            if seconds is not None:
+                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t0
             if item is _END:
                 return
             yield item
