@@ -105,17 +105,18 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_leaves_no_partial_file(
     ck = tmp_path / "ck"
     written = []
 
-    def full_disk_after_one(path, mode="r", *args, **kwargs):  # the first checkpoint (2 files) fits, the next does not
-        if "w" in mode:
+    def full_disk_after_one(path, mode="r", *args, **kwargs):  # the first checkpoint and best.pt (4 files) fit,
+        if "w" in mode:  # the next does not
             written.append(path)
-        return builtins.open("/dev/full" if len(written) > 2 and "w" in mode else path, mode, *args, **kwargs)
+        return builtins.open("/dev/full" if len(written) > 4 and "w" in mode else path, mode, *args, **kwargs)
 
     monkeypatch.setattr(checkpoint, "open", full_disk_after_one, raising=False)
     code, out, err = cli("train", "--data", tiny, "--epochs", "2", "--checkpoint-dir", ck, *TINY)
     err = _one_line_error(code, err)
     assert "writing the checkpoint of step 8 failed (No space left on device)" in err
     assert "the newest intact one is step-0000000004.pt" in err and "--resume" in err
-    assert sorted(p.name for p in ck.iterdir()) == ["step-0000000004.pt", "step-0000000004.pt.sha256"]
+    assert sorted(p.name for p in ck.iterdir()) == ["best.pt", "best.pt.sha256", "step-0000000004.pt",
+                                                    "step-0000000004.pt.sha256"]
 
 
 def test_a_metrics_log_that_stops_taking_writes_is_one_line_naming_it(cli, tiny, tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ from sparsetrain.engine.checkpoint import (
     list_checkpoints,
     load_latest_checkpoint,
     refuse_foreign_checkpoints,
+    save_best,
     save_checkpoint,
 )
 from sparsetrain.engine.host_memory import retain_freed_host_memory
@@ -132,6 +133,7 @@ class Trainer:
         self.loss_ring = LossRing()
         self._losses: list[float] = []  # the losses of this epoch read so far
         self._run_reads = _FeatureReads(None)
+        self._best: dict | None = None  # the epoch best.pt is written for at the next checkpoint
 
     # ------------------------------------------------------------ state
     def run_identity(self) -> dict:
@@ -208,6 +210,20 @@ class Trainer:
         if self.checkpoints.dir is not None and self.is_main:
             self._check_weights()
             self.saved = save_checkpoint(self.checkpoints.dir, self.step, self.state_dict())
+            if self._best is not None:
+                save_best(self.checkpoints.dir, {"run": self.run_identity(), "model": _unwrap(self.model).state_dict(),
+                                                 "hyperparameters": self.hyperparameters, **self._best})
+                self._best = None
+
+    def _save_best(self, record: dict) -> None:
+        """Mark this epoch for ``best.pt`` when its validation metric beats every earlier one's: the weights the run's
+        reported test metric comes from (``sparsetrain predict``'s default), written by the next :meth:`_save`, after
+        the step checkpoint."""
+        key = self.task.select_metric
+        if self.checkpoints.dir is None or not self.is_main or record.get(key) is None:
+            return
+        if not any(r.get(key) is not None and r[key] >= record[key] for r in self.history[:-1]):
+            self._best = {"position": {"epoch": self.epoch + 1, "step": self.step}, "metrics": record}
 
     def _check_weights(self) -> None:
         """Refuse to save non-finite weights: with several ranks another rank's non-finite step reaches these weights
@@ -343,6 +359,7 @@ class Trainer:
                 record.update(self.evaluate(_unwrap(model)))
         self.history.append(record)
         self._log(record)
+        self._save_best(record)
         if not self.quiet:
             shown = "  ".join(f"{k} {_fmt(k, v)}" for k, v in record.items() if k != "step")
             print(shown, flush=True)
