@@ -56,6 +56,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from peers import pyg_sampler_missing, say_missing
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
@@ -79,16 +80,18 @@ def make_data(folder: Path, num_nodes: int, num_edges: int, seed: int):
     return data, ds.split["train"], ds.num_classes
 
 
-def loaders(data, seeds, args, workers: int):
-    """(name, loader) pairs over the same seed batches."""
+def loaders(data, seeds, args, workers: int, peer: bool = True):
+    """PyG's loader (None without ``peer``) and sparsetrain's over the same seed batches."""
     from torch_geometric.loader import NeighborLoader as PygLoader
 
     from sparsetrain.pyg import NeighborLoader
 
     common = dict(num_neighbors=args.fanouts, input_nodes=seeds, batch_size=args.batch_size, shuffle=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # PyG: sampling without pyg-lib is deprecated
-        pyg = PygLoader(data, **common, num_workers=workers)
+    pyg = None
+    if peer:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyG: sampling without pyg-lib is deprecated
+            pyg = PygLoader(data, **common, num_workers=workers)
     return pyg, NeighborLoader(data, **common, seed=0)
 
 
@@ -312,6 +315,12 @@ def main() -> None:
     parser.add_argument("--temporal", action="store_true",
                         help="measure temporal and disjoint sampling instead (see above)")
     args = parser.parse_args()
+    if args.workers or args.temporal:
+        why = pyg_sampler_missing("torch_sparse" if args.temporal else "any")
+        if why is not None:  # these modes time the two loaders' workers / torch-sparse's kernel round by round
+            say_missing("PyG's sampler", why)
+            print("(--workers / --temporal compare against it; the default mode measures sparsetrain alone)")
+            return
     if args.workers:
         workers_main(args)
         return
@@ -332,28 +341,32 @@ def main() -> None:
     need = args.batch_size * (args.batches + 1) * 2
     seeds = train[torch.from_numpy(np.random.default_rng(args.seed).permutation(len(train))[:need])]
 
+    why = pyg_sampler_missing()
+    peer = why is None
+    if not peer:
+        say_missing("PyG's NeighborLoader", why)
     start = time.perf_counter()
-    pyg0, ours = loaders(data, seeds, args, workers=0)
-    pyg2, _ = loaders(data, seeds, args, workers=2)
+    pyg0, ours = loaders(data, seeds, args, workers=0, peer=peer)
+    pyg2 = loaders(data, seeds, args, workers=2)[0] if peer else None
     print(f"loaders built in {time.perf_counter() - start:.0f} s", flush=True)
-    rates = {"pyg_0_workers": [], "pyg_2_workers": [], "sparsetrain": []}
+    timed = [("sparsetrain", ours)] + ([("pyg_0_workers", pyg0), ("pyg_2_workers", pyg2)] if peer else [])
+    rates = {name: [] for name, _ in timed}
     for r in range(args.rounds):
-        for name, loader in (("sparsetrain", ours), ("pyg_0_workers", pyg0), ("pyg_2_workers", pyg2)):
+        for name, loader in timed:
             rates[name].append(time_loader(loader, args.batches))
             print(f"round {r}: {name} {rates[name][-1]:.2f} batches/s", flush=True)
     loader_rate = {k: statistics.median(v) for k, v in rates.items()}
-    pyg_best = max(loader_rate["pyg_0_workers"], loader_rate["pyg_2_workers"])
+    pyg_best = max(loader_rate["pyg_0_workers"], loader_rate["pyg_2_workers"]) if peer else None
 
     def model():
         torch.manual_seed(args.seed)
         return GraphSAGE(data.num_features, args.hidden, num_layers=len(args.fanouts), out_channels=num_classes)
 
-    step_ms = {
-        "sparsetrain_trim": time_steps(ours, model(), args.steps, trim=True),
-        "pyg_0_workers": time_steps(pyg0, model(), args.steps, trim=False),
-        "pyg_2_workers": time_steps(pyg2, model(), args.steps, trim=False),
-    }
-    pyg_step = min(step_ms["pyg_0_workers"], step_ms["pyg_2_workers"])
+    step_ms = {"sparsetrain_trim": time_steps(ours, model(), args.steps, trim=True)}
+    if peer:
+        step_ms.update(pyg_0_workers=time_steps(pyg0, model(), args.steps, trim=False),
+                       pyg_2_workers=time_steps(pyg2, model(), args.steps, trim=False))
+    pyg_step = min(step_ms["pyg_0_workers"], step_ms["pyg_2_workers"]) if peer else None
     result = {
         "graph": {"nodes": data.num_nodes, "edges": data.num_edges, "feature_dim": data.num_features},
         "fanouts": args.fanouts,
@@ -364,22 +377,22 @@ def main() -> None:
         "loader_batches_per_s": loader_rate,
         "loader_rounds": rates,
         "step_ms": step_ms,
-        "loader_ratio": loader_rate["sparsetrain"] / pyg_best,
-        "step_ratio": pyg_step / step_ms["sparsetrain_trim"],
+        "loader_ratio": loader_rate["sparsetrain"] / pyg_best if peer else None,
+        "step_ratio": pyg_step / step_ms["sparsetrain_trim"] if peer else None,
+        **({} if peer else {"pyg": {"error": why}}),
     }
     print()
     print("| loader | batches/s | vs best PyG |\n| --- | ---: | ---: |")
     for name, rate in loader_rate.items():
-        print(f"| {name} | {rate:.2f} | {rate / pyg_best:.2f}x |")
+        print(f"| {name} | {rate:.2f} | {f'{rate / pyg_best:.2f}x' if peer else 'n/a'} |")
     print(f"\n| training step (GraphSAGE, hidden {args.hidden}) | ms | PyG best / this |\n| --- | ---: | ---: |")
     for name, ms in step_ms.items():
-        print(f"| {name} | {ms:.0f} | {pyg_step / ms:.2f}x |")
+        print(f"| {name} | {ms:.0f} | {f'{pyg_step / ms:.2f}x' if peer else 'n/a'} |")
     OUT.mkdir(exist_ok=True)
     (OUT / "pyg_loader.json").write_text(json.dumps(result, indent=2))
-    print(
-        f"\nloader ratio {result['loader_ratio']:.2f}x, step ratio {result['step_ratio']:.2f}x; wrote "
-        f"{OUT / 'pyg_loader.json'}"
-    )
+    ratios = (f"loader ratio {result['loader_ratio']:.2f}x, step ratio {result['step_ratio']:.2f}x" if peer
+              else "no ratio (PyG's sampler is not installed)")
+    print(f"\n{ratios}; wrote {OUT / 'pyg_loader.json'}")
 
 
 if __name__ == "__main__":

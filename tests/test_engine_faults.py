@@ -53,6 +53,12 @@ def test_metrics_log_under_torchrun(tiny_dir, tmp_path):
     assert records[-1]["epoch"] == 1 and records[-1]["step"] == steps and 0 <= records[-1]["val_acc"] <= 1
 
 
+def test_train_help_lists_only_the_metrics_log_option(cli):
+    code, out, _ = cli("train", "--help")
+    assert code == 0 and "--metrics-log" in out
+    assert "--log " not in out and "--log," not in out and "--log\n" not in out  # torchrun takes --log as its own
+
+
 def test_the_old_log_option_still_works_outside_torchrun(cli, tiny_dir, tmp_path):
     for option in ("--log", "--metrics-log"):
         log = tmp_path / f"{option[2:]}.jsonl"

@@ -159,9 +159,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "step on, and is reported")
     # not --log: torchrun reads any prefix of its own --log-dir/--logs-specs, so `torchrun ... train --log F` fails
     # there
-    p.add_argument("--metrics-log", "--log", dest="log", type=Path,
-                   help="append per-step and per-epoch metrics here as JSON lines (--log is the old name; it fails "
-                        "under torchrun)")
+    p.add_argument("--metrics-log", dest="log", type=Path,
+                   help="append per-step and per-epoch metrics here as JSON lines")
+    p.add_argument("--log", dest="log", type=Path, help=argparse.SUPPRESS)  # the old name, off --help (see above)
     p.add_argument("--seed", type=int, default=0,
                    help="seed of every random choice (weights, shuffle, sampling): same seed, same run; its magnitude "
                         "below 2**43 (default 0)")
