@@ -226,6 +226,12 @@ def _print_summary(summary: dict) -> None:
         print(f"test accuracy {summary['test_acc']:.4f} (val {summary['val_acc']:.4f}, epoch {summary['best_epoch']}) "
               f"after {summary['epochs']} epochs in {summary['seconds']:.1f} s")
     if summary.get("disk_mb") is not None or summary.get("hit_rate") is not None:
-        hit = "n/a" if summary.get("hit_rate") is None else f"{summary['hit_rate']:.1%}"
-        print(f"features: cache hit rate {hit}, {summary['disk_mb']:.0f} MB read from disk")
+        shown = ["cache hit rate " + ("n/a" if summary.get("hit_rate") is None else f"{summary['hit_rate']:.1%}")]
+        if summary.get("disk_mb") is not None:  # a disk tier (else no such line: nothing is read from disk)
+            shown.append(f"{summary['disk_mb']:,.0f} MB read from disk")
+        if summary.get("net_mb") is not None:  # a partitioned run: feature rows exchanged with the other parts
+            per_step = summary.get("net_kb_per_step")
+            shown.append(f"{summary['net_mb']:,.1f} MB exchanged with other ranks (training and evaluation)"
+                         + ("" if per_step is None else f" ({per_step:,.0f} KB a step)"))
+        print("features: " + ", ".join(shown))
     sys.stdout.flush()

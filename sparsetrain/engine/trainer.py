@@ -461,7 +461,9 @@ class _FeatureReads:
         hits, misses = self._counts()
         looked_up = hits + misses - self.hits - self.misses
         disk = (self.disk.stats.bytes_moved - self.bytes) if self.disk is not None else 0
-        totals = {"hit_rate": (hits - self.hits) / looked_up if looked_up else None, "disk_mb": round(disk / 1e6, 1)}
+        totals = {"hit_rate": (hits - self.hits) / looked_up if looked_up else None}
+        if self.disk is not None:  # no disk tier (a partitioned run's part, memory): nothing was read from disk
+            totals["disk_mb"] = round(disk / 1e6, 1)
         if self.pcie is not None:
             totals["pcie_mb"] = round(self._pcie_mb(), 1)
         return {**totals, **self.network()}
@@ -529,7 +531,8 @@ def _target_error(targets: _Targets, step: int) -> DatasetError:
         "`sparsetrain preprocess`")
 
 
-EPOCH_FORMATS = {"epoch": "{:d}", "seconds": "{:.2f}", "seeds_per_second": "{:,.0f}"}
+EPOCH_FORMATS = {"epoch": "{:d}", "seconds": "{:.2f}", "seeds_per_second": "{:,.0f}", "net_mb": "{:,.1f}",
+                 "net_kb_per_step": "{:,.0f}"}
 """How an epoch line shows a field; any other number (losses, accuracies, fractions) with 4 decimals."""
 
 
