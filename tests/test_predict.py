@@ -153,3 +153,15 @@ def test_a_partitioned_runs_checkpoint_predicts_on_its_source_dataset(cora_run, 
     with pytest.raises(PredictError, match="partitioned folder"):
         predict(tmp_path / "ckpt", tmp_path / "q.npy", data=tmp_path / "parts")
     assert 0 <= result["test_acc"] <= 1
+
+
+@pytest.mark.slow  # (a graph-transformer run; ~40 s on two shared cores)
+def test_graph_transformer_predictions_score_the_reported_test_accuracy(cora_run, tmp_path):
+    """Sampled like its evaluation (clusters, the evaluation sampler's seed, each split's own batches)."""
+    ds, _, _ = cora_run
+    summary = train(TrainSettings(data=ds.path, model="gt", epochs=2, checkpoint_dir=tmp_path / "ckpt", quiet=True))
+    result = predict(tmp_path / "ckpt", tmp_path / "gt.npy")
+    scores = np.load(tmp_path / "gt.npy")
+    test = ds.split["test"].numpy()
+    assert (scores[test].argmax(1) == ds.labels.numpy()[test]).mean() == pytest.approx(summary["test_acc"], abs=1e-12)
+    assert result["method"] == "sampled"
