@@ -88,7 +88,7 @@ def test_checkpoints_of_another_run_are_refused_by_name(cli, tiny_dir, tmp_path)
     code, _, err = cli(*base, "--epochs", "1")
     assert code == 0, err
     before = _folder_state(ckpt)
-    assert [name for name in before if name.endswith(".pt")] == ["step-0000000004.pt"]
+    assert sorted(name for name in before if name.endswith(".pt")) == ["best.pt", "step-0000000004.pt"]
 
     err = _one_line_error(*cli(*base, "--epochs", "1")[::2])  # a new run in a used folder
     assert (
@@ -108,6 +108,7 @@ def test_checkpoints_of_another_run_are_refused_by_name(cli, tiny_dir, tmp_path)
     code, _, err = cli(*base, "--epochs", "2", "--resume")  # the same run continues
     assert code == 0, err
     assert sorted(name for name in _folder_state(ckpt) if name.endswith(".pt")) == [
+        "best.pt",
         "step-0000000004.pt",
         "step-0000000008.pt",
     ]
