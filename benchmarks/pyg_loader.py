@@ -149,10 +149,12 @@ def worker_loaders(data, seeds, args) -> dict:
 
     forked = args.fork_child is not None
     common = dict(num_neighbors=args.fanouts, input_nodes=seeds, batch_size=args.batch_size, shuffle=False)
+    peer = getattr(args, "pyg_missing", None) is None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # sampling without pyg-lib is deprecated
         # one CSC per library, shared by its loaders
-        samplers = {"pyg": PygSampler(data, args.fanouts), "ours": NeighborSampler(data, args.fanouts, seed=0)}
+        samplers = {"pyg": PygSampler(data, args.fanouts) if peer else None,
+                    "ours": NeighborSampler(data, args.fanouts, seed=0)}
 
     out = {}
     for w in args.workers:
@@ -161,7 +163,8 @@ def worker_loaders(data, seeds, args) -> dict:
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # more workers than cores
-            out["pyg", w] = PygLoader(data, **common, num_workers=w, neighbor_sampler=samplers["pyg"])
+            if peer:
+                out["pyg", w] = PygLoader(data, **common, num_workers=w, neighbor_sampler=samplers["pyg"])
             extra = dict(multiprocessing_context="fork", worker_init_fn=share_numba_threads) if forked and w else {}
             out["sparsetrain_forked" if forked else "sparsetrain_threads", w] = NeighborLoader(
                 data, **common, num_workers=w, neighbor_sampler=samplers["ours"], **extra)
@@ -206,11 +209,12 @@ def workers_main(args) -> None:
         if "median" not in res:
             print(f"| {run} | failed: {res['error']} | | | | |")
             continue
-        pyg_best = max(v["seeds_per_s"] for k, v in res["median"].items() if k.startswith("pyg_"))
+        pyg_best = max((v["seeds_per_s"] for k, v in res["median"].items() if k.startswith("pyg_")), default=None)
         for name, v in res["median"].items():
             lib, w = name.rsplit("_", 1)
+            ratio = "n/a" if pyg_best is None else f"{v['seeds_per_s'] / pyg_best:.2f}x"
             print(f"| {run} ({res['numba_threading_layer']}) | {lib} | {w} | {v['seeds_per_s']:,.0f} | "
-                  f"{v['seeds_per_s'] / pyg_best:.2f}x | {v['first_batch_s']:.2f} |")
+                  f"{ratio} | {v['first_batch_s']:.2f} |")
     runs["graph"] = {"nodes": data.num_nodes, "edges": data.num_edges, "fanouts": args.fanouts,
                      "batch_size": args.batch_size, "batches": args.batches, "rounds": args.rounds,
                      "cores": os.cpu_count()}
@@ -315,13 +319,14 @@ def main() -> None:
     parser.add_argument("--temporal", action="store_true",
                         help="measure temporal and disjoint sampling instead (see above)")
     args = parser.parse_args()
-    if args.workers or args.temporal:
-        why = pyg_sampler_missing("torch_sparse" if args.temporal else "any")
-        if why is not None:  # these modes time the two loaders' workers / torch-sparse's kernel round by round
-            say_missing("PyG's sampler", why)
-            print("(--workers / --temporal compare against it; the default mode measures sparsetrain alone)")
-            return
+    if args.temporal and (why := pyg_sampler_missing("torch_sparse")) is not None:
+        say_missing("torch-sparse's temporal sampler", why)  # the only peer of this mode, called directly
+        print("(--temporal times sparsetrain against it; the default and --workers modes measure sparsetrain alone)")
+        return
     if args.workers:
+        args.pyg_missing = pyg_sampler_missing()
+        if args.pyg_missing is not None:
+            say_missing("PyG's NeighborLoader", args.pyg_missing)
         workers_main(args)
         return
     if args.temporal:
