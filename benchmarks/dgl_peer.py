@@ -13,6 +13,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from peers import dgl_missing, say_missing
+
 REPO = Path(__file__).resolve().parent.parent
 DGL_PYTHON = os.environ.get("SPARSETRAIN_DGL_PYTHON", str(REPO / ".ci" / "venv-dgl" / "bin" / "python"))
 
@@ -41,7 +43,8 @@ def run_in_dgl_env(script: str | Path, args: list, threads: int) -> dict:
     Returns the peer's JSON object, or ``{"error": ...}`` when the DGL environment is missing or the peer failed.
     The peer imports sparsetrain from this checkout.
     """
-    if not Path(DGL_PYTHON).is_file():
-        return {"error": f"no DGL environment at {DGL_PYTHON}; set SPARSETRAIN_DGL_PYTHON to its python"}
+    why = dgl_missing(DGL_PYTHON)
+    if why is not None:
+        return say_missing("DGL", why)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), SPARSETRAIN_PEER_THREADS=str(threads), PYTHONPATH=str(REPO))
     return run_json([DGL_PYTHON, str(Path(script).resolve()), "--peer", "dgl", *map(str, args)], env)

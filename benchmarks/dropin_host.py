@@ -41,6 +41,7 @@ from pathlib import Path
 import numba
 import numpy as np
 import torch
+from peers import pyg_sampler_missing, say_missing
 
 OUT = Path(__file__).resolve().parent / "out"
 SHAPES = ((1024, [15, 10, 5]), (64, [5, 5]))
@@ -103,12 +104,15 @@ def runners(data, seeds: torch.Tensor, batch_size: int, fanouts: list[int]) -> d
     from sparsetrain.pyg import NeighborLoader
 
     common = dict(num_neighbors=fanouts, input_nodes=seeds, batch_size=batch_size, shuffle=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # PyG: sampling without pyg-lib is deprecated
-        pyg = PygLoader(data, **common)
-    return {"sparsetrain.pyg (drop-in)": PygLike(NeighborLoader(data, **common, seed=0)),
-            "PyG + torch-sparse": PygLike(pyg),
-            "sparsetrain Loader stages": Stages(data, fanouts, seeds, batch_size)}
+    found = {"sparsetrain.pyg (drop-in)": PygLike(NeighborLoader(data, **common, seed=0))}
+    why = pyg_sampler_missing()
+    if why is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyG: sampling without pyg-lib is deprecated
+            found["PyG + torch-sparse"] = PygLike(PygLoader(data, **common))
+    else:
+        say_missing("PyG's NeighborLoader", why)
+    return {**found, "sparsetrain Loader stages": Stages(data, fanouts, seeds, batch_size)}
 
 
 def link_runners(data, batch_size: int, fanouts: list[int], args) -> dict:
@@ -123,11 +127,15 @@ def link_runners(data, batch_size: int, fanouts: list[int], args) -> dict:
     label_index = data.edge_index[:, : batch_size * (1 + args.batches * (args.rounds + 1))]
     common = dict(num_neighbors=fanouts, edge_label_index=label_index, batch_size=batch_size, shuffle=False,
                   neg_sampling=NegativeSampling("binary", dst_weight=dst_weight))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        pyg = PygLoader(data, **common)
-    return {"sparsetrain.pyg (drop-in)": PygLike(LinkNeighborLoader(data, **common, seed=0)),
-            "PyG + torch-sparse": PygLike(pyg)}
+    found = {"sparsetrain.pyg (drop-in)": PygLike(LinkNeighborLoader(data, **common, seed=0))}
+    why = pyg_sampler_missing()
+    if why is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found["PyG + torch-sparse"] = PygLike(PygLoader(data, **common))
+    else:
+        say_missing("PyG's LinkNeighborLoader", why)
+    return found
 
 
 def time_batches(runner, batches: range) -> dict:

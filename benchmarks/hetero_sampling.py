@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from dgl_peer import add_peer_flag, peer_threads, run_in_dgl_env
+from peers import pyg_sampler_missing, say_missing
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
@@ -296,7 +297,11 @@ def main(argv=None) -> None:
     for hops in ("dgl", "pyg"):
         run = ours_runner(graph, args.fanouts, hops)
         runners.update({f"sparsetrain_{hops}_hops_{t}thread": on_threads(run, t) for t in (2, 1)})
-    runners.update(pyg_1thread=pyg_runner(graph, args.fanouts, 1), pyg_2threads=pyg_runner(graph, args.fanouts, 2))
+    why = pyg_sampler_missing("torch_sparse")
+    if why is None:
+        runners.update(pyg_1thread=pyg_runner(graph, args.fanouts, 1), pyg_2threads=pyg_runner(graph, args.fanouts, 2))
+    else:
+        say_missing("PyG (torch-sparse)", why)
     if args.step:
         step = ours_step(ds, args.fanouts, args.hidden)
         runners.update({f"sparsetrain_rgcn_step_{t}thread": on_threads(step, t) for t in (2, 1)})

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from dgl_peer import add_peer_flag, run_in_dgl_env
+from peers import pyg_sampler_missing, say_missing
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
@@ -251,7 +252,11 @@ def main(argv=None) -> None:
     if "sampling" in dgl:
         rows["DGL (exclude self)"] = dgl["sampling"]
     if not args.skip_pyg:
-        rows["PyG LinkNeighborLoader (torch-sparse)"] = pyg(ds, batches, args)
+        why = pyg_sampler_missing("torch_sparse")
+        if why is None:
+            rows["PyG LinkNeighborLoader (torch-sparse)"] = pyg(ds, batches, args)
+        else:
+            say_missing("PyG LinkNeighborLoader", why)
     steps = {}
     if args.steps:
         steps["sparsetrain"] = ours_step(ds, batches, args)

@@ -56,6 +56,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from peers import pyg_sampler_missing, say_missing
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
@@ -79,16 +80,18 @@ def make_data(folder: Path, num_nodes: int, num_edges: int, seed: int):
     return data, ds.split["train"], ds.num_classes
 
 
-def loaders(data, seeds, args, workers: int):
-    """(name, loader) pairs over the same seed batches."""
+def loaders(data, seeds, args, workers: int, peer: bool = True):
+    """PyG's loader (None without ``peer``) and sparsetrain's over the same seed batches."""
     from torch_geometric.loader import NeighborLoader as PygLoader
 
     from sparsetrain.pyg import NeighborLoader
 
     common = dict(num_neighbors=args.fanouts, input_nodes=seeds, batch_size=args.batch_size, shuffle=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # PyG: sampling without pyg-lib is deprecated
-        pyg = PygLoader(data, **common, num_workers=workers)
+    pyg = None
+    if peer:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyG: sampling without pyg-lib is deprecated
+            pyg = PygLoader(data, **common, num_workers=workers)
     return pyg, NeighborLoader(data, **common, seed=0)
 
 
@@ -146,10 +149,12 @@ def worker_loaders(data, seeds, args) -> dict:
 
     forked = args.fork_child is not None
     common = dict(num_neighbors=args.fanouts, input_nodes=seeds, batch_size=args.batch_size, shuffle=False)
+    peer = getattr(args, "pyg_missing", None) is None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # sampling without pyg-lib is deprecated
         # one CSC per library, shared by its loaders
-        samplers = {"pyg": PygSampler(data, args.fanouts), "ours": NeighborSampler(data, args.fanouts, seed=0)}
+        samplers = {"pyg": PygSampler(data, args.fanouts) if peer else None,
+                    "ours": NeighborSampler(data, args.fanouts, seed=0)}
 
     out = {}
     for w in args.workers:
@@ -158,7 +163,8 @@ def worker_loaders(data, seeds, args) -> dict:
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # more workers than cores
-            out["pyg", w] = PygLoader(data, **common, num_workers=w, neighbor_sampler=samplers["pyg"])
+            if peer:
+                out["pyg", w] = PygLoader(data, **common, num_workers=w, neighbor_sampler=samplers["pyg"])
             extra = dict(multiprocessing_context="fork", worker_init_fn=share_numba_threads) if forked and w else {}
             out["sparsetrain_forked" if forked else "sparsetrain_threads", w] = NeighborLoader(
                 data, **common, num_workers=w, neighbor_sampler=samplers["ours"], **extra)
@@ -203,11 +209,12 @@ def workers_main(args) -> None:
         if "median" not in res:
             print(f"| {run} | failed: {res['error']} | | | | |")
             continue
-        pyg_best = max(v["seeds_per_s"] for k, v in res["median"].items() if k.startswith("pyg_"))
+        pyg_best = max((v["seeds_per_s"] for k, v in res["median"].items() if k.startswith("pyg_")), default=None)
         for name, v in res["median"].items():
             lib, w = name.rsplit("_", 1)
+            ratio = "n/a" if pyg_best is None else f"{v['seeds_per_s'] / pyg_best:.2f}x"
             print(f"| {run} ({res['numba_threading_layer']}) | {lib} | {w} | {v['seeds_per_s']:,.0f} | "
-                  f"{v['seeds_per_s'] / pyg_best:.2f}x | {v['first_batch_s']:.2f} |")
+                  f"{ratio} | {v['first_batch_s']:.2f} |")
     runs["graph"] = {"nodes": data.num_nodes, "edges": data.num_edges, "fanouts": args.fanouts,
                      "batch_size": args.batch_size, "batches": args.batches, "rounds": args.rounds,
                      "cores": os.cpu_count()}
@@ -312,7 +319,14 @@ def main() -> None:
     parser.add_argument("--temporal", action="store_true",
                         help="measure temporal and disjoint sampling instead (see above)")
     args = parser.parse_args()
+    if args.temporal and (why := pyg_sampler_missing("torch_sparse")) is not None:
+        say_missing("torch-sparse's temporal sampler", why)  # the only peer of this mode, called directly
+        print("(--temporal times sparsetrain against it; the default and --workers modes measure sparsetrain alone)")
+        return
     if args.workers:
+        args.pyg_missing = pyg_sampler_missing()
+        if args.pyg_missing is not None:
+            say_missing("PyG's NeighborLoader", args.pyg_missing)
         workers_main(args)
         return
     if args.temporal:
@@ -332,28 +346,32 @@ def main() -> None:
     need = args.batch_size * (args.batches + 1) * 2
     seeds = train[torch.from_numpy(np.random.default_rng(args.seed).permutation(len(train))[:need])]
 
+    why = pyg_sampler_missing()
+    peer = why is None
+    if not peer:
+        say_missing("PyG's NeighborLoader", why)
     start = time.perf_counter()
-    pyg0, ours = loaders(data, seeds, args, workers=0)
-    pyg2, _ = loaders(data, seeds, args, workers=2)
+    pyg0, ours = loaders(data, seeds, args, workers=0, peer=peer)
+    pyg2 = loaders(data, seeds, args, workers=2)[0] if peer else None
     print(f"loaders built in {time.perf_counter() - start:.0f} s", flush=True)
-    rates = {"pyg_0_workers": [], "pyg_2_workers": [], "sparsetrain": []}
+    timed = [("sparsetrain", ours)] + ([("pyg_0_workers", pyg0), ("pyg_2_workers", pyg2)] if peer else [])
+    rates = {name: [] for name, _ in timed}
     for r in range(args.rounds):
-        for name, loader in (("sparsetrain", ours), ("pyg_0_workers", pyg0), ("pyg_2_workers", pyg2)):
+        for name, loader in timed:
             rates[name].append(time_loader(loader, args.batches))
             print(f"round {r}: {name} {rates[name][-1]:.2f} batches/s", flush=True)
     loader_rate = {k: statistics.median(v) for k, v in rates.items()}
-    pyg_best = max(loader_rate["pyg_0_workers"], loader_rate["pyg_2_workers"])
+    pyg_best = max(loader_rate["pyg_0_workers"], loader_rate["pyg_2_workers"]) if peer else None
 
     def model():
         torch.manual_seed(args.seed)
         return GraphSAGE(data.num_features, args.hidden, num_layers=len(args.fanouts), out_channels=num_classes)
 
-    step_ms = {
-        "sparsetrain_trim": time_steps(ours, model(), args.steps, trim=True),
-        "pyg_0_workers": time_steps(pyg0, model(), args.steps, trim=False),
-        "pyg_2_workers": time_steps(pyg2, model(), args.steps, trim=False),
-    }
-    pyg_step = min(step_ms["pyg_0_workers"], step_ms["pyg_2_workers"])
+    step_ms = {"sparsetrain_trim": time_steps(ours, model(), args.steps, trim=True)}
+    if peer:
+        step_ms.update(pyg_0_workers=time_steps(pyg0, model(), args.steps, trim=False),
+                       pyg_2_workers=time_steps(pyg2, model(), args.steps, trim=False))
+    pyg_step = min(step_ms["pyg_0_workers"], step_ms["pyg_2_workers"]) if peer else None
     result = {
         "graph": {"nodes": data.num_nodes, "edges": data.num_edges, "feature_dim": data.num_features},
         "fanouts": args.fanouts,
@@ -364,22 +382,22 @@ def main() -> None:
         "loader_batches_per_s": loader_rate,
         "loader_rounds": rates,
         "step_ms": step_ms,
-        "loader_ratio": loader_rate["sparsetrain"] / pyg_best,
-        "step_ratio": pyg_step / step_ms["sparsetrain_trim"],
+        "loader_ratio": loader_rate["sparsetrain"] / pyg_best if peer else None,
+        "step_ratio": pyg_step / step_ms["sparsetrain_trim"] if peer else None,
+        **({} if peer else {"pyg": {"error": why}}),
     }
     print()
     print("| loader | batches/s | vs best PyG |\n| --- | ---: | ---: |")
     for name, rate in loader_rate.items():
-        print(f"| {name} | {rate:.2f} | {rate / pyg_best:.2f}x |")
+        print(f"| {name} | {rate:.2f} | {f'{rate / pyg_best:.2f}x' if peer else 'n/a'} |")
     print(f"\n| training step (GraphSAGE, hidden {args.hidden}) | ms | PyG best / this |\n| --- | ---: | ---: |")
     for name, ms in step_ms.items():
-        print(f"| {name} | {ms:.0f} | {pyg_step / ms:.2f}x |")
+        print(f"| {name} | {ms:.0f} | {f'{pyg_step / ms:.2f}x' if peer else 'n/a'} |")
     OUT.mkdir(exist_ok=True)
     (OUT / "pyg_loader.json").write_text(json.dumps(result, indent=2))
-    print(
-        f"\nloader ratio {result['loader_ratio']:.2f}x, step ratio {result['step_ratio']:.2f}x; wrote "
-        f"{OUT / 'pyg_loader.json'}"
-    )
+    ratios = (f"loader ratio {result['loader_ratio']:.2f}x, step ratio {result['step_ratio']:.2f}x" if peer
+              else "no ratio (PyG's sampler is not installed)")
+    print(f"\n{ratios}; wrote {OUT / 'pyg_loader.json'}")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from dgl_peer import add_peer_flag, peer_threads, run_in_dgl_env
+from peers import pyg_sampler_missing, say_missing
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
@@ -161,10 +162,11 @@ def compare(name: str, dataset: Path, pool_name: str, args) -> dict:
     graph = ds.graph
     batches = seed_batches(pool_of(ds, pool_name), args.batch_size, args.batches)
     runners = {"sparsetrain": ours_runner(graph, args.fanouts)}
-    try:
+    why = pyg_sampler_missing("torch_sparse")
+    if why is None:
         runners.update(pyg_1thread=pyg_runner(graph, args.fanouts, 1), pyg_2threads=pyg_runner(graph, args.fanouts, 2))
-    except ImportError:
-        print("torch-sparse is not installed here: the PyG peer is skipped (install the wheels in ../shared/wheels)")
+    else:
+        say_missing("PyG (torch-sparse)", why)
     rounds = {lib: [] for lib in runners}
     load_avg = [os.getloadavg()[0]]
 

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from dgl_peer import DGL_PYTHON, run_json
+from peers import dgl_missing, pyg_sampler_missing, say_missing
 
 HERE = Path(__file__).resolve().parent
 FANOUTS = [15, 10, 5]
@@ -271,8 +272,10 @@ def main() -> None:
     rows = []
     for name in args.systems.split(","):
         python = args.dgl_python if name.startswith("dgl") else sys.executable
-        if not Path(python).exists():
-            print(f"({name}: no interpreter at {python}; skipped)")
+        why = dgl_missing(python) if name.startswith("dgl") else (
+            pyg_sampler_missing("torch_sparse") if name.startswith("pyg") else None)
+        if why is not None:
+            say_missing(name, why)
             continue
         warmup, count = (1, args.pyg_plain_batches) if name == "pyg-plain" else (args.warmup, args.batches)
         row = run_json(

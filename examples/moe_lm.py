@@ -196,8 +196,12 @@ def train(sharding: str = "none", *, model: str = "tiny", dp: str = "sync", step
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sharding", default="none", choices=["none", "fssdp", "expert-parallel"])
+    summary, usage = __doc__.split("\n\n", 2)[:2]
+    p = argparse.ArgumentParser(description=summary, epilog="examples:\n" + usage,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sharding", default="none", choices=["none", "fssdp", "expert-parallel"],
+                   help="where the experts live: none (every rank holds all), fssdp (sharded, each step gathers the "
+                        "experts its tokens use) or expert-parallel (tokens go to the experts' ranks); default none")
     p.add_argument(
         "--model",
         default="tiny",
@@ -213,7 +217,8 @@ def main() -> None:
     p.add_argument(
         "--steps", type=int, default=20, help="train up to this step (a resumed run continues from its checkpoint's)"
     )
-    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--batch", type=int, default=8,
+                   help="sequences in the global batch, split over the ranks (default 8)")
     p.add_argument("--rematerialize", action="store_true", help="FSSDP: gather experts again in backward")
     p.add_argument("--save", help="write a DCP checkpoint folder after the last step")
     p.add_argument("--resume", help="start from a DCP checkpoint folder (written at any world size)")

@@ -1,6 +1,6 @@
 """Train a graph transformer (exact sparse attention along edges + dense attention within clusters).
 
-    sparsetrain synth --nodes 50000 --edges 1000000 --out data/synth
+    python examples/train_graph_transformer.py   # Cora, from the files shipped in the package
     sparsetrain preprocess --edges ... --reorder cluster --out data/mygraph   # clusters.npy for cluster attention
     python examples/train_graph_transformer.py data/mygraph
 
@@ -15,13 +15,14 @@ import torch.nn.functional as F
 
 import sparsetrain as st
 from sparsetrain.datasets import load_clusters
+from sparsetrain.engine.default_data import open_dataset
 from sparsetrain.nn import GraphTransformer
 from sparsetrain.sampling import ClusterSampler
 
-ds = st.datasets.load(sys.argv[1] if len(sys.argv) > 1 else "data/synth")
+ds = open_dataset(sys.argv[1] if len(sys.argv) > 1 else "cora")  # a folder, or a built-in built once into a cache
 clusters = load_clusters(ds)  # cluster id per node, or None
 print(f"{ds}: {'no clusters' if clusters is None else f'{int(clusters.max()) + 1} clusters'}")
-features = st.storage.MmapFeatures(ds.path / "features.npy")
+features = ds.feature_store()
 
 # the sampler wrapper attaches each batch's cluster and subgraph ids (attention never crosses subgraphs)
 sampler = ClusterSampler(st.sampling.NeighborSampler(ds.graph, [10, 10], seed=0), clusters)

@@ -1,7 +1,8 @@
 """Train a plain PyG GraphSAGE from your own script with sparsetrain's sampler and loader.
 
+    python examples/train_sage.py                # Cora, from the files shipped in the package
     sparsetrain synth --nodes 50000 --edges 1000000 --out data/synth   # or: sparsetrain preprocess ...
-    python examples/train_sage.py data/synth
+    python examples/train_sage.py data/synth     # a dataset folder (or a built-in name: cora, synthetic)
 
 The same through the CLI: sparsetrain train --data data/synth --fanout 10,10 --epochs 5
 """
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 from torch_geometric.nn import SAGEConv
 
 import sparsetrain as st
+from sparsetrain.engine.default_data import open_dataset
 
 
 class SAGE(torch.nn.Module):
@@ -28,8 +30,8 @@ class SAGE(torch.nn.Module):
         return x
 
 
-ds = st.datasets.load(sys.argv[1] if len(sys.argv) > 1 else "data/synth")
-features = st.storage.MmapFeatures(ds.path / "features.npy")  # reads only the rows a batch needs
+ds = open_dataset(sys.argv[1] if len(sys.argv) > 1 else "cora")  # a folder, or a built-in built once into a cache
+features = ds.feature_store()  # memory-mapped: reads only the rows a batch needs
 sampler = st.sampling.NeighborSampler(ds.graph, [10, 10], seed=0)
 loader = st.engine.Loader(sampler, features, ds.labels, ds.split["train"], batch_size=1024, seed=0)
 test_loader = st.engine.Loader(st.sampling.NeighborSampler(ds.graph, [-1, -1]), features, ds.labels, ds.split["test"],

@@ -32,6 +32,7 @@ _NOUNS = {
     "Loader": "engine",
     "Trainer": "engine",
     "fit": "engine",
+    "load_model": "engine",
     "GraphSAGE": "nn",
     "GCN": "nn",
     "GAT": "nn",

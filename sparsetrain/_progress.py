@@ -31,6 +31,11 @@ def progress(total=None, desc: str = "", unit: str = "it", quiet: bool = False, 
     return tqdm(total=total, desc=desc, unit=unit, disable=disable, unit_scale=scale, file=sys.stderr, **size, **kwargs)
 
 
+COMPILING = ("compiling kernels for these settings (once per variant: Numba caches each, so a later run with the same "
+             "dtypes and fanout depth loads them)...")
+"""What :func:`compile_notice` says: a new variant (another dtype, another number of hops) compiles once more."""
+
+
 class _CompileNotice:
     """A ``numba:compile`` listener: one line the first time a kernel compiles (a cache hit fires no event)."""
 
@@ -53,7 +58,7 @@ class _CompileNotice:
             if self.said:
                 return
             self.said = True
-        tqdm.write("compiling kernels (once; later runs load them from Numba's cache)...", file=sys.stderr)
+        tqdm.write(COMPILING, file=sys.stderr)
 
 
 @contextlib.contextmanager

@@ -48,6 +48,7 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from sparsetrain.datasets import cli as dataset_cli
     from sparsetrain.engine import cli as engine_cli
+    from sparsetrain.engine import predict_cli
     from sparsetrain.partition import cli as partition_cli
 
     parser = Parser(
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)  # verbs' parsers are Parsers too
     dataset_cli.register(sub)
     engine_cli.register(sub)
+    predict_cli.register(sub)
     partition_cli.register(sub)
     return parser
 

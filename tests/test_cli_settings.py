@@ -2,6 +2,7 @@
 type, choices and docstring; ``--config`` files (TOML, YAML, JSON; flat or nested by part) set the same fields, flags
 override them, and a run writes its settings beside its checkpoints and into its summary."""
 
+import argparse
 import json
 import sys
 from dataclasses import MISSING, fields
@@ -40,7 +41,8 @@ def _field_default(f):
 
 def test_every_settings_field_has_its_flag_with_the_fields_default_and_docstring():
     _, train = _train_parser()
-    by_dest = {a.dest: a for a in train._actions if a.option_strings and a.dest not in ("help", "config")}
+    by_dest = {a.dest: a for a in train._actions
+               if a.option_strings and a.dest not in ("help", "config") and a.help != argparse.SUPPRESS}
     assert set(by_dest) == set(FLAGS)  # no field without a flag, no setting flag without a field
     for flat, (part, key) in FLAGS.items():
         cls = PARTS[part]
@@ -55,7 +57,7 @@ def test_every_settings_field_has_its_flag_with_the_fields_default_and_docstring
     # what changed: --config, and --no-X for every boolean field (to turn off what a config file turns on)
     booleans = {f"--no-{flat.replace('_', '-')}" for flat, (part, key) in FLAGS.items()
                 if isinstance(_field_default({f.name: f for f in fields(PARTS[part])}[key]), bool)}
-    generated = {name for flat in FLAGS for name in flag_names(flat)}
+    generated = {name for flat in FLAGS for name in flag_names(flat)} | {"--log"}  # --log: hidden, the old name
     assert FLAGS_BEFORE <= generated  # no flag of the earlier CLI lost
     assert every - {"-h", "--help"} == generated | {"--config"} | booleans
 

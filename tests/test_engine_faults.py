@@ -53,6 +53,12 @@ def test_metrics_log_under_torchrun(tiny_dir, tmp_path):
     assert records[-1]["epoch"] == 1 and records[-1]["step"] == steps and 0 <= records[-1]["val_acc"] <= 1
 
 
+def test_train_help_lists_only_the_metrics_log_option(cli):
+    code, out, _ = cli("train", "--help")
+    assert code == 0 and "--metrics-log" in out
+    assert "--log " not in out and "--log," not in out and "--log\n" not in out  # torchrun takes --log as its own
+
+
 def test_the_old_log_option_still_works_outside_torchrun(cli, tiny_dir, tmp_path):
     for option in ("--log", "--metrics-log"):
         log = tmp_path / f"{option[2:]}.jsonl"
@@ -82,7 +88,7 @@ def test_checkpoints_of_another_run_are_refused_by_name(cli, tiny_dir, tmp_path)
     code, _, err = cli(*base, "--epochs", "1")
     assert code == 0, err
     before = _folder_state(ckpt)
-    assert [name for name in before if name.endswith(".pt")] == ["step-0000000004.pt"]
+    assert sorted(name for name in before if name.endswith(".pt")) == ["best.pt", "step-0000000004.pt"]
 
     err = _one_line_error(*cli(*base, "--epochs", "1")[::2])  # a new run in a used folder
     assert (
@@ -102,6 +108,7 @@ def test_checkpoints_of_another_run_are_refused_by_name(cli, tiny_dir, tmp_path)
     code, _, err = cli(*base, "--epochs", "2", "--resume")  # the same run continues
     assert code == 0, err
     assert sorted(name for name in _folder_state(ckpt) if name.endswith(".pt")) == [
+        "best.pt",
         "step-0000000004.pt",
         "step-0000000008.pt",
     ]

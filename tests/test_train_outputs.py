@@ -60,7 +60,7 @@ def test_the_device_is_chosen_once_and_checked_against_the_gpus(monkeypatch):
 @pytest.mark.parametrize("seed", ["18446744073709551616", "-9223372036854775809", str(2**43)])
 def test_a_seed_out_of_range_is_one_line(cli, tiny, seed):
     code, out, err = cli("train", "--data", tiny, "--epochs", "1", f"--seed={seed}", *TINY)
-    assert f"seed={seed}: must be an integer in [-2**43, 2**43)" in _one_line_error(code, err)
+    assert f"--seed: '{seed}': must be an integer in [-2**43, 2**43)" in _one_line_error(code, err)
 
 
 def test_the_seeds_at_the_ends_of_the_range_train(cli, tiny):
@@ -105,17 +105,18 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_leaves_no_partial_file(
     ck = tmp_path / "ck"
     written = []
 
-    def full_disk_after_one(path, mode="r", *args, **kwargs):  # the first checkpoint (2 files) fits, the next does not
-        if "w" in mode:
+    def full_disk_after_one(path, mode="r", *args, **kwargs):  # the first checkpoint and best.pt (4 files) fit,
+        if "w" in mode:  # the next does not
             written.append(path)
-        return builtins.open("/dev/full" if len(written) > 2 and "w" in mode else path, mode, *args, **kwargs)
+        return builtins.open("/dev/full" if len(written) > 4 and "w" in mode else path, mode, *args, **kwargs)
 
     monkeypatch.setattr(checkpoint, "open", full_disk_after_one, raising=False)
     code, out, err = cli("train", "--data", tiny, "--epochs", "2", "--checkpoint-dir", ck, *TINY)
     err = _one_line_error(code, err)
     assert "writing the checkpoint of step 8 failed (No space left on device)" in err
     assert "the newest intact one is step-0000000004.pt" in err and "--resume" in err
-    assert sorted(p.name for p in ck.iterdir()) == ["step-0000000004.pt", "step-0000000004.pt.sha256"]
+    assert sorted(p.name for p in ck.iterdir()) == ["best.pt", "best.pt.sha256", "config.json", "step-0000000004.pt",
+                                                    "step-0000000004.pt.sha256"]
 
 
 def test_a_metrics_log_that_stops_taking_writes_is_one_line_naming_it(cli, tiny, tmp_path, monkeypatch):

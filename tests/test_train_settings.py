@@ -174,7 +174,7 @@ def test_compile_notice_says_it_once_and_only_when_a_kernel_compiles(capsys):
     with _progress.compile_notice():
         first, second = fresh(), fresh()
         first(1), second(1.5)
-    assert capsys.readouterr().err.count("compiling kernels (once") == 1
+    assert capsys.readouterr().err.count("compiling kernels for these settings (once per variant") == 1
     with _progress.compile_notice():
         first(2)  # compiled already
     with _progress.compile_notice(quiet=True):

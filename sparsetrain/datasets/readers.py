@@ -413,6 +413,9 @@ def _read_flat(path: Path, array: np.memmap, first: int, count: int) -> np.ndarr
     return data
 
 
+LABEL_NAMES_FIX = ("class names are not read as labels: number them 0..K-1 first, e.g. in pandas "
+                   "df['label'] = df['label'].astype('category').cat.codes, and keep .cat.categories as the "
+                   "id -> name table")
 _INTEGER_IDS = "node ids must be integers: store them as int64 (e.g. numpy's .astype(np.int64) once every id is whole)"
 
 
@@ -477,7 +480,8 @@ class NodeTableReader:
             if role == "index" and array.dtype.kind not in "iu":
                 raise DatasetError(f"{self.path}: dtype {array.dtype}; {_INTEGER_IDS}")
             if array.dtype.kind not in "iuf" + ("b" if role == "features" else ""):
-                raise DatasetError(f"{self.path}: dtype {array.dtype}; {role} must be numeric")
+                fix = f" ({LABEL_NAMES_FIX})" if role == "labels" and array.dtype.kind in "USO" else ""
+                raise DatasetError(f"{self.path}: dtype {array.dtype}; {role} must be numeric{fix}")
         else:
             self._check_columns()
 
@@ -526,7 +530,7 @@ class NodeTableReader:
         if self.kind == "parquet":
             batches = _parquet_batches(self.path, None, self.chunk_rows)
         else:
-            what = {"features": "features must be numbers", "labels": "labels must be integers",
+            what = {"features": "features must be numbers", "labels": f"labels must be integers ({LABEL_NAMES_FIX})",
                     "index": "node ids must be integers"}
             column_type = pa.int64() if self.role == "index" else pa.float64()  # labels: OGB writes NaN for "no label"
             batches = _iter_csv(self.path, None, {"*": column_type}, f"{what[self.role]}; fix that line")
@@ -565,7 +569,10 @@ class NodeTableReader:
             raise DatasetError(f"{self.path}: column {shown} has type {column.type}; {_INTEGER_IDS}")
         kind = column.type
         if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
-            raise DatasetError(f"{self.path}: column {shown} has type {column.type}; {self.role} must be numeric")
+            fix = f" ({LABEL_NAMES_FIX})" if self.role == "labels" and (
+                pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind)) else ""
+            raise DatasetError(f"{self.path}: column {shown} has type {column.type}; {self.role} must be "
+                               f"numeric{fix}")
         return column.to_numpy(zero_copy_only=False)
 
 

@@ -13,6 +13,7 @@ from sparsetrain.engine.evaluate import accuracy, full_graph_evaluator, sampled_
 from sparsetrain.engine.inference import layerwise_inference
 from sparsetrain.engine.loader import EpochStats, Loader
 from sparsetrain.engine.precision import PRECISIONS, autocast
+from sparsetrain.engine.predict import load_model, predict
 from sparsetrain.engine.run import train
 from sparsetrain.engine.settings import (
     CheckpointSettings,
@@ -31,7 +32,7 @@ from sparsetrain.engine.trainer import Task, Trainer, fit
 __all__ = [
     "CheckpointError", "DistributedError", "EpochStats", "Loader", "LoaderError", "PRECISIONS", "Task", "Trainer",
     "autocast",
-    "accuracy", "fit", "full_graph_evaluator", "layerwise_inference", "load_latest_checkpoint",
+    "accuracy", "fit", "full_graph_evaluator", "layerwise_inference", "load_latest_checkpoint", "load_model", "predict",
     "sampled_evaluator", "save_checkpoint",
     "CheckpointSettings", "DataSettings", "FeatureSettings", "ModelSettings", "OptimSettings", "ReportSettings",
     "RunSettings", "SamplingSettings", "TrainSettings", "train",

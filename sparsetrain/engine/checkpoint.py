@@ -12,6 +12,9 @@ dataset, batching and every setting that changes the batches or the model, whate
 side only included, and :func:`refuse_foreign_checkpoints` refuses to start a new run in a folder
 that already holds checkpoints (its keep-N pruning by step would delete the new run's).
 Temp files of a write killed midway are removed by the next save or load.
+
+Beside them, ``best.pt`` (and its ``.sha256``) holds the model weights of the epoch whose validation metric the run
+reports (:func:`save_best`), what ``sparsetrain predict`` and :func:`~sparsetrain.engine.predict.load_model` read.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ _NAME = re.compile(r"^step-(\d+)\.pt$")
 RECORD_VERSION = 2
 """``state["run"]["record_version"]``: 2 records every batch-changing setting, always; a record without it was
 written by sparsetrain 0.1 (see :func:`_from_version_1`)."""
-_TEMP = re.compile(r"^\.step-\d+\.pt(?:\.sha256)?\.tmp-(\d+)$")
+_TEMP = re.compile(r"^\.(?:step-\d+|best)\.pt(?:\.sha256)?\.tmp-(\d+)$")
+BEST = "best.pt"
+"""The weights of the best epoch (by the task's validation metric), beside the step checkpoints."""
 
 
 class CheckpointError(SparsetrainError, RuntimeError):
@@ -95,6 +100,34 @@ def save_checkpoint(folder: str | os.PathLike, step: int, state: dict, keep: int
         old.unlink(missing_ok=True)
         old.with_name(old.name + ".sha256").unlink(missing_ok=True)
     return path
+
+
+def save_best(folder: str | os.PathLike, state: dict) -> Path:
+    """Write ``state`` (the model's weights, the run's record, the epoch and its metrics) as ``best.pt``, atomically,
+    checksum last."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / BEST
+    try:
+        _write_atomic(path, lambda f: torch.save(state, f))
+        digest = _sha256(path)
+        _write_atomic(path.with_name(path.name + ".sha256"), lambda f: f.write(f"{digest}  {path.name}\n".encode()))
+    except OSError as exc:  # the step checkpoints stay intact; a best.pt without its checksum is never loaded
+        raise CheckpointError(f"{folder}: writing {BEST} failed ({exc.strerror or exc}); free space in the folder (or "
+                              "choose another --checkpoint-dir) and rerun with --resume") from None
+    return path
+
+
+def load_checkpoint_file(path: str | os.PathLike) -> dict:
+    """One checkpoint file's state, checked against its ``.sha256`` and loaded with ``weights_only=True``."""
+    path = Path(path)
+    if not _intact(path):
+        raise CheckpointError(f"{path}: checksum missing or wrong (damaged or interrupted write); use another "
+                              "checkpoint of the run or train again")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # hashes right but will not unpickle safely
+        raise CheckpointError(f"{path}: cannot be loaded safely ({str(exc).splitlines()[0]}); train again") from None
 
 
 def list_checkpoints(folder: str | os.PathLike) -> list[Path]:

@@ -64,7 +64,7 @@ def _help(doc: str, default) -> str:
 def add_setting_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per settings field (:data:`~sparsetrain.engine.settings.FLAGS`), everything about it read from the
     field: the name, the type from the annotation (a bool is ``--x`` / ``--no-x``), the default, ``choices`` and the
-    help from its docstring."""
+    help from its docstring; an old name in ``metadata["hidden_flags"]`` still works but stays off ``--help``."""
     for flat, (part, key) in FLAGS.items():
         cls = PARTS[part]
         f = fields_of(cls)[key]
@@ -79,6 +79,8 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
             options["choices"] = f.metadata["choices"]
         typed = {Fanouts: _fanouts, int: _checked(cls, key, int), float: _checked(cls, key, float)}.get(kind, kind)
         parser.add_argument(*flags, type=typed, **options)
+        for old in f.metadata.get("hidden_flags", ()):
+            parser.add_argument(old, type=typed, **{**options, "help": argparse.SUPPRESS})
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -164,6 +166,12 @@ def _print_summary(summary: dict) -> None:
     if summary.get("stopped_early"):
         print(f"stopped early at epoch {summary['stopped_epoch']} (--patience)")
     if summary.get("disk_mb") is not None or summary.get("hit_rate") is not None:
-        hit = "n/a" if summary.get("hit_rate") is None else f"{summary['hit_rate']:.1%}"
-        print(f"features: cache hit rate {hit}, {summary['disk_mb']:.0f} MB read from disk")
+        shown = ["cache hit rate " + ("n/a" if summary.get("hit_rate") is None else f"{summary['hit_rate']:.1%}")]
+        if summary.get("disk_mb") is not None:  # a disk tier (else no such line: nothing is read from disk)
+            shown.append(f"{summary['disk_mb']:,.0f} MB read from disk")
+        if summary.get("net_mb") is not None:  # a partitioned run: feature rows exchanged with the other parts
+            per_step = summary.get("net_kb_per_step")
+            shown.append(f"{summary['net_mb']:,.1f} MB exchanged with other ranks (training and evaluation)"
+                         + ("" if per_step is None else f" ({per_step:,.0f} KB a step)"))
+        print("features: " + ", ".join(shown))
     sys.stdout.flush()

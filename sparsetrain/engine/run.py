@@ -18,7 +18,6 @@ from sparsetrain.datasets import load_clusters
 from sparsetrain.datasets.clustering import cluster_order
 from sparsetrain.datasets.csc import RawCSC
 from sparsetrain.datasets.format import NODE
-from sparsetrain.engine.checkpoint import list_checkpoints
 from sparsetrain.engine.dataset_checks import check_for_training
 from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.default_data import open_dataset
@@ -36,7 +35,7 @@ from sparsetrain.engine.link_task import LINK_TASK, link_parts, ranking_negative
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.partitioned import is_partitioned, partitioned_parts
 from sparsetrain.engine.plan import RANDOM_SPLIT, RunPlan, cache_budgets, model_options, plan
-from sparsetrain.engine.run_config import config_of, write_config
+from sparsetrain.engine.run_config import config_of
 from sparsetrain.engine.settings import FeatureSettings, ModelSettings, SamplingSettings, TrainSettings
 from sparsetrain.engine.static_step import StaticStep, sampled_loader
 from sparsetrain.engine.trainer import Task, Trainer
@@ -70,7 +69,7 @@ def train(settings: TrainSettings) -> dict | None:
         check_for_training(ds, verify=settings.data.verify, task=run.task, target_type=run.target_type,
                            times=run.times is not None)
         torch.manual_seed(run.run.seed)
-        config = _record_config(settings, ctx)
+        config = config_of(settings)
         features = feature_stores(ds, run.features, ctx)
         if run.task == "link":
             loader, model, evaluate = link_parts(ds, run.sampling, run.model, run.run.seed, ctx, features,
@@ -81,7 +80,7 @@ def train(settings: TrainSettings) -> dict | None:
             task = Task()
         if meta.is_typed and not quiet:
             print(f"training {run.model.name} on node type {run.target_type!r} of a typed dataset", flush=True)
-        summary = _fit(_trainer(run, ctx, model, loader, evaluate, task), ctx)
+        summary = _fit(_trainer(run, ctx, model, loader, evaluate, task, config), ctx)
         summary.update({"model": run.model.name, "dataset": str(ds.path), "world_size": ctx.world_size,
                         "config": config})
         if run.task == "link":
@@ -96,21 +95,11 @@ def _train_partitioned(settings: TrainSettings, ctx: DistContext) -> dict | None
     """A run on a partitioned folder: the parts built by :mod:`sparsetrain.engine.partitioned`, this module's
     Trainer."""
     run, loader, model, evaluate, task = partitioned_parts(settings, ctx)
-    config = _record_config(settings, ctx)
-    summary = _fit(_trainer(run, ctx, model, loader, evaluate, task), ctx)
+    config = config_of(settings)
+    summary = _fit(_trainer(run, ctx, model, loader, evaluate, task, config), ctx)
     summary.update({"model": run.model.name, "dataset": str(settings.data.path), "world_size": ctx.world_size,
                     "config": config})
     return summary if ctx.is_main else None
-
-
-def _record_config(settings: TrainSettings, ctx: DistContext) -> dict:
-    """The run's settings as written down (:func:`~sparsetrain.engine.run_config.config_of`): into the summary, and
-    by the main rank as ``config.json`` beside the checkpoints, unless the folder holds an earlier run's checkpoints
-    that this run (without ``--resume``) is about to refuse."""
-    folder = settings.checkpoint.dir
-    if ctx.is_main and folder is not None and (settings.checkpoint.resume or not list_checkpoints(folder)):
-        write_config(settings, folder)
-    return config_of(settings)
 
 
 # ---------------------------------------------------------------- feature stores
@@ -248,8 +237,9 @@ def _node_model(meta: DatasetMeta, model: ModelSettings, layers: int, target: st
 # ---------------------------------------------------------------- the loop
 
 
-def _trainer(run: RunPlan, ctx: DistContext, model, loader: Loader, evaluate, task: Task) -> Trainer:
-    """The one Trainer of a run: ``model`` wrapped for the ranks, Adam, the plan's epochs, checkpoints and reports."""
+def _trainer(run: RunPlan, ctx: DistContext, model, loader: Loader, evaluate, task: Task, config: dict) -> Trainer:
+    """The one Trainer of a run: ``model`` wrapped for the ranks, Adam, the plan's epochs, checkpoints and reports
+    (``config``, the run's settings, written as ``config.json`` beside each checkpoint)."""
     model = wrap_model(model, ctx)
     captured = run.step_shapes is not None and run.device.type == "cuda"  # a CUDA graph replays the optimizer step
     optimizer = torch.optim.Adam(model.parameters(), lr=run.optim.lr, weight_decay=run.optim.weight_decay,
@@ -262,7 +252,7 @@ def _trainer(run: RunPlan, ctx: DistContext, model, loader: Loader, evaluate, ta
     return Trainer(model, loader, optimizer, epochs=run.optim.epochs, max_steps=run.optim.max_steps,
                    evaluate=evaluate, task=task, checkpoints=run.checkpoint, report=run.report,
                    precision=run.run.precision, record=run.record, hyperparameters={"dropout": run.model.dropout},
-                   is_main=ctx.is_main, static_step=static, patience=run.optim.patience)
+                   is_main=ctx.is_main, static_step=static, patience=run.optim.patience, config=config)
 
 
 def _fit(trainer: Trainer, ctx: DistContext) -> dict:

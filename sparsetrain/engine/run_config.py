@@ -122,8 +122,8 @@ def config_of(settings: TrainSettings) -> dict:
             for part, cls in PARTS.items()}
 
 
-def write_config(settings: TrainSettings, folder: str | os.PathLike) -> Path:
-    """``folder/config.json``: the run's settings (:func:`config_of`), written atomically (temp file, fsync,
+def write_config(config: dict, folder: str | os.PathLike) -> Path:
+    """``folder/config.json``: a run's settings as :func:`config_of` gives them, written atomically (temp file, fsync,
     rename)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -131,7 +131,7 @@ def write_config(settings: TrainSettings, folder: str | os.PathLike) -> Path:
     tmp = folder / f".{CONFIG_NAME}.tmp-{os.getpid()}"
     try:
         with open(tmp, "w") as f:
-            f.write(json.dumps(config_of(settings), indent=2) + "\n")
+            f.write(json.dumps(config, indent=2) + "\n")
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

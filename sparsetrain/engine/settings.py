@@ -379,11 +379,11 @@ class ReportSettings:
 
     # not --log first: torchrun reads any prefix of its own --log-dir/--logs-specs, so `torchrun ... train --log F`
     # fails there
-    log: Path | None = field(default=None, metadata={**RESUMABLE, "flags": ("--metrics-log", "--log")})
-    """Append per-step and per-epoch metrics here as JSON lines (--log is the old name; it fails under torchrun);
-    the same records are written beside it as CSV, the log's name with ``.csv`` for its suffix (``runs/m.jsonl`` ->
-    ``runs/m.csv``), rewritten after each epoch (Lightning's ``CSVLogger`` layout: a header of every field, one row a
-    record, empty where absent)."""
+    log: Path | None = field(default=None, metadata={**RESUMABLE, "flags": ("--metrics-log",),
+                                                              "hidden_flags": ("--log",)})
+    """Append per-step and per-epoch metrics here as JSON lines; the same records are written beside it as CSV, the
+    log's name with ``.csv`` for its suffix (``runs/m.jsonl`` -> ``runs/m.csv``), rewritten after each epoch
+    (Lightning's ``CSVLogger`` layout: a header of every field, one row a record, empty where absent)."""
     tensorboard: Path | None = field(default=None, metadata=RESUMABLE)
     """Write TensorBoard event files into this folder (``tensorboard --logdir DIR``; needs ``pip install tensorboard``):
     every number of the metrics log as a scalar of the same name at the record's step."""

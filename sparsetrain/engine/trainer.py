@@ -21,12 +21,14 @@ from sparsetrain.engine.checkpoint import (
     list_checkpoints,
     load_latest_checkpoint,
     refuse_foreign_checkpoints,
+    save_best,
     save_checkpoint,
 )
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.late_loss import LossRing
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.precision import autocast, check_precision
+from sparsetrain.engine.run_config import write_config
 from sparsetrain.engine.run_log import TensorBoardLog, csv_beside, summary_writer_class, write_csv
 from sparsetrain.engine.settings import CheckpointSettings, ReportSettings
 from sparsetrain.errors import DatasetError, SettingError, SparsetrainError
@@ -108,7 +110,8 @@ class Trainer:
                  evaluate: Callable[[torch.nn.Module], dict] | None = None, task: Task = Task(),
                  checkpoints: CheckpointSettings = CheckpointSettings(), report: ReportSettings = ReportSettings(),
                  precision: str = "fp32", record: dict | None = None, hyperparameters: dict | None = None,
-                 is_main: bool = True, retain_host_memory: bool = True, static_step=None, patience: int | None = None):
+                 is_main: bool = True, retain_host_memory: bool = True, static_step=None, patience: int | None = None,
+                 config: dict | None = None):
         if epochs < 1:
             raise SettingError(f"epochs={epochs} must be at least 1")
         if patience is not None and (evaluate is None or isinstance(patience, bool) or not isinstance(patience, int)
@@ -131,6 +134,7 @@ class Trainer:
         self.checkpoints = checkpoints
         self.record = dict(record or {})
         self.hyperparameters = dict(hyperparameters or {})
+        self.config = config  # the run's settings (run_config.config_of), written beside each checkpoint
         self.log_path = report.log
         self.tensorboard_dir = report.tensorboard
         if self.tensorboard_dir is not None and is_main:
@@ -147,6 +151,7 @@ class Trainer:
         self.loss_ring = LossRing()
         self._losses: list[float] = []  # the losses of this epoch read so far
         self._run_reads = _FeatureReads(None)
+        self._best: dict | None = None  # the epoch best.pt is written for at the next checkpoint
 
     # ------------------------------------------------------------ state
     def run_identity(self) -> dict:
@@ -223,6 +228,22 @@ class Trainer:
         if self.checkpoints.dir is not None and self.is_main:
             self._check_weights()
             self.saved = save_checkpoint(self.checkpoints.dir, self.step, self.state_dict())
+            if self.config is not None:
+                write_config(self.config, self.checkpoints.dir)
+            if self._best is not None:
+                save_best(self.checkpoints.dir, {"run": self.run_identity(), "model": _unwrap(self.model).state_dict(),
+                                                 "hyperparameters": self.hyperparameters, **self._best})
+                self._best = None
+
+    def _save_best(self, record: dict) -> None:
+        """Mark this epoch for ``best.pt`` when its validation metric beats every earlier one's: the weights the run's
+        reported test metric comes from (``sparsetrain predict``'s default), written by the next :meth:`_save`, after
+        the step checkpoint."""
+        key = self.task.select_metric
+        if self.checkpoints.dir is None or not self.is_main or record.get(key) is None:
+            return
+        if not any(r.get(key) is not None and r[key] >= record[key] for r in self.history[:-1]):
+            self._best = {"position": {"epoch": self.epoch + 1, "step": self.step}, "metrics": record}
 
     def _check_weights(self) -> None:
         """Refuse to save non-finite weights: with several ranks another rank's non-finite step reaches these weights
@@ -409,6 +430,7 @@ class Trainer:
         self.history.append(record)
         self._log(record)
         self._flush_logs()
+        self._save_best(record)
         if not self.quiet:
             shown = "  ".join(f"{k} {_fmt(k, v)}" for k, v in record.items() if k != "step" and k not in NOT_PRINTED)
             print(shown, flush=True)
@@ -514,7 +536,9 @@ class _FeatureReads:
         hits, misses = self._counts()
         looked_up = hits + misses - self.hits - self.misses
         disk = (self.disk.stats.bytes_moved - self.bytes) if self.disk is not None else 0
-        totals = {"hit_rate": (hits - self.hits) / looked_up if looked_up else None, "disk_mb": round(disk / 1e6, 1)}
+        totals = {"hit_rate": (hits - self.hits) / looked_up if looked_up else None}
+        if self.disk is not None:  # no disk tier (a partitioned run's part, memory): nothing was read from disk
+            totals["disk_mb"] = round(disk / 1e6, 1)
         if self.pcie is not None:
             totals["pcie_mb"] = round(self._pcie_mb(), 1)
         return {**totals, **self.network()}
@@ -598,7 +622,8 @@ NOT_PRINTED = ("step_seconds", "sample_seconds", "fetch_seconds", "to_device_sec
                "pcie_mb")
 """Epoch record fields the epoch line leaves out (they are in the metrics log, its CSV and TensorBoard)."""
 
-EPOCH_FORMATS = {"epoch": "{:d}", "seconds": "{:.2f}", "seeds_per_second": "{:,.0f}"}
+EPOCH_FORMATS = {"epoch": "{:d}", "seconds": "{:.2f}", "seeds_per_second": "{:,.0f}", "net_mb": "{:,.1f}",
+                 "net_kb_per_step": "{:,.0f}"}
 """How an epoch line shows a field; any other number (losses, accuracies, fractions) with 4 decimals."""
 
 
