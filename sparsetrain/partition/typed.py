@@ -412,3 +412,24 @@ def _part_meta(ds, csc: TypedCSC, p: int, P: int, partition_id: str, checksum: s
                     "types": {t: {"num_owned": int(part.owned[i]), "num_halo": int(part.halo[i])}
                               for i, t in enumerate(csc.node_types)}},
     }
+
+
+def check_typed_files(folder: Path, manifest: dict) -> None:
+    """Every per-type file a typed part needs (id maps per node type, column starts per edge type, owned features)
+    is listed in its meta.json and present: one line naming the first missing one."""
+    from sparsetrain.partition.errors import PartitionError
+
+    node_types = list(manifest["dataset"]["node_types"])
+    edge_types = [tuple(et) for et in manifest["dataset"]["edge_types"]]
+    for entry in manifest["parts"]:
+        path = folder / entry["folder"]
+        meta = fmt.read_meta(path)
+        needed = [(l2g_file(t), f"node type {t!r}'s local_to_global") for t in node_types]
+        needed += [(halo_owner_file(t), f"node type {t!r}'s halo owners") for t in node_types]
+        needed += [(col_start_file(et), f"edge type {et}'s column starts") for et in edge_types]
+        needed += [(name, f"node type {t!r}'s owned features")
+                   for t, name in (meta.get(PART_META, {}).get("owned_features") or {}).items()]
+        for name, what in needed:
+            if name not in meta["files"] or not (path / name).is_file():
+                raise PartitionError(f"{path / name}: missing ({what}); the part is incomplete, restore it or re-run "
+                                     "`sparsetrain partition`")
