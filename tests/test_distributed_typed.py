@@ -175,3 +175,59 @@ def test_typed_ranks_batches_equal_single_process(typed_graph, tmp_path, world, 
             compared += 1
     assert compared >= 4 and remote > 0
     assert torch.equal(torch.sort(torch.cat(seen)).values, ds.split["train"])
+
+
+def _rgcn(ds_types: dict, edge_types, in_channels: dict, classes: int):
+    from sparsetrain.nn.rgcn import RGCN
+
+    torch.manual_seed(0)
+    return RGCN(list(ds_types), edge_types, in_channels, 16, classes, 2, "paper", num_nodes=ds_types, dropout=0.0)
+
+
+def _typed_step(rank: int, world: int, folder: str, state: dict, fanouts) -> tuple:
+    """One training step's summed loss and gradients on this rank's first batch (partitioned sampler, features,
+    labels; the run's fetch stage)."""
+    from sparsetrain.engine.partitioned import FetchWithOwners, GlobalLabels, part_features
+
+    part = load_partition(folder, rank)
+    whole = part.manifest["dataset"]["node_types"]
+    model = _rgcn(whole, part.types.edge_types, {"paper": 8}, 5)
+    model.load_state_dict(state)
+    fetch = FetchWithOwners(part_features(part, None, 0.0), GlobalLabels(part))
+    sampler = DistNeighborSampler(part, fanouts, seed=SEED)
+    inp = rank_batches(part, "train", 40, seed=1)[0]
+    mb = fetch(sampler.sample(inp))
+    loss = torch.nn.functional.cross_entropy(model(mb.x, mb.to_pyg()), mb.y, reduction="sum")
+    loss.backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    return inp.seeds, inp.key, mb.y, loss.item(), grads
+
+
+@pytest.mark.distributed
+def test_typed_step_on_two_ranks_is_the_single_process_step(typed_graph, tmp_path):
+    """The ranks' summed loss and gradients of one R-GCN step equal the single process's over the same seeds and keys
+    (its sampler on the whole graph, features read from the dataset): sampler, feature exchange, labels and the
+    featureless types' embedding ids all agree."""
+    from sparsetrain.engine.stages.fetch import FetchFeatures
+
+    ds = load(typed_graph)
+    folder = tmp_path / "parts"
+    partition_dataset(typed_graph, folder, PartitionOptions(2, method="hash", quiet=True))
+    model = _rgcn(ds.num_nodes_by_type, ds.edge_types, {"paper": 8}, 5)
+    per_rank = values(spawn(_typed_step, 2, str(folder), model.state_dict(), FANOUTS))
+    reference = NeighborSampler(ds.graph, FANOUTS, seed=SEED, seed_type="paper")
+    fetch = FetchFeatures(dict(ds.features_by_type), ds.labels_by_type["paper"])
+    total = 0.0
+    for seeds, key, y, _, _ in per_rank:
+        mb = fetch(reference.sample(SamplerInput(seeds, key=key)))
+        assert torch.equal(mb.y, y)
+        loss = torch.nn.functional.cross_entropy(model(mb.x, mb.to_pyg()), mb.y, reduction="sum")
+        loss.backward()  # gradients add up over the ranks' batches, as DDP's all-reduce adds them
+        total += loss.item()
+    assert sum(r[3] for r in per_rank) == pytest.approx(total, rel=1e-5)
+    grads = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    assert grads.keys() == per_rank[0][4].keys() and len(grads) > 10
+    for name, grad in grads.items():
+        summed = per_rank[0][4][name] + per_rank[1][4][name]
+        assert torch.allclose(summed, grad, rtol=1e-4, atol=1e-6), name
+        assert grad.abs().sum() > 0 or "embed" in name

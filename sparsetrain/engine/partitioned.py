@@ -25,7 +25,7 @@ from sparsetrain.engine.distributed import DistContext
 from sparsetrain.engine.evaluate import loaders_evaluator
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.plan import MODEL_DEFAULTS, RunPlan, auto_epochs, plan
-from sparsetrain.engine.settings import TrainSettings
+from sparsetrain.engine.settings import TYPED_MODELS, TrainSettings
 from sparsetrain.engine.stages.fetch import FetchFeatures, check_finite
 from sparsetrain.engine.trainer import Task
 from sparsetrain.errors import SettingError
@@ -52,13 +52,12 @@ def refuse_unsupported(settings: TrainSettings) -> None:
     """One line for every setting a partitioned run does not support yet."""
     refused = [
         (settings.data.task != "node", f"--task {settings.data.task}", "node classification only"),
-        (settings.data.target_type is not None, "--target-type", "typed graphs are not partitioned yet"),
         (settings.sampling.temporal, "--temporal", "temporal sampling is not distributed yet"),
         (settings.sampling.fuse_last_hop, "--fuse-last-hop", "the owners draw a part's last hop; drop it"),
         (settings.features.placement != "auto", f"--features {settings.features.placement}",
          "a part's features are its own rows plus a cache of halo rows; drop --features"),
-        (settings.model.name not in (None, *MODELS), f"--model {settings.model.name}",
-         f"choose one of {', '.join(MODELS)}"),
+        (settings.model.name not in (None, *MODELS, *TYPED_MODELS), f"--model {settings.model.name}",
+         f"choose one of {', '.join(MODELS + tuple(TYPED_MODELS))}"),
         (settings.run.eval == "full", "--eval full", "a partitioned run evaluates on sampled batches; pass --eval "
                                                      "sampled or auto"),
     ]
@@ -68,27 +67,44 @@ def refuse_unsupported(settings: TrainSettings) -> None:
 
 
 def _part_meta(part: Partition) -> DatasetMeta:
-    """The part as the planner reads it: its features are the part's owned rows."""
-    rows = part.features
-    return replace(DatasetMeta.of(part.dataset), features={NODE: Table(rows.shape[1], rows.nbytes, rows.row_bytes)})
+    """The part as the planner reads it: its features are the part's owned rows; a typed part's node counts are the
+    whole graph's (a type without features is embedded by its global ids)."""
+    features = {t: Table(rows.shape[1], rows.nbytes, rows.row_bytes) for t, rows in part.features_by_type.items()}
+    meta = replace(DatasetMeta.of(part.dataset), features=features)
+    if part.is_typed:
+        meta = replace(meta, num_nodes=dict(part.manifest["dataset"]["node_types"]))
+    return meta
 
 
 class GlobalLabels:
-    """A part's labels indexed by global ids of nodes it owns (the batches' seeds)."""
+    """A part's labels (of its target type) indexed by global ids of nodes it owns (the batches' seeds; typed: ids
+    within the target type)."""
 
     def __init__(self, part: Partition) -> None:
-        self.part, self.labels = part, part.dataset.labels
+        target = part.target_type if part.is_typed else NODE
+        self.part, self.labels, self.node_type = part, part.dataset.labels_by_type[target], target
 
     def __getitem__(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.labels[self.part.to_local(ids.cpu())]
+        return self.labels[self.part.to_local(ids.cpu(), self.node_type if self.part.is_typed else None)]
 
 
 class FetchWithOwners(FetchFeatures):
-    """The fetch stage handing the store each input node's owner (``mb.node_owner``)."""
+    """The fetch stage handing each store its input nodes' owners (``mb.node_owner``, by node type on a typed part,
+    where a type without features gets its global ids as ``x``, for an embedding)."""
 
     def __call__(self, mb):
-        mb.x = self.features.gather(mb.input_nodes, owner=mb.node_owner)
-        check_finite(mb.x, mb.input_nodes, self.features)
+        if isinstance(mb.input_nodes, dict):
+            mb.x = {}
+            for t, ids in mb.input_nodes.items():  # the same types in the same order on every rank: collective
+                store = self.features.get(t)
+                if store is None:
+                    mb.x[t] = ids
+                    continue
+                mb.x[t] = store.gather(ids, owner=mb.node_owner[t])
+                check_finite(mb.x[t], ids, store)
+        else:
+            mb.x = self.features.gather(mb.input_nodes, owner=mb.node_owner)
+            check_finite(mb.x, mb.input_nodes, self.features)
         mb.y = self.labels[mb.seeds]
         return mb
 
@@ -137,12 +153,24 @@ def padded_cross_entropy(out: torch.Tensor, target: torch.Tensor) -> torch.Tenso
     return out.sum() * 0.0
 
 
-def cache_rows(part: Partition, cache_gb: float) -> int:
-    """Halo rows to cache: ``--cache-gb`` worth of rows when given, else ``HALO_CACHE_FRACTION`` of the halo."""
+def cache_rows(part: Partition, cache_gb: float, node_type: str | None = None) -> int:
+    """Halo rows of ``node_type`` to cache: ``--cache-gb`` worth of rows when given (a typed part: split by the types'
+    feature bytes), else ``HALO_CACHE_FRACTION`` of the type's halo."""
+    t = part.types.index(node_type)
     if cache_gb > 0:
-        row_bytes = part.features.row_bytes
-        return int(cache_gb * 2**30 // max(row_bytes, 1))
-    return int(len(part.halo_owner) * HALO_CACHE_FRACTION)
+        rows = part.features_by_type[part.types.node_types[t]]
+        share = rows.nbytes / max(1, sum(f.nbytes for f in part.features_by_type.values()))
+        return int(cache_gb * share * 2**30 // max(rows.row_bytes, 1))
+    return int(int(part.types.num_halo[t]) * HALO_CACHE_FRACTION)
+
+
+def part_features(part: Partition, group, cache_gb: float):
+    """The part's :class:`PartitionedFeatures`: the one store of a homogeneous part, a store per node type with
+    features of a typed one (built in the same order on every rank: construction is collective)."""
+    if not part.is_typed:
+        return PartitionedFeatures(part, group=group, cache_rows=cache_rows(part, cache_gb))
+    return {t: PartitionedFeatures(part, group=group, cache_rows=cache_rows(part, cache_gb, t), node_type=t)
+            for t in part.types.node_types if t in part.features_by_type}
 
 
 def partitioned_parts(settings: TrainSettings, ctx: DistContext):
@@ -153,6 +181,10 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext):
     if part.num_parts != ctx.world_size:
         raise PartitionedRunError(f"{folder}: has {part.num_parts} parts but {ctx.world_size} ranks run; run one rank "
                                   f"per part (torchrun --nproc-per-node {part.num_parts})")
+    if settings.data.target_type not in (None, part.target_type if part.is_typed else None):
+        raise PartitionedRunError(f"--target-type {settings.data.target_type}: not supported on a partitioned folder "
+                                  f"({folder}); its parts hold the splits of node type {part.target_type!r}, drop "
+                                  "--target-type")
     run = plan(settings, _part_meta(part), ctx.device, ctx.world_size)
     batch_size, seed = run.sampling.batch_size, run.run.seed
     steps = batches_per_epoch(part, "train", batch_size)
@@ -162,7 +194,7 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext):
     group = new_group() if ctx.enabled else None  # apart from DDP's: the loader thread's exchanges never interleave
     fanouts = run.sampling.fanouts
     sampler = DistNeighborSampler(part, fanouts, seed=seed, group=group)
-    features = PartitionedFeatures(part, group=group, cache_rows=cache_rows(part, settings.features.cache_gb))
+    features = part_features(part, group, settings.features.cache_gb)
     loader = PartLoader(part, "train", sampler, features, batch_size=batch_size, seed=seed, shuffle=True,
                         device=run.device)
     torch.manual_seed(seed)  # as run.train does; DDP then hands rank 0's initial weights to every rank
@@ -173,6 +205,10 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext):
 
 
 def _model(part: Partition, run: RunPlan) -> torch.nn.Module:
+    if part.is_typed:  # the typed models the plan chose, built as a one-process run builds them
+        from sparsetrain.engine.run import _node_model
+
+        return _node_model(_part_meta(part), run.model, run.sampling.fanouts.num_hops, part.target_type)
     extra = {k: v for k, v in MODEL_DEFAULTS.get(run.model.name, {}).items()
              if k not in ("lr", "weight_decay", "hidden")}
     in_dim = int(part.features.row_shape.numel())
