@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from collections.abc import Sequence
 
 import numba
 import numpy as np

@@ -173,8 +173,10 @@ def part_features(part: Partition, group, cache_gb: float):
             for t in part.types.node_types if t in part.features_by_type}
 
 
-def partitioned_parts(settings: TrainSettings, ctx: DistContext):
-    """``(run, loader, model, evaluate, task)`` of a run on a partitioned folder (the caller builds the Trainer)."""
+def partitioned_parts(settings: TrainSettings, ctx: DistContext, typed_model=None):
+    """``(run, loader, model, evaluate, task)`` of a run on a partitioned folder (the caller builds the Trainer).
+    ``typed_model(meta, model_settings, layers, target_type)``: how a typed part's model is built (run.py passes the
+    one-process builder, so both build the plan's typed model alike)."""
     refuse_unsupported(settings)
     folder = settings.data.path
     part = load_partition(folder, ctx.rank)
@@ -198,17 +200,18 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext):
     loader = PartLoader(part, "train", sampler, features, batch_size=batch_size, seed=seed, shuffle=True,
                         device=run.device)
     torch.manual_seed(seed)  # as run.train does; DDP then hands rank 0's initial weights to every rank
-    model = _model(part, run)
+    model = _model(part, run, typed_model)
     eval_sampler = DistNeighborSampler(part, fanouts, seed=seed + 1, group=group)
     evaluate = part_evaluator(part, eval_sampler, features, batch_size, run.device, group)
     return run, loader, model, evaluate, Task(loss_fn=padded_cross_entropy)
 
 
-def _model(part: Partition, run: RunPlan) -> torch.nn.Module:
-    if part.is_typed:  # the typed models the plan chose, built as a one-process run builds them
-        from sparsetrain.engine.run import _node_model
-
-        return _node_model(_part_meta(part), run.model, run.sampling.fanouts.num_hops, part.target_type)
+def _model(part: Partition, run: RunPlan, typed_model) -> torch.nn.Module:
+    if part.is_typed:  # the typed model the plan chose, built as a one-process run builds it
+        if typed_model is None:
+            raise PartitionedRunError(f"{part.path}: a typed part's model needs the builder of sparsetrain.engine.run "
+                                      "(train through `sparsetrain train` or run.train)")
+        return typed_model(_part_meta(part), run.model, run.sampling.fanouts.num_hops, part.target_type)
     extra = {k: v for k, v in MODEL_DEFAULTS.get(run.model.name, {}).items()
              if k not in ("lr", "weight_decay", "hidden")}
     in_dim = int(part.features.row_shape.numel())

@@ -29,8 +29,14 @@ from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.writer import DatasetWriter
 from sparsetrain.errors import DatasetError
 from sparsetrain.partition import kernels
-from sparsetrain.partition.manifest import FORMAT_NAME, FORMAT_VERSION, OWNER_FILE, PART_META, part_folder, \
-    write_manifest
+from sparsetrain.partition.manifest import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    OWNER_FILE,
+    PART_META,
+    part_folder,
+    write_manifest,
+)
 from sparsetrain.partition.stream import CHUNK_COLUMNS, NpyFile
 
 FEATURE_CHUNK_BYTES = 1 << 26
