@@ -145,11 +145,19 @@ def test_writes_are_atomic_and_refuse_to_overwrite(cora, cora3, tmp_path, capsys
         load_partition(out, 3)
 
 
-def test_typed_datasets_are_refused(tmp_path, capsys):
+def test_typed_datasets_are_partitioned_by_the_cli(tmp_path, capsys):
+    """(The parts against the whole graph: tests/test_distributed_typed.py.)"""
     typed = tmp_path / "typed"
     synthesize(typed, typed=True, scale=0.0005, feature_dim=4, num_classes=3, quiet=True)
-    code, err = _cli(capsys, "partition", typed, "--parts", 2, "--out", tmp_path / "p")
-    assert code == 1 and "typed dataset" in err and not (tmp_path / "p").exists()
+    code, _ = _cli(capsys, "partition", typed, "--parts", 2, "--out", tmp_path / "p", "--quiet")
+    assert code == 0
+    code = main(["partition-info", str(tmp_path / "p")])
+    out = capsys.readouterr().out
+    manifest = json.loads((tmp_path / "p" / "manifest.json").read_text())
+    assert list(manifest["dataset"]["node_types"]) == ["paper", "author", "institution", "field_of_study"]
+    assert sum(p["types"]["author"]["num_owned"] for p in manifest["parts"]) == manifest["dataset"]["node_types"][
+        "author"]
+    assert code == 0 and "node balance by type: paper" in out and "author:" in out
 
 
 def test_more_parts_than_some_can_fill(tmp_path):

@@ -26,7 +26,7 @@ def part_meta(tmp_path_factory):
     """A homogeneous dataset's description as a part of 3 (train sizes 100, 130 and 90; a halo of 40 rows)."""
     ds = st.datasets.synthesize(tmp_path_factory.mktemp("parts") / "g", 300, 2400, feature_dim=8, num_classes=3,
                                 seed=0, quiet=True)
-    return replace(DatasetMeta.of(ds), parts=PartsMeta(3, (100, 130, 90), 40))
+    return replace(DatasetMeta.of(ds), parts=PartsMeta(3, (100, 130, 90), {"_N": 40}))
 
 
 def test_a_partitioned_run_gets_its_epochs_and_halo_cache_from_the_plan(part_meta):
@@ -34,10 +34,10 @@ def test_a_partitioned_run_gets_its_epochs_and_halo_cache_from_the_plan(part_met
     assert run.optim.epochs == 200  # ceil(130 / 32) = 5 batches on every rank: 2000 steps are 400 epochs, capped
     run = plan(TrainSettings(batch_size=1), part_meta, CPU, world_size=3)
     assert run.optim.epochs == 16  # 130 batches an epoch (the largest part), ceil(2000 / 130)
-    assert run.halo_cache_rows == int(40 * HALO_CACHE_FRACTION) == 10
+    assert run.halo_cache_rows == {"_N": int(40 * HALO_CACHE_FRACTION)} == {"_N": 10}
     row_bytes = part_meta.features["_N"].row_bytes
     run = plan(TrainSettings(cache_gb=1e-6), part_meta, CPU, world_size=3)
-    assert run.halo_cache_rows == int(1e-6 * 2**30 // row_bytes)
+    assert run.halo_cache_rows == {"_N": int(1e-6 * 2**30 // row_bytes)}
     assert not run.full_eval and not run.graph_on_device and run.model.name == "sage"
     assert run.record["dataset"] == {"path": str(part_meta.path), "sha256": part_meta.meta_sha256}
     assert plan(TrainSettings(), replace(part_meta, parts=None), CPU).halo_cache_rows is None

@@ -25,12 +25,20 @@ from sparsetrain.partition.load import Partition
 from sparsetrain.storage.base import FeatureSource, check_ids
 
 
-def halo_hotness(part: Partition) -> np.ndarray:
-    """Per halo node (local order), how many of the part's in-edges it is the source of: how often a one-hop draw of
-    the part's nodes reaches it (its inclusion probability up to the fanout's scaling)."""
+def halo_hotness(part: Partition, node_type: str | None = None) -> np.ndarray:
+    """Per halo node of ``node_type`` (local order; a homogeneous part: its one type), how many of the part's in-edges
+    it is the source of: how often a one-hop draw of the part's nodes reaches it (its inclusion probability up to the
+    fanout's scaling)."""
+    types = part.types
+    t = types.index(node_type)
     indices = part.dataset.graph.indices.numpy()
-    halo = indices[indices >= part.num_owned].astype(np.int64) - part.num_owned
-    return np.bincount(halo, minlength=len(part.halo_owner))
+    ptr = part.dataset.graph.indptr.numpy()
+    n_owned, counts = int(types.num_owned[t]), np.zeros(int(types.num_halo[t]), np.int64)
+    for k in np.flatnonzero(types.et_src == t):
+        a, b = int(ptr[types.col_offset[k]]), int(ptr[types.col_offset[k + 1]])
+        ids = indices[a:b]
+        counts += np.bincount(ids[ids >= n_owned].astype(np.int64) - n_owned, minlength=len(counts))
+    return counts
 
 
 class PartitionedFeatures(FeatureSource):
@@ -45,24 +53,29 @@ class PartitionedFeatures(FeatureSource):
 
     collective = True  # gather must be called on every rank, even with no ids
 
-    def __init__(self, part: Partition, *, group=None, cache_rows: int = 0) -> None:
-        if part.features is None:
-            raise DistFeatureError(f"{part.path}: the part has no owned_features.npy; partition a dataset that has "
-                                   "node features")
-        local = part.features
-        super().__init__((part.num_nodes, *local.row_shape), local.dtype, "cpu")
+    def __init__(self, part: Partition, *, group=None, cache_rows: int = 0, node_type: str | None = None) -> None:
+        types = part.types
+        t = types.index(node_type)
+        local = part.features_by_type.get(types.node_types[t])
+        if local is None:
+            what = f"node type {types.node_types[t]!r}" if part.is_typed else "the part"
+            raise DistFeatureError(f"{part.path}: {what} has no owned features; partition a dataset that has "
+                                   "node features (of that type)")
+        super().__init__((int(types.type_offset[t + 1] - types.type_offset[t]), *local.row_shape), local.dtype, "cpu")
         info = group_info(group)
         if info.world_size != part.num_parts or info.rank != part.rank:
             raise DistFeatureError(f"{part.path}: rank {info.rank} of {info.world_size} holds part {part.rank} of "
                                    f"{part.num_parts}; run one rank per part and load part = rank")
         self.part, self.local, self.group = part, local, group
         self.rank, self.world = info.rank, info.world_size
-        self._owned = part.owned_global().numpy()
-        self._halo = part.local_to_global[part.num_owned :].numpy()
-        self._halo_owner = part.halo_owner.numpy().astype(np.int64)
+        self.node_type = types.node_types[t]
+        self._owned = part.owned_of_type(self.node_type).numpy()  # ids within the type (a homogeneous part: global)
+        h0, h1 = int(types.halo_start[t]), int(types.halo_start[t] + types.num_halo[t])
+        self._halo = part.local_to_global[part.num_owned + h0 : part.num_owned + h1].numpy() - int(types.type_offset[t])
+        self._halo_owner = part.halo_owner[h0:h1].numpy().astype(np.int64)
         self.bytes_exchanged = 0
         self._numel = math.prod(self.row_shape)
-        hot = np.sort(np.argsort(-halo_hotness(part), kind="stable")[: max(0, int(cache_rows))])
+        hot = np.sort(np.argsort(-halo_hotness(part, self.node_type), kind="stable")[: max(0, int(cache_rows))])
         self.cached_ids = np.zeros(0, np.int64)  # empty while the cache fills
         self._cache = torch.empty((0, self._numel), dtype=self.dtype)
         rows = self._exchange(self._halo[hot], self._halo_owner[hot])

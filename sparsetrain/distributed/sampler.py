@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from collections.abc import Sequence
 
 import numba
 import numpy as np
@@ -30,6 +29,7 @@ from sparsetrain.distributed.expand import Expander, grown, hop_keys
 from sparsetrain.distributed.relabel import NodeMap, to_sources
 from sparsetrain.partition.load import Partition
 from sparsetrain.sampling.fanouts import Fanouts
+from sparsetrain.sampling.graph import NODE_TYPE
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import Block, MiniBatch
 
@@ -41,16 +41,16 @@ class DistNeighborSampler:
     ``NeighborSampler(whole_graph, fanouts, seed=seed, ...).sample(SamplerInput(seeds, key=k))``.
 
     ``part``: this rank's :class:`~sparsetrain.partition.Partition` (rank ``r`` of the group holds part ``r``).
-    ``fanouts``, ``replace``, ``weighted``, ``hop_nodes``: as the single-process sampler's (homogeneous graphs;
-    disjoint, temporal and flat-subgraph sampling are not offered). ``seed``: the same on every rank. Seeds are global
-    ids the rank owns; ``input_nodes`` and the seeds of the batch are global ids, and ``node_owner`` (an extra field
-    of the returned batch) gives the part owning each input node, for the feature fetch.
+    ``fanouts``, ``replace``, ``weighted``, ``hop_nodes``, ``seed_type``: as the single-process sampler's (a typed
+    part: a list for every edge type or a dict per edge type; the seeds' node type is ``seed_type``, the
+    ``SamplerInput``'s ``node_type`` or the part's target type; disjoint, temporal and flat-subgraph sampling are not
+    offered). ``seed``: the same on every rank. Seeds are global ids the rank owns (typed: ids within their type);
+    ``input_nodes`` are global ids, and ``node_owner`` (an extra field of the returned batch, a dict by node type on a
+    typed part) gives the part owning each input node, for the feature fetch.
     """
 
-    def __init__(self, part: Partition, fanouts: Sequence[int], *, seed: int, replace: bool = False,
-                 weighted: bool = False, hop_nodes: str = "all", group=None) -> None:
-        if part.dataset.is_typed:
-            raise DistSamplingError(f"{part.path}: typed parts are not supported yet; partition a homogeneous graph")
+    def __init__(self, part: Partition, fanouts, *, seed: int, replace: bool = False, weighted: bool = False,
+                 hop_nodes: str = "all", group=None, seed_type: str | None = None) -> None:
         if hop_nodes not in HOP_NODES:
             raise DistSamplingError(f"hop_nodes={hop_nodes!r}; give 'all' (DGL) or 'new' (PyG)")
         if not isinstance(seed, int):
@@ -63,48 +63,111 @@ class DistNeighborSampler:
             raise DistSamplingError(f"{part.path}: rank {info.rank} of {info.world_size} holds part {part.rank} of "
                                     f"{part.num_parts}; run one rank per part and load part = rank")
         self.part, self.group, self.seed = part, group, seed
-        self.fanouts = Fanouts.of(fanouts).for_graph(part.dataset.graph).as_list()
+        graph = part.dataset.graph
+        plan = Fanouts.of(fanouts).for_graph(graph)
+        self.kernel_fanouts = plan.kernel_array(graph)  # [hops, edge types]
+        self.fanouts = self.kernel_fanouts[:, 0].tolist() if not part.is_typed else plan
+        self.types = part.types
+        self.typed = part.is_typed
+        self.seed_type = seed_type if seed_type is not None else (part.target_type if self.typed else None)
         self.hop_nodes = hop_nodes
         self.rank, self.world = info.rank, info.world_size
         self._expand = Expander(part, replace=replace, weighted=weighted)
         self._batch = NodeMap(self._expand.ids)
         self._src_owner = np.empty(0, np.int64)  # scratch kept from batch to batch
+        self._tlocal = np.empty(0, np.int64)  # a batch node's id within its type (typed parts)
         self.sent_bytes = 0  # request ids and served rows this rank sent to peers, over all calls
         self.exchange_s = 0.0  # wall seconds in the exchanges (moving bytes, waiting for peers), over all calls
         # every rank must draw with the same settings, or the owners' draws would silently be another sampler's
-        settings = repr((seed, self.fanouts, bool(replace), bool(weighted), hop_nodes)).encode()
+        settings = repr((seed, self.kernel_fanouts.tolist(), bool(replace), bool(weighted), hop_nodes)).encode()
         self._fingerprint = int.from_bytes(hashlib.sha256(settings).digest()[:7], "little")
 
     @property
     def num_hops(self) -> int:
-        return len(self.fanouts)
+        return int(self.kernel_fanouts.shape[0])
+
+    def _seed_index(self, inp: SamplerInput) -> int:
+        name = inp.node_type if inp.node_type is not None else self.seed_type
+        if not self.typed:
+            if name not in (None, NODE_TYPE):
+                raise DistSamplingError(f"the seeds are {name!r} nodes but the part is homogeneous; drop node_type")
+            return 0
+        if name not in self.types.node_types:
+            raise DistSamplingError(f"the seeds' node type {name!r} is not one of the part's node types "
+                                    f"{self.types.node_types}; pass seed_type= or SamplerInput(node_type=...)")
+        return self.types.node_types.index(name)
 
     def sample(self, inp: SamplerInput) -> MiniBatch:
-        """The blocks of ``inp.seeds`` (unique global ids owned by this rank; may be empty) with key ``inp.key``.
-        Collective over the group."""
+        """The blocks of ``inp.seeds`` (unique global ids owned by this rank, of one node type; may be empty) with key
+        ``inp.key``. Collective over the group."""
         if not isinstance(inp, SamplerInput) or inp.key is None or isinstance(inp.seeds, dict):
             raise DistSamplingError("pass SamplerInput(seeds, key=k) with a key: every rank's batches need keys that "
                                     "never collide (sparsetrain.distributed.rank_batches makes them)")
+        t0 = self._seed_index(inp)
         seeds = inp.seeds.to("cpu", torch.int64)
-        nodes = seeds.numpy()
+        n_type = int(self.types.type_offset[t0 + 1] - self.types.type_offset[t0])
+        nodes = seeds.numpy() + int(self.types.type_offset[t0])
         local, foreign = self._expand.local_ids(nodes)
+        outside = np.flatnonzero((seeds.numpy() < 0) | (seeds.numpy() >= n_type))
+        if len(outside):  # (an id past its type's end would be another type's node in the flat id space)
+            foreign = int(outside[0]) if foreign < 0 else min(foreign, int(outside[0]))
         if foreign >= 0:
-            raise DistSamplingError(f"{self.part.path}: seed {nodes[foreign]} is not owned by part {self.rank}; pass "
+            raise DistSamplingError(f"{self.part.path}: seed {seeds[foreign]} is not owned by part {self.rank}; pass "
                                     "the part's own nodes (Partition.owned_global(), rank_batches)")
         if len(np.unique(nodes)) != len(nodes):
             raise DistSamplingError("seeds has repeated ids; pass unique seeds (e.g. torch.unique(seeds))")
         batch = self._batch
         batch.start(nodes, local)
-        first, layers = 0, []
-        for hop, fanout in enumerate(self.fanouts):
-            before = batch.count
-            edge_index, edge_ids = self._hop(batch, first, inp.key, hop, fanout)
-            layers.append((torch.from_numpy(edge_index), torch.from_numpy(edge_ids), before, batch.count))
+        T = len(self.types.node_types)
+        by_type = [np.empty(0, np.int64) for _ in range(T)]  # each type's batch ids, in the type's local order
+        by_type[t0] = np.arange(len(nodes))
+        counts = np.zeros(T, np.int64)
+        counts[t0] = len(nodes)
+        if T > 1:
+            self._tlocal = grown(self._tlocal, len(nodes))
+            self._tlocal[: len(nodes)] = np.arange(len(nodes))
+        first = np.zeros(T, np.int64)
+        layers = []
+        for hop in range(self.num_hops):
+            before = counts.copy()
+            edge_index, edge_ids, spans = self._hop(batch, by_type, first, counts, inp.key, hop)
+            layers.append((edge_index, edge_ids, spans, before, counts.copy()))
             if self.hop_nodes == "new":
                 first = before
-        blocks = [Block(ei, after, before, ids) for ei, ids, before, after in reversed(layers)]
-        mb = MiniBatch(seeds=inp.seeds, input_nodes=torch.from_numpy(batch.nodes[: batch.count].copy()), blocks=blocks)
-        mb.node_owner = torch.from_numpy(batch.owner[: batch.count].copy())
+        if T == 1:
+            blocks = [Block(torch.from_numpy(ei), int(after[0]), int(before[0]), torch.from_numpy(ids))
+                      for ei, ids, _, before, after in reversed(layers)]
+            mb = MiniBatch(seeds=inp.seeds, input_nodes=torch.from_numpy(batch.nodes[: batch.count].copy()),
+                           blocks=blocks)
+            mb.node_owner = torch.from_numpy(batch.owner[: batch.count].copy())
+            return mb
+        return self._typed_batch(inp.seeds, t0, batch, by_type, layers)
+
+    def _typed_batch(self, seeds, t0: int, batch: NodeMap, by_type, layers) -> MiniBatch:
+        """The typed batch, fields by type as the single-process sampler's ``_assemble`` makes them."""
+        types, edge_types = self.types.node_types, self.types.edge_types
+        blocks, edges_per_hop = [], {et: [] for et in edge_types}
+        for hop, (ei, ids, spans, before, after) in enumerate(layers):
+            edge_index, edge_ids = {}, {}
+            for k, et in enumerate(edge_types):
+                if self.kernel_fanouts[hop, k] != 0:
+                    a, b = spans.get(k, (0, 0))
+                    edge_index[et] = torch.from_numpy(ei[:, a:b].copy())
+                    edge_ids[et] = torch.from_numpy(ids[a:b].copy())
+                edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
+            blocks.append(Block(edge_index=edge_index, edge_ids=edge_ids,
+                                num_src={t: int(after[i]) for i, t in enumerate(types)},
+                                num_dst={t: int(before[i]) for i, t in enumerate(types)}))
+        seed_counts = np.zeros(len(types), np.int64)
+        seed_counts[t0] = len(seeds)
+        counts = np.stack([seed_counts] + [after for *_, after in layers])
+        new_per_hop = np.diff(counts, axis=0, prepend=0)
+        offset = self.types.type_offset
+        input_nodes = {t: torch.from_numpy(batch.nodes[by_type[i]] - offset[i]) for i, t in enumerate(types)}
+        mb = MiniBatch(seeds=seeds, input_nodes=input_nodes, blocks=blocks[::-1], seed_type=types[t0],
+                       nodes_per_hop={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
+                       edges_per_hop=edges_per_hop)
+        mb.node_owner = {t: torch.from_numpy(batch.owner[by_type[i]]) for i, t in enumerate(types)}
         return mb
 
     @contextlib.contextmanager
@@ -138,49 +201,108 @@ class DistNeighborSampler:
 
         return wait
 
-    def _hop(self, batch: NodeMap, first: int, key: int, hop: int, fanout: int) -> tuple[np.ndarray, np.ndarray]:
-        """Draw the in-edges of the frontier (the batch's nodes from ``first`` on) and relabel them: this rank's own
-        nodes here, the others by their owners in one request/response round. Returns (edge_index, edge_ids)."""
+    def _keys(self, batch_keys, hop: int, edge_types) -> np.ndarray:
+        """The single-process hop keys of (batch key, edge type) pairs."""
+        return hop_keys(self.seed, batch_keys, hop, edge_types if self.typed else None)
+
+    def _hop(self, batch: NodeMap, by_type: list, first: np.ndarray, counts: np.ndarray, key: int, hop: int):
+        """Draw the in-edges of the frontier (per edge type sampled at this hop, its destination type's nodes from
+        ``first`` on, as the single-process sampler's segments) and relabel them: this rank's own nodes here, the
+        others by their owners in one request/response round. Returns (edge_index, edge_ids, {edge type: edge
+        span}); ``counts`` and ``by_type`` grow by the new nodes."""
         W, rank = self.world, self.rank
-        frontier = batch.nodes[first : batch.count]
-        order, per_owner = _group_by_owner(batch.owner[first : batch.count], W)
+        types, fan = self.types, self.kernel_fanouts[hop]
+        K = len(types.edge_types)
+        seg_et, seg_len, items = [], [], []
+        for k in range(K):
+            d = int(types.et_dst[k])
+            if fan[k] != 0 and counts[d] > first[d]:
+                seg_et.append(k)
+                seg_len.append(int(counts[d] - first[d]))
+                items.append(by_type[d][first[d] : counts[d]])
+        item_ids = np.concatenate(items) if items else np.zeros(0, np.int64)
+        item_et = np.repeat(np.array(seg_et, np.int64), seg_len)
+        frontier, frontier_owner = batch.nodes[item_ids], batch.owner[item_ids]
+        order, per_owner = _group_by_owner(frontier_owner, W)
         bounds = np.concatenate([[0], np.cumsum(per_owner)])
         mine = order[bounds[rank] : bounds[rank + 1]]
         remote = np.concatenate([order[: bounds[rank]], order[bounds[rank + 1] :]])  # grouped by owner
         send = per_owner.copy()
         send[rank] = 0
-        header = np.stack([send, np.full(W, key, np.int64), np.full(W, self._fingerprint)], 1)
+        # per peer, the requests of each edge type (in edge type order within a peer: the items are)
+        send_by_type = np.bincount(frontier_owner[remote] * K + item_et[remote], minlength=W * K).reshape(W, K)
+        header = np.concatenate([np.stack([send, np.full(W, key, np.int64), np.full(W, self._fingerprint)], 1),
+                                 send_by_type], 1)
         got = self._exchange(header, [1] * W, [1] * W, hop)
-        recv, their_keys = got[:, 0], got[:, 1]
+        recv, their_keys, recv_by_type = got[:, 0], got[:, 1], got[:, 3:]
         if (got[:, 2] != self._fingerprint).any():
             others = np.flatnonzero(got[:, 2] != self._fingerprint).tolist()
             raise DistSamplingError(f"rank {rank}: ranks {others} sample with another seed, fanouts, replace, "
                                     "weighted or hop_nodes; give every rank's DistNeighborSampler the same settings")
         # serve the peers first: they wait for these answers
         requests = self._exchange(frontier[remote], send, recv, hop)
-        served = self._expand.plan(requests, fanout)
-        served_rows = self._expand.rows(served, recv, hop_keys(self.seed, their_keys, hop), fanout)
+        peer, et = np.nonzero(recv_by_type)  # row-major: peer by peer, edge type by edge type
+        served = self._expand.plan(requests, recv_by_type[peer, et], et, fan)
+        served_rows = self._expand.rows(served, self._keys(their_keys[peer], hop, et))
         answer_counts = self._exchange(served.counts, recv, send, hop)
         served_splits, answer_splits = _segment_sums(served.counts, recv), _segment_sums(answer_counts, send)
         answers = self._start_exchange(served_rows, served_splits, answer_splits, hop)
-        self.sent_bytes += 8 * (int(send.sum()) + int(recv.sum()) + served_rows.size + 2 * W)
+        self.sent_bytes += 8 * (int(send.sum()) + int(recv.sum()) + served_rows.size + (3 + K) * W)
         # this rank's own draws, while the answers travel, straight to their places in the hop's edge list
-        own = self._expand.plan(frontier[mine], fanout, cols=batch.local[first : batch.count][mine])
-        counts = np.empty(len(frontier), np.int64)
-        counts[mine], counts[remote] = own.counts, answer_counts
-        out_at = np.cumsum(counts) - counts
-        total = int(counts.sum())
+        own_et, own_len = _runs(item_et[mine])
+        own = self._expand.plan(frontier[mine], own_len, own_et, fan, local=batch.local[item_ids[mine]])
+        n_items = len(item_ids)
+        item_counts = np.empty(n_items, np.int64)
+        item_counts[mine], item_counts[remote] = own.counts, answer_counts
+        out_at = np.cumsum(item_counts) - item_counts
+        total = int(item_counts.sum())
         edge_index, edge_ids = np.empty((2, total), np.int64), np.empty(total, np.int64)
         self._src_owner = grown(self._src_owner, total)
         src_owner = self._src_owner[:total]
-        self._expand.draw(own, [len(mine)], hop_keys(self.seed, [key], hop), fanout, out_at[mine], edge_index[0],
-                          src_owner, edge_ids, local_sources=True)
+        self._expand.draw(own, self._keys([key] * len(own_et), hop, own_et), out_at[mine], edge_index[0], src_owner,
+                          edge_ids, local_sources=True)
         ids = self._expand.ids
         to_sources(answers(), answer_counts, out_at[remote], rank, len(ids.owned.ids), *ids.owned, *ids.halo,
                    edge_index[0], src_owner, edge_ids)
-        edge_index[1] = np.repeat(np.arange(first, first + len(frontier)), counts)
+        dst = np.repeat(item_ids, item_counts)
+        before = batch.count
         batch.relabel(edge_index[0], src_owner)
-        return edge_index, edge_ids
+        ends = np.concatenate([[0], np.cumsum(seg_len)]).astype(np.int64)
+        edge_ends = np.concatenate([[0], np.cumsum(item_counts)])[ends]
+        spans = {k: (int(edge_ends[s]), int(edge_ends[s + 1])) for s, k in enumerate(seg_et)}
+        if len(types.node_types) == 1:  # batch ids are the ids within the one type
+            counts[0] = batch.count
+            by_type[0] = np.arange(batch.count)
+            edge_index[1] = dst
+            return edge_index, edge_ids, spans
+        new = np.arange(before, batch.count)
+        self._tlocal = _grown_keep(self._tlocal, batch.count, before)
+        new_type = np.searchsorted(types.type_offset, batch.nodes[before : batch.count], side="right") - 1
+        for t in np.unique(new_type):
+            added = new[new_type == t]
+            self._tlocal[added] = counts[t] + np.arange(len(added))
+            by_type[t] = np.concatenate([by_type[t], added])
+            counts[t] += len(added)
+        tlocal = self._tlocal
+        edge_index[0] = tlocal[edge_index[0]]
+        edge_index[1] = tlocal[dst]
+        return edge_index, edge_ids, spans
+
+
+def _runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The runs of equal consecutive ``values``: (value, length) of each."""
+    if not len(values):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(values)) + 1])
+    return values[starts].astype(np.int64), np.diff(np.concatenate([starts, [len(values)]])).astype(np.int64)
+
+
+def _grown_keep(array: np.ndarray, size: int, keep: int) -> np.ndarray:
+    if len(array) >= size:
+        return array
+    out = np.empty(max(size, len(array) * 3 // 2), np.int64)
+    out[:keep] = array[:keep]
+    return out
 
 
 @numba.njit(cache=True, nogil=True)

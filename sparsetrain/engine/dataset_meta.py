@@ -33,8 +33,8 @@ class PartsMeta:
     num_parts: int
     train_per_part: tuple[int, ...]
     """Owned train nodes of each part (every rank runs as many batches as the largest part needs)."""
-    halo_rows: int
-    """This rank's halo: the nodes its part reads from other parts."""
+    halo_rows: dict[str, int]
+    """This rank's halo by node type: the nodes its part reads from other parts."""
 
 
 @dataclass(frozen=True)

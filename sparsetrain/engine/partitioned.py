@@ -28,6 +28,7 @@ from sparsetrain.engine.plan import RunPlan, model_options, plan
 from sparsetrain.engine.settings import TrainSettings
 from sparsetrain.engine.stages.fetch import FetchFeatures, check_finite
 from sparsetrain.engine.trainer import Task
+from sparsetrain.errors import SettingError
 from sparsetrain.nn.models import build_model
 from sparsetrain.partition import load_partition
 from sparsetrain.partition.load import Partition, part_sizes
@@ -41,29 +42,48 @@ def is_partitioned(path) -> bool:
 
 def part_meta(part: Partition) -> DatasetMeta:
     """The part as the plan reads it: the folder (its manifest's checksum the contents a checkpoint records), the
-    part's graph, its owned rows as its features, and the parts' train sizes and this part's halo."""
-    rows = part.features
-    return replace(DatasetMeta.of(part.dataset), path=Path(part.path), meta_sha256=part.manifest["checksum"],
-                   features={NODE: Table(rows.shape[1], rows.nbytes, rows.row_bytes)},
-                   parts=PartsMeta(part.num_parts, tuple(part_sizes(part.manifest, "train")), len(part.halo_owner)))
+    part's graph, its owned rows as its features (by node type), the parts' train sizes and this part's halo by node
+    type; a typed part's node counts are the whole graph's (a type without features is embedded by its global ids)."""
+    features = {t: Table(rows.shape[1], rows.nbytes, rows.row_bytes) for t, rows in part.features_by_type.items()}
+    types = part.types.node_types if part.is_typed else (NODE,)
+    halo = {t: int(part.types.num_halo[i]) for i, t in enumerate(types)} if part.is_typed else {
+        NODE: len(part.halo_owner)}
+    meta = replace(DatasetMeta.of(part.dataset), path=Path(part.path), meta_sha256=part.manifest["checksum"],
+                   features=features, parts=PartsMeta(part.num_parts, tuple(part_sizes(part.manifest, "train")), halo))
+    if part.is_typed:
+        meta = replace(meta, num_nodes=dict(part.manifest["dataset"]["node_types"]))
+    return meta
 
 
 class GlobalLabels:
-    """A part's labels indexed by global ids of nodes it owns (the batches' seeds)."""
+    """A part's labels (of its target type) indexed by global ids of nodes it owns (the batches' seeds; typed: ids
+    within the target type)."""
 
     def __init__(self, part: Partition) -> None:
-        self.part, self.labels = part, part.dataset.labels
+        target = part.target_type if part.is_typed else NODE
+        self.part, self.labels, self.node_type = part, part.dataset.labels_by_type[target], target
 
     def __getitem__(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.labels[self.part.to_local(ids.cpu())]
+        return self.labels[self.part.to_local(ids.cpu(), self.node_type if self.part.is_typed else None)]
 
 
 class FetchWithOwners(FetchFeatures):
-    """The fetch stage handing the store each input node's owner (``mb.node_owner``)."""
+    """The fetch stage handing each store its input nodes' owners (``mb.node_owner``, by node type on a typed part,
+    where a type without features gets its global ids as ``x``, for an embedding)."""
 
     def __call__(self, mb):
-        mb.x = self.features.gather(mb.input_nodes, owner=mb.node_owner)
-        check_finite(mb.x, mb.input_nodes, self.features)
+        if isinstance(mb.input_nodes, dict):
+            mb.x = {}
+            for t, ids in mb.input_nodes.items():  # the same types in the same order on every rank: collective
+                store = self.features.get(t)
+                if store is None:
+                    mb.x[t] = ids
+                    continue
+                mb.x[t] = store.gather(ids, owner=mb.node_owner[t])
+                check_finite(mb.x[t], ids, store)
+        else:
+            mb.x = self.features.gather(mb.input_nodes, owner=mb.node_owner)
+            check_finite(mb.x, mb.input_nodes, self.features)
         mb.y = self.labels[mb.seeds]
         return mb
 
@@ -112,26 +132,43 @@ def padded_cross_entropy(out: torch.Tensor, target: torch.Tensor) -> torch.Tenso
     return out.sum() * 0.0
 
 
-def partitioned_parts(settings: TrainSettings, ctx: DistContext):
+def part_features(part: Partition, group, cache_rows: dict[str, int]):
+    """The part's :class:`PartitionedFeatures`: the one store of a homogeneous part, a store per node type with
+    features of a typed one (built in the same order on every rank: construction is collective), each keeping the
+    plan's ``cache_rows`` of its type's halo."""
+    if not part.is_typed:
+        return PartitionedFeatures(part, group=group, cache_rows=cache_rows[NODE])
+    return {t: PartitionedFeatures(part, group=group, cache_rows=cache_rows[t], node_type=t)
+            for t in part.types.node_types if t in part.features_by_type}
+
+
+def partitioned_parts(settings: TrainSettings, ctx: DistContext, typed_model=None):
     """``(run, loader, model, evaluate, task)`` of a run on a partitioned folder (the caller builds the Trainer),
-    planned by :func:`~sparsetrain.engine.plan.plan` from the part's description (:func:`part_meta`)."""
+    planned by :func:`~sparsetrain.engine.plan.plan` from the part's description (:func:`part_meta`).
+    ``typed_model(meta, model_settings, layers, target_type)``: how a typed part's model is built (run.py passes the
+    one-process builder, so both build the plan's typed model alike)."""
     part = load_partition(settings.data.path, ctx.rank)
     run = plan(settings, part_meta(part), ctx.device, ctx.world_size)
     batch_size, seed = run.sampling.batch_size, run.run.seed
     group = new_group() if ctx.enabled else None  # apart from DDP's: the loader thread's exchanges never interleave
     fanouts = run.sampling.fanouts
     sampler = DistNeighborSampler(part, fanouts, seed=seed, group=group)
-    features = PartitionedFeatures(part, group=group, cache_rows=run.halo_cache_rows)
+    features = part_features(part, group, run.halo_cache_rows)
     loader = PartLoader(part, "train", sampler, features, batch_size=batch_size, seed=seed, shuffle=True,
                         device=run.device)
     torch.manual_seed(seed)  # as run.train does; DDP then hands rank 0's initial weights to every rank
-    model = _model(part, run)
+    model = _model(part, run, typed_model)
     eval_sampler = DistNeighborSampler(part, fanouts, seed=seed + 1, group=group)
     evaluate = part_evaluator(part, eval_sampler, features, batch_size, run.device, group)
     return run, loader, model, evaluate, Task(loss_fn=padded_cross_entropy)
 
 
-def _model(part: Partition, run: RunPlan) -> torch.nn.Module:
+def _model(part: Partition, run: RunPlan, typed_model) -> torch.nn.Module:
+    if part.is_typed:  # the typed model the plan chose, built as a one-process run builds it
+        if typed_model is None:
+            raise SettingError(f"{part.path}: a typed part's model needs the builder of sparsetrain.engine.run (train "
+                               "through `sparsetrain train` or run.train)")
+        return typed_model(part_meta(part), run.model, run.sampling.fanouts.num_hops, part.target_type)
     in_dim = int(part.features.row_shape.numel())
     return build_model(run.model.name, in_dim, run.model.hidden, part.dataset.num_classes,
                        run.sampling.fanouts.num_hops, run.model.dropout, **model_options(run.model.name))

@@ -60,8 +60,8 @@ PINNED_HOST_FRACTION = 0.5  # of the host's free memory that a pinned copy of th
 EXACT_EVAL_MAX_NODES = 100_000  # below this both evaluations take seconds; the exact one is preferred
 # a layer-wise edge costs ~16 sampled ones on 2 CPU cores (chunks re-gather their neighbors; RESULTS.md)
 LAYERWISE_EDGE_COST = 16
-PARTITIONED_MODELS = ("sage", "gcn", "gat")
-"""The models a partitioned run trains (node classification on one homogeneous graph, blocks of the owners' draws)."""
+PARTITIONED_MODELS = ("sage", "gcn", "gat", *TYPED_MODELS)
+"""The models a partitioned run trains (node classification, blocks of the owners' draws)."""
 HALO_CACHE_FRACTION = 0.25
 """A partitioned run without ``--cache-gb``: the share of a part's halo rows kept locally (the most-drawn ones)."""
 RANDOM_SPLIT = (0.6, 0.8)
@@ -105,8 +105,8 @@ class RunPlan:
     contents); a resume whose record differs is refused."""
     step_shapes: StepShapes | None = None
     """``--step static``: the padded shapes of every batch; None: the eager step on the batches as sampled."""
-    halo_cache_rows: int | None = None
-    """A partitioned run: the halo rows each rank keeps locally; None: not partitioned."""
+    halo_cache_rows: dict[str, int] | None = None
+    """A partitioned run: the halo rows of each node type each rank keeps locally; None: not partitioned."""
 
 
 def auto_epochs(steps_per_epoch: int, steps: int = AUTO_STEPS) -> int:
@@ -265,7 +265,9 @@ def _check_partitioned(settings: TrainSettings, meta: DatasetMeta, world_size: i
     parts = meta.parts
     refused = [
         (settings.data.task != "node", f"--task {settings.data.task}", "node classification only"),
-        (settings.data.target_type is not None, "--target-type", "typed graphs are not partitioned yet"),
+        (settings.data.target_type not in (None, meta.target_type if meta.is_typed else None),
+         f"--target-type {settings.data.target_type}", f"its parts hold the splits of node type {meta.target_type!r}; "
+                                                         "drop --target-type"),
         (settings.sampling.temporal, "--temporal", "temporal sampling is not distributed yet"),
         (settings.sampling.fuse_last_hop, "--fuse-last-hop", "the owners draw a part's last hop; drop it"),
         (settings.features.placement != "auto", f"--features {settings.features.placement}",
@@ -284,13 +286,14 @@ def _check_partitioned(settings: TrainSettings, meta: DatasetMeta, world_size: i
                            f"part (torchrun --nproc-per-node {parts.num_parts})")
 
 
-def _halo_cache_rows(meta: DatasetMeta, cache_gb: float) -> int:
-    """Halo rows a rank keeps: ``--cache-gb`` worth of feature rows when given, else ``HALO_CACHE_FRACTION`` of its
-    halo."""
+def _halo_cache_rows(meta: DatasetMeta, cache_gb: float) -> dict[str, int]:
+    """Halo rows a rank keeps, by node type: ``--cache-gb`` worth of feature rows when given (split by the types'
+    feature bytes), else ``HALO_CACHE_FRACTION`` of its halo of each type."""
     if cache_gb > 0:
-        row_bytes = next(iter(meta.features.values())).row_bytes
-        return int(cache_gb * 2**30 // max(row_bytes, 1))
-    return int(meta.parts.halo_rows * HALO_CACHE_FRACTION)
+        total = max(1, sum(t.nbytes for t in meta.features.values()))
+        return {t: int(cache_gb * (table.nbytes / total) * 2**30 // max(table.row_bytes, 1))
+                for t, table in meta.features.items()}
+    return {t: int(rows * HALO_CACHE_FRACTION) for t, rows in meta.parts.halo_rows.items()}
 
 
 def _step_shapes(run: RunSettings, meta: DatasetMeta, task: str, model: ModelSettings, sampling: SamplingSettings,

@@ -94,7 +94,7 @@ def train(settings: TrainSettings) -> dict | None:
 def _train_partitioned(settings: TrainSettings, ctx: DistContext) -> dict | None:
     """A run on a partitioned folder: the parts built by :mod:`sparsetrain.engine.partitioned`, this module's
     Trainer."""
-    run, loader, model, evaluate, task = partitioned_parts(settings, ctx)
+    run, loader, model, evaluate, task = partitioned_parts(settings, ctx, _node_model)
     config = config_of(settings)
     summary = _fit(_trainer(run, ctx, model, loader, evaluate, task, config), ctx)
     summary.update({"model": run.model.name, "dataset": str(settings.data.path), "world_size": ctx.world_size,

@@ -12,7 +12,8 @@ METHODS = ("ldg", "hash")  # partitioner.METHODS; the verbs import their modules
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "partition", help="split a dataset into N parts for multi-machine training",
-        description="Partition a homogeneous dataset into N parts (each a dataset folder of its owned nodes' in-edges, "
+        description="Partition a dataset (homogeneous or typed: every node type split across the parts) into N parts "
+                    "(each a dataset folder of its owned nodes' in-edges, "
                     "features, labels and splits, plus id maps) and a checksummed manifest. Streams the CSC in "
                     "chunks: memory grows with the node count, not the edge count. Writes atomically.")
     p.add_argument("data", type=Path, help="dataset folder (made by `sparsetrain preprocess` or `synth`)")
@@ -61,6 +62,10 @@ def _info(args: argparse.Namespace) -> int:
 
     manifest = read_manifest(args.path)
     check_parts(args.path, manifest)
+    if manifest["dataset"].get("node_types") is not None:
+        from sparsetrain.partition.typed import check_typed_files
+
+        check_typed_files(args.path, manifest)
     _print(args.path, manifest)
     return 0
 
@@ -70,6 +75,13 @@ def _print(path: Path, manifest: dict) -> None:
     print(f"{path}: {manifest['num_parts']} parts ({manifest['method']}), partition {manifest['partition_id']}")
     print(f"  edge cut {q['edge_cut']} ({100 * q['edge_cut_fraction']:.1f}% of edges), node balance "
           f"{q['node_balance']:.3f}, edge balance {q['edge_balance']:.3f}, halo {q['halo_fraction']:.3f} x nodes")
+    if "node_balance_by_type" in q:
+        print("  node balance by type: " + ", ".join(f"{t} {b:.3f}" for t, b in q["node_balance_by_type"].items()))
+        print("  edge cut by edge type: " + ", ".join(f"{et} {100 * c:.1f}%"
+                                                       for et, c in q["edge_cut_fraction_by_type"].items()))
     for part in manifest["parts"]:
         print(f"  {part['folder']}: {part['num_owned']} owned, {part['num_halo']} halo, {part['num_edges']} edges, "
               f"splits {json.dumps(part['splits'])}")
+        if "types" in part:
+            print("    " + ", ".join(f"{t}: {c['num_owned']} owned + {c['num_halo']} halo"
+                                     for t, c in part["types"].items()))

@@ -111,10 +111,11 @@ def word_ranks(bits, ranks):
 
 @numba.njit(cache=True, nogil=True)
 def relabel_chunk(c0, indptr, indices, owner, local, num_owned, halo_bits, halo_ranks, col_order, part_cols,
-                  out_indices, out_pos, part_edge_start):
+                  out_indices, out_pos, part_edge_start, owned_shift):
     """The chunk's columns grouped by part (``col_order``: the chunk's columns, part by part, each part's in id order;
     ``part_cols[p]``: where part ``p``'s start), their in-edges in the same order with every source as a part-local id:
-    an owned node's ``local`` id, a halo node ``num_owned[p]`` + its rank among the part's halo nodes.
+    an owned node's ``local`` id - ``owned_shift[p]``, a halo node ``num_owned[p]`` + its rank among the part's halo
+    nodes (a typed part's ids count within the source type: the shifts and ``num_owned`` are that type's).
 
     ``out_pos``: each written edge's position in the chunk (to carry weights along); ``part_edge_start[p]``: where
     part ``p``'s edges start in ``out_indices``."""
@@ -127,7 +128,7 @@ def relabel_chunk(c0, indptr, indices, owner, local, num_owned, halo_bits, halo_
             for e in range(indptr[i] - base, indptr[i + 1] - base):
                 u = indices[e]
                 if owner[u] == p:
-                    out_indices[k] = local[u]
+                    out_indices[k] = local[u] - owned_shift[p]
                 else:
                     w = u >> 6
                     below = halo_bits[p, w] & ((_ONE << np.uint64(u & 63)) - _ONE)
@@ -135,3 +136,18 @@ def relabel_chunk(c0, indptr, indices, owner, local, num_owned, halo_bits, halo_
                 out_pos[k] = e
                 k += 1
     part_edge_start[part_cols.shape[0] - 1] = k
+
+
+@numba.njit(cache=True, nogil=True)
+def merge_columns(ptrs, idx, idx_start, src_base, out_ptr, out_idx):
+    """One column per node from several edge types' columns of the same nodes (a typed graph as one topology):
+    ``ptrs[k]`` (rebased to 0) and ``idx[idx_start[k]:]`` are edge type ``k``'s columns, its sources shifted by
+    ``src_base[k]`` into the flat id space of all node types. ``out_ptr`` [n + 1], ``out_idx`` [edges]."""
+    out_ptr[0] = 0
+    e = 0
+    for i in range(ptrs.shape[1] - 1):
+        for k in range(ptrs.shape[0]):
+            for j in range(ptrs[k, i], ptrs[k, i + 1]):
+                out_idx[e] = idx[idx_start[k] + j] + src_base[k]
+                e += 1
+        out_ptr[i + 1] = e

@@ -47,6 +47,7 @@ from sparsetrain.partition.manifest import (
     write_manifest,
 )
 from sparsetrain.partition.stream import CSCChunks, NpyFile
+from sparsetrain.partition.typed import partition_typed
 
 METHODS = ("ldg", "hash")
 L2G = "local_to_global.npy"
@@ -137,21 +138,27 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
     """Partition the dataset at ``data`` into ``opts.parts`` parts written to ``out``; returns the manifest."""
     data, out = Path(data), Path(out).absolute()
     ds = load(data)
-    if ds.is_typed:
-        raise PartitionError(f"{data}: is a typed dataset; `sparsetrain partition` handles homogeneous graphs only "
-                             "for now")
     _check_apart(data, out)
     if out.parent.is_dir():
         _recover(out)
     if out.exists() and not (opts.overwrite and (out / MANIFEST).is_file()):
         hint = "pass --overwrite to replace it" if (out / MANIFEST).is_file() else "it is not a partitioned folder"
         raise OutputExistsError(f"{out}: already exists; {hint}, or choose another --out")
-    weighted = fmt.EDGE_WEIGHT in ds.meta["files"]
-    chunks = CSCChunks(ds, opts.chunk_edges, weights=weighted)
-    n, P = chunks.num_nodes, opts.parts
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     tmp.mkdir()
+    if ds.is_typed:
+        try:
+            manifest = partition_typed(ds, data, out, tmp, opts, dataset_checksum(data))
+            fmt.fsync_path(tmp)
+            _move_into_place(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return manifest
+    weighted = fmt.EDGE_WEIGHT in ds.meta["files"]
+    chunks = CSCChunks(ds, opts.chunk_edges, weights=weighted)
+    n, P = chunks.num_nodes, opts.parts
     try:
         owner, passes = assign_owners(chunks, opts)
         np.save(tmp / OWNER_FILE, owner)
@@ -305,7 +312,7 @@ def _write_topology(chunks, owner, local, num_owned, halo_bits, halo_ranks, part
             out_pos = np.empty(len(idx), np.int64)
             part_edge = np.empty(P + 1, np.int64)
             kernels.relabel_chunk(c0, ptr, idx, owner, local, num_owned, halo_bits, halo_ranks, order, part_cols,
-                                  out_idx, out_pos, part_edge)
+                                  out_idx, out_pos, part_edge, np.zeros(P, np.int64))
             deg = np.diff(ptr)
             for p, part in enumerate(parts):
                 mine = order[part_cols[p] : part_cols[p + 1]]
