@@ -38,7 +38,7 @@ def block_adj_t(edge_index: torch.Tensor, num_src: int, num_dst: int,
     """
     src, dst = edge_index[0], edge_index[1]
     device = edge_index.device
-    if device.type == "cpu":  # (host memory: reading the order and the counts costs no wait)
+    if _reads_for_free(device):  # (host memory: reading the order and the counts costs no wait)
         if not dst_sorted and dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
             order = torch.argsort(dst, stable=True)
             src, dst = src[order], dst[order]
@@ -53,6 +53,11 @@ def block_adj_t(edge_index: torch.Tensor, num_src: int, num_dst: int,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "sparse CSR support is in beta"
         return torch.sparse_csr_tensor(crow, src, values, size=(num_dst, num_src))
+
+
+def _reads_for_free(device: torch.device) -> bool:
+    """Whether reading values of tensors on ``device`` costs no host wait (host memory)."""
+    return device.type == "cpu"
 
 
 class _SourcesAndTargets(torch.autograd.Function):

@@ -80,6 +80,9 @@ class FetchFeatures:
         if pending is not None:
             yield self(pending)
         self.finite.drain()  # the epoch's last checks (before its end is reported)
+        for store in self._stores.values():  # ids a GPU store range-checked on the device: one read an epoch
+            if getattr(store, "ids_checked_on_device", False) and hasattr(store, "check"):
+                store.check()
 
     def __call__(self, mb: MiniBatch) -> MiniBatch:
         x = {}
