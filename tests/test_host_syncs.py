@@ -88,7 +88,8 @@ def test_the_eager_step_path_makes_no_host_wait_but_the_samplers(monkeypatch, tm
     monkeypatch.setattr(models, "_reads_for_free", lambda device: False)  # the GPU's code path, on the CPU
     summary, steps = _counted_train(monkeypatch, tmp_path, cora_dir, lag)
     assert summary["steps"] == STEPS and len(steps) == STEPS
-    assert steps == [0] * STEPS, dict(_last.syncs.where)  # model, loss, backward, optimizer, fetch and its check: nothing read back
+    # model, loss, backward, optimizer, fetch and its check: nothing read back
+    assert steps == [0] * STEPS, dict(_last.syncs.where)
     # the GPU sampler's one read of its record a batch is its own count (test_sampling_cuda): <= 1 a step in all
 
 
