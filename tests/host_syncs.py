@@ -3,10 +3,10 @@
 On a CPU nothing waits, so the count is of the operations that wait on a GPU: a value read into Python
 (``item``, ``bool``, ``int``, ``float``, ``tolist``, ``numpy``, ``cpu``) and the operators whose output size (or a
 check) CUDA reads back before returning (``nonzero``, ``bincount``, ``unique``, ``masked_select``, boolean-mask
-indexing, ``repeat_interleave`` without its size, ``equal``). Code that reads host memory a copy has already reached (the
-late-read rings, :mod:`sparsetrain.sampling.late_checks`) is left out by where it runs. Torch's modes are per thread:
-count a loader's work by running it in line (``prefetch=0``). On a GPU, ``torch.cuda.set_sync_debug_mode`` counts what
-the device really waited for (the GPU tests).
+indexing, ``repeat_interleave`` without its size, ``equal``). Code that reads host memory a copy has already reached
+(the late-read rings, :mod:`sparsetrain.sampling.late_checks`) is left out by where it runs. Torch's modes are per
+thread: count a loader's work by running it in line (``prefetch=0``). On a GPU, ``torch.cuda.set_sync_debug_mode``
+counts what the device really waited for (the GPU tests).
 """
 
 from __future__ import annotations
