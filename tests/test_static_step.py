@@ -336,3 +336,50 @@ def test_captured_step_on_batches_sampled_into_its_buffers(cora):
     sampler.check_padded()
     for p, q in zip(model.parameters(), captured_model.parameters()):
         torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+
+
+def test_the_plan_decides_what_a_static_step_captures():
+    from sparsetrain.engine.plan import capture_plan
+
+    shapes = StepShapes.bound(BATCH, FANOUTS, 2708)
+    gpu, cpu = torch.device("cuda"), torch.device("cpu")
+    assert capture_plan(shapes, gpu, "device", graph_on_device=True) == "sampling+step"
+    for placement, on_device in [("pinned", True), ("mmap", True), ("cached", True), ("device", False)]:
+        assert capture_plan(shapes, gpu, placement, graph_on_device=on_device) == "step"  # the loader fills buffers
+    assert capture_plan(shapes, cpu, "memory", graph_on_device=False) is None  # a CPU's static step runs eagerly
+    assert capture_plan(None, gpu, "device", graph_on_device=True) is None  # the eager step
+
+
+def test_a_batch_planned_to_be_sampled_in_that_cannot_be_is_an_error_not_the_other_path(cora):
+    from sparsetrain.engine.static_step import sampled_loader
+
+    model = GraphSAGE(cora.num_features, 8, 7)
+    step = StaticStep(model, torch.optim.SGD(model.parameters(), lr=0.1), StepShapes.bound(8, FANOUTS, cora.num_nodes),
+                      cora.num_features)
+    loader = st.Loader(NeighborSampler(cora.graph, FANOUTS), cora.features, cora.labels, cora.split["train"],
+                       batch_size=8)
+    assert sampled_loader(loader, step) is loader  # (asked as a library call: the loader's batches, copied in)
+    with pytest.raises(SettingError) as info:
+        sampled_loader(loader, step, capture=True, required=True)
+    assert str(info.value) == ("--step static on cpu was planned to sample each batch into the step's buffers and "
+                               "capture it, but the step runs on cpu; run without capture: drop --step static")
+
+
+@pytest.mark.gpu
+def test_a_failed_step_capture_is_an_error_naming_why(cora, monkeypatch):
+    from sparsetrain.sampling.errors import CaptureError
+
+    model = GraphSAGE(cora.num_features, 8, 7).cuda()
+    step = StaticStep(model, torch.optim.Adam(model.parameters(), lr=0.01, capturable=True),
+                      StepShapes.bound(BATCH, FANOUTS, cora.num_nodes), cora.num_features, device="cuda", warmup=1)
+
+    def no_graphs(*args, **kwargs):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(torch.cuda, "graph", no_graphs)
+    mbs = [mb.to("cuda") for mb in batches(cora, 2)]
+    step.step(mbs[0])  # the warm-up step, eager
+    with pytest.raises(CaptureError, match="capturing the static step as a CUDA graph failed .RuntimeError: operation "
+                                           "not permitted when stream is capturing.; run without capture: drop "
+                                           "--step static"):
+        step.step(mbs[1])
