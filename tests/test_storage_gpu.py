@@ -14,7 +14,8 @@ import torch
 from sparsetrain._launch_counts import LaunchCounts
 
 SIMULATOR_SCRIPT = Path(__file__).with_name("cudasim_gather.py")
-SIMULATOR_CHECKS = ["check_kernel_every_word_and_only_n_ids", "check_aligned_kernel_reads_odd_widths_and_unaligned_outputs",
+SIMULATOR_CHECKS = ["check_kernel_every_word_and_only_n_ids",
+                    "check_aligned_kernel_reads_odd_widths_and_unaligned_outputs",
                     "check_store_calls_take_the_aligned_kernel_and_equal_the_word_kernel",
                     "check_store_calls_equal_table_rows",
                     "check_counts_per_call", "check_out_of_range_ids_raise_at_the_next_call", "check_torch_array_calls"]
