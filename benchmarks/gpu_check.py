@@ -280,8 +280,24 @@ def _headline(name: str, sec: dict) -> str:
         r = sec["row_188_bytes"]
         return (f"188 B rows: aligned {r['aligned warp_fraction_of_memcpy']:.2f}, word "
                 f"{r['word per thread_fraction_of_memcpy']:.2f} of memcpy")
+    if name == "epoch":
+        return "; ".join(f"{r['path']}: {r['ms_per_step']:.1f} ms" for r in sec.get("rows", []) if "ms_per_step" in r)
+    if name == "sampling":
+        return "; ".join(f"{r['sampler']}: {_rate_of(r.get('gpu'))} on the GPU" for r in sec.get("rows", []))
+    if name == "moe":
+        return "; ".join(f"{r['implementation']}: {r['expert_TFLOP_s']:.1f} TFLOP/s"
+                         + (f" ({r['fraction_of_bf16_peak']:.2f} of peak)" if r.get("fraction_of_bf16_peak") else "")
+                         for r in sec.get("rows", []))
+    if name == "data":
+        return f"products {sec.get('products_s', 0):.0f} s"
     keys = [k for k in sec if k not in ("section_seconds", "budget_seconds")]
     return ", ".join(keys[:6])
+
+
+def _rate_of(row) -> str:
+    if not isinstance(row, dict) or "edges_per_s" not in row:
+        return str((row or {}).get("error", "-"))[:60] if isinstance(row, dict) else "-"
+    return f"{row['edges_per_s'] / 1e6:.0f}M edges/s"
 
 
 def main(argv=None) -> int:
