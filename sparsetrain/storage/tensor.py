@@ -38,7 +38,7 @@ class TensorFeatures(FeatureSource):
             bad = (ids < 0) | (ids >= n)
             if self._bad is None:
                 self._bad = torch.full((), -1, dtype=torch.int64, device=self.device)
-            first = ids[bad.to(torch.int32).argmax()]
+            first = ids.gather(0, bad.to(torch.int32).argmax().reshape(1)).reshape(())  # (no index read back)
             self._bad = torch.where((self._bad < 0) & bad.any(), first, self._bad)
             torch.index_select(self.tensor, 0, ids.clamp(0, n - 1), out=out)
         else:
