@@ -201,3 +201,23 @@ def test_zero_copy_gather_counts_and_late_id_check_on_gpu():
         store.close()
     with pytest.raises(FeatureIdError, match="row id 5000"):  # host ids: checked before any read, as on the CPU
         PinnedFeatures(table, device="cuda").gather(bad)
+
+
+@pytest.mark.gpu
+def test_a_gpu_tensor_store_checks_device_ids_on_the_device_and_raises_at_check():
+    from sparsetrain.storage import TensorFeatures
+    from sparsetrain.storage.errors import FeatureIdError
+
+    table = torch.randn(50, 6)
+    store = TensorFeatures(table.cuda())
+    ids = torch.tensor([3, 7, 3, 49], device="cuda")
+    torch.cuda.set_sync_debug_mode("error")  # no host read of the ids
+    try:
+        rows = store.gather(ids)
+        bad = store.gather(torch.tensor([1, 50, -2], device="cuda"))  # not read; raised at check()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert torch.equal(rows.cpu(), table[[3, 7, 3, 49]]) and torch.equal(bad[0].cpu(), table[1])
+    with pytest.raises(FeatureIdError, match="50"):
+        store.check()
+    store.check()  # (reported once)
