@@ -15,7 +15,14 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUD
 
 from sparsetrain._launch_counts import LaunchCounts  # noqa: E402
 from sparsetrain.storage import cuda_gather  # noqa: E402
-from sparsetrain.storage.cuda_gather import NumpyOps, ZeroCopyGather, launch_gather, word_bytes  # noqa: E402
+from sparsetrain.storage.cuda_gather import (  # noqa: E402
+    NumpyOps,
+    ZeroCopyGather,
+    launch_aligned_gather,
+    launch_gather,
+    use_aligned,
+    word_bytes,
+)
 from sparsetrain.storage.errors import FeatureIdError  # noqa: E402
 
 WORD_DTYPES = {16: np.complex128, 8: np.uint64, 4: np.uint32, 2: np.uint16, 1: np.uint8}
@@ -60,6 +67,67 @@ def check_kernel_every_word_and_only_n_ids():
             assert bad[0] == 0, bad
             checked.append(word)
     assert sorted(set(checked)) == [1, 2, 4, 8, 16], sorted(set(checked))
+
+
+def check_aligned_kernel_reads_odd_widths_and_unaligned_outputs():
+    """The warp-a-row kernel of 8-byte aligned loads: ``table[ids]`` for rows of 188 bytes (47 float32), 400 bytes
+    written to an output 4 bytes off alignment, 6 (3 float16) and 5 (int8) bytes, with duplicates, runs of consecutive
+    ids, more rows than a warp's batch of ROWS_IN_FLIGHT and an id outside the table (zeroed, flagged)."""
+    rng = np.random.default_rng(3)
+    for dtype, width, rows, offset in [(np.float32, 47, 40, 0), (np.float32, 100, 16, 4), (np.float16, 3, 32, 0),
+                                       (np.int8, 5, 48, 0), (np.float32, 47, 40, 4)]:
+        table = table_of(dtype, width, rows=rows)
+        raw = table.view(np.uint8).reshape(rows, -1)
+        row_bytes = raw.shape[1]
+        for ids in (rng.integers(0, rows, 19), np.arange(5, 14), np.array([rows - 1, 0, 0, 7, 8, 9, rows - 1])):
+            order = np.argsort(ids, kind="stable")
+            n = ids.size
+            sorted_ids, positions = ids[order].astype(np.int64), order.astype(np.int64)
+            backing = np.zeros(n * row_bytes + 16, np.uint8)
+            out = backing[offset: offset + n * row_bytes].reshape(n, row_bytes)  # (offset: an unaligned output)
+            word = word_bytes(row_bytes, raw.ctypes.data, out.ctypes.data)
+            assert use_aligned(row_bytes, word, raw.ctypes.data, raw.nbytes), (dtype, width, word)
+            bad = np.zeros(1, np.int64)
+            src8 = raw.reshape(1, -1).view(np.uint64)
+            launch_aligned_gather(src8, rows, row_bytes, sorted_ids, positions, n, out.view(WORD_DTYPES[word]), bad)
+            assert np.array_equal(out.view(dtype).reshape(n, width), table[ids]), (dtype, width, offset, ids)
+            assert bad[0] == 0
+        ids = np.array([2, rows + 3, 4])  # an id outside the table: never read, its row zero, the id flagged
+        backing = np.full(3 * row_bytes + 16, 255, np.uint8)
+        out = backing[offset: offset + 3 * row_bytes].reshape(3, row_bytes)
+        bad = np.zeros(1, np.int64)
+        word = word_bytes(row_bytes, raw.ctypes.data, out.ctypes.data)
+        launch_aligned_gather(raw.reshape(1, -1).view(np.uint64), rows, row_bytes, ids, np.arange(3), 3,
+                              out.view(WORD_DTYPES[word]), bad)
+        assert bad[0] == rows + 3 and not out[1].any()
+        assert np.array_equal(out[[0, 2]].view(dtype).reshape(2, width), table[[2, 4]])
+    # where it does not apply: rows of whole 8-byte words, a table not 8-byte aligned or not whole words
+    assert not use_aligned(400, 16, 0, 4000) and not use_aligned(188, 4, 4, 1880) and not use_aligned(188, 4, 0, 188)
+
+
+def check_store_calls_take_the_aligned_kernel_and_equal_the_word_kernel():
+    """A store of 188-byte rows reads through the aligned kernel; its calls equal the word kernel's and the table's."""
+    rng = np.random.default_rng(5)
+    table = table_of(np.float32, 47, rows=64)
+    launched = []
+    real = cuda_gather.launch_aligned_gather
+
+    def counting(*args, **kwargs):
+        launched.append(1)
+        return real(*args, **kwargs)
+
+    cuda_gather.launch_aligned_gather = counting
+    try:
+        for aligned in (True, False):
+            cuda_gather.ALIGNED = aligned
+            g, before = store(table), len(launched)
+            for n in (5, 33):
+                ids = rng.integers(0, 64, n)
+                assert np.array_equal(call(g, ids, shape=(n, 47)), table[ids])
+            assert len(launched) - before == (2 if aligned else 0), launched
+    finally:
+        cuda_gather.launch_aligned_gather = real
+        cuda_gather.ALIGNED = True
 
 
 def check_store_calls_equal_table_rows():

@@ -69,8 +69,6 @@ def test_typed_gpu_batches_equal_cpu_batches(where, hop_nodes):
         assert all(torch.equal(a.edge_ids[et].cpu(), b.edge_ids[et]) for et in b.edge_ids)
 
 
-@pytest.mark.xfail(reason="H100, 2026-11-27: 2 synchronizing calls a batch before the per-hop uploads and the seed "
-                          "check's sort left the driver; not yet rerun on a GPU", strict=False)
 def test_gpu_node_sampling_waits_for_the_device_once_a_batch():
     """Counts stay on the device: the one synchronizing call of a batch is the read of its counts at the end."""
     import warnings

@@ -168,7 +168,13 @@ def test_the_model_sees_the_same_shapes_every_batch(cora):
     assert [e[0][1] for e in seen[0][2]] == [shapes.edges[1], shapes.edges[0]]
 
 
-def test_padding_rows_and_edges_point_at_the_sinks(cora):
+def _spread(real: int, pad: int, rows: int) -> list[int]:
+    """Hand-written spread of ``pad`` padded edges over rows ``real .. rows - 1``: edge k to row real + k * P // pad."""
+    per_row = rows - real
+    return [real + (k * per_row) // pad for k in range(pad)]
+
+
+def test_padded_edges_are_spread_over_the_padding_rows_in_order(cora):
     mb = next(batches(cora, 1))
     shapes = StepShapes.bound(BATCH, FANOUTS, cora.num_nodes)
     buf = StaticBatch(shapes, cora.num_features, csr=True)
@@ -177,12 +183,36 @@ def test_padding_rows_and_edges_point_at_the_sinks(cora):
     assert torch.equal(buf.x[:n], mb.x) and not buf.x[n:].any()
     assert buf.weight.sum() == len(mb.seeds) == buf.count
     assert torch.equal(buf.edge_index[0][:, :e0], mb.blocks[0].edge_index)
-    num_src, num_dst, _ = shapes.block(0)
-    assert (buf.edge_index[0][0, e0:] == num_src - 1).all() and (buf.edge_index[0][1, e0:] == num_dst - 1).all()
+    num_src, num_dst, num_edges = shapes.block(0)
+    block, pad = mb.blocks[0], num_edges - e0
+    assert buf.edge_index[0][0, e0:].tolist() == _spread(block.num_src, pad, num_src)
+    assert buf.edge_index[0][1, e0:].tolist() == _spread(block.num_dst, pad, num_dst)
+    dst = buf.edge_index[0][1]
+    assert bool((dst[1:] >= dst[:-1]).all())  # still grouped by destination: its CSR takes the sources as they stand
     dense = buf.adj_t[0].to_dense()  # the CSR over the fixed buffers is the padded block's adjacency
     want = torch.zeros(num_dst, num_src)
     want.index_put_((buf.edge_index[0][1], buf.edge_index[0][0]), torch.ones(shapes.edges[-1]), accumulate=True)
     assert torch.equal(dense, want)
+
+
+def test_a_padded_blocks_rows_hold_at_most_their_share_of_the_padding(cora):
+    """The largest row of a padded block's CSR: no more than the fanout (a real row) or the padded edges' share of the
+    padding rows, rounded up (where one sink row used to hold every padded edge; a level filled to its bound has only
+    its sink row to take them)."""
+    shapes = StepShapes.bound(BATCH, FANOUTS, cora.num_nodes)
+    buf = StaticBatch(shapes, cora.num_features, csr=True)
+    for mb in batches(cora, 4):
+        buf.load(mb)
+        for i, block in enumerate(mb.blocks):
+            num_src, num_dst, num_edges = shapes.block(i)
+            pad = num_edges - block.num_edges
+            row_nnz = buf.adj_t[i].crow_indices().diff()
+            share = -(-pad // (num_dst - block.num_dst))
+            fanout = FANOUTS[len(FANOUTS) - 1 - i]
+            assert int(row_nnz.max()) <= max(fanout, share), (i, int(row_nnz.max()), fanout, share)
+            assert int(row_nnz[block.num_dst:].sum()) == pad and int(row_nnz[: block.num_dst].sum()) == block.num_edges
+            if num_dst - block.num_dst > 1:  # (a full level has its sink row only: its deficit stays there)
+                assert pad > share  # (the old sink row held all `pad`)
 
 
 def test_refusals_are_one_line(cora):
@@ -306,3 +336,50 @@ def test_captured_step_on_batches_sampled_into_its_buffers(cora):
     sampler.check_padded()
     for p, q in zip(model.parameters(), captured_model.parameters()):
         torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+
+
+def test_the_plan_decides_what_a_static_step_captures():
+    from sparsetrain.engine.plan import capture_plan
+
+    shapes = StepShapes.bound(BATCH, FANOUTS, 2708)
+    gpu, cpu = torch.device("cuda"), torch.device("cpu")
+    assert capture_plan(shapes, gpu, "device", graph_on_device=True) == "sampling+step"
+    for placement, on_device in [("pinned", True), ("mmap", True), ("cached", True), ("device", False)]:
+        assert capture_plan(shapes, gpu, placement, graph_on_device=on_device) == "step"  # the loader fills buffers
+    assert capture_plan(shapes, cpu, "memory", graph_on_device=False) is None  # a CPU's static step runs eagerly
+    assert capture_plan(None, gpu, "device", graph_on_device=True) is None  # the eager step
+
+
+def test_a_batch_planned_to_be_sampled_in_that_cannot_be_is_an_error_not_the_other_path(cora):
+    from sparsetrain.engine.static_step import sampled_loader
+
+    model = GraphSAGE(cora.num_features, 8, 7)
+    step = StaticStep(model, torch.optim.SGD(model.parameters(), lr=0.1), StepShapes.bound(8, FANOUTS, cora.num_nodes),
+                      cora.num_features)
+    loader = st.Loader(NeighborSampler(cora.graph, FANOUTS), cora.features, cora.labels, cora.split["train"],
+                       batch_size=8)
+    assert sampled_loader(loader, step) is loader  # (asked as a library call: the loader's batches, copied in)
+    with pytest.raises(SettingError) as info:
+        sampled_loader(loader, step, capture=True, required=True)
+    assert str(info.value) == ("--step static on cpu was planned to sample each batch into the step's buffers and "
+                               "capture it, but the step runs on cpu; run without capture: drop --step static")
+
+
+@pytest.mark.gpu
+def test_a_failed_step_capture_is_an_error_naming_why(cora, monkeypatch):
+    from sparsetrain.sampling.errors import CaptureError
+
+    model = GraphSAGE(cora.num_features, 8, 7).cuda()
+    step = StaticStep(model, torch.optim.Adam(model.parameters(), lr=0.01, capturable=True),
+                      StepShapes.bound(BATCH, FANOUTS, cora.num_nodes), cora.num_features, device="cuda", warmup=1)
+
+    def no_graphs(*args, **kwargs):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(torch.cuda, "graph", no_graphs)
+    mbs = [mb.to("cuda") for mb in batches(cora, 2)]
+    step.step(mbs[0])  # the warm-up step, eager
+    with pytest.raises(CaptureError, match="capturing the static step as a CUDA graph failed .RuntimeError: operation "
+                                           "not permitted when stream is capturing.; run without capture: drop "
+                                           "--step static"):
+        step.step(mbs[1])

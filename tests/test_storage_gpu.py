@@ -14,7 +14,10 @@ import torch
 from sparsetrain._launch_counts import LaunchCounts
 
 SIMULATOR_SCRIPT = Path(__file__).with_name("cudasim_gather.py")
-SIMULATOR_CHECKS = ["check_kernel_every_word_and_only_n_ids", "check_store_calls_equal_table_rows",
+SIMULATOR_CHECKS = ["check_kernel_every_word_and_only_n_ids",
+                    "check_aligned_kernel_reads_odd_widths_and_unaligned_outputs",
+                    "check_store_calls_take_the_aligned_kernel_and_equal_the_word_kernel",
+                    "check_store_calls_equal_table_rows",
                     "check_counts_per_call", "check_out_of_range_ids_raise_at_the_next_call", "check_torch_array_calls"]
 
 
@@ -39,13 +42,19 @@ def test_gather_kernel_compiles_for_a_gpu_without_one():
         """
         from numba import types
         from sparsetrain._numba_cuda import cuda
-        from sparsetrain.storage.cuda_gather import zero_copy_gather_kernel
+        from sparsetrain.storage.cuda_gather import aligned_gather_kernel, zero_copy_gather_kernel
 
         for word, ids in ((types.complex128, types.int64), (types.uint32, types.int32), (types.uint8, types.int64)):
             words, ids, i64 = types.Array(word, 2, "C"), types.Array(ids, 1, "C"), types.Array(types.int64, 1, "C")
             ptx, _ = cuda.compile_ptx(zero_copy_gather_kernel.py_func, (words, ids, i64, types.int64, words, i64),
                                       cc=(9, 0))
             assert ".entry" in ptx
+        src8 = types.Array(types.uint64, 2, "C")
+        for word, ids in ((types.uint32, types.int64), (types.uint16, types.int32), (types.uint8, types.int64)):
+            words, ids, i64 = types.Array(word, 2, "C"), types.Array(ids, 1, "C"), types.Array(types.int64, 1, "C")
+            ptx, _ = cuda.compile_ptx(aligned_gather_kernel.py_func, (src8, types.int64, types.int64, ids, i64,
+                                                                      types.int64, words, i64), cc=(9, 0))
+            assert ".entry" in ptx and "ld.global.u64" in ptx  # (8-byte loads)
         print("compiled")
         """
     )
@@ -192,3 +201,23 @@ def test_zero_copy_gather_counts_and_late_id_check_on_gpu():
         store.close()
     with pytest.raises(FeatureIdError, match="row id 5000"):  # host ids: checked before any read, as on the CPU
         PinnedFeatures(table, device="cuda").gather(bad)
+
+
+@pytest.mark.gpu
+def test_a_gpu_tensor_store_checks_device_ids_on_the_device_and_raises_at_check():
+    from sparsetrain.storage import TensorFeatures
+    from sparsetrain.storage.errors import FeatureIdError
+
+    table = torch.randn(50, 6)
+    store = TensorFeatures(table.cuda())
+    ids = torch.tensor([3, 7, 3, 49], device="cuda")
+    torch.cuda.set_sync_debug_mode("error")  # no host read of the ids
+    try:
+        rows = store.gather(ids)
+        bad = store.gather(torch.tensor([1, 50, -2], device="cuda"))  # not read; raised at check()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert torch.equal(rows.cpu(), table[[3, 7, 3, 49]]) and torch.equal(bad[0].cpu(), table[1])
+    with pytest.raises(FeatureIdError, match="50"):
+        store.check()
+    store.check()  # (reported once)

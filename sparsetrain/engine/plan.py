@@ -107,6 +107,9 @@ class RunPlan:
     """``--step static``: the padded shapes of every batch; None: the eager step on the batches as sampled."""
     halo_cache_rows: dict[str, int] | None = None
     """A partitioned run: the halo rows of each node type each rank keeps locally; None: not partitioned."""
+    capture: str | None = None
+    """What ``--step static`` captures as CUDA graphs (:func:`capture_plan`): ``"sampling+step"``, ``"step"``, or None
+    (nothing: the eager step, or a CPU's static step, run eagerly)."""
 
 
 def auto_epochs(steps_per_epoch: int, steps: int = AUTO_STEPS) -> int:
@@ -164,7 +167,9 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
                                                                              sampling),
         clusters=model.name == "gt", run=settings.run, checkpoint=settings.checkpoint, report=settings.report,
         record={**batch_record(recorded), "dataset": {"path": str(meta.path), "sha256": meta.meta_sha256}},
-        step_shapes=_step_shapes(settings.run, meta, data.task, model, sampling, world_size),
+        step_shapes=(shapes := _step_shapes(settings.run, meta, data.task, model, sampling, world_size)),
+        capture=capture_plan(shapes, device, features.placement if not features.cache_gb else "cached",
+                             graph_on_device),
         halo_cache_rows=None if meta.parts is None else _halo_cache_rows(meta, features.cache_gb),
     )
 
@@ -317,6 +322,18 @@ def _step_shapes(run: RunSettings, meta: DatasetMeta, task: str, model: ModelSet
                            f"{sampling.fanouts.as_list()} samples all neighbours (-1) there: give counts")
     return StepShapes.bound(sampling.batch_size, sampling.fanouts, meta.num_nodes[NODE],
                             num_edges=meta.num_edges[EDGE], fuse_last_hop=sampling.fuse_last_hop)
+
+
+def capture_plan(step_shapes: StepShapes | None, device: torch.device, placement: str,
+                 graph_on_device: bool) -> str | None:
+    """What a ``--step static`` run captures: on a GPU its step (forward, backward, optimizer) always, replayed each
+    batch; with the graph, the features (``--features device``) and so the labels in GPU memory also each batch's
+    sampling, into the step's buffers (``"sampling+step"``: no loader thread at all); else the loader's thread fills
+    the buffers between replays, never inside a capture (``"step"``; every capture runs in thread-local mode). None
+    off a GPU or for the eager step. A capture that then fails is an error naming why, never an eager run."""
+    if step_shapes is None or device.type != "cuda":
+        return None
+    return "sampling+step" if graph_on_device and placement == "device" else "step"
 
 
 def _check_fuse_last_hop(sampling: SamplingSettings, task: str, meta: DatasetMeta, model: ModelSettings,

@@ -241,14 +241,16 @@ def _trainer(run: RunPlan, ctx: DistContext, model, loader: Loader, evaluate, ta
     """The one Trainer of a run: ``model`` wrapped for the ranks, Adam, the plan's epochs, checkpoints and reports
     (``config``, the run's settings, written as ``config.json`` beside each checkpoint)."""
     model = wrap_model(model, ctx)
-    captured = run.step_shapes is not None and run.device.type == "cuda"  # a CUDA graph replays the optimizer step
+    captured = run.capture is not None  # the plan's: a CUDA graph replays the optimizer step
     optimizer = torch.optim.Adam(model.parameters(), lr=run.optim.lr, weight_decay=run.optim.weight_decay,
                                  capturable=captured)
     static = None
     if run.step_shapes is not None:
         static = StaticStep(model, optimizer, run.step_shapes, loader.features.shape[1], device=run.device,
-                            precision=run.run.precision, dtype=loader.features.dtype)
-        loader = sampled_loader(loader, static)  # on a GPU: batches sampled into the step's buffers (captured)
+                            precision=run.run.precision, dtype=loader.features.dtype,
+                            mode="graph" if captured else "eager")
+        if run.capture == "sampling+step":  # batches sampled into the step's buffers, that sampling captured too
+            loader = sampled_loader(loader, static, capture=True, required=True)
     return Trainer(model, loader, optimizer, epochs=run.optim.epochs, max_steps=run.optim.max_steps,
                    evaluate=evaluate, task=task, checkpoints=run.checkpoint, report=run.report,
                    precision=run.run.precision, record=run.record, hyperparameters={"dropout": run.model.dropout},

@@ -7,9 +7,12 @@ shapes every step, and :class:`StaticStep` replays them as one CUDA graph (``mod
 ``torch.compile(mode="reduce-overhead")`` (``mode="compile"``); on the CPU it runs eagerly (``mode="eager"``).
 
 Padding contributes nothing to the real rows: each level gets one more row than its bound, a *sink* that no real
-node occupies; padded edges run from the source sink to the destination sink, so a real destination aggregates over
-its real edges only (a mean divides by its true degree), and padded seeds carry weight 0 in the loss, which is the
-mean over the real seeds. Padded rows compute finite values that only ever reach other padded rows.
+node occupies; padded edges run from the source level's padding rows (past its real nodes) to the destination level's,
+spread over them in ascending order (:func:`~sparsetrain.sampling.cuda.padded.padding_row`: no row takes more than
+its share, where one sink row used to take every padded edge, an unbalanced SpMM), so a real destination aggregates
+over its real edges only (a mean divides by its true degree), and padded seeds carry weight 0 in the loss, which is
+the mean over the real seeds. Padded rows compute finite values that only ever reach other padded rows: the input
+level's padded rows hold the features of whatever node ids the buffer holds there (ids of the graph), not zeros.
 
 With a fused last hop (``NeighborSampler(fuse_last_hop=True)``) the input level disappears: only levels ``0..L-1``
 are padded, and the first layer reads ``neighbor_mean`` (the outermost hop drawn and averaged, one row per level
@@ -36,7 +39,8 @@ from sparsetrain.engine.precision import autocast, check_precision
 from sparsetrain.errors import SettingError
 from sparsetrain.nn.models import BlockGNN
 from sparsetrain.sampling import Fanouts, NeighborSampler, SamplerInput
-from sparsetrain.sampling.cuda.padded import PaddedOut
+from sparsetrain.sampling.cuda.padded import PaddedOut, padding_row
+from sparsetrain.sampling.errors import CaptureError
 from sparsetrain.storage import TensorFeatures
 
 MODES = ("eager", "graph", "compile")
@@ -118,7 +122,7 @@ class StaticBatch:
                                for i in range(shapes.num_hops)]
             self.node_ids = torch.zeros(shapes.nodes[-1], dtype=torch.int64, device=self.device)
             self.sizes = torch.zeros(2 * shapes.num_hops + 1, dtype=torch.int64, device=self.device)
-            self._rows = torch.arange(shapes.nodes[-1], device=self.device)
+            self._ks = torch.arange(max(shapes.nodes[-1], *shapes.edges, 1), device=self.device)  # (0, 1, 2, ...)
             self.seeds = None  # the seeds of the batch sampled here (gather)
             self.adj_t = [self._csr(i) for i in range(shapes.num_hops)] if csr else None
         except (torch.OutOfMemoryError, RuntimeError) as exc:  # the CPU allocator's failure is a RuntimeError
@@ -165,8 +169,7 @@ class StaticBatch:
     def gather(self, seeds: torch.Tensor, features: torch.Tensor, labels: torch.Tensor) -> None:
         """After :attr:`padded` was sampled: ``x`` (the rows of :attr:`node_ids`, zero past the input nodes' count,
         read on the device), the labels, weights and count of ``seeds`` (kept as :attr:`seeds`)."""
-        torch.index_select(features, 0, self.node_ids, out=self.x)
-        self.x.masked_fill_((self._rows >= self.sizes[self.shapes.num_hops]).unsqueeze(1), 0)
+        torch.index_select(features, 0, self.node_ids, out=self.x)  # (padded rows: finite rows of the graph's nodes)
         n = len(seeds)
         self.y[:n].copy_(labels.index_select(0, seeds))
         self._pad_seeds(n)
@@ -193,20 +196,26 @@ class StaticBatch:
         self.y[:seeds].copy_(mb.y)
         self._pad_seeds(seeds)
         for i, block in enumerate(mb.blocks):
-            num_src, num_dst, _ = self.shapes.block(i)
+            num_src, num_dst, num_edges = self.shapes.block(i)
             e, buf = block.num_edges, self.edge_index[i]
             buf[:, :e].copy_(block.edge_index)
-            buf[0, e:].fill_(num_src - 1)  # padded edges: source sink -> destination sink
-            buf[1, e:].fill_(num_dst - 1)
+            if e < num_edges:  # padded edges: spread over both levels' padding rows, ascending
+                k = self._ks[: num_edges - e]
+                buf[0, e:].copy_(padding_row(k, num_edges - e, block.num_src, num_src))
+                buf[1, e:].copy_(padding_row(k, num_edges - e, block.num_dst, num_dst))
             if self.adj_t is not None:
-                self._fill_csr(self.adj_t[i], buf, num_dst)
+                self._fill_csr(self.adj_t[i], buf, num_dst, block.dst_sorted)
 
-    @staticmethod
-    def _fill_csr(adj: torch.Tensor, edge_index: torch.Tensor, num_dst: int) -> None:
-        dst, order = torch.sort(edge_index[1], stable=True)
-        adj.col_indices().copy_(edge_index[0][order])
-        bounds = torch.arange(num_dst + 1, dtype=torch.int64, device=edge_index.device)
-        adj.crow_indices().copy_(torch.searchsorted(dst, bounds))
+    def _fill_csr(self, adj: torch.Tensor, edge_index: torch.Tensor, num_dst: int, dst_sorted: bool = True) -> None:
+        """The CSR of a padded block: its edges are grouped by destination, real then padded (a sampler's blocks and
+        its padded runs), so the columns are the sources as they stand; ``dst_sorted=False`` sorts them first."""
+        if dst_sorted:
+            dst, src = edge_index[1], edge_index[0]
+        else:
+            dst, order = torch.sort(edge_index[1], stable=True)
+            src = edge_index[0][order]
+        adj.col_indices().copy_(src)
+        adj.crow_indices().copy_(torch.searchsorted(dst, self._ks[: num_dst + 1]))
 
     def _check(self, mb) -> None:
         shapes = self.shapes
@@ -288,12 +297,21 @@ class StaticStep:
         return self._static_loss.clone()
 
     def _capture(self) -> None:
+        """Capture forward, backward and optimizer step once, in thread-local capture mode (a loader thread filling
+        the next batch meanwhile is not part of it and may allocate or wait); a failure raises
+        :class:`~sparsetrain.sampling.errors.CaptureError` naming why, never an eager run."""
         self.optimizer.zero_grad(set_to_none=True)  # gradients are allocated from the graph's pool, then kept
-        self._graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self._graph):
-            loss = self._loss()
-            loss.backward()
-            self.optimizer.step()
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                loss = self._loss()
+                loss.backward()
+                self.optimizer.step()
+        except Exception as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise CaptureError(f"capturing the static step as a CUDA graph failed ({type(exc).__name__}: {reason}); "
+                               "run without capture: drop --step static (or StaticStep(mode='eager'))") from exc
+        self._graph = graph
         self._static_loss = loss.detach()
 
 
@@ -337,24 +355,41 @@ class SampledLoader:
         stats.total_seconds = time.perf_counter() - started
 
 
-def sampled_loader(loader, step: StaticStep, capture: bool | None = None):
+def sampled_loader(loader, step: StaticStep, capture: bool | None = None, required: bool = False):
     """A :class:`SampledLoader` over ``loader`` (its sampling captured if ``capture``; ``None``: as the step is, when
     its mode is ``"graph"``) when its batches can be sampled into ``step``'s buffers: on a GPU, with the graph, the
     features (one tensor) and the labels in its memory, and a homogeneous sampler that has a GPU path; else ``loader``
-    itself (each batch then sampled, gathered and copied into the buffers)."""
+    itself (each batch then sampled, gathered and copied into the buffers). ``required`` (the plan decided the
+    batches are sampled in, ``RunPlan.capture == "sampling+step"``): a batch that cannot be is an error naming why,
+    never the other path."""
     capture = step.mode == "graph" if capture is None else capture
+    why = _not_sampled_in(loader, step)
+    if why is None:
+        return SampledLoader(loader, step, loader.features.tensor, loader.labels, capture)
+    if required:
+        raise SettingError(f"--step static on {step.device} was planned to sample each batch into the step's buffers "
+                           f"and capture it, but {why}; run without capture: drop --step static")
+    return loader
+
+
+def _not_sampled_in(loader, step: StaticStep) -> str | None:
+    """Why ``loader``'s batches cannot be sampled straight into ``step``'s buffers (None: they can)."""
     sampler, store, labels, device = loader.sampler, loader.features, loader.labels, step.device
 
     def on_step_device(tensor) -> bool:  # ("cuda" names the current device, as "cuda:0" does on one GPU)
         return tensor.device.type == device.type and device.index in (None, tensor.device.index)
 
-    if not (device.type == "cuda" and isinstance(sampler, NeighborSampler) and sampler.has_gpu_path
-            and on_step_device(sampler.graph.indptr) and not sampler.graph.is_typed):
-        return loader
-    if not (isinstance(store, TensorFeatures) and on_step_device(store.tensor) and isinstance(labels, torch.Tensor)
-            and on_step_device(labels)):
-        return loader
-    return SampledLoader(loader, step, store.tensor, labels, capture)
+    if device.type != "cuda":
+        return f"the step runs on {device}"
+    if not (isinstance(sampler, NeighborSampler) and sampler.has_gpu_path):
+        return f"the sampler ({type(sampler).__name__}) has no GPU path"
+    if not on_step_device(sampler.graph.indptr) or sampler.graph.is_typed:
+        return "the graph is not a homogeneous graph in the step's GPU memory"
+    if not (isinstance(store, TensorFeatures) and on_step_device(store.tensor)):
+        return f"the features ({type(store).__name__}) are not one tensor in the step's GPU memory"
+    if not (isinstance(labels, torch.Tensor) and on_step_device(labels)):
+        return "the labels are not in the step's GPU memory"
+    return None
 
 
 def _check(model, optimizer, device: torch.device, mode: str, precision: str) -> None:

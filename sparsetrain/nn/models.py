@@ -27,22 +27,37 @@ MODELS = (*BLOCK_GNNS, "gt")  # "gt": sparsetrain.nn.graph_transformer.GraphTran
 
 
 def block_adj_t(edge_index: torch.Tensor, num_src: int, num_dst: int,
-                dtype: torch.dtype = torch.float32) -> torch.Tensor:
+                dtype: torch.dtype = torch.float32, dst_sorted: bool = False) -> torch.Tensor:
     """The block's transposed adjacency as a torch sparse CSR tensor [num_dst, num_src] of ``dtype`` ones.
 
     PyG convolutions given this instead of ``edge_index`` aggregate with one SpMM (whose
-    values must have the features' dtype).
+    values must have the features' dtype). ``dst_sorted``: the edges come grouped by destination in ascending order
+    (a sampler's blocks, :class:`~sparsetrain.sampling.minibatch.BlockSize`), so they are taken as they are. On a GPU
+    nothing here waits for the device: the order is not checked (unsorted edges are sorted) and the row pointers are
+    found by a search in the destinations, not by a count whose size is read back.
     """
     src, dst = edge_index[0], edge_index[1]
-    if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):  # sampled blocks come grouped by dst already
-        order = torch.argsort(dst, stable=True)
-        src, dst = src[order], dst[order]
-    crow = torch.zeros(num_dst + 1, dtype=torch.int64, device=edge_index.device)
-    crow[1:] = torch.cumsum(torch.bincount(dst, minlength=num_dst), 0)
-    values = torch.ones(src.numel(), dtype=dtype, device=edge_index.device)
+    device = edge_index.device
+    if _reads_for_free(device):  # (host memory: reading the order and the counts costs no wait)
+        if not dst_sorted and dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
+            order = torch.argsort(dst, stable=True)
+            src, dst = src[order], dst[order]
+        crow = torch.zeros(num_dst + 1, dtype=torch.int64, device=device)
+        crow[1:] = torch.cumsum(torch.bincount(dst, minlength=num_dst), 0)
+    else:
+        if not dst_sorted:
+            dst, order = torch.sort(dst, stable=True)
+            src = src[order]
+        crow = torch.searchsorted(dst, torch.arange(num_dst + 1, dtype=dst.dtype, device=device))
+    values = torch.ones(src.numel(), dtype=dtype, device=device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "sparse CSR support is in beta"
         return torch.sparse_csr_tensor(crow, src, values, size=(num_dst, num_src))
+
+
+def _reads_for_free(device: torch.device) -> bool:
+    """Whether reading values of tensors on ``device`` costs no host wait (host memory)."""
+    return device.type == "cpu"
 
 
 class _SourcesAndTargets(torch.autograd.Function):
@@ -122,7 +137,7 @@ class BlockGNN(nn.Module):
         else:
             adj = edge_index
             if self.spmm and adj.layout == torch.strided:
-                adj = block_adj_t(adj, num_src, num_dst, x.dtype)
+                adj = block_adj_t(adj, num_src, num_dst, x.dtype, dst_sorted=getattr(size, "dst_sorted", False))
             # a prebuilt adj_t, features in another precision
             elif adj.layout != torch.strided and adj.dtype != x.dtype:
                 adj = adj.to(x.dtype)

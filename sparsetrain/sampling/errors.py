@@ -13,3 +13,8 @@ class UnknownEdgeTypeError(SparsetrainError, KeyError):
 
 class SamplingBackendError(SparsetrainError, RuntimeError):
     """An optional backend (CUDA, DGL) that the call needs is not available."""
+
+
+class CaptureError(SparsetrainError, RuntimeError):
+    """A CUDA graph capture the run was planned with failed (the sampler's padded batch or the static step); never
+    a silent eager run: the message names why and how to run without capture."""

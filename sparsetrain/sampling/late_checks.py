@@ -24,6 +24,8 @@ class LateChecks:
         self._pending = deque()  # (event, host buffer, check), oldest first
 
     def add(self, event, host, check: Callable[[list[int]], None]) -> None:
+        """Queue a check of ``host`` once ``event`` has passed (``host`` None: nothing to read, the entry only holds
+        its ring slot until then)."""
         self._pending.append((event, host, check))
 
     def settle(self) -> int:
@@ -38,7 +40,7 @@ class LateChecks:
                 self._ops.wait(event)
                 waits += 1
             self._pending.popleft()
-            check(host.tolist())  # (host memory the copy has reached: no wait)
+            check(None if host is None else host.tolist())  # (host memory the copy has reached: no wait)
         return waits
 
     def drain(self) -> int:
@@ -50,7 +52,7 @@ class LateChecks:
             if not self._ops.done(event):
                 self._ops.wait(event)
                 waits += 1
-            check(host.tolist())  # (host memory the copy has reached: no wait)
+            check(None if host is None else host.tolist())  # (host memory the copy has reached: no wait)
         return waits
 
     def __len__(self) -> int:

@@ -53,6 +53,17 @@ def _move(value, device, non_blocking: bool):
     return value.to(device, non_blocking=non_blocking)
 
 
+class BlockSize(tuple):
+    """A block's ``(num_src, num_dst)`` from a sampler whose edges come grouped by destination, in ascending order:
+    what :meth:`Block.to_pyg` returns for such a block, so a model builds its adjacency without checking the order (a
+    check that is a host wait a block on a GPU). It is a plain 2-tuple otherwise."""
+
+    dst_sorted = True
+
+    def __new__(cls, num_src: int, num_dst: int) -> BlockSize:
+        return super().__new__(cls, (num_src, num_dst))
+
+
 @dataclass
 class Block:
     """One hop: ``edge_index`` [2, E] int64 local (src, dst) ids; dst nodes are the first ``num_dst`` src nodes.
@@ -60,12 +71,15 @@ class Block:
     ``edge_ids``: int64 [E], the graph's id of each edge (aligned with the columns of ``edge_index``): the
     graph's ``edge_perm`` there, or the edge's CSC position; ``None`` when the block was built without them.
     Typed: ``edge_index`` / ``edge_ids`` are dicts per edge type, ``num_src`` / ``num_dst`` dicts per node type.
+    ``dst_sorted``: the edges come grouped by destination in ascending order (a sampler's homogeneous blocks):
+    :meth:`to_pyg` then gives the size as a :class:`BlockSize`.
     """
 
     edge_index: torch.Tensor | dict[EdgeType, torch.Tensor]
     num_src: int | dict[str, int]
     num_dst: int | dict[str, int]
     edge_ids: torch.Tensor | dict[EdgeType, torch.Tensor] | None = None
+    dst_sorted: bool = False
 
     @property
     def is_typed(self) -> bool:
@@ -80,6 +94,8 @@ class Block:
     def to_pyg(self) -> tuple:
         """``(edge_index, (num_src, num_dst))`` for ``conv((x_src, x_src[:num_dst]), edge_index)``; per type when
         typed (what a ``HeteroConv`` takes: ``conv(x_dict, edge_index_dict)``, each output cut to its ``num_dst``)."""
+        if self.dst_sorted and not self.is_typed:
+            return self.edge_index, BlockSize(self.num_src, self.num_dst)
         return self.edge_index, (self.num_src, self.num_dst)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:

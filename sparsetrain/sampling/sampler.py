@@ -525,7 +525,8 @@ class NeighborSampler:
         (innermost first; ``segments``: ``(edge type, first edge, end edge)``), on either target. ``seeds``:
         ``(node type index, ids)`` per seed type; ``by_type``: they came as a dict (so ``mb.seeds`` is one)."""
         if not self.graph.is_typed:
-            blocks = [Block(ei, int(after[0]), int(before[0]), ids) for ei, ids, _, before, after in reversed(layers)]
+            blocks = [Block(ei, int(after[0]), int(before[0]), ids, dst_sorted=True)  # (work items in dst order)
+                      for ei, ids, _, before, after in reversed(layers)]
             return MiniBatch(seeds=seeds[0][1], input_nodes=nodes[0], blocks=blocks)
         layout = self._layout
         types, edge_types = layout.node_types, layout.edge_types

@@ -2,11 +2,13 @@
 
 Thread ``g`` copies word ``g % W`` of sorted row ``g // W`` (``W`` words per row), so a warp reads
 consecutive words of consecutive rows: every request over PCIe is a full, aligned line and the
-rows are visited in address order (ids sorted first). The word is the widest of 16/8/4/2/1 bytes
-that divides the row and both base addresses; 16-byte words are moved as ``complex128`` (one
-vector load/store, bits untouched). The kernel checks each id against the table: an id outside it
-is not read, its row is zeroed and the id is written to a word of mapped host memory, which the host
-reads at its next call, without waiting for the device.
+rows are visited in address order (ids sorted first). Rows whose width allows only words narrower than
+8 bytes (188 bytes: 47 float32) are read by :func:`aligned_gather_kernel` instead: a warp a row, 8-byte
+loads aligned to 8 bytes over the row's span, several rows' loads in flight before their stores.
+The word is the widest of 16/8/4/2/1 bytes that divides the row and both base addresses; 16-byte
+words are moved as ``complex128`` (one vector load/store, bits untouched). The kernel checks each
+id against the table: an id outside it is not read, its row is zeroed and the id is written to a
+word of mapped host memory, which the host reads at its next call, without waiting for the device.
 
 Around the kernel, :class:`ZeroCopyGather` (one per store) queues a sort and the kernel and nothing
 else: the kernel views are made once, the sort's outputs are kept buffers, host ids go up through a
@@ -23,6 +25,7 @@ import threading
 
 import numpy as np
 import torch
+from numba import uint64
 
 from sparsetrain._launch_counts import LaunchCounts
 from sparsetrain._numba_cuda import cuda
@@ -54,6 +57,94 @@ def zero_copy_gather_kernel(src, sorted_ids, positions, n, out, bad):
         else:
             out[positions[k], w] = 0
             bad[0] = row
+
+
+WARP = 32
+ROWS_IN_FLIGHT = 4  # rows a warp loads before it stores any: several loads in flight per thread
+
+
+@cuda.jit(cache=True)
+def aligned_gather_kernel(src8, rows, row_bytes, sorted_ids, positions, n, out, bad):
+    """The same rows for rows whose width is not a multiple of 8 bytes (188 bytes: 47 float32): a warp a row, each
+    lane loading 8-byte words of the table aligned to 8 bytes (``src8``: the whole table as one row of uint64), so a
+    warp reads each row's aligned span in whole sectors, ``ROWS_IN_FLIGHT`` rows loaded before any is stored; the
+    words are cut into ``out``'s word width (the largest dividing the row and the output's address) on the way out.
+    Sorted ids make a warp's rows ascending, consecutive ids adjacent spans. An id outside the table (``rows``) is
+    never read: its row is zeroed and the id written to ``bad[0]``."""
+    word = row_bytes // out.shape[1]  # the output's element width in bytes (1, 2 or 4)
+    per = 8 // word
+    mask = uint64((1 << (8 * word)) - 1)
+    lane = cuda.threadIdx.x % WARP
+    warp = cuda.grid(1) // WARP
+    warps = cuda.gridsize(1) // WARP
+    held = cuda.local.array(HELD, dtype=uint64)
+    for base in range(warp * ROWS_IN_FLIGHT, n, warps * ROWS_IN_FLIGHT):
+        for r in range(ROWS_IN_FLIGHT):  # the loads of up to ROWS_IN_FLIGHT rows first ...
+            k = base + r
+            if k < n:
+                row = sorted_ids[k]
+                if row >= 0 and row < rows:
+                    start = row * row_bytes
+                    first = start // 8
+                    span = (start + row_bytes - 1) // 8 - first + 1
+                    for j in range(LOADS_PER_LANE):
+                        i = lane + j * WARP
+                        if i < span:
+                            held[r * LOADS_PER_LANE + j] = src8[0, first + i]
+        for r in range(ROWS_IN_FLIGHT):  # ... then their stores
+            k = base + r
+            if k < n:
+                row = sorted_ids[k]
+                p = positions[k]
+                if row >= 0 and row < rows:
+                    start = row * row_bytes
+                    first = start // 8
+                    span = (start + row_bytes - 1) // 8 - first + 1
+                    for j in range(LOADS_PER_LANE):
+                        i = lane + j * WARP
+                        if i < span:
+                            value = held[r * LOADS_PER_LANE + j]
+                            byte = (first + i) * 8 - start  # the word's first byte, counted from the row's start
+                            for piece in range(per):
+                                at = byte + piece * word
+                                if at >= 0 and at < row_bytes:
+                                    out[p, at // word] = (value >> uint64(8 * word * piece)) & mask
+                else:
+                    for w in range(lane, out.shape[1], WARP):
+                        out[p, w] = 0
+                    if lane == 0:
+                        bad[0] = row
+
+
+LOADS_PER_LANE = 16  # 8-byte loads a lane holds per row: rows up to 16 * 32 * 8 - 16 bytes (4 KiB)
+HELD = ROWS_IN_FLIGHT * LOADS_PER_LANE
+
+
+def aligned_span_words(row_bytes: int) -> int:
+    """The 8-byte words a row's aligned span can cover (its width over 8, plus one at each end)."""
+    return row_bytes // 8 + 2
+
+
+def use_aligned(row_bytes: int, word: int, table_address: int, table_bytes: int) -> bool:
+    """Whether :func:`aligned_gather_kernel` reads this table: rows whose width and addresses allow words narrower
+    than 8 bytes (``word`` < 8), an 8-byte aligned table whose size is whole 8-byte words (no row's span reaches past
+    its end), and rows a warp's lanes cover in ``LOADS_PER_LANE`` loads each (up to 4 KiB)."""
+    return (ALIGNED and word < 8 and table_address % 8 == 0 and table_bytes % 8 == 0
+            and aligned_span_words(row_bytes) <= LOADS_PER_LANE * WARP)
+
+
+ALIGNED = True  # use aligned_gather_kernel where it applies (benchmarks/gpu_check.py times both kernels)
+
+
+def launch_aligned_gather(src8, rows: int, row_bytes: int, sorted_ids, positions, n: int, out, bad,
+                          stream=0) -> None:
+    """Launch :func:`aligned_gather_kernel`: ``src8`` the table as one row of uint64 words, ``out`` 2-D words."""
+    if n == 0:
+        return
+    warps = math.ceil(n / ROWS_IN_FLIGHT)
+    blocks = min(MAX_BLOCKS, math.ceil(warps * WARP / THREADS_PER_BLOCK))
+    aligned_gather_kernel[blocks, THREADS_PER_BLOCK, stream](src8, rows, row_bytes, sorted_ids, positions, n, out,
+                                                             bad)
 
 
 def word_bytes(row_bytes: int, *addresses: int) -> int:
@@ -302,8 +393,13 @@ class ZeroCopyGather:
             ops.sort(keys, buffers.sorted[:n], buffers.positions[:n])
             self.counts.torch_ops += 1
             word = word_bytes(self.row_bytes, ops.address(self._table), ops.address(out))
-            launch_gather(self._source(word), buffers.sorted_view, buffers.positions_view, n,
-                          self._output_view(out, word), self._bad_view, stream)
+            table_bytes = self.num_rows * self.row_bytes
+            if use_aligned(self.row_bytes, word, ops.address(self._table), table_bytes):
+                launch_aligned_gather(self._source8(), self.num_rows, self.row_bytes, buffers.sorted_view,
+                                      buffers.positions_view, n, self._output_view(out, word), self._bad_view, stream)
+            else:
+                launch_gather(self._source(word), buffers.sorted_view, buffers.positions_view, n,
+                              self._output_view(out, word), self._bad_view, stream)
             self.counts.kernels += 1
             ops.record(self._done)
 
@@ -356,6 +452,14 @@ class ZeroCopyGather:
         self.counts.torch_ops += 1
         self.counts.copies += 1
         return buffers.uploaded[:n]
+
+    def _source8(self):
+        """The table as one row of 8-byte words (:func:`aligned_gather_kernel`'s view), made once."""
+        view = self._sources.get("aligned")
+        if view is None:
+            total = self.num_rows * self.row_bytes
+            view = self._sources["aligned"] = self._ops.words(self._table, 1, total, 8)
+        return view
 
     def _source(self, word: int):
         view = self._sources.get(word)

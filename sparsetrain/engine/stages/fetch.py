@@ -10,7 +10,9 @@ Inside, both are one loop over types: a homogeneous batch is the one-type case (
 Every gathered batch of floating-point features is checked for NaN and inf before it goes on:
 one min/max reduction over rows already in hand (a NaN anywhere makes both NaN, an infinity
 shows as one of them; no overflow, no temporary); only when one is not finite are the rows
-looked at, to name them (:func:`check_finite`).
+looked at, to name them (:func:`check_finite`). Rows on a GPU are checked late (:class:`LateFinite`): the min/max
+goes to a ring of pinned host buffers and is read once it has arrived, a batch or more later and at the latest at the
+epoch's end, so the check costs no host wait.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from collections.abc import Iterator
 
 import torch
 
+from sparsetrain.engine.late_loss import TorchEvents
 from sparsetrain.engine.stages.errors import LoaderError
 from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE
+from sparsetrain.sampling.late_checks import LateChecks
 from sparsetrain.sampling.minibatch import MiniBatch
 from sparsetrain.storage.mmap import MmapFeatures
 from sparsetrain.storage.rows import gather_rows
@@ -56,6 +60,7 @@ class FetchFeatures:
         self._prefetch = {t: hook for t, store in self._stores.items()
                           if (hook := getattr(store, "prefetch", None)) is not None}
         self._table = None  # the whole feature table a fused last hop averages rows of, taken at its first batch
+        self.finite = LateFinite()  # the NaN/inf checks, of rows on a GPU read late
 
     def prefetch(self, mb: MiniBatch) -> None:
         """Let a store with a ``prefetch(ids)`` hook (a cache) start fetching the batch's rows; else nothing."""
@@ -74,6 +79,10 @@ class FetchFeatures:
             pending = mb
         if pending is not None:
             yield self(pending)
+        self.finite.drain()  # the epoch's last checks (before its end is reported)
+        for store in self._stores.values():  # ids a GPU store range-checked on the device: one read an epoch
+            if getattr(store, "ids_checked_on_device", False) and hasattr(store, "check"):
+                store.check()
 
     def __call__(self, mb: MiniBatch) -> MiniBatch:
         x = {}
@@ -83,7 +92,7 @@ class FetchFeatures:
                 x[t] = ids
                 continue
             x[t] = gather_rows(store, ids)
-            check_finite(x[t], ids, store, "" if t == NODE_TYPE else f"node type {t!r}: ")
+            self.finite(x[t], ids, store, "" if t == NODE_TYPE else f"node type {t!r}: ")
         mb.x = x if mb.is_typed else x[NODE_TYPE]
         if self.labels is not None:  # without node labels, y stays what the sampler set (edge labels of a link batch)
             mb.y = self.labels[mb.seeds]
@@ -92,7 +101,7 @@ class FetchFeatures:
         last_hop = getattr(mb, "last_hop", None)
         if last_hop is not None:
             mb.neighbor_mean = last_hop.mean(self._whole_table())
-            check_finite(mb.neighbor_mean, mb.input_nodes, self.features, "the fused last hop's mean: ")
+            self.finite(mb.neighbor_mean, mb.input_nodes, self.features, "the fused last hop's mean: ")
             mb.last_hop = None  # its graph stays where it is: the device stage moves the batch's tensors
         return mb
 
@@ -116,7 +125,7 @@ class FetchFeatures:
             store = self._edge_stores.get(et)
             if store is not None:
                 attr[et] = gather_rows(store, ids)
-                check_finite(attr[et], ids, store, ("" if et == EDGE_TYPE else f"edge type {et}: ") + "edge features: ")
+                self.finite(attr[et], ids, store, ("" if et == EDGE_TYPE else f"edge type {et}: ") + "edge features: ")
         return attr if block.is_typed else attr.get(EDGE_TYPE)
 
 
@@ -149,6 +158,56 @@ def check_finite(x: torch.Tensor, ids: torch.Tensor, store, what: str = "") -> N
 
 
 TENSOR = "the feature tensor"
+
+
+class LateFinite:
+    """:func:`check_finite` for a batch's rows, read late when they are on a GPU: their min and max are copied to the
+    next of ``RING`` pinned host buffers with an event after the copy and checked once the event has passed (at a later
+    batch, or at :meth:`drain`, the epoch's end), as the trainer reads its losses (:class:`LateChecks`); no host wait
+    unless the host runs ``RING`` batches ahead. A check that fails reads the rows again from their store to name them.
+    Rows in host memory are checked at once. ``events``: :class:`~sparsetrain.engine.late_loss.TorchEvents`, or a
+    stand-in with its three methods; ``late=True`` reads host rows late too (tests: a lagging device on a CPU).
+    ``waits``: host waits made at a batch."""
+
+    RING = LateChecks.RING
+
+    def __init__(self, events=TorchEvents, late: bool = False) -> None:
+        self._events, self._late_all = events, late
+        self._late = LateChecks(events)
+        self._host: torch.Tensor | None = None
+        self.pushed = 0
+        self.waits = 0
+        self.drain_waits = 0
+
+    def __call__(self, x: torch.Tensor, ids: torch.Tensor, store, what: str = "") -> None:
+        if not x.dtype.is_floating_point or x.numel() == 0:
+            return
+        if not (x.is_cuda or self._late_all):
+            check_finite(x, ids, store, what)
+            return
+        values = torch.stack(torch.aminmax(x)).double()
+        if self._host is None:
+            self._host = torch.zeros(self.RING, 2, dtype=torch.float64, pin_memory=values.is_cuda)
+        host = self._host[self.pushed % self.RING]  # free: the check RING before this one was read at the last call
+        host.copy_(values, non_blocking=True)
+        n = len(x)
+        self._late.add(self._events.record(values), host, lambda read: _finite_or_raise(read, n, ids, store, what))
+        self.pushed += 1
+        self.waits += self._late.settle()
+
+    def drain(self) -> None:
+        """Read every check in flight (the first that failed raises)."""
+        self.drain_waits += self._late.drain()
+
+
+def _finite_or_raise(values: list[float], rows: int, ids: torch.Tensor, store, what: str) -> None:
+    """A late check's min and max, arrived: finite, or the rows read again from ``store`` to name the bad ones."""
+    if all(math.isfinite(v) for v in values):
+        return
+    if not isinstance(store, dict) and len(ids) == rows:
+        check_finite(gather_rows(store, ids), ids, store, what)  # raises, naming the rows (the same rows, read again)
+    raise DatasetError(f"{feature_source(store)}: {what}a batch's {rows} rows hold NaN or inf (read late); replace "
+                       "them before training (e.g. torch.nan_to_num) or re-import the data with finite values")
 
 
 def feature_source(store) -> str:

@@ -7,7 +7,8 @@ before each replay), the hop keys in the pinned upload buffer (the host rewrites
 copy reads it then), and each batch's checks go to its ring slot's pinned buffer, raised late as an eager padded
 batch's are. Each ring slot has its own pinned buffers, hence its own graph, captured after one eager batch in that slot
 has made its arrays and compiled the kernels: nothing is allocated while capturing. Only full batches (as many seeds
-as the padded shapes hold) are captured; a smaller one (an epoch's last) runs the eager padded path.
+as the padded shapes hold) are captured; a smaller one (an epoch's last) runs the eager padded path. A capture that
+fails raises :class:`~sparsetrain.sampling.errors.CaptureError` (the run asked for it; it never stays eager silently).
 
 On a GPU the graph is a ``torch.cuda.CUDAGraph`` (:class:`CudaGraphCapture`); under the simulator a :class:`Recording`
 runs and records every device operation the workspace queues and replays them, and only them: the CUDA graph's
@@ -16,12 +17,13 @@ semantics, checked on a CPU.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from sparsetrain.sampling.errors import CaptureError
 
 WARM = "warm"  # the slot's eager batch has made its arrays: capture next time
 
@@ -102,7 +104,6 @@ class CapturedBatches:
     def __init__(self, ops) -> None:
         self._ops = ops
         self._slots: dict[tuple, object] = {}  # (key, slot) -> WARM or its Captured
-        self.failed = False  # a capture failed: every batch stays eager
 
     def sample(self, ws, key: tuple, seeds, keys, run: Callable):
         """The batch of ``seeds`` with hop keys ``keys``: eager (``run(seeds)``, the driver's padded batch) the first
@@ -110,30 +111,32 @@ class CapturedBatches:
         buffers, the options); ``ws`` has begun the batch."""
         at = (key, ws.slot)
         state = self._slots.get(at)
-        if state is None or self.failed:
+        if state is None:
             self._slots[at] = WARM
             return run(seeds)
         if state is WARM:
-            state = self._capture(ws, seeds, run)
-            ws.restart()
-            if state is None:
-                return run(seeds)
+            try:
+                state = self._capture(ws, seeds, run)
+            finally:
+                ws.restart()
             self._slots[at] = state
         return self._replay(ws, state, seeds, keys)
 
-    def _capture(self, ws, seeds, run: Callable) -> Captured | None:
+    def _capture(self, ws, seeds, run: Callable) -> Captured:
+        """Capture the batch; a failure is a :class:`CaptureError` (the run asked for capture: no silent eager run)."""
         try:
             captured = Captured(self._ops.graph(), self._ops.empty(len(seeds)))
             ws.assign(captured.seeds, seeds)  # (the simulator runs the work as it records it)
             ws.capture = captured
             with captured.graph.capturing(ws):
                 captured.result = run(captured.seeds)
-        except Exception as exc:  # any failure to capture: the eager path still works
+        except Exception as exc:
+            if isinstance(exc, CaptureError):
+                raise
             reason = str(exc).splitlines()[0] if str(exc) else ""
-            warnings.warn(f"capturing the padded batch's sampling failed ({type(exc).__name__}: {reason}); sampling "
-                          "these batches eagerly", RuntimeWarning, stacklevel=2)
-            self.failed = True
-            return None
+            raise CaptureError(f"capturing the padded batch's sampling as a CUDA graph failed ({type(exc).__name__}: "
+                               f"{reason}); run without capture: drop --step static (or sample_padded(..., "
+                               "capture=False))") from exc
         finally:
             ws.capture = None
         captured.counts, captured.held = ws.counts, ws.held()

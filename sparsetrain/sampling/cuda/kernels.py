@@ -211,15 +211,20 @@ def number_kernel(slots, table_keys, table_vals, ends, typed, src_type, ranks, c
 @cuda.jit
 def relabel_kernel(slots, table_vals, ends, src, dst, src_sink, dst_sink, seg_start, ranks, counts, counts_after,
                    seg_edges):
-    """Sources to local ids; edges past the hop's count run ``src_sink -> dst_sink`` when ``src_sink >= 0`` (a padded
-    batch); thread 0 keeps the hop's books on the device: ``counts_after`` (the nodes per type after the hop) and
-    ``seg_edges`` (where each segment's edges start, then the hop's edge count)."""
+    """Sources to local ids; when ``src_sink >= 0`` (a padded, homogeneous batch; ``*_sink``: the last row of the
+    source and destination levels) the edges past the hop's count are spread over the padding rows of both levels in
+    ascending order (:func:`~sparsetrain.sampling.cuda.padded.padding_row`), so the block stays grouped by destination
+    and no row takes more than its share; thread 0 keeps the hop's books on the device: ``counts_after`` (the nodes per
+    type after the hop) and ``seg_edges`` (where each segment's edges start, then the hop's edge count)."""
     e = cuda.grid(1)
-    if e < src.shape[0] and e < ends[ends.shape[0] - 1]:
+    real = ends[ends.shape[0] - 1]
+    if e < src.shape[0] and e < real:
         src[e] = table_vals[slots[e]]
     elif e < src.shape[0] and src_sink >= 0:
-        src[e] = src_sink
-        dst[e] = dst_sink
+        pad, k = src.shape[0] - real, e - real
+        dst_first, src_first = counts[0], counts[0] + ranks[0, ranks.shape[1] - 1]
+        dst[e] = dst_first + (k * (dst_sink + 1 - dst_first)) // pad
+        src[e] = src_first + (k * (src_sink + 1 - src_first)) // pad
     if e == 0:
         for t in range(counts.shape[0]):
             counts_after[t] = counts[t] + ranks[t, ranks.shape[1] - 1]

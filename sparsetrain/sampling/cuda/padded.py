@@ -2,9 +2,9 @@
 
 A training step with static shapes (``sparsetrain.engine.static_step``) pads every batch to bounds from the batch size
 and fanouts. Sampled into buffers of those bounds, a batch needs nothing back from the device: its sizes stay there
-(``PaddedOut.sizes``), its padded edges run between the sink rows, and the checks the eager driver reads at the end
-of a batch (seeds outside the graph or repeated, a damaged graph) travel to pinned host memory with the batch and are
-raised when they have arrived: at a later call, or at
+(``PaddedOut.sizes``), its padded edges are spread over the padding rows (:func:`padding_row`), and the checks the
+eager driver reads at the end of a batch (seeds outside the graph or repeated, a damaged graph) travel to pinned host
+memory with the batch and are raised when they have arrived: at a later call, or at
 :meth:`~sparsetrain.sampling.late_checks.LateChecks.drain`.
 """
 
@@ -18,6 +18,15 @@ import numpy as np
 from sparsetrain.sampling.errors import SamplingError
 
 
+def padding_row(k, pad_edges: int, first_row, rows: int):
+    """The row padded edge ``k`` (of ``pad_edges``, counted from the hop's real edges) runs to, or from, in a level
+    whose real rows end at ``first_row`` and which has ``rows`` rows in all (the sink included): ``first_row + k *
+    (rows - first_row) // pad_edges``. Ascending in ``k`` (the block stays grouped by destination, so its CSR needs no
+    sort), each padding row takes ``pad_edges / (rows - first_row)`` edges, rounded up at most, instead of one sink
+    row taking them all; padding rows only ever reach padding rows. Works on ints, NumPy arrays and tensors."""
+    return first_row + (k * (rows - first_row)) // pad_edges
+
+
 @dataclass
 class PaddedOut:
     """Where the driver samples a homogeneous batch of fixed shapes.
@@ -26,8 +35,9 @@ class PaddedOut:
     ``edges[h]``: the edges of hop ``h``. ``node_ids`` (``nodes[-1]`` long): the batch's nodes, each level a prefix;
     past the last level's count (the sink included) it holds ids of earlier batches or 0, node ids of the graph
     whatever was sampled, so a gather of the whole buffer stays in bounds. ``edge_index[h]`` (``[2, edges[h]]``): hop
-    ``h``'s edges (local ids: sources, then dsts); past the hop's count they run from level ``h + 1``'s sink to level
-    ``h``'s. ``sizes`` (on the device, ``2 * hops + 1``): the real nodes per level, then the real edges per hop.
+    ``h``'s edges (local ids: sources, then dsts); past the hop's count they run from level ``h + 1``'s padding rows
+    to level ``h``'s (:func:`padding_row`), in ascending order of both. ``sizes`` (on the device, ``2 * hops + 1``):
+    the real nodes per level, then the real edges per hop.
     ``neighbor_mean`` (a fused sampler's, ``[nodes[-1], F]`` float32): per node of the last level, the mean feature row
     of its in-neighbours drawn by the fused hop; zeros past the level's count.
     """

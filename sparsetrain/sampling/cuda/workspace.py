@@ -50,6 +50,7 @@ class Workspace:
         batches before it that are done; any other batch first waits for those."""
         waits = self.late.settle() if padded else self.late.drain()
         self.slot = self._batches % LateChecks.RING if padded else 0
+        self._padded, self._checks_before = padded, len(self.late)
         self.restart()
         self.counts.add(syncs=waits)
         if len(self._arrays) > self.MAX_ARRAYS:
@@ -71,6 +72,10 @@ class Workspace:
     def end(self) -> None:
         """The batch's work is queued: the next one waits for it before reusing the arrays."""
         self._done = self._ops.record_done()
+        if getattr(self, "_padded", False) and len(self.late) == self._checks_before:
+            # a padded batch that raised before its checks were queued: its slot's pinned uploads may still be read by
+            # the work it did queue, so the slot is held by an entry of its own (no check) until that work has passed
+            self.late.add(self._done, None, _no_check)
         self.last_counts = self.counts
         self._batches += 1
 
@@ -200,6 +205,10 @@ class Workspace:
             raise SamplingBackendError("the captured batch reads the device; only padded batches are captured")
         self.counts.add(torch_ops=1, copies=1, syncs=1)
         return self._ops.read(a)
+
+
+def _no_check(values) -> None:
+    """The check of a batch that raised before queuing its own (it raised already)."""
 
 
 def _set(a, value) -> None:
