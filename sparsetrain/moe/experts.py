@@ -54,9 +54,33 @@ class ExpertShape:
         return out
 
 
+class _SwiGLU(torch.autograd.Function):
+    """``silu(gate) * up`` for ``h = [gate | up]``; the backward writes both halves of ``dh`` into one tensor (no
+    ``cat`` of the two halves, as the chunked autograd graph does)."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor) -> torch.Tensor:
+        gate, up = h.chunk(2, dim=-1)
+        s = F.silu(gate)
+        ctx.save_for_backward(h, s)
+        return s * up
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        h, s = ctx.saved_tensors
+        gate, up = h.chunk(2, dim=-1)
+        half = gate.shape[-1]
+        dh = torch.empty_like(h)
+        torch.ops.aten.silu_backward.grad_input(grad * up, gate, grad_input=dh[..., :half])
+        torch.mul(grad, s, out=dh[..., half:])
+        return dh
+
+
 def activate(h: torch.Tensor, activation: str) -> torch.Tensor:
     """Apply the expert nonlinearity to ``x @ w_in``."""
     if activation == "swiglu":
+        if torch.is_grad_enabled() and h.requires_grad:
+            return _SwiGLU.apply(h)
         gate, up = h.chunk(2, dim=-1)
         return F.silu(gate) * up
     if activation == "gelu":
