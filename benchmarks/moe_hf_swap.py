@@ -121,7 +121,7 @@ class Trainer:
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         self.sync()
-        return time.perf_counter() - t0, float(loss)
+        return time.perf_counter() - t0, float(loss.detach())
 
 
 def compare(family: str, width: str, args) -> dict:
