@@ -81,3 +81,13 @@ def test_layer_measures_once_per_shape_and_forced_backend_skips_it(monkeypatch):
     forced.load_state_dict(moe.state_dict())
     torch.testing.assert_close(forced(x)[0], y0, atol=1e-5, rtol=1e-5)
     assert len(measured) == 1
+
+
+def test_measuring_leaves_the_global_rng_alone():
+    torch.manual_seed(1)
+    moe = MoE(16, 16, 4, top_k=2)
+    x = torch.randn(40, 16)
+    state = torch.get_rng_state()
+    moe(x)[0].sum().backward()  # measures here (first call of this shape)
+    assert autotune.table()
+    assert torch.equal(torch.get_rng_state(), state)

@@ -167,12 +167,12 @@ class MoE(nn.Module):
         state: dict = {}
 
         def run(backend: str) -> None:
-            if "w" not in state:  # the layer's own weights where it holds them all, else random ones of its shapes
-                if local is not None and local.w_in.dtype == dt:
+            if "w" not in state:  # the layer's own weights where it holds them all, else constant ones of its shapes
+                if local is not None and local.w_in.dtype == dt:  # (no random draw: the global RNG stays untouched)
                     w_in, w_out = local.w_in.detach(), local.w_out.detach()
                 else:
-                    w_in = torch.randn(self.num_experts, shape.d_model, shape.in_width, device=dev, dtype=dt)
-                    w_out = torch.randn(self.num_experts, shape.d_hidden, shape.d_model, device=dev, dtype=dt)
+                    w_in = torch.full((self.num_experts, shape.d_model, shape.in_width), 0.01, device=dev, dtype=dt)
+                    w_out = torch.full((self.num_experts, shape.d_hidden, shape.d_model), 0.01, device=dev, dtype=dt)
                 state["w"] = (w_in.requires_grad_(train), w_out.requires_grad_(train))
                 state["x"] = x_sorted.detach().requires_grad_(train)
             w_in, w_out = state["w"]
