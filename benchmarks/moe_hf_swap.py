@@ -6,7 +6,9 @@ at a small width (d 256, E 8-16, top-2..4) and a realistic one (d 512, E 64, top
 random weights (nothing downloaded). Rounds alternate HF and swapped (the order flips each round), after one
 warm-up step each (the swapped model measures its grouped-matmul backends in its first step: that step is reported
 apart, as ``first_step_ms``). Reported: median step ms, tokens/s, and the median of the per-round ratios
-swapped / HF. The first step's losses of the two models are checked equal (atol 1e-4).
+swapped / HF, in wall time and in this process's CPU time (``time.process_time``: on a machine shared with other
+jobs, wall time mostly measures the other jobs; CPU time measures the work, and with ``--threads 1`` spins no
+waiting threads). The first step's losses of the two models are checked equal (atol 1e-4).
 
     python benchmarks/moe_hf_swap.py                              # CPU fp32, every family and width
     python benchmarks/moe_hf_swap.py --families qwen3_moe --widths small --rounds 3
@@ -113,15 +115,16 @@ class Trainer:
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, foreach=True)
         self.sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
-    def step(self, ids: torch.Tensor) -> tuple[float, float]:
+    def step(self, ids: torch.Tensor) -> tuple[float, float, float]:
+        """``(wall seconds, process CPU seconds, loss)`` of one training step."""
         self.sync()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         loss = self.model(input_ids=ids, labels=ids).loss
         loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         self.sync()
-        return time.perf_counter() - t0, float(loss.detach())
+        return time.perf_counter() - t0, time.process_time() - c0, float(loss.detach())
 
 
 def compare(family: str, width: str, args) -> dict:
@@ -134,16 +137,19 @@ def compare(family: str, width: str, args) -> dict:
     dtype = DTYPES[args.dtype]
     a, b = Trainer(hf, args.device, dtype), Trainer(swapped, args.device, dtype)
     ids = [batch(args.tokens, args.seq, s, args.device) for s in range(args.rounds + 1)]
-    first_hf, loss_hf = a.step(ids[0])
-    first_sw, loss_sw = b.step(ids[0])
+    first_hf, _, loss_hf = a.step(ids[0])
+    first_sw, _, loss_sw = b.step(ids[0])
     if abs(loss_hf - loss_sw) > (1e-4 if dtype == torch.float32 else 5e-2) * max(1.0, abs(loss_hf)):
         raise SystemExit(f"{family}/{width}: first-step losses differ: HF {loss_hf:.6f}, swapped {loss_sw:.6f}")
-    t_hf, t_sw = [], []
+    t_hf, t_sw, c_hf, c_sw = [], [], [], []
     for r in range(args.rounds):
-        pair = [(a, t_hf), (b, t_sw)] if r % 2 == 0 else [(b, t_sw), (a, t_hf)]
-        for trainer, out in pair:
-            out.append(trainer.step(ids[r + 1])[0])
+        pair = [(a, t_hf, c_hf), (b, t_sw, c_sw)] if r % 2 == 0 else [(b, t_sw, c_sw), (a, t_hf, c_hf)]
+        for trainer, wall, cpu in pair:
+            w, c, _ = trainer.step(ids[r + 1])
+            wall.append(w)
+            cpu.append(c)
     ratios = [s / h for s, h in zip(t_sw, t_hf)]
+    cpu_ratios = [s / h for s, h in zip(c_sw, c_hf)]
     w = WIDTHS[width]
     experts, top_k = (8, 2) if (family, width) == ("mixtral", "small") else (w["experts"], w["top_k"])
     row = {
@@ -151,6 +157,8 @@ def compare(family: str, width: str, args) -> dict:
         "tokens": args.tokens, "hf_experts_implementation": impl,
         "hf_ms": statistics.median(t_hf) * 1e3, "swapped_ms": statistics.median(t_sw) * 1e3,
         "ratio": statistics.median(ratios), "ratio_of_medians": statistics.median(t_sw) / statistics.median(t_hf),
+        "hf_cpu_ms": statistics.median(c_hf) * 1e3, "swapped_cpu_ms": statistics.median(c_sw) * 1e3,
+        "cpu_ratio": statistics.median(cpu_ratios), "round_ratios": ratios, "round_cpu_ratios": cpu_ratios,
         "first_step_ms_hf": first_hf * 1e3, "first_step_ms_swapped": first_sw * 1e3,
         "loss_hf": loss_hf, "loss_swapped": loss_sw,
     }  # fmt: skip
@@ -289,11 +297,13 @@ def main() -> None:
                 mfu = f"  MFU {r['mfu_hf']:.1%} -> {r['mfu_swapped']:.1%}" if "mfu_hf" in r else ""
                 print(f"{family:12s} {width:6s} HF({r['hf_experts_implementation']}) {r['hf_ms']:8.1f} ms  swapped "
                       f"{r['swapped_ms']:8.1f} ms  ratio {r['ratio']:.3f}  (tok/s {r['hf_tok_s']:.0f} -> "
-                      f"{r['swapped_tok_s']:.0f}){mfu}", flush=True)  # fmt: skip
+                      f"{r['swapped_tok_s']:.0f}); CPU time {r['hf_cpu_ms']:.0f} -> {r['swapped_cpu_ms']:.0f} ms, "
+                      f"ratio {r['cpu_ratio']:.3f}{mfu}", flush=True)  # fmt: skip
             if args.dist or args.dist_only:
                 dist_rows += distributed(family, width, args)
     keys = ["family", "width", "d", "experts", "top_k", "hf_experts_implementation", "hf_ms", "swapped_ms",
-            "hf_tok_s", "swapped_tok_s", "ratio"] + (["mfu_hf", "mfu_swapped"] if args.device == "cuda" else [])
+            "hf_tok_s", "swapped_tok_s", "ratio", "hf_cpu_ms", "swapped_cpu_ms", "cpu_ratio"]
+    keys += ["mfu_hf", "mfu_swapped"] if args.device == "cuda" else []
     if rows:
         print(markdown(rows, keys))
     if dist_rows:
