@@ -4,8 +4,8 @@
    sparsetrain's (``replace_moe_blocks``; grouped matmul: the backend the layer measures and picks by itself, and
    each backend forced: bucketed ``bmm``, per-expert ``mm`` loop, ``torch._grouped_mm``) against, on the same
    weights in the same run: the per-expert loop with in-place ``index_add_``, and transformers' own experts
-   implementations (``eager``: its per-expert loop; ``grouped_mm``: sorted tokens and ``torch.nn.functional.grouped_mm``). CPU fp32; bf16 with
-   ``--device cuda``. Each is first checked against a float64 reference of the same weights (:func:`accuracy`):
+   implementations (``eager``: its per-expert loop; ``grouped_mm``: sorted tokens and
+   ``torch.nn.functional.grouped_mm``). CPU fp32; bf16 with ``--device cuda``. Each is first checked against a float64 reference of the same weights (:func:`accuracy`):
    comparing two bf16 outputs cannot say which one is wrong.
 2. World size 4 on gloo (spawned): bytes communicated per training step (forward, backward, Adam step,
    replica refresh) by FSSDP (plain, re-materialized, load-aware with replicas) and by ExpertParallel,
