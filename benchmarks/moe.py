@@ -5,8 +5,9 @@
    each backend forced: bucketed ``bmm``, per-expert ``mm`` loop, ``torch._grouped_mm``) against, on the same
    weights in the same run: the per-expert loop with in-place ``index_add_``, and transformers' own experts
    implementations (``eager``: its per-expert loop; ``grouped_mm``: sorted tokens and
-   ``torch.nn.functional.grouped_mm``). CPU fp32; bf16 with ``--device cuda``. Each is first checked against a float64 reference of the same weights (:func:`accuracy`):
-   comparing two bf16 outputs cannot say which one is wrong.
+   ``torch.nn.functional.grouped_mm``). CPU fp32; bf16 with ``--device cuda``. Each is first checked against a
+   float64 reference of the same weights (:func:`accuracy`): comparing two bf16 outputs cannot say which one is
+   wrong.
 2. World size 4 on gloo (spawned): bytes communicated per training step (forward, backward, Adam step,
    replica refresh) by FSSDP (plain, re-materialized, load-aware with replicas) and by ExpertParallel,
    under uniform and Zipf-skewed routing; step time; peak memory per rank.
