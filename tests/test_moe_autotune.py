@@ -21,24 +21,29 @@ def test_choose_keeps_the_fastest_and_measures_once():
     delays = {"native": 0.02, "loop": 0.002, "bucketed": 0.06}
     calls = []
 
-    def run(backend):
+    def run(backend, backward):
         calls.append(backend)
-        time.sleep(delays[backend])
+        time.sleep(delays[backend] * (3 if backward else 1))
 
     assert autotune.choose("k", list(delays), run, torch.device("cpu")) == "loop"
-    assert calls.count("bucketed") == calls.count("native") == 1  # past PRUNE x the fastest in round 1: dropped
-    assert calls.count("loop") == autotune.ROUNDS
+    assert calls.count("bucketed") == calls.count("native") == 1  # forward past PRUNE x the fastest: dropped
+    assert calls.count("loop") == 1  # the only one left: nothing to compare
     n = len(calls)
     assert autotune.choose("k", list(delays), run, torch.device("cpu")) == "loop"
     assert len(calls) == n  # cached
     assert autotune.table()["k"]["backend"] == "loop"
-    assert autotune.table()["k"]["ms"]["loop"] >= 2.0
+    assert autotune.table()["k"]["ms"]["forward"]["bucketed"] >= 60.0
+    calls.clear()
+    delays.update(native=0.03, loop=0.03, bucketed=0.3)  # native and loop tie: both timed on, ROUNDS times each
+    assert autotune.choose("k2", list(delays), run, torch.device("cpu")) in ("loop", "native")
+    assert calls.count("loop") == calls.count("native") == 1 + autotune.ROUNDS
+    assert calls.count("bucketed") == 1
 
 
 def test_table_round_trips_through_the_env_file(tmp_path, monkeypatch):
     path = tmp_path / "t.json"
     monkeypatch.setenv(autotune.ENV, str(path))
-    autotune.choose("a", ["loop", "bucketed"], lambda b: time.sleep(0.002 if b == "bucketed" else 0.03),
+    autotune.choose("a", ["loop", "bucketed"], lambda b, backward: time.sleep(0.002 if b == "bucketed" else 0.03),
                     torch.device("cpu"))
     assert json.loads(path.read_text())["a"]["backend"] == "bucketed"
     autotune.clear()
@@ -63,9 +68,9 @@ def test_layer_measures_once_per_shape_and_forced_backend_skips_it(monkeypatch):
     measured = []
     real = autotune.measure
 
-    def spy(run, backends, device):
+    def spy(run, backends, device, train):
         measured.append(tuple(backends))
-        return real(run, backends, device)
+        return real(run, backends, device, train)
 
     monkeypatch.setattr(autotune, "measure", spy)
     torch.manual_seed(0)

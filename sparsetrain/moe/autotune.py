@@ -1,9 +1,10 @@
 """The grouped-matmul backend of a layer, chosen by measurement.
 
 For each (device, dtype, ``d_model``, ``d_hidden``, activation, experts, top-k, token-count bucket, train or
-inference) the first call of a layer times every backend of :func:`sparsetrain.moe.grouped.candidates` on that
-call's own sorted rows and counts (the experts' forward, and backward when training; synthetic weights of the
-layer's shapes, since the values do not change the time) and keeps the fastest for the rest of the process.
+inference) the first call of a layer times the backends of :func:`sparsetrain.moe.grouped.candidates` on that
+call's own sorted rows and counts (the experts' forward; then, for those within :data:`PRUNE` of the fastest,
+forward and backward when training; the layer's weights, or constant ones of its shapes for a sharded layer, since
+the values do not change the time) and keeps the fastest for the rest of the process.
 
 The choices are kept per process; with ``SPARSETRAIN_MOE_BACKENDS=/path/table.json`` set they are also read from
 that file on first use and written back (atomically) after every new measurement, so later processes skip the
@@ -26,8 +27,8 @@ from sparsetrain.moe import grouped
 from sparsetrain.moe.errors import MoEConfigError
 
 ENV = "SPARSETRAIN_MOE_BACKENDS"
-PRUNE = 1.3  #: after the first round, candidates slower than this multiple of the fastest are dropped
-ROUNDS = 3  #: timing rounds (alternating over the candidates); the minimum per candidate decides
+PRUNE = 1.3  #: candidates whose forward is slower than this multiple of the fastest forward are not timed further
+ROUNDS = 2  #: timing rounds of the remaining candidates (alternating); the minimum per candidate decides
 
 _TABLE: dict[str, str] = {}
 _TIMES: dict[str, dict[str, float]] = {}
@@ -70,8 +71,8 @@ def lookup(key: str) -> str | None:
 
 
 def table() -> dict[str, dict]:
-    """Every choice this process knows: ``{key: {"backend": name, "ms": {backend: ms}}}`` (``ms`` when measured
-    here)."""
+    """Every choice this process knows: ``{key: {"backend": name, "ms": {"forward": {backend: ms}, "step": {...}}}}``
+    (``ms`` when measured in this process; see :func:`measure`)."""
     return {k: {"backend": b, "ms": _TIMES.get(k, {})} for k, b in sorted(_TABLE.items())}
 
 
@@ -110,29 +111,41 @@ def _capturing(device: torch.device) -> bool:
     return compiling or (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
 
 
-def measure(run: Callable[[str], None], backends: list[str], device: torch.device) -> dict[str, float]:
-    """Seconds per call of ``run(backend)`` for each backend: a first round over all, then the ones within
-    :data:`PRUNE` of the fastest again, alternating, for :data:`ROUNDS` rounds in all; the minimum of each."""
+def measure(run: Callable[[str, bool], None], backends: list[str], device: torch.device,
+            train: bool = True) -> dict[str, dict[str, float]]:
+    """Seconds per call of ``run(backend, backward)``: one forward-only call of every backend, then the ones within
+    :data:`PRUNE` of the fastest forward timed :data:`ROUNDS` times more, alternating (forward and backward when
+    ``train``), keeping the minimum of each. Returns ``{"forward": {backend: s}, "step": {backend: s}}``; ``step``
+    holds only the backends timed to the end (a GPU first runs every backend once, untimed: its one-time setup)."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    times: dict[str, list[float]] = {b: [] for b in backends}
-    alive = list(backends)
-    for r in range(ROUNDS):
+
+    def timed(backend: str, backward: bool) -> float:
+        sync()
+        t0 = time.perf_counter()
+        run(backend, backward)
+        sync()
+        return time.perf_counter() - t0
+
+    if device.type == "cuda":
+        for b in backends:
+            run(b, train)
+    forward = {b: timed(b, False) for b in backends}
+    fastest = min(forward.values())
+    alive = [b for b in backends if forward[b] <= PRUNE * fastest]
+    step: dict[str, float] = {}
+    for _ in range(ROUNDS if len(alive) > 1 else 0):
         for b in alive:
-            sync()
-            t0 = time.perf_counter()
-            run(b)
-            sync()
-            times[b].append(time.perf_counter() - t0)
-        if r == 0 and device.type == "cuda":  # the first call on a GPU includes its one-time setup: time it again
-            times = {b: [] for b in backends}
-            continue
-        best = min(min(v) for v in times.values() if v)
-        alive = [b for b in alive if min(times[b]) <= PRUNE * best]
-    return {b: min(v) for b, v in times.items() if v}
+            t = timed(b, train)
+            step[b] = min(step.get(b, t), t)
+    if not step:
+        step = {alive[0]: forward[alive[0]]}
+    return {"forward": forward, "step": step}
 
 
-def choose(key: str, backends: list[str], run: Callable[[str], None], device: torch.device) -> str:
-    """The backend stored for ``key``, measuring with ``run`` first when none is (see :func:`measure`)."""
+def choose(key: str, backends: list[str], run: Callable[[str, bool], None], device: torch.device,
+           train: bool = True) -> str:
+    """The backend stored for ``key``, measuring with ``run(backend, backward)`` first when none is (see
+    :func:`measure`)."""
     known = lookup(key)
     if known is not None and known in backends:
         return known
@@ -140,10 +153,10 @@ def choose(key: str, backends: list[str], run: Callable[[str], None], device: to
         return backends[0]
     if _capturing(device):
         return backends[0]
-    secs = measure(run, backends, device)
-    best = min(secs, key=secs.get)
+    secs = measure(run, backends, device, train)
+    best = min(secs["step"], key=secs["step"].get)
     _TABLE[key] = best
-    _TIMES[key] = {b: round(s * 1e3, 3) for b, s in secs.items()}
+    _TIMES[key] = {kind: {b: round(t * 1e3, 3) for b, t in times.items()} for kind, times in secs.items()}
     path = _env_table()
     if path:
         save_table(path)

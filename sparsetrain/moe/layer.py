@@ -166,7 +166,7 @@ class MoE(nn.Module):
         local = self.experts if isinstance(self.experts, LocalExperts) else None
         state: dict = {}
 
-        def run(backend: str) -> None:
+        def run(backend: str, backward: bool) -> None:
             if "w" not in state:  # the layer's own weights where it holds them all, else constant ones of its shapes
                 if local is not None and local.w_in.dtype == dt:  # (no random draw: the global RNG stays untouched)
                     w_in, w_out = local.w_in.detach(), local.w_out.detach()
@@ -176,12 +176,12 @@ class MoE(nn.Module):
                 state["w"] = (w_in.requires_grad_(train), w_out.requires_grad_(train))
                 state["x"] = x_sorted.detach().requires_grad_(train)
             w_in, w_out = state["w"]
-            with torch.set_grad_enabled(train):
+            with torch.set_grad_enabled(backward):
                 out = expert_ffn(state["x"], w_in, w_out, counts, shape.activation, backend=backend)
-                if train:
+                if backward:
                     torch.autograd.grad(out, (state["x"], w_in, w_out), torch.ones_like(out))
 
-        return autotune.choose(key, backends, run, dev)
+        return autotune.choose(key, backends, run, dev, train)
 
     @torch.no_grad()
     def update_expert_bias(self) -> None:
