@@ -182,7 +182,7 @@ def _grouped_loop(x, w, counts):
     return torch.cat(out)
 
 
-@pytest.mark.parametrize("backend", ["bucketed", "native"])
+@pytest.mark.parametrize("backend", ["bucketed", "native", "loop"])
 @pytest.mark.parametrize("counts", [[0, 7, 1, 0, 33, 2], [64, 0, 0, 0, 0, 0], [5, 5, 5, 5, 5, 5], [0, 0, 0, 0, 0, 0]])
 def test_grouped_mm_backends_match_a_loop(backend, counts):
     dtype = torch.float32 if backend == "native" else torch.float64
@@ -216,7 +216,7 @@ def test_float32_layer_is_the_same_function_on_every_backend():
     moe = MoE(16, 16, 4, top_k=2)
     x = torch.randn(30, 16)
     outs = []
-    backends = ["bucketed", None] + (["native"] if native_available("cpu", torch.float32) else [])
+    backends = ["bucketed", "loop", None] + (["native"] if native_available("cpu", torch.float32) else [])
     for backend in backends:
         grouped.set_backend(backend)
         try:
@@ -225,6 +225,43 @@ def test_float32_layer_is_the_same_function_on_every_backend():
             grouped.set_backend(None)
     for y in outs[1:]:
         torch.testing.assert_close(y, outs[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["loop", "bucketed"])
+@pytest.mark.parametrize("capacity_factor", [None, 0.75])
+def test_forced_backend_matches_reference_with_and_without_drops(backend, capacity_factor):
+    """``MoE(backend=...)`` runs that backend; permute/combine (gathers both ways) give the reference's gradients."""
+    moe = build(top_k=3, capacity_factor=capacity_factor, backend=backend, shared_experts=1)
+    seen = []
+    original = grouped.grouped_mm
+
+    def spy(x, w, counts, backend=None):
+        seen.append(backend)
+        return original(x, w, counts, backend)
+
+    import sparsetrain.moe.experts as experts_mod
+
+    experts_mod.grouped_mm, restore = spy, experts_mod.grouped_mm
+    try:
+        aux = compare(moe, torch.randn(2, 9, D, dtype=torch.float64))
+    finally:
+        experts_mod.grouped_mm = restore
+    assert seen and set(seen) == {backend}
+    assert (int(aux.dropped) > 0) == (capacity_factor is not None)
+
+
+def test_swiglu_backward_equals_autograd_of_the_chunked_form():
+    from sparsetrain.moe.experts import activate
+
+    h = torch.randn(11, 2 * 5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: activate(t, "swiglu"), (h,))
+    gate, up = h.detach().chunk(2, dim=-1)
+    torch.testing.assert_close(activate(h, "swiglu"), torch.sigmoid(gate) * gate * up, atol=1e-15, rtol=0)
+
+
+def test_unknown_backend_is_refused():
+    with pytest.raises(MoEConfigError, match="backend"):
+        MoE(D, H, E, backend="cutlass")
 
 
 def test_same_seed_same_layer_and_state_dict_roundtrip():

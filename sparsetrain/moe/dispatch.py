@@ -7,6 +7,11 @@ choice, as in GShard), then by token order; the ones past the capacity are dropp
 assignment contributes nothing (the remaining weights are not rescaled); a token whose every
 choice was dropped gets zero from the routed experts (shared experts and the residual path still
 apply).
+
+Permute once, combine once: :func:`permute` gathers the tokens into expert-sorted order and :func:`combine` gathers
+the expert outputs back into choice-major order and sums the ``k`` choices of each token. Both are gathers in the
+forward *and* the backward (custom autograd functions: the backward of a gather by a permutation is the gather by
+its inverse), so no step scatters with accumulation or fills a ``[tokens, d]`` buffer.
 """
 
 from __future__ import annotations
@@ -27,6 +32,14 @@ class DispatchPlan:
     counts: torch.Tensor  #: ``[E]`` kept assignments per expert (int64)
     selected: torch.Tensor  #: ``[E]`` selected assignments per expert before drops (int64)
     dropped: torch.Tensor  #: int64 scalar, number of dropped assignments
+    inverse: torch.Tensor  #: ``[k * T]`` sorted position of each choice-major assignment (``N`` when dropped)
+    num_tokens: int = 0  #: ``T``
+    top_k: int = 1  #: ``k``
+
+    @property
+    def has_drops(self) -> bool:
+        """Whether some assignment was dropped (``N < k * T``)."""
+        return self.order.numel() < self.inverse.numel()
 
 
 def capacity(num_tokens: int, top_k: int, num_experts: int, capacity_factor: float) -> int:
@@ -52,17 +65,56 @@ def plan_dispatch(experts: torch.Tensor, num_experts: int, capacity_factor: floa
         counts = selected.clamp(max=cap)
         dropped = (~keep).sum()
     tokens = order % num_tokens if num_tokens else order
-    return DispatchPlan(order=order, tokens=tokens, experts=sorted_e, counts=counts, selected=selected, dropped=dropped)
+    inverse = torch.full_like(flat, order.numel()) if capacity_factor is not None else torch.empty_like(flat)
+    inverse[order] = torch.arange(order.numel(), device=experts.device)
+    return DispatchPlan(order=order, tokens=tokens, experts=sorted_e, counts=counts, selected=selected, dropped=dropped,
+                        inverse=inverse, num_tokens=num_tokens, top_k=k)
+
+
+def _sum_choices(rows: torch.Tensor, plan: DispatchPlan) -> torch.Tensor:
+    """``out[t] = sum_j rows[inverse[j * T + t]]`` with dropped assignments contributing zero (``[T, d]``)."""
+    if plan.has_drops:
+        rows = torch.cat([rows, rows.new_zeros(1, rows.shape[1])])
+    picked = rows.index_select(0, plan.inverse)
+    if plan.top_k == 1:
+        return picked
+    return picked.view(plan.top_k, plan.num_tokens, rows.shape[1]).sum(0)
+
+
+class _Permute(torch.autograd.Function):
+    """``x [T, d] -> x[tokens] [N, d]``; backward: the sum over each token's sorted rows, by gathers."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, plan: DispatchPlan) -> torch.Tensor:
+        ctx.plan = plan
+        return x.index_select(0, plan.tokens)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return _sum_choices(grad.contiguous(), ctx.plan), None
+
+
+class _Unpermute(torch.autograd.Function):
+    """``rows [N, d]`` in sorted order ``-> [T, d]``, the sum of each token's rows; backward: ``grad[tokens]``."""
+
+    @staticmethod
+    def forward(ctx, rows: torch.Tensor, plan: DispatchPlan) -> torch.Tensor:
+        ctx.plan = plan
+        return _sum_choices(rows, plan)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad.contiguous().index_select(0, ctx.plan.tokens), None
+
+
+def permute(x: torch.Tensor, plan: DispatchPlan) -> torch.Tensor:
+    """The kept assignments' token rows in expert-sorted order (``[N, d]``); differentiable, gathers both ways."""
+    return _Permute.apply(x, plan)
 
 
 def combine(expert_out: torch.Tensor, plan: DispatchPlan, weights: torch.Tensor, num_tokens: int) -> torch.Tensor:
-    """``y[t] = sum over kept assignments a of t: weight[a] * expert_out[a]`` (``[T, d]``)."""
-    w = weights.t().reshape(-1)[plan.order].to(expert_out.dtype)
+    """``y[t] = sum over kept assignments a of t: weight[a] * expert_out[a]`` (``[T, d]``; ``num_tokens`` is
+    ``plan.num_tokens``, kept for callers)."""
+    w = weights.t().reshape(-1).index_select(0, plan.order).to(expert_out.dtype)
     weighted = expert_out * w.unsqueeze(1)
-    if plan.order.numel() == weights.numel():
-        # nothing dropped: un-sort to choice-major [k, T, d] and sum the k choices; a gather, whose backward
-        # is cheaper than index_add's scatter on the CPU
-        inverse = torch.empty_like(plan.order)
-        inverse[plan.order] = torch.arange(plan.order.numel(), device=plan.order.device)
-        return weighted.index_select(0, inverse).view(weights.shape[1], num_tokens, weighted.shape[-1]).sum(0)
-    return weighted.new_zeros(num_tokens, weighted.shape[-1]).index_add(0, plan.tokens, weighted)
+    return _Unpermute.apply(weighted, plan)

@@ -59,8 +59,9 @@ class ExpertParallelExperts(ShardedExperts):
         rec.meta_bytes = (self.world_size - 1) * self.num_experts * 8
         self.stats.record(rec)
 
-    def forward(self, x_sorted: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-        """Send rows to their experts' ranks, run the local experts, bring the results back."""
+    def forward(self, x_sorted: torch.Tensor, counts: torch.Tensor, backend: str | None = None) -> torch.Tensor:
+        """Send rows to their experts' ranks, run the local experts (``backend``: the grouped-matmul backend), bring
+        the results back."""
         t0 = time.perf_counter()
         all_counts = all_gather_rows(counts.to(torch.int64), self.group)  # [W, E]
         # [src, dst]
@@ -73,7 +74,7 @@ class ExpertParallelExperts(ShardedExperts):
         expert_of_row = torch.repeat_interleave(local_ids, mine.reshape(-1)).to(x_in.device)
         perm = torch.argsort(expert_of_row, stable=True)
         w_in, w_out = self.shape.unpack(self.shard)
-        out = expert_ffn(x_in[perm], w_in, w_out, mine.sum(0), self.shape.activation)
+        out = expert_ffn(x_in[perm], w_in, w_out, mine.sum(0), self.shape.activation, backend)
         back = torch.empty_like(perm)
         back[perm] = torch.arange(perm.numel(), device=perm.device)
         result = all_to_all(out[back], recv, send, self.group)

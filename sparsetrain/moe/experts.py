@@ -54,9 +54,33 @@ class ExpertShape:
         return out
 
 
+class _SwiGLU(torch.autograd.Function):
+    """``silu(gate) * up`` for ``h = [gate | up]``; the backward writes both halves of ``dh`` into one tensor (no
+    ``cat`` of the two halves, as the chunked autograd graph does)."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor) -> torch.Tensor:
+        gate, up = h.chunk(2, dim=-1)
+        s = F.silu(gate)
+        ctx.save_for_backward(h, s)
+        return s * up
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        h, s = ctx.saved_tensors
+        gate, up = h.chunk(2, dim=-1)
+        half = gate.shape[-1]
+        dh = torch.empty_like(h)
+        torch.ops.aten.silu_backward.grad_input(grad * up, gate, grad_input=dh[..., :half])
+        torch.mul(grad, s, out=dh[..., half:])
+        return dh
+
+
 def activate(h: torch.Tensor, activation: str) -> torch.Tensor:
     """Apply the expert nonlinearity to ``x @ w_in``."""
     if activation == "swiglu":
+        if torch.is_grad_enabled() and h.requires_grad:
+            return _SwiGLU.apply(h)
         gate, up = h.chunk(2, dim=-1)
         return F.silu(gate) * up
     if activation == "gelu":
@@ -67,10 +91,12 @@ def activate(h: torch.Tensor, activation: str) -> torch.Tensor:
 
 
 def expert_ffn(x_sorted: torch.Tensor, w_in: torch.Tensor, w_out: torch.Tensor, counts: torch.Tensor,
-               activation: str) -> torch.Tensor:
-    """Run rows sorted by expert through their experts: ``counts[g]`` consecutive rows use expert ``g``."""
-    h = grouped_mm(x_sorted, w_in.to(x_sorted.dtype), counts)
-    return grouped_mm(activate(h, activation), w_out.to(x_sorted.dtype), counts)
+               activation: str, backend: str | None = None) -> torch.Tensor:
+    """Run rows sorted by expert through their experts: ``counts[g]`` consecutive rows use expert ``g``.
+
+    ``backend``: the grouped-matmul backend (:func:`sparsetrain.moe.grouped.grouped_mm`)."""
+    h = grouped_mm(x_sorted, w_in.to(x_sorted.dtype), counts, backend)
+    return grouped_mm(activate(h, activation), w_out.to(x_sorted.dtype), counts, backend)
 
 
 class LocalExperts(torch.nn.Module):
@@ -89,9 +115,9 @@ class LocalExperts(torch.nn.Module):
         """Expert counts and token count over all ranks (here: this process)."""
         return counts, num_tokens
 
-    def forward(self, x_sorted: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    def forward(self, x_sorted: torch.Tensor, counts: torch.Tensor, backend: str | None = None) -> torch.Tensor:
         """Expert outputs for rows sorted by expert (``counts[e]`` rows for expert ``e``)."""
-        return expert_ffn(x_sorted, self.w_in, self.w_out, counts, self.shape.activation)
+        return expert_ffn(x_sorted, self.w_in, self.w_out, counts, self.shape.activation, backend)
 
     def full_rows(self) -> torch.Tensor:
         """The whole logical expert table as packed rows ``[E, row_size]``."""

@@ -96,18 +96,19 @@ class FSSDPExperts(ShardedExperts):
         return total, tokens
 
     def _gather_and_run(self, shard: torch.Tensor, x_sorted: torch.Tensor, needed: torch.Tensor,
-                        counts: torch.Tensor) -> torch.Tensor:
+                        counts: torch.Tensor, backend: str | None = None) -> torch.Tensor:
         rows = sparse_all_gather(shard, needed, placement=self.placement, group=self.group, stats=self.stats)
         w_in, w_out = self.shape.unpack(rows)
-        return expert_ffn(x_sorted, w_in, w_out, counts, self.shape.activation)
+        return expert_ffn(x_sorted, w_in, w_out, counts, self.shape.activation, backend)
 
-    def forward(self, x_sorted: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-        """Gather the experts with local tokens, run them, return rows in ``x_sorted`` order."""
+    def forward(self, x_sorted: torch.Tensor, counts: torch.Tensor, backend: str | None = None) -> torch.Tensor:
+        """Gather the experts with local tokens, run them (``backend``: the grouped-matmul backend), return rows in
+        ``x_sorted`` order."""
         needed = counts.nonzero().flatten()
         used = counts[needed]
         if self.config.rematerialize and torch.is_grad_enabled():
-            return checkpoint(self._gather_and_run, self.shard, x_sorted, needed, used, use_reentrant=False)
-        return self._gather_and_run(self.shard, x_sorted, needed, used)
+            return checkpoint(self._gather_and_run, self.shard, x_sorted, needed, used, backend, use_reentrant=False)
+        return self._gather_and_run(self.shard, x_sorted, needed, used, backend)
 
     # ------------------------------------------------------------------ placement
     def replica_rows_cap(self) -> int:

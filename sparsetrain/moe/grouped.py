@@ -1,16 +1,20 @@
 """Grouped matmul: ``out[rows of group g] = x[rows of group g] @ w[g]`` for rows sorted by group.
 
-Backends, chosen per call by device and dtype (no flag):
+Three backends compute the same function (forward and both gradients):
 
 * ``native`` — ``torch._grouped_mm`` (PyTorch >= 2.8) wrapped in an autograd function whose
-  backward is two more grouped matmuls. Used where a one-time probe on that device and dtype
-  succeeds and the row strides are 16-byte aligned (fp32 on CPU; bf16/fp16/fp32 on recent GPUs).
-  On CPU only when groups average at least ``CPU_NATIVE_MIN_ROWS`` rows (measured crossover).
+  backward is two more grouped matmuls. Where a one-time probe on that device and dtype succeeds
+  and the row strides are 16-byte aligned (fp32 on CPU; bf16/fp16/fp32 on recent GPUs).
+* ``loop`` — one ``mm`` per non-empty group into slices of one output (forward and backward; the
+  weight gradient of an empty group is set to zero, nothing else is filled). Reads the counts on the host.
 * ``bucketed`` — groups are bucketed by their row count rounded up to a power of two, and each
   bucket is one padded ``bmm``: at most ``log2(max rows)`` kernel launches whatever the number of
-  experts, and at most 2x padding. Everywhere else (fp64, torch 2.2, unaligned shapes).
+  experts, and at most 2x padding. Runs everywhere (fp64, torch 2.2, unaligned shapes).
 
-Groups with no rows produce no output rows and get an exact zero weight gradient.
+Which one a layer uses is measured, not guessed: :mod:`sparsetrain.moe.autotune` times the candidates of
+:func:`candidates` on the layer's first call per shape and keeps the fastest. :func:`set_backend` (tests,
+benchmarks) or ``MoE(backend=...)`` force one. Without either, a bare :func:`grouped_mm` call uses
+:func:`default_backend`. Groups with no rows produce no output rows and get an exact zero weight gradient.
 """
 
 from __future__ import annotations
@@ -19,17 +23,27 @@ import torch
 
 from sparsetrain.moe.errors import MoEConfigError
 
-CPU_NATIVE_MIN_ROWS = 1024  # mean rows per non-empty group from which CPU torch._grouped_mm beats bucketed bmm
+BACKENDS = ("native", "loop", "bucketed")
 _NATIVE_OK: dict[tuple[str, torch.dtype], bool] = {}
 _FORCED: str | None = None
 
 
+def check_backend(name: str | None, what: str = "grouped matmul backend") -> None:
+    """Raise :class:`MoEConfigError` unless ``name`` is ``None`` (automatic) or one of :data:`BACKENDS`."""
+    if name is not None and name not in BACKENDS:
+        raise MoEConfigError(f"{what} must be None (measured) or one of {BACKENDS}, got {name!r}")
+
+
 def set_backend(name: str | None) -> None:
-    """Force ``"native"`` or ``"bucketed"`` for every call (``None``: automatic). For tests and benchmarks."""
+    """Force one of :data:`BACKENDS` for every call in this process (``None``: back to automatic)."""
     global _FORCED
-    if name not in (None, "native", "bucketed"):
-        raise MoEConfigError(f"grouped matmul backend must be None, 'native' or 'bucketed', got {name!r}")
+    check_backend(name)
     _FORCED = name
+
+
+def forced_backend() -> str | None:
+    """The backend :func:`set_backend` forces, if any."""
+    return _FORCED
 
 
 def _aligned(*tensors_dims: tuple[int, torch.dtype]) -> bool:
@@ -60,6 +74,25 @@ def native_available(device: torch.device | str, dtype: torch.dtype) -> bool:
     return _probe(torch.device(device), dtype)
 
 
+def native_fits(device: torch.device | str, dtype: torch.dtype, *widths: int) -> bool:
+    """Whether the ``native`` backend can run matmuls of these row widths (``K`` and ``M`` of every product)."""
+    return native_available(device, dtype) and _aligned(*((n, dtype) for n in widths))
+
+
+def candidates(device: torch.device | str, dtype: torch.dtype, *widths: int) -> list[str]:
+    """The backends that can run grouped matmuls with these row widths on ``device`` in ``dtype``."""
+    out = ["native"] if native_fits(device, dtype, *widths) else []
+    return out + ["loop", "bucketed"]
+
+
+def default_backend(device: torch.device | str, dtype: torch.dtype, *widths: int) -> str:
+    """The backend of an unmeasured call: ``native`` where it fits, else ``loop`` on the CPU, ``bucketed`` elsewhere
+    (one launch per size bucket instead of one per expert)."""
+    if native_fits(device, dtype, *widths):
+        return "native"
+    return "loop" if torch.device(device).type == "cpu" else "bucketed"
+
+
 class _NativeGroupedMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
@@ -75,6 +108,42 @@ class _NativeGroupedMM(torch.autograd.Function):
             gx = torch._grouped_mm(grad, w.transpose(-2, -1), offs=offs)
         if ctx.needs_input_grad[1]:
             gw = torch._grouped_mm(x.t(), grad, offs=offs)
+        return gx, gw, None
+
+
+class _LoopGroupedMM(torch.autograd.Function):
+    """One ``mm`` per non-empty group, written into slices of one output; the backward likewise."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, w: torch.Tensor, counts: list[int]) -> torch.Tensor:
+        ctx.save_for_backward(x, w)
+        ctx.counts = counts
+        out = x.new_empty(x.shape[0], w.shape[-1])
+        start = 0
+        for g, c in enumerate(counts):
+            if c:
+                torch.mm(x[start : start + c], w[g], out=out[start : start + c])
+                start += c
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, w = ctx.saved_tensors
+        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        gx = x.new_empty(x.shape) if need_x else None
+        gw = w.new_empty(w.shape) if need_w else None
+        start = 0
+        for g, c in enumerate(ctx.counts):
+            if not c:
+                if need_w:
+                    gw[g].zero_()
+                continue
+            rows = slice(start, start + c)
+            if need_x:
+                torch.mm(grad[rows], w[g].t(), out=gx[rows])
+            if need_w:
+                torch.mm(x[rows].t(), grad[rows], out=gw[g])
+            start += c
         return gx, gw, None
 
 
@@ -96,9 +165,9 @@ def _bucketed(x: torch.Tensor, w: torch.Tensor, counts: torch.Tensor) -> torch.T
         slot[members] = torch.arange(members.numel(), device=x.device)
         sel = (slot[group_of_row] >= 0).nonzero().squeeze(1)
         dest = slot[group_of_row[sel]] * c + pos[sel]
-        xp = x.new_zeros(members.numel() * c, x.shape[1]).index_add(0, dest, x[sel])
-        yp = torch.bmm(xp.view(members.numel(), c, -1), w[members]).view(-1, m)
-        outs.append(yp[dest])
+        xp = x.new_zeros(members.numel() * c, x.shape[1]).index_add(0, dest, x.index_select(0, sel))
+        yp = torch.bmm(xp.view(members.numel(), c, -1), w.index_select(0, members)).view(-1, m)
+        outs.append(yp.index_select(0, dest))
         rows.append(sel)
     if len(outs) == 1:
         return outs[0]
@@ -106,19 +175,22 @@ def _bucketed(x: torch.Tensor, w: torch.Tensor, counts: torch.Tensor) -> torch.T
     return x.new_zeros(n, m).index_copy(0, sel, torch.cat(outs))
 
 
-def grouped_mm(x: torch.Tensor, w: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+def grouped_mm(x: torch.Tensor, w: torch.Tensor, counts: torch.Tensor, backend: str | None = None) -> torch.Tensor:
     """``[N, K] x [G, K, M] -> [N, M]`` where the first ``counts[0]`` rows use ``w[0]``, the next ``counts[1]``
     ``w[1]``, ...
 
-    ``counts`` is ``[G]`` int64 summing to ``N`` (zeros allowed). Differentiable in ``x`` and ``w``.
+    ``counts`` is ``[G]`` int64 summing to ``N`` (zeros allowed). Differentiable in ``x`` and ``w``. ``backend``:
+    one of :data:`BACKENDS`, else what :func:`set_backend` forces, else :func:`default_backend`; ``native`` where
+    it cannot run falls back to ``loop`` (CPU) or ``bucketed``.
     """
-    backend = _FORCED
-    if backend is None:
-        fits = x.dtype == w.dtype and _aligned((x.shape[1], x.dtype), (w.shape[-1], w.dtype))
-        if fits and x.device.type == "cpu":  # measured (benchmarks/moe.py): CPU native wins only with big groups
-            fits = x.shape[0] >= CPU_NATIVE_MIN_ROWS * max(1, int((counts > 0).sum()))
-        backend = "native" if fits and _probe(x.device, x.dtype) else "bucketed"
+    backend = _FORCED or backend
+    if backend is None or backend == "native":
+        fits = x.dtype == w.dtype and native_fits(x.device, x.dtype, x.shape[1], w.shape[-1])
+        if backend is None or not fits:
+            backend = "native" if fits else ("loop" if x.device.type == "cpu" else "bucketed")
     if backend == "native":
         offs = torch.cumsum(counts, 0).to(torch.int32)
         return _NativeGroupedMM.apply(x.contiguous(), w.contiguous(), offs)
+    if backend == "loop":
+        return _LoopGroupedMM.apply(x.contiguous(), w.contiguous(), [int(c) for c in counts.tolist()])
     return _bucketed(x, w, counts)

@@ -55,6 +55,7 @@ import torch
 from torch import nn
 
 from sparsetrain.moe.errors import MoEConfigError, MoEStateError
+from sparsetrain.moe.grouped import check_backend
 from sparsetrain.moe.layer import MoE
 
 AUX_MODES = ("hf", "sparsetrain")
@@ -222,7 +223,7 @@ def _state_dict_from_hf(block: HFMoEBlock, state: dict, prefix: str, *args) -> N
 
 
 def _moe_for(block: nn.Module, family: Family, config, sharding, aux_loss: str, aux_loss_weight: float | None,
-             z_loss_weight: float) -> MoE:
+             z_loss_weight: float, backend: str | None = None) -> MoE:
     gate, experts = block.gate, block.experts
     num_experts, d_model = gate.weight.shape
     d_hidden = experts.gate_up_proj.shape[1] // 2
@@ -259,7 +260,7 @@ def _moe_for(block: nn.Module, family: Family, config, sharding, aux_loss: str, 
                        z_loss_weight=z_loss_weight)
     with torch.random.fork_rng(devices=[]):  # building the layer draws initial weights; leave the caller's RNG alone
         moe = MoE(d_model, d_hidden, num_experts, gate.top_k, router=family.score, renormalize=renormalize,
-                  activation="swiglu", sharding=sharding, **weights, **kw)  # fmt: skip
+                  activation="swiglu", sharding=sharding, backend=backend, **weights, **kw)  # fmt: skip
     with torch.no_grad():
         moe.load_state_dict({k: v.detach() for k, v in state.items()}, strict=True)
     moe.to(device=gate.weight.device, dtype=experts.gate_up_proj.dtype)
@@ -301,6 +302,7 @@ def replace_moe_blocks(
     aux_loss: str = "hf",
     aux_loss_weight: float | None = None,
     z_loss_weight: float = 0.0,
+    backend: str | None = None,
 ) -> nn.Module:
     """Swap every MoE block of an HF model in place for an :class:`HFMoEBlock`; returns ``model``.
 
@@ -313,11 +315,14 @@ def replace_moe_blocks(
             ``"sparsetrain"`` (sparsetrain's aux loss injected into backward); see the module docstring.
         aux_loss_weight, z_loss_weight: weights of sparsetrain's losses when ``aux_loss="sparsetrain"``
             (default: the config's ``router_aux_loss_coef``, else 0.01; and 0).
+        backend: force the experts' grouped-matmul backend (see :class:`~sparsetrain.moe.MoE`); ``None`` (default)
+            measures the backends on each layer shape's first call and keeps the fastest.
 
     Raises :class:`~sparsetrain.moe.MoEConfigError` naming the block class for an MoE block of another family.
     """
     if aux_loss not in AUX_MODES:
         raise MoEConfigError(f"replace_moe_blocks: aux_loss={aux_loss!r} is not known; use one of {AUX_MODES}")
+    check_backend(backend, "replace_moe_blocks: backend")
     from transformers.utils.output_capturing import install_output_capuring_hook
 
     modules = dict(model.named_modules())
@@ -338,7 +343,7 @@ def replace_moe_blocks(
         raise MoEConfigError(f"replace_moe_blocks: no MoE block found in {type(model).__name__}")
     config = getattr(model, "config", None)
     for name, block, family in found:
-        moe = _moe_for(block, family, config, sharding, aux_loss, aux_loss_weight, z_loss_weight)
+        moe = _moe_for(block, family, config, sharding, aux_loss, aux_loss_weight, z_loss_weight, backend)
         new = HFMoEBlock(moe, family, source=type(block).__name__,
                          jitter_noise=getattr(block, "jitter_noise", 0.0) or 0.0,
                          aux_loss=aux_loss)  # fmt: skip

@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sparsetrain.moe.dispatch import combine, plan_dispatch
+from sparsetrain.moe import autotune, grouped
+from sparsetrain.moe.dispatch import combine, permute, plan_dispatch
 from sparsetrain.moe.errors import MoEConfigError, MoEInputError, MoEStateError
-from sparsetrain.moe.experts import ExpertShape, LocalExperts
+from sparsetrain.moe.experts import ExpertShape, LocalExperts, expert_ffn
 from sparsetrain.moe.losses import MoEAux, load_balancing_loss, router_z_loss
 from sparsetrain.moe.router import Router
 from sparsetrain.moe.shared import SharedExperts
@@ -38,6 +39,10 @@ class MoE(nn.Module):
             :class:`~sparsetrain.moe.ExpertParallel`: shorthand for ``shard_experts(MoE(...), sharding)`` (the one
             planner), except that the whole expert table is never built: each rank builds only its shard from
             the layer's seed. Same weights and inputs give the same function in every mode.
+        backend: the grouped-matmul backend of the experts (:data:`sparsetrain.moe.grouped.BACKENDS`: ``"native"``,
+            ``"loop"``, ``"bucketed"``); ``None`` (default) measures them on the first call of each shape and uses
+            the fastest (:mod:`sparsetrain.moe.autotune`; ``SPARSETRAIN_MOE_BACKENDS=table.json`` keeps the choices on
+            disk). All compute the same function up to float rounding.
 
     Returns ``(y, aux)``: ``y`` has the shape and dtype of ``x``; ``aux`` is a :class:`MoEAux`.
 
@@ -74,8 +79,11 @@ class MoE(nn.Module):
         expert_bias: bool = False,
         bias_update_rate: float = 1e-3,
         sharding=None,
+        backend: str | None = None,
     ) -> None:
         super().__init__()
+        grouped.check_backend(backend, "MoE: backend")
+        self.backend = backend
         if num_experts < 1:
             raise MoEConfigError(f"MoE: num_experts must be >= 1, got {num_experts}")
         if capacity_factor is not None and not capacity_factor > 0:
@@ -122,7 +130,8 @@ class MoE(nn.Module):
         counts, total_tokens = self.experts.global_stats(plan.selected, num_tokens)
         if self.training and self.router.expert_bias is not None:
             self.pending_counts += counts.to(self.pending_counts.device)
-        expert_out = self.experts(xt.index_select(0, plan.tokens), plan.counts)  # backward: index_add, not index_put
+        x_sorted = permute(xt, plan)  # sorted once; its backward and combine's are gathers too
+        expert_out = self.experts(x_sorted, plan.counts, backend=self.backend_for(x_sorted, plan.counts, num_tokens))
         y = combine(expert_out, plan, routing.weights, num_tokens)
         if self.shared is not None:
             y = y + self.shared(xt)
@@ -141,6 +150,38 @@ class MoE(nn.Module):
             router_logits=routing.logits,
         )
         return y.reshape(*lead, self.d_model).to(x.dtype), aux
+
+    def backend_for(self, x_sorted: torch.Tensor, counts: torch.Tensor, num_tokens: int) -> str:
+        """The grouped-matmul backend for this call: ``backend`` when forced (argument, or
+        :func:`~sparsetrain.moe.grouped.set_backend`), else the measured choice for this shape
+        (:func:`sparsetrain.moe.autotune.choose`, timed here on ``x_sorted`` and ``counts`` the first time)."""
+        forced = self.backend or grouped.forced_backend()
+        if forced is not None:
+            return forced
+        shape, dev, dt = self.expert_shape, x_sorted.device, x_sorted.dtype
+        train = torch.is_grad_enabled()
+        key = autotune.tune_key(dev, dt, shape.d_model, shape.d_hidden, shape.activation, self.num_experts, self.top_k,
+                                num_tokens, train)  # fmt: skip
+        backends = grouped.candidates(dev, dt, shape.d_model, shape.in_width, shape.d_hidden)
+        local = self.experts if isinstance(self.experts, LocalExperts) else None
+        state: dict = {}
+
+        def run(backend: str, backward: bool) -> None:
+            if "w" not in state:  # the layer's own weights where it holds them all, else constant ones of its shapes
+                if local is not None and local.w_in.dtype == dt:  # (no random draw: the global RNG stays untouched)
+                    w_in, w_out = local.w_in.detach(), local.w_out.detach()
+                else:
+                    w_in = torch.full((self.num_experts, shape.d_model, shape.in_width), 0.01, device=dev, dtype=dt)
+                    w_out = torch.full((self.num_experts, shape.d_hidden, shape.d_model), 0.01, device=dev, dtype=dt)
+                state["w"] = (w_in.requires_grad_(train), w_out.requires_grad_(train))
+                state["x"] = x_sorted.detach().requires_grad_(train)
+            w_in, w_out = state["w"]
+            with torch.set_grad_enabled(backward):
+                out = expert_ffn(state["x"], w_in, w_out, counts, shape.activation, backend=backend)
+                if backward:
+                    torch.autograd.grad(out, (state["x"], w_in, w_out), torch.ones_like(out))
+
+        return autotune.choose(key, backends, run, dev, train)
 
     @torch.no_grad()
     def update_expert_bias(self) -> None:
