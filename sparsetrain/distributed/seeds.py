@@ -9,6 +9,7 @@ from sparsetrain.partition.load import Partition, part_sizes
 from sparsetrain.sampling.input import SamplerInput
 
 _SHUFFLE_STRIDE = 1_000_003
+_SEED_SPACE = 1 << 64
 
 
 def batches_per_epoch(part: Partition, split: str, batch_size: int) -> int:
@@ -25,7 +26,10 @@ def rank_batches(part: Partition, split: str, batch_size: int, *, seed: int = 0,
         raise DistSamplingError(f"batch_size={batch_size}; give a positive batch size")
     ids = part.split_global(split)
     if shuffle:
-        generator = torch.Generator().manual_seed((seed * _SHUFFLE_STRIDE + epoch) * part.num_parts + part.rank)
+        # modulo 2**64, as torch folds a negative seed: the same stream as before wherever that fitted, and no overflow
+        # for any seed the settings allow (|seed| < 2**43) on any number of ranks
+        mixed = ((seed * _SHUFFLE_STRIDE + epoch) * part.num_parts + part.rank) % _SEED_SPACE
+        generator = torch.Generator().manual_seed(mixed)
         ids = ids[torch.randperm(len(ids), generator=generator)]
     per_epoch = batches_per_epoch(part, split, batch_size)
     first = (epoch * part.num_parts + part.rank) * per_epoch

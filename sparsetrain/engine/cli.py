@@ -136,7 +136,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "cache is in GPU memory in front of pinned host features (mmap when they do not fit in host "
                         "memory), and the progress bar shows its hit rate and the PCIe MB read a batch (default 0: no "
                         "cache)")
-    p.add_argument("--cache-policy", choices=POLICIES, default="hybrid",
+    p.add_argument("--cache-policy", choices=POLICIES,
                    help="the cache's replacement policy (default hybrid: the rows most often drawn as neighbors "
                         "(out-degree) plus a scored dynamic part)")
     p.add_argument("--step", choices=STEPS, default="eager",

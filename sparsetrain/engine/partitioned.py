@@ -11,13 +11,16 @@ group of their own, apart from DDP's, as ``--features sharded`` does.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+from dataclasses import fields, replace
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 from sparsetrain.collective import all_reduce_sum, new_group
+from sparsetrain.datasets.applicable import TRAIN_RULES, TrainContext, refuse_inapplicable
 from sparsetrain.datasets.format import NODE
 from sparsetrain.distributed import DistNeighborSampler, PartitionedFeatures, batches_per_epoch, rank_batches
 from sparsetrain.engine.dataset_meta import DatasetMeta, Table
@@ -26,15 +29,15 @@ from sparsetrain.engine.evaluate import loaders_evaluator
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.plan import MODEL_DEFAULTS, RunPlan, auto_epochs, plan
 from sparsetrain.engine.settings import TrainSettings
-from sparsetrain.engine.stages.fetch import FetchFeatures, check_finite
+from sparsetrain.engine.stages.fetch import FetchFeatures
 from sparsetrain.engine.trainer import Task
-from sparsetrain.errors import SettingError
+from sparsetrain.errors import DatasetError, SettingError
 from sparsetrain.nn.models import build_model
 from sparsetrain.partition import load_partition
 from sparsetrain.partition.load import Partition, part_sizes
 from sparsetrain.partition.manifest import MANIFEST
+from sparsetrain.partition.partitioner import OWNED_FEATURES
 
-MODELS = ("sage", "gcn", "gat")
 HALO_CACHE_FRACTION = 0.25
 """Without ``--cache-gb``: the share of a part's halo rows kept locally (the most-drawn ones)."""
 
@@ -49,22 +52,54 @@ def is_partitioned(path) -> bool:
 
 
 def refuse_unsupported(settings: TrainSettings) -> None:
-    """One line for every setting a partitioned run does not support yet."""
-    refused = [
-        (settings.data.task != "node", f"--task {settings.data.task}", "node classification only"),
-        (settings.data.target_type is not None, "--target-type", "typed graphs are not partitioned yet"),
-        (settings.sampling.temporal, "--temporal", "temporal sampling is not distributed yet"),
-        (settings.sampling.fuse_last_hop, "--fuse-last-hop", "the owners draw a part's last hop; drop it"),
-        (settings.features.placement != "auto", f"--features {settings.features.placement}",
-         "a part's features are its own rows plus a cache of halo rows; drop --features"),
-        (settings.model.name not in (None, *MODELS), f"--model {settings.model.name}",
-         f"choose one of {', '.join(MODELS)}"),
-        (settings.run.eval == "full", "--eval full", "a partitioned run evaluates on sampled batches; pass --eval "
-                                                     "sampled or auto"),
-    ]
-    for bad, what, fix in refused:
-        if bad:
-            raise PartitionedRunError(f"{what}: not supported on a partitioned folder ({settings.data.path}); {fix}")
+    """One line for every setting a partitioned run does not support yet (the rows of ``TRAIN_RULES`` for a
+    partitioned folder, checked before any part is opened)."""
+    refuse_inapplicable(TRAIN_RULES, TrainContext(settings, partitioned=True), PartitionedRunError)
+
+
+def check_part_contents(part: Partition) -> None:
+    """A part a run can train on: it has features and labels (a dataset imported without them cannot be trained on
+    once partitioned either)."""
+    for what, value, fix in (("node features", part.features, "--features"), ("labels", part.dataset.labels,
+                                                                               "--labels")):
+        if value is None:
+            raise PartitionedRunError(f"{part.path}: the partitioned dataset has no {what}, which training needs; "
+                                      f"re-import it with {fix} (`sparsetrain preprocess`) and re-partition")
+
+
+SAME_ON_EVERY_RANK_EXCEPT = {"data.path", "data.verify", "features.cache_gb", "run.device", "checkpoint.dir",
+                             "report.log", "report.summary_json", "report.quiet"}
+"""Settings a rank may choose for itself; every other one changes what the ranks exchange or when (batch size,
+fanouts, model dims, epochs, steps, seed, precision, ...), so it must be the same on every rank."""
+
+
+def rank_settings(settings: TrainSettings, run: RunPlan, part: Partition, steps: int) -> dict[str, str]:
+    """What every rank must agree on, by setting name: the settings as given, then as the plan resolved them, plus
+    the partitioning and the steps an epoch."""
+    values = {"partition_id": part.manifest["partition_id"], "steps per epoch": str(steps)}
+    for source, prefix in ((settings, ""), (replace(settings, model=run.model, optim=run.optim), "resolved ")):
+        for section in fields(source):
+            for f in fields(getattr(source, section.name)):
+                name = f"{section.name}.{f.name}"
+                if name not in SAME_ON_EVERY_RANK_EXCEPT:
+                    values[prefix + name] = repr(getattr(getattr(source, section.name), f.name))
+    return values
+
+
+def check_same_settings(values: dict[str, str], ctx: DistContext) -> None:
+    """Refuse in one line, on every rank, a run whose ranks were started with different settings (``values``, by
+    name): a mismatch in the batch count or a model's shape would otherwise fail inside a collective (a signal death
+    in gloo, or a hang until the timeout). One all-gather of the settings, before any other collective."""
+    if not ctx.enabled:
+        return
+    gathered: list = [None] * ctx.world_size
+    dist.all_gather_object(gathered, values)
+    for rank, other in enumerate(gathered):
+        for name, value in values.items():
+            if other.get(name) != value:
+                flag = name.removeprefix("resolved ").split(".")[-1].replace("_", "-")
+                raise PartitionedRunError(f"rank {ctx.rank}: setting {name} (--{flag}) is {value} here but "
+                                          f"{other.get(name)} on rank {rank}; start every rank with the same flags")
 
 
 def _part_meta(part: Partition) -> DatasetMeta:
@@ -88,9 +123,27 @@ class FetchWithOwners(FetchFeatures):
 
     def __call__(self, mb):
         mb.x = self.features.gather(mb.input_nodes, owner=mb.node_owner)
-        check_finite(mb.x, mb.input_nodes, self.features)
+        check_part_rows(mb.x, mb.input_nodes, mb.node_owner, self.labels.part)
         mb.y = self.labels[mb.seeds]
         return mb
+
+
+def check_part_rows(x: torch.Tensor, ids: torch.Tensor, owner: torch.Tensor, part: Partition) -> None:
+    """One min/max pass over a batch's feature rows; a NaN or an infinity is one line naming the part file the first
+    bad row came from (``owner``: each row's part) and the fix: re-import the dataset with finite values and
+    re-partition (or restore the part, when it was edited after partitioning: ``partition-info`` says which)."""
+    if not x.dtype.is_floating_point or x.numel() == 0:
+        return
+    if all(math.isfinite(v) for v in torch.stack(torch.aminmax(x)).tolist()):
+        return
+    bad = (~torch.isfinite(x.reshape(len(x), -1))).any(dim=1).nonzero().flatten()
+    first = int(bad[0])
+    source = part.path / f"part-{int(owner.reshape(-1)[first])}" / OWNED_FEATURES
+    shown = ", ".join(str(int(i)) for i in ids.reshape(-1)[bad].cpu().sort().values[:5])
+    raise DatasetError(f"{source}: rows of nodes {shown}{' ...' if len(bad) > 5 else ''} hold NaN or inf ({len(bad)} "
+                       f"of the {len(x)} rows this batch read); if `sparsetrain partition-info {part.path}` reports "
+                       "an edited part, restore it or re-partition; else re-import the dataset with finite values "
+                       "(`sparsetrain preprocess`) and re-run `sparsetrain partition`")
 
 
 class PartSeedBatches:
@@ -149,16 +202,20 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext):
     """``(run, loader, model, evaluate, task)`` of a run on a partitioned folder (the caller builds the Trainer)."""
     refuse_unsupported(settings)
     folder = settings.data.path
-    part = load_partition(folder, ctx.rank)
+    # this rank's part checked as `train` checks a dataset: shapes and sizes of every array, the small ones' sha256;
+    # --verify: every array's sha256 and the structure
+    part = load_partition(folder, ctx.rank, verify=settings.data.verify, arrays="small")
     if part.num_parts != ctx.world_size:
         raise PartitionedRunError(f"{folder}: has {part.num_parts} parts but {ctx.world_size} ranks run; run one rank "
                                   f"per part (torchrun --nproc-per-node {part.num_parts})")
+    check_part_contents(part)
     run = plan(settings, _part_meta(part), ctx.device, ctx.world_size)
     batch_size, seed = run.sampling.batch_size, run.run.seed
     steps = batches_per_epoch(part, "train", batch_size)
     # every rank's checkpoint record names the partitioned folder, not its own part, so any rank resumes rank 0's
     record = {**run.record, "dataset": {"path": str(folder), "sha256": part.manifest["checksum"]}}
     run = replace(run, optim=replace(run.optim, epochs=settings.optim.epochs or auto_epochs(steps)), record=record)
+    check_same_settings(rank_settings(settings, run, part, steps), ctx)
     group = new_group() if ctx.enabled else None  # apart from DDP's: the loader thread's exchanges never interleave
     fanouts = run.sampling.fanouts
     sampler = DistNeighborSampler(part, fanouts, seed=seed, group=group)

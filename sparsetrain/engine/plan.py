@@ -17,7 +17,9 @@ from pathlib import Path
 
 import torch
 
+from sparsetrain.datasets.applicable import TRAIN_RULES, TrainContext, refuse_inapplicable
 from sparsetrain.datasets.format import EDGE, NODE
+from sparsetrain.datasets.outputs import PARTITIONED, check_output_path, folder_kind
 from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.host_memory import available_host_memory
 from sparsetrain.engine.inference import layerwise_cost, sampled_cost
@@ -116,6 +118,8 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
     :class:`~sparsetrain.errors.SettingError` or :class:`~sparsetrain.errors.DatasetError` for any setting the run
     cannot honour."""
     data, sampling = settings.data, settings.sampling
+    refuse_inapplicable(TRAIN_RULES, TrainContext(settings, folder_kind(Path(data.path)) == PARTITIONED
+                                                  if data.path is not None else False))
     check_outputs(settings.checkpoint, settings.report, meta.path)
     if data.target_type is not None and not meta.is_typed:
         raise DatasetError(f"--target-type {data.target_type}: {meta.path} is a homogeneous dataset (one node type); "
@@ -168,15 +172,8 @@ def check_outputs(checkpoint: CheckpointSettings, report: ReportSettings, datase
     for flag, path, folder in outputs:
         if path is None:
             continue
-        if dataset is not None and _within(path, dataset):
-            raise SettingError(f"{flag} {path}: is in the dataset folder {dataset}; the run writes nothing there, "
-                               "give a path outside it")
+        check_output_path(flag, path, inputs=(dataset,))  # the one rule: never into a data folder of any kind
         _check_writable(flag, path, folder=folder)
-
-
-def _within(path: Path, folder: Path) -> bool:
-    path, folder = path.resolve(), folder.resolve()
-    return path == folder or folder in path.parents
 
 
 def _check_writable(flag: str, path: Path, *, folder: bool) -> None:
@@ -366,8 +363,8 @@ def _features(meta: DatasetMeta, features: FeatureSettings, device: torch.device
         raise SettingError(f"--features {placement} needs a CUDA device (this run is on {device}); use --features "
                            "mmap or memory")
     if features.cache_gb > 0:
-        _check_cache(tables, features.cache_gb, device)
-    return replace(features, placement=placement)
+        features = replace(features, cache_gb=_check_cache(tables, features.cache_gb, device))
+    return replace(features, placement=placement, cache_policy=features.cache_policy or "hybrid")
 
 
 def _placement(nbytes: int, features: FeatureSettings, device: torch.device) -> str:
@@ -391,9 +388,13 @@ def cache_budgets(tables: dict, cache_gb: float) -> dict:
     return {node_type: int(cache_gb * 2**30 * table.nbytes / total) for node_type, table in tables.items()}
 
 
-def _check_cache(tables: dict, cache_gb: float, device: torch.device) -> None:
-    """``--cache-gb`` within the memory the cache would live in (the GPU's free memory on CUDA, else the host's), and
-    holding at least one row of each table (a smaller one would cache nothing)."""
+def _check_cache(tables: dict, cache_gb: float, device: torch.device) -> float:
+    """``--cache-gb`` capped at the tables' size (a larger cache would hold nothing more), then within the memory the
+    cache would live in (the GPU's free memory on CUDA, else the host's), and holding at least one row of each table
+    (a smaller one would cache nothing); returns the capped size."""
+    total = sum(table.nbytes for table in tables.values())
+    if tables and cache_gb * 2**30 > total:
+        cache_gb = total / 2**30
     if device.type == "cuda":
         free, where = torch.cuda.mem_get_info(device)[0], f"free memory of {device}"
     else:
@@ -410,6 +411,7 @@ def _check_cache(tables: dict, cache_gb: float, device: torch.device) -> None:
             raise SettingError(f"--cache-gb {cache_gb:g}: {budgets[node_type]} bytes, less than one feature row{of} "
                                f"({table.row_bytes} bytes), would cache nothing; pass --cache-gb {least:.3g} or more, "
                                "or 0 for no cache")
+    return cache_gb
 
 
 # ---------------------------------------------------------------- evaluation

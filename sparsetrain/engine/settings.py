@@ -225,14 +225,16 @@ class FeatureSettings:
     ``memory``, ``device``, ``pinned`` or ``sharded`` across ranks (``--features``)."""
     cache_gb: float = field(default=0.0, metadata=RESUMABLE)
     """GiB of feature cache in front of the store; 0: none (``--cache-gb``)."""
-    cache_policy: str = field(default="hybrid", metadata=RESUMABLE)
-    """The cache's replacement policy (``--cache-policy``)."""
+    cache_policy: str | None = field(default=None, metadata=RESUMABLE)
+    """The cache's replacement policy (``--cache-policy``); None: ``hybrid``. Given without ``cache_gb`` (no cache),
+    or on a partitioned folder (whose halo cache is static), it is refused (``datasets/applicable.py``)."""
 
     def __post_init__(self) -> None:
         _check_types(self, FeatureSettingError)
         _choice(FeatureSettingError, "placement", self.placement, FEATURE_PLACEMENTS)
         _number(FeatureSettingError, "cache_gb", self.cache_gb, low=0, rule="a number >= 0")
-        _choice(FeatureSettingError, "cache_policy", self.cache_policy, POLICIES)
+        if self.cache_policy is not None:
+            _choice(FeatureSettingError, "cache_policy", self.cache_policy, POLICIES)
 
 
 @dataclass(frozen=True)
