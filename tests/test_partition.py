@@ -210,7 +210,7 @@ def _edit(path: Path, change) -> None:
 def test_out_inside_or_holding_the_dataset_is_refused(cora3, tmp_path, capsys):
     synthesize(tmp_path / "g", 50, 200, feature_dim=2, num_classes=2, seed=1, quiet=True)
     before = sorted(p.name for p in (tmp_path / "g").iterdir())
-    for out, where in ((tmp_path / "g", "is the dataset"), (tmp_path / "g" / "sub", "is inside the dataset")):
+    for out, where in ((tmp_path / "g", "is in the dataset"), (tmp_path / "g" / "sub", "is in the dataset")):
         code, err = _cli(capsys, "partition", tmp_path / "g", "--parts", 2, "--out", out, "--quiet")
         assert code == 1 and where in err, out
     assert sorted(p.name for p in (tmp_path / "g").iterdir()) == before

@@ -65,10 +65,8 @@ def check_output_path(flag: str, path: str | os.PathLike, *, inputs: tuple = (),
             continue
         folder = Path(os.path.realpath(given))
         kind = folder_kind(folder) or "input folder"
-        if resolved == folder:
-            raise OutputPathError(f"{flag} {path}: is the {kind} {given} this command reads; give a path outside it")
-        if folder in resolved.parents:
-            raise OutputPathError(f"{flag} {path}: is inside the {kind} {given} this command reads; give a path "
+        if resolved == folder or folder in resolved.parents:
+            raise OutputPathError(f"{flag} {path}: is in the {kind} {given} this command reads; give a path "
                                   "outside it")
         if creates is not None and resolved in folder.parents:
             raise OutputPathError(f"{flag} {path}: holds the {kind} {given} this command reads (replacing it would "
@@ -77,7 +75,7 @@ def check_output_path(flag: str, path: str | os.PathLike, *, inputs: tuple = (),
     found = enclosing_data_folder(start)
     if found is not None:
         kind, folder = found
-        where = "is the" if folder == resolved else "is inside the"
+        where = "is the" if folder == resolved else "is in the"
         raise OutputPathError(f"{flag} {path}: {where} {kind} {folder}; sparsetrain writes nothing into a data "
                               "folder (it would damage the data, or go with the folder at its next --overwrite), "
                               "give a path outside it")
