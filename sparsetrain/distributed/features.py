@@ -17,6 +17,7 @@ import math
 import numpy as np
 import torch
 
+from sparsetrain import _args
 from sparsetrain.collective.all_to_all import all_to_all
 from sparsetrain.collective.groups import group_info
 from sparsetrain.distributed.errors import DistFeatureError, PeerLostError
@@ -46,6 +47,7 @@ class PartitionedFeatures(FeatureSource):
     collective = True  # gather must be called on every rank, even with no ids
 
     def __init__(self, part: Partition, *, group=None, cache_rows: int = 0) -> None:
+        cache_rows = _args.integer("PartitionedFeatures", "cache_rows", cache_rows, low=0, error=DistFeatureError)
         if part.features is None:
             raise DistFeatureError(f"{part.path}: the part has no owned_features.npy; partition a dataset that has "
                                    "node features")

@@ -23,6 +23,7 @@ import numba
 import numpy as np
 import torch
 
+from sparsetrain import _args
 from sparsetrain.collective.all_to_all import all_to_all, all_to_all_start
 from sparsetrain.collective.groups import group_info
 from sparsetrain.distributed.errors import DistSamplingError, PeerLostError
@@ -53,8 +54,10 @@ class DistNeighborSampler:
             raise DistSamplingError(f"{part.path}: typed parts are not supported yet; partition a homogeneous graph")
         if hop_nodes not in HOP_NODES:
             raise DistSamplingError(f"hop_nodes={hop_nodes!r}; give 'all' (DGL) or 'new' (PyG)")
-        if not isinstance(seed, int):
-            raise DistSamplingError(f"seed={seed!r}; give every rank the same integer seed")
+        seed = _args.integer("DistNeighborSampler", "seed", seed, low=-(2**63), high=2**63 - 1,
+                             error=DistSamplingError)  # the same on every rank; True or 1.9 are refused
+        replace = _args.boolean("DistNeighborSampler", "replace", replace)
+        weighted = _args.boolean("DistNeighborSampler", "weighted", weighted)
         if weighted and part.dataset.graph.weights is None:
             raise DistSamplingError(f"{part.path}: weighted=True but the part has no edge weights; partition a "
                                     "dataset with edge weights or pass weighted=False")

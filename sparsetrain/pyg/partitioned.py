@@ -19,9 +19,10 @@ from torch_geometric.data import FeatureStore, GraphStore
 from torch_geometric.data.feature_store import TensorAttr
 from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
 
+from sparsetrain import _args
 from sparsetrain.distributed.features import PartitionedFeatures
 from sparsetrain.distributed.seeds import batches_per_epoch
-from sparsetrain.partition.load import Partition, load_partition
+from sparsetrain.partition.load import Partition, load_partition, part_sizes
 from sparsetrain.pyg.errors import PyGOptionError
 
 
@@ -104,6 +105,7 @@ def partitioned_stores(path: str | os.PathLike, rank: int | None = None, *, cach
                        ) -> tuple[PartitionFeatureStore, PartitionGraphStore]:
     """The ``(FeatureStore, GraphStore)`` pair of part ``rank`` (default: this process's rank) of a partitioned folder.
     Collective (the feature store fills its halo cache of ``cache_rows`` rows)."""
+    cache_rows = _args.integer("partitioned_stores", "cache_rows", cache_rows, low=0, error=PyGOptionError)
     part = load_partition(path, dist.get_rank(group) if rank is None else rank)
     return PartitionFeatureStore(part, PartitionedFeatures(part, group=group, cache_rows=cache_rows)), \
         PartitionGraphStore(part)
@@ -118,14 +120,18 @@ class PaddedBatches:
     """A ``batch_sampler`` of positions ``0..num_seeds-1`` cut into batches, padded with empty batches to
     ``num_batches`` (the largest part's count, the same on every rank), so every rank samples as often."""
 
-    def __init__(self, num_seeds: int, batch_size: int, num_batches: int, shuffle: bool) -> None:
+    def __init__(self, num_seeds: int, batch_size: int, num_batches: int, shuffle: bool, drop_last: bool = False
+                 ) -> None:
         self.num_seeds, self.batch_size, self.num_batches, self.shuffle = num_seeds, batch_size, num_batches, shuffle
+        self.drop_last = drop_last
 
     def __len__(self) -> int:
         return self.num_batches
 
     def __iter__(self):
         order = torch.randperm(self.num_seeds) if self.shuffle else torch.arange(self.num_seeds)
+        if self.drop_last:  # this rank's last, short batch is dropped (an empty batch pads in its place)
+            order = order[: self.num_seeds // self.batch_size * self.batch_size]
         for i in range(self.num_batches):
             yield order[i * self.batch_size : (i + 1) * self.batch_size].tolist()
 
@@ -141,9 +147,13 @@ def partitioned_loader_args(stores, input_nodes, kwargs: dict) -> tuple[torch.Te
         raise PyGOptionError("num_workers and batch_sampler are not offered over a partitioned graph (sampling is "
                              "collective, in batch order); leave them unset")
     args = dict(kwargs)
-    batch_size, shuffle = int(args.pop("batch_size", 1)), bool(args.pop("shuffle", False))
-    args.pop("drop_last", None)
+    batch_size = _args.integer("NeighborLoader", "batch_size", args.pop("batch_size", 1), low=1, error=PyGOptionError)
+    shuffle = _args.boolean("NeighborLoader", "shuffle", args.pop("shuffle", False))
+    drop_last = _args.boolean("NeighborLoader", "drop_last", args.pop("drop_last", False))
     seeds = part.split_global(input_nodes)
-    args["batch_sampler"] = PaddedBatches(len(seeds), batch_size,
-                                          batches_per_epoch(part, input_nodes, batch_size), shuffle)
+    if drop_last:  # the largest part's full batches: every rank runs as many, the short ones padded
+        count = max(n // batch_size for n in part_sizes(part.manifest, input_nodes))
+    else:
+        count = batches_per_epoch(part, input_nodes, batch_size)
+    args["batch_sampler"] = PaddedBatches(len(seeds), batch_size, count, shuffle, drop_last)
     return seeds, args
