@@ -113,6 +113,4 @@ TRAIN_RULES = (
     Rule(lambda c: c.partitioned and c.settings.run.eval == "full",
          lambda c: f"--eval full: {_on_parts(c)}; a partitioned run evaluates on sampled batches; pass --eval sampled "
                    "or auto"),
-    Rule(lambda c: c.partitioned and c.settings.run.step == "static",
-         lambda c: f"--step static: {_on_parts(c)}; the distributed sampler's batches are not padded: drop it"),
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from sparsetrain.datasets import format as fmt
 from sparsetrain.errors import ChecksumError, DatasetError, SparsetrainError
@@ -107,3 +108,42 @@ def mapped_file(folder: Path, name: str) -> MappedFile:
                            "preprocess`") from None
     except OSError as exc:
         raise DatasetError(f"{folder / name}: cannot be opened ({exc.strerror}); check its permissions") from None
+
+
+def check_split_labels(where: str, labels: torch.Tensor, split: dict[str, torch.Tensor],
+                       num_classes: int | None) -> None:
+    """Every node of every split has a label in ``[0, num_classes)``; raises :class:`~sparsetrain.errors.DatasetError`
+    naming ``where`` (the labels), a few nodes and their labels."""
+    if num_classes is None:
+        raise DatasetError(f"{where}: meta.json records no class count for these labels; "
+                           "re-run `sparsetrain preprocess`")
+    for name, idx in split.items():
+        picked = labels[idx]
+        bad = ((picked < 0) | (picked >= num_classes)).nonzero().flatten()
+        if len(bad):
+            shown = ", ".join(f"node {int(idx[i])}: {int(picked[i])}" for i in bad[:3])
+            raise DatasetError(f"{where}: {len(bad)} {name} node(s) have a label outside [0, {num_classes}) ({shown}); "
+                               "fix the labels (or --num-classes) and re-run `sparsetrain preprocess`")
+
+
+def check_eval_splits(folder: Path, split: dict[str, torch.Tensor]) -> None:
+    """The dataset's val and test splits, when stored, hold nodes: training reports the test accuracy at the best
+    validation epoch, which an empty one makes NaN. Raises :class:`~sparsetrain.errors.DatasetError` naming the file."""
+    for name in ("val", "test"):
+        if name in split and len(split[name]) == 0:
+            raise DatasetError(f"{folder / fmt.split_file(name)}: holds no nodes, so training has no {name} accuracy "
+                               "to report; re-import with --val-idx and --test-idx files that list nodes, or with no "
+                               "split files for a random split (--split)")
+
+
+def check_trainable_labels(ds) -> None:
+    """What ``train`` checks of a node-classification dataset's labels and splits before training (``sparsetrain
+    info`` runs it too, so a folder re-signed after an edit is reported by both): the target type's val and test
+    splits hold nodes, and every split node's label is a class."""
+    target = ds.target_type
+    if target is None or target not in ds.labels_by_type or not ds.split:
+        return
+    check_eval_splits(ds.path, ds.split)
+    where = str(ds.path / ds.meta["labels"][target]["file"])
+    where += "" if target == fmt.NODE else f" (node type {target!r})"
+    check_split_labels(where, ds.labels_by_type[target], ds.split, ds.num_classes_of(target))

@@ -357,6 +357,7 @@ def _human(num_bytes: float) -> str:
 
 
 def _info(args: argparse.Namespace) -> int:
+    from sparsetrain.datasets.checks import check_trainable_labels
     from sparsetrain.datasets.dataset import load, verify_checksums, verify_structure
 
     ds = load(args.path)
@@ -365,6 +366,7 @@ def _info(args: argparse.Namespace) -> int:
     bad = [name for name, ok in status.items() if not ok]
     if not args.no_verify and not bad:
         verify_structure(ds)  # only when the bytes are the recorded ones: a damaged file is reported as a mismatch
+        check_trainable_labels(ds)  # what `train` checks of the labels and splits
     kind, body = (", typed", _typed_lines) if ds.is_typed else ("", _homogeneous_lines)
     lines = [f"dataset      {ds.path}  (format version {ds.format_version}{kind}, {meta.get('created_by', '?')})"]
     lines += body(ds)

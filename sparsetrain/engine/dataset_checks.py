@@ -21,7 +21,13 @@ import torch
 
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets import load
-from sparsetrain.datasets.checks import SMALL_FILE_BYTES, check_files, check_range
+from sparsetrain.datasets.checks import (
+    SMALL_FILE_BYTES,
+    check_eval_splits,
+    check_files,
+    check_range,
+    check_split_labels,
+)
 from sparsetrain.datasets.dataset import verify_edge_splits
 from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.graph import CSCGraph
@@ -66,22 +72,6 @@ def check_label_values(ds) -> None:
             check_range(ds.path / entry["file"], labels.numpy(), -1, entry["num_classes"], "label", _CHUNK)
 
 
-def check_split_labels(where: str, labels: torch.Tensor, split: dict[str, torch.Tensor],
-                       num_classes: int | None) -> None:
-    """Every node of every split has a label in ``[0, num_classes)``; raises :class:`~sparsetrain.errors.DatasetError`
-    naming ``where`` (the labels), a few nodes and their labels."""
-    if num_classes is None:
-        raise DatasetError(f"{where}: meta.json records no class count for these labels; "
-                           "re-run `sparsetrain preprocess`")
-    for name, idx in split.items():
-        picked = labels[idx]
-        bad = ((picked < 0) | (picked >= num_classes)).nonzero().flatten()
-        if len(bad):
-            shown = ", ".join(f"node {int(idx[i])}: {int(picked[i])}" for i in bad[:3])
-            raise DatasetError(f"{where}: {len(bad)} {name} node(s) have a label outside [0, {num_classes}) ({shown}); "
-                               "fix the labels (or --num-classes) and re-run `sparsetrain preprocess`")
-
-
 def check_link_splits(ds) -> None:
     """A link-prediction dataset has train, val and test edges, val and test with negatives to rank against, and
     every edge joins two node ids of the graph; raises :class:`~sparsetrain.errors.DatasetError` naming the file (or
@@ -103,16 +93,6 @@ def check_link_splits(ds) -> None:
             raise DatasetError(f"{where}: no {name} negatives to rank the {name} edges against; re-run "
                                "`sparsetrain preprocess` with --link-negatives of at least 1")
     verify_edge_splits(ds)
-
-
-def check_eval_splits(folder: Path, split: dict[str, torch.Tensor]) -> None:
-    """The dataset's val and test splits, when stored, hold nodes: training reports the test accuracy at the best
-    validation epoch, which an empty one makes NaN. Raises :class:`~sparsetrain.errors.DatasetError` naming the file."""
-    for name in ("val", "test"):
-        if name in split and len(split[name]) == 0:
-            raise DatasetError(f"{folder / fmt.split_file(name)}: holds no nodes, so training has no {name} accuracy "
-                               "to report; re-import with --val-idx and --test-idx files that list nodes, or with no "
-                               "split files for a random split (--split)")
 
 
 def check_times(folder: Path, meta: dict) -> None:
