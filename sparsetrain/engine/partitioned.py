@@ -28,7 +28,7 @@ from sparsetrain.engine.distributed import DistContext
 from sparsetrain.engine.evaluate import loaders_evaluator
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.plan import MODEL_DEFAULTS, RunPlan, auto_epochs, plan
-from sparsetrain.engine.settings import TrainSettings
+from sparsetrain.engine.settings import FLAGS, TrainSettings
 from sparsetrain.engine.stages.fetch import FetchFeatures
 from sparsetrain.engine.trainer import Task
 from sparsetrain.errors import DatasetError, SettingError
@@ -73,16 +73,22 @@ SAME_ON_EVERY_RANK_EXCEPT = {"data.path", "data.verify", "features.cache_gb", "r
 fanouts, model dims, epochs, steps, seed, precision, ...), so it must be the same on every rank."""
 
 
+_FLAG_NAMES = {(part, field): f"--{name.replace('_', '-')}" for name, (part, field) in FLAGS.items()} | {
+    ("sampling", "fanouts"): "--fanout", ("report", "log"): "--metrics-log"}
+
+
 def rank_settings(settings: TrainSettings, run: RunPlan, part: Partition, steps: int) -> dict[str, str]:
-    """What every rank must agree on, by setting name: the settings as given, then as the plan resolved them, plus
-    the partitioning and the steps an epoch."""
-    values = {"partition_id": part.manifest["partition_id"], "steps per epoch": str(steps)}
-    for source, prefix in ((settings, ""), (replace(settings, model=run.model, optim=run.optim), "resolved ")):
+    """What every rank must agree on, named as the message will name it: every setting as given (by its flag), then
+    as the plan resolved it (defaults filled in: the epochs, the model's dims), then the partitioning and the steps an
+    epoch."""
+    values = {}
+    for source, suffix in ((settings, ""), (replace(settings, model=run.model, optim=run.optim), " (as resolved)")):
         for section in fields(source):
             for f in fields(getattr(source, section.name)):
-                name = f"{section.name}.{f.name}"
-                if name not in SAME_ON_EVERY_RANK_EXCEPT:
-                    values[prefix + name] = repr(getattr(getattr(source, section.name), f.name))
+                if f"{section.name}.{f.name}" not in SAME_ON_EVERY_RANK_EXCEPT:
+                    name = _FLAG_NAMES.get((section.name, f.name), f"{section.name}.{f.name}") + suffix
+                    values[name] = repr(getattr(getattr(source, section.name), f.name))
+    values |= {"the partitioning (partition_id)": part.manifest["partition_id"], "steps per epoch": str(steps)}
     return values
 
 
@@ -97,9 +103,8 @@ def check_same_settings(values: dict[str, str], ctx: DistContext) -> None:
     for rank, other in enumerate(gathered):
         for name, value in values.items():
             if other.get(name) != value:
-                flag = name.removeprefix("resolved ").split(".")[-1].replace("_", "-")
-                raise PartitionedRunError(f"rank {ctx.rank}: setting {name} (--{flag}) is {value} here but "
-                                          f"{other.get(name)} on rank {rank}; start every rank with the same flags")
+                raise PartitionedRunError(f"rank {ctx.rank}: {name} is {value} here but {other.get(name)} on rank "
+                                          f"{rank}; start every rank with the same flags and --data")
 
 
 def _part_meta(part: Partition) -> DatasetMeta:

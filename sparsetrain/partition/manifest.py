@@ -130,7 +130,7 @@ def check_parts(folder: Path, manifest: dict, arrays: str | None = None, which: 
     if arrays is not None:
         owner = {manifest["owner"]["file"]: {"sha256": manifest["owner"]["sha256"], "dtype": "int16",
                                             "shape": [manifest["dataset"]["num_nodes"]]}}
-        check_files(folder, {"files": owner}, ARRAY_CHECKS[arrays], fix=_EDITED)
+        check_files(folder, {"files": owner}, ARRAY_CHECKS[arrays], fix=_EDITED, record=MANIFEST)
 
 
 _EDITED = f"the partitioned folder was edited after `sparsetrain partition` wrote it; {_RERUN}"
