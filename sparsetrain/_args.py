@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from sparsetrain.errors import SettingError, SettingTypeError
 
 
@@ -23,7 +25,7 @@ class ArgumentTypeError(SettingTypeError):
 
 
 def _is_bool(value) -> bool:
-    return isinstance(value, bool) or type(value).__name__ == "bool_"
+    return isinstance(value, (bool, np.bool_))
 
 
 def _fail(where: str, name: str, value, rule: str, error: type[Exception]) -> None:
