@@ -60,6 +60,11 @@ def check_output_path(flag: str, path: str | os.PathLike, *, inputs: tuple = (),
     by the writer), but not lie inside one, nor hold one of ``inputs`` (the replacement would delete it)."""
     path = Path(path)
     resolved = Path(os.path.realpath(path))
+    existing = resolved.parent  # the nearest folder above that exists: the command creates the rest
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OutputPathError(f"{flag} {path}: {existing} is a file, not a folder; give a path under a folder")
     for given in inputs:
         if given is None:
             continue

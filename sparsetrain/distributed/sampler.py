@@ -88,6 +88,10 @@ class DistNeighborSampler:
         if not isinstance(inp, SamplerInput) or inp.key is None or isinstance(inp.seeds, dict):
             raise DistSamplingError("pass SamplerInput(seeds, key=k) with a key: every rank's batches need keys that "
                                     "never collide (sparsetrain.distributed.rank_batches makes them)")
+        if not isinstance(inp.seeds, torch.Tensor) or inp.seeds.dtype.is_floating_point or inp.seeds.dtype.is_complex \
+                or inp.seeds.dtype == torch.bool:
+            raise DistSamplingError(f"seeds of dtype {getattr(inp.seeds, 'dtype', type(inp.seeds).__name__)}: give "
+                                    "node ids as an integer tensor (1.5 would be read as node 1)")
         seeds = inp.seeds.to("cpu", torch.int64)
         nodes = seeds.numpy()
         local, foreign = self._expand.local_ids(nodes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from sparsetrain import _args
 from sparsetrain.distributed.errors import DistSamplingError
 from sparsetrain.partition.load import Partition, part_sizes
 from sparsetrain.sampling.input import SamplerInput
@@ -14,7 +15,15 @@ _SEED_SPACE = 1 << 64
 
 def batches_per_epoch(part: Partition, split: str, batch_size: int) -> int:
     """The batch count of the rank with most seeds, from the manifest (the same on every rank, no collective)."""
+    batch_size = _args.integer("batches_per_epoch", "batch_size", batch_size, low=1, error=DistSamplingError)
+    _check_split(part, split)
     return max(-(-n // batch_size) for n in part_sizes(part.manifest, split))
+
+
+def _check_split(part: Partition, split: str) -> None:
+    splits = part.manifest["parts"][0]["splits"]
+    if split not in splits:
+        raise DistSamplingError(f"{part.path}: has no split {split!r} (its splits: {', '.join(splits) or 'none'})")
 
 
 def rank_batches(part: Partition, split: str, batch_size: int, *, seed: int = 0, epoch: int = 0,
@@ -22,8 +31,8 @@ def rank_batches(part: Partition, split: str, batch_size: int, *, seed: int = 0,
     """This rank's owned ``split`` nodes (global ids), shuffled by (seed, epoch, rank), cut into batches, padded with
     empty batches to :func:`batches_per_epoch`. Keys are ``(epoch * parts + rank) * per_epoch + i``: unique across
     ranks and epochs, so a batch's draws are a pure function of (seed, epoch, rank, position)."""
-    if batch_size < 1:
-        raise DistSamplingError(f"batch_size={batch_size}; give a positive batch size")
+    batch_size = _args.integer("rank_batches", "batch_size", batch_size, low=1, error=DistSamplingError)
+    _check_split(part, split)
     ids = part.split_global(split)
     if shuffle:
         # modulo 2**64, as torch folds a negative seed: the same stream as before wherever that fitted, and no overflow

@@ -115,6 +115,8 @@ def check_parts(folder: Path, manifest: dict, arrays: str | None = None, which: 
     """Every part the manifest lists is there and is the one it recorded; no other part is there. ``arrays``: also
     check the arrays of the parts in ``which`` (default: all) and the owner map against the checksums the manifest
     chain recorded (manifest -> part's meta.json -> array), as :data:`ARRAY_CHECKS` says."""
+    if arrays is not None and arrays not in ARRAY_CHECKS:
+        raise PartitionError(f"arrays={arrays!r}: choose one of {', '.join(ARRAY_CHECKS)}")
     parts = manifest["parts"]
     listed = {p["folder"] for p in parts}
     for entry in sorted(os.listdir(folder)):

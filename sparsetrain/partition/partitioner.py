@@ -160,8 +160,10 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
     if out.parent.is_dir():
         _recover(out)
     if (out.exists() or out.is_symlink()) and not (opts.overwrite and (out / MANIFEST).is_file()):
-        hint = "pass --overwrite to replace it" if (out / MANIFEST).is_file() else "it is not a partitioned folder"
-        raise OutputExistsError(f"{out}: already exists; {hint}, or choose another --out")
+        if (out / MANIFEST).is_file():
+            raise OutputExistsError(f"{out}: already exists; pass --overwrite to replace it, or choose another --out")
+        raise OutputExistsError(f"{out}: already exists and is not a partitioned folder (not replaced even with "
+                                "--overwrite); choose another --out")
     # the source as `train` checks it (sizes, small files' sha256) and its structure (ids and labels in range): an
     # array edited after import must not be copied into the parts, nor an id out of range reach the kernels
     check_files(data, ds.meta, fix=f"{data} changed after import; re-run `sparsetrain preprocess` before "
