@@ -415,3 +415,9 @@ def test_info_checks_the_split_labels_train_checks(tmp_path, cli):
     assert "train node(s) have a label outside" in _one_line(code, err) and entry["file"] in err
     code, _, train_err = cli("train", "--data", tmp_path / "t", "--epochs", 1, "--quiet")
     assert code == 1 and "train node(s) have a label outside" in train_err
+
+
+def test_info_on_a_partitioned_folder_points_to_partition_info(root, cli):
+    code, _, err = cli("info", root / "p")
+    assert "is a partitioned folder, not a dataset; check it with `sparsetrain partition-info" in _one_line(code, err)
+    assert cli("info", root / "p" / "part-0")[0] == 0

@@ -359,7 +359,11 @@ def _human(num_bytes: float) -> str:
 def _info(args: argparse.Namespace) -> int:
     from sparsetrain.datasets.checks import check_trainable_labels
     from sparsetrain.datasets.dataset import load, verify_checksums, verify_structure
+    from sparsetrain.datasets.outputs import PARTITIONED, folder_kind
 
+    if folder_kind(Path(args.path)) == PARTITIONED:
+        raise DatasetError(f"{args.path}: is a partitioned folder, not a dataset; check it with `sparsetrain "
+                           f"partition-info {args.path}` (or one part with `sparsetrain info {args.path}/part-0`)")
     ds = load(args.path)
     meta = ds.meta
     status = {} if args.no_verify else verify_checksums(ds.path, meta)
