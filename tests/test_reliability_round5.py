@@ -370,9 +370,9 @@ def test_moe_arguments_are_checked_when_built_naming_the_parameter(kwargs, messa
         MoE(**({"d_model": 8, "d_hidden": 16, "num_experts": 4} | kwargs))
 
 
-@pytest.mark.parametrize("kwargs, message", [({"window": 2.5}, "window=2.5"), ({"hot_factor": math.nan}, "hot_factor=nan"),
-                                             ({"rematerialize": "no"}, "rematerialize='no'"),
-                                             ({"rebalance_every": 0}, "rebalance_every=0")])
+@pytest.mark.parametrize("kwargs, message", [
+    ({"window": 2.5}, "window=2.5"), ({"hot_factor": math.nan}, "hot_factor=nan"),
+    ({"rematerialize": "no"}, "rematerialize='no'"), ({"rebalance_every": 0}, "rebalance_every=0")])
 def test_fssdp_arguments_are_checked_when_built(kwargs, message):
     from sparsetrain.moe import FSSDP
 
