@@ -33,7 +33,7 @@ import torch
 from sparsetrain.datasets import load, synthesize
 from sparsetrain.datasets.writer import move_into_place
 from sparsetrain.distributed.seeds import rank_batches
-from sparsetrain.engine import partitioned
+from sparsetrain.engine import partitioned, partitioned_checks
 from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.distributed import DistContext
 from sparsetrain.engine.plan import plan
@@ -231,16 +231,16 @@ def test_ranks_started_with_different_settings_are_refused_naming_the_setting(ro
         settings = settings_of(build_parser().parse_args(["train", "--data", str(root / "p"), *argv]))
         part = load_partition(root / "p", 0)
         run = plan(settings, partitioned._part_meta(part), torch.device("cpu"), 2)
-        return partitioned.rank_settings(settings, run, part, 5)
+        return partitioned_checks.rank_settings(settings, run, part, 5)
 
     mine, theirs = values(["--batch-size", "32"]), values(["--batch-size", "32", *other])
-    monkeypatch.setattr(partitioned.dist, "all_gather_object", lambda out, value: out.__setitem__(slice(None),
+    monkeypatch.setattr(partitioned_checks.dist, "all_gather_object", lambda out, value: out.__setitem__(slice(None),
                                                                                                 [value, theirs]))
     ctx = DistContext(0, 2, 0, torch.device("cpu"))
-    with pytest.raises(partitioned.PartitionedRunError, match="start every rank with the same flags") as info:
-        partitioned.check_same_settings(mine, ctx)
+    with pytest.raises(partitioned_checks.PartitionedRunError, match="start every rank with the same flags") as info:
+        partitioned_checks.check_same_settings(mine, ctx)
     assert named in str(info.value) and "on rank 1" in str(info.value)
-    partitioned.check_same_settings(mine, DistContext(0, 1, 0, torch.device("cpu")))  # one rank: nothing to compare
+    partitioned_checks.check_same_settings(mine, DistContext(0, 1, 0, torch.device("cpu")))  # one rank: no peers
 
 
 def _ranks(root, argvs, tmp_path, timeout=10):
@@ -397,11 +397,11 @@ def test_a_nan_in_a_part_s_features_names_the_part_file(root):
     x[2, 1] = math.nan
     ids, owner = torch.tensor([5, 9, 11, 40]), torch.tensor([0, 0, 1, 0])
     with pytest.raises(DatasetError) as info:
-        partitioned.check_part_rows(x, ids, owner, part)
+        partitioned_checks.check_part_rows(x, ids, owner, part)
     message = str(info.value)
     assert message.startswith(f"{root / 'p' / 'part-1' / 'owned_features.npy'}: rows of nodes 11 hold NaN")
     assert "re-run `sparsetrain partition`" in message and "nan_to_num" not in message
-    partitioned.check_part_rows(torch.zeros(4, 4), ids, owner, part)  # finite rows pass
+    partitioned_checks.check_part_rows(torch.zeros(4, 4), ids, owner, part)  # finite rows pass
 
 
 def test_a_cache_larger_than_the_table_is_capped_at_the_table(root, cli, tmp_path):
