@@ -12,6 +12,7 @@ import torch
 
 from sparsetrain.datasets import load, synthesize
 from sparsetrain.distributed import DistNeighborSampler, rank_batches
+from sparsetrain.errors import DatasetError
 from sparsetrain.partition import PartitionError, PartitionOptions, load_partition, partition_dataset
 from sparsetrain.partition.load import owners
 from sparsetrain.partition.typed import col_start_file, l2g_file
@@ -115,7 +116,7 @@ def test_tampered_or_incomplete_typed_parts_are_refused_in_one_line(typed_graph,
     assert len(str(info.value).splitlines()) == 1 and "sha256" in str(info.value)
     # an edge type's file gone
     (folder / "part-1" / col_start_file(("paper", "cites", "paper"))).unlink()
-    with pytest.raises(PartitionError, match=r"missing \(edge type \('paper', 'cites', 'paper'\)'s column starts\)"):
+    with pytest.raises((PartitionError, DatasetError), match=r"col_start\.npy: missing"):
         load_partition(folder, 1)
     assert main(["partition-info", str(folder)]) == 1
     # the manifest edited

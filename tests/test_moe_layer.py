@@ -158,7 +158,7 @@ def test_empty_input():
 
 
 def test_construction_and_input_errors():
-    with pytest.raises(MoEConfigError, match="top_k=7 must be between 1 and num_experts=6"):
+    with pytest.raises(MoEConfigError, match="top_k=7; give an integer from 1 to 6"):
         MoE(D, H, 6, top_k=7)
     with pytest.raises(MoEConfigError, match="top_k=0"):
         MoE(D, H, 6, top_k=0)
@@ -362,7 +362,7 @@ def test_group_limited_routing_scaling_and_bias_match_a_naive_reference(renormal
         (dict(n_group=3, topk_group=4), "topk_group=4 must be between 1 and n_group=3"),
         (dict(n_group=3, topk_group=1, top_k=3), "top_k=3 exceeds the 2 experts"),
         (dict(n_group=6), ">= 2 experts per group"),
-        (dict(routed_scaling_factor=0.0), "routed_scaling_factor must be a finite number > 0"),
+        (dict(routed_scaling_factor=0.0), "routed_scaling_factor=0.0; give a finite number > 0"),
         (dict(shared_hidden=8), "set shared_experts >= 1"),
         (dict(shared_gate=True), "set shared_experts >= 1"),
     ],

@@ -4,6 +4,7 @@ LDG against the hash baseline, chunking that changes nothing, atomic writes and 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -184,17 +185,30 @@ def test_a_killed_run_leaves_nothing_behind(cora, tmp_path):
 
 
 @pytest.mark.parametrize("damage, message", [
-    (lambda d: _edit(d / "indices.npy", lambda a: a.__setitem__(5, 10**6)), "holds node id 1000000, outside [0, 50)"),
-    (lambda d: _edit(d / "indices.npy", lambda a: a.__setitem__(7, -3)), "holds node id -3"),
-    (lambda d: _edit(d / "indptr.npy", lambda a: a.__setitem__(10, a[10] + 10**5)), "column offsets near column 0"),
+    (lambda d: _edit(d / "indices.npy", lambda a: a.__setitem__(5, 10**6)),
+     "entry 5 is node 1000000, which must be in [0, 50)"),
+    (lambda d: _edit(d / "indices.npy", lambda a: a.__setitem__(7, -3)), "entry 7 is node -3"),
+    (lambda d: _edit(d / "indptr.npy", lambda a: a.__setitem__(10, a[10] + 10**5)),
+     "column pointers must not decrease"),
 ], ids=["id above", "negative id", "offsets"])
 def test_a_dataset_edited_in_place_is_refused_in_one_line_not_a_crash(tmp_path, capsys, damage, message):
     """The kernels index by the CSC unchecked: an id out of range was a segfault (exit 139) and a left temp folder."""
     synthesize(tmp_path / "g", 50, 200, feature_dim=2, num_classes=2, seed=1, quiet=True)
     damage(tmp_path / "g")
     code, err = _cli(capsys, "partition", tmp_path / "g", "--parts", 2, "--out", tmp_path / "p", "--quiet")
+    assert code == 1 and "sha256 does not match meta.json" in err and "\n" not in err  # the source is checked first
+    _resign_files(tmp_path / "g")  # as if meta.json were rewritten to match: the structure check still refuses it
+    code, err = _cli(capsys, "partition", tmp_path / "g", "--parts", 2, "--out", tmp_path / "p", "--quiet")
     assert code == 1 and message in err and "\n" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g"]
+
+
+def _resign_files(folder: Path) -> None:
+    """Rewrite meta.json's sha256 of every file to match the file as it is now."""
+    meta = json.loads((folder / "meta.json").read_text())
+    for name, entry in meta["files"].items():
+        entry["sha256"] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    (folder / "meta.json").write_text(json.dumps(meta))
 
 
 def _edit(path: Path, change) -> None:
@@ -206,21 +220,23 @@ def _edit(path: Path, change) -> None:
 def test_out_inside_or_holding_the_dataset_is_refused(cora3, tmp_path, capsys):
     synthesize(tmp_path / "g", 50, 200, feature_dim=2, num_classes=2, seed=1, quiet=True)
     before = sorted(p.name for p in (tmp_path / "g").iterdir())
-    for out, where in ((tmp_path / "g", "is the dataset"), (tmp_path / "g" / "sub", "is inside the dataset")):
+    for out, where in ((tmp_path / "g", "is in the dataset"), (tmp_path / "g" / "sub", "is in the dataset")):
         code, err = _cli(capsys, "partition", tmp_path / "g", "--parts", 2, "--out", out, "--quiet")
         assert code == 1 and where in err, out
     assert sorted(p.name for p in (tmp_path / "g").iterdir()) == before
     copy = tmp_path / "c3"
     shutil.copytree(cora3, copy)  # a part is a dataset: partitioning it over its own folder would delete it
     code, err = _cli(capsys, "partition", copy / "part-0", "--parts", 2, "--out", copy, "--overwrite", "--quiet")
-    assert code == 1 and "holds the dataset folder" in err and (copy / "part-0" / "meta.json").is_file()
+    assert code == 1 and "holds the part" in err and (copy / "part-0" / "meta.json").is_file()
 
 
 def test_options_take_numpy_integers_and_refuse_other_types_in_one_line(cora3):
-    opts = PartitionOptions(np.int64(2), passes=np.int32(3), imbalance=np.float32(0.5), seed=np.uint8(4))
-    assert (opts.parts, opts.passes, opts.imbalance, opts.seed) == (2, 3, 0.5, 4) and type(opts.parts) is int
+    opts = PartitionOptions(np.int64(2), passes=np.int32(3), imbalance=np.float32(0.5))
+    assert (opts.parts, opts.passes, opts.imbalance, opts.seed) == (2, 3, 0.5, None) and type(opts.parts) is int
+    assert PartitionOptions(2, method="hash", seed=np.uint8(4)).seed == 4
     for kwargs, message in (({"parts": 2.0}, "--parts 2.0"), ({"parts": True}, "--parts True"),
-                            ({"imbalance": "0.1"}, "--imbalance '0.1'"), ({"imbalance": None}, "--imbalance None"),
+                            ({"imbalance": "0.1"}, "--imbalance '0.1'"),
+                            ({"imbalance": float("nan")}, "--imbalance nan"),
                             ({"seed": 2**64}, "--seed 18446744073709551616"), ({"seed": "1"}, "--seed '1'"),
                             ({"chunk_edges": 0}, "chunk_edges=0"), ({"quiet": "no"}, "quiet='no'")):
         with pytest.raises(PartitionError, match=re.escape(message)):

@@ -46,7 +46,6 @@ def test_a_partitioned_run_gets_its_epochs_and_halo_cache_from_the_plan(part_met
 @pytest.mark.parametrize(("settings", "says"), [
     (TrainSettings(eval="full"), "--eval full: not supported on a partitioned folder"),
     (TrainSettings(model="gt"), "--model gt: not supported on a partitioned folder"),
-    (TrainSettings(step="static"), "--step static: not supported on a partitioned folder"),
     (TrainSettings(features="memory"), "--features memory: not supported on a partitioned folder"),
     (TrainSettings(), "has 3 parts but 2 ranks run; run one rank per part (torchrun --nproc-per-node 3)"),
 ])

@@ -6,12 +6,46 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from sparsetrain.datasets import format as fmt
-from sparsetrain.errors import DatasetError
+from sparsetrain.errors import ChecksumError, DatasetError, SparsetrainError
 from sparsetrain.sampling.graph import MappedFile
+from sparsetrain.storage.mmap import read_npy_header
 
 _REBUILD = "the dataset is damaged, re-run `sparsetrain preprocess`"
+
+
+SMALL_FILE_BYTES = 64 << 20
+"""Files up to this size have their sha256 checked each time training opens the dataset (~0.1 s per 64 MiB)."""
+
+_REIMPORT = "the file changed after import; re-run `sparsetrain preprocess` (`sparsetrain info DIR` checks every file)"
+
+
+def check_files(folder: Path, meta: dict, small_file_bytes: int | None = None, fix: str = _REIMPORT,
+                record: str = fmt.META_FILE) -> None:
+    """Every array file of ``meta['files']`` has the shape and dtype meta.json recorded and the size its header
+    promises; those up to ``small_file_bytes`` (default ``SMALL_FILE_BYTES``; 0: none)
+    match their recorded sha256 (``record``: the file that records them, for the message). Raises
+    :class:`~sparsetrain.errors.ChecksumError` naming the file and ``fix``."""
+    small_file_bytes = SMALL_FILE_BYTES if small_file_bytes is None else small_file_bytes
+    for name, entry in meta["files"].items():
+        path = folder / name
+        if not path.is_file():
+            raise DatasetError(f"{path}: missing; {fix}")
+        try:
+            shape, dtype, offset = read_npy_header(path)
+        except SparsetrainError:
+            raise DatasetError(f"{path}: not a readable .npy file; {fix}") from None
+        if isinstance(entry, dict) and entry.get("shape") is not None and (
+                list(shape) != list(entry["shape"]) or str(dtype) != entry.get("dtype", str(dtype))):
+            raise ChecksumError(f"{path}: holds {str(dtype)} {list(shape)} where {record} records "
+                                f"{entry.get('dtype')} {list(entry['shape'])}; {fix}")
+        size, expected = path.stat().st_size, offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if size != expected:
+            raise ChecksumError(f"{path}: {size} bytes where its header describes {expected}; {fix}")
+        if size <= small_file_bytes and fmt.sha256_file(path) != entry["sha256"]:
+            raise ChecksumError(f"{path}: sha256 does not match {record}; {fix}")
 
 
 def array_chunks(array: np.ndarray, chunk: int, check=None):
@@ -76,3 +110,42 @@ def mapped_file(folder: Path, name: str) -> MappedFile:
                            "preprocess`") from None
     except OSError as exc:
         raise DatasetError(f"{folder / name}: cannot be opened ({exc.strerror}); check its permissions") from None
+
+
+def check_split_labels(where: str, labels: torch.Tensor, split: dict[str, torch.Tensor],
+                       num_classes: int | None) -> None:
+    """Every node of every split has a label in ``[0, num_classes)``; raises :class:`~sparsetrain.errors.DatasetError`
+    naming ``where`` (the labels), a few nodes and their labels."""
+    if num_classes is None:
+        raise DatasetError(f"{where}: meta.json records no class count for these labels; "
+                           "re-run `sparsetrain preprocess`")
+    for name, idx in split.items():
+        picked = labels[idx]
+        bad = ((picked < 0) | (picked >= num_classes)).nonzero().flatten()
+        if len(bad):
+            shown = ", ".join(f"node {int(idx[i])}: {int(picked[i])}" for i in bad[:3])
+            raise DatasetError(f"{where}: {len(bad)} {name} node(s) have a label outside [0, {num_classes}) ({shown}); "
+                               "fix the labels (or --num-classes) and re-run `sparsetrain preprocess`")
+
+
+def check_eval_splits(folder: Path, split: dict[str, torch.Tensor]) -> None:
+    """The dataset's val and test splits, when stored, hold nodes: training reports the test accuracy at the best
+    validation epoch, which an empty one makes NaN. Raises :class:`~sparsetrain.errors.DatasetError` naming the file."""
+    for name in ("val", "test"):
+        if name in split and len(split[name]) == 0:
+            raise DatasetError(f"{folder / fmt.split_file(name)}: holds no nodes, so training has no {name} accuracy "
+                               "to report; re-import with --val-idx and --test-idx files that list nodes, or with no "
+                               "split files for a random split (--split)")
+
+
+def check_trainable_labels(ds) -> None:
+    """What ``train`` checks of a node-classification dataset's labels and splits before training (``sparsetrain
+    info`` runs it too, so a folder re-signed after an edit is reported by both): the target type's val and test
+    splits hold nodes, and every split node's label is a class."""
+    target = ds.target_type
+    if target is None or target not in ds.labels_by_type or not ds.split:
+        return
+    check_eval_splits(ds.path, ds.split)
+    where = str(ds.path / ds.meta["labels"][target]["file"])
+    where += "" if target == fmt.NODE else f" (node type {target!r})"
+    check_split_labels(where, ds.labels_by_type[target], ds.split, ds.num_classes_of(target))

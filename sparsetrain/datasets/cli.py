@@ -357,14 +357,20 @@ def _human(num_bytes: float) -> str:
 
 
 def _info(args: argparse.Namespace) -> int:
+    from sparsetrain.datasets.checks import check_trainable_labels
     from sparsetrain.datasets.dataset import load, verify_checksums, verify_structure
+    from sparsetrain.datasets.outputs import PARTITIONED, folder_kind
 
+    if folder_kind(Path(args.path)) == PARTITIONED:
+        raise DatasetError(f"{args.path}: is a partitioned folder, not a dataset; check it with `sparsetrain "
+                           f"partition-info {args.path}` (or one part with `sparsetrain info {args.path}/part-0`)")
     ds = load(args.path)
     meta = ds.meta
     status = {} if args.no_verify else verify_checksums(ds.path, meta)
     bad = [name for name, ok in status.items() if not ok]
     if not args.no_verify and not bad:
         verify_structure(ds)  # only when the bytes are the recorded ones: a damaged file is reported as a mismatch
+        check_trainable_labels(ds)  # what `train` checks of the labels and splits
     kind, body = (", typed", _typed_lines) if ds.is_typed else ("", _homogeneous_lines)
     lines = [f"dataset      {ds.path}  (format version {ds.format_version}{kind}, {meta.get('created_by', '?')})"]
     lines += body(ds)

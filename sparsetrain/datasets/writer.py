@@ -31,11 +31,14 @@ from sparsetrain._process import pid_alive
 from sparsetrain._sigbus import watch
 from sparsetrain._version import __version__
 from sparsetrain.datasets import format as fmt
+from sparsetrain.datasets.outputs import DATASET, check_output_path
 from sparsetrain.errors import OutputExistsError
 
 
 def check_output(out_dir: Path, overwrite: bool) -> None:
-    """Refuse, before any work, to write over something we must not replace."""
+    """Refuse, before any work, to write over something we must not replace, or into a data folder
+    (:func:`~sparsetrain.datasets.outputs.check_output_path`)."""
+    check_output_path("--out", out_dir, creates=DATASET)
     if not out_dir.exists():
         if out_dir.parent.exists() and not out_dir.parent.is_dir():
             raise OutputExistsError(f"{out_dir.parent}: is a file, so --out cannot be created inside it; choose "
@@ -99,6 +102,7 @@ def recover_interrupted(out_dir: str | os.PathLike) -> None:
         _remove(tmp)
 
 
+_RENAME_NOREPLACE = 1
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
@@ -122,6 +126,50 @@ def _exchange(a: Path, b: Path) -> bool:
     if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
         return False
     raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+def _rename_noreplace(src: Path, dst: Path) -> None:
+    """Rename ``src`` to ``dst`` only if nothing is at ``dst`` (Linux ``RENAME_NOREPLACE``: two writers racing for
+    one path cannot both win, and the later never replaces the earlier's result); :class:`OutputExistsError` if
+    something is."""
+    renameat2 = _renameat2()
+    if renameat2 is not None:
+        if renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err == errno.EEXIST:
+            raise OutputExistsError(f"{dst}: appeared while this run worked (another run writing there?); pass "
+                                    "--overwrite to replace it, or choose another --out")
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(err, os.strerror(err), str(src), None, str(dst))
+    if dst.exists() or dst.is_symlink():  # no RENAME_NOREPLACE here: the check and the rename are two steps
+        raise OutputExistsError(f"{dst}: appeared while this run worked (another run writing there?); pass "
+                                "--overwrite to replace it, or choose another --out")
+    os.rename(src, dst)
+
+
+def move_into_place(tmp: Path, out: Path, overwrite: bool) -> None:
+    """Rename the finished folder ``tmp`` to ``out``. Without ``overwrite`` only if nothing is at ``out``; with it,
+    what is there is swapped out in one atomic step where the filesystem can (else moved aside, then renamed over)
+    and deleted: a symlinked ``out`` loses the link, never the folder it pointed to, and nothing is left beside it."""
+    if not (out.exists() or out.is_symlink()):
+        try:
+            _rename_noreplace(tmp, out)
+            fmt.fsync_path(out.parent)
+            return
+        except OutputExistsError:
+            if not overwrite:
+                raise
+    elif not overwrite:
+        raise OutputExistsError(f"{out}: already exists; pass --overwrite to replace it, or choose another --out")
+    if _exchange(tmp, out):
+        old = tmp  # now holds what was at out; if killed while deleting it, a dead pid's .tmp-* goes next time
+    else:
+        old = out.parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+        os.rename(out, old)
+        os.rename(tmp, out)
+    fmt.fsync_path(out.parent)
+    _remove(old)
 
 
 def _npy_header(dtype: np.dtype, shape: tuple[int, ...], length: int | None = None) -> bytes:
@@ -257,18 +305,7 @@ class DatasetWriter:
             os.fsync(f.fileno())
         fmt.fsync_path(self.tmp_dir)
 
-        if not self.out_dir.exists():
-            os.rename(self.tmp_dir, self.out_dir)
-            fmt.fsync_path(self.out_dir.parent)
-            return self.out_dir
-        check_output(self.out_dir, self.overwrite)  # it may have appeared while we worked
-        if _exchange(self.tmp_dir, self.out_dir):
-            # now holds the replaced dataset; if killed while deleting it, a dead pid's .tmp-* is removed next time
-            old = self.tmp_dir
-        else:
-            old = self.out_dir.parent / f".{self.out_dir.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
-            os.rename(self.out_dir, old)
-            os.rename(self.tmp_dir, self.out_dir)
-        fmt.fsync_path(self.out_dir.parent)
-        _remove(old)
+        if self.out_dir.exists():
+            check_output(self.out_dir, self.overwrite)  # it may have appeared while we worked
+        move_into_place(self.tmp_dir, self.out_dir, self.overwrite)
         return self.out_dir

@@ -17,6 +17,7 @@ import math
 import numpy as np
 import torch
 
+from sparsetrain import _args
 from sparsetrain.collective.all_to_all import all_to_all
 from sparsetrain.collective.groups import group_info
 from sparsetrain.distributed.errors import DistFeatureError, PeerLostError
@@ -54,6 +55,7 @@ class PartitionedFeatures(FeatureSource):
     collective = True  # gather must be called on every rank, even with no ids
 
     def __init__(self, part: Partition, *, group=None, cache_rows: int = 0, node_type: str | None = None) -> None:
+        cache_rows = _args.integer("PartitionedFeatures", "cache_rows", cache_rows, low=0, error=DistFeatureError)
         types = part.types
         t = types.index(node_type)
         local = part.features_by_type.get(types.node_types[t])

@@ -22,6 +22,7 @@ import numba
 import numpy as np
 import torch
 
+from sparsetrain import _args
 from sparsetrain.collective.all_to_all import all_to_all, all_to_all_start
 from sparsetrain.collective.groups import group_info
 from sparsetrain.distributed.errors import DistSamplingError, PeerLostError
@@ -53,8 +54,10 @@ class DistNeighborSampler:
                  hop_nodes: str = "all", group=None, seed_type: str | None = None) -> None:
         if hop_nodes not in HOP_NODES:
             raise DistSamplingError(f"hop_nodes={hop_nodes!r}; give 'all' (DGL) or 'new' (PyG)")
-        if not isinstance(seed, int):
-            raise DistSamplingError(f"seed={seed!r}; give every rank the same integer seed")
+        seed = _args.integer("DistNeighborSampler", "seed", seed, low=-(2**63), high=2**63 - 1,
+                             error=DistSamplingError)  # the same on every rank; True or 1.9 are refused
+        replace = _args.boolean("DistNeighborSampler", "replace", replace)
+        weighted = _args.boolean("DistNeighborSampler", "weighted", weighted)
         if weighted and part.dataset.graph.weights is None:
             raise DistSamplingError(f"{part.path}: weighted=True but the part has no edge weights; partition a "
                                     "dataset with edge weights or pass weighted=False")
@@ -103,6 +106,10 @@ class DistNeighborSampler:
         if not isinstance(inp, SamplerInput) or inp.key is None or isinstance(inp.seeds, dict):
             raise DistSamplingError("pass SamplerInput(seeds, key=k) with a key: every rank's batches need keys that "
                                     "never collide (sparsetrain.distributed.rank_batches makes them)")
+        if not isinstance(inp.seeds, torch.Tensor) or inp.seeds.dtype.is_floating_point or inp.seeds.dtype.is_complex \
+                or inp.seeds.dtype == torch.bool:
+            raise DistSamplingError(f"seeds of dtype {getattr(inp.seeds, 'dtype', type(inp.seeds).__name__)}: give "
+                                    "node ids as an integer tensor (1.5 would be read as node 1)")
         t0 = self._seed_index(inp)
         seeds = inp.seeds.to("cpu", torch.int64)
         n_type = int(self.types.type_offset[t0 + 1] - self.types.type_offset[t0])

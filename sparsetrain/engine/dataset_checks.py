@@ -21,37 +21,19 @@ import torch
 
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets import load
-from sparsetrain.datasets.checks import check_range
+from sparsetrain.datasets.checks import (
+    SMALL_FILE_BYTES,
+    check_eval_splits,
+    check_files,
+    check_range,
+    check_split_labels,
+)
 from sparsetrain.datasets.dataset import verify_edge_splits
-from sparsetrain.errors import ChecksumError, DatasetError, SparsetrainError
+from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.graph import CSCGraph
-from sparsetrain.storage.mmap import read_npy_header
-
-SMALL_FILE_BYTES = 64 << 20
-"""Files up to this size have their sha256 checked each time training opens the dataset (~0.1 s per 64 MiB)."""
 
 _CHUNK = 1 << 24
 _REIMPORT = "the file changed after import; re-run `sparsetrain preprocess` (`sparsetrain info DIR` checks every file)"
-
-
-def check_files(folder: Path, meta: dict, small_file_bytes: int | None = None) -> None:
-    """Every array file of ``meta['files']`` has the size its header promises; those up to ``small_file_bytes``
-    (default ``SMALL_FILE_BYTES``) match their recorded sha256. Raises :class:`~sparsetrain.errors.ChecksumError`
-    naming the file."""
-    small_file_bytes = SMALL_FILE_BYTES if small_file_bytes is None else small_file_bytes
-    for name, entry in meta["files"].items():
-        path = folder / name
-        if not path.is_file():
-            raise DatasetError(f"{path}: missing; the dataset is incomplete, re-run `sparsetrain preprocess`")
-        try:
-            shape, dtype, offset = read_npy_header(path)
-        except SparsetrainError:
-            raise DatasetError(f"{path}: not a readable .npy file; {_REIMPORT}") from None
-        size, expected = path.stat().st_size, offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if size != expected:
-            raise ChecksumError(f"{path}: {size} bytes where its header describes {expected}; {_REIMPORT}")
-        if size <= small_file_bytes and fmt.sha256_file(path) != entry["sha256"]:
-            raise ChecksumError(f"{path}: sha256 does not match meta.json; {_REIMPORT}")
 
 
 def check_graph_ids(graph: CSCGraph) -> None:
@@ -90,22 +72,6 @@ def check_label_values(ds) -> None:
             check_range(ds.path / entry["file"], labels.numpy(), -1, entry["num_classes"], "label", _CHUNK)
 
 
-def check_split_labels(where: str, labels: torch.Tensor, split: dict[str, torch.Tensor],
-                       num_classes: int | None) -> None:
-    """Every node of every split has a label in ``[0, num_classes)``; raises :class:`~sparsetrain.errors.DatasetError`
-    naming ``where`` (the labels), a few nodes and their labels."""
-    if num_classes is None:
-        raise DatasetError(f"{where}: meta.json records no class count for these labels; "
-                           "re-run `sparsetrain preprocess`")
-    for name, idx in split.items():
-        picked = labels[idx]
-        bad = ((picked < 0) | (picked >= num_classes)).nonzero().flatten()
-        if len(bad):
-            shown = ", ".join(f"node {int(idx[i])}: {int(picked[i])}" for i in bad[:3])
-            raise DatasetError(f"{where}: {len(bad)} {name} node(s) have a label outside [0, {num_classes}) ({shown}); "
-                               "fix the labels (or --num-classes) and re-run `sparsetrain preprocess`")
-
-
 def check_link_splits(ds) -> None:
     """A link-prediction dataset has train, val and test edges, val and test with negatives to rank against, and
     every edge joins two node ids of the graph; raises :class:`~sparsetrain.errors.DatasetError` naming the file (or
@@ -127,16 +93,6 @@ def check_link_splits(ds) -> None:
             raise DatasetError(f"{where}: no {name} negatives to rank the {name} edges against; re-run "
                                "`sparsetrain preprocess` with --link-negatives of at least 1")
     verify_edge_splits(ds)
-
-
-def check_eval_splits(folder: Path, split: dict[str, torch.Tensor]) -> None:
-    """The dataset's val and test splits, when stored, hold nodes: training reports the test accuracy at the best
-    validation epoch, which an empty one makes NaN. Raises :class:`~sparsetrain.errors.DatasetError` naming the file."""
-    for name in ("val", "test"):
-        if name in split and len(split[name]) == 0:
-            raise DatasetError(f"{folder / fmt.split_file(name)}: holds no nodes, so training has no {name} accuracy "
-                               "to report; re-import with --val-idx and --test-idx files that list nodes, or with no "
-                               "split files for a random split (--split)")
 
 
 def check_times(folder: Path, meta: dict) -> None:
@@ -164,7 +120,7 @@ def check_for_training(ds, *, verify: bool = False, task: str = "node", target_t
     if verify:
         load(ds.path, verify=True)
     else:
-        check_files(ds.path, ds.meta)
+        check_files(ds.path, ds.meta, SMALL_FILE_BYTES)  # this module's (tests lower it)
         check_graph_ids(ds.graph)
     if task == "link":
         check_link_splits(ds)

@@ -85,7 +85,14 @@ def init_from_env(device: str = "auto", timeout: Timeout = None) -> DistContext:
     ctx = DistContext(rank, world_size, local_rank, target)
     if ctx.enabled and not dist.is_initialized():
         backend = "nccl" if target.type == "cuda" else "gloo"
-        init_process_group(backend, timeout=timeout)
+        try:
+            init_process_group(backend, timeout=timeout)
+        except (RuntimeError, ValueError) as exc:  # the store or a peer never answered (DistStoreError, a timeout)
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+            raise DistributedError(f"rank {rank} of {world_size}: could not join the process group at {where} "
+                                   f"({text}); start every rank (torchrun --nproc-per-node {world_size} ...) with the "
+                                   "same MASTER_ADDR/MASTER_PORT, or check that the address is reachable") from None
     return ctx
 
 

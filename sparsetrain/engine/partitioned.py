@@ -24,6 +24,12 @@ from sparsetrain.engine.dataset_meta import DatasetMeta, PartsMeta, Table
 from sparsetrain.engine.distributed import DistContext
 from sparsetrain.engine.evaluate import loaders_evaluator
 from sparsetrain.engine.loader import Loader
+from sparsetrain.engine.partitioned_checks import (
+    check_part_contents,
+    check_part_rows,
+    check_same_settings,
+    rank_settings,
+)
 from sparsetrain.engine.plan import RunPlan, model_options, plan
 from sparsetrain.engine.settings import TrainSettings
 from sparsetrain.engine.stages.fetch import FetchFeatures, check_finite
@@ -83,7 +89,7 @@ class FetchWithOwners(FetchFeatures):
                 check_finite(mb.x[t], ids, store)
         else:
             mb.x = self.features.gather(mb.input_nodes, owner=mb.node_owner)
-            check_finite(mb.x, mb.input_nodes, self.features)
+            check_part_rows(mb.x, mb.input_nodes, mb.node_owner, self.labels.part)
         mb.y = self.labels[mb.seeds]
         return mb
 
@@ -147,9 +153,13 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext, typed_model=Non
     planned by :func:`~sparsetrain.engine.plan.plan` from the part's description (:func:`part_meta`).
     ``typed_model(meta, model_settings, layers, target_type)``: how a typed part's model is built (run.py passes the
     one-process builder, so both build the plan's typed model alike)."""
-    part = load_partition(settings.data.path, ctx.rank)
+    # this rank's part checked as `train` checks a dataset: shapes and sizes of every array, the small ones' sha256;
+    # --verify: every array's sha256 and the structure
+    part = load_partition(settings.data.path, ctx.rank, verify=settings.data.verify, arrays="small")
+    check_part_contents(part)
     run = plan(settings, part_meta(part), ctx.device, ctx.world_size)
     batch_size, seed = run.sampling.batch_size, run.run.seed
+    check_same_settings(rank_settings(settings, run, part, batches_per_epoch(part, "train", batch_size)), ctx)
     group = new_group() if ctx.enabled else None  # apart from DDP's: the loader thread's exchanges never interleave
     fanouts = run.sampling.fanouts
     sampler = DistNeighborSampler(part, fanouts, seed=seed, group=group)

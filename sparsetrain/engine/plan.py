@@ -19,7 +19,9 @@ from pathlib import Path
 
 import torch
 
+from sparsetrain.datasets.applicable import TRAIN_RULES, TrainContext, refuse_inapplicable
 from sparsetrain.datasets.format import EDGE, NODE
+from sparsetrain.datasets.outputs import check_output_path
 from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.host_memory import available_host_memory
 from sparsetrain.engine.inference import layerwise_cost, sampled_cost
@@ -60,8 +62,6 @@ PINNED_HOST_FRACTION = 0.5  # of the host's free memory that a pinned copy of th
 EXACT_EVAL_MAX_NODES = 100_000  # below this both evaluations take seconds; the exact one is preferred
 # a layer-wise edge costs ~16 sampled ones on 2 CPU cores (chunks re-gather their neighbors; RESULTS.md)
 LAYERWISE_EDGE_COST = 16
-PARTITIONED_MODELS = ("sage", "gcn", "gat", *TYPED_MODELS)
-"""The models a partitioned run trains (node classification, blocks of the owners' draws)."""
 HALO_CACHE_FRACTION = 0.25
 """A partitioned run without ``--cache-gb``: the share of a part's halo rows kept locally (the most-drawn ones)."""
 RANDOM_SPLIT = (0.6, 0.8)
@@ -126,6 +126,7 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
     :class:`~sparsetrain.errors.SettingError` or :class:`~sparsetrain.errors.DatasetError` for any setting the run
     cannot honour."""
     data, sampling = settings.data, settings.sampling
+    refuse_inapplicable(TRAIN_RULES, TrainContext(settings, partitioned=meta.parts is not None))
     check_outputs(settings.checkpoint, settings.report, meta.path)
     if meta.parts is not None:
         _check_partitioned(settings, meta, world_size)
@@ -158,6 +159,8 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
     recorded = replace(settings, sampling=replace(sampling, exclude=settings.sampling.exclude), model=model,
                        optim=optim, features=features,
                        data=replace(data, target_type=None if target == NODE else target))
+    shapes = _step_shapes(settings.run, meta, data.task, model, sampling, world_size)
+    capture = capture_plan(shapes, device, features.placement if not features.cache_gb else "cached", graph_on_device)
     return RunPlan(
         device=device, world_size=world_size, task=data.task, target_type=target, random_split=random_split,
         model=model, optim=optim, sampling=sampling, features=features,
@@ -167,9 +170,8 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
                                                                              sampling),
         clusters=model.name == "gt", run=settings.run, checkpoint=settings.checkpoint, report=settings.report,
         record={**batch_record(recorded), "dataset": {"path": str(meta.path), "sha256": meta.meta_sha256}},
-        step_shapes=(shapes := _step_shapes(settings.run, meta, data.task, model, sampling, world_size)),
-        capture=capture_plan(shapes, device, features.placement if not features.cache_gb else "cached",
-                             graph_on_device),
+        step_shapes=shapes,
+        capture=capture,
         halo_cache_rows=None if meta.parts is None else _halo_cache_rows(meta, features.cache_gb),
     )
 
@@ -187,15 +189,8 @@ def check_outputs(checkpoint: CheckpointSettings, report: ReportSettings, datase
     for flag, path, folder in outputs:
         if path is None:
             continue
-        if dataset is not None and _within(path, dataset):
-            raise SettingError(f"{flag} {path}: is in the dataset folder {dataset}; the run writes nothing there, "
-                               "give a path outside it")
+        check_output_path(flag, path, inputs=(dataset,))  # the one rule: never into a data folder of any kind
         _check_writable(flag, path, folder=folder)
-
-
-def _within(path: Path, folder: Path) -> bool:
-    path, folder = path.resolve(), folder.resolve()
-    return path == folder or folder in path.parents
 
 
 def _check_writable(flag: str, path: Path, *, folder: bool) -> None:
@@ -266,29 +261,15 @@ def _steps_per_epoch(meta: DatasetMeta, train_seeds: int, batch_size: int, world
 
 
 def _check_partitioned(settings: TrainSettings, meta: DatasetMeta, world_size: int) -> None:
-    """What a run on a partitioned folder (``meta.parts``) cannot honour yet, each refused in one line."""
-    parts = meta.parts
-    refused = [
-        (settings.data.task != "node", f"--task {settings.data.task}", "node classification only"),
-        (settings.data.target_type not in (None, meta.target_type if meta.is_typed else None),
-         f"--target-type {settings.data.target_type}", f"its parts hold the splits of node type {meta.target_type!r}; "
-                                                         "drop --target-type"),
-        (settings.sampling.temporal, "--temporal", "temporal sampling is not distributed yet"),
-        (settings.sampling.fuse_last_hop, "--fuse-last-hop", "the owners draw a part's last hop; drop it"),
-        (settings.features.placement != "auto", f"--features {settings.features.placement}",
-         "a part's features are its own rows plus a cache of halo rows; drop --features"),
-        (settings.model.name not in (None, *PARTITIONED_MODELS), f"--model {settings.model.name}",
-         f"choose one of {', '.join(PARTITIONED_MODELS)}"),
-        (settings.run.eval == "full", "--eval full", "a partitioned run evaluates on sampled batches; pass --eval "
-                                                     "sampled or auto"),
-        (settings.run.step == "static", "--step static", "its captured step has no gradient all-reduce; drop it"),
-    ]
-    for bad, what, fix in refused:
-        if bad:
-            raise SettingError(f"{what}: not supported on a partitioned folder ({meta.path}); {fix}")
-    if parts.num_parts != world_size:
-        raise SettingError(f"{meta.path}: has {parts.num_parts} parts but {world_size} ranks run; run one rank per "
-                           f"part (torchrun --nproc-per-node {parts.num_parts})")
+    """What a run on a partitioned folder (``meta.parts``) cannot honour that depends on its parts (the flags that do
+    not apply to parts at all are rows of ``TRAIN_RULES``), each refused in one line."""
+    target = settings.data.target_type
+    if target not in (None, meta.target_type if meta.is_typed else None):
+        raise SettingError(f"--target-type {target}: not supported on a partitioned folder ({meta.path}); its parts "
+                           f"hold the splits of node type {meta.target_type!r}: drop --target-type")
+    if meta.parts.num_parts != world_size:
+        raise SettingError(f"{meta.path}: has {meta.parts.num_parts} parts but {world_size} ranks run; run one rank "
+                           f"per part (torchrun --nproc-per-node {meta.parts.num_parts})")
 
 
 def _halo_cache_rows(meta: DatasetMeta, cache_gb: float) -> dict[str, int]:
@@ -449,8 +430,8 @@ def _features(meta: DatasetMeta, features: FeatureSettings, device: torch.device
         raise SettingError(f"--features {placement} needs a CUDA device (this run is on {device}); use --features "
                            "mmap or memory")
     if features.cache_gb > 0:
-        _check_cache(tables, features.cache_gb, device)
-    return replace(features, placement=placement)
+        features = replace(features, cache_gb=_check_cache(tables, features.cache_gb, device))
+    return replace(features, placement=placement, cache_policy=features.cache_policy or "hybrid")
 
 
 def _placement(nbytes: int, features: FeatureSettings, device: torch.device) -> str:
@@ -474,9 +455,13 @@ def cache_budgets(tables: dict, cache_gb: float) -> dict:
     return {node_type: int(cache_gb * 2**30 * table.nbytes / total) for node_type, table in tables.items()}
 
 
-def _check_cache(tables: dict, cache_gb: float, device: torch.device) -> None:
-    """``--cache-gb`` within the memory the cache would live in (the GPU's free memory on CUDA, else the host's), and
-    holding at least one row of each table (a smaller one would cache nothing)."""
+def _check_cache(tables: dict, cache_gb: float, device: torch.device) -> float:
+    """``--cache-gb`` capped at the tables' size (a larger cache would hold nothing more), then within the memory the
+    cache would live in (the GPU's free memory on CUDA, else the host's), and holding at least one row of each table
+    (a smaller one would cache nothing); returns the capped size."""
+    total = sum(table.nbytes for table in tables.values())
+    if tables and cache_gb * 2**30 > total:
+        cache_gb = total / 2**30
     if device.type == "cuda":
         free, where = torch.cuda.mem_get_info(device)[0], f"free memory of {device}"
     else:
@@ -493,6 +478,7 @@ def _check_cache(tables: dict, cache_gb: float, device: torch.device) -> None:
             raise SettingError(f"--cache-gb {cache_gb:g}: {budgets[node_type]} bytes, less than one feature row{of} "
                                f"({table.row_bytes} bytes), would cache nothing; pass --cache-gb {least:.3g} or more, "
                                "or 0 for no cache")
+    return cache_gb
 
 
 # ---------------------------------------------------------------- evaluation

@@ -87,6 +87,10 @@ def train(settings: TrainSettings) -> dict | None:
             summary.update({"task": "link", "decoder": run.model.decoder,
                             "negatives_per_positive": ranking_negatives(ds.edge_split)})
         return summary if ctx.is_main else None
+    except RuntimeError as exc:  # set-up's collectives (groups, caches, DDP) fail as _fit's do: one line
+        if ctx.enabled and caused_by_another_rank(exc):
+            raise describe_failure(exc, ctx) from None
+        raise
     finally:
         shutdown(ctx)
 

@@ -247,12 +247,12 @@ class FeatureSettings:
     CPU, mmap), mmap (ranks share the page cache), disk (O_DIRECT reads of the rows a batch needs, for features larger
     than memory; give it a --cache-gb), memory, device, pinned, or sharded across ranks."""
     cache_gb: float = field(default=0.0, metadata=RESUMABLE)
-    """GiB of feature cache in front of the features (0: no cache), at most the memory available; on a GPU the cache
-    is in GPU memory in front of pinned host features (mmap when they do not fit in host memory), and the progress
-    bar shows its hit rate and the PCIe MB read a batch."""
-    cache_policy: str = field(default="hybrid", metadata={**RESUMABLE, "choices": POLICIES})
-    """The cache's replacement policy (hybrid: the rows most often drawn as neighbors (out-degree) plus a scored
-    dynamic part)."""
+    """GiB of feature cache in front of the features (0: no cache), at most the memory available (a cache larger than
+    the table is capped at the table); on a GPU the cache is in GPU memory in front of pinned host features (mmap when
+    they do not fit in host memory), and the progress bar shows its hit rate and the PCIe MB read a batch."""
+    cache_policy: str | None = field(default=None, metadata={**RESUMABLE, "choices": POLICIES})
+    """The cache's replacement policy; None: hybrid (the rows most often drawn as neighbors (out-degree) plus a scored
+    dynamic part). Refused without --cache-gb (no cache) and on a partitioned folder (its halo cache is static)."""
 
     def __post_init__(self) -> None:
         _check_types(self, FeatureSettingError)

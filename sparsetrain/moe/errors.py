@@ -9,6 +9,11 @@ class MoEConfigError(SparsetrainError, ValueError):
     does not fit). Raised at construction, before any step runs."""
 
 
+class MoEConfigTypeError(MoEConfigError, TypeError):
+    """A :class:`~sparsetrain.moe.MoE` argument of the wrong type (``top_k=2.0``, ``renormalize='no'``,
+    ``z_loss_weight='0.5'``): a ``TypeError`` and a :class:`MoEConfigError`."""
+
+
 class MoEInputError(SparsetrainError, ValueError):
     """A forward call got an input the layer cannot take (wrong last dimension, wrong dtype)."""
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from sparsetrain import _args
 from sparsetrain.collective import RowPlacement, group_info, sparse_all_gather, sync_replicas
-from sparsetrain.moe.errors import MoEConfigError
+from sparsetrain.moe.errors import MoEConfigError, MoEConfigTypeError
 from sparsetrain.moe.experts import ExpertShape, expert_ffn
 from sparsetrain.moe.placement import LoadWindow, plan_placement
 from sparsetrain.moe.sharded import ShardedExperts
@@ -49,16 +50,16 @@ class FSSDP:
         hot_factor: float = 2.0,
         stats=None,
     ) -> None:
-        if window < 1:
-            raise MoEConfigError(f"FSSDP: window must be >= 1, got {window}")
-        if rebalance_every is not None and rebalance_every < 1:
-            raise MoEConfigError(f"FSSDP: rebalance_every must be >= 1 or None, got {rebalance_every}")
-        if replica_memory_bytes < 0:
-            raise MoEConfigError(f"FSSDP: replica_memory_bytes must be >= 0, got {replica_memory_bytes}")
-        self.group, self.rematerialize, self.placement = group, bool(rematerialize), placement
-        self.replica_memory_bytes, self.window = int(replica_memory_bytes), int(window)
+        check = {"error": MoEConfigError, "type_error": MoEConfigTypeError}
+        window = _args.integer("FSSDP", "window", window, low=1, **check)
+        rebalance_every = _args.integer("FSSDP", "rebalance_every", rebalance_every, low=1, optional=True, **check)
+        replica_memory_bytes = _args.integer("FSSDP", "replica_memory_bytes", replica_memory_bytes, low=0, **check)
+        rematerialize = _args.boolean("FSSDP", "rematerialize", rematerialize, type_error=MoEConfigTypeError)
+        hot_factor = _args.number("FSSDP", "hot_factor", hot_factor, low=0, low_open=True, **check)
+        self.group, self.rematerialize, self.placement = group, rematerialize, placement
+        self.replica_memory_bytes, self.window = replica_memory_bytes, window
         self.rebalance_every = rebalance_every
-        self.hot_factor, self.stats = float(hot_factor), stats
+        self.hot_factor, self.stats = hot_factor, stats
 
     def build(self, shape: ExpertShape, num_experts: int, base_seed: int) -> FSSDPExperts:
         """The sharded expert table for one layer (called by :class:`MoE`)."""

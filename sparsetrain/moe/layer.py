@@ -5,12 +5,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from sparsetrain import _args
 from sparsetrain.moe import autotune, grouped
 from sparsetrain.moe.dispatch import combine, permute, plan_dispatch
-from sparsetrain.moe.errors import MoEConfigError, MoEInputError, MoEStateError
-from sparsetrain.moe.experts import ExpertShape, LocalExperts, expert_ffn
+from sparsetrain.moe.errors import MoEConfigError, MoEConfigTypeError, MoEInputError, MoEStateError
+from sparsetrain.moe.experts import ACTIVATIONS, ExpertShape, LocalExperts, expert_ffn
 from sparsetrain.moe.losses import MoEAux, load_balancing_loss, router_z_loss
-from sparsetrain.moe.router import Router
+from sparsetrain.moe.router import SCORES, Router
 from sparsetrain.moe.shared import SharedExperts
 
 
@@ -84,12 +85,28 @@ class MoE(nn.Module):
         super().__init__()
         grouped.check_backend(backend, "MoE: backend")
         self.backend = backend
-        if num_experts < 1:
-            raise MoEConfigError(f"MoE: num_experts must be >= 1, got {num_experts}")
-        if capacity_factor is not None and not capacity_factor > 0:
-            raise MoEConfigError(f"MoE: capacity_factor must be > 0 or None (dropless), got {capacity_factor}")
-        if shared_experts < 0:
-            raise MoEConfigError(f"MoE: shared_experts must be >= 0, got {shared_experts}")
+        check = {"error": MoEConfigError, "type_error": MoEConfigTypeError}
+        d_model = _args.integer("MoE", "d_model", d_model, low=1, **check)
+        d_hidden = _args.integer("MoE", "d_hidden", d_hidden, low=1, **check)
+        num_experts = _args.integer("MoE", "num_experts", num_experts, low=1, **check)
+        top_k = _args.integer("MoE", "top_k", top_k, low=1, high=num_experts, **check)
+        # inf would make every expert's capacity infinite (an OverflowError at the first forward): None is dropless
+        capacity_factor = _args.number("MoE", "capacity_factor", capacity_factor, low=0, low_open=True, optional=True,
+                                       **check)
+        _args.choice("MoE", "router", router, SCORES, error=MoEConfigError)
+        renormalize = _args.boolean("MoE", "renormalize", renormalize, optional=True, type_error=MoEConfigTypeError)
+        shared_experts = _args.integer("MoE", "shared_experts", shared_experts, low=0, **check)
+        shared_hidden = _args.integer("MoE", "shared_hidden", shared_hidden, low=1, optional=True, **check)
+        shared_gate = _args.boolean("MoE", "shared_gate", shared_gate, type_error=MoEConfigTypeError)
+        routed_scaling_factor = _args.number("MoE", "routed_scaling_factor", routed_scaling_factor, low=0,
+                                             low_open=True, **check)
+        n_group = _args.integer("MoE", "n_group", n_group, low=1, **check)
+        topk_group = _args.integer("MoE", "topk_group", topk_group, low=1, optional=True, **check)
+        _args.choice("MoE", "activation", activation, ACTIVATIONS, error=MoEConfigError)
+        aux_loss_weight = _args.number("MoE", "aux_loss_weight", aux_loss_weight, low=0, **check)
+        z_loss_weight = _args.number("MoE", "z_loss_weight", z_loss_weight, low=0, **check)
+        expert_bias = _args.boolean("MoE", "expert_bias", expert_bias, type_error=MoEConfigTypeError)
+        bias_update_rate = _args.number("MoE", "bias_update_rate", bias_update_rate, low=0, **check)
         if not shared_experts and (shared_hidden is not None or shared_gate):
             raise MoEConfigError("MoE: shared_hidden and shared_gate describe the shared experts; set shared_experts "
                                  ">= 1")

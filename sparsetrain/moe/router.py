@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sparsetrain.moe.errors import MoEConfigError
+from sparsetrain import _args
+from sparsetrain.moe.errors import MoEConfigError, MoEConfigTypeError
 
 SCORES = ("softmax", "sigmoid")
 
@@ -58,6 +59,17 @@ class Router(nn.Module):
         topk_group: int | None = None,
     ) -> None:
         super().__init__()
+        check = {"error": MoEConfigError, "type_error": MoEConfigTypeError}
+        d_model = _args.integer("MoE", "d_model", d_model, low=1, **check)
+        num_experts = _args.integer("MoE", "num_experts", num_experts, low=1, **check)
+        top_k = _args.integer("MoE", "top_k", top_k, low=1, high=num_experts, **check)
+        renormalize = _args.boolean("MoE", "renormalize", renormalize, optional=True, type_error=MoEConfigTypeError)
+        expert_bias = _args.boolean("MoE", "expert_bias", expert_bias, type_error=MoEConfigTypeError)
+        bias_update_rate = _args.number("MoE", "bias_update_rate", bias_update_rate, low=0, **check)
+        routed_scaling_factor = _args.number("MoE", "routed_scaling_factor", routed_scaling_factor, low=0,
+                                             low_open=True, **check)
+        n_group = _args.integer("MoE", "n_group", n_group, low=1, **check)
+        topk_group = _args.integer("MoE", "topk_group", topk_group, low=1, optional=True, **check)
         if score not in SCORES:
             raise MoEConfigError(f"MoE: router={score!r} is not known; use one of {SCORES}")
         if not 1 <= top_k <= num_experts:

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from sparsetrain.datasets import format as fmt
-from sparsetrain.datasets.dataset import GraphDataset, load
+from sparsetrain.datasets.dataset import GraphDataset, load, verify_structure
 from sparsetrain.partition.errors import PartitionError
 from sparsetrain.partition.manifest import PART_META, check_parts, read_manifest
 from sparsetrain.partition.partitioner import COL_START, HALO_OWNER, L2G, as_int
@@ -133,22 +133,28 @@ class Partition:
         return pos
 
 
-def load_partition(path: str | os.PathLike, rank: int, verify: bool = False) -> Partition:
+def load_partition(path: str | os.PathLike, rank: int, verify: bool = False, arrays: str | None = None) -> Partition:
     """Part ``rank`` of the partitioned folder ``path``, after checking that every part the manifest lists is there,
-    is the one it recorded (same partitioning, same dataset) and that no other part is there. ``verify=True`` also
-    checks the part's files' sha256 and structure."""
+    is the one it recorded (same partitioning, same dataset) and that no other part is there, and that the part's
+    arrays and the owner map have the shapes and sizes recorded (``arrays``: how much more to check,
+    :data:`~sparsetrain.partition.manifest.ARRAY_CHECKS`). ``verify=True`` checks their sha256 and the part's
+    structure (a full read)."""
     folder = Path(path)
     manifest = read_manifest(folder)
     P = manifest["num_parts"]
     if as_int(rank) is None:
         raise PartitionError(f"rank={rank!r}: give the rank as an integer from 0 to {P - 1}")
     rank = as_int(rank)
+    if isinstance(verify, bool) is False:
+        raise PartitionError(f"verify={verify!r}: give True or False")
     if not 0 <= rank < P:
         raise PartitionError(f"{folder}: has {P} parts, so rank {rank} has none; run {P} ranks (e.g. torchrun "
                              f"--nproc-per-node {P})")
-    check_parts(folder, manifest)
+    check_parts(folder, manifest, arrays="sha256" if verify else arrays or "sizes", which=[rank])
     entry = manifest["parts"][rank]
-    ds = load(folder / entry["folder"], verify=verify)
+    ds = load(folder / entry["folder"])
+    if verify:
+        verify_structure(ds)
     own = ds.meta[PART_META]
 
     def array(name: str) -> torch.Tensor:

@@ -10,9 +10,11 @@ import re
 from pathlib import Path
 
 from sparsetrain.datasets import format as fmt
+from sparsetrain.datasets.checks import SMALL_FILE_BYTES, check_files
+from sparsetrain.datasets.outputs import PARTITION_MANIFEST
 from sparsetrain.partition.errors import PartitionError
 
-MANIFEST = "manifest.json"
+MANIFEST = PARTITION_MANIFEST
 FORMAT_NAME = "sparsetrain-partition"
 FORMAT_VERSION = 1
 OWNER_FILE = "owner.npy"
@@ -103,8 +105,18 @@ def _kind_name(kind) -> str:
     return "a number" if kind == _NUMBER else names[kind]
 
 
-def check_parts(folder: Path, manifest: dict) -> None:
-    """Every part the manifest lists is there and is the one it recorded; no other part is there."""
+ARRAY_CHECKS = {"sizes": 0, "small": SMALL_FILE_BYTES, "sha256": 2**63}
+"""How much of a part's arrays :func:`check_parts` reads: ``sizes`` (each file's shape, dtype and size against its
+meta.json: a stat and a header read), ``small`` (also the sha256 of files up to ``SMALL_FILE_BYTES``, what ``train``
+checks of a dataset), ``sha256`` (every file's sha256: a full read, ``--verify`` and ``partition-info``)."""
+
+
+def check_parts(folder: Path, manifest: dict, arrays: str | None = None, which: list[int] | None = None) -> None:
+    """Every part the manifest lists is there and is the one it recorded; no other part is there. ``arrays``: also
+    check the arrays of the parts in ``which`` (default: all) and the owner map against the checksums the manifest
+    chain recorded (manifest -> part's meta.json -> array), as :data:`ARRAY_CHECKS` says."""
+    if arrays is not None and arrays not in ARRAY_CHECKS:
+        raise PartitionError(f"arrays={arrays!r}: choose one of {', '.join(ARRAY_CHECKS)}")
     parts = manifest["parts"]
     listed = {p["folder"] for p in parts}
     for entry in sorted(os.listdir(folder)):
@@ -113,8 +125,17 @@ def check_parts(folder: Path, manifest: dict) -> None:
                                  f"{len(parts)} parts); remove it or {_RERUN}")
     if not (folder / manifest["owner"]["file"]).is_file():
         raise PartitionError(f"{folder / manifest['owner']['file']}: missing; restore it or {_RERUN}")
-    for p in parts:
-        check_part(folder, manifest, p)
+    for p, entry in enumerate(parts):
+        meta = check_part(folder, manifest, entry)
+        if arrays is not None and (which is None or p in which):
+            check_files(folder / entry["folder"], meta, ARRAY_CHECKS[arrays], fix=_EDITED)
+    if arrays is not None:
+        owner = {manifest["owner"]["file"]: {"sha256": manifest["owner"]["sha256"], "dtype": "int16",
+                                            "shape": [manifest["dataset"]["num_nodes"]]}}
+        check_files(folder, {"files": owner}, ARRAY_CHECKS[arrays], fix=_EDITED, record=MANIFEST)
+
+
+_EDITED = f"the partitioned folder was edited after `sparsetrain partition` wrote it; {_RERUN}"
 
 
 def check_part(folder: Path, manifest: dict, entry: dict) -> dict:

@@ -32,8 +32,11 @@ import numpy as np
 
 from sparsetrain._progress import progress
 from sparsetrain.datasets import format as fmt
-from sparsetrain.datasets.dataset import load
-from sparsetrain.datasets.writer import DatasetWriter, leftovers
+from sparsetrain.datasets.applicable import PARTITION_RULES, PartitionContext, refuse_inapplicable
+from sparsetrain.datasets.checks import check_files
+from sparsetrain.datasets.dataset import load, verify_structure
+from sparsetrain.datasets.outputs import PARTITIONED, check_output_path
+from sparsetrain.datasets.writer import DatasetWriter, leftovers, move_into_place
 from sparsetrain.errors import OutputExistsError
 from sparsetrain.partition import kernels
 from sparsetrain.partition.errors import PartitionError
@@ -61,16 +64,18 @@ SETTLED = 1e-3  # restreaming LDG stops once a pass moves fewer nodes than this 
 @dataclass(frozen=True)
 class PartitionOptions:
     """``parts``: how many; ``method``: ``"ldg"`` (streaming greedy, balance-aware) or ``"hash"`` (random);
-    ``imbalance``: LDG's slack, no part gets more than ``(1 + imbalance) * N / parts`` nodes; ``passes``: at most this
-    many LDG passes over the graph (each after the first re-places every node given where the last left its
-    neighbours; a pass costs one read of the CSC), fewer once a pass moves under ``SETTLED`` of the nodes; ``seed``:
-    the hash's."""
+    ``imbalance``: LDG's slack, no part gets more than ``(1 + imbalance) * N / parts`` nodes (default 0.05);
+    ``passes``: at most this many LDG passes over the graph (each after the first re-places every node given where the
+    last left its neighbours; a pass costs one read of the CSC), fewer once a pass moves under ``SETTLED`` of the
+    nodes (default 10); ``seed``: the hash's (default 0). An option the method ignores is refused
+    (:data:`~sparsetrain.datasets.applicable.PARTITION_RULES`); after construction the method's own are filled in and
+    the others are None."""
 
     parts: int
     method: str = "ldg"
-    imbalance: float = 0.05
-    passes: int = 10
-    seed: int = 0
+    imbalance: float | None = None
+    passes: int | None = None
+    seed: int | None = None
     overwrite: bool = False
     quiet: bool = False
     chunk_edges: int = 1 << 24
@@ -79,18 +84,31 @@ class PartitionOptions:
         _integer(self, "parts", 1, 32767, "--parts {}: give a number of parts from 1 to 32767")
         if self.method not in METHODS:
             raise PartitionError(f"--method {self.method!r}: choose one of {', '.join(METHODS)}")
-        _integer(self, "passes", 1, 100, "--passes {}: give from 1 to 100 passes")
-        _integer(self, "seed", -(2**63), 2**63 - 1, "--seed {}: give an integer from -2**63 to 2**63-1")
+        if self.passes is not None:
+            _integer(self, "passes", 1, 100, "--passes {}: give from 1 to 100 passes")
+        if self.seed is not None:
+            _integer(self, "seed", -(2**63), 2**63 - 1, "--seed {}: give an integer from -2**63 to 2**63-1")
         _integer(self, "chunk_edges", 1, 2**62, "chunk_edges={}: give a positive number of edges")
         slack = self.imbalance
-        if not isinstance(slack, (int, float, np.integer, np.floating)) or isinstance(slack, (bool, np.bool_)) \
-                or not 0 <= slack <= 10:
-            raise PartitionError(f"--imbalance {slack!r}: give a slack from 0 (exact balance) to 10")
-        object.__setattr__(self, "imbalance", float(slack))
+        if slack is not None:
+            if not isinstance(slack, (int, float, np.integer, np.floating)) or isinstance(slack, (bool, np.bool_)) \
+                    or not 0 <= slack <= 10:
+                raise PartitionError(f"--imbalance {slack!r}: give a slack from 0 (exact balance) to 10")
+            object.__setattr__(self, "imbalance", float(slack))
+        refuse_inapplicable(PARTITION_RULES, self.context(), PartitionError)
+        ldg = self.method == "ldg"
+        for name, default in (("imbalance", 0.05), ("passes", 10)):
+            object.__setattr__(self, name, (default if getattr(self, name) is None else getattr(self, name)) if ldg
+                               else None)
+        object.__setattr__(self, "seed", None if ldg else 0 if self.seed is None else self.seed)
         for name in ("overwrite", "quiet"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise PartitionError(f"{name}={getattr(self, name)!r}: give True or False")
             object.__setattr__(self, name, bool(getattr(self, name)))
+
+    def context(self, data: str = "", typed: bool = False, temporal: bool = False) -> PartitionContext:
+        """These options (as given) and a dataset's kind, as the applicability table reads them."""
+        return PartitionContext(self.method, self.seed, self.passes, self.imbalance, data, typed, temporal)
 
 
 def as_int(value) -> int | None:
@@ -138,12 +156,20 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
     """Partition the dataset at ``data`` into ``opts.parts`` parts written to ``out``; returns the manifest."""
     data, out = Path(data), Path(out).absolute()
     ds = load(data)
-    _check_apart(data, out)
+    refuse_inapplicable(PARTITION_RULES, opts.context(str(data), ds.is_typed, ds.has_times), PartitionError)
+    check_output_path("--out", out, inputs=(data,), creates=PARTITIONED)
     if out.parent.is_dir():
         _recover(out)
-    if out.exists() and not (opts.overwrite and (out / MANIFEST).is_file()):
-        hint = "pass --overwrite to replace it" if (out / MANIFEST).is_file() else "it is not a partitioned folder"
-        raise OutputExistsError(f"{out}: already exists; {hint}, or choose another --out")
+    if (out.exists() or out.is_symlink()) and not (opts.overwrite and (out / MANIFEST).is_file()):
+        if (out / MANIFEST).is_file():
+            raise OutputExistsError(f"{out}: already exists; pass --overwrite to replace it, or choose another --out")
+        raise OutputExistsError(f"{out}: already exists and is not a partitioned folder (not replaced even with "
+                                "--overwrite); choose another --out")
+    # the source as `train` checks it (sizes, small files' sha256) and its structure (ids and labels in range): an
+    # array edited after import must not be copied into the parts, nor an id out of range reach the kernels
+    check_files(data, ds.meta, fix=f"{data} changed after import; re-run `sparsetrain preprocess` before "
+                                   "partitioning (`sparsetrain info` checks every file)")
+    verify_structure(ds)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     tmp.mkdir()
@@ -151,7 +177,7 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
         try:
             manifest = partition_typed(ds, data, out, tmp, opts, dataset_checksum(data))
             fmt.fsync_path(tmp)
-            _move_into_place(tmp, out)
+            move_into_place(tmp, out, opts.overwrite)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -196,20 +222,11 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
         }
         write_manifest(tmp, manifest)
         fmt.fsync_path(tmp)
-        _move_into_place(tmp, out)
+        move_into_place(tmp, out, opts.overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return manifest
-
-
-def _check_apart(data: Path, out: Path) -> None:
-    """``out`` neither inside the dataset (its folder would hold a foreign entry) nor holding it (``--overwrite``
-    would delete the dataset it was made from)."""
-    d, o = data.resolve(), out.resolve()
-    if o == d or d in o.parents or o in d.parents:
-        where = "is" if o == d else "is inside" if d in o.parents else "holds"
-        raise PartitionError(f"--out {out}: {where} the dataset folder {data}; choose an --out outside it")
 
 
 def _recover(out: Path) -> None:
@@ -219,19 +236,10 @@ def _recover(out: Path) -> None:
         for path in leftovers(out, kind):
             if kind == "old" and not out.exists() and (path / MANIFEST).is_file():
                 os.rename(path, out)
+            elif path.is_symlink():  # an --out that was a link, moved aside: the link goes, not what it points to
+                path.unlink()
             else:
                 shutil.rmtree(path, ignore_errors=True)
-
-
-def _move_into_place(tmp: Path, out: Path) -> None:
-    if out.exists():  # --overwrite of a partitioned folder: the old one goes aside, then away
-        old = out.parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
-        os.rename(out, old)
-        os.rename(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(tmp, out)
-    fmt.fsync_path(out.parent)
 
 
 def _mark_halos(chunks: CSCChunks, owner: np.ndarray, P: int, quiet: bool):

@@ -19,9 +19,10 @@ from torch_geometric.data import FeatureStore, GraphStore
 from torch_geometric.data.feature_store import TensorAttr
 from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
 
+from sparsetrain import _args
 from sparsetrain.distributed.features import PartitionedFeatures
 from sparsetrain.distributed.seeds import batches_per_epoch
-from sparsetrain.partition.load import Partition, load_partition
+from sparsetrain.partition.load import Partition, load_partition, part_sizes
 from sparsetrain.pyg.errors import PyGOptionError
 from sparsetrain.sampling.batch_keys import epoch_order
 
@@ -105,6 +106,7 @@ def partitioned_stores(path: str | os.PathLike, rank: int | None = None, *, cach
                        ) -> tuple[PartitionFeatureStore, PartitionGraphStore]:
     """The ``(FeatureStore, GraphStore)`` pair of part ``rank`` (default: this process's rank) of a partitioned folder.
     Collective (the feature store fills its halo cache of ``cache_rows`` rows)."""
+    cache_rows = _args.integer("partitioned_stores", "cache_rows", cache_rows, low=0, error=PyGOptionError)
     part = load_partition(path, dist.get_rank(group) if rank is None else rank)
     return PartitionFeatureStore(part, PartitionedFeatures(part, group=group, cache_rows=cache_rows)), \
         PartitionGraphStore(part)
@@ -123,9 +125,9 @@ class PaddedBatches:
     epochs."""
 
     def __init__(self, num_seeds: int, batch_size: int, num_batches: int, shuffle: bool, *, seed: int, rank: int,
-                 world_size: int) -> None:
+                 world_size: int, drop_last: bool = False) -> None:
         self.num_seeds, self.batch_size, self.num_batches, self.shuffle = num_seeds, batch_size, num_batches, shuffle
-        self.seed, self.rank, self.world_size = seed, rank, world_size
+        self.seed, self.rank, self.world_size, self.drop_last = seed, rank, world_size, drop_last
         self.epoch = 0
 
     def __len__(self) -> int:
@@ -135,6 +137,8 @@ class PaddedBatches:
         order = epoch_order(self.num_seeds, self.seed, self.epoch, shuffle=self.shuffle, rank=self.rank,
                             world_size=self.world_size)
         self.epoch += 1
+        if self.drop_last:  # this rank's last, short batch is dropped (an empty batch pads in its place)
+            order = order[: self.num_seeds // self.batch_size * self.batch_size]
         for i in range(self.num_batches):
             yield order[i * self.batch_size : (i + 1) * self.batch_size].tolist()
 
@@ -151,12 +155,17 @@ def partitioned_loader_args(stores, input_nodes, kwargs: dict, seed: int | None)
         raise PyGOptionError("num_workers and batch_sampler are not offered over a partitioned graph (sampling is "
                              "collective, in batch order); leave them unset")
     args = dict(kwargs)
-    batch_size, shuffle = int(args.pop("batch_size", 1)), bool(args.pop("shuffle", False))
-    args.pop("drop_last", None)
+    batch_size = _args.integer("NeighborLoader", "batch_size", args.pop("batch_size", 1), low=1, error=PyGOptionError)
+    shuffle = _args.boolean("NeighborLoader", "shuffle", args.pop("shuffle", False))
+    drop_last = _args.boolean("NeighborLoader", "drop_last", args.pop("drop_last", False))
     seeds = part.split_global(input_nodes)
     if seed is None:
         raise PyGOptionError("seed: not offered over a partitioned graph; sample directional, forward, untimed, "
                              "unweighted on the CPU, with the same integer seed on every rank")
-    args["batch_sampler"] = PaddedBatches(len(seeds), batch_size, batches_per_epoch(part, input_nodes, batch_size),
-                                          shuffle, seed=int(seed), rank=part.rank, world_size=part.num_parts)
+    if drop_last:  # the largest part's full batches: every rank runs as many, the short ones padded
+        count = max(n // batch_size for n in part_sizes(part.manifest, input_nodes))
+    else:
+        count = batches_per_epoch(part, input_nodes, batch_size)
+    args["batch_sampler"] = PaddedBatches(len(seeds), batch_size, count, shuffle, seed=seed, rank=part.rank,
+                                          world_size=part.num_parts, drop_last=drop_last)
     return seeds, args

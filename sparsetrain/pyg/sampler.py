@@ -31,6 +31,7 @@ from torch_geometric.sampler import (
 )
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
+from sparsetrain import _args
 from sparsetrain._phases import phase
 from sparsetrain.distributed.sampler import DistNeighborSampler
 from sparsetrain.pyg.errors import PyGNotImplementedError, PyGOptionError
@@ -89,6 +90,8 @@ class NeighborSampler(BaseSampler):
             raise PyGNotImplementedError("temporal sampling (time_attr) is not supported with "
                                          "sample_direction='backward'")
         self.data = data
+        seed = _args.integer("NeighborSampler", "seed", seed, low=-(2**63), high=2**63 - 1, optional=True,
+                             error=PyGOptionError)  # 1.9, '1' and True are refused, not read as 1
         if is_partitioned(data):
             self._init_partitioned(data, num_neighbors, subgraph_type, replace, disjoint, time_attr, weight_attr,
                                    sample_direction, seed, device)

@@ -19,12 +19,15 @@ import torch
 
 SHUFFLE_STRIDE = 1_000_003
 """An epoch's shuffle seed is ``seed * SHUFFLE_STRIDE + epoch``: distinct for the first million epochs of each seed."""
+SEED_SPACE = 1 << 64
+"""Shuffle seeds are taken modulo 2**64, as torch folds a negative seed: the same stream wherever the seed fitted, and
+no overflow for any seed the settings allow (``|seed| < 2**43``) on any number of ranks."""
 
 
 def shuffle_seed(seed: int, epoch: int, rank: int | None = None, world_size: int = 1) -> int:
     """The seed of ``epoch``'s shuffle: one shared by every rank (``rank=None``), or rank ``rank``'s own."""
     shared = seed * SHUFFLE_STRIDE + epoch
-    return shared if rank is None else shared * world_size + rank
+    return (shared if rank is None else shared * world_size + rank) % SEED_SPACE
 
 
 def epoch_order(n: int, seed: int, epoch: int, *, shuffle: bool = True, rank: int | None = None,
