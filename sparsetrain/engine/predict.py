@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from sparsetrain import _args
 from sparsetrain.datasets.format import NODE
 from sparsetrain.datasets.outputs import check_output_path
 from sparsetrain.engine.checkpoint import BEST, list_checkpoints, load_checkpoint_file
@@ -90,16 +91,27 @@ def _load(checkpoint, data, which: str) -> _Trained:
         raise PredictError(f"which={which!r}: choose 'best' (the reported epoch's weights) or 'last'")
     path = _checkpoint_file(Path(checkpoint), which)
     state = load_checkpoint_file(path)
-    record = state.get("run")
-    if not record or "model" not in record or "record_version" not in record:
-        raise PredictError(f"{path}: records no run settings (written by an older sparsetrain); load its 'model' "
-                           "weights into the model you built yourself")
+    record = state.get("run") if isinstance(state, dict) else None
+    if not isinstance(record, dict) or "model" not in record or "record_version" not in record:
+        raise PredictError(f"{path}: records no run settings (not a checkpoint `sparsetrain train` wrote, or an older "
+                           "sparsetrain's); load its 'model' weights into the model you built yourself")
+    dataset = record.get("dataset")
+    if not isinstance(state.get("model"), dict) or not isinstance(dataset, dict) or \
+            not isinstance(dataset.get("path"), str) or not isinstance(dataset.get("sha256"), str):
+        raise PredictError(f"{path}: its {'model weights' if not isinstance(state.get('model'), dict) else 'dataset'} "
+                           "record is missing or malformed (the file was edited); use another checkpoint of the run "
+                           "or train again")
     ds, differs = _dataset(record, data, path)
     flags = {k: v for k, v in record.items() if k in FLAGS and k not in ("data", "checkpoint_dir")}
     if isinstance(flags.get("fanouts"), dict):  # recorded by edge type as "src,rel,dst"
-        flags["fanouts"] = {tuple(k.split(",")): v for k, v in flags["fanouts"].items()}
+        flags["fanouts"] = {tuple(str(k).split(",")): v for k, v in flags["fanouts"].items()}
     meta = DatasetMeta.of(ds)
-    run = plan(TrainSettings(data=ds.path, quiet=True, **flags), meta, torch.device("cpu"), 1)
+    try:
+        settings = TrainSettings(data=ds.path, quiet=True, **flags)
+    except SettingError as exc:
+        raise PredictError(f"{path}: its recorded settings are not valid ({exc}); the file was edited: use another "
+                           "checkpoint of the run or train again") from None
+    run = plan(settings, meta, torch.device("cpu"), 1)
     model = _build(ds, meta, run)
     try:
         model.load_state_dict(state["model"])
@@ -213,6 +225,10 @@ def predict(checkpoint: str | os.PathLike, out: str | os.PathLike, data: str | o
     instead (``.parquet``: ``node`` and ``embedding``). A link model's prediction is each node's embedding, what its
     decoder scores pairs of. Returns what was written and, where the dataset has them, the test metric of these
     predictions (``test_acc``; link: ``test_auc``). An existing ``out`` is replaced only with ``overwrite=True``."""
+    batch_size = _args.integer("predict", "batch_size", batch_size, low=1, error=PredictError)
+    embeddings = _args.boolean("predict", "embeddings", embeddings)
+    overwrite = _args.boolean("predict", "overwrite", overwrite)
+    memory_budget = _args.integer("predict", "memory_budget", memory_budget, low=0, optional=True, error=PredictError)
     device = _device(device)
     trained = _load(checkpoint, data, which)
     ds, run, model = trained.dataset, trained.plan, trained.model.to(device)
