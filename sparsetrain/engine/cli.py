@@ -94,7 +94,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="link task: leave the batch's seed edges out of its blocks: self, reverse (also v->u), none; "
                         "auto (default) = reverse on symmetric graphs, else self")
     p.add_argument("--model", choices=(*MODELS, *TYPED_MODELS),
-                   help="model (default sage, rgcn on a typed dataset, which trains only rgcn; gt = graph transformer "
+                   help="model (default sage, rgcn on a typed dataset, which trains only rgcn or rgat (MLPerf's R-GAT: "
+                        "a 4-head GAT per relation); gt = graph transformer "
                         "with sparse + cluster attention; a graph without clusters.npy is partitioned at start, up to "
                         "1M nodes)")
     p.add_argument("--fanout", dest="fanouts", type=_fanouts, default=Fanouts([10, 10]),

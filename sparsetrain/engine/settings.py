@@ -36,7 +36,7 @@ from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.storage.policies import POLICIES
 
 TASKS = ("node", "link")
-TYPED_MODELS = ("rgcn",)
+TYPED_MODELS = ("rgcn", "rgat")
 """Models that train on a typed (heterogeneous) dataset."""
 EXCLUDE_CHOICES = ("auto", "none", "self", "reverse")
 TEMPORAL_STRATEGIES = ("uniform", "last")
@@ -240,7 +240,7 @@ class ModelSettings:
     """The model trained."""
 
     name: str | None = None
-    """sage, gcn, gat, gt or rgcn; None: sage (rgcn on a typed dataset) (``--model``)."""
+    """sage, gcn, gat, gt, rgcn or rgat; None: sage (rgcn on a typed dataset) (``--model``)."""
     hidden: int | None = None
     """Hidden size; None: the model's default (``--hidden``)."""
     dropout: float = field(default=0.5, metadata=RESUMABLE)
