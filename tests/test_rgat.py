@@ -149,3 +149,25 @@ def test_rgat_on_a_homogeneous_dataset_is_refused(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("SPARSETRAIN_CACHE", str(tmp_path / "cache"))
     code, _, err = cli("train", "--data", "cora", "--model", "rgat", "--quiet")
     assert code == 1 and "--model rgat" in err and "homogeneous" in err and "\n" not in err.strip()
+
+
+@pytest.mark.slow  # two fresh interpreters importing PyG
+def test_rgat_dropout_draws_do_not_depend_on_string_hashing(tmp_path):
+    """Two processes with different ``PYTHONHASHSEED`` give the same training-mode output for the same seed."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import torch\nfrom sparsetrain.nn import RGAT\n"
+        "torch.manual_seed(0)\n"
+        "ets = [('a', 'r', 'b'), ('b', 's', 'a'), ('c', 'u', 'b'), ('b', 'v', 'c')]\n"
+        "n = {'a': 6, 'b': 5, 'c': 4}\n"
+        "x = {t: torch.randn(k, 3) for t, k in n.items()}\n"
+        "e = {et: torch.stack([torch.randint(0, n[et[0]], (8,)), torch.randint(0, n[et[2]], (8,))]) for et in ets}\n"
+        "model = RGAT(list(n), ets, {t: 3 for t in n}, 8, 2, 2, 'b', dropout=0.5).train()\n"
+        "print(model(x, [(e, (n, n)), (e, (n, n))]).sum().item())\n")
+    outs = {subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True,
+                           env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2)}
+    assert len(outs) == 1, outs

@@ -85,10 +85,11 @@ class RGAT(nn.Module):
             pairs = {et: (h[et[0]], h[et[2]][: num_dst[et[2]]]) for et in edge_index
                      if et in conv.convs and et[0] in h and et[2] in h}
             out = conv(pairs, {et: edge_index[et] for et in pairs})
-            # a dst type no sampled edge reaches still has its rows: zeros, as a GAT with no in-edges gives
+            # a dst type no sampled edge reaches still has its rows: zeros, as a GAT with no in-edges gives; types
+            # sorted, so that dropout draws in one order whatever the process's string hashing
             any_h = next(iter(h.values()))
             nxt = {t: out[t] if t in out else any_h.new_zeros(num_dst[t], conv_width(conv))
-                   for t in {et[2] for et in conv.convs.keys()} if t in num_dst}
+                   for t in sorted({et[2] for et in conv.convs.keys()}) if t in num_dst}
             if layer != last:
                 nxt = {t: nn.functional.dropout(nn.functional.leaky_relu(v), self.dropout, self.training)
                        for t, v in nxt.items()}
