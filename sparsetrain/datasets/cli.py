@@ -79,10 +79,11 @@ def _one_line(verb):
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "preprocess",
-        help="import a graph (edge list + node files, or an OGB folder) into a dataset folder",
+        help="import a graph (edge list + node files, an OGB or an IGB folder) into a dataset folder",
         description="Import a graph into the sparsetrain dataset format. Either --edges (CSV/Parquet/.npy) with "
                     "optional "
-        "node files, or --ogb DIR (an OGB node-property folder). Streams in bounded memory; writes atomically.",
+        "node files, --ogb DIR (an OGB node-property folder) or --igb ROOT (an IGBH folder). Streams in bounded "
+        "memory; writes atomically.",
     )
     p.register("action", None, _Once)  # every single-value flag: given twice is refused, not silently the last
     p.register("action", "store", _Once)
