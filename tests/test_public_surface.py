@@ -50,7 +50,7 @@ def test_subpackage_all_is_what_it_exports(package):
 @pytest.mark.parametrize(
     ("package", "names"),
     [
-        ("datasets", ["GraphDataset", "synthesize", "from_pyg", "from_files", "from_ogb"]),
+        ("datasets", ["GraphDataset", "synthesize", "from_pyg", "from_files", "from_ogb", "from_igb"]),
         ("sampling", ["EdgeType", "CSCGraph", "NeighborSampler", "MiniBatch", "Block"]),
         ("nn", ["RGCN"]),
     ],

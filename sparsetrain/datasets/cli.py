@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from sparsetrain.datasets import format as fmt
-from sparsetrain.datasets.presets import DEFAULT_SPLIT, PRESETS
+from sparsetrain.datasets.presets import DEFAULT_SPLIT, IGB_SIZES, IGBH_PRESETS, PRESETS
 from sparsetrain.datasets.reorder import METHODS
 from sparsetrain.errors import DatasetError, UsageError
 
@@ -79,10 +79,11 @@ def _one_line(verb):
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "preprocess",
-        help="import a graph (edge list + node files, or an OGB folder) into a dataset folder",
+        help="import a graph (edge list + node files, an OGB or an IGB folder) into a dataset folder",
         description="Import a graph into the sparsetrain dataset format. Either --edges (CSV/Parquet/.npy) with "
                     "optional "
-        "node files, or --ogb DIR (an OGB node-property folder). Streams in bounded memory; writes atomically.",
+        "node files, --ogb DIR (an OGB node-property folder) or --igb ROOT (an IGBH folder). Streams in bounded "
+        "memory; writes atomically.",
     )
     p.register("action", None, _Once)  # every single-value flag: given twice is refused, not silently the last
     p.register("action", "store", _Once)
@@ -91,6 +92,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                 "[2,E]/[E,2]")
     src.add_argument("--ogb", type=Path, help="OGB node-property folder with raw/ and split/ (a heterogeneous one, "
                                               "e.g. ogbn-mag, gives a typed dataset)")
+    src.add_argument("--igb", type=Path, metavar="ROOT",
+                     help="IGB heterogeneous folder (ROOT/<size>/processed/ as IGB ships it; IGBH: paper, author, "
+                          "institute, fos[, journal, conference]) with MLPerf's reference reverse edges")
     src.add_argument("--typed-edges", action="append", metavar="SRC,REL,DST=FILE",
                      help="typed dataset: the edge list of one edge type (src-type ids, dst-type ids); repeat per edge "
                           "type")
@@ -109,6 +113,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     for name in fmt.SPLIT_NAMES:
         p.add_argument(f"--{name}-idx", type=Path, help=f"node ids of the {name} split (.npy, CSV or Parquet)")
     p.add_argument("--ogb-split", help="which folder under split/ to use (default: the first)")
+    igb = p.add_argument_group("IGB folders (--igb)")
+    igb.add_argument("--size", choices=IGB_SIZES, default="tiny", help="which IGBH size ROOT holds (default tiny)")
+    igb.add_argument("--classes", type=int, choices=(19, 2983), default=19,
+                     help="paper labels: node_label_19 or node_label_2K (default 19)")
+    igb.add_argument("--igb-split", choices=("igb", "mlperf"), default="igb",
+                     help="igb: the first 60%% of labelled papers train, next 20%% validate, the rest test (IGB's "
+                          "loader); mlperf: MLPerf's split_seeds.py (seeded permutation, 0.5%% validate)")
     p.add_argument("--link-split", type=_fractions, metavar="TRAIN,VAL,TEST",
                    help="link prediction: split the edges (e.g. 0.85,0.05,0.10; each undirected edge once), remove the "
                         "val/test edges from the graph and draw fixed strict negatives for them (--seed)")
@@ -133,9 +144,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "follow "
         "its communities, deterministic for --seed. --edges counts directed edges (each undirected edge twice).",
     )
-    p.add_argument("--preset", choices=sorted(PRESETS),
+    p.add_argument("--preset", choices=sorted([*PRESETS, *IGBH_PRESETS]),
                    help="sizes of a known graph: papers100m = ogbn-papers100M (111M nodes, "
-                   "1.6B edges, 128 float16 features, 172 classes, 1.39%% labelled); other flags override its values")
+                   "1.6B edges, 128 float16 features, 172 classes, 1.39%% labelled); other flags override its values; "
+                   "igbh-tiny|small|medium|large: an IGBH-shaped typed graph with IGB's per-type counts (times "
+                   "--scale), 1024 features on every type, 19 paper classes, MLPerf's reference reverse edges")
     p.add_argument("--nodes", type=int, help="number of nodes (required without --preset or --typed)")
     p.add_argument("--edges", type=int, help="number of directed edges, even (required without --preset or --typed)")
     p.add_argument("--feature-dim", type=int, help="feature dimension (default 100; --typed: 128)")
@@ -145,7 +158,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                          "institutions, fields; "
                    "cites, writes, affiliated_with, has_topic and their reverses) with learnable paper labels")
     p.add_argument("--scale", type=float, default=1.0,
-                   help="--typed: size relative to ogbn-mag (1.0: 1.9M nodes, 21M edges + reverses)")
+                   help="--typed: size relative to ogbn-mag (1.0: 1.9M nodes, 21M edges + reverses); "
+                        "--preset igbh-*: relative to that IGBH size")
     _add_build_options(p, with_cleaning=False)
     p.set_defaults(run=_one_line(_synth))
 
@@ -188,7 +202,9 @@ _APPLIES = {
     "link_split": (("edges", "ogb"), "link prediction splits the edges of a homogeneous graph (--edges or --ogb)"),
     "node_features": (("typed",), "it is for --typed-edges; use --features (--edges); an --ogb folder has its own"),
     "node_labels": (("typed",), "it is for --typed-edges; use --labels (--edges); an --ogb folder has its own"),
-    "node_count": (("typed",), "it is for --typed-edges; use --num-nodes"),
+    "node_count": (("typed", "igb"), "it is for --typed-edges or --igb; use --num-nodes"),
+    **dict.fromkeys(("size", "classes", "igb_split"), (("igb",), "it is for --igb folders")),
+    "split": (("edges", "typed", "ogb", "typed-ogb"), "an IGB folder's split is --igb-split igb or mlperf"),
     "target_type": (("typed", "typed-ogb"), "it chooses the labelled type of a typed dataset"),
     "add_reverse": (("typed", "typed-ogb"), "it is for typed datasets; use --undirected"),
     "edge_time_column": (("edges", "typed"), "an --ogb folder has no edge times; import its edges as an edge list "
@@ -199,7 +215,7 @@ _APPLIES = {
                     (("edges", "ogb"), _EDGES_AS_GIVEN)),
 }
 _INPUTS = {"edges": "--edges", "typed": "--typed-edges", "ogb": "a homogeneous --ogb folder",
-           "typed-ogb": "a typed --ogb folder"}
+           "typed-ogb": "a typed --ogb folder", "igb": "an --igb folder"}
 
 
 class _Once(argparse.Action):
@@ -221,6 +237,8 @@ def _input_kind(args: argparse.Namespace) -> str:
 
     if args.typed_edges:
         return "typed"
+    if args.igb is not None:
+        return "igb"
     if args.edges is not None:
         return "edges"
     return "typed-ogb" if is_typed_ogb_folder(args.ogb) else "ogb"
@@ -262,7 +280,12 @@ def _preprocess(args: argparse.Namespace) -> int:
 
     kind = _input_kind(args)
     _check_flags(args, kind)
-    if kind in ("ogb", "typed-ogb"):
+    if kind == "igb":
+        from sparsetrain.datasets.igb import from_igb
+
+        ds = from_igb(args.igb, args.out, size=args.size, classes=args.classes, split=args.igb_split,
+                      num_nodes=_counts(args.node_count) or None, **_options(args))
+    elif kind in ("ogb", "typed-ogb"):
         split = "random" if args.split else args.ogb_split
         ds = from_ogb(args.ogb, args.out, split=split, num_nodes=args.num_nodes, target_type=args.target_type,
                       **_options(args))
@@ -330,6 +353,15 @@ def _synth(args: argparse.Namespace) -> int:
 
     if args.reorder != "none" and args.typed:
         raise DatasetError("--typed sizes the graph with --scale and keeps its node order; drop --reorder")
+    if args.preset in IGBH_PRESETS:
+        if args.reorder != "none":
+            raise DatasetError(f"--preset {args.preset} keeps its node order; drop --reorder")
+        ds = synthesize(args.out, args.nodes, args.edges, typed=args.typed, preset=args.preset, scale=args.scale,
+                        feature_dim=args.feature_dim, num_classes=args.classes, label_fraction=args.label_fraction,
+                        **_options(args))
+        if not args.quiet:
+            print(f"wrote {ds.path}: {_summary(ds)}")
+        return 0
     if args.preset is not None:
         if args.typed:
             raise DatasetError(f"--preset {args.preset} sizes a homogeneous graph; drop it or --typed")

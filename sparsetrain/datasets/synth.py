@@ -311,6 +311,7 @@ def synthesize(
     num_edges: int | None = None,
     *,
     typed: bool = False,
+    preset: str | None = None,
     scale: float = 1.0,
     feature_dim: int | None = None,
     num_classes: int | None = None,
@@ -320,7 +321,9 @@ def synthesize(
 ) -> GraphDataset:
     """Generate and write a synthetic dataset: a power-law graph of ``num_nodes`` nodes and exactly ``num_edges``
     directed edges (the module docstring), or with ``typed=True`` an ogbn-mag-shaped typed graph sized by ``scale``
-    (:mod:`~sparsetrain.datasets.synth_mag`; 1.0 is ogbn-mag's size).
+    (:mod:`~sparsetrain.datasets.synth_mag`; 1.0 is ogbn-mag's size), or with ``preset="igbh-<size>"`` (tiny, small,
+    medium, large) an IGBH-shaped typed graph with IGB's published counts times ``scale``
+    (:mod:`~sparsetrain.datasets.synth_igbh`; features 1024 wide and 19 classes by default, as IGBH's; split 60/20/20).
 
     The power-law graph is undirected and stored with both directions, so ``num_edges`` must be even. A random
     ``label_fraction`` (default 1) of the nodes carries a label (the rest -1); the split divides the labelled nodes.
@@ -328,6 +331,9 @@ def synthesize(
     fields (``reorder``, ``feature_dtype``, ``split_fractions``, ``overwrite``, ``quiet``; typed: ``add_reverse``,
     default True). Memory is a few arrays per node plus fixed-size chunks, whatever ``num_edges``.
     """
+    if preset is not None:
+        return _igbh(out_dir, preset, typed, num_nodes, num_edges, label_fraction, scale, feature_dim, num_classes,
+                     seed, options)
     feature_dim = (128 if typed else 100) if feature_dim is None else feature_dim
     num_classes = (349 if typed else 47) if num_classes is None else num_classes
     if feature_dim < 1 or num_classes < 2:  # both shapes: a 0 is refused, never read as "the default"
@@ -409,3 +415,23 @@ def synthesize(
                                                           **options))
     finally:
         shutil.rmtree(scratch_dir, ignore_errors=True)
+
+
+def _igbh(out_dir, preset: str, typed: bool, num_nodes, num_edges, label_fraction, scale: float,
+          feature_dim: int | None, num_classes: int | None, seed: int, options: dict) -> GraphDataset:
+    """``synthesize(preset="igbh-<size>")``: the IGBH-shaped typed graph."""
+    from sparsetrain.datasets.synth_igbh import igbh_graph
+
+    given = [flag for flag, value in (("--typed", typed or None), ("--nodes", num_nodes), ("--edges", num_edges),
+                                      ("--label-fraction", label_fraction)) if value is not None]
+    if given:
+        raise DatasetError(f"--preset {preset} sizes the graph with IGBH's counts and --scale; drop {'/'.join(given)}")
+    if "add_reverse" in options:
+        raise DatasetError(f"--preset {preset} stores MLPerf's reference reverse edges already; drop --add-reverse")
+    feature_dim = 1024 if feature_dim is None else feature_dim
+    num_classes = 19 if num_classes is None else num_classes
+    if feature_dim < 1 or num_classes < 2:
+        raise DatasetError(f"--feature-dim {feature_dim} / --classes {num_classes}: need at least 1 feature and 2 "
+                           "classes")
+    graph = igbh_graph(preset, scale, num_classes, feature_dim, seed)
+    return build_dataset(out_dir, graph, BuildOptions(seed=seed, num_classes={"paper": num_classes}, **options))

@@ -35,8 +35,7 @@ CHUNK = 1 << 20
 MAG_SPLIT = (0.85, 0.09, 0.06)  # ogbn-mag's train/valid/test shares of the papers
 
 
-def _classes(seed: int, node_type: str, n: int, num_classes: int) -> np.ndarray:
-    salt = sorted(MAG_NODES).index(node_type)
+def _classes(seed: int, salt: int, n: int, num_classes: int) -> np.ndarray:
     return np.random.default_rng([seed, 1000 + salt]).integers(0, num_classes, n)
 
 
@@ -62,12 +61,23 @@ class _ByClass:
 def mag_graph(scale: float, num_classes: int, feature_dim: int, seed: int) -> GraphInput:
     """The ogbn-mag-shaped graph (see the module docstring) as the writer takes it; the reverse edge types, the
     split (``MAG_SPLIT``) and the class count are build options."""
+    graph = typed_graph(MAG_NODES, MAG_EDGES, scale, num_classes, feature_dim, seed, "ogbn-mag's size")
+    graph.provenance = {"generator": "synth-typed", "scale": scale, "classes": num_classes, "seed": seed}
+    return graph
+
+
+def typed_graph(nodes: dict[str, int], edge_counts: dict, scale: float, num_classes: int, feature_dim: int, seed: int,
+                unit: str, featured: tuple[str, ...] = ("paper",)) -> GraphInput:
+    """A typed graph of ``nodes`` and ``edge_counts`` (scaled by ``scale``; ``unit`` says what 1.0 is) drawn as the
+    module docstring says; ``featured`` node types get features (centroid of their hidden class plus noise), papers
+    a label."""
     if not scale > 0:
-        raise DatasetError(f"scale={scale}; give a positive number (1.0 is ogbn-mag's size)")
+        raise DatasetError(f"scale={scale}; give a positive number (1.0 is {unit})")
     if num_classes < 2 or feature_dim < 1:
         raise DatasetError(f"classes={num_classes}, feature dim={feature_dim}; need at least 2 classes and 1 feature")
-    counts = {t: max(2, round(n * scale)) for t, n in MAG_NODES.items()}
-    classes = {t: _classes(seed, t, n, num_classes) for t, n in counts.items()}
+    counts = {t: max(2, round(n * scale)) for t, n in nodes.items()}
+    salts = {t: k for k, t in enumerate(sorted(nodes))}
+    classes = {t: _classes(seed, salts[t], n, num_classes) for t, n in counts.items()}
     by_class = {t: _ByClass(c, num_classes) for t, c in classes.items()}
 
     def edges(k: int, et, num_edges: int):
@@ -85,19 +95,20 @@ def mag_graph(scale: float, num_classes: int, feature_dim: int, seed: int) -> Gr
 
         return EdgeSource(f"synthetic {et}", chunks, num_edges)
 
-    edge_types = {et: edges(k, et, max(1, round(n * scale))) for k, (et, n) in enumerate(MAG_EDGES.items())}
+    edge_types = {et: edges(k, et, max(1, round(n * scale))) for k, (et, n) in enumerate(edge_counts.items())}
     centroids = np.random.default_rng([seed, 7]).standard_normal((num_classes, feature_dim)).astype(np.float32)
     centroids *= CENTROID_SCALE
-    paper_classes = classes["paper"]
 
-    def features():
-        for i, lo in enumerate(range(0, counts["paper"], CHUNK)):
-            c = paper_classes[lo : lo + CHUNK]
-            noise = np.random.default_rng([seed, 8, i]).standard_normal((len(c), feature_dim)).astype(np.float32)
-            yield centroids[c] + noise
+    def features(t: str):
+        def chunks():
+            for i, lo in enumerate(range(0, counts[t], CHUNK)):
+                c = classes[t][lo : lo + CHUNK]
+                stream = [seed, 8, i] if t == "paper" else [seed, 9 + salts[t], i]
+                noise = np.random.default_rng(stream).standard_normal((len(c), feature_dim)).astype(np.float32)
+                yield centroids[c] + noise
 
-    return GraphInput(edge_types, counts,
-                      features={"paper": Source("synthetic paper features", features, counts["paper"])},
-                      labels={"paper": Source.from_array("synthetic paper labels", paper_classes)},
-                      target_type="paper",
-                      provenance={"generator": "synth-typed", "scale": scale, "classes": num_classes, "seed": seed})
+        return Source(f"synthetic {t} features", chunks, counts[t])
+
+    return GraphInput(edge_types, counts, features={t: features(t) for t in featured},
+                      labels={"paper": Source.from_array("synthetic paper labels", classes["paper"])},
+                      target_type="paper")

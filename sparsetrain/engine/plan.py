@@ -49,6 +49,8 @@ MODEL_DEFAULTS = {
     # small and with strong input dropout: attention overfits few labels (Cora: 140) otherwise
     "gt": {"lr": 0.005, "weight_decay": 5e-3, "hidden": 64, "input_dropout": 0.8},
     "rgcn": {"lr": 0.01, "weight_decay": 0.0, "hidden": 64},
+    # MLPerf's R-GAT: 4 heads, hidden 512, lr 0.001; hidden 128 (its reference script's default) for CPUs
+    "rgat": {"lr": 0.001, "weight_decay": 0.0, "hidden": 128, "heads": 4},
 }
 """Per-model optimizer and size defaults (PyG's and DGL's Cora and products settings for the GNNs)."""
 LINK_DEFAULTS = {"lr": 0.01, "weight_decay": 0.0, "hidden": 128}
@@ -226,15 +228,19 @@ def _model(meta: DatasetMeta, model: ModelSettings, task: str) -> ModelSettings:
     """``--model`` (else sage; rgcn on a typed dataset) with its hidden size; one the graph cannot train is refused,
     never replaced by another."""
     name = model.name or ("rgcn" if meta.is_typed and task == "node" else "sage")
-    if meta.is_typed != (name in TYPED_MODELS):  # the R-GCN trains typed graphs, and only it does
+    if meta.is_typed != (name in TYPED_MODELS):  # the R-GCN and R-GAT train typed graphs, and only they do
         if name in TYPED_MODELS:
             raise SettingError(f"--model {name}: {meta.path} is a homogeneous dataset (one edge type); "
                                "pass --model sage, gcn, gat or gt")
-        raise SettingError(f"--model {name}: a typed dataset trains {', '.join(TYPED_MODELS)} (an R-GCN: one "
-                           "convolution per edge type); drop --model or pass --model rgcn")
+        raise SettingError(f"--model {name}: a typed dataset trains {' or '.join(TYPED_MODELS)} (an R-GCN or R-GAT: "
+                           "one convolution per edge type); drop --model or pass --model rgcn or rgat")
     if task == "link" and name != "sage":
         raise SettingError(f"--task link trains the GraphSAGE encoder; drop --model {name}")
     hidden = model.hidden if model.hidden is not None else _defaults(task, name)["hidden"]
+    heads = MODEL_DEFAULTS.get(name, {}).get("heads")
+    if name == "rgat" and hidden % heads:
+        raise SettingError(f"--hidden {hidden}: R-GAT's {heads} attention heads split the hidden width; give a "
+                           f"multiple of {heads}")
     return replace(model, name=name, hidden=hidden)
 
 

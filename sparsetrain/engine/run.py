@@ -41,6 +41,7 @@ from sparsetrain.engine.static_step import StaticStep, sampled_loader
 from sparsetrain.engine.trainer import Task, Trainer
 from sparsetrain.errors import SparsetrainError
 from sparsetrain.nn.models import build_model
+from sparsetrain.nn.rgat import RGAT
 from sparsetrain.nn.rgcn import RGCN
 from sparsetrain.sampling import ClusterSampler, CSCGraph, NeighborSampler
 from sparsetrain.sampling.temporal import SeedNodeTimes
@@ -234,6 +235,9 @@ def _node_model(meta: DatasetMeta, model: ModelSettings, layers: int, target: st
     if model.name == "rgcn":
         return RGCN(meta.node_types, meta.edge_types, meta.num_features, model.hidden, num_classes, layers, target,
                     num_nodes=meta.num_nodes, dropout=model.dropout)
+    if model.name == "rgat":
+        return RGAT(meta.node_types, meta.edge_types, meta.num_features, model.hidden, num_classes, layers, target,
+                    num_nodes=meta.num_nodes, dropout=model.dropout, **model_options("rgat"))
     return build_model(model.name, meta.num_features[target], model.hidden, num_classes, layers, model.dropout,
                        **model_options(model.name))
 

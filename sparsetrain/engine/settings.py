@@ -46,7 +46,7 @@ from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.storage.policies import POLICIES
 
 TASKS = ("node", "link")
-TYPED_MODELS = ("rgcn",)
+TYPED_MODELS = ("rgcn", "rgat")
 """Models that train on a typed (heterogeneous) dataset."""
 EXCLUDE_CHOICES = ("auto", "none", "self", "reverse")
 TEMPORAL_STRATEGIES = ("uniform", "last")
@@ -264,8 +264,9 @@ class ModelSettings:
     """The model trained."""
 
     name: str | None = field(default=None, metadata={"choices": (*MODELS, *TYPED_MODELS)})
-    """The model; None: sage, rgcn on a typed dataset, which trains only rgcn; gt = graph transformer with sparse +
-    cluster attention (a graph without clusters.npy is partitioned at start, up to 1M nodes)."""
+    """The model; None: sage, rgcn on a typed dataset, which trains only rgcn or rgat (MLPerf's R-GAT: a 4-head GAT
+    per relation); gt = graph transformer with sparse + cluster attention (a graph without clusters.npy is partitioned
+    at start, up to 1M nodes)."""
     hidden: int | None = None
     """Hidden size; None: the model's default (128; gt 64)."""
     dropout: float = field(default=0.5, metadata=RESUMABLE)
