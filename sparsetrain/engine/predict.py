@@ -40,7 +40,7 @@ from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.partitioned import is_partitioned
 from sparsetrain.engine.plan import plan
 from sparsetrain.engine.settings import FLAGS, TrainSettings
-from sparsetrain.errors import SettingError
+from sparsetrain.errors import DatasetError, SettingError
 from sparsetrain.nn.models import BlockGNN
 from sparsetrain.storage import MmapFeatures
 from sparsetrain.storage.rows import gather_rows
@@ -111,7 +111,13 @@ def _load(checkpoint, data, which: str) -> _Trained:
     except SettingError as exc:
         raise PredictError(f"{path}: its recorded settings are not valid ({exc}); the file was edited: use another "
                            "checkpoint of the run or train again") from None
-    run = plan(settings, meta, torch.device("cpu"), 1)
+    try:
+        run = plan(settings, meta, torch.device("cpu"), 1)
+    except (SettingError, DatasetError) as exc:
+        if data is None:
+            raise
+        raise PredictError(f"{path}: the run's settings do not fit {ds.path} ({exc}); give the dataset the run "
+                           "trained on (--data)") from None
     model = _build(ds, meta, run)
     try:
         model.load_state_dict(state["model"])
