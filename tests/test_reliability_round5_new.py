@@ -369,3 +369,109 @@ def test_a_tampered_typed_partition_is_one_line(root, cli, tmp_path, verb, name,
                                                                        "--quiet"]
     code, _, err = cli(*argv)
     _one_line(code, err, words, "re-run `sparsetrain partition`")
+
+
+# ---------------------------------------------------------------- the IGB importer
+
+
+def _igb_missing_relation(folder: Path) -> None:
+    shutil.rmtree(folder / "author__affiliated_to__institute")
+
+
+def _igb_edit(path: str, edit):
+    def apply(folder: Path) -> None:
+        array = np.load(folder / path)
+        np.save(folder / path, edit(array))
+    return apply
+
+
+def _set_item(index, value):
+    def edit(array):
+        array = array.astype(np.float64) if isinstance(value, float) and array.dtype.kind in "iu" else array.copy()
+        array[index] = value
+        return array
+    return edit
+
+
+def _truncate(path: str, cut: int):
+    def apply(folder: Path) -> None:
+        data = (folder / path).read_bytes()
+        (folder / path).write_bytes(data[: len(data) - cut])
+    return apply
+
+
+IGB_COUNTS = ["--node-count", "paper=40", "--node-count", "author=55"]
+IGB_CASES = [
+    ("missing-relation", _igb_missing_relation, [], "author__affiliated_to__institute/edge_index.npy: missing"),
+    ("nan-feature", _igb_edit("author/node_feat.npy", _set_item((3, 1), np.nan)), [], "row 3, column 1: nan"),
+    ("wrong-count", lambda f: None, ["--node-count", "paper=41", "--node-count", "author=55"], "has 40 rows"),
+    ("default-count", lambda f: None, None, "IGBH has 100000 paper nodes"),
+    ("truncated-npy", _truncate("fos/node_feat.npy", 10), [], "not a readable .npy file"),
+    ("garbage-npy", lambda f: (f / "fos" / "node_feat.npy").write_bytes(b"garbage"), [], "has no .npy header"),
+    ("label-too-big", _igb_edit("paper/node_label_19.npy", _set_item(0, 25)), [], "label 25 must be in [0, 19)"),
+    ("label-negative", _igb_edit("paper/node_label_19.npy", _set_item(0, -5)), [], "label -5"),
+    ("label-fraction", _igb_edit("paper/node_label_19.npy", _set_item(0, 2.5)), [], "2.5 is not an integer"),
+    ("labels-short", _igb_edit("paper/node_label_19.npy", lambda a: a[:-3]), [], "has 37 rows"),
+    ("edge-past-end", _igb_edit("paper__cites__paper/edge_index.npy", _set_item((0, 1), 10**6)), [],
+     "node id 1000000"),
+    ("edge-negative", _igb_edit("author__affiliated_to__institute/edge_index.npy", _set_item((0, 0), -1)), [],
+     "node id -1"),
+    ("edge-3-columns", _igb_edit("paper__topic__fos/edge_index.npy", lambda a: np.concatenate([a, a[:, :1]], 1)),
+     [], "shape [num_edges, 2]"),
+    ("edge-floats", _igb_edit("paper__topic__fos/edge_index.npy", lambda a: a.astype(np.float64)), [],
+     "integer array"),
+    ("features-1d", _igb_edit("fos/node_feat.npy", lambda a: a[:, 0]), [], "of shape [num_fos_nodes, dim]"),
+    ("count-negative", lambda f: None, ["--node-count", "paper=-4"], "--node-count paper=-4"),
+    ("count-unknown-type", lambda f: None, ["--node-count", "nope=4"], "no node type 'nope'"),
+    ("add-reverse", lambda f: None, ["--add-reverse"], "--add-reverse does not apply"),
+]
+
+
+@pytest.mark.parametrize("name, edit, extra, words", IGB_CASES, ids=[c[0] for c in IGB_CASES])
+def test_a_broken_igb_folder_is_one_line(cli, tmp_path, name, edit, extra, words):
+    from tests.test_igb import write_igb
+
+    write_igb(tmp_path / "igb")
+    edit(tmp_path / "igb" / "tiny" / "processed")
+    before = _digest(tmp_path / "igb")
+    counts = [] if extra is None else (IGB_COUNTS if not any(a.startswith("--node-count") for a in extra) else [])
+    code, _, err = cli("preprocess", "--igb", tmp_path / "igb", "--out", tmp_path / "out", *counts, *(extra or []),
+                       "--quiet")
+    _one_line(code, err, words)
+    assert _digest(tmp_path / "igb") == before and not (tmp_path / "out").exists()
+
+
+def test_a_headerless_igb_file_of_the_wrong_size_is_one_line(cli, tmp_path):
+    from tests.test_igb import write_igb
+
+    write_igb(tmp_path / "igb", "large", headerless=True)
+    _truncate("paper/node_feat.npy", 4)(tmp_path / "igb" / "large" / "processed")
+    code, _, err = cli("preprocess", "--igb", tmp_path / "igb", "--size", "large", "--out", tmp_path / "out",
+                       *IGB_COUNTS, "--quiet")
+    _one_line(code, err, "is not 40 rows of headerless float32")
+
+
+# ---------------------------------------------------------------- R-GAT
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--data", "{d}", "--model", "rgat"], "homogeneous dataset"),
+    (["--data", "{t}", "--model", "rgat", "--step", "static"], "--step static"),
+    (["--data", "{t}", "--model", "rgat", "--fuse-last-hop"], "--fuse-last-hop"),
+    (["--data", "{t}", "--model", "rgat", "--task", "link"], "--task link"),
+], ids=["homogeneous", "static", "fused", "link"])
+def test_rgat_where_it_does_not_apply_is_one_line(root, cli, argv, words):
+    code, _, err = cli("train", *[a.format(d=root / "d", t=root / "t") for a in argv], "--epochs", "1", "--quiet")
+    _one_line(code, err, words)
+
+
+def test_predict_of_an_rgat_run_on_the_wrong_dataset_is_one_line(root, cli, tmp_path):
+    train(TrainSettings(data=root / "t", model="rgat", epochs=1, fanouts=[2, 2], batch_size=256,
+                        checkpoint_dir=tmp_path / "rgat", quiet=True))
+    code, _, err = cli("predict", "--checkpoint", tmp_path / "rgat", "--data", root / "d", "--out", tmp_path / "p.npy")
+    _one_line(code, err, "settings do not fit", "give the dataset the run trained on")
+    code, _, err = cli("predict", "--checkpoint", tmp_path / "rgat", "--out", tmp_path / "p.npy", "--embeddings")
+    _one_line(code, err, "--embeddings")
+    code, _, err = cli("predict", "--checkpoint", root / "run", "--data", root / "t", "--out", tmp_path / "p.npy")
+    _one_line(code, err, "settings do not fit")
+    assert not (tmp_path / "p.npy").exists()
