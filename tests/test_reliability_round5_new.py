@@ -475,3 +475,18 @@ def test_predict_of_an_rgat_run_on_the_wrong_dataset_is_one_line(root, cli, tmp_
     code, _, err = cli("predict", "--checkpoint", root / "run", "--data", root / "t", "--out", tmp_path / "p.npy")
     _one_line(code, err, "settings do not fit")
     assert not (tmp_path / "p.npy").exists()
+
+
+@pytest.mark.parametrize("text, words", [
+    ("fanouts = []\n", "--fanout: no hop given"),
+    ('fanouts = {"nope,x,y" = [3]}\n', "edge type ('nope', 'x', 'y')"),
+    ("data = 5\n", "data=5"),
+    ('resume = "yes"\n', "resume='yes'"),
+    ("[model]\nquiet = true\n", "unknown key model.quiet"),
+    ("model = {name = 5}\n", "model.name=5"),
+    ("fanouts = [3, 99999999999]\n", "99999999999"),
+], ids=["no-hop", "edge-type-on-homogeneous", "data-int", "resume-str", "key-in-wrong-part", "name-int", "huge"])
+def test_more_hostile_configs_are_one_line(root, cli, tmp_path, text, words):
+    (tmp_path / "c.toml").write_text(text)
+    code, _, err = cli("train", "--data", root / "d", "--config", tmp_path / "c.toml", "--epochs", "1", "--quiet")
+    _one_line(code, err, words)
