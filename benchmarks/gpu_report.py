@@ -323,7 +323,7 @@ def simulated_counts() -> dict:
     from sparsetrain.sampling.cuda import driver
     from sparsetrain.sampling.cuda.arrays import NumpyArrays
     from sparsetrain.sampling.cuda.padded import PaddedOut
-    from sparsetrain.sampling.cuda.workspace import Workspace
+    from sparsetrain.sampling.cuda.workspace import DeviceWorkspace
     from sparsetrain.sampling.fanouts import Fanouts
     from sparsetrain.sampling.late_checks import LateChecks
     from sparsetrain.sampling.layout import KernelLayout
@@ -332,7 +332,7 @@ def simulated_counts() -> dict:
         indptr, indices, _ = g.numpy()
         edge_perm = None if g.edge_perm is None else g.edge_perm.numpy()
         layout = KernelLayout(g, Fanouts(fanouts))
-        ws = Workspace(NumpyArrays())
+        ws = DeviceWorkspace(NumpyArrays())
         # (a padded batch's pinned buffers: a ring, each slot captured after its first batch)
         for key in range(2 if padded is None else 2 * LateChecks.RING + 1 if capture else LateChecks.RING + 1):
             keys = [layout.hop_keys(0, key, h) for h in range(len(fanouts))]

@@ -109,8 +109,8 @@ def check_the_samplers_gpu_branch_fuses_as_its_cpu_branch():
                    for ei, ids, seg, before, after in layers]
         return tensors, [torch.from_numpy(n) for n in nodes]
 
-    saved = driver.sample_layers, cuda_graph.CudaGraph
-    driver.sample_layers, cuda_graph.CudaGraph = layers_on_numpy, lambda g: g
+    saved = driver.sample_layers, cuda_graph.DeviceCSC
+    driver.sample_layers, cuda_graph.DeviceCSC = layers_on_numpy, lambda g: g
     try:
         g = graph()
         x = np.random.default_rng(1).standard_normal((NUM_NODES, WIDTH)).astype(np.float32)
@@ -130,17 +130,17 @@ def check_the_samplers_gpu_branch_fuses_as_its_cpu_branch():
             assert bad == -1
             np.testing.assert_array_equal(out, a.last_hop.mean(x).numpy())
     finally:
-        driver.sample_layers, cuda_graph.CudaGraph = saved
+        driver.sample_layers, cuda_graph.DeviceCSC = saved
 
 
 class SimulatedGraph:
-    """What ``NeighborSampler._sample_cuda`` keeps of its graph (a ``CudaGraph``), for the simulator: the CSCGraph and
+    """What ``NeighborSampler._sample_cuda`` keeps of its graph (a ``DeviceCSC``), for the simulator: the CSCGraph and
     one workspace over NumPy arrays."""
 
     def __init__(self, graph: CSCGraph) -> None:
-        from sparsetrain.sampling.cuda.workspace import Workspace
+        from sparsetrain.sampling.cuda.workspace import DeviceWorkspace
 
-        self.graph, self.ws = graph, Workspace(NumpyArrays())
+        self.graph, self.ws = graph, DeviceWorkspace(NumpyArrays())
 
     def workspace(self):
         return self.ws
@@ -185,8 +185,8 @@ class on_the_simulator:
         from sparsetrain.sampling.cuda import driver
         from sparsetrain.sampling.cuda import graph as cuda_graph
 
-        self.saved = driver.sample_layers, cuda_graph.CudaGraph
-        driver.sample_layers, cuda_graph.CudaGraph = simulated_layers, SimulatedGraph
+        self.saved = driver.sample_layers, cuda_graph.DeviceCSC
+        driver.sample_layers, cuda_graph.DeviceCSC = simulated_layers, SimulatedGraph
         for sampler in self.samplers:
             sampler._placement = "cuda"
         return self
@@ -195,7 +195,7 @@ class on_the_simulator:
         from sparsetrain.sampling.cuda import driver
         from sparsetrain.sampling.cuda import graph as cuda_graph
 
-        driver.sample_layers, cuda_graph.CudaGraph = self.saved
+        driver.sample_layers, cuda_graph.DeviceCSC = self.saved
 
 
 def padded_fused(batch_size, fanouts, g, width):

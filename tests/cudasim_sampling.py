@@ -18,7 +18,7 @@ from sparsetrain.sampling import CSCGraph, NeighborSampler, SamplerInput  # noqa
 from sparsetrain.sampling.cuda import driver  # noqa: E402
 from sparsetrain.sampling.cuda.arrays import NumpyArrays  # noqa: E402
 from sparsetrain.sampling.cuda.padded import PaddedOut  # noqa: E402
-from sparsetrain.sampling.cuda.workspace import Workspace  # noqa: E402
+from sparsetrain.sampling.cuda.workspace import DeviceWorkspace  # noqa: E402
 from sparsetrain.sampling.fanouts import Fanouts  # noqa: E402
 from sparsetrain.sampling.layout import KernelLayout  # noqa: E402
 from sparsetrain.sampling.rng import hop_key  # noqa: E402
@@ -132,7 +132,7 @@ def check_new_nodes_only_hops():
 
 def check_a_workspace_kept_across_batches_changes_nothing():
     g = graph(200, 3000, seed=7)
-    ws = Workspace(NumpyArrays())
+    ws = DeviceWorkspace(NumpyArrays())
     for seeds, fanouts in [([0, 1, 5], [5, 4, 3]), ([0, 1, 5], [5, 4, 3]), ([7], [5, 4, 3]), ([2, 9, 30], [5, 4, 3]),
                            ([0, 1, 5], [5, 4, 3])]:
         fresh = gpu_sample(g, seeds, fanouts)
@@ -212,7 +212,7 @@ SETUP = {"launches": 4, "kernels": 2, "torch_ops": 2, "copies": 2}
 
 def check_launch_counts_of_a_node_batch():
     g = graph(200, 3000, seed=7)
-    ws = Workspace(CountedReads())
+    ws = DeviceWorkspace(CountedReads())
     with CountedLaunches() as launched:
         gpu_sample(g, [0, 1, 5], [5, 4, 3], workspace=ws)
     first = _phases(ws)
@@ -234,7 +234,7 @@ def check_launch_counts_of_a_node_batch():
 
 
 def check_launch_counts_of_a_typed_batch():
-    ws = Workspace(CountedReads())
+    ws = DeviceWorkspace(CountedReads())
     for _ in range(2):
         CountedReads.reads = 0
         with CountedLaunches() as launched:
@@ -348,7 +348,7 @@ def check_padded_batches_equal_eager_batches():
 
     g = graph(200, 3000, seed=7)
     out = padded_out(StepShapes.bound(4, [5, 4, 3], g.num_nodes, num_edges=g.num_edges))
-    ws = Workspace(NumpyArrays())
+    ws = DeviceWorkspace(NumpyArrays())
     # a full batch, then into the same buffers a smaller one (an epoch's last) and another: nothing of the last stays
     for seeds in ([0, 1, 5, 9], [7], [2, 9, 30, 44]):
         assert_padded_same_as_eager(g, seeds, [5, 4, 3], out, ws)
@@ -372,7 +372,7 @@ def check_padded_batch_counts():
 
     g = graph(200, 3000, seed=7)
     out = padded_out(StepShapes.bound(3, [5, 4, 3], g.num_nodes, num_edges=g.num_edges))
-    ws = Workspace(CountedReads())
+    ws = DeviceWorkspace(CountedReads())
     CountedReads.reads = 0
     with CountedLaunches() as launched:
         for key in range(LateChecks.RING + 1):  # the ring's pinned buffers are made by its first batches
@@ -396,7 +396,7 @@ def check_padded_bad_input_raises_one_batch_late():
     g = graph()
     out = padded_out(StepShapes.bound(3, [3, 2], g.num_nodes, num_edges=g.num_edges))
     for seeds, fragment in [([3, 60], "seeds has ids outside [0, 60)"), ([4, 9, 4], "seed 4 appears more than once")]:
-        ws = Workspace(NumpyArrays())
+        ws = DeviceWorkspace(NumpyArrays())
         # raised by the next batch, or at the end of the epoch
         for late in (lambda: gpu_layers(g, [1, 2], [3, 2], padded=out, workspace=ws), ws.late.drain):
             gpu_layers(g, seeds, [3, 2], padded=out, workspace=ws)  # queued: no error yet
@@ -405,7 +405,7 @@ def check_padded_bad_input_raises_one_batch_late():
     damaged = indices.copy()
     damaged[17] = 10**6
     bad = CSCGraph.from_numpy(indptr, damaged)
-    ws = Workspace(NumpyArrays())
+    ws = DeviceWorkspace(NumpyArrays())
     gpu_layers(bad, np.arange(3), [50], padded=padded_out(StepShapes.bound(3, [50], 60, num_edges=len(indices))),
                workspace=ws)
     _raises(ws.late.drain, "CSCGraph.indices: entry 17 is 1000000")
@@ -451,7 +451,7 @@ def check_static_step_on_a_padded_batch_equals_the_eager_step():
     batch = step.batch
     p = batch.padded
     views = PaddedOut(p.nodes, p.edges, p.node_ids.numpy(), [e.numpy() for e in p.edge_index], p.sizes.numpy())
-    sampler, ws = NeighborSampler(g, [4, 3], seed=5), Workspace(NumpyArrays())
+    sampler, ws = NeighborSampler(g, [4, 3], seed=5), DeviceWorkspace(NumpyArrays())
     for key, seeds in enumerate([torch.arange(0, 240, 10), torch.arange(3, 300, 13), torch.arange(5, 50, 7)]):
         mb = sampler.sample(SamplerInput(seeds, key=key))
         opt.zero_grad(set_to_none=True)
@@ -475,7 +475,7 @@ class SimulatedSampler:
     (CPU) tensors it is handed: what ``sample_padded`` does on a GPU."""
 
     def __init__(self, sampler, fanouts):
-        self.sampler, self.fanouts, self.ws = sampler, fanouts, Workspace(NumpyArrays())
+        self.sampler, self.fanouts, self.ws = sampler, fanouts, DeviceWorkspace(NumpyArrays())
 
     def __getattr__(self, name):
         return getattr(self.sampler, name)
@@ -556,7 +556,7 @@ def check_captured_batches_replay_the_eager_batches():
 
     g, fanouts, ring = graph(200, 3000, seed=7), [4, 3], LateChecks.RING
     out = padded_out(StepShapes.bound(4, fanouts, g.num_nodes, num_edges=g.num_edges))
-    ws, rng = Workspace(NumpyArrays()), np.random.default_rng(0)
+    ws, rng = DeviceWorkspace(NumpyArrays()), np.random.default_rng(0)
     real_sample = driver._sample
 
     def no_driver(*args):
@@ -600,7 +600,7 @@ def check_a_failed_capture_is_an_error():
 
     g, fanouts = graph(200, 3000, seed=7), [4, 3]
     out = padded_out(StepShapes.bound(4, fanouts, g.num_nodes, num_edges=g.num_edges))
-    ws = Workspace(NoGraphs())
+    ws = DeviceWorkspace(NoGraphs())
     for key in range(LateChecks.RING):  # each slot's first full batch runs eagerly (it makes the slot's arrays)
         gpu_layers(g, [0, 1, 5, 9], fanouts, batch=key, padded=out, workspace=ws, capture=True)
         assert_padded_same_as_cpu(g, [0, 1, 5, 9], fanouts, key, out)

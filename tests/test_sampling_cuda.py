@@ -110,7 +110,7 @@ def _compile_every_kernel() -> dict:
     from sparsetrain.sampling import CSCGraph
     from sparsetrain.sampling.cuda import driver
     from sparsetrain.sampling.cuda.arrays import NumpyArrays
-    from sparsetrain.sampling.cuda.workspace import Workspace
+    from sparsetrain.sampling.cuda.workspace import DeviceWorkspace
     from sparsetrain.sampling.fanouts import Fanouts
     from sparsetrain.sampling.layout import KernelLayout
 
@@ -120,7 +120,7 @@ def _compile_every_kernel() -> dict:
     numba.cuda.dispatcher.get_current_device = H100  # device functions ask the device for its compute capability
     compiled = {}
 
-    class Compiling(Workspace):
+    class Compiling(DeviceWorkspace):
         def launch(self, kernel, n, *args):
             name = kernel.py_func.__name__
             if name not in compiled:

@@ -105,10 +105,10 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_leaves_no_partial_file(
     ck = tmp_path / "ck"
     written = []
 
-    def full_disk_after_one(path, mode="r", *args, **kwargs):  # the first checkpoint and best.pt (4 files) fit,
+    def full_disk_after_one(path, mode="r", *args, **kwargs):  # the first checkpoint, config.json and best.pt fit,
         if "w" in mode:  # the next does not
             written.append(path)
-        return builtins.open("/dev/full" if len(written) > 4 and "w" in mode else path, mode, *args, **kwargs)
+        return builtins.open("/dev/full" if len(written) > 5 and "w" in mode else path, mode, *args, **kwargs)
 
     monkeypatch.setattr(checkpoint, "open", full_disk_after_one, raising=False)
     code, out, err = cli("train", "--data", tiny, "--epochs", "2", "--checkpoint-dir", ck, *TINY)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from sparsetrain.sampling.cuda.arrays import NumpyArrays
-from sparsetrain.sampling.cuda.workspace import Workspace
+from sparsetrain.sampling.cuda.workspace import DeviceWorkspace
 from sparsetrain.sampling.late_checks import LateChecks
 
 RING = LateChecks.RING
@@ -39,7 +39,7 @@ class LaggingArrays(NumpyArrays):
         super().write(host, values)
 
 
-def _batch(ws: Workspace, fail: bool) -> None:
+def _batch(ws: DeviceWorkspace, fail: bool) -> None:
     ws.begin(padded=True)
     try:
         ws.upload(np.arange(8, dtype=np.int64))  # the slot's pinned upload, copied in
@@ -53,7 +53,7 @@ def _batch(ws: Workspace, fail: bool) -> None:
 @pytest.mark.parametrize("failed", range(RING))
 def test_a_failed_padded_batch_holds_its_slot_until_its_work_passed(failed):
     ops = LaggingArrays()
-    ws = Workspace(ops)
+    ws = DeviceWorkspace(ops)
     for batch in range(3 * RING):
         if batch == failed:
             with pytest.raises(RuntimeError, match="failure after its upload"):
@@ -66,6 +66,6 @@ def test_a_failed_padded_batch_holds_its_slot_until_its_work_passed(failed):
 
 
 def test_a_batch_that_queued_its_checks_adds_no_entry_of_its_own():
-    ws = Workspace(LaggingArrays())
+    ws = DeviceWorkspace(LaggingArrays())
     _batch(ws, fail=False)
     assert len(ws.late) == 1

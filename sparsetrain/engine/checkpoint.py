@@ -51,7 +51,8 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _write_atomic(path: Path, write) -> None:
+def write_atomic(path: Path, write) -> None:
+    """``write(f)`` into a temp file beside ``path`` (binary), fsync, then rename it to ``path``."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
@@ -80,9 +81,9 @@ def save_checkpoint(folder: str | os.PathLike, step: int, state: dict, keep: int
     _remove_stale_temps(folder)
     path = folder / f"step-{step:010d}.pt"
     try:
-        _write_atomic(path, lambda f: torch.save(state, f))
+        write_atomic(path, lambda f: torch.save(state, f))
         digest = _sha256(path)
-        _write_atomic(path.with_name(path.name + ".sha256"), lambda f: f.write(f"{digest}  {path.name}\n".encode()))
+        write_atomic(path.with_name(path.name + ".sha256"), lambda f: f.write(f"{digest}  {path.name}\n".encode()))
         fd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -109,9 +110,9 @@ def save_best(folder: str | os.PathLike, state: dict) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / BEST
     try:
-        _write_atomic(path, lambda f: torch.save(state, f))
+        write_atomic(path, lambda f: torch.save(state, f))
         digest = _sha256(path)
-        _write_atomic(path.with_name(path.name + ".sha256"), lambda f: f.write(f"{digest}  {path.name}\n".encode()))
+        write_atomic(path.with_name(path.name + ".sha256"), lambda f: f.write(f"{digest}  {path.name}\n".encode()))
     except OSError as exc:  # the step checkpoints stay intact; a best.pt without its checksum is never loaded
         raise CheckpointError(f"{folder}: writing {BEST} failed ({exc.strerror or exc}); free space in the folder (or "
                               "choose another --checkpoint-dir) and rerun with --resume") from None

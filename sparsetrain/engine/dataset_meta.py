@@ -18,7 +18,7 @@ from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.format import EdgeType
 
 
-class Table(NamedTuple):
+class FeatureTable(NamedTuple):
     """A feature table's size: what its placement and its share of a cache are decided from."""
 
     columns: int
@@ -48,7 +48,7 @@ class DatasetMeta:
     """More than the one node type and edge type of a homogeneous graph."""
     num_nodes: dict[str, int]
     num_edges: dict[EdgeType, int]
-    features: dict[str, Table]
+    features: dict[str, FeatureTable]
     """By the node types that have features."""
     num_classes: dict[str, int | None]
     """By the node types that have labels (None: no class count recorded)."""
@@ -77,7 +77,7 @@ class DatasetMeta:
         return cls(
             path=ds.path, meta_sha256=hashlib.sha256((ds.path / fmt.META_FILE).read_bytes()).hexdigest(),
             is_typed=ds.is_typed, num_nodes=ds.num_nodes_by_type, num_edges=ds.num_edges_by_type,
-            features={t: Table(table.shape[1], table.nbytes, table.row_bytes)
+            features={t: FeatureTable(table.shape[1], table.nbytes, table.row_bytes)
                       for t, table in ds.features_by_type.items()},
             num_classes={t: ds.num_classes_of(t) for t in ds.labels_by_type},
             target_type=ds.target_type, split={name: len(ids) for name, ids in ds.split.items()},

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from sparsetrain.collective import all_reduce_sum, new_group
 from sparsetrain.datasets.format import NODE
 from sparsetrain.distributed import DistNeighborSampler, PartitionedFeatures, batches_per_epoch, rank_batches
-from sparsetrain.engine.dataset_meta import DatasetMeta, PartsMeta, Table
+from sparsetrain.engine.dataset_meta import DatasetMeta, FeatureTable, PartsMeta
 from sparsetrain.engine.distributed import DistContext
 from sparsetrain.engine.evaluate import loaders_evaluator
 from sparsetrain.engine.loader import Loader
@@ -50,7 +50,8 @@ def part_meta(part: Partition) -> DatasetMeta:
     """The part as the plan reads it: the folder (its manifest's checksum the contents a checkpoint records), the
     part's graph, its owned rows as its features (by node type), the parts' train sizes and this part's halo by node
     type; a typed part's node counts are the whole graph's (a type without features is embedded by its global ids)."""
-    features = {t: Table(rows.shape[1], rows.nbytes, rows.row_bytes) for t, rows in part.features_by_type.items()}
+    features = {t: FeatureTable(rows.shape[1], rows.nbytes, rows.row_bytes)
+                for t, rows in part.features_by_type.items()}
     types = part.types.node_types if part.is_typed else (NODE,)
     halo = {t: int(part.types.num_halo[i]) for i, t in enumerate(types)} if part.is_typed else {
         NODE: len(part.halo_owner)}

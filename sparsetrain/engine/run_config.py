@@ -23,6 +23,7 @@ import os
 from dataclasses import fields
 from pathlib import Path
 
+from sparsetrain.engine.checkpoint import write_atomic
 from sparsetrain.engine.settings import (
     FLAGS,
     PARTS,
@@ -143,14 +144,5 @@ def write_config(config: dict, folder: str | os.PathLike) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / CONFIG_NAME
-    tmp = folder / f".{CONFIG_NAME}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w") as f:
-            f.write(json.dumps(config, indent=2) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_atomic(path, lambda f: f.write((json.dumps(config, indent=2) + "\n").encode()))
     return path

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from sparsetrain.errors import SettingError
-from sparsetrain.nn.rgcn import HeteroPygBlock
+from sparsetrain.nn.rgcn import HeteroPygBlock, layer_relations
 from sparsetrain.sampling.graph import EdgeType
 
 
@@ -44,13 +44,7 @@ class RGAT(nn.Module):
                                f"size that is a multiple of {heads}")
         self.node_types, self.edge_types = list(node_types), [tuple(et) for et in edge_types]
         self.target_type, self.dropout, self.heads = target_type, dropout, heads
-        # layer l computes only the types layer l + 1 reads, so every parameter reaches the loss (as DDP requires)
-        needed = [{target_type}]
-        relations = []
-        for _ in range(num_layers):
-            ets = [et for et in self.edge_types if et[2] in needed[0]]
-            relations.insert(0, ets)
-            needed.insert(0, needed[0] | {et[0] for et in ets})
+        needed, relations = layer_relations(self.edge_types, target_type, num_layers)
         self.embed = nn.ModuleDict()
         width = {}
         for t in sorted(needed[0]):

@@ -24,6 +24,19 @@ HeteroPygBlock = tuple[dict[EdgeType, torch.Tensor], tuple[dict[str, int], dict[
 type)."""
 
 
+
+def layer_relations(edge_types: list[tuple], target_type: str, num_layers: int) -> tuple[list[set], list[list]]:
+    """``(needed, relations)``: the node types each layer's input must hold (``needed[l]``, ``needed[-1]`` the target
+    type) and the edge types layer ``l`` convolves (``relations[l]``): layer ``l`` computes only the types layer
+    ``l + 1`` reads, so every parameter reaches the loss (as DDP requires)."""
+    needed = [{target_type}]
+    relations = []
+    for _ in range(num_layers):
+        ets = [et for et in edge_types if et[2] in needed[0]]
+        relations.insert(0, ets)
+        needed.insert(0, needed[0] | {et[0] for et in ets})
+    return needed, relations
+
 class RGCN(nn.Module):
     """``num_layers`` relational layers over ``edge_types``; returns the ``target_type`` nodes' logits.
 
@@ -43,13 +56,7 @@ class RGCN(nn.Module):
         self.node_types, self.edge_types = list(node_types), [tuple(et) for et in edge_types]
         self.target_type = target_type
         self.dropout = dropout
-        # layer l computes only the node types layer l + 1 reads, so every parameter reaches the loss (as DDP requires)
-        needed = [{target_type}]
-        relations = []
-        for _ in range(num_layers):
-            ets = [et for et in self.edge_types if et[2] in needed[0]]
-            relations.insert(0, ets)
-            needed.insert(0, needed[0] | {et[0] for et in ets})
+        needed, relations = layer_relations(self.edge_types, target_type, num_layers)
         self.project = nn.ModuleDict()
         self.embed = nn.ModuleDict()
         for t in sorted(needed[0]):

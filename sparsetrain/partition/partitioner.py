@@ -173,59 +173,59 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     tmp.mkdir()
-    if ds.is_typed:
-        try:
-            manifest = partition_typed(ds, data, out, tmp, opts, dataset_checksum(data))
-            fmt.fsync_path(tmp)
-            move_into_place(tmp, out, opts.overwrite)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return manifest
-    weighted = fmt.EDGE_WEIGHT in ds.meta["files"]
-    chunks = CSCChunks(ds, opts.chunk_edges, weights=weighted)
-    n, P = chunks.num_nodes, opts.parts
     try:
-        owner, passes = assign_owners(chunks, opts)
-        np.save(tmp / OWNER_FILE, owner)
-        fmt.fsync_path(tmp / OWNER_FILE)
-        owner_sha = fmt.sha256_file(tmp / OWNER_FILE)
-        checksum = dataset_checksum(data)
-        partition_id = hashlib.sha256(f"{checksum}:{owner_sha}".encode()).hexdigest()[:16]
-        local = np.empty(n, np.int32 if n < 2**31 else np.int64)
-        num_owned = kernels.owned_local_ids(owner, P, local)
-        halo_bits, part_edges, cut = _mark_halos(chunks, owner, P, opts.quiet)
-        halo_ranks = np.empty((P, halo_bits.shape[1]), np.int64)
-        num_halo = np.array([kernels.word_ranks(halo_bits[p], halo_ranks[p]) for p in range(P)], np.int64)
-        parts = [_PartFiles(tmp / part_folder(p), int(num_owned[p]), int(num_halo[p]), int(part_edges[p]), weighted)
-                 for p in range(P)]
-        try:
-            _write_topology(chunks, owner, local, num_owned, halo_bits, halo_ranks, parts, opts.quiet)
-            if ds.features is not None:
-                _write_features(ds, owner, parts, opts.quiet)
-            entries = []
-            for p, part in enumerate(parts):
-                meta = _part_meta(ds, p, P, partition_id, checksum, part)
-                entries.append(part.finish(ds, owner, local, p, halo_bits[p], meta))
-        finally:
-            for part in parts:
-                part.close()
-        quality = _quality(n, chunks.num_edges, cut, num_owned, part_edges, num_halo)
-        manifest = {
-            "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "partition_id": partition_id, "num_parts": P,
-            "method": opts.method, "imbalance": opts.imbalance, "passes": passes,
-            "seed": opts.seed,
-            "dataset": {"path": str(data.absolute()), "name": ds.meta.get("name"), "checksum": checksum,
-                        "num_nodes": n, "num_edges": chunks.num_edges},
-            "owner": {"file": OWNER_FILE, "dtype": "int16", "sha256": owner_sha},
-            "parts": entries, "quality": quality,
-        }
-        write_manifest(tmp, manifest)
+        if ds.is_typed:
+            manifest = partition_typed(ds, data, out, tmp, opts, dataset_checksum(data))
+        else:
+            manifest = _partition_homogeneous(ds, data, tmp, opts)
         fmt.fsync_path(tmp)
         move_into_place(tmp, out, opts.overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return manifest
+
+
+def _partition_homogeneous(ds, data: Path, tmp: Path, opts: PartitionOptions) -> dict:
+    """A homogeneous dataset's parts, owner map and manifest written into ``tmp``; returns the manifest."""
+    weighted = fmt.EDGE_WEIGHT in ds.meta["files"]
+    chunks = CSCChunks(ds, opts.chunk_edges, weights=weighted)
+    n, P = chunks.num_nodes, opts.parts
+    owner, passes = assign_owners(chunks, opts)
+    np.save(tmp / OWNER_FILE, owner)
+    fmt.fsync_path(tmp / OWNER_FILE)
+    owner_sha = fmt.sha256_file(tmp / OWNER_FILE)
+    checksum = dataset_checksum(data)
+    partition_id = hashlib.sha256(f"{checksum}:{owner_sha}".encode()).hexdigest()[:16]
+    local = np.empty(n, np.int32 if n < 2**31 else np.int64)
+    num_owned = kernels.owned_local_ids(owner, P, local)
+    halo_bits, part_edges, cut = _mark_halos(chunks, owner, P, opts.quiet)
+    halo_ranks = np.empty((P, halo_bits.shape[1]), np.int64)
+    num_halo = np.array([kernels.word_ranks(halo_bits[p], halo_ranks[p]) for p in range(P)], np.int64)
+    parts = [_PartFiles(tmp / part_folder(p), int(num_owned[p]), int(num_halo[p]), int(part_edges[p]), weighted)
+             for p in range(P)]
+    try:
+        _write_topology(chunks, owner, local, num_owned, halo_bits, halo_ranks, parts, opts.quiet)
+        if ds.features is not None:
+            _write_features(ds, owner, parts, opts.quiet)
+        entries = []
+        for p, part in enumerate(parts):
+            meta = _part_meta(ds, p, P, partition_id, checksum, part)
+            entries.append(part.finish(ds, owner, local, p, halo_bits[p], meta))
+    finally:
+        for part in parts:
+            part.close()
+    quality = _quality(n, chunks.num_edges, cut, num_owned, part_edges, num_halo)
+    manifest = {
+        "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "partition_id": partition_id, "num_parts": P,
+        "method": opts.method, "imbalance": opts.imbalance, "passes": passes,
+        "seed": opts.seed,
+        "dataset": {"path": str(data.absolute()), "name": ds.meta.get("name"), "checksum": checksum,
+                    "num_nodes": n, "num_edges": chunks.num_edges},
+        "owner": {"file": OWNER_FILE, "dtype": "int16", "sha256": owner_sha},
+        "parts": entries, "quality": quality,
+    }
+    write_manifest(tmp, manifest)
     return manifest
 
 

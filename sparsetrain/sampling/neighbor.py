@@ -184,7 +184,7 @@ def reset_table(table, nodes, base):
         table[base + nodes[i]] = -1
 
 
-class Workspace:
+class HostScratch:
     """Scratch reused from batch to batch (fresh pages cost a fault each): node map, nodes per type, per-hop arrays."""
 
     def __init__(self, total_nodes: int, num_types: int) -> None:

@@ -125,7 +125,7 @@ class NeighborSampler:
         self._counter = itertools.count()
         self._lock = threading.Lock()
         self._fused_slots = None  # a fused hop's draw slots in a padded batch (draw_slots), found at the first
-        self._workspaces: list[neighbor.Workspace] = []  # one per concurrent CPU call
+        self._workspaces: list[neighbor.HostScratch] = []  # one per concurrent CPU call
         self._cuda = None
         self._placement = _placement(graph)
 
@@ -312,10 +312,10 @@ class NeighborSampler:
     def _sample_cuda(self, seeds: torch.Tensor, seed_type: int, key: int, padded=None, capture: bool = False,
                      fused=None) -> MiniBatch | None:
         from sparsetrain.sampling.cuda.driver import sample_layers
-        from sparsetrain.sampling.cuda.graph import CudaGraph
+        from sparsetrain.sampling.cuda.graph import DeviceCSC
 
         if self._cuda is None:
-            self._cuda = CudaGraph(self.graph)
+            self._cuda = DeviceCSC(self.graph)
         device = self.graph.device if self._placement == "cuda" else seeds.device
         seeds = ids_on(seeds, device)
         layout = self._block_layout
@@ -380,7 +380,7 @@ class NeighborSampler:
             self._flatten(mb, flat, seeds)
         return mb
 
-    def _insert_seeds(self, ws: neighbor.Workspace, seeds, counts: np.ndarray, node_map) -> None:
+    def _insert_seeds(self, ws: neighbor.HostScratch, seeds, counts: np.ndarray, node_map) -> None:
         """Put the seeds in the node map (local ids from 0 per type); ``counts[t]`` is set as each type's go in."""
         layout = self._layout
         first_batch = 0
@@ -463,7 +463,7 @@ class NeighborSampler:
         segments = [(int(k), int(ends[s]), int(ends[s + 1])) for s, k in enumerate(seg_et)]
         return edge_index, edge_ids, segments
 
-    def _append_disjoint(self, ws: neighbor.Workspace, counts: np.ndarray, keys: np.ndarray) -> None:
+    def _append_disjoint(self, ws: neighbor.HostScratch, counts: np.ndarray, keys: np.ndarray) -> None:
         """New (seed index, node) keys of a disjoint hop, appended to the node and batch arrays of their types."""
         if not len(keys):
             return
@@ -479,7 +479,7 @@ class NeighborSampler:
             ws.batch[t] = ws.fit(ws.batch[t], int(counts[t]), start)
             ws.batch[t][start : counts[t]] = keys[mine] // total
 
-    def _induced(self, ws: neighbor.Workspace, counts: np.ndarray, indptr, indices, edge_perm) -> Block:
+    def _induced(self, ws: neighbor.HostScratch, counts: np.ndarray, indptr, indices, edge_perm) -> Block:
         """Every edge of the graph between two nodes of the batch, per edge type (the node map still holds the
         batch)."""
         layout = self._layout
@@ -573,7 +573,7 @@ class NeighborSampler:
             f"{int(indptr[node + 1])} of indices, which has {self.graph.num_edges}; {DAMAGED}"
         )
 
-    def _bad_neighbor(self, cols, seg_start, seg_et, ws: neighbor.Workspace, edge: int) -> SamplingError:
+    def _bad_neighbor(self, cols, seg_start, seg_et, ws: neighbor.HostScratch, edge: int) -> SamplingError:
         """The error for sampled edge ``edge`` whose source ``ws.nbr[edge]`` is not a node id, naming its entry in
         ``indices``."""
         i = int(np.searchsorted(ws.offsets[: len(cols) + 1], edge, side="right")) - 1
@@ -589,13 +589,13 @@ class NeighborSampler:
             f"in [0, {self.graph.num_nodes}); {DAMAGED}"
         )
 
-    def _acquire_workspace(self) -> neighbor.Workspace:
+    def _acquire_workspace(self) -> neighbor.HostScratch:
         with self._lock:
             if self._workspaces:
                 return self._workspaces.pop()
-        return neighbor.Workspace(int(self._layout.type_offset[-1]), len(self._layout.node_types))
+        return neighbor.HostScratch(int(self._layout.type_offset[-1]), len(self._layout.node_types))
 
-    def _release_workspace(self, ws: neighbor.Workspace) -> None:
+    def _release_workspace(self, ws: neighbor.HostScratch) -> None:
         with self._lock:
             self._workspaces.append(ws)
 

@@ -12,7 +12,7 @@ pass over a direct-address table, which on a CPU is faster than any atomic schem
 - :mod:`~sparsetrain.sampling.cuda.workspace`: a batch's arrays and kernel views, kept for the next batch; every
   launch, copy, host wait and allocation of a batch goes through it and is counted.
 - :mod:`~sparsetrain.sampling.cuda.counts`: those counts (``LaunchCounts`` per phase, ``BatchCounts`` per batch).
-- :mod:`~sparsetrain.sampling.cuda.graph`: ``CudaGraph``, the graph's kernel views (device or pinned host memory).
+- :mod:`~sparsetrain.sampling.cuda.graph`: ``DeviceCSC``, the graph's kernel views (device or pinned host memory).
 - :mod:`~sparsetrain.sampling.cuda.batch`: one batch's bounds, node regions and map.
 - :mod:`~sparsetrain.sampling.cuda.driver`: the per-hop driver (``sample_layers``, ``sample_arrays``).
 - :mod:`~sparsetrain.sampling.cuda.padded`: ``PaddedOut``, a static step's fixed-size buffers, filled with no host read.

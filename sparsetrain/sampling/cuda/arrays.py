@@ -3,7 +3,7 @@
 
 Arrays cross from PyTorch to the kernels by ``__cuda_array_interface__``, never by copies; a graph in page-locked host
 memory is read zero-copy over PCIe. The driver reaches these through its
-:class:`~sparsetrain.sampling.cuda.workspace.Workspace`, which counts the device work each one queues.
+:class:`~sparsetrain.sampling.cuda.workspace.DeviceWorkspace`, which counts the device work each one queues.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """One GPU batch's state across its hops: host bounds of the device counts (:class:`Bounds`), the nodes per type
-(:class:`Regions`), the open-addressing map (:class:`Table`), and what every hop's kernels read (:class:`Batch`)."""
+(:class:`Regions`), the open-addressing map (:class:`DeviceNodeMap`), and what every hop's kernels read
+(:class:`Batch`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from sparsetrain.sampling.cuda.kernels import clear_kernel, insert_known
-from sparsetrain.sampling.cuda.workspace import Workspace
+from sparsetrain.sampling.cuda.workspace import DeviceWorkspace
 
 
 def table_capacity(n: int) -> int:
-    """Table size for ``n`` keys: a power of two, at most half full."""
+    """DeviceNodeMap size for ``n`` keys: a power of two, at most half full."""
     return 1 << max(6, int(2 * max(n, 1) - 1).bit_length())
 
 
@@ -92,7 +93,7 @@ class Regions:
         return self.buffer[self.start[n]: self.start[n] + count]
 
 
-class Table:
+class DeviceNodeMap:
     """The open-addressing map (global key -> local id) of the batch."""
 
     def __init__(self, ops) -> None:
@@ -118,7 +119,7 @@ class Batch:
     """What every hop of one batch reads: the workspace, the layout, the graph's kernel views and the layout's
     (``col_offset`` ... ``type_size``), and the batch's nodes, table and status."""
 
-    ops: Workspace
+    ops: DeviceWorkspace
     layout: object
     exact: bool
     indptr: object
@@ -135,7 +136,7 @@ class Batch:
     type_offset: object
     type_size: object
     nodes: Regions
-    table: Table
+    table: DeviceNodeMap
     status: object
 
     @property

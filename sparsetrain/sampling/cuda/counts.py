@@ -1,7 +1,7 @@
 """What one GPU batch asks of the device, counted by the driver as it queues the work (:class:`BatchCounts`).
 
 Not a timing: every launch, copy, host wait and allocation is counted where the driver (through its
-:class:`~sparsetrain.sampling.cuda.workspace.Workspace`) queues it, on whichever array back end runs it, so the
+:class:`~sparsetrain.sampling.cuda.workspace.DeviceWorkspace`) queues it, on whichever array back end runs it, so the
 simulator's counts are the GPU's. Each operation counts what PyTorch's CUDA implementation of it launches.
 """
 

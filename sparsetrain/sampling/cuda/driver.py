@@ -6,10 +6,10 @@ work is a fixed sequence: one upload of everything the kernels read from the hos
 in, the map cleared and the seeds inserted (the seed checks ride along), then per hop five kernels and two scans, no
 copies, no allocations once the workspace holds the batch's shapes, no host reads. The kernels keep the batch's books
 (the counts per hop, the segments' edge ranges, the damage and seed checks) in one device record, which the host reads
-once, at the end. What each batch queued is counted (:attr:`Workspace.last_counts`).
+once, at the end. What each batch queued is counted (:attr:`DeviceWorkspace.last_counts`).
 
 A sampler keeps its arrays and their kernel views from batch to batch
-(:class:`~sparsetrain.sampling.cuda.workspace.Workspace`): making a view from Python costs more than most of the
+(:class:`~sparsetrain.sampling.cuda.workspace.DeviceWorkspace`): making a view from Python costs more than most of the
 kernels it feeds.
 """
 
@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparsetrain.sampling.cuda.batch import Batch, Bounds, Regions, Table
-from sparsetrain.sampling.cuda.graph import CudaGraph, max_degrees
+from sparsetrain.sampling.cuda.batch import Batch, Bounds, DeviceNodeMap, Regions
+from sparsetrain.sampling.cuda.graph import DeviceCSC, max_degrees
 from sparsetrain.sampling.cuda.kernels import count_kernel, first_kernel, number_kernel, relabel_kernel, sample_kernel
 from sparsetrain.sampling.cuda.padded import PaddedOut, sizes_index
-from sparsetrain.sampling.cuda.workspace import Workspace
+from sparsetrain.sampling.cuda.workspace import DeviceWorkspace
 from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.graph import DAMAGED
 
 EXACT_ABOVE = 1 << 24  # edges: a batch whose bounds pass this reads its counts every hop and sizes arrays exactly
 
 
-def sample_layers(graph: CudaGraph, seeds, layout, keys, replace: bool, weighted: bool, new_only: bool = False,
+def sample_layers(graph: DeviceCSC, seeds, layout, keys, replace: bool, weighted: bool, new_only: bool = False,
                   seed_type: int = 0, padded: PaddedOut | None = None, capture: bool = False, fused=None):
     """All hops on the GPU; :func:`sample_arrays`' result as CUDA tensors."""
     max_degree = graph.max_degree(layout) if (layout.fanouts < 0).any() else None
@@ -41,7 +41,7 @@ def sample_layers(graph: CudaGraph, seeds, layout, keys, replace: bool, weighted
 
 def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, weighted,
                   sources=("CSCGraph.indptr", "CSCGraph.indices"), *, edge_perm=None, new_only: bool = False,
-                  seed_type: int = 0, max_degree=None, workspace: Workspace | None = None,
+                  seed_type: int = 0, max_degree=None, workspace: DeviceWorkspace | None = None,
                   padded: PaddedOut | None = None, capture: bool = False, fused=None):
     """The hop loop over any array back end (``ops``); graph arrays already in kernel form.
 
@@ -60,8 +60,8 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
     checks. Seeds outside their type, repeated seeds and a damaged graph (a column's ``indptr`` range outside the
     edges, an ``indices`` entry that is not a node of its type) raise
     :class:`~sparsetrain.sampling.errors.SamplingError`, naming ``sources`` (where ``indptr`` and ``indices`` come
-    from) or the edge type. ``workspace``: a :class:`Workspace` over ``ops`` kept from batch to batch (default: one for
-    this batch).
+    from) or the edge type. ``workspace``: a :class:`DeviceWorkspace` over ``ops`` kept from batch to batch (default:
+    one for this batch).
 
     ``padded`` (a homogeneous batch only): sample into its buffers, with no host read (:mod:`.padded`): the batch's
     arrays are sized by its shapes, its sizes stay on the device, and its checks are raised one batch (or more) late,
@@ -77,7 +77,7 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
                             "come (without padded buffers)")
     if max_degree is None and (layout.fanouts < 0).any():
         max_degree = max_degrees(indptr if isinstance(indptr, np.ndarray) else indptr.copy_to_host(), layout)
-    ops = (workspace or Workspace(ops)).begin(padded=padded is not None)
+    ops = (workspace or DeviceWorkspace(ops)).begin(padded=padded is not None)
 
     def run(batch_seeds):
         return _sample(ops, indptr, indices, weights, batch_seeds, layout, keys, replace, weighted, sources, edge_perm,
@@ -123,7 +123,7 @@ def _sample(ops, indptr, indices, weights, seeds, layout, keys, replace, weighte
         ops.assign(nodes.of(seed_type, len(seeds)), seeds)
     layout_views = [k(d[name]) for name in ("col_offset", "edge_offset", "et_src", "et_dst", "type_offset",
                                             "type_size")]
-    table = Table(ops)
+    table = DeviceNodeMap(ops)
     if not exact:
         table.reserve(int(caps.sum()), nodes, d["counts", 0], layout_views[4], layout_views[5], status)
     permuted = edge_perm is not None

@@ -20,7 +20,7 @@ from sparsetrain._numba_cuda import cuda
 from sparsetrain.sampling import draw, fused_draw, rng
 from sparsetrain.sampling.cuda.arrays import TorchArrays
 from sparsetrain.sampling.cuda.padded import address
-from sparsetrain.sampling.cuda.workspace import Workspace
+from sparsetrain.sampling.cuda.workspace import DeviceWorkspace
 from sparsetrain.sampling.retarget import retarget
 
 _device = retarget(
@@ -67,7 +67,7 @@ def mean_kernel(x, sources, start, count, out):
         _mean_columns(x, sources, start[r], count[r], out, r, f, f + 1)
 
 
-def queue_mean(ws: Workspace, indptr, indices, weights, nodes, offset: int, bounds, lo_at: int, hi_at: int, keys,
+def queue_mean(ws: DeviceWorkspace, indptr, indices, weights, nodes, offset: int, bounds, lo_at: int, hi_at: int, keys,
                fanout: int, slots: int, replace: bool, weighted: bool, num_nodes: int, x, out, status,
                bad_at: int) -> None:
     """Queue the two launches on ``ws`` (see :func:`draw_kernel`): ``out`` (``[rows, F]`` float32) gets each drawing
@@ -92,7 +92,7 @@ def fused_mean_arrays(ops, indptr, indices, weights, nodes, first: int, fanout: 
     """Fill ``out`` (as :func:`sparsetrain.sampling.fused_mean.fused_mean_cpu` does: ``nodes`` draw into rows
     ``first`` on) over any array back end (``ops``: PyTorch CUDA tensors, or NumPy under the simulator); returns -1 or
     the id of a node whose in-edges lie outside the graph (the largest)."""
-    ws = Workspace(ops).begin()
+    ws = DeviceWorkspace(ops).begin()
     try:
         k = ws.kernel
         meta = ws.empty(4)  # the hop's key, the rows that draw, the damage check
@@ -131,7 +131,7 @@ class PaddedHop:
         """What a batch captured with this hop bakes in."""
         return self.fanout, self.slots, address(self.features)
 
-    def queue(self, ws: Workspace, indptr, indices, weights, padded, keys, replace: bool, weighted: bool,
+    def queue(self, ws: DeviceWorkspace, indptr, indices, weights, padded, keys, replace: bool, weighted: bool,
               new_only: bool, num_nodes: int, status, bad_at: int) -> None:
         """:func:`queue_mean` over ``padded``'s last level, its count read from ``padded.sizes`` on the device (the
         driver has filled them); ``keys``: this hop's key on the device."""

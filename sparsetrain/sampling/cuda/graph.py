@@ -1,5 +1,6 @@
-"""The GPU sampler's view of a :class:`~sparsetrain.sampling.CSCGraph` (:class:`CudaGraph`): its arrays as kernel
-views (device memory or pinned host memory), its largest in-degrees, one :class:`Workspace` per sampling thread."""
+"""The GPU sampler's view of a :class:`~sparsetrain.sampling.CSCGraph` (:class:`DeviceCSC`): its arrays as kernel
+views (device memory or pinned host memory), its largest in-degrees, one :class:`DeviceWorkspace` per sampling
+thread."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from sparsetrain._numba_cuda import cuda
 from sparsetrain.sampling.cuda.arrays import TorchArrays
-from sparsetrain.sampling.cuda.workspace import Workspace
+from sparsetrain.sampling.cuda.workspace import DeviceWorkspace
 from sparsetrain.sampling.errors import SamplingBackendError
 
 
@@ -20,7 +21,7 @@ def max_degrees(indptr: np.ndarray, layout) -> np.ndarray:
     return np.array([degrees[a:b].max(initial=0) for a, b in zip(cols[:-1], cols[1:])], np.int64)
 
 
-class CudaGraph:
+class DeviceCSC:
     """The sampler's device views of a CSCGraph (device memory or pinned host memory)."""
 
     def __init__(self, graph) -> None:
@@ -38,11 +39,11 @@ class CudaGraph:
         self._max_degree = None
         self._local = threading.local()
 
-    def workspace(self) -> Workspace:
-        """This thread's :class:`Workspace` (threads sample batches side by side, each in its own arrays)."""
+    def workspace(self) -> DeviceWorkspace:
+        """This thread's :class:`DeviceWorkspace` (threads sample batches side by side, each in its own arrays)."""
         ws = getattr(self._local, "workspace", None)
         if ws is None:
-            ws = self._local.workspace = Workspace(self.ops)
+            ws = self._local.workspace = DeviceWorkspace(self.ops)
         return ws
 
     @property

@@ -1,5 +1,5 @@
 """The GPU sampler's arrays and their kernel views, kept from batch to batch, and what a batch queues, counted
-(:class:`Workspace`)."""
+(:class:`DeviceWorkspace`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from sparsetrain.sampling.errors import SamplingBackendError
 from sparsetrain.sampling.late_checks import LateChecks
 
 
-class Workspace:
+class DeviceWorkspace:
     """The array back end ``ops`` as one sampler uses it batch after batch: the arrays a batch allocates are kept, with
     their kernel views, for the next batch, which asks for the same shapes in the same order when its bounds are the
     same (every full batch of a loader). A kernel view costs tens of microseconds of Python (torch's
@@ -44,7 +44,7 @@ class Workspace:
         self.captured = CapturedBatches(ops)  # the padded batches captured once and replayed
         self.capture = None  # the Captured batch being captured, while one is
 
-    def begin(self, padded: bool = False) -> Workspace:
+    def begin(self, padded: bool = False) -> DeviceWorkspace:
         """Start a batch (after the last batch's work, on whatever stream that ran). A ``padded`` batch ends without a
         host read: it writes the next of :attr:`LateChecks.RING` pinned buffers, and raises the failed checks of the
         batches before it that are done; any other batch first waits for those."""
