@@ -490,3 +490,17 @@ def test_more_hostile_configs_are_one_line(root, cli, tmp_path, text, words):
     (tmp_path / "c.toml").write_text(text)
     code, _, err = cli("train", "--data", root / "d", "--config", tmp_path / "c.toml", "--epochs", "1", "--quiet")
     _one_line(code, err, words)
+
+
+@pytest.mark.dgl
+@pytest.mark.parametrize("sampler_kwargs, words", [
+    ({"prefetch_node_feats": ["feat"]}, "has no such node data"),
+    ({"prefetch_labels": ["label"]}, "has no such node data"),
+    ({"prefetch_edge_feats": ["w"]}, "has no such edge data"),
+], ids=["node", "label", "edge"])
+def test_dgl_prefetch_of_data_the_dgl_graph_lacks_is_one_line(sampler_kwargs, words):
+    dgl = pytest.importorskip("dgl")
+    g = dgl.graph((torch.tensor([0, 1, 2, 3]), torch.tensor([1, 2, 3, 0])), num_nodes=5)
+    loader = DataLoader(g, torch.tensor([0, 1]), NeighborSampler([2], **sampler_kwargs), batch_size=2)
+    with pytest.raises(ValueError, match=words):
+        next(iter(loader))

@@ -133,7 +133,12 @@ class DataLoader:
     def _node_data(self, name: str, node_type: str) -> torch.Tensor:
         graph = self.graph
         if hasattr(graph, "nodes") and hasattr(graph, "ndata"):  # a DGLGraph
-            return graph.nodes[node_type].data[name]
+            data = graph.nodes[node_type].data
+            if name not in data:
+                raise SamplingError(f"DataLoader prefetch {name!r}: node type {node_type!r} of the DGL graph has no "
+                                    f"such node data (it has {sorted(data.keys())}); add "
+                                    f"g.nodes[{node_type!r}].data[{name!r}] or drop the name")
+            return data[name]
         features = getattr(graph, "features_by_type", None)
         if features is None:
             raise SamplingError(f"DataLoader prefetch {name!r}: a CSCGraph holds no node data; pass the dataset "
@@ -149,7 +154,11 @@ class DataLoader:
     def _edge_data(self, name: str, edge_type) -> torch.Tensor:
         graph = self.graph
         if hasattr(graph, "edges") and hasattr(graph, "edata"):
-            return graph.edges[edge_type].data[name]
+            data = graph.edges[edge_type].data
+            if name not in data:
+                raise SamplingError(f"DataLoader prefetch_edge_feats {name!r}: edge type {edge_type} of the DGL graph "
+                                    f"has no such edge data (it has {sorted(data.keys())}); add it or drop the name")
+            return data[name]
         raise SamplingError(f"DataLoader prefetch_edge_feats {name!r}: edge data is read from a DGL graph's edata")
 
 
