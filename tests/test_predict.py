@@ -13,6 +13,7 @@ from sparsetrain.engine.checkpoint import BEST
 from sparsetrain.engine.predict import PredictError, load_model, predict
 from sparsetrain.engine.run import train
 from sparsetrain.engine.settings import TrainSettings
+from sparsetrain.errors import SettingError
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +82,7 @@ def test_embeddings_are_the_first_layer_by_hand_and_parquet_matches_npy(cora_run
 
 def test_output_paths_are_checked(cora_run, tmp_path):
     ds, ckpt, _ = cora_run
-    with pytest.raises(PredictError, match="inside the dataset folder"):
+    with pytest.raises(SettingError, match="is in the dataset folder"):
         predict(ckpt, ds.path / "predictions.npy")
     with pytest.raises(PredictError, match="suffix must be one of .npy, .parquet"):
         predict(ckpt, tmp_path / "predictions.csv")
@@ -100,7 +101,7 @@ def test_the_cli_verb(cora_run, tmp_path, cli):
     last = load_model(ckpt, which="last")
     assert last.config["epoch"] == 8
     code, _, err = cli("predict", "--checkpoint", ckpt, "--out", ds.path / "p.npy")
-    assert code == 1 and err.startswith("error: ") and "inside the dataset folder" in err and len(err.splitlines()) == 1
+    assert code == 1 and err.startswith("error: ") and "is in the dataset folder" in err and len(err.splitlines()) == 1
 
 
 @pytest.mark.slow  # (a link run; ~16 s on two shared cores)

@@ -315,6 +315,8 @@ def _counts(values: list[str]) -> dict[str, int]:
             counts[t] = int(v)
         except ValueError:
             raise UsageError(f"--node-count {t}={v}: the count must be a whole number") from None
+        if counts[t] < 0:
+            raise UsageError(f"--node-count {t}={v}: a node count is a whole number >= 0") from None
     return counts
 
 

@@ -241,6 +241,13 @@ def from_igb(root: str | os.PathLike, out_dir: str | os.PathLike, *, size: str =
         if name in options:
             raise DatasetError(f"{name} does not apply to an IGB folder: its reverses and split are the reference's "
                                "(split='igb' or 'mlperf')")
+    unknown = sorted(set(num_nodes or {}) - set(node_types(size)))
+    if unknown:
+        raise DatasetError(f"--node-count {unknown[0]}: IGBH-{size} has no node type {unknown[0]!r}; its node types "
+                           f"are {', '.join(node_types(size))}")
+    for t, n in (num_nodes or {}).items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise DatasetError(f"--node-count {t}={n!r}: a node count is a whole number >= 0")
     root = Path(root)
     if not root.is_dir():
         raise DatasetError(f"{root}: no such folder; --igb takes the folder IGB downloads into")

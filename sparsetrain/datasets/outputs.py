@@ -4,8 +4,9 @@ Three kinds of folder hold data: a dataset (``meta.json``: its arrays are checks
 deletes the folder), a partitioned folder (``manifest.json``: ``partition --overwrite`` deletes it) and a part (a
 dataset inside a partitioned folder). A file written into any of them would either damage the data (a summary over
 ``meta.json``, a log appended to ``owner.npy``) or go with the folder at the next ``--overwrite`` (checkpoints). So
-``train``'s ``--checkpoint-dir`` / ``--metrics-log`` / ``--summary-json``, ``preprocess``/``synth``'s ``--out`` and
-``partition``'s ``--out`` all pass through :func:`check_output_path`, which walks the path's folders up to the root
+``train``'s ``--checkpoint-dir`` / ``--metrics-log`` / ``--summary-json`` / ``--tensorboard``,
+``preprocess``/``synth``'s ``--out``, ``partition``'s ``--out`` and ``predict``/``plot``'s ``--out`` all pass
+through :func:`check_output_path`, which walks the path's folders up to the root
 and refuses one inside any data folder (and a new folder that would hold one of the command's inputs, which its
 ``--overwrite`` would delete).
 """

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 
 import torch
 
+from sparsetrain import _args
 from sparsetrain.dgl.sampler import SamplerSettings, settings_of, to_fanouts
 from sparsetrain.errors import SettingTypeError
 from sparsetrain.sampling.errors import SamplingError
@@ -50,13 +51,15 @@ class DataLoader:
         unknown = sorted(set(kwargs) - set(IGNORED))
         if unknown:
             raise SettingTypeError(f"sparsetrain.dgl.DataLoader got an unexpected keyword argument {unknown[0]!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise SamplingError(f"DataLoader batch_size={batch_size!r}; give a positive int")
+        batch_size = _args.integer("DataLoader", "batch_size", batch_size, low=1, error=SamplingError)
+        drop_last = _args.boolean("DataLoader", "drop_last", drop_last)  # 'no' is refused, not read as True
+        shuffle = _args.boolean("DataLoader", "shuffle", shuffle)
+        use_ddp = _args.boolean("DataLoader", "use_ddp", use_ddp)
         self.graph = graph
         self.settings: SamplerSettings = settings_of(graph_sampler)
         self.graph_sampler = graph_sampler
         self.csc, self.idtype, source_device = _csc_of(graph, self.settings.prob)
-        self.device = torch.device(device) if device is not None else source_device
+        self.device = _device(device) if device is not None else source_device
         self.batch_size = batch_size
         self.drop_last = drop_last
         self.shuffle = shuffle
@@ -130,7 +133,12 @@ class DataLoader:
     def _node_data(self, name: str, node_type: str) -> torch.Tensor:
         graph = self.graph
         if hasattr(graph, "nodes") and hasattr(graph, "ndata"):  # a DGLGraph
-            return graph.nodes[node_type].data[name]
+            data = graph.nodes[node_type].data
+            if name not in data:
+                raise SamplingError(f"DataLoader prefetch {name!r}: node type {node_type!r} of the DGL graph has no "
+                                    f"such node data (it has {sorted(data.keys())}); add "
+                                    f"g.nodes[{node_type!r}].data[{name!r}] or drop the name")
+            return data[name]
         features = getattr(graph, "features_by_type", None)
         if features is None:
             raise SamplingError(f"DataLoader prefetch {name!r}: a CSCGraph holds no node data; pass the dataset "
@@ -146,7 +154,11 @@ class DataLoader:
     def _edge_data(self, name: str, edge_type) -> torch.Tensor:
         graph = self.graph
         if hasattr(graph, "edges") and hasattr(graph, "edata"):
-            return graph.edges[edge_type].data[name]
+            data = graph.edges[edge_type].data
+            if name not in data:
+                raise SamplingError(f"DataLoader prefetch_edge_feats {name!r}: edge type {edge_type} of the DGL graph "
+                                    f"has no such edge data (it has {sorted(data.keys())}); add it or drop the name")
+            return data[name]
         raise SamplingError(f"DataLoader prefetch_edge_feats {name!r}: edge data is read from a DGL graph's edata")
 
 
@@ -259,8 +271,28 @@ def _flat_indices(indices, csc: CSCGraph) -> tuple[torch.Tensor | None, torch.Te
     return None, ids
 
 
+def _device(device) -> torch.device:
+    """``device`` as a ``torch.device`` this process can use: an unknown name or a GPU it does not see is one line
+    when the loader is built, not a driver error at the first batch."""
+    try:
+        result = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise SamplingError(f"DataLoader device={device!r}; give 'cpu', 'cuda' or 'cuda:N'") from None
+    if result.type == "cuda" and not torch.cuda.is_available():
+        raise SamplingError(f"DataLoader device={device!r}: no CUDA device is visible to this process; give "
+                            "device='cpu'")
+    if result.type == "cuda" and result.index is not None and result.index >= torch.cuda.device_count():
+        raise SamplingError(f"DataLoader device={device!r}: this process sees {torch.cuda.device_count()} CUDA "
+                            "device(s); give one of them")
+    return result
+
+
 def _ids(value, what: str) -> torch.Tensor:
-    t = torch.as_tensor(value)
+    try:
+        t = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise SamplingError(f"DataLoader {what}: give a 1-D tensor of node ids; got a {type(value).__name__}") \
+            from None
     if t.dim() != 1 or t.dtype.is_floating_point or t.dtype == torch.bool or t.dtype.is_complex:
         raise SamplingError(f"DataLoader {what}: give a 1-D tensor of node ids; got shape {list(t.shape)} dtype "
                             f"{t.dtype}")

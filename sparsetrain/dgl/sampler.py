@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sparsetrain import _args
 from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import CSCGraph
@@ -36,10 +37,10 @@ class NeighborSampler:
         self.fanouts = fanouts
         self.edge_dir = edge_dir
         self.prob = prob or mask
-        self.replace = replace
-        self.prefetch_node_feats = prefetch_node_feats
-        self.prefetch_labels = prefetch_labels
-        self.prefetch_edge_feats = prefetch_edge_feats
+        self.replace = _args.boolean("NeighborSampler", "replace", replace)  # 'no' is refused, not read as True
+        self.prefetch_node_feats = _names(prefetch_node_feats, "prefetch_node_feats")
+        self.prefetch_labels = _names(prefetch_labels, "prefetch_labels")
+        self.prefetch_edge_feats = _names(prefetch_edge_feats, "prefetch_edge_feats")
         self.output_device = output_device
         self.fused = fused
         _check_edge_dir(edge_dir)
@@ -78,19 +79,31 @@ def settings_of(sampler) -> SamplerSettings:
                             f"dgl.dataloading's); got {cls.__module__}.{cls.__name__}, which it does not run")
     _check_edge_dir(getattr(sampler, "edge_dir", "in"))
     return SamplerSettings(fanouts=sampler.fanouts, prob=getattr(sampler, "prob", None),
-                           replace=bool(getattr(sampler, "replace", False)),
-                           prefetch_node_feats=_names(getattr(sampler, "prefetch_node_feats", None)),
-                           prefetch_labels=_names(getattr(sampler, "prefetch_labels", None)),
-                           prefetch_edge_feats=_names(getattr(sampler, "prefetch_edge_feats", None)))
+                           replace=_args.boolean("NeighborSampler", "replace", getattr(sampler, "replace", False)),
+                           prefetch_node_feats=_names(getattr(sampler, "prefetch_node_feats", None),
+                                                      "prefetch_node_feats"),
+                           prefetch_labels=_names(getattr(sampler, "prefetch_labels", None), "prefetch_labels"),
+                           prefetch_edge_feats=_names(getattr(sampler, "prefetch_edge_feats", None),
+                                                      "prefetch_edge_feats"))
 
 
-def _names(value):
-    """DGL's prefetch names: None, a list, or a dict per type (DGL keeps them as given or wraps them)."""
+def _names(value, what: str = "prefetch names"):
+    """DGL's prefetch names: None, a name, a list of names, or a dict per type of either (one name is a list of one,
+    never its letters)."""
     if value is None:
         return None
     if isinstance(value, Mapping):
-        return {k: list(v) for k, v in value.items()}
-    return list(value)
+        return {k: _name_list(v, f"{what}[{k!r}]") for k, v in value.items()}
+    return _name_list(value, what)
+
+
+def _name_list(value, what: str) -> list:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise SamplingError(f"NeighborSampler {what}={value!r}: give a feature name, a list of names, or a dict of "
+                        "them per type")
 
 
 def _check_edge_dir(edge_dir: str) -> None:

@@ -25,6 +25,7 @@ from sparsetrain.datasets.outputs import check_output_path
 from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.host_memory import available_host_memory
 from sparsetrain.engine.inference import layerwise_cost, sampled_cost
+from sparsetrain.engine.run_log import csv_beside, foreign_csv
 from sparsetrain.engine.settings import (
     TYPED_MODELS,
     CheckpointSettings,
@@ -193,6 +194,14 @@ def check_outputs(checkpoint: CheckpointSettings, report: ReportSettings, datase
             continue
         check_output_path(flag, path, inputs=(dataset,))  # the one rule: never into a data folder of any kind
         _check_writable(flag, path, folder=folder)
+    if report.log is not None and foreign_csv(report.log) is not None:
+        raise SettingError(f"--metrics-log {report.log}: its CSV twin {csv_beside(report.log)} (rewritten every "
+                           "epoch) would replace a file that is not one; move that file or give the log another name")
+    if report.log is not None and report.summary_json is not None and \
+            Path(os.path.realpath(report.summary_json)) in {Path(os.path.realpath(p))
+                                                            for p in (report.log, csv_beside(report.log))}:
+        raise SettingError(f"--summary-json {report.summary_json}: is the metrics log or its CSV twin; give the "
+                           "summary its own file")
 
 
 def _check_writable(flag: str, path: Path, *, folder: bool) -> None:

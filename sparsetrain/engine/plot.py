@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+from sparsetrain.datasets.outputs import check_output_path
 from sparsetrain.engine.run_log import MissingPackageError, read_log
 from sparsetrain.errors import SettingError
 
@@ -48,10 +49,15 @@ def read_records(log: Path) -> list[dict]:
         if log.suffix == ".csv":
             with open(log, encoding="utf-8", newline="") as f:
                 return [{k: _number(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
-        return read_log(log)
-    except (ValueError, UnicodeDecodeError) as exc:
+        records = read_log(log)
+    except (ValueError, UnicodeDecodeError, csv.Error) as exc:
         raise SettingError(f"plot {log}: not a metrics log ({str(exc).splitlines()[0]}); give the file "
                            "`train --metrics-log` wrote") from None
+    for line, record in enumerate(records, 1):
+        if not isinstance(record, dict):
+            raise SettingError(f"plot {log}: record {line} is a {type(record).__name__}, not a JSON object; not a "
+                               "metrics log: give the file `train --metrics-log` wrote")
+    return records
 
 
 def curves(records: list[dict]) -> dict[str, tuple[list, list]]:
@@ -75,7 +81,12 @@ def plot_run(run: Path, out: Path | None = None) -> Path:
     """Draw ``run``'s curves (a metrics log, or a folder holding one) to the PNG ``out`` (default: the log's name
     with ``.png``): the losses on the left, the validation and test metrics on the right, against the step."""
     log = find_log(run)
-    out = log.with_suffix(".png") if out is None else out
+    out = log.with_suffix(".png") if out is None else Path(out)
+    if out.suffix.lower() != ".png":
+        raise SettingError(f"plot --out {out}: the picture is a PNG; give a file name ending in .png")
+    check_output_path("--out", out, inputs=(log,))
+    if out.is_dir():
+        raise SettingError(f"plot --out {out}: is a folder; give a file name ending in .png")
     series = curves(read_records(log))
     if not series:
         raise SettingError(f"plot {log}: the log holds no loss or metric yet; plot it after a step")

@@ -27,17 +27,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from sparsetrain import _args
 from sparsetrain.datasets.format import NODE
+from sparsetrain.datasets.outputs import check_output_path
 from sparsetrain.engine.checkpoint import BEST, list_checkpoints, load_checkpoint_file
 from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.default_data import open_dataset
+from sparsetrain.engine.distributed import choose_device
 from sparsetrain.engine.evaluate import EVAL_EPOCH
 from sparsetrain.engine.inference import infer_layers
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.partitioned import is_partitioned
 from sparsetrain.engine.plan import plan
 from sparsetrain.engine.settings import FLAGS, TrainSettings
-from sparsetrain.errors import SettingError
+from sparsetrain.errors import DatasetError, SettingError
 from sparsetrain.nn.models import BlockGNN
 from sparsetrain.storage import MmapFeatures
 from sparsetrain.storage.rows import gather_rows
@@ -71,9 +74,16 @@ def load_model(checkpoint: str | os.PathLike, data: str | os.PathLike | None = N
     or ``LinkPredictor``): ``model(x, mb.to_pyg())`` on a sampled batch, ``model.layer(i, x, edge_index, size)`` layer
     by layer; ``model.config`` holds the run's settings (model, hidden, fanouts, task, node type, dataset, epoch,
     metrics)."""
+    device = _device(device)
     trained = _load(checkpoint, data, which)
     trained.model.config = trained.config
     return trained.model.to(device)
+
+
+def _device(device: str | torch.device) -> torch.device:
+    """``device`` checked as ``train --device`` is (:func:`choose_device`): an unknown name or a GPU this machine
+    does not have is one line, before anything is loaded."""
+    return device if isinstance(device, torch.device) else choose_device(str(device))
 
 
 def _load(checkpoint, data, which: str) -> _Trained:
@@ -81,16 +91,33 @@ def _load(checkpoint, data, which: str) -> _Trained:
         raise PredictError(f"which={which!r}: choose 'best' (the reported epoch's weights) or 'last'")
     path = _checkpoint_file(Path(checkpoint), which)
     state = load_checkpoint_file(path)
-    record = state.get("run")
-    if not record or "model" not in record or "record_version" not in record:
-        raise PredictError(f"{path}: records no run settings (written by an older sparsetrain); load its 'model' "
-                           "weights into the model you built yourself")
-    ds = _dataset(record, data, path)
+    record = state.get("run") if isinstance(state, dict) else None
+    if not isinstance(record, dict) or "model" not in record or "record_version" not in record:
+        raise PredictError(f"{path}: records no run settings (not a checkpoint `sparsetrain train` wrote, or an older "
+                           "sparsetrain's); load its 'model' weights into the model you built yourself")
+    dataset = record.get("dataset")
+    if not isinstance(state.get("model"), dict) or not isinstance(dataset, dict) or \
+            not isinstance(dataset.get("path"), str) or not isinstance(dataset.get("sha256"), str):
+        raise PredictError(f"{path}: its {'model weights' if not isinstance(state.get('model'), dict) else 'dataset'} "
+                           "record is missing or malformed (the file was edited); use another checkpoint of the run "
+                           "or train again")
+    ds, differs = _dataset(record, data, path)
     flags = {k: v for k, v in record.items() if k in FLAGS and k not in ("data", "checkpoint_dir")}
     if isinstance(flags.get("fanouts"), dict):  # recorded by edge type as "src,rel,dst"
-        flags["fanouts"] = {tuple(k.split(",")): v for k, v in flags["fanouts"].items()}
+        flags["fanouts"] = {tuple(str(k).split(",")): v for k, v in flags["fanouts"].items()}
     meta = DatasetMeta.of(ds)
-    run = plan(TrainSettings(data=ds.path, quiet=True, **flags), meta, torch.device("cpu"), 1)
+    try:
+        settings = TrainSettings(data=ds.path, quiet=True, **flags)
+    except SettingError as exc:
+        raise PredictError(f"{path}: its recorded settings are not valid ({exc}); the file was edited: use another "
+                           "checkpoint of the run or train again") from None
+    try:
+        run = plan(settings, meta, torch.device("cpu"), 1)
+    except (SettingError, DatasetError) as exc:
+        if data is None:
+            raise
+        raise PredictError(f"{path}: the run's settings do not fit {ds.path} ({exc}); give the dataset the run "
+                           "trained on (--data)") from None
     model = _build(ds, meta, run)
     try:
         model.load_state_dict(state["model"])
@@ -98,6 +125,10 @@ def _load(checkpoint, data, which: str) -> _Trained:
         raise PredictError(f"{path}: its weights do not fit the model built for {ds.path} "
                            f"({str(exc).splitlines()[1].strip() if len(str(exc).splitlines()) > 1 else exc}); "
                            "give the dataset the run trained on (--data)") from None
+    _check_finite(state["model"], path)
+    if differs:  # said only once the weights fit: a dataset they do not fit is the one-line error above
+        warnings.warn(f"{ds.path}: its contents differ from the dataset the run trained on "
+                      f"({record['dataset']['path']}); predicting on it with the trained weights", stacklevel=3)
     model.eval()
     position = state.get("position", {})
     config = {
@@ -129,7 +160,7 @@ def _checkpoint_file(path: Path, which: str) -> Path:
 
 def _dataset(record: dict, data, checkpoint: Path):
     """The dataset to predict on: ``data`` when given, else the recorded one (a partitioned run's: the folder its
-    manifest was cut from), its contents compared with the record's."""
+    manifest was cut from), and whether its contents differ from the record's."""
     recorded = record["dataset"]["path"]
     task = record.get("task", "node")
     if data is not None:
@@ -150,11 +181,18 @@ def _dataset(record: dict, data, checkpoint: Path):
     expected = record["dataset"]["sha256"]
     if is_partitioned(recorded):
         expected = json.loads((Path(recorded) / "manifest.json").read_text())["dataset"]["checksum"]
-    if DatasetMeta.of(ds).meta_sha256 != expected:
-        warnings.warn(f"{ds.path}: its contents differ from the dataset the run trained on ({recorded}); predicting "
-                      "on it with the trained weights", stacklevel=3)
-    return ds
+    return ds, DatasetMeta.of(ds).meta_sha256 != expected
 
+
+def _check_finite(weights: dict, path: Path) -> None:
+    """Every floating tensor of the checkpoint's weights finite: a NaN or inf weight would write NaN predictions
+    without a word."""
+    for name, value in weights.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and not torch.isfinite(value).all():
+            bad = int((~torch.isfinite(value)).sum())
+            raise PredictError(f"{path}: weight {name} holds {bad} NaN or infinite value(s) (the run diverged, or the "
+                               "file was edited); use an earlier checkpoint of the run (--last / another step-*.pt) "
+                               "or train again with a lower --lr")
 
 def _build(ds, meta: DatasetMeta, run) -> torch.nn.Module:
     """The model ``train`` builds for this plan (the same builders)."""
@@ -186,16 +224,21 @@ class _HiddenLayers(torch.nn.Module):
 @torch.no_grad()
 def predict(checkpoint: str | os.PathLike, out: str | os.PathLike, data: str | os.PathLike | None = None, *,
             embeddings: bool = False, which: str = "best", batch_size: int = 4096,
-            device: str | torch.device = "cpu", memory_budget: int | None = LAYER_TABLE_BUDGET) -> dict:
+            device: str | torch.device = "cpu", memory_budget: int | None = LAYER_TABLE_BUDGET,
+            overwrite: bool = False) -> dict:
     """Write every target node's prediction to ``out`` (``.npy``: a float32 ``[nodes, classes]`` table of scores, row
     = node id; ``.parquet``: columns ``node``, ``class`` and ``scores``); ``embeddings=True``: the last hidden layer
     instead (``.parquet``: ``node`` and ``embedding``). A link model's prediction is each node's embedding, what its
     decoder scores pairs of. Returns what was written and, where the dataset has them, the test metric of these
-    predictions (``test_acc``; link: ``test_auc``)."""
+    predictions (``test_acc``; link: ``test_auc``). An existing ``out`` is replaced only with ``overwrite=True``."""
+    batch_size = _args.integer("predict", "batch_size", batch_size, low=1, error=PredictError)
+    embeddings = _args.boolean("predict", "embeddings", embeddings)
+    overwrite = _args.boolean("predict", "overwrite", overwrite)
+    memory_budget = _args.integer("predict", "memory_budget", memory_budget, low=0, optional=True, error=PredictError)
+    device = _device(device)
     trained = _load(checkpoint, data, which)
     ds, run, model = trained.dataset, trained.plan, trained.model.to(device)
-    out = _check_out(Path(out), ds.path, trained.config)
-    device = torch.device(device)
+    out = _check_out(Path(out), ds.path, trained.config, overwrite)
     spill = Path(tempfile.mkdtemp(prefix=".sparsetrain-predict-", dir=out.parent))
     try:
         layerwise = run.task == "link" or isinstance(model, BlockGNN)
@@ -220,17 +263,18 @@ def predict(checkpoint: str | os.PathLike, out: str | os.PathLike, data: str | o
         spill.rmdir()
 
 
-def _check_out(out: Path, dataset: Path, config: dict) -> Path:
-    """``out`` as a writable output file: a known suffix, not inside a dataset folder, not a folder."""
+def _check_out(out: Path, dataset: Path, config: dict, overwrite: bool) -> Path:
+    """``out`` as a writable output file: a known suffix, not inside a data folder (the one output-path rule,
+    :func:`check_output_path`), not a folder, not an existing file unless
+    ``overwrite``."""
     if out.suffix not in FORMATS:
         raise PredictError(f"{out}: the output's suffix must be one of {', '.join(FORMATS)}")
+    check_output_path("--out", out, inputs=(dataset, config["dataset"]))
     resolved = out.resolve()
-    for folder in {Path(dataset).resolve(), Path(config["dataset"]).resolve()}:
-        if resolved.is_relative_to(folder):
-            raise PredictError(f"{out}: is inside the dataset folder {folder} (its files are checksummed); write the "
-                               "predictions elsewhere")
     if resolved.is_dir():
         raise PredictError(f"{out}: is a folder; give a file name ending in {' or '.join(FORMATS)}")
+    if resolved.exists() and not overwrite:
+        raise PredictError(f"--out {out}: already exists; pass --overwrite to replace it, or give another file name")
     resolved.parent.mkdir(parents=True, exist_ok=True)
     return resolved
 
@@ -239,8 +283,8 @@ def _layerwise(model, ds, run, embeddings: bool, batch_size: int, device, memory
     network = model.encoder if run.task == "link" else model
     if embeddings:
         if network.num_layers < 2:
-            raise PredictError(f"--embeddings: the model has one layer ({run.model.name}, --fanout "
-                               f"{run.sampling.fanouts}), so no hidden layer; train with two fanouts or more")
+            raise PredictError(f"--embeddings: the model has one layer ({run.model.name}, one --fanout), so no "
+                               "hidden layer; train with two fanouts or more, or drop --embeddings")
         network = _HiddenLayers(network)
     return infer_layers(network, ds.feature_store(), ds.graph, batch_size, device, memory_budget, spill)
 

@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "dataset its parts were cut from); a folder or a built-in name (cora, synthetic)")
     p.add_argument("--out", type=Path, required=True,
                    help="output file, .npy or .parquet (written atomically; not inside the dataset folder)")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     p.add_argument("--embeddings", action="store_true",
                    help="write the last hidden layer instead of the class scores (layer-wise models)")
     p.add_argument("--last", action="store_true",
@@ -41,7 +42,8 @@ def _predict(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise PredictError(f"--batch-size {args.batch_size}: must be a positive integer")
     result = predict(args.checkpoint, args.out, args.data, embeddings=args.embeddings,
-                     which="last" if args.last else "best", batch_size=args.batch_size, device=args.device)
+                     which="last" if args.last else "best", batch_size=args.batch_size, device=args.device,
+                     overwrite=args.overwrite)
     line = (f"wrote {result['what']} of {result['rows']:,} nodes ({result['width']} values each, "
             f"{result['method']}, epoch {result['epoch']}) to {result['out']}")
     metric = next(((k, v) for k, v in result.items() if k.startswith("test_")), None)

@@ -24,7 +24,16 @@ from dataclasses import fields
 from pathlib import Path
 
 from sparsetrain.engine.checkpoint import write_atomic
-from sparsetrain.engine.settings import FLAGS, PARTS, TrainSettings, field_types, plain_value, typed_value
+from sparsetrain.engine.settings import (
+    FLAGS,
+    PARTS,
+    TrainSettings,
+    field_types,
+    fields_of,
+    flag_names,
+    plain_value,
+    typed_value,
+)
 from sparsetrain.errors import SettingError
 from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.fanouts import Fanouts
@@ -32,6 +41,11 @@ from sparsetrain.sampling.fanouts import Fanouts
 CONFIG_NAME = "config.json"
 """The file a run writes its resolved settings to, in ``--checkpoint-dir``."""
 _FLAT_OF = {where: flat for flat, where in FLAGS.items()}
+_KEY_OF = {name[2:].replace("-", "_"): flat for flat, (part, key) in FLAGS.items()
+           for name in (*flag_names(flat), *fields_of(PARTS[part])[key].metadata.get("hidden_flags", ()))}
+_KEY_OF.update({flat: flat for flat in FLAGS})
+"""A flat key of a config file -> its flat keyword: the keyword itself (``fanouts``, ``log``) or its flag's name
+(``fanout`` for ``--fanout``, ``metrics_log`` for ``--metrics-log``), so a key copied from the command line reads."""
 
 
 def read_config(path: str | os.PathLike) -> dict:
@@ -52,8 +66,8 @@ def read_config(path: str | os.PathLike) -> dict:
                     raise SettingError(f"{path}: unknown key {key}.{name}; [{key}] takes {', '.join(sorted(names))}")
                 _put(path, flat, _FLAT_OF[(key, name)], inner, f"{key}.{name}")
         else:
-            name = str(key).replace("-", "_")
-            if name not in FLAGS:
+            name = _KEY_OF.get(str(key).replace("-", "_"))
+            if name is None:
                 raise SettingError(f"{path}: unknown key {key!r}; the keys are the train flags' names (batch_size, "
                                    f"fanouts, ...; see `sparsetrain train --help`) or [part] tables "
                                    f"({', '.join(PARTS)})")
@@ -91,7 +105,8 @@ def _load(path: Path):
 def _put(path: Path, flat: dict, name: str, value, key: str) -> None:
     """``flat[name] = value`` once ``value`` has the type of the field ``name`` routes to."""
     if name in flat:
-        raise SettingError(f"{path}: {key} is set twice (flat and in its part's table); keep one")
+        raise SettingError(f"{path}: {key} sets {name}, which another key of the file already sets (its flag's name, "
+                          "its field's name or its part's table); keep one")
     part, field_name = FLAGS[name]
     cls = PARTS[part]
     kinds = field_types(cls, field_name)

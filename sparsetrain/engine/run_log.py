@@ -32,6 +32,23 @@ def csv_beside(log: Path) -> Path:
     return log.with_suffix(".csv")
 
 
+def foreign_csv(log: Path) -> Path | None:
+    """The CSV twin of ``log`` when a file of that name exists and is not one (its header does not start with the
+    records' ``step`` column): a file the run would replace, so :func:`~sparsetrain.engine.plan.check_outputs`
+    refuses it; None when the name is free or holds a twin."""
+    twin = csv_beside(log)
+    if not twin.exists():
+        return None
+    if twin.is_dir():
+        return twin
+    try:
+        with open(twin, "rb") as f:
+            head = f.read(5)
+    except OSError:
+        return twin
+    return None if head in (b"", b"step,", b"step\n") else twin
+
+
 def read_log(path: Path) -> list[dict]:
     """The records of a JSON-lines metrics log, in order (blank lines skipped)."""
     with open(path, encoding="utf-8") as f:

@@ -233,6 +233,9 @@ class SamplingSettings:
                 raise SamplingSettingError(str(exc)) from None
         _check_types(self, SamplingSettingError)
         _integer(SamplingSettingError, "batch_size", self.batch_size, low=1, rule="a positive integer")
+        if self.fanouts.num_hops == 0:  # a model has one layer per hop: none is no model
+            raise SamplingSettingError("--fanout: no hop given; the model has one layer per hop, give at least one "
+                                       "count (e.g. --fanout 10,10)")
         if self.temporal_strategy is not None and not self.temporal:
             raise SamplingSettingError(f"--temporal-strategy {self.temporal_strategy} chooses among the neighbors "
                                        "that --temporal allows; add --temporal or drop it")
