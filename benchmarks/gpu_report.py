@@ -181,9 +181,9 @@ def section_sampling(args) -> dict:
     import numpy as np
     import torch
 
+    from sparsetrain._late_reads import LateChecks
     from sparsetrain.datasets import load
     from sparsetrain.sampling import EdgeSamplerInput, LinkNeighborSampler, NeighborSampler, SamplerInput
-    from sparsetrain.sampling.late_checks import LateChecks
 
     ds = load(_products(args))
     rng = np.random.default_rng(0)
@@ -318,6 +318,7 @@ def simulated_counts() -> dict:
     import numpy as np
     import torch
 
+    from sparsetrain._late_reads import LateChecks
     from sparsetrain.engine.static_step import StepShapes
     from sparsetrain.sampling import CSCGraph
     from sparsetrain.sampling.cuda import driver
@@ -325,7 +326,6 @@ def simulated_counts() -> dict:
     from sparsetrain.sampling.cuda.padded import PaddedOut
     from sparsetrain.sampling.cuda.workspace import DeviceWorkspace
     from sparsetrain.sampling.fanouts import Fanouts
-    from sparsetrain.sampling.late_checks import LateChecks
     from sparsetrain.sampling.layout import KernelLayout
 
     def counts(g, seeds, fanouts, seed_type=0, padded=None, capture=False):

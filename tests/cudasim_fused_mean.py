@@ -290,10 +290,10 @@ def check_captured_fused_sampled_loader_trains_as_the_loader():
     batches (neighbor_mean from the fetch stage): the same losses and weights."""
     import copy
 
+    from sparsetrain._late_reads import LateChecks
     from sparsetrain.engine.loader import Loader
     from sparsetrain.engine.static_step import SampledLoader, StaticStep, StepShapes
     from sparsetrain.nn.models import GraphSAGE
-    from sparsetrain.sampling.late_checks import LateChecks
 
     g = graph(seed=4)
     gen = torch.Generator().manual_seed(1)

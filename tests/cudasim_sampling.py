@@ -367,8 +367,8 @@ def check_padded_batches_equal_eager_batches():
 
 
 def check_padded_batch_counts():
+    from sparsetrain._late_reads import LateChecks
     from sparsetrain.engine.static_step import StepShapes
-    from sparsetrain.sampling.late_checks import LateChecks
 
     g = graph(200, 3000, seed=7)
     out = padded_out(StepShapes.bound(3, [5, 4, 3], g.num_nodes, num_edges=g.num_edges))
@@ -551,8 +551,8 @@ def check_captured_batches_replay_the_eager_batches():
     """capture=True: a ring slot's first full batch runs eagerly, its second is captured (the simulator's record of
     every device operation), then the record is replayed with no driver logic: each batch is the CPU sampler's for its
     own seeds and key, a smaller batch runs eagerly in between, and a bad seed in a replayed batch raises late."""
+    from sparsetrain._late_reads import LateChecks
     from sparsetrain.engine.static_step import StepShapes
-    from sparsetrain.sampling.late_checks import LateChecks
 
     g, fanouts, ring = graph(200, 3000, seed=7), [4, 3], LateChecks.RING
     out = padded_out(StepShapes.bound(4, fanouts, g.num_nodes, num_edges=g.num_edges))
@@ -590,9 +590,9 @@ def check_captured_batches_replay_the_eager_batches():
 def check_a_failed_capture_is_an_error():
     """A capture the run asked for that fails raises, naming why and how to run without it (no silent eager run); the
     workspace stays usable: an eager padded batch after it equals the CPU's."""
+    from sparsetrain._late_reads import LateChecks
     from sparsetrain.engine.static_step import StepShapes
     from sparsetrain.sampling.errors import CaptureError
-    from sparsetrain.sampling.late_checks import LateChecks
 
     class NoGraphs(NumpyArrays):
         def graph(self):
@@ -620,7 +620,7 @@ def check_a_failed_capture_is_an_error():
 def check_captured_sampled_loader_trains_as_the_loader():
     """SampledLoader(capture=True) over a ring of two: batches eager, captured, replayed and the epoch's last (a
     smaller one) eager, each step's loss the static step's on the Loader's batch."""
-    from sparsetrain.sampling.late_checks import LateChecks
+    from sparsetrain._late_reads import LateChecks
 
     steps, sampler, loader, sampled = _static_steps_and_loaders(16, torch.arange(0, 120), capture=True)
     ring, LateChecks.RING = LateChecks.RING, 2

@@ -4,7 +4,7 @@ On a CPU nothing waits, so the count is of the operations that wait on a GPU: a 
 (``item``, ``bool``, ``int``, ``float``, ``tolist``, ``numpy``, ``cpu``) and the operators whose output size (or a
 check) CUDA reads back before returning (``nonzero``, ``bincount``, ``unique``, ``masked_select``, boolean-mask
 indexing, ``repeat_interleave`` without its size, ``equal``). Code that reads host memory a copy has already reached
-(the late-read rings, :mod:`sparsetrain.sampling.late_checks`) is left out by where it runs. Torch's modes are per
+(the late-read rings, :mod:`sparsetrain._late_reads`) is left out by where it runs. Torch's modes are per
 thread: count a loader's work by running it in line (``prefetch=0``). On a GPU, ``torch.cuda.set_sync_debug_mode``
 counts what the device really waited for (the GPU tests).
 """
@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 READS = {"item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__"}
 SIZED = {"nonzero", "bincount", "_unique", "_unique2", "unique_dim", "unique_consecutive", "masked_select",
          "equal", "is_nonzero"}
-EXEMPT = ("sparsetrain/sampling/late_checks.py",)
+EXEMPT = ("sparsetrain/_late_reads.py",)
 
 
 class HostSyncs:

@@ -24,8 +24,8 @@ def _gpu_sampler(fanouts, batch_size: int):
 def test_captured_gpu_batches_equal_eager_batches():
     """capture=True on a GPU: each batch (eager, captured, replayed, a smaller one eager) is the eager sampler's batch
     of its seeds and key; a replay is one graph launch and one copy, with no synchronizing call."""
+    from sparsetrain._late_reads import LateChecks
     from sparsetrain.sampling import SamplerInput
-    from sparsetrain.sampling.late_checks import LateChecks
 
     sampler, reference, out = _gpu_sampler([15, 10, 5], 455)
     gen = torch.Generator().manual_seed(1)
@@ -57,9 +57,9 @@ def test_captured_batches_stay_right_when_the_host_runs_ahead():
     ring of pinned uploads fills (the host waits when it is ``RING`` batches ahead: counted). Each batch's buffers are
     copied on the device after it (no host read), and every batch, eager, captured and replayed, is compared at the
     end with the eager sampler's batch of its seeds and key."""
+    from sparsetrain._late_reads import LateChecks
     from sparsetrain.sampling import SamplerInput
     from sparsetrain.sampling.cuda.padded import PaddedOut
-    from sparsetrain.sampling.late_checks import LateChecks
 
     sampler, reference, out = _gpu_sampler([15, 10, 5], 455)
     gen = torch.Generator().manual_seed(2)
@@ -84,9 +84,9 @@ def test_captured_batches_stay_right_when_the_host_runs_ahead():
 
 @pytest.mark.gpu
 def test_captured_gpu_bad_seeds_raise_late():
+    from sparsetrain._late_reads import LateChecks
     from sparsetrain.sampling import SamplerInput
     from sparsetrain.sampling.errors import SamplingError
-    from sparsetrain.sampling.late_checks import LateChecks
 
     sampler, _, out = _gpu_sampler([5, 5], 3)
     for key in range(2 * LateChecks.RING):  # every ring slot eager, then captured
@@ -140,8 +140,8 @@ def _gpu_fused(fanouts, batch_size: int, width: int = 16):
 def test_captured_fused_gpu_batches_equal_eager_fused_batches():
     """A fused sampler's padded batches on a GPU (eager, captured, replayed, a smaller one eager): the eager fused
     sampler's blocks and mean, the rows past the last level zero; a replay makes no synchronizing call."""
+    from sparsetrain._late_reads import LateChecks
     from sparsetrain.sampling import SamplerInput
-    from sparsetrain.sampling.late_checks import LateChecks
 
     sampler, reference, batch, features = _gpu_fused([15, 10, 5], 455)
     gen = torch.Generator().manual_seed(1)

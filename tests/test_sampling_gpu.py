@@ -153,9 +153,9 @@ def test_padded_gpu_batches_equal_eager_batches_without_a_host_wait():
     eager batches of the same keys, and once the pinned ring is made a batch makes no synchronizing call."""
     import warnings
 
+    from sparsetrain._late_reads import LateChecks
     from sparsetrain.engine.static_step import StepShapes
     from sparsetrain.sampling.cuda.padded import PaddedOut
-    from sparsetrain.sampling.late_checks import LateChecks
 
     g = graph().to("cuda")
     sampler = NeighborSampler(g, [15, 10, 5], seed=3)

@@ -4,9 +4,9 @@
 import numpy as np
 import pytest
 
+from sparsetrain._late_reads import LateChecks
 from sparsetrain.sampling.cuda.arrays import NumpyArrays
 from sparsetrain.sampling.cuda.workspace import DeviceWorkspace
-from sparsetrain.sampling.late_checks import LateChecks
 
 RING = LateChecks.RING
 

@@ -4,7 +4,7 @@ A step queues its loss (and the count of its class targets out of range) into th
 buffers, with an event after the copy; the trainer reads it once the event has passed: at a later step, or at
 :meth:`LossRing.drain`, which the trainer calls before anything needs the values (a checkpoint, the epoch's end,
 evaluation, ``max_steps``). On the CPU the copy is done when it returns and no event is needed: each step is read at
-once. The ring is the padded sampler's :class:`~sparsetrain.sampling.late_checks.LateChecks`: the host waits only
+once. The ring is the padded sampler's :class:`~sparsetrain._late_reads.LateChecks`: the host waits only
 when it runs ``RING`` steps ahead of the device.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from sparsetrain.sampling.late_checks import LateChecks
+from sparsetrain._late_reads import LateChecks
 
 
 class TorchEvents:

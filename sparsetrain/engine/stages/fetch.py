@@ -22,11 +22,11 @@ from collections.abc import Iterator
 
 import torch
 
+from sparsetrain._late_reads import LateChecks
 from sparsetrain.engine.late_loss import TorchEvents
 from sparsetrain.engine.stages.errors import LoaderError
 from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE
-from sparsetrain.sampling.late_checks import LateChecks
 from sparsetrain.sampling.minibatch import MiniBatch
 from sparsetrain.storage.mmap import MmapFeatures
 from sparsetrain.storage.rows import gather_rows

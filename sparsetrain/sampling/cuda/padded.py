@@ -5,7 +5,7 @@ and fanouts. Sampled into buffers of those bounds, a batch needs nothing back fr
 (``PaddedOut.sizes``), its padded edges are spread over the padding rows (:func:`padding_row`), and the checks the
 eager driver reads at the end of a batch (seeds outside the graph or repeated, a damaged graph) travel to pinned host
 memory with the batch and are raised when they have arrived: at a later call, or at
-:meth:`~sparsetrain.sampling.late_checks.LateChecks.drain`.
+:meth:`~sparsetrain._late_reads.LateChecks.drain`.
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparsetrain._late_reads import LateChecks
 from sparsetrain.sampling.cuda.capture import CapturedBatches
 from sparsetrain.sampling.cuda.counts import BatchCounts
 from sparsetrain.sampling.errors import SamplingBackendError
-from sparsetrain.sampling.late_checks import LateChecks
 
 
 class DeviceWorkspace:
