@@ -4,7 +4,7 @@ own time limit, about 8 minutes on an H200, one JSON and one Markdown table.
 On the lent GPU machine (python 3.12, torch 2.11+cu130, no torch-sparse: PyG's peer from the wheels in
 ``shared/wheels/gpu``, copied into the ignored folder ``.peer`` of the checkout and carried), one command::
 
-    mkdir -p .peer && cp /work/shared/wheels/gpu/*.whl .peer/    # here, before the call; carry: [".peer"]
+    mkdir -p .peer && cp ../shared/wheels/gpu/*.whl .peer/    # here, before the call; carry: [".peer"]
     PYTHONUNBUFFERED=1 python benchmarks/gpu_check.py --out $OUT/check --peer-src .peer
 
 On a CPU, under Numba's CUDA simulator on tiny sizes (what CI keeps working)::

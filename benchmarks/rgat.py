@@ -14,7 +14,7 @@ epochs after the first (which pays JIT compiles and lazy initialisation). Each s
 fails is one line and the rest still prints.
 
     python benchmarks/rgat.py                                  # IGBH-tiny shape x 0.25, 128 features
-    python benchmarks/rgat.py --scale 1.0 --dgl-python /work/venv-dgl/bin/python
+    python benchmarks/rgat.py --scale 1.0 --dgl-python DGL_ENV/bin/python   # DGL_ENV: a torch 2.2.1 + dgl 2.1.0 venv
 """
 
 from __future__ import annotations
