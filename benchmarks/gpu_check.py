@@ -231,18 +231,7 @@ def run_section(name: str, args, logs: Path) -> dict:
                                                                                       else [])
     limit = SECTIONS[name] * (SIMULATE_FACTOR if args.simulate else 1)
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    start = time.perf_counter()
-    try:
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=limit, env=env)
-        (logs / f"{name}.log").write_text(done.stdout + done.stderr)
-        if done.returncode != 0 or not result.is_file():
-            lines = [line for line in (done.stderr or done.stdout).strip().splitlines() if line.strip()]
-            data = {"error": f"exit {done.returncode}: {lines[-1] if lines else 'no output'}"}
-        else:
-            data = json.loads(result.read_text())
-    except subprocess.TimeoutExpired:
-        data = {"error": f"did not finish within {limit} s"}
-    data["section_seconds"] = round(time.perf_counter() - start, 1)
+    data = gpu_report.run_child(cmd, result, logs / f"{name}.log", limit, env)
     data["budget_seconds"] = limit
     return data
 

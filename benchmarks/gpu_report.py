@@ -720,11 +720,16 @@ def run_section(name: str, args, out: Path) -> dict:
         "--epoch-steps",
         str(args.epoch_steps),
     ] + (["--quick"] if args.quick else [])
+    return run_child(cmd, result, out / f"{name}.log", BUDGET_S[name] * (4 if args.quick else 1))
+
+
+def run_child(cmd: list[str], result: Path, log: Path, limit: float, env: dict | None = None) -> dict:
+    """``cmd`` in a child process under ``limit`` seconds, its output kept in ``log``: the JSON it wrote to ``result``,
+    or what went wrong in one line; with the section's seconds."""
     start = time.perf_counter()
-    limit = BUDGET_S[name] * (4 if args.quick else 1)
     try:
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=limit)
-        (out / f"{name}.log").write_text(done.stdout + done.stderr)
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=limit, env=env)
+        log.write_text(done.stdout + done.stderr)
         if done.returncode != 0 or not result.is_file():
             lines = [line for line in (done.stderr or done.stdout).strip().splitlines() if line.strip()]
             data = {"error": f"exit {done.returncode}: {lines[-1] if lines else 'no output'}"}
