@@ -13,7 +13,7 @@ import torch.distributed as dist
 from sparsetrain.datasets.format import NODE
 from sparsetrain.engine.distributed import DistContext
 from sparsetrain.engine.plan import RunPlan
-from sparsetrain.engine.settings import FLAGS, TrainSettings
+from sparsetrain.engine.settings import FLAGS, TrainSettings, flag_names
 from sparsetrain.errors import DatasetError, SettingError
 from sparsetrain.partition.load import Partition
 from sparsetrain.partition.partitioner import OWNED_FEATURES
@@ -40,8 +40,8 @@ SAME_ON_EVERY_RANK_EXCEPT = {"data.path", "data.verify", "features.cache_gb", "r
 fanouts, model dims, epochs, steps, seed, precision, ...), so it must be the same on every rank."""
 
 
-_FLAG_NAMES = {(part, field): f"--{name.replace('_', '-')}" for name, (part, field) in FLAGS.items()} | {
-    ("sampling", "fanouts"): "--fanout", ("report", "log"): "--metrics-log"}
+_FLAG_NAMES = {place: flag_names(flat)[0] for flat, place in FLAGS.items()}
+"""(part, field) -> the ``train`` flag that sets it, as the CLI spells it."""
 
 
 def rank_settings(settings: TrainSettings, run: RunPlan, part: Partition, steps: int) -> dict[str, str]:
