@@ -504,3 +504,20 @@ def test_dgl_prefetch_of_data_the_dgl_graph_lacks_is_one_line(sampler_kwargs, wo
     loader = DataLoader(g, torch.tensor([0, 1]), NeighborSampler([2], **sampler_kwargs), batch_size=2)
     with pytest.raises(ValueError, match=words):
         next(iter(loader))
+
+
+@pytest.mark.parametrize("epochs", ["1000001", str(10**20)])
+def test_epochs_past_the_bound_is_one_line(root, cli, epochs):
+    code, _, err = cli("train", "--data", root / "d", "--epochs", epochs, "--quiet")
+    _one_line(code, err, "--epochs", "at most 1,000,000")
+
+
+def test_predict_from_another_directory_finds_a_relative_dataset(root, cli, tmp_path, monkeypatch):
+    """A run given ``--data d`` relative to its directory records the dataset's absolute path, so ``predict`` from
+    elsewhere needs no ``--data``; its predictions score the run's test accuracy."""
+    monkeypatch.chdir(root)
+    summary = train(TrainSettings(data=Path("d"), epochs=1, fanouts=[4, 4], batch_size=64,
+                                  checkpoint_dir=tmp_path / "rel", quiet=True))
+    monkeypatch.chdir(tmp_path)
+    result = predict(tmp_path / "rel", tmp_path / "p.npy")
+    assert result["test_acc"] == pytest.approx(summary["test_acc"])

@@ -172,7 +172,7 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
         full_eval=data.task == "node" and meta.parts is None and _full_eval(meta, settings.run.eval, model.name,
                                                                              sampling),
         clusters=model.name == "gt", run=settings.run, checkpoint=settings.checkpoint, report=settings.report,
-        record={**batch_record(recorded), "dataset": {"path": str(meta.path), "sha256": meta.meta_sha256}},
+        record={**batch_record(recorded), "dataset": {"path": str(Path(meta.path).absolute()), "sha256": meta.meta_sha256}},
         step_shapes=shapes,
         capture=capture,
         halo_cache_rows=None if meta.parts is None else _halo_cache_rows(meta, features.cache_gb),

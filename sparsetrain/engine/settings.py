@@ -92,6 +92,8 @@ RESUMABLE = {"resumable": True}
 SEED_LIMIT = 2**43
 """``--seed`` lies in [-SEED_LIMIT, SEED_LIMIT): an epoch's shuffle seed is ``seed * 1_000_003 + epoch``
 (``sampling/seeds.py``), which must stay within torch's 64-bit seeds."""
+MAX_EPOCHS = 1_000_000
+"""--epochs above this is a typo (a million epochs of one batch is days of steps), refused in one line."""
 DEVICE_TYPES = ("cpu", "cuda")
 _TYPE_NAMES = {bool: "True or False", int: "an integer", float: "a number", str: "a string", Path: "a path",
                type(None): "None", Fanouts: "fanouts (a list of ints)"}
@@ -162,10 +164,11 @@ def _number(error: type[SettingError], name: str, value, *, low: float, low_open
         raise error(f"{name}={value!r}: must be {rule}")
 
 
-def _integer(error: type[SettingError], name: str, value, *, low: int, rule: str, optional: bool = False) -> None:
+def _integer(error: type[SettingError], name: str, value, *, low: int, rule: str, optional: bool = False,
+             high: int | None = None) -> None:
     if value is None and optional:
         return
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
         raise error(f"{name}={value!r}: must be {rule}")
 
 
@@ -308,7 +311,8 @@ class OptimSettings:
         _integer(OptimSettingError, "patience", self.patience, low=1, rule="a positive integer", optional=True)
         _number(OptimSettingError, "lr", self.lr, low=0, low_open=True, rule="a positive number", optional=True)
         _number(OptimSettingError, "weight_decay", self.weight_decay, low=0, rule="a number >= 0", optional=True)
-        _integer(OptimSettingError, "epochs", self.epochs, low=1, rule="a positive integer", optional=True)
+        _integer(OptimSettingError, "epochs", self.epochs, low=1, high=MAX_EPOCHS,
+                 rule=f"a positive integer, at most {MAX_EPOCHS:,}", optional=True)
         _integer(OptimSettingError, "max_steps", self.max_steps, low=1, rule="a positive integer", optional=True)
 
 
