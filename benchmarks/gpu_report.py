@@ -260,7 +260,7 @@ def _padded_draw(sampler, graph, capture: bool = False):
     replayed as a CUDA graph once captured (``sample_padded``'s)."""
     import torch
 
-    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.engine.static.shapes import StepShapes
     from sparsetrain.sampling import SamplerInput
     from sparsetrain.sampling.cuda.padded import PaddedOut
 
@@ -319,7 +319,7 @@ def simulated_counts() -> dict:
     import torch
 
     from sparsetrain._late_reads import LateChecks
-    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.engine.static.shapes import StepShapes
     from sparsetrain.sampling import CSCGraph
     from sparsetrain.sampling.cuda import driver
     from sparsetrain.sampling.cuda.arrays import NumpyArrays

@@ -28,7 +28,8 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from sparsetrain.engine.static_step import StaticStep, StepShapes  # noqa: E402
+from sparsetrain.engine.static.shapes import StepShapes  # noqa: E402
+from sparsetrain.engine.static.step import StaticStep  # noqa: E402
 from sparsetrain.nn.models import GraphSAGE  # noqa: E402
 from sparsetrain.sampling import CSCGraph, NeighborSampler, SamplerInput  # noqa: E402
 
@@ -106,7 +107,8 @@ def main() -> None:
         static_opt = torch.optim.Adam(static_model.parameters(), lr=1e-3, capturable=device.type == "cuda")
         aggregation = "CSR SpMM" if spmm else "scatter"
         try:
-            step = StaticStep(static_model, static_opt, shapes, args.features, device=device)
+            step = StaticStep(static_model, static_opt, shapes, args.features, device=device,
+                              mode="graph" if device.type == "cuda" else "eager")
             padded = timed(step.step, batches, device, warmup)
             padded["mode"] = step.mode
         except Exception as exc:  # a path that fails costs its row

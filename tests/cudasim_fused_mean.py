@@ -200,7 +200,8 @@ class on_the_simulator:
 
 def padded_fused(batch_size, fanouts, g, width):
     """A static step's buffers for a fused sampler (StaticBatch), every entry set to garbage first."""
-    from sparsetrain.engine.static_step import StaticBatch, StepShapes
+    from sparsetrain.engine.static.padded_batch import StaticBatch
+    from sparsetrain.engine.static.shapes import StepShapes
 
     shapes = StepShapes.bound(batch_size, fanouts, g.num_nodes, num_edges=g.num_edges, max_degree=NUM_NODES,
                               fuse_last_hop=True)
@@ -292,7 +293,9 @@ def check_captured_fused_sampled_loader_trains_as_the_loader():
 
     from sparsetrain._late_reads import LateChecks
     from sparsetrain.engine.loader import Loader
-    from sparsetrain.engine.static_step import SampledLoader, StaticStep, StepShapes
+    from sparsetrain.engine.static.sampled_loader import SampledLoader
+    from sparsetrain.engine.static.shapes import StepShapes
+    from sparsetrain.engine.static.step import StaticStep
     from sparsetrain.nn.models import GraphSAGE
 
     g = graph(seed=4)

@@ -344,7 +344,7 @@ def assert_padded_same_as_eager(g, seeds, fanouts, out, ws=None, **kw):
 
 
 def check_padded_batches_equal_eager_batches():
-    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.engine.static.shapes import StepShapes
 
     g = graph(200, 3000, seed=7)
     out = padded_out(StepShapes.bound(4, [5, 4, 3], g.num_nodes, num_edges=g.num_edges))
@@ -368,7 +368,7 @@ def check_padded_batches_equal_eager_batches():
 
 def check_padded_batch_counts():
     from sparsetrain._late_reads import LateChecks
-    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.engine.static.shapes import StepShapes
 
     g = graph(200, 3000, seed=7)
     out = padded_out(StepShapes.bound(3, [5, 4, 3], g.num_nodes, num_edges=g.num_edges))
@@ -391,7 +391,7 @@ def check_padded_batch_counts():
 
 
 def check_padded_bad_input_raises_one_batch_late():
-    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.engine.static.shapes import StepShapes
 
     g = graph()
     out = padded_out(StepShapes.bound(3, [3, 2], g.num_nodes, num_edges=g.num_edges))
@@ -437,7 +437,8 @@ def check_static_step_on_a_padded_batch_equals_the_eager_step():
 
     import torch.nn.functional as F
 
-    from sparsetrain.engine.static_step import StaticStep, StepShapes
+    from sparsetrain.engine.static.shapes import StepShapes
+    from sparsetrain.engine.static.step import StaticStep
     from sparsetrain.nn.models import GraphSAGE
 
     g = graph(300, 4000, seed=11)
@@ -497,7 +498,9 @@ def _static_steps_and_loaders(batch_size: int, seeds: torch.Tensor, capture: boo
     import copy
 
     from sparsetrain.engine.loader import Loader
-    from sparsetrain.engine.static_step import SampledLoader, StaticStep, StepShapes
+    from sparsetrain.engine.static.sampled_loader import SampledLoader
+    from sparsetrain.engine.static.shapes import StepShapes
+    from sparsetrain.engine.static.step import StaticStep
     from sparsetrain.nn.models import GraphSAGE
 
     g = graph(300, 4000, seed=12)
@@ -552,7 +555,7 @@ def check_captured_batches_replay_the_eager_batches():
     every device operation), then the record is replayed with no driver logic: each batch is the CPU sampler's for its
     own seeds and key, a smaller batch runs eagerly in between, and a bad seed in a replayed batch raises late."""
     from sparsetrain._late_reads import LateChecks
-    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.engine.static.shapes import StepShapes
 
     g, fanouts, ring = graph(200, 3000, seed=7), [4, 3], LateChecks.RING
     out = padded_out(StepShapes.bound(4, fanouts, g.num_nodes, num_edges=g.num_edges))
@@ -591,7 +594,7 @@ def check_a_failed_capture_is_an_error():
     """A capture the run asked for that fails raises, naming why and how to run without it (no silent eager run); the
     workspace stays usable: an eager padded batch after it equals the CPU's."""
     from sparsetrain._late_reads import LateChecks
-    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.engine.static.shapes import StepShapes
     from sparsetrain.sampling.errors import CaptureError
 
     class NoGraphs(NumpyArrays):

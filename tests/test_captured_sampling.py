@@ -9,7 +9,7 @@ import torch
 
 
 def _gpu_sampler(fanouts, batch_size: int):
-    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.engine.static.shapes import StepShapes
     from sparsetrain.sampling import CSCGraph, NeighborSampler
     from sparsetrain.sampling.cuda.padded import PaddedOut
 
@@ -104,7 +104,9 @@ def test_captured_sampling_feeds_the_captured_step_as_eager_sampling_does():
     import copy
 
     from sparsetrain.engine.loader import Loader
-    from sparsetrain.engine.static_step import SampledLoader, StaticStep, StepShapes
+    from sparsetrain.engine.static.sampled_loader import SampledLoader
+    from sparsetrain.engine.static.shapes import StepShapes
+    from sparsetrain.engine.static.step import StaticStep
     from sparsetrain.nn.models import GraphSAGE
 
     sampler, twin, _ = _gpu_sampler([5, 5], 64)
@@ -115,7 +117,8 @@ def test_captured_sampling_feeds_the_captured_step_as_eager_sampling_does():
     shapes = StepShapes.bound(64, [5, 5], 5000, num_edges=sampler.graph.num_edges)
     losses = []
     for s, m, capture in [(sampler, model, False), (twin, copy.deepcopy(model), True)]:
-        step = StaticStep(m, torch.optim.Adam(m.parameters(), lr=0.01, capturable=True), shapes, 16, device="cuda")
+        step = StaticStep(m, torch.optim.Adam(m.parameters(), lr=0.01, capturable=True), shapes, 16, device="cuda",
+                          mode="graph")
         loader = Loader(s, features, labels, torch.arange(0, 1600), batch_size=64, prefetch=0, seed=4, device="cuda")
         sampled = SampledLoader(loader, step, features, labels, capture=capture)
         losses.append(torch.stack([step.step(batch) for batch in sampled.epoch(0)]).cpu())  # 25 full batches
@@ -125,7 +128,8 @@ def test_captured_sampling_feeds_the_captured_step_as_eager_sampling_does():
 
 def _gpu_fused(fanouts, batch_size: int, width: int = 16):
     """A fused sampler on a random graph on the GPU, its twin, a static batch of its shapes and a feature table."""
-    from sparsetrain.engine.static_step import StaticBatch, StepShapes
+    from sparsetrain.engine.static.padded_batch import StaticBatch
+    from sparsetrain.engine.static.shapes import StepShapes
     from sparsetrain.sampling import CSCGraph, NeighborSampler
 
     gen = torch.Generator().manual_seed(0)
@@ -178,7 +182,8 @@ def test_captured_fused_sampling_feeds_the_captured_step_as_the_loader_does():
     import copy
 
     from sparsetrain.engine.loader import Loader
-    from sparsetrain.engine.static_step import SampledLoader, StaticStep
+    from sparsetrain.engine.static.sampled_loader import SampledLoader
+    from sparsetrain.engine.static.step import StaticStep
     from sparsetrain.nn.models import GraphSAGE
 
     sampler, twin, batch, features = _gpu_fused([5, 5, 5], 64)
@@ -188,7 +193,7 @@ def test_captured_fused_sampling_feeds_the_captured_step_as_the_loader_does():
     losses = []
     for s, m, sampled in [(sampler, model, False), (twin, copy.deepcopy(model), True)]:
         step = StaticStep(m, torch.optim.Adam(m.parameters(), lr=0.01, capturable=True), batch.shapes, 16,
-                          device="cuda")
+                          device="cuda", mode="graph")
         loader = Loader(s, features, labels, torch.arange(0, 1600), batch_size=64, prefetch=0, seed=4, device="cuda")
         batches = SampledLoader(loader, step, features, labels, capture=True).epoch(0) if sampled else loader.epoch(0)
         losses.append(torch.stack([step.step(mb) for mb in batches]).cpu())  # 25 full batches

@@ -154,7 +154,7 @@ def test_padded_gpu_batches_equal_eager_batches_without_a_host_wait():
     import warnings
 
     from sparsetrain._late_reads import LateChecks
-    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.engine.static.shapes import StepShapes
     from sparsetrain.sampling.cuda.padded import PaddedOut
 
     g = graph().to("cuda")
@@ -183,7 +183,7 @@ def test_padded_gpu_batches_equal_eager_batches_without_a_host_wait():
 
 
 def test_padded_gpu_bad_seeds_raise_one_batch_late():
-    from sparsetrain.engine.static_step import StepShapes
+    from sparsetrain.engine.static.shapes import StepShapes
     from sparsetrain.sampling.cuda.padded import PaddedOut
     from sparsetrain.sampling.errors import SamplingError
 

@@ -7,7 +7,9 @@ import torch
 import torch.nn.functional as F
 
 import sparsetrain as st
-from sparsetrain.engine.static_step import StaticBatch, StaticStep, StepShapes
+from sparsetrain.engine.static.padded_batch import StaticBatch
+from sparsetrain.engine.static.shapes import StepShapes
+from sparsetrain.engine.static.step import StaticStep
 from sparsetrain.errors import SettingError
 from sparsetrain.nn.models import GAT, GCN, GraphSAGE
 from sparsetrain.sampling import NeighborSampler, SamplerInput
@@ -279,7 +281,8 @@ def test_captured_step_matches_the_eager_step_on_the_gpu(cora, spmm):
     captured_model = copy.deepcopy(model)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     step = StaticStep(captured_model, torch.optim.Adam(captured_model.parameters(), lr=0.01, capturable=True),
-                      StepShapes.bound(BATCH, FANOUTS, cora.num_nodes), cora.num_features, device="cuda")
+                      StepShapes.bound(BATCH, FANOUTS, cora.num_nodes), cora.num_features, device="cuda",
+                      mode="graph")
     assert step.mode == "graph"
     for mb in batches(cora, 7):  # 3 eager warm-up steps, then one capture and replays
         mb = mb.to("cuda")
@@ -323,7 +326,7 @@ def test_captured_step_on_batches_sampled_into_its_buffers(cora):
     graph = cora.graph.to("cuda")
     step = StaticStep(captured_model, torch.optim.Adam(captured_model.parameters(), lr=0.01, capturable=True),
                       StepShapes.bound(BATCH, FANOUTS, cora.num_nodes, num_edges=graph.num_edges), cora.num_features,
-                      device="cuda")
+                      device="cuda", mode="graph")
     sampler = NeighborSampler(graph, FANOUTS, seed=7)
     features = cora.features[torch.arange(cora.num_nodes)].cuda()
     labels, seeds = cora.labels.cuda(), cora.split["train"].cuda()
@@ -351,16 +354,15 @@ def test_the_plan_decides_what_a_static_step_captures():
 
 
 def test_a_batch_planned_to_be_sampled_in_that_cannot_be_is_an_error_not_the_other_path(cora):
-    from sparsetrain.engine.static_step import sampled_loader
+    from sparsetrain.engine.static.sampled_loader import sampled_loader
 
     model = GraphSAGE(cora.num_features, 8, 7)
     step = StaticStep(model, torch.optim.SGD(model.parameters(), lr=0.1), StepShapes.bound(8, FANOUTS, cora.num_nodes),
                       cora.num_features)
     loader = st.Loader(NeighborSampler(cora.graph, FANOUTS), cora.features, cora.labels, cora.split["train"],
                        batch_size=8)
-    assert sampled_loader(loader, step) is loader  # (asked as a library call: the loader's batches, copied in)
-    with pytest.raises(SettingError) as info:
-        sampled_loader(loader, step, capture=True, required=True)
+    with pytest.raises(SettingError) as info:  # (a library call too: no silent fallback to the loader's batches)
+        sampled_loader(loader, step, capture=True)
     assert str(info.value) == ("--step static on cpu was planned to sample each batch into the step's buffers and "
                                "capture it, but the step runs on cpu; run without capture: drop --step static")
 
@@ -371,7 +373,8 @@ def test_a_failed_step_capture_is_an_error_naming_why(cora, monkeypatch):
 
     model = GraphSAGE(cora.num_features, 8, 7).cuda()
     step = StaticStep(model, torch.optim.Adam(model.parameters(), lr=0.01, capturable=True),
-                      StepShapes.bound(BATCH, FANOUTS, cora.num_nodes), cora.num_features, device="cuda", warmup=1)
+                      StepShapes.bound(BATCH, FANOUTS, cora.num_nodes), cora.num_features, device="cuda", warmup=1,
+                      mode="graph")
 
     def no_graphs(*args, **kwargs):
         raise RuntimeError("operation not permitted when stream is capturing")

@@ -5,7 +5,8 @@ vector (validity flag, dtype, row shape, placement digest, per-destination count
 Input errors found on any rank are raised on every rank right after it, before any
 payload moves; mismatched dtypes and row shapes are reported the same way. Every
 wait has a timeout, and a failed or timed-out exchange becomes a
-:class:`CollectiveError` naming the operation, stage and rank.
+:class:`CollectiveError` naming the operation, stage and rank (:func:`peer_lost`, the one
+dead-peer rule, which both feature stores over ranks follow).
 """
 
 from __future__ import annotations
@@ -35,8 +36,22 @@ _GRAD = _FINGERPRINT + 1
 _FIXED = _GRAD + 1
 
 
+def peer_lost(exc: BaseException, *, op: str, stage: str, info: GroupInfo, timeout: Timeout) -> CollectiveError:
+    """The one dead-peer rule: an exchange that failed or timed out (a peer rank died, stopped, never reached it or
+    called a different collective) is one :class:`CollectiveError` line naming the operation, the stage, this rank and
+    the fix."""
+    td = as_timedelta(timeout)
+    limit = f"{td.total_seconds():g} s" if td is not None else "the process group's timeout"
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:400]
+    return CollectiveError(
+        f"{op}: the {stage} exchange failed on rank {info.rank} of {info.world_size} ({reason}). A peer rank died, "
+        f"did not reach this collective within {limit}, or called a different collective; check the other ranks' "
+        "logs, then end this process and restart the job (from its last checkpoint)"
+    )
+
+
 def wait(work, *, op: str, stage: str, info: GroupInfo, timeout: Timeout) -> None:
-    """Wait for ``work``; turn a failure or timeout into a :class:`CollectiveError`."""
+    """Wait for ``work``; a failure or timeout is :func:`peer_lost`'s :class:`CollectiveError`."""
     td = as_timedelta(timeout)
     try:
         if td is None:
@@ -44,12 +59,7 @@ def wait(work, *, op: str, stage: str, info: GroupInfo, timeout: Timeout) -> Non
         else:
             work.wait(td)
     except RuntimeError as exc:
-        limit = f"{td.total_seconds():g} s" if td is not None else "the process group's timeout"
-        raise CollectiveError(
-            f"{op}: the {stage} exchange failed on rank {info.rank} of {info.world_size} ({str(exc).strip()[:400]}). "
-            f"A peer rank died, did not reach this collective within {limit}, or called a different collective; "
-            "check the other ranks' logs, then end this process and restart the job"
-        ) from exc
+        raise peer_lost(exc, op=op, stage=stage, info=info, timeout=timeout) from exc
 
 
 def dtype_code(dtype: torch.dtype) -> int:
@@ -169,12 +179,19 @@ def exchange_rows(
     """
     send = send.to(device).contiguous()
     shape = (int(sum(recv_splits)), *send.shape[1:])
+    if not info.distributed or info.world_size == 1:  # every row goes to this rank itself
+        if out is None:
+            return send
+        return out.copy_(send)
     direct = out is not None and out.device == device and out.is_contiguous() and tuple(out.shape) == shape
     recv = out if direct else torch.empty(shape, dtype=send.dtype, device=device)
-    work = dist.all_to_all_single(
-        recv, send, output_split_sizes=list(map(int, recv_splits)), input_split_sizes=list(map(int, send_splits)),
-        group=info.group, async_op=True,
-    )  # fmt: skip
+    try:
+        work = dist.all_to_all_single(
+            recv, send, output_split_sizes=list(map(int, recv_splits)), input_split_sizes=list(map(int, send_splits)),
+            group=info.group, async_op=True,
+        )  # fmt: skip
+    except RuntimeError as exc:  # (a peer already gone can fail the call itself, not only its wait)
+        raise peer_lost(exc, op=op, stage=stage, info=info, timeout=timeout) from exc
     wait(work, op=op, stage=stage, info=info, timeout=timeout)
     if out is not None and not direct:
         out.copy_(recv)

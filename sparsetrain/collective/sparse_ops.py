@@ -25,6 +25,7 @@ from sparsetrain.collective import _exchange as ex
 from sparsetrain.collective.errors import CollectiveInputError
 from sparsetrain.collective.groups import Timeout, comm_device, group_info
 from sparsetrain.collective.placement import RowPlacement
+from sparsetrain.collective.remote_rows import fetch_rows, group_by_owner
 from sparsetrain.collective.stats import CallRecord, CollectiveStats, collective_stats
 from sparsetrain.errors import SettingTypeError
 
@@ -64,8 +65,8 @@ class _Plan:
         mine = holder == rank
         local_pos = mine.nonzero().flatten()
         remote_pos = (~mine).nonzero().flatten()
-        remote_pos = remote_pos[torch.argsort(holder[remote_pos], stable=True)]
-        counts = torch.bincount(holder[remote_pos], minlength=placement.world_size)
+        order, counts = group_by_owner(holder[remote_pos], placement.world_size)
+        remote_pos = remote_pos[order]
         order = torch.cat([local_pos, remote_pos])
         where = torch.empty_like(order)
         where[order] = torch.arange(order.numel(), device=order.device)
@@ -215,13 +216,16 @@ def gather_distinct(local_rows, row_ids, placement, group, timeout, stats, grad_
     torch.index_select(flat, 0, plan.local_idx, out=buf[: plan.num_local])
     if plan.agree(meta, rank):
         send_ids = plan.remote_ids
-        recv_ids = call.a2a(send_ids, plan.send_splits, plan.recv_splits, "row-id").to(device)
-        plan.served_idx = placement.local_index_on(rank, recv_ids)
-        if plan.served_idx.numel() and bool((plan.served_idx < 0).any()):
-            raise CollectiveInputError(f"{GATHER}: rank {rank} was asked for rows it does not hold; the ranks' "
-                                       "placements differ")
-        served = flat.index_select(0, plan.served_idx)
-        call.a2a(served, plan.recv_splits, plan.send_splits, "row", out=buf[plan.num_local :])
+
+        def serve(asked: torch.Tensor) -> torch.Tensor:
+            plan.served_idx = placement.local_index_on(rank, asked.to(device))
+            if plan.served_idx.numel() and bool((plan.served_idx < 0).any()):
+                raise CollectiveInputError(f"{GATHER}: rank {rank} was asked for rows it does not hold; the ranks' "
+                                           "placements differ")
+            return flat.index_select(0, plan.served_idx)
+
+        recv_ids, served, _ = fetch_rows(send_ids, plan.send_splits, plan.recv_splits, serve, op=GATHER, info=call.info,
+                                         device=call.device, timeout=call.timeout, out=buf[plan.num_local :])
         row_bytes = numel * local_rows.element_size()
         call.rec.rows_served = served.shape[0]
         call.rec.bytes_sent = send_ids.numel() * 8 + served.shape[0] * row_bytes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sparsetrain.collective.errors import CollectiveError
 from sparsetrain.errors import SparsetrainError
 
 
@@ -13,8 +14,9 @@ class PartDamagedError(SparsetrainError, RuntimeError):
     """A part's topology points outside its own arrays."""
 
 
-class PeerLostError(SparsetrainError, RuntimeError):
-    """An exchange of distributed sampling failed: a peer rank died, stopped or never reached the batch."""
+class PeerLostError(CollectiveError):
+    """An exchange of distributed sampling failed: a peer rank died, stopped or never reached the batch (a
+    :class:`~sparsetrain.collective.errors.CollectiveError`, the class every dead peer raises)."""
 
 
 class DistFeatureError(SparsetrainError, ValueError):

@@ -1,9 +1,12 @@
 """`PartitionedFeatures`: the feature table of a partitioned graph, each rank holding its owned rows.
 
 A :class:`~sparsetrain.storage.FeatureSource` over global node ids. A rank reads its own rows from the part's
-memory-mapped ``owned_features.npy``; a remote row comes from its owner in one request/response round over the
-collective layer's ``all_to_all`` (per gather: the request counts, the requested global ids, the rows back), unless
-it is in the static cache of hot halo rows filled at construction. The requester names each row's owner (the
+memory-mapped ``owned_features.npy``; a remote row comes from its owner in one request/response round (per gather: the
+request counts with each rank's failure flag, then the collective layer's remote-row fetch,
+:func:`~sparsetrain.collective.remote_rows.fetch_rows`, as :class:`~sparsetrain.collective.ShardedFeatures` reads its
+rows: the requested global ids, the rows back), unless it is in the static cache of hot halo rows filled at
+construction. A peer that died or never arrived is the collective layer's one dead-peer rule: a ``CollectiveError``
+line naming this rank and the fix. The requester names each row's owner (the
 sampler's ``mb.node_owner``) and sends global ids, which the owner translates itself: no rank holds a global table.
 Like :class:`~sparsetrain.collective.ShardedFeatures`, every ``gather`` is collective (every rank calls it as often,
 an empty ``ids`` is fine) and the cache is static, so a batch of hits on one rank never skips an exchange its peers
@@ -18,9 +21,9 @@ import numpy as np
 import torch
 
 from sparsetrain import _args
-from sparsetrain.collective.all_to_all import all_to_all
-from sparsetrain.collective.groups import group_info
-from sparsetrain.distributed.errors import DistFeatureError, PeerLostError
+from sparsetrain.collective.groups import comm_device, group_info
+from sparsetrain.collective.remote_rows import exchange, fetch_rows, group_by_owner
+from sparsetrain.distributed.errors import DistFeatureError
 from sparsetrain.errors import SparsetrainError
 from sparsetrain.partition.load import Partition
 from sparsetrain.storage.base import FeatureSource, check_ids
@@ -70,6 +73,8 @@ class PartitionedFeatures(FeatureSource):
                                    f"{part.num_parts}; run one rank per part and load part = rank")
         self.part, self.local, self.group = part, local, group
         self.rank, self.world = info.rank, info.world_size
+        self._info = info
+        self._comm = comm_device(group, torch.device("cpu")) if info.distributed else torch.device("cpu")
         self.node_type = types.node_types[t]
         self._owned = part.owned_of_type(self.node_type).numpy()  # ids within the type (a homogeneous part: global)
         h0, h1 = int(types.halo_start[t]), int(types.halo_start[t] + types.num_halo[t])
@@ -145,10 +150,10 @@ class PartitionedFeatures(FeatureSource):
         remote = own != self.rank
         cached = remote & _member(self.cached_ids, uniq)
         miss = np.flatnonzero(remote & ~cached)
-        miss = miss[np.argsort(own[miss], kind="stable")]
-        send = np.bincount(own[miss], minlength=W).astype(np.int64)
+        order, send_t = group_by_owner(torch.from_numpy(own[miss]), W)
+        miss, send = miss[order.numpy()], send_t.numpy()
         header = np.stack([send, np.full(W, failed is not None, np.int64)], 1)
-        got = self._all_to_all(torch.from_numpy(header), [1] * W, [1] * W).numpy()
+        got = self._exchange_rows(torch.from_numpy(header), [1] * W, [1] * W, "header").numpy()
         if got[:, 1].any():
             if failed is not None:
                 raise failed
@@ -156,13 +161,9 @@ class PartitionedFeatures(FeatureSource):
             raise DistFeatureError(f"{type(self).__name__}.gather: ranks {others} passed bad ids, owners or out; see "
                                    "their error")
         recv = got[:, 0]
-        requests = self._all_to_all(torch.from_numpy(uniq[miss]), send, recv).numpy()
-        local = np.searchsorted(self._owned, requests)
-        if not _member(self._owned, requests).all():
-            raise DistFeatureError(f"{type(self).__name__}: rank {self.rank} was asked for rows of nodes it does not "
-                                   "own; the ranks' partitions differ (every rank must load the same folder)")
-        served = self._read_own(local)
-        answers = self._all_to_all(served, recv, send)
+        _, served, answers = fetch_rows(torch.from_numpy(uniq[miss]), send.tolist(), recv.tolist(), self._serve,
+                                        op=f"{type(self).__name__}.gather", info=self._info, device=self._comm)
+        answers = answers.cpu()
         rows = torch.empty((len(uniq), self._numel), dtype=self.dtype)
         mine = np.flatnonzero(~remote)
         rows[torch.from_numpy(mine)] = self._read_own(np.searchsorted(self._owned, uniq[mine]))
@@ -181,15 +182,19 @@ class PartitionedFeatures(FeatureSource):
             return torch.empty((0, self._numel), dtype=self.dtype)
         return self.local.gather(torch.from_numpy(local.astype(np.int64, copy=False))).reshape(len(local), self._numel)
 
-    def _all_to_all(self, x: torch.Tensor, send, recv) -> torch.Tensor:
-        try:
-            return all_to_all(x, [int(s) for s in send], [int(r) for r in recv], self.group)
-        except RuntimeError as exc:
-            raise PeerLostError(
-                f"feature exchange: the exchange failed on rank {self.rank} of {self.world} "
-                f"({(str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]}); a peer rank died, stopped, or "
-                "did not reach this batch within the group's timeout: check the other ranks' logs, then restart the "
-                "job from its last checkpoint") from None
+    def _serve(self, asked: torch.Tensor) -> torch.Tensor:
+        """This part's rows of the global ids ``asked`` of it (the owner translates them); an id it does not own means
+        the ranks loaded different partitions."""
+        requests = asked.cpu().numpy()
+        if not _member(self._owned, requests).all():
+            raise DistFeatureError(f"{type(self).__name__}: rank {self.rank} was asked for rows of nodes it does not "
+                                   "own; the ranks' partitions differ (every rank must load the same folder)")
+        return self._read_own(np.searchsorted(self._owned, requests))
+
+    def _exchange_rows(self, x: torch.Tensor, send, recv, stage: str) -> torch.Tensor:
+        """One all-to-all over the group under the dead-peer rule (a failure is one ``CollectiveError`` line)."""
+        return exchange(x, send, recv, op=f"{type(self).__name__}.gather", stage=stage, info=self._info,
+                        device=self._comm).cpu()
 
     def __repr__(self) -> str:
         return (f"PartitionedFeatures(shape={list(self.shape)}, dtype={self.dtype}, part={self.rank} of {self.world}, "

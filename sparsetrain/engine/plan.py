@@ -38,7 +38,7 @@ from sparsetrain.engine.settings import (
     TrainSettings,
     batch_record,
 )
-from sparsetrain.engine.static_step import StepShapes
+from sparsetrain.engine.static.shapes import StepShapes
 from sparsetrain.errors import DatasetError, SettingError
 from sparsetrain.storage.residency import fits_on_gpu
 

@@ -37,7 +37,8 @@ from sparsetrain.engine.partitioned import is_partitioned, partitioned_parts
 from sparsetrain.engine.plan import RANDOM_SPLIT, RunPlan, cache_budgets, model_options, plan
 from sparsetrain.engine.run_config import config_of
 from sparsetrain.engine.settings import FeatureSettings, ModelSettings, SamplingSettings, TrainSettings
-from sparsetrain.engine.static_step import StaticStep, sampled_loader
+from sparsetrain.engine.static.sampled_loader import sampled_loader
+from sparsetrain.engine.static.step import StaticStep
 from sparsetrain.engine.trainer import Task, Trainer
 from sparsetrain.errors import SparsetrainError
 from sparsetrain.nn.models import build_model
@@ -258,7 +259,7 @@ def _trainer(run: RunPlan, ctx: DistContext, model, loader: Loader, evaluate, ta
                             precision=run.run.precision, dtype=loader.features.dtype,
                             mode="graph" if captured else "eager")
         if run.capture == "sampling+step":  # batches sampled into the step's buffers, that sampling captured too
-            loader = sampled_loader(loader, static, capture=True, required=True)
+            loader = sampled_loader(loader, static, capture=True)
     return Trainer(model, loader, optimizer, epochs=run.optim.epochs, max_steps=run.optim.max_steps,
                    evaluate=evaluate, task=task, checkpoints=run.checkpoint, report=run.report,
                    precision=run.run.precision, record=run.record, hyperparameters={"dropout": run.model.dropout},

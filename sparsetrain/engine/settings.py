@@ -334,7 +334,7 @@ class RunSettings:
     step: str = field(default="eager", metadata={**RESUMABLE, "choices": STEPS})
     """eager, or static: batches padded to their bounds from --batch-size and --fanout so every step has the same
     shapes, replayed as one CUDA graph on a GPU, where each batch's sampling is captured and replayed too (GraphSAGE,
-    node task; :mod:`sparsetrain.engine.static_step`)."""
+    node task; :mod:`sparsetrain.engine.static`)."""
 
     def __post_init__(self) -> None:
         _check_types(self, RunSettingError)

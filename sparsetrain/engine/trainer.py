@@ -85,7 +85,7 @@ class Trainer:
     products-scale step on 2 cores (see :func:`~sparsetrain.engine.host_memory.retain_freed_host_memory`;
     ``SPARSETRAIN_KEEP_MALLOC=1`` opts out). ``max_steps`` stops training after that many optimizer steps,
     mid-epoch if need be (a partial epoch is not evaluated). ``static_step`` (a
-    :class:`~sparsetrain.engine.static_step.StaticStep` over this model and optimizer) takes each batch's step instead
+    :class:`~sparsetrain.engine.static.step.StaticStep` over this model and optimizer) takes each batch's step instead
     of the eager forward, loss, backward and optimizer step (labels are the dataset checks' to bound, not the step's).
 
     Other tasks plug in a :class:`Task`: the loss, ``batch_forward(model, mb) -> (output, target)`` (default

@@ -1,6 +1,6 @@
 """A batch sampled straight into fixed-size buffers, with no host wait (:class:`PaddedOut`).
 
-A training step with static shapes (``sparsetrain.engine.static_step``) pads every batch to bounds from the batch size
+A training step with static shapes (``sparsetrain.engine.static``) pads every batch to bounds from the batch size
 and fanouts. Sampled into buffers of those bounds, a batch needs nothing back from the device: its sizes stay there
 (``PaddedOut.sizes``), its padded edges are spread over the padding rows (:func:`padding_row`), and the checks the
 eager driver reads at the end of a batch (seeds outside the graph or repeated, a damaged graph) travel to pinned host
