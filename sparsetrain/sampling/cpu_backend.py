@@ -11,7 +11,7 @@ whether the batch's induced edges are read before its table is cleared (:func:`~
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -21,9 +21,6 @@ from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.layout import KernelLayout
 from sparsetrain.sampling.minibatch import Block
 from sparsetrain.sampling.neighbor import NO_ITEMS, threads_for
-
-if TYPE_CHECKING:
-    from sparsetrain.sampling.sampler import NeighborSampler
 
 
 class Drawn(NamedTuple):
@@ -92,12 +89,13 @@ class SharedNodes:
 
 
 class CpuBackend:
-    """Batches drawn on the host; the sampler's options all run here."""
+    """Batches drawn on the host; the sampler's options all run here. Every call takes the ``sampler`` (the
+    :class:`~sparsetrain.sampling.NeighborSampler` that built it) whose options and layouts it reads."""
 
     padded = False  # (padded batches are the GPU's)
     last_batch_counts = None
 
-    def __init__(self, sampler: NeighborSampler) -> None:
+    def __init__(self, sampler) -> None:
         self._lock = threading.Lock()
         self._workspaces: list[neighbor.HostScratch] = []  # one per concurrent call
         self._node_map = disjoint.DisjointNodes if sampler.disjoint else SharedNodes
@@ -111,7 +109,7 @@ class CpuBackend:
     def check_padded(self) -> None:
         """Nothing in flight on the host."""
 
-    def draw(self, sampler: NeighborSampler, inp: SamplerInput, named: list, seeds: list[tuple[int, torch.Tensor]],
+    def draw(self, sampler, inp: SamplerInput, named: list, seeds: list[tuple[int, torch.Tensor]],
              key: int) -> Drawn:
         """The hops of batch ``key`` around ``seeds`` (``named``: their node type names as given, for their times)."""
         seed_time = temporal.seed_times_of(sampler.times, inp, named, seeds, sampler._layout.node_types)

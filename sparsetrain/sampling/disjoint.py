@@ -10,17 +10,12 @@ node type; ``total``: the table positions of the whole graph). The table is the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numba
 import numpy as np
 import torch
 
+from sparsetrain.sampling.layout import KernelLayout
 from sparsetrain.sampling.rng import mix64
-
-if TYPE_CHECKING:
-    from sparsetrain.sampling.layout import KernelLayout
-    from sparsetrain.sampling.neighbor import HostScratch
 
 EMPTY = -1
 
@@ -112,13 +107,14 @@ def _capacity(entries: int) -> int:
 class DisjointNodes(DisjointMap):
     """The node map of a disjoint batch for the CPU hop loop (:mod:`~sparsetrain.sampling.cpu_backend`): the hash
     table of (seed index, node) keys, the seed index of every node in the workspace's ``batch`` arrays; the
-    counterpart of :class:`~sparsetrain.sampling.cpu_backend.SharedNodes`."""
+    counterpart of :class:`~sparsetrain.sampling.cpu_backend.SharedNodes` (``ws``: the hop loop's
+    :class:`~sparsetrain.sampling.neighbor.HostScratch`)."""
 
     def __init__(self, layout: KernelLayout, num_seeds: int) -> None:
         super().__init__(num_seeds)
         self.layout = layout
 
-    def insert_seeds(self, ws: HostScratch, seeds: list[tuple[int, torch.Tensor]], counts: np.ndarray) -> None:
+    def insert_seeds(self, ws, seeds: list[tuple[int, torch.Tensor]], counts: np.ndarray) -> None:
         """Seed ``i`` (counted over every seed type, in order) is node 0 of subgraph ``i``; ``counts[t]`` is set as
         each type's go in."""
         layout = self.layout
@@ -132,7 +128,7 @@ class DisjointNodes(DisjointMap):
             ws.grow_nodes(t, len(seeds_np), 0)[: len(seeds_np)] = seeds_np
             counts[t] = len(seeds_np)
 
-    def item_batch(self, ws: HostScratch, segments) -> np.ndarray:
+    def item_batch(self, ws, segments) -> np.ndarray:
         """Each work item's seed index, in the order of the hop's columns."""
         layout = self.layout
         seg_et, seg_start, seg_dst = segments
@@ -140,13 +136,13 @@ class DisjointNodes(DisjointMap):
                  for i, k in enumerate(seg_et)]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
-    def new_nodes(self, ws: HostScratch, counts: np.ndarray, num_edges: int) -> np.ndarray:
+    def new_nodes(self, ws, counts: np.ndarray, num_edges: int) -> np.ndarray:
         """Room for a hop's new keys (up to ``num_edges``), the table grown to hold them."""
         ws.new = ws.fit(ws.new, num_edges)
         self.reserve(int(counts.sum()) + num_edges)
         return ws.new
 
-    def append(self, ws: HostScratch, counts: np.ndarray, new_nodes: np.ndarray, found: int) -> None:
+    def append(self, ws, counts: np.ndarray, new_nodes: np.ndarray, found: int) -> None:
         """A hop's ``found`` new (seed index, node) keys, appended to the node and batch arrays of their types."""
         keys = new_nodes[:found]
         if not len(keys):
@@ -163,9 +159,9 @@ class DisjointNodes(DisjointMap):
             ws.batch[t] = ws.fit(ws.batch[t], int(counts[t]), start)
             ws.batch[t][start : counts[t]] = keys[mine] // total
 
-    def release(self, ws: HostScratch, counts: np.ndarray) -> None:
+    def release(self, ws, counts: np.ndarray) -> None:
         """Nothing to clear: the table is the batch's own."""
 
-    def seed_index(self, ws: HostScratch, counts: np.ndarray) -> list[torch.Tensor]:
+    def seed_index(self, ws, counts: np.ndarray) -> list[torch.Tensor]:
         """Each node's seed index, per node type."""
         return [torch.from_numpy(ws.batch[t][: counts[t]].copy()) for t in range(len(self.layout.node_types))]

@@ -12,27 +12,24 @@ seed type (a fused last hop included); a sampler with other options refuses its 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from sparsetrain.sampling.cpu_backend import CpuBackend, Drawn
 from sparsetrain.sampling.errors import SamplingBackendError
 from sparsetrain.sampling.input import SamplerInput, ids_on
 
-if TYPE_CHECKING:
-    from sparsetrain.sampling.sampler import NeighborSampler
-
 CPU_ONLY = ("disjoint, temporal, bidirectional and induced sampling, seeds of several types and zero hops run on the "
             "CPU only for now; keep the graph and the seeds on the host")
 
 
 class GpuBackend:
-    """Batches drawn on the GPU: on the graph's device (``device``), or on the seeds' (a pinned graph's, ``None``)."""
+    """Batches drawn on the GPU: on the graph's device (``device``), or on the seeds' (a pinned graph's, ``None``).
+    Every call takes the ``sampler`` (the :class:`~sparsetrain.sampling.NeighborSampler` that built it) whose options
+    and layouts it reads."""
 
     padded = True
 
-    def __init__(self, sampler: NeighborSampler, device: torch.device | None) -> None:
+    def __init__(self, sampler, device: torch.device | None) -> None:
         self._device = device
         self._refused = not sampler.has_gpu_path
         self._views = None  # the graph's DeviceCSC: its device views and per-thread workspaces, made at the first batch
@@ -52,7 +49,7 @@ class GpuBackend:
         if self._views is not None:
             self._views.workspace().late.drain()
 
-    def draw(self, sampler: NeighborSampler, inp: SamplerInput, named: list, seeds: list[tuple[int, torch.Tensor]],
+    def draw(self, sampler, inp: SamplerInput, named: list, seeds: list[tuple[int, torch.Tensor]],
              key: int) -> Drawn:
         """Batch ``key`` around the one seed type's ids, eagerly: its arrays read back once it has run."""
         ((seed_type, ids),) = seeds
@@ -62,13 +59,13 @@ class GpuBackend:
         layers, nodes = self._run(sampler, ids, seed_type, key)
         return Drawn([(seed_type, ids)], nodes, layers)
 
-    def sample_padded(self, sampler: NeighborSampler, seeds: torch.Tensor, key: int, out, capture: bool,
+    def sample_padded(self, sampler, seeds: torch.Tensor, key: int, out, capture: bool,
                       fused) -> None:
         """Batch ``key`` into the fixed buffers ``out`` with no host wait (``capture``: replayed as a CUDA graph once
         captured; ``fused``: the last hop's mean, a ``PaddedHop``, or None)."""
         self._run(sampler, self._on_device(sampler, seeds), 0, key, out, capture, fused)
 
-    def _on_device(self, sampler: NeighborSampler, seeds: torch.Tensor) -> torch.Tensor:
+    def _on_device(self, sampler, seeds: torch.Tensor) -> torch.Tensor:
         """The seeds as int64 on the batch's device; the graph's device views made at the first batch."""
         from sparsetrain.sampling.cuda.graph import DeviceCSC
 
@@ -76,7 +73,7 @@ class GpuBackend:
             self._views = DeviceCSC(sampler.graph)
         return ids_on(seeds, seeds.device if self._device is None else self._device)
 
-    def _run(self, sampler: NeighborSampler, seeds: torch.Tensor, seed_type: int, key: int, padded=None,
+    def _run(self, sampler, seeds: torch.Tensor, seed_type: int, key: int, padded=None,
              capture: bool = False, fused=None):
         from sparsetrain.sampling.cuda.driver import sample_layers
 
@@ -89,7 +86,7 @@ class GpuBackend:
 class PinnedBackend:
     """A pinned graph's batches: on the GPU when their seeds are on it, else on the host."""
 
-    def __init__(self, sampler: NeighborSampler) -> None:
+    def __init__(self, sampler) -> None:
         self.host = CpuBackend(sampler)
         self.gpu = GpuBackend(sampler, None)
 
@@ -106,7 +103,7 @@ class PinnedBackend:
         self.gpu.check_padded()
 
 
-def backend_for(sampler: NeighborSampler) -> CpuBackend | GpuBackend | PinnedBackend:
+def backend_for(sampler) -> CpuBackend | GpuBackend | PinnedBackend:
     """The backend of a sampler over its graph, chosen once: the GPU for a graph in device memory, the seeds' device
     for a pinned one, else the CPU. (A pinned graph unpickled in another process is no longer pinned.)"""
     graph = sampler.graph
