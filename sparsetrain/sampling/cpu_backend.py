@@ -10,6 +10,7 @@ whether the batch's induced edges are read before its table is cleared (:func:`~
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import NamedTuple
 
@@ -42,9 +43,13 @@ class SharedNodes:
 
     keys = values = NO_ITEMS  # (sample_hop's disjoint table: none)
 
-    def __init__(self, layout: KernelLayout, num_seeds: int) -> None:
+    def __init__(self, layout: KernelLayout) -> None:
         self.layout = layout
         self.single = len(layout.node_types) == 1  # new nodes go straight to the one node array
+
+    def reuse(self, num_seeds: int) -> SharedNodes:
+        """This map for the next batch (the table is the workspace's)."""
+        return self
 
     def insert_seeds(self, ws: neighbor.HostScratch, seeds: list[tuple[int, torch.Tensor]], counts: np.ndarray) -> None:
         """Put the seeds in the table (local ids from 0 per type); ``counts[t]`` is set as each type's go in."""
@@ -98,7 +103,8 @@ class CpuBackend:
     def __init__(self, sampler) -> None:
         self._lock = threading.Lock()
         self._workspaces: list[neighbor.HostScratch] = []  # one per concurrent call
-        self._node_map = disjoint.DisjointNodes if sampler.disjoint else SharedNodes
+        shared = None if sampler.disjoint else SharedNodes(sampler._layout)  # (no state of its own: one for all)
+        self._node_map = shared.reuse if shared else functools.partial(disjoint.DisjointNodes, sampler._layout)
         self._count = _count_untimed if sampler.times is None else sampler.times.count_hop
         self._induced = sampler.subgraph_type == "induced"
 
@@ -124,7 +130,7 @@ class CpuBackend:
         first = np.zeros(T, np.int64)  # per node type, the first node the next hop samples for
         layers = []
         ws = self._acquire_workspace(sampler._layout)
-        node_map = self._node_map(sampler._layout, sum(ids.numel() for _, ids in seeds))
+        node_map = self._node_map(sum(ids.numel() for _, ids in seeds))
         flat = None
         try:
             try:
