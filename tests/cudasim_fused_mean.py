@@ -17,6 +17,7 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUD
 from sparsetrain.sampling import CSCGraph, NeighborSampler, SamplerInput  # noqa: E402
 from sparsetrain.sampling.cuda.arrays import NumpyArrays  # noqa: E402
 from sparsetrain.sampling.cuda.fused_mean import fused_mean_arrays  # noqa: E402
+from sparsetrain.sampling.gpu_backend import GpuBackend  # noqa: E402
 
 NUM_NODES, WIDTH = 50, 3
 
@@ -93,7 +94,7 @@ def check_damaged_graph_is_reported():
 
 
 def check_the_samplers_gpu_branch_fuses_as_its_cpu_branch():
-    """``NeighborSampler._sample_cuda`` with fusion (the hops before the last, the last hop's destinations and key),
+    """``NeighborSampler's GPU backend`` with fusion (the hops before the last, the last hop's destinations and key),
     its driver run over NumPy arrays: the same batch and mean as the CPU branch."""
     from sparsetrain.sampling.cuda import driver
     from sparsetrain.sampling.cuda import graph as cuda_graph
@@ -118,7 +119,7 @@ def check_the_samplers_gpu_branch_fuses_as_its_cpu_branch():
             inp = SamplerInput(torch.tensor([2, 7, 30]), key=5)
             on_cpu = NeighborSampler(g, fanouts, seed=9, fuse_last_hop=True, **kw)
             on_gpu = NeighborSampler(g, fanouts, seed=9, fuse_last_hop=True, **kw)
-            on_gpu._placement = "cuda"
+            on_gpu._backend = GpuBackend(on_gpu, None)  # the GPU backend over the host graph
             a, b = on_cpu.sample(inp), on_gpu.sample(inp)
             assert torch.equal(a.input_nodes, b.input_nodes) and len(a.blocks) == len(b.blocks)
             for mine, theirs in zip(b.blocks, a.blocks):
@@ -134,7 +135,7 @@ def check_the_samplers_gpu_branch_fuses_as_its_cpu_branch():
 
 
 class SimulatedGraph:
-    """What ``NeighborSampler._sample_cuda`` keeps of its graph (a ``DeviceCSC``), for the simulator: the CSCGraph and
+    """What ``NeighborSampler's GPU backend`` keeps of its graph (a ``DeviceCSC``), for the simulator: the CSCGraph and
     one workspace over NumPy arrays."""
 
     def __init__(self, graph: CSCGraph) -> None:
@@ -188,7 +189,7 @@ class on_the_simulator:
         self.saved = driver.sample_layers, cuda_graph.DeviceCSC
         driver.sample_layers, cuda_graph.DeviceCSC = simulated_layers, SimulatedGraph
         for sampler in self.samplers:
-            sampler._placement = "cuda"
+            sampler._backend = GpuBackend(sampler, None)  # the GPU backend over the host graph
         return self
 
     def __exit__(self, *exc) -> None:

@@ -210,9 +210,9 @@ def same(a: MiniBatch, b: MiniBatch) -> bool:
 
 @pytest.mark.parametrize("kw", [{}, {"replace": True}, {"weighted": True}])
 def test_deterministic_for_a_seed_whatever_the_thread_count(kw, monkeypatch):
-    from sparsetrain.sampling import sampler as sampler_module
+    from sparsetrain.sampling import neighbor
 
-    monkeypatch.setattr(sampler_module, "PARALLEL_MIN_WORK", 0)  # every hop on the thread pool, however small
+    monkeypatch.setattr(neighbor, "PARALLEL_MIN_WORK", 0)  # every hop on the thread pool, however small
     graph = random_graph(2000, 40000, seed=5, weighted=True)
     seeds = torch.arange(0, 2000, 7)
     before = numba.get_num_threads()

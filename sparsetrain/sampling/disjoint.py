@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+import torch
 
+from sparsetrain.sampling.layout import KernelLayout
 from sparsetrain.sampling.rng import mix64
 
 EMPTY = -1
@@ -100,3 +102,66 @@ class DisjointMap:
 def _capacity(entries: int) -> int:
     """A power of two at least twice ``entries`` (linear probing stays short below half full)."""
     return 1 << max(4, int(2 * max(entries, 1) - 1).bit_length())
+
+
+class DisjointNodes(DisjointMap):
+    """The node map of a disjoint batch for the CPU hop loop (:mod:`~sparsetrain.sampling.cpu_backend`): the hash
+    table of (seed index, node) keys, the seed index of every node in the workspace's ``batch`` arrays; the
+    counterpart of :class:`~sparsetrain.sampling.cpu_backend.SharedNodes` (``ws``: the hop loop's
+    :class:`~sparsetrain.sampling.neighbor.HostScratch`)."""
+
+    def __init__(self, layout: KernelLayout, num_seeds: int) -> None:
+        super().__init__(num_seeds)
+        self.layout = layout
+
+    def insert_seeds(self, ws, seeds: list[tuple[int, torch.Tensor]], counts: np.ndarray) -> None:
+        """Seed ``i`` (counted over every seed type, in order) is node 0 of subgraph ``i``; ``counts[t]`` is set as
+        each type's go in."""
+        layout = self.layout
+        first_batch = 0
+        for t, ids in seeds:
+            seeds_np = ids.numpy()
+            insert_seeds(seeds_np, layout.type_offset[t], layout.type_offset[-1], first_batch, self.keys, self.values)
+            ws.batch[t] = ws.fit(ws.batch[t], len(seeds_np))
+            ws.batch[t][: len(seeds_np)] = np.arange(first_batch, first_batch + len(seeds_np))
+            first_batch += len(seeds_np)
+            ws.grow_nodes(t, len(seeds_np), 0)[: len(seeds_np)] = seeds_np
+            counts[t] = len(seeds_np)
+
+    def item_batch(self, ws, segments) -> np.ndarray:
+        """Each work item's seed index, in the order of the hop's columns."""
+        layout = self.layout
+        seg_et, seg_start, seg_dst = segments
+        parts = [ws.batch[layout.et_dst[k]][seg_dst[i] : seg_dst[i] + seg_start[i + 1] - seg_start[i]]
+                 for i, k in enumerate(seg_et)]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def new_nodes(self, ws, counts: np.ndarray, num_edges: int) -> np.ndarray:
+        """Room for a hop's new keys (up to ``num_edges``), the table grown to hold them."""
+        ws.new = ws.fit(ws.new, num_edges)
+        self.reserve(int(counts.sum()) + num_edges)
+        return ws.new
+
+    def append(self, ws, counts: np.ndarray, new_nodes: np.ndarray, found: int) -> None:
+        """A hop's ``found`` new (seed index, node) keys, appended to the node and batch arrays of their types."""
+        keys = new_nodes[:found]
+        if not len(keys):
+            return
+        offset = self.layout.type_offset
+        total = offset[-1]
+        position = keys % total
+        one_type = len(offset) == 2
+        new_type = None if one_type else np.searchsorted(offset, position, side="right") - 1
+        for t in [0] if one_type else np.unique(new_type):
+            mine = slice(None) if one_type else new_type == t
+            start = int(counts[t]) - (len(keys) if one_type else int(mine.sum()))
+            ws.grow_nodes(t, int(counts[t]), start)[start : counts[t]] = position[mine] - offset[t]
+            ws.batch[t] = ws.fit(ws.batch[t], int(counts[t]), start)
+            ws.batch[t][start : counts[t]] = keys[mine] // total
+
+    def release(self, ws, counts: np.ndarray) -> None:
+        """Nothing to clear: the table is the batch's own."""
+
+    def seed_index(self, ws, counts: np.ndarray) -> list[torch.Tensor]:
+        """Each node's seed index, per node type."""
+        return [torch.from_numpy(ws.batch[t][: counts[t]].copy()) for t in range(len(self.layout.node_types))]

@@ -10,7 +10,8 @@ sources' feature rows: the batch needs neither that hop's dedupe and relabel nor
 
 The kernel is written once (:mod:`sparsetrain.sampling.fused_draw`): :func:`fused_mean_cpu` runs it in parallel over
 destinations, :mod:`sparsetrain.sampling.cuda.fused_mean` compiles the same source for the GPU. Homogeneous graphs
-only.
+only. :class:`FuseLastHop` is the option as a mode of the sampler: its refusals, the hops left to the blocks, the
+batch's last hop on either backend and a padded batch's (:class:`~sparsetrain.sampling.cuda.fused_mean.PaddedHop`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ import torch
 from numba import prange
 
 from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.fused_draw import draw_slots, draw_sources, mean_columns
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph
+from sparsetrain.sampling.layout import KernelLayout
 from sparsetrain.sampling.minibatch import MiniBatch
 from sparsetrain.sampling.prefetch import prefetch
 
@@ -166,3 +169,50 @@ class FusedMiniBatch(MiniBatch):
         if self.neighbor_mean is not None:
             moved.neighbor_mean = self.neighbor_mean.to(device, non_blocking=non_blocking)
         return moved
+
+
+class FuseLastHop:
+    """``NeighborSampler(fuse_last_hop=True)``: the hops before the outermost go into the blocks
+    (``block_layout``), the outermost is the batch's :class:`FusedLastHop` (drawn by either backend's batch the same
+    way, from the hop key of the last hop)."""
+
+    def __init__(self, sampler) -> None:
+        if sampler.graph.is_typed:
+            raise SamplingError("fuse_last_hop=True needs a homogeneous graph (a typed first layer aggregates per edge "
+                                "type); drop fuse_last_hop")
+        if sampler.disjoint or sampler.subgraph_type != "directional":
+            raise SamplingError("fuse_last_hop=True fuses directional, non-disjoint, non-temporal hops; drop "
+                                "fuse_last_hop or those options")
+        if not sampler.num_hops:
+            raise SamplingError("fuse_last_hop=True needs at least one hop in fanouts")
+        self.block_layout = KernelLayout(sampler.graph, Fanouts(sampler.fanouts.as_list()[:-1]))
+        self.slots = None  # the last hop's draw slots in a padded batch (draw_slots), found at the first
+
+    def batch(self, sampler, mb: MiniBatch, key: int, nodes: list[torch.Tensor], layers: list) -> FusedMiniBatch:
+        """Batch ``key``'s hops before the last (``mb``, from ``nodes`` and ``layers``) with its last hop: drawn for
+        the nodes the next hop would sample for."""
+        first = int(layers[-1][3][0]) if layers and sampler.hop_nodes == "new" else 0
+        return FusedMiniBatch.of(mb, self.last_hop(sampler, key, nodes[0][first:], first, int(nodes[0].numel())))
+
+    def last_hop(self, sampler, key: int, nodes: torch.Tensor, first: int, num_dst: int) -> FusedLastHop:
+        """The fused outermost hop of batch ``key``: ``nodes`` (global ids) draw in-edges into dst rows ``[first,
+        num_dst)``."""
+        hop = sampler.num_hops - 1
+        layout = sampler._layout
+        return FusedLastHop(sampler.graph, nodes, first, num_dst, int(layout.fanouts[hop, 0]),
+                            int(layout.hop_keys(sampler.seed, key, hop)[0]), sampler.replace, sampler.weighted)
+
+    def padded(self, sampler, key: int, out, features):
+        """Padded batch ``key``'s last hop, averaged over ``features`` into ``out.neighbor_mean`` on the GPU
+        (:class:`~sparsetrain.sampling.cuda.fused_mean.PaddedHop`)."""
+        from sparsetrain.sampling.cuda.fused_mean import PaddedHop
+
+        x, mean = feature_table(features, int(sampler.graph.num_nodes)), out.neighbor_mean
+        if mean.device != x.device or mean.shape != (out.nodes[-1], x.shape[1]) or mean.dtype != torch.float32:
+            raise SamplingError(f"out.neighbor_mean is {list(mean.shape)} {mean.dtype} on {mean.device}; the fused hop "
+                                f"writes [{out.nodes[-1]}, {x.shape[1]}] float32 on the features' {x.device}")
+        hop = sampler.num_hops - 1
+        fanout = int(sampler._layout.fanouts[hop, 0])
+        if self.slots is None:  # (a fanout above 64 reads the largest in-degree: once)
+            self.slots = draw_slots(sampler.graph.indptr, fanout, sampler.replace)
+        return PaddedHop(fanout, self.slots, sampler._layout.hop_keys(sampler.seed, key, hop), x)

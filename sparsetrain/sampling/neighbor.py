@@ -35,6 +35,8 @@ dst-major) edge list, so the batches are identical.
 
 from __future__ import annotations
 
+import contextlib
+
 import numba
 import numpy as np
 from numba import prange
@@ -46,6 +48,8 @@ from sparsetrain.sampling.rng import node_stream
 
 PREFETCH = 32  # loads issued this many iterations ahead
 GATHER_CHUNKS = 256  # edge ranges of the parallel source read (results do not depend on it)
+PARALLEL_MIN_WORK = 1 << 16  # edges (or 8 x work items) below which a hop runs on one thread
+NO_ITEMS = np.empty(0, np.int64)  # the kernels' "option off" (not disjoint: no per-item seed index, no hash table)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -210,3 +214,17 @@ class HostScratch:
         """Node type ``t``'s node array with room for ``size`` entries (the first ``keep`` kept)."""
         self.nodes[t] = self.fit(self.nodes[t], size, keep)
         return self.nodes[t]
+
+
+@contextlib.contextmanager
+def threads_for(work: int):
+    """Run small kernels on the calling thread: waking the pool costs more than it saves (more on a loaded machine)."""
+    if work >= PARALLEL_MIN_WORK:
+        yield
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)

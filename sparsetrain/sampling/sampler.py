@@ -1,31 +1,36 @@
-"""`NeighborSampler`: fused multi-hop neighbor sampling into a `MiniBatch`, over a homogeneous or a typed graph."""
+"""`NeighborSampler`: fused multi-hop neighbor sampling into a `MiniBatch`, over a homogeneous or a typed graph.
+
+The core: options, seeds and batch keys, the result's assembly and its errors. Its parts, each in its own module:
+the backend chosen once with the graph (:func:`~sparsetrain.sampling.gpu_backend.backend_for`: the CPU hop loop of
+:mod:`~sparsetrain.sampling.cpu_backend` with its workspaces, the GPU's eager, padded and captured batches of
+:mod:`~sparsetrain.sampling.gpu_backend`, or a pinned graph's either by the seeds' device), and the modes: disjoint
+(:mod:`~sparsetrain.sampling.disjoint`), temporal (:mod:`~sparsetrain.sampling.temporal`), bidirectional and induced
+subgraphs (:mod:`~sparsetrain.sampling.subgraph`) and the fused last hop (:mod:`~sparsetrain.sampling.fused_mean`).
+"""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 from collections.abc import Mapping, Sequence
 
-import numba
 import numpy as np
 import torch
 
-from sparsetrain.sampling import disjoint, neighbor, subgraph, temporal
+from sparsetrain.sampling import neighbor, subgraph, temporal
+from sparsetrain.sampling.cpu_backend import Drawn
 from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.fanouts import Fanouts
-from sparsetrain.sampling.fused_draw import draw_slots
-from sparsetrain.sampling.fused_mean import FusedLastHop, FusedMiniBatch, feature_table
+from sparsetrain.sampling.fused_mean import FuseLastHop
+from sparsetrain.sampling.gpu_backend import backend_for
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph, EdgeType
-from sparsetrain.sampling.input import SamplerInput, ids_on
+from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout
 from sparsetrain.sampling.minibatch import Block, MiniBatch
 from sparsetrain.sampling.subgraph import SUBGRAPH_TYPES
 
 _SEED_MASK = (1 << 63) - 1
-PARALLEL_MIN_WORK = 1 << 16  # edges (or 8 x work items) below which a hop runs on one thread
 HOP_NODES = ("all", "new")
-_NO_ITEMS = np.empty(0, np.int64)  # the kernels' "option off" (not disjoint: no per-item seed index, no hash table)
 
 
 class NeighborSampler:
@@ -117,23 +122,18 @@ class NeighborSampler:
         self.seed = int(torch.randint(0, 2**62, ()).item()) if seed is None else int(seed) & _SEED_MASK
         self._layout = KernelLayout(graph, self.fanouts)
         self.fuse_last_hop = bool(fuse_last_hop)
-        if self.fuse_last_hop:
-            self._check_fusable()
+        self._fused = FuseLastHop(self) if self.fuse_last_hop else None
         # the hops drawn into blocks: all of them, or all but the outermost when it is fused
-        self._block_layout = (KernelLayout(graph, Fanouts(self.fanouts.as_list()[:-1])) if self.fuse_last_hop
-                              else self._layout)
+        self._block_layout = self._layout if self._fused is None else self._fused.block_layout
         self._counter = itertools.count()
         self._lock = threading.Lock()
-        self._fused_slots = None  # a fused hop's draw slots in a padded batch (draw_slots), found at the first
-        self._workspaces: list[neighbor.HostScratch] = []  # one per concurrent CPU call
-        self._cuda = None
-        self._placement = _placement(graph)
+        self._backend = backend_for(self)
 
     def __getstate__(self) -> dict:
-        """Pickled (e.g. into a loader's worker process) without its lock, scratch, device views and placement; the
-        copy counts keys from 0."""
+        """Pickled (e.g. into a loader's worker process) without its lock and backend (scratch, device views); the
+        copy counts keys from 0 and chooses its backend again."""
         state = dict(self.__dict__)
-        for name in ("_counter", "_lock", "_workspaces", "_cuda", "_placement"):
+        for name in ("_counter", "_lock", "_backend"):
             state.pop(name)
         return state
 
@@ -141,30 +141,11 @@ class NeighborSampler:
         self.__dict__.update(state)
         self._counter = itertools.count()
         self._lock = threading.Lock()
-        self._workspaces = []
-        self._cuda = None
-        self._placement = _placement(self.graph)  # (a pinned graph unpickled in another process is no longer pinned)
+        self._backend = backend_for(self)  # (a pinned graph unpickled in another process is no longer pinned)
 
     @property
     def num_hops(self) -> int:
         return self.fanouts.num_hops
-
-    def _check_fusable(self) -> None:
-        if self.graph.is_typed:
-            raise SamplingError("fuse_last_hop=True needs a homogeneous graph (a typed first layer aggregates per edge "
-                                "type); drop fuse_last_hop")
-        if self.disjoint or self.subgraph_type != "directional":
-            raise SamplingError("fuse_last_hop=True fuses directional, non-disjoint, non-temporal hops; drop "
-                                "fuse_last_hop or those options")
-        if not self.num_hops:
-            raise SamplingError("fuse_last_hop=True needs at least one hop in fanouts")
-
-    def _last_hop(self, key: int, nodes: torch.Tensor, first: int, num_dst: int) -> FusedLastHop:
-        """The fused outermost hop of batch ``key``: ``nodes`` (global ids) draw in-edges into dst rows ``[first,
-        num_dst)``."""
-        hop = self.num_hops - 1
-        return FusedLastHop(self.graph, nodes, first, num_dst, int(self._layout.fanouts[hop, 0]),
-                            int(self._layout.hop_keys(self.seed, key, hop)[0]), self.replace, self.weighted)
 
     @property
     def has_gpu_path(self) -> bool:
@@ -176,7 +157,7 @@ class NeighborSampler:
     def last_batch_counts(self):
         """What this thread's last GPU batch queued on the device, per hop and in all (launches, copies, host waits,
         allocations: :class:`~sparsetrain.sampling.cuda.counts.BatchCounts`); ``None`` before a GPU batch."""
-        return None if self._cuda is None else self._cuda.last_batch_counts
+        return self._backend.last_batch_counts
 
     def to(self, device: torch.device | str) -> NeighborSampler:
         """This sampler (same seed, options and batches) over its graph on ``device``; itself when already there."""
@@ -206,19 +187,20 @@ class NeighborSampler:
         seeds = [(self._seed_type(name), ids) for name, ids in named]
         for t, ids in seeds:
             self._check_seeds(t, ids)
-        if self._on_gpu(seeds):
-            return self._sample_cuda(seeds[0][1], seeds[0][0], key)
-        seed_time = None
-        if self.times is not None:
-            given = inp.seed_time if by_type or inp.seed_time is None else {named[0][0]: inp.seed_time}
-            parts = [self.times.seed_times(self._layout.node_types[t], ids.to("cpu", torch.int64).numpy(),
-                                           None if given is None else given.get(name))
-                     for (t, ids), (name, _) in zip(seeds, named)]
-            seed_time = np.concatenate(parts) if parts else np.zeros(0, self.times.node_time.dtype)
-        elif inp.seed_time is not None:
-            raise SamplingError("SamplerInput.seed_time is set but the sampler is not temporal; give it node_time or "
-                                "edge_time")
-        return self._sample_cpu([(t, ids.to("cpu", torch.int64)) for t, ids in seeds], key, seed_time, by_type)
+        drawn = self._backend.select(seeds).draw(self, inp, named, seeds, key)
+        return self._finish(drawn, key, by_type)
+
+    def _finish(self, drawn: Drawn, key: int, by_type: bool) -> MiniBatch:
+        """The batch a backend drew, assembled, with what its modes add (the fused last hop, each node's seed index,
+        a flat subgraph)."""
+        mb = self._assemble(drawn.seeds, drawn.nodes, drawn.layers, by_type)
+        if self._fused is not None:  # the outermost hop draws for the nodes the next hop would sample for
+            return self._fused.batch(self, mb, key, drawn.nodes, drawn.layers)
+        if drawn.batch is not None:
+            mb.batch = {t: b for t, b in zip(self._layout.node_types, drawn.batch)} if mb.is_typed else drawn.batch[0]
+        if self.subgraph_type != "directional":
+            self._flatten(mb, drawn.flat, drawn.seeds)
+        return mb
 
     def sample_padded(self, inp: SamplerInput | torch.Tensor, out, capture: bool = False, features=None) -> None:
         """Sample ``inp``'s batch on the GPU into ``out``, fixed-size device buffers (a
@@ -232,12 +214,13 @@ class NeighborSampler:
         the graph's GPU) averaged into ``out.neighbor_mean`` in the same run, with no host read either."""
         if not isinstance(inp, SamplerInput):
             inp = SamplerInput(inp)
-        if self.graph.is_typed or isinstance(inp.seeds, dict) or not self._on_gpu([(0, inp.seeds)]):
+        backend = None if self.graph.is_typed or isinstance(inp.seeds, dict) else self._backend.select([(0, inp.seeds)])
+        if backend is None or not backend.padded:
             raise SamplingBackendError("padded batches are sampled on the GPU from a homogeneous graph; call sample() "
                                        "for others")
         self._check_seeds(0, inp.seeds)
         key = self._key(inp)
-        self._sample_cuda(inp.seeds, 0, key, out, capture, self._padded_hop(key, out, features))
+        backend.sample_padded(self, inp.seeds, key, out, capture, self._padded_hop(key, out, features))
 
     def _padded_hop(self, key: int, out, features):
         """A fused sampler's last hop of padded batch ``key``, averaged over ``features`` into ``out.neighbor_mean``
@@ -245,24 +228,11 @@ class NeighborSampler:
         if (features is not None) != self.fuse_last_hop or (features is not None and out.neighbor_mean is None):
             raise SamplingError("a padded batch with fuse_last_hop=True averages its last hop over features into "
                                 "out.neighbor_mean: pass both, and neither for an unfused sampler")
-        if features is None:
-            return None
-        from sparsetrain.sampling.cuda.fused_mean import PaddedHop
-
-        x, mean = feature_table(features, int(self.graph.num_nodes)), out.neighbor_mean
-        if mean.device != x.device or mean.shape != (out.nodes[-1], x.shape[1]) or mean.dtype != torch.float32:
-            raise SamplingError(f"out.neighbor_mean is {list(mean.shape)} {mean.dtype} on {mean.device}; the fused hop "
-                                f"writes [{out.nodes[-1]}, {x.shape[1]}] float32 on the features' {x.device}")
-        hop = self.num_hops - 1
-        fanout = int(self._layout.fanouts[hop, 0])
-        if self._fused_slots is None:  # (a fanout above 64 reads the largest in-degree: once)
-            self._fused_slots = draw_slots(self.graph.indptr, fanout, self.replace)
-        return PaddedHop(fanout, self._fused_slots, self._layout.hop_keys(self.seed, key, hop), x)
+        return None if features is None else self._fused.padded(self, key, out, features)
 
     def check_padded(self) -> None:
         """Wait for this thread's padded batches in flight and raise the first failed check (an epoch's end)."""
-        if self._cuda is not None:
-            self._cuda.workspace().late.drain()
+        self._backend.check_padded()
 
     def _key(self, inp: SamplerInput) -> int:
         if inp.key is not None:
@@ -279,17 +249,6 @@ class NeighborSampler:
         n = int(self._layout.type_size[t])
         if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= n):
             raise self._layout.seeds_outside(t)
-
-    def _on_gpu(self, seeds: list[tuple[int, torch.Tensor]]) -> bool:
-        """Whether the batch is sampled on the GPU (by the placement chosen with the graph; a pinned graph's batches
-        follow their seeds); the options the GPU kernels lack are an error there."""
-        on_gpu = self._placement == "cuda" or (self._placement == "pinned"
-                                               and any(ids.device.type == "cuda" for _, ids in seeds))
-        if on_gpu and (not self.has_gpu_path or len(seeds) != 1):
-            raise SamplingBackendError("disjoint, temporal, bidirectional and induced sampling, seeds of several types "
-                                       "and zero hops run on the CPU only for now; keep the graph and the seeds on "
-                                       "the host")
-        return on_gpu
 
     def _seed_type(self, node_type: str | None) -> int:
         """Index of the seeds' node type: a homogeneous graph's one type, else ``node_type`` or ``seed_type``."""
@@ -308,194 +267,6 @@ class NeighborSampler:
             raise SamplingError(f"node type {name!r} of the seeds is not a node type of the graph "
                                 f"({layout.node_types})")
         return layout.type_index[name]
-
-    def _sample_cuda(self, seeds: torch.Tensor, seed_type: int, key: int, padded=None, capture: bool = False,
-                     fused=None) -> MiniBatch | None:
-        from sparsetrain.sampling.cuda.driver import sample_layers
-        from sparsetrain.sampling.cuda.graph import DeviceCSC
-
-        if self._cuda is None:
-            self._cuda = DeviceCSC(self.graph)
-        device = self.graph.device if self._placement == "cuda" else seeds.device
-        seeds = ids_on(seeds, device)
-        layout = self._block_layout
-        keys = [layout.hop_keys(self.seed, key, hop) for hop in range(layout.fanouts.shape[0])]
-        if not keys and padded is None:  # a fused one-hop batch: its blocks are its seeds
-            layers, nodes = [], [seeds]
-        else:
-            sampled = sample_layers(self._cuda, seeds, layout, keys, self.replace, self.weighted,
-                                    self.hop_nodes == "new", seed_type, padded, capture, fused)
-            if padded is not None:
-                return None
-            layers, nodes = sampled
-        mb = self._assemble([(seed_type, seeds)], nodes, layers, False)
-        if not self.fuse_last_hop:
-            return mb
-        first = int(layers[-1][3][0]) if layers and self.hop_nodes == "new" else 0
-        return FusedMiniBatch.of(mb, self._last_hop(key, nodes[0][first:], first, int(nodes[0].numel())))
-
-    def _sample_cpu(self, seeds: list[tuple[int, torch.Tensor]], key: int, seed_time: np.ndarray | None,
-                    by_type: bool) -> MiniBatch:
-        self.graph.check_files()
-        layout = self._layout
-        indptr, indices, weights = self.graph.numpy()
-        if weights is None or not self.weighted:
-            weights = np.empty(0, np.float32)
-        edge_perm = np.empty(0, np.int64) if self.graph.edge_perm is None else self.graph.edge_perm.numpy()
-        T = len(layout.node_types)
-        counts = np.zeros(T, np.int64)
-        first = np.zeros(T, np.int64)  # per node type, the first node the next hop samples for
-        layers = []
-        ws = self._acquire_workspace()
-        node_map = disjoint.DisjointMap(sum(ids.numel() for _, ids in seeds)) if self.disjoint else None
-        flat = None
-        try:
-            try:
-                self._insert_seeds(ws, seeds, counts, node_map)
-                for hop in range(self._block_layout.fanouts.shape[0]):
-                    before = counts.copy()
-                    edge_index, edge_ids, segments = self._hop(hop, key, ws, first, counts, indptr, indices, weights,
-                                                               edge_perm, node_map, seed_time)
-                    layers.append((torch.from_numpy(edge_index), torch.from_numpy(edge_ids), segments, before,
-                                   counts.copy()))
-                    if self.hop_nodes == "new":
-                        first = before
-                if self.subgraph_type == "induced":
-                    flat = self._induced(ws, counts, indptr, indices, edge_perm)
-            finally:
-                if node_map is None:
-                    for t in range(T):
-                        with _threads_for(int(counts[t])):
-                            neighbor.reset_table(ws.table, ws.nodes[t][: counts[t]], layout.type_offset[t])
-            nodes = [torch.from_numpy(ws.nodes[t][: counts[t]].copy()) for t in range(T)]
-            batch = None if node_map is None else [torch.from_numpy(ws.batch[t][: counts[t]].copy()) for t in range(T)]
-        finally:
-            self._release_workspace(ws)
-        mb = self._assemble(seeds, nodes, layers, by_type)
-        if self.fuse_last_hop:  # the outermost hop draws for the nodes the next hop would sample for
-            return FusedMiniBatch.of(mb, self._last_hop(key, nodes[0][int(first[0]):], int(first[0]), int(counts[0])))
-        if batch is not None:
-            mb.batch = {t: batch[i] for i, t in enumerate(layout.node_types)} if mb.is_typed else batch[0]
-        if self.subgraph_type != "directional":
-            self._flatten(mb, flat, seeds)
-        return mb
-
-    def _insert_seeds(self, ws: neighbor.HostScratch, seeds, counts: np.ndarray, node_map) -> None:
-        """Put the seeds in the node map (local ids from 0 per type); ``counts[t]`` is set as each type's go in."""
-        layout = self._layout
-        first_batch = 0
-        for t, ids in seeds:
-            seeds_np = ids.numpy()
-            base = layout.type_offset[t]
-            if node_map is not None:
-                disjoint.insert_seeds(seeds_np, base, layout.type_offset[-1], first_batch, node_map.keys,
-                                      node_map.values)
-                ws.batch[t] = ws.fit(ws.batch[t], len(seeds_np))
-                ws.batch[t][: len(seeds_np)] = np.arange(first_batch, first_batch + len(seeds_np))
-                first_batch += len(seeds_np)
-            else:
-                repeated = neighbor.insert_seeds(seeds_np, base, ws.table)
-                if repeated >= 0:
-                    raise self._layout.seed_repeated(int(seeds_np[repeated]))
-            ws.grow_nodes(t, len(seeds_np), 0)[: len(seeds_np)] = seeds_np
-            counts[t] = len(seeds_np)
-
-    def _hop(self, hop, key, ws, first, counts, indptr, indices, weights, edge_perm, node_map, seed_time):
-        """Sample hop ``hop`` for every edge type (counts grow by the new nodes); ``(edge_index, edge_ids, segments)``.
-
-        ``segments``: ``(edge type index, first edge, end edge)`` of each edge type sampled at this hop.
-        """
-        layout = self._layout
-        fan = layout.fanouts[hop]
-        segments = layout.segments(hop, counts, first)
-        cols = layout.columns(ws.nodes, segments, np.concatenate, np.zeros(0, np.int64))
-        item_batch = _NO_ITEMS
-        if node_map is not None:  # disjoint: each work item's seed (batch) index, in the same order as cols
-            seg_et_, seg_start_, seg_dst_ = segments
-            parts = [ws.batch[layout.et_dst[k]][seg_dst_[i] : seg_dst_[i] + seg_start_[i + 1] - seg_start_[i]]
-                     for i, k in enumerate(seg_et_)]
-            item_batch = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        seg_et, seg_start, seg_dst = (np.array(a, np.int64) for a in segments)
-        work = len(cols)
-        ws.for_items(work)
-        with _threads_for(work * 8):
-            if self.times is None:
-                num_edges = neighbor.count_hop(indptr, weights, cols, seg_start, fan[seg_et], self.replace,
-                                               self.weighted, len(indices), ws.lo, ws.deg, ws.offsets)
-            else:
-                t = self.times
-                num_edges = temporal.count_hop_in_time(indptr, indices, weights, cols, seg_start, seg_et, fan,
-                                                       t.et_kind, t.et_src_base, t.node_time, t.edge_time,
-                                                       seed_time[item_batch], t.last, self.replace, self.weighted,
-                                                       len(indices), ws.lo, ws.deg, ws.offsets)
-        if num_edges < 0:
-            raise self._bad_range(cols, seg_start, seg_et, -1 - num_edges)
-        ws.nbr = ws.fit(ws.nbr, num_edges)
-        single = len(layout.node_types) == 1 and node_map is None
-        if single:  # new nodes go straight to the one node array
-            new_nodes = ws.grow_nodes(0, int(counts[0]) + num_edges, int(counts[0]))[counts[0] :]
-        else:
-            ws.new = new_nodes = ws.fit(ws.new, num_edges)
-        if node_map is not None:
-            node_map.reserve(int(counts.sum()) + num_edges)
-        edge_index = np.empty((2, num_edges), np.int64)
-        edge_ids = np.empty(num_edges, np.int64)
-        with _threads_for(num_edges):
-            found = neighbor.sample_hop(indices, weights, edge_perm, cols, seg_start, seg_et, seg_dst, fan,
-                                        layout.hop_keys(self.seed, key, hop), self.replace, self.weighted,
-                                        layout.col_offset, layout.edge_offset, layout.et_src, layout.type_offset,
-                                        layout.type_size, ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, counts,
-                                        new_nodes, edge_index, edge_ids, item_batch,
-                                        _NO_ITEMS if node_map is None else node_map.keys,
-                                        _NO_ITEMS if node_map is None else node_map.values)
-        if found < 0:
-            raise self._bad_neighbor(cols, seg_start, seg_et, ws, -1 - found)
-        if node_map is not None:
-            self._append_disjoint(ws, counts, new_nodes[:found])
-        elif not single and found:
-            new = new_nodes[:found]
-            new_type = np.searchsorted(layout.type_offset, new, side="right") - 1
-            for t in np.flatnonzero(np.bincount(new_type, minlength=len(layout.node_types))):
-                mine = new[new_type == t] - layout.type_offset[t]
-                start = int(counts[t]) - len(mine)
-                ws.grow_nodes(t, int(counts[t]), start)[start : counts[t]] = mine
-        ends = ws.offsets[seg_start]
-        segments = [(int(k), int(ends[s]), int(ends[s + 1])) for s, k in enumerate(seg_et)]
-        return edge_index, edge_ids, segments
-
-    def _append_disjoint(self, ws: neighbor.HostScratch, counts: np.ndarray, keys: np.ndarray) -> None:
-        """New (seed index, node) keys of a disjoint hop, appended to the node and batch arrays of their types."""
-        if not len(keys):
-            return
-        offset = self._layout.type_offset
-        total = offset[-1]
-        position = keys % total
-        one_type = len(offset) == 2
-        new_type = None if one_type else np.searchsorted(offset, position, side="right") - 1
-        for t in [0] if one_type else np.unique(new_type):
-            mine = slice(None) if one_type else new_type == t
-            start = int(counts[t]) - (len(keys) if one_type else int(mine.sum()))
-            ws.grow_nodes(t, int(counts[t]), start)[start : counts[t]] = position[mine] - offset[t]
-            ws.batch[t] = ws.fit(ws.batch[t], int(counts[t]), start)
-            ws.batch[t][start : counts[t]] = keys[mine] // total
-
-    def _induced(self, ws: neighbor.HostScratch, counts: np.ndarray, indptr, indices, edge_perm) -> Block:
-        """Every edge of the graph between two nodes of the batch, per edge type (the node map still holds the
-        batch)."""
-        layout = self._layout
-        edge_index, edge_ids = {}, {}
-        for k, et in enumerate(layout.edge_types):
-            d, s = layout.et_dst[k], layout.et_src[k]
-            cols = ws.nodes[d][: counts[d]] + layout.col_offset[k]
-            with _threads_for(int(counts[d]) * 8):
-                ei, ids = subgraph.induced_edges(indptr, indices, edge_perm, cols, ws.table, layout.type_offset[s],
-                                                 layout.type_size[s], layout.edge_offset[k])
-            edge_index[et], edge_ids[et] = torch.from_numpy(ei), torch.from_numpy(ids)
-        num = {t: int(counts[i]) for i, t in enumerate(layout.node_types)}
-        if not layout.typed:
-            (et,), (t,) = layout.edge_types, layout.node_types
-            return Block(edge_index[et], num[t], num[t], edge_ids[et])
-        return Block(edge_index, num, dict(num), edge_ids)
 
     def _flatten(self, mb: MiniBatch, flat: Block | None, seeds: list[tuple[int, torch.Tensor]]) -> None:
         """Make ``mb`` a flat-subgraph batch (``subgraph_type`` ``"induced"``: ``flat``; ``"bidirectional"``: built
@@ -589,20 +360,12 @@ class NeighborSampler:
             f"in [0, {self.graph.num_nodes}); {DAMAGED}"
         )
 
-    def _acquire_workspace(self) -> neighbor.HostScratch:
-        with self._lock:
-            if self._workspaces:
-                return self._workspaces.pop()
-        return neighbor.HostScratch(int(self._layout.type_offset[-1]), len(self._layout.node_types))
-
-    def _release_workspace(self, ws: neighbor.HostScratch) -> None:
-        with self._lock:
-            self._workspaces.append(ws)
-
     def __repr__(self) -> str:
         typed = f", seed_type={self.seed_type!r}" if self.graph.is_typed else ""
         return (f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, "
                 f"hop_nodes={self.hop_nodes!r}{typed}, seed={self.seed}, graph={self.graph!r})")
+
+
 
 
 def _cut(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
@@ -610,15 +373,6 @@ def _cut(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
     if t.device.type == "cpu":
         return torch.from_numpy(t.numpy()[..., a:b].copy())
     return t[..., a:b].clone()
-
-
-def _placement(graph: CSCGraph) -> str:
-    """Where a sampler over ``graph`` draws its batches, decided once with the graph: ``"cuda"`` (in device memory:
-    every batch on the GPU), ``"pinned"`` (page-locked host memory: on the GPU when the seeds are on it, else on the
-    CPU) or ``"host"`` (the CPU)."""
-    if graph.device.type == "cuda":
-        return "cuda"
-    return "pinned" if graph.is_pinned() else "host"
 
 
 def _check_weights(graph: CSCGraph) -> None:
@@ -632,17 +386,3 @@ def _check_weights(graph: CSCGraph) -> None:
     if bool((w < 0).any()) or not bool(torch.isfinite(w).all()):
         raise SamplingError("graph.weights has negative or non-finite entries; sampling weights must be finite and "
                             ">= 0")
-
-
-@contextlib.contextmanager
-def _threads_for(work: int):
-    """Run small kernels on the calling thread: waking the pool costs more than it saves (more on a loaded machine)."""
-    if work >= PARALLEL_MIN_WORK:
-        yield
-        return
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)

@@ -8,7 +8,8 @@
   an edge type with none of these stays directional, with a warning). Merged typed edges carry no edge ids.
 
 Both are *flat* subgraphs: one edge list over all the batch's nodes, which :func:`flat_blocks` turns into blocks
-(see :class:`~sparsetrain.sampling.NeighborSampler`).
+(see :class:`~sparsetrain.sampling.NeighborSampler`). :func:`induced` is the CPU hop loop's read of the induced edges
+after the hops; the sampler's core flattens a bidirectional batch with :func:`bidirectional`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import torch
 from numba import prange
 
 from sparsetrain.sampling.graph import EdgeType
+from sparsetrain.sampling.layout import KernelLayout
 from sparsetrain.sampling.minibatch import Block
+from sparsetrain.sampling.neighbor import HostScratch, threads_for
 
 SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
 
@@ -60,6 +63,24 @@ def induced_edges(indptr, indices, edge_perm, cols, table, src_base, src_size, i
                 edge_ids[w] = edge_perm[p] if permuted else p - id_base
                 w += 1
     return edge_index, edge_ids
+
+
+def induced(layout: KernelLayout, ws: HostScratch, counts: np.ndarray, indptr, indices, edge_perm) -> Block:
+    """Every edge of the graph between two nodes of the batch, per edge type, as one flat block; read by the CPU hop
+    loop while its workspace's node map still holds the batch (``counts``: its nodes per type)."""
+    edge_index, edge_ids = {}, {}
+    for k, et in enumerate(layout.edge_types):
+        d, s = layout.et_dst[k], layout.et_src[k]
+        cols = ws.nodes[d][: counts[d]] + layout.col_offset[k]
+        with threads_for(int(counts[d]) * 8):
+            ei, ids = induced_edges(indptr, indices, edge_perm, cols, ws.table, layout.type_offset[s],
+                                    layout.type_size[s], layout.edge_offset[k])
+        edge_index[et], edge_ids[et] = torch.from_numpy(ei), torch.from_numpy(ids)
+    num = {t: int(counts[i]) for i, t in enumerate(layout.node_types)}
+    if not layout.typed:
+        (et,), (t,) = layout.edge_types, layout.node_types
+        return Block(edge_index[et], num[t], num[t], edge_ids[et])
+    return Block(edge_index, num, dict(num), edge_ids)
 
 
 def merge_reverse(edge_index: torch.Tensor, rev_edge_index: torch.Tensor, edge_ids: torch.Tensor | None = None,

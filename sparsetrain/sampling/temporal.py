@@ -144,6 +144,14 @@ class Times:
                                 "(SamplerInput(..., seed_time=...))")
         return self.node_time[self.type_offset[self.types.index(node_type)] + seeds]
 
+    def count_hop(self, indptr, indices, weights, cols, seg_start, seg_et, fan, seed_time, item_batch, replace,
+                  weighted, ws) -> int:
+        """A hop's edge count over the in-edges no later than each work item's seed time (:func:`count_hop_in_time`,
+        the CPU hop loop's count for a temporal sampler; ``ws``: its ``HostScratch``)."""
+        return count_hop_in_time(indptr, indices, weights, cols, seg_start, seg_et, fan, self.et_kind,
+                                 self.et_src_base, self.node_time, self.edge_time, seed_time[item_batch], self.last,
+                                 replace, weighted, len(indices), ws.lo, ws.deg, ws.offsets)
+
     def sort(self, graph: CSCGraph) -> CSCGraph:
         """``graph`` with every column sorted by time (itself when it already is); edge ids stay the caller's."""
         ids = _edge_ids(graph)
@@ -168,6 +176,23 @@ class Times:
             elif self.et_kind[k] == EDGE_TIME:
                 out[a:b] = self.by_edge[et].numpy()[ids[a:b]]
         return out
+
+
+def seed_times_of(times: Times | None, inp, named: list, seeds: list[tuple[int, torch.Tensor]],
+                  node_types: tuple[str, ...]) -> np.ndarray | None:
+    """The times of a batch's seeds, in seed order (``times``: a temporal sampler's, else None; ``named``: the seeds'
+    ``(node type name, ids)`` as ``inp`` gave them; ``seeds``: ``(node type index, ids)``). None for a sampler without
+    times, which refuses an input that has them."""
+    if times is None:
+        if inp.seed_time is not None:
+            raise SamplingError("SamplerInput.seed_time is set but the sampler is not temporal; give it node_time or "
+                                "edge_time")
+        return None
+    given = inp.seed_time if isinstance(inp.seeds, dict) or inp.seed_time is None else {named[0][0]: inp.seed_time}
+    parts = [times.seed_times(node_types[t], ids.to("cpu", torch.int64).numpy(),
+                              None if given is None else given.get(name))
+             for (t, ids), (name, _) in zip(seeds, named)]
+    return np.concatenate(parts) if parts else np.zeros(0, times.node_time.dtype)
 
 
 def sort_by_time(graph: CSCGraph, time: np.ndarray | None, ids: np.ndarray) -> CSCGraph:
