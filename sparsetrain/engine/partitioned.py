@@ -32,13 +32,14 @@ from sparsetrain.engine.partitioned_checks import (
 )
 from sparsetrain.engine.plan import RunPlan, model_options, plan
 from sparsetrain.engine.settings import TrainSettings
-from sparsetrain.engine.stages.fetch import FetchFeatures, check_finite
+from sparsetrain.engine.stages.fetch import FetchFeatures
 from sparsetrain.engine.trainer import Task
 from sparsetrain.errors import SettingError
 from sparsetrain.nn.models import build_model
 from sparsetrain.partition import load_partition
 from sparsetrain.partition.load import Partition, part_sizes
 from sparsetrain.partition.manifest import MANIFEST
+from sparsetrain.sampling.minibatch import by_type
 
 
 def is_partitioned(path) -> bool:
@@ -52,9 +53,7 @@ def part_meta(part: Partition) -> DatasetMeta:
     type; a typed part's node counts are the whole graph's (a type without features is embedded by its global ids)."""
     features = {t: FeatureTable(rows.shape[1], rows.nbytes, rows.row_bytes)
                 for t, rows in part.features_by_type.items()}
-    types = part.types.node_types if part.is_typed else (NODE,)
-    halo = {t: int(part.types.num_halo[i]) for i, t in enumerate(types)} if part.is_typed else {
-        NODE: len(part.halo_owner)}
+    halo = {t: int(part.types.num_halo[i]) for i, t in enumerate(part.types.node_types)}
     meta = replace(DatasetMeta.of(part.dataset), path=Path(part.path), meta_sha256=part.manifest["checksum"],
                    features=features, parts=PartsMeta(part.num_parts, tuple(part_sizes(part.manifest, "train")), halo))
     if part.is_typed:
@@ -67,11 +66,11 @@ class GlobalLabels:
     within the target type)."""
 
     def __init__(self, part: Partition) -> None:
-        target = part.target_type if part.is_typed else NODE
+        target = part.target_type
         self.part, self.labels, self.node_type = part, part.dataset.labels_by_type[target], target
 
     def __getitem__(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.labels[self.part.to_local(ids.cpu(), self.node_type if self.part.is_typed else None)]
+        return self.labels[self.part.to_local(ids.cpu(), self.node_type)]
 
 
 class FetchWithOwners(FetchFeatures):
@@ -79,18 +78,15 @@ class FetchWithOwners(FetchFeatures):
     where a type without features gets its global ids as ``x``, for an embedding)."""
 
     def __call__(self, mb):
-        if isinstance(mb.input_nodes, dict):
-            mb.x = {}
-            for t, ids in mb.input_nodes.items():  # the same types in the same order on every rank: collective
-                store = self.features.get(t)
-                if store is None:
-                    mb.x[t] = ids
-                    continue
-                mb.x[t] = store.gather(ids, owner=mb.node_owner[t])
-                check_finite(mb.x[t], ids, store)
-        else:
-            mb.x = self.features.gather(mb.input_nodes, owner=mb.node_owner)
-            check_part_rows(mb.x, mb.input_nodes, mb.node_owner, self.labels.part)
+        x, owners = {}, by_type(mb.node_owner, NODE)
+        for t, ids in mb.input_nodes_by_type.items():  # the same types in the same order on every rank: collective
+            store = self._stores.get(t)
+            if store is None:
+                x[t] = ids
+                continue
+            x[t] = store.gather(ids, owner=owners[t])
+            check_part_rows(x[t], ids, owners[t], self.labels.part, t)
+        mb.x_by_type = x
         mb.y = self.labels[mb.seeds]
         return mb
 
@@ -140,11 +136,8 @@ def padded_cross_entropy(out: torch.Tensor, target: torch.Tensor) -> torch.Tenso
 
 
 def part_features(part: Partition, group, cache_rows: dict[str, int]):
-    """The part's :class:`PartitionedFeatures`: the one store of a homogeneous part, a store per node type with
-    features of a typed one (built in the same order on every rank: construction is collective), each keeping the
-    plan's ``cache_rows`` of its type's halo."""
-    if not part.is_typed:
-        return PartitionedFeatures(part, group=group, cache_rows=cache_rows[NODE])
+    """The part's :class:`PartitionedFeatures`, one store per node type with features (built in the same order on
+    every rank: construction is collective), each keeping the plan's ``cache_rows`` of its type's halo."""
     return {t: PartitionedFeatures(part, group=group, cache_rows=cache_rows[t], node_type=t)
             for t in part.types.node_types if t in part.features_by_type}
 
