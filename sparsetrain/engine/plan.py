@@ -279,7 +279,7 @@ def _check_partitioned(settings: TrainSettings, meta: DatasetMeta, world_size: i
     """What a run on a partitioned folder (``meta.parts``) cannot honour that depends on its parts (the flags that do
     not apply to parts at all are rows of ``TRAIN_RULES``), each refused in one line."""
     target = settings.data.target_type
-    if target not in (None, meta.target_type if meta.is_typed else None):
+    if target not in (None, meta.target_type):
         raise SettingError(f"--target-type {target}: not supported on a partitioned folder ({meta.path}); its parts "
                            f"hold the splits of node type {meta.target_type!r}: drop --target-type")
     if meta.parts.num_parts != world_size:

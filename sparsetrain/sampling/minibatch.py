@@ -55,6 +55,12 @@ def by_type(value, one_type) -> dict:
     return value if isinstance(value, dict) else {one_type: value}
 
 
+def one_type_view(values: dict, one_type):
+    """The user's view of a dict by type: the one value when its only key is ``one_type`` (a homogeneous graph's
+    node or edge type), else the dict."""
+    return values[one_type] if list(values) == [one_type] else values
+
+
 def _move(value, device, non_blocking: bool):
     """A tensor, or a dict of them, on ``device`` (``None`` stays ``None``)."""
     if value is None:

@@ -27,7 +27,7 @@ from sparsetrain.engine.late_loss import TorchEvents
 from sparsetrain.engine.stages.errors import LoaderError
 from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE
-from sparsetrain.sampling.minibatch import MiniBatch, by_type
+from sparsetrain.sampling.minibatch import MiniBatch, by_type, one_type_view
 from sparsetrain.storage.mmap import MmapFeatures
 from sparsetrain.storage.rows import gather_rows
 from sparsetrain.storage.tensor import TensorFeatures
@@ -52,10 +52,10 @@ class FetchFeatures:
     phase = "fetch"  # its profiler range (stages/chain.py)
 
     def __init__(self, features, labels: torch.Tensor | None = None, edge_features=None) -> None:
-        self.features = {t: _store(f) for t, f in features.items()} if isinstance(features, dict) else _store(features)
+        self._stores = {t: _store(f) for t, f in by_type(features, NODE_TYPE).items()}
+        self.features = one_type_view(self._stores, NODE_TYPE)  # the user's view: a homogeneous graph's one store
         self.labels = labels
         self.edge_features = edge_features
-        self._stores = by_type(self.features, NODE_TYPE)
         self._edge_stores = by_type(edge_features, EDGE_TYPE)
         self._prefetch = {t: hook for t, store in self._stores.items()
                           if (hook := getattr(store, "prefetch", None)) is not None}
@@ -101,13 +101,13 @@ class FetchFeatures:
         last_hop = getattr(mb, "last_hop", None)
         if last_hop is not None:
             mb.neighbor_mean = last_hop.mean(self._whole_table())
-            self.finite(mb.neighbor_mean, mb.input_nodes, self.features, "the fused last hop's mean: ")
+            self.finite(mb.neighbor_mean, mb.input_nodes, self._stores[NODE_TYPE], "the fused last hop's mean: ")
             mb.last_hop = None  # its graph stays where it is: the device stage moves the batch's tensors
         return mb
 
     def _whole_table(self) -> torch.Tensor:
         if self._table is None:
-            store = self.features
+            store = self._stores[NODE_TYPE]
             if isinstance(store, TensorFeatures):
                 self._table = store.tensor
             elif isinstance(store, MmapFeatures) and not store.direct:
