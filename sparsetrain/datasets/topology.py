@@ -51,19 +51,19 @@ class _EdgeCheck:
 
     Without ``num_nodes`` it also keeps the largest id and where it was, so that an id
     far beyond the edge count is refused (before it sizes an array) rather than imported.
-    ``typed``: the edge type and its ``(source, destination)`` type counts; ids are checked against each.
+    ``type_counts``: the edge type and its ``(source, destination)`` type counts; ids are checked against each.
     """
 
     def __init__(self, edges: EdgeSource, num_nodes: int | None, nodes_from: str,
-                 typed: tuple[EdgeType, int, int] | None = None):
-        self.edges, self.num_nodes, self.nodes_from, self.typed = edges, num_nodes, nodes_from, typed
+                 type_counts: tuple[EdgeType, int, int] | None = None):
+        self.edges, self.num_nodes, self.nodes_from, self.type_counts = edges, num_nodes, nodes_from, type_counts
         self.highest: tuple[int, int, str] | None = None  # (id, row, column)
 
     def limit(self, num_edges: int) -> int:
         return max(_FREE_IDS, _IDS_PER_EDGE * num_edges)
 
-    def _typed(self, src: np.ndarray, dst: np.ndarray, first_row: int) -> None:
-        et, n_src, n_dst = self.typed
+    def _by_type_counts(self, src: np.ndarray, dst: np.ndarray, first_row: int) -> None:
+        et, n_src, n_dst = self.type_counts
         for column, ids, node_type, n in (("src", src, et[0], n_src), ("dst", dst, et[2], n_dst)):
             bad = (ids < 0) | (ids >= n)
             if bad.any():
@@ -74,9 +74,9 @@ class _EdgeCheck:
 
     def __call__(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray | None, first_row: int) -> None:
         edges = self.edges
-        if self.typed is not None:
-            self._typed(src, dst, first_row)
-        for column, ids in () if self.typed is not None else (("src", src), ("dst", dst)):
+        if self.type_counts is not None:
+            self._by_type_counts(src, dst, first_row)
+        for column, ids in () if self.type_counts is not None else (("src", src), ("dst", dst)):
             if len(ids) == 0:
                 continue
             low, high = int(ids.min()), int(ids.max())

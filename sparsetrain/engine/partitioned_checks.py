@@ -17,7 +17,7 @@ from sparsetrain.engine.settings import FLAGS, TrainSettings, flag_names
 from sparsetrain.errors import DatasetError, SettingError
 from sparsetrain.partition.load import Partition
 from sparsetrain.partition.partitioner import OWNED_FEATURES
-from sparsetrain.partition.typed import owned_features_file
+from sparsetrain.partition.per_type import owned_features_file
 
 
 class PartitionedRunError(SettingError):

@@ -14,7 +14,7 @@ from sparsetrain.datasets.dataset import GraphDataset, load, verify_structure
 from sparsetrain.partition.errors import PartitionError
 from sparsetrain.partition.manifest import PART_META, check_parts, read_manifest
 from sparsetrain.partition.partitioner import COL_START, HALO_OWNER, L2G, as_int
-from sparsetrain.partition.typed import col_start_file, halo_owner_file, l2g_file
+from sparsetrain.partition.per_type import col_start_file, halo_owner_file, l2g_file
 from sparsetrain.storage.mmap import MmapFeatures
 
 
