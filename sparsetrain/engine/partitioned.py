@@ -30,12 +30,10 @@ from sparsetrain.engine.partitioned_checks import (
     check_same_settings,
     rank_settings,
 )
-from sparsetrain.engine.plan import RunPlan, model_options, plan
+from sparsetrain.engine.plan import RunPlan, plan
 from sparsetrain.engine.settings import TrainSettings
 from sparsetrain.engine.stages.fetch import FetchFeatures
 from sparsetrain.engine.trainer import Task
-from sparsetrain.errors import SettingError
-from sparsetrain.nn.models import build_model
 from sparsetrain.partition import load_partition
 from sparsetrain.partition.load import Partition, part_sizes
 from sparsetrain.partition.manifest import MANIFEST
@@ -142,11 +140,11 @@ def part_features(part: Partition, group, cache_rows: dict[str, int]):
             for t in part.types.node_types if t in part.features_by_type}
 
 
-def partitioned_parts(settings: TrainSettings, ctx: DistContext, typed_model=None):
+def partitioned_parts(settings: TrainSettings, ctx: DistContext, node_model):
     """``(run, loader, model, evaluate, task)`` of a run on a partitioned folder (the caller builds the Trainer),
     planned by :func:`~sparsetrain.engine.plan.plan` from the part's description (:func:`part_meta`).
-    ``typed_model(meta, model_settings, layers, target_type)``: how a typed part's model is built (run.py passes the
-    one-process builder, so both build the plan's typed model alike)."""
+    ``node_model(meta, model_settings, layers, target_type)``: how the model is built (run.py passes the one-process
+    builder, so both build the plan's model alike)."""
     # this rank's part checked as `train` checks a dataset: shapes and sizes of every array, the small ones' sha256;
     # --verify: every array's sha256 and the structure
     part = load_partition(settings.data.path, ctx.rank, verify=settings.data.verify, arrays="small")
@@ -161,21 +159,15 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext, typed_model=Non
     loader = PartLoader(part, "train", sampler, features, batch_size=batch_size, seed=seed, shuffle=True,
                         device=run.device)
     torch.manual_seed(seed)  # as run.train does; DDP then hands rank 0's initial weights to every rank
-    model = _model(part, run, typed_model)
+    model = _model(part, run, node_model)
     eval_sampler = DistNeighborSampler(part, fanouts, seed=seed + 1, group=group)
     evaluate = part_evaluator(part, eval_sampler, features, batch_size, run.device, group)
     return run, loader, model, evaluate, Task(loss_fn=padded_cross_entropy)
 
 
-def _model(part: Partition, run: RunPlan, typed_model) -> torch.nn.Module:
-    if part.is_typed:  # the typed model the plan chose, built as a one-process run builds it
-        if typed_model is None:
-            raise SettingError(f"{part.path}: a typed part's model needs the builder of sparsetrain.engine.run (train "
-                               "through `sparsetrain train` or run.train)")
-        return typed_model(part_meta(part), run.model, run.sampling.fanouts.num_hops, part.target_type)
-    in_dim = int(part.features.row_shape.numel())
-    return build_model(run.model.name, in_dim, run.model.hidden, part.dataset.num_classes,
-                       run.sampling.fanouts.num_hops, run.model.dropout, **model_options(run.model.name))
+def _model(part: Partition, run: RunPlan, node_model) -> torch.nn.Module:
+    """The model the plan chose, built from the part's description as a one-process run builds it."""
+    return node_model(part_meta(part), run.model, run.sampling.fanouts.num_hops, part.target_type)
 
 
 def part_evaluator(part: Partition, sampler, features, batch_size: int, device, group):
