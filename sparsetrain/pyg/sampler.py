@@ -283,8 +283,8 @@ def pyg_output(mb: MiniBatch, metadata: tuple, hetero: bool, pyg_type: dict[Edge
         edge_index = {et: _cat([h[et] for h in hop_index if et in h], 1) for et in edge_types}
         edge = {et: _cat([h[et] for h in hop_ids if et in h], 0) for et in edge_types}
         nodes = mb.input_nodes_by_type
-        first = hops[0].num_dst_by_type if hops else {t: v.numel() for t, v in nodes.items()}
         news = [(b.num_src_by_type, b.num_dst_by_type) for b in hops]
+        first = news[0][1] if hops else {t: v.numel() for t, v in nodes.items()}
         num_sampled_nodes = {t: [first[t]] + [src[t] - dst[t] for src, dst in news] for t in nodes}
         num_sampled_edges = {et: [h[et].shape[1] if et in h else 0 for h in hop_index] for et in edge_types}
     row = {pyg_type[et]: ei[1 if backward else 0] for et, ei in edge_index.items()}
@@ -292,7 +292,7 @@ def pyg_output(mb: MiniBatch, metadata: tuple, hetero: bool, pyg_type: dict[Edge
     edge = {pyg_type[et]: ids for et, ids in edge.items()}
     if num_sampled_edges is not None:
         num_sampled_edges = {pyg_type[et]: v for et, v in num_sampled_edges.items()}
-    batch = mb.batch_by_type or None
+    batch = None if mb.batch is None else mb.batch_by_type
     if hetero:
         return HeteroSamplerOutput(node=dict(mb.input_nodes_by_type), row=row, col=col, edge=edge, batch=batch,
                                    num_sampled_nodes=num_sampled_nodes, num_sampled_edges=num_sampled_edges,
