@@ -147,17 +147,16 @@ def _check_node_memory(num_nodes: int, nodes_from: str) -> None:
 
 
 def node_counts(types: list[str], num_nodes: dict[str, int | None], features: dict[str, Source],
-                labels: dict[str, Source], typed: bool,
-                times: dict | None = None) -> tuple[dict[str, int | None], dict[str, str]]:
+                labels: dict[str, Source], times: dict | None = None) -> tuple[dict[str, int | None], dict[str, str]]:
     """Each node type's count (None: from the edges) and where it came from, for messages; checked against the rows of
     the type's features, labels and node times before any long work."""
     counts, nodes_from = {}, {}
     times = times or {}
-    flag = "--node-count TYPE=N" if typed else "--num-nodes"
     for t in types:
-        n, came_from = num_nodes.get(t), "the given num_nodes" if not typed else f"the given count of {t!r}"
+        n, flag = num_nodes.get(t), fmt.count_flag(t)
+        came_from = "the given num_nodes" if t == fmt.NODE else f"the given count of {t!r}"
         if n is not None:
-            n = _count(n, t, typed)
+            n = _count(n, t)
         known = [s for s in (features.get(t), labels.get(t), times.get(t)) if s is not None and s.rows is not None]
         if n is None and known:
             if len(known) >= 2 and known[0].rows != known[1].rows:
@@ -168,7 +167,7 @@ def node_counts(types: list[str], num_nodes: dict[str, int | None], features: di
                 )
             n, came_from = known[0].rows, f"num_nodes = the {known[0].rows} rows of {known[0].name}"
         if n is not None and n < 1:
-            raise DatasetError(f"num_nodes={n}: a graph needs at least one node" if not typed else
+            raise DatasetError(f"num_nodes={n}: a graph needs at least one node" if t == fmt.NODE else
                                f"node type {t!r} has {n} nodes ({came_from}); give it at least one, or drop the type")
         for table in known:
             if table.rows != n:
@@ -179,12 +178,11 @@ def node_counts(types: list[str], num_nodes: dict[str, int | None], features: di
     return counts, nodes_from
 
 
-def _count(n, node_type: str, typed: bool) -> int:
+def _count(n, node_type: str) -> int:
     """A given node count as an int (a NumPy integer is one; a float, a bool or a string is not)."""
     if isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)):
         return int(n)
-    what = "num_nodes" if not typed else f"the count of node type {node_type!r}"
-    raise DatasetError(f"{what} is {n!r}; give a whole number of nodes (an int)")
+    raise DatasetError(f"{fmt.count_name(node_type)} is {n!r}; give a whole number of nodes (an int)")
 
 
 def infer_typed_counts(counts: dict[str, int | None], edges: dict[EdgeType, EdgeSource]) -> dict[str, int]:
