@@ -48,15 +48,15 @@ def is_partitioned(path) -> bool:
 def part_meta(part: Partition) -> DatasetMeta:
     """The part as the plan reads it: the folder (its manifest's checksum the contents a checkpoint records), the
     part's graph, its owned rows as its features (by node type), the parts' train sizes and this part's halo by node
-    type; a typed part's node counts are the whole graph's (a type without features is embedded by its global ids)."""
+    type; its node counts are the whole graph's (a typed part's type without features is embedded by its global
+    ids)."""
     features = {t: FeatureTable(rows.shape[1], rows.nbytes, rows.row_bytes)
                 for t, rows in part.features_by_type.items()}
     halo = {t: int(part.types.num_halo[i]) for i, t in enumerate(part.types.node_types)}
-    meta = replace(DatasetMeta.of(part.dataset), path=Path(part.path), meta_sha256=part.manifest["checksum"],
-                   features=features, parts=PartsMeta(part.num_parts, tuple(part_sizes(part.manifest, "train")), halo))
-    if part.is_typed:
-        meta = replace(meta, num_nodes=dict(part.manifest["dataset"]["node_types"]))
-    return meta
+    whole = part.manifest["dataset"]
+    return replace(DatasetMeta.of(part.dataset), path=Path(part.path), meta_sha256=part.manifest["checksum"],
+                   num_nodes=dict(whole.get("node_types") or {NODE: whole["num_nodes"]}), features=features,
+                   parts=PartsMeta(part.num_parts, tuple(part_sizes(part.manifest, "train")), halo))
 
 
 class GlobalLabels:
