@@ -15,7 +15,7 @@ from sparsetrain.distributed import DistNeighborSampler, rank_batches
 from sparsetrain.errors import DatasetError
 from sparsetrain.partition import PartitionError, PartitionOptions, load_partition, partition_dataset
 from sparsetrain.partition.load import owners
-from sparsetrain.partition.typed import col_start_file, l2g_file
+from sparsetrain.partition.per_type import col_start_file, l2g_file
 from sparsetrain.sampling import NeighborSampler, SamplerInput
 from tests.collective_harness import spawn, values
 

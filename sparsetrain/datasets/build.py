@@ -163,8 +163,7 @@ def build_dataset(out_dir: str | os.PathLike, graph: GraphInput, options: BuildO
     options = options or BuildOptions()
     target_type = _check_inputs(graph, options)
     typed = graph.typed
-    counts, nodes_from = node_counts(graph.node_types, graph.num_nodes, graph.features, graph.labels, typed,
-                                     graph.node_time)
+    counts, nodes_from = node_counts(graph.node_types, graph.num_nodes, graph.features, graph.labels, graph.node_time)
     if typed:
         counts = infer_typed_counts(counts, graph.edges)
         nodes_from = {t: f"the {n} {t!r} nodes" for t, n in counts.items()}
@@ -411,9 +410,9 @@ def _write_node_times(writer: DatasetWriter, graph: GraphInput, counts: dict[str
         if times is None:
             continue
         if len(times.values) != counts[t]:
-            flag = "--num-nodes" if not graph.typed else f"--node-count {t}=N"
             raise DatasetError(f"{times.name}: has {len(times.values)} rows but the graph has {counts[t]} nodes "
-                               f"({nodes_from[t]}); one time per node is required (fix the file or {flag})")
+                               f"({nodes_from[t]}); one time per node is required (fix the file or "
+                               f"{fmt.count_flag(t)})")
         values = times.values
         if inverse is not None:
             values = np.empty_like(values)

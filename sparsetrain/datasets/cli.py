@@ -233,7 +233,7 @@ def _given(args: argparse.Namespace, dest: str) -> bool:
 
 def _input_kind(args: argparse.Namespace) -> str:
     """Which importer the flags feed: "edges", "typed", "ogb" or "typed-ogb"."""
-    from sparsetrain.datasets.ogb_folder import is_typed_ogb_folder
+    from sparsetrain.datasets.ogb_folder import ogb_folder_has_types
 
     if args.typed_edges:
         return "typed"
@@ -241,7 +241,7 @@ def _input_kind(args: argparse.Namespace) -> str:
         return "igb"
     if args.edges is not None:
         return "edges"
-    return "typed-ogb" if is_typed_ogb_folder(args.ogb) else "ogb"
+    return "typed-ogb" if ogb_folder_has_types(args.ogb) else "ogb"
 
 
 def _check_flags(args: argparse.Namespace, kind: str) -> None:

@@ -29,7 +29,7 @@ from sparsetrain.storage.mmap import MmapFeatures
 
 @dataclass
 class GraphDataset:
-    """A graph dataset: CSC topology, node features, labels and splits; typed or not.
+    """A graph dataset: CSC topology, node features, labels and splits, by node and edge type.
 
     The graph and the features are backed by memory-mapped files (nothing is read until used;
     readers check the files first, so one truncated meanwhile is an error, not a SIGBUS);

@@ -131,6 +131,17 @@ def edge_types_of(meta: dict) -> list[EdgeType]:
     return [(e["src"], e["rel"], e["dst"]) for e in meta["edge_types"]]
 
 
+def count_flag(node_type: str) -> str:
+    """The flag that gives a node type's count, in the user's words: ``--num-nodes`` for a homogeneous graph's one
+    type, ``--node-count TYPE=N`` for a typed graph's (whose type names are never the reserved ``_N``)."""
+    return "--num-nodes" if node_type == NODE else f"--node-count {node_type}=N"
+
+
+def count_name(node_type: str) -> str:
+    """A node type's count in messages: ``num_nodes`` for a homogeneous graph's one type."""
+    return "num_nodes" if node_type == NODE else f"the count of node type {node_type!r}"
+
+
 def is_homogeneous(meta: dict) -> bool:
     """One node type and one edge type, named as a homogeneous graph's."""
     return list(meta["node_types"]) == [NODE] and edge_types_of(meta) == [EDGE]

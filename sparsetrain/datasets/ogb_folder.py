@@ -47,7 +47,7 @@ def _find(folder: Path, stem: str) -> Path | None:
     return None
 
 
-def is_typed_ogb_folder(root: Path) -> bool:
+def ogb_folder_has_types(root: Path) -> bool:
     """Whether ``root`` is an OGB heterogeneous folder (``raw/num-node-dict.csv.gz``, e.g. ogbn-mag)."""
     return _find(Path(root) / "raw", "num-node-dict") is not None
 
@@ -200,7 +200,7 @@ def from_ogb(ogb_dir: str | os.PathLike, out_dir: str | os.PathLike, *, split: s
     root = Path(ogb_dir)
     if not root.is_dir():
         raise DatasetError(f"{root}: no such folder; --ogb takes an OGB dataset folder (with raw/ and split/)")
-    if is_typed_ogb_folder(root):
+    if ogb_folder_has_types(root):
         if num_nodes is not None:
             raise DatasetError(f"num_nodes={num_nodes} (--num-nodes): {root} is a typed OGB folder, its "
                                "raw/num-node-dict gives every type's count; drop it")

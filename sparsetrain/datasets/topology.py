@@ -51,19 +51,19 @@ class _EdgeCheck:
 
     Without ``num_nodes`` it also keeps the largest id and where it was, so that an id
     far beyond the edge count is refused (before it sizes an array) rather than imported.
-    ``typed``: the edge type and its ``(source, destination)`` type counts; ids are checked against each.
+    ``type_counts``: the edge type and its ``(source, destination)`` type counts; ids are checked against each.
     """
 
     def __init__(self, edges: EdgeSource, num_nodes: int | None, nodes_from: str,
-                 typed: tuple[EdgeType, int, int] | None = None):
-        self.edges, self.num_nodes, self.nodes_from, self.typed = edges, num_nodes, nodes_from, typed
+                 type_counts: tuple[EdgeType, int, int] | None = None):
+        self.edges, self.num_nodes, self.nodes_from, self.type_counts = edges, num_nodes, nodes_from, type_counts
         self.highest: tuple[int, int, str] | None = None  # (id, row, column)
 
     def limit(self, num_edges: int) -> int:
         return max(_FREE_IDS, _IDS_PER_EDGE * num_edges)
 
-    def _typed(self, src: np.ndarray, dst: np.ndarray, first_row: int) -> None:
-        et, n_src, n_dst = self.typed
+    def _by_type_counts(self, src: np.ndarray, dst: np.ndarray, first_row: int) -> None:
+        et, n_src, n_dst = self.type_counts
         for column, ids, node_type, n in (("src", src, et[0], n_src), ("dst", dst, et[2], n_dst)):
             bad = (ids < 0) | (ids >= n)
             if bad.any():
@@ -74,9 +74,9 @@ class _EdgeCheck:
 
     def __call__(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray | None, first_row: int) -> None:
         edges = self.edges
-        if self.typed is not None:
-            self._typed(src, dst, first_row)
-        for column, ids in () if self.typed is not None else (("src", src), ("dst", dst)):
+        if self.type_counts is not None:
+            self._by_type_counts(src, dst, first_row)
+        for column, ids in () if self.type_counts is not None else (("src", src), ("dst", dst)):
             if len(ids) == 0:
                 continue
             low, high = int(ids.min()), int(ids.max())
@@ -147,17 +147,16 @@ def _check_node_memory(num_nodes: int, nodes_from: str) -> None:
 
 
 def node_counts(types: list[str], num_nodes: dict[str, int | None], features: dict[str, Source],
-                labels: dict[str, Source], typed: bool,
-                times: dict | None = None) -> tuple[dict[str, int | None], dict[str, str]]:
+                labels: dict[str, Source], times: dict | None = None) -> tuple[dict[str, int | None], dict[str, str]]:
     """Each node type's count (None: from the edges) and where it came from, for messages; checked against the rows of
     the type's features, labels and node times before any long work."""
     counts, nodes_from = {}, {}
     times = times or {}
-    flag = "--node-count TYPE=N" if typed else "--num-nodes"
     for t in types:
-        n, came_from = num_nodes.get(t), "the given num_nodes" if not typed else f"the given count of {t!r}"
+        n, flag = num_nodes.get(t), fmt.count_flag(t)
+        came_from = "the given num_nodes" if t == fmt.NODE else f"the given count of {t!r}"
         if n is not None:
-            n = _count(n, t, typed)
+            n = _count(n, t)
         known = [s for s in (features.get(t), labels.get(t), times.get(t)) if s is not None and s.rows is not None]
         if n is None and known:
             if len(known) >= 2 and known[0].rows != known[1].rows:
@@ -168,7 +167,7 @@ def node_counts(types: list[str], num_nodes: dict[str, int | None], features: di
                 )
             n, came_from = known[0].rows, f"num_nodes = the {known[0].rows} rows of {known[0].name}"
         if n is not None and n < 1:
-            raise DatasetError(f"num_nodes={n}: a graph needs at least one node" if not typed else
+            raise DatasetError(f"num_nodes={n}: a graph needs at least one node" if t == fmt.NODE else
                                f"node type {t!r} has {n} nodes ({came_from}); give it at least one, or drop the type")
         for table in known:
             if table.rows != n:
@@ -179,12 +178,11 @@ def node_counts(types: list[str], num_nodes: dict[str, int | None], features: di
     return counts, nodes_from
 
 
-def _count(n, node_type: str, typed: bool) -> int:
+def _count(n, node_type: str) -> int:
     """A given node count as an int (a NumPy integer is one; a float, a bool or a string is not)."""
     if isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)):
         return int(n)
-    what = "num_nodes" if not typed else f"the count of node type {node_type!r}"
-    raise DatasetError(f"{what} is {n!r}; give a whole number of nodes (an int)")
+    raise DatasetError(f"{fmt.count_name(node_type)} is {n!r}; give a whole number of nodes (an int)")
 
 
 def infer_typed_counts(counts: dict[str, int | None], edges: dict[EdgeType, EdgeSource]) -> dict[str, int]:

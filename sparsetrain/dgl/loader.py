@@ -65,6 +65,9 @@ class DataLoader:
         self.shuffle = shuffle
         self.typed_indices = isinstance(indices, Mapping)
         self.types, self.ids = _flat_indices(indices, self.csc)
+        # the user's view of a batch's nodes: dicts by type for seeds given by type on a graph with types (None), else
+        # tensors
+        self._dict_view = self.types is not None and self.typed_indices
         if use_ddp:
             self.types, self.ids = _rank_share(self.types, self.ids, drop_last)
         fanouts = to_fanouts(self.settings.fanouts, self.csc)
@@ -98,15 +101,11 @@ class DataLoader:
         if self.device != mb_device(mb):
             mb = mb.to(self.device)
         blocks = mb.to_dgl(idtype=self.idtype)
-        if isinstance(mb.input_nodes, dict):
-            input_nodes = {t: v.to(self.idtype) for t, v in mb.input_nodes.items()}
-            output = mb.seeds if isinstance(mb.seeds, dict) else {mb.seed_type: mb.seeds}
-            output_nodes = {t: v.to(self.idtype) for t, v in output.items()}
-            if not self.typed_indices:  # seeds given as a tensor on a one-node-type graph: a tensor back
-                input_nodes = next(iter(input_nodes.values())) if len(input_nodes) == 1 else input_nodes
-                output_nodes = next(iter(output_nodes.values()))
-        else:
-            input_nodes, output_nodes = mb.input_nodes.to(self.idtype), mb.seeds.to(self.idtype)
+        input_nodes = {t: v.to(self.idtype) for t, v in mb.input_nodes_by_type.items()}
+        output_nodes = {t: v.to(self.idtype) for t, v in mb.seeds_by_type.items()}
+        if not self._dict_view:  # seeds given as a tensor: a tensor back (a dict of a batch reaching several types)
+            input_nodes = next(iter(input_nodes.values())) if len(input_nodes) == 1 else input_nodes
+            output_nodes = next(iter(output_nodes.values()))
         self._prefetch(blocks, input_nodes, output_nodes)
         return input_nodes, output_nodes, blocks
 
@@ -147,7 +146,7 @@ class DataLoader:
         if name in ("label", "labels", "y") and labels is not None:
             return torch.as_tensor(labels)
         if name in ("feat", "features", "x") and features.get(node_type) is not None:
-            return graph.feature_store(None if not graph.is_typed else node_type)
+            return graph.feature_store(node_type)
         raise SamplingError(f"DataLoader prefetch {name!r}: a sparsetrain dataset has node data 'feat' and 'label'; "
                             f"name one of them")
 
@@ -163,8 +162,7 @@ class DataLoader:
 
 
 def mb_device(mb) -> torch.device:
-    nodes = mb.input_nodes
-    return (next(iter(nodes.values())) if isinstance(nodes, dict) else nodes).device
+    return next(iter(mb.input_nodes_by_type.values())).device
 
 
 def _for_type(names, node_or_edge_type, homogeneous: bool) -> list:

@@ -44,8 +44,6 @@ class DatasetMeta:
     path: Path
     meta_sha256: str
     """sha256 of ``meta.json`` (which holds every array's sha256): the dataset's contents in a checkpoint's record."""
-    is_typed: bool
-    """More than the one node type and edge type of a homogeneous graph."""
     num_nodes: dict[str, int]
     num_edges: dict[EdgeType, int]
     features: dict[str, FeatureTable]
@@ -76,7 +74,7 @@ class DatasetMeta:
         train = ds.edge_split.get("train")
         return cls(
             path=ds.path, meta_sha256=hashlib.sha256((ds.path / fmt.META_FILE).read_bytes()).hexdigest(),
-            is_typed=ds.is_typed, num_nodes=ds.num_nodes_by_type, num_edges=ds.num_edges_by_type,
+            num_nodes=ds.num_nodes_by_type, num_edges=ds.num_edges_by_type,
             features={t: FeatureTable(table.shape[1], table.nbytes, table.row_bytes)
                       for t, table in ds.features_by_type.items()},
             num_classes={t: ds.num_classes_of(t) for t in ds.labels_by_type},
@@ -87,6 +85,11 @@ class DatasetMeta:
             graph_bytes=sum(t.numel() * t.element_size() for t in (graph.indptr, graph.indices, graph.weights)
                             if t is not None),
         )
+
+    @property
+    def is_typed(self) -> bool:
+        """More than the one node type and edge type of a homogeneous graph."""
+        return list(self.num_nodes) != [fmt.NODE] or list(self.num_edges) != [fmt.EDGE]
 
     @property
     def node_types(self) -> list[str]:

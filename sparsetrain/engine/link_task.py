@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from sparsetrain.datasets.edge_split import EdgeSplit
+from sparsetrain.datasets.format import NODE
 from sparsetrain.engine.inference import infer_layers
 from sparsetrain.engine.loader import Loader
 from sparsetrain.engine.metrics import hits_at_k, mrr, roc_auc
@@ -92,11 +93,12 @@ def link_evaluator(features, graph, edge_split: dict[str, EdgeSplit], device="cp
 
 def link_parts(ds, sampling: SamplingSettings, model: ModelSettings, seed: int, ctx, features, graph):
     """What ``train`` needs for the link task: ``(loader, model, evaluate)``; ``sampling.exclude`` resolved (the
-    run's plan checked the split and the features and chose ``exclude``)."""
+    run's plan checked the split and the features and chose ``exclude``); ``features``: by node type, the one
+    ``_N``."""
     sampler = LinkNeighborSampler(NeighborSampler(graph, sampling.fanouts, seed=seed), neg_sampling="binary",
                                   exclude=sampling.exclude)
     seeds = EdgeSeeds.from_edge_index(ds.edge_split["train"].pos)
     loader = Loader(sampler, features, None, seeds, batch_size=sampling.batch_size, device=ctx.device, seed=seed,
                     rank=ctx.rank, world_size=ctx.world_size)
     network = build_link_model(ds.num_features, model.hidden, sampling.fanouts.num_hops, model.decoder, model.dropout)
-    return loader, network, link_evaluator(features, ds.graph, ds.edge_split, device=ctx.device)
+    return loader, network, link_evaluator(features[NODE], ds.graph, ds.edge_split, device=ctx.device)

@@ -30,15 +30,14 @@ from sparsetrain.engine.partitioned_checks import (
     check_same_settings,
     rank_settings,
 )
-from sparsetrain.engine.plan import RunPlan, model_options, plan
+from sparsetrain.engine.plan import RunPlan, plan
 from sparsetrain.engine.settings import TrainSettings
-from sparsetrain.engine.stages.fetch import FetchFeatures, check_finite
+from sparsetrain.engine.stages.fetch import FetchFeatures
 from sparsetrain.engine.trainer import Task
-from sparsetrain.errors import SettingError
-from sparsetrain.nn.models import build_model
 from sparsetrain.partition import load_partition
 from sparsetrain.partition.load import Partition, part_sizes
 from sparsetrain.partition.manifest import MANIFEST
+from sparsetrain.sampling.minibatch import by_type
 
 
 def is_partitioned(path) -> bool:
@@ -49,17 +48,15 @@ def is_partitioned(path) -> bool:
 def part_meta(part: Partition) -> DatasetMeta:
     """The part as the plan reads it: the folder (its manifest's checksum the contents a checkpoint records), the
     part's graph, its owned rows as its features (by node type), the parts' train sizes and this part's halo by node
-    type; a typed part's node counts are the whole graph's (a type without features is embedded by its global ids)."""
+    type; its node counts are the whole graph's (a typed part's type without features is embedded by its global
+    ids)."""
     features = {t: FeatureTable(rows.shape[1], rows.nbytes, rows.row_bytes)
                 for t, rows in part.features_by_type.items()}
-    types = part.types.node_types if part.is_typed else (NODE,)
-    halo = {t: int(part.types.num_halo[i]) for i, t in enumerate(types)} if part.is_typed else {
-        NODE: len(part.halo_owner)}
-    meta = replace(DatasetMeta.of(part.dataset), path=Path(part.path), meta_sha256=part.manifest["checksum"],
-                   features=features, parts=PartsMeta(part.num_parts, tuple(part_sizes(part.manifest, "train")), halo))
-    if part.is_typed:
-        meta = replace(meta, num_nodes=dict(part.manifest["dataset"]["node_types"]))
-    return meta
+    halo = {t: int(part.types.num_halo[i]) for i, t in enumerate(part.types.node_types)}
+    whole = part.manifest["dataset"]
+    return replace(DatasetMeta.of(part.dataset), path=Path(part.path), meta_sha256=part.manifest["checksum"],
+                   num_nodes=dict(whole.get("node_types") or {NODE: whole["num_nodes"]}), features=features,
+                   parts=PartsMeta(part.num_parts, tuple(part_sizes(part.manifest, "train")), halo))
 
 
 class GlobalLabels:
@@ -67,11 +64,11 @@ class GlobalLabels:
     within the target type)."""
 
     def __init__(self, part: Partition) -> None:
-        target = part.target_type if part.is_typed else NODE
+        target = part.target_type
         self.part, self.labels, self.node_type = part, part.dataset.labels_by_type[target], target
 
     def __getitem__(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.labels[self.part.to_local(ids.cpu(), self.node_type if self.part.is_typed else None)]
+        return self.labels[self.part.to_local(ids.cpu(), self.node_type)]
 
 
 class FetchWithOwners(FetchFeatures):
@@ -79,18 +76,15 @@ class FetchWithOwners(FetchFeatures):
     where a type without features gets its global ids as ``x``, for an embedding)."""
 
     def __call__(self, mb):
-        if isinstance(mb.input_nodes, dict):
-            mb.x = {}
-            for t, ids in mb.input_nodes.items():  # the same types in the same order on every rank: collective
-                store = self.features.get(t)
-                if store is None:
-                    mb.x[t] = ids
-                    continue
-                mb.x[t] = store.gather(ids, owner=mb.node_owner[t])
-                check_finite(mb.x[t], ids, store)
-        else:
-            mb.x = self.features.gather(mb.input_nodes, owner=mb.node_owner)
-            check_part_rows(mb.x, mb.input_nodes, mb.node_owner, self.labels.part)
+        x, owners = {}, by_type(mb.node_owner, NODE)
+        for t, ids in mb.input_nodes_by_type.items():  # the same types in the same order on every rank: collective
+            store = self._stores.get(t)
+            if store is None:
+                x[t] = ids
+                continue
+            x[t] = store.gather(ids, owner=owners[t])
+            check_part_rows(x[t], ids, owners[t], self.labels.part, t)
+        mb.x_by_type = x
         mb.y = self.labels[mb.seeds]
         return mb
 
@@ -140,20 +134,17 @@ def padded_cross_entropy(out: torch.Tensor, target: torch.Tensor) -> torch.Tenso
 
 
 def part_features(part: Partition, group, cache_rows: dict[str, int]):
-    """The part's :class:`PartitionedFeatures`: the one store of a homogeneous part, a store per node type with
-    features of a typed one (built in the same order on every rank: construction is collective), each keeping the
-    plan's ``cache_rows`` of its type's halo."""
-    if not part.is_typed:
-        return PartitionedFeatures(part, group=group, cache_rows=cache_rows[NODE])
+    """The part's :class:`PartitionedFeatures`, one store per node type with features (built in the same order on
+    every rank: construction is collective), each keeping the plan's ``cache_rows`` of its type's halo."""
     return {t: PartitionedFeatures(part, group=group, cache_rows=cache_rows[t], node_type=t)
             for t in part.types.node_types if t in part.features_by_type}
 
 
-def partitioned_parts(settings: TrainSettings, ctx: DistContext, typed_model=None):
+def partitioned_parts(settings: TrainSettings, ctx: DistContext, node_model):
     """``(run, loader, model, evaluate, task)`` of a run on a partitioned folder (the caller builds the Trainer),
     planned by :func:`~sparsetrain.engine.plan.plan` from the part's description (:func:`part_meta`).
-    ``typed_model(meta, model_settings, layers, target_type)``: how a typed part's model is built (run.py passes the
-    one-process builder, so both build the plan's typed model alike)."""
+    ``node_model(meta, model_settings, layers, target_type)``: how the model is built (run.py passes the one-process
+    builder, so both build the plan's model alike)."""
     # this rank's part checked as `train` checks a dataset: shapes and sizes of every array, the small ones' sha256;
     # --verify: every array's sha256 and the structure
     part = load_partition(settings.data.path, ctx.rank, verify=settings.data.verify, arrays="small")
@@ -168,21 +159,15 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext, typed_model=Non
     loader = PartLoader(part, "train", sampler, features, batch_size=batch_size, seed=seed, shuffle=True,
                         device=run.device)
     torch.manual_seed(seed)  # as run.train does; DDP then hands rank 0's initial weights to every rank
-    model = _model(part, run, typed_model)
+    model = _model(part, run, node_model)
     eval_sampler = DistNeighborSampler(part, fanouts, seed=seed + 1, group=group)
     evaluate = part_evaluator(part, eval_sampler, features, batch_size, run.device, group)
     return run, loader, model, evaluate, Task(loss_fn=padded_cross_entropy)
 
 
-def _model(part: Partition, run: RunPlan, typed_model) -> torch.nn.Module:
-    if part.is_typed:  # the typed model the plan chose, built as a one-process run builds it
-        if typed_model is None:
-            raise SettingError(f"{part.path}: a typed part's model needs the builder of sparsetrain.engine.run (train "
-                               "through `sparsetrain train` or run.train)")
-        return typed_model(part_meta(part), run.model, run.sampling.fanouts.num_hops, part.target_type)
-    in_dim = int(part.features.row_shape.numel())
-    return build_model(run.model.name, in_dim, run.model.hidden, part.dataset.num_classes,
-                       run.sampling.fanouts.num_hops, run.model.dropout, **model_options(run.model.name))
+def _model(part: Partition, run: RunPlan, node_model) -> torch.nn.Module:
+    """The model the plan chose, built from the part's description as a one-process run builds it."""
+    return node_model(part_meta(part), run.model, run.sampling.fanouts.num_hops, part.target_type)
 
 
 def part_evaluator(part: Partition, sampler, features, batch_size: int, device, group):

@@ -17,6 +17,7 @@ from sparsetrain.engine.settings import FLAGS, TrainSettings, flag_names
 from sparsetrain.errors import DatasetError, SettingError
 from sparsetrain.partition.load import Partition
 from sparsetrain.partition.partitioner import OWNED_FEATURES
+from sparsetrain.partition.per_type import owned_features_file
 
 
 class PartitionedRunError(SettingError):
@@ -26,7 +27,7 @@ class PartitionedRunError(SettingError):
 def check_part_contents(part: Partition) -> None:
     """A part a run can train on: it has features and labels (a dataset imported without them cannot be trained on
     once partitioned either)."""
-    target = part.target_type if part.is_typed else NODE
+    target = part.target_type
     for what, value, fix in (("node features", part.features_by_type or None, "--features"),
                              ("labels", part.dataset.labels_by_type.get(target), "--labels")):
         if value is None:
@@ -74,17 +75,23 @@ def check_same_settings(values: dict[str, str], ctx: DistContext) -> None:
                                           f"{rank}; start every rank with the same flags and --data")
 
 
-def check_part_rows(x: torch.Tensor, ids: torch.Tensor, owner: torch.Tensor, part: Partition) -> None:
-    """One min/max pass over a batch's feature rows; a NaN or an infinity is one line naming the part file the first
-    bad row came from (``owner``: each row's part) and the fix: re-import the dataset with finite values and
-    re-partition (or restore the part, when it was edited after partitioning: ``partition-info`` says which)."""
+def owned_features_name(node_type: str) -> str:
+    """The file of a part's owned feature rows of ``node_type`` (a homogeneous part's one type: ``OWNED_FEATURES``)."""
+    return OWNED_FEATURES if node_type == NODE else owned_features_file(node_type)
+
+
+def check_part_rows(x: torch.Tensor, ids: torch.Tensor, owner: torch.Tensor, part: Partition,
+                    node_type: str = NODE) -> None:
+    """One min/max pass over a batch's feature rows of ``node_type``; a NaN or an infinity is one line naming the part
+    file the first bad row came from (``owner``: each row's part) and the fix: re-import the dataset with finite values
+    and re-partition (or restore the part, when it was edited after partitioning: ``partition-info`` says which)."""
     if not x.dtype.is_floating_point or x.numel() == 0:
         return
     if all(math.isfinite(v) for v in torch.stack(torch.aminmax(x)).tolist()):
         return
     bad = (~torch.isfinite(x.reshape(len(x), -1))).any(dim=1).nonzero().flatten()
     first = int(bad[0])
-    source = part.path / f"part-{int(owner.reshape(-1)[first])}" / OWNED_FEATURES
+    source = part.path / f"part-{int(owner.reshape(-1)[first])}" / owned_features_name(node_type)
     shown = ", ".join(str(int(i)) for i in ids.reshape(-1)[bad].cpu().sort().values[:5])
     raise DatasetError(f"{source}: rows of nodes {shown}{' ...' if len(bad) > 5 else ''} hold NaN or inf ({len(bad)} "
                        f"of the {len(x)} rows this batch read); if `sparsetrain partition-info {part.path}` reports "

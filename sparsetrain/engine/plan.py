@@ -133,16 +133,10 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
     check_outputs(settings.checkpoint, settings.report, meta.path)
     if meta.parts is not None:
         _check_partitioned(settings, meta, world_size)
-    if data.target_type is not None and not meta.is_typed:
-        raise DatasetError(f"--target-type {data.target_type}: {meta.path} is a homogeneous dataset (one node type); "
-                           "drop --target-type")
-    if data.task == "link":
-        if sampling.temporal:
-            raise SettingError("--temporal samples node classification batches; --task link does not sample "
-                               "temporally yet: drop one of them")
-        if meta.is_typed:
-            raise DatasetError(f"--task link: {meta.path} is a typed (heterogeneous) dataset; link prediction trains "
-                               "on homogeneous datasets made with --link-split")
+    if data.task == "link" and sampling.temporal:
+        raise SettingError("--temporal samples node classification batches; --task link does not sample "
+                           "temporally yet: drop one of them")
+    _check_types(settings, meta)
     model = _model(meta, settings.model, data.task)
     target, random_split = _target(meta, data.target_type) if data.task == "node" else (None, False)
     times = _times(meta, sampling, model.name, target)
@@ -225,6 +219,33 @@ def _check_writable(flag: str, path: Path, *, folder: bool) -> None:
 # ---------------------------------------------------------------- model and optimizer
 
 
+def _check_types(settings: TrainSettings, meta: DatasetMeta) -> None:
+    """The plan's one question of whether the dataset has types: what needs one node type and one edge type, refused
+    in one line each on a typed dataset, and ``--target-type`` (which names a typed dataset's node type) on a
+    homogeneous one."""
+    if not meta.is_typed:
+        if settings.data.target_type is not None:
+            raise DatasetError(f"--target-type {settings.data.target_type}: {meta.path} is a homogeneous dataset (one "
+                               "node type); drop --target-type")
+        return
+    one_type = "a typed dataset"
+    refusals = (
+        (settings.data.task == "link", DatasetError, f"--task link: {meta.path} is a typed (heterogeneous) dataset; "
+         "link prediction trains on homogeneous datasets made with --link-split"),
+        (settings.run.step == "static", SettingError, "--step static pads GraphSAGE node classification batches of a "
+         f"homogeneous graph, not {one_type}; drop --step static"),
+        (settings.sampling.fuse_last_hop, SettingError, "--fuse-last-hop feeds GraphSAGE's first layer in node "
+         f"classification on a homogeneous graph, not {one_type}; drop --fuse-last-hop"),
+        (settings.features.placement == "sharded", SettingError, "--features sharded: typed datasets are not sharded "
+         "yet; pass --features mmap, disk, memory, device or pinned"),
+        (settings.run.eval == "full", SettingError, "--eval full: typed datasets evaluate on sampled batches (no "
+         "layer-wise R-GCN inference yet); pass --eval sampled or auto"),
+    )
+    for refused, error, message in refusals:
+        if refused:
+            raise error(message)
+
+
 def _model(meta: DatasetMeta, model: ModelSettings, task: str) -> ModelSettings:
     """``--model`` (else sage; rgcn on a typed dataset) with its hidden size; one the graph cannot train is refused,
     never replaced by another."""
@@ -280,7 +301,7 @@ def _check_partitioned(settings: TrainSettings, meta: DatasetMeta, world_size: i
     """What a run on a partitioned folder (``meta.parts``) cannot honour that depends on its parts (the flags that do
     not apply to parts at all are rows of ``TRAIN_RULES``), each refused in one line."""
     target = settings.data.target_type
-    if target not in (None, meta.target_type if meta.is_typed else None):
+    if target not in (None, meta.target_type):
         raise SettingError(f"--target-type {target}: not supported on a partitioned folder ({meta.path}); its parts "
                            f"hold the splits of node type {meta.target_type!r}: drop --target-type")
     if meta.parts.num_parts != world_size:
@@ -304,9 +325,8 @@ def _step_shapes(run: RunSettings, meta: DatasetMeta, task: str, model: ModelSet
     ``--fuse-last-hop``, every level but the fused input level)."""
     if run.step != "static":
         return None
-    if task != "node" or meta.is_typed or model.name != "sage":
-        what = ("link prediction" if task != "node"
-                else "a typed dataset" if meta.is_typed else f"--model {model.name}")
+    if task != "node" or model.name != "sage":
+        what = "link prediction" if task != "node" else f"--model {model.name}"
         raise SettingError(f"--step static pads GraphSAGE node classification batches of a homogeneous graph, not "
                            f"{what}; drop --step static")
     if world_size > 1:
@@ -341,8 +361,8 @@ def _check_fuse_last_hop(sampling: SamplingSettings, task: str, meta: DatasetMet
     GPU)."""
     if not sampling.fuse_last_hop:
         return
-    what = ("link prediction" if task != "node" else "a typed dataset" if meta.is_typed
-            else f"--model {model.name}" if model.name != "sage" else "--temporal" if times else None)
+    what = ("link prediction" if task != "node" else f"--model {model.name}" if model.name != "sage"
+            else "--temporal" if times else None)
     if what is not None:
         raise SettingError(f"--fuse-last-hop feeds GraphSAGE's first layer in node classification on a "
                            f"homogeneous graph, not {what}; drop --fuse-last-hop")
@@ -436,9 +456,6 @@ def _features(meta: DatasetMeta, features: FeatureSettings, device: torch.device
     tables = meta.features
     placement = _placement(sum(table.nbytes for table in tables.values()), features, device)
     if placement == "sharded":
-        if meta.is_typed:
-            raise SettingError("--features sharded: typed datasets are not sharded yet; pass --features mmap, disk, "
-                               "memory, device or pinned")
         if features.cache_gb > 0:
             raise SettingError("--cache-gb cannot front sharded features (a cache hit would skip the collective the "
                                "other ranks wait in); drop one of them")
@@ -507,10 +524,7 @@ def _full_eval(meta: DatasetMeta, evaluation: str, model: str, sampling: Samplin
             raise SettingError("--eval full reads every neighbor, later ones too; --temporal evaluates on temporally "
                                "sampled batches: pass --eval sampled or auto")
         return False
-    if meta.is_typed:
-        if evaluation == "full":
-            raise SettingError("--eval full: typed datasets evaluate on sampled batches (no layer-wise R-GCN inference "
-                               "yet); pass --eval sampled or auto")
+    if meta.is_typed:  # sampled (an --eval full was refused by _check_types)
         return False
     if model == "gt":  # evaluated on sampled batches, like it trains (its cluster attention is per batch)
         return False

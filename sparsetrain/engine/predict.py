@@ -304,7 +304,7 @@ def _sampled(model, ds, run, embeddings: bool, device, spill: Path):
     times = {} if run.times is None else {run.times: getattr(ds, run.times)}
     clusters = _clusters(ds) if run.clusters else None
     sampler = _sampler(ds.graph, run.sampling, times, ds.node_time, seed + 1, target, clusters)
-    features = ({t: ds.feature_store(t) for t in ds.features_by_type} if ds.is_typed else ds.feature_store())
+    features = {t: ds.feature_store(t) for t in ds.features_by_type}
     seen = torch.zeros(n, dtype=torch.bool)
     groups = []
     for name, idx in split.items():
@@ -324,8 +324,7 @@ def _sampled(model, ds, run, embeddings: bool, device, spill: Path):
                 if table is None:
                     table = np.lib.format.open_memmap(spill / "scores.npy", mode="w+", dtype=np.float32,
                                                       shape=(n, scores.shape[1]))
-                seeds = mb.seeds[target] if isinstance(mb.seeds, dict) else mb.seeds
-                table[seeds.cpu().numpy()] = scores.numpy()
+                table[mb.seeds_by_type[target].cpu().numpy()] = scores.numpy()
     table.flush()
     return torch.from_numpy(np.asarray(table))
 

@@ -115,12 +115,12 @@ def feature_stores(ds, features: FeatureSettings, ctx: DistContext):
     """One feature store per node type with features, placed as ``features.placement`` says (the plan resolved
     ``auto``): memory-mapped (ranks share the page cache), read from disk with O_DIRECT (files larger than memory), in
     host memory, in GPU memory, pinned host memory read zero-copy by the GPU, or (homogeneous) sharded across ranks;
-    behind a cache when ``cache_gb`` asks (split by the types' feature bytes). A homogeneous dataset gets its one
-    store, a typed one the dict by node type (what the loader and the models take)."""
+    behind a cache when ``cache_gb`` asks (split by the types' feature bytes). A dict by node type (a homogeneous
+    dataset's one type ``_N``), what the loader takes."""
     if features.placement == "sharded":
         # a group of its own (with the library's timeout): the loader thread's collectives never interleave with DDP's
         group = new_group() if ctx.enabled else None
-        return ShardedFeatures.from_table(ds.features_by_type[NODE], group=group, device=ctx.device)
+        return {NODE: ShardedFeatures.from_table(ds.features_by_type[NODE], group=group, device=ctx.device)}
     budgets = cache_budgets(ds.features_by_type, features.cache_gb)
     stores = {}
     for node_type, table in ds.features_by_type.items():
@@ -130,7 +130,7 @@ def feature_stores(ds, features: FeatureSettings, ctx: DistContext):
             store = CachedFeatures(store, budgets[node_type], policy=features.cache_policy, device=ctx.device,
                                    hotness=hotness)
         stores[node_type] = store
-    return stores if ds.is_typed else stores.get(NODE)
+    return stores
 
 
 def _placed(ds, node_type: str, table, placement: str, device: torch.device):
@@ -186,7 +186,7 @@ def _node_parts(ds, meta: DatasetMeta, run: RunPlan, features, ctx: DistContext)
     if not eval_split:
         return loader, network, None
     if run.full_eval:
-        evaluate = full_graph_evaluator(features, host_labels, ds.graph, eval_split, device=run.device,
+        evaluate = full_graph_evaluator(features[target], host_labels, ds.graph, eval_split, device=run.device,
                                         memory_budget=LAYER_TABLE_BUDGET)
     else:
         eval_sampler = _sampler(graph, run.sampling, times, ds.node_time, seed + 1, target, clusters)

@@ -14,7 +14,7 @@ from sparsetrain.datasets.dataset import GraphDataset, load, verify_structure
 from sparsetrain.partition.errors import PartitionError
 from sparsetrain.partition.manifest import PART_META, check_parts, read_manifest
 from sparsetrain.partition.partitioner import COL_START, HALO_OWNER, L2G, as_int
-from sparsetrain.partition.typed import col_start_file, halo_owner_file, l2g_file
+from sparsetrain.partition.per_type import col_start_file, halo_owner_file, l2g_file
 from sparsetrain.storage.mmap import MmapFeatures
 
 
@@ -42,13 +42,9 @@ class PartTypes:
         local = self.num_owned + self.num_halo
         self.col_offset = np.concatenate([[0], np.cumsum(local[self.et_dst])]).astype(np.int64)
 
-    @property
-    def typed(self) -> bool:
-        return self.node_types != [fmt.NODE]
-
     def index(self, node_type: str | None) -> int:
-        """The index of ``node_type`` (None: the one type of a homogeneous part)."""
-        if node_type is None and not self.typed:
+        """The index of ``node_type`` (None: the part's one node type, when it has one)."""
+        if node_type is None and len(self.node_types) == 1:
             return 0
         if node_type not in self.node_types:
             raise PartitionError(f"node type {node_type!r} is not one of the partitioned graph's {self.node_types}")
@@ -90,7 +86,8 @@ class Partition:
 
     @property
     def is_typed(self) -> bool:
-        return self.types.typed
+        """More than the one node type of a homogeneous part (the user's view; inside, every field is by type)."""
+        return self.types.node_types != [fmt.NODE]
 
     @property
     def target_type(self) -> str | None:
@@ -117,7 +114,7 @@ class Partition:
 
     def split_global(self, name: str) -> torch.Tensor:
         """The owned nodes of split ``name`` as global ids (typed: ids within the target type), ascending."""
-        t = self.types.index(self.dataset.target_type if self.is_typed else None)
+        t = self.types.index(self.target_type)
         return self.local_to_global[self.dataset.split[name] + int(self.types.owned_start[t])] - int(
             self.types.type_offset[t])
 

@@ -49,8 +49,8 @@ from sparsetrain.partition.manifest import (
     part_folder,
     write_manifest,
 )
+from sparsetrain.partition.per_type import partition_typed
 from sparsetrain.partition.stream import CSCChunks, NpyFile
-from sparsetrain.partition.typed import partition_typed
 
 METHODS = ("ldg", "hash")
 L2G = "local_to_global.npy"

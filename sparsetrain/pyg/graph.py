@@ -130,14 +130,14 @@ def _from_stores(feature_store, graph_store, weight_attr: str | None, time_attr:
                                      "HeteroData holding that edge attribute")
     if isinstance(graph_store, DatasetGraphStore):
         graph = graph_store.graph
-        typed = graph.is_typed
+        hetero = graph.is_typed
     else:
         edge_attrs = graph_store.get_all_edge_attrs()
-        typed = any(attr.edge_type is not None for attr in edge_attrs)
+        hetero = any(attr.edge_type is not None for attr in edge_attrs)
         row, colptr, perm = graph_store.csc()
         for et, ids in (row.items() if isinstance(row, dict) else [(None, row)]):
             checked_ids(ids, "the graph store's edge_index" + ("" if et is None else f" of {et}"))
-        if not typed:
+        if not hetero:
             graph = CSCGraph(colptr.to(torch.int64), row, edge_perm=None if perm is None else perm.to(torch.int64))
         else:
             node_types = {t for attr in feature_store.get_all_tensor_attrs() if isinstance(attr.group_name, str)
@@ -151,14 +151,14 @@ def _from_stores(feature_store, graph_store, weight_attr: str | None, time_attr:
             graph = CSCGraph.from_relations(num_nodes, relations)
     node_time = edge_time = None
     if time_attr is not None:
-        node_time, edge_time = _store_times(feature_store, time_attr, typed)
+        node_time, edge_time = _store_times(feature_store, time_attr, hetero)
         name = f"the feature store's {time_attr!r}"
-        _check_times(node_time, "node", lambda t: f"{name} of {t!r}" if typed else name)
-        _check_times(edge_time, "edge", lambda et: f"{name} of {et}" if typed else name)
-    return PyGGraph(graph, typed, node_time, edge_time)
+        _check_times(node_time, "node", lambda t: f"{name} of {t!r}" if hetero else name)
+        _check_times(edge_time, "edge", lambda et: f"{name} of {et}" if hetero else name)
+    return PyGGraph(graph, hetero, node_time, edge_time)
 
 
-def _store_times(feature_store, time_attr: str, typed: bool):
+def _store_times(feature_store, time_attr: str, hetero: bool):
     """PyG's rule for times in a feature store: node-type group names hold node times, edge-type ones edge times."""
     attrs = [attr for attr in feature_store.get_all_tensor_attrs() if attr.attr_name == time_attr]
     if not attrs:
@@ -167,7 +167,7 @@ def _store_times(feature_store, time_attr: str, typed: bool):
     for attr in attrs:
         attr.index = None
         tensors[attr.group_name] = feature_store.get_tensor(attr)
-    if not typed:
+    if not hetero:
         time = next(iter(tensors.values()))
         return ({NODE_TYPE: time}, None) if time_attr == "time" else (None, {EDGE_TYPE: time})
     if all(isinstance(g, str) for g in tensors):

@@ -189,14 +189,14 @@ def _checked_input_nodes(input_nodes, num_nodes: int | dict[str, int] | None):
     """``input_nodes`` in any of PyG's forms (ids or a bool mask; typed: a node type, or ``(node type, ids or mask or
     None)``), its ids checked (:func:`~sparsetrain.pyg.ids.checked_ids`) against ``num_nodes`` (per node type when a
     dict, an int for untyped data; None: not checked)."""
-    typed = isinstance(input_nodes, str) or (isinstance(input_nodes, (tuple, list)) and len(input_nodes) == 2
+    hetero = isinstance(input_nodes, str) or (isinstance(input_nodes, (tuple, list)) and len(input_nodes) == 2
                                              and isinstance(input_nodes[0], str))
     if num_nodes is None:
         return input_nodes
-    if typed != isinstance(num_nodes, dict):
-        fix = "ids (or a bool mask), not a node type" if typed else "a node type or (node type, ids)"
+    if hetero != isinstance(num_nodes, dict):
+        fix = "ids (or a bool mask), not a node type" if hetero else "a node type or (node type, ids)"
         raise PyGOptionError(f"input_nodes={_shown(input_nodes)} but the data is {_kind(num_nodes)}; pass {fix}")
-    if not typed:
+    if not hetero:
         return input_nodes if input_nodes is None else checked_ids(input_nodes, "input_nodes", num_nodes, mask=True)
     node_type, ids = (input_nodes, None) if isinstance(input_nodes, str) else input_nodes
     if node_type not in num_nodes:

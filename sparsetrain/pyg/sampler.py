@@ -268,27 +268,23 @@ def pyg_output(mb: MiniBatch, metadata: tuple, hetero: bool, pyg_type: dict[Edge
     """PyG's output of a batch: per node type the nodes, per PyG edge type ``row``/``col``/``edge`` (a
     ``SamplerOutput`` of the one type unless ``hetero``). ``pyg_type``: PyG's edge type of each of the graph's
     (default: the same); ``backward``: the graph was reversed, so rows and columns swap back."""
-    typed = mb.is_typed
-    per_type = (lambda v: v) if typed else (lambda v: {NODE_TYPE: v})  # noqa: E731
-    per_edge_type = (lambda v: v) if typed else (lambda v: {EDGE_TYPE: v})  # noqa: E731
     if pyg_type is None:
-        pyg_type = {et: et for et in (_edge_types(mb) if typed else [EDGE_TYPE])}
+        pyg_type = {et: et for et in mb.edge_types}
     edge_types = list(pyg_type)
     if mb.subgraph is not None:  # bidirectional / induced: one flat subgraph, no per-hop counts (as PyG)
-        flat = per_edge_type(mb.subgraph.edge_index)
-        flat_ids = per_edge_type(mb.subgraph.edge_ids) if mb.subgraph.edge_ids is not None else {}
+        flat, flat_ids = mb.subgraph.edge_index_by_type, mb.subgraph.edge_ids_by_type
         edge_index = {et: flat.get(et, _no_edges()) for et in edge_types}
         edge = {et: flat_ids.get(et) for et in edge_types}
         num_sampled_nodes = num_sampled_edges = None
     else:
         hops = mb.blocks[::-1]  # the seeds' hop first
-        hop_index = [per_edge_type(b.edge_index) for b in hops]
-        hop_ids = [per_edge_type(b.edge_ids) for b in hops]
+        hop_index = [b.edge_index_by_type for b in hops]
+        hop_ids = [b.edge_ids_by_type for b in hops]
         edge_index = {et: _cat([h[et] for h in hop_index if et in h], 1) for et in edge_types}
         edge = {et: _cat([h[et] for h in hop_ids if et in h], 0) for et in edge_types}
-        nodes = per_type(mb.input_nodes)
-        first = per_type(hops[0].num_dst) if hops else {t: v.numel() for t, v in nodes.items()}
-        news = [(per_type(b.num_src), per_type(b.num_dst)) for b in hops]
+        nodes = mb.input_nodes_by_type
+        news = [(b.num_src_by_type, b.num_dst_by_type) for b in hops]
+        first = news[0][1] if hops else {t: v.numel() for t, v in nodes.items()}
         num_sampled_nodes = {t: [first[t]] + [src[t] - dst[t] for src, dst in news] for t in nodes}
         num_sampled_edges = {et: [h[et].shape[1] if et in h else 0 for h in hop_index] for et in edge_types}
     row = {pyg_type[et]: ei[1 if backward else 0] for et, ei in edge_index.items()}
@@ -296,9 +292,9 @@ def pyg_output(mb: MiniBatch, metadata: tuple, hetero: bool, pyg_type: dict[Edge
     edge = {pyg_type[et]: ids for et, ids in edge.items()}
     if num_sampled_edges is not None:
         num_sampled_edges = {pyg_type[et]: v for et, v in num_sampled_edges.items()}
-    batch = None if mb.batch is None else per_type(mb.batch)
+    batch = None if mb.batch is None else mb.batch_by_type
     if hetero:
-        return HeteroSamplerOutput(node=dict(per_type(mb.input_nodes)), row=row, col=col, edge=edge, batch=batch,
+        return HeteroSamplerOutput(node=dict(mb.input_nodes_by_type), row=row, col=col, edge=edge, batch=batch,
                                    num_sampled_nodes=num_sampled_nodes, num_sampled_edges=num_sampled_edges,
                                    metadata=metadata)
     (et,) = row
@@ -306,14 +302,6 @@ def pyg_output(mb: MiniBatch, metadata: tuple, hetero: bool, pyg_type: dict[Edge
     return SamplerOutput(node=mb.input_nodes, row=row[et], col=col[et], edge=edge[et], batch=only(batch, NODE_TYPE),
                          num_sampled_nodes=only(num_sampled_nodes, NODE_TYPE),
                          num_sampled_edges=only(num_sampled_edges, et), metadata=metadata)
-
-
-def _edge_types(mb: MiniBatch) -> list[EdgeType]:
-    """The edge types a typed batch holds, in the order they first appear in its blocks."""
-    seen = {}
-    for block in [mb.subgraph] if mb.subgraph is not None else mb.blocks:
-        seen.update(dict.fromkeys(block.edge_index))
-    return list(seen)
 
 
 def _cat(parts: list[torch.Tensor], dim: int) -> torch.Tensor:

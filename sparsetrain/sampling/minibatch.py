@@ -12,6 +12,10 @@ On a typed graph (GraphBolt's convention) the same fields are dicts: ``num_src``
 type ``(src_type, relation, dst_type)``, local ids counted within a node type (local
 id ``i`` of type ``t`` is global node ``input_nodes[t][i]``; ``edge_index[et]`` holds
 local src-type and dst-type ids), and the seeds are the first nodes of ``seed_type``.
+
+Inside the package every field is read and written by type (``*_by_type``: a homogeneous batch is the one-type case,
+node type ``_N``, edge type ``(_N, _E, _N)``); the unsuffixed fields are the user's view, the one value of a
+homogeneous batch.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from sparsetrain.sampling.errors import SamplingBackendError
-from sparsetrain.sampling.graph import EdgeType
+from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
 
 DGL_INSTALL = ("`pip install torch==2.2.1 dgl==2.1.0 \"torchdata<0.8\"` (DGL's last release, 2.1.0, runs on torch "
                "2.2.1; it has no build for newer torch)")
@@ -42,6 +46,19 @@ def import_dgl(what: str):
         raise SamplingBackendError(f"{what} needs DGL, which failed to import with torch {torch.__version__} "
                                    f"({first}); {DGL_INSTALL}") from None
     return dgl
+
+
+def by_type(value, one_type) -> dict:
+    """A field by type: a dict as it is, the one value of a homogeneous batch under ``one_type`` (None: empty)."""
+    if value is None:
+        return {}
+    return value if isinstance(value, dict) else {one_type: value}
+
+
+def one_type_view(values: dict, one_type):
+    """The user's view of a dict by type: the one value when its only key is ``one_type`` (a homogeneous graph's
+    node or edge type), else the dict."""
+    return values[one_type] if list(values) == [one_type] else values
 
 
 def _move(value, device, non_blocking: bool):
@@ -86,10 +103,26 @@ class Block:
         return isinstance(self.edge_index, dict)
 
     @property
+    def edge_index_by_type(self) -> dict[EdgeType, torch.Tensor]:
+        """``edge_index`` by edge type (a homogeneous block's under ``("_N", "_E", "_N")``)."""
+        return by_type(self.edge_index, EDGE_TYPE)
+
+    @property
+    def edge_ids_by_type(self) -> dict[EdgeType, torch.Tensor]:
+        """``edge_ids`` by edge type (empty when the block has none)."""
+        return by_type(self.edge_ids, EDGE_TYPE)
+
+    @property
+    def num_src_by_type(self) -> dict[str, int]:
+        return by_type(self.num_src, NODE_TYPE)
+
+    @property
+    def num_dst_by_type(self) -> dict[str, int]:
+        return by_type(self.num_dst, NODE_TYPE)
+
+    @property
     def num_edges(self) -> int:
-        if isinstance(self.edge_index, dict):
-            return sum(e.shape[1] for e in self.edge_index.values())
-        return self.edge_index.shape[1]
+        return sum(e.shape[1] for e in self.edge_index_by_type.values())
 
     def to_pyg(self) -> tuple:
         """``(edge_index, (num_src, num_dst))`` for ``conv((x_src, x_src[:num_dst]), edge_index)``; per type when
@@ -142,6 +175,45 @@ class MiniBatch:
     def is_typed(self) -> bool:
         """True for a batch of a typed graph (``input_nodes``, ``x`` and the blocks' fields are dicts by type)."""
         return isinstance(self.input_nodes, dict)
+
+    @property
+    def input_nodes_by_type(self) -> dict[str, torch.Tensor]:
+        """``input_nodes`` by node type (a homogeneous batch's under ``"_N"``)."""
+        return by_type(self.input_nodes, NODE_TYPE)
+
+    @property
+    def seeds_by_type(self) -> dict[str, torch.Tensor]:
+        """``seeds`` by node type (``seed_type``'s, or each type's of a batch seeded by several)."""
+        return by_type(self.seeds, NODE_TYPE if self.seed_type is None else self.seed_type)
+
+    @property
+    def batch_by_type(self) -> dict[str, torch.Tensor]:
+        """``batch`` by node type (empty unless disjoint)."""
+        return by_type(self.batch, NODE_TYPE)
+
+    @property
+    def x_by_type(self) -> dict[str, torch.Tensor]:
+        """``x`` by node type; set by type, the user's ``x`` is then the view (the one tensor when homogeneous)."""
+        return by_type(self.x, NODE_TYPE)
+
+    @x_by_type.setter
+    def x_by_type(self, x: dict[str, torch.Tensor]) -> None:
+        self.x = x if self.is_typed else x.get(NODE_TYPE)
+
+    def set_edge_attr_by_type(self, attr: list[dict[EdgeType, torch.Tensor]]) -> None:
+        """Each block's edge features by edge type; the user's ``edge_attr`` is the view (per block the one tensor,
+        or None, when homogeneous)."""
+        self.edge_attr = attr if self.is_typed else [a.get(EDGE_TYPE) for a in attr]
+
+    @property
+    def edge_types(self) -> list[EdgeType]:
+        """The edge types the batch's blocks hold, in the order they first appear (a homogeneous batch's one)."""
+        if not self.is_typed:
+            return [EDGE_TYPE]
+        seen = {}
+        for block in [self.subgraph] if self.subgraph is not None else self.blocks:
+            seen.update(dict.fromkeys(block.edge_index))
+        return list(seen)
 
     @property
     def num_sampled_edges(self) -> int:

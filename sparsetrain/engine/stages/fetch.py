@@ -27,7 +27,7 @@ from sparsetrain.engine.late_loss import TorchEvents
 from sparsetrain.engine.stages.errors import LoaderError
 from sparsetrain.errors import DatasetError
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE
-from sparsetrain.sampling.minibatch import MiniBatch
+from sparsetrain.sampling.minibatch import MiniBatch, by_type, one_type_view
 from sparsetrain.storage.mmap import MmapFeatures
 from sparsetrain.storage.rows import gather_rows
 from sparsetrain.storage.tensor import TensorFeatures
@@ -52,11 +52,11 @@ class FetchFeatures:
     phase = "fetch"  # its profiler range (stages/chain.py)
 
     def __init__(self, features, labels: torch.Tensor | None = None, edge_features=None) -> None:
-        self.features = {t: _store(f) for t, f in features.items()} if isinstance(features, dict) else _store(features)
+        self._stores = {t: _store(f) for t, f in by_type(features, NODE_TYPE).items()}
+        self.features = one_type_view(self._stores, NODE_TYPE)  # the user's view: a homogeneous graph's one store
         self.labels = labels
         self.edge_features = edge_features
-        self._stores = _by_type(self.features, NODE_TYPE)
-        self._edge_stores = _by_type(edge_features, EDGE_TYPE)
+        self._edge_stores = by_type(edge_features, EDGE_TYPE)
         self._prefetch = {t: hook for t, store in self._stores.items()
                           if (hook := getattr(store, "prefetch", None)) is not None}
         self._table = None  # the whole feature table a fused last hop averages rows of, taken at its first batch
@@ -64,7 +64,7 @@ class FetchFeatures:
 
     def prefetch(self, mb: MiniBatch) -> None:
         """Let a store with a ``prefetch(ids)`` hook (a cache) start fetching the batch's rows; else nothing."""
-        nodes = _by_type(mb.input_nodes, NODE_TYPE)
+        nodes = mb.input_nodes_by_type
         for t, hook in self._prefetch.items():
             if t in nodes:
                 hook(nodes[t])
@@ -86,28 +86,28 @@ class FetchFeatures:
 
     def __call__(self, mb: MiniBatch) -> MiniBatch:
         x = {}
-        for t, ids in _by_type(mb.input_nodes, NODE_TYPE).items():
+        for t, ids in mb.input_nodes_by_type.items():
             store = self._stores.get(t)
             if store is None:  # a type without features: its node ids (for an embedding)
                 x[t] = ids
                 continue
             x[t] = gather_rows(store, ids)
             self.finite(x[t], ids, store, "" if t == NODE_TYPE else f"node type {t!r}: ")
-        mb.x = x if mb.is_typed else x[NODE_TYPE]
+        mb.x_by_type = x
         if self.labels is not None:  # without node labels, y stays what the sampler set (edge labels of a link batch)
             mb.y = self.labels[mb.seeds]
         if self.edge_features is not None:
-            mb.edge_attr = [self._edge_rows(block) for block in mb.blocks]
+            mb.set_edge_attr_by_type([self._edge_rows(block) for block in mb.blocks])
         last_hop = getattr(mb, "last_hop", None)
         if last_hop is not None:
             mb.neighbor_mean = last_hop.mean(self._whole_table())
-            self.finite(mb.neighbor_mean, mb.input_nodes, self.features, "the fused last hop's mean: ")
+            self.finite(mb.neighbor_mean, mb.input_nodes, self._stores[NODE_TYPE], "the fused last hop's mean: ")
             mb.last_hop = None  # its graph stays where it is: the device stage moves the batch's tensors
         return mb
 
     def _whole_table(self) -> torch.Tensor:
         if self._table is None:
-            store = self.features
+            store = self._stores[NODE_TYPE]
             if isinstance(store, TensorFeatures):
                 self._table = store.tensor
             elif isinstance(store, MmapFeatures) and not store.direct:
@@ -118,22 +118,15 @@ class FetchFeatures:
                                   "file (--features memory, mmap or device)")
         return self._table
 
-    def _edge_rows(self, block):
-        """One block's edge feature rows; typed: a dict by the edge types that have edge features."""
+    def _edge_rows(self, block) -> dict:
+        """One block's edge feature rows by the edge types that have edge features."""
         attr = {}
-        for et, ids in _by_type(block.edge_ids, EDGE_TYPE).items():
+        for et, ids in block.edge_ids_by_type.items():
             store = self._edge_stores.get(et)
             if store is not None:
                 attr[et] = gather_rows(store, ids)
                 self.finite(attr[et], ids, store, ("" if et == EDGE_TYPE else f"edge type {et}: ") + "edge features: ")
-        return attr if block.is_typed else attr.get(EDGE_TYPE)
-
-
-def _by_type(value, one_type) -> dict:
-    """A tensor-or-dict field by type: a dict as it is, one value under ``one_type`` (None: no types)."""
-    if value is None:
-        return {}
-    return value if isinstance(value, dict) else {one_type: value}
+        return attr
 
 
 def check_finite(x: torch.Tensor, ids: torch.Tensor, store, what: str = "") -> None:
