@@ -43,7 +43,7 @@ def main() -> None:
                   num_nodes=args.nodes)
     seeds = torch.randperm(args.nodes)[: args.batches * args.batch_size]
     t0 = time.perf_counter()
-    ours = sd.DataLoader(g, seeds, sd.NeighborSampler(args.fanouts), batch_size=args.batch_size)
+    ours = sd.DataLoader(g, seeds, sd.DGLNeighborSampler(args.fanouts), batch_size=args.batch_size)
     convert_s = time.perf_counter() - t0
     theirs = dgl.dataloading.DataLoader(g, seeds, dgl.dataloading.NeighborSampler(args.fanouts),
                                         batch_size=args.batch_size)

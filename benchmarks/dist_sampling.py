@@ -56,8 +56,8 @@ def _digest(mb) -> str:
 def _rank(rank: int, world: int, port: int, folder: str, args: dict, out: str) -> None:
     import numba
 
-    from sparsetrain.distributed import DistNeighborSampler, rank_batches
     from sparsetrain.partition import load_partition
+    from sparsetrain.partitioned import DistNeighborSampler, rank_batches
 
     torch.set_num_threads(1)
     numba.set_num_threads(1)

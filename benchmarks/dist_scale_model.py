@@ -29,7 +29,7 @@ SAMPLE_KIB_LDG, SAMPLE_CUT_LDG, SAMPLE_KIB_HASH, SAMPLE_CUT_HASH = 3280, 0.14, 9
 # Feature store bytes exchanged (sent + received) per rank and step: 5.1 MB on the 300K/6M graph, 2 parts, 10.0% cut,
 # batch 1024, fanouts 10,10, 64 float32 columns, hit rate 41% with the default cache (25% of the halo).
 FEAT_MB_MEASURED, FEAT_CUT, FEAT_FANOUTS, FEAT_ROW_BYTES, HIT_RATE = 5.1, 0.10, (10, 10), 64 * 4, 0.41
-# Protocol (distributed/sampler.py, features.py): a remote frontier node costs an int64 id out and an int64 draw
+# Protocol (partitioned/sampler.py, features.py): a remote frontier node costs an int64 id out and an int64 draw
 # count back; each draw returns (source, owner, edge id) as 3 int64; a missed feature row costs an int64 id out and
 # the row back.
 REQUEST_BYTES, DRAW_BYTES, ROW_ID_BYTES = 16, 24, 8

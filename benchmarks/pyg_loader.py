@@ -35,7 +35,7 @@ time; disjoint: one subgraph per seed, no time). PyG's own ``NeighborSampler`` s
 ran for temporal sampling before pyg-lib: node time, one subgraph per seed; the graph as its one-type case; all
 times 0 for disjoint), called directly on 1 thread and on 2 threads side by side (the better counts). It draws
 with rejection (a drawn neighbor later than the seed is dropped), so it may return fewer edges than the fanout
-allows; sampled edges/s is reported with seeds/s. sparsetrain: ``sparsetrain.pyg.NeighborSampler(time_attr=)`` /
+allows; sampled edges/s is reported with seeds/s. sparsetrain: ``sparsetrain.pyg.PyGNeighborSampler(time_attr=)`` /
 ``(disjoint=True)``'s ``sample_from_nodes`` (PyG's ``SamplerOutput``, with ``batch``), rounds alternating.
 Writes benchmarks/out/pyg_loader_temporal.json.
 """
@@ -145,7 +145,7 @@ def worker_loaders(data, seeds, args) -> dict:
     from torch_geometric.loader import NeighborLoader as PygLoader
     from torch_geometric.sampler import NeighborSampler as PygSampler
 
-    from sparsetrain.pyg import NeighborLoader, NeighborSampler
+    from sparsetrain.pyg import NeighborLoader, PyGNeighborSampler
 
     forked = args.fork_child is not None
     common = dict(num_neighbors=args.fanouts, input_nodes=seeds, batch_size=args.batch_size, shuffle=False)
@@ -154,7 +154,7 @@ def worker_loaders(data, seeds, args) -> dict:
         warnings.simplefilter("ignore")  # sampling without pyg-lib is deprecated
         # one CSC per library, shared by its loaders
         samplers = {"pyg": PygSampler(data, args.fanouts) if peer else None,
-                    "ours": NeighborSampler(data, args.fanouts, seed=0)}
+                    "ours": PyGNeighborSampler(data, args.fanouts, seed=0)}
 
     out = {}
     for w in args.workers:
@@ -250,7 +250,7 @@ def temporal_main(args) -> None:
     """``--temporal``: temporal and disjoint sampling, sparsetrain vs torch-sparse (see the module docstring)."""
     from torch_geometric.sampler import NodeSamplerInput
 
-    from sparsetrain.pyg import NeighborSampler
+    from sparsetrain.pyg import PyGNeighborSampler
 
     data, train, _ = make_data(Path(args.data), args.nodes, args.edges, args.seed)
     rng = np.random.default_rng(args.seed)
@@ -260,7 +260,7 @@ def temporal_main(args) -> None:
     results = {}
     for mode, options, node_time in (("temporal", {"time_attr": "time"}, data.time),
                                      ("disjoint", {"disjoint": True}, torch.zeros(data.num_nodes, dtype=torch.int64))):
-        ours = NeighborSampler(data, args.fanouts, seed=0, **options)
+        ours = PyGNeighborSampler(data, args.fanouts, seed=0, **options)
 
         def run_ours(batches, ours=ours) -> int:
             return sum(ours.sample_from_nodes(NodeSamplerInput(None, b)).row.numel() for b in batches)

@@ -16,14 +16,6 @@ import numpy as np
 from sparsetrain.errors import SettingError, SettingTypeError
 
 
-class ArgumentError(SettingError):
-    """A constructor argument out of its range (a ``ValueError``)."""
-
-
-class ArgumentTypeError(SettingTypeError):
-    """A constructor argument of the wrong type (a ``TypeError``)."""
-
-
 def _is_bool(value) -> bool:
     return isinstance(value, (bool, np.bool_))
 
@@ -33,8 +25,8 @@ def _fail(where: str, name: str, value, rule: str, error: type[Exception]) -> No
 
 
 def integer(where: str, name: str, value, *, low: int | None = None, high: int | None = None,
-            optional: bool = False, error: type[Exception] = ArgumentError,
-            type_error: type[Exception] = ArgumentTypeError) -> int | None:
+            optional: bool = False, error: type[Exception] = SettingError,
+            type_error: type[Exception] = SettingTypeError) -> int | None:
     """``value`` an integer (a NumPy integer counts; a bool, a float or a string does not) in ``[low, high]``; None
     passes where ``optional``."""
     if value is None and optional:
@@ -57,8 +49,8 @@ def _integer_rule(low, high) -> str:
 
 
 def number(where: str, name: str, value, *, low: float = -math.inf, high: float = math.inf, low_open: bool = False,
-           high_open: bool = False, optional: bool = False, error: type[Exception] = ArgumentError,
-           type_error: type[Exception] = ArgumentTypeError) -> float | None:
+           high_open: bool = False, optional: bool = False, error: type[Exception] = SettingError,
+           type_error: type[Exception] = SettingTypeError) -> float | None:
     """``value`` a finite real number (an int, a float or a NumPy scalar; not a bool, a string or a tensor) within
     ``low``..``high`` (ends open as asked); None passes where ``optional``."""
     if value is None and optional:
@@ -83,7 +75,7 @@ def _number_rule(low, high, low_open, high_open) -> str:
 
 
 def boolean(where: str, name: str, value, *, optional: bool = False,
-            type_error: type[Exception] = ArgumentTypeError) -> bool | None:
+            type_error: type[Exception] = SettingTypeError) -> bool | None:
     """``value`` True or False (a NumPy bool counts; ``'no'``, 0 or 1 do not); None passes where ``optional``."""
     if value is None and optional:
         return None
@@ -92,7 +84,7 @@ def boolean(where: str, name: str, value, *, optional: bool = False,
     return bool(value)
 
 
-def choice(where: str, name: str, value, choices, *, error: type[Exception] = ArgumentError) -> str:
+def choice(where: str, name: str, value, choices, *, error: type[Exception] = SettingError) -> str:
     """``value`` one of ``choices`` (compared as given: ``'Softmax'`` is not ``'softmax'``)."""
     if not isinstance(value, str) or value not in choices:
         _fail(where, name, value, f"one of {', '.join(map(repr, choices))}", error)

@@ -1,7 +1,7 @@
 """The ``sparsetrain`` command line: one parser, verbs registered by the packages that own them.
 
 Every error reaches the user as one line on stderr and exit code 1: a bad flag or value
-(:class:`~sparsetrain.errors.UsageError`, without argparse's usage block), any
+(:class:`~sparsetrain.errors.SettingError`, without argparse's usage block), any
 :class:`~sparsetrain.errors.SparsetrainError`, a missing path, and any other system error (a full disk,
 a permission, a folder where a file goes): :func:`main` is the one guard of every verb. Library warnings
 print as one ``warning: ...`` line, never with their source line. Ctrl-C prints what the verb had
@@ -18,11 +18,11 @@ import sys
 import warnings
 
 from sparsetrain._version import __version__
-from sparsetrain.errors import SparsetrainError, UsageError
+from sparsetrain.errors import SettingError, SparsetrainError
 
 
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors raise :class:`UsageError` (one line, exit 1) instead of printing the usage.
+    """An ``ArgumentParser`` whose errors raise :class:`SettingError` (one line, exit 1) instead of printing the usage.
 
     A value that starts with ``-`` and a digit or a dot (``--link-split -0.1,0.5,0.6``, ``--seed -3``) is read as the
     flag's value, so its own check says what is wrong with it, not argparse's "expected one argument".
@@ -34,14 +34,14 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         hint = f"; see `{self.prog} --help`" if message.startswith("the following arguments are required") else ""
-        raise UsageError(f"{self.prog}: {message}{hint}")
+        raise SettingError(f"{self.prog}: {message}{hint}")
 
     def parse_args(self, args=None, namespace=None) -> argparse.Namespace:
         """Like argparse's, but an unknown flag is reported by the verb it was given to."""
         parsed, extra = self.parse_known_args(args, namespace)
         if extra:
             prog = f"{self.prog} {parsed.verb}" if getattr(parsed, "verb", None) else self.prog
-            raise UsageError(f"{prog}: unrecognized arguments: {' '.join(extra)}; see `{prog} --help`")
+            raise SettingError(f"{prog}: unrecognized arguments: {' '.join(extra)}; see `{prog} --help`")
         return parsed
 
 

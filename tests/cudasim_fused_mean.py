@@ -248,7 +248,7 @@ def check_padded_fused_batches_equal_the_fused_sampler():
 
 def check_a_damaged_graph_under_the_fused_padded_hop_raises_late():
     """The fused hop's damage check rides in the padded batch's record: raised at the next batch or check_padded."""
-    from sparsetrain.sampling import SamplingError
+    from sparsetrain.errors import InputError
 
     g = graph()
     damaged = CSCGraph(g.indptr, torch.full_like(g.indices, 10**6))
@@ -259,14 +259,14 @@ def check_a_damaged_graph_under_the_fused_padded_hop_raises_late():
         sampler.sample_padded(SamplerInput(torch.tensor([4, 9]), key=0), batch.padded, features=x)  # queued
         try:
             sampler.check_padded()
-        except SamplingError as exc:
+        except InputError as exc:
             assert "CSCGraph.indices: the in-edges of node 9 lie outside the graph" in str(exc), str(exc)
         else:
             raise AssertionError("a damaged graph under the fused hop raised nothing")
 
 
 def check_a_padded_fused_batch_without_its_mean_is_refused_in_one_line():
-    from sparsetrain.sampling import SamplingError
+    from sparsetrain.errors import InputError
 
     g = graph()
     batch, x = padded_fused(2, [3, 2], g, WIDTH), torch.zeros(NUM_NODES, WIDTH)
@@ -280,7 +280,7 @@ def check_a_padded_fused_batch_without_its_mean_is_refused_in_one_line():
                                 f"the fused hop writes [{narrow.nodes[-1]}, {WIDTH}] float32")]:
             try:
                 call()
-            except SamplingError as exc:
+            except InputError as exc:
                 assert fragment in str(exc) and "\n" not in str(exc), str(exc)
             else:
                 raise AssertionError(f"{fragment!r}: no error")

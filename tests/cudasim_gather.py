@@ -14,6 +14,7 @@ import torch
 assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUDASIM=1"
 
 from sparsetrain._launch_counts import LaunchCounts  # noqa: E402
+from sparsetrain.errors import InputError  # noqa: E402
 from sparsetrain.storage import cuda_gather  # noqa: E402
 from sparsetrain.storage.cuda_gather import (  # noqa: E402
     NumpyOps,
@@ -23,7 +24,6 @@ from sparsetrain.storage.cuda_gather import (  # noqa: E402
     use_aligned,
     word_bytes,
 )
-from sparsetrain.storage.errors import FeatureIdError  # noqa: E402
 
 WORD_DTYPES = {16: np.complex128, 8: np.uint64, 4: np.uint32, 2: np.uint16, 1: np.uint8}
 DTYPE_WIDTHS = [(np.float32, 4), (np.float32, 6), (np.float32, 3), (np.float16, 3), (np.float16, 8), (np.int8, 5),
@@ -186,7 +186,7 @@ def check_out_of_range_ids_raise_at_the_next_call():
         assert np.array_equal(got[ok], table[ids[ok]]) and not got[~ok].any(), got
         try:
             call(g, np.array([1]), shape=(1, 4))
-        except FeatureIdError as exc:
+        except InputError as exc:
             assert f"row id {bad} is out of range for a table of 37 rows" in str(exc), exc
         else:
             raise AssertionError(f"id {bad} was not raised at the next call")
@@ -194,7 +194,7 @@ def check_out_of_range_ids_raise_at_the_next_call():
         call(g, torch.tensor([bad]), shape=(1, 4))  # host ids: checked by the same kernel
         try:
             g.check()
-        except FeatureIdError as exc:
+        except InputError as exc:
             assert f"row id {bad} is out of range" in str(exc), exc
         else:
             raise AssertionError(f"id {bad} was not raised by check()")

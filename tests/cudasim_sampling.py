@@ -270,21 +270,21 @@ def check_exact_sizes_past_the_bound_limit():
 
 
 def check_bad_seeds_are_errors():
-    from sparsetrain.sampling.errors import SamplingError
+    from sparsetrain.errors import InputError
 
     g = graph()
     for seeds, fragment in [([3, 60], "seeds has ids outside [0, 60)"), ([-1, 2], "seeds has ids outside [0, 60)"),
                             ([4, 9, 4], "seed 4 appears more than once")]:
         try:
             gpu_sample(g, seeds, [3, 2])
-        except SamplingError as exc:
+        except InputError as exc:
             assert fragment in str(exc), str(exc)
         else:
             raise AssertionError(f"seeds {seeds} sampled without an error")
 
 
 def check_damaged_graph_is_an_error_not_a_stray_read():
-    from sparsetrain.sampling.errors import SamplingError
+    from sparsetrain.errors import InputError
 
     good = graph(seed=8)
     indptr, indices, _ = good.numpy()
@@ -303,7 +303,7 @@ def check_damaged_graph_is_an_error_not_a_stray_read():
         for fanouts, kw in [([-1, 2], {}), ([50], {}), ([50, 3], {"replace": True, "weighted": False})]:
             try:
                 gpu_sample(g, seeds, fanouts, **kw)
-            except SamplingError as exc:
+            except InputError as exc:
                 assert fragment in str(exc) and "sparsetrain info" in str(exc), str(exc)
             else:
                 raise AssertionError(
@@ -418,12 +418,12 @@ def check_padded_bad_input_raises_one_batch_late():
 
 
 def _raises(call, fragment: str) -> None:
-    """``call()`` raises a SamplingError whose message holds ``fragment``."""
-    from sparsetrain.sampling.errors import SamplingError
+    """``call()`` raises an InputError whose message holds ``fragment``."""
+    from sparsetrain.errors import InputError
 
     try:
         call()
-    except SamplingError as exc:
+    except InputError as exc:
         assert fragment in str(exc), str(exc)
     else:
         raise AssertionError(f"{fragment!r}: no error")
@@ -595,7 +595,7 @@ def check_a_failed_capture_is_an_error():
     workspace stays usable: an eager padded batch after it equals the CPU's."""
     from sparsetrain._late_reads import LateChecks
     from sparsetrain.engine.static.shapes import StepShapes
-    from sparsetrain.sampling.errors import CaptureError
+    from sparsetrain.errors import BackendError
 
     class NoGraphs(NumpyArrays):
         def graph(self):
@@ -609,7 +609,7 @@ def check_a_failed_capture_is_an_error():
         assert_padded_same_as_cpu(g, [0, 1, 5, 9], fanouts, key, out)
     try:
         gpu_layers(g, [0, 1, 5, 9], fanouts, batch=LateChecks.RING, padded=out, workspace=ws, capture=True)
-    except CaptureError as exc:
+    except BackendError as exc:
         said = ("capturing the padded batch's sampling as a CUDA graph failed (RuntimeError: no graphs here); run "
                 "without capture: drop --step static (or sample_padded(..., capture=False))")
         assert str(exc) == said, exc
@@ -641,14 +641,14 @@ def check_captured_sampled_loader_trains_as_the_loader():
 
 
 def check_overlapping_ranges_are_an_error_not_a_stray_write():
-    from sparsetrain.sampling.errors import SamplingError
+    from sparsetrain.errors import InputError
 
     # node 1's range runs backwards but is never sampled; nodes 0 and 2 overlap: 14 edges drawn from a graph of 10,
     # past the edge arrays (sized by the graph's 10 edges), node 2's partly
     bad = CSCGraph.from_numpy(np.array([0, 8, 4, 10]), np.zeros(10, np.int64))
     try:
         gpu_sample(bad, [0, 2], [-1])
-    except SamplingError as exc:
+    except InputError as exc:
         assert "CSCGraph.indptr: the in-edge ranges of two nodes overlap" in str(exc), str(exc)
     else:
         raise AssertionError("overlapping in-edge ranges sampled without an error")
@@ -712,7 +712,7 @@ def check_typed_weighted_and_one_node_type():
 
 
 def check_typed_damaged_graph_is_an_error():
-    from sparsetrain.sampling.errors import SamplingError
+    from sparsetrain.errors import InputError
 
     g = typed_graph(2)
     indices = g.indices.clone()
@@ -724,7 +724,7 @@ def check_typed_damaged_graph_is_an_error():
                    lambda: NeighborSampler(damaged, [-1], seed_type="paper").sample(torch.arange(40))):
         try:
             sample()
-        except SamplingError as exc:
+        except InputError as exc:
             assert "('author', 'writes', 'paper'): CSC entry 3 is not a 'author' node id" in str(exc), str(exc)
         else:
             raise AssertionError("a damaged typed graph sampled without an error")

@@ -67,7 +67,7 @@ def test_per_node_files_are_read_at_load_so_shrinking_them_is_harmless(results, 
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_damaged_topology_is_an_error_not_a_crash(results, damage, reader):
     name = fmt.INDICES if "index" in damage else fmt.INDPTR
-    _one_line_error(results[f"damaged:{damage}/{reader}"], ("SamplingError", "DatasetError"), name, "sparsetrain info")
+    _one_line_error(results[f"damaged:{damage}/{reader}"], ("InputError", "DatasetError"), name, "sparsetrain info")
 
 
 TRAIN_AFTER_DAMAGE = """

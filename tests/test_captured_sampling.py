@@ -85,15 +85,15 @@ def test_captured_batches_stay_right_when_the_host_runs_ahead():
 @pytest.mark.gpu
 def test_captured_gpu_bad_seeds_raise_late():
     from sparsetrain._late_reads import LateChecks
+    from sparsetrain.errors import InputError
     from sparsetrain.sampling import SamplerInput
-    from sparsetrain.sampling.errors import SamplingError
 
     sampler, _, out = _gpu_sampler([5, 5], 3)
     for key in range(2 * LateChecks.RING):  # every ring slot eager, then captured
         sampler.sample_padded(SamplerInput(torch.tensor([1, 2, 3], device="cuda"), key=key), out, capture=True)
     sampler.sample_padded(torch.tensor([7, 3, 7], device="cuda"), out, capture=True)  # replayed, not yet checked
     assert sampler.last_batch_counts.total.graphs == 1
-    with pytest.raises(SamplingError, match="seed 7 appears more than once"):
+    with pytest.raises(InputError, match="seed 7 appears more than once"):
         sampler.check_padded()
 
 
@@ -150,7 +150,7 @@ def test_captured_fused_gpu_batches_equal_eager_fused_batches():
     sampler, reference, batch, features = _gpu_fused([15, 10, 5], 455)
     gen = torch.Generator().manual_seed(1)
     ring = LateChecks.RING
-    if True:  # (a failed capture raises CaptureError)
+    if True:  # (a failed capture raises BackendError)
         for key in range(3 * ring):
             smaller = key == 2 * ring + 1
             seeds = torch.randperm(5000, generator=gen)[: 300 if smaller else 455].cuda()

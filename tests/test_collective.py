@@ -15,8 +15,6 @@ import torch
 import torch.distributed as dist
 
 from sparsetrain.collective import (
-    CollectiveError,
-    CollectiveInputError,
     CollectiveStats,
     RowPlacement,
     ShardedFeatures,
@@ -24,7 +22,7 @@ from sparsetrain.collective import (
     sparse_reduce_scatter,
     sync_replicas,
 )
-from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
+from sparsetrain.errors import CollectiveError, InputError
 from tests.collective_harness import spawn, values
 
 pytestmark = pytest.mark.distributed
@@ -242,46 +240,46 @@ def _bad_input(rank: int, world: int) -> dict[str, str | None]:
 
     ids = torch.tensor([0, NUM_ROWS + 5]) if rank == last else ok_ids
     checks["id out of range"] = expect_error(
-        gather(local, ids), CollectiveInputError, f"rank {last}", f"row id {NUM_ROWS + 5}", "outside"
+        gather(local, ids), InputError, f"rank {last}", f"row id {NUM_ROWS + 5}", "outside"
     )
     ids = torch.tensor([-2]) if rank == 0 else ok_ids
-    checks["negative id"] = expect_error(gather(local, ids), CollectiveInputError, "rank 0", "row id -2")
+    checks["negative id"] = expect_error(gather(local, ids), InputError, "rank 0", "row id -2")
     ids = torch.tensor([0.0, 1.0]) if rank == last else ok_ids
-    checks["float ids"] = expect_error(gather(local, ids), CollectiveInputError, f"rank {last}", "integer")
+    checks["float ids"] = expect_error(gather(local, ids), InputError, f"rank {last}", "integer")
     rows = local[:-1] if rank == 0 else local
-    checks["wrong shard size"] = expect_error(gather(rows, ok_ids), CollectiveInputError, "rank 0", "placement.shard")
+    checks["wrong shard size"] = expect_error(gather(rows, ok_ids), InputError, "rank 0", "placement.shard")
     wrong_world = RowPlacement.contiguous(NUM_ROWS, world + 1)
     checks["placement for another world"] = expect_error(
-        lambda: sparse_all_gather(local, ok_ids, placement=wrong_world), CollectiveInputError, f"for {world + 1} ranks"
+        lambda: sparse_all_gather(local, ok_ids, placement=wrong_world), InputError, f"for {world + 1} ranks"
     )
     ids = torch.tensor([NUM_ROWS]) if rank == last else ok_ids
     checks["reduce_scatter id out of range"] = expect_error(
         lambda: sparse_reduce_scatter(torch.ones(ids.numel(), 5, dtype=torch.float64), ids, placement=placement),
-        CollectiveInputError, f"rank {last}", "outside",
+        InputError, f"rank {last}", "outside",
     )  # fmt: skip
     grads = torch.ones(1 if rank == 0 else 4, 5, dtype=torch.float64)
     checks["reduce_scatter grad rows"] = expect_error(
         lambda: sparse_reduce_scatter(grads, ok_ids, placement=placement),
-        CollectiveInputError,
+        InputError,
         "rank 0",
         "grad_rows has 1 rows",
     )
     if world > 1:
         rows = local.float() if rank == 0 else local
         checks["dtype mismatch"] = expect_error(
-            gather(rows, ok_ids), CollectiveInputError, "dtypes differ", "rank 0: float32", "float64"
+            gather(rows, ok_ids), InputError, "dtypes differ", "rank 0: float32", "float64"
         )
         rows = local[:, :4] if rank == last else local
         checks["width mismatch"] = expect_error(
-            gather(rows, ok_ids), CollectiveInputError, "row shapes", f"rank {last}: (4,)", "(5,)"
+            gather(rows, ok_ids), InputError, "row shapes", f"rank {last}: (4,)", "(5,)"
         )
         rows = local.clone().requires_grad_(rank == 0)
-        checks["grad flag mismatch"] = expect_error(gather(rows, ok_ids), CollectiveInputError, "need", "gradient")
+        checks["grad flag mismatch"] = expect_error(gather(rows, ok_ids), InputError, "need", "gradient")
         other = RowPlacement.from_owner(torch.arange(NUM_ROWS) % world, world)
         mixed = other if rank == 0 else placement
         checks["different placements"] = expect_error(
             lambda: sparse_all_gather(mixed.shard(table, rank), ok_ids, placement=mixed),
-            CollectiveInputError,
+            InputError,
             "different placements",
         )
     # the group is still usable after every reported error
@@ -349,12 +347,12 @@ def _sharded_features(rank: int, world: int) -> dict[str, str | None]:
         record(checks, f"cache gather of {size}", not torch.equal(cached.gather(more), table[more]), "rows differ")
     bad = torch.tensor([NUM_ROWS + 1]) if rank == world - 1 else ids
     checks["store id out of range"] = expect_error(
-        lambda: cached.gather(bad), FeatureIdError, f"rank {world - 1}", "outside"
+        lambda: cached.gather(bad), InputError, f"rank {world - 1}", "outside"
     )
     wrong_out = torch.empty(1 if rank == 0 else ids.numel(), 6, dtype=torch.float64)
     if rank == 0:
         checks["store bad out= on one rank"] = expect_error(
-            lambda: plain.gather(ids, out=wrong_out), FeatureOutputError, "expected a contiguous"
+            lambda: plain.gather(ids, out=wrong_out), InputError, "expected a contiguous"
         )
     else:  # the other ranks are not held up by rank 0's mistake
         record(

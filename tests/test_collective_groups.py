@@ -13,7 +13,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from sparsetrain.collective import CollectiveInputError, all_to_all, comm_device, default_timeout, group_info, new_group
+from sparsetrain.collective import all_to_all, comm_device, default_timeout, group_info, new_group
+from sparsetrain.errors import InputError
 from tests.collective_harness import spawn, values
 
 # SPLITS[src][dst]: rows rank src sends to rank dst (zeros included)
@@ -65,9 +66,9 @@ def test_all_to_all_without_a_process_group_returns_its_input_and_checks_splits(
         group_info().world_size,
         group_info().distributed,
     ) == (0, 1, False)
-    with pytest.raises(CollectiveInputError, match="one split per rank"):
+    with pytest.raises(InputError, match="one split per rank"):
         all_to_all(x, [1, 2], [3])
-    with pytest.raises(CollectiveInputError, match="add up to 2 rows but x has 3"):
+    with pytest.raises(InputError, match="add up to 2 rows but x has 3"):
         all_to_all(x, [2], [2])
 
 
@@ -78,7 +79,7 @@ def test_default_timeout_is_30_s_and_the_environment_overrides_it(monkeypatch):
     assert default_timeout() == datetime.timedelta(seconds=7.5)
     for bad in ("soon", "0", "-3", "inf", "nan"):
         monkeypatch.setenv("SPARSETRAIN_DIST_TIMEOUT", bad)
-        with pytest.raises(CollectiveInputError, match="SPARSETRAIN_DIST_TIMEOUT"):
+        with pytest.raises(InputError, match="SPARSETRAIN_DIST_TIMEOUT"):
             default_timeout()
 
 

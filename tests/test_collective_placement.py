@@ -7,16 +7,14 @@ import pytest
 import torch
 
 from sparsetrain.collective import (
-    CollectiveInputError,
     CollectiveStats,
-    PlacementError,
     RowPlacement,
     ShardedFeatures,
     sparse_all_gather,
     sparse_reduce_scatter,
 )
+from sparsetrain.errors import InputError, SettingError
 from sparsetrain.storage import FeatureSource
-from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
 
 
 def reference_layout(owner: np.ndarray, world: int, replicas: dict[int, list[int]]) -> list[list[int]]:
@@ -75,15 +73,15 @@ def test_placement_identity_and_errors():
     assert a != a.with_replicas({0: [1]})
     assert a.with_replicas({0: [0]}) == a  # the owner is not a replica of itself
     assert RowPlacement.from_offsets([0, 3, 3, 7]).owned_ids(2).tolist() == [3, 4, 5, 6]
-    with pytest.raises(PlacementError, match="outside"):
+    with pytest.raises(SettingError, match="outside"):
         a.with_replicas({9: [1]})
-    with pytest.raises(PlacementError, match="rank 5"):
+    with pytest.raises(SettingError, match="rank 5"):
         a.with_replicas({0: [5]})
-    with pytest.raises(PlacementError, match="owner ranks"):
+    with pytest.raises(SettingError, match="owner ranks"):
         RowPlacement.from_owner([0, 3], world_size=2)
-    with pytest.raises(PlacementError, match="non-decreasing"):
+    with pytest.raises(SettingError, match="non-decreasing"):
         RowPlacement.from_offsets([0, 5, 2])
-    with pytest.raises(ValueError):  # PlacementError is a ValueError for callers who do not know it
+    with pytest.raises(ValueError):  # SettingError is a ValueError for callers who do not know it
         RowPlacement.contiguous(-1, 2)
 
 
@@ -107,11 +105,11 @@ def test_single_process_gather_and_gradient_match_indexing():
     assert (rec.rows_requested, rec.rows_unique, rec.rows_remote, rec.bytes_sent) == (120, len(set(ids.tolist())), 0, 0)
     assert stats.calls() == 2 and stats.calls("sparse_all_gather.backward") == 1
     assert sparse_all_gather(table, torch.zeros(0, dtype=torch.long), placement=p).shape == (0, 3, 2)
-    with pytest.raises(CollectiveInputError, match="row id 50 is outside"):
+    with pytest.raises(InputError, match="row id 50 is outside"):
         sparse_all_gather(table, torch.tensor([1, 50]), placement=p)
-    with pytest.raises(CollectiveInputError, match="placement gives this rank 50"):
+    with pytest.raises(InputError, match="placement gives this rank 50"):
         sparse_all_gather(table[:10], ids, placement=p)
-    with pytest.raises(CollectiveInputError, match="for 2 ranks"):
+    with pytest.raises(InputError, match="for 2 ranks"):
         sparse_all_gather(table, ids, placement=RowPlacement.contiguous(50, 2))
 
 
@@ -135,9 +133,9 @@ def test_single_process_sharded_features_with_cache():
     assert torch.equal(store.gather(ids), table[ids]) and torch.equal(store[ids], table[ids])
     assert store.cached_ids.numel() == 0  # a single rank holds every row: nothing to cache
     assert (store.shape, store.dtype, len(store), store.row_bytes) == (torch.Size([30, 4]), torch.float32, 30, 16)
-    with pytest.raises(FeatureOutputError, match="expected a contiguous"):
+    with pytest.raises(InputError, match="expected a contiguous"):
         store.gather(ids, out=torch.empty(3, 4))
-    with pytest.raises(FeatureIdError, match="row id 30 is outside"):
+    with pytest.raises(InputError, match="row id 30 is outside"):
         store.gather(torch.tensor([30]))
     assert isinstance(store, FeatureSource) and store.gather(torch.zeros(0, dtype=torch.long)).shape == (0, 4)
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from sparsetrain.errors import BackendError, InputError
 from sparsetrain.sampling import CSCGraph
-from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 
 dgl_env = pytest.mark.dgl  # (the DGL environment runs `-m dgl`; elsewhere these skip)
 
@@ -43,9 +43,9 @@ def test_dgl_fanouts_map_to_seeds_outward():
                                            ("b", "y", "a"): torch.tensor([[0], [0]])}, {"a": 1, "b": 1})
     fanouts = to_fanouts([{"x": 1, ("b", "y", "a"): 2}, {"x": 3, "y": 4}], typed)
     assert fanouts.values == {("a", "x", "b"): (3, 1), ("b", "y", "a"): (4, 2)}
-    with pytest.raises(SamplingError, match="names no fanout for edge type"):
+    with pytest.raises(InputError, match="names no fanout for edge type"):
         to_fanouts([{"x": 1}], typed)
-    with pytest.raises(SamplingError, match="no edge type 'z'"):
+    with pytest.raises(InputError, match="no edge type 'z'"):
         to_fanouts([{"x": 1, "y": 1, "z": 1}], typed)
 
 
@@ -54,8 +54,8 @@ def test_without_dgl_the_loader_says_how_to_install_it(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "dgl", None)
     graph = CSCGraph.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)
-    loader = sd.DataLoader(graph, torch.arange(3), sd.NeighborSampler([2]), batch_size=2)
-    with pytest.raises(SamplingBackendError) as raised:
+    loader = sd.DataLoader(graph, torch.arange(3), sd.DGLNeighborSampler([2]), batch_size=2)
+    with pytest.raises(BackendError) as raised:
         next(iter(loader))
     said = str(raised.value)
     assert "pip install torch==2.2.1 dgl==2.1.0" in said and "torch 2.2.1" in said and ".ci" not in said
@@ -66,16 +66,16 @@ def test_what_the_loader_refuses_is_one_line():
     import sparsetrain.dgl as sd
 
     graph = CSCGraph.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)
-    with pytest.raises(SamplingError, match="edge_dir='out'"):
-        sd.NeighborSampler([2], edge_dir="out")
+    with pytest.raises(InputError, match="edge_dir='out'"):
+        sd.DGLNeighborSampler([2], edge_dir="out")
     with pytest.raises(TypeError, match="unexpected keyword argument 'collate'"):
-        sd.DataLoader(graph, torch.arange(3), sd.NeighborSampler([2]), collate=1)
-    with pytest.raises(SamplingError, match="NeighborSampler"):
+        sd.DataLoader(graph, torch.arange(3), sd.DGLNeighborSampler([2]), collate=1)
+    with pytest.raises(InputError, match="NeighborSampler"):
         sd.DataLoader(graph, torch.arange(3), object())
-    with pytest.raises(SamplingError, match="no edge weights"):
-        sd.DataLoader(graph, torch.arange(3), sd.NeighborSampler([2], prob="p"))
-    loader = sd.DataLoader(graph, torch.arange(3), sd.NeighborSampler([2]), batch_size=2, num_workers=4)
-    assert len(loader) == 2 and len(sd.DataLoader(graph, torch.arange(3), sd.NeighborSampler([2]), batch_size=2,
+    with pytest.raises(InputError, match="no edge weights"):
+        sd.DataLoader(graph, torch.arange(3), sd.DGLNeighborSampler([2], prob="p"))
+    loader = sd.DataLoader(graph, torch.arange(3), sd.DGLNeighborSampler([2]), batch_size=2, num_workers=4)
+    assert len(loader) == 2 and len(sd.DataLoader(graph, torch.arange(3), sd.DGLNeighborSampler([2]), batch_size=2,
                                                   drop_last=True)) == 1
 
 
@@ -107,7 +107,7 @@ def test_neighbor_nonuniform(idtype, use_mask):
     g.edata["mask"] = g.edata["p"] != 0
     indices = torch.tensor([0, 1], dtype=idtype)
     prob, mask = (None, "mask") if use_mask else ("p", None)
-    for sampler in (sd.NeighborSampler([2], prob=prob, mask=mask),
+    for sampler in (sd.DGLNeighborSampler([2], prob=prob, mask=mask),
                     dgl.dataloading.MultiLayerNeighborSampler([2], prob=prob, mask=mask)):  # DGL's object, read
         for num_workers in (0, 1, 2):
             dataloader = sd.DataLoader(g, indices, sampler, batch_size=1, device="cpu", num_workers=num_workers)
@@ -127,7 +127,7 @@ def test_neighbor_nonuniform(idtype, use_mask):
     g.edges["BA"].data["mask"] = g.edges["BA"].data["p"] != 0
     g.edges["CA"].data["p"] = torch.FloatTensor([0, 0, 1, 1, 0, 0, 1, 1])
     g.edges["CA"].data["mask"] = g.edges["CA"].data["p"] != 0
-    sampler = sd.NeighborSampler([2], prob=prob, mask=mask)
+    sampler = sd.DGLNeighborSampler([2], prob=prob, mask=mask)
     for input_nodes, output_nodes, blocks in sd.DataLoader(g, {"A": indices}, sampler, batch_size=1):
         seed = output_nodes["A"].item()
         assert set(input_nodes["B"].tolist()) == {0: {1, 2}, 1: {5, 6}}[seed]
@@ -157,7 +157,7 @@ def test_node_dataloader(idtype, sampler_name):
     g1.ndata["feat"] = torch.randn((5, 8))
     g1.ndata["label"] = torch.randn((g1.num_nodes(),))
     indices = torch.arange(0, g1.num_nodes(), dtype=idtype)
-    sampler = {"full": sd.MultiLayerFullNeighborSampler(2), "neighbor": sd.NeighborSampler([3, 3]),
+    sampler = {"full": sd.MultiLayerFullNeighborSampler(2), "neighbor": sd.DGLNeighborSampler([3, 3]),
                "neighbor2": dgl.dataloading.MultiLayerNeighborSampler([3, 3])}[sampler_name]
     for num_workers in (0, 1, 2):
         dataloader = sd.DataLoader(g1, indices, sampler, device=device, batch_size=g1.num_nodes(),
@@ -177,7 +177,7 @@ def test_node_dataloader(idtype, sampler_name):
     indices = {nty: g2.nodes(nty) for nty in g2.ntypes}
     batch_size = max(g2.num_nodes(nty) for nty in g2.ntypes)
     sampler = {"full": sd.MultiLayerFullNeighborSampler(2),
-               "neighbor": sd.NeighborSampler([{etype: 3 for etype in g2.etypes}] * 2),
+               "neighbor": sd.DGLNeighborSampler([{etype: 3 for etype in g2.etypes}] * 2),
                "neighbor2": dgl.dataloading.MultiLayerNeighborSampler([3, 3])}[sampler_name]
     for num_workers in (0, 1, 2):
         dataloader = sd.DataLoader(g2, indices, sampler, device=device, batch_size=batch_size,
@@ -211,7 +211,7 @@ def test_decompose_dataset_as_dgl_does(sampler_name, drop_last, monkeypatch):
     torch.manual_seed(0)
     s, d = torch.randint(0, 200, (1000,)), torch.randint(0, 200, (1000,))
     g = dgl.graph((s, d), num_nodes=200)
-    sampler = {"full": sd.MultiLayerFullNeighborSampler(2), "neighbor": sd.NeighborSampler([3, 3])}[sampler_name]
+    sampler = {"full": sd.MultiLayerFullNeighborSampler(2), "neighbor": sd.DGLNeighborSampler([3, 3])}[sampler_name]
     indices = torch.arange(0, g.num_nodes())
     for nprocs in (1, 3, 4):
         covered, local_max = [], 0
@@ -245,7 +245,7 @@ def test_dataloader_worker_init_fn():
     import sparsetrain.dgl as sd
 
     g = dgl.graph((torch.randint(0, 100, (500,)), torch.randint(0, 100, (500,))), num_nodes=100)
-    loader = sd.DataLoader(g, torch.arange(100), sd.NeighborSampler([2]), batch_size=4, num_workers=4,
+    loader = sd.DataLoader(g, torch.arange(100), sd.DGLNeighborSampler([2]), batch_size=4, num_workers=4,
                            worker_init_fn=lambda worker_id: None)
     assert sum(len(o) for _, o, _ in loader) == 100
 
@@ -311,8 +311,8 @@ def test_prefetched_features_are_the_graph_rows():
     g.ndata["feat"] = torch.randn(50, 4)
     g.ndata["label"] = torch.randint(0, 3, (50,))
     g.edata["w"] = torch.randn(200)
-    sampler = sd.NeighborSampler([3, 2], prefetch_node_feats=["feat"], prefetch_labels=["label"],
-                                 prefetch_edge_feats=["w"])
+    sampler = sd.DGLNeighborSampler([3, 2], prefetch_node_feats=["feat"], prefetch_labels=["label"],
+                                    prefetch_edge_feats=["w"])
     for input_nodes, output_nodes, blocks in sd.DataLoader(g, torch.arange(20), sampler, batch_size=8, shuffle=True):
         assert torch.equal(blocks[0].srcdata["feat"], g.ndata["feat"][input_nodes])
         assert torch.equal(blocks[-1].dstdata["label"], g.ndata["label"][output_nodes])
@@ -331,7 +331,7 @@ def test_a_sparsetrain_dataset_feeds_the_loader(tmp_path):
     import sparsetrain.dgl as sd
 
     ds = st.datasets.synthesize(tmp_path / "g", 300, 2000, feature_dim=6, num_classes=3, seed=0, quiet=True)
-    sampler = sd.NeighborSampler([4, 4], prefetch_node_feats=["feat"], prefetch_labels=["label"])
+    sampler = sd.DGLNeighborSampler([4, 4], prefetch_node_feats=["feat"], prefetch_labels=["label"])
     train = ds.split["train"]
     seen = []
     for input_nodes, output_nodes, blocks in sd.DataLoader(ds, train, sampler, batch_size=64):

@@ -208,10 +208,8 @@ def test_a_checkpoint_write_killed_midway_leaves_no_temp_file_for_good(tmp_path)
 def test_only_a_failed_collective_counts_as_another_ranks_failure():
     import torch.distributed as dist
 
-    from sparsetrain.collective.errors import CollectiveError
-    from sparsetrain.engine.checkpoint import CheckpointError
     from sparsetrain.engine.distributed import caused_by_another_rank
-    from sparsetrain.engine.stages import LoaderError
+    from sparsetrain.errors import CheckpointError, CollectiveError, LoaderError
 
     peer = [
         CollectiveError("sparse_all_gather: the data exchange failed"),

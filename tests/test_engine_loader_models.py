@@ -13,12 +13,13 @@ import pytest
 import torch
 
 import sparsetrain as st
-from sparsetrain.engine.checkpoint import CheckpointError, list_checkpoints, load_latest_checkpoint, save_checkpoint
+from sparsetrain.engine.checkpoint import list_checkpoints, load_latest_checkpoint, save_checkpoint
 from sparsetrain.engine.host_memory import retain_freed_host_memory
 from sparsetrain.engine.inference import infer_layers
 from sparsetrain.engine.loader import Loader
-from sparsetrain.engine.stages import LoaderError, Producer
+from sparsetrain.engine.stages import Producer
 from sparsetrain.engine.stages.device import map_tensors
+from sparsetrain.errors import CheckpointError, LoaderError
 from sparsetrain.nn.models import GAT, GCN, GraphSAGE, block_adj_t, sources_and_targets
 from sparsetrain.sampling import Block, NeighborSampler, SamplerInput
 from sparsetrain.sampling.clusters import BatchClusters, ClusteredMiniBatch

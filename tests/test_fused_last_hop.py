@@ -14,9 +14,9 @@ import pytest
 import torch
 from torch_geometric.nn import SAGEConv
 
-from sparsetrain.errors import SettingError
+from sparsetrain.errors import InputError, SettingError
 from sparsetrain.nn.models import GCN, GraphSAGE
-from sparsetrain.sampling import CSCGraph, NeighborSampler, SamplerInput, SamplingError
+from sparsetrain.sampling import CSCGraph, NeighborSampler, SamplerInput
 from sparsetrain.sampling.fused_mean import FusedMiniBatch
 
 SIMULATOR = Path(__file__).with_name("cudasim_fused_mean.py")
@@ -98,14 +98,14 @@ def test_what_cannot_be_fused_is_refused_in_one_line():
                  lambda: NeighborSampler(graph(), [2], disjoint=True, fuse_last_hop=True),
                  lambda: NeighborSampler(graph(), [2], subgraph_type="induced", fuse_last_hop=True),
                  lambda: NeighborSampler(graph(), [], fuse_last_hop=True)):
-        with pytest.raises(SamplingError, match="fuse_last_hop") as info:
+        with pytest.raises(InputError, match="fuse_last_hop") as info:
             make()
         assert "\n" not in str(info.value)
     _, fused = pair([2, 2], 0)
     for bad in (torch.zeros(300, 4, dtype=torch.int64), torch.zeros(10, 4), torch.zeros(300)):
-        with pytest.raises(SamplingError, match="whole feature table"):
+        with pytest.raises(InputError, match="whole feature table"):
             fused.last_hop.mean(bad)
-    with pytest.raises(SamplingError, match="no gradient"):
+    with pytest.raises(InputError, match="no gradient"):
         fused.last_hop.mean(torch.zeros(300, 4, requires_grad=True))
 
 
@@ -115,7 +115,7 @@ def test_a_damaged_graph_is_an_error_not_a_stray_read():
     indices[:] = 10**6  # every in-neighbour id outside the graph
     damaged = CSCGraph(g.indptr, indices)
     fused = NeighborSampler(damaged, [-1], seed=0, fuse_last_hop=True).sample(SEEDS)
-    with pytest.raises(SamplingError, match="lie outside the graph"):
+    with pytest.raises(InputError, match="lie outside the graph"):
         fused.last_hop.mean(features())
 
 

@@ -36,7 +36,7 @@ def test_markdown_names_the_device_and_every_failed_section():
                     {
                         "sampler": "typed",
                         "cpu": {"edges_per_s": 20e6},
-                        "gpu": {"error": "SamplingBackendError: no CUDA path"},
+                        "gpu": {"error": "BackendError: no CUDA path"},
                     },
                 ],
             },
@@ -47,7 +47,7 @@ def test_markdown_names_the_device_and_every_failed_section():
     assert "40 passed, 2 failed" in md and "- FAILED tests/test_x.py::test_y" in md
     assert "**gather**: did not finish within 60 s" in md
     assert "| node | 70.0 | 350.0 | 5.000 |" in md
-    assert "| typed | 20.0 | SamplingBackendError: no CUDA path | – |" in md
+    assert "| typed | 20.0 | BackendError: no CUDA path | – |" in md
     assert "**epoch**: not in --only" in md and "**moe**: not in --only" in md
 
 

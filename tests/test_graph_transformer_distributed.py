@@ -11,8 +11,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from sparsetrain.errors import SettingError
 from sparsetrain.nn.graph_transformer import GraphTransformer
-from sparsetrain.nn.sequence_parallel import SequenceParallelError, SequenceShards, cluster_shard_bounds
+from sparsetrain.nn.sequence_parallel import SequenceShards, cluster_shard_bounds
 from tests.collective_harness import free_port
 
 pytestmark = pytest.mark.distributed
@@ -103,7 +104,7 @@ def test_shard_bounds_cut_at_cluster_boundaries_and_layout_errors():
     assert cluster_shard_bounds(CLUSTER_PTR, 2) == [0, 20, 40]
     assert cluster_shard_bounds(CLUSTER_PTR, 4) == [0, 12, 20, 27, 40]  # 30 is 3 from 27 and 33: the earlier wins
     shards = SequenceShards([0, 10, 40], rank=0, world_size=2)
-    with pytest.raises(SequenceParallelError, match="cuts through a cluster"):
+    with pytest.raises(SettingError, match="cuts through a cluster"):
         shards.local_cluster_pointers(CLUSTER_PTR)
-    with pytest.raises(SequenceParallelError, match="heads"):
+    with pytest.raises(SettingError, match="heads"):
         SequenceShards([0, 12, 20, 40], rank=0, world_size=3).check_heads(4)

@@ -38,7 +38,7 @@ def test_same_typed_node_and_edge_sets_as_pygs_neighbor_loader():
     seeds = torch.arange(0, data["v0"].num_nodes, 3)
     fanouts = {et: [-1, -1] for et in data.edge_types}
     theirs = NeighborLoader(data, num_neighbors=fanouts, input_nodes=("v0", seeds), batch_size=16, shuffle=False)
-    sampler = stp.NeighborSampler(data, fanouts, seed=0)
+    sampler = stp.PyGNeighborSampler(data, fanouts, seed=0)
     for batch in theirs:
         ids = batch["v0"].input_id
         out = sampler.sample_from_nodes(NodeSamplerInput(ids, seeds[ids], input_type="v0"))

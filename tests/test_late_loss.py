@@ -13,8 +13,8 @@ import sparsetrain as st
 from sparsetrain.engine.checkpoint import list_checkpoints, load_latest_checkpoint
 from sparsetrain.engine.late_loss import LossRing
 from sparsetrain.engine.settings import CheckpointSettings, ReportSettings
-from sparsetrain.engine.trainer import Task, TrainingDivergedError
-from sparsetrain.errors import DatasetError
+from sparsetrain.engine.trainer import Task
+from sparsetrain.errors import DatasetError, TrainingDivergedError
 
 RING = LossRing.RING
 NODES, BATCH = 60, 8  # 8 batches an epoch, the last of 4 seeds

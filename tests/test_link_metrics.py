@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from sparsetrain.engine.metrics import MetricInputError, hits_at_k, mrr, roc_auc
+from sparsetrain.engine.metrics import hits_at_k, mrr, roc_auc
+from sparsetrain.errors import InputError
 
 # the reference; the dev extra installs it (a machine without it, e.g. a lent GPU's image, skips this file)
 Evaluator = pytest.importorskip("ogb.linkproppred").Evaluator
@@ -55,7 +56,7 @@ def test_per_positive_and_shared_pool_hits_differ_where_ogb_s_do():
 
 
 def test_ranking_names_the_shape_it_needs():
-    with pytest.raises(MetricInputError, match=r"neg of shape \[4, N\].*got \[3, 2\]"):
+    with pytest.raises(InputError, match=r"neg of shape \[4, N\].*got \[3, 2\]"):
         hits_at_k(torch.zeros(4), torch.zeros(3, 2), 1)
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from sparsetrain.errors import InputError
 from sparsetrain.sampling import CSCGraph
-from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.negatives import NegativeSampler
 
 
@@ -60,12 +60,12 @@ def test_same_seed_same_negatives():
 
 def test_bad_input():
     graph, _ = _graph()
-    with pytest.raises(SamplingError, match="outside"):
+    with pytest.raises(InputError, match="outside"):
         NegativeSampler(graph).destinations(torch.tensor([0, 50]))
-    with pytest.raises(SamplingError, match="integer"):
+    with pytest.raises(InputError, match="integer"):
         NegativeSampler(graph).destinations(torch.tensor([0.5]))
-    with pytest.raises(SamplingError, match="distribution"):
+    with pytest.raises(InputError, match="distribution"):
         NegativeSampler(graph, distribution="zipf")
     full = CSCGraph.from_edge_index(torch.tensor([[1, 0], [0, 1]]), 2)  # every other node is a neighbor
-    with pytest.raises(SamplingError, match="no strict negative"):
+    with pytest.raises(InputError, match="no strict negative"):
         NegativeSampler(full, strict=True).destinations(torch.tensor([0]), 1)

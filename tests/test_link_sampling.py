@@ -7,6 +7,7 @@ from torch_geometric.nn import SAGEConv
 from torch_geometric.utils import to_undirected
 
 from sparsetrain.engine import Loader
+from sparsetrain.errors import InputError
 from sparsetrain.sampling import (
     CSCGraph,
     EdgeSamplerInput,
@@ -15,7 +16,6 @@ from sparsetrain.sampling import (
     NegativeSampler,
     NeighborSampler,
 )
-from sparsetrain.sampling.errors import SamplingError
 
 N = 120
 
@@ -145,15 +145,15 @@ def test_loader_over_edge_seeds_runs_the_same_stages():
 def test_bad_input():
     graph, _ = _graph()
     base = NeighborSampler(graph, [2])
-    with pytest.raises(SamplingError, match="exclude"):
+    with pytest.raises(InputError, match="exclude"):
         LinkNeighborSampler(base, exclude="both")
-    with pytest.raises(SamplingError, match="whole number"):
+    with pytest.raises(InputError, match="whole number"):
         LinkNeighborSampler(base, neg_sampling="triplet", amount=1.5)
-    with pytest.raises(SamplingError, match="outside"):
+    with pytest.raises(InputError, match="outside"):
         LinkNeighborSampler(base).sample(EdgeSamplerInput(torch.tensor([0]), torch.tensor([N])))
-    with pytest.raises(SamplingError, match="destinations"):
+    with pytest.raises(InputError, match="destinations"):
         EdgeSamplerInput(torch.tensor([0, 1]), torch.tensor([1]))
-    with pytest.raises(SamplingError, match="integer"):
+    with pytest.raises(InputError, match="integer"):
         EdgeSeeds(torch.tensor([0.5]), torch.tensor([1.0]))
 
 

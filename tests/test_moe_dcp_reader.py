@@ -15,8 +15,8 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 
-from sparsetrain.errors import SparsetrainError
-from sparsetrain.moe import DCPCheckpointError, DCPState, MoE, SafeFileSystemReader, load_dcp
+from sparsetrain.errors import CheckpointError, SparsetrainError
+from sparsetrain.moe import DCPState, MoE, SafeFileSystemReader, load_dcp
 from sparsetrain.moe.dcp_reader import read_dcp_metadata
 
 D, H, E = 4, 6, 6
@@ -92,7 +92,7 @@ def test_pickled_code_in_metadata_is_refused_and_never_runs(checkpoint, tmp_path
     marker = tmp_path / "marker"
     (path / ".metadata").write_bytes(pickle.dumps(TouchOnLoad(marker)))
     moe, opt = trained(seed=1)
-    with pytest.raises(DCPCheckpointError) as err:
+    with pytest.raises(CheckpointError) as err:
         load_dcp({"train": DCPState(moe, opt)}, checkpoint_id=path)
     message = str(err.value)
     assert "\n" not in message and str(path / ".metadata") in message, message
@@ -114,7 +114,7 @@ def test_pickled_code_in_a_value_is_refused_and_never_runs(tmp_path):
     quiet_dcp(dcp.save, {"train": DCPState(moe, opt), "step": TouchOnLoad(marker)}, path)
     assert not marker.exists()
     state = {"train": DCPState(*trained(seed=1)), "step": 0}
-    with pytest.raises(DCPCheckpointError, match=r"refused the value of 'step'") as err:
+    with pytest.raises(CheckpointError, match=r"refused the value of 'step'") as err:
         load_dcp(state, checkpoint_id=path)
     assert "\n" not in str(err.value) and str(path) in str(err.value)
     assert not marker.exists()
@@ -150,7 +150,7 @@ DAMAGE = [(garbage, "not a readable DCP metadata file"), (truncated, "not a read
 def test_damaged_metadata_gives_one_line(checkpoint, damage, words):
     path, _, _ = checkpoint
     damage(path)
-    with pytest.raises(DCPCheckpointError, match=words) as err:
+    with pytest.raises(CheckpointError, match=words) as err:
         load_dcp({"train": DCPState(*trained(seed=1))}, checkpoint_id=path)
     assert "\n" not in str(err.value) and str(path / ".metadata") in str(err.value)
 
@@ -158,14 +158,14 @@ def test_damaged_metadata_gives_one_line(checkpoint, damage, words):
 def test_checkpoint_exception_becomes_one_line_sparsetrain_error(checkpoint, tmp_path):
     path, _, _ = checkpoint
     wider = MoE(D, H + 1, E, top_k=2)
-    with pytest.raises(DCPCheckpointError, match=r"Size mismatch.*experts\.w_in") as err:
+    with pytest.raises(CheckpointError, match=r"Size mismatch.*experts\.w_in") as err:
         load_dcp({"train": DCPState(wider)}, checkpoint_id=path)
     assert isinstance(err.value, SparsetrainError) and isinstance(err.value, Exception)
     assert "\n" not in str(err.value) and str(path) in str(err.value)
     # a data file gone missing
     for f in path.glob("*.distcp"):
         f.unlink()
-    with pytest.raises(DCPCheckpointError, match="FileNotFoundError"):
+    with pytest.raises(CheckpointError, match="FileNotFoundError"):
         load_dcp({"train": DCPState(*trained(seed=1))}, checkpoint_id=path)
-    with pytest.raises(DCPCheckpointError, match="not a DCP checkpoint"):
+    with pytest.raises(CheckpointError, match="not a DCP checkpoint"):
         load_dcp({"train": DCPState(*trained(seed=1))}, checkpoint_id=tmp_path / "nowhere")

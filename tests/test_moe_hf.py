@@ -11,7 +11,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from sparsetrain.moe import FSSDP, MoEConfigError, MoEStateError  # noqa: E402
+from sparsetrain.errors import CheckpointError, SettingError  # noqa: E402
+from sparsetrain.moe import FSSDP  # noqa: E402
 from sparsetrain.moe.hf import HFMoEBlock, export_hf_state_dict, replace_moe_blocks  # noqa: E402
 
 BASE = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
@@ -384,17 +385,17 @@ def test_unsupported_family_and_misuse_raise_clear_errors():
                                         n_shared_experts=1, first_k_dense_replace=0, q_lora_rank=None, kv_lora_rank=16,
                                         qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8)  # fmt: skip
     v2 = transformers.DeepseekV2ForCausalLM(cfg)
-    with pytest.raises(MoEConfigError, match="DeepseekV2Moe.*unsupported family"):
+    with pytest.raises(SettingError, match="DeepseekV2Moe.*unsupported family"):
         replace_moe_blocks(v2)
     dense = transformers.LlamaForCausalLM(transformers.LlamaConfig(**BASE, intermediate_size=40))
-    with pytest.raises(MoEConfigError, match="no MoE block found in LlamaForCausalLM"):
+    with pytest.raises(SettingError, match="no MoE block found in LlamaForCausalLM"):
         replace_moe_blocks(dense)
     model = replace_moe_blocks(build("mixtral"))
-    with pytest.raises(MoEConfigError, match="already an HFMoEBlock"):
+    with pytest.raises(SettingError, match="already an HFMoEBlock"):
         replace_moe_blocks(model)
-    with pytest.raises(MoEConfigError, match="aux_loss='both'"):
+    with pytest.raises(SettingError, match="aux_loss='both'"):
         replace_moe_blocks(build("mixtral"), aux_loss="both")
-    with pytest.raises(MoEConfigError, match="hidden_act='gelu'"):
+    with pytest.raises(SettingError, match="hidden_act='gelu'"):
         replace_moe_blocks(build("olmoe", hidden_act="gelu"))
 
 
@@ -417,6 +418,6 @@ def test_a_two_dimensional_gate_up_proj_names_the_tensor_and_both_shapes():
     name = "model.layers.0.mlp.experts.gate_up_proj"
     assert list(state[name].shape) == [4, 96, 32]  # [E, 2I, H]
     state[name] = state[name][0]
-    with pytest.raises(MoEStateError, match=r"^model\.layers\.0\.mlp\.experts\.gate_up_proj has shape \[96, 32\]; "
+    with pytest.raises(CheckpointError, match=r"^model\.layers\.0\.mlp\.experts\.gate_up_proj has shape \[96, 32\]; "
                                         r"Mixtral expects \[E, 2I, H\] = \[4, 96, 32\]"):
         model.load_state_dict(state)

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from sparsetrain.moe import MoE, MoEConfigError, MoEInputError, grouped
+from sparsetrain.errors import InputError, SettingError
+from sparsetrain.moe import MoE, grouped
 from sparsetrain.moe.grouped import grouped_mm, native_available
 from tests.moe_reference import reference_moe
 
@@ -137,7 +138,7 @@ def test_expert_bias_changes_selection_not_weights_and_updates_outside_autograd(
     torch.testing.assert_close(moe.router.expert_bias, expected)
     assert not moe.router.expert_bias.requires_grad
     assert int(moe.pending_counts.sum()) == 0
-    with pytest.raises(MoEConfigError, match="expert_bias=True"):
+    with pytest.raises(SettingError, match="expert_bias=True"):
         build(top_k=1).update_expert_bias()
 
 
@@ -158,17 +159,17 @@ def test_empty_input():
 
 
 def test_construction_and_input_errors():
-    with pytest.raises(MoEConfigError, match="top_k=7; give an integer from 1 to 6"):
+    with pytest.raises(SettingError, match="top_k=7; give an integer from 1 to 6"):
         MoE(D, H, 6, top_k=7)
-    with pytest.raises(MoEConfigError, match="top_k=0"):
+    with pytest.raises(SettingError, match="top_k=0"):
         MoE(D, H, 6, top_k=0)
-    with pytest.raises(MoEConfigError, match="router='tanh'"):
+    with pytest.raises(SettingError, match="router='tanh'"):
         MoE(D, H, 6, router="tanh")
-    with pytest.raises(MoEConfigError, match="activation='gelu2'"):
+    with pytest.raises(SettingError, match="activation='gelu2'"):
         MoE(D, H, 6, activation="gelu2")
-    with pytest.raises(MoEConfigError, match="capacity_factor"):
+    with pytest.raises(SettingError, match="capacity_factor"):
         MoE(D, H, 6, capacity_factor=0)
-    with pytest.raises(MoEInputError, match="last dimension 5 .* d_model=8"):
+    with pytest.raises(InputError, match="last dimension 5 .* d_model=8"):
         MoE(D, H, 6)(torch.randn(3, 5))
     with pytest.raises(ValueError):  # the errors are ValueErrors too
         MoE(D, H, 2, top_k=3)
@@ -260,7 +261,7 @@ def test_swiglu_backward_equals_autograd_of_the_chunked_form():
 
 
 def test_unknown_backend_is_refused():
-    with pytest.raises(MoEConfigError, match="backend"):
+    with pytest.raises(SettingError, match="backend"):
         MoE(D, H, E, backend="cutlass")
 
 
@@ -368,7 +369,7 @@ def test_group_limited_routing_scaling_and_bias_match_a_naive_reference(renormal
     ],
 )
 def test_routing_options_are_checked_at_construction(kw, match):
-    with pytest.raises(MoEConfigError, match=match):
+    with pytest.raises(SettingError, match=match):
         MoE(D, H, E, kw.pop("top_k", 2), **kw)
 
 

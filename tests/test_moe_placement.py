@@ -4,15 +4,8 @@ import pytest
 import torch
 
 from sparsetrain.collective import RowPlacement
-from sparsetrain.moe import (
-    FSSDP,
-    ExpertParallel,
-    MoE,
-    MoEConfigError,
-    MoEStateError,
-    shard_experts,
-    sharded_parameter_names,
-)
+from sparsetrain.errors import CheckpointError, SettingError
+from sparsetrain.moe import FSSDP, ExpertParallel, MoE, shard_experts, sharded_parameter_names
 from sparsetrain.moe.placement import LoadWindow, balanced_owners, hot_replicas, plan_placement
 
 
@@ -94,13 +87,13 @@ def test_sharded_layers_in_one_process_equal_the_plain_layer():
 
 
 def test_sharding_configuration_errors():
-    with pytest.raises(MoEConfigError, match="world size 4 but the process group has 1"):
+    with pytest.raises(SettingError, match="world size 4 but the process group has 1"):
         MoE(8, 12, 6, sharding=FSSDP(placement=RowPlacement.contiguous(6, 4)))
-    with pytest.raises(MoEConfigError, match="placement has 5 rows but the layer has 6 experts"):
+    with pytest.raises(SettingError, match="placement has 5 rows but the layer has 6 experts"):
         MoE(8, 12, 6, sharding=FSSDP(placement=RowPlacement.contiguous(5, 1)))
-    with pytest.raises(MoEConfigError, match="window"):
+    with pytest.raises(SettingError, match="window"):
         FSSDP(window=0)
-    with pytest.raises(MoEConfigError, match="replica_memory_bytes"):
+    with pytest.raises(SettingError, match="replica_memory_bytes"):
         FSSDP(replica_memory_bytes=-1)
 
 
@@ -165,13 +158,13 @@ def test_shard_experts_from_outside_is_the_constructors_sharding_and_keeps_train
     before = trained(x)[0]
     shard_experts(trained, make())
     assert torch.allclose(trained(x)[0], before, atol=1e-6)
-    with pytest.raises(MoEStateError, match="already sharded"):
+    with pytest.raises(CheckpointError, match="already sharded"):
         shard_experts(trained, make())
 
 
 def test_shard_experts_refuses_a_model_without_moe_layers():
     dense = torch.nn.Sequential(torch.nn.Linear(8, 8))
-    with pytest.raises(MoEConfigError, match=r"^shard_experts: no sparsetrain MoE layer in Sequential; .*replace_moe"):
+    with pytest.raises(SettingError, match=r"^shard_experts: no sparsetrain MoE layer in Sequential; .*replace_moe"):
         shard_experts(dense, FSSDP())
 
 
@@ -180,7 +173,7 @@ def test_shard_experts_over_a_partly_sharded_model_changes_nothing(make):
     torch.manual_seed(0)
     model = torch.nn.Sequential(MoE(8, 12, 4), MoE(8, 12, 4, sharding=make()))
     plain = model[0].experts
-    with pytest.raises(MoEStateError, match=r"layer '1' are already sharded .*nothing was changed"):
+    with pytest.raises(CheckpointError, match=r"layer '1' are already sharded .*nothing was changed"):
         shard_experts(model, ExpertParallel())
     assert model[0].experts is plain  # layer 0 was not converted before layer 1 refused
 
@@ -195,13 +188,13 @@ def test_shard_experts_builds_every_shard_before_changing_a_layer():
         def build(self, shape, num_experts, seed):
             self.built += 1
             if self.built == 2:
-                raise MoEConfigError("cannot place this layer")
+                raise SettingError("cannot place this layer")
             return ExpertParallel().build(shape, num_experts, seed)
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(MoE(8, 12, 4), MoE(8, 12, 2))
     before = [m.experts for m in model]
-    with pytest.raises(MoEConfigError, match="cannot place this layer"):
+    with pytest.raises(SettingError, match="cannot place this layer"):
         shard_experts(model, FailsOnSecond())
     assert [m.experts for m in model] == before
 
@@ -210,6 +203,6 @@ def test_shard_experts_builds_every_shard_before_changing_a_layer():
 def test_shard_experts_refuses_what_is_not_a_sharding_before_changing_anything(bad):
     model = torch.nn.Sequential(MoE(8, 12, 4))
     plain = model[0].experts
-    with pytest.raises(MoEConfigError, match=r"is not a sharding; pass an instance such as FSSDP\(\)"):
+    with pytest.raises(SettingError, match=r"is not a sharding; pass an instance such as FSSDP\(\)"):
         shard_experts(model, bad)
     assert model[0].experts is plain

@@ -16,8 +16,8 @@ import pytest
 from sparsetrain.cli import main
 from sparsetrain.datasets import load, synthesize
 from sparsetrain.engine.default_data import builtin_dataset
-from sparsetrain.errors import OutputExistsError
-from sparsetrain.partition import PartitionError, PartitionOptions, load_partition, partition_dataset
+from sparsetrain.errors import DatasetError, OutputExistsError
+from sparsetrain.partition import PartitionOptions, load_partition, partition_dataset
 from sparsetrain.partition.load import owners
 
 
@@ -129,7 +129,7 @@ def test_tampered_folders_are_refused_in_one_line(cora, synth, cora3, tmp_path, 
         damage(folder)
         code, err = _cli(capsys, "partition-info", folder)
         assert code == 1 and message in err and err.count("\n") == 0, name
-        with pytest.raises(PartitionError, match=message.split(": ")[-1]):
+        with pytest.raises(DatasetError, match=message.split(": ")[-1]):
             load_partition(folder, 0)
 
 
@@ -142,12 +142,12 @@ def test_writes_are_atomic_and_refuse_to_overwrite(cora, cora3, tmp_path, capsys
     assert json.loads((out / "manifest.json").read_text())["num_parts"] == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]  # no temp folder left behind
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "owner.npy", "part-0", "part-1", "part-2"]
-    with pytest.raises(PartitionError, match="rank 3 has none"):
+    with pytest.raises(DatasetError, match="rank 3 has none"):
         load_partition(out, 3)
 
 
 def test_typed_datasets_are_partitioned_by_the_cli(tmp_path, capsys):
-    """(The parts against the whole graph: tests/test_distributed_typed.py.)"""
+    """(The parts against the whole graph: tests/test_partitioned_typed.py.)"""
     typed = tmp_path / "typed"
     synthesize(typed, typed=True, scale=0.0005, feature_dim=4, num_classes=3, quiet=True)
     code, _ = _cli(capsys, "partition", typed, "--parts", 2, "--out", tmp_path / "p", "--quiet")
@@ -239,11 +239,11 @@ def test_options_take_numpy_integers_and_refuse_other_types_in_one_line(cora3):
                             ({"imbalance": float("nan")}, "--imbalance nan"),
                             ({"seed": 2**64}, "--seed 18446744073709551616"), ({"seed": "1"}, "--seed '1'"),
                             ({"chunk_edges": 0}, "chunk_edges=0"), ({"quiet": "no"}, "quiet='no'")):
-        with pytest.raises(PartitionError, match=re.escape(message)):
+        with pytest.raises(DatasetError, match=re.escape(message)):
             PartitionOptions(**({"parts": 2} | kwargs))
     assert load_partition(cora3, np.int64(1)).rank == 1
     for rank in (True, 1.0, "1"):
-        with pytest.raises(PartitionError, match="give the rank as an integer"):
+        with pytest.raises(DatasetError, match="give the rank as an integer"):
             load_partition(cora3, rank)
 
 
@@ -276,7 +276,7 @@ def test_a_damaged_or_resigned_folder_is_one_line_not_a_traceback(cora3, tmp_pat
     damage(folder)
     code, err = _cli(capsys, "partition-info", folder)
     assert code == 1 and message in err and "\n" not in err
-    with pytest.raises(PartitionError, match=re.escape(message)):
+    with pytest.raises(DatasetError, match=re.escape(message)):
         load_partition(folder, 0)
 
 
@@ -291,6 +291,6 @@ def test_a_part_edited_in_place_is_refused_when_loaded(cora3, tmp_path, name, ch
     folder = tmp_path / "c"
     shutil.copytree(cora3, folder)
     _edit(folder / "part-1" / name, lambda a: a.__setitem__(slice(None), change(a)))
-    with pytest.raises(PartitionError, match=re.escape(message)):
+    with pytest.raises(DatasetError, match=re.escape(message)):
         load_partition(folder, 1)
     assert load_partition(folder, 0).rank == 0  # the other parts still load

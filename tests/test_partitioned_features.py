@@ -11,15 +11,10 @@ import pytest
 import torch
 
 from sparsetrain.datasets import load, synthesize
-from sparsetrain.distributed import (
-    DistFeatureError,
-    DistNeighborSampler,
-    PartitionedFeatures,
-    halo_hotness,
-    rank_batches,
-)
+from sparsetrain.errors import InputError
 from sparsetrain.partition import PartitionOptions, load_partition, partition_dataset
 from sparsetrain.partition.load import owners
+from sparsetrain.partitioned import DistNeighborSampler, PartitionedFeatures, halo_hotness, rank_batches
 from tests.collective_harness import spawn, values
 
 pytestmark = pytest.mark.distributed
@@ -53,7 +48,7 @@ def _gathers(rank: int, world: int, folder: str, cache_rows: int) -> dict:
     out["halo"] = part.local_to_global[part.num_owned :].numpy()
     try:  # an id out of range on rank 0 only: every rank raises, none hangs
         store.gather(torch.tensor([part.num_nodes if rank == 0 else 0]))
-    except DistFeatureError as exc:
+    except InputError as exc:
         out["error"] = str(exc)
     except Exception as exc:  # the rank whose input was bad raises its own one-line error
         out["error"] = f"{type(exc).__name__}: {exc}"
@@ -134,7 +129,7 @@ def _gather_after_peer_dies(rank: int, world: int, folder: str):
     import os
     import time
 
-    from sparsetrain.collective import CollectiveError
+    from sparsetrain.errors import CollectiveError
 
     store = PartitionedFeatures(load_partition(folder, rank))
     ids = torch.arange(store.num_rows)

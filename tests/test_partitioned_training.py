@@ -84,10 +84,10 @@ def test_ranks_on_their_parts_reach_the_single_process_accuracy(cora, cora4, cli
 
 
 def _evaluate_on_part(rank: int, world: int, folder: str, state: dict) -> dict:
-    from sparsetrain.distributed import DistNeighborSampler, PartitionedFeatures
     from sparsetrain.engine.partitioned import part_evaluator
     from sparsetrain.nn.models import build_model
     from sparsetrain.partition import load_partition
+    from sparsetrain.partitioned import DistNeighborSampler, PartitionedFeatures
 
     part = load_partition(folder, rank)
     model = build_model("sage", 1433, 16, 7, 2)

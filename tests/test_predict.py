@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import sparsetrain as st
 from sparsetrain.engine.checkpoint import BEST
-from sparsetrain.engine.predict import PredictError, load_model, predict
+from sparsetrain.engine.predict import load_model, predict
 from sparsetrain.engine.run import train
 from sparsetrain.engine.settings import TrainSettings
 from sparsetrain.errors import SettingError
@@ -84,12 +84,12 @@ def test_output_paths_are_checked(cora_run, tmp_path):
     ds, ckpt, _ = cora_run
     with pytest.raises(SettingError, match="is in the dataset folder"):
         predict(ckpt, ds.path / "predictions.npy")
-    with pytest.raises(PredictError, match="suffix must be one of .npy, .parquet"):
+    with pytest.raises(SettingError, match="suffix must be one of .npy, .parquet"):
         predict(ckpt, tmp_path / "predictions.csv")
     (tmp_path / "folder.npy").mkdir()
-    with pytest.raises(PredictError, match="is a folder"):
+    with pytest.raises(SettingError, match="is a folder"):
         predict(ckpt, tmp_path / "folder.npy")
-    with pytest.raises(PredictError, match="no such checkpoint folder"):
+    with pytest.raises(SettingError, match="no such checkpoint folder"):
         predict(tmp_path / "nothing", tmp_path / "p.npy")
 
 
@@ -132,7 +132,7 @@ def test_typed_predictions_score_the_reported_test_accuracy(tmp_path):
     test = ds.split["test"].numpy()
     accuracy = (scores[test].argmax(1) == ds.labels_by_type[target].numpy()[test]).mean()
     assert accuracy == pytest.approx(summary["test_acc"], abs=1e-12)
-    with pytest.raises(PredictError, match="--embeddings"):
+    with pytest.raises(SettingError, match="--embeddings"):
         predict(tmp_path / "ckpt", tmp_path / "emb.npy", embeddings=True)
 
 
@@ -151,7 +151,7 @@ def test_a_partitioned_runs_checkpoint_predicts_on_its_source_dataset(cora_run, 
     with torch.no_grad():
         expected = model(data.x, [(data.edge_index, (data.num_nodes, data.num_nodes))] * 2)
     np.testing.assert_allclose(np.load(tmp_path / "p.npy"), expected.numpy(), rtol=1e-4, atol=1e-4)
-    with pytest.raises(PredictError, match="partitioned folder"):
+    with pytest.raises(SettingError, match="partitioned folder"):
         predict(tmp_path / "ckpt", tmp_path / "q.npy", data=tmp_path / "parts")
     assert 0 <= result["test_acc"] <= 1
 

@@ -16,8 +16,7 @@ from torch_geometric.sampler import EdgeSamplerInput, NodeSamplerInput
 
 import sparsetrain.pyg as stp
 from sparsetrain.datasets import from_pyg
-from sparsetrain.errors import SparsetrainError
-from sparsetrain.pyg.errors import PyGIdDtypeError, PyGIndexError
+from sparsetrain.errors import InputError, NotSupportedError, SparsetrainError
 from tests.pyg_backend import needs_pyg_sampler
 
 N = 60
@@ -73,7 +72,7 @@ def test_float_ids_are_refused_where_pyg_raises(case):
     loader, data, kwargs, named = FLOAT_CASES[case]
     with pytest.raises(Exception) as pyg_error:
         next(iter(getattr(pyg_loader, loader)(data(), [3], batch_size=2, **kwargs)))
-    with pytest.raises(PyGIdDtypeError, match=r"dtype torch\.float(32|64).*pass \.long\(\)") as ours:
+    with pytest.raises(NotSupportedError, match=r"dtype torch\.float(32|64).*pass \.long\(\)") as ours:
         getattr(stp, loader)(data(), [3], batch_size=2, **kwargs)
     assert isinstance(ours.value, type(pyg_error.value)), (type(pyg_error.value), ours.value)
     assert isinstance(ours.value, (TypeError, RuntimeError, SparsetrainError)) and named in str(ours.value)
@@ -81,10 +80,10 @@ def test_float_ids_are_refused_where_pyg_raises(case):
 
 
 def test_the_sampler_refuses_float_seeds_itself():
-    sampler = stp.NeighborSampler(_data(), [3], seed=0)
-    with pytest.raises(PyGIdDtypeError, match="inputs.node has dtype torch.float32"):
+    sampler = stp.PyGNeighborSampler(_data(), [3], seed=0)
+    with pytest.raises(NotSupportedError, match="inputs.node has dtype torch.float32"):
         sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=AS_FLOAT))
-    with pytest.raises(PyGIdDtypeError, match="inputs.col has dtype torch.float64"):
+    with pytest.raises(NotSupportedError, match="inputs.col has dtype torch.float64"):
         sampler.sample_from_edges(EdgeSamplerInput(None, torch.tensor([1, 2]), torch.tensor([2.0, 3.5]).double()))
     nodes = torch.tensor([3, 4])
     ours = sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=nodes))
@@ -115,9 +114,9 @@ def test_a_bool_mask_of_every_node_is_its_ids_and_any_other_length_is_refused():
                                                  seed=2)]
     assert len(by_mask) == 2 and all(map(torch.equal, by_mask, by_ids))
     for length in (N - 1, N + 1):  # PyG drops a short mask's tail silently (and reads past a long one)
-        with pytest.raises(PyGIndexError, match=f"bool mask of shape \\[{length}\\] for {N} nodes"):
+        with pytest.raises(InputError, match=f"bool mask of shape \\[{length}\\] for {N} nodes"):
             stp.NeighborLoader(data, [3], input_nodes=torch.ones(length, dtype=torch.bool), batch_size=2)
-    with pytest.raises(PyGIndexError, match="input_nodes of 'paper' is a bool mask of shape \\[39\\] for 40 nodes"):
+    with pytest.raises(InputError, match="input_nodes of 'paper' is a bool mask of shape \\[39\\] for 40 nodes"):
         stp.NeighborLoader(_hetero(), [3], input_nodes=("paper", torch.ones(39, dtype=torch.bool)), batch_size=2)
 
 
@@ -139,41 +138,41 @@ def test_ids_out_of_range_are_refused_at_construction_as_pyg_s_index_error(case)
     # PyG's loader (torch-sparse) raises IndexError at the first batch, or reads past the graph and dies of SIGBUS:
     # not run here
     loader, data, kwargs, message = OUT_OF_RANGE[case]
-    with pytest.raises(PyGIndexError, match=message) as ours:
+    with pytest.raises(InputError, match=message) as ours:
         getattr(stp, loader)(data(), [3], batch_size=2, **kwargs)
     assert isinstance(ours.value, IndexError) and isinstance(ours.value, ValueError)
 
 
 SHAPES = {  # what PyG misreads or asserts on without a message
     "1-D edge_label_index": ("LinkNeighborLoader", _data, {"edge_label_index": torch.tensor([1, 2, 3, 4])},
-                             PyGIndexError, r"shape \[4\]; pass \[2, num_edges\]"),
+                             InputError, r"shape \[4\]; pass \[2, num_edges\]"),
     "3-row edge_label_index": ("LinkNeighborLoader", _data, {"edge_label_index": torch.zeros(3, 4, dtype=torch.long)},
-                               PyGIndexError, r"shape \[3, 4\]"),
-    "2-D input_nodes": ("NeighborLoader", _data, {"input_nodes": torch.tensor([[1, 2]])}, PyGIndexError,
+                               InputError, r"shape \[3, 4\]"),
+    "2-D input_nodes": ("NeighborLoader", _data, {"input_nodes": torch.tensor([[1, 2]])}, InputError,
                         r"shape \[1, 2\]; pass a 1-D tensor"),
     "edge_label too short": ("LinkNeighborLoader", _data, {"edge_label_index": torch.tensor([[1, 2], [3, 4]]),
-                                                           "edge_label": torch.ones(1)}, PyGIndexError,
+                                                           "edge_label": torch.ones(1)}, InputError,
                              r"edge_label has shape \[1\] for 2 seeds"),
     "input_time too short": ("NeighborLoader", lambda: _data(time=torch.arange(N)),
                              {"time_attr": "time", "input_nodes": torch.tensor([1, 2, 3]),
-                              "input_time": torch.tensor([5, 6])}, PyGIndexError, r"input_time has shape \[2\]"),
+                              "input_time": torch.tensor([5, 6])}, InputError, r"input_time has shape \[2\]"),
     "a 3-tuple input_nodes": ("NeighborLoader", _data, {"input_nodes": ("paper", torch.tensor([1]), 3)},
-                              PyGIdDtypeError, "input_nodes is a tuple that is not a tensor of ids"),
+                              NotSupportedError, "input_nodes is a tuple that is not a tensor of ids"),
     "uint8 input_nodes": ("NeighborLoader", _data, {"input_nodes": torch.tensor([1, 2], dtype=torch.uint8)},
-                          PyGIdDtypeError, "uint8 .*as a mask"),
-    "float list input_nodes": ("NeighborLoader", _data, {"input_nodes": [1.5, 2.0]}, PyGIdDtypeError,
+                          NotSupportedError, "uint8 .*as a mask"),
+    "float list input_nodes": ("NeighborLoader", _data, {"input_nodes": [1.5, 2.0]}, NotSupportedError,
                                "torch.float32"),
-    "ids for typed data": ("NeighborLoader", _hetero, {"input_nodes": torch.tensor([1])}, stp.PyGOptionError,
+    "ids for typed data": ("NeighborLoader", _hetero, {"input_nodes": torch.tensor([1])}, stp.SettingError,
                            r"data is typed \(HeteroData\); pass a node type or \(node type, ids\)"),
     "a node type for untyped data": ("NeighborLoader", _data, {"input_nodes": ("paper", torch.tensor([1]))},
-                                     stp.PyGOptionError, r"data is untyped \(Data\)"),
+                                     stp.SettingError, r"data is untyped \(Data\)"),
     "an unknown node type": ("NeighborLoader", _hetero, {"input_nodes": ("venue", torch.tensor([1]))},
-                             PyGIndexError, "node type 'venue'; the data's node types are"),
+                             InputError, "node type 'venue'; the data's node types are"),
     "time_attr of neither length": ("NeighborLoader", lambda: _data(time=torch.arange(N + 3)), {"time_attr": "time"},
-                                    stp.PyGOptionError, rf"shape \[{N + 3}\]: neither one time per node \({N}\) "
+                                    stp.SettingError, rf"shape \[{N + 3}\]: neither one time per node \({N}\) "
                                     r"nor one per edge \(400\)"),
     "untyped edge_label_index for typed data": ("LinkNeighborLoader", _hetero,
-                                                {"edge_label_index": torch.tensor([[1], [2]])}, stp.PyGOptionError,
+                                                {"edge_label_index": torch.tensor([[1], [2]])}, stp.SettingError,
                                                 "an edge type or"),
 }
 
@@ -257,9 +256,9 @@ def test_the_dataset_feature_store_refuses_float_indices_and_short_masks(tmp_pat
     mask = torch.zeros(N, dtype=torch.bool)
     mask[[2, 9]] = True
     assert torch.equal(fs[TensorAttr(None, "y", mask)], data.y[mask])
-    with pytest.raises(PyGIdDtypeError, match="the index of 'x' has dtype torch.float32"):
+    with pytest.raises(NotSupportedError, match="the index of 'x' has dtype torch.float32"):
         fs[TensorAttr(None, "x", ids.float() + 0.5)]
-    with pytest.raises(PyGIndexError, match=f"bool mask of shape \\[{N - 1}\\] for {N} nodes"):
+    with pytest.raises(InputError, match=f"bool mask of shape \\[{N - 1}\\] for {N} nodes"):
         fs[TensorAttr(None, "y", mask[1:])]
 
 
@@ -269,9 +268,9 @@ def test_a_graph_store_s_edge_label_index_pair_is_checked_and_a_dataset_is_point
     stores, pairs = (stp.DatasetFeatureStore(ds), stp.DatasetGraphStore(ds)), torch.tensor([[1, 2, 7], [3, 4, 9]])
     got = next(iter(stp.LinkNeighborLoader(stores, [3], edge_label_index=(None, pairs), batch_size=3, seed=0)))
     assert torch.equal(got.n_id[got.edge_label_index], pairs)
-    with pytest.raises(PyGIdDtypeError, match="edge_label_index has dtype torch.float32"):
+    with pytest.raises(NotSupportedError, match="edge_label_index has dtype torch.float32"):
         stp.LinkNeighborLoader(stores, [3], edge_label_index=(None, pairs.float()), batch_size=3)
-    with pytest.raises(stp.PyGOptionError, match=r"for a sparsetrain dataset pass \(DatasetFeatureStore\(ds\)"):
+    with pytest.raises(stp.SettingError, match=r"for a sparsetrain dataset pass \(DatasetFeatureStore\(ds\)"):
         stp.LinkNeighborLoader(str(ds.path), [3], edge_label_index=pairs, batch_size=3)
 
 

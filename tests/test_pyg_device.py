@@ -7,7 +7,7 @@ import torch
 from torch_geometric.data import Data, HeteroData
 
 import sparsetrain.pyg as stp
-from sparsetrain.pyg.errors import PyGOptionError
+from sparsetrain.errors import SettingError
 
 
 def small_graph(seed: int = 0) -> Data:
@@ -49,7 +49,7 @@ def test_device_cpu_gives_the_same_batches():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without CUDA")
 def test_device_cuda_without_a_gpu_is_one_line():
-    with pytest.raises(PyGOptionError, match="no CUDA device is visible"):
+    with pytest.raises(SettingError, match="no CUDA device is visible"):
         stp.NeighborLoader(small_graph(), num_neighbors=[2], device="cuda")
 
 
@@ -57,7 +57,7 @@ def test_device_takes_data_not_stores(tmp_path):
     from sparsetrain.datasets import from_pyg
 
     ds = from_pyg(small_graph(), tmp_path / "ds", quiet=True)
-    with pytest.raises(PyGOptionError, match="device= places a Data or HeteroData"):
+    with pytest.raises(SettingError, match="device= places a Data or HeteroData"):
         stp.NeighborLoader(ds, num_neighbors=[2], device="cpu")
 
 

@@ -238,22 +238,22 @@ def data_edges(data: Data, batch) -> torch.Tensor:
 @pytest.mark.parametrize(
     ("kw", "error", "named"),
     [
-        ({"subgraph_type": "induced", "disjoint": True}, stp.PyGOptionError, "induced"),
-        ({"sample_direction": "sideways"}, stp.PyGOptionError, "sample_direction"),
+        ({"subgraph_type": "induced", "disjoint": True}, stp.SettingError, "induced"),
+        ({"sample_direction": "sideways"}, stp.SettingError, "sample_direction"),
         ({"sample_direction": "backward", "time_attr": "time"}, NotImplementedError, "backward"),
-        ({"time_attr": "no_such_attr"}, stp.PyGOptionError, "no_such_attr"),
+        ({"time_attr": "no_such_attr"}, stp.SettingError, "no_such_attr"),
     ],
 )
 def test_unsupported_option_combinations_raise_pygs_exception_classes(cora_pyg, kw, error, named):
     data = Data(edge_index=cora_pyg.edge_index, num_nodes=cora_pyg.num_nodes, time=torch.arange(cora_pyg.num_nodes))
     with pytest.raises(error, match=named):
-        stp.NeighborSampler(data, [2], **kw)
+        stp.PyGNeighborSampler(data, [2], **kw)
 
 
 def test_negative_weights_and_edge_times_in_link_sampling(cora_pyg):
     from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling
 
-    sampler = stp.NeighborSampler(cora_pyg, [2])
+    sampler = stp.PyGNeighborSampler(cora_pyg, [2])
     inputs = EdgeSamplerInput(None, torch.tensor([0, 5, 9]), torch.tensor([1, 6, 7]))
     only = torch.zeros(cora_pyg.num_nodes)
     only[42] = 1.0  # every negative source is node 42, every destination node 7 (PyG's multinomial draws, one-hot)

@@ -10,10 +10,11 @@ import pytest
 import torch
 
 from sparsetrain.datasets import load, synthesize
+from sparsetrain.errors import SettingError
 from sparsetrain.partition import PartitionOptions, partition_dataset
 from sparsetrain.partition.load import owners, part_sizes
 from sparsetrain.partition.manifest import read_manifest
-from sparsetrain.pyg import NeighborLoader, PyGOptionError, partitioned_stores
+from sparsetrain.pyg import NeighborLoader, partitioned_stores
 from sparsetrain.pyg.keys import batch_key
 from tests.collective_harness import spawn, values
 
@@ -40,7 +41,7 @@ def _batches(rank: int, world: int, folder: str) -> dict:
                         "batch_size": batch.batch_size})
     try:
         NeighborLoader(stores, FANOUTS, input_nodes=torch.arange(3), batch_size=BATCH, seed=SEED)
-    except PyGOptionError as exc:
+    except SettingError as exc:
         out.append({"error": str(exc)})
     return {"batches": out}
 
@@ -86,8 +87,8 @@ def _positions(loader, seeds: torch.Tensor) -> list[int]:
 def _drop_in_and_engine_epochs(rank: int, world: int, folder: str) -> dict:
     """Two epochs of the drop-in over the parts and two of the engine's partitioned run (its seed batches and sampler,
     as ``sparsetrain train --data PARTS`` builds them), same seed: seeds per batch and sampled node sets."""
-    from sparsetrain.distributed import DistNeighborSampler
     from sparsetrain.engine.partitioned import PartSeedBatches
+    from sparsetrain.partitioned import DistNeighborSampler
 
     stores = partitioned_stores(folder, cache_rows=0)
     loader = NeighborLoader(stores, FANOUTS, input_nodes="train", batch_size=BATCH, shuffle=True, seed=SEED)

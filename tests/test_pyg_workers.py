@@ -172,7 +172,7 @@ def test_worker_init_fn_runs_once_per_thread():
 
 @pytest.mark.skipif(numba.config.THREADING_LAYER in FORK_SAFE_LAYERS, reason="a fork-safe Numba layer was chosen")
 def test_fork_is_refused_on_numba_s_openmp_layer():
-    with pytest.raises(stp.PyGOptionError, match="multiprocessing_context='fork'.*leave multiprocessing_context unset"):
+    with pytest.raises(stp.SettingError, match="multiprocessing_context='fork'.*leave multiprocessing_context unset"):
         stp.NeighborLoader(_data(), [5], batch_size=20, num_workers=2, multiprocessing_context="fork")
 
 

@@ -32,17 +32,16 @@ import torch
 
 from sparsetrain.datasets import load, synthesize
 from sparsetrain.datasets.writer import move_into_place
-from sparsetrain.distributed.seeds import rank_batches
 from sparsetrain.engine import partitioned, partitioned_checks
 from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.distributed import DistContext
 from sparsetrain.engine.plan import plan
 from sparsetrain.engine.settings import TrainSettings
-from sparsetrain.errors import ChecksumError, DatasetError, OutputExistsError
+from sparsetrain.errors import DatasetError, OutputExistsError, SettingError
 from sparsetrain.moe import MoE
-from sparsetrain.moe.errors import MoEConfigError
 from sparsetrain.partition import PartitionOptions, load_partition, partition_dataset
 from sparsetrain.partition.load import part_sizes
+from sparsetrain.partitioned.seeds import rank_batches
 from tests.collective_harness import free_port
 
 ONE_LINE = "sparsetrain writes nothing into a data folder"
@@ -160,11 +159,11 @@ def test_an_edited_array_of_a_partitioned_folder_is_refused(root, tmp_path, cli,
     code, _, err = cli("partition-info", folder)
     assert f"{folder / file}: " in _one_line(code, err) and message in err and "re-run `sparsetrain partition`" in err
     part = 1 if file.startswith("part-1") else 0
-    with pytest.raises(ChecksumError, match=message):
+    with pytest.raises(DatasetError, match=message):
         load_partition(folder, part, verify=True)
     shape_changed = message.startswith("where")
     if shape_changed:  # sizes and shapes are checked on every load, sha256 with verify=True only (a full read)
-        with pytest.raises(ChecksumError, match=message):
+        with pytest.raises(DatasetError, match=message):
             load_partition(folder, part)
     elif file != "owner.npy":
         assert load_partition(folder, part).rank == part
@@ -237,7 +236,7 @@ def test_ranks_started_with_different_settings_are_refused_naming_the_setting(ro
     monkeypatch.setattr(partitioned_checks.dist, "all_gather_object", lambda out, value: out.__setitem__(slice(None),
                                                                                                 [value, theirs]))
     ctx = DistContext(0, 2, 0, torch.device("cpu"))
-    with pytest.raises(partitioned_checks.PartitionedRunError, match="start every rank with the same flags") as info:
+    with pytest.raises(partitioned_checks.SettingError, match="start every rank with the same flags") as info:
         partitioned_checks.check_same_settings(mine, ctx)
     assert named in str(info.value) and "on rank 1" in str(info.value)
     partitioned_checks.check_same_settings(mine, DistContext(0, 1, 0, torch.device("cpu")))  # one rank: no peers
@@ -307,10 +306,10 @@ def test_the_drop_in_over_parts_honours_drop_last(root, drop_last):
 @pytest.mark.parametrize("seed", [1.9, "1", True, 2**64])
 def test_the_drop_in_sampler_seed_is_an_integer(root, seed):
     from sparsetrain.pyg.partitioned import PartitionGraphStore
-    from sparsetrain.pyg.sampler import NeighborSampler
+    from sparsetrain.pyg.sampler import PyGNeighborSampler
 
     with pytest.raises((ValueError, TypeError), match=f"seed={seed!r}"):
-        NeighborSampler((None, PartitionGraphStore(load_partition(root / "p", 0))), [2], seed=seed)
+        PyGNeighborSampler((None, PartitionGraphStore(load_partition(root / "p", 0))), [2], seed=seed)
 
 
 # ---------------------------------------------------------------- 4. flags that do not apply
@@ -366,7 +365,7 @@ def test_the_manifest_records_only_the_options_the_method_used(root, tmp_path):
     ({"topk_group": 1.5}, "topk_group=1.5"), ({"router": None}, "router=None"),
 ])
 def test_moe_arguments_are_checked_when_built_naming_the_parameter(kwargs, message):
-    with pytest.raises(MoEConfigError, match="MoE: " + message.replace("(", r"\(").replace(".", r"\.")):
+    with pytest.raises(SettingError, match="MoE: " + message.replace("(", r"\(").replace(".", r"\.")):
         MoE(**({"d_model": 8, "d_hidden": 16, "num_experts": 4} | kwargs))
 
 
@@ -376,7 +375,7 @@ def test_moe_arguments_are_checked_when_built_naming_the_parameter(kwargs, messa
 def test_fssdp_arguments_are_checked_when_built(kwargs, message):
     from sparsetrain.moe import FSSDP
 
-    with pytest.raises(MoEConfigError, match=f"FSSDP: {message}"):
+    with pytest.raises(SettingError, match=f"FSSDP: {message}"):
         FSSDP(**kwargs)
 
 

@@ -17,13 +17,13 @@ import pytest
 import torch
 
 from sparsetrain.datasets import load, synthesize
-from sparsetrain.dgl import DataLoader, NeighborSampler
+from sparsetrain.dgl import DataLoader, DGLNeighborSampler
 from sparsetrain.engine.plot import read_records
-from sparsetrain.engine.predict import PredictError, predict
+from sparsetrain.engine.predict import predict
 from sparsetrain.engine.run import train
 from sparsetrain.engine.run_config import read_config
 from sparsetrain.engine.settings import TrainSettings
-from sparsetrain.errors import SparsetrainError
+from sparsetrain.errors import SettingError, SparsetrainError
 from sparsetrain.partition import PartitionOptions, partition_dataset
 
 
@@ -207,7 +207,7 @@ def test_predict_arguments_are_checked_when_called(root, tmp_path, kwargs, error
 def test_embeddings_of_a_one_layer_model_is_one_line(root, tmp_path):
     train(TrainSettings(data=root / "d", epochs=1, fanouts=[3], batch_size=64, checkpoint_dir=tmp_path / "one",
                         quiet=True))
-    with pytest.raises(PredictError, match="one layer .*no hidden layer"):
+    with pytest.raises(SettingError, match="one layer .*no hidden layer"):
         predict(tmp_path / "one", tmp_path / "e.npy", embeddings=True)
 
 
@@ -273,7 +273,7 @@ def _loader(root, **kwargs):
     ds = load(root / "d")
     sampler_kwargs = kwargs.pop("sampler", {})
     indices = kwargs.pop("indices", torch.arange(10))
-    return DataLoader(ds, indices, NeighborSampler(kwargs.pop("fanouts", [3, 3]), **sampler_kwargs), **kwargs)
+    return DataLoader(ds, indices, DGLNeighborSampler(kwargs.pop("fanouts", [3, 3]), **sampler_kwargs), **kwargs)
 
 
 @pytest.mark.parametrize("kwargs, error, words", [
@@ -501,7 +501,7 @@ def test_more_hostile_configs_are_one_line(root, cli, tmp_path, text, words):
 def test_dgl_prefetch_of_data_the_dgl_graph_lacks_is_one_line(sampler_kwargs, words):
     dgl = pytest.importorskip("dgl")
     g = dgl.graph((torch.tensor([0, 1, 2, 3]), torch.tensor([1, 2, 3, 0])), num_nodes=5)
-    loader = DataLoader(g, torch.tensor([0, 1]), NeighborSampler([2], **sampler_kwargs), batch_size=2)
+    loader = DataLoader(g, torch.tensor([0, 1]), DGLNeighborSampler([2], **sampler_kwargs), batch_size=2)
     with pytest.raises(ValueError, match=words):
         next(iter(loader))
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 from scipy import stats
 
-from sparsetrain.sampling import CSCGraph, MiniBatch, NeighborSampler, SamplerInput, SamplingBackendError, SamplingError
+from sparsetrain.errors import BackendError, InputError
+from sparsetrain.sampling import CSCGraph, MiniBatch, NeighborSampler, SamplerInput
 
 
 def random_graph(num_nodes: int = 300, num_edges: int = 3000, seed: int = 0, weighted: bool = False) -> CSCGraph:
@@ -240,14 +241,14 @@ def test_batch_counter_and_explicit_batch_key():
     # no key: the sampler's own counter, which explicit keys leave alone
     assert same(b.sample(SamplerInput(seeds)), first)
     for bad in (-1, 1.5, True):
-        with pytest.raises(SamplingError, match="key="):
+        with pytest.raises(InputError, match="key="):
             SamplerInput(seeds, key=bad)
 
 
 def test_node_map_is_clean_after_an_error_and_between_batches():
     graph = random_graph(200, 2000, seed=7)
     sampler = NeighborSampler(graph, [4, 4], seed=1)
-    with pytest.raises(SamplingError, match="more than once"):
+    with pytest.raises(InputError, match="more than once"):
         sampler.sample(torch.tensor([5, 6, 5]))
     for b in range(3):
         inp = SamplerInput(torch.tensor([5, 6]), key=b)
@@ -292,19 +293,19 @@ def test_errors_name_the_problem():
     graph = random_graph(50, 200, seed=9)
     seeds_only = NeighborSampler(graph, []).sample(torch.tensor([3, 1]))  # no hop (PyG's num_neighbors=[]): seeds alone
     assert seeds_only.blocks == [] and seeds_only.input_nodes.tolist() == [3, 1]
-    with pytest.raises(SamplingError, match="fanouts"):
+    with pytest.raises(InputError, match="fanouts"):
         NeighborSampler(graph, [5, -2])
-    with pytest.raises(SamplingError, match="no edge weights"):
+    with pytest.raises(InputError, match="no edge weights"):
         NeighborSampler(graph, [5], weighted=True)
     bad = CSCGraph(graph.indptr, graph.indices, -torch.ones(graph.num_edges))
-    with pytest.raises(SamplingError, match="negative"):
+    with pytest.raises(InputError, match="negative"):
         NeighborSampler(bad, [5], weighted=True)
     sampler = NeighborSampler(graph, [2])
-    with pytest.raises(SamplingError, match="outside"):
+    with pytest.raises(InputError, match="outside"):
         sampler.sample(torch.tensor([0, 50]))
-    with pytest.raises(SamplingError, match="1-D integer"):
+    with pytest.raises(InputError, match="1-D integer"):
         sampler.sample(torch.tensor([[1, 2]]))
-    with pytest.raises(ValueError):  # SamplingError is a ValueError
+    with pytest.raises(ValueError):  # InputError is a ValueError
         sampler.sample(torch.tensor([1.5]))
 
 
@@ -316,7 +317,7 @@ def test_to_dgl_without_dgl_is_a_clear_error():
     else:
         pytest.skip("dgl is importable here; the DGL views are tested in test_sampling_dgl.py")
     mb = NeighborSampler(random_graph(30, 100), [2], seed=0).sample(torch.tensor([1]))
-    with pytest.raises(SamplingBackendError, match="DGL") as raised:
+    with pytest.raises(BackendError, match="DGL") as raised:
         mb.to_dgl()
     said = str(raised.value)  # how to get it, not where a CI script keeps it
     assert "pip install torch==2.2.1 dgl==2.1.0" in said and ".ci" not in said and "\n" not in said

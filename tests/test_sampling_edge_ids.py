@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from sparsetrain.sampling import Block, CSCGraph, MiniBatch, NeighborSampler, SamplerInput, SamplingError
+from sparsetrain.errors import InputError
+from sparsetrain.sampling import Block, CSCGraph, MiniBatch, NeighborSampler, SamplerInput
 from tests.pyg_backend import needs_torch_sparse
 
 # sha256 of the default-settings batches below, computed on the tree before edge ids and ``hop_nodes`` were added
@@ -127,7 +128,7 @@ def test_new_hop_nodes_sample_only_for_the_newest_nodes():
 
 def test_hop_nodes_is_checked():
     _, graph = multigraph(20, 50, seed=7)
-    with pytest.raises(SamplingError, match="hop_nodes"):
+    with pytest.raises(InputError, match="hop_nodes"):
         NeighborSampler(graph, [2], hop_nodes="fresh")
 
 

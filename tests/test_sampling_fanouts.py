@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from sparsetrain.sampling import CSCGraph, Fanouts, NeighborSampler, SamplingError
+from sparsetrain.errors import InputError
+from sparsetrain.sampling import CSCGraph, Fanouts, NeighborSampler
 from sparsetrain.sampling.fanouts import MAX_COUNT
 
 WRITES, CITES = ("author", "writes", "paper"), ("paper", "cites", "paper")
@@ -57,12 +58,12 @@ def test_the_kernels_array_is_hops_by_edge_types_in_the_graphs_order():
     ({}, "names no edge type"),
 ])
 def test_bad_counts_are_one_sampling_error(bad, match):
-    with pytest.raises(SamplingError, match=match):
+    with pytest.raises(InputError, match=match):
         Fanouts(bad)
 
 
 def test_an_edge_type_the_graph_lacks_is_refused_by_the_graph():
-    with pytest.raises(SamplingError, match="which the graph does not have"):
+    with pytest.raises(InputError, match="which the graph does not have"):
         Fanouts({("paper", "likes", "paper"): [1]}).for_graph(typed())
 
 
@@ -71,16 +72,16 @@ def test_the_command_lines_spelling_accepts_what_the_constructor_accepts():
     assert Fanouts.parse("5,0") == Fanouts([5, 0])  # 0: the hop adds no neighbours, as PyG's num_neighbors
     for text, match in (("a,b", "expected comma-separated integers"), ("", "expected comma-separated integers"),
                         ("-2", r"fanouts=\[-2\]; give a list of ints >= 0")):
-        with pytest.raises(SamplingError, match=match):
+        with pytest.raises(InputError, match=match):
             Fanouts.parse(text)
 
 
 @pytest.mark.parametrize("count", [MAX_COUNT + 1, 2**63, np.uint64(2**63), 2**64])
 def test_a_count_beyond_the_kernels_arithmetic_is_refused(count):
     assert Fanouts([MAX_COUNT]).values == (2**31 - 1,)
-    with pytest.raises(SamplingError, match=rf"<= {MAX_COUNT} \(one per hop\)"):
+    with pytest.raises(InputError, match=rf"<= {MAX_COUNT} \(one per hop\)"):
         Fanouts([2, count])
-    with pytest.raises(SamplingError, match=rf"<= {MAX_COUNT}"):
+    with pytest.raises(InputError, match=rf"<= {MAX_COUNT}"):
         Fanouts.parse(f"2,{int(count)}")
 
 

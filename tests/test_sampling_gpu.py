@@ -113,12 +113,12 @@ def test_gpu_batch_counts_are_what_the_device_ran():
 
 
 def test_gpu_seeds_outside_the_graph_or_repeated_are_errors():
-    from sparsetrain.sampling.errors import SamplingError
+    from sparsetrain.errors import InputError
 
     sampler = NeighborSampler(graph().to("cuda"), [5, 5], seed=3)
-    with pytest.raises(SamplingError, match=r"outside \[0, 5000\)"):
+    with pytest.raises(InputError, match=r"outside \[0, 5000\)"):
         sampler.sample(torch.tensor([1, 5000], device="cuda"))
-    with pytest.raises(SamplingError, match="seed 7 appears more than once"):
+    with pytest.raises(InputError, match="seed 7 appears more than once"):
         sampler.sample(torch.tensor([7, 3, 7], device="cuda"))
 
 
@@ -184,13 +184,13 @@ def test_padded_gpu_batches_equal_eager_batches_without_a_host_wait():
 
 def test_padded_gpu_bad_seeds_raise_one_batch_late():
     from sparsetrain.engine.static.shapes import StepShapes
+    from sparsetrain.errors import InputError
     from sparsetrain.sampling.cuda.padded import PaddedOut
-    from sparsetrain.sampling.errors import SamplingError
 
     g = graph().to("cuda")
     sampler = NeighborSampler(g, [5, 5], seed=3)
     shapes = StepShapes.bound(3, [5, 5], g.num_nodes, num_edges=g.num_edges)
     out = PaddedOut.allocate(shapes.nodes, shapes.edges, lambda s: torch.zeros(s, dtype=torch.int64, device="cuda"))
     sampler.sample_padded(torch.tensor([7, 3, 7], device="cuda"), out)  # queued, not yet checked
-    with pytest.raises(SamplingError, match="seed 7 appears more than once"):
+    with pytest.raises(InputError, match="seed 7 appears more than once"):
         sampler.check_padded()

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from sparsetrain.errors import InputError
 from sparsetrain.sampling import (
     CSCGraph,
     MatchReorder,
     NeighborSampler,
     SamplerInput,
-    SamplingError,
     SeedBatches,
     match_reorder,
     reuse_stats,
@@ -59,9 +59,9 @@ def test_match_reorder_is_the_greedy_chain(window):
 
 
 def test_match_reorder_rejects_bad_windows():
-    with pytest.raises(SamplingError, match="window"):
+    with pytest.raises(InputError, match="window"):
         match_reorder([torch.tensor([1])], 5, 64)
-    with pytest.raises(SamplingError, match="window"):
+    with pytest.raises(InputError, match="window"):
         MatchReorder(0)
 
 
@@ -90,7 +90,7 @@ def test_seed_batches_are_a_function_of_seed_and_epoch():
     it.set_epoch(1)
     assert not torch.equal(list(it)[0], it.batches(0)[0])
     assert [len(b) for b in SeedBatches(seeds, 32, drop_last=True, shuffle=False).batches()] == [32, 32, 32]
-    with pytest.raises(SamplingError, match="sampler"):
+    with pytest.raises(InputError, match="sampler"):
         SeedBatches(seeds, 32, order=MatchReorder())
 
 
@@ -108,5 +108,5 @@ def test_seed_batches_share_one_shuffle_across_ranks_with_keys_unique_across_epo
             keys += [inp.key for inp in inputs]
     # sampling/batch_keys.py: (epoch * per_epoch + position) * world + rank, the partitioned run's and the drop-in's
     assert sorted(keys) == sorted({(e * 13 + i) * 3 + r for e in range(3) for r in range(3) for i in range(5)})
-    with pytest.raises(SamplingError, match="rank=3"):
+    with pytest.raises(InputError, match="rank=3"):
         SeedBatches(seeds, 8, rank=3, world_size=3)

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from sparsetrain.sampling import CSCGraph, Fanouts, SamplingError
+from sparsetrain.errors import InputError
+from sparsetrain.sampling import CSCGraph, Fanouts
 
 NUM_NODES = {"paper": 7, "author": 5, "topic": 3}
 
@@ -53,7 +54,7 @@ def test_from_edge_index_dict_holds_every_edge_type_with_its_edge_ids():
         assert sorted(pairs(rel)) == sorted(zip(ei[0].tolist(), ei[1].tolist()))
         # edge_perm: each CSC position's column in that edge type's edge_index
         assert pairs(rel) == list(zip(ei[0, rel.edge_perm].tolist(), ei[1, rel.edge_perm].tolist()))
-    with pytest.raises(SamplingError, match="not in the graph"):
+    with pytest.raises(InputError, match="not in the graph"):
         g.relation(("paper", "nope", "paper"))
     with pytest.raises(KeyError):
         g.edges[("paper", "nope", "paper")]
@@ -77,9 +78,9 @@ def test_relations_are_views_and_from_relations_round_trips_weights_and_edge_ids
     unweighted[("paper", "cites", "paper")] = CSCGraph(
         rels[("paper", "cites", "paper")].indptr, rels[("paper", "cites", "paper")].indices
     )
-    with pytest.raises(SamplingError, match="no edge weights but others do"):
+    with pytest.raises(InputError, match="no edge weights but others do"):
         CSCGraph.from_relations(NUM_NODES, unweighted)
-    with pytest.raises(SamplingError, match="columns but node type 'topic' has 3"):
+    with pytest.raises(InputError, match="columns but node type 'topic' has 3"):
         CSCGraph.from_relations(NUM_NODES, {("paper", "has", "topic"): rels[("paper", "cites", "paper")]})
 
 
@@ -87,11 +88,11 @@ def test_typed_wraps_flat_arrays_and_checks_their_shape():
     g = CSCGraph.from_edge_index_dict(edge_lists(2), NUM_NODES)
     wrapped = CSCGraph.typed(NUM_NODES, g.edge_types, g.indptr, g.indices, edge_perm=g.edge_perm)
     assert wrapped.indices.data_ptr() == g.indices.data_ptr() and wrapped.num_edges_per_type == g.num_edges_per_type
-    with pytest.raises(SamplingError, match="needs 25"):
+    with pytest.raises(InputError, match="needs 25"):
         CSCGraph.typed(NUM_NODES, g.edge_types, g.indptr[:-1], g.indices)
-    with pytest.raises(SamplingError, match="names node type 'venue'"):
+    with pytest.raises(InputError, match="names node type 'venue'"):
         CSCGraph.typed(NUM_NODES, [("venue", "r", "paper")], torch.zeros(8, dtype=torch.int64), g.indices[:0])
-    with pytest.raises(SamplingError, match="homogeneous graph.*relation"):
+    with pytest.raises(InputError, match="homogeneous graph.*relation"):
         g.out_degrees()
     moved = g.in_memory()
     assert moved.is_typed and moved.num_nodes == NUM_NODES and torch.equal(moved.indices, g.indices)
@@ -109,7 +110,7 @@ def test_a_homogeneous_graph_is_the_one_type_case():
     sampler = NeighborSampler(g, {("_N", "_E", "_N"): [2]}, seed=0)
     assert sampler.fanouts == Fanouts([2])
     assert sampler.sample(SamplerInput(torch.tensor([1]), node_type="_N")).seeds.tolist() == [1]
-    with pytest.raises(SamplingError, match="graph is homogeneous"):
+    with pytest.raises(InputError, match="graph is homogeneous"):
         sampler.sample(SamplerInput(torch.tensor([1]), node_type="paper"))
 
 
@@ -139,5 +140,5 @@ def test_typed_sampling_has_every_option_of_the_homogeneous_one():
     uniform = NeighborSampler(g, {writes: [2]}, replace=True, seed_type="paper", seed=0, hop_nodes="new")
     block = uniform.sample(SamplerInput(torch.tensor([0, 1]), key=0)).blocks[0]
     assert list(block.edge_index) == [writes] and block.edge_index[writes].shape[1] == 2  # paper 1 has no in-edges
-    with pytest.raises(SamplingError, match="no edge weights"):
+    with pytest.raises(InputError, match="no edge weights"):
         NeighborSampler(CSCGraph.from_edge_index_dict(edges, {"paper": 3, "author": 4}), [1], weighted=True)

@@ -369,7 +369,7 @@ def test_a_batch_planned_to_be_sampled_in_that_cannot_be_is_an_error_not_the_oth
 
 @pytest.mark.gpu
 def test_a_failed_step_capture_is_an_error_naming_why(cora, monkeypatch):
-    from sparsetrain.sampling.errors import CaptureError
+    from sparsetrain.errors import BackendError
 
     model = GraphSAGE(cora.num_features, 8, 7).cuda()
     step = StaticStep(model, torch.optim.Adam(model.parameters(), lr=0.01, capturable=True),
@@ -382,7 +382,7 @@ def test_a_failed_step_capture_is_an_error_naming_why(cora, monkeypatch):
     monkeypatch.setattr(torch.cuda, "graph", no_graphs)
     mbs = [mb.to("cuda") for mb in batches(cora, 2)]
     step.step(mbs[0])  # the warm-up step, eager
-    with pytest.raises(CaptureError, match="capturing the static step as a CUDA graph failed .RuntimeError: operation "
+    with pytest.raises(BackendError, match="capturing the static step as a CUDA graph failed .RuntimeError: operation "
                                            "not permitted when stream is capturing.; run without capture: drop "
                                            "--step static"):
         step.step(mbs[1])

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import sparsetrain as st
-from sparsetrain.storage import CacheBudgetError, CachedFeatures, MmapFeatures, TensorFeatures
+from sparsetrain.errors import SettingError
+from sparsetrain.storage import CachedFeatures, MmapFeatures, TensorFeatures
 from sparsetrain.storage.belady import belady_hit_rate
 from sparsetrain.storage.policies import access_counts, make_policy, replay, top_rows
 
@@ -282,9 +283,9 @@ def test_budget_is_exact_and_too_small_raises():
         for _ in range(50):
             cache.gather(torch.randint(0, 500, (200,)))
             assert cache.policy.resident <= 37
-    with pytest.raises(CacheBudgetError, match="cannot hold one row of 40 bytes"):
+    with pytest.raises(SettingError, match="cannot hold one row of 40 bytes"):
         CachedFeatures(table, capacity_bytes=39)
-    with pytest.raises(CacheBudgetError, match="unknown cache policy"):
+    with pytest.raises(SettingError, match="unknown cache policy"):
         CachedFeatures(table, capacity_bytes=4000, policy="lfu")
 
 
@@ -445,7 +446,7 @@ def test_device_bookkeeping_keeps_the_policy_off_the_gathering_thread():
 
 
 def test_device_bookkeeping_refuses_a_victim_buffer():
-    with pytest.raises(CacheBudgetError, match="victim"):
+    with pytest.raises(SettingError, match="victim"):
         CachedFeatures(
             TensorFeatures(np.zeros((10, 2), np.float32)), 80, policy="lru", victim_bytes=16, bookkeeping="device"
         )

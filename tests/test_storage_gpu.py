@@ -176,7 +176,8 @@ def test_gather_into_an_out_on_the_indexed_device():
 def test_zero_copy_gather_counts_and_late_id_check_on_gpu():
     """On a GPU: with ``out=`` a call queues a sort and one kernel (host ids: one copy more), no host wait, no
     allocation; an id out of range is raised by ``check()``, its row zeros, the other rows exact."""
-    from sparsetrain.storage import FeatureIdError, PinnedFeatures
+    from sparsetrain.errors import InputError
+    from sparsetrain.storage import PinnedFeatures
 
     table = torch.randn(5000, 64)
     store = PinnedFeatures(table, device="cuda")
@@ -192,21 +193,21 @@ def test_zero_copy_gather_counts_and_late_id_check_on_gpu():
     bad = ids.clone()
     bad[7] = 5000
     got = store.gather(bad.cuda())
-    with pytest.raises(FeatureIdError, match="row id 5000 is out of range for a table of 5000 rows"):
+    with pytest.raises(InputError, match="row id 5000 is out of range for a table of 5000 rows"):
         store.check()
     keep = torch.arange(3000) != 7
     assert torch.equal(got.cpu()[keep], table[bad[keep]]) and not got[7].any()
     store.gather(torch.tensor([-1], device="cuda"))
-    with pytest.raises(FeatureIdError, match="row id -1"):
+    with pytest.raises(InputError, match="row id -1"):
         store.close()
-    with pytest.raises(FeatureIdError, match="row id 5000"):  # host ids: checked before any read, as on the CPU
+    with pytest.raises(InputError, match="row id 5000"):  # host ids: checked before any read, as on the CPU
         PinnedFeatures(table, device="cuda").gather(bad)
 
 
 @pytest.mark.gpu
 def test_a_gpu_tensor_store_checks_device_ids_on_the_device_and_raises_at_check():
+    from sparsetrain.errors import InputError
     from sparsetrain.storage import TensorFeatures
-    from sparsetrain.storage.errors import FeatureIdError
 
     table = torch.randn(50, 6)
     store = TensorFeatures(table.cuda())
@@ -218,6 +219,6 @@ def test_a_gpu_tensor_store_checks_device_ids_on_the_device_and_raises_at_check(
     finally:
         torch.cuda.set_sync_debug_mode(0)
     assert torch.equal(rows.cpu(), table[[3, 7, 3, 49]]) and torch.equal(bad[0].cpu(), table[1])
-    with pytest.raises(FeatureIdError, match="50"):
+    with pytest.raises(InputError, match="50"):
         store.check()
     store.check()  # (reported once)

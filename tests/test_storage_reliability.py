@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from sparsetrain.storage import CachedFeatures, FeatureFileError, MmapFeatures, PinnedFeatures, PinnedMemoryError
+from sparsetrain.errors import BackendError, DamagedFileError
+from sparsetrain.storage import CachedFeatures, MmapFeatures, PinnedFeatures
 from sparsetrain.storage.host_memory import PAGE, register_chunks
 
 
@@ -25,11 +26,11 @@ def test_file_shrinking_under_open_store_raises_clear_error(feature_file, mode):
     store = MmapFeatures(path, mode=mode)
     assert np.array_equal(store.gather(torch.tensor([1999])).numpy(), table[[1999]])
     os.truncate(path, os.path.getsize(path) // 2)
-    with pytest.raises(FeatureFileError, match="shrank.*truncated"):
+    with pytest.raises(DamagedFileError, match="shrank.*truncated"):
         store.gather(torch.tensor([1999]))
-    with pytest.raises(FeatureFileError, match="shrank"):
+    with pytest.raises(DamagedFileError, match="shrank"):
         store.gather(torch.tensor([0]))  # even rows still present: the table is no longer what was opened
-    with pytest.raises(RuntimeError):  # FeatureFileError is a RuntimeError
+    with pytest.raises(RuntimeError):  # DamagedFileError is a RuntimeError
         store.gather(torch.tensor([0]))
 
 
@@ -39,7 +40,7 @@ def test_file_shrinking_during_a_read_gives_error_not_crash(feature_file, monkey
     store = MmapFeatures(path, mode="pread")
     monkeypatch.setattr(store, "check_file", lambda: None)
     os.truncate(path, 128 + 100 * 128)
-    with pytest.raises(FeatureFileError, match="shrank|short"):
+    with pytest.raises(DamagedFileError, match="shrank|short"):
         store.gather(torch.tensor([5, 1500, 1999]))
 
 
@@ -48,28 +49,28 @@ def test_file_vanishing_or_replaced_raises(feature_file, mode):
     path, table = feature_file
     store = MmapFeatures(path, mode=mode)
     os.unlink(path)
-    with pytest.raises(FeatureFileError, match="deleted"):
+    with pytest.raises(DamagedFileError, match="deleted"):
         store.gather(torch.tensor([3]))
     np.save(path, table)  # a new file at the same path is a different table
-    with pytest.raises(FeatureFileError, match="replaced"):
+    with pytest.raises(DamagedFileError, match="replaced"):
         store.gather(torch.tensor([3]))
     store.close()
-    with pytest.raises(FeatureFileError, match="closed"):
+    with pytest.raises(DamagedFileError, match="closed"):
         store.gather(torch.tensor([3]))
 
 
 def test_bad_feature_files_are_refused(tmp_path):
-    with pytest.raises(FeatureFileError, match="no such feature file"):
+    with pytest.raises(DamagedFileError, match="no such feature file"):
         MmapFeatures(tmp_path / "missing.npy")
     (tmp_path / "junk.npy").write_bytes(b"not an npy file at all")
-    with pytest.raises(FeatureFileError, match="not a readable .npy"):
+    with pytest.raises(DamagedFileError, match="not a readable .npy"):
         MmapFeatures(tmp_path / "junk.npy")
     np.save(tmp_path / "fortran.npy", np.asfortranarray(np.ones((4, 3), np.float32)))
-    with pytest.raises(FeatureFileError, match="Fortran"):
+    with pytest.raises(DamagedFileError, match="Fortran"):
         MmapFeatures(tmp_path / "fortran.npy")
     np.save(tmp_path / "short.npy", np.ones((100, 8), np.float32))
     os.truncate(tmp_path / "short.npy", 500)
-    with pytest.raises(FeatureFileError, match="truncated"):
+    with pytest.raises(DamagedFileError, match="truncated"):
         MmapFeatures(tmp_path / "short.npy")
 
 
@@ -79,7 +80,7 @@ def test_cache_over_file_that_vanishes_reports_it(feature_file):
     cache.gather(torch.arange(50))
     os.unlink(path)
     assert np.array_equal(cache.gather(torch.arange(50)).numpy(), table[:50])  # all hits: no file read
-    with pytest.raises(FeatureFileError, match="deleted"):
+    with pytest.raises(DamagedFileError, match="deleted"):
         cache.gather(torch.arange(40, 60))
 
 
@@ -154,7 +155,7 @@ def test_chunked_registration_fallback():
     assert all(pieces[i][0] + pieces[i][1] == pieces[i + 1][0] for i in range(len(pieces) - 1))
 
     undone = []
-    with pytest.raises(PinnedMemoryError, match="ulimit -l"):
+    with pytest.raises(BackendError, match="ulimit -l"):
         register_chunks(
             0,
             100 * PAGE,
@@ -173,5 +174,5 @@ def test_pinned_store_without_cuda_stays_usable():
     assert torch.equal(out, table[[99, 0]])
     if not torch.cuda.is_available():
         assert not store.pinned
-        with pytest.raises(PinnedMemoryError, match="needs a CUDA GPU"):
+        with pytest.raises(BackendError, match="needs a CUDA GPU"):
             PinnedFeatures(table, device="cuda")

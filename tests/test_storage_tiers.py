@@ -7,15 +7,8 @@ import pytest
 import torch
 
 import sparsetrain.storage as st_storage
-from sparsetrain.storage import (
-    CachedFeatures,
-    FeatureFileError,
-    FeatureIdError,
-    FeatureOutputError,
-    MmapFeatures,
-    PinnedFeatures,
-    TensorFeatures,
-)
+from sparsetrain.errors import DamagedFileError, InputError
+from sparsetrain.storage import CachedFeatures, MmapFeatures, PinnedFeatures, TensorFeatures
 from sparsetrain.storage.policies import POLICIES
 
 NUM_ROWS = 1500
@@ -114,11 +107,11 @@ def test_gather_into_out_and_stats(tmp_path):
     assert np.array_equal(out.numpy(), table[ids.numpy()])
     assert store.stats.rows_served == 4 and store.stats.bytes_served == 4 * 96 and store.stats.gathers == 1
     assert 3 * 96 <= store.stats.bytes_moved <= 500 * 96  # distinct rows only (plus coalesced gaps)
-    with pytest.raises(FeatureOutputError, match="shape"):
+    with pytest.raises(InputError, match="shape"):
         store.gather(ids, out=torch.empty(3, 24))
-    with pytest.raises(FeatureOutputError, match="float16"):
+    with pytest.raises(InputError, match="float16"):
         store.gather(ids, out=torch.empty(4, 24, dtype=torch.float16))
-    with pytest.raises(FeatureOutputError, match="contiguous"):
+    with pytest.raises(InputError, match="contiguous"):
         store.gather(ids, out=torch.empty(24, 4).t())
 
 
@@ -137,9 +130,9 @@ def test_bad_ids_raise_before_any_read(tmp_path, kind):
         (np.array([0.5]), "integers"),
     ]
     for ids, message in cases:
-        with pytest.raises(FeatureIdError, match=message):
+        with pytest.raises(InputError, match=message):
             store.gather(ids)
-        with pytest.raises(ValueError):  # FeatureIdError is a ValueError for callers that do not know it
+        with pytest.raises(ValueError):  # InputError is a ValueError for callers that do not know it
             store.gather(ids)
     assert store.stats.bytes_moved == before and store.stats.rows_served == 0
 
@@ -181,10 +174,10 @@ def test_dataset_feature_store_checks_meta(tmp_path):
 
     meta = json.loads((tmp_path / "g" / "meta.json").read_text())
     meta["files"]["features.npy"]["shape"] = [300, 7]
-    with pytest.raises(FeatureFileError, match=r"meta\.json records float32\[300, 7\]"):
+    with pytest.raises(DamagedFileError, match=r"meta\.json records float32\[300, 7\]"):
         st.datasets.GraphDataset(ds.path, meta, ds.graph).feature_store()
     del meta["files"]["features.npy"]
-    with pytest.raises(FeatureFileError, match="has no node features"):
+    with pytest.raises(DamagedFileError, match="has no node features"):
         st.datasets.GraphDataset(ds.path, meta, ds.graph).feature_store()
 
 

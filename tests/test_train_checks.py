@@ -11,7 +11,7 @@ import torch
 import sparsetrain as st
 from sparsetrain.engine import dataset_checks
 from sparsetrain.engine.stages.fetch import TENSOR, check_finite
-from sparsetrain.errors import ChecksumError, DatasetError
+from sparsetrain.errors import DatasetError
 
 TINY = ["--fanout", "5,5", "--batch-size", "64", "--hidden", "16", "--quiet"]
 
@@ -77,7 +77,7 @@ def test_a_file_with_bytes_appended_is_refused(tiny):
     with open(tiny / "labels.npy", "ab") as f:
         f.write(b"\0" * 8)
     meta = json.loads((tiny / "meta.json").read_text())
-    with pytest.raises(ChecksumError, match="labels.npy: .* bytes where its header describes"):
+    with pytest.raises(DatasetError, match="labels.npy: .* bytes where its header describes"):
         dataset_checks.check_files(tiny, meta, small_file_bytes=0)
 
 

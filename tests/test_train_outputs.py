@@ -12,7 +12,8 @@ import torch
 
 import sparsetrain as st
 from sparsetrain.engine import checkpoint, distributed, trainer
-from sparsetrain.engine.distributed import DeviceError, choose_device
+from sparsetrain.engine.distributed import choose_device
+from sparsetrain.errors import SettingError
 
 TINY = ["--fanout", "5,5", "--batch-size", "64", "--hidden", "16", "--quiet"]
 
@@ -46,13 +47,13 @@ def test_the_device_is_chosen_once_and_checked_against_the_gpus(monkeypatch):
     assert choose_device("cuda", local_rank=3) == torch.device("cuda", 1)  # this rank's GPU
     assert choose_device("cuda:1") == torch.device("cuda", 1)
     assert choose_device("auto") == torch.device("cuda", 0)
-    with pytest.raises(DeviceError, match="--device cuda:7: this machine has 2 CUDA device"):
+    with pytest.raises(SettingError, match="--device cuda:7: this machine has 2 CUDA device"):
         choose_device("cuda:7")
-    with pytest.raises(DeviceError, match="--device cuda:1 names one GPU, but each of the 2 ranks needs its own"):
+    with pytest.raises(SettingError, match="--device cuda:1 names one GPU, but each of the 2 ranks needs its own"):
         choose_device("cuda:1", local_rank=1, world_size=2)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert choose_device("auto") == torch.device("cpu")
-    with pytest.raises(DeviceError, match="no CUDA device is visible"):
+    with pytest.raises(SettingError, match="no CUDA device is visible"):
         choose_device("cuda:0")
     assert distributed.choose_device is choose_device
 

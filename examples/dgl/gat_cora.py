@@ -9,7 +9,10 @@ import torch.nn.functional as F
 from dgl.nn import GATConv
 
 from sparsetrain.datasets.builtin import planetoid_data
-from sparsetrain.dgl import DataLoader, NeighborSampler  # was: from dgl.dataloading import DataLoader, NeighborSampler
+from sparsetrain.dgl import (  # was: from dgl.dataloading import DataLoader, NeighborSampler
+    DataLoader,
+    DGLNeighborSampler,
+)
 
 data = planetoid_data("cora")  # DGL: g = dgl.data.CoraGraphDataset()[0]
 g = dgl.graph((data.edge_index[0], data.edge_index[1]), num_nodes=data.num_nodes)
@@ -30,8 +33,8 @@ class GAT(torch.nn.Module):
 
 
 torch.manual_seed(0)
-train_loader = DataLoader(g, train_nids, NeighborSampler([10, 10]), batch_size=32, shuffle=True)
-test_loader = DataLoader(g, test_nids, NeighborSampler([-1, -1]), batch_size=1000)
+train_loader = DataLoader(g, train_nids, DGLNeighborSampler([10, 10]), batch_size=32, shuffle=True)
+test_loader = DataLoader(g, test_nids, DGLNeighborSampler([-1, -1]), batch_size=1000)
 model = GAT(features.shape[1], 8, int(labels.max()) + 1)
 opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
 for epoch in range(15):

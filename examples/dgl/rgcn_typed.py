@@ -10,7 +10,10 @@ import torch
 import torch.nn.functional as F
 from dgl.nn import GraphConv, HeteroGraphConv
 
-from sparsetrain.dgl import DataLoader, NeighborSampler  # was: from dgl.dataloading import DataLoader, NeighborSampler
+from sparsetrain.dgl import (  # was: from dgl.dataloading import DataLoader, NeighborSampler
+    DataLoader,
+    DGLNeighborSampler,
+)
 
 torch.manual_seed(0)
 papers, authors, dim, classes = 2000, 1000, 16, 3
@@ -49,9 +52,9 @@ def inputs(input_nodes):
     return {t: g.nodes[t].data["feat"][ids.long()] for t, ids in input_nodes.items()}
 
 
-train_loader = DataLoader(g, train_nids, NeighborSampler([{r: 5 for r in g.etypes}] * 2), batch_size=128,
+train_loader = DataLoader(g, train_nids, DGLNeighborSampler([{r: 5 for r in g.etypes}] * 2), batch_size=128,
                           shuffle=True)
-test_loader = DataLoader(g, test_nids, NeighborSampler([-1, -1]), batch_size=1000)
+test_loader = DataLoader(g, test_nids, DGLNeighborSampler([-1, -1]), batch_size=1000)
 model = RGCN(dim, 32, classes, g.etypes)
 opt = torch.optim.Adam(model.parameters(), lr=0.01)
 for epoch in range(6):

@@ -10,7 +10,10 @@ import torch.nn.functional as F
 from dgl.nn import SAGEConv
 
 from sparsetrain.datasets.builtin import planetoid_data
-from sparsetrain.dgl import DataLoader, NeighborSampler  # was: from dgl.dataloading import DataLoader, NeighborSampler
+from sparsetrain.dgl import (  # was: from dgl.dataloading import DataLoader, NeighborSampler
+    DataLoader,
+    DGLNeighborSampler,
+)
 
 data = planetoid_data("cora")  # DGL: g = dgl.data.CoraGraphDataset()[0]
 g = dgl.graph((data.edge_index[0], data.edge_index[1]), num_nodes=data.num_nodes)
@@ -34,10 +37,10 @@ class SAGE(torch.nn.Module):
 
 
 torch.manual_seed(0)
-sampler = NeighborSampler([10, 10], prefetch_node_feats=["feat"], prefetch_labels=["label"])
+sampler = DGLNeighborSampler([10, 10], prefetch_node_feats=["feat"], prefetch_labels=["label"])
 train_loader = DataLoader(g, train_nids, sampler, batch_size=32, shuffle=True, drop_last=False)
-test_loader = DataLoader(g, test_nids, NeighborSampler([-1, -1], prefetch_node_feats=["feat"],
-                                                       prefetch_labels=["label"]), batch_size=1000)
+test_loader = DataLoader(g, test_nids, DGLNeighborSampler([-1, -1], prefetch_node_feats=["feat"],
+                                                          prefetch_labels=["label"]), batch_size=1000)
 model = SAGE(g.ndata["feat"].shape[1], 64, int(data.y.max()) + 1)
 opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
 for epoch in range(15):

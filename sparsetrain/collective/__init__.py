@@ -7,7 +7,6 @@ the differentiable all-to-all, rank/group helpers whose groups time out, and the
 
 from sparsetrain.collective.all_to_all import all_to_all
 from sparsetrain.collective.dense import all_gather_rows, all_reduce_sum
-from sparsetrain.collective.errors import CollectiveError, CollectiveInputError, PlacementError
 from sparsetrain.collective.groups import (
     GroupInfo,
     comm_device,
@@ -19,16 +18,16 @@ from sparsetrain.collective.groups import (
 from sparsetrain.collective.placement import RowPlacement
 from sparsetrain.collective.sparse_ops import sparse_all_gather, sparse_reduce_scatter, sync_replicas
 from sparsetrain.collective.stats import CallRecord, CollectiveStats, collective_stats
+from sparsetrain.errors import CollectiveError, InputError, SettingError
 
 __all__ = [
     "CallRecord",
     "CollectiveError",
-    "CollectiveInputError",
+    "InputError",
     "CollectiveStats",
     "GroupInfo",
-    "PlacementError",
+    "SettingError",
     "RowPlacement",
-    "ShardedFeatureIdError",
     "ShardedFeatures",
     "all_gather_rows",
     "all_reduce_sum",
@@ -44,7 +43,7 @@ __all__ = [
     "sync_replicas",
 ]
 
-_LAZY = {"ShardedFeatures", "ShardedFeatureIdError"}
+_LAZY = {"ShardedFeatures"}
 
 
 def __getattr__(name: str):

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
-from sparsetrain.collective.errors import CollectiveError, CollectiveInputError
 from sparsetrain.collective.groups import GroupInfo, Timeout, as_timedelta
+from sparsetrain.errors import CollectiveError, InputError
 
 DTYPES = (
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
@@ -127,32 +127,32 @@ def _shape_str(row: list[int]) -> str:
 
 
 def check_meta(meta: torch.Tensor, *, op: str, info: GroupInfo, what: str) -> None:
-    """Raise the same :class:`CollectiveInputError` on every rank if any rank's input is bad or ranks disagree."""
+    """Raise the same :class:`InputError` on every rank if any rank's input is bad or ranks disagree."""
     rows = meta[:, :_FIXED].tolist()
     bad = [r for r, row in enumerate(rows) if row[_STATUS] != OK]
     if bad:
         lines = "; ".join(f"rank {r}: {_describe(rows[r][_STATUS], rows[r][_A], rows[r][_B])}" for r in bad)
-        raise CollectiveInputError(f"{op}: bad input on {len(bad)} of {info.world_size} ranks (no data was exchanged) "
-                                   f"— {lines}")
+        raise InputError(f"{op}: bad input on {len(bad)} of {info.world_size} ranks (no data was exchanged) "
+                         f"— {lines}")
     if len({row[_FINGERPRINT] for row in rows}) > 1:
-        raise CollectiveInputError(
+        raise InputError(
             f"{op}: the ranks passed different placements (digests {[row[_FINGERPRINT] for row in rows]}); "
             "every rank must build the same RowPlacement"
         )
     if len({row[_DTYPE] for row in rows}) > 1:
         names = ", ".join(f"rank {r}: {dtype_name(row[_DTYPE])}" for r, row in enumerate(rows))
-        raise CollectiveInputError(f"{op}: {what} dtypes differ between ranks ({names}); cast every rank's {what} to "
-                                   "one dtype")
+        raise InputError(f"{op}: {what} dtypes differ between ranks ({names}); cast every rank's {what} to "
+                         "one dtype")
     if len({tuple(row[_NDIM:_FINGERPRINT]) for row in rows}) > 1:
         shapes = ", ".join(f"rank {r}: {_shape_str(row)}" for r, row in enumerate(rows))
-        raise CollectiveInputError(
+        raise InputError(
             f"{op}: {what} row shapes (all dims after the first) differ between ranks ({shapes}); every rank must use "
             "the same width"
         )
     grads = [row[_GRAD] for row in rows]
     if any(g >= 0 for g in grads) and len(set(grads)) > 1:
         flags = ", ".join(f"rank {r}: {'yes' if g == 1 else 'no'}" for r, g in enumerate(grads))
-        raise CollectiveInputError(
+        raise InputError(
             f"{op}: ranks disagree on whether local_rows needs a gradient ({flags}); the backward pass is a "
             "collective, so either every rank or no rank must require grad"
         )

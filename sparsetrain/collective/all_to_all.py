@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.distributed as dist
 
-from sparsetrain.collective.errors import CollectiveInputError
 from sparsetrain.collective.groups import comm_device, group_info
+from sparsetrain.errors import InputError
 
 
 def _send_rows(x: torch.Tensor, send: list[int], recv: list[int], group, async_op: bool = False):
@@ -73,11 +73,11 @@ def _splits(x: torch.Tensor, send_splits, recv_splits, group) -> tuple[list[int]
     info = group_info(group)
     send, recv = [int(s) for s in send_splits], [int(s) for s in recv_splits]
     if len(send) != info.world_size or len(recv) != info.world_size:
-        raise CollectiveInputError(
+        raise InputError(
             f"all_to_all: got {len(send)} send and {len(recv)} receive splits for a group of {info.world_size} ranks; "
             "pass one split per rank"
         )
     if sum(send) != x.shape[0]:
-        raise CollectiveInputError(f"all_to_all: send splits add up to {sum(send)} rows but x has {x.shape[0]}; make "
-                                   "them add up to x.shape[0]")
+        raise InputError(f"all_to_all: send splits add up to {sum(send)} rows but x has {x.shape[0]}; make "
+                         "them add up to x.shape[0]")
     return send, recv, info.world_size

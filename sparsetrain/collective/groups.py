@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from sparsetrain.collective.errors import CollectiveInputError
+from sparsetrain.errors import InputError
 
 DEFAULT_TIMEOUT_S = 30.0
 TIMEOUT_ENV = "SPARSETRAIN_DIST_TIMEOUT"
@@ -33,8 +33,8 @@ def default_timeout() -> datetime.timedelta:
     except ValueError:
         seconds = float("nan")
     if not seconds > 0 or seconds == float("inf"):
-        raise CollectiveInputError(f"{TIMEOUT_ENV}={text!r} is not a positive number of seconds; set it to e.g. 60 or "
-                                   "unset it")
+        raise InputError(f"{TIMEOUT_ENV}={text!r} is not a positive number of seconds; set it to e.g. 60 or "
+                         "unset it")
     return datetime.timedelta(seconds=seconds)
 
 

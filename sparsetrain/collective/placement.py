@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from sparsetrain.collective.errors import PlacementError
+from sparsetrain.errors import SettingError
 
 
 def _as_long(ids: torch.Tensor | Sequence[int] | np.ndarray) -> torch.Tensor:
@@ -40,12 +40,12 @@ class RowPlacement:
         replicas: Mapping[int, Sequence[int]] | None = None,
     ) -> None:
         if (offsets is None) == (owner is None):
-            raise PlacementError("RowPlacement needs exactly one of offsets= or owner=; use RowPlacement.contiguous or "
-                                 ".from_owner")
+            raise SettingError("RowPlacement needs exactly one of offsets= or owner=; use RowPlacement.contiguous or "
+                               ".from_owner")
         self.num_rows = int(num_rows)
         self.world_size = int(world_size)
         if self.world_size < 1:
-            raise PlacementError(f"RowPlacement: world_size must be >= 1, got {world_size}")
+            raise SettingError(f"RowPlacement: world_size must be >= 1, got {world_size}")
         self._offsets = offsets
         self._owner = owner
         self._local: torch.Tensor | None = None
@@ -73,9 +73,9 @@ class RowPlacement:
     def contiguous(cls, num_rows: int, world_size: int) -> RowPlacement:
         """Rank ``r`` owns one contiguous block of rows; block sizes differ by at most one (lower ranks larger)."""
         if num_rows < 0:
-            raise PlacementError(f"RowPlacement.contiguous: num_rows must be >= 0, got {num_rows}")
+            raise SettingError(f"RowPlacement.contiguous: num_rows must be >= 0, got {num_rows}")
         if world_size < 1:
-            raise PlacementError(f"RowPlacement.contiguous: world_size must be >= 1, got {world_size}")
+            raise SettingError(f"RowPlacement.contiguous: world_size must be >= 1, got {world_size}")
         base, extra = divmod(int(num_rows), int(world_size))
         sizes = torch.tensor([base + (1 if r < extra else 0) for r in range(world_size)], dtype=torch.int64)
         return cls.from_offsets(torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(sizes, 0)]))
@@ -86,7 +86,7 @@ class RowPlacement:
         0."""
         off = _as_long(offsets).cpu()
         if off.dim() != 1 or off.numel() < 2 or int(off[0]) != 0 or bool((off[1:] < off[:-1]).any()):
-            raise PlacementError(
+            raise SettingError(
                 "RowPlacement.from_offsets: offsets must be a non-decreasing 1-D sequence of world_size + 1 "
                 f"integers starting at 0, got {off.tolist()[:8]}"
             )
@@ -98,11 +98,11 @@ class RowPlacement:
         """Row ``i`` is owned by rank ``owner_rank[i]`` (a partition array); ``world_size`` defaults to ``max + 1``."""
         owner = _as_long(owner_rank).cpu()
         if owner.dim() != 1:
-            raise PlacementError(f"RowPlacement.from_owner: owner_rank must be 1-D, got shape {tuple(owner.shape)}")
+            raise SettingError(f"RowPlacement.from_owner: owner_rank must be 1-D, got shape {tuple(owner.shape)}")
         top = int(owner.max()) + 1 if owner.numel() else 1
         world = top if world_size is None else int(world_size)
         if owner.numel() and (int(owner.min()) < 0 or top > world):
-            raise PlacementError(
+            raise SettingError(
                 f"RowPlacement.from_owner: owner ranks must lie in [0, {world}), got values in "
                 f"[{int(owner.min())}, {top - 1}]; pass world_size= or fix the partition array"
             )
@@ -127,13 +127,13 @@ class RowPlacement:
         for row, ranks in replicas.items():
             row = int(row)
             if not 0 <= row < self.num_rows:
-                raise PlacementError(f"RowPlacement.with_replicas: row {row} is outside [0, {self.num_rows})")
+                raise SettingError(f"RowPlacement.with_replicas: row {row} is outside [0, {self.num_rows})")
             owner = int(self.owner(torch.tensor([row]))[0])
             keep = set()
             for r in ranks:
                 r = int(r)
                 if not 0 <= r < self.world_size:
-                    raise PlacementError(
+                    raise SettingError(
                         f"RowPlacement.with_replicas: rank {r} for row {row} is outside [0, {self.world_size})"
                     )
                 if r != owner:

@@ -8,7 +8,7 @@ partitioned store's header all-to-all, which carries a rank's failure); then :fu
 owners, each owner serves its rows (translating the ids itself: no rank holds a global table), and the rows come back
 grouped by owner, as asked. Every exchange (:func:`exchange`) waits under the one dead-peer rule
 (:func:`~sparsetrain.collective._exchange.peer_lost`): a peer that died, stopped or never arrived is one
-:class:`~sparsetrain.collective.errors.CollectiveError` line naming the operation, the stage, this rank and the fix.
+:class:`~sparsetrain.errors.CollectiveError` line naming the operation, the stage, this rank and the fix.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def exchange(x: torch.Tensor, send: Sequence[int], recv: Sequence[int], *, op: s
              device: torch.device, timeout: Timeout = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """One all-to-all of rows with variable splits (``send[r]`` rows of ``x`` to rank ``r``, ``recv[r]`` from it),
     on ``device`` (the group's :func:`~sparsetrain.collective.comm_device`), waited for at most ``timeout`` (None:
-    the group's); a failure is the dead-peer rule's :class:`~sparsetrain.collective.errors.CollectiveError`.
+    the group's); a failure is the dead-peer rule's :class:`~sparsetrain.errors.CollectiveError`.
     One rank (or no process group): ``x`` itself. ``out``: filled in place."""
     return ex.exchange_rows(x, send, recv, op=op, stage=stage, info=info, device=device, timeout=timeout, out=out)
 

@@ -15,17 +15,12 @@ import math
 import numpy as np
 import torch
 
-from sparsetrain.collective.errors import CollectiveInputError
 from sparsetrain.collective.groups import Timeout, group_info
 from sparsetrain.collective.placement import RowPlacement
 from sparsetrain.collective.sparse_ops import gather_distinct
 from sparsetrain.collective.stats import CollectiveStats
+from sparsetrain.errors import InputError
 from sparsetrain.storage.base import FeatureSource
-from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
-
-
-class ShardedFeatureIdError(CollectiveInputError, FeatureIdError):
-    """Bad ids given to :meth:`ShardedFeatures.gather` on some rank; raised on every rank of the group."""
 
 
 class ShardedFeatures(FeatureSource):
@@ -85,7 +80,7 @@ class ShardedFeatures(FeatureSource):
         else:
             placement = RowPlacement.from_owner(partition, info.world_size)
         if placement.num_rows != len(table):
-            raise CollectiveInputError(
+            raise InputError(
                 f"ShardedFeatures.from_table: the partition covers {placement.num_rows} rows but the table has "
                 f"{len(table)}; pass one owner rank per table row"
             )
@@ -121,22 +116,22 @@ class ShardedFeatures(FeatureSource):
         """Rows ``ids`` (any order, duplicates, possibly empty) as ``[len(ids), *row_shape]`` on ``self.device``.
 
         Collective over the group. ``out``, when given, must be a contiguous tensor of that
-        shape, dtype and device. Bad ids on any rank raise :class:`ShardedFeatureIdError`
-        (a ``FeatureIdError``) on every rank; a bad ``out`` raises ``FeatureOutputError`` on
+        shape, dtype and device. Bad ids on any rank raise :class:`InputError`
+        (an ``InputError``) on every rank; a bad ``out`` raises ``InputError`` on
         its rank after the collective, so the other ranks do not wait for it.
         """
         ids_t = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(np.asarray(ids))
         n = ids_t.numel() if ids_t.dim() == 1 else 0
         try:
             result, bad_out = self._output(n, out), None
-        except FeatureOutputError as exc:
+        except InputError as exc:
             result, bad_out = self._empty((n, *self.row_shape)), exc
         try:
             self._gather_into(ids_t, result)
-        except CollectiveInputError as exc:
+        except InputError as exc:
             if "bad input" in str(exc):
                 message = str(exc).replace("sparse_all_gather", f"{type(self).__name__}.gather", 1)
-                raise ShardedFeatureIdError(message) from exc
+                raise InputError(message) from exc
             raise
         if bad_out is not None:
             raise bad_out

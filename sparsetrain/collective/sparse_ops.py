@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 import torch
 
 from sparsetrain.collective import _exchange as ex
-from sparsetrain.collective.errors import CollectiveInputError
 from sparsetrain.collective.groups import Timeout, comm_device, group_info
 from sparsetrain.collective.placement import RowPlacement
 from sparsetrain.collective.remote_rows import fetch_rows, group_by_owner
 from sparsetrain.collective.stats import CallRecord, CollectiveStats, collective_stats
-from sparsetrain.errors import SettingTypeError
+from sparsetrain.errors import InputError, SettingTypeError
 
 GATHER = "sparse_all_gather"
 REDUCE = "sparse_reduce_scatter"
@@ -122,7 +121,7 @@ def _row_numel(shape) -> int:
     return n
 
 
-def _raise_local(err: CollectiveInputError, local_exc: BaseException | None):
+def _raise_local(err: InputError, local_exc: BaseException | None):
     if local_exc is not None:
         raise err from local_exc
     raise err
@@ -157,7 +156,7 @@ class _Call:
         self.rec.meta_bytes = (self.info.world_size - 1) * meta.shape[1] * 8
         try:
             ex.check_meta(meta, op=self.op, info=self.info, what=what)
-        except CollectiveInputError as err:
+        except InputError as err:
             _raise_local(err, self.local_exc)
         return meta
 
@@ -220,8 +219,8 @@ def gather_distinct(local_rows, row_ids, placement, group, timeout, stats, grad_
         def serve(asked: torch.Tensor) -> torch.Tensor:
             plan.served_idx = placement.local_index_on(rank, asked.to(device))
             if plan.served_idx.numel() and bool((plan.served_idx < 0).any()):
-                raise CollectiveInputError(f"{GATHER}: rank {rank} was asked for rows it does not hold; the ranks' "
-                                           "placements differ")
+                raise InputError(f"{GATHER}: rank {rank} was asked for rows it does not hold; the ranks' "
+                                 "placements differ")
             return flat.index_select(0, plan.served_idx)
 
         recv_ids, served, _ = fetch_rows(send_ids, plan.send_splits, plan.recv_splits, serve, op=GATHER, info=call.info,
@@ -297,8 +296,8 @@ def _reduce_scatter_impl(grad_rows, row_ids, placement, group, timeout, stats) -
         got_ids, got_rows = ex.unpack_rows(got, dtype, (numel,))
         owner, local = placement.locate(got_ids)
         if got_ids.numel() and bool((owner != rank).any()):
-            raise CollectiveInputError(f"{REDUCE}: rank {rank} received gradients for rows it does not own; the ranks' "
-                                       "placements differ")
+            raise InputError(f"{REDUCE}: rank {rank} received gradients for rows it does not own; the ranks' "
+                             "placements differ")
         out.index_add_(0, local, got_rows)
         call.rec.bytes_sent = send.numel()
         call.rec.bytes_received = got.numel()
@@ -347,7 +346,7 @@ def sparse_all_gather(
     :func:`sparse_reduce_scatter`, a collective too, so every rank must backpropagate
     through every gather. ``timeout`` (seconds or timedelta) bounds each exchange;
     default: the process group's timeout. Bad input on any rank raises
-    :class:`CollectiveInputError` on every rank.
+    :class:`InputError` on every rank.
     """
     grad_flag = int(torch.is_grad_enabled() and isinstance(local_rows, torch.Tensor) and local_rows.requires_grad)
     if grad_flag:

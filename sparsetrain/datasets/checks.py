@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from sparsetrain.datasets import format as fmt
-from sparsetrain.errors import ChecksumError, DatasetError, SparsetrainError
+from sparsetrain.errors import DatasetError, SparsetrainError
 from sparsetrain.sampling.graph import MappedFile
 from sparsetrain.storage.mmap import read_npy_header
 
@@ -27,7 +27,7 @@ def check_files(folder: Path, meta: dict, small_file_bytes: int | None = None, f
     """Every array file of ``meta['files']`` has the shape and dtype meta.json recorded and the size its header
     promises; those up to ``small_file_bytes`` (default ``SMALL_FILE_BYTES``; 0: none)
     match their recorded sha256 (``record``: the file that records them, for the message). Raises
-    :class:`~sparsetrain.errors.ChecksumError` naming the file and ``fix``."""
+    :class:`~sparsetrain.errors.DatasetError` naming the file and ``fix``."""
     small_file_bytes = SMALL_FILE_BYTES if small_file_bytes is None else small_file_bytes
     for name, entry in meta["files"].items():
         path = folder / name
@@ -39,13 +39,13 @@ def check_files(folder: Path, meta: dict, small_file_bytes: int | None = None, f
             raise DatasetError(f"{path}: not a readable .npy file; {fix}") from None
         if isinstance(entry, dict) and entry.get("shape") is not None and (
                 list(shape) != list(entry["shape"]) or str(dtype) != entry.get("dtype", str(dtype))):
-            raise ChecksumError(f"{path}: holds {str(dtype)} {list(shape)} where {record} records "
-                                f"{entry.get('dtype')} {list(entry['shape'])}; {fix}")
+            raise DatasetError(f"{path}: holds {str(dtype)} {list(shape)} where {record} records "
+                               f"{entry.get('dtype')} {list(entry['shape'])}; {fix}")
         size, expected = path.stat().st_size, offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if size != expected:
-            raise ChecksumError(f"{path}: {size} bytes where its header describes {expected}; {fix}")
+            raise DatasetError(f"{path}: {size} bytes where its header describes {expected}; {fix}")
         if size <= small_file_bytes and fmt.sha256_file(path) != entry["sha256"]:
-            raise ChecksumError(f"{path}: sha256 does not match {record}; {fix}")
+            raise DatasetError(f"{path}: sha256 does not match {record}; {fix}")
 
 
 def array_chunks(array: np.ndarray, chunk: int, check=None):

@@ -11,7 +11,7 @@ import numpy as np
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.presets import DEFAULT_SPLIT, IGB_SIZES, IGBH_PRESETS, PRESETS
 from sparsetrain.datasets.reorder import METHODS
-from sparsetrain.errors import DatasetError, UsageError
+from sparsetrain.errors import DatasetError, SettingError
 
 
 def _add_build_options(p: argparse.ArgumentParser, with_cleaning: bool = True) -> None:
@@ -179,10 +179,10 @@ def _pairs(values: list[str], flag: str, key=str) -> dict:
     for text in values:
         name, sep, value = (part.strip() for part in text.partition("="))
         if not sep or not name or not value:
-            raise UsageError(f"{flag} {text!r}: write it as KEY=VALUE (e.g. {flag} paper=paper_feat.npy)")
+            raise SettingError(f"{flag} {text!r}: write it as KEY=VALUE (e.g. {flag} paper=paper_feat.npy)")
         if key(name) in out:
-            raise UsageError(f"{flag} is given twice for {name} ({out[key(name)]} and {value}); give each type once "
-                             "(merge its files into one)")
+            raise SettingError(f"{flag} is given twice for {name} ({out[key(name)]} and {value}); give each type once "
+                               "(merge its files into one)")
         out[key(name)] = value
     return out
 
@@ -248,27 +248,27 @@ def _check_flags(args: argparse.Namespace, kind: str) -> None:
     """Every flag given is used: a flag given twice, or one this input does not use, is refused in one line."""
     for uses in getattr(args, "given_flags", {}).values():
         if len(uses) > 1:
-            raise UsageError(f"{uses[0]} is given {len(uses)} times; a later value would replace the first: give it "
-                             "once")
+            raise SettingError(f"{uses[0]} is given {len(uses)} times; a later value would replace the first: give it "
+                               "once")
     for dest, (kinds, instead) in _APPLIES.items():
         if _given(args, dest) and kind not in kinds:
-            raise UsageError(f"--{dest.replace('_', '-')} does not apply to {_INPUTS[kind]}: {instead}")
+            raise SettingError(f"--{dest.replace('_', '-')} does not apply to {_INPUTS[kind]}: {instead}")
     labelled = {"edges": _given(args, "labels"), "typed": _given(args, "node_labels")}.get(kind, True)
     featured = {"edges": _given(args, "features"), "typed": _given(args, "node_features")}.get(kind, True)
     if _given(args, "num_classes") and not labelled:
-        raise UsageError(f"--num-classes {args.num_classes} without labels: give the labels (--labels or "
-                         "--node-labels), or drop it")
+        raise SettingError(f"--num-classes {args.num_classes} without labels: give the labels (--labels or "
+                           "--node-labels), or drop it")
     if _given(args, "feature_dtype") and not featured:
-        raise UsageError(f"--feature-dtype {args.feature_dtype} without features: give them (--features or "
-                         "--node-features), or drop it")
+        raise SettingError(f"--feature-dtype {args.feature_dtype} without features: give them (--features or "
+                           "--node-features), or drop it")
     split_files = any(_given(args, f"{n}_idx") for n in fmt.SPLIT_NAMES) or _given(args, "ogb_split")
     if _given(args, "split") and (not labelled or split_files):
         why = "there are no labels to split" if not labelled else "a split is given (split files or --ogb-split)"
-        raise UsageError(f"--split draws a random split, but {why}; drop --split")
+        raise SettingError(f"--split draws a random split, but {why}; drop --split")
     if _given(args, "link_negatives"):
         if not _given(args, "link_split"):
-            raise UsageError("--link-negatives counts the negatives of --link-split's validation/test edges; add "
-                             "--link-split or drop it")
+            raise SettingError("--link-negatives counts the negatives of --link-split's validation/test edges; add "
+                               "--link-split or drop it")
         from sparsetrain.datasets.edge_split import check_negatives
 
         check_negatives(args.link_negatives)
@@ -314,9 +314,9 @@ def _counts(values: list[str]) -> dict[str, int]:
         try:
             counts[t] = int(v)
         except ValueError:
-            raise UsageError(f"--node-count {t}={v}: the count must be a whole number") from None
+            raise SettingError(f"--node-count {t}={v}: the count must be a whole number") from None
         if counts[t] < 0:
-            raise UsageError(f"--node-count {t}={v}: a node count is a whole number >= 0") from None
+            raise SettingError(f"--node-count {t}={v}: a node count is a whole number >= 0") from None
     return counts
 
 
@@ -331,8 +331,8 @@ def _summary(ds) -> str:
 def _one_node_time(values: list[str]) -> Path | None:
     """``--node-time FILE`` of an --edges import: one file (a homogeneous graph has one node type)."""
     if len(values) > 1:
-        raise UsageError(f"--node-time is given {len(values)} times; an --edges graph has one node type: give one "
-                         "file of one time per node")
+        raise SettingError(f"--node-time is given {len(values)} times; an --edges graph has one node type: give one "
+                           "file of one time per node")
     return Path(values[0]) if values else None
 
 

@@ -21,9 +21,8 @@ from sparsetrain.datasets import legacy
 from sparsetrain.datasets.checks import array_chunks, check_increasing, check_range, format_array, mapped_file
 from sparsetrain.datasets.edge_split import EdgeSplit
 from sparsetrain.datasets.format import EdgeType
-from sparsetrain.errors import ChecksumError, DatasetError
+from sparsetrain.errors import DamagedFileError, DatasetError
 from sparsetrain.sampling.graph import CSCGraph
-from sparsetrain.storage.errors import FeatureFileError
 from sparsetrain.storage.mmap import MmapFeatures
 
 
@@ -179,14 +178,14 @@ class GraphDataset:
         if entry is None:
             if self.is_typed:
                 with_features = sorted(t for t, n in self.meta.get("features", {}).items() if n in self.meta["files"])
-                raise FeatureFileError(f"{self.path / fmt.META_FILE}: node type {node_type!r} has no features; "
+                raise DamagedFileError(f"{self.path / fmt.META_FILE}: node type {node_type!r} has no features; "
                                        f"node types with features: {with_features}")
-            raise FeatureFileError(f"{self.path / fmt.META_FILE}: 'files' has no {fmt.FEATURES}; this dataset has no "
+            raise DamagedFileError(f"{self.path / fmt.META_FILE}: 'files' has no {fmt.FEATURES}; this dataset has no "
                                    "node features")
         store = MmapFeatures(self.path / name, **options)
         if str(store.np_dtype) != entry["dtype"] or list(store.shape) != list(entry["shape"]):
             store.close()
-            raise FeatureFileError(
+            raise DamagedFileError(
                 f"{store.path}: holds {store.np_dtype}{list(store.shape)} but meta.json records "
                 f"{entry['dtype']}{entry['shape']}; "
                 "the file was replaced or damaged, re-run `sparsetrain preprocess`"
@@ -321,7 +320,7 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     """Open a dataset folder made by ``sparsetrain preprocess`` / ``synth`` / :func:`from_pyg` (any format version).
 
     The graph and the features are memory-mapped, the per-node arrays read. ``verify=True`` also checks every
-    file's sha256 (reads everything once; :class:`~sparsetrain.errors.ChecksumError`) and the structure
+    file's sha256 (reads everything once; :class:`~sparsetrain.errors.DatasetError`) and the structure
     (:func:`verify_structure`).
     """
     folder = Path(path)
@@ -329,7 +328,7 @@ def load(path: str | os.PathLike, verify: bool = False) -> GraphDataset:
     if verify:
         bad = [name for name, ok in verify_checksums(folder, meta).items() if not ok]
         if bad:
-            raise ChecksumError(
+            raise DatasetError(
                 f"{folder / bad[0]}: sha256 does not match meta.json ({len(bad)} file(s) differ: {', '.join(bad)}); "
                 "the file was altered or truncated, re-run `sparsetrain preprocess`"
             )
@@ -395,12 +394,12 @@ def _open_graph(folder: Path, meta: dict) -> tuple[CSCGraph, dict[EdgeType, torc
     indptr = arrays["indptr"]
     for et, entry in zip(edge_types, meta["edge_types"]):
         if int(indptr[column]) != edge:
-            raise ChecksumError(f"{folder / fmt.INDPTR}: entry {column} is {int(indptr[column])}, but edge type "
-                                f"{et}'s edges start at {edge}; the dataset is damaged")
+            raise DatasetError(f"{folder / fmt.INDPTR}: entry {column} is {int(indptr[column])}, but edge type "
+                               f"{et}'s edges start at {edge}; the dataset is damaged")
         column, edge = column + counts[et[2]], edge + entry["num_edges"]
     if int(indptr[-1]) != num_edges:
-        raise ChecksumError(f"{folder / fmt.INDPTR}: does not describe {num_edges} edges over {columns} columns; the "
-                            "dataset is damaged")
+        raise DatasetError(f"{folder / fmt.INDPTR}: does not describe {num_edges} edges over {columns} columns; the "
+                           "dataset is damaged")
     edge_ids = {}
     if fmt.EDGE_IDS in meta["files"]:
         flat = torch.from_numpy(format_array(folder, meta, fmt.EDGE_IDS, ("int64",), (num_edges,)))

@@ -20,8 +20,7 @@ import torch
 
 from sparsetrain.datasets.csc import RawCSC
 from sparsetrain.datasets.format import LINK_SPLIT_NAMES
-from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.errors import DatasetError, InputError
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.sampling.negatives import NegativeSampler
 
@@ -141,7 +140,7 @@ def random_edge_split(csc: RawCSC, fractions, *, symmetric: bool, neg_per_pos: i
             continue
         try:
             neg_dst = full.destinations(pos[0], neg_per_pos, key=key)
-        except SamplingError as exc:  # its fix names the Python keyword; the import has none to offer
+        except InputError as exc:  # its fix names the Python keyword; the import has none to offer
             raise DatasetError(f"{name} negatives: {str(exc).split(';')[0]}; every val/test negative must be a "
                                "non-edge, so link prediction needs a sparser graph (or leave that node out)") from None
         neg = torch.stack([pos[0].repeat_interleave(neg_per_pos), neg_dst])

@@ -25,10 +25,6 @@ PARTITION_MANIFEST = "manifest.json"
 DATASET, PARTITIONED, PART = "dataset folder", "partitioned folder", "part"
 
 
-class OutputPathError(SettingError):
-    """An output path inside a data folder (or holding an input) that the command would damage or lose."""
-
-
 def folder_kind(folder: Path) -> str | None:
     """What ``folder`` holds: ``DATASET``, ``PARTITIONED``, ``PART`` (a dataset inside a partitioned folder) or
     None."""
@@ -65,23 +61,23 @@ def check_output_path(flag: str, path: str | os.PathLike, *, inputs: tuple = (),
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
-        raise OutputPathError(f"{flag} {path}: {existing} is a file, not a folder; give a path under a folder")
+        raise SettingError(f"{flag} {path}: {existing} is a file, not a folder; give a path under a folder")
     for given in inputs:
         if given is None:
             continue
         folder = Path(os.path.realpath(given))
         kind = folder_kind(folder) or "input folder"
         if resolved == folder or folder in resolved.parents:
-            raise OutputPathError(f"{flag} {path}: is in the {kind} {given} this command reads; give a path "
-                                  "outside it")
+            raise SettingError(f"{flag} {path}: is in the {kind} {given} this command reads; give a path "
+                               "outside it")
         if creates is not None and resolved in folder.parents:
-            raise OutputPathError(f"{flag} {path}: holds the {kind} {given} this command reads (replacing it would "
-                                  "delete it); choose a path outside it")
+            raise SettingError(f"{flag} {path}: holds the {kind} {given} this command reads (replacing it would "
+                               "delete it); choose a path outside it")
     start = resolved.parent if creates is not None else resolved
     found = enclosing_data_folder(start)
     if found is not None:
         kind, folder = found
         where = "is the" if folder == resolved else "is in the"
-        raise OutputPathError(f"{flag} {path}: {where} {kind} {folder}; sparsetrain writes nothing into a data "
-                              "folder (it would damage the data, or go with the folder at its next --overwrite), "
-                              "give a path outside it")
+        raise SettingError(f"{flag} {path}: {where} {kind} {folder}; sparsetrain writes nothing into a data "
+                           "folder (it would damage the data, or go with the folder at its next --overwrite), "
+                           "give a path outside it")

@@ -7,6 +7,6 @@ See ``docs/migrating_from_dgl.md``.
 """
 
 from sparsetrain.dgl.loader import DataLoader
-from sparsetrain.dgl.sampler import MultiLayerFullNeighborSampler, NeighborSampler
+from sparsetrain.dgl.sampler import DGLNeighborSampler, MultiLayerFullNeighborSampler
 
-__all__ = ["DataLoader", "NeighborSampler", "MultiLayerFullNeighborSampler"]
+__all__ = ["DataLoader", "DGLNeighborSampler", "MultiLayerFullNeighborSampler"]

@@ -16,8 +16,7 @@ import torch
 
 from sparsetrain import _args
 from sparsetrain.dgl.sampler import SamplerSettings, settings_of, to_fanouts
-from sparsetrain.errors import SettingTypeError
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.errors import InputError, SettingTypeError
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import import_dgl
@@ -36,7 +35,7 @@ class DataLoader:
 
     ``indices``: the seed node ids (a tensor), or a dict ``{node type: ids}`` on a typed graph (seeds of every type
     shuffled together, as DGL does; each batch's ``output_nodes`` holds the types it drew). ``graph_sampler``:
-    :class:`sparsetrain.dgl.NeighborSampler` or DGL's own ``dgl.dataloading.NeighborSampler`` /
+    :class:`sparsetrain.dgl.DGLNeighborSampler` or DGL's own ``dgl.dataloading.NeighborSampler`` /
     ``MultiLayerFullNeighborSampler`` (its fanouts, ``replace``, ``prob``/``mask`` and prefetch names are read).
     Iterating yields ``(input_nodes, output_nodes, blocks)``: ``blocks`` one DGL block per layer, input layer first,
     with ``dgl.NID`` on their nodes and ``dgl.EID`` on their edges, in the graph's id type (a DGL graph's
@@ -51,7 +50,7 @@ class DataLoader:
         unknown = sorted(set(kwargs) - set(IGNORED))
         if unknown:
             raise SettingTypeError(f"sparsetrain.dgl.DataLoader got an unexpected keyword argument {unknown[0]!r}")
-        batch_size = _args.integer("DataLoader", "batch_size", batch_size, low=1, error=SamplingError)
+        batch_size = _args.integer("DataLoader", "batch_size", batch_size, low=1, error=InputError)
         drop_last = _args.boolean("DataLoader", "drop_last", drop_last)  # 'no' is refused, not read as True
         shuffle = _args.boolean("DataLoader", "shuffle", shuffle)
         use_ddp = _args.boolean("DataLoader", "use_ddp", use_ddp)
@@ -134,31 +133,31 @@ class DataLoader:
         if hasattr(graph, "nodes") and hasattr(graph, "ndata"):  # a DGLGraph
             data = graph.nodes[node_type].data
             if name not in data:
-                raise SamplingError(f"DataLoader prefetch {name!r}: node type {node_type!r} of the DGL graph has no "
-                                    f"such node data (it has {sorted(data.keys())}); add "
-                                    f"g.nodes[{node_type!r}].data[{name!r}] or drop the name")
+                raise InputError(f"DataLoader prefetch {name!r}: node type {node_type!r} of the DGL graph has no "
+                                 f"such node data (it has {sorted(data.keys())}); add "
+                                 f"g.nodes[{node_type!r}].data[{name!r}] or drop the name")
             return data[name]
         features = getattr(graph, "features_by_type", None)
         if features is None:
-            raise SamplingError(f"DataLoader prefetch {name!r}: a CSCGraph holds no node data; pass the dataset "
-                                "(sparsetrain.load(path)) or the DGL graph")
+            raise InputError(f"DataLoader prefetch {name!r}: a CSCGraph holds no node data; pass the dataset "
+                             "(sparsetrain.load(path)) or the DGL graph")
         labels = graph.labels_by_type.get(node_type)
         if name in ("label", "labels", "y") and labels is not None:
             return torch.as_tensor(labels)
         if name in ("feat", "features", "x") and features.get(node_type) is not None:
             return graph.feature_store(node_type)
-        raise SamplingError(f"DataLoader prefetch {name!r}: a sparsetrain dataset has node data 'feat' and 'label'; "
-                            f"name one of them")
+        raise InputError(f"DataLoader prefetch {name!r}: a sparsetrain dataset has node data 'feat' and 'label'; "
+                         f"name one of them")
 
     def _edge_data(self, name: str, edge_type) -> torch.Tensor:
         graph = self.graph
         if hasattr(graph, "edges") and hasattr(graph, "edata"):
             data = graph.edges[edge_type].data
             if name not in data:
-                raise SamplingError(f"DataLoader prefetch_edge_feats {name!r}: edge type {edge_type} of the DGL graph "
-                                    f"has no such edge data (it has {sorted(data.keys())}); add it or drop the name")
+                raise InputError(f"DataLoader prefetch_edge_feats {name!r}: edge type {edge_type} of the DGL graph "
+                                 f"has no such edge data (it has {sorted(data.keys())}); add it or drop the name")
             return data[name]
-        raise SamplingError(f"DataLoader prefetch_edge_feats {name!r}: edge data is read from a DGL graph's edata")
+        raise InputError(f"DataLoader prefetch_edge_feats {name!r}: edge data is read from a DGL graph's edata")
 
 
 def mb_device(mb) -> torch.device:
@@ -204,14 +203,14 @@ def _csc_of(graph, prob: str | None) -> tuple[CSCGraph, torch.dtype, torch.devic
         return _weighted(csc, prob), torch.int64, torch.device("cpu")
     if hasattr(graph, "canonical_etypes") and hasattr(graph, "idtype"):
         return _from_dgl(graph, prob), graph.idtype, graph.device
-    raise SamplingError(f"DataLoader graph is a {type(graph).__name__}; give a dgl.DGLGraph, a sparsetrain dataset "
-                        "(sparsetrain.load(path)) or a sparsetrain.sampling.CSCGraph")
+    raise InputError(f"DataLoader graph is a {type(graph).__name__}; give a dgl.DGLGraph, a sparsetrain dataset "
+                     "(sparsetrain.load(path)) or a sparsetrain.sampling.CSCGraph")
 
 
 def _weighted(csc: CSCGraph, prob: str | None) -> CSCGraph:
     if prob is not None and csc.weights is None:
-        raise SamplingError(f"NeighborSampler prob={prob!r}: this sparsetrain graph has no edge weights; import it "
-                            "with weights, or pass the DGL graph whose edata holds them")
+        raise InputError(f"NeighborSampler prob={prob!r}: this sparsetrain graph has no edge weights; import it "
+                         "with weights, or pass the DGL graph whose edata holds them")
     return csc
 
 
@@ -223,8 +222,8 @@ def _from_dgl(g, prob: str | None) -> CSCGraph:
             return None
         data = g.edges[et].data
         if prob not in data:
-            raise SamplingError(f"NeighborSampler prob={prob!r}: edge type {et} has no such edge feature; add "
-                                f"g.edges[{et!r}].data[{prob!r}]")
+            raise InputError(f"NeighborSampler prob={prob!r}: edge type {et} has no such edge feature; add "
+                             f"g.edges[{et!r}].data[{prob!r}]")
         return data[prob].detach().cpu().float().reshape(-1)
 
     def edge_index(et):
@@ -246,15 +245,15 @@ def _flat_indices(indices, csc: CSCGraph) -> tuple[torch.Tensor | None, torch.Te
         if not csc.is_typed:
             names = set(indices)
             if names - {"_N"}:
-                raise SamplingError(f"DataLoader indices name node types {sorted(names)}; the graph has one node "
-                                    "type: give a tensor of node ids")
+                raise InputError(f"DataLoader indices name node types {sorted(names)}; the graph has one node "
+                                 "type: give a tensor of node ids")
             return None, _ids(indices.get("_N", torch.empty(0, dtype=torch.int64)), "indices['_N']")
         types, ids = [], []
         names = list(csc.node_types)
         for node_type, value in indices.items():
             if node_type not in names:
-                raise SamplingError(f"DataLoader indices: the graph has no node type {node_type!r}; its node types: "
-                                    f"{names}")
+                raise InputError(f"DataLoader indices: the graph has no node type {node_type!r}; its node types: "
+                                 f"{names}")
             t = _ids(value, f"indices[{node_type!r}]")
             ids.append(t)
             types.append(torch.full_like(t, names.index(node_type)))
@@ -263,8 +262,8 @@ def _flat_indices(indices, csc: CSCGraph) -> tuple[torch.Tensor | None, torch.Te
     ids = _ids(indices, "indices")
     if csc.is_typed:
         if len(csc.node_types) != 1:
-            raise SamplingError(f"DataLoader indices is a tensor; the graph has node types {list(csc.node_types)}: "
-                                "give a dict {node type: ids}")
+            raise InputError(f"DataLoader indices is a tensor; the graph has node types {list(csc.node_types)}: "
+                             "give a dict {node type: ids}")
         return torch.zeros_like(ids), ids
     return None, ids
 
@@ -275,13 +274,13 @@ def _device(device) -> torch.device:
     try:
         result = torch.device(device)
     except (RuntimeError, TypeError):
-        raise SamplingError(f"DataLoader device={device!r}; give 'cpu', 'cuda' or 'cuda:N'") from None
+        raise InputError(f"DataLoader device={device!r}; give 'cpu', 'cuda' or 'cuda:N'") from None
     if result.type == "cuda" and not torch.cuda.is_available():
-        raise SamplingError(f"DataLoader device={device!r}: no CUDA device is visible to this process; give "
-                            "device='cpu'")
+        raise InputError(f"DataLoader device={device!r}: no CUDA device is visible to this process; give "
+                         "device='cpu'")
     if result.type == "cuda" and result.index is not None and result.index >= torch.cuda.device_count():
-        raise SamplingError(f"DataLoader device={device!r}: this process sees {torch.cuda.device_count()} CUDA "
-                            "device(s); give one of them")
+        raise InputError(f"DataLoader device={device!r}: this process sees {torch.cuda.device_count()} CUDA "
+                         "device(s); give one of them")
     return result
 
 
@@ -289,11 +288,11 @@ def _ids(value, what: str) -> torch.Tensor:
     try:
         t = torch.as_tensor(value)
     except (TypeError, ValueError, RuntimeError):
-        raise SamplingError(f"DataLoader {what}: give a 1-D tensor of node ids; got a {type(value).__name__}") \
+        raise InputError(f"DataLoader {what}: give a 1-D tensor of node ids; got a {type(value).__name__}") \
             from None
     if t.dim() != 1 or t.dtype.is_floating_point or t.dtype == torch.bool or t.dtype.is_complex:
-        raise SamplingError(f"DataLoader {what}: give a 1-D tensor of node ids; got shape {list(t.shape)} dtype "
-                            f"{t.dtype}")
+        raise InputError(f"DataLoader {what}: give a 1-D tensor of node ids; got shape {list(t.shape)} dtype "
+                         f"{t.dtype}")
     return t.detach().cpu().long()
 
 
@@ -303,8 +302,8 @@ def _rank_share(types: torch.Tensor | None, ids: torch.Tensor, drop_last: bool):
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
-        raise SamplingError("DataLoader(use_ddp=True) needs torch.distributed's default process group; call "
-                            "torch.distributed.init_process_group first")
+        raise InputError("DataLoader(use_ddp=True) needs torch.distributed's default process group; call "
+                         "torch.distributed.init_process_group first")
     rank, world = dist.get_rank(), dist.get_world_size()
     n = ids.numel()
     per_rank = n // world if drop_last else math.ceil(n / world)

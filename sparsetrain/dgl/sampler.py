@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sparsetrain import _args
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.errors import InputError
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import CSCGraph
 
 
-class NeighborSampler:
+class DGLNeighborSampler:
     """DGL's ``dgl.dataloading.NeighborSampler(fanouts, edge_dir="in", prob=None, mask=None, replace=False,
     prefetch_node_feats=None, prefetch_labels=None, prefetch_edge_feats=None, output_device=None, fused=True)``, for
     :class:`sparsetrain.dgl.DataLoader`.
@@ -32,8 +32,8 @@ class NeighborSampler:
                  replace: bool = False, prefetch_node_feats=None, prefetch_labels=None, prefetch_edge_feats=None,
                  output_device=None, fused: bool = True) -> None:
         if mask is not None and prob is not None:
-            raise SamplingError("NeighborSampler: prob and mask exclude each other (as in DGL); multiply the "
-                                "probability by the mask and give prob")
+            raise InputError("NeighborSampler: prob and mask exclude each other (as in DGL); multiply the "
+                             "probability by the mask and give prob")
         self.fanouts = fanouts
         self.edge_dir = edge_dir
         self.prob = prob or mask
@@ -46,10 +46,11 @@ class NeighborSampler:
         _check_edge_dir(edge_dir)
 
     def __repr__(self) -> str:
-        return f"sparsetrain.dgl.NeighborSampler(fanouts={self.fanouts!r}, replace={self.replace}, prob={self.prob!r})"
+        return (f"sparsetrain.dgl.DGLNeighborSampler(fanouts={self.fanouts!r}, replace={self.replace}, "
+                f"prob={self.prob!r})")
 
 
-class MultiLayerFullNeighborSampler(NeighborSampler):
+class MultiLayerFullNeighborSampler(DGLNeighborSampler):
     """DGL's ``MultiLayerFullNeighborSampler(num_layers, **kwargs)``: every neighbour, ``num_layers`` hops."""
 
     def __init__(self, num_layers: int, **kwargs) -> None:
@@ -74,9 +75,9 @@ def settings_of(sampler) -> SamplerSettings:
     cls = type(sampler)
     dgl_neighbor = cls.__module__.startswith("dgl.") and any(
         c.__name__ == "NeighborSampler" and c.__module__.startswith("dgl.") for c in cls.__mro__)
-    if not isinstance(sampler, NeighborSampler) and not dgl_neighbor:
-        raise SamplingError(f"sparsetrain.dgl.DataLoader samples with a NeighborSampler (sparsetrain.dgl's or "
-                            f"dgl.dataloading's); got {cls.__module__}.{cls.__name__}, which it does not run")
+    if not isinstance(sampler, DGLNeighborSampler) and not dgl_neighbor:
+        raise InputError(f"sparsetrain.dgl.DataLoader samples with a NeighborSampler (sparsetrain.dgl's or "
+                         f"dgl.dataloading's); got {cls.__module__}.{cls.__name__}, which it does not run")
     _check_edge_dir(getattr(sampler, "edge_dir", "in"))
     return SamplerSettings(fanouts=sampler.fanouts, prob=getattr(sampler, "prob", None),
                            replace=_args.boolean("NeighborSampler", "replace", getattr(sampler, "replace", False)),
@@ -102,22 +103,22 @@ def _name_list(value, what: str) -> list:
         return [value]
     if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
         return list(value)
-    raise SamplingError(f"NeighborSampler {what}={value!r}: give a feature name, a list of names, or a dict of "
-                        "them per type")
+    raise InputError(f"NeighborSampler {what}={value!r}: give a feature name, a list of names, or a dict of "
+                     "them per type")
 
 
 def _check_edge_dir(edge_dir: str) -> None:
     if edge_dir != "in":
-        raise SamplingError(f"NeighborSampler(edge_dir={edge_dir!r}): sparsetrain.dgl samples in-edges (DGL's "
-                            "default 'in'); for out-edges, sample the reversed graph (dgl.reverse(g))")
+        raise InputError(f"NeighborSampler(edge_dir={edge_dir!r}): sparsetrain.dgl samples in-edges (DGL's "
+                         "default 'in'); for out-edges, sample the reversed graph (dgl.reverse(g))")
 
 
 def to_fanouts(fanouts, graph: CSCGraph) -> Fanouts:
     """DGL's per-layer ``fanouts`` (input layer first; ints, or dicts naming every edge type by name or canonical
     triple) as sparsetrain's :class:`Fanouts` (seeds outward)."""
     if not isinstance(fanouts, Sequence) or isinstance(fanouts, str):
-        raise SamplingError(f"NeighborSampler fanouts={fanouts!r}: give a list, one entry per layer (input layer "
-                            "first), each an int or a dict per edge type")
+        raise InputError(f"NeighborSampler fanouts={fanouts!r}: give a list, one entry per layer (input layer "
+                         "first), each an int or a dict per edge type")
     seeds_outward = list(reversed(list(fanouts)))
     if not any(isinstance(f, Mapping) for f in seeds_outward):
         return Fanouts(seeds_outward)
@@ -131,8 +132,8 @@ def to_fanouts(fanouts, graph: CSCGraph) -> Fanouts:
         given = {_canonical(key, edge_types): value for key, value in fanout.items()}
         missing = [et for et in edge_types if et not in given]
         if missing:
-            raise SamplingError(f"NeighborSampler fanouts: layer {len(seeds_outward) - 1 - layer} names no fanout for "
-                                f"edge type {missing[0]}; as in DGL, a dict gives one for every edge type")
+            raise InputError(f"NeighborSampler fanouts: layer {len(seeds_outward) - 1 - layer} names no fanout for "
+                             f"edge type {missing[0]}; as in DGL, a dict gives one for every edge type")
         for et in edge_types:
             per_type[et].append(given[et])
     return Fanouts(per_type)
@@ -148,6 +149,6 @@ def _canonical(key, edge_types: list) -> tuple:
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
-            raise SamplingError(f"NeighborSampler fanouts: edge type name {key!r} is ambiguous ({found}); name it by "
-                                "its canonical triple")
-    raise SamplingError(f"NeighborSampler fanouts: the graph has no edge type {key!r}; its edge types: {edge_types}")
+            raise InputError(f"NeighborSampler fanouts: edge type name {key!r} is ambiguous ({found}); name it by "
+                             "its canonical triple")
+    raise InputError(f"NeighborSampler fanouts: the graph has no edge type {key!r}; its edge types: {edge_types}")

@@ -7,8 +7,7 @@ from a ``TrainSettings`` of one small settings object per concern. Models live i
 ``ClusterSampler`` in :mod:`sparsetrain.sampling`.
 """
 
-from sparsetrain.engine.checkpoint import CheckpointError, load_latest_checkpoint, save_checkpoint
-from sparsetrain.engine.distributed import DistributedError
+from sparsetrain.engine.checkpoint import load_latest_checkpoint, save_checkpoint
 from sparsetrain.engine.evaluate import accuracy, full_graph_evaluator, sampled_evaluator
 from sparsetrain.engine.inference import layerwise_inference
 from sparsetrain.engine.loader import EpochStats, Loader
@@ -26,11 +25,11 @@ from sparsetrain.engine.settings import (
     SamplingSettings,
     TrainSettings,
 )
-from sparsetrain.engine.stages import LoaderError
 from sparsetrain.engine.trainer import Task, Trainer, fit
+from sparsetrain.errors import CheckpointError, CollectiveError, LoaderError
 
 __all__ = [
-    "CheckpointError", "DistributedError", "EpochStats", "Loader", "LoaderError", "PRECISIONS", "Task", "Trainer",
+    "CheckpointError", "CollectiveError", "EpochStats", "Loader", "LoaderError", "PRECISIONS", "Task", "Trainer",
     "autocast",
     "accuracy", "fit", "full_graph_evaluator", "layerwise_inference", "load_latest_checkpoint", "load_model", "predict",
     "sampled_evaluator", "save_checkpoint",

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from sparsetrain._process import pid_alive
-from sparsetrain.errors import SettingError, SparsetrainError
+from sparsetrain.errors import CheckpointError, SettingError
 
 _NAME = re.compile(r"^step-(\d+)\.pt$")
 RECORD_VERSION = 2
@@ -37,10 +37,6 @@ written by sparsetrain 0.1 (see :func:`_from_version_1`)."""
 _TEMP = re.compile(r"^\.(?:step-\d+|best)\.pt(?:\.sha256)?\.tmp-(\d+)$")
 BEST = "best.pt"
 """The weights of the best epoch (by the task's validation metric), beside the step checkpoints."""
-
-
-class CheckpointError(SparsetrainError, RuntimeError):
-    """No usable checkpoint where one was asked for."""
 
 
 def _sha256(path: Path) -> str:

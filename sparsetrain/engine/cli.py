@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from sparsetrain.engine.settings import FLAGS, PARTS, TrainSettings, field_docs, field_types, fields_of, flag_names
-from sparsetrain.errors import SettingError
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.errors import InputError, SettingError
 from sparsetrain.sampling.fanouts import Fanouts
 
 
@@ -18,7 +17,7 @@ def _fanouts(text: str) -> Fanouts:
     """``--fanout``'s argparse type: :meth:`Fanouts.parse`, its error as argparse's."""
     try:
         return Fanouts.parse(text)
-    except SamplingError as exc:
+    except InputError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

@@ -10,17 +10,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from sparsetrain.collective.errors import CollectiveError
 from sparsetrain.collective.groups import Timeout, init_process_group
-from sparsetrain.errors import SettingError, SparsetrainError
-
-
-class DistributedError(SparsetrainError, RuntimeError):
-    """Another rank died, timed out or disagreed; this rank cannot go on."""
-
-
-class DeviceError(SettingError):
-    """``--device`` names a device this machine does not have."""
+from sparsetrain.errors import CollectiveError, SettingError
 
 
 @dataclass
@@ -42,7 +33,7 @@ class DistContext:
 def choose_device(requested: str, local_rank: int = 0, world_size: int = 1) -> torch.device:
     """The run's one device, from ``--device`` (auto, cpu, cuda, cuda:N): auto is a GPU when one is visible; cuda is
     this rank's GPU (``local_rank`` modulo the GPUs); cuda:N one GPU of a single-process run; a GPU this machine does
-    not have is a one-line :class:`DeviceError`. Every later choice (feature placement, the graph's copy, the model)
+    not have is a one-line :class:`SettingError`. Every later choice (feature placement, the graph's copy, the model)
     reads this one."""
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
@@ -51,20 +42,20 @@ def choose_device(requested: str, local_rank: int = 0, world_size: int = 1) -> t
     except RuntimeError:
         device = None
     if device is None or device.type not in ("cpu", "cuda") or (device.type == "cpu" and device.index is not None):
-        raise DeviceError(f"--device {requested}: choose auto, cpu, cuda or cuda:N (N a GPU's index)")
+        raise SettingError(f"--device {requested}: choose auto, cpu, cuda or cuda:N (N a GPU's index)")
     if device.type == "cpu":
         return device
     if not torch.cuda.is_available():
-        raise DeviceError(f"--device {requested}: no CUDA device is visible to this process; pass --device cpu or "
-                          "auto")
+        raise SettingError(f"--device {requested}: no CUDA device is visible to this process; pass --device cpu or "
+                           "auto")
     if device.index is not None and world_size > 1:
-        raise DeviceError(f"--device {requested} names one GPU, but each of the {world_size} ranks needs its own; pass "
-                          "--device cuda (rank r takes GPU r of its node)")
+        raise SettingError(f"--device {requested} names one GPU, but each of the {world_size} ranks needs its own; "
+                           "pass --device cuda (rank r takes GPU r of its node)")
     count = torch.cuda.device_count()
     index = local_rank % count if device.index is None else device.index
     if index >= count:
-        raise DeviceError(f"--device {requested}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}; "
-                          "pass one of them or --device cuda")
+        raise SettingError(f"--device {requested}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}"
+                           "; pass one of them or --device cuda")
     return torch.device("cuda", index)
 
 
@@ -90,9 +81,9 @@ def init_from_env(device: str = "auto", timeout: Timeout = None) -> DistContext:
         except (RuntimeError, ValueError) as exc:  # the store or a peer never answered (DistStoreError, a timeout)
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
-            raise DistributedError(f"rank {rank} of {world_size}: could not join the process group at {where} "
-                                   f"({text}); start every rank (torchrun --nproc-per-node {world_size} ...) with the "
-                                   "same MASTER_ADDR/MASTER_PORT, or check that the address is reachable") from None
+            raise CollectiveError(f"rank {rank} of {world_size}: could not join the process group at {where} "
+                                  f"({text}); start every rank (torchrun --nproc-per-node {world_size} ...) with the "
+                                  "same MASTER_ADDR/MASTER_PORT, or check that the address is reachable") from None
     return ctx
 
 
@@ -115,10 +106,10 @@ def caused_by_another_rank(exc: BaseException) -> bool:
     return type(exc) is RuntimeError and bool(_BACKEND_FAILURE.search(str(exc)))
 
 
-def describe_failure(exc: BaseException, ctx: DistContext) -> DistributedError:
+def describe_failure(exc: BaseException, ctx: DistContext) -> CollectiveError:
     """One line for a failure :func:`caused_by_another_rank`: this rank lost contact with a peer."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return DistributedError(
+    return CollectiveError(
         f"rank {ctx.rank} of {ctx.world_size}: lost contact with another rank ({text}); "
         "another process probably died, was killed or stopped responding; check its log, then restart (add --resume to "
         "continue from the last checkpoint)"

@@ -19,11 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from sparsetrain.errors import SparsetrainError
-
-
-class MetricInputError(SparsetrainError, ValueError):
-    """Scores of a shape a metric cannot rank (it names the shapes and the one expected)."""
+from sparsetrain.errors import InputError
 
 
 def roc_auc(pos: torch.Tensor, neg: torch.Tensor) -> float:
@@ -61,8 +57,8 @@ def ranks(pos: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:
     pos = pos.detach().reshape(-1, 1)
     neg = neg.detach()
     if neg.dim() != 2 or neg.shape[0] != pos.shape[0]:
-        raise MetricInputError(f"per-positive ranking needs neg of shape [{pos.shape[0]}, N] "
-                               f"(N negatives per positive); got {list(neg.shape)}")
+        raise InputError(f"per-positive ranking needs neg of shape [{pos.shape[0]}, N] "
+                         f"(N negatives per positive); got {list(neg.shape)}")
     optimistic = (neg > pos).sum(dim=1)
     pessimistic = (neg >= pos).sum(dim=1)
     return 0.5 * (optimistic + pessimistic) + 1

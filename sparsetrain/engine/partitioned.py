@@ -1,9 +1,9 @@
 """``sparsetrain train --data DIR`` on a partitioned folder (``sparsetrain partition``'s output): one part per rank.
 
 Rank ``r`` opens part ``r`` (:func:`~sparsetrain.partition.load_partition`), samples its own train nodes with
-:class:`~sparsetrain.distributed.DistNeighborSampler` over :func:`~sparsetrain.distributed.rank_batches` (every rank
+:class:`~sparsetrain.partitioned.DistNeighborSampler` over :func:`~sparsetrain.partitioned.rank_batches` (every rank
 as many batches, the short ones padded with empty batches), reads features through
-:class:`~sparsetrain.distributed.PartitionedFeatures` and trains with DDP through the same
+:class:`~sparsetrain.partitioned.PartitionedFeatures` and trains with DDP through the same
 :class:`~sparsetrain.engine.trainer.Trainer` and loader stages as every other run. Evaluation samples each rank's
 owned val/test nodes the same way and sums correct/total over the ranks. Sampler and feature exchanges share one
 group of their own, apart from DDP's, as ``--features sharded`` does.
@@ -19,7 +19,6 @@ import torch.nn.functional as F
 
 from sparsetrain.collective import all_reduce_sum, new_group
 from sparsetrain.datasets.format import NODE
-from sparsetrain.distributed import DistNeighborSampler, PartitionedFeatures, batches_per_epoch, rank_batches
 from sparsetrain.engine.dataset_meta import DatasetMeta, FeatureTable, PartsMeta
 from sparsetrain.engine.distributed import DistContext
 from sparsetrain.engine.evaluate import loaders_evaluator
@@ -37,6 +36,7 @@ from sparsetrain.engine.trainer import Task
 from sparsetrain.partition import load_partition
 from sparsetrain.partition.load import Partition, part_sizes
 from sparsetrain.partition.manifest import MANIFEST
+from sparsetrain.partitioned import DistNeighborSampler, PartitionedFeatures, batches_per_epoch, rank_batches
 from sparsetrain.sampling.minibatch import by_type
 
 

@@ -20,10 +20,6 @@ from sparsetrain.partition.partitioner import OWNED_FEATURES
 from sparsetrain.partition.per_type import owned_features_file
 
 
-class PartitionedRunError(SettingError):
-    """A setting a partitioned run cannot honour yet."""
-
-
 def check_part_contents(part: Partition) -> None:
     """A part a run can train on: it has features and labels (a dataset imported without them cannot be trained on
     once partitioned either)."""
@@ -31,8 +27,8 @@ def check_part_contents(part: Partition) -> None:
     for what, value, fix in (("node features", part.features_by_type or None, "--features"),
                              ("labels", part.dataset.labels_by_type.get(target), "--labels")):
         if value is None:
-            raise PartitionedRunError(f"{part.path}: the partitioned dataset has no {what}, which training needs; "
-                                      f"re-import it with {fix} (`sparsetrain preprocess`) and re-partition")
+            raise SettingError(f"{part.path}: the partitioned dataset has no {what}, which training needs; "
+                               f"re-import it with {fix} (`sparsetrain preprocess`) and re-partition")
 
 
 SAME_ON_EVERY_RANK_EXCEPT = {"data.path", "data.verify", "features.cache_gb", "run.device", "checkpoint.dir",
@@ -71,8 +67,8 @@ def check_same_settings(values: dict[str, str], ctx: DistContext) -> None:
     for rank, other in enumerate(gathered):
         for name, value in values.items():
             if other.get(name) != value:
-                raise PartitionedRunError(f"rank {ctx.rank}: {name} is {value} here but {other.get(name)} on rank "
-                                          f"{rank}; start every rank with the same flags and --data")
+                raise SettingError(f"rank {ctx.rank}: {name} is {value} here but {other.get(name)} on rank "
+                                   f"{rank}; start every rank with the same flags and --data")
 
 
 def owned_features_name(node_type: str) -> str:

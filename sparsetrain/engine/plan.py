@@ -288,7 +288,7 @@ def _optim(optim: OptimSettings, task: str, model: ModelSettings, steps_per_epoc
 
 def _steps_per_epoch(meta: DatasetMeta, train_seeds: int, batch_size: int, world_size: int) -> int:
     """Optimizer steps an epoch: a rank's share of the train seeds in batches; on parts, the batches of the part with
-    the most train nodes (every rank runs as many, :func:`~sparsetrain.distributed.batches_per_epoch`)."""
+    the most train nodes (every rank runs as many, :func:`~sparsetrain.partitioned.batches_per_epoch`)."""
     if meta.parts is not None:
         return max(-(-n // batch_size) for n in meta.parts.train_per_part)
     return -(-(train_seeds // world_size) // batch_size)

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 from sparsetrain.datasets.outputs import check_output_path
-from sparsetrain.engine.run_log import MissingPackageError, read_log
-from sparsetrain.errors import SettingError
+from sparsetrain.engine.run_log import read_log
+from sparsetrain.errors import BackendError, SettingError
 
 LOG_SUFFIXES = (".jsonl", ".json", ".csv")
 
@@ -96,8 +96,8 @@ def plot_run(run: Path, out: Path | None = None) -> Path:
         matplotlib.use("Agg")  # files only: no display needed
         import matplotlib.pyplot as plt
     except ImportError:
-        raise MissingPackageError("sparsetrain plot needs matplotlib: `pip install matplotlib` (or `pip install "
-                                  "sparsetrain[plot]`)") from None
+        raise BackendError("sparsetrain plot needs matplotlib: `pip install matplotlib` (or `pip install "
+                           "sparsetrain[plot]`)") from None
     losses = {k: v for k, v in series.items() if k in ("loss", "train_loss")}
     metrics = {k: v for k, v in series.items() if k not in losses}
     fig, axes = plt.subplots(1, 2 if metrics else 1, figsize=(11 if metrics else 6, 4), squeeze=False)

@@ -52,10 +52,6 @@ WRITE_ROWS = 1 << 16
 """Rows written at once (a Parquet row group)."""
 
 
-class PredictError(SettingError):
-    """A checkpoint, dataset or output path ``predict`` cannot use."""
-
-
 @dataclass
 class _Trained:
     model: torch.nn.Module
@@ -88,17 +84,17 @@ def _device(device: str | torch.device) -> torch.device:
 
 def _load(checkpoint, data, which: str) -> _Trained:
     if which not in ("best", "last"):
-        raise PredictError(f"which={which!r}: choose 'best' (the reported epoch's weights) or 'last'")
+        raise SettingError(f"which={which!r}: choose 'best' (the reported epoch's weights) or 'last'")
     path = _checkpoint_file(Path(checkpoint), which)
     state = load_checkpoint_file(path)
     record = state.get("run") if isinstance(state, dict) else None
     if not isinstance(record, dict) or "model" not in record or "record_version" not in record:
-        raise PredictError(f"{path}: records no run settings (not a checkpoint `sparsetrain train` wrote, or an older "
+        raise SettingError(f"{path}: records no run settings (not a checkpoint `sparsetrain train` wrote, or an older "
                            "sparsetrain's); load its 'model' weights into the model you built yourself")
     dataset = record.get("dataset")
     if not isinstance(state.get("model"), dict) or not isinstance(dataset, dict) or \
             not isinstance(dataset.get("path"), str) or not isinstance(dataset.get("sha256"), str):
-        raise PredictError(f"{path}: its {'model weights' if not isinstance(state.get('model'), dict) else 'dataset'} "
+        raise SettingError(f"{path}: its {'model weights' if not isinstance(state.get('model'), dict) else 'dataset'} "
                            "record is missing or malformed (the file was edited); use another checkpoint of the run "
                            "or train again")
     ds, differs = _dataset(record, data, path)
@@ -109,20 +105,20 @@ def _load(checkpoint, data, which: str) -> _Trained:
     try:
         settings = TrainSettings(data=ds.path, quiet=True, **flags)
     except SettingError as exc:
-        raise PredictError(f"{path}: its recorded settings are not valid ({exc}); the file was edited: use another "
+        raise SettingError(f"{path}: its recorded settings are not valid ({exc}); the file was edited: use another "
                            "checkpoint of the run or train again") from None
     try:
         run = plan(settings, meta, torch.device("cpu"), 1)
     except (SettingError, DatasetError) as exc:
         if data is None:
             raise
-        raise PredictError(f"{path}: the run's settings do not fit {ds.path} ({exc}); give the dataset the run "
+        raise SettingError(f"{path}: the run's settings do not fit {ds.path} ({exc}); give the dataset the run "
                            "trained on (--data)") from None
     model = _build(ds, meta, run)
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as exc:
-        raise PredictError(f"{path}: its weights do not fit the model built for {ds.path} "
+        raise SettingError(f"{path}: its weights do not fit the model built for {ds.path} "
                            f"({str(exc).splitlines()[1].strip() if len(str(exc).splitlines()) > 1 else exc}); "
                            "give the dataset the run trained on (--data)") from None
     _check_finite(state["model"], path)
@@ -146,12 +142,12 @@ def _checkpoint_file(path: Path, which: str) -> Path:
     if path.is_file():
         return path
     if not path.is_dir():
-        raise PredictError(f"{path}: no such checkpoint folder or file; give a train run's --checkpoint-dir")
+        raise SettingError(f"{path}: no such checkpoint folder or file; give a train run's --checkpoint-dir")
     if which == "best" and (path / BEST).is_file():
         return path / BEST
     found = list_checkpoints(path)
     if not found:
-        raise PredictError(f"{path}: holds no checkpoint (step-*.pt or {BEST}); train with --checkpoint-dir {path}")
+        raise SettingError(f"{path}: holds no checkpoint (step-*.pt or {BEST}); train with --checkpoint-dir {path}")
     if which == "best":
         warnings.warn(f"{path}: has no {BEST} (a run without evaluation, or an older sparsetrain); using the newest "
                       f"step checkpoint, {found[0].name}", stacklevel=3)
@@ -165,18 +161,18 @@ def _dataset(record: dict, data, checkpoint: Path):
     task = record.get("task", "node")
     if data is not None:
         if is_partitioned(data):
-            raise PredictError(f"{data}: is a partitioned folder; give the unpartitioned dataset it was cut from "
+            raise SettingError(f"{data}: is a partitioned folder; give the unpartitioned dataset it was cut from "
                                "(its manifest.json names it under dataset.path)")
         ds = open_dataset(data, quiet=True, task=task)
     elif is_partitioned(recorded):
         source = json.loads((Path(recorded) / "manifest.json").read_text())["dataset"]["path"]
         if not Path(source, "meta.json").is_file():
-            raise PredictError(f"{checkpoint}: a partitioned run's checkpoint; the dataset its parts were cut from "
+            raise SettingError(f"{checkpoint}: a partitioned run's checkpoint; the dataset its parts were cut from "
                                f"({source}) is gone: pass --data with that dataset folder")
         ds = open_dataset(source, quiet=True, task=task)
     else:
         if not Path(recorded).exists():
-            raise PredictError(f"{checkpoint}: the run's dataset {recorded} is gone; pass --data with that dataset")
+            raise SettingError(f"{checkpoint}: the run's dataset {recorded} is gone; pass --data with that dataset")
         ds = open_dataset(recorded, quiet=True, task=task)
     expected = record["dataset"]["sha256"]
     if is_partitioned(recorded):
@@ -190,7 +186,7 @@ def _check_finite(weights: dict, path: Path) -> None:
     for name, value in weights.items():
         if isinstance(value, torch.Tensor) and value.is_floating_point() and not torch.isfinite(value).all():
             bad = int((~torch.isfinite(value)).sum())
-            raise PredictError(f"{path}: weight {name} holds {bad} NaN or infinite value(s) (the run diverged, or the "
+            raise SettingError(f"{path}: weight {name} holds {bad} NaN or infinite value(s) (the run diverged, or the "
                                "file was edited); use an earlier checkpoint of the run (--last / another step-*.pt) "
                                "or train again with a lower --lr")
 
@@ -231,10 +227,10 @@ def predict(checkpoint: str | os.PathLike, out: str | os.PathLike, data: str | o
     instead (``.parquet``: ``node`` and ``embedding``). A link model's prediction is each node's embedding, what its
     decoder scores pairs of. Returns what was written and, where the dataset has them, the test metric of these
     predictions (``test_acc``; link: ``test_auc``). An existing ``out`` is replaced only with ``overwrite=True``."""
-    batch_size = _args.integer("predict", "batch_size", batch_size, low=1, error=PredictError)
+    batch_size = _args.integer("predict", "batch_size", batch_size, low=1, error=SettingError)
     embeddings = _args.boolean("predict", "embeddings", embeddings)
     overwrite = _args.boolean("predict", "overwrite", overwrite)
-    memory_budget = _args.integer("predict", "memory_budget", memory_budget, low=0, optional=True, error=PredictError)
+    memory_budget = _args.integer("predict", "memory_budget", memory_budget, low=0, optional=True, error=SettingError)
     device = _device(device)
     trained = _load(checkpoint, data, which)
     ds, run, model = trained.dataset, trained.plan, trained.model.to(device)
@@ -268,13 +264,13 @@ def _check_out(out: Path, dataset: Path, config: dict, overwrite: bool) -> Path:
     :func:`check_output_path`), not a folder, not an existing file unless
     ``overwrite``."""
     if out.suffix not in FORMATS:
-        raise PredictError(f"{out}: the output's suffix must be one of {', '.join(FORMATS)}")
+        raise SettingError(f"{out}: the output's suffix must be one of {', '.join(FORMATS)}")
     check_output_path("--out", out, inputs=(dataset, config["dataset"]))
     resolved = out.resolve()
     if resolved.is_dir():
-        raise PredictError(f"{out}: is a folder; give a file name ending in {' or '.join(FORMATS)}")
+        raise SettingError(f"{out}: is a folder; give a file name ending in {' or '.join(FORMATS)}")
     if resolved.exists() and not overwrite:
-        raise PredictError(f"--out {out}: already exists; pass --overwrite to replace it, or give another file name")
+        raise SettingError(f"--out {out}: already exists; pass --overwrite to replace it, or give another file name")
     resolved.parent.mkdir(parents=True, exist_ok=True)
     return resolved
 
@@ -283,7 +279,7 @@ def _layerwise(model, ds, run, embeddings: bool, batch_size: int, device, memory
     network = model.encoder if run.task == "link" else model
     if embeddings:
         if network.num_layers < 2:
-            raise PredictError(f"--embeddings: the model has one layer ({run.model.name}, one --fanout), so no "
+            raise SettingError(f"--embeddings: the model has one layer ({run.model.name}, one --fanout), so no "
                                "hidden layer; train with two fanouts or more, or drop --embeddings")
         network = _HiddenLayers(network)
     return infer_layers(network, ds.feature_store(), ds.graph, batch_size, device, memory_budget, spill)
@@ -295,7 +291,7 @@ def _sampled(model, ds, run, embeddings: bool, device, spill: Path):
     from sparsetrain.engine.run import _clusters, _random_split, _sampler
 
     if embeddings:
-        raise PredictError(f"--embeddings: the last hidden layer is read layer-wise, which {run.model.name} does not "
+        raise SettingError(f"--embeddings: the last hidden layer is read layer-wise, which {run.model.name} does not "
                            "have; drop --embeddings for its class scores")
     target = run.target_type
     seed = run.run.seed

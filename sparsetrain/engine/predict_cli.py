@@ -37,10 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from sparsetrain.engine.predict import PredictError, predict
+    from sparsetrain.engine.predict import predict
+    from sparsetrain.errors import SettingError
 
     if args.batch_size < 1:
-        raise PredictError(f"--batch-size {args.batch_size}: must be a positive integer")
+        raise SettingError(f"--batch-size {args.batch_size}: must be a positive integer")
     result = predict(args.checkpoint, args.out, args.data, embeddings=args.embeddings,
                      which="last" if args.last else "best", batch_size=args.batch_size, device=args.device,
                      overwrite=args.overwrite)

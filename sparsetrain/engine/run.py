@@ -40,7 +40,7 @@ from sparsetrain.engine.settings import FeatureSettings, ModelSettings, Sampling
 from sparsetrain.engine.static.sampled_loader import sampled_loader
 from sparsetrain.engine.static.step import StaticStep
 from sparsetrain.engine.trainer import Task, Trainer
-from sparsetrain.errors import SparsetrainError
+from sparsetrain.errors import TrainingOutOfMemoryError
 from sparsetrain.nn.models import build_model
 from sparsetrain.nn.rgat import RGAT
 from sparsetrain.nn.rgcn import RGCN
@@ -51,10 +51,6 @@ from sparsetrain.storage import CachedFeatures, PinnedFeatures, TensorFeatures
 # bytes of one layer's embeddings kept in memory by layer-wise evaluation; larger ones go to disk
 LAYER_TABLE_BUDGET = 4 << 30
 ONLINE_CLUSTER_MAX_NODES = 1_000_000
-
-
-class TrainingOutOfMemoryError(SparsetrainError, RuntimeError):
-    """This rank ran out of (GPU or host) memory while training."""
 
 
 def train(settings: TrainSettings) -> dict | None:

@@ -34,8 +34,7 @@ from sparsetrain.engine.settings import (
     plain_value,
     typed_value,
 )
-from sparsetrain.errors import SettingError
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.errors import InputError, SettingError
 from sparsetrain.sampling.fanouts import Fanouts
 
 CONFIG_NAME = "config.json"
@@ -113,7 +112,7 @@ def _put(path: Path, flat: dict, name: str, value, key: str) -> None:
     if Fanouts in kinds:
         try:
             value = Fanouts.parse(value) if isinstance(value, str) else Fanouts.of(_edge_type_keys(value))
-        except (SamplingError, TypeError) as exc:
+        except (InputError, TypeError) as exc:
             raise SettingError(f"{path}: {key}={value!r}: {exc}") from None
     elif isinstance(value, str) and Path in kinds:
         value = Path(value)

@@ -15,15 +15,11 @@ import math
 import os
 from pathlib import Path
 
-from sparsetrain.errors import SparsetrainError
+from sparsetrain.errors import BackendError
 
 NOT_SCALARS = ("step", "epoch")
 """Record fields never written as TensorBoard scalars: ``step`` is the x axis, and ``epoch`` counts from 0 in a step's
 record and from 1 in its epoch's record (both at the epoch's last step)."""
-
-
-class MissingPackageError(SparsetrainError, ImportError):
-    """An optional package a feature needs is not installed; the message names the ``pip install``."""
 
 
 def csv_beside(log: Path) -> Path:
@@ -95,12 +91,12 @@ def write_csv(log: Path, out: Path | None = None) -> Path:
 
 
 def summary_writer_class():
-    """torch's ``SummaryWriter``, or a one-line :class:`MissingPackageError` naming ``pip install tensorboard``."""
+    """torch's ``SummaryWriter``, or a one-line :class:`BackendError` naming ``pip install tensorboard``."""
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
-        raise MissingPackageError("--tensorboard needs the tensorboard package: `pip install tensorboard` (or "
-                                  "`pip install sparsetrain[tensorboard]`), or drop --tensorboard") from None
+        raise BackendError("--tensorboard needs the tensorboard package: `pip install tensorboard` (or "
+                           "`pip install sparsetrain[tensorboard]`), or drop --tensorboard") from None
     return SummaryWriter
 
 

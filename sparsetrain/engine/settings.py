@@ -38,10 +38,9 @@ import numpy as np
 import torch
 
 from sparsetrain.engine.precision import PRECISIONS
-from sparsetrain.errors import SettingError, SettingTypeError
+from sparsetrain.errors import InputError, SettingError, SettingTypeError
 from sparsetrain.nn.link import DECODERS
 from sparsetrain.nn.models import MODELS
-from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.storage.policies import POLICIES
 
@@ -53,38 +52,6 @@ TEMPORAL_STRATEGIES = ("uniform", "last")
 FEATURE_PLACEMENTS = ("auto", "mmap", "disk", "memory", "device", "pinned", "sharded")
 EVALUATIONS = ("auto", "full", "sampled")
 STEPS = ("eager", "static")
-
-
-class DataSettingError(SettingError):
-    """A :class:`DataSettings` field has a value the run cannot use."""
-
-
-class SamplingSettingError(SettingError):
-    """A :class:`SamplingSettings` field has a value the run cannot use."""
-
-
-class FeatureSettingError(SettingError):
-    """A :class:`FeatureSettings` field has a value the run cannot use."""
-
-
-class ModelSettingError(SettingError):
-    """A :class:`ModelSettings` field has a value the run cannot use."""
-
-
-class OptimSettingError(SettingError):
-    """An :class:`OptimSettings` field has a value the run cannot use."""
-
-
-class RunSettingError(SettingError):
-    """A :class:`RunSettings` field has a value the run cannot use."""
-
-
-class CheckpointSettingError(SettingError):
-    """A :class:`CheckpointSettings` field has a value the run cannot use."""
-
-
-class ReportSettingError(SettingError):
-    """A :class:`ReportSettings` field has a value the run cannot use."""
 
 
 RESUMABLE = {"resumable": True}
@@ -200,7 +167,7 @@ class DataSettings:
 
     def __post_init__(self) -> None:
         _as_paths(self, "path")
-        _check_types(self, DataSettingError)
+        _check_types(self, SettingError)
 
 
 @dataclass(frozen=True)
@@ -232,16 +199,16 @@ class SamplingSettings:
         if not isinstance(self.fanouts, str):  # a string is refused by the type check, not read as a sequence
             try:
                 object.__setattr__(self, "fanouts", Fanouts.of(self.fanouts))
-            except SamplingError as exc:
-                raise SamplingSettingError(str(exc)) from None
-        _check_types(self, SamplingSettingError)
-        _integer(SamplingSettingError, "batch_size", self.batch_size, low=1, rule="a positive integer")
+            except InputError as exc:
+                raise SettingError(str(exc)) from None
+        _check_types(self, SettingError)
+        _integer(SettingError, "batch_size", self.batch_size, low=1, rule="a positive integer")
         if self.fanouts.num_hops == 0:  # a model has one layer per hop: none is no model
-            raise SamplingSettingError("--fanout: no hop given; the model has one layer per hop, give at least one "
-                                       "count (e.g. --fanout 10,10)")
+            raise SettingError("--fanout: no hop given; the model has one layer per hop, give at least one "
+                               "count (e.g. --fanout 10,10)")
         if self.temporal_strategy is not None and not self.temporal:
-            raise SamplingSettingError(f"--temporal-strategy {self.temporal_strategy} chooses among the neighbors "
-                                       "that --temporal allows; add --temporal or drop it")
+            raise SettingError(f"--temporal-strategy {self.temporal_strategy} chooses among the neighbors "
+                               "that --temporal allows; add --temporal or drop it")
 
 
 @dataclass(frozen=True)
@@ -261,8 +228,8 @@ class FeatureSettings:
     dynamic part). Refused without --cache-gb (no cache) and on a partitioned folder (its halo cache is static)."""
 
     def __post_init__(self) -> None:
-        _check_types(self, FeatureSettingError)
-        _number(FeatureSettingError, "cache_gb", self.cache_gb, low=0, rule="a number >= 0")
+        _check_types(self, SettingError)
+        _number(SettingError, "cache_gb", self.cache_gb, low=0, rule="a number >= 0")
 
 
 @dataclass(frozen=True)
@@ -281,9 +248,9 @@ class ModelSettings:
     """Link task: score a pair by the dot product of its embeddings or an MLP."""
 
     def __post_init__(self) -> None:
-        _check_types(self, ModelSettingError)
-        _integer(ModelSettingError, "hidden", self.hidden, low=1, rule="a positive integer", optional=True)
-        _number(ModelSettingError, "dropout", self.dropout, low=0, high=1, high_open=True,
+        _check_types(self, SettingError)
+        _integer(SettingError, "hidden", self.hidden, low=1, rule="a positive integer", optional=True)
+        _number(SettingError, "dropout", self.dropout, low=0, high=1, high_open=True,
                 rule="a probability in [0, 1)")
 
 
@@ -307,13 +274,13 @@ class OptimSettings:
     train every epoch."""
 
     def __post_init__(self) -> None:
-        _check_types(self, OptimSettingError)
-        _integer(OptimSettingError, "patience", self.patience, low=1, rule="a positive integer", optional=True)
-        _number(OptimSettingError, "lr", self.lr, low=0, low_open=True, rule="a positive number", optional=True)
-        _number(OptimSettingError, "weight_decay", self.weight_decay, low=0, rule="a number >= 0", optional=True)
-        _integer(OptimSettingError, "epochs", self.epochs, low=1, high=MAX_EPOCHS,
+        _check_types(self, SettingError)
+        _integer(SettingError, "patience", self.patience, low=1, rule="a positive integer", optional=True)
+        _number(SettingError, "lr", self.lr, low=0, low_open=True, rule="a positive number", optional=True)
+        _number(SettingError, "weight_decay", self.weight_decay, low=0, rule="a number >= 0", optional=True)
+        _integer(SettingError, "epochs", self.epochs, low=1, high=MAX_EPOCHS,
                  rule=f"a positive integer, at most {MAX_EPOCHS:,}", optional=True)
-        _integer(OptimSettingError, "max_steps", self.max_steps, low=1, rule="a positive integer", optional=True)
+        _integer(SettingError, "max_steps", self.max_steps, low=1, rule="a positive integer", optional=True)
 
 
 @dataclass(frozen=True)
@@ -337,11 +304,11 @@ class RunSettings:
     node task; :mod:`sparsetrain.engine.static`)."""
 
     def __post_init__(self) -> None:
-        _check_types(self, RunSettingError)
+        _check_types(self, SettingError)
         device_syntax(self.device)
         if not -SEED_LIMIT <= self.seed < SEED_LIMIT:
-            raise RunSettingError(f"seed={self.seed}: must be an integer in [-2**43, 2**43) (an epoch's shuffle seed, "
-                                  "seed * 1000003 + epoch, must fit torch's 64-bit seeds)")
+            raise SettingError(f"seed={self.seed}: must be an integer in [-2**43, 2**43) (an epoch's shuffle seed, "
+                               "seed * 1000003 + epoch, must fit torch's 64-bit seeds)")
 
 
 def device_syntax(device: str) -> None:
@@ -354,7 +321,7 @@ def device_syntax(device: str) -> None:
     except RuntimeError:
         parsed = None
     if parsed is None or parsed.type not in DEVICE_TYPES or (parsed.type == "cpu" and parsed.index is not None):
-        raise RunSettingError(f"device={device!r}: choose auto, cpu, cuda or cuda:N (N a GPU's index)")
+        raise SettingError(f"device={device!r}: choose auto, cpu, cuda or cuda:N (N a GPU's index)")
 
 
 @dataclass(frozen=True)
@@ -374,11 +341,11 @@ class CheckpointSettings:
 
     def __post_init__(self) -> None:
         _as_paths(self, "dir")
-        _check_types(self, CheckpointSettingError)
-        _integer(CheckpointSettingError, "every", self.every, low=0, rule="an integer >= 0")
+        _check_types(self, SettingError)
+        _integer(SettingError, "every", self.every, low=0, rule="an integer >= 0")
         if self.resume and self.dir is None:
-            raise CheckpointSettingError("--resume continues from the checkpoints of --checkpoint-dir; give the "
-                                         "folder (checkpoint_dir=)")
+            raise SettingError("--resume continues from the checkpoints of --checkpoint-dir; give the "
+                               "folder (checkpoint_dir=)")
 
 
 @dataclass(frozen=True)
@@ -403,10 +370,10 @@ class ReportSettings:
 
     def __post_init__(self) -> None:
         _as_paths(self, "log", "summary_json", "tensorboard")
-        _check_types(self, ReportSettingError)
+        _check_types(self, SettingError)
         if self.log is not None and self.log.suffix == ".csv":
-            raise ReportSettingError(f"--metrics-log {self.log}: the metrics log is JSON lines and its CSV is written "
-                                     "beside it under the same name with .csv; name the log .jsonl")
+            raise SettingError(f"--metrics-log {self.log}: the metrics log is JSON lines and its CSV is written "
+                               "beside it under the same name with .csv; name the log .jsonl")
 
 
 PARTS = {"data": DataSettings, "sampling": SamplingSettings, "features": FeatureSettings, "model": ModelSettings,

@@ -31,11 +31,7 @@ from sparsetrain.engine.precision import autocast, check_precision
 from sparsetrain.engine.run_config import write_config
 from sparsetrain.engine.run_log import TensorBoardLog, csv_beside, summary_writer_class, write_csv
 from sparsetrain.engine.settings import CheckpointSettings, ReportSettings
-from sparsetrain.errors import DatasetError, SettingError, SparsetrainError
-
-
-class TrainingDivergedError(SparsetrainError, FloatingPointError):
-    """The loss became NaN or infinite: the training diverged (or the data holds extreme values)."""
+from sparsetrain.errors import DatasetError, SettingError, TrainingDivergedError
 
 
 class TrainingInterrupted(KeyboardInterrupt):

@@ -4,10 +4,10 @@ Building blocks (router, dispatch, expert kernels, placement planning) stay impo
 modules: :mod:`sparsetrain.moe.router`, ``.dispatch``, ``.experts``, ``.grouped``, ``.placement``, ``.losses``.
 """
 
+from sparsetrain.errors import CheckpointError, InputError, SettingError
 from sparsetrain.moe.checkpoint import load_optimizer_state_dict, optimizer_state_dict
 from sparsetrain.moe.dcp import DCPState, dcp_state_dict, load_dcp_state_dict
 from sparsetrain.moe.dcp_reader import SafeFileSystemReader, load_dcp
-from sparsetrain.moe.errors import DCPCheckpointError, MoEConfigError, MoEInputError, MoEStateError
 from sparsetrain.moe.expert_parallel import ExpertParallel
 from sparsetrain.moe.fssdp import FSSDP
 from sparsetrain.moe.layer import MoE, finish_step, shard_experts, update_expert_biases
@@ -15,15 +15,14 @@ from sparsetrain.moe.losses import MoEAux
 from sparsetrain.moe.sharded import sharded_parameter_names, sync_dense_grads
 
 __all__ = [
-    "DCPCheckpointError",
+    "CheckpointError",
     "DCPState",
     "ExpertParallel",
     "FSSDP",
     "MoE",
     "MoEAux",
-    "MoEConfigError",
-    "MoEInputError",
-    "MoEStateError",
+    "SettingError",
+    "InputError",
     "SafeFileSystemReader",
     "dcp_state_dict",
     "finish_step",

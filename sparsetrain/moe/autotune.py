@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 
+from sparsetrain.errors import SettingError
 from sparsetrain.moe import grouped
-from sparsetrain.moe.errors import MoEConfigError
 
 ENV = "SPARSETRAIN_MOE_BACKENDS"
 PRUNE = 1.3  #: candidates whose forward is slower than this multiple of the fastest forward are not timed further
@@ -82,8 +82,8 @@ def load_table(path: str | os.PathLike) -> int:
         data = json.loads(Path(path).read_text())
         entries = {str(k): str(v["backend"]) for k, v in data.items()}
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise MoEConfigError(f"MoE backend table {path}: cannot be read ({exc}); delete it or write it with "
-                             "sparsetrain.moe.autotune.save_table") from None
+        raise SettingError(f"MoE backend table {path}: cannot be read ({exc}); delete it or write it with "
+                           "sparsetrain.moe.autotune.save_table") from None
     for k, b in entries.items():
         grouped.check_backend(b, f"MoE backend table {path}: entry {k!r}")
     _TABLE.update(entries)

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from sparsetrain.collective import sparse_all_gather
-from sparsetrain.moe.errors import MoEStateError
+from sparsetrain.errors import CheckpointError
 from sparsetrain.moe.sharded import ShardedExperts
 
 
@@ -62,14 +62,15 @@ def load_optimizer_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer
             continue
         if id(p) not in shard_ids:
             if name not in saved:
-                raise MoEStateError(f"load_optimizer_state_dict: no state for parameter {name!r} in the checkpoint")
+                raise CheckpointError(f"load_optimizer_state_dict: no state for parameter {name!r} in the checkpoint")
             optimizer.state[p] = {k: _fresh(v, p) for k, v in saved[name].items()}
             continue
         prefix = shard_ids[id(p)]
         m = sharded[prefix]
         w_in, w_out = saved.get(f"{prefix}.w_in"), saved.get(f"{prefix}.w_out")
         if w_in is None or w_out is None:
-            raise MoEStateError(f"load_optimizer_state_dict: no state for the experts of {prefix!r} in the checkpoint")
+            raise CheckpointError(f"load_optimizer_state_dict: no state for the experts of {prefix!r} in the "
+                                  "checkpoint")
         ids = m.placement.local_ids(m.rank)
         state = {}
         for key, v in w_in.items():

@@ -44,7 +44,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.checkpoint.stateful import Stateful
 from torch.nn.parallel import DistributedDataParallel
 
-from sparsetrain.moe.errors import MoEStateError
+from sparsetrain.errors import CheckpointError
 from sparsetrain.moe.hf import moe_layout_state_dict
 from sparsetrain.moe.sharded import ShardedExperts
 
@@ -109,15 +109,15 @@ def _tables_to_experts(optim_sd: dict[str, Any], tables: dict[str, ShardedExpert
         shard, w_in, w_out = _names(prefix)
         ins, outs = optim_sd[_STATE].pop(w_in, None), optim_sd[_STATE].pop(w_out, None)
         if (ins is None) != (outs is None):
-            raise MoEStateError(f"DCPState: the checkpoint has optimizer state for only one of {w_in!r}, {w_out!r}")
+            raise CheckpointError(f"DCPState: the checkpoint has optimizer state for only one of {w_in!r}, {w_out!r}")
         if ins is not None:
             state = {}
             for key in sorted(ins, key=str):
                 v = ins[key]
                 if isinstance(v, torch.Tensor) and v.dim() == 3:
                     if key not in outs:
-                        raise MoEStateError(f"DCPState: optimizer state {key!r} of {w_in!r} has no counterpart for "
-                                            f"{w_out!r}")
+                        raise CheckpointError(f"DCPState: optimizer state {key!r} of {w_in!r} has no counterpart for "
+                                              f"{w_out!r}")
                     rows = m.from_tables(v, outs[key], f"optimizer state {key!r} of {prefix}")
                     state[key] = rows.to(m.shard.device, m.shard.dtype)
                 else:
@@ -149,14 +149,14 @@ def load_dcp_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer | Non
     inner = _unwrap(model)
     tables = _tables(inner)
     if "model" not in state:
-        raise MoEStateError("load_dcp_state_dict: the state has no 'model' entry; pass what dcp_state_dict returned")
+        raise CheckpointError("load_dcp_state_dict: the state has no 'model' entry; pass what dcp_state_dict returned")
     if optimizer is None:
         with moe_layout_state_dict(inner):
             set_model_state_dict(inner, state["model"])
         return
     if "optim" not in state:
-        raise MoEStateError("load_dcp_state_dict: the state has no 'optim' entry; build it with dcp_state_dict(model, "
-                            "optimizer)")
+        raise CheckpointError("load_dcp_state_dict: the state has no 'optim' entry; build it with "
+                              "dcp_state_dict(model, optimizer)")
     optim_sd = state["optim"]
     _tables_to_experts(optim_sd, tables)
     with moe_layout_state_dict(inner):

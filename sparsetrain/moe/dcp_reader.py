@@ -6,7 +6,7 @@ checkpoint from someone else can run any code on load. :class:`SafeFileSystemRea
 ``.metadata`` with an allow-list (DCP's metadata dataclasses, ``torch.Size``, dtypes and layouts,
 paths, builtin containers) and non-tensor values with ``weights_only=True``, and refuses anything
 else before it is built, in one line naming the file. :func:`load_dcp` is ``dcp.load`` with that reader
-and one-line errors (:class:`~sparsetrain.moe.DCPCheckpointError`) instead of DCP's
+and one-line errors (:class:`~sparsetrain.errors.CheckpointError`) instead of DCP's
 ``CheckpointException``, which derives from ``BaseException`` and slips past ``except Exception``::
 
     load_dcp({"train": DCPState(model, opt)}, checkpoint_id=path)
@@ -30,8 +30,7 @@ from torch.distributed.checkpoint import metadata as dcp_metadata
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 
-from sparsetrain.errors import SparsetrainError
-from sparsetrain.moe.errors import DCPCheckpointError
+from sparsetrain.errors import CheckpointError, SparsetrainError
 
 _METADATA_CLASSES = ("Metadata", "StorageMeta", "TensorProperties", "TensorStorageMetadata", "BytesStorageMetadata",
                      "ChunkStorageMetadata", "MetadataIndex", "_MEM_FORMAT_ENCODING")  # fmt: skip
@@ -63,7 +62,7 @@ class _MetadataUnpickler(pickle.Unpickler):
         constant = vars(torch).get(name) if module == "torch" else None  # vars: no lazy submodule import
         if isinstance(constant, _TORCH_CONSTANTS):
             return constant
-        raise DCPCheckpointError(
+        raise CheckpointError(
             f"{self.path}: refused to unpickle {module}.{name}: a DCP .metadata holds only"
             " torch.distributed.checkpoint's metadata classes, and building anything else could run code; load only"
             " checkpoints you trust, or save it again"
@@ -87,24 +86,24 @@ def _checked(metadata: Any, path: Path) -> Any:
             if problem:
                 break
     if problem:
-        raise DCPCheckpointError(f"{path}: not a DCP metadata file: {problem}; save the checkpoint again")
+        raise CheckpointError(f"{path}: not a DCP metadata file: {problem}; save the checkpoint again")
     return metadata
 
 
 def read_dcp_metadata(path: str | os.PathLike) -> Any:
     """DCP's ``Metadata`` from the file ``path`` (a checkpoint's ``.metadata``), built only from allowed classes.
 
-    Raises :class:`~sparsetrain.moe.DCPCheckpointError` naming the file when it holds anything else, is damaged
+    Raises :class:`~sparsetrain.errors.CheckpointError` naming the file when it holds anything else, is damaged
     or truncated; ``FileNotFoundError`` when it does not exist."""
     path = Path(path)
     with open(path, "rb") as f:
         try:
             metadata = _MetadataUnpickler(f, path).load()
-        except DCPCheckpointError:
+        except CheckpointError:
             raise
         except Exception as exc:  # truncated or garbage: EOFError, UnpicklingError, a class's TypeError, ...
             first = str(exc).splitlines()[0] if str(exc) else ""
-            raise DCPCheckpointError(
+            raise CheckpointError(
                 f"{path}: not a readable DCP metadata file ({type(exc).__name__}: {first}); the checkpoint is damaged"
                 " or incomplete: save it again"
             ) from None
@@ -126,7 +125,7 @@ class _SafeBytes:
         except Exception as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             fqn = read_item.dest_index.fqn
-            raise DCPCheckpointError(
+            raise CheckpointError(
                 f"{self._where}: refused the value of {fqn!r}: it does not load with torch.load(weights_only=True) "
                 f"({first}); load only checkpoints you trust, or save it again with plain Python values"
             ) from None
@@ -156,15 +155,15 @@ class SafeFileSystemReader(FileSystemReader):
         return super().read_data(plan, _SafeBytes(planner, Path(self.path)))
 
 
-def _one_line(exc: CheckpointException, checkpoint: Path) -> DCPCheckpointError:
+def _one_line(exc: CheckpointException, checkpoint: Path) -> CheckpointError:
     """DCP's multi-line ``CheckpointException`` as one line: the lowest failing rank's error."""
     if not exc.failures:
-        return DCPCheckpointError(f"{checkpoint}: DCP could not load it ({str(exc).strip().splitlines()[0]})")
+        return CheckpointError(f"{checkpoint}: DCP could not load it ({str(exc).strip().splitlines()[0]})")
     rank, (error, _) = min(exc.failures.items(), key=lambda kv: kv[0])
     if isinstance(error, SparsetrainError):
-        return DCPCheckpointError(str(error))
+        return CheckpointError(str(error))
     first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return DCPCheckpointError(
+    return CheckpointError(
         f"{checkpoint}: DCP could not load it (rank {rank}: {type(error).__name__}: {first}); load it into a model "
         "and optimizer built like the ones that saved it"
     )
@@ -175,7 +174,7 @@ def load_dcp(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike, pr
 
     Fills ``state_dict`` in place (``Stateful`` values such as :class:`~sparsetrain.moe.DCPState` load
     themselves), on every rank of ``process_group``, or in this process alone when torch.distributed is not
-    initialized. Raises :class:`~sparsetrain.moe.DCPCheckpointError` (one line, naming the checkpoint or
+    initialized. Raises :class:`~sparsetrain.errors.CheckpointError` (one line, naming the checkpoint or
     file) for a folder without DCP metadata, a refused or damaged file, and any failure DCP reports.
     """
     checkpoint = Path(checkpoint_id)
@@ -186,7 +185,7 @@ def load_dcp(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike, pr
         reader.read_metadata()  # refuse before DCP starts (its fallback would log the refusal as a traceback)
     except FileNotFoundError:
         if not (checkpoint / f"__{rank}.metadata").is_file():  # DCP's per-rank metadata, saved without collectives
-            raise DCPCheckpointError(
+            raise CheckpointError(
                 f"{checkpoint}: not a DCP checkpoint (no .metadata); pass the folder that "
                 "torch.distributed.checkpoint.save wrote"
             ) from None

@@ -12,7 +12,7 @@ import time
 import torch
 
 from sparsetrain.collective import CallRecord, RowPlacement, all_gather_rows, all_to_all, group_info
-from sparsetrain.moe.errors import MoEConfigError
+from sparsetrain.errors import SettingError
 from sparsetrain.moe.experts import ExpertShape, expert_ffn
 from sparsetrain.moe.sharded import ShardedExperts
 
@@ -33,7 +33,7 @@ class ExpertParallel:
         """The expert block of this rank for one layer (called by :class:`MoE`)."""
         world = group_info(self.group).world_size
         if num_experts < world:
-            raise MoEConfigError(
+            raise SettingError(
                 f"ExpertParallel: {num_experts} experts cannot be split over {world} ranks (each rank needs at least "
                 "one); use more experts, a smaller group, or sharding=FSSDP()"
             )

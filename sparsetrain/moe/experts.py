@@ -12,7 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from sparsetrain.moe.errors import MoEConfigError
+from sparsetrain.errors import SettingError
 from sparsetrain.moe.grouped import grouped_mm
 
 ACTIVATIONS = ("swiglu", "gelu", "relu", "silu")
@@ -23,9 +23,9 @@ class ExpertShape:
 
     def __init__(self, d_model: int, d_hidden: int, activation: str) -> None:
         if activation not in ACTIVATIONS:
-            raise MoEConfigError(f"MoE: activation={activation!r} is not known; use one of {ACTIVATIONS}")
+            raise SettingError(f"MoE: activation={activation!r} is not known; use one of {ACTIVATIONS}")
         if d_model < 1 or d_hidden < 1:
-            raise MoEConfigError(f"MoE: d_model and d_hidden must be >= 1, got {d_model} and {d_hidden}")
+            raise SettingError(f"MoE: d_model and d_hidden must be >= 1, got {d_model} and {d_hidden}")
         self.d_model, self.d_hidden, self.activation = d_model, d_hidden, activation
         self.in_width = 2 * d_hidden if activation == "swiglu" else d_hidden
         self.in_size = d_model * self.in_width

@@ -16,7 +16,7 @@ from torch.utils.checkpoint import checkpoint
 
 from sparsetrain import _args
 from sparsetrain.collective import RowPlacement, group_info, sparse_all_gather, sync_replicas
-from sparsetrain.moe.errors import MoEConfigError, MoEConfigTypeError
+from sparsetrain.errors import SettingError, SettingTypeError
 from sparsetrain.moe.experts import ExpertShape, expert_ffn
 from sparsetrain.moe.placement import LoadWindow, plan_placement
 from sparsetrain.moe.sharded import ShardedExperts
@@ -50,11 +50,11 @@ class FSSDP:
         hot_factor: float = 2.0,
         stats=None,
     ) -> None:
-        check = {"error": MoEConfigError, "type_error": MoEConfigTypeError}
+        check = {"error": SettingError, "type_error": SettingTypeError}
         window = _args.integer("FSSDP", "window", window, low=1, **check)
         rebalance_every = _args.integer("FSSDP", "rebalance_every", rebalance_every, low=1, optional=True, **check)
         replica_memory_bytes = _args.integer("FSSDP", "replica_memory_bytes", replica_memory_bytes, low=0, **check)
-        rematerialize = _args.boolean("FSSDP", "rematerialize", rematerialize, type_error=MoEConfigTypeError)
+        rematerialize = _args.boolean("FSSDP", "rematerialize", rematerialize, type_error=SettingTypeError)
         hot_factor = _args.number("FSSDP", "hot_factor", hot_factor, low=0, low_open=True, **check)
         self.group, self.rematerialize, self.placement = group, rematerialize, placement
         self.replica_memory_bytes, self.window = replica_memory_bytes, window

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from sparsetrain.moe.errors import MoEConfigError
+from sparsetrain.errors import SettingError
 
 BACKENDS = ("native", "loop", "bucketed")
 _NATIVE_OK: dict[tuple[str, torch.dtype], bool] = {}
@@ -29,9 +29,9 @@ _FORCED: str | None = None
 
 
 def check_backend(name: str | None, what: str = "grouped matmul backend") -> None:
-    """Raise :class:`MoEConfigError` unless ``name`` is ``None`` (automatic) or one of :data:`BACKENDS`."""
+    """Raise :class:`SettingError` unless ``name`` is ``None`` (automatic) or one of :data:`BACKENDS`."""
     if name is not None and name not in BACKENDS:
-        raise MoEConfigError(f"{what} must be None (measured) or one of {BACKENDS}, got {name!r}")
+        raise SettingError(f"{what} must be None (measured) or one of {BACKENDS}, got {name!r}")
 
 
 def set_backend(name: str | None) -> None:

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from sparsetrain.moe.errors import MoEConfigError, MoEStateError
+from sparsetrain.errors import CheckpointError, SettingError
 from sparsetrain.moe.grouped import check_backend
 from sparsetrain.moe.layer import MoE
 
@@ -155,7 +155,7 @@ class HFMoEBlock(nn.Module):
         if fam.shared_gate is not None:
             out[f"{fam.shared_gate}.weight"] = take("shared.gate_weight")
         if moe_state:
-            raise MoEStateError(f"HFMoEBlock ({self.source}): no HF name for the state entries {sorted(moe_state)}")
+            raise CheckpointError(f"HFMoEBlock ({self.source}): no HF name for the state entries {sorted(moe_state)}")
         return out
 
     def moe_state_from_hf(self, hf_state: dict[str, torch.Tensor], prefix: str = "") -> dict[str, torch.Tensor]:
@@ -179,8 +179,8 @@ class HFMoEBlock(nn.Module):
                 tensor = hf_state.pop(hf_name)
                 want = [self.moe.num_experts, *rows]
                 if list(tensor.shape) != want:
-                    raise MoEStateError(f"{prefix}{hf_name} has shape {list(tensor.shape)}; {fam.name} expects "
-                                        f"{layout} = {want} (experts, then HF's F.linear layout)")
+                    raise CheckpointError(f"{prefix}{hf_name} has shape {list(tensor.shape)}; {fam.name} expects "
+                                          f"{layout} = {want} (experts, then HF's F.linear layout)")
                 out[name] = tensor.transpose(1, 2)
         if fam.shared is not None:
             gate, up, down = (f"{fam.shared}.{p}_proj.weight" for p in ("gate", "up", "down"))
@@ -229,7 +229,7 @@ def _moe_for(block: nn.Module, family: Family, config, sharding, aux_loss: str, 
     d_hidden = experts.gate_up_proj.shape[1] // 2
     act = getattr(config, "hidden_act", "silu")
     if act != "silu":
-        raise MoEConfigError(
+        raise SettingError(
             f"replace_moe_blocks: {type(block).__name__} uses hidden_act={act!r}; sparsetrain's gated experts are SiLU "
             "(SwiGLU) only"
         )
@@ -318,10 +318,10 @@ def replace_moe_blocks(
         backend: force the experts' grouped-matmul backend (see :class:`~sparsetrain.moe.MoE`); ``None`` (default)
             measures the backends on each layer shape's first call and keeps the fastest.
 
-    Raises :class:`~sparsetrain.moe.MoEConfigError` naming the block class for an MoE block of another family.
+    Raises :class:`~sparsetrain.errors.SettingError` naming the block class for an MoE block of another family.
     """
     if aux_loss not in AUX_MODES:
-        raise MoEConfigError(f"replace_moe_blocks: aux_loss={aux_loss!r} is not known; use one of {AUX_MODES}")
+        raise SettingError(f"replace_moe_blocks: aux_loss={aux_loss!r} is not known; use one of {AUX_MODES}")
     check_backend(backend, "replace_moe_blocks: backend")
     from transformers.utils.output_capturing import install_output_capuring_hook
 
@@ -332,15 +332,15 @@ def replace_moe_blocks(
         if family is not None:
             found.append((name, module, family))
         elif isinstance(module, HFMoEBlock):
-            raise MoEConfigError(f"replace_moe_blocks: {name} is already an HFMoEBlock; call it once per model")
+            raise SettingError(f"replace_moe_blocks: {name} is already an HFMoEBlock; call it once per model")
         elif _looks_like_moe(module) and not any(name.startswith(f + ".") for f, _, _ in found):
             supported = ", ".join(f"{k} ({f.name})" for k, f in FAMILIES.items())
-            raise MoEConfigError(
+            raise SettingError(
                 f"replace_moe_blocks: {type(module).__name__} at {name!r} is an MoE block of an unsupported family; "
                 f"supported blocks: {supported}"
             )
     if not found:
-        raise MoEConfigError(f"replace_moe_blocks: no MoE block found in {type(model).__name__}")
+        raise SettingError(f"replace_moe_blocks: no MoE block found in {type(model).__name__}")
     config = getattr(model, "config", None)
     for name, block, family in found:
         moe = _moe_for(block, family, config, sharding, aux_loss, aux_loss_weight, z_loss_weight, backend)

@@ -6,9 +6,9 @@ import torch
 from torch import nn
 
 from sparsetrain import _args
+from sparsetrain.errors import CheckpointError, InputError, SettingError, SettingTypeError
 from sparsetrain.moe import autotune, grouped
 from sparsetrain.moe.dispatch import combine, permute, plan_dispatch
-from sparsetrain.moe.errors import MoEConfigError, MoEConfigTypeError, MoEInputError, MoEStateError
 from sparsetrain.moe.experts import ACTIVATIONS, ExpertShape, LocalExperts, expert_ffn
 from sparsetrain.moe.losses import MoEAux, load_balancing_loss, router_z_loss
 from sparsetrain.moe.router import SCORES, Router
@@ -85,7 +85,7 @@ class MoE(nn.Module):
         super().__init__()
         grouped.check_backend(backend, "MoE: backend")
         self.backend = backend
-        check = {"error": MoEConfigError, "type_error": MoEConfigTypeError}
+        check = {"error": SettingError, "type_error": SettingTypeError}
         d_model = _args.integer("MoE", "d_model", d_model, low=1, **check)
         d_hidden = _args.integer("MoE", "d_hidden", d_hidden, low=1, **check)
         num_experts = _args.integer("MoE", "num_experts", num_experts, low=1, **check)
@@ -93,23 +93,23 @@ class MoE(nn.Module):
         # inf would make every expert's capacity infinite (an OverflowError at the first forward): None is dropless
         capacity_factor = _args.number("MoE", "capacity_factor", capacity_factor, low=0, low_open=True, optional=True,
                                        **check)
-        _args.choice("MoE", "router", router, SCORES, error=MoEConfigError)
-        renormalize = _args.boolean("MoE", "renormalize", renormalize, optional=True, type_error=MoEConfigTypeError)
+        _args.choice("MoE", "router", router, SCORES, error=SettingError)
+        renormalize = _args.boolean("MoE", "renormalize", renormalize, optional=True, type_error=SettingTypeError)
         shared_experts = _args.integer("MoE", "shared_experts", shared_experts, low=0, **check)
         shared_hidden = _args.integer("MoE", "shared_hidden", shared_hidden, low=1, optional=True, **check)
-        shared_gate = _args.boolean("MoE", "shared_gate", shared_gate, type_error=MoEConfigTypeError)
+        shared_gate = _args.boolean("MoE", "shared_gate", shared_gate, type_error=SettingTypeError)
         routed_scaling_factor = _args.number("MoE", "routed_scaling_factor", routed_scaling_factor, low=0,
                                              low_open=True, **check)
         n_group = _args.integer("MoE", "n_group", n_group, low=1, **check)
         topk_group = _args.integer("MoE", "topk_group", topk_group, low=1, optional=True, **check)
-        _args.choice("MoE", "activation", activation, ACTIVATIONS, error=MoEConfigError)
+        _args.choice("MoE", "activation", activation, ACTIVATIONS, error=SettingError)
         aux_loss_weight = _args.number("MoE", "aux_loss_weight", aux_loss_weight, low=0, **check)
         z_loss_weight = _args.number("MoE", "z_loss_weight", z_loss_weight, low=0, **check)
-        expert_bias = _args.boolean("MoE", "expert_bias", expert_bias, type_error=MoEConfigTypeError)
+        expert_bias = _args.boolean("MoE", "expert_bias", expert_bias, type_error=SettingTypeError)
         bias_update_rate = _args.number("MoE", "bias_update_rate", bias_update_rate, low=0, **check)
         if not shared_experts and (shared_hidden is not None or shared_gate):
-            raise MoEConfigError("MoE: shared_hidden and shared_gate describe the shared experts; set shared_experts "
-                                 ">= 1")
+            raise SettingError("MoE: shared_hidden and shared_gate describe the shared experts; set shared_experts "
+                               ">= 1")
         self.d_model, self.d_hidden, self.num_experts, self.top_k = d_model, d_hidden, num_experts, top_k
         self.capacity_factor = capacity_factor
         self.aux_loss_weight, self.z_loss_weight = float(aux_loss_weight), float(z_loss_weight)
@@ -133,12 +133,12 @@ class MoE(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, MoEAux]:
         """Route, run the chosen experts, combine; see the class docstring."""
         if x.shape[-1] != self.d_model:
-            raise MoEInputError(
+            raise InputError(
                 f"MoE.forward: input has last dimension {x.shape[-1]} but the layer was built with "
                 f"d_model={self.d_model}; reshape the input or rebuild the layer"
             )
         if not x.dtype.is_floating_point:
-            raise MoEInputError(f"MoE.forward: input dtype {x.dtype} is not floating point")
+            raise InputError(f"MoE.forward: input dtype {x.dtype} is not floating point")
         lead = x.shape[:-1]
         xt = x.reshape(-1, self.d_model)
         num_tokens = xt.shape[0]
@@ -225,17 +225,17 @@ def shard_experts(module: nn.Module, sharding) -> nn.Module:
     (no MoE layer, a layer already sharded, a sharding that does not fit) leaves ``module`` as it was.
     """
     if isinstance(sharding, type) or not callable(getattr(sharding, "build", None)):
-        raise MoEConfigError(f"shard_experts: sharding={sharding!r} is not a sharding; pass an instance such as "
-                             "FSSDP() or ExpertParallel(group)")
+        raise SettingError(f"shard_experts: sharding={sharding!r} is not a sharding; pass an instance such as "
+                           "FSSDP() or ExpertParallel(group)")
     layers = [(name, m) for name, m in module.named_modules() if isinstance(m, MoE)]
     if not layers:
-        raise MoEConfigError(f"shard_experts: no sparsetrain MoE layer in {type(module).__name__}; build the model "
-                             "with sparsetrain.moe.MoE (a Hugging Face model: replace_moe_blocks(model) first)")
+        raise SettingError(f"shard_experts: no sparsetrain MoE layer in {type(module).__name__}; build the model "
+                           "with sparsetrain.moe.MoE (a Hugging Face model: replace_moe_blocks(model) first)")
     for name, layer in layers:
         if layer.experts is not None and not isinstance(layer.experts, LocalExperts):
             where = f" {name!r}" if name else ""
-            raise MoEStateError(f"shard_experts: the experts of MoE layer{where} are already sharded "
-                                f"({layer.experts.mode}); shard each layer once, nothing was changed")
+            raise CheckpointError(f"shard_experts: the experts of MoE layer{where} are already sharded "
+                                  f"({layer.experts.mode}); shard each layer once, nothing was changed")
     plan = [(layer, _shard_of(layer, sharding)) for _, layer in layers]
     for layer, sharded in plan:
         layer.experts = sharded

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from sparsetrain import _args
-from sparsetrain.moe.errors import MoEConfigError, MoEConfigTypeError
+from sparsetrain.errors import SettingError, SettingTypeError
 
 SCORES = ("softmax", "sigmoid")
 
@@ -59,27 +59,27 @@ class Router(nn.Module):
         topk_group: int | None = None,
     ) -> None:
         super().__init__()
-        check = {"error": MoEConfigError, "type_error": MoEConfigTypeError}
+        check = {"error": SettingError, "type_error": SettingTypeError}
         d_model = _args.integer("MoE", "d_model", d_model, low=1, **check)
         num_experts = _args.integer("MoE", "num_experts", num_experts, low=1, **check)
         top_k = _args.integer("MoE", "top_k", top_k, low=1, high=num_experts, **check)
-        renormalize = _args.boolean("MoE", "renormalize", renormalize, optional=True, type_error=MoEConfigTypeError)
-        expert_bias = _args.boolean("MoE", "expert_bias", expert_bias, type_error=MoEConfigTypeError)
+        renormalize = _args.boolean("MoE", "renormalize", renormalize, optional=True, type_error=SettingTypeError)
+        expert_bias = _args.boolean("MoE", "expert_bias", expert_bias, type_error=SettingTypeError)
         bias_update_rate = _args.number("MoE", "bias_update_rate", bias_update_rate, low=0, **check)
         routed_scaling_factor = _args.number("MoE", "routed_scaling_factor", routed_scaling_factor, low=0,
                                              low_open=True, **check)
         n_group = _args.integer("MoE", "n_group", n_group, low=1, **check)
         topk_group = _args.integer("MoE", "topk_group", topk_group, low=1, optional=True, **check)
         if score not in SCORES:
-            raise MoEConfigError(f"MoE: router={score!r} is not known; use one of {SCORES}")
+            raise SettingError(f"MoE: router={score!r} is not known; use one of {SCORES}")
         if not 1 <= top_k <= num_experts:
-            raise MoEConfigError(
+            raise SettingError(
                 f"MoE: top_k={top_k} must be between 1 and num_experts={num_experts}; lower top_k or add experts"
             )
         topk_group = n_group if topk_group is None else topk_group
         check_groups(num_experts, top_k, n_group, topk_group)
         if not math.isfinite(routed_scaling_factor) or routed_scaling_factor <= 0:
-            raise MoEConfigError(f"MoE: routed_scaling_factor must be a finite number > 0, got {routed_scaling_factor}")
+            raise SettingError(f"MoE: routed_scaling_factor must be a finite number > 0, got {routed_scaling_factor}")
         self.num_experts = num_experts
         self.top_k = top_k
         self.routed_scaling_factor = float(routed_scaling_factor)
@@ -121,22 +121,22 @@ class Router(nn.Module):
         under sharding, so every rank applies the same update).
         """
         if self.expert_bias is None:
-            raise MoEConfigError("MoE.update_expert_bias: the layer was built without expert_bias=True")
+            raise SettingError("MoE.update_expert_bias: the layer was built without expert_bias=True")
         c = counts.to(torch.float32).to(self.expert_bias.device)
         self.expert_bias.add_(self.bias_update_rate * torch.sign(c.mean() - c))
 
 
 def check_groups(num_experts: int, top_k: int, n_group: int, topk_group: int) -> None:
-    """Raise :class:`MoEConfigError` unless group-limited routing with these sizes can pick ``top_k`` experts."""
+    """Raise :class:`SettingError` unless group-limited routing with these sizes can pick ``top_k`` experts."""
     if n_group < 1 or num_experts % n_group:
-        raise MoEConfigError(f"MoE: n_group={n_group} must be >= 1 and divide num_experts={num_experts}")
+        raise SettingError(f"MoE: n_group={n_group} must be >= 1 and divide num_experts={num_experts}")
     if not 1 <= topk_group <= n_group:
-        raise MoEConfigError(f"MoE: topk_group={topk_group} must be between 1 and n_group={n_group}")
+        raise SettingError(f"MoE: topk_group={topk_group} must be between 1 and n_group={n_group}")
     if n_group > 1 and num_experts // n_group < 2:
-        raise MoEConfigError(f"MoE: group-limited routing needs >= 2 experts per group; num_experts={num_experts}, "
-                             f"n_group={n_group}")
+        raise SettingError(f"MoE: group-limited routing needs >= 2 experts per group; num_experts={num_experts}, "
+                           f"n_group={n_group}")
     if top_k > topk_group * (num_experts // n_group):
-        raise MoEConfigError(
+        raise SettingError(
             f"MoE: top_k={top_k} exceeds the {topk_group * (num_experts // n_group)} experts in "
             f"topk_group={topk_group} groups of {num_experts // n_group}; raise topk_group or lower top_k"
         )

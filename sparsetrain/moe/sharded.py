@@ -15,7 +15,7 @@ except ImportError:  # torch < 2.4 (e.g. 2.2.1, which DGL needs) keeps them in t
     from torch.distributed._tensor import DTensor, Shard
 
 from sparsetrain.collective import RowPlacement, all_reduce_sum, collective_stats, group_info, sparse_all_gather
-from sparsetrain.moe.errors import MoEConfigError, MoEStateError
+from sparsetrain.errors import CheckpointError, SettingError
 from sparsetrain.moe.experts import ExpertShape
 
 SHARDED_ATTR = "_sparsetrain_sharded"
@@ -58,15 +58,15 @@ class ShardedExperts(nn.Module):
 
     def _check_placement(self, placement: RowPlacement) -> None:
         if not isinstance(placement, RowPlacement):
-            raise MoEConfigError(f"MoE {self.mode}: placement must be a sparsetrain.collective.RowPlacement, got "
-                                 f"{type(placement).__name__}")
+            raise SettingError(f"MoE {self.mode}: placement must be a sparsetrain.collective.RowPlacement, got "
+                               f"{type(placement).__name__}")
         if placement.world_size != self.world_size:
-            raise MoEConfigError(
+            raise SettingError(
                 f"MoE {self.mode}: the placement is for world size {placement.world_size} but the process group has "
                 f"{self.world_size} ranks; build the placement with world_size={self.world_size}"
             )
         if placement.num_rows != self.num_experts:
-            raise MoEConfigError(
+            raise SettingError(
                 f"MoE {self.mode}: the placement has {placement.num_rows} rows but the layer has {self.num_experts} "
                 "experts"
             )
@@ -144,7 +144,7 @@ class ShardedExperts(nn.Module):
         want_in = (self.num_experts, self.shape.d_model, self.shape.in_width)
         want_out = (self.num_experts, self.shape.d_hidden, self.shape.d_model)
         if tuple(w_in.shape) != want_in or tuple(w_out.shape) != want_out:
-            raise MoEStateError(
+            raise CheckpointError(
                 f"{what}: checkpoint shapes {tuple(w_in.shape)}/{tuple(w_out.shape)} do not match the layer's "
                 f"{want_in}/{want_out}; build the layer with the checkpoint's d_model, d_hidden, num_experts and "
                 "activation"
@@ -155,9 +155,9 @@ class ShardedExperts(nn.Module):
             chunk = self.chunk_placement()
             rows = self.shape.pack(w_in.to_local(), w_out.to_local())
             if rows.shape[0] != chunk.num_owned(self.rank):
-                raise MoEStateError(f"{what}: the DTensor holds {rows.shape[0]} experts on rank {self.rank}, not the "
-                                    f"{chunk.num_owned(self.rank)} of torch.chunk's Shard(0) layout; build it with "
-                                    "to_dtensors")  # fmt: skip
+                raise CheckpointError(f"{what}: the DTensor holds {rows.shape[0]} experts on rank {self.rank}, not the "
+                                      f"{chunk.num_owned(self.rank)} of torch.chunk's Shard(0) layout; build it with "
+                                      "to_dtensors")  # fmt: skip
             with torch.no_grad():
                 return sparse_all_gather(rows, ids, placement=chunk, group=self.group, stats=self.stats)
         w_in, w_out = (t.full_tensor() if isinstance(t, DTensor) else t for t in (w_in, w_out))
@@ -179,7 +179,7 @@ class ShardedExperts(nn.Module):
             return
         try:
             rows = self.from_tables(state_dict[keys[0]], state_dict[keys[1]], f"{prefix}w_in/w_out")
-        except MoEStateError as exc:
+        except CheckpointError as exc:
             error_msgs.append(str(exc))
             return
         with torch.no_grad():

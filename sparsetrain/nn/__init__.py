@@ -9,6 +9,7 @@ attention (``edge_attention``, ``cluster_attention`` with a ``Packing``, ``linea
 with ``SequenceShards`` for cluster-aware sequence parallelism over ranks.
 """
 
+from sparsetrain.errors import SettingError
 from sparsetrain.nn.attention import Packing, cluster_attention, edge_attention, linear_attention
 from sparsetrain.nn.dropout import dropout, relu_dropout
 from sparsetrain.nn.graph_transformer import GraphTransformer
@@ -16,12 +17,12 @@ from sparsetrain.nn.link import DotDecoder, LinkPredictor, MLPDecoder
 from sparsetrain.nn.models import GAT, GCN, BlockGNN, GraphSAGE
 from sparsetrain.nn.rgat import RGAT
 from sparsetrain.nn.rgcn import RGCN
-from sparsetrain.nn.sequence_parallel import SequenceParallelError, SequenceShards, head_to_seq, seq_to_head
+from sparsetrain.nn.sequence_parallel import SequenceShards, head_to_seq, seq_to_head
 
 __all__ = [
     "GAT", "GCN", "BlockGNN", "GraphSAGE", "GraphTransformer", "RGAT", "RGCN",
     "DotDecoder", "LinkPredictor", "MLPDecoder",
     "Packing", "cluster_attention", "edge_attention", "linear_attention",
     "dropout", "relu_dropout",
-    "SequenceParallelError", "SequenceShards", "head_to_seq", "seq_to_head",
+    "SettingError", "SequenceShards", "head_to_seq", "seq_to_head",
 ]

@@ -19,11 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from sparsetrain.collective import all_to_all, group_info
-from sparsetrain.errors import SparsetrainError
-
-
-class SequenceParallelError(SparsetrainError, ValueError):
-    """A sequence-parallel layout that cannot work (heads not divisible by ranks, cuts inside a cluster...)."""
+from sparsetrain.errors import SettingError
 
 
 def cluster_shard_bounds(cluster_ptr: torch.Tensor, world_size: int) -> list[int]:
@@ -75,7 +71,7 @@ class SequenceShards:
         ptr = torch.as_tensor(cluster_ptr, dtype=torch.int64)
         inside = ptr[(ptr >= self.lo) & (ptr <= self.hi)]
         if inside.numel() == 0 or int(inside[0]) != self.lo or int(inside[-1]) != self.hi:
-            raise SequenceParallelError(
+            raise SettingError(
                 f"rank {self.rank}: shard [{self.lo}, {self.hi}) cuts through a cluster; build the shards with "
                 "SequenceShards.from_clusters(cluster_ptr) so every rank holds whole clusters"
             )
@@ -83,8 +79,8 @@ class SequenceShards:
 
     def check_heads(self, heads: int) -> None:
         if heads % self.world_size:
-            raise SequenceParallelError(f"{heads} attention heads cannot be split over {self.world_size} ranks; use a "
-                                        f"multiple of {self.world_size} heads")
+            raise SettingError(f"{heads} attention heads cannot be split over {self.world_size} ranks; use a "
+                               f"multiple of {self.world_size} heads")
 
 
 def seq_to_head(x: torch.Tensor, shards: SequenceShards) -> torch.Tensor:
@@ -92,8 +88,8 @@ def seq_to_head(x: torch.Tensor, shards: SequenceShards) -> torch.Tensor:
     shards.check_heads(x.shape[1])
     n, heads, dim = x.shape
     if n != shards.hi - shards.lo:
-        raise SequenceParallelError(f"rank {shards.rank}: got {n} local nodes but the shard [{shards.lo}, {shards.hi}) "
-                                    f"has {shards.hi - shards.lo}")
+        raise SettingError(f"rank {shards.rank}: got {n} local nodes but the shard [{shards.lo}, {shards.hi}) "
+                           f"has {shards.hi - shards.lo}")
     p = shards.world_size
     local_heads = heads // p
     # row block r of the send buffer is this rank's nodes with rank r's heads

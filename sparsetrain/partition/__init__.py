@@ -10,7 +10,7 @@ import importlib
 
 _HOME = {
     "Partition": "sparsetrain.partition.load",
-    "PartitionError": "sparsetrain.partition.errors",
+    "DatasetError": "sparsetrain.errors",
     "PartitionOptions": "sparsetrain.partition.partitioner",
     "load_partition": "sparsetrain.partition.load",
     "partition_dataset": "sparsetrain.partition.partitioner",

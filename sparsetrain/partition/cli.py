@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _partition(args: argparse.Namespace) -> int:
-    from sparsetrain.partition.errors import PartitionError
+    from sparsetrain.errors import DatasetError
     from sparsetrain.partition.partitioner import PartitionOptions, partition_dataset
 
     try:
@@ -53,8 +53,8 @@ def _partition(args: argparse.Namespace) -> int:
     except OSError as exc:
         if isinstance(exc, FileNotFoundError):
             raise
-        raise PartitionError(f"{exc.filename or args.out}: {exc.strerror or exc}; check the path, its permissions "
-                             "and the free disk space") from None
+        raise DatasetError(f"{exc.filename or args.out}: {exc.strerror or exc}; check the path, its permissions "
+                           "and the free disk space") from None
     if not args.quiet:
         _print(args.out, manifest)
     return 0

@@ -11,7 +11,7 @@ import torch
 
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.dataset import GraphDataset, load, verify_structure
-from sparsetrain.partition.errors import PartitionError
+from sparsetrain.errors import DatasetError
 from sparsetrain.partition.manifest import PART_META, check_parts, read_manifest
 from sparsetrain.partition.partitioner import COL_START, HALO_OWNER, L2G, as_int
 from sparsetrain.partition.per_type import col_start_file, halo_owner_file, l2g_file
@@ -47,7 +47,7 @@ class PartTypes:
         if node_type is None and len(self.node_types) == 1:
             return 0
         if node_type not in self.node_types:
-            raise PartitionError(f"node type {node_type!r} is not one of the partitioned graph's {self.node_types}")
+            raise DatasetError(f"node type {node_type!r} is not one of the partitioned graph's {self.node_types}")
         return self.node_types.index(node_type)
 
 
@@ -125,8 +125,8 @@ class Partition:
         pos = torch.searchsorted(owned, ids).clamp_(max=max(0, owned.numel() - 1))
         if ids.numel() and (owned.numel() == 0 or not bool((owned[pos] == ids).all())):
             bad = ids[owned[pos] != ids][0] if owned.numel() else ids[0]
-            raise PartitionError(f"{self.path}: node {int(bad)} is not owned by part {self.rank}; pass the part's own "
-                                 "nodes (Partition.owned_global())")
+            raise DatasetError(f"{self.path}: node {int(bad)} is not owned by part {self.rank}; pass the part's own "
+                               "nodes (Partition.owned_global())")
         return pos
 
 
@@ -140,13 +140,13 @@ def load_partition(path: str | os.PathLike, rank: int, verify: bool = False, arr
     manifest = read_manifest(folder)
     P = manifest["num_parts"]
     if as_int(rank) is None:
-        raise PartitionError(f"rank={rank!r}: give the rank as an integer from 0 to {P - 1}")
+        raise DatasetError(f"rank={rank!r}: give the rank as an integer from 0 to {P - 1}")
     rank = as_int(rank)
     if isinstance(verify, bool) is False:
-        raise PartitionError(f"verify={verify!r}: give True or False")
+        raise DatasetError(f"verify={verify!r}: give True or False")
     if not 0 <= rank < P:
-        raise PartitionError(f"{folder}: has {P} parts, so rank {rank} has none; run {P} ranks (e.g. torchrun "
-                             f"--nproc-per-node {P})")
+        raise DatasetError(f"{folder}: has {P} parts, so rank {rank} has none; run {P} ranks (e.g. torchrun "
+                           f"--nproc-per-node {P})")
     check_parts(folder, manifest, arrays="sha256" if verify else arrays or "sizes", which=[rank])
     entry = manifest["parts"][rank]
     ds = load(folder / entry["folder"])
@@ -161,8 +161,8 @@ def load_partition(path: str | os.PathLike, rank: int, verify: bool = False, arr
         return _typed_partition(folder, rank, P, ds, manifest, verify)
     l2g = array(L2G)
     if l2g.numel() != own["num_owned"] + own["num_halo"]:
-        raise PartitionError(f"{ds.path / L2G}: has {l2g.numel()} ids for {own['num_owned'] + own['num_halo']} local "
-                             "nodes; re-run `sparsetrain partition`")
+        raise DatasetError(f"{ds.path / L2G}: has {l2g.numel()} ids for {own['num_owned'] + own['num_halo']} local "
+                           "nodes; re-run `sparsetrain partition`")
     halo_owner, col_start = array(HALO_OWNER), array(COL_START)
     num_local = own["num_owned"] + own["num_halo"]
     for path, values, low, high in ((ds.path / L2G, l2g, 0, manifest["dataset"]["num_nodes"]),
@@ -184,17 +184,17 @@ def _typed_partition(folder: Path, rank: int, P: int, ds: GraphDataset, manifest
     whole = manifest["dataset"]
     if whole.get("node_types") is None or list(whole["node_types"]) != node_types or [
             tuple(et) for et in whole.get("edge_types", [])] != edge_types:
-        raise PartitionError(f"{ds.path}: its node or edge types differ from the manifest's; re-run `sparsetrain "
-                             "partition`")
+        raise DatasetError(f"{ds.path}: its node or edge types differ from the manifest's; re-run `sparsetrain "
+                           "partition`")
     types_meta = own.get("types") or {}
     if sorted(types_meta) != sorted(node_types):
-        raise PartitionError(f"{ds.path / fmt.META_FILE}: field 'partition.types' does not list every node type; "
-                             "re-run `sparsetrain partition`")
+        raise DatasetError(f"{ds.path / fmt.META_FILE}: field 'partition.types' does not list every node type; "
+                           "re-run `sparsetrain partition`")
 
     def array(name: str, what: str) -> torch.Tensor:
         if name not in ds.meta["files"] or not (ds.path / name).is_file():
-            raise PartitionError(f"{ds.path / name}: missing ({what}); the part is incomplete, restore it or re-run "
-                                 "`sparsetrain partition`")
+            raise DatasetError(f"{ds.path / name}: missing ({what}); the part is incomplete, restore it or re-run "
+                               "`sparsetrain partition`")
         return torch.from_numpy(fmt.open_array(ds.path, name, ds.meta, mmap=False))
 
     counts = np.array([whole["node_types"][t] for t in node_types], np.int64)
@@ -211,8 +211,8 @@ def _typed_partition(folder: Path, rank: int, P: int, ds: GraphDataset, manifest
         ho = array(halo_owner_file(t), f"node type {t!r}'s halo owners")
         no, nh = int(types.num_owned[i]), int(types.num_halo[i])
         if l2g.numel() != no + nh or ho.numel() != nh or ds.num_nodes_by_type[t] != no + nh:
-            raise PartitionError(f"{ds.path / l2g_file(t)}: has {l2g.numel()} ids for {no + nh} local {t!r} nodes; "
-                                 "re-run `sparsetrain partition`")
+            raise DatasetError(f"{ds.path / l2g_file(t)}: has {l2g.numel()} ids for {no + nh} local {t!r} nodes; "
+                               "re-run `sparsetrain partition`")
         _check_range(ds.path / l2g_file(t), l2g, 0, int(counts[i]))
         _check_range(ds.path / halo_owner_file(t), ho, 0, P)
         owned.append(l2g[:no] + int(offset[i]))
@@ -225,8 +225,8 @@ def _typed_partition(folder: Path, rank: int, P: int, ds: GraphDataset, manifest
         d, s = int(types.et_dst[k]), int(types.et_src[k])
         cs = array(col_start_file(et), f"edge type {et}'s column starts")
         if cs.numel() != int(types.num_owned[d]):
-            raise PartitionError(f"{ds.path / col_start_file(et)}: has {cs.numel()} entries for "
-                                 f"{int(types.num_owned[d])} owned {et[2]!r} nodes; re-run `sparsetrain partition`")
+            raise DatasetError(f"{ds.path / col_start_file(et)}: has {cs.numel()} entries for "
+                               f"{int(types.num_owned[d])} owned {et[2]!r} nodes; re-run `sparsetrain partition`")
         _check_range(ds.path / col_start_file(et), cs, 0, _whole_edges(manifest, k) + 1)
         starts += [cs, torch.zeros(int(types.num_halo[d]), dtype=torch.int64)]
         n = ds.num_edges_by_type[et]
@@ -236,12 +236,12 @@ def _typed_partition(folder: Path, rank: int, P: int, ds: GraphDataset, manifest
     features = {}
     for t, name in (own.get("owned_features") or {}).items():
         if not (ds.path / name).is_file():
-            raise PartitionError(f"{ds.path / name}: missing (node type {t!r}'s owned features); restore it or re-run "
-                                 "`sparsetrain partition`")
+            raise DatasetError(f"{ds.path / name}: missing (node type {t!r}'s owned features); restore it or re-run "
+                               "`sparsetrain partition`")
         features[t] = MmapFeatures(ds.path / name)
         if features[t].shape[0] != int(types.num_owned[index[t]]):
-            raise PartitionError(f"{ds.path / name}: has {features[t].shape[0]} rows for "
-                                 f"{int(types.num_owned[index[t]])} owned {t!r} nodes; re-run `sparsetrain partition`")
+            raise DatasetError(f"{ds.path / name}: has {features[t].shape[0]} rows for "
+                               f"{int(types.num_owned[index[t]])} owned {t!r} nodes; re-run `sparsetrain partition`")
     return Partition(folder, rank, P, ds, torch.cat(owned + halo), torch.cat(halo_owner).to(torch.int32),
                      torch.cat(starts), None, manifest, types, features)
 
@@ -256,8 +256,8 @@ def _check_range(path: Path, values: torch.Tensor, low: int, high: int) -> None:
     unchecked, so an edited part would crash a rank or read another node's rows)."""
     if values.numel() and (int(values.min()) < low or int(values.max()) >= high):
         bad = int(values.min()) if int(values.min()) < low else int(values.max())
-        raise PartitionError(f"{path}: holds {bad}, outside [{low}, {high}); the part was edited, re-run "
-                             "`sparsetrain partition`")
+        raise DatasetError(f"{path}: holds {bad}, outside [{low}, {high}); the part was edited, re-run "
+                           "`sparsetrain partition`")
 
 
 def part_sizes(manifest: dict, split: str) -> list[int]:
@@ -271,6 +271,6 @@ def owners(path: str | os.PathLike) -> np.ndarray:
     manifest = read_manifest(folder)
     owner = np.load(folder / manifest["owner"]["file"], allow_pickle=False)
     if fmt.sha256_file(folder / manifest["owner"]["file"]) != manifest["owner"]["sha256"]:
-        raise PartitionError(f"{folder / manifest['owner']['file']}: sha256 differs from the manifest's; re-run "
-                             "`sparsetrain partition`")
+        raise DatasetError(f"{folder / manifest['owner']['file']}: sha256 differs from the manifest's; re-run "
+                           "`sparsetrain partition`")
     return owner

@@ -12,7 +12,7 @@ from pathlib import Path
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.checks import SMALL_FILE_BYTES, check_files
 from sparsetrain.datasets.outputs import PARTITION_MANIFEST
-from sparsetrain.partition.errors import PartitionError
+from sparsetrain.errors import DatasetError
 
 MANIFEST = PARTITION_MANIFEST
 FORMAT_NAME = "sparsetrain-partition"
@@ -47,20 +47,20 @@ def read_manifest(folder: Path) -> dict:
     """The checked manifest of a partitioned folder."""
     path = folder / MANIFEST
     if not path.is_file():
-        raise PartitionError(f"{path}: missing; {folder} is not a partitioned folder (make one with `sparsetrain "
-                             "partition DATA --parts N --out DIR`)")
+        raise DatasetError(f"{path}: missing; {folder} is not a partitioned folder (make one with `sparsetrain "
+                           "partition DATA --parts N --out DIR`)")
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PartitionError(f"{path}: not valid JSON ({exc}); {_RERUN}") from None
+        raise DatasetError(f"{path}: not valid JSON ({exc}); {_RERUN}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise PartitionError(f"{path}: field 'format' is not {FORMAT_NAME!r}; this is not a partitioned folder")
+        raise DatasetError(f"{path}: field 'format' is not {FORMAT_NAME!r}; this is not a partitioned folder")
     if manifest.get("format_version") != FORMAT_VERSION:
-        raise PartitionError(f"{path}: field 'format_version' is {manifest.get('format_version')!r} but this "
-                             f"sparsetrain reads {FORMAT_VERSION}; {_RERUN}")
+        raise DatasetError(f"{path}: field 'format_version' is {manifest.get('format_version')!r} but this "
+                           f"sparsetrain reads {FORMAT_VERSION}; {_RERUN}")
     body = {k: v for k, v in manifest.items() if k != "checksum"}
     if manifest.get("checksum") != digest(body):
-        raise PartitionError(f"{path}: its checksum does not match its content (the manifest was edited); {_RERUN}")
+        raise DatasetError(f"{path}: its checksum does not match its content (the manifest was edited); {_RERUN}")
     _check_fields(path, manifest)
     return manifest
 
@@ -83,21 +83,21 @@ def _check_fields(path: Path, manifest: dict) -> None:
         for name, kind in fields.items():
             got = value.get(name)
             if not isinstance(got, kind) or isinstance(got, bool):
-                raise PartitionError(f"{path}: field '{where}{name}' is {got!r}, not {_kind_name(kind)}; {_RERUN}")
+                raise DatasetError(f"{path}: field '{where}{name}' is {got!r}, not {_kind_name(kind)}; {_RERUN}")
 
     check("", manifest, _FIELDS)
     for name, fields in _NESTED.items():
         check(f"{name}.", manifest[name], fields)
     parts = manifest["parts"]
     if manifest["num_parts"] != len(parts) or not parts:
-        raise PartitionError(f"{path}: field 'num_parts' is {manifest['num_parts']} but {len(parts)} parts are listed; "
-                             f"{_RERUN}")
+        raise DatasetError(f"{path}: field 'num_parts' is {manifest['num_parts']} but {len(parts)} parts are listed; "
+                           f"{_RERUN}")
     for p, entry in enumerate(parts):
         if not isinstance(entry, dict):
-            raise PartitionError(f"{path}: part {p}'s entry is {entry!r}, not an object; {_RERUN}")
+            raise DatasetError(f"{path}: part {p}'s entry is {entry!r}, not an object; {_RERUN}")
         check(f"parts[{p}].", entry, _PART_FIELDS)
         if entry["folder"] != part_folder(p):
-            raise PartitionError(f"{path}: part {p}'s folder is {entry['folder']!r}, not {part_folder(p)!r}; {_RERUN}")
+            raise DatasetError(f"{path}: part {p}'s folder is {entry['folder']!r}, not {part_folder(p)!r}; {_RERUN}")
 
 
 def _kind_name(kind) -> str:
@@ -116,15 +116,15 @@ def check_parts(folder: Path, manifest: dict, arrays: str | None = None, which: 
     check the arrays of the parts in ``which`` (default: all) and the owner map against the checksums the manifest
     chain recorded (manifest -> part's meta.json -> array), as :data:`ARRAY_CHECKS` says."""
     if arrays is not None and arrays not in ARRAY_CHECKS:
-        raise PartitionError(f"arrays={arrays!r}: choose one of {', '.join(ARRAY_CHECKS)}")
+        raise DatasetError(f"arrays={arrays!r}: choose one of {', '.join(ARRAY_CHECKS)}")
     parts = manifest["parts"]
     listed = {p["folder"] for p in parts}
     for entry in sorted(os.listdir(folder)):
         if _PART.match(entry) and entry not in listed:
-            raise PartitionError(f"{folder / entry}: is not a part of this partitioning (its manifest lists "
-                                 f"{len(parts)} parts); remove it or {_RERUN}")
+            raise DatasetError(f"{folder / entry}: is not a part of this partitioning (its manifest lists "
+                               f"{len(parts)} parts); remove it or {_RERUN}")
     if not (folder / manifest["owner"]["file"]).is_file():
-        raise PartitionError(f"{folder / manifest['owner']['file']}: missing; restore it or {_RERUN}")
+        raise DatasetError(f"{folder / manifest['owner']['file']}: missing; restore it or {_RERUN}")
     for p, entry in enumerate(parts):
         meta = check_part(folder, manifest, entry)
         if arrays is not None and (which is None or p in which):
@@ -142,8 +142,8 @@ def check_part(folder: Path, manifest: dict, entry: dict) -> dict:
     """One part's meta.json, checked against the manifest; returns it."""
     path = folder / entry["folder"]
     if not (path / fmt.META_FILE).is_file():
-        raise PartitionError(f"{path}: missing (the manifest lists {len(manifest['parts'])} parts); restore it or "
-                             f"{_RERUN}")
+        raise DatasetError(f"{path}: missing (the manifest lists {len(manifest['parts'])} parts); restore it or "
+                           f"{_RERUN}")
     meta_bytes = (path / fmt.META_FILE).read_bytes()
     try:
         meta = json.loads(meta_bytes)
@@ -151,17 +151,17 @@ def check_part(folder: Path, manifest: dict, entry: dict) -> dict:
         meta = None
     own = meta.get(PART_META) if isinstance(meta, dict) else None
     if not isinstance(own, dict):
-        raise PartitionError(f"{path / fmt.META_FILE}: not a part's meta.json (no JSON object with a "
-                             f"'{PART_META}' field); restore the part or {_RERUN}")
+        raise DatasetError(f"{path / fmt.META_FILE}: not a part's meta.json (no JSON object with a "
+                           f"'{PART_META}' field); restore the part or {_RERUN}")
     if own.get("dataset_checksum") != manifest["dataset"]["checksum"]:
-        raise PartitionError(f"{path}: is a part of another dataset (checksum {str(own.get('dataset_checksum'))[:12]}, "
-                             f"the manifest's {manifest['dataset']['checksum'][:12]}); {_RERUN}")
+        raise DatasetError(f"{path}: is a part of another dataset (checksum {str(own.get('dataset_checksum'))[:12]}, "
+                           f"the manifest's {manifest['dataset']['checksum'][:12]}); {_RERUN}")
     if own.get("id") != manifest["partition_id"] or own.get("part") != parts_index(entry):
-        raise PartitionError(f"{path}: is part {own.get('part')} of partitioning {own.get('id')}, not part "
-                             f"{parts_index(entry)} of {manifest['partition_id']} (the manifest's); {_RERUN}")
+        raise DatasetError(f"{path}: is part {own.get('part')} of partitioning {own.get('id')}, not part "
+                           f"{parts_index(entry)} of {manifest['partition_id']} (the manifest's); {_RERUN}")
     if hashlib.sha256(meta_bytes).hexdigest() != entry["meta_sha256"]:
-        raise PartitionError(f"{path / fmt.META_FILE}: differs from the one the manifest recorded (the part was "
-                             f"replaced or edited); {_RERUN}")
+        raise DatasetError(f"{path / fmt.META_FILE}: differs from the one the manifest recorded (the part was "
+                           f"replaced or edited); {_RERUN}")
     return meta
 
 

@@ -37,9 +37,8 @@ from sparsetrain.datasets.checks import check_files
 from sparsetrain.datasets.dataset import load, verify_structure
 from sparsetrain.datasets.outputs import PARTITIONED, check_output_path
 from sparsetrain.datasets.writer import DatasetWriter, leftovers, move_into_place
-from sparsetrain.errors import OutputExistsError
+from sparsetrain.errors import DatasetError, OutputExistsError
 from sparsetrain.partition import kernels
-from sparsetrain.partition.errors import PartitionError
 from sparsetrain.partition.manifest import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -83,7 +82,7 @@ class PartitionOptions:
     def __post_init__(self) -> None:
         _integer(self, "parts", 1, 32767, "--parts {}: give a number of parts from 1 to 32767")
         if self.method not in METHODS:
-            raise PartitionError(f"--method {self.method!r}: choose one of {', '.join(METHODS)}")
+            raise DatasetError(f"--method {self.method!r}: choose one of {', '.join(METHODS)}")
         if self.passes is not None:
             _integer(self, "passes", 1, 100, "--passes {}: give from 1 to 100 passes")
         if self.seed is not None:
@@ -93,9 +92,9 @@ class PartitionOptions:
         if slack is not None:
             if not isinstance(slack, (int, float, np.integer, np.floating)) or isinstance(slack, (bool, np.bool_)) \
                     or not 0 <= slack <= 10:
-                raise PartitionError(f"--imbalance {slack!r}: give a slack from 0 (exact balance) to 10")
+                raise DatasetError(f"--imbalance {slack!r}: give a slack from 0 (exact balance) to 10")
             object.__setattr__(self, "imbalance", float(slack))
-        refuse_inapplicable(PARTITION_RULES, self.context(), PartitionError)
+        refuse_inapplicable(PARTITION_RULES, self.context(), DatasetError)
         ldg = self.method == "ldg"
         for name, default in (("imbalance", 0.05), ("passes", 10)):
             object.__setattr__(self, name, (default if getattr(self, name) is None else getattr(self, name)) if ldg
@@ -103,7 +102,7 @@ class PartitionOptions:
         object.__setattr__(self, "seed", None if ldg else 0 if self.seed is None else self.seed)
         for name in ("overwrite", "quiet"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise PartitionError(f"{name}={getattr(self, name)!r}: give True or False")
+                raise DatasetError(f"{name}={getattr(self, name)!r}: give True or False")
             object.__setattr__(self, name, bool(getattr(self, name)))
 
     def context(self, data: str = "", typed: bool = False, temporal: bool = False) -> PartitionContext:
@@ -122,7 +121,7 @@ def _integer(opts: PartitionOptions, name: str, low: int, high: int, message: st
     """Field ``name`` of ``opts`` an int in [low, high], stored as a Python int; else the one-line ``message``."""
     value = as_int(getattr(opts, name))
     if value is None or not low <= value <= high:
-        raise PartitionError(message.format(repr(getattr(opts, name))))
+        raise DatasetError(message.format(repr(getattr(opts, name))))
     object.__setattr__(opts, name, value)
 
 
@@ -156,7 +155,7 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
     """Partition the dataset at ``data`` into ``opts.parts`` parts written to ``out``; returns the manifest."""
     data, out = Path(data), Path(out).absolute()
     ds = load(data)
-    refuse_inapplicable(PARTITION_RULES, opts.context(str(data), ds.is_typed, ds.has_times), PartitionError)
+    refuse_inapplicable(PARTITION_RULES, opts.context(str(data), ds.is_typed, ds.has_times), DatasetError)
     check_output_path("--out", out, inputs=(data,), creates=PARTITIONED)
     if out.parent.is_dir():
         _recover(out)

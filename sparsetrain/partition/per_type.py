@@ -423,7 +423,7 @@ def _part_meta(ds, csc: TypedCSC, p: int, P: int, partition_id: str, checksum: s
 def check_typed_files(folder: Path, manifest: dict) -> None:
     """Every per-type file a typed part needs (id maps per node type, column starts per edge type, owned features)
     is listed in its meta.json and present: one line naming the first missing one."""
-    from sparsetrain.partition.errors import PartitionError
+    from sparsetrain.errors import DatasetError
 
     node_types = list(manifest["dataset"]["node_types"])
     edge_types = [tuple(et) for et in manifest["dataset"]["edge_types"]]
@@ -437,5 +437,5 @@ def check_typed_files(folder: Path, manifest: dict) -> None:
                    for t, name in (meta.get(PART_META, {}).get("owned_features") or {}).items()]
         for name, what in needed:
             if name not in meta["files"] or not (path / name).is_file():
-                raise PartitionError(f"{path / name}: missing ({what}); the part is incomplete, restore it or re-run "
-                                     "`sparsetrain partition`")
+                raise DatasetError(f"{path / name}: missing ({what}); the part is incomplete, restore it or re-run "
+                                   "`sparsetrain partition`")

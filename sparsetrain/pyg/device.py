@@ -1,6 +1,6 @@
 """The loaders' ``device=``: where a ``Data``'s or ``HeteroData``'s tensors go so batches come out on that device.
 
-cuGraph-PyG's shape for PyG users on a GPU: the graph is sampled there (:class:`~sparsetrain.pyg.NeighborSampler`'s
+cuGraph-PyG's shape for PyG users on a GPU: the graph is sampled there (:class:`~sparsetrain.pyg.PyGNeighborSampler`'s
 ``device``), every tensor the batch is cut from lives there when it fits, and node features that do not fit stay in
 pinned host memory, read zero-copy by the GPU (:class:`~sparsetrain.storage.PinnedFeatures`: only the rows a batch
 needs cross PCIe, with no CPU gather). A batch is then already on the device and PyG's ``batch.to(device)`` costs
@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 from torch_geometric.data import Data, HeteroData
 
-from sparsetrain.pyg.errors import PyGOptionError
+from sparsetrain.errors import SettingError
 from sparsetrain.sampling.graph import NODE_TYPE
 from sparsetrain.storage import PinnedFeatures
 from sparsetrain.storage.residency import fits_on_gpu
@@ -87,11 +87,11 @@ class Placement:
 
     def __init__(self, data, device: torch.device | str) -> None:
         if not isinstance(data, (Data, HeteroData)):
-            raise PyGOptionError(f"device= places a Data or HeteroData; data is a {type(data).__name__} (a dataset or "
-                                 "stores: leave device unset and pass features=CachedFeatures(..., device='cuda'))")
+            raise SettingError(f"device= places a Data or HeteroData; data is a {type(data).__name__} (a dataset or "
+                               "stores: leave device unset and pass features=CachedFeatures(..., device='cuda'))")
         if torch.device(device).type == "cuda" and not torch.cuda.is_available():
-            raise PyGOptionError(f"device={device!r} but no CUDA device is visible; leave device unset to load on the "
-                                 "CPU")
+            raise SettingError(f"device={device!r} but no CUDA device is visible; leave device unset to load on the "
+                               "CPU")
         self.plan = placement_plan(device, data_device(data), _nbytes(data), lambda d: torch.cuda.mem_get_info(d)[0])
         self.device = self.plan.device
         self.features: dict[str, PinnedFeatures] = {}

@@ -22,7 +22,7 @@ from torch_geometric.data import Data, HeteroData, remote_backend_utils
 
 from sparsetrain.datasets.dataset import GraphDataset
 from sparsetrain.datasets.readers import check_times
-from sparsetrain.pyg.errors import PyGNotImplementedError, PyGOptionError
+from sparsetrain.errors import NotSupportedError, SettingError
 from sparsetrain.pyg.ids import checked_edge_index, checked_ids
 from sparsetrain.pyg.stores import DatasetGraphStore, as_dataset
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, CSCGraph, EdgeType
@@ -60,14 +60,14 @@ def graph_of(data: Any, weight_attr: str | None = None, time_attr: str | None = 
         return _from_hetero(data, weight_attr, time_attr)
     if isinstance(data, (GraphDataset, str, os.PathLike)):
         if time_attr is not None or weight_attr is not None:
-            raise PyGOptionError("time_attr / weight_attr are not read from a sparsetrain dataset; pass a Data "
-                                 "holding them")
+            raise SettingError("time_attr / weight_attr are not read from a sparsetrain dataset; pass a Data "
+                               "holding them")
         graph = as_dataset(data).graph
         return PyGGraph(graph, graph.is_typed)
     if isinstance(data, (tuple, list)) and len(data) == 2:
         return _from_stores(*data, weight_attr, time_attr)
-    raise PyGOptionError(f"data is a {type(data).__name__}; pass a torch_geometric Data or HeteroData, a sparsetrain "
-                         "dataset (or its folder), or a (FeatureStore, GraphStore) pair")
+    raise SettingError(f"data is a {type(data).__name__}; pass a torch_geometric Data or HeteroData, a sparsetrain "
+                       "dataset (or its folder), or a (FeatureStore, GraphStore) pair")
 
 
 def _from_data(data: Data, weight_attr: str | None, time_attr: str | None) -> PyGGraph:
@@ -85,8 +85,8 @@ def _from_data(data: Data, weight_attr: str | None, time_attr: str | None) -> Py
             edge_time = {EDGE_TYPE: time}
         else:
             shape = list(getattr(time, "shape", []))
-            raise PyGOptionError(f"time_attr={time_attr!r} has shape {shape}: neither one time per node ({num_nodes}) "
-                                 f"nor one per edge ({edge_index.shape[1]}); give one of them")
+            raise SettingError(f"time_attr={time_attr!r} has shape {shape}: neither one time per node ({num_nodes}) "
+                               f"nor one per edge ({edge_index.shape[1]}); give one of them")
     _check_times(node_time, "node", lambda _: f"data.{time_attr}")
     _check_times(edge_time, "edge", lambda _: f"data.{time_attr}")
     return PyGGraph(graph, False, node_time, edge_time, weight is not None)
@@ -104,11 +104,11 @@ def _from_hetero(data: HeteroData, weight_attr: str | None, time_attr: str | Non
         node_time = {t: data[t][time_attr] for t in data.node_types if time_attr in data[t]}
         edge_time = {et: data[et][time_attr] for et in data.edge_types if time_attr in data[et]}
         if node_time and edge_time:
-            raise PyGOptionError(f"time_attr={time_attr!r} holds both node-level and edge-level times; keep one of "
-                                 "them")
+            raise SettingError(f"time_attr={time_attr!r} holds both node-level and edge-level times; keep one of "
+                               "them")
         if not node_time and not edge_time:
-            raise PyGOptionError(f"time_attr={time_attr!r} is neither a node-level nor an edge-level attribute of "
-                                 "the data")
+            raise SettingError(f"time_attr={time_attr!r} is neither a node-level nor an edge-level attribute of "
+                               "the data")
         node_time, edge_time = node_time or None, edge_time or None
         _check_times(node_time, "node", lambda t: f"data[{t!r}].{time_attr}")
         _check_times(edge_time, "edge", lambda et: f"data[{et}].{time_attr}")
@@ -126,8 +126,8 @@ def _num_nodes(data: HeteroData, node_type: str) -> int:
 
 def _from_stores(feature_store, graph_store, weight_attr: str | None, time_attr: str | None) -> PyGGraph:
     if weight_attr is not None:  # as PyG's own sampler
-        raise PyGNotImplementedError("weight_attr is not supported for (FeatureStore, GraphStore) data; pass a Data or "
-                                     "HeteroData holding that edge attribute")
+        raise NotSupportedError("weight_attr is not supported for (FeatureStore, GraphStore) data; pass a Data or "
+                                "HeteroData holding that edge attribute")
     if isinstance(graph_store, DatasetGraphStore):
         graph = graph_store.graph
         hetero = graph.is_typed
@@ -162,7 +162,7 @@ def _store_times(feature_store, time_attr: str, hetero: bool):
     """PyG's rule for times in a feature store: node-type group names hold node times, edge-type ones edge times."""
     attrs = [attr for attr in feature_store.get_all_tensor_attrs() if attr.attr_name == time_attr]
     if not attrs:
-        raise PyGOptionError(f"time_attr={time_attr!r}: the feature store has no tensor of that name")
+        raise SettingError(f"time_attr={time_attr!r}: the feature store has no tensor of that name")
     tensors = {}
     for attr in attrs:
         attr.index = None
@@ -174,7 +174,7 @@ def _store_times(feature_store, time_attr: str, hetero: bool):
         return tensors, None
     if all(isinstance(g, tuple) for g in tensors):
         return None, tensors
-    raise PyGOptionError(f"time_attr={time_attr!r} is stored for both node types and edge types; keep one of them")
+    raise SettingError(f"time_attr={time_attr!r} is stored for both node types and edge types; keep one of them")
 
 
 def check_finite_times(values: torch.Tensor, name: str, what: str) -> None:
@@ -192,5 +192,5 @@ def _check_times(times: dict | None, what: str, name_of: Callable[[Any], str]) -
 
 def _attr(store, name: str, what: str) -> torch.Tensor:
     if name not in store:
-        raise PyGOptionError(f"{what}={name!r}: the data has no attribute of that name")
+        raise SettingError(f"{what}={name!r}: the data has no attribute of that name")
     return store[name]

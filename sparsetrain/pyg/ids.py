@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from sparsetrain.pyg.errors import PyGIdDtypeError, PyGIndexError
+from sparsetrain.errors import InputError, NotSupportedError
 
 ID_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8)
 
@@ -23,16 +23,16 @@ def checked_ids(ids, name: str, num_nodes: int | None = None, *, mask: bool = Fa
     ids = _integers(ids, name, mask)
     if ids.dim() != 1:
         what = "node ids or a bool mask" if mask else "node ids"
-        raise PyGIndexError(f"{name} has shape {list(ids.shape)}; pass a 1-D tensor of {what}")
+        raise InputError(f"{name} has shape {list(ids.shape)}; pass a 1-D tensor of {what}")
     if ids.dtype == torch.bool:
         if num_nodes is not None and ids.numel() != num_nodes:
-            raise PyGIndexError(f"{name} is a bool mask of shape {list(ids.shape)} for {num_nodes} nodes; give one "
+            raise InputError(f"{name} is a bool mask of shape {list(ids.shape)} for {num_nodes} nodes; give one "
                                   "entry per node")
         return ids
     if num_nodes is not None and ids.numel():
         lo, hi = int(ids.min()), int(ids.max())
         if lo < 0 or hi >= num_nodes:
-            raise PyGIndexError(f"{name} has ids in [{lo}, {hi}], outside [0, {num_nodes}); pass ids of existing "
+            raise InputError(f"{name} has ids in [{lo}, {hi}], outside [0, {num_nodes}); pass ids of existing "
                                   "nodes")
     return ids
 
@@ -43,16 +43,16 @@ def _integers(ids, name: str, mask: bool) -> torch.Tensor:
         try:  # an empty list holds no ids of any dtype (torch would call it float32)
             ids = torch.as_tensor(ids, dtype=torch.int64) if _is_empty_sequence(ids) else torch.as_tensor(ids)
         except (TypeError, ValueError, RuntimeError):
-            raise PyGIdDtypeError(f"{name} is a {type(ids).__name__} that is not a tensor of ids; pass a tensor of "
-                                  "node ids") from None
+            raise NotSupportedError(f"{name} is a {type(ids).__name__} that is not a tensor of ids; pass a tensor of "
+                                    "node ids") from None
     if ids.dtype == torch.bool and not mask:
-        raise PyGIdDtypeError(f"{name} is a bool tensor; pass integer node ids (mask.nonzero().view(-1))")
+        raise NotSupportedError(f"{name} is a bool tensor; pass integer node ids (mask.nonzero().view(-1))")
     if ids.dtype != torch.bool and ids.dtype not in ID_DTYPES:
         fix = ".long() ids or a .bool() mask" if mask else ".long() ids"
         why = " (torch once read uint8 as a mask)" if ids.dtype == torch.uint8 else ""
         if ids.dtype.is_floating_point:
             why = " (a cast would truncate 2.7 to node 2)"
-        raise PyGIdDtypeError(f"{name} has dtype {ids.dtype}; node ids must be integers{why}: pass {fix}")
+        raise NotSupportedError(f"{name} has dtype {ids.dtype}; node ids must be integers{why}: pass {fix}")
     return ids
 
 
@@ -68,7 +68,7 @@ def checked_edge_index(edge_index, name: str, num_src: int | None = None, num_ds
     ``[0, num_dst)`` (None: not range-checked)."""
     edge_index = _integers(edge_index, name, mask=False)
     if edge_index.dim() != 2 or edge_index.shape[0] != 2:
-        raise PyGIndexError(f"{name} has shape {list(edge_index.shape)}; pass [2, num_edges] (sources, "
+        raise InputError(f"{name} has shape {list(edge_index.shape)}; pass [2, num_edges] (sources, "
                               "destinations)")
     checked_ids(edge_index[0], f"{name} row 0 (sources)", num_src)
     checked_ids(edge_index[1], f"{name} row 1 (destinations)", num_dst)

@@ -1,4 +1,5 @@
-"""The random key of each batch :class:`sparsetrain.pyg.NeighborSampler` draws: a function of (seed, epoch, position).
+"""The random key of each batch :class:`sparsetrain.pyg.PyGNeighborSampler` draws: a function of (seed, epoch,
+position).
 
 A loader's epoch reserves its keys when it starts (:meth:`BatchKeys.start_epoch`): batch ``p`` of the epoch uses
 ``base + p``, and the next epoch starts at ``base + num_batches``, however many of this epoch's batches were made,

@@ -18,12 +18,12 @@ from torch_geometric.loader.base import DataLoaderIterator
 
 from sparsetrain._phases import phase
 from sparsetrain.datasets.dataset import GraphDataset
+from sparsetrain.errors import InputError, SettingError
 from sparsetrain.pyg.device import Placement, loader_device
-from sparsetrain.pyg.errors import PyGIndexError, PyGOptionError
 from sparsetrain.pyg.graph import check_finite_times
 from sparsetrain.pyg.ids import checked_edge_index, checked_ids
 from sparsetrain.pyg.partitioned import is_partitioned, partitioned_loader_args
-from sparsetrain.pyg.sampler import NeighborSampler
+from sparsetrain.pyg.sampler import PyGNeighborSampler
 from sparsetrain.pyg.stores import DatasetFeatureStore, DatasetGraphStore, as_dataset
 from sparsetrain.pyg.workers import SamplingThreads, epoch_length, uses_threads
 from sparsetrain.sampling.edge_seeds import EXCLUDE_MODES
@@ -37,7 +37,7 @@ class _SamplingThreadsMixin:
     def _get_iterator(self):
         sampler = getattr(self, "node_sampler", None) or getattr(self, "link_sampler", None)
         if not self.sampling_threads:
-            if isinstance(sampler, NeighborSampler):
+            if isinstance(sampler, PyGNeighborSampler):
                 sampler.keys.start_epoch(epoch_length(self._index_sampler))
             return super()._get_iterator()
         batches = SamplingThreads(self, sampler)  # (its epochs, persistent ones too, reserve their keys)
@@ -64,7 +64,7 @@ class _DeviceMixin:
 
 
 class NeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader.NeighborLoader):
-    """``torch_geometric.loader.NeighborLoader`` with :class:`sparsetrain.pyg.NeighborSampler` behind it.
+    """``torch_geometric.loader.NeighborLoader`` with :class:`sparsetrain.pyg.PyGNeighborSampler` behind it.
 
     Arguments and batch fields are PyG's (``x``, ``y``, ``edge_index``, ``n_id``, ``e_id``, ``edge_attr``,
     ``batch_size``, ``input_id``, ``num_sampled_nodes``, ``num_sampled_edges``). ``seed`` fixes the
@@ -80,15 +80,15 @@ class NeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader
                  subgraph_type="directional", disjoint: bool = False, temporal_strategy: str = "uniform",
                  time_attr: str | None = None, weight_attr: str | None = None, transform=None,
                  transform_sampler_output=None, is_sorted: bool = False, filter_per_worker: bool | None = None,
-                 neighbor_sampler: NeighborSampler | None = None, directed: bool = True, *, seed: int | None = None,
+                 neighbor_sampler: PyGNeighborSampler | None = None, directed: bool = True, *, seed: int | None = None,
                  features=None, device=None, **kwargs: Any) -> None:
         self.edge_features = None
         if isinstance(data, (GraphDataset, str, os.PathLike)):
             ds = as_dataset(data)
             if isinstance(input_nodes, str):
                 if input_nodes not in ds.split:
-                    raise PyGOptionError(f"input_nodes={input_nodes!r} is not a split of {ds.path} (it has "
-                                         f"{', '.join(ds.split) or 'none'})")
+                    raise SettingError(f"input_nodes={input_nodes!r} is not a split of {ds.path} (it has "
+                                       f"{', '.join(ds.split) or 'none'})")
                 input_nodes = ds.split[input_nodes]
             self.edge_features = getattr(ds, "edge_features", None)
             data = (DatasetFeatureStore(ds, features), DatasetGraphStore(ds))
@@ -96,17 +96,17 @@ class NeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader
             input_nodes, kwargs = partitioned_loader_args(
                 data, input_nodes, kwargs, seed if neighbor_sampler is None else neighbor_sampler.seed)
         elif features is not None:
-            raise PyGOptionError("features= replaces a sparsetrain dataset's feature store; with other data, put "
-                                 "features in the data")
+            raise SettingError("features= replaces a sparsetrain dataset's feature store; with other data, put "
+                               "features in the data")
         self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
         device = loader_device(data, device)  # a Data already on a GPU is placed as device= would place it
         placed = self._place(data, device)
         kwargs = unpinned_on_gpu(kwargs, device)
         if neighbor_sampler is None:
-            neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace,
-                                               disjoint=disjoint, temporal_strategy=temporal_strategy,
-                                               time_attr=time_attr, weight_attr=weight_attr, is_sorted=is_sorted,
-                                               directed=directed, seed=seed, device=device)
+            neighbor_sampler = PyGNeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace,
+                                                  disjoint=disjoint, temporal_strategy=temporal_strategy,
+                                                  time_attr=time_attr, weight_attr=weight_attr, is_sorted=is_sorted,
+                                                  directed=directed, seed=seed, device=device)
         input_nodes = _on_host(_checked_input_nodes(input_nodes, getattr(neighbor_sampler, "num_nodes", None)))
         super().__init__(placed, num_neighbors, input_nodes=input_nodes, input_time=input_time, replace=replace,
                          subgraph_type=subgraph_type, disjoint=disjoint, temporal_strategy=temporal_strategy,
@@ -124,7 +124,7 @@ class NeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader
 
 
 class LinkNeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.loader.LinkNeighborLoader):
-    """``torch_geometric.loader.LinkNeighborLoader`` with :class:`sparsetrain.pyg.NeighborSampler` behind it.
+    """``torch_geometric.loader.LinkNeighborLoader`` with :class:`sparsetrain.pyg.PyGNeighborSampler` behind it.
 
     Arguments and batch fields are PyG's (``edge_label_index``/``edge_label`` for binary negatives,
     ``src_index``/``dst_pos_index``/``dst_neg_index`` for triplet ones, ``n_id``, ``e_id``, ``input_id``, ...).
@@ -141,29 +141,29 @@ class LinkNeighborLoader(_SamplingThreadsMixin, _DeviceMixin, torch_geometric.lo
                  temporal_strategy: str = "uniform", neg_sampling=None, neg_sampling_ratio=None,
                  time_attr: str | None = None, weight_attr: str | None = None, transform=None,
                  transform_sampler_output=None, is_sorted: bool = False, filter_per_worker: bool | None = None,
-                 neighbor_sampler: NeighborSampler | None = None, directed: bool = True, *, seed: int | None = None,
+                 neighbor_sampler: PyGNeighborSampler | None = None, directed: bool = True, *, seed: int | None = None,
                  exclude_seed_edges: str = "none", device=None, **kwargs: Any) -> None:
         if isinstance(data, (GraphDataset, str, os.PathLike)):
-            raise PyGOptionError("LinkNeighborLoader takes a Data, HeteroData or (FeatureStore, GraphStore); for a "
-                                 "sparsetrain dataset pass (DatasetFeatureStore(ds), DatasetGraphStore(ds)) and "
-                                 "edge_label_index=(None, edge_label_index)")
+            raise SettingError("LinkNeighborLoader takes a Data, HeteroData or (FeatureStore, GraphStore); for a "
+                               "sparsetrain dataset pass (DatasetFeatureStore(ds), DatasetGraphStore(ds)) and "
+                               "edge_label_index=(None, edge_label_index)")
         if exclude_seed_edges not in EXCLUDE_MODES:
             choices = ", ".join(map(repr, EXCLUDE_MODES))
-            raise PyGOptionError(f"exclude_seed_edges={exclude_seed_edges!r}; choose one of {choices}")
+            raise SettingError(f"exclude_seed_edges={exclude_seed_edges!r}; choose one of {choices}")
         self.sampling_threads = uses_threads(kwargs.get("num_workers", 0), kwargs.get("multiprocessing_context"))
         device = loader_device(data, device)  # a Data already on a GPU is placed as device= would place it
         placed = self._place(data, device)
         kwargs = unpinned_on_gpu(kwargs, device)
         if neighbor_sampler is None:
-            neighbor_sampler = NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace,
-                                               disjoint=disjoint, temporal_strategy=temporal_strategy,
-                                               time_attr=time_attr, weight_attr=weight_attr, is_sorted=is_sorted,
-                                               directed=directed, seed=seed,
-                                               device=_link_sampling_device(data, edge_label_index, device))
+            neighbor_sampler = PyGNeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace,
+                                                  disjoint=disjoint, temporal_strategy=temporal_strategy,
+                                                  time_attr=time_attr, weight_attr=weight_attr, is_sorted=is_sorted,
+                                                  directed=directed, seed=seed,
+                                                  device=_link_sampling_device(data, edge_label_index, device))
         if exclude_seed_edges != "none":
-            if not isinstance(neighbor_sampler, NeighborSampler):
-                raise PyGOptionError(f"exclude_seed_edges={exclude_seed_edges!r} needs sparsetrain's sampler; "
-                                     "leave neighbor_sampler unset or pass a sparsetrain.pyg.NeighborSampler")
+            if not isinstance(neighbor_sampler, PyGNeighborSampler):
+                raise SettingError(f"exclude_seed_edges={exclude_seed_edges!r} needs sparsetrain's sampler; "
+                                   "leave neighbor_sampler unset or pass a sparsetrain.pyg.PyGNeighborSampler")
             neighbor_sampler.exclude_seed_edges = exclude_seed_edges
         edge_label_index = _checked_edge_label_index(edge_label_index, getattr(neighbor_sampler, "num_nodes", None))
         super().__init__(placed, num_neighbors, edge_label_index=edge_label_index, edge_label=edge_label,
@@ -195,13 +195,13 @@ def _checked_input_nodes(input_nodes, num_nodes: int | dict[str, int] | None):
         return input_nodes
     if hetero != isinstance(num_nodes, dict):
         fix = "ids (or a bool mask), not a node type" if hetero else "a node type or (node type, ids)"
-        raise PyGOptionError(f"input_nodes={_shown(input_nodes)} but the data is {_kind(num_nodes)}; pass {fix}")
+        raise SettingError(f"input_nodes={_shown(input_nodes)} but the data is {_kind(num_nodes)}; pass {fix}")
     if not hetero:
         return input_nodes if input_nodes is None else checked_ids(input_nodes, "input_nodes", num_nodes, mask=True)
     node_type, ids = (input_nodes, None) if isinstance(input_nodes, str) else input_nodes
     if node_type not in num_nodes:
-        raise PyGIndexError(f"input_nodes names node type {node_type!r}; the data's node types are "
-                            f"{', '.join(map(repr, num_nodes))}")
+        raise InputError(f"input_nodes names node type {node_type!r}; the data's node types are "
+                         f"{', '.join(map(repr, num_nodes))}")
     return input_nodes if ids is None else (node_type, checked_ids(ids, f"input_nodes of {node_type!r}",
                                                                    num_nodes[node_type], mask=True))
 
@@ -232,8 +232,8 @@ def _checked_edge_label_index(edge_label_index, num_nodes: int | dict[str, int] 
         return edge_label_index
     if (edge_type is not None) != isinstance(num_nodes, dict):
         fix = "an edge type or (edge type, [2, E] ids)" if isinstance(num_nodes, dict) else "[2, E] ids"
-        raise PyGOptionError(f"edge_label_index={_shown(edge_label_index)} but the data is {_kind(num_nodes)}; pass "
-                             f"{fix}")
+        raise SettingError(f"edge_label_index={_shown(edge_label_index)} but the data is {_kind(num_nodes)}; pass "
+                           f"{fix}")
     if ids is None:
         return edge_label_index
     if edge_type is None:
@@ -265,8 +265,8 @@ def _check_per_seed(seeds: torch.Tensor, fields: dict[str, torch.Tensor | None])
         if values is None:
             continue
         if values.dim() == 0 or values.shape[0] != seeds.numel():
-            raise PyGIndexError(f"{name} has shape {list(values.shape)} for {seeds.numel()} seeds; give one entry "
-                                "per seed, in the seeds' order")
+            raise InputError(f"{name} has shape {list(values.shape)} for {seeds.numel()} seeds; give one entry "
+                             "per seed, in the seeds' order")
         if name.endswith("time"):
             check_finite_times(values, name, "seed")
 

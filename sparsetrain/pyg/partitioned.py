@@ -1,8 +1,8 @@
 """PyG's ``(FeatureStore, GraphStore)`` over one part of a partitioned folder: ``partitioned_stores(DIR, rank)``.
 
 Under ``torch.distributed`` (one rank per part), ``sparsetrain.pyg.NeighborLoader(partitioned_stores(DIR), ...)``
-samples the partitioned graph with :class:`~sparsetrain.distributed.DistNeighborSampler` and fetches ``x`` through
-:class:`~sparsetrain.distributed.PartitionedFeatures`: ids stay global, and each batch is the single-process drop-in's
+samples the partitioned graph with :class:`~sparsetrain.partitioned.DistNeighborSampler` and fetches ``x`` through
+:class:`~sparsetrain.partitioned.PartitionedFeatures`: ids stay global, and each batch is the single-process drop-in's
 batch for the same seeds and key. Sampling and fetching are collective, so every rank runs as many batches
 (the loader pads the short ranks with empty batches) and ``num_workers`` must be 0. ``y`` is exact for the nodes a
 rank owns (the seeds) and -1 for the others (remote labels are not sent).
@@ -20,10 +20,10 @@ from torch_geometric.data.feature_store import TensorAttr
 from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
 
 from sparsetrain import _args
-from sparsetrain.distributed.features import PartitionedFeatures
-from sparsetrain.distributed.seeds import batches_per_epoch
+from sparsetrain.errors import SettingError
 from sparsetrain.partition.load import Partition, load_partition, part_sizes
-from sparsetrain.pyg.errors import PyGOptionError
+from sparsetrain.partitioned.features import PartitionedFeatures
+from sparsetrain.partitioned.seeds import batches_per_epoch
 from sparsetrain.sampling.batch_keys import epoch_order
 
 
@@ -40,8 +40,8 @@ class PartitionGraphStore(GraphStore):
         return [EdgeAttr(edge_type=None, layout=EdgeLayout.CSC, is_sorted=True, size=(n, n))]
 
     def _get_edge_index(self, edge_attr: EdgeAttr):
-        raise PyGOptionError(f"{self.part.path}: a partitioned graph is sampled by sparsetrain.pyg.NeighborLoader "
-                             "only; its part's CSC is not the graph")
+        raise SettingError(f"{self.part.path}: a partitioned graph is sampled by sparsetrain.pyg.NeighborLoader "
+                           "only; its part's CSC is not the graph")
 
     def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
         return False
@@ -81,7 +81,7 @@ class PartitionFeatureStore(FeatureStore):
         if attr.group_name is not None or attr.attr_name not in ("x", "y"):
             return None
         if not attr.is_set("index") or attr.index is None or isinstance(attr.index, slice):
-            raise PyGOptionError(f"{attr.attr_name!r} of a partitioned graph is read by node ids only")
+            raise SettingError(f"{attr.attr_name!r} of a partitioned graph is read by node ids only")
         index = torch.as_tensor(attr.index).view(-1).to(torch.int64)
         if attr.attr_name == "y":
             return self._labels(index)
@@ -106,7 +106,7 @@ def partitioned_stores(path: str | os.PathLike, rank: int | None = None, *, cach
                        ) -> tuple[PartitionFeatureStore, PartitionGraphStore]:
     """The ``(FeatureStore, GraphStore)`` pair of part ``rank`` (default: this process's rank) of a partitioned folder.
     Collective (the feature store fills its halo cache of ``cache_rows`` rows)."""
-    cache_rows = _args.integer("partitioned_stores", "cache_rows", cache_rows, low=0, error=PyGOptionError)
+    cache_rows = _args.integer("partitioned_stores", "cache_rows", cache_rows, low=0, error=SettingError)
     part = load_partition(path, dist.get_rank(group) if rank is None else rank)
     return PartitionFeatureStore(part, PartitionedFeatures(part, group=group, cache_rows=cache_rows)), \
         PartitionGraphStore(part)
@@ -149,19 +149,19 @@ def partitioned_loader_args(stores, input_nodes, kwargs: dict, seed: int | None)
     from the sampler's ``seed``."""
     part = stores[1].part
     if not isinstance(input_nodes, str) or input_nodes not in part.manifest["parts"][0]["splits"]:
-        raise PyGOptionError(f"input_nodes={input_nodes!r}: over a partitioned graph name a split (e.g. 'train'), so "
-                             "every rank runs as many batches")
+        raise SettingError(f"input_nodes={input_nodes!r}: over a partitioned graph name a split (e.g. 'train'), so "
+                           "every rank runs as many batches")
     if kwargs.get("num_workers", 0) or kwargs.get("batch_sampler") is not None:
-        raise PyGOptionError("num_workers and batch_sampler are not offered over a partitioned graph (sampling is "
-                             "collective, in batch order); leave them unset")
+        raise SettingError("num_workers and batch_sampler are not offered over a partitioned graph (sampling is "
+                           "collective, in batch order); leave them unset")
     args = dict(kwargs)
-    batch_size = _args.integer("NeighborLoader", "batch_size", args.pop("batch_size", 1), low=1, error=PyGOptionError)
+    batch_size = _args.integer("NeighborLoader", "batch_size", args.pop("batch_size", 1), low=1, error=SettingError)
     shuffle = _args.boolean("NeighborLoader", "shuffle", args.pop("shuffle", False))
     drop_last = _args.boolean("NeighborLoader", "drop_last", args.pop("drop_last", False))
     seeds = part.split_global(input_nodes)
     if seed is None:
-        raise PyGOptionError("seed: not offered over a partitioned graph; sample directional, forward, untimed, "
-                             "unweighted on the CPU, with the same integer seed on every rank")
+        raise SettingError("seed: not offered over a partitioned graph; sample directional, forward, untimed, "
+                           "unweighted on the CPU, with the same integer seed on every rank")
     if drop_last:  # the largest part's full batches: every rank runs as many, the short ones padded
         count = max(n // batch_size for n in part_sizes(part.manifest, input_nodes))
     else:

@@ -1,4 +1,4 @@
-"""`NeighborSampler`: PyG's ``BaseSampler`` contract on sparsetrain's fused sampler, for ``Data`` and ``HeteroData``.
+"""`PyGNeighborSampler`: PyG's ``BaseSampler`` contract on sparsetrain's fused sampler, for ``Data`` and ``HeteroData``.
 
 What PyG's own ``NeighborSampler`` does with pyg-lib or torch-sparse, done by
 :class:`sparsetrain.sampling.NeighborSampler` with ``hop_nodes="new"`` (PyG's hops: each hop samples only for the nodes
@@ -33,8 +33,8 @@ from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
 from sparsetrain import _args
 from sparsetrain._phases import phase
-from sparsetrain.distributed.sampler import DistNeighborSampler
-from sparsetrain.pyg.errors import PyGNotImplementedError, PyGOptionError
+from sparsetrain.errors import NotSupportedError, SettingError
+from sparsetrain.partitioned.sampler import DistNeighborSampler
 from sparsetrain.pyg.graph import PyGGraph, graph_of
 from sparsetrain.pyg.ids import checked_ids
 from sparsetrain.pyg.keys import BatchKeys
@@ -51,7 +51,7 @@ from sparsetrain.sampling.sampler import NeighborSampler as FusedSampler
 DIRECTIONS = ("forward", "backward")
 
 
-class NeighborSampler(BaseSampler):
+class PyGNeighborSampler(BaseSampler):
     """PyG's ``NeighborSampler`` (same constructor, same outputs) backed by sparsetrain's fused Numba sampler.
 
     ``num_neighbors``: a list (or ``NumNeighbors``), -1 = all; a dict per edge type for ``HeteroData``.
@@ -65,7 +65,7 @@ class NeighborSampler(BaseSampler):
     torch's generator, so ``torch.manual_seed`` fixes it); batch ``p`` of a loader epoch uses a key fixed when the
     epoch starts (:mod:`sparsetrain.pyg.keys`), so the same seed gives the same batches. Where PyG's own sampler
     raises ``NotImplementedError`` (backward temporal sampling, ``weight_attr`` on a graph store) this one raises
-    :class:`~sparsetrain.pyg.errors.PyGNotImplementedError`, a ``NotImplementedError``.
+    :class:`~sparsetrain.errors.NotSupportedError`, a ``NotImplementedError``.
     """
 
     exclude_seed_edges: str = "none"
@@ -83,15 +83,15 @@ class NeighborSampler(BaseSampler):
             warnings.warn("directed=False is deprecated (as in PyG); use subgraph_type='induced'", DeprecationWarning,
                           stacklevel=2)
         if sample_direction not in DIRECTIONS:
-            raise PyGOptionError(f"sample_direction={sample_direction!r}; choose 'forward' (in-edges) or 'backward' "
-                                 "(out-edges)")
+            raise SettingError(f"sample_direction={sample_direction!r}; choose 'forward' (in-edges) or 'backward' "
+                               "(out-edges)")
         backward = sample_direction == "backward"
         if backward and time_attr is not None:  # as PyG's own sampler
-            raise PyGNotImplementedError("temporal sampling (time_attr) is not supported with "
-                                         "sample_direction='backward'")
+            raise NotSupportedError("temporal sampling (time_attr) is not supported with "
+                                    "sample_direction='backward'")
         self.data = data
         seed = _args.integer("NeighborSampler", "seed", seed, low=-(2**63), high=2**63 - 1, optional=True,
-                             error=PyGOptionError)  # 1.9, '1' and True are refused, not read as 1
+                             error=SettingError)  # 1.9, '1' and True are refused, not read as 1
         if is_partitioned(data):
             self._init_partitioned(data, num_neighbors, subgraph_type, replace, disjoint, time_attr, weight_attr,
                                    sample_direction, seed, device)
@@ -119,7 +119,7 @@ class NeighborSampler(BaseSampler):
                                       temporal_strategy=temporal_strategy, subgraph_type=self.subgraph_type.value,
                                       **times)
         except ValueError as exc:  # PyG raises ValueError for what the fused sampler refuses (e.g. induced + disjoint)
-            raise PyGOptionError(str(exc)) from None
+            raise SettingError(str(exc)) from None
         if device is not None and torch.device(device).type == "cuda" and self.fused.has_gpu_path:
             self.fused = self.fused.to(device)
         self.disjoint = self.fused.disjoint
@@ -136,8 +136,8 @@ class NeighborSampler(BaseSampler):
                    "seed": seed is None}
         bad = [name for name, on in refused.items() if on]
         if bad:
-            raise PyGOptionError(f"{', '.join(bad)}: not offered over a partitioned graph; sample directional, "
-                                 "forward, untimed, unweighted on the CPU, with the same integer seed on every rank")
+            raise SettingError(f"{', '.join(bad)}: not offered over a partitioned graph; sample directional, "
+                               "forward, untimed, unweighted on the CPU, with the same integer seed on every rank")
         part = data[1].part
         self.sample_direction, self.subgraph_type, self.replace = "forward", SubgraphType.directional, bool(replace)
         self.weight_attr, self.temporal_strategy, self.seed = None, "uniform", int(seed)
@@ -153,18 +153,18 @@ class NeighborSampler(BaseSampler):
         edge types, reversed when sampling backward): the one place the two names meet."""
         values = self.num_neighbors.values
         if not isinstance(values, (list, tuple, dict)):
-            raise PyGOptionError(f"num_neighbors={values!r}: give a list of ints, one per hop (e.g. [15, 10]; -1: all "
-                                 "neighbors), or for HeteroData a dict of such lists by edge type")
+            raise SettingError(f"num_neighbors={values!r}: give a list of ints, one per hop (e.g. [15, 10]; -1: all "
+                               "neighbors), or for HeteroData a dict of such lists by edge type")
         try:
             return self._fanouts_per_edge_type()
         except ValueError as exc:  # Fanouts names its own keyword; a PyG user passed num_neighbors
-            raise PyGOptionError(f"num_neighbors={values!r}: {exc}".replace(f"fanouts={values!r}; ", "")) from None
+            raise SettingError(f"num_neighbors={values!r}: {exc}".replace(f"fanouts={values!r}; ", "")) from None
 
     def _fanouts_per_edge_type(self) -> Fanouts:
         if not self.is_hetero_data:
             if isinstance(self.num_neighbors.values, dict):
-                raise PyGOptionError("num_neighbors is a dict (one list per edge type) but the graph is homogeneous; "
-                                     "pass a list, e.g. [15, 10]")
+                raise SettingError("num_neighbors is a dict (one list per edge type) but the graph is homogeneous; "
+                                   "pass a list, e.g. [15, 10]")
             return Fanouts(list(self.num_neighbors.get_values()))
         values = self.num_neighbors.get_values(list(self._pyg_type.values()))
         if not self._pyg_type:
@@ -223,7 +223,7 @@ class NeighborSampler(BaseSampler):
         subgraph, as in PyG, unless ``exclude_seed_edges`` says otherwise."""
         neg = NegativeSampling.cast(neg_sampling)
         if self.exclude_seed_edges != "none" and self.sample_direction == "backward":
-            raise PyGOptionError("exclude_seed_edges with sample_direction='backward' is not supported; sample forward")
+            raise SettingError("exclude_seed_edges with sample_direction='backward' is not supported; sample forward")
         link = self._link_sampler(neg, tuple(inputs.input_type) if self.is_hetero_data else None)
         time = None if inputs.time is None else inputs.time.cpu()
         row = checked_ids(inputs.row, "inputs.row").to(torch.int64)
@@ -259,8 +259,8 @@ class NeighborSampler(BaseSampler):
         return pyg_output(mb, metadata, self.is_hetero_data, self._pyg_type, self.sample_direction == "backward")
 
     def __repr__(self) -> str:
-        return (f"sparsetrain.pyg.NeighborSampler(num_neighbors={self.num_neighbors.values}, replace={self.replace}, "
-                f"seed={self.seed})")
+        return (f"sparsetrain.pyg.PyGNeighborSampler(num_neighbors={self.num_neighbors.values}, "
+                f"replace={self.replace}, seed={self.seed})")
 
 
 def pyg_output(mb: MiniBatch, metadata: tuple, hetero: bool, pyg_type: dict[EdgeType, EdgeType] | None = None,

@@ -17,7 +17,7 @@ from torch_geometric.data.feature_store import TensorAttr
 from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
 
 from sparsetrain.datasets.dataset import GraphDataset, load
-from sparsetrain.pyg.errors import PyGOptionError
+from sparsetrain.errors import SettingError
 from sparsetrain.pyg.ids import checked_ids
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.storage.base import FeatureSource
@@ -106,8 +106,8 @@ class DatasetGraphStore(GraphStore):
         if edge_attr.edge_type is not None:
             return None
         if edge_attr.layout != EdgeLayout.CSC:
-            raise PyGOptionError("DatasetGraphStore holds the graph in CSC layout only; ask for layout='csc' (got "
-                                 f"{edge_attr.layout.value!r})")
+            raise SettingError("DatasetGraphStore holds the graph in CSC layout only; ask for layout='csc' (got "
+                               f"{edge_attr.layout.value!r})")
         if self._indices64 is None:
             self.graph.check_files()
             indices = self.graph.indices

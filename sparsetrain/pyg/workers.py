@@ -23,9 +23,9 @@ import torch
 from torch.utils.data._utils.fetch import _MapDatasetFetcher
 from torch.utils.data._utils.pin_memory import pin_memory
 
-from sparsetrain.pyg.errors import LoaderTimeoutError, PyGOptionError
+from sparsetrain.errors import LoaderError, SettingError
 from sparsetrain.pyg.keys import batch_key
-from sparsetrain.pyg.sampler import NeighborSampler
+from sparsetrain.pyg.sampler import PyGNeighborSampler
 
 FORK_SAFE_LAYERS = ("tbb", "workqueue", "forksafe", "safe")
 """``NUMBA_THREADING_LAYER`` values under which a forked worker may run Numba's parallel kernels."""
@@ -42,10 +42,10 @@ def uses_threads(num_workers: int, multiprocessing_context) -> bool:
     context = multiprocessing_context
     method = context if isinstance(context, str) else context.get_start_method()
     if method == "fork" and numba.config.THREADING_LAYER not in FORK_SAFE_LAYERS:
-        raise PyGOptionError("multiprocessing_context='fork' kills the workers at their first batch: Numba's "
-                             "OpenMP threading layer is not fork-safe; leave multiprocessing_context unset (sampling "
-                             "threads), pass 'forkserver', or set NUMBA_THREADING_LAYER=workqueue (or tbb, if "
-                             "installed) before importing sparsetrain")
+        raise SettingError("multiprocessing_context='fork' kills the workers at their first batch: Numba's "
+                           "OpenMP threading layer is not fork-safe; leave multiprocessing_context unset (sampling "
+                           "threads), pass 'forkserver', or set NUMBA_THREADING_LAYER=workqueue (or tbb, if "
+                           "installed) before importing sparsetrain")
     return False
 
 
@@ -55,11 +55,11 @@ class SamplingThreads:
     Batches come out in order, at most ``num_workers * prefetch_factor`` in flight. A failure in a thread is raised
     here; ``loader.timeout`` (> 0) bounds the wait for one batch, as in torch's ``DataLoader``. Each thread gets an
     equal share of Numba's threads and runs ``loader.worker_init_fn(worker_id)`` first, if set. ``sampler``: the
-    loader's :class:`~sparsetrain.pyg.NeighborSampler` (each epoch reserves its batch keys at its start), or None.
+    loader's :class:`~sparsetrain.pyg.PyGNeighborSampler` (each epoch reserves its batch keys at its start), or None.
     """
 
     def __init__(self, loader: torch.utils.data.DataLoader, sampler) -> None:
-        self._sampler = sampler if isinstance(sampler, NeighborSampler) else None
+        self._sampler = sampler if isinstance(sampler, PyGNeighborSampler) else None
         self._workers = loader.num_workers
         self._depth = loader.num_workers * (loader.prefetch_factor or 2)
         self._pool: ThreadPoolExecutor | None = None
@@ -98,8 +98,8 @@ class SamplingThreads:
             batch = self._pending.popleft().result(timeout=self._timeout)
         except FutureTimeout:
             self.close()
-            raise LoaderTimeoutError(f"DataLoader timed out after {self._timeout} seconds; "
-                                     "raise timeout= or lower the batch cost") from None
+            raise LoaderError(f"DataLoader timed out after {self._timeout} seconds; "
+                              "raise timeout= or lower the batch cost") from None
         except BaseException:
             self.close()
             raise

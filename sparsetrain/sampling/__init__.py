@@ -2,9 +2,9 @@
 NeighborSampler for both) and cluster sampling, edge seeds with negatives, sampler input / minibatch output, batch
 ordering."""
 
+from sparsetrain.errors import BackendError, InputError
 from sparsetrain.sampling.clusters import BatchClusters, ClusteredMiniBatch, ClusterSampler
 from sparsetrain.sampling.edge_seeds import LinkMiniBatch, LinkNeighborSampler
-from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import CSCGraph, EdgeType
 from sparsetrain.sampling.input import EdgeSamplerInput, EdgeSeeds, SamplerInput
@@ -32,8 +32,8 @@ __all__ = [
     "NeighborSampler",
     "ReuseStats",
     "SamplerInput",
-    "SamplingBackendError",
-    "SamplingError",
+    "BackendError",
+    "InputError",
     "SeedBatches",
     "match_reorder",
     "reuse_stats",

@@ -23,8 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from sparsetrain.errors import DatasetError, SettingError
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.errors import DatasetError, InputError, SettingError
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import MiniBatch
@@ -85,8 +84,8 @@ def batch_groups(blocks: Sequence, num_nodes: int, node_clusters: torch.Tensor |
     else:
         cl = np.asarray(node_clusters.cpu(), dtype=np.int64)
         if len(cl) != num_nodes:
-            raise SamplingError(f"node_clusters has {len(cl)} entries for {num_nodes} input nodes; give one cluster id "
-                                "per input node")
+            raise InputError(f"node_clusters has {len(cl)} entries for {num_nodes} input nodes; give one cluster id "
+                             "per input node")
         groups = _compact(subgraphs * (int(cl.max(initial=0)) + 1) + cl)
     groups = _split_large(groups, max_cluster_size)
     return BatchClusters(torch.from_numpy(groups), torch.from_numpy(subgraphs))

@@ -30,7 +30,7 @@ import numba
 import numpy as np
 import torch
 
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.errors import InputError
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import EDGE_TYPE, CSCGraph, EdgeType
 from sparsetrain.sampling.input import EdgeSamplerInput, SamplerInput, ids_on
@@ -100,35 +100,35 @@ class LinkNeighborSampler:
                  negatives: NegativeSampler | None = None, exclude: str = "none", edge_type: EdgeType | None = None,
                  negative_weights: tuple[torch.Tensor | None, torch.Tensor | None] | None = None) -> None:
         if not isinstance(sampler, NeighborSampler):
-            raise SamplingError(f"sampler is a {type(sampler).__name__}; pass a sparsetrain.sampling.NeighborSampler")
+            raise InputError(f"sampler is a {type(sampler).__name__}; pass a sparsetrain.sampling.NeighborSampler")
         if neg_sampling is not None and neg_sampling not in NEG_MODES:
-            raise SamplingError(f"neg_sampling={neg_sampling!r}; choose None, 'binary' or 'triplet'")
+            raise InputError(f"neg_sampling={neg_sampling!r}; choose None, 'binary' or 'triplet'")
         if exclude not in EXCLUDE_MODES:
-            raise SamplingError(f"exclude={exclude!r}; choose one of {', '.join(EXCLUDE_MODES)}")
+            raise InputError(f"exclude={exclude!r}; choose one of {', '.join(EXCLUDE_MODES)}")
         if exclude != "none" and sampler.disjoint:
-            raise SamplingError(f"exclude={exclude!r} with disjoint (or temporal) sampling is not supported; use "
-                                "exclude='none'")
+            raise InputError(f"exclude={exclude!r} with disjoint (or temporal) sampling is not supported; use "
+                             "exclude='none'")
         if not (isinstance(amount, (int, float)) and math.isfinite(amount) and amount > 0):
-            raise SamplingError(f"amount={amount!r}; give a positive number of negatives per positive")
+            raise InputError(f"amount={amount!r}; give a positive number of negatives per positive")
         if neg_sampling == "triplet" and amount != int(amount):
-            raise SamplingError(f"amount={amount} with triplet negatives; give a whole number of negatives per "
-                                "positive")
+            raise InputError(f"amount={amount} with triplet negatives; give a whole number of negatives per "
+                             "positive")
         graph = sampler.graph
         if graph.is_typed:
             if edge_type is None or len(tuple(edge_type)) != 3:
-                raise SamplingError("the graph is typed; name the seed edges' type with edge_type=(src_type, relation, "
-                                    f"dst_type) (its edge types: {graph.edge_types})")
+                raise InputError("the graph is typed; name the seed edges' type with edge_type=(src_type, relation, "
+                                 f"dst_type) (its edge types: {graph.edge_types})")
             edge_type = tuple(edge_type)
             for end in (edge_type[0], edge_type[2]):
                 if end not in graph.node_types:
-                    raise SamplingError(f"edge_type {edge_type} names node type {end!r}, which the graph does not "
-                                        f"have ({graph.node_types})")
+                    raise InputError(f"edge_type {edge_type} names node type {end!r}, which the graph does not "
+                                     f"have ({graph.node_types})")
             num_src = graph.num_nodes[edge_type[0]]
             has_edges = edge_type in graph.edge_types
             relation = graph.relation(edge_type) if has_edges else _no_edges(graph.num_nodes[edge_type[2]])
         else:
             if edge_type is not None and tuple(edge_type) != EDGE_TYPE:
-                raise SamplingError(f"edge_type={edge_type!r} but the graph is homogeneous; leave edge_type unset")
+                raise InputError(f"edge_type={edge_type!r} but the graph is homogeneous; leave edge_type unset")
             edge_type, num_src, relation = EDGE_TYPE, graph.num_nodes, graph
         self.sampler = sampler
         self.graph = graph
@@ -152,17 +152,17 @@ class LinkNeighborSampler:
     def sample(self, inp: EdgeSamplerInput) -> LinkMiniBatch:
         """The blocks around ``inp``'s edges and their negatives, with label indices into the batch's nodes."""
         if not isinstance(inp, EdgeSamplerInput):
-            raise SamplingError(f"LinkNeighborSampler.sample takes an EdgeSamplerInput; got a {type(inp).__name__}")
+            raise InputError(f"LinkNeighborSampler.sample takes an EdgeSamplerInput; got a {type(inp).__name__}")
         num_src, num_dst = self.negatives.num_sources, self.negatives.num_nodes
         on_gpu = self.graph.device.type == "cuda"  # the endpoints are deduplicated and excluded where the graph is
         src, dst = (ids_on(ids, self.graph.device) if on_gpu else ids.to(torch.int64) for ids in (inp.src, inp.dst))
         for what, ids, n in (("src", src, num_src), ("dst", dst, num_dst)):
             if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
-                raise SamplingError(f"seed edges' {what} has ids outside [0, {n}); seed edges must join nodes of this "
-                                    "graph")
+                raise InputError(f"seed edges' {what} has ids outside [0, {n}); seed edges must join nodes of this "
+                                 "graph")
         if inp.time is not None and not self.sampler.is_temporal:
-            raise SamplingError("the seed edges carry times but the sampler is not temporal; give it node_time or "
-                                "edge_time")
+            raise InputError("the seed edges carry times but the sampler is not temporal; give it node_time or "
+                             "edge_time")
         key = inp.key
         if key is None:
             with self._lock:
@@ -185,8 +185,8 @@ class LinkNeighborSampler:
             label = torch.cat([pos_label, pos_label.new_zeros((neg_src.numel(), *pos_label.shape[1:]))])
         elif self.neg_sampling == "triplet":
             if label is not None:
-                raise SamplingError("triplet negatives take no edge labels; drop the labels or use "
-                                    "neg_sampling='binary'")
+                raise InputError("triplet negatives take no edge labels; drop the labels or use "
+                                 "neg_sampling='binary'")
             k = int(self.amount)
             neg_dst = self.negatives.destinations(src.cpu(), k, key=key)
             if disjoint:  # PyG's disjoint layout: negative j of every positive, then negative j + 1, ...

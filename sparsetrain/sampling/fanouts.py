@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.errors import InputError
 from sparsetrain.sampling.graph import CSCGraph, EdgeType
 
 PerHop = tuple[int, ...]
@@ -41,18 +41,18 @@ class Fanouts:
             values = values.values
         if isinstance(values, Mapping):
             if not values:
-                raise SamplingError("fanouts={} names no edge type; give a list for every edge type, or a list per "
-                                    "edge type to sample")
+                raise InputError("fanouts={} names no edge type; give a list for every edge type, or a list per "
+                                 "edge type to sample")
             lengths = {len(list(v)) for v in values.values()}
             if len(lengths) != 1:
-                raise SamplingError(f"fanouts per edge type have different hop counts {sorted(lengths)}; give every "
-                                    "edge type one entry per hop")
+                raise InputError(f"fanouts per edge type have different hop counts {sorted(lengths)}; give every "
+                                 "edge type one entry per hop")
             checked = {et: _hop_counts(v, et) for et, v in values.items()}
         elif isinstance(values, Sequence) and not isinstance(values, str):
             checked = _hop_counts(values, None)
         else:
-            raise SamplingError(f"fanouts={values!r}; give a list of ints (one per hop, every edge type) or a dict "
-                                "{edge_type: list}")
+            raise InputError(f"fanouts={values!r}; give a list of ints (one per hop, every edge type) or a dict "
+                             "{edge_type: list}")
         object.__setattr__(self, "values", checked)
 
     @classmethod
@@ -66,8 +66,8 @@ class Fanouts:
         try:
             values = [int(v) for v in text.split(",")]
         except ValueError:
-            raise SamplingError(f"{text!r}: expected comma-separated integers like 15,10,5 (-1 = all "
-                                "neighbors)") from None
+            raise InputError(f"{text!r}: expected comma-separated integers like 15,10,5 (-1 = all "
+                             "neighbors)") from None
         return cls(values)
 
     @property
@@ -80,7 +80,7 @@ class Fanouts:
     def as_list(self) -> list[int]:
         """The one list of counts (not for per-edge-type counts)."""
         if isinstance(self.values, Mapping):
-            raise SamplingError("fanouts are given per edge type; this needs one list for every edge type")
+            raise InputError("fanouts are given per edge type; this needs one list for every edge type")
         return list(self.values)
 
     def for_graph(self, graph: CSCGraph) -> Fanouts:
@@ -91,8 +91,8 @@ class Fanouts:
             return self
         unknown = [k for k in self.values if tuple(k) not in graph.edge_types]
         if unknown:
-            raise SamplingError(f"fanouts names edge type {unknown[0]!r}, which the graph does not have; its edge "
-                                f"types are {graph.edge_types}")
+            raise InputError(f"fanouts names edge type {unknown[0]!r}, which the graph does not have; its edge "
+                             f"types are {graph.edge_types}")
         zeros = (0,) * self.num_hops
         full = {et: self.values.get(et, zeros) for et in graph.edge_types}
         return Fanouts(full if graph.is_typed else full[graph.edge_types[0]])
@@ -117,6 +117,6 @@ def _hop_counts(per_hop, edge_type) -> PerHop:
     per_hop = list(per_hop)
     if any(not isinstance(f, (int, np.integer)) or isinstance(f, bool) or not -1 <= f <= MAX_COUNT for f in per_hop):
         where = "" if edge_type is None else f" for {edge_type}"
-        raise SamplingError(f"fanouts={per_hop!r}{where}; give a list of ints >= 0 and <= {MAX_COUNT} (one per hop), "
-                            "or -1 for all neighbors")
+        raise InputError(f"fanouts={per_hop!r}{where}; give a list of ints >= 0 and <= {MAX_COUNT} (one per hop), "
+                         "or -1 for all neighbors")
     return tuple(int(f) for f in per_hop)

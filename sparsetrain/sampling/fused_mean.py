@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from numba import prange
 
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.errors import InputError
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.fused_draw import draw_slots, draw_sources, mean_columns
 from sparsetrain.sampling.graph import DAMAGED, CSCGraph
@@ -90,11 +90,11 @@ def feature_table(features: torch.Tensor | np.ndarray, num_nodes: int) -> torch.
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] < num_nodes or x.dtype not in FEATURE_DTYPES:
         shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         dtype = x.dtype if isinstance(x, torch.Tensor) else ""
-        raise SamplingError(f"features {shape} {dtype}: the fused last hop averages rows of a [num_nodes >= "
-                            f"{num_nodes}, F] float32 or float64 table; pass the whole feature table")
+        raise InputError(f"features {shape} {dtype}: the fused last hop averages rows of a [num_nodes >= "
+                         f"{num_nodes}, F] float32 or float64 table; pass the whole feature table")
     if x.requires_grad:
-        raise SamplingError("the features require grad, but the fused last hop's mean passes no gradient to them; "
-                            "sample without fuse_last_hop to train them")
+        raise InputError("the features require grad, but the fused last hop's mean passes no gradient to them; "
+                         "sample without fuse_last_hop to train them")
     return x
 
 
@@ -132,8 +132,8 @@ class FusedLastHop:
                                    self.weighted, x, out)
         else:
             if self.graph.device.type != "cpu":
-                raise SamplingError(f"the graph is on {self.graph.device} but the features on the host; keep both on "
-                                    "one device for the fused last hop")
+                raise InputError(f"the graph is on {self.graph.device} but the features on the host; keep both on "
+                                 "one device for the fused last hop")
             self.graph.check_files()
             indptr, indices, _ = self.graph.numpy()
             w = np.empty(0, np.float32) if weights is None else weights.numpy()
@@ -142,8 +142,8 @@ class FusedLastHop:
                                  np.uint64(self.key), self.replace, self.weighted, num_nodes, x.numpy(), out.numpy())
             node = int(self.nodes[bad]) if bad >= 0 else -1
         if node >= 0:
-            raise SamplingError(f"{self.graph.source('indices')}: the in-edges of node {node} lie outside the graph "
-                                f"(its indptr range or an in-neighbour id); {DAMAGED}")
+            raise InputError(f"{self.graph.source('indices')}: the in-edges of node {node} lie outside the graph "
+                             f"(its indptr range or an in-neighbour id); {DAMAGED}")
         return out
 
 
@@ -178,13 +178,13 @@ class FuseLastHop:
 
     def __init__(self, sampler) -> None:
         if sampler.graph.is_typed:
-            raise SamplingError("fuse_last_hop=True needs a homogeneous graph (a typed first layer aggregates per edge "
-                                "type); drop fuse_last_hop")
+            raise InputError("fuse_last_hop=True needs a homogeneous graph (a typed first layer aggregates per edge "
+                             "type); drop fuse_last_hop")
         if sampler.disjoint or sampler.subgraph_type != "directional":
-            raise SamplingError("fuse_last_hop=True fuses directional, non-disjoint, non-temporal hops; drop "
-                                "fuse_last_hop or those options")
+            raise InputError("fuse_last_hop=True fuses directional, non-disjoint, non-temporal hops; drop "
+                             "fuse_last_hop or those options")
         if not sampler.num_hops:
-            raise SamplingError("fuse_last_hop=True needs at least one hop in fanouts")
+            raise InputError("fuse_last_hop=True needs at least one hop in fanouts")
         self.block_layout = KernelLayout(sampler.graph, Fanouts(sampler.fanouts.as_list()[:-1]))
         self.slots = None  # the last hop's draw slots in a padded batch (draw_slots), found at the first
 
@@ -209,8 +209,8 @@ class FuseLastHop:
 
         x, mean = feature_table(features, int(sampler.graph.num_nodes)), out.neighbor_mean
         if mean.device != x.device or mean.shape != (out.nodes[-1], x.shape[1]) or mean.dtype != torch.float32:
-            raise SamplingError(f"out.neighbor_mean is {list(mean.shape)} {mean.dtype} on {mean.device}; the fused hop "
-                                f"writes [{out.nodes[-1]}, {x.shape[1]}] float32 on the features' {x.device}")
+            raise InputError(f"out.neighbor_mean is {list(mean.shape)} {mean.dtype} on {mean.device}; the fused hop "
+                             f"writes [{out.nodes[-1]}, {x.shape[1]}] float32 on the features' {x.device}")
         hop = sampler.num_hops - 1
         fanout = int(sampler._layout.fanouts[hop, 0])
         if self.slots is None:  # (a fanout above 64 reads the largest in-degree: once)

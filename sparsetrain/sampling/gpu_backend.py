@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from sparsetrain.errors import BackendError
 from sparsetrain.sampling.cpu_backend import CpuBackend, Drawn
-from sparsetrain.sampling.errors import SamplingBackendError
 from sparsetrain.sampling.input import SamplerInput, ids_on
 
 CPU_ONLY = ("disjoint, temporal, bidirectional and induced sampling, seeds of several types and zero hops run on the "
@@ -37,7 +37,7 @@ class GpuBackend:
     def select(self, seeds: list[tuple[int, torch.Tensor]]) -> GpuBackend:
         """This backend, for a batch of ``seeds`` the GPU kernels can draw; else the one-line refusal."""
         if self._refused or len(seeds) != 1:
-            raise SamplingBackendError(CPU_ONLY)
+            raise BackendError(CPU_ONLY)
         return self
 
     @property

@@ -25,8 +25,7 @@ import numpy as np
 import torch
 from numba import njit
 
-from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.errors import SamplingBackendError, SamplingError, UnknownEdgeTypeError
+from sparsetrain.errors import BackendError, DatasetError, InputError, UnknownEdgeTypeError
 
 EdgeType = tuple[str, str, str]
 """``(src_type, relation, dst_type)``, PyG's and DGL's canonical edge type."""
@@ -98,17 +97,17 @@ class TypeLayout:
     def __post_init__(self) -> None:
         for t, n in self.num_nodes.items():
             if not isinstance(t, str) or isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-                raise SamplingError(f"num_nodes has {t!r}: {n!r}; give a non-negative int node count per node type "
-                                    "name")
+                raise InputError(f"num_nodes has {t!r}: {n!r}; give a non-negative int node count per node type "
+                                 "name")
         for et in self.edge_types:
             if not (isinstance(et, tuple) and len(et) == 3 and all(isinstance(p, str) for p in et)):
-                raise SamplingError(f"edge type {et!r} is not a (src_type, relation, dst_type) tuple of strings")
+                raise InputError(f"edge type {et!r} is not a (src_type, relation, dst_type) tuple of strings")
             for end in (et[0], et[2]):
                 if end not in self.num_nodes:
-                    raise SamplingError(f"edge type {et} names node type {end!r}, which num_nodes does not list; give "
-                                        "its node count")
+                    raise InputError(f"edge type {et} names node type {end!r}, which num_nodes does not list; give "
+                                     "its node count")
         if len(set(self.edge_types)) != len(self.edge_types):
-            raise SamplingError(f"edge types {list(self.edge_types)} repeat a type; give each edge type once")
+            raise InputError(f"edge types {list(self.edge_types)} repeat a type; give each edge type once")
         object.__setattr__(self, "num_nodes", {t: int(n) for t, n in self.num_nodes.items()})
         columns = [self.num_nodes[et[2]] for et in self.edge_types]
         object.__setattr__(self, "col_offset", np.cumsum([0, *columns]).tolist())
@@ -118,12 +117,12 @@ class TypeLayout:
         return self.col_offset[-1]
 
     def index(self, edge_type: EdgeType) -> int:
-        """The position of ``edge_type`` in ``edge_types``; a :class:`SamplingError` naming the types if absent."""
+        """The position of ``edge_type`` in ``edge_types``; an :class:`InputError` naming the types if absent."""
         try:
             return self.edge_types.index(tuple(edge_type))
         except (ValueError, TypeError):
-            raise SamplingError(f"edge type {edge_type!r} is not in the graph; its edge types are "
-                                f"{list(self.edge_types)}") from None
+            raise InputError(f"edge type {edge_type!r} is not in the graph; its edge types are "
+                             f"{list(self.edge_types)}") from None
 
 
 @dataclass
@@ -147,20 +146,20 @@ class CSCGraph:
 
     def __post_init__(self) -> None:
         if self.indptr.dtype != torch.int64 or self.indptr.dim() != 1 or self.indptr.numel() < 1:
-            raise SamplingError("CSCGraph.indptr must be a 1-D int64 tensor of length num_nodes + 1")
+            raise InputError("CSCGraph.indptr must be a 1-D int64 tensor of length num_nodes + 1")
         if self.indices.dtype not in (torch.int32, torch.int64) or self.indices.dim() != 1:
-            raise SamplingError("CSCGraph.indices must be a 1-D int32 or int64 tensor")
+            raise InputError("CSCGraph.indices must be a 1-D int32 or int64 tensor")
         if self.weights is not None and self.weights.shape != self.indices.shape:
-            raise SamplingError("CSCGraph.weights must have one entry per edge (same shape as indices)")
+            raise InputError("CSCGraph.weights must have one entry per edge (same shape as indices)")
         perm = self.edge_perm
         if perm is not None and (perm.dtype != torch.int64 or perm.shape != self.indices.shape):
-            raise SamplingError("CSCGraph.edge_perm must be an int64 tensor with one entry per edge (same shape as "
-                                "indices)")
+            raise InputError("CSCGraph.edge_perm must be an int64 tensor with one entry per edge (same shape as "
+                             "indices)")
         if self.types is not None and self.indptr.numel() != self.types.num_columns + 1:
             columns = self.types.num_columns
-            raise SamplingError(f"a typed CSCGraph's indptr has {self.indptr.numel()} entries; its edge types have "
-                                f"{columns} dst columns in all (the dst-type node counts summed over edge types), so "
-                                f"it needs {columns + 1}")
+            raise InputError(f"a typed CSCGraph's indptr has {self.indptr.numel()} entries; its edge types have "
+                             f"{columns} dst columns in all (the dst-type node counts summed over edge types), so "
+                             f"it needs {columns + 1}")
 
     # ---- the typed layout ----
     @classmethod
@@ -184,16 +183,16 @@ class CSCGraph:
         for et, csc in relations.items():
             if not isinstance(csc, CSCGraph) or csc.is_typed:
                 what = "typed CSCGraph" if isinstance(csc, CSCGraph) else type(csc).__name__
-                raise SamplingError(f"edge type {et}: give a homogeneous-shaped CSCGraph per edge type, not a {what}")
+                raise InputError(f"edge type {et}: give a homogeneous-shaped CSCGraph per edge type, not a {what}")
             if csc.num_nodes != layout.num_nodes[et[2]]:
-                raise SamplingError(f"edge type {et}: its CSC has {csc.num_nodes} columns but node type {et[2]!r} has "
-                                    f"{layout.num_nodes[et[2]]} nodes")
+                raise InputError(f"edge type {et}: its CSC has {csc.num_nodes} columns but node type {et[2]!r} has "
+                                 f"{layout.num_nodes[et[2]]} nodes")
             csc.check_files()
         weighted = [csc.weights is not None for csc in parts]
         if any(weighted) and not all(weighted):
             missing = [et for et, csc in relations.items() if csc.weights is None]
-            raise SamplingError(f"edge types {missing} have no edge weights but others do; give weights for every edge "
-                                "type or none")
+            raise InputError(f"edge types {missing} have no edge weights but others do; give weights for every edge "
+                             "type or none")
         index_dtype = torch.int32 if max(layout.num_nodes.values(), default=0) < 2**31 else torch.int64
         indptr = torch.zeros(layout.num_columns + 1, dtype=torch.int64)
         edges = 0
@@ -219,14 +218,14 @@ class CSCGraph:
         relations = {}
         for et, edge_index in edge_index_dict.items():
             if edge_index.dim() != 2 or edge_index.shape[0] != 2:
-                raise SamplingError(f"edge type {et}: edge_index has shape {list(edge_index.shape)}; expected "
-                                    "[2, num_edges]")
+                raise InputError(f"edge type {et}: edge_index has shape {list(edge_index.shape)}; expected "
+                                 "[2, num_edges]")
             src, dst = edge_index.detach().to("cpu", torch.int64)
             for ids, end in ((src, et[0]), (dst, et[2])):
                 n = layout.num_nodes[end]
                 if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
-                    raise SamplingError(f"edge type {et}: edge_index has {end!r} ids outside [0, {n}); fix the ids or "
-                                        "the node count")
+                    raise InputError(f"edge type {et}: edge_index has {end!r} ids outside [0, {n}); fix the ids or "
+                                     "the node count")
             n_src, n_dst = layout.num_nodes[et[0]], layout.num_nodes[et[2]]
             order = torch.argsort(dst * max(n_src, 1) + src, stable=True)
             indptr = torch.zeros(n_dst + 1, dtype=torch.int64)
@@ -235,8 +234,8 @@ class CSCGraph:
             if edge_weight_dict is not None:
                 weight = edge_weight_dict[et].detach().cpu().reshape(-1)
                 if weight.numel() != src.numel():
-                    raise SamplingError(f"edge type {et}: {weight.numel()} edge weights for {src.numel()} edges; give "
-                                        "one weight per edge")
+                    raise InputError(f"edge type {et}: {weight.numel()} edge weights for {src.numel()} edges; give "
+                                     "one weight per edge")
                 weights = weight[order].contiguous()
             relations[tuple(et)] = cls(indptr, src[order], weights, edge_perm=order)
         return cls.from_relations(layout.num_nodes, relations)
@@ -276,8 +275,8 @@ class CSCGraph:
         """
         if self.types is None:
             if tuple(edge_type) != EDGE_TYPE:
-                raise SamplingError(f"edge type {edge_type!r} is not in the graph; a homogeneous graph has the one "
-                                    f"edge type {EDGE_TYPE}")
+                raise InputError(f"edge type {edge_type!r} is not in the graph; a homogeneous graph has the one "
+                                 f"edge type {EDGE_TYPE}")
             return self
         k = self.types.index(edge_type)
         lo, hi = self.types.col_offset[k], self.types.col_offset[k + 1]
@@ -342,12 +341,12 @@ class CSCGraph:
         maps each CSC position back to the edge's column in ``edge_index``.
         """
         if edge_index.dim() != 2 or edge_index.shape[0] != 2:
-            raise SamplingError(f"edge_index has shape {list(edge_index.shape)}; expected [2, num_edges]")
+            raise InputError(f"edge_index has shape {list(edge_index.shape)}; expected [2, num_edges]")
         edge_index = edge_index.detach().to("cpu", torch.int64)
         if num_nodes is None:
             num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
         if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
-            raise SamplingError(f"edge_index has node ids outside [0, {num_nodes}); pass the right num_nodes")
+            raise InputError(f"edge_index has node ids outside [0, {num_nodes}); pass the right num_nodes")
         src, dst = edge_index
         order = torch.argsort(dst * max(num_nodes, 1) + src, stable=True)
         counts = torch.bincount(dst, minlength=num_nodes)
@@ -357,8 +356,8 @@ class CSCGraph:
         weights = None
         if edge_weight is not None:
             if edge_weight.numel() != src.numel():
-                raise SamplingError(f"edge_weight has {edge_weight.numel()} entries for {src.numel()} edges; give one "
-                                    "weight per edge")
+                raise InputError(f"edge_weight has {edge_weight.numel()} entries for {src.numel()} edges; give one "
+                                 "weight per edge")
             weights = edge_weight.detach().cpu().reshape(-1)[order].contiguous()
         return cls(indptr, src[order].to(index_dtype).contiguous(), weights, order)
 
@@ -374,7 +373,7 @@ class CSCGraph:
     def numpy(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """``(indptr, indices, weights)`` as NumPy views (no copy); host graphs only."""
         if self.device.type != "cpu":
-            raise SamplingError(f"CSCGraph is on {self.device}; NumPy views need a host graph (call .to('cpu') first)")
+            raise InputError(f"CSCGraph is on {self.device}; NumPy views need a host graph (call .to('cpu') first)")
         return self.indptr.numpy(), self.indices.numpy(), None if self.weights is None else self.weights.numpy()
 
     def in_memory(self) -> CSCGraph:
@@ -400,8 +399,8 @@ class CSCGraph:
         if self.is_pinned():
             return self
         if not torch.cuda.is_available():
-            raise SamplingBackendError("CSCGraph.pin_memory() needs CUDA (page-locked memory is a CUDA driver "
-                                       "feature); keep the graph in ordinary memory on this machine")
+            raise BackendError("CSCGraph.pin_memory() needs CUDA (page-locked memory is a CUDA driver "
+                               "feature); keep the graph in ordinary memory on this machine")
         self.check_files()
         pin = lambda t: None if t is None else t.cpu().pin_memory()  # noqa: E731
         return CSCGraph(pin(self.indptr), pin(self.indices), pin(self.weights), pin(self.edge_perm), types=self.types)
@@ -411,7 +410,7 @@ class CSCGraph:
         graph.
 
         A damaged ``indptr`` or ``indices`` (a range outside the edges, an id that is not a node) raises
-        :class:`~sparsetrain.sampling.errors.SamplingError` naming the file and the entry, instead of being read
+        :class:`~sparsetrain.errors.InputError` naming the file and the entry, instead of being read
         through.
         """
         self._homogeneous_only("columns")
@@ -421,15 +420,15 @@ class CSCGraph:
         bad = (ptr[:-1] < 0) | (counts < 0) | (ptr[1:] > self.num_edges)
         if bool(bad.any()):
             v = lo + int(bad.nonzero()[0])
-            raise SamplingError(f"{self.source('indptr')}: node {v}'s in-edges are entries {int(self.indptr[v])} to "
-                                f"{int(self.indptr[v + 1])} of indices, which has {self.num_edges}; {DAMAGED}")
+            raise InputError(f"{self.source('indptr')}: node {v}'s in-edges are entries {int(self.indptr[v])} to "
+                             f"{int(self.indptr[v + 1])} of indices, which has {self.num_edges}; {DAMAGED}")
         start = int(ptr[0]) if hi > lo else 0
         neighbors = self.indices[start : start + int(counts.sum())].long()
         bad = (neighbors < 0) | (neighbors >= self.num_nodes)
         if bool(bad.any()):
             p = int(bad.nonzero()[0])
-            raise SamplingError(f"{self.source('indices')}: entry {start + p} is {int(neighbors[p])}, which must be in "
-                                f"[0, {self.num_nodes}); {DAMAGED}")
+            raise InputError(f"{self.source('indices')}: entry {start + p} is {int(neighbors[p])}, which must be in "
+                             f"[0, {self.num_nodes}); {DAMAGED}")
         return counts, neighbors
 
     def to_edge_index(self) -> torch.Tensor:
@@ -452,8 +451,8 @@ class CSCGraph:
 
     def _homogeneous_only(self, method: str) -> None:
         if self.types is not None:
-            raise SamplingError(f"CSCGraph.{method}() reads a homogeneous graph; on a typed graph call it per edge "
-                                f"type: graph.relation(edge_type).{method}(...)")
+            raise InputError(f"CSCGraph.{method}() reads a homogeneous graph; on a typed graph call it per edge "
+                             f"type: graph.relation(edge_type).{method}(...)")
 
     def in_degrees(self) -> torch.Tensor:
         """In-degree of every column, int64 (homogeneous graph: of every node; typed: per (edge type, dst node))."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class SamplerInput:
     def __post_init__(self) -> None:
         if isinstance(self.seeds, dict):
             if self.node_type is not None:
-                raise SamplingError("SamplerInput has seeds per node type (a dict) and node_type; give one of them")
+                raise InputError("SamplerInput has seeds per node type (a dict) and node_type; give one of them")
             object.__setattr__(self, "seeds", {t: torch.as_tensor(v) for t, v in self.seeds.items()})
         else:
             object.__setattr__(self, "seeds", torch.as_tensor(self.seeds))
@@ -58,15 +58,15 @@ def _check_key(key, what: str) -> int | None:
     except TypeError:
         checked = None
     if checked is None or checked < 0:
-        raise SamplingError(f"{what} key={key!r}; give a non-negative int, or None for the sampler's own counter")
+        raise InputError(f"{what} key={key!r}; give a non-negative int, or None for the sampler's own counter")
     return checked
 
 
 def _node_ids(value, what: str) -> torch.Tensor:
     t = torch.as_tensor(value)
     if t.dim() != 1 or t.dtype.is_floating_point or t.dtype == torch.bool or t.dtype.is_complex:
-        raise SamplingError(f"{what} must be a 1-D integer tensor of node ids; got shape {list(t.shape)} dtype "
-                            f"{t.dtype}")
+        raise InputError(f"{what} must be a 1-D integer tensor of node ids; got shape {list(t.shape)} dtype "
+                         f"{t.dtype}")
     return t
 
 
@@ -89,14 +89,14 @@ class EdgeSamplerInput:
     def __post_init__(self) -> None:
         src, dst = _node_ids(self.src, "EdgeSamplerInput.src"), _node_ids(self.dst, "EdgeSamplerInput.dst")
         if src.shape != dst.shape:
-            raise SamplingError(f"EdgeSamplerInput has {src.numel()} sources but {dst.numel()} destinations; give one "
-                                "of each per edge")
+            raise InputError(f"EdgeSamplerInput has {src.numel()} sources but {dst.numel()} destinations; give one "
+                             "of each per edge")
         if self.label is not None and torch.as_tensor(self.label).shape[:1] != src.shape:
-            raise SamplingError(f"EdgeSamplerInput.label has shape {list(torch.as_tensor(self.label).shape)}; give one "
-                                f"label per edge ({src.numel()})")
+            raise InputError(f"EdgeSamplerInput.label has shape {list(torch.as_tensor(self.label).shape)}; give one "
+                             f"label per edge ({src.numel()})")
         if self.time is not None and torch.as_tensor(self.time).reshape(-1).shape != src.shape:
-            raise SamplingError(f"EdgeSamplerInput.time has {torch.as_tensor(self.time).numel()} entries; give one "
-                                f"time per edge ({src.numel()})")
+            raise InputError(f"EdgeSamplerInput.time has {torch.as_tensor(self.time).numel()} entries; give one "
+                             f"time per edge ({src.numel()})")
         object.__setattr__(self, "src", src)
         object.__setattr__(self, "dst", dst)
         object.__setattr__(self, "key", _check_key(self.key, "EdgeSamplerInput"))
@@ -126,11 +126,11 @@ class EdgeSeeds:
         src = _node_ids(self.src, "edge seeds src").to(torch.int64)
         dst = _node_ids(self.dst, "edge seeds dst").to(torch.int64)
         if src.shape != dst.shape:
-            raise SamplingError(f"edge seeds: {src.numel()} sources but {dst.numel()} destinations; give one of each "
-                                "per edge")
+            raise InputError(f"edge seeds: {src.numel()} sources but {dst.numel()} destinations; give one of each "
+                             "per edge")
         if self.label is not None and torch.as_tensor(self.label).shape[:1] != src.shape:
-            raise SamplingError(f"edge seeds: label has shape {list(torch.as_tensor(self.label).shape)}; give one "
-                                f"label per edge ({src.numel()})")
+            raise InputError(f"edge seeds: label has shape {list(torch.as_tensor(self.label).shape)}; give one "
+                             f"label per edge ({src.numel()})")
         object.__setattr__(self, "src", src)
         object.__setattr__(self, "dst", dst)
         if self.ids is None:
@@ -141,7 +141,7 @@ class EdgeSeeds:
         """From a PyG-style ``[2, E]`` tensor (row 0 sources, row 1 destinations)."""
         edge_index = torch.as_tensor(edge_index)
         if edge_index.dim() != 2 or edge_index.shape[0] != 2:
-            raise SamplingError(f"edge_label_index has shape {list(edge_index.shape)}; expected [2, num_edges]")
+            raise InputError(f"edge_label_index has shape {list(edge_index.shape)}; expected [2, num_edges]")
         return cls(edge_index[0], edge_index[1], label)
 
     def __len__(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.errors import InputError
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.sampling.rng import hop_key
@@ -58,16 +58,16 @@ class KernelLayout:
             parts.append(cols + int(self.col_offset[k]) if self.col_offset[k] else cols)
         return parts[0] if len(parts) == 1 else (concat(parts) if parts else empty)
 
-    def seeds_outside(self, t: int) -> SamplingError:
+    def seeds_outside(self, t: int) -> InputError:
         """The error for seeds of node type ``t`` that are not its node ids (on either target)."""
         of = f"{self.node_types[t]!r} " if self.typed else ""
-        return SamplingError(f"seeds has ids outside [0, {int(self.type_size[t])}); seeds must be {of}node ids of "
-                             "this graph")
+        return InputError(f"seeds has ids outside [0, {int(self.type_size[t])}); seeds must be {of}node ids of "
+                          "this graph")
 
     @staticmethod
-    def seed_repeated(seed: int) -> SamplingError:
-        return SamplingError(f"seed {seed} appears more than once in seeds; pass unique seeds (e.g. "
-                             "torch.unique(seeds))")
+    def seed_repeated(seed: int) -> InputError:
+        return InputError(f"seed {seed} appears more than once in seeds; pass unique seeds (e.g. "
+                          "torch.unique(seeds))")
 
     def hop_keys(self, seed: int, key: int, hop: int) -> np.ndarray:
         """Per edge type, the key of hop ``hop`` of batch ``key``: counter ``hop`` on a homogeneous graph,

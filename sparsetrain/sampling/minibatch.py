@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from sparsetrain.sampling.errors import SamplingBackendError
+from sparsetrain.errors import BackendError
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
 
 DGL_INSTALL = ("`pip install torch==2.2.1 dgl==2.1.0 \"torchdata<0.8\"` (DGL's last release, 2.1.0, runs on torch "
@@ -33,18 +33,18 @@ DGL_INSTALL = ("`pip install torch==2.2.1 dgl==2.1.0 \"torchdata<0.8\"` (DGL's l
 
 
 def import_dgl(what: str):
-    """The ``dgl`` module, or a one-line :class:`SamplingBackendError` saying that ``what`` needs it and how to install
+    """The ``dgl`` module, or a one-line :class:`BackendError` saying that ``what`` needs it and how to install
     it (DGL fails in several ways on a torch it was not built for: each is that one line, with its cause)."""
     try:
         import dgl
     except ImportError as exc:
         cause = "it is not installed" if getattr(exc, "name", None) == "dgl" else f"it failed to import: {exc}"
-        raise SamplingBackendError(f"{what} needs DGL and {cause}; {DGL_INSTALL}, or use .to_pyg() / "
-                                   "sparsetrain.pyg") from None
+        raise BackendError(f"{what} needs DGL and {cause}; {DGL_INSTALL}, or use .to_pyg() / "
+                           "sparsetrain.pyg") from None
     except Exception as exc:  # a DGL built for another torch: a missing library, a bad symbol
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SamplingBackendError(f"{what} needs DGL, which failed to import with torch {torch.__version__} "
-                                   f"({first}); {DGL_INSTALL}") from None
+        raise BackendError(f"{what} needs DGL, which failed to import with torch {torch.__version__} "
+                           f"({first}); {DGL_INSTALL}") from None
     return dgl
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from numba import prange
 
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.errors import InputError
 from sparsetrain.sampling.graph import CSCGraph
 from sparsetrain.sampling.rng import below, hop_key, node_stream, uniform
 
@@ -80,7 +80,7 @@ class NegativeSampler:
     word2vec/PinSAGE).
 
     ``strict=True``: no negative is an edge of the graph or a self loop (destinations are redrawn;
-    a :class:`SamplingError` when a source has no non-neighbor left). Deterministic in
+    an :class:`InputError` when a source has no non-neighbor left). Deterministic in
     ``(seed, key)``. ``graph`` may be one relation of a typed graph (columns: its dst-type nodes); ``num_sources``
     is then the src-type node count (default: ``graph.num_nodes``). ``src_weight`` / ``dst_weight``: a weight per
     source / destination node to draw proportionally to (PyG's ``NegativeSampling`` weights), in place of
@@ -91,10 +91,10 @@ class NegativeSampler:
                  seed: int = 0, num_sources: int | None = None, src_weight: torch.Tensor | None = None,
                  dst_weight: torch.Tensor | None = None) -> None:
         if distribution not in DISTRIBUTIONS:
-            raise SamplingError(f"negative distribution {distribution!r}; choose one of {', '.join(DISTRIBUTIONS)}")
+            raise InputError(f"negative distribution {distribution!r}; choose one of {', '.join(DISTRIBUTIONS)}")
         self.num_sources = graph.num_nodes if num_sources is None else int(num_sources)
         if graph.num_nodes < 1 or self.num_sources < 1:
-            raise SamplingError("the graph has no nodes to draw negatives from")
+            raise InputError("the graph has no nodes to draw negatives from")
         self.graph = graph
         self.distribution = distribution
         self.strict = bool(strict)
@@ -104,7 +104,7 @@ class NegativeSampler:
         if distribution == "degree":
             weights = graph.in_degrees().to("cpu", torch.float64).numpy() ** float(exponent)
             if not weights.sum() > 0:
-                raise SamplingError("distribution='degree' on a graph without edges; use distribution='uniform'")
+                raise InputError("distribution='degree' on a graph without edges; use distribution='uniform'")
             self._cdf = np.cumsum(weights)
         self._src_cdf = self._cdf if self.num_sources == graph.num_nodes else np.empty(0, np.float64)
         if dst_weight is not None:
@@ -118,17 +118,17 @@ class NegativeSampler:
 
     def _check_ids(self, ids: torch.Tensor, what: str, n: int) -> np.ndarray:
         if ids.dim() != 1 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
-            raise SamplingError(f"{what} must be a 1-D integer tensor of node ids; got shape {list(ids.shape)} dtype "
-                                f"{ids.dtype}")
+            raise InputError(f"{what} must be a 1-D integer tensor of node ids; got shape {list(ids.shape)} dtype "
+                             f"{ids.dtype}")
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
-            raise SamplingError(f"{what} has ids outside [0, {n}); pass node ids of this graph")
+            raise InputError(f"{what} has ids outside [0, {n}); pass node ids of this graph")
         return ids.to("cpu", torch.int64).numpy()
 
     def destinations(self, src: torch.Tensor, k: int = 1, key: int = 0) -> torch.Tensor:
         """``k`` negative destinations per source, row-major: ``[len(src) * k]`` (entry ``i * k + j`` belongs to
         ``src[i]``)."""
         if k < 0:
-            raise SamplingError(f"k={k}; give a number of negatives per source >= 0")
+            raise InputError(f"k={k}; give a number of negatives per source >= 0")
         src_np = self._check_ids(torch.as_tensor(src), "src", self.num_sources)
         out = np.empty(len(src_np) * k, np.int64)
         indptr = indices = np.zeros(1, np.int64)  # read only by the strict check
@@ -139,8 +139,8 @@ class NegativeSampler:
                           np.uint64(hop_key(self.seed, key, _DST_STREAM)), out)
         if self.strict and len(out) and out.min() < 0:
             u = int(src_np[int(np.flatnonzero(out < 0)[0]) // k])
-            raise SamplingError(f"no strict negative found for source node {u} in {MAX_TRIES} draws (it links to "
-                                "almost every node); use strict=False or a sparser graph")
+            raise InputError(f"no strict negative found for source node {u} in {MAX_TRIES} draws (it links to "
+                             "almost every node); use strict=False or a sparser graph")
         return torch.from_numpy(out).to(torch.as_tensor(src).device)
 
     def _host_graph(self) -> CSCGraph:
@@ -173,7 +173,7 @@ class NegativeSampler:
 def _weights_cdf(weight, n: int, what: str) -> np.ndarray:
     weight = torch.as_tensor(weight).detach().cpu().reshape(-1).to(torch.float64)
     if weight.numel() != n:
-        raise SamplingError(f"{what} has {weight.numel()} entries for {n} nodes; give one weight per node")
+        raise InputError(f"{what} has {weight.numel()} entries for {n} nodes; give one weight per node")
     if bool((weight < 0).any()) or not bool(torch.isfinite(weight).all()) or not float(weight.sum()) > 0:
-        raise SamplingError(f"{what} must be finite, >= 0 and not all zero")
+        raise InputError(f"{what} must be finite, >= 0 and not all zero")
     return np.cumsum(weight.numpy())

@@ -17,7 +17,7 @@ import numba
 import numpy as np
 import torch
 
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.errors import InputError
 from sparsetrain.sampling.input import SamplerInput
 
 MAX_WINDOW = 63  # one bit per batch of the window (plus the previous window's last batch) in a uint64 mask
@@ -70,7 +70,7 @@ def _overlap_matrix(concat, offsets, mask):
     """
     num = offsets.shape[0] - 1
     if num > 64:
-        raise SamplingError("at most 64 node lists")
+        raise InputError("at most 64 node lists")
     for b in range(num):
         bit = np.uint64(1) << np.uint64(b)
         for p in range(offsets[b], offsets[b + 1]):
@@ -114,7 +114,7 @@ def match_reorder(input_nodes: Sequence[torch.Tensor], num_nodes: int, window: i
     its chain starts at the batch that shares most with the previous window's last pick.
     """
     if not 1 <= window <= MAX_WINDOW:
-        raise SamplingError(f"window={window}; give 1 <= window <= {MAX_WINDOW}")
+        raise InputError(f"window={window}; give 1 <= window <= {MAX_WINDOW}")
     mask = np.zeros(num_nodes, np.uint64)
     order: list[int] = []
     for lo in range(0, len(input_nodes), window):
@@ -150,7 +150,7 @@ class MatchReorder:
 
     def __init__(self, window: int = 16) -> None:
         if not 1 <= window <= MAX_WINDOW:
-            raise SamplingError(f"window={window}; give 1 <= window <= {MAX_WINDOW}")
+            raise InputError(f"window={window}; give 1 <= window <= {MAX_WINDOW}")
         self.window = window
         self.before: ReuseStats | None = None
         self.after: ReuseStats | None = None

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
+from sparsetrain.errors import BackendError, InputError
 from sparsetrain.sampling import neighbor, subgraph, temporal
 from sparsetrain.sampling.cpu_backend import Drawn
-from sparsetrain.sampling.errors import SamplingBackendError, SamplingError
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.fused_mean import FuseLastHop
 from sparsetrain.sampling.gpu_backend import backend_for
@@ -86,20 +86,20 @@ class NeighborSampler:
                  temporal_strategy: str = "uniform", subgraph_type: str = "directional",
                  fuse_last_hop: bool = False) -> None:
         if not isinstance(graph, CSCGraph):
-            raise SamplingError(f"graph is a {type(graph).__name__}; pass a sparsetrain.sampling.CSCGraph "
-                                "(e.g. sparsetrain.datasets.load(path).graph)")
+            raise InputError(f"graph is a {type(graph).__name__}; pass a sparsetrain.sampling.CSCGraph "
+                             "(e.g. sparsetrain.datasets.load(path).graph)")
         if hop_nodes not in HOP_NODES:
-            raise SamplingError(f"hop_nodes={hop_nodes!r}; give 'all' (every node found so far, DGL) or 'new' "
-                                "(nodes first reached at the hop before, PyG)")
+            raise InputError(f"hop_nodes={hop_nodes!r}; give 'all' (every node found so far, DGL) or 'new' "
+                             "(nodes first reached at the hop before, PyG)")
         if len(graph.edge_types) >= MAX_EDGE_TYPES:
-            raise SamplingError(f"the graph has {len(graph.edge_types)} edge types; at most {MAX_EDGE_TYPES - 1} are "
-                                "supported")
+            raise InputError(f"the graph has {len(graph.edge_types)} edge types; at most {MAX_EDGE_TYPES - 1} are "
+                             "supported")
         if seed_type is not None and seed_type not in graph.node_types:
-            raise SamplingError(f"seed_type={seed_type!r} is not a node type of the graph ({graph.node_types})")
+            raise InputError(f"seed_type={seed_type!r} is not a node type of the graph ({graph.node_types})")
         if subgraph_type not in SUBGRAPH_TYPES:
-            raise SamplingError(f"subgraph_type={subgraph_type!r}; choose one of {', '.join(SUBGRAPH_TYPES)}")
+            raise InputError(f"subgraph_type={subgraph_type!r}; choose one of {', '.join(SUBGRAPH_TYPES)}")
         if temporal_strategy not in temporal.STRATEGIES:
-            raise SamplingError(f"temporal_strategy={temporal_strategy!r}; choose 'uniform' or 'last'")
+            raise InputError(f"temporal_strategy={temporal_strategy!r}; choose 'uniform' or 'last'")
         self.fanouts = Fanouts.of(fanouts).for_graph(graph)
         if weighted:
             _check_weights(graph)
@@ -110,8 +110,8 @@ class NeighborSampler:
             graph = self.times.sort(graph)
         self.disjoint = bool(disjoint) or self.times is not None
         if self.disjoint and subgraph_type == "induced":
-            raise SamplingError("subgraph_type='induced' with disjoint (or temporal) sampling is not supported: an "
-                                "induced subgraph is shared by the batch's seeds; use 'directional' or 'bidirectional'")
+            raise InputError("subgraph_type='induced' with disjoint (or temporal) sampling is not supported: an "
+                             "induced subgraph is shared by the batch's seeds; use 'directional' or 'bidirectional'")
         self.temporal_strategy = temporal_strategy
         self.subgraph_type = subgraph_type
         self.graph = graph
@@ -182,7 +182,7 @@ class NeighborSampler:
         key = self._key(inp)
         by_type = isinstance(inp.seeds, dict)
         if by_type and not self.graph.is_typed:
-            raise SamplingError("seeds is a dict per node type but the graph is homogeneous; pass one tensor of ids")
+            raise InputError("seeds is a dict per node type but the graph is homogeneous; pass one tensor of ids")
         named = list(inp.seeds.items()) if by_type else [(inp.node_type, inp.seeds)]
         seeds = [(self._seed_type(name), ids) for name, ids in named]
         for t, ids in seeds:
@@ -216,8 +216,8 @@ class NeighborSampler:
             inp = SamplerInput(inp)
         backend = None if self.graph.is_typed or isinstance(inp.seeds, dict) else self._backend.select([(0, inp.seeds)])
         if backend is None or not backend.padded:
-            raise SamplingBackendError("padded batches are sampled on the GPU from a homogeneous graph; call sample() "
-                                       "for others")
+            raise BackendError("padded batches are sampled on the GPU from a homogeneous graph; call sample() "
+                               "for others")
         self._check_seeds(0, inp.seeds)
         key = self._key(inp)
         backend.sample_padded(self, inp.seeds, key, out, capture, self._padded_hop(key, out, features))
@@ -226,8 +226,8 @@ class NeighborSampler:
         """A fused sampler's last hop of padded batch ``key``, averaged over ``features`` into ``out.neighbor_mean``
         (:class:`~sparsetrain.sampling.cuda.fused_mean.PaddedHop`); None when unfused."""
         if (features is not None) != self.fuse_last_hop or (features is not None and out.neighbor_mean is None):
-            raise SamplingError("a padded batch with fuse_last_hop=True averages its last hop over features into "
-                                "out.neighbor_mean: pass both, and neither for an unfused sampler")
+            raise InputError("a padded batch with fuse_last_hop=True averages its last hop over features into "
+                             "out.neighbor_mean: pass both, and neither for an unfused sampler")
         return None if features is None else self._fused.padded(self, key, out, features)
 
     def check_padded(self) -> None:
@@ -242,8 +242,8 @@ class NeighborSampler:
 
     def _check_seeds(self, t: int, seeds: torch.Tensor) -> None:
         if seeds.dim() != 1 or seeds.dtype.is_floating_point or seeds.dtype == torch.bool:
-            raise SamplingError(f"seeds must be a 1-D integer tensor of node ids; got shape {list(seeds.shape)} "
-                                f"dtype {seeds.dtype}")
+            raise InputError(f"seeds must be a 1-D integer tensor of node ids; got shape {list(seeds.shape)} "
+                             f"dtype {seeds.dtype}")
         if seeds.device.type == "cuda":  # the GPU sampler checks them on the device: no host wait here
             return
         n = int(self._layout.type_size[t])
@@ -255,17 +255,17 @@ class NeighborSampler:
         layout = self._layout
         if not self.graph.is_typed:
             if node_type not in (None, layout.node_types[0]):
-                raise SamplingError(f"the seeds are {node_type!r} nodes but the graph is homogeneous (its one node "
-                                    "type "
-                                    f"is {layout.node_types[0]!r}); drop node_type")
+                raise InputError(f"the seeds are {node_type!r} nodes but the graph is homogeneous (its one node "
+                                 "type "
+                                 f"is {layout.node_types[0]!r}); drop node_type")
             return 0
         name = node_type or self.seed_type
         if name is None:
-            raise SamplingError("the seeds' node type is unknown; pass seed_type= to the sampler or "
-                                "SamplerInput(seeds, node_type=...)")
+            raise InputError("the seeds' node type is unknown; pass seed_type= to the sampler or "
+                             "SamplerInput(seeds, node_type=...)")
         if name not in layout.type_index:
-            raise SamplingError(f"node type {name!r} of the seeds is not a node type of the graph "
-                                f"({layout.node_types})")
+            raise InputError(f"node type {name!r} of the seeds is not a node type of the graph "
+                             f"({layout.node_types})")
         return layout.type_index[name]
 
     def _flatten(self, mb: MiniBatch, flat: Block | None, seeds: list[tuple[int, torch.Tensor]]) -> None:
@@ -333,18 +333,18 @@ class NeighborSampler:
         k = int(seg_et[s])
         return k, int(cols[i]) - int(self._layout.col_offset[k])
 
-    def _bad_range(self, cols, seg_start, seg_et, i: int) -> SamplingError:
+    def _bad_range(self, cols, seg_start, seg_et, i: int) -> InputError:
         k, node = self._item(cols, seg_start, seg_et, i)
         if self.graph.is_typed:
-            return SamplingError(f"edge type {self._layout.edge_types[k]}: the in-edges of node {node} lie outside its "
-                                 f"edge list; {DAMAGED}")
+            return InputError(f"edge type {self._layout.edge_types[k]}: the in-edges of node {node} lie outside its "
+                              f"edge list; {DAMAGED}")
         indptr = self.graph.indptr
-        return SamplingError(
+        return InputError(
             f"{self.graph.source('indptr')}: node {node}'s in-edges are entries {int(indptr[node])} to "
             f"{int(indptr[node + 1])} of indices, which has {self.graph.num_edges}; {DAMAGED}"
         )
 
-    def _bad_neighbor(self, cols, seg_start, seg_et, ws: neighbor.HostScratch, edge: int) -> SamplingError:
+    def _bad_neighbor(self, cols, seg_start, seg_et, ws: neighbor.HostScratch, edge: int) -> InputError:
         """The error for sampled edge ``edge`` whose source ``ws.nbr[edge]`` is not a node id, naming its entry in
         ``indices``."""
         i = int(np.searchsorted(ws.offsets[: len(cols) + 1], edge, side="right")) - 1
@@ -354,8 +354,8 @@ class NeighborSampler:
         if self.graph.is_typed:
             et = self._layout.edge_types[k]
             entry -= int(self._layout.edge_offset[k])
-            return SamplingError(f"edge type {et}: CSC entry {entry} is not a {et[0]!r} node id; {DAMAGED}")
-        return SamplingError(
+            return InputError(f"edge type {et}: CSC entry {entry} is not a {et[0]!r} node id; {DAMAGED}")
+        return InputError(
             f"{self.graph.source('indices')}: entry {entry} is {value} (an in-neighbor of node {node}), which must be "
             f"in [0, {self.graph.num_nodes}); {DAMAGED}"
         )
@@ -377,12 +377,12 @@ def _cut(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
 
 def _check_weights(graph: CSCGraph) -> None:
     if graph.weights is None:
-        raise SamplingError("weighted=True but the graph has no edge weights; build the dataset with edge weights or "
-                            "pass weighted=False")
+        raise InputError("weighted=True but the graph has no edge weights; build the dataset with edge weights or "
+                         "pass weighted=False")
     graph.check_files()
     w = graph.weights
     if w.dtype not in (torch.float32, torch.float64):
-        raise SamplingError(f"graph.weights has dtype {w.dtype}; edge weights must be float32 or float64")
+        raise InputError(f"graph.weights has dtype {w.dtype}; edge weights must be float32 or float64")
     if bool((w < 0).any()) or not bool(torch.isfinite(w).all()):
-        raise SamplingError("graph.weights has negative or non-finite entries; sampling weights must be finite and "
-                            ">= 0")
+        raise InputError("graph.weights has negative or non-finite entries; sampling weights must be finite and "
+                         ">= 0")

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
+from sparsetrain.errors import InputError
 from sparsetrain.sampling.batch_keys import batch_key, epoch_order
-from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.input import EdgeSamplerInput, EdgeSeeds, SamplerInput
 
 
@@ -36,13 +36,13 @@ class SeedBatches:
                  order: Callable[[Sequence[torch.Tensor], object], list[torch.Tensor]] | None = None, sampler=None,
                  rank: int = 0, world_size: int = 1) -> None:
         if batch_size < 1:
-            raise SamplingError(f"batch_size={batch_size}; give a positive batch size")
+            raise InputError(f"batch_size={batch_size}; give a positive batch size")
         if order is not None and sampler is None:
-            raise SamplingError("order= needs sampler= (batches are pre-sampled to measure their overlap)")
+            raise InputError("order= needs sampler= (batches are pre-sampled to measure their overlap)")
         if not 0 <= rank < world_size:
-            raise SamplingError(f"rank={rank}; give a rank in [0, world_size={world_size})")
+            raise InputError(f"rank={rank}; give a rank in [0, world_size={world_size})")
         if isinstance(seeds, EdgeSeeds) and order is not None:
-            raise SamplingError("order= reorders node-seed batches only; drop it for edge seeds")
+            raise InputError("order= reorders node-seed batches only; drop it for edge seeds")
         self.seeds = seeds if isinstance(seeds, EdgeSeeds) else torch.as_tensor(seeds, dtype=torch.int64)
         self.batch_size = batch_size
         self.shuffle = shuffle

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from numba import prange
 
+from sparsetrain.errors import InputError
 from sparsetrain.sampling.draw import edge_count, segment_of
-from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, CSCGraph
 
@@ -91,9 +91,9 @@ class Times:
 
     def __init__(self, graph: CSCGraph, node_time, edge_time, strategy: str) -> None:
         if strategy not in STRATEGIES:
-            raise SamplingError(f"temporal_strategy={strategy!r}; choose 'uniform' or 'last'")
+            raise InputError(f"temporal_strategy={strategy!r}; choose 'uniform' or 'last'")
         if node_time is not None and edge_time is not None:
-            raise SamplingError("both node_time and edge_time are given; temporal sampling reads one of them")
+            raise InputError("both node_time and edge_time are given; temporal sampling reads one of them")
         self.last = strategy == "last"
         types, edge_types = graph.node_types, graph.edge_types
         node_time = _per_type(node_time, types, NODE_TYPE, "node_time", graph.is_typed)
@@ -114,8 +114,8 @@ class Times:
             for t in types:
                 given = node_time.get(t)
                 if given is not None and given.numel() != sizes[t]:
-                    raise SamplingError(f"node_time of {t!r} has {given.numel()} entries for {sizes[t]} nodes; give "
-                                        "one time per node")
+                    raise InputError(f"node_time of {t!r} has {given.numel()} entries for {sizes[t]} nodes; give "
+                                     "one time per node")
                 own = torch.zeros(sizes[t], dtype=self.dtype) if given is None else given.reshape(-1).to(self.dtype)
                 parts.append(own)
             self.node_time = torch.cat(parts).numpy() if parts else self.node_time
@@ -125,8 +125,8 @@ class Times:
             for et in edge_types:
                 given = edge_time.get(et)
                 if given is not None and given.numel() != per_type_edges[et]:
-                    raise SamplingError(f"edge_time of {et} has {given.numel()} entries for {per_type_edges[et]} "
-                                        "edges; give one time per edge, in edge-id order")
+                    raise InputError(f"edge_time of {et} has {given.numel()} entries for {per_type_edges[et]} "
+                                     "edges; give one time per edge, in edge-id order")
                 if given is not None:
                     self.by_edge[et] = given.reshape(-1).to(self.dtype)
             self.et_kind[:] = [EDGE_TIME if et in edge_time else UNTIMED for et in edge_types]
@@ -136,12 +136,12 @@ class Times:
         if given is not None:
             given = torch.as_tensor(given).reshape(-1)
             if given.numel() != seeds.shape[0]:
-                raise SamplingError(f"seed_time has {given.numel()} entries for {seeds.shape[0]} seeds; give one time "
-                                    "per seed")
+                raise InputError(f"seed_time has {given.numel()} entries for {seeds.shape[0]} seeds; give one time "
+                                 "per seed")
             return given.to(self.dtype).numpy()
         if node_type not in self.timed_types:
-            raise SamplingError(f"the seeds have no time: {node_type!r} nodes have no node_time; give the seeds' times "
-                                "(SamplerInput(..., seed_time=...))")
+            raise InputError(f"the seeds have no time: {node_type!r} nodes have no node_time; give the seeds' times "
+                             "(SamplerInput(..., seed_time=...))")
         return self.node_time[self.type_offset[self.types.index(node_type)] + seeds]
 
     def count_hop(self, indptr, indices, weights, cols, seg_start, seg_et, fan, seed_time, item_batch, replace,
@@ -185,8 +185,8 @@ def seed_times_of(times: Times | None, inp, named: list, seeds: list[tuple[int, 
     times, which refuses an input that has them."""
     if times is None:
         if inp.seed_time is not None:
-            raise SamplingError("SamplerInput.seed_time is set but the sampler is not temporal; give it node_time or "
-                                "edge_time")
+            raise InputError("SamplerInput.seed_time is set but the sampler is not temporal; give it node_time or "
+                             "edge_time")
         return None
     given = inp.seed_time if isinstance(inp.seeds, dict) or inp.seed_time is None else {named[0][0]: inp.seed_time}
     parts = [times.seed_times(node_types[t], ids.to("cpu", torch.int64).numpy(),
@@ -230,10 +230,10 @@ def _per_type(value, keys, only_key, what: str, typed: bool) -> dict | None:
     if isinstance(value, Mapping):
         unknown = [k for k in value if k not in keys]
         if unknown:
-            raise SamplingError(f"{what} names {unknown[0]!r}, which the graph does not have; its types are {keys}")
+            raise InputError(f"{what} names {unknown[0]!r}, which the graph does not have; its types are {keys}")
         return {k: torch.as_tensor(v) for k, v in value.items()}
     if typed:
-        raise SamplingError(f"{what} is one tensor but the graph is typed; give a dict per type")
+        raise InputError(f"{what} is one tensor but the graph is typed; give a dict per type")
     return {only_key: torch.as_tensor(value)}
 
 
@@ -267,8 +267,8 @@ class SeedNodeTimes:
         if isinstance(times, Mapping):
             node_type = node_type or getattr(self.sampler, "seed_type", None)
             if node_type not in times:
-                raise SamplingError(f"the seeds have no time: {node_type!r} nodes have no node time; give the seeds' "
-                                    "times (SamplerInput(..., seed_time=...))")
+                raise InputError(f"the seeds have no time: {node_type!r} nodes have no node time; give the seeds' "
+                                 "times (SamplerInput(..., seed_time=...))")
             times = times[node_type]
         return times[seeds.to("cpu", torch.int64)]
 

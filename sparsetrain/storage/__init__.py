@@ -13,15 +13,9 @@ Belady's optimum in :mod:`sparsetrain.storage.belady`.
 GPU code (numba.cuda, CUDA runtime calls) is imported only when a GPU path runs.
 """
 
+from sparsetrain.errors import BackendError, DamagedFileError, InputError, SettingError
 from sparsetrain.storage.base import FeatureSource, GatherStats
 from sparsetrain.storage.cache import CachedFeatures
-from sparsetrain.storage.errors import (
-    CacheBudgetError,
-    FeatureFileError,
-    FeatureIdError,
-    FeatureOutputError,
-    PinnedMemoryError,
-)
 from sparsetrain.storage.mmap import MmapFeatures
 from sparsetrain.storage.pinned import PinnedFeatures
 from sparsetrain.storage.tensor import TensorFeatures
@@ -33,9 +27,8 @@ __all__ = [
     "MmapFeatures",
     "PinnedFeatures",
     "CachedFeatures",
-    "FeatureIdError",
-    "FeatureOutputError",
-    "FeatureFileError",
-    "CacheBudgetError",
-    "PinnedMemoryError",
+    "InputError",
+    "DamagedFileError",
+    "SettingError",
+    "BackendError",
 ]

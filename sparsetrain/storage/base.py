@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from sparsetrain.storage.errors import FeatureIdError, FeatureOutputError
+from sparsetrain.errors import InputError
 
 ID_DTYPES = (torch.int64, torch.int32)
 
@@ -55,18 +55,18 @@ def check_ids(ids, num_rows: int, where: str, *, device_ids_later: bool = False)
     """
     if isinstance(ids, np.ndarray):
         if ids.dtype.kind not in "iu":
-            raise FeatureIdError(f"{where}: ids must be integers, got a NumPy array of {ids.dtype}; pass "
-                                 "ids.astype(np.int64)")
+            raise InputError(f"{where}: ids must be integers, got a NumPy array of {ids.dtype}; pass "
+                             "ids.astype(np.int64)")
         ids = torch.from_numpy(np.ascontiguousarray(ids.astype(np.int64, copy=False)))
     if not isinstance(ids, torch.Tensor):
-        raise FeatureIdError(f"{where}: ids must be a torch.LongTensor, got {type(ids).__name__}; wrap them with "
-                             "torch.as_tensor(ids, dtype=torch.long)")
+        raise InputError(f"{where}: ids must be a torch.LongTensor, got {type(ids).__name__}; wrap them with "
+                         "torch.as_tensor(ids, dtype=torch.long)")
     if ids.dtype not in ID_DTYPES:
-        raise FeatureIdError(f"{where}: ids must be int64 (LongTensor) or int32, got {ids.dtype}; convert with "
-                             "ids.long()")
+        raise InputError(f"{where}: ids must be int64 (LongTensor) or int32, got {ids.dtype}; convert with "
+                         "ids.long()")
     if ids.dim() != 1:
-        raise FeatureIdError(f"{where}: ids must be 1-D, got shape {tuple(ids.shape)}; flatten them with "
-                             "ids.reshape(-1)")
+        raise InputError(f"{where}: ids must be 1-D, got shape {tuple(ids.shape)}; flatten them with "
+                         "ids.reshape(-1)")
     if ids.numel() and not (device_ids_later and ids.device.type != "cpu"):
         if ids.device.type == "cpu":  # NumPy: no thread-pool wake-up for a tiny reduction
             array = ids.numpy()
@@ -78,10 +78,10 @@ def check_ids(ids, num_rows: int, where: str, *, device_ids_later: bool = False)
     return ids
 
 
-def id_range_error(bad: int, num_rows: int, where: str) -> FeatureIdError:
+def id_range_error(bad: int, num_rows: int, where: str) -> InputError:
     """The one-line error for a row id outside ``[0, num_rows)``."""
-    return FeatureIdError(f"{where}: row id {bad} is out of range for a table of {num_rows} rows (valid: "
-                          f"0..{num_rows - 1}); ids must be non-negative node ids of this table (no negative indexing)")
+    return InputError(f"{where}: row id {bad} is out of range for a table of {num_rows} rows (valid: "
+                      f"0..{num_rows - 1}); ids must be non-negative node ids of this table (no negative indexing)")
 
 
 def torch_dtype_of(dtype: np.dtype) -> torch.dtype:
@@ -89,8 +89,8 @@ def torch_dtype_of(dtype: np.dtype) -> torch.dtype:
     try:
         return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
     except TypeError:
-        raise FeatureOutputError(f"dtype {dtype} has no torch equivalent; store features as float32, float16 or an "
-                                 "integer type") from None
+        raise InputError(f"dtype {dtype} has no torch equivalent; store features as float32, float16 or an "
+                         "integer type") from None
 
 
 def byte_rows(t: torch.Tensor) -> np.ndarray:
@@ -168,7 +168,7 @@ class FeatureSource(ABC):
         """Rows ``ids`` (any order, duplicates allowed) as a ``[len(ids), *row_shape]`` tensor on ``self.device``.
 
         ``out``, when given, must be a contiguous tensor of that shape, dtype and device; it is filled and returned.
-        Ids out of range raise :class:`~sparsetrain.storage.errors.FeatureIdError` before anything is read; a store
+        Ids out of range raise :class:`~sparsetrain.errors.InputError` before anything is read; a store
         that checks ids on the GPU there (``ids_checked_on_device``) reads none of them and raises at a later call or
         its ``check()``.
         """
@@ -192,9 +192,9 @@ class FeatureSource(ABC):
             return self._empty(shape)
         where = f"{type(self).__name__}.gather(out=)"
         if not isinstance(out, torch.Tensor):
-            raise FeatureOutputError(f"{where}: out must be a torch.Tensor, got {type(out).__name__}")
+            raise InputError(f"{where}: out must be a torch.Tensor, got {type(out).__name__}")
         if tuple(out.shape) != shape or out.dtype != self.dtype or out.device != self.device or not out.is_contiguous():
-            raise FeatureOutputError(
+            raise InputError(
                 f"{where}: expected a contiguous {self.dtype} tensor of shape {list(shape)} on {self.device}, got "
                 f"{out.dtype} {list(out.shape)} on {out.device}{'' if out.is_contiguous() else ' (not contiguous)'}; "
                 "allocate it with torch.empty(shape, dtype=store.dtype, device=store.device)"

@@ -10,8 +10,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import torch
 
+from sparsetrain.errors import SettingError
 from sparsetrain.storage.base import FeatureSource, byte_rows, check_ids, widen
-from sparsetrain.storage.errors import CacheBudgetError
 from sparsetrain.storage.gather_kernels import assemble_direct, assemble_rows, copy_rows, new_marks, unique_inverse
 from sparsetrain.storage.policies import POLICIES, make_policy
 from sparsetrain.storage.victim import VictimBuffer
@@ -41,7 +41,7 @@ class CachedFeatures(FeatureSource):
     ``hotness`` (one value per row: out-degree, ``graph.out_degrees()``, or pre-sampling access counts) ranks rows for
     the hot set; without it a ``static`` cache keeps the first rows it gathers. ``victim_bytes`` of host memory keep
     recently evicted rows. Row storage never exceeds ``capacity_bytes`` (a budget smaller than one row raises
-    :class:`CacheBudgetError`); per-row bookkeeping lives in host memory outside that budget: a slot index per row
+    :class:`SettingError`); per-row bookkeeping lives in host memory outside that budget: a slot index per row
     (int32, 4 B), plus two float32 scores for ``hybrid`` (12 B in all; 1.24 GiB for papers100M's 111M rows).
     ``prefetch(ids)`` loads misses in a background thread; gathers and prefetches exchange rows
     under a lock, so a gather never sees a half-written row.
@@ -69,10 +69,10 @@ class CachedFeatures(FeatureSource):
         self.backing = as_feature_source(backing)
         super().__init__(self.backing.shape, self.backing.dtype, device if device is not None else self.backing.device)
         if policy not in POLICIES:
-            raise CacheBudgetError(f"unknown cache policy {policy!r}; choose one of {', '.join(POLICIES)}")
+            raise SettingError(f"unknown cache policy {policy!r}; choose one of {', '.join(POLICIES)}")
         row_bytes = self.row_bytes
         if row_bytes == 0 or capacity_bytes < row_bytes:
-            raise CacheBudgetError(
+            raise SettingError(
                 f"CachedFeatures: capacity_bytes={capacity_bytes} cannot hold one row of {row_bytes} bytes "
                 f"({list(self.row_shape)} x {self.dtype}); give at least {max(row_bytes, 1)} bytes"
             )
@@ -88,11 +88,11 @@ class CachedFeatures(FeatureSource):
         self._read_events: list = []
         self._write_event = None
         if bookkeeping not in ("auto", "host", "device"):
-            raise CacheBudgetError("CachedFeatures: bookkeeping must be 'auto', 'host' or 'device', got "
-                                   f"{bookkeeping!r}")
+            raise SettingError("CachedFeatures: bookkeeping must be 'auto', 'host' or 'device', got "
+                               f"{bookkeeping!r}")
         if bookkeeping == "device" and self.victim is not None:
-            raise CacheBudgetError("CachedFeatures: bookkeeping='device' has no victim buffer; pass victim_bytes=0 or "
-                                   "bookkeeping='host'")
+            raise SettingError("CachedFeatures: bookkeeping='device' has no victim buffer; pass victim_bytes=0 or "
+                               "bookkeeping='host'")
         if bookkeeping == "auto":
             bookkeeping = "device" if self.device.type == "cuda" and self.victim is None else "host"
         self.bookkeeping = bookkeeping

@@ -11,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from sparsetrain.storage.errors import PinnedMemoryError
+from sparsetrain.errors import BackendError
 
 CUDA_HOST_REGISTER_PORTABLE = 1
 CUDA_HOST_REGISTER_MAPPED = 2
@@ -46,7 +46,7 @@ def register_chunks(
 
     ``register(addr, size) -> ok`` and ``unregister(addr)`` do the actual work (``cudaHostRegister`` on a GPU).
     Returns the registered ``(address, size)`` pieces; on failure unregisters them and raises
-    :class:`PinnedMemoryError`.
+    :class:`BackendError`.
     """
     if nbytes <= 0:
         return []
@@ -66,7 +66,7 @@ def register_chunks(
         else:
             for piece, _ in done:
                 unregister(piece)
-            raise PinnedMemoryError(
+            raise BackendError(
                 f"could not page-lock {nbytes / 2**30:.2f} GiB of host memory even in {min_chunk_bytes >> 20} MiB "
                 f"chunks (failed at offset {at - address}); raise the locked-memory limit (ulimit -l / container "
                 "memlock), free host memory, or keep the features on disk with MmapFeatures + CachedFeatures"

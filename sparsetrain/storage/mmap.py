@@ -12,9 +12,8 @@ import numpy as np
 import torch
 
 from sparsetrain._sigbus import watch
-from sparsetrain.errors import SettingError
+from sparsetrain.errors import DamagedFileError, SettingError
 from sparsetrain.storage.base import FeatureSource, torch_dtype_of, widen
-from sparsetrain.storage.errors import FeatureFileError
 from sparsetrain.storage.file_reads import (
     DIRECT_BLOCK_BYTES,
     MAX_RUN_BYTES,
@@ -43,15 +42,15 @@ def read_npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
                 shape, fortran, dtype = np.lib.format._read_array_header(f, version)
             offset = f.tell()
     except FileNotFoundError:
-        raise FeatureFileError(f"{path}: no such feature file; pass the path of a .npy file (a dataset's "
+        raise DamagedFileError(f"{path}: no such feature file; pass the path of a .npy file (a dataset's "
                                "features.npy)") from None
     except (ValueError, OSError) as exc:
-        raise FeatureFileError(f"{path}: not a readable .npy file ({exc}); re-create it with numpy.save") from None
+        raise DamagedFileError(f"{path}: not a readable .npy file ({exc}); re-create it with numpy.save") from None
     if fortran and len(shape) > 1:
-        raise FeatureFileError(f"{path}: stored in Fortran order; re-save it C-ordered with np.save(path, "
+        raise DamagedFileError(f"{path}: stored in Fortran order; re-save it C-ordered with np.save(path, "
                                "np.ascontiguousarray(a))")
     if dtype.hasobject or len(shape) < 1:
-        raise FeatureFileError(f"{path}: holds {dtype}{list(shape)}; a feature file needs a numeric array with one row "
+        raise DamagedFileError(f"{path}: holds {dtype}{list(shape)}; a feature file needs a numeric array with one row "
                                "per node")
     return tuple(shape), dtype, offset
 
@@ -65,7 +64,7 @@ class MmapFeatures(FeatureSource):
     no memory access ever touches the file's pages, so even a file truncated in the middle of a gather
     yields an error rather than a SIGBUS. In both modes the file is checked against what was opened
     before every gather (size, inode), so a file that shrinks, vanishes or is replaced raises
-    :class:`~sparsetrain.storage.errors.FeatureFileError` instead of crashing the process; a mapped read that
+    :class:`~sparsetrain.errors.DamagedFileError` instead of crashing the process; a mapped read that
     races a truncation (after the check) ends the process with one line naming the file (``sparsetrain._sigbus``).
     ``advise``: ``POSIX_FADV_WILLNEED`` on the rows before reading them, so the kernel reads them all
     at once; ``"auto"`` does it when a sample of the rows is not in the page cache. Off by default:
@@ -111,12 +110,12 @@ class MmapFeatures(FeatureSource):
         try:
             self._fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            raise FeatureFileError(f"{self.path}: no such feature file") from None
+            raise DamagedFileError(f"{self.path}: no such feature file") from None
         info = os.fstat(self._fd)
         self._identity = (info.st_dev, info.st_ino)
         if info.st_size < self._expected_size:
             self.close()
-            raise FeatureFileError(
+            raise DamagedFileError(
                 f"{self.path}: {info.st_size} bytes but its header promises {self._expected_size} "
                 f"({self.num_rows} rows x {self.row_bytes} bytes); the file is truncated, re-create it"
             )
@@ -184,18 +183,18 @@ class MmapFeatures(FeatureSource):
         self._open()
 
     def check_file(self) -> None:
-        """Raise :class:`FeatureFileError` if the file is closed, gone, replaced or shorter than when opened."""
+        """Raise :class:`DamagedFileError` if the file is closed, gone, replaced or shorter than when opened."""
         if self._fd < 0:
-            raise FeatureFileError(f"{self.path}: the store was closed; open a new MmapFeatures")
+            raise DamagedFileError(f"{self.path}: the store was closed; open a new MmapFeatures")
         try:
             info = os.stat(self.path)
         except FileNotFoundError:
-            raise FeatureFileError(
+            raise DamagedFileError(
                 f"{self.path}: the feature file was deleted while the store was open; restore it and open a new "
                 "MmapFeatures"
             ) from None
         if (info.st_dev, info.st_ino) != self._identity:
-            raise FeatureFileError(
+            raise DamagedFileError(
                 f"{self.path}: the feature file was replaced by another file while the store was open; open a new "
                 "MmapFeatures"
             )
@@ -203,7 +202,7 @@ class MmapFeatures(FeatureSource):
 
     def _check_size(self, size: int) -> None:
         if size < self._expected_size:
-            raise FeatureFileError(
+            raise DamagedFileError(
                 f"{self.path}: the feature file shrank to {size} bytes while open (needs {self._expected_size} for "
                 f"{self.num_rows} rows); it was truncated or rewritten in place, restore it and open a new MmapFeatures"
             )
@@ -225,7 +224,7 @@ class MmapFeatures(FeatureSource):
                                  coalesce_bytes=self.coalesce_bytes, advise=False)
         if short:
             self._check_size(os.fstat(self._fd).st_size)
-            raise FeatureFileError(f"{self.path}: {short} read(s) came back short; the file is being modified, open a "
+            raise DamagedFileError(f"{self.path}: {short} read(s) came back short; the file is being modified, open a "
                                    "new MmapFeatures")
         self.stats.bytes_moved += moved
 
@@ -248,7 +247,7 @@ class MmapFeatures(FeatureSource):
             short = sum(parts)
         if short:
             self._check_size(os.fstat(self._fd).st_size)
-            raise FeatureFileError(f"{self.path}: {short} read(s) came back short; the file is being modified, open a "
+            raise DamagedFileError(f"{self.path}: {short} read(s) came back short; the file is being modified, open a "
                                    "new MmapFeatures")
         self.stats.bytes_moved += int(length.sum())
 

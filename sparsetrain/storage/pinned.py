@@ -7,9 +7,8 @@ import os
 import numpy as np
 import torch
 
-from sparsetrain.errors import SettingError
+from sparsetrain.errors import BackendError, SettingError
 from sparsetrain.storage.base import FeatureSource, byte_rows, widen
-from sparsetrain.storage.errors import PinnedMemoryError
 from sparsetrain.storage.gather_kernels import gather_rows
 from sparsetrain.storage.host_memory import (
     DEFAULT_CHUNK_BYTES,
@@ -60,8 +59,8 @@ class PinnedFeatures(FeatureSource):
         has_cuda = cuda_available()
         device = torch.device(device if device is not None else ("cuda" if has_cuda else "cpu"))
         if device.type == "cuda" and not has_cuda:
-            raise PinnedMemoryError("PinnedFeatures(device='cuda') needs a CUDA GPU and none is visible; use "
-                                    "device='cpu'")
+            raise BackendError("PinnedFeatures(device='cuda') needs a CUDA GPU and none is visible; use "
+                               "device='cpu'")
         host = _host_tensor(source)
         super().__init__(host.shape, host.dtype, device)
         self._registration = self._zero_copy = None
@@ -82,7 +81,7 @@ class PinnedFeatures(FeatureSource):
         if not copy and nbytes:
             try:
                 self._registration = HostRegistration(host.data_ptr(), nbytes, chunk_bytes)
-            except PinnedMemoryError:
+            except BackendError:
                 self._registration = None
             whole = self._registration is not None and len(self._registration.pieces) == 1
             if self._registration is not None and (whole or host_pointer_usable_on_device()):
@@ -93,7 +92,7 @@ class PinnedFeatures(FeatureSource):
         try:
             pinned = torch.empty(host.shape, dtype=host.dtype, pin_memory=True)
         except RuntimeError as exc:
-            raise PinnedMemoryError(
+            raise BackendError(
                 f"could not allocate {nbytes / 2**30:.2f} GiB of pinned host memory ({exc}); free host memory or "
                 "keep the features on disk with MmapFeatures + CachedFeatures"
             ) from None
@@ -102,7 +101,7 @@ class PinnedFeatures(FeatureSource):
 
     def gather(self, ids: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
         """As :meth:`FeatureSource.gather`; on a GPU, ids already there are checked by the kernel (no host read), so
-        one out of range raises :class:`~sparsetrain.storage.errors.FeatureIdError` at a later call, at :meth:`check`
+        one out of range raises :class:`~sparsetrain.errors.InputError` at a later call, at :meth:`check`
         or at :meth:`close` (its row of this call's output is zeros); host ids are checked before anything is read."""
         if self._zero_copy is not None:
             self._zero_copy.begin()

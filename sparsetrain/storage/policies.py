@@ -26,7 +26,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 from numba import njit
 
-from sparsetrain.storage.errors import CacheBudgetError
+from sparsetrain.errors import SettingError
 
 POLICIES = ("static", "lru", "clock", "sieve", "hybrid")
 PROTECTED = 1e300  # score of a prefetched row until its first use (or the next decay) rescores it
@@ -317,7 +317,7 @@ class CachePolicy(ABC):
 
     def __init__(self, num_rows: int, num_slots: int) -> None:
         if num_slots < 1:
-            raise CacheBudgetError(f"a cache needs at least one slot, got {num_slots}")
+            raise SettingError(f"a cache needs at least one slot, got {num_slots}")
         self.num_rows = int(num_rows)
         self.num_slots = int(num_slots)
         self.slot_of = np.full(self.num_rows, -1, dtype=index_dtype(self.num_slots))  # one per table row: keep it small
@@ -489,7 +489,7 @@ class HybridPolicy(CachePolicy):
                  decay_period: int | None = None, prior_weight: float | None = None) -> None:
         super().__init__(num_rows, min(num_slots, num_rows))
         if not 0.0 <= static_fraction <= 1.0:
-            raise CacheBudgetError(f"hybrid: static_fraction must be within [0, 1], got {static_fraction}")
+            raise SettingError(f"hybrid: static_fraction must be within [0, 1], got {static_fraction}")
         self.decay_period = int(decay_period or 16 * self.num_rows)
         self._counts = np.zeros(self.num_rows, np.float32)
         if hotness is None:
@@ -576,7 +576,7 @@ def make_policy(name: str, num_rows: int, num_slots: int, hotness=None, **option
     if hotness is not None:
         hotness = np.asarray(hotness.numpy() if hasattr(hotness, "numpy") else hotness, dtype=np.float32)
         if hotness.shape != (num_rows,):
-            raise CacheBudgetError(f"hotness must have one value per row ({num_rows}), got shape {hotness.shape}")
+            raise SettingError(f"hotness must have one value per row ({num_rows}), got shape {hotness.shape}")
     if name == "static":
         return StaticPolicy(num_rows, num_slots, hotness)
     if name == "lru":
@@ -587,7 +587,7 @@ def make_policy(name: str, num_rows: int, num_slots: int, hotness=None, **option
         return SievePolicy(num_rows, num_slots)
     if name == "hybrid":
         return HybridPolicy(num_rows, num_slots, hotness, **options)
-    raise CacheBudgetError(f"unknown cache policy {name!r}; choose one of {', '.join(POLICIES)}")
+    raise SettingError(f"unknown cache policy {name!r}; choose one of {', '.join(POLICIES)}")
 
 
 def replay(policy: CachePolicy, trace, warmup: int = 0) -> float:

@@ -46,7 +46,7 @@ class TensorFeatures(FeatureSource):
         self.stats.bytes_moved += ids.numel() * self.row_bytes
 
     def check(self) -> None:
-        """Raise :class:`~sparsetrain.storage.errors.FeatureIdError` for an id out of range that a GPU gather met (one
+        """Raise :class:`~sparsetrain.errors.InputError` for an id out of range that a GPU gather met (one
         host read; nothing to do on the CPU, whose gathers check their ids first)."""
         if self._bad is not None:
             bad = int(self._bad)

@@ -10,6 +10,7 @@ if os.environ.get("SPARSETRAIN_CONTRACT_PEER") == "pyg":
     from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
     from torch_geometric.sampler.neighbor_sampler import NeighborSampler
 else:
-    from sparsetrain.pyg import LinkNeighborLoader, NeighborLoader, NeighborSampler
+    from sparsetrain.pyg import LinkNeighborLoader, NeighborLoader
+    from sparsetrain.pyg import PyGNeighborSampler as NeighborSampler
 
 __all__ = ["LinkNeighborLoader", "NeighborLoader", "NeighborSampler"]

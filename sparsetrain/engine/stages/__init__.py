@@ -13,9 +13,9 @@ per node type, and stage 4 moves whatever tensors the batch holds.
 """
 
 from sparsetrain.engine.stages.device import CopyToDevice, Staged
-from sparsetrain.engine.stages.errors import LoaderError
 from sparsetrain.engine.stages.fetch import FetchFeatures
 from sparsetrain.engine.stages.producer import Producer
 from sparsetrain.engine.stages.sample import Sample
+from sparsetrain.errors import LoaderError
 
 __all__ = ["CopyToDevice", "FetchFeatures", "LoaderError", "Producer", "Sample", "Staged"]

@@ -24,8 +24,7 @@ import torch
 
 from sparsetrain._late_reads import LateChecks
 from sparsetrain.engine.late_loss import TorchEvents
-from sparsetrain.engine.stages.errors import LoaderError
-from sparsetrain.errors import DatasetError
+from sparsetrain.errors import DatasetError, LoaderError
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE
 from sparsetrain.sampling.minibatch import MiniBatch, by_type, one_type_view
 from sparsetrain.storage.mmap import MmapFeatures

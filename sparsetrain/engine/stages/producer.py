@@ -17,8 +17,7 @@ from collections.abc import Callable, Iterable
 
 import numba
 
-from sparsetrain.engine.stages.errors import LoaderError
-from sparsetrain.errors import SettingError
+from sparsetrain.errors import LoaderError, SettingError
 
 POLL_SECONDS = 0.1
 JOIN_SECONDS = 10.0

@@ -7,7 +7,7 @@ the same input type with their fields filled and return a ``MiniBatch`` subclass
 
 from __future__ import annotations
 
-from sparsetrain.engine.stages.errors import LoaderError
+from sparsetrain.errors import LoaderError
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.minibatch import MiniBatch
 

@@ -15,9 +15,8 @@ import torch.nn.functional as F
 from sparsetrain.engine.precision import autocast, check_precision
 from sparsetrain.engine.static.padded_batch import StaticBatch
 from sparsetrain.engine.static.shapes import StepShapes
-from sparsetrain.errors import SettingError
+from sparsetrain.errors import BackendError, SettingError
 from sparsetrain.nn.models import BlockGNN
-from sparsetrain.sampling.errors import CaptureError
 
 MODES = ("eager", "graph", "compile")
 
@@ -82,7 +81,7 @@ class StaticStep:
     def _capture(self) -> None:
         """Capture forward, backward and optimizer step once, in thread-local capture mode (a loader thread filling
         the next batch meanwhile is not part of it and may allocate or wait); a failure raises
-        :class:`~sparsetrain.sampling.errors.CaptureError` naming why, never an eager run."""
+        :class:`~sparsetrain.errors.BackendError` naming why, never an eager run."""
         self.optimizer.zero_grad(set_to_none=True)  # gradients are allocated from the graph's pool, then kept
         graph = torch.cuda.CUDAGraph()
         try:
@@ -92,7 +91,7 @@ class StaticStep:
                 self.optimizer.step()
         except Exception as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise CaptureError(f"capturing the static step as a CUDA graph failed ({type(exc).__name__}: {reason}); "
+            raise BackendError(f"capturing the static step as a CUDA graph failed ({type(exc).__name__}: {reason}); "
                                "run without capture: drop --step static (or StaticStep(mode='eager'))") from exc
         self._graph = graph
         self._static_loss = loss.detach()

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from sparsetrain._numba_cuda import cuda
+from sparsetrain.errors import BackendError
 from sparsetrain.sampling.cuda.capture import CudaGraphCapture, Recording
-from sparsetrain.sampling.errors import SamplingBackendError
 
 
 class TorchArrays:
@@ -172,8 +172,8 @@ class NumpyArrays(TorchArrays):
 def _host_mapped(tensor):
     """A device view of a page-locked host tensor (unified addressing: the host pointer is valid on the device)."""
     if not tensor.is_pinned():
-        raise SamplingBackendError("GPU sampling reads the graph from device memory or pinned host memory; call "
-                                   "graph.to('cuda') or graph.pin_memory()")
+        raise BackendError("GPU sampling reads the graph from device memory or pinned host memory; call "
+                           "graph.to('cuda') or graph.pin_memory()")
 
     class _View:
         __cuda_array_interface__ = {

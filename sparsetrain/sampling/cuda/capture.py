@@ -8,7 +8,7 @@ copy reads it then), and each batch's checks go to its ring slot's pinned buffer
 batch's are. Each ring slot has its own pinned buffers, hence its own graph, captured after one eager batch in that slot
 has made its arrays and compiled the kernels: nothing is allocated while capturing. Only full batches (as many seeds
 as the padded shapes hold) are captured; a smaller one (an epoch's last) runs the eager padded path. A capture that
-fails raises :class:`~sparsetrain.sampling.errors.CaptureError` (the run asked for it; it never stays eager silently).
+fails raises :class:`~sparsetrain.errors.BackendError` (the run asked for it; it never stays eager silently).
 
 On a GPU the graph is a ``torch.cuda.CUDAGraph`` (:class:`CudaGraphCapture`); under the simulator a :class:`Recording`
 runs and records every device operation the workspace queues and replays them, and only them: the CUDA graph's
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sparsetrain.sampling.errors import CaptureError
+from sparsetrain.errors import BackendError
 
 WARM = "warm"  # the slot's eager batch has made its arrays: capture next time
 
@@ -123,7 +123,7 @@ class CapturedBatches:
         return self._replay(ws, state, seeds, keys)
 
     def _capture(self, ws, seeds, run: Callable) -> Captured:
-        """Capture the batch; a failure is a :class:`CaptureError` (the run asked for capture: no silent eager run)."""
+        """Capture the batch; a failure is a :class:`BackendError` (the run asked for capture: no silent eager run)."""
         try:
             captured = Captured(self._ops.graph(), self._ops.empty(len(seeds)))
             ws.assign(captured.seeds, seeds)  # (the simulator runs the work as it records it)
@@ -131,10 +131,10 @@ class CapturedBatches:
             with captured.graph.capturing(ws):
                 captured.result = run(captured.seeds)
         except Exception as exc:
-            if isinstance(exc, CaptureError):
+            if isinstance(exc, BackendError):
                 raise
             reason = str(exc).splitlines()[0] if str(exc) else ""
-            raise CaptureError(f"capturing the padded batch's sampling as a CUDA graph failed ({type(exc).__name__}: "
+            raise BackendError(f"capturing the padded batch's sampling as a CUDA graph failed ({type(exc).__name__}: "
                                f"{reason}); run without capture: drop --step static (or sample_padded(..., "
                                "capture=False))") from exc
         finally:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparsetrain.errors import InputError
 from sparsetrain.sampling.cuda.batch import Batch, Bounds, DeviceNodeMap, Regions
 from sparsetrain.sampling.cuda.graph import DeviceCSC, max_degrees
 from sparsetrain.sampling.cuda.kernels import count_kernel, first_kernel, number_kernel, relabel_kernel, sample_kernel
 from sparsetrain.sampling.cuda.padded import PaddedOut, sizes_index
 from sparsetrain.sampling.cuda.workspace import DeviceWorkspace
-from sparsetrain.sampling.errors import SamplingError
 from sparsetrain.sampling.graph import DAMAGED
 
 EXACT_ABOVE = 1 << 24  # edges: a batch whose bounds pass this reads its counts every hop and sizes arrays exactly
@@ -59,7 +59,7 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
     the true sizes from device memory, and the counts come back in one read at the end, with the damage and seed
     checks. Seeds outside their type, repeated seeds and a damaged graph (a column's ``indptr`` range outside the
     edges, an ``indices`` entry that is not a node of its type) raise
-    :class:`~sparsetrain.sampling.errors.SamplingError`, naming ``sources`` (where ``indptr`` and ``indices`` come
+    :class:`~sparsetrain.errors.InputError`, naming ``sources`` (where ``indptr`` and ``indices`` come
     from) or the edge type. ``workspace``: a :class:`DeviceWorkspace` over ``ops`` kept from batch to batch (default:
     one for this batch).
 
@@ -73,8 +73,8 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
     the batch's record.
     """
     if padded is not None and layout.typed:
-        raise SamplingError("a padded batch (a static step's) is homogeneous; sample a typed graph's batches as they "
-                            "come (without padded buffers)")
+        raise InputError("a padded batch (a static step's) is homogeneous; sample a typed graph's batches as they "
+                         "come (without padded buffers)")
     if max_degree is None and (layout.fanouts < 0).any():
         max_degree = max_degrees(indptr if isinstance(indptr, np.ndarray) else indptr.copy_to_host(), layout)
     ops = (workspace or DeviceWorkspace(ops)).begin(padded=padded is not None)
@@ -287,10 +287,10 @@ class Check:
         if bad_entry:
             raise _bad_entry(layout, sources, self.indices, bad_entry - 1)
         if overlap:
-            raise SamplingError(f"{sources[0]}: the in-edge ranges of two nodes overlap; {DAMAGED}")
+            raise InputError(f"{sources[0]}: the in-edge ranges of two nodes overlap; {DAMAGED}")
         if fused:
-            raise SamplingError(f"{sources[1]}: the in-edges of node {fused - 1} lie outside the graph (its indptr "
-                                f"range or an in-neighbour id); {DAMAGED}")
+            raise InputError(f"{sources[1]}: the in-edges of node {fused - 1} lie outside the graph (its indptr "
+                             f"range or an in-neighbour id); {DAMAGED}")
 
 
 def _finish(ops, layout, check: Check, record, at, counts_at, layers, nodes: Regions):
@@ -317,21 +317,21 @@ def _finish(ops, layout, check: Check, record, at, counts_at, layers, nodes: Reg
     return out, [ops.output(nodes.of(n, int(last[n]))) for n in range(num_types)]
 
 
-def _bad_range(layout, sources, indptr, graph_edges: int, column: int) -> SamplingError:
+def _bad_range(layout, sources, indptr, graph_edges: int, column: int) -> InputError:
     if not layout.typed:
-        return SamplingError(f"{sources[0]}: node {column}'s in-edges are entries {int(indptr[column])} to "
-                             f"{int(indptr[column + 1])} of indices, which has {graph_edges}; {DAMAGED}")
+        return InputError(f"{sources[0]}: node {column}'s in-edges are entries {int(indptr[column])} to "
+                          f"{int(indptr[column + 1])} of indices, which has {graph_edges}; {DAMAGED}")
     e_type = int(np.searchsorted(layout.col_offset, column, side="right")) - 1
     node = column - int(layout.col_offset[e_type])
-    return SamplingError(f"edge type {layout.edge_types[e_type]}: the in-edges of node {node} lie outside its edge "
-                         f"list; {DAMAGED}")
+    return InputError(f"edge type {layout.edge_types[e_type]}: the in-edges of node {node} lie outside its edge "
+                      f"list; {DAMAGED}")
 
 
-def _bad_entry(layout, sources, indices, position: int) -> SamplingError:
+def _bad_entry(layout, sources, indices, position: int) -> InputError:
     if not layout.typed:
-        return SamplingError(f"{sources[1]}: entry {position} is {int(indices[position])}, which must be in "
-                             f"[0, {int(layout.type_size[0])}); {DAMAGED}")
+        return InputError(f"{sources[1]}: entry {position} is {int(indices[position])}, which must be in "
+                          f"[0, {int(layout.type_size[0])}); {DAMAGED}")
     e_type = int(np.searchsorted(layout.edge_offset, position, side="right")) - 1
     et = layout.edge_types[e_type]
     entry = position - int(layout.edge_offset[e_type])
-    return SamplingError(f"edge type {et}: CSC entry {entry} is not a {et[0]!r} node id; {DAMAGED}")
+    return InputError(f"edge type {et}: CSC entry {entry} is not a {et[0]!r} node id; {DAMAGED}")

@@ -9,9 +9,9 @@ import threading
 import numpy as np
 
 from sparsetrain._numba_cuda import cuda
+from sparsetrain.errors import BackendError
 from sparsetrain.sampling.cuda.arrays import TorchArrays
 from sparsetrain.sampling.cuda.workspace import DeviceWorkspace
-from sparsetrain.sampling.errors import SamplingBackendError
 
 
 def max_degrees(indptr: np.ndarray, layout) -> np.ndarray:
@@ -26,8 +26,8 @@ class DeviceCSC:
 
     def __init__(self, graph) -> None:
         if not cuda.is_available():
-            raise SamplingBackendError("GPU sampling needs a CUDA device visible to numba.cuda; sample on the CPU "
-                                       "(keep the graph and seeds on the host)")
+            raise BackendError("GPU sampling needs a CUDA device visible to numba.cuda; sample on the CPU "
+                               "(keep the graph and seeds on the host)")
         device = graph.device if graph.device.type == "cuda" else None
         self.ops = TorchArrays(device or "cuda")
         self.sources = (graph.source("indptr"), graph.source("indices"))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sparsetrain.sampling.errors import SamplingError
+from sparsetrain.errors import InputError
 
 
 def padding_row(k, pad_edges: int, first_row, rows: int):
@@ -55,8 +55,8 @@ class PaddedOut:
         simulator)."""
         nodes, edges = tuple(int(n) for n in nodes), tuple(int(e) for e in edges)
         if len(nodes) != len(edges) + 1 or min(nodes) < 1:
-            raise SamplingError(f"padded shapes of {len(edges)} hops need {len(edges) + 1} node counts of at least 1 "
-                                f"(the sink row), not {list(nodes)}")
+            raise InputError(f"padded shapes of {len(edges)} hops need {len(edges) + 1} node counts of at least 1 "
+                             f"(the sink row), not {list(nodes)}")
         return cls(nodes, edges, zeros((nodes[-1],)), [zeros((2, e)) for e in edges], zeros((2 * len(edges) + 1,)))
 
     @property
@@ -75,13 +75,13 @@ class PaddedOut:
         """Refuse a batch whose bounds (nodes per level, edges per hop) pass the shapes: its arrays would not hold
         it. Raised before anything is queued."""
         if len(hop_edges) != self.num_hops:
-            raise SamplingError(f"the sampler draws {len(hop_edges)} hops but the padded shapes have {self.num_hops}; "
-                                "build the shapes from the sampler's fanouts")
+            raise InputError(f"the sampler draws {len(hop_edges)} hops but the padded shapes have {self.num_hops}; "
+                             "build the shapes from the sampler's fanouts")
         over = [f"level {h}: {n} nodes > {self.nodes[h] - 1}" for h, n in enumerate(levels) if n > self.nodes[h] - 1]
         over += [f"hop {h}: {e} edges > {self.edges[h]}" for h, e in enumerate(hop_edges) if e > self.edges[h]]
         if over:
-            raise SamplingError(f"this batch may pass its padded shapes ({'; '.join(over)}); build the shapes from "
-                                "the sampler's batch size, fanouts and graph (StepShapes.bound)")
+            raise InputError(f"this batch may pass its padded shapes ({'; '.join(over)}); build the shapes from "
+                             "the sampler's batch size, fanouts and graph (StepShapes.bound)")
 
     def unpadded(self, sizes) -> tuple[list, list]:
         """``(edge_index per hop, node ids per level)`` cut to ``sizes`` (host values of :attr:`sizes`): the batch as

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from sparsetrain._late_reads import LateChecks
+from sparsetrain.errors import BackendError
 from sparsetrain.sampling.cuda.capture import CapturedBatches
 from sparsetrain.sampling.cuda.counts import BatchCounts
-from sparsetrain.sampling.errors import SamplingBackendError
 
 
 class DeviceWorkspace:
@@ -89,8 +89,8 @@ class DeviceWorkspace:
         made = self._arrays.get(key)
         if made is None:
             if self.capture is not None and allocations + pinned:
-                raise SamplingBackendError(f"the captured batch allocates a {kind} array of shape {key[2]}; capture "
-                                           "after an eager batch of the same shapes")
+                raise BackendError(f"the captured batch allocates a {kind} array of shape {key[2]}; capture "
+                                   "after an eager batch of the same shapes")
             made = self._arrays[key] = make()
             self.counts.add(allocations=allocations, pinned_allocations=pinned)
             for a in made if isinstance(made, list) else [made]:
@@ -202,7 +202,7 @@ class DeviceWorkspace:
     def read(self, a) -> list[int]:
         """``a``'s values on the host: a device-to-host copy and a host wait."""
         if self.capture is not None:
-            raise SamplingBackendError("the captured batch reads the device; only padded batches are captured")
+            raise BackendError("the captured batch reads the device; only padded batches are captured")
         self.counts.add(torch_ops=1, copies=1, syncs=1)
         return self._ops.read(a)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from sparsetrain.distributed.expand import PartIds, find
+from sparsetrain.partitioned.expand import PartIds, find
 from sparsetrain.sampling.neighbor import PREFETCH
 from sparsetrain.sampling.prefetch import prefetch
 from sparsetrain.sampling.rng import mix64

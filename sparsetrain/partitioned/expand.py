@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from sparsetrain.distributed.errors import DistSamplingError, PartDamagedError
+from sparsetrain.errors import DamagedFileError, InputError
 from sparsetrain.sampling.draw import count_node, draw_positions
 from sparsetrain.sampling.layout import MAX_EDGE_TYPES
 from sparsetrain.sampling.neighbor import PREFETCH
@@ -240,9 +240,9 @@ class Expander:
         if local is None:
             local, bad = self.local_ids(nodes)
             if bad >= 0:
-                raise DistSamplingError(f"partition part {self.rank}: asked for node {nodes[bad]}, which it does not "
-                                        "own; every rank must load the part of its own rank from one partitioned "
-                                        "folder")
+                raise InputError(f"partition part {self.rank}: asked for node {nodes[bad]}, which it does not "
+                                 "own; every rank must load the part of its own rank from one partitioned "
+                                 "folder")
         seg_et = np.asarray(seg_et, np.int64)
         seg_end = np.cumsum(np.asarray(seg_lengths, np.int64))
         shift = self.et_col_shift[seg_et]
@@ -253,7 +253,7 @@ class Expander:
         total = _count(self.indptr, self.col_start, self.weights, cols, seg_end, seg_fanout, self.replace,
                        self.weighted, len(self.indices), lo, deg, edge_base, offsets)
         if total < 0:
-            raise PartDamagedError(f"partition part {self.rank}: the in-edges of node {nodes[-1 - total]} lie outside "
+            raise DamagedFileError(f"partition part {self.rank}: the in-edges of node {nodes[-1 - total]} lie outside "
                                    "its edge list; the part is damaged, re-run `sparsetrain partition`")
         return Plan(nodes, lo, deg, edge_base, offsets, seg_end, seg_et, seg_fanout)
 

@@ -23,8 +23,7 @@ import torch
 from sparsetrain import _args
 from sparsetrain.collective.groups import comm_device, group_info
 from sparsetrain.collective.remote_rows import exchange, fetch_rows, group_by_owner
-from sparsetrain.distributed.errors import DistFeatureError
-from sparsetrain.errors import SparsetrainError
+from sparsetrain.errors import InputError, SparsetrainError
 from sparsetrain.partition.load import Partition
 from sparsetrain.storage.base import FeatureSource, check_ids
 
@@ -58,19 +57,19 @@ class PartitionedFeatures(FeatureSource):
     collective = True  # gather must be called on every rank, even with no ids
 
     def __init__(self, part: Partition, *, group=None, cache_rows: int = 0, node_type: str | None = None) -> None:
-        cache_rows = _args.integer("PartitionedFeatures", "cache_rows", cache_rows, low=0, error=DistFeatureError)
+        cache_rows = _args.integer("PartitionedFeatures", "cache_rows", cache_rows, low=0, error=InputError)
         types = part.types
         t = types.index(node_type)
         local = part.features_by_type.get(types.node_types[t])
         if local is None:
             what = f"node type {types.node_types[t]!r}" if part.is_typed else "the part"
-            raise DistFeatureError(f"{part.path}: {what} has no owned features; partition a dataset that has "
-                                   "node features (of that type)")
+            raise InputError(f"{part.path}: {what} has no owned features; partition a dataset that has "
+                             "node features (of that type)")
         super().__init__((int(types.type_offset[t + 1] - types.type_offset[t]), *local.row_shape), local.dtype, "cpu")
         info = group_info(group)
         if info.world_size != part.num_parts or info.rank != part.rank:
-            raise DistFeatureError(f"{part.path}: rank {info.rank} of {info.world_size} holds part {part.rank} of "
-                                   f"{part.num_parts}; run one rank per part and load part = rank")
+            raise InputError(f"{part.path}: rank {info.rank} of {info.world_size} holds part {part.rank} of "
+                             f"{part.num_parts}; run one rank per part and load part = rank")
         self.part, self.local, self.group = part, local, group
         self.rank, self.world = info.rank, info.world_size
         self._info = info
@@ -100,7 +99,7 @@ class PartitionedFeatures(FeatureSource):
 
         ``owner``: the part owning each id (a batch's ``node_owner``); without it, every id must be owned by this
         part or in its halo. Collective over the group; a bad ``ids``, ``owner`` or ``out`` raises its one-line error on
-        its rank and :class:`~sparsetrain.distributed.errors.DistFeatureError` naming that rank on the others."""
+        its rank and :class:`~sparsetrain.errors.InputError` naming that rank on the others."""
         error = None
         try:
             ids = check_ids(ids, self.num_rows, f"{type(self).__name__}.gather")
@@ -119,15 +118,15 @@ class PartitionedFeatures(FeatureSource):
     def _gather_into(self, ids: torch.Tensor, out: torch.Tensor) -> None:
         # FeatureSource.gather calls this only for a store that does not override gather; this one does, since every
         # rank must join the exchange even with no ids of its own
-        raise DistFeatureError("PartitionedFeatures reads rows through gather(ids, owner=...), which every rank calls "
-                               "together; call gather, not _gather_into")
+        raise InputError("PartitionedFeatures reads rows through gather(ids, owner=...), which every rank calls "
+                         "together; call gather, not _gather_into")
 
     def _owners(self, nodes: np.ndarray, owner) -> np.ndarray:
         if owner is not None:
             owner = torch.as_tensor(owner).cpu().numpy().astype(np.int64, copy=False)
             if owner.shape != nodes.shape or (owner.size and (owner.min() < 0 or owner.max() >= self.world)):
-                raise DistFeatureError(f"{type(self).__name__}.gather: owner= must hold one part in [0, {self.world}) "
-                                       f"per id ({len(nodes)} ids); pass the batch's node_owner")
+                raise InputError(f"{type(self).__name__}.gather: owner= must hold one part in [0, {self.world}) "
+                                 f"per id ({len(nodes)} ids); pass the batch's node_owner")
             return owner
         owners = np.full(len(nodes), -1, np.int64)
         owners[_member(self._owned, nodes)] = self.rank
@@ -136,8 +135,8 @@ class PartitionedFeatures(FeatureSource):
         owners[in_halo] = self._halo_owner[pos[in_halo]]
         if (owners < 0).any():
             bad = int(nodes[owners < 0][0])
-            raise DistFeatureError(f"{type(self).__name__}.gather: node {bad} is neither owned by part {self.rank} nor "
-                                   "in its halo; pass owner= (the sampled batch's node_owner)")
+            raise InputError(f"{type(self).__name__}.gather: node {bad} is neither owned by part {self.rank} nor "
+                             "in its halo; pass owner= (the sampled batch's node_owner)")
         return owners
 
     def _exchange(self, nodes: np.ndarray, owners: np.ndarray, failed: BaseException | None = None) -> torch.Tensor:
@@ -158,8 +157,8 @@ class PartitionedFeatures(FeatureSource):
             if failed is not None:
                 raise failed
             others = np.flatnonzero(got[:, 1]).tolist()
-            raise DistFeatureError(f"{type(self).__name__}.gather: ranks {others} passed bad ids, owners or out; see "
-                                   "their error")
+            raise InputError(f"{type(self).__name__}.gather: ranks {others} passed bad ids, owners or out; see "
+                             "their error")
         recv = got[:, 0]
         _, served, answers = fetch_rows(torch.from_numpy(uniq[miss]), send.tolist(), recv.tolist(), self._serve,
                                         op=f"{type(self).__name__}.gather", info=self._info, device=self._comm)
@@ -187,8 +186,8 @@ class PartitionedFeatures(FeatureSource):
         the ranks loaded different partitions."""
         requests = asked.cpu().numpy()
         if not _member(self._owned, requests).all():
-            raise DistFeatureError(f"{type(self).__name__}: rank {self.rank} was asked for rows of nodes it does not "
-                                   "own; the ranks' partitions differ (every rank must load the same folder)")
+            raise InputError(f"{type(self).__name__}: rank {self.rank} was asked for rows of nodes it does not "
+                             "own; the ranks' partitions differ (every rank must load the same folder)")
         return self._read_own(np.searchsorted(self._owned, requests))
 
     def _exchange_rows(self, x: torch.Tensor, send, recv, stage: str) -> torch.Tensor:

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from sparsetrain.datasets import load, synthesize
-from sparsetrain.distributed import DistNeighborSampler, DistSamplingError, rank_batches
+from sparsetrain.errors import InputError
 from sparsetrain.partition import PartitionOptions, load_partition, partition_dataset
 from sparsetrain.partition.load import owners
+from sparsetrain.partitioned import DistNeighborSampler, rank_batches
 from sparsetrain.sampling import NeighborSampler, SamplerInput
 from tests.collective_harness import spawn, values
 
@@ -96,17 +97,17 @@ def test_one_part_without_a_process_group(graph, tmp_path):
 def test_refuses_foreign_seeds_and_missing_keys(graph, tmp_path):
     folder = tmp_path / "two"
     partition_dataset(graph, folder, PartitionOptions(2, quiet=True))
-    with pytest.raises(DistSamplingError, match="rank 0 of 1 holds part 1 of 2"):
+    with pytest.raises(InputError, match="rank 0 of 1 holds part 1 of 2"):
         DistNeighborSampler(load_partition(folder, 1), FANOUTS, seed=SEED)
     folder1 = tmp_path / "one"
     partition_dataset(graph, folder1, PartitionOptions(1, quiet=True))
     sampler = DistNeighborSampler(load_partition(folder1, 0), FANOUTS, seed=SEED)
-    with pytest.raises(DistSamplingError, match="with a key"):
+    with pytest.raises(InputError, match="with a key"):
         sampler.sample(SamplerInput(torch.tensor([0, 1])))
-    with pytest.raises(DistSamplingError, match="repeated"):
+    with pytest.raises(InputError, match="repeated"):
         sampler.sample(SamplerInput(torch.tensor([1, 1]), key=0))
     for foreign in (400, -1):  # the graph has 400 nodes, all in the one part
-        with pytest.raises(DistSamplingError, match=f"seed {foreign} is not owned by part 0"):
+        with pytest.raises(InputError, match=f"seed {foreign} is not owned by part 0"):
             sampler.sample(SamplerInput(torch.tensor([3, foreign]), key=0))
 
 
@@ -162,7 +163,7 @@ def _sample_after_peer_dies(rank: int, world: int, folder: str):
     import os
     import time
 
-    from sparsetrain.distributed import PeerLostError
+    from sparsetrain.errors import CollectiveError
 
     part = load_partition(folder, rank)
     sampler = DistNeighborSampler(part, FANOUTS, seed=SEED)
@@ -173,7 +174,7 @@ def _sample_after_peer_dies(rank: int, world: int, folder: str):
     start = time.monotonic()
     try:
         sampler.sample(batches[1])
-    except PeerLostError as exc:
+    except CollectiveError as exc:
         return str(exc), time.monotonic() - start
     return "no error", 0.0
 
@@ -193,7 +194,7 @@ def _sample_with_seed_of_rank(rank: int, world: int, folder: str):
     sampler = DistNeighborSampler(part, FANOUTS, seed=SEED + rank)  # a misconfigured job
     try:
         sampler.sample(rank_batches(part, "train", 8)[0])
-    except DistSamplingError as exc:
+    except InputError as exc:
         return str(exc)
     return "no error"
 
@@ -211,8 +212,8 @@ def test_node_map_numbers_nodes_as_a_dict_while_it_grows_and_across_batches():
     and doubles mid-hop); batch after batch (the tables reused, so the last batch's nodes must be forgotten), the
     nodes are numbered by first appearance, as a dict of global ids numbers them, with the part's owners for the
     nodes it knows and the given ones for the others."""
-    from sparsetrain.distributed.expand import PartIds
-    from sparsetrain.distributed.relabel import NodeMap
+    from sparsetrain.partitioned.expand import PartIds
+    from sparsetrain.partitioned.relabel import NodeMap
 
     rng = np.random.default_rng(1)
     rank, known = 1, rng.choice(2000, 300, replace=False)  # 100 owned, 200 halo, of the ids 0..1999
@@ -247,7 +248,7 @@ def test_node_map_numbers_nodes_as_a_dict_while_it_grows_and_across_batches():
 def test_expander_finds_owned_ids_in_buckets():
     """The owner's id lookup (a binary search within a bucket of the sorted owned ids) agrees with a plain search,
     for owned ids clustered in one range and spread over the graph, and refuses an id it does not own."""
-    from sparsetrain.distributed.expand import _locate, bucket_index
+    from sparsetrain.partitioned.expand import _locate, bucket_index
 
     rng = np.random.default_rng(2)
     for owned in (np.arange(5000, 9000), np.sort(rng.choice(10**6, 4000, replace=False)),

@@ -8,7 +8,7 @@ stream keyed by (seed, requester's batch key, hop, global node id) over the node
 the single-process :class:`~sparsetrain.sampling.NeighborSampler` does, and the relabelling numbers new nodes by first
 appearance in the dst-major edge list, as it does: the batches are the single-process ones, whatever the number of
 ranks. Every call is collective: every rank calls :meth:`sample` the same number of times (an empty batch joins
-the exchanges; :func:`~sparsetrain.distributed.seeds.rank_batches` pads the short ranks), so no rank waits on a
+the exchanges; :func:`~sparsetrain.partitioned.seeds.rank_batches` pads the short ranks), so no rank waits on a
 collective another never calls; a dead or stopped peer is an error after the group's timeout, not a hang.
 """
 
@@ -25,10 +25,10 @@ import torch
 from sparsetrain import _args
 from sparsetrain.collective.all_to_all import all_to_all, all_to_all_start
 from sparsetrain.collective.groups import group_info
-from sparsetrain.distributed.errors import DistSamplingError, PeerLostError
-from sparsetrain.distributed.expand import Expander, grown, hop_keys
-from sparsetrain.distributed.relabel import NodeMap, to_sources
+from sparsetrain.errors import CollectiveError, InputError
 from sparsetrain.partition.load import Partition
+from sparsetrain.partitioned.expand import Expander, grown, hop_keys
+from sparsetrain.partitioned.relabel import NodeMap, to_sources
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import NODE_TYPE
 from sparsetrain.sampling.input import SamplerInput
@@ -53,18 +53,18 @@ class DistNeighborSampler:
     def __init__(self, part: Partition, fanouts, *, seed: int, replace: bool = False, weighted: bool = False,
                  hop_nodes: str = "all", group=None, seed_type: str | None = None) -> None:
         if hop_nodes not in HOP_NODES:
-            raise DistSamplingError(f"hop_nodes={hop_nodes!r}; give 'all' (DGL) or 'new' (PyG)")
+            raise InputError(f"hop_nodes={hop_nodes!r}; give 'all' (DGL) or 'new' (PyG)")
         seed = _args.integer("DistNeighborSampler", "seed", seed, low=-(2**63), high=2**63 - 1,
-                             error=DistSamplingError)  # the same on every rank; True or 1.9 are refused
+                             error=InputError)  # the same on every rank; True or 1.9 are refused
         replace = _args.boolean("DistNeighborSampler", "replace", replace)
         weighted = _args.boolean("DistNeighborSampler", "weighted", weighted)
         if weighted and part.dataset.graph.weights is None:
-            raise DistSamplingError(f"{part.path}: weighted=True but the part has no edge weights; partition a "
-                                    "dataset with edge weights or pass weighted=False")
+            raise InputError(f"{part.path}: weighted=True but the part has no edge weights; partition a "
+                             "dataset with edge weights or pass weighted=False")
         info = group_info(group)
         if info.world_size != part.num_parts or info.rank != part.rank:
-            raise DistSamplingError(f"{part.path}: rank {info.rank} of {info.world_size} holds part {part.rank} of "
-                                    f"{part.num_parts}; run one rank per part and load part = rank")
+            raise InputError(f"{part.path}: rank {info.rank} of {info.world_size} holds part {part.rank} of "
+                             f"{part.num_parts}; run one rank per part and load part = rank")
         self.part, self.group, self.seed = part, group, seed
         graph = part.dataset.graph
         plan = Fanouts.of(fanouts).for_graph(graph)
@@ -93,23 +93,23 @@ class DistNeighborSampler:
         name = inp.node_type if inp.node_type is not None else self.seed_type
         if not self.typed:
             if name not in (None, NODE_TYPE):
-                raise DistSamplingError(f"the seeds are {name!r} nodes but the part is homogeneous; drop node_type")
+                raise InputError(f"the seeds are {name!r} nodes but the part is homogeneous; drop node_type")
             return 0
         if name not in self.types.node_types:
-            raise DistSamplingError(f"the seeds' node type {name!r} is not one of the part's node types "
-                                    f"{self.types.node_types}; pass seed_type= or SamplerInput(node_type=...)")
+            raise InputError(f"the seeds' node type {name!r} is not one of the part's node types "
+                             f"{self.types.node_types}; pass seed_type= or SamplerInput(node_type=...)")
         return self.types.node_types.index(name)
 
     def sample(self, inp: SamplerInput) -> MiniBatch:
         """The blocks of ``inp.seeds`` (unique global ids owned by this rank, of one node type; may be empty) with key
         ``inp.key``. Collective over the group."""
         if not isinstance(inp, SamplerInput) or inp.key is None or isinstance(inp.seeds, dict):
-            raise DistSamplingError("pass SamplerInput(seeds, key=k) with a key: every rank's batches need keys that "
-                                    "never collide (sparsetrain.distributed.rank_batches makes them)")
+            raise InputError("pass SamplerInput(seeds, key=k) with a key: every rank's batches need keys that "
+                             "never collide (sparsetrain.partitioned.rank_batches makes them)")
         if not isinstance(inp.seeds, torch.Tensor) or inp.seeds.dtype.is_floating_point or inp.seeds.dtype.is_complex \
                 or inp.seeds.dtype == torch.bool:
-            raise DistSamplingError(f"seeds of dtype {getattr(inp.seeds, 'dtype', type(inp.seeds).__name__)}: give "
-                                    "node ids as an integer tensor (1.5 would be read as node 1)")
+            raise InputError(f"seeds of dtype {getattr(inp.seeds, 'dtype', type(inp.seeds).__name__)}: give "
+                             "node ids as an integer tensor (1.5 would be read as node 1)")
         t0 = self._seed_index(inp)
         seeds = inp.seeds.to("cpu", torch.int64)
         n_type = int(self.types.type_offset[t0 + 1] - self.types.type_offset[t0])
@@ -119,10 +119,10 @@ class DistNeighborSampler:
         if len(outside):  # (an id past its type's end would be another type's node in the flat id space)
             foreign = int(outside[0]) if foreign < 0 else min(foreign, int(outside[0]))
         if foreign >= 0:
-            raise DistSamplingError(f"{self.part.path}: seed {seeds[foreign]} is not owned by part {self.rank}; pass "
-                                    "the part's own nodes (Partition.owned_global(), rank_batches)")
+            raise InputError(f"{self.part.path}: seed {seeds[foreign]} is not owned by part {self.rank}; pass "
+                             "the part's own nodes (Partition.owned_global(), rank_batches)")
         if len(np.unique(nodes)) != len(nodes):
-            raise DistSamplingError("seeds has repeated ids; pass unique seeds (e.g. torch.unique(seeds))")
+            raise InputError("seeds has repeated ids; pass unique seeds (e.g. torch.unique(seeds))")
         batch = self._batch
         batch.start(nodes, local)
         T = len(self.types.node_types)
@@ -185,7 +185,7 @@ class DistNeighborSampler:
         try:
             yield
         except RuntimeError as exc:
-            raise PeerLostError(
+            raise CollectiveError(
                 f"distributed sampling, hop {hop}: the exchange failed on rank {self.rank} of {self.world} "
                 f"({_first_line(exc)}); a peer rank died, stopped, or did not reach this batch within the group's "
                 "timeout: check the other ranks' logs, then restart the job from its last checkpoint") from None
@@ -244,8 +244,8 @@ class DistNeighborSampler:
         recv, their_keys, recv_by_type = got[:, 0], got[:, 1], got[:, 3:]
         if (got[:, 2] != self._fingerprint).any():
             others = np.flatnonzero(got[:, 2] != self._fingerprint).tolist()
-            raise DistSamplingError(f"rank {rank}: ranks {others} sample with another seed, fanouts, replace, "
-                                    "weighted or hop_nodes; give every rank's DistNeighborSampler the same settings")
+            raise InputError(f"rank {rank}: ranks {others} sample with another seed, fanouts, replace, "
+                             "weighted or hop_nodes; give every rank's DistNeighborSampler the same settings")
         # serve the peers first: they wait for these answers
         requests = self._exchange(frontier[remote], send, recv, hop)
         peer, et = np.nonzero(recv_by_type)  # row-major: peer by peer, edge type by edge type
