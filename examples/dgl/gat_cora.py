@@ -1,18 +1,17 @@
 """A DGL GAT script on Cora whose loader is sparsetrain's: the one changed line is marked `# was:`.
 
+DGL's own `NeighborSampler` object stays; sparsetrain's `DataLoader` reads its settings.
 Run in an environment with DGL (`pip install torch==2.2.1 dgl==2.1.0 "torchdata<0.8"`); see docs/migrating_from_dgl.md.
 """
 
 import dgl
 import torch
 import torch.nn.functional as F
+from dgl.dataloading import NeighborSampler
 from dgl.nn import GATConv
 
 from sparsetrain.datasets.builtin import planetoid_data
-from sparsetrain.dgl import (  # was: from dgl.dataloading import DataLoader, NeighborSampler
-    DataLoader,
-    DGLNeighborSampler,
-)
+from sparsetrain.dgl import DataLoader  # was: from dgl.dataloading import DataLoader, NeighborSampler
 
 data = planetoid_data("cora")  # DGL: g = dgl.data.CoraGraphDataset()[0]
 g = dgl.graph((data.edge_index[0], data.edge_index[1]), num_nodes=data.num_nodes)
@@ -33,8 +32,8 @@ class GAT(torch.nn.Module):
 
 
 torch.manual_seed(0)
-train_loader = DataLoader(g, train_nids, DGLNeighborSampler([10, 10]), batch_size=32, shuffle=True)
-test_loader = DataLoader(g, test_nids, DGLNeighborSampler([-1, -1]), batch_size=1000)
+train_loader = DataLoader(g, train_nids, NeighborSampler([10, 10]), batch_size=32, shuffle=True)
+test_loader = DataLoader(g, test_nids, NeighborSampler([-1, -1]), batch_size=1000)
 model = GAT(features.shape[1], 8, int(labels.max()) + 1)
 opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
 for epoch in range(15):

@@ -1,6 +1,7 @@
 """A DGL R-GCN script on a typed graph (papers, authors) whose loader is sparsetrain's: the one changed line is marked
 `# was:`. Seeds are a dict per node type, blocks are typed; the rest is DGL's HeteroGraphConv as written for DGL.
 
+DGL's own `NeighborSampler` object stays; sparsetrain's `DataLoader` reads its settings.
 Run in an environment with DGL (`pip install torch==2.2.1 dgl==2.1.0 "torchdata<0.8"`); see docs/migrating_from_dgl.md.
 The graph is made here (no download): a paper's class follows from its own and its authors' features.
 """
@@ -8,12 +9,10 @@ The graph is made here (no download): a paper's class follows from its own and i
 import dgl
 import torch
 import torch.nn.functional as F
+from dgl.dataloading import NeighborSampler
 from dgl.nn import GraphConv, HeteroGraphConv
 
-from sparsetrain.dgl import (  # was: from dgl.dataloading import DataLoader, NeighborSampler
-    DataLoader,
-    DGLNeighborSampler,
-)
+from sparsetrain.dgl import DataLoader  # was: from dgl.dataloading import DataLoader, NeighborSampler
 
 torch.manual_seed(0)
 papers, authors, dim, classes = 2000, 1000, 16, 3
@@ -52,9 +51,9 @@ def inputs(input_nodes):
     return {t: g.nodes[t].data["feat"][ids.long()] for t, ids in input_nodes.items()}
 
 
-train_loader = DataLoader(g, train_nids, DGLNeighborSampler([{r: 5 for r in g.etypes}] * 2), batch_size=128,
+train_loader = DataLoader(g, train_nids, NeighborSampler([{r: 5 for r in g.etypes}] * 2), batch_size=128,
                           shuffle=True)
-test_loader = DataLoader(g, test_nids, DGLNeighborSampler([-1, -1]), batch_size=1000)
+test_loader = DataLoader(g, test_nids, NeighborSampler([-1, -1]), batch_size=1000)
 model = RGCN(dim, 32, classes, g.etypes)
 opt = torch.optim.Adam(model.parameters(), lr=0.01)
 for epoch in range(6):

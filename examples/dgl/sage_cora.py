@@ -1,5 +1,6 @@
 """A DGL GraphSAGE script on Cora whose loader is sparsetrain's: the one changed line is marked `# was:`.
 
+DGL's own `NeighborSampler` object stays; sparsetrain's `DataLoader` reads its settings.
 Run in an environment with DGL (`pip install torch==2.2.1 dgl==2.1.0 "torchdata<0.8"`); see docs/migrating_from_dgl.md.
 Cora comes from the files sparsetrain ships (DGL's CoraGraphDataset downloads the same graph).
 """
@@ -7,13 +8,11 @@ Cora comes from the files sparsetrain ships (DGL's CoraGraphDataset downloads th
 import dgl
 import torch
 import torch.nn.functional as F
+from dgl.dataloading import NeighborSampler
 from dgl.nn import SAGEConv
 
 from sparsetrain.datasets.builtin import planetoid_data
-from sparsetrain.dgl import (  # was: from dgl.dataloading import DataLoader, NeighborSampler
-    DataLoader,
-    DGLNeighborSampler,
-)
+from sparsetrain.dgl import DataLoader  # was: from dgl.dataloading import DataLoader, NeighborSampler
 
 data = planetoid_data("cora")  # DGL: g = dgl.data.CoraGraphDataset()[0]
 g = dgl.graph((data.edge_index[0], data.edge_index[1]), num_nodes=data.num_nodes)
@@ -37,9 +36,9 @@ class SAGE(torch.nn.Module):
 
 
 torch.manual_seed(0)
-sampler = DGLNeighborSampler([10, 10], prefetch_node_feats=["feat"], prefetch_labels=["label"])
+sampler = NeighborSampler([10, 10], prefetch_node_feats=["feat"], prefetch_labels=["label"])
 train_loader = DataLoader(g, train_nids, sampler, batch_size=32, shuffle=True, drop_last=False)
-test_loader = DataLoader(g, test_nids, DGLNeighborSampler([-1, -1], prefetch_node_feats=["feat"],
+test_loader = DataLoader(g, test_nids, NeighborSampler([-1, -1], prefetch_node_feats=["feat"],
                                                           prefetch_labels=["label"]), batch_size=1000)
 model = SAGE(g.ndata["feat"].shape[1], 64, int(data.y.max()) + 1)
 opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
