@@ -68,47 +68,52 @@ def _src_order(src, num_src):
     return offsets, order
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+_FAST = {"nsz", "arcp", "contract", "reassoc"}  # vectorised sums; no "ninf"/"nnan": the max starts at -inf
+_CHUNK = 64  # destinations (sources) a parallel iteration takes: one accumulator row allocated per chunk
+
+
+@numba.njit(cache=True, nogil=True, parallel=True, fastmath=_FAST)
 def _forward(x, a_src, a_dst, indptr, src, slope, out, smax, ssum, scratch):
     """out[h, d, :] = sum of alpha * x[s, :] over d's in-edges; smax/ssum: the softmax's max and sum per (d, h)."""
     heads, num_dst, width = out.shape
-    for d in prange(num_dst):
-        lo, hi = indptr[d], indptr[d + 1]
-        for h in range(heads):
-            for f in range(width):
-                out[h, d, f] = 0
-            m = -np.inf
-            for e in range(lo, hi):
-                v = a_src[src[e], h] + a_dst[d, h]
-                if v < 0:
-                    v = v * slope
-                scratch[e, h] = v
-                if v > m:
-                    m = v
-            total = 0.0
-            for e in range(lo, hi):
-                w = np.exp(scratch[e, h] - m)
-                scratch[e, h] = w
-                total += w
-            smax[d, h] = m
-            ssum[d, h] = total
-            if hi > lo:
-                inv = 1.0 / total
-                for e in range(lo, hi):
-                    scratch[e, h] *= inv
-        for e in range(lo, hi):
-            s = src[e]
+    for c in prange((num_dst + _CHUNK - 1) // _CHUNK):
+        acc = np.empty(width, out.dtype)
+        for d in range(c * _CHUNK, min(num_dst, (c + 1) * _CHUNK)):
+            lo, hi = indptr[d], indptr[d + 1]
             for h in range(heads):
-                w = scratch[e, h]
-                for f in range(width):
-                    out[h, d, f] += w * x[s, f]
+                m = -np.inf
+                for e in range(lo, hi):
+                    v = a_src[src[e], h] + a_dst[d, h]
+                    if v < 0:
+                        v = v * slope
+                    scratch[e, h] = v
+                    if v > m:
+                        m = v
+                total = 0.0
+                for e in range(lo, hi):
+                    w = np.exp(scratch[e, h] - m)
+                    scratch[e, h] = w
+                    total += w
+                smax[d, h] = m
+                ssum[d, h] = total
+                inv = 1.0 / total if hi > lo else 0.0
+                for e in range(lo, hi):
+                    scratch[e, h] = scratch[e, h] * inv  # stored in x's dtype, so the sum below stays in it
+                acc[:] = 0
+                for e in range(lo, hi):
+                    w = scratch[e, h]
+                    s = src[e]
+                    for f in range(width):
+                        acc[f] += w * x[s, f]
+                out[h, d, :] = acc
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+@numba.njit(cache=True, nogil=True, parallel=True, fastmath=_FAST)
 def _backward_dst(x, a_src, a_dst, indptr, src, slope, grad, smax, ssum, alpha, draw, grad_a_dst):
     """Per destination: alpha again (from the saved max and sum), and the gradient of each edge's raw score (before
     the leaky ReLU): ``draw[e, h]``; their sum per destination is ``grad_a_dst``."""
     heads, num_dst, width = grad.shape
+    zero = np.zeros(1, grad.dtype)[0]
     for d in prange(num_dst):
         lo, hi = indptr[d], indptr[d + 1]
         for h in range(heads):
@@ -121,7 +126,7 @@ def _backward_dst(x, a_src, a_dst, indptr, src, slope, grad, smax, ssum, alpha, 
                 v = raw if raw >= 0 else raw * slope
                 a = np.exp(v - m) * inv
                 alpha[e, h] = a
-                g = 0.0
+                g = zero
                 for f in range(width):
                     g += grad[h, d, f] * x[s, f]
                 draw[e, h] = g  # d loss / d alpha for now
@@ -137,26 +142,29 @@ def _backward_dst(x, a_src, a_dst, indptr, src, slope, grad, smax, ssum, alpha, 
             grad_a_dst[d, h] = acc
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+@numba.njit(cache=True, nogil=True, parallel=True, fastmath=_FAST)
 def _backward_src(offsets, order, dst, alpha, draw, grad, need_x, grad_x, grad_a_src):
     """Per source: grad_x[s, :] = sum over its out-edges and heads of alpha * grad[h, d, :]; grad_a_src[s, h] = sum
     of draw[e, h]."""
     heads, _, width = grad.shape
-    for s in prange(offsets.shape[0] - 1):
-        for h in range(heads):
-            grad_a_src[s, h] = 0
-        if need_x:
-            for f in range(width):
-                grad_x[s, f] = 0
-        for i in range(offsets[s], offsets[s + 1]):
-            e = order[i]
-            d = dst[e]
+    num_src = offsets.shape[0] - 1
+    for c in prange((num_src + _CHUNK - 1) // _CHUNK):
+        acc = np.empty(width, grad.dtype)
+        for s in range(c * _CHUNK, min(num_src, (c + 1) * _CHUNK)):
+            acc[:] = 0
             for h in range(heads):
-                grad_a_src[s, h] += draw[e, h]
-                if need_x:
-                    a = alpha[e, h]
-                    for f in range(width):
-                        grad_x[s, f] += a * grad[h, d, f]
+                grad_a_src[s, h] = 0
+            for i in range(offsets[s], offsets[s + 1]):
+                e = order[i]
+                d = dst[e]
+                for h in range(heads):
+                    grad_a_src[s, h] += draw[e, h]
+                    if need_x:
+                        a = alpha[e, h]
+                        for f in range(width):
+                            acc[f] += a * grad[h, d, f]
+            if need_x:
+                grad_x[s, :] = acc
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
