@@ -8,7 +8,7 @@ import torch
 
 from sparsetrain.errors import SettingError
 from sparsetrain.nn.gat_aggregate import dst_csr, gat_aggregate
-from sparsetrain.nn.rgat import RGAT, _folded
+from sparsetrain.nn.rgat import RGAT, _folded, aggregate_first
 
 
 def _graph(num_src: int, num_dst: int, num_edges: int, seed: int, sort: bool = True):
@@ -55,6 +55,23 @@ def test_matches_pyg_gatconv_forward_and_gradients(sort):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
 
 
+def test_per_head_rows_match_pyg_gatconv():
+    """``x`` [num_src, heads, C]: the projected rows, summed as ``GATConv`` sums them."""
+    from torch_geometric.nn import GATConv
+
+    torch.manual_seed(1)
+    edge_index = _graph(20, 9, 50, 4)
+    conv = GATConv((6, 6), 5, heads=3, add_self_loops=False, bias=False).double()
+    x_src = torch.randn(20, 6, dtype=torch.float64, requires_grad=True)
+    x_dst = torch.randn(9, 6, dtype=torch.float64)
+    want = conv((x_src, x_dst), edge_index)
+    projected = conv.lin_src(x_src).view(20, 3, 5)
+    a_src, a_dst = (projected * conv.att_src).sum(-1), (conv.lin_dst(x_dst).view(9, 3, 5) * conv.att_dst).sum(-1)
+    got = gat_aggregate(projected, a_src, a_dst, dst_csr(edge_index, 9)).transpose(0, 1).reshape(9, 15)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(torch.autograd.grad(got.sum(), x_src)[0], torch.autograd.grad(want.sum(), x_src)[0])
+
+
 def test_gradcheck_float64():
     edge_index = _graph(9, 6, 25, 2)
     csr = dst_csr(edge_index, 6)
@@ -63,6 +80,8 @@ def test_gradcheck_float64():
     a_src = torch.randn(9, 2, dtype=torch.float64, generator=g, requires_grad=True)
     a_dst = torch.randn(6, 2, dtype=torch.float64, generator=g, requires_grad=True)
     assert torch.autograd.gradcheck(lambda x, s, d: gat_aggregate(x, s, d, csr, 0.2), (x, a_src, a_dst))
+    per_head = torch.randn(9, 2, 3, dtype=torch.float64, generator=g, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, s, d: gat_aggregate(x, s, d, csr, 0.2), (per_head, a_src, a_dst))
 
 
 def test_float32_against_float64_and_hand_value():
@@ -80,7 +99,12 @@ def test_refuses_destination_out_of_range():
         dst_csr(torch.tensor([[0, 1], [0, 5]]), 3)
 
 
-def test_fused_rgat_equals_pyg_heteroconv():
+@pytest.mark.parametrize("order", ["auto", "after", "before"])
+def test_fused_rgat_equals_pyg_heteroconv(order, monkeypatch):
+    from sparsetrain.nn import rgat
+
+    if order != "auto":
+        monkeypatch.setattr(rgat, "aggregate_first", lambda *args: order == "after")
     import sparsetrain as st
     from sparsetrain.sampling.graph import CSCGraph
 
@@ -108,3 +132,9 @@ def test_fused_rgat_equals_pyg_heteroconv():
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-10, atol=1e-12)
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+def test_cost_rule_picks_the_cheaper_side():
+    # many sources, few destinations: project after the sum; as many destinations as sources: before it
+    assert aggregate_first(10_000, 500, 5_000, 128, 128, 4, True)
+    assert not aggregate_first(10_000, 10_000, 50_000, 128, 128, 4, False)

@@ -74,7 +74,8 @@ _CHUNK = 64  # destinations (sources) a parallel iteration takes: one accumulato
 
 @numba.njit(cache=True, nogil=True, parallel=True, fastmath=_FAST)
 def _forward(x, a_src, a_dst, indptr, src, slope, out, smax, ssum, scratch):
-    """out[h, d, :] = sum of alpha * x[s, :] over d's in-edges; smax/ssum: the softmax's max and sum per (d, h)."""
+    """out[h, d, :] = sum of alpha * x[s, h or 0, :] over d's in-edges; smax/ssum: the softmax's max and sum per
+    (d, h)."""
     heads, num_dst, width = out.shape
     for c in prange((num_dst + _CHUNK - 1) // _CHUNK):
         acc = np.empty(width, out.dtype)
@@ -100,11 +101,12 @@ def _forward(x, a_src, a_dst, indptr, src, slope, out, smax, ssum, scratch):
                 for e in range(lo, hi):
                     scratch[e, h] = scratch[e, h] * inv  # stored in x's dtype, so the sum below stays in it
                 acc[:] = 0
+                hx = h if x.shape[1] > 1 else 0
                 for e in range(lo, hi):
                     w = scratch[e, h]
                     s = src[e]
                     for f in range(width):
-                        acc[f] += w * x[s, f]
+                        acc[f] += w * x[s, hx, f]
                 out[h, d, :] = acc
 
 
@@ -117,6 +119,7 @@ def _backward_dst(x, a_src, a_dst, indptr, src, slope, grad, smax, ssum, alpha, 
     for d in prange(num_dst):
         lo, hi = indptr[d], indptr[d + 1]
         for h in range(heads):
+            hx = h if x.shape[1] > 1 else 0
             m = smax[d, h]
             inv = 1.0 / ssum[d, h] if hi > lo else 0.0
             dot = 0.0
@@ -128,7 +131,7 @@ def _backward_dst(x, a_src, a_dst, indptr, src, slope, grad, smax, ssum, alpha, 
                 alpha[e, h] = a
                 g = zero
                 for f in range(width):
-                    g += grad[h, d, f] * x[s, f]
+                    g += grad[h, d, f] * x[s, hx, f]
                 draw[e, h] = g  # d loss / d alpha for now
                 dot += a * g
             acc = 0.0
@@ -144,12 +147,12 @@ def _backward_dst(x, a_src, a_dst, indptr, src, slope, grad, smax, ssum, alpha, 
 
 @numba.njit(cache=True, nogil=True, parallel=True, fastmath=_FAST)
 def _backward_src(offsets, order, dst, alpha, draw, grad, need_x, grad_x, grad_a_src):
-    """Per source: grad_x[s, :] = sum over its out-edges and heads of alpha * grad[h, d, :]; grad_a_src[s, h] = sum
-    of draw[e, h]."""
+    """Per source: grad_x[s, h or 0, :] = sum over its out-edges (and heads, x shared by them) of alpha * grad[h, d,
+    :]; grad_a_src[s, h] = sum of draw[e, h]."""
     heads, _, width = grad.shape
-    num_src = offsets.shape[0] - 1
+    num_src, x_heads = offsets.shape[0] - 1, grad_x.shape[1]
     for c in prange((num_src + _CHUNK - 1) // _CHUNK):
-        acc = np.empty(width, grad.dtype)
+        acc = np.empty((x_heads, width), grad.dtype)
         for s in range(c * _CHUNK, min(num_src, (c + 1) * _CHUNK)):
             acc[:] = 0
             for h in range(heads):
@@ -161,14 +164,20 @@ def _backward_src(offsets, order, dst, alpha, draw, grad, need_x, grad_x, grad_a
                     grad_a_src[s, h] += draw[e, h]
                     if need_x:
                         a = alpha[e, h]
+                        hx = h if x_heads > 1 else 0
                         for f in range(width):
-                            acc[f] += a * grad[h, d, f]
+                            acc[hx, f] += a * grad[h, d, f]
             if need_x:
-                grad_x[s, :] = acc
+                grad_x[s] = acc
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().contiguous().numpy()
+
+
+def _view(t: torch.Tensor) -> np.ndarray:
+    """A NumPy view, strides kept (a column slice of the logits of several relations is read in place)."""
+    return t.detach().numpy()
 
 
 class GATAggregate(torch.autograd.Function):
@@ -177,10 +186,10 @@ class GATAggregate(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, a_src, a_dst, indptr, src, slope):
         num_dst, heads = a_dst.shape
-        out = x.new_empty(heads, num_dst, x.shape[1])
+        out = x.new_empty(heads, num_dst, x.shape[2])
         smax, ssum = a_dst.new_empty(num_dst, heads), a_dst.new_empty(num_dst, heads)
         scratch = a_dst.new_empty(src.shape[0], heads)
-        _forward(_np(x), _np(a_src), _np(a_dst), indptr.numpy(), src.numpy(), slope, out.numpy(), smax.numpy(),
+        _forward(_np(x), _view(a_src), _view(a_dst), indptr.numpy(), src.numpy(), slope, out.numpy(), smax.numpy(),
                  ssum.numpy(), scratch.numpy())
         ctx.save_for_backward(x, a_src, a_dst, indptr, src, smax, ssum)
         ctx.slope = slope
@@ -196,13 +205,13 @@ class GATAggregate(torch.autograd.Function):
         draw = a_dst.new_empty(src.shape[0], heads)
         grad_a_dst = a_dst.new_empty(a_dst.shape)
         xs = _np(x)
-        _backward_dst(xs, _np(a_src), _np(a_dst), indptr.numpy(), src.numpy(), ctx.slope, grad, smax.numpy(),
+        _backward_dst(xs, _view(a_src), _view(a_dst), indptr.numpy(), src.numpy(), ctx.slope, grad, smax.numpy(),
                       ssum.numpy(), alpha.numpy(), draw.numpy(), grad_a_dst.numpy())
         grad_x = grad_a_src = None
         if need_x or need_src:
             offsets, order = _src_order(src.numpy(), num_src)
             dst = np.repeat(np.arange(a_dst.shape[0], dtype=np.int64), np.diff(indptr.numpy()))
-            gx = np.empty(xs.shape if need_x else (0, xs.shape[1]), xs.dtype)
+            gx = np.empty(xs.shape if need_x else (0, *xs.shape[1:]), xs.dtype)
             gs = np.empty((num_src, heads), xs.dtype)
             _backward_src(offsets, order, dst, alpha.numpy(), draw.numpy(), grad, bool(need_x), gx, gs)
             grad_x = torch.from_numpy(gx) if need_x else None
@@ -227,7 +236,8 @@ def gat_aggregate(x: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, csr
                   negative_slope: float = 0.2) -> torch.Tensor:
     """GAT's attention-weighted sum of source rows per destination and head: ``[heads, num_dst, width]``.
 
-    ``x`` [num_src, width]: the source rows (shared by the heads); ``a_src`` [num_src, heads] / ``a_dst``
+    ``x`` [num_src, width]: the source rows, shared by the heads (GAT with the projection after the sum), or [num_src,
+    heads, width]: one row per head (the projected rows, as ``GATConv`` sums them); ``a_src`` [num_src, heads] / ``a_dst``
     [num_dst, heads]: each node's attention logit per head; ``csr``: :func:`dst_csr` of the block's edges. A
     destination with no in-edge gets zeros, as PyG's ``GATConv``. CPU tensors of one floating dtype; differentiable
     in ``x``, ``a_src`` and ``a_dst``."""
@@ -237,4 +247,9 @@ def gat_aggregate(x: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, csr
         raise SettingError(f"gat_aggregate takes x, a_src and a_dst of one floating dtype, got {x.dtype}, "
                            f"{a_src.dtype}, {a_dst.dtype}; cast them to one")
     indptr, src = csr
+    if x.dim() == 2:
+        x = x.unsqueeze(1)
+    if x.dim() != 3 or x.shape[1] not in (1, a_dst.shape[1]):
+        raise SettingError(f"gat_aggregate takes x of shape [num_src, width] or [num_src, {a_dst.shape[1]}, width], "
+                           f"got {list(x.shape)}; give one row per source or one per source and head")
     return GATAggregate.apply(x, a_src, a_dst, indptr, src, float(negative_slope))

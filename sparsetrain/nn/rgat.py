@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from sparsetrain.errors import SettingError
+from sparsetrain.nn.dropout import dropout as hash_dropout
 from sparsetrain.nn.gat_aggregate import dst_csr, gat_aggregate
 from sparsetrain.nn.rgcn import HeteroPygBlock, layer_relations
 from sparsetrain.sampling.graph import EdgeType
@@ -97,7 +98,7 @@ class RGAT(nn.Module):
             nxt = {t: out[t] if t in out else any_h.new_zeros(num_dst[t], conv_width(conv))
                    for t in sorted({et[2] for et in conv.convs.keys()}) if t in num_dst}
             if layer != last:
-                nxt = {t: nn.functional.dropout(nn.functional.leaky_relu(v), self.dropout, self.training)
+                nxt = {t: hash_dropout(nn.functional.leaky_relu(v), self.dropout, self.training)
                        for t, v in nxt.items()}
             h = nxt
         return self.out(h[self.target_type])
@@ -116,10 +117,25 @@ def _folded(lin: nn.Linear, att: torch.Tensor) -> torch.Tensor:
     return (lin.weight.view(heads, channels, -1) * att.view(heads, channels, 1)).sum(1)
 
 
+EDGE_COST = 8
+"""What a multiply-add over an edge costs against one in a dense matmul (gathered rows against a blocked product)."""
+
+
+def aggregate_first(num_src: int, num_dst: int, num_edges: int, width: int, hidden: int, heads: int,
+                    input_grad: bool) -> bool:
+    """Whether a relation costs less with the projection after the attention sum (``x`` shared by the heads: the
+    projection runs on the ``num_dst`` sums, but each edge carries ``heads x width`` values) than before it (every
+    source row projected, each edge carrying ``hidden`` values), forward and backward counted."""
+    after = num_dst * width * hidden * 3 + EDGE_COST * num_edges * heads * width * (2 + input_grad)
+    before = num_src * width * hidden * (2 + input_grad) + EDGE_COST * num_edges * hidden * 3
+    return after <= before
+
+
 def fused_layer(conv, h: dict[str, torch.Tensor], edge_index: dict[EdgeType, torch.Tensor],
                 num_dst: dict[str, int]) -> dict[str, torch.Tensor]:
     """What ``conv`` (a ``HeteroConv`` of ``GATConv``s, summed) gives for ``(h[src], h[dst][:num_dst])`` per edge type
-    in ``edge_index``, computed with :func:`gat_aggregate` on the CPU: the projection after the attention sum."""
+    in ``edge_index``, computed with :func:`gat_aggregate` on the CPU. Per relation the projection runs before or
+    after the attention sum, whichever :func:`aggregate_first` says costs less."""
     first = next(iter(conv.convs.values()))
     heads, channels, slope = first.heads, first.out_channels, first.negative_slope
     relations = sorted(edge_index)
@@ -138,10 +154,16 @@ def fused_layer(conv, h: dict[str, torch.Tensor], edge_index: dict[EdgeType, tor
         n = num_dst[t]
         acc, bias = None, 0
         for et in (et for et in relations if et[2] == t):
-            gat = conv.convs[et]
-            summed = gat_aggregate(h[et[0]], logits_src[et], logits_dst[et], dst_csr(edge_index[et], n), slope)
-            weight = gat.lin_src.weight.view(heads, channels, -1).transpose(1, 2)  # [heads, in, C]
-            acc = torch.bmm(summed, weight) if acc is None else torch.baddbmm(acc, summed, weight)
+            gat, x = conv.convs[et], h[et[0]]
+            csr = dst_csr(edge_index[et], n)
+            if aggregate_first(x.shape[0], n, csr[1].shape[0], x.shape[1], heads * channels, heads, x.requires_grad):
+                summed = gat_aggregate(x, logits_src[et], logits_dst[et], csr, slope)
+                weight = gat.lin_src.weight.view(heads, channels, -1).transpose(1, 2)  # [heads, in, C]
+                acc = torch.bmm(summed, weight) if acc is None else torch.baddbmm(acc, summed, weight)
+            else:
+                projected = (x @ gat.lin_src.weight.T).view(-1, heads, channels)
+                summed = gat_aggregate(projected, logits_src[et], logits_dst[et], csr, slope)
+                acc = summed if acc is None else acc + summed
             if gat.bias is not None:
                 bias = bias + gat.bias
         out[t] = acc.transpose(0, 1).reshape(n, heads * channels) + bias
