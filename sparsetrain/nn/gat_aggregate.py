@@ -13,12 +13,13 @@ tensor exists: the only edge-sized scratch is ``[E, heads]``. The backward (:cla
 ``torch.autograd.Function``) recomputes the softmax from the per-destination max and sum it saved, and scatters the
 sources' gradients through a source-grouped order built with one counting sort.
 
-``x`` is shared by the heads: this is GAT with the projection moved after the sum (``W_h (sum_e alpha x_s)`` equals
-``sum_e alpha W_h x_s``, the projection is linear), which is how :class:`~sparsetrain.nn.rgat.RGAT` runs on the CPU:
-a block has far fewer destination than source rows, so projecting the per-head sums costs less than projecting every
-source row, and the attention logits come from the projection folded into the attention vectors
-(``a_src = x (W^T att_src)``). PyG's ``GATConv`` computes the same function; ``tests/test_gat_aggregate.py`` checks
-the kernel against it and with ``torch.autograd.gradcheck``.
+``x`` is either one row per source and head (the projected rows, as ``GATConv`` sums them), or one row per source
+shared by the heads: GAT with the projection moved after the sum (``W_h (sum_e alpha x_s)`` equals
+``sum_e alpha W_h x_s``, the projection is linear). :class:`~sparsetrain.nn.rgat.RGAT` picks per relation: a block has
+far fewer destination than source rows in its inner layers, where projecting the per-head sums costs less than
+projecting every source row. The attention logits come from the projection folded into the attention vectors
+(``a_src = x (W^T att_src)``) either way. PyG's ``GATConv`` computes the same function;
+``tests/test_gat_aggregate.py`` checks the kernel against it and with ``torch.autograd.gradcheck``.
 """
 
 from __future__ import annotations
@@ -236,11 +237,11 @@ def gat_aggregate(x: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, csr
                   negative_slope: float = 0.2) -> torch.Tensor:
     """GAT's attention-weighted sum of source rows per destination and head: ``[heads, num_dst, width]``.
 
-    ``x`` [num_src, width]: the source rows, shared by the heads (GAT with the projection after the sum), or [num_src,
-    heads, width]: one row per head (the projected rows, as ``GATConv`` sums them); ``a_src`` [num_src, heads] / ``a_dst``
-    [num_dst, heads]: each node's attention logit per head; ``csr``: :func:`dst_csr` of the block's edges. A
-    destination with no in-edge gets zeros, as PyG's ``GATConv``. CPU tensors of one floating dtype; differentiable
-    in ``x``, ``a_src`` and ``a_dst``."""
+    ``x`` [num_src, width]: the source rows, shared by the heads (GAT with the projection after the sum), or
+    [num_src, heads, width]: one row per head (the projected rows, as ``GATConv`` sums them); ``a_src`` [num_src,
+    heads] / ``a_dst`` [num_dst, heads]: each node's attention logit per head; ``csr``: :func:`dst_csr` of the block's
+    edges. A destination with no in-edge gets zeros, as PyG's ``GATConv``. CPU tensors of one floating dtype;
+    differentiable in ``x``, ``a_src`` and ``a_dst``."""
     if x.device.type != "cpu":
         raise SettingError(f"gat_aggregate runs on the CPU and got {x.device} tensors; use PyG's GATConv on a GPU")
     if not (x.dtype == a_src.dtype == a_dst.dtype) or not x.is_floating_point():
