@@ -13,9 +13,10 @@ Node types without features get a learnable embedding per node (their ``x`` is t
 On the CPU each layer runs fused (``fused=True``, the default): per relation one :func:`~sparsetrain.nn.gat_aggregate.
 gat_aggregate` pass (scores, softmax and the heads' weighted sums of the source rows in one kernel over the block's
 destinations), the attention logits from the projections folded into the attention vectors (one matmul per node type
-for all its relations), and per destination type one batched matmul that projects every relation's per-head sums. It
-reads the same ``GATConv`` parameters and computes the same function (the projection is linear, so it moves after the
-sum); on another device, or with ``fused=False``, the ``HeteroConv`` of ``GATConv`` runs as PyG writes it.
+for all its relations), and per relation the projection before the sum (``GATConv``'s order) or after it (one batched
+matmul over the heads' sums), whichever :func:`aggregate_first` says costs less. It reads the same ``GATConv``
+parameters and computes the same function (the projection is linear, so it may move after the sum); on another
+device, under CPU autocast, or with ``fused=False``, the ``HeteroConv`` of ``GATConv`` runs as PyG writes it.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class RGAT(nn.Module):
         for layer, (conv, (edge_index, (num_src, num_dst))) in enumerate(zip(self.convs, blocks)):
             pairs = {et: (h[et[0]], h[et[2]][: num_dst[et[2]]]) for et in edge_index
                      if et in conv.convs and et[0] in h and et[2] in h}
-            if self.fused and all(v.device.type == "cpu" for v in h.values()):
+            if self.fused and fusable(h):
                 out = fused_layer(conv, h, {et: edge_index[et] for et in pairs}, num_dst)
             else:
                 out = conv(pairs, {et: edge_index[et] for et in pairs})
@@ -108,6 +109,13 @@ def conv_width(conv) -> int:
     """The output width of a ``HeteroConv`` of ``GATConv``s (heads x channels, concatenated)."""
     first = next(iter(conv.convs.values()))
     return first.heads * first.out_channels
+
+
+def fusable(h: dict[str, torch.Tensor]) -> bool:
+    """Whether a layer over ``h`` runs :func:`fused_layer`: float32/float64 CPU rows, no CPU autocast (the kernel
+    reads NumPy views, which have no bfloat16)."""
+    return not torch.is_autocast_enabled("cpu") and all(
+        v.device.type == "cpu" and v.dtype in (torch.float32, torch.float64) for v in h.values())
 
 
 def _folded(lin: nn.Linear, att: torch.Tensor) -> torch.Tensor:
