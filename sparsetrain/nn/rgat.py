@@ -9,6 +9,14 @@ reference adds to ``cites`` (:func:`~sparsetrain.datasets.igb.with_reference_rev
 trains hidden 512, 4 heads, 3 layers, fanouts [15, 10, 5], dropout 0.2, Adam at lr 0.001; ``train --model rgat``
 defaults to hidden 128 (the reference script's own default, and what two CPU cores train in minutes) and 4 heads.
 Node types without features get a learnable embedding per node (their ``x`` is the int64 global node ids).
+
+On the CPU each layer runs fused (``fused=True``, the default): per relation one :func:`~sparsetrain.nn.gat_aggregate.
+gat_aggregate` pass (scores, softmax and the heads' weighted sums of the source rows in one kernel over the block's
+destinations), the attention logits from the projections folded into the attention vectors (one matmul per node type
+for all its relations), and per relation the projection before the sum (``GATConv``'s order) or after it (one batched
+matmul over the heads' sums), whichever :func:`aggregate_first` says costs less. It reads the same ``GATConv``
+parameters and computes the same function (the projection is linear, so it may move after the sum); on another
+device, under CPU autocast, or with ``fused=False``, the ``HeteroConv`` of ``GATConv`` runs as PyG writes it.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ import torch
 from torch import nn
 
 from sparsetrain.errors import SettingError
+from sparsetrain.nn.dropout import dropout as hash_dropout
+from sparsetrain.nn.gat_aggregate import dst_csr, gat_aggregate
 from sparsetrain.nn.rgcn import HeteroPygBlock, layer_relations
 from sparsetrain.sampling.graph import EdgeType
 
@@ -33,7 +43,8 @@ class RGAT(nn.Module):
 
     def __init__(self, node_types: Sequence[str], edge_types: Sequence[EdgeType], in_channels: dict[str, int],
                  hidden: int, out_channels: int, num_layers: int, target_type: str, *, heads: int = 4,
-                 num_nodes: dict[str, int] | None = None, dropout: float = 0.2) -> None:
+                 num_nodes: dict[str, int] | None = None, dropout: float = 0.2,
+                 fused: bool = True) -> None:
         super().__init__()
         from torch_geometric.nn import GATConv, HeteroConv
 
@@ -43,7 +54,7 @@ class RGAT(nn.Module):
             raise SettingError(f"hidden={hidden} with heads={heads}: the heads split the hidden width, give a hidden "
                                f"size that is a multiple of {heads}")
         self.node_types, self.edge_types = list(node_types), [tuple(et) for et in edge_types]
-        self.target_type, self.dropout, self.heads = target_type, dropout, heads
+        self.target_type, self.dropout, self.heads, self.fused = target_type, dropout, heads, fused
         needed, relations = layer_relations(self.edge_types, target_type, num_layers)
         self.embed = nn.ModuleDict()
         width = {}
@@ -78,14 +89,17 @@ class RGAT(nn.Module):
         for layer, (conv, (edge_index, (num_src, num_dst))) in enumerate(zip(self.convs, blocks)):
             pairs = {et: (h[et[0]], h[et[2]][: num_dst[et[2]]]) for et in edge_index
                      if et in conv.convs and et[0] in h and et[2] in h}
-            out = conv(pairs, {et: edge_index[et] for et in pairs})
+            if self.fused and fusable(h):
+                out = fused_layer(conv, h, {et: edge_index[et] for et in pairs}, num_dst)
+            else:
+                out = conv(pairs, {et: edge_index[et] for et in pairs})
             # a dst type no sampled edge reaches still has its rows: zeros, as a GAT with no in-edges gives; types
             # sorted, so that dropout draws in one order whatever the process's string hashing
             any_h = next(iter(h.values()))
             nxt = {t: out[t] if t in out else any_h.new_zeros(num_dst[t], conv_width(conv))
                    for t in sorted({et[2] for et in conv.convs.keys()}) if t in num_dst}
             if layer != last:
-                nxt = {t: nn.functional.dropout(nn.functional.leaky_relu(v), self.dropout, self.training)
+                nxt = {t: hash_dropout(nn.functional.leaky_relu(v), self.dropout, self.training)
                        for t, v in nxt.items()}
             h = nxt
         return self.out(h[self.target_type])
@@ -95,3 +109,70 @@ def conv_width(conv) -> int:
     """The output width of a ``HeteroConv`` of ``GATConv``s (heads x channels, concatenated)."""
     first = next(iter(conv.convs.values()))
     return first.heads * first.out_channels
+
+
+def fusable(h: dict[str, torch.Tensor]) -> bool:
+    """Whether a layer over ``h`` runs :func:`fused_layer`: float32/float64 CPU rows, no CPU autocast (the kernel
+    reads NumPy views, which have no bfloat16)."""
+    return not torch.is_autocast_enabled("cpu") and all(
+        v.device.type == "cpu" and v.dtype in (torch.float32, torch.float64) for v in h.values())
+
+
+def _folded(lin: nn.Linear, att: torch.Tensor) -> torch.Tensor:
+    """``[heads, in]``: a ``GATConv`` projection folded into its attention vector, ``x @ result.T`` being
+    ``((x @ lin.weight.T).view(-1, heads, C) * att).sum(-1)``."""
+    heads, channels = att.shape[-2:]
+    return (lin.weight.view(heads, channels, -1) * att.view(heads, channels, 1)).sum(1)
+
+
+EDGE_COST = 8
+"""What a multiply-add over an edge costs against one in a dense matmul (gathered rows against a blocked product)."""
+
+
+def aggregate_first(num_src: int, num_dst: int, num_edges: int, width: int, hidden: int, heads: int,
+                    input_grad: bool) -> bool:
+    """Whether a relation costs less with the projection after the attention sum (``x`` shared by the heads: the
+    projection runs on the ``num_dst`` sums, but each edge carries ``heads x width`` values) than before it (every
+    source row projected, each edge carrying ``hidden`` values), forward and backward counted."""
+    after = num_dst * width * hidden * 3 + EDGE_COST * num_edges * heads * width * (2 + input_grad)
+    before = num_src * width * hidden * (2 + input_grad) + EDGE_COST * num_edges * hidden * 3
+    return after <= before
+
+
+def fused_layer(conv, h: dict[str, torch.Tensor], edge_index: dict[EdgeType, torch.Tensor],
+                num_dst: dict[str, int]) -> dict[str, torch.Tensor]:
+    """What ``conv`` (a ``HeteroConv`` of ``GATConv``s, summed) gives for ``(h[src], h[dst][:num_dst])`` per edge type
+    in ``edge_index``, computed with :func:`gat_aggregate` on the CPU. Per relation the projection runs before or
+    after the attention sum, whichever :func:`aggregate_first` says costs less."""
+    first = next(iter(conv.convs.values()))
+    heads, channels, slope = first.heads, first.out_channels, first.negative_slope
+    relations = sorted(edge_index)
+    # the attention logits of every relation reading a node type: one matmul per type and side
+    logits_src, logits_dst = {}, {}
+    for side, logits, lin_att in (("src", logits_src, lambda c: (c.lin_src, c.att_src)),
+                                  ("dst", logits_dst, lambda c: (c.lin_dst, c.att_dst))):
+        for t in sorted({et[0] if side == "src" else et[2] for et in relations}):
+            rels = [et for et in relations if (et[0] if side == "src" else et[2]) == t]
+            x = h[t] if side == "src" else h[t][: num_dst[t]]
+            both = x @ torch.cat([_folded(*lin_att(conv.convs[et])) for et in rels]).T
+            for i, et in enumerate(rels):
+                logits[et] = both[:, i * heads:(i + 1) * heads]
+    out = {}
+    for t in sorted({et[2] for et in relations}):
+        n = num_dst[t]
+        acc, bias = None, 0
+        for et in (et for et in relations if et[2] == t):
+            gat, x = conv.convs[et], h[et[0]]
+            csr = dst_csr(edge_index[et], n)
+            if aggregate_first(x.shape[0], n, csr[1].shape[0], x.shape[1], heads * channels, heads, x.requires_grad):
+                summed = gat_aggregate(x, logits_src[et], logits_dst[et], csr, slope)
+                weight = gat.lin_src.weight.view(heads, channels, -1).transpose(1, 2)  # [heads, in, C]
+                acc = torch.bmm(summed, weight) if acc is None else torch.baddbmm(acc, summed, weight)
+            else:
+                projected = (x @ gat.lin_src.weight.T).view(-1, heads, channels)
+                summed = gat_aggregate(projected, logits_src[et], logits_dst[et], csr, slope)
+                acc = summed if acc is None else acc + summed
+            if gat.bias is not None:
+                bias = bias + gat.bias
+        out[t] = acc.transpose(0, 1).reshape(n, heads * channels) + bias
+    return out
