@@ -115,7 +115,8 @@ def main() -> None:
     print(f"{a.folder}: {world} parts, edge cut {quality['edge_cut_fraction']:.3f}, batch {a.batch_size} a rank, "
           f"fanouts {a.fanouts}")
     for r in ranks:
-        inputs = ", ".join(f"{t} {v:,.0f} ({r['remote_fraction'][t]:.0%} remote)" for t, v in r["inputs_per_batch"].items())
+        inputs = ", ".join(f"{t} {v:,.0f} ({r['remote_fraction'][t]:.0%} remote)"
+                           for t, v in r["inputs_per_batch"].items())
         print(f"rank {r['rank']}: sampler {r['sampler_bytes_per_batch'] / 1024:,.0f} KiB, features "
               f"{r['feature_bytes_per_batch'] / 1024:,.0f} KiB a batch (hit rate {r['hit_rate']:.0%}); inputs {inputs}")
     if a.json is not None:

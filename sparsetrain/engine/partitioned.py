@@ -182,7 +182,8 @@ def _model(part: Partition, run: RunPlan, typed_model) -> torch.nn.Module:
         return typed_model(part_meta(part), run.model, run.sampling.fanouts.num_hops, part.target_type)
     in_dim = int(part.features.row_shape.numel())
     return build_model(run.model.name, in_dim, run.model.hidden, part.dataset.num_classes,
-                       run.sampling.fanouts.num_hops, run.model.dropout, **model_options(run.model.name, run.model.heads))
+                       run.sampling.fanouts.num_hops, run.model.dropout,
+                       **model_options(run.model.name, run.model.heads))
 
 
 def part_evaluator(part: Partition, sampler, features, batch_size: int, device, group):
