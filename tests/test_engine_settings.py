@@ -102,8 +102,8 @@ def test_parts_are_frozen_and_paths_are_paths():
 def test_the_checkpoint_record_holds_every_setting_not_marked_resumable_whatever_its_value():
     record = batch_record(TrainSettings())
     assert record == {"task": "node", "target_type": None, "fanouts": [10, 10], "batch_size": 1024, "exclude": "auto",
-                      "temporal": False, "temporal_strategy": None, "model": None, "hidden": None, "decoder": "dot",
-                      "seed": 0}
+                      "temporal": False, "temporal_strategy": None, "model": None, "hidden": None, "heads": None,
+                      "decoder": "dot", "seed": 0}
     # a setting off is recorded as off: a resume that turns it on differs
     assert batch_record(TrainSettings(temporal=True))["temporal"] is True
     # what a resume may change is not recorded

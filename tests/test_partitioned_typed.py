@@ -266,3 +266,92 @@ def test_two_ranks_on_typed_parts_reach_the_single_process_accuracy(cli, tmp_pat
     assert two["world_size"] == 2 and two["model"] == one["model"] == "rgcn"
     assert abs(two["test_acc"] - one["test_acc"]) <= 0.005 + 1e-9, (two["test_acc"], one["test_acc"])
     assert one["test_acc"] > 0.9
+
+
+
+def _rgat(nodes: dict, edge_types, in_channels: dict):
+    from sparsetrain.nn.rgat import RGAT
+
+    torch.manual_seed(0)
+    return RGAT(list(nodes), edge_types, in_channels, 16, 19, 2, "paper", num_nodes=nodes, dropout=0.0, heads=4)
+
+
+def _rgat_step(rank: int, world: int, folder: str, state: dict) -> tuple:
+    """One R-GAT step on this rank's first batch, through the run's partitioned sampler and fetch stage (a store per
+    node type, each with its default halo cache)."""
+    from sparsetrain.engine.partitioned import FetchWithOwners, GlobalLabels, part_features, part_meta
+    from sparsetrain.engine.plan import _halo_cache_rows
+
+    part = load_partition(folder, rank)
+    types = part.types
+    model = _rgat(part.manifest["dataset"]["node_types"], types.edge_types, dict.fromkeys(types.node_types, 8))
+    model.load_state_dict(state)
+    fetch = FetchWithOwners(part_features(part, None, _halo_cache_rows(part_meta(part), 0.0)), GlobalLabels(part))
+    sampler = DistNeighborSampler(part, [5, 3], seed=SEED)
+    inp = rank_batches(part, "train", 32, seed=1)[0]
+    mb = fetch(sampler.sample(inp))
+    loss = torch.nn.functional.cross_entropy(model(mb.x, mb.to_pyg()), mb.y, reduction="sum")
+    loss.backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    return inp.seeds, inp.key, loss.item(), grads
+
+
+@pytest.mark.slow  # 35 s of CPU (4 spawned ranks, a single-process step); ~2.5 min wall on 2 shared cores
+@pytest.mark.distributed
+def test_rgat_step_on_four_ranks_with_every_node_type_featured_is_the_single_process_step(tmp_path):
+    """R-GAT on an IGBH-shaped graph (features on all 4 node types, so 4 stores a rank exchange rows) in 4 LDG parts:
+    the ranks' summed loss and gradients of one step equal the single process's over the same seeds and keys. What
+    4 ranks compute is one process's step; their accuracy differs from one process's only by the batches' order and
+    composition (benchmarks/RESULTS.md, "R-GAT on typed parts")."""
+    from sparsetrain.engine.stages.fetch import FetchFeatures
+
+    data = tmp_path / "igbh"
+    synthesize(data, preset="igbh-tiny", scale=0.01, feature_dim=8, seed=0, quiet=True)
+    folder = tmp_path / "parts"
+    partition_dataset(data, folder, PartitionOptions(4, quiet=True))
+    ds = load(data)
+    model = _rgat(ds.num_nodes_by_type, ds.edge_types, dict.fromkeys(ds.num_nodes_by_type, 8))
+    per_rank = values(spawn(_rgat_step, 4, str(folder), model.state_dict(), timeout_s=600))
+    reference = NeighborSampler(ds.graph, [5, 3], seed=SEED, seed_type="paper")
+    fetch = FetchFeatures(dict(ds.features_by_type), ds.labels_by_type["paper"])
+    total = 0.0
+    for seeds, key, _, _ in per_rank:
+        mb = fetch(reference.sample(SamplerInput(seeds, key=key)))
+        loss = torch.nn.functional.cross_entropy(model(mb.x, mb.to_pyg()), mb.y, reduction="sum")
+        loss.backward()
+        total += loss.item()
+    assert sum(r[2] for r in per_rank) == pytest.approx(total, rel=1e-5)
+    grads = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    assert grads.keys() == per_rank[0][3].keys() and len(grads) > 10
+    for name, grad in grads.items():
+        summed = sum(r[3][name] for r in per_rank)
+        assert torch.allclose(summed, grad, rtol=1e-4, atol=1e-6), name
+
+
+@pytest.mark.slow  # a torchrun run of 2 ranks (~2 min on 2 shared cores)
+@pytest.mark.distributed
+def test_typed_ranks_epoch_lines_show_the_feature_exchange_of_every_node_type(cli, tmp_path):
+    """`torchrun --nproc-per-node 2 ... train --data PARTS --model rgat` on an IGBH-shaped graph in 2 LDG parts (every
+    node type with features: 4 stores a rank): each epoch record carries the halo caches' hit rate and the kilobytes
+    exchanged a step, and rank 0's epoch line prints them, as a homogeneous part's does."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.collective_harness import free_port
+
+    data = tmp_path / "igbh"
+    synthesize(data, preset="igbh-tiny", scale=0.01, feature_dim=8, seed=0, quiet=True)
+    partition_dataset(data, tmp_path / "parts", PartitionOptions(2, quiet=True))
+    log = tmp_path / "log.jsonl"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+           "-m", "sparsetrain", "train", "--data", str(tmp_path / "parts"), "--model", "rgat", "--hidden", "8",
+           "--heads", "2", "--fanout", "5,5", "--batch-size", "64", "--epochs", "2", "--eval", "sampled",
+           "--metrics-log", str(log)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, result.stderr[-3000:]
+    epochs = [json.loads(line) for line in log.read_text().splitlines() if '"train_loss"' in line]
+    assert len(epochs) == 2
+    for record in epochs:  # the caches serve some remote rows; the rest cross the network every step
+        assert 0 < record["hit_rate"] < 1 and record["net_kb_per_step"] > 0
+    assert "hit_rate" in result.stdout and "net_kb_per_step" in result.stdout

@@ -139,10 +139,36 @@ def test_rgat_layer_matches_pygs_heteroconv_on_a_full_graph():
 @pytest.mark.parametrize(("flags", "message"), [
     (["--step", "static"], "--step static pads GraphSAGE"),
     (["--hidden", "30"], "multiple of 4"),
+    (["--hidden", "64", "--heads", "3"], "multiple of 3"),
 ])
 def test_what_rgat_cannot_do_is_refused_in_one_line(cli, igbh, flags, message):
     code, _, err = cli("train", "--data", igbh, *ARGS[:2], "--epochs", "1", *flags, "--quiet")
     assert code == 1 and message in err and "\n" not in err.strip()
+
+
+def test_heads_is_planned_into_the_model_and_refused_where_there_are_none(igbh):
+    """``--heads``: R-GAT's default is MLPerf's 4; a value given reaches every relation's ``GATConv`` (GAT's hidden
+    layers likewise); a model without attention refuses it in one line."""
+    from torch_geometric.nn import GATConv
+
+    from sparsetrain.engine.dataset_meta import DatasetMeta
+    from sparsetrain.engine.plan import plan
+    from sparsetrain.engine.run import _node_model
+    from sparsetrain.engine.settings import ModelSettings, TrainSettings
+    from sparsetrain.errors import SettingError
+    from sparsetrain.nn.models import build_model
+
+    meta, cpu = DatasetMeta.of(st.datasets.load(igbh)), torch.device("cpu")
+    assert plan(TrainSettings(model=ModelSettings("rgat")), meta, cpu).model.heads == 4
+    run = plan(TrainSettings(model=ModelSettings("rgat", hidden=12, heads=2)), meta, cpu)
+    model = _node_model(meta, run.model, 2, "paper")
+    convs = [m for m in model.modules() if isinstance(m, GATConv)]
+    assert convs and {(c.heads, c.out_channels) for c in convs} == {(2, 6)}
+    assert plan(TrainSettings(model=ModelSettings("rgcn")), meta, cpu).model.heads is None
+    with pytest.raises(SettingError, match="--model rgcn has no attention heads"):
+        plan(TrainSettings(model=ModelSettings("rgcn", heads=2)), meta, cpu)
+    gat = build_model("gat", 8, 12, 3, 2, heads=3)
+    assert [(c.heads, c.out_channels) for c in gat.convs] == [(3, 4), (1, 3)]
 
 
 def test_rgat_on_a_homogeneous_dataset_is_refused(cli, tmp_path, monkeypatch):

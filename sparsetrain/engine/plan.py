@@ -45,9 +45,9 @@ from sparsetrain.storage.residency import fits_on_gpu
 MODEL_DEFAULTS = {
     "sage": {"lr": 0.01, "weight_decay": 5e-4, "hidden": 128},
     "gcn": {"lr": 0.01, "weight_decay": 5e-4, "hidden": 128},
-    "gat": {"lr": 0.01, "weight_decay": 5e-4, "hidden": 128},
+    "gat": {"lr": 0.01, "weight_decay": 5e-4, "hidden": 128, "heads": 4},
     # small and with strong input dropout: attention overfits few labels (Cora: 140) otherwise
-    "gt": {"lr": 0.005, "weight_decay": 5e-3, "hidden": 64, "input_dropout": 0.8},
+    "gt": {"lr": 0.005, "weight_decay": 5e-3, "hidden": 64, "input_dropout": 0.8, "heads": 4},
     "rgcn": {"lr": 0.01, "weight_decay": 0.0, "hidden": 64},
     # MLPerf's R-GAT: 4 heads, hidden 512, lr 0.001; hidden 128 (its reference script's default) for CPUs
     "rgat": {"lr": 0.001, "weight_decay": 0.0, "hidden": 128, "heads": 4},
@@ -259,17 +259,27 @@ def _model(meta: DatasetMeta, model: ModelSettings, task: str) -> ModelSettings:
     if task == "link" and name != "sage":
         raise SettingError(f"--task link trains the GraphSAGE encoder; drop --model {name}")
     hidden = model.hidden if model.hidden is not None else _defaults(task, name)["hidden"]
-    heads = MODEL_DEFAULTS.get(name, {}).get("heads")
-    if name == "rgat" and hidden % heads:
-        raise SettingError(f"--hidden {hidden}: R-GAT's {heads} attention heads split the hidden width; give a "
-                           f"multiple of {heads}")
-    return replace(model, name=name, hidden=hidden)
+    default_heads = MODEL_DEFAULTS.get(name, {}).get("heads")
+    if default_heads is None:
+        if model.heads is not None:
+            raise SettingError(f"--heads {model.heads}: --model {name} has no attention heads; drop --heads or pass "
+                               "--model gat, gt or rgat")
+        return replace(model, name=name, hidden=hidden)
+    heads = model.heads if model.heads is not None else default_heads
+    if hidden % heads:
+        raise SettingError(f"--hidden {hidden} with --heads {heads}: the {name} model's attention heads split the "
+                           f"hidden width; give a hidden size that is a multiple of {heads} (or fewer heads)")
+    return replace(model, name=name, hidden=hidden, heads=heads)
 
 
-def model_options(name: str) -> dict:
-    """The keywords :func:`~sparsetrain.nn.models.build_model` takes for model ``name`` beyond its size (its
-    ``MODEL_DEFAULTS`` other than ``lr``, ``weight_decay`` and ``hidden``: gt's ``input_dropout``)."""
-    return {k: v for k, v in MODEL_DEFAULTS.get(name, {}).items() if k not in ("lr", "weight_decay", "hidden")}
+def model_options(name: str, heads: int | None = None) -> dict:
+    """The keywords :func:`~sparsetrain.nn.models.build_model` (or the R-GAT) takes for model ``name`` beyond its
+    size: its ``MODEL_DEFAULTS`` other than ``lr``, ``weight_decay`` and ``hidden`` (gt's ``input_dropout``, the
+    attention models' ``heads``), ``heads`` the plan's (``ModelSettings.heads``) when given."""
+    options = {k: v for k, v in MODEL_DEFAULTS.get(name, {}).items() if k not in ("lr", "weight_decay", "hidden")}
+    if heads is not None and "heads" in options:
+        options["heads"] = heads
+    return options
 
 
 def _defaults(task: str, model: str) -> dict:

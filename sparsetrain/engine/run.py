@@ -234,9 +234,9 @@ def _node_model(meta: DatasetMeta, model: ModelSettings, layers: int, target: st
                     num_nodes=meta.num_nodes, dropout=model.dropout)
     if model.name == "rgat":
         return RGAT(meta.node_types, meta.edge_types, meta.num_features, model.hidden, num_classes, layers, target,
-                    num_nodes=meta.num_nodes, dropout=model.dropout, **model_options("rgat"))
+                    num_nodes=meta.num_nodes, dropout=model.dropout, **model_options("rgat", model.heads))
     return build_model(model.name, meta.num_features[target], model.hidden, num_classes, layers, model.dropout,
-                       **model_options(model.name))
+                       **model_options(model.name, model.heads))
 
 
 # ---------------------------------------------------------------- the loop

@@ -242,6 +242,8 @@ class ModelSettings:
     at start, up to 1M nodes)."""
     hidden: int | None = None
     """Hidden size; None: the model's default (128; gt 64)."""
+    heads: int | None = None
+    """Attention heads of gat, gt and rgat, which split the hidden width (a divisor of it); None: 4 (MLPerf's R-GAT)."""
     dropout: float = field(default=0.5, metadata=RESUMABLE)
     """Dropout probability between layers, in [0, 1); a resume applies a new one and reports it."""
     decoder: str = field(default="dot", metadata={"choices": DECODERS})
@@ -250,6 +252,7 @@ class ModelSettings:
     def __post_init__(self) -> None:
         _check_types(self, SettingError)
         _integer(SettingError, "hidden", self.hidden, low=1, rule="a positive integer", optional=True)
+        _integer(SettingError, "heads", self.heads, low=1, rule="a positive integer", optional=True)
         _number(SettingError, "dropout", self.dropout, low=0, high=1, high_open=True,
                 rule="a probability in [0, 1)")
 

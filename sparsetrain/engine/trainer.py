@@ -32,6 +32,7 @@ from sparsetrain.engine.run_config import write_config
 from sparsetrain.engine.run_log import TensorBoardLog, csv_beside, summary_writer_class, write_csv
 from sparsetrain.engine.settings import CheckpointSettings, ReportSettings
 from sparsetrain.errors import DatasetError, SettingError, TrainingDivergedError
+from sparsetrain.storage.base import GatherStats
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -500,6 +501,8 @@ class _FeatureReads:
     batch reads over PCIe from pinned host memory (zero-copy), since start."""
 
     def __init__(self, features) -> None:
+        if isinstance(features, dict) and features and all(hasattr(f, "bytes_exchanged") for f in features.values()):
+            features = _SummedStores(features)  # a typed partitioned run: a store per node type, read as one
         # a partitioned run's store: its static halo cache's hits, and the bytes it exchanges with peers
         self.net = features if hasattr(features, "bytes_exchanged") else None
         self.cache = features if hasattr(features, "backing") or self.net is not None else None
@@ -570,6 +573,23 @@ class _FeatureReads:
         if self.net is not None:
             shown["net_KB_batch"] = f"{self._net_kb() / self.batches:.0f}"
         return shown
+
+
+class _SummedStores:
+    """A typed partitioned run's feature stores (a dict by node type) read as one by :class:`_FeatureReads`: their
+    halo caches' hits and misses and their exchanged bytes summed over the node types."""
+
+    def __init__(self, stores: dict) -> None:
+        self.stores = list(stores.values())
+
+    @property
+    def bytes_exchanged(self) -> int:
+        return sum(store.bytes_exchanged for store in self.stores)
+
+    @property
+    def stats(self) -> GatherStats:
+        return GatherStats(hits=sum(store.stats.hits for store in self.stores),
+                           misses=sum(store.stats.misses for store in self.stores))
 
 
 def _class_targets_out_of_range(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor | None:

@@ -205,11 +205,12 @@ def GAT(in_channels: int, hidden_channels: int, out_channels: int, num_layers: i
 
 
 def build_model(kind: str, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int,
-                dropout: float = 0.5, input_dropout: float | None = None) -> nn.Module:
-    """The model ``kind`` (sage, gcn, gat or gt); ``input_dropout`` applies to the graph transformer only."""
+                dropout: float = 0.5, input_dropout: float | None = None, heads: int = 4) -> nn.Module:
+    """The model ``kind`` (sage, gcn, gat or gt); ``input_dropout`` applies to the graph transformer only, ``heads``
+    (attention heads of the hidden layers) to gat and gt."""
     if kind == "gt":
         from sparsetrain.nn.graph_transformer import GraphTransformer
 
         return GraphTransformer(in_channels, hidden_channels, out_channels, num_layers, dropout=dropout,
-                                input_dropout=input_dropout)
-    return BlockGNN(kind, in_channels, hidden_channels, out_channels, num_layers, dropout)
+                                input_dropout=input_dropout, heads=heads)
+    return BlockGNN(kind, in_channels, hidden_channels, out_channels, num_layers, dropout, heads=heads)
