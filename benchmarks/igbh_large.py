@@ -61,22 +61,19 @@ def shape(node_scale: float, edge_scale: float) -> tuple[dict[str, int], dict[tu
 
 
 def _stream(path: Path, chunks, total_rows: int, width: int | None, dtype, header: bool) -> None:
-    """Write ``chunks`` (arrays of rows) to ``path``: a raw memmap (IGB's large files) or an ``.npy``."""
+    """Write ``chunks`` (arrays of rows) to ``path`` with plain writes (nothing mapped): a raw memmap's bytes (IGB's
+    large files) or an ``.npy``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     shape_ = (total_rows,) if width is None else (total_rows, width)
-    if header:
-        out = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape_)
-    else:
-        out = np.memmap(path, mode="w+", dtype=dtype, shape=shape_)
     row = 0
-    for block in chunks:
-        out[row : row + len(block)] = block
-        row += len(block)
-        if row % (1 << 24) < len(block):
-            out.flush()
+    with open(path, "wb") as f:
+        if header:
+            np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                     "fortran_order": False, "shape": shape_})
+        for block in chunks:
+            np.ascontiguousarray(block, dtype=dtype).tofile(f)
+            row += len(block)
     assert row == total_rows, (path, row, total_rows)
-    out.flush()
-    del out
 
 
 def write_layout(root: Path, node_scale: float, edge_scale: float, feature_dim: int, seed: int) -> dict:
@@ -124,9 +121,10 @@ def run_phase(name: str, argv: list[str], log: Path) -> dict:
 
     rss_kb = field("Maximum resident set size (kbytes)")
     result = {"phase": name, "rc": rc, "wall_s": round(time.time() - start, 1),
-              "user_s": float(field("User time (seconds)") or 0), "system_s": float(field("System time (seconds)") or 0),
-              "peak_rss_gib": round(int(rss_kb) / 2**20, 2) if rss_kb else None, "cpu_percent": field("Percent of CPU "
-                                                                                                         "this job got"),
+              "user_s": float(field("User time (seconds)") or 0),
+              "system_s": float(field("System time (seconds)") or 0),
+              "peak_rss_gib": round(int(rss_kb) / 2**20, 2) if rss_kb else None,
+              "cpu_percent": field("Percent of CPU this job got"),
               "command": " ".join(argv)}
     print(f"[{time.strftime('%H:%M:%S')}] {name}: {json.dumps(result)}", flush=True)
     if rc:
