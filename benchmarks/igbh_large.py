@@ -1,6 +1,7 @@
 """The IGBH-large shape imported from IGB's on-disk layout and partitioned into 8, in bounded memory (issue 46 item 5).
 
-Phases, each a child process under ``/usr/bin/time -v nice -n 10`` (its wall time and peak RSS logged):
+Phases, each a child process under ``/usr/bin/time -v nice -n 10`` (its wall time and peak RSS logged; the peaks of
+its anonymous memory and of its mapped file pages sampled every 2 s from ``/proc``):
 
 1. ``write``: an IGB-layout folder ``ROOT/large/processed/`` of IGBH-large's node counts (100M papers, 116,959,896
    authors, 26,524 institutes, 649,707 fos, 48,820 journals, 4,490 conferences) written as IGB ships large: paper and
@@ -105,14 +106,30 @@ def _du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
 
 
+def _status(time_pid: int) -> dict[str, int]:
+    """RssAnon / RssFile (KiB) of the process ``/usr/bin/time`` runs (``nice`` execs it: time's one child)."""
+    try:
+        child = open(f"/proc/{time_pid}/task/{time_pid}/children").read().split()
+        lines = open(f"/proc/{child[0]}/status").read().splitlines() if child else []
+    except OSError:
+        return {}
+    return {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in lines) if k in ("RssAnon", "RssFile")}
+
+
 def run_phase(name: str, argv: list[str], log: Path) -> dict:
     """``argv`` under ``/usr/bin/time -v nice -n 10``; wall, CPU seconds and peak RSS from time's report."""
     timing = log.with_name(f"{name}.time")
     cmd = ["/usr/bin/time", "-v", "-o", str(timing), "nice", "-n", "10", *argv]
     print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(cmd)}", flush=True)
     start = time.time()
+    peaks = {"RssAnon": 0, "RssFile": 0}
     with open(log, "a") as out:
-        rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        while proc.poll() is None:  # the phase's own (anonymous) memory vs the file pages it has mapped
+            for key, kb in _status(proc.pid).items():
+                peaks[key] = max(peaks[key], kb)
+            time.sleep(2)
+        rc = proc.returncode
     text = timing.read_text() if timing.exists() else ""
 
     def field(label: str) -> str | None:
@@ -125,6 +142,8 @@ def run_phase(name: str, argv: list[str], log: Path) -> dict:
               "system_s": float(field("System time (seconds)") or 0),
               "peak_rss_gib": round(int(rss_kb) / 2**20, 2) if rss_kb else None,
               "cpu_percent": field("Percent of CPU this job got"),
+              "peak_rss_anon_gib": round(peaks["RssAnon"] / 2**20, 2),
+              "peak_rss_file_gib": round(peaks["RssFile"] / 2**20, 2),
               "command": " ".join(argv)}
     print(f"[{time.strftime('%H:%M:%S')}] {name}: {json.dumps(result)}", flush=True)
     if rc:
