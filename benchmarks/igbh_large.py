@@ -188,9 +188,10 @@ def main() -> None:
         nodes, _ = shape(args.node_scale, args.edge_scale)
         phases["import"] += [a for t in ("paper", "author") for a in ("--node-count", f"{t}={nodes[t]}")]
     for name in args.phases.split(","):
-        print(f"[{time.strftime('%H:%M:%S')}] before {name}: disk {_df(args.root)}", flush=True)
+        free_before = _df(args.root)
+        print(f"[{time.strftime('%H:%M:%S')}] before {name}: disk {free_before}", flush=True)
         result = run_phase(name, phases[name], log)
-        result["disk_free_before"] = _df(args.root)
+        result["disk_free_before"], result["disk_free_after"] = free_before, _df(args.root)
         if name == "write":
             result["source_bytes"] = _du(source)
             summary["shape"] = json.loads((args.root / "shape.json").read_text())
