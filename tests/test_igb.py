@@ -2,6 +2,7 @@
 by NumPy and ``from_files``; and the IGBH-shaped synthetic graph (``synth --preset igbh-*``)."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -206,3 +207,41 @@ def test_synth_igbh_preset_cli(cli, tmp_path):
     assert "target type paper (19 classes)" in out
     code, _, err = cli("synth", "--preset", "igbh-tiny", "--nodes", "10", "--out", tmp_path / "h")
     assert code == 1 and "drop --nodes" in err and "\n" not in err.strip()
+
+
+def _rss_file_kb() -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith("RssFile:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_streamed_reads_equal_the_map_and_leave_no_pages_mapped(tmp_path):
+    """The importer reads IGB's files with positioned reads: the rows equal the map's, and walking a 64 MiB headerless
+    file leaves the process's file-backed resident set where it was (a walk through the map would add the file)."""
+    from sparsetrain.datasets.igb import _open, _read
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1000, 3)).astype(np.float32)
+    np.save(tmp_path / "h.npy", x)
+    x.tofile(tmp_path / "raw.npy")
+    y = np.arange(50, dtype=np.float32).reshape(50, 1)
+    np.save(tmp_path / "y.npy", y)
+    headed = _open(tmp_path / "h.npy", "rows", 1000, None, "float32")
+    raw = _open(tmp_path / "raw.npy", "rows", 1000, None, "float32")
+    labels = _open(tmp_path / "y.npy", "labels", 50, 0, "float32").reshape(-1)
+    for lo, hi in ((0, 7), (993, 1000), (990, 2000), (400, 400)):
+        for array in (headed, raw):
+            got = _read(array, lo, hi)
+            assert type(got) is np.ndarray and np.array_equal(got, x[lo:hi])
+    assert np.array_equal(_read(labels, 10, 20), np.arange(10, 20, dtype=np.float32))
+    if not os.path.exists("/proc/self/status"):
+        return
+    big = tmp_path / "big.npy"
+    rows = (64 << 20) // 16
+    np.arange(2 * rows, dtype=np.int64).tofile(big)
+    edges = _open(big, "edges", None, 2, "int64")
+    before = _rss_file_kb()
+    total = sum(int(_read(edges, lo, lo + (1 << 18))[:, 1].sum()) for lo in range(0, rows, 1 << 18))
+    assert total == int(np.arange(1, 2 * rows, 2, dtype=np.int64).sum())
+    assert _rss_file_kb() - before < 16 << 10  # KiB: the 64 MiB walked did not stay resident

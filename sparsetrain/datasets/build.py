@@ -325,7 +325,7 @@ def _write_csc(writer: DatasetWriter, csc: RawCSC, order: np.ndarray | None, fro
     ``keep_ids``: the edge ids become ``edge_ids.npy``; else they stay scratch (edge features still follow them).
     """
     if order is None and from_scratch and csc.num_edges == len(csc.indices):
-        writer.save_array(fmt.INDPTR, csc.indptr)
+        writer.adopt(writer.scratch(fmt.INDPTR), fmt.INDPTR)
         writer.adopt(writer.scratch(fmt.INDICES), fmt.INDICES)
         if csc.weights is not None:
             writer.adopt(writer.scratch(fmt.EDGE_WEIGHT), fmt.EDGE_WEIGHT)

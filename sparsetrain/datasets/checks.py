@@ -3,6 +3,7 @@ checks, mapping a file."""
 
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -48,13 +49,37 @@ def check_files(folder: Path, meta: dict, small_file_bytes: int | None = None, f
             raise DatasetError(f"{path}: sha256 does not match {record}; {fix}")
 
 
+def _file_position(array: np.ndarray) -> tuple[str, int] | None:
+    """``(file, byte position of array[0])`` when ``array`` is a C-contiguous slice of a read-only map of a file (its
+    chunks are then read with positioned reads), else None."""
+    a = array
+    while isinstance(a, np.ndarray):
+        if isinstance(a, np.memmap) and isinstance(a.base, mmap.mmap):
+            if a.mode != "r" or not a.filename or not array.flags.c_contiguous:
+                return None
+            return a.filename, a.offset + (array.ctypes.data - a.ctypes.data)
+        a = a.base
+    return None
+
+
 def array_chunks(array: np.ndarray, chunk: int, check=None):
     """``(start, entries)`` in memory one chunk at a time; ``check()`` first, before each (a mapped file may
-    shrink meanwhile)."""
+    shrink meanwhile). A slice of a read-only map (``open_array(..., readonly=True)``) is read with positioned reads:
+    a check streaming tens of GB leaves none of the file's pages mapped into the process's resident set."""
+    where = _file_position(array) if len(array) else None
+    row = int(np.prod(array.shape[1:], dtype=np.int64))
     for lo in range(0, len(array), chunk):
         if check is not None:
             check()
-        yield lo, np.asarray(array[lo : lo + chunk])
+        if where is None:
+            yield lo, np.asarray(array[lo : lo + chunk])
+            continue
+        count = (min(len(array), lo + chunk) - lo) * row
+        part = np.fromfile(where[0], dtype=array.dtype, count=count, offset=where[1] + lo * row * array.dtype.itemsize)
+        if len(part) != count:
+            raise DatasetError(f"{where[0]}: ended while reading entries {lo}..{lo + count // row - 1}; the file was "
+                               f"truncated, {_REBUILD}")
+        yield lo, part.reshape((-1, *array.shape[1:]))
 
 
 def format_array(folder: Path, meta: dict, name: str, dtypes: tuple[str, ...], shape: tuple, *, mmap: bool = True,

@@ -290,13 +290,15 @@ def _verify_topology(ds: GraphDataset, chunk: int) -> None:
     folder, graph = ds.path, ds.graph
     check = graph.check_files
     check()
-    indptr = graph.indptr.numpy()
+    # read-only maps: the checks read them with positioned reads (nothing stays resident; see array_chunks)
+    indptr = fmt.open_array(folder, fmt.INDPTR, ds.meta, readonly=True)
     if len(indptr) == 0 or indptr[0] != 0:
         raise DatasetError(f"{folder / fmt.INDPTR}: entry 0 is {indptr[0] if len(indptr) else 'missing'}, column "
                            f"pointers must start at 0; {_REBUILD}")
     check_increasing(folder / fmt.INDPTR, indptr, False, "column pointers", chunk, check)
-    indices = graph.indices.numpy()
-    edge_ids = None if fmt.EDGE_IDS not in ds.meta["files"] else fmt.open_array(folder, fmt.EDGE_IDS, ds.meta)
+    indices = fmt.open_array(folder, fmt.INDICES, ds.meta, readonly=True)
+    edge_ids = (None if fmt.EDGE_IDS not in ds.meta["files"]
+                else fmt.open_array(folder, fmt.EDGE_IDS, ds.meta, readonly=True))
     start = 0
     for et, entry in zip(ds.edge_types, ds.meta["edge_types"]):
         end = start + entry["num_edges"]

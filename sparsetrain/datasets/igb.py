@@ -114,11 +114,30 @@ def _open(path: Path, what: str, rows: int | None, width: int | None, dtype: str
     return np.memmap(path, dtype=dtype, mode="r", shape=(rows, size // (rows * itemsize)))
 
 
+def _read(array: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Rows ``[lo, hi)`` of a file opened by :func:`_open`, read with a positioned read rather than through the map:
+    the pages walked do not stay mapped, so the import's resident set is its own memory, not the tens of GB of IGB
+    files it streams (a C-ordered map of a whole file only; anything else is sliced)."""
+    hi = min(hi, len(array))
+    whole = (isinstance(array, np.memmap) and array.flags.c_contiguous and array.filename
+             and array.offset + array.nbytes == os.path.getsize(array.filename))
+    if not whole or hi <= lo:
+        return np.array(array[lo:hi])
+    width = int(np.prod(array.shape[1:], dtype=np.int64))
+    with open(array.filename, "rb") as f:
+        f.seek(array.offset + lo * width * array.dtype.itemsize)
+        out = np.fromfile(f, dtype=array.dtype, count=(hi - lo) * width)
+    if len(out) != (hi - lo) * width:
+        raise DatasetError(f"{array.filename}: ended while reading rows {lo}..{hi - 1}; the file was truncated during "
+                           "the import, download it again")
+    return out.reshape((hi - lo, *array.shape[1:]))
+
+
 def _row_source(name: str, array: np.ndarray) -> Source:
     """Row chunks of a mapped table, about ``CHUNK_BYTES`` each."""
     row_bytes = max(1, array.dtype.itemsize * (array.shape[1] if array.ndim == 2 else 1))
     step = max(1, CHUNK_BYTES // row_bytes)
-    return Source(name, lambda: (np.asarray(array[lo : lo + step]) for lo in range(0, len(array), step)), len(array))
+    return Source(name, lambda: (_read(array, lo, lo + step) for lo in range(0, len(array), step)), len(array))
 
 
 def _edges(path: Path, et: EdgeType) -> np.ndarray:
@@ -131,7 +150,7 @@ def _edges(path: Path, et: EdgeType) -> np.ndarray:
 
 def _pairs(array: np.ndarray, step: int = 1 << 22):
     for lo in range(0, len(array), step):
-        block = np.asarray(array[lo : lo + step])
+        block = _read(array, lo, lo + step)
         yield block[:, 0].astype(np.int64), block[:, 1].astype(np.int64)
 
 
@@ -209,7 +228,7 @@ def _labels(path: Path, array: np.ndarray, labelled: int) -> Source:
 
     def chunks():
         for lo in range(0, len(array), step):
-            block = np.asarray(array[lo : lo + step]).reshape(-1)
+            block = _read(array, lo, lo + step).reshape(-1)
             if lo + len(block) > labelled:
                 block = block.astype(np.float64)
                 block[max(0, labelled - lo) :] = -1

@@ -265,8 +265,12 @@ def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], cou
     total = sum(p[3] for p in passes)
     index_dtype = fmt.index_dtype(max(counts[et[0]] for et in edges))
     merge = options.drop_duplicates or options.undirected
-    num_edges, parts, symmetric, written = {}, [], True, 0
+    num_edges, symmetric, written = {}, True, 0
+    columns = sum(counts[et[2]] for et, *_ in passes)
     with (
+        # the column pointers go to disk edge type by edge type: a typed graph has one per (edge type, destination),
+        # IGBH-large's 734M (5.9 GB), which must not sit in memory (nor be concatenated there)
+        writer.stream_array(fmt.INDPTR, (columns + 1,), np.int64, scratch=True) as indptr,
         writer.stream_array(fmt.INDICES, (total,), index_dtype, scratch=True) as indices,
         writer.stream_array(fmt.EDGE_WEIGHT, (total if weighted else 0,), np.float32, scratch=True) as weights,
         writer.stream_array(fmt.EDGE_IDS, (total if with_ids else 0,), np.int64, scratch=True) as ids,
@@ -281,20 +285,20 @@ def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], cou
             with progress(len(buckets), "sort columns", "bucket", options.quiet) as bar:
                 done = assemble_columns(buckets, firsts, n_src, indices, weights, options.drop_self_loops, merge,
                                         bar.update, ids if with_ids else None)
-            parts.append(done.indptr[:-1] + written)
+            indptr.append(done.indptr[:-1] + written)
             written += done.num_edges
             num_edges[et] = done.num_edges
             symmetric = symmetric and done.symmetric
         indices.shrink(written)
         weights.shrink(written if weighted else 0)
         ids.shrink(written if with_ids else 0)
-    indptr = np.concatenate([*parts, np.asarray([written], dtype=np.int64)])
+        indptr.append(np.asarray([written], dtype=np.int64))
 
     def mapped(name):
         array = np.load(writer.scratch(name), mmap_mode="r")
         watch(array, writer.scratch(name), fix="run again")
         return array
 
-    csc = RawCSC(indptr, mapped(fmt.INDICES), mapped(fmt.EDGE_WEIGHT) if weighted else None,
+    csc = RawCSC(mapped(fmt.INDPTR), mapped(fmt.INDICES), mapped(fmt.EDGE_WEIGHT) if weighted else None,
                  mapped(fmt.EDGE_IDS) if with_ids else None)
     return Topology(csc, num_edges, counts, symmetric)
