@@ -12,12 +12,11 @@ minimum over rounds (and the median), summed over the batches, after / before.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
+
+from two_trees import alternate
 
 HERE = Path(__file__).resolve().parent
 
@@ -54,21 +53,8 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=1024)
     p.add_argument("--rounds", type=int, default=24)
     args = p.parse_args(argv)
-    workers = {}
-    for name, root in (("before", args.before), ("after", args.after)):
-        env = dict(os.environ, PYTHONPATH=str(root.resolve()))
-        workers[name] = subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(args.nodes), str(args.edges), args.fanouts, str(args.batch)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd="/")
-    rounds = {name: [] for name in workers}
-    for r in range(args.rounds):
-        for name, worker in (list(workers.items()) if r % 2 == 0 else list(workers.items())[::-1]):
-            worker.stdin.write("go\n")
-            worker.stdin.flush()
-            rounds[name].append(json.loads(worker.stdout.readline()))
-    for worker in workers.values():
-        worker.stdin.close()
-        worker.wait()
+    rounds = alternate(WORKER, [str(args.nodes), str(args.edges), args.fanouts, str(args.batch)],
+                       {"before": args.before, "after": args.after}, args.rounds)
     least = {k: sum(min(r[i] for r in v) for i in range(len(v[0]))) for k, v in rounds.items()}
     median = {k: sum(statistics.median(r[i] for r in v) for i in range(len(v[0]))) for k, v in rounds.items()}
     print(f"{args.nodes} nodes, {args.edges} edges, fanouts {args.fanouts}, batch {args.batch}, {args.rounds} rounds: "

@@ -12,12 +12,11 @@ Two persistent worker processes, one importing each tree (``PYTHONPATH``), time 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
+
+from two_trees import alternate
 
 HERE = Path(__file__).resolve().parent
 BATCHES, BATCH, FANOUTS = 30, 1024, [15, 10, 5]
@@ -69,20 +68,8 @@ def main(argv=None) -> int:
 
         synthesize(args.data, args.nodes, args.edges, feature_dim=100, num_classes=47, seed=0, overwrite=True,
                    quiet=True)
-    workers = {}
-    for name, root in (("before", args.before), ("after", args.after)):
-        env = dict(os.environ, PYTHONPATH=str(root.resolve()))
-        workers[name] = subprocess.Popen([sys.executable, "-c", WORKER, str(args.data), str(args.threads)],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd="/")
-    rounds = {name: [] for name in workers}
-    for r in range(args.rounds):
-        for name, worker in (list(workers.items()) if r % 2 == 0 else list(workers.items())[::-1]):
-            worker.stdin.write("go\n")
-            worker.stdin.flush()
-            rounds[name].append(json.loads(worker.stdout.readline()))
-    for worker in workers.values():
-        worker.stdin.close()
-        worker.wait()
+    rounds = alternate(WORKER, [str(args.data), str(args.threads)],
+                       {"before": args.before, "after": args.after}, args.rounds)
     for key in ("sampler_edges_per_s", "sampler_edges_per_cpu_s", "dropin_batches_per_s"):
         before = statistics.median(r[key] for r in rounds["before"])
         after = statistics.median(r[key] for r in rounds["after"])
