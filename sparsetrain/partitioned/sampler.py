@@ -32,6 +32,7 @@ from sparsetrain.partitioned.relabel import NodeMap, to_sources
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import NODE_TYPE
 from sparsetrain.sampling.input import SamplerInput
+from sparsetrain.sampling.layout import key_stride
 from sparsetrain.sampling.minibatch import Block, MiniBatch
 
 HOP_NODES = ("all", "new")
@@ -72,6 +73,7 @@ class DistNeighborSampler:
         self.fanouts = self.kernel_fanouts[:, 0].tolist() if not part.is_typed else plan
         self.types = part.types
         self.typed = part.is_typed
+        self._key_stride = key_stride(self.typed)
         self.seed_type = seed_type if seed_type is not None else (part.target_type if self.typed else None)
         self.hop_nodes = hop_nodes
         self.rank, self.world = info.rank, info.world_size
@@ -210,7 +212,7 @@ class DistNeighborSampler:
 
     def _keys(self, batch_keys, hop: int, edge_types) -> np.ndarray:
         """The single-process hop keys of (batch key, edge type) pairs."""
-        return hop_keys(self.seed, batch_keys, hop, edge_types if self.typed else None)
+        return hop_keys(self.seed, batch_keys, hop, edge_types, self._key_stride)
 
     def _hop(self, batch: NodeMap, by_type: list, first: np.ndarray, counts: np.ndarray, key: int, hop: int):
         """Draw the in-edges of the frontier (per edge type sampled at this hop, its destination type's nodes from

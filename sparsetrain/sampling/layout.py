@@ -13,6 +13,12 @@ from sparsetrain.sampling.rng import hop_key
 MAX_EDGE_TYPES = 1 << 20  # typed hop keys pack (hop, edge type) into one counter: hop * MAX_EDGE_TYPES + edge type
 
 
+def key_stride(typed: bool) -> int:
+    """The hop key counter's stride: hop ``h`` of edge type ``k`` draws from counter ``h * stride + k``. A homogeneous
+    graph's one edge type is index 0 and its stride 1 (counter ``h``); a typed graph's is :data:`MAX_EDGE_TYPES`."""
+    return MAX_EDGE_TYPES if typed else 1
+
+
 class KernelLayout:
     """What the kernels (CPU and CUDA) need to know of the graph's types, as small arrays indexed by node type and by
     edge type (one of each on a homogeneous graph), and the fanouts as an int64 [hops, edge types] array."""
@@ -20,6 +26,7 @@ class KernelLayout:
     def __init__(self, graph: CSCGraph, fanouts: Fanouts) -> None:
         types = graph.type_layout
         self.typed = graph.is_typed
+        self.key_stride = key_stride(self.typed)
         self.node_types = list(types.num_nodes)
         self.edge_types = list(types.edge_types)
         self.type_index = {t: i for i, t in enumerate(self.node_types)}
@@ -70,9 +77,7 @@ class KernelLayout:
                           "torch.unique(seeds))")
 
     def hop_keys(self, seed: int, key: int, hop: int) -> np.ndarray:
-        """Per edge type, the key of hop ``hop`` of batch ``key``: counter ``hop`` on a homogeneous graph,
-        ``hop * MAX_EDGE_TYPES + edge type`` on a typed one."""
-        if not self.typed:
-            return np.array([hop_key(seed, key, hop)], np.uint64)
-        counters = [hop * MAX_EDGE_TYPES + k for k in range(len(self.edge_types))]
-        return np.array([hop_key(seed, key, c) for c in counters], np.uint64)
+        """Per edge type, the key of hop ``hop`` of batch ``key``: counter ``hop * key_stride + edge type`` (``hop``
+        on a homogeneous graph)."""
+        return np.array([hop_key(seed, key, hop * self.key_stride + k) for k in range(len(self.edge_types))],
+                        np.uint64)

@@ -23,10 +23,10 @@ from sparsetrain.sampling.cpu_backend import Drawn
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.fused_mean import FuseLastHop
 from sparsetrain.sampling.gpu_backend import backend_for
-from sparsetrain.sampling.graph import DAMAGED, CSCGraph, EdgeType
+from sparsetrain.sampling.graph import DAMAGED, NODE_TYPE, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout
-from sparsetrain.sampling.minibatch import Block, MiniBatch
+from sparsetrain.sampling.minibatch import Block, MiniBatch, one_type_view
 from sparsetrain.sampling.subgraph import SUBGRAPH_TYPES
 
 _SEED_MASK = (1 << 63) - 1
@@ -197,7 +197,7 @@ class NeighborSampler:
         if self._fused is not None:  # the outermost hop draws for the nodes the next hop would sample for
             return self._fused.batch(self, mb, key, drawn.nodes, drawn.layers)
         if drawn.batch is not None:
-            mb.batch = {t: b for t, b in zip(self._layout.node_types, drawn.batch)} if mb.is_typed else drawn.batch[0]
+            mb.batch = one_type_view(dict(zip(self._layout.node_types, drawn.batch)), NODE_TYPE)
         if self.subgraph_type != "directional":
             self._flatten(mb, drawn.flat, drawn.seeds)
         return mb
