@@ -23,7 +23,7 @@ from sparsetrain.sampling.cpu_backend import Drawn
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.fused_mean import FuseLastHop
 from sparsetrain.sampling.gpu_backend import backend_for
-from sparsetrain.sampling.graph import DAMAGED, NODE_TYPE, CSCGraph, EdgeType
+from sparsetrain.sampling.graph import DAMAGED, EDGE_TYPE, NODE_TYPE, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout
 from sparsetrain.sampling.minibatch import Block, MiniBatch, one_type_view
@@ -294,11 +294,8 @@ class NeighborSampler:
                   by_type: bool) -> MiniBatch:
         """The batch from the hop loop's nodes per type and per-hop ``(edge_index, edge_ids, segments, before, after)``
         (innermost first; ``segments``: ``(edge type, first edge, end edge)``), on either target. ``seeds``:
-        ``(node type index, ids)`` per seed type; ``by_type``: they came as a dict (so ``mb.seeds`` is one)."""
-        if not self.graph.is_typed:
-            blocks = [Block(ei, int(after[0]), int(before[0]), ids, dst_sorted=True)  # (work items in dst order)
-                      for ei, ids, _, before, after in reversed(layers)]
-            return MiniBatch(seeds=seeds[0][1], input_nodes=nodes[0], blocks=blocks)
+        ``(node type index, ids)`` per seed type; ``by_type``: they came as a dict (so ``mb.seeds`` is one). Written by
+        type; a homogeneous graph's batch is then the user's view (:func:`_one_type_batch`)."""
         layout = self._layout
         types, edge_types = layout.node_types, layout.edge_types
         blocks, edges_per_hop = [], {et: [] for et in edge_types}
@@ -306,7 +303,8 @@ class NeighborSampler:
             span = {k: (a, b) for k, a, b in segments}
             edge_index, edge_ids = {}, {}
             for k, et in enumerate(edge_types):
-                if layout.fanouts[hop, k] != 0:  # an edge type sampled at this hop, even if no node had such edges
+                # an edge type sampled at this hop, even if no node had such edges (a homogeneous graph's one: always)
+                if layout.fanouts[hop, k] != 0 or not layout.typed:
                     a, b = span.get(k, (0, 0))
                     edge_index[et], edge_ids[et] = _cut(ei, a, b), _cut(ids, a, b)
                 edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
@@ -318,7 +316,7 @@ class NeighborSampler:
             seed_counts[t] = ids.numel()
         counts = np.stack([seed_counts] + [after for *_, after in layers])
         new_per_hop = np.diff(counts, axis=0, prepend=0)
-        return MiniBatch(
+        mb = MiniBatch(
             seeds={types[t]: ids for t, ids in seeds} if by_type else seeds[0][1],
             input_nodes={t: nodes[i] for i, t in enumerate(types)},
             blocks=blocks[::-1],
@@ -326,6 +324,7 @@ class NeighborSampler:
             nodes_per_hop={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
             edges_per_hop=edges_per_hop,
         )
+        return mb if layout.typed else _one_type_batch(mb)
 
     def _item(self, cols, seg_start, seg_et, i: int) -> tuple[int, int]:
         """Work item ``i``'s edge type index and dst node id."""
@@ -368,8 +367,20 @@ class NeighborSampler:
 
 
 
+def _one_type_batch(mb: MiniBatch) -> MiniBatch:
+    """The user's view of a homogeneous graph's batch (assembled by type): each field its one type's value, each block
+    with its edges in dst order (the work items' order)."""
+    blocks = [Block(one_type_view(b.edge_index, EDGE_TYPE), one_type_view(b.num_src, NODE_TYPE),
+                    one_type_view(b.num_dst, NODE_TYPE), one_type_view(b.edge_ids, EDGE_TYPE), dst_sorted=True)
+              for b in mb.blocks]
+    return MiniBatch(seeds=mb.seeds, input_nodes=one_type_view(mb.input_nodes, NODE_TYPE), blocks=blocks)
+
+
 def _cut(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
-    """A contiguous copy of ``t[..., a:b]``; on the host by NumPy, whose copy beats torch's on a strided slice."""
+    """``t[..., a:b]`` as a contiguous copy (``t`` itself when that is all of it); on the host by NumPy, whose copy
+    beats torch's on a strided slice."""
+    if a == 0 and b == t.shape[-1]:
+        return t
     if t.device.type == "cpu":
         return torch.from_numpy(t.numpy()[..., a:b].copy())
     return t[..., a:b].clone()
