@@ -33,7 +33,7 @@ from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import NODE_TYPE
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.layout import key_stride
-from sparsetrain.sampling.minibatch import Block, MiniBatch
+from sparsetrain.sampling.minibatch import Block, MiniBatch, one_type_batch, one_type_view
 
 HOP_NODES = ("all", "new")
 
@@ -143,26 +143,20 @@ class DistNeighborSampler:
             layers.append((edge_index, edge_ids, spans, before, counts.copy()))
             if self.hop_nodes == "new":
                 first = before
-        if T == 1:
-            blocks = [Block(torch.from_numpy(ei), int(after[0]), int(before[0]), torch.from_numpy(ids))
-                      for ei, ids, _, before, after in reversed(layers)]
-            mb = MiniBatch(seeds=inp.seeds, input_nodes=torch.from_numpy(batch.nodes[: batch.count].copy()),
-                           blocks=blocks)
-            mb.node_owner = torch.from_numpy(batch.owner[: batch.count].copy())
-            return mb
-        return self._typed_batch(inp.seeds, t0, batch, by_type, layers)
+        return self._assemble(inp.seeds, t0, batch, by_type, layers)
 
-    def _typed_batch(self, seeds, t0: int, batch: NodeMap, by_type, layers) -> MiniBatch:
-        """The typed batch, fields by type as the single-process sampler's ``_assemble`` makes them."""
+    def _assemble(self, seeds, t0: int, batch: NodeMap, by_type, layers) -> MiniBatch:
+        """The batch, written by type as the single-process sampler's ``_assemble`` writes it; a homogeneous part's is
+        then the user's view (:func:`~sparsetrain.sampling.minibatch.one_type_batch`)."""
         types, edge_types = self.types.node_types, self.types.edge_types
         blocks, edges_per_hop = [], {et: [] for et in edge_types}
         for hop, (ei, ids, spans, before, after) in enumerate(layers):
             edge_index, edge_ids = {}, {}
             for k, et in enumerate(edge_types):
-                if self.kernel_fanouts[hop, k] != 0:
+                # an edge type sampled at this hop, even if no node had such edges (a homogeneous part's one: always)
+                if self.kernel_fanouts[hop, k] != 0 or not self.typed:
                     a, b = spans.get(k, (0, 0))
-                    edge_index[et] = torch.from_numpy(ei[:, a:b].copy())
-                    edge_ids[et] = torch.from_numpy(ids[a:b].copy())
+                    edge_index[et], edge_ids[et] = _cut(ei, a, b), _cut(ids, a, b)
                 edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
             blocks.append(Block(edge_index=edge_index, edge_ids=edge_ids,
                                 num_src={t: int(after[i]) for i, t in enumerate(types)},
@@ -176,7 +170,10 @@ class DistNeighborSampler:
         mb = MiniBatch(seeds=seeds, input_nodes=input_nodes, blocks=blocks[::-1], seed_type=types[t0],
                        nodes_per_hop={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
                        edges_per_hop=edges_per_hop)
-        mb.node_owner = {t: torch.from_numpy(batch.owner[by_type[i]]) for i, t in enumerate(types)}
+        node_owner = {t: torch.from_numpy(batch.owner[by_type[i]]) for i, t in enumerate(types)}
+        if not self.typed:
+            mb = one_type_batch(mb)
+        mb.node_owner = one_type_view(node_owner, NODE_TYPE)
         return mb
 
     @contextlib.contextmanager
@@ -337,3 +334,8 @@ def _segment_sums(values: np.ndarray, lengths: np.ndarray) -> list[int]:
     ends = np.cumsum(lengths)
     csum = np.concatenate([[0], np.cumsum(values)])
     return (csum[ends] - csum[ends - lengths]).astype(np.int64).tolist()
+
+
+def _cut(array: np.ndarray, a: int, b: int) -> torch.Tensor:
+    """``array[..., a:b]`` as a tensor: a contiguous copy, or ``array`` itself when that is all of it."""
+    return torch.from_numpy(array if a == 0 and b == array.shape[-1] else array[..., a:b].copy())

@@ -61,6 +61,16 @@ def one_type_view(values: dict, one_type):
     return values[one_type] if list(values) == [one_type] else values
 
 
+def one_type_batch(mb: MiniBatch, dst_sorted: bool = False) -> MiniBatch:
+    """The user's view of a homogeneous graph's batch, assembled by type: each field its one type's value (node type
+    ``_N``, edge type ``(_N, _E, _N)``); ``dst_sorted``: its blocks' edges come grouped by destination (see
+    :class:`Block`)."""
+    blocks = [Block(one_type_view(b.edge_index, EDGE_TYPE), one_type_view(b.num_src, NODE_TYPE),
+                    one_type_view(b.num_dst, NODE_TYPE), one_type_view(b.edge_ids, EDGE_TYPE), dst_sorted=dst_sorted)
+              for b in mb.blocks]
+    return MiniBatch(seeds=mb.seeds, input_nodes=one_type_view(mb.input_nodes, NODE_TYPE), blocks=blocks)
+
+
 def _move(value, device, non_blocking: bool):
     """A tensor, or a dict of them, on ``device`` (``None`` stays ``None``)."""
     if value is None:

@@ -23,10 +23,10 @@ from sparsetrain.sampling.cpu_backend import Drawn
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.fused_mean import FuseLastHop
 from sparsetrain.sampling.gpu_backend import backend_for
-from sparsetrain.sampling.graph import DAMAGED, EDGE_TYPE, NODE_TYPE, CSCGraph, EdgeType
+from sparsetrain.sampling.graph import DAMAGED, NODE_TYPE, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout
-from sparsetrain.sampling.minibatch import Block, MiniBatch, one_type_view
+from sparsetrain.sampling.minibatch import Block, MiniBatch, one_type_batch, one_type_view
 from sparsetrain.sampling.subgraph import SUBGRAPH_TYPES
 
 _SEED_MASK = (1 << 63) - 1
@@ -295,7 +295,7 @@ class NeighborSampler:
         """The batch from the hop loop's nodes per type and per-hop ``(edge_index, edge_ids, segments, before, after)``
         (innermost first; ``segments``: ``(edge type, first edge, end edge)``), on either target. ``seeds``:
         ``(node type index, ids)`` per seed type; ``by_type``: they came as a dict (so ``mb.seeds`` is one). Written by
-        type; a homogeneous graph's batch is then the user's view (:func:`_one_type_batch`)."""
+        type; a homogeneous graph's batch is then the user's view (:func:`.minibatch.one_type_batch`)."""
         layout = self._layout
         types, edge_types = layout.node_types, layout.edge_types
         blocks, edges_per_hop = [], {et: [] for et in edge_types}
@@ -324,7 +324,7 @@ class NeighborSampler:
             nodes_per_hop={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
             edges_per_hop=edges_per_hop,
         )
-        return mb if layout.typed else _one_type_batch(mb)
+        return mb if layout.typed else one_type_batch(mb, dst_sorted=True)  # (work items in dst order)
 
     def _item(self, cols, seg_start, seg_et, i: int) -> tuple[int, int]:
         """Work item ``i``'s edge type index and dst node id."""
@@ -365,15 +365,6 @@ class NeighborSampler:
                 f"hop_nodes={self.hop_nodes!r}{typed}, seed={self.seed}, graph={self.graph!r})")
 
 
-
-
-def _one_type_batch(mb: MiniBatch) -> MiniBatch:
-    """The user's view of a homogeneous graph's batch (assembled by type): each field its one type's value, each block
-    with its edges in dst order (the work items' order)."""
-    blocks = [Block(one_type_view(b.edge_index, EDGE_TYPE), one_type_view(b.num_src, NODE_TYPE),
-                    one_type_view(b.num_dst, NODE_TYPE), one_type_view(b.edge_ids, EDGE_TYPE), dst_sorted=True)
-              for b in mb.blocks]
-    return MiniBatch(seeds=mb.seeds, input_nodes=one_type_view(mb.input_nodes, NODE_TYPE), blocks=blocks)
 
 
 def _cut(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
