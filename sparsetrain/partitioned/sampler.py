@@ -73,7 +73,7 @@ class DistNeighborSampler:
         self.fanouts = self.kernel_fanouts[:, 0].tolist() if not part.is_typed else plan
         self.types = part.types
         self.typed = part.is_typed
-        self._key_stride = key_stride(self.typed)
+        self._key_stride = key_stride(part.types.edge_types)
         self.seed_type = seed_type if seed_type is not None else (part.target_type if self.typed else None)
         self.hop_nodes = hop_nodes
         self.rank, self.world = info.rank, info.world_size
@@ -153,8 +153,8 @@ class DistNeighborSampler:
         for hop, (ei, ids, spans, before, after) in enumerate(layers):
             edge_index, edge_ids = {}, {}
             for k, et in enumerate(edge_types):
-                # an edge type sampled at this hop, even if no node had such edges (a homogeneous part's one: always)
-                if self.kernel_fanouts[hop, k] != 0 or not self.typed:
+                # an edge type sampled at this hop, even if no node had such edges
+                if self.kernel_fanouts[hop, k] != 0:
                     a, b = spans.get(k, (0, 0))
                     edge_index[et], edge_ids[et] = _cut(ei, a, b), _cut(ids, a, b)
                 edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
@@ -171,8 +171,7 @@ class DistNeighborSampler:
                        nodes_per_hop={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
                        edges_per_hop=edges_per_hop)
         node_owner = {t: torch.from_numpy(batch.owner[by_type[i]]) for i, t in enumerate(types)}
-        if not self.typed:
-            mb = one_type_batch(mb)
+        mb = one_type_batch(mb)
         mb.node_owner = one_type_view(node_owner, NODE_TYPE)
         return mb
 

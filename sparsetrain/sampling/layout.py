@@ -7,16 +7,17 @@ import torch
 
 from sparsetrain.errors import InputError
 from sparsetrain.sampling.fanouts import Fanouts
-from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.graph import EDGE_TYPE, CSCGraph
 from sparsetrain.sampling.rng import hop_key
 
 MAX_EDGE_TYPES = 1 << 20  # typed hop keys pack (hop, edge type) into one counter: hop * MAX_EDGE_TYPES + edge type
 
 
-def key_stride(typed: bool) -> int:
+def key_stride(edge_types) -> int:
     """The hop key counter's stride: hop ``h`` of edge type ``k`` draws from counter ``h * stride + k``. A homogeneous
-    graph's one edge type is index 0 and its stride 1 (counter ``h``); a typed graph's is :data:`MAX_EDGE_TYPES`."""
-    return MAX_EDGE_TYPES if typed else 1
+    graph (its one edge type ``("_N", "_E", "_N")``, index 0) has stride 1 (counter ``h``); a typed graph
+    :data:`MAX_EDGE_TYPES`."""
+    return 1 if [tuple(et) for et in edge_types] == [EDGE_TYPE] else MAX_EDGE_TYPES
 
 
 class KernelLayout:
@@ -26,9 +27,9 @@ class KernelLayout:
     def __init__(self, graph: CSCGraph, fanouts: Fanouts) -> None:
         types = graph.type_layout
         self.typed = graph.is_typed
-        self.key_stride = key_stride(self.typed)
         self.node_types = list(types.num_nodes)
         self.edge_types = list(types.edge_types)
+        self.key_stride = key_stride(self.edge_types)
         self.type_index = {t: i for i, t in enumerate(self.node_types)}
         self.type_size = np.array([types.num_nodes[t] for t in self.node_types], np.int64)
         self.type_offset = np.concatenate([[0], np.cumsum(self.type_size)]).astype(np.int64)

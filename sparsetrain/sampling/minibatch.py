@@ -62,13 +62,17 @@ def one_type_view(values: dict, one_type):
 
 
 def one_type_batch(mb: MiniBatch, dst_sorted: bool = False) -> MiniBatch:
-    """The user's view of a homogeneous graph's batch, assembled by type: each field its one type's value (node type
-    ``_N``, edge type ``(_N, _E, _N)``); ``dst_sorted``: its blocks' edges come grouped by destination (see
-    :class:`Block`)."""
-    blocks = [Block(one_type_view(b.edge_index, EDGE_TYPE), one_type_view(b.num_src, NODE_TYPE),
-                    one_type_view(b.num_dst, NODE_TYPE), one_type_view(b.edge_ids, EDGE_TYPE), dst_sorted=dst_sorted)
-              for b in mb.blocks]
-    return MiniBatch(seeds=mb.seeds, input_nodes=one_type_view(mb.input_nodes, NODE_TYPE), blocks=blocks)
+    """The user's view of a batch assembled by type: ``mb`` itself unless its one node type is a homogeneous graph's
+    (``_N``), else each field its one type's value (edge type ``(_N, _E, _N)``; no edges at a hop that sampled none).
+    ``dst_sorted``: the blocks' edges come grouped by destination (see :class:`Block`)."""
+    if list(mb.input_nodes) != [NODE_TYPE]:
+        return mb
+    device = mb.input_nodes[NODE_TYPE].device
+    no_edges, no_ids = torch.zeros(2, 0, dtype=torch.int64, device=device), torch.zeros(0, dtype=torch.int64,
+                                                                                       device=device)
+    blocks = [Block(b.edge_index.get(EDGE_TYPE, no_edges), b.num_src[NODE_TYPE], b.num_dst[NODE_TYPE],
+                    b.edge_ids.get(EDGE_TYPE, no_ids), dst_sorted=dst_sorted) for b in mb.blocks]
+    return MiniBatch(seeds=mb.seeds, input_nodes=mb.input_nodes[NODE_TYPE], blocks=blocks)
 
 
 def _move(value, device, non_blocking: bool):

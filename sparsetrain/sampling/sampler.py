@@ -303,8 +303,8 @@ class NeighborSampler:
             span = {k: (a, b) for k, a, b in segments}
             edge_index, edge_ids = {}, {}
             for k, et in enumerate(edge_types):
-                # an edge type sampled at this hop, even if no node had such edges (a homogeneous graph's one: always)
-                if layout.fanouts[hop, k] != 0 or not layout.typed:
+                # an edge type sampled at this hop, even if no node had such edges
+                if layout.fanouts[hop, k] != 0:
                     a, b = span.get(k, (0, 0))
                     edge_index[et], edge_ids[et] = _cut(ei, a, b), _cut(ids, a, b)
                 edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
@@ -324,7 +324,7 @@ class NeighborSampler:
             nodes_per_hop={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
             edges_per_hop=edges_per_hop,
         )
-        return mb if layout.typed else one_type_batch(mb, dst_sorted=True)  # (work items in dst order)
+        return one_type_batch(mb, dst_sorted=True)  # (work items in dst order)
 
     def _item(self, cols, seg_start, seg_et, i: int) -> tuple[int, int]:
         """Work item ``i``'s edge type index and dst node id."""
