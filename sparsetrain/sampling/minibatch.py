@@ -68,10 +68,13 @@ def one_type_batch(mb: MiniBatch, dst_sorted: bool = False) -> MiniBatch:
     if list(mb.input_nodes) != [NODE_TYPE]:
         return mb
     device = mb.input_nodes[NODE_TYPE].device
-    no_edges, no_ids = torch.zeros(2, 0, dtype=torch.int64, device=device), torch.zeros(0, dtype=torch.int64,
-                                                                                       device=device)
-    blocks = [Block(b.edge_index.get(EDGE_TYPE, no_edges), b.num_src[NODE_TYPE], b.num_dst[NODE_TYPE],
-                    b.edge_ids.get(EDGE_TYPE, no_ids), dst_sorted=dst_sorted) for b in mb.blocks]
+
+    def one(values: dict, *empty: int) -> torch.Tensor:
+        got = values.get(EDGE_TYPE)
+        return torch.zeros(*empty, 0, dtype=torch.int64, device=device) if got is None else got
+
+    blocks = [Block(one(b.edge_index, 2), b.num_src[NODE_TYPE], b.num_dst[NODE_TYPE], one(b.edge_ids),
+                    dst_sorted=dst_sorted) for b in mb.blocks]
     return MiniBatch(seeds=mb.seeds, input_nodes=mb.input_nodes[NODE_TYPE], blocks=blocks)
 
 
