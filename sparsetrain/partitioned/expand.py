@@ -12,7 +12,6 @@ import numpy as np
 
 from sparsetrain.errors import DamagedFileError, InputError
 from sparsetrain.sampling.draw import count_node, draw_positions
-from sparsetrain.sampling.layout import MAX_EDGE_TYPES
 from sparsetrain.sampling.neighbor import PREFETCH
 from sparsetrain.sampling.prefetch import prefetch
 from sparsetrain.sampling.rng import hop_key, node_stream
@@ -126,13 +125,11 @@ def _draw(indices, weights, l2g, halo_owner, rank, nodes, seg_end, seg_key, seg_
             src_owner[o] = rank if source < num_owned else halo_owner[source - num_owned]
 
 
-def hop_keys(seed: int, batch_keys, hop: int, edge_types=None) -> np.ndarray:
-    """The single-process sampler's hop key of each batch key: counter ``hop`` on a homogeneous graph; on a typed one
-    (``edge_types``: each key's edge type index) ``hop * 2**20 + edge type``."""
+def hop_keys(seed: int, batch_keys, hop: int, edge_types, stride: int) -> np.ndarray:
+    """The single-process sampler's hop key of each (batch key, edge type index) pair: counter
+    ``hop * stride + edge type`` (:func:`~sparsetrain.sampling.layout.key_stride`: ``hop`` on a homogeneous graph)."""
     seed &= SEED_MASK
-    if edge_types is None:
-        return np.array([hop_key(seed, int(k), hop) for k in batch_keys], np.uint64)
-    return np.array([hop_key(seed, int(b), hop * MAX_EDGE_TYPES + int(k)) for b, k in zip(batch_keys, edge_types)],
+    return np.array([hop_key(seed, int(b), hop * stride + int(k)) for b, k in zip(batch_keys, edge_types)],
                     np.uint64)
 
 

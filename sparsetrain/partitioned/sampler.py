@@ -32,7 +32,8 @@ from sparsetrain.partitioned.relabel import NodeMap, to_sources
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import NODE_TYPE
 from sparsetrain.sampling.input import SamplerInput
-from sparsetrain.sampling.minibatch import Block, MiniBatch
+from sparsetrain.sampling.layout import key_stride
+from sparsetrain.sampling.minibatch import Block, MiniBatch, one_type_batch, one_type_view
 
 HOP_NODES = ("all", "new")
 
@@ -72,6 +73,7 @@ class DistNeighborSampler:
         self.fanouts = self.kernel_fanouts[:, 0].tolist() if not part.is_typed else plan
         self.types = part.types
         self.typed = part.is_typed
+        self._key_stride = key_stride(part.types.edge_types)
         self.seed_type = seed_type if seed_type is not None else (part.target_type if self.typed else None)
         self.hop_nodes = hop_nodes
         self.rank, self.world = info.rank, info.world_size
@@ -141,26 +143,20 @@ class DistNeighborSampler:
             layers.append((edge_index, edge_ids, spans, before, counts.copy()))
             if self.hop_nodes == "new":
                 first = before
-        if T == 1:
-            blocks = [Block(torch.from_numpy(ei), int(after[0]), int(before[0]), torch.from_numpy(ids))
-                      for ei, ids, _, before, after in reversed(layers)]
-            mb = MiniBatch(seeds=inp.seeds, input_nodes=torch.from_numpy(batch.nodes[: batch.count].copy()),
-                           blocks=blocks)
-            mb.node_owner = torch.from_numpy(batch.owner[: batch.count].copy())
-            return mb
-        return self._typed_batch(inp.seeds, t0, batch, by_type, layers)
+        return self._assemble(inp.seeds, t0, batch, by_type, layers)
 
-    def _typed_batch(self, seeds, t0: int, batch: NodeMap, by_type, layers) -> MiniBatch:
-        """The typed batch, fields by type as the single-process sampler's ``_assemble`` makes them."""
+    def _assemble(self, seeds, t0: int, batch: NodeMap, by_type, layers) -> MiniBatch:
+        """The batch, written by type as the single-process sampler's ``_assemble`` writes it; a homogeneous part's is
+        then the user's view (:func:`~sparsetrain.sampling.minibatch.one_type_batch`)."""
         types, edge_types = self.types.node_types, self.types.edge_types
         blocks, edges_per_hop = [], {et: [] for et in edge_types}
         for hop, (ei, ids, spans, before, after) in enumerate(layers):
             edge_index, edge_ids = {}, {}
             for k, et in enumerate(edge_types):
+                # an edge type sampled at this hop, even if no node had such edges
                 if self.kernel_fanouts[hop, k] != 0:
                     a, b = spans.get(k, (0, 0))
-                    edge_index[et] = torch.from_numpy(ei[:, a:b].copy())
-                    edge_ids[et] = torch.from_numpy(ids[a:b].copy())
+                    edge_index[et], edge_ids[et] = _cut(ei, a, b), _cut(ids, a, b)
                 edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
             blocks.append(Block(edge_index=edge_index, edge_ids=edge_ids,
                                 num_src={t: int(after[i]) for i, t in enumerate(types)},
@@ -174,7 +170,9 @@ class DistNeighborSampler:
         mb = MiniBatch(seeds=seeds, input_nodes=input_nodes, blocks=blocks[::-1], seed_type=types[t0],
                        nodes_per_hop={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
                        edges_per_hop=edges_per_hop)
-        mb.node_owner = {t: torch.from_numpy(batch.owner[by_type[i]]) for i, t in enumerate(types)}
+        node_owner = {t: torch.from_numpy(batch.owner[by_type[i]]) for i, t in enumerate(types)}
+        mb = one_type_batch(mb)
+        mb.node_owner = one_type_view(node_owner, NODE_TYPE)
         return mb
 
     @contextlib.contextmanager
@@ -210,7 +208,7 @@ class DistNeighborSampler:
 
     def _keys(self, batch_keys, hop: int, edge_types) -> np.ndarray:
         """The single-process hop keys of (batch key, edge type) pairs."""
-        return hop_keys(self.seed, batch_keys, hop, edge_types if self.typed else None)
+        return hop_keys(self.seed, batch_keys, hop, edge_types, self._key_stride)
 
     def _hop(self, batch: NodeMap, by_type: list, first: np.ndarray, counts: np.ndarray, key: int, hop: int):
         """Draw the in-edges of the frontier (per edge type sampled at this hop, its destination type's nodes from
@@ -335,3 +333,8 @@ def _segment_sums(values: np.ndarray, lengths: np.ndarray) -> list[int]:
     ends = np.cumsum(lengths)
     csum = np.concatenate([[0], np.cumsum(values)])
     return (csum[ends] - csum[ends - lengths]).astype(np.int64).tolist()
+
+
+def _cut(array: np.ndarray, a: int, b: int) -> torch.Tensor:
+    """``array[..., a:b]`` as a tensor: a contiguous copy, or ``array`` itself when that is all of it."""
+    return torch.from_numpy(array if a == 0 and b == array.shape[-1] else array[..., a:b].copy())

@@ -197,8 +197,8 @@ class LinkNeighborSampler:
             src_all, dst_all = src, torch.cat([dst, neg_dst.to(device)])
         else:
             src_all, dst_all = src, dst
-        typed_ends = self.edge_type[0] != self.edge_type[2]
-        if typed_ends:
+        distinct_ends = self.edge_type[0] != self.edge_type[2]
+        if distinct_ends:
             inverse_src = inverse_dst = None
             if disjoint:
                 seeds = {self.edge_type[0]: src_all, self.edge_type[2]: dst_all}
@@ -227,8 +227,8 @@ class LinkNeighborSampler:
             edge_of = lambda b: b % max(num_pos, 1)  # noqa: E731  (PyG's batch % num_pos)
             batch = mb.batch
             out.batch = {t: edge_of(b) for t, b in batch.items()} if isinstance(batch, dict) else edge_of(batch)
-            inverse_src = torch.arange(src_all.numel(), device=device) if typed_ends else inverse_src
-            inverse_dst = torch.arange(dst_all.numel(), device=device) if typed_ends else inverse_dst
+            inverse_src = torch.arange(src_all.numel(), device=device) if distinct_ends else inverse_src
+            inverse_dst = torch.arange(dst_all.numel(), device=device) if distinct_ends else inverse_dst
         if self.neg_sampling == "triplet":
             out.src_index = inverse_src[:num_pos]
             out.dst_pos_index = inverse_dst[:num_pos]

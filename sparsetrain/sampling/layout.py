@@ -7,10 +7,17 @@ import torch
 
 from sparsetrain.errors import InputError
 from sparsetrain.sampling.fanouts import Fanouts
-from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.graph import EDGE_TYPE, CSCGraph
 from sparsetrain.sampling.rng import hop_key
 
 MAX_EDGE_TYPES = 1 << 20  # typed hop keys pack (hop, edge type) into one counter: hop * MAX_EDGE_TYPES + edge type
+
+
+def key_stride(edge_types) -> int:
+    """The hop key counter's stride: hop ``h`` of edge type ``k`` draws from counter ``h * stride + k``. A homogeneous
+    graph (its one edge type ``("_N", "_E", "_N")``, index 0) has stride 1 (counter ``h``); a typed graph
+    :data:`MAX_EDGE_TYPES`."""
+    return 1 if [tuple(et) for et in edge_types] == [EDGE_TYPE] else MAX_EDGE_TYPES
 
 
 class KernelLayout:
@@ -22,6 +29,7 @@ class KernelLayout:
         self.typed = graph.is_typed
         self.node_types = list(types.num_nodes)
         self.edge_types = list(types.edge_types)
+        self.key_stride = key_stride(self.edge_types)
         self.type_index = {t: i for i, t in enumerate(self.node_types)}
         self.type_size = np.array([types.num_nodes[t] for t in self.node_types], np.int64)
         self.type_offset = np.concatenate([[0], np.cumsum(self.type_size)]).astype(np.int64)
@@ -70,9 +78,7 @@ class KernelLayout:
                           "torch.unique(seeds))")
 
     def hop_keys(self, seed: int, key: int, hop: int) -> np.ndarray:
-        """Per edge type, the key of hop ``hop`` of batch ``key``: counter ``hop`` on a homogeneous graph,
-        ``hop * MAX_EDGE_TYPES + edge type`` on a typed one."""
-        if not self.typed:
-            return np.array([hop_key(seed, key, hop)], np.uint64)
-        counters = [hop * MAX_EDGE_TYPES + k for k in range(len(self.edge_types))]
-        return np.array([hop_key(seed, key, c) for c in counters], np.uint64)
+        """Per edge type, the key of hop ``hop`` of batch ``key``: counter ``hop * key_stride + edge type`` (``hop``
+        on a homogeneous graph)."""
+        return np.array([hop_key(seed, key, hop * self.key_stride + k) for k in range(len(self.edge_types))],
+                        np.uint64)

@@ -61,6 +61,23 @@ def one_type_view(values: dict, one_type):
     return values[one_type] if list(values) == [one_type] else values
 
 
+def one_type_batch(mb: MiniBatch, dst_sorted: bool = False) -> MiniBatch:
+    """The user's view of a batch assembled by type: ``mb`` itself unless its one node type is a homogeneous graph's
+    (``_N``), else each field its one type's value (edge type ``(_N, _E, _N)``; no edges at a hop that sampled none).
+    ``dst_sorted``: the blocks' edges come grouped by destination (see :class:`Block`)."""
+    if list(mb.input_nodes) != [NODE_TYPE]:
+        return mb
+    device = mb.input_nodes[NODE_TYPE].device
+
+    def one(values: dict, *empty: int) -> torch.Tensor:
+        got = values.get(EDGE_TYPE)
+        return torch.zeros(*empty, 0, dtype=torch.int64, device=device) if got is None else got
+
+    blocks = [Block(one(b.edge_index, 2), b.num_src[NODE_TYPE], b.num_dst[NODE_TYPE], one(b.edge_ids),
+                    dst_sorted=dst_sorted) for b in mb.blocks]
+    return MiniBatch(seeds=mb.seeds, input_nodes=mb.input_nodes[NODE_TYPE], blocks=blocks)
+
+
 def _move(value, device, non_blocking: bool):
     """A tensor, or a dict of them, on ``device`` (``None`` stays ``None``)."""
     if value is None:

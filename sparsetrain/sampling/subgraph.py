@@ -21,9 +21,9 @@ import numpy as np
 import torch
 from numba import prange
 
-from sparsetrain.sampling.graph import EdgeType
+from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
 from sparsetrain.sampling.layout import KernelLayout
-from sparsetrain.sampling.minibatch import Block
+from sparsetrain.sampling.minibatch import Block, one_type_view
 from sparsetrain.sampling.neighbor import HostScratch, threads_for
 
 SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
@@ -77,10 +77,8 @@ def induced(layout: KernelLayout, ws: HostScratch, counts: np.ndarray, indptr, i
                                     layout.type_size[s], layout.edge_offset[k])
         edge_index[et], edge_ids[et] = torch.from_numpy(ei), torch.from_numpy(ids)
     num = {t: int(counts[i]) for i, t in enumerate(layout.node_types)}
-    if not layout.typed:
-        (et,), (t,) = layout.edge_types, layout.node_types
-        return Block(edge_index[et], num[t], num[t], edge_ids[et])
-    return Block(edge_index, num, dict(num), edge_ids)
+    return Block(one_type_view(edge_index, EDGE_TYPE), one_type_view(num, NODE_TYPE),
+                 one_type_view(dict(num), NODE_TYPE), one_type_view(edge_ids, EDGE_TYPE))
 
 
 def merge_reverse(edge_index: torch.Tensor, rev_edge_index: torch.Tensor, edge_ids: torch.Tensor | None = None,

@@ -140,7 +140,8 @@ class Batch:
     status: object
 
     @property
-    def typed(self) -> bool:
+    def several_types(self) -> bool:
+        """More than one node type: sources carry their type (``src_type``) to the numbering kernels."""
         return len(self.layout.type_size) > 1
 
     @property

@@ -248,16 +248,16 @@ def _hop(b: Batch, consts, num_work: int, edge_bound: int, counts_now, counts, f
     pair, src_sink, dst_sink = (ops.empty((2, size)), -1, -1) if out is None else out
     src, dst = ops.rows(pair)
     edge_ids, slots = ops.empty(size), ops.empty(size)
-    src_type = ops.empty(size if b.typed else 1)
+    src_type = ops.empty(size if b.several_types else 1)  # (one node type: every source's is 0, not written)
     ops.launch(sample_kernel, num_work,
                b.indices, b.weights, b.edge_perm, b.permuted, k(cols), k(seg_start), k(seg_et_d), k(seg_dst), k(fan_d),
                k(ops.as_uint64(keys_d)), b.col_offset, b.edge_offset, b.et_src, b.et_dst, b.type_offset, b.type_size,
-               k(lo), k(deg), k(ends), b.replace, b.weighted, k(table.keys), k(table.vals), table.mask, b.typed, k(src),
+               k(lo), k(deg), k(ends), b.replace, b.weighted, k(table.keys), k(table.vals), table.mask, k(src),
                k(dst), k(edge_ids), k(slots), k(src_type), k(b.status))
     flags = ops.empty((len(layout.type_size), size))
-    ops.launch(first_kernel, size, k(slots), k(table.vals), k(ends), b.typed, k(src_type), k(flags))
+    ops.launch(first_kernel, size, k(slots), k(table.vals), k(ends), k(src_type), k(flags))
     ranks = ops.cumsum(flags, 1)
-    ops.launch(number_kernel, size, k(slots), k(table.keys), k(table.vals), k(ends), b.typed, k(src_type), k(ranks),
+    ops.launch(number_kernel, size, k(slots), k(table.keys), k(table.vals), k(ends), k(src_type), k(ranks),
                k(counts), k(nodes.offsets), b.type_offset, k(nodes.buffer))
     ops.launch(relabel_kernel, size, k(slots), k(table.vals), k(ends), k(src), k(dst), src_sink, dst_sink,
                k(seg_start), k(ranks), k(counts), k(counts_after), k(seg_edges))

@@ -139,17 +139,17 @@ def count_kernel(indptr, weights, nodes, region, counts, first, seg_dst_type, se
 @cuda.jit
 def sample_kernel(indices, weights, edge_perm, permuted, cols, seg_start, seg_et, seg_dst, fanouts, keys,
                    col_offset, edge_offset, et_src, et_dst, type_offset, type_size, lo, deg, ends, replace, weighted,
-                   table_keys, table_vals, mask, typed, src, dst, edge_ids, slots, src_type, status):
+                   table_keys, table_vals, mask, src, dst, edge_ids, slots, src_type, status):
     """Draw item i's in-edges into src[start:end] (positions), then read each source and insert it into the map.
 
     Item ``i`` is column ``cols[i]`` of segment ``s`` (edge type ``seg_et[s]``; its dst has local id ``seg_dst[s] + i -
-    seg_start[s]``); a source's map key is its type's ``type_offset`` + its id, and on a typed graph its type goes to
-    ``src_type[e]``. ``edge_ids[e]`` is ``edge_perm`` at the edge's CSC position when ``permuted``, else that position
-    counted from its edge type's first edge. A source that is not a node of its type is noted in ``status[1]`` (its
-    entry of ``indices`` + 1) and replaced by the dst node itself, already in the map: the batch stays memory-safe
-    until the host sees ``status`` and raises. Items whose edges end past the edge arrays (sized by a bound that only
-    a damaged ``indptr``, ranges of two columns overlapping, can pass) draw only what fits and set ``status[4]``: every
-    edge slot the later kernels read is still written.
+    seg_start[s]``); a source's map key is its type's ``type_offset`` + its id, and with several node types its type
+    goes to ``src_type[e]`` (one type: all 0, not written). ``edge_ids[e]`` is ``edge_perm`` at the edge's CSC position
+    when ``permuted``, else that position counted from its edge type's first edge. A source that is not a node of its
+    type is noted in ``status[1]`` (its entry of ``indices`` + 1) and replaced by the dst node itself, already in the
+    map: the batch stays memory-safe until the host sees ``status`` and raises. Items whose edges end past the edge
+    arrays (sized by a bound that only a damaged ``indptr``, ranges of two columns overlapping, can pass) draw only what
+    fits and set ``status[4]``: every edge slot the later kernels read is still written.
     """
     i = cuda.grid(1)
     if i < ends.shape[0]:
@@ -178,29 +178,29 @@ def sample_kernel(indices, weights, edge_perm, permuted, cols, seg_start, seg_et
                     g = type_offset[et_dst[et]] + v
                 slots[e] = _insert(table_keys, table_vals, mask, g, OFFSET + e)
                 dst[e] = d
-                if typed:
+                if type_size.shape[0] > 1:
                     src_type[e] = et_src[et]
 
 
 @cuda.jit
-def first_kernel(slots, table_vals, ends, typed, src_type, flags):
-    """``flags[t, e]``: 1 where edge ``e`` carries the first occurrence of a new node of type ``t`` (0 untyped)."""
+def first_kernel(slots, table_vals, ends, src_type, flags):
+    """``flags[t, e]``: 1 where edge ``e`` carries the first occurrence of a new node of type ``t`` (0: one type)."""
     e = cuda.grid(1)
     if e < flags.shape[1]:
         seen = e < ends[ends.shape[0] - 1]
         first = seen and table_vals[slots[e]] == OFFSET + e
-        t = src_type[e] if typed and seen else 0
+        t = src_type[e] if flags.shape[0] > 1 and seen else 0
         for n in range(flags.shape[0]):
             flags[n, e] = 1 if first and n == t else 0
 
 
 @cuda.jit
-def number_kernel(slots, table_keys, table_vals, ends, typed, src_type, ranks, counts, region, type_offset, nodes):
+def number_kernel(slots, table_keys, table_vals, ends, src_type, ranks, counts, region, type_offset, nodes):
     """First occurrences (type ``t``'s inclusive rank steps up at e) take local id ``counts[t] + rank - 1`` and are
     appended to type ``t``'s nodes."""
     e = cuda.grid(1)
     if e < ranks.shape[1] and e < ends[ends.shape[0] - 1]:
-        t = src_type[e] if typed else 0
+        t = src_type[e] if ranks.shape[0] > 1 else 0
         before = ranks[t, e - 1] if e > 0 else 0
         if ranks[t, e] != before:
             local = counts[t] + before
