@@ -27,8 +27,8 @@ def _gat_via_kernel(conv, x_src, x_dst, edge_index):
     heads, channels = conv.heads, conv.out_channels
     a_src = x_src @ _folded(conv.lin_src, conv.att_src).T
     a_dst = x_dst @ _folded(conv.lin_dst, conv.att_dst).T
-    summed = gat_aggregate(x_src, a_src, a_dst, dst_csr(edge_index, len(x_dst)), conv.negative_slope)
-    out = torch.bmm(summed.transpose(0, 1), conv.lin_src.weight.view(heads, channels, -1).transpose(1, 2))
+    summed = gat_aggregate(x_src, a_src, a_dst, dst_csr(edge_index, len(x_dst)), conv.negative_slope, heads_first=True)
+    out = torch.bmm(summed, conv.lin_src.weight.view(heads, channels, -1).transpose(1, 2))
     return out.transpose(0, 1).reshape(len(x_dst), heads * channels) + conv.bias
 
 
@@ -96,14 +96,15 @@ def test_float32_against_float64_and_hand_value():
 
 
 def test_layout_and_gradients_against_numpy_loop():
-    """``out[d, h, :]`` (a destination's heads contiguous) and the gradients of a weighted sum, against a NumPy loop
-    over the edges in float64, for shared and per-head rows, float32 inputs."""
+    """``out[d, h, :]`` (a destination's heads contiguous; ``out[h, d, :]`` with ``heads_first``) and the gradients
+    of a weighted sum, against a NumPy loop over the edges in float64, for shared and per-head rows, float32 inputs."""
     rng = np.random.default_rng(5)
     num_src, num_dst, heads, width, slope = 11, 7, 3, 5, 0.2
     edge_index = _graph(num_src, num_dst, 40, 6)
     src, dst = edge_index.numpy()
     a_src, a_dst = rng.normal(size=(num_src, heads)), rng.normal(size=(num_dst, heads))
-    for shape in ((num_src, width), (num_src, heads, width)):
+    for shape, heads_first in [((num_src, width), False), ((num_src, heads, width), False),
+                               ((num_src, width), True), ((num_src, heads, width), True)]:
         x = rng.normal(size=shape)
         xh = x[:, None, :].repeat(heads, 1) if x.ndim == 2 else x
         weights = rng.normal(size=(num_dst, heads, width))
@@ -124,7 +125,10 @@ def test_layout_and_gradients_against_numpy_loop():
             want_dst[d] = g_raw.sum(0)
         want_x = want_x.sum(1) if x.ndim == 2 else want_x
         args = [torch.tensor(v, dtype=torch.float32, requires_grad=True) for v in (x, a_src, a_dst)]
-        got = gat_aggregate(*args, dst_csr(edge_index, num_dst), slope)
+        got = gat_aggregate(*args, dst_csr(edge_index, num_dst), slope, heads_first=heads_first)
+        if heads_first:
+            assert got.shape == (heads, num_dst, width) and got.is_contiguous()
+            got = got.transpose(0, 1)
         assert got.shape == (num_dst, heads, width)
         np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-5, atol=1e-5)
         (got * torch.tensor(weights, dtype=torch.float32)).sum().backward()

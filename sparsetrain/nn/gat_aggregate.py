@@ -77,10 +77,12 @@ _CHUNK = 64  # destinations (sources) a parallel iteration takes: one accumulato
 
 
 @numba.njit(cache=True, nogil=True, parallel=True, fastmath=_FAST)
-def _forward(x, a_src, a_dst, indptr, src, slope, out, alpha, raw):
-    """out[d, h, :] = sum of alpha * x[s, h or 0, :] over d's in-edges; ``alpha`` [E, heads]: the softmax weights,
-    ``raw`` [E, heads]: the scores before the leaky ReLU (both kept for the backward)."""
-    num_dst, heads, width = out.shape
+def _forward(x, a_src, a_dst, indptr, src, slope, out, head_major, alpha, raw):
+    """out[d, h, :] (``out[h, d, :]`` when ``head_major``) = sum of alpha * x[s, h or 0, :] over d's in-edges;
+    ``alpha`` [E, heads]: the softmax weights, ``raw`` [E, heads]: the scores before the leaky ReLU (both kept for the
+    backward)."""
+    heads, width = a_dst.shape[1], out.shape[2]
+    num_dst = a_dst.shape[0]
     for c in prange((num_dst + _CHUNK - 1) // _CHUNK):
         acc = np.empty((heads, width), out.dtype)
         for d in range(c * _CHUNK, min(num_dst, (c + 1) * _CHUNK)):
@@ -110,25 +112,31 @@ def _forward(x, a_src, a_dst, indptr, src, slope, out, alpha, raw):
                     hx = h if x.shape[1] > 1 else 0
                     for f in range(width):
                         acc[h, f] += w * x[s, hx, f]
-            out[d] = acc
+            if head_major:
+                for h in range(heads):
+                    out[h, d] = acc[h]
+            else:
+                out[d] = acc
 
 
 @numba.njit(cache=True, nogil=True, parallel=True, fastmath=_FAST)
-def _backward_dst(x, indptr, src, slope, grad, alpha, raw, draw, grad_a_dst):
-    """Per destination: the gradient of each edge's raw score (before the leaky ReLU): ``draw[e, h]``, from the
-    saved ``alpha`` and ``raw``; their sum per destination is ``grad_a_dst``."""
-    num_dst, heads, width = grad.shape
+def _backward_dst(x, indptr, src, slope, grad, head_major, alpha, raw, draw, grad_a_dst):
+    """Per destination (``grad`` [num_dst, heads, width], or [heads, num_dst, width] when ``head_major``): the
+    gradient of each edge's raw score (before the leaky ReLU): ``draw[e, h]``, from the saved ``alpha`` and ``raw``;
+    their sum per destination is ``grad_a_dst``."""
+    num_dst, heads, width = grad_a_dst.shape[0], grad_a_dst.shape[1], grad.shape[2]
     zero = np.zeros(1, grad.dtype)[0]
     for d in prange(num_dst):
         lo, hi = indptr[d], indptr[d + 1]
         for h in range(heads):
             hx = h if x.shape[1] > 1 else 0
+            row = grad[h, d] if head_major else grad[d, h]
             dot = 0.0
             for e in range(lo, hi):
                 s = src[e]
                 g = zero
                 for f in range(width):
-                    g += grad[d, h, f] * x[s, hx, f]
+                    g += row[f] * x[s, hx, f]
                 draw[e, h] = g  # d loss / d alpha for now
                 dot += alpha[e, h] * g
             acc = 0.0
@@ -142,10 +150,10 @@ def _backward_dst(x, indptr, src, slope, grad, alpha, raw, draw, grad_a_dst):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True, fastmath=_FAST)
-def _backward_src(offsets, order, dst, alpha, draw, grad, need_x, grad_x, grad_a_src):
+def _backward_src(offsets, order, dst, alpha, draw, grad, head_major, need_x, grad_x, grad_a_src):
     """Per source: grad_x[s, h or 0, :] = sum over its out-edges (and heads, x shared by them) of alpha * grad[d, h,
     :]; grad_a_src[s, h] = sum of draw[e, h]."""
-    _, heads, width = grad.shape
+    heads, width = alpha.shape[1], grad.shape[2]
     num_src, x_heads = offsets.shape[0] - 1, grad_x.shape[1]
     for c in prange((num_src + _CHUNK - 1) // _CHUNK):
         acc = np.empty((x_heads, width), grad.dtype)
@@ -161,8 +169,9 @@ def _backward_src(offsets, order, dst, alpha, draw, grad, need_x, grad_x, grad_a
                     if need_x:
                         a = alpha[e, h]
                         hx = h if x_heads > 1 else 0
+                        row = grad[h, d] if head_major else grad[d, h]
                         for f in range(width):
-                            acc[hx, f] += a * grad[d, h, f]
+                            acc[hx, f] += a * row[f]
             if need_x:
                 grad_x[s] = acc
 
@@ -180,14 +189,14 @@ class GATAggregate(torch.autograd.Function):
     """``out[d, h, :] = sum_e alpha[e, h] x[src_e, :]`` with GAT's attention; see :func:`gat_aggregate`."""
 
     @staticmethod
-    def forward(ctx, x, a_src, a_dst, indptr, src, slope):
+    def forward(ctx, x, a_src, a_dst, indptr, src, slope, head_major):
         num_dst, heads = a_dst.shape
-        out = x.new_empty(num_dst, heads, x.shape[2])
+        out = x.new_empty((heads, num_dst, x.shape[2]) if head_major else (num_dst, heads, x.shape[2]))
         alpha, raw = a_dst.new_empty(src.shape[0], heads), a_dst.new_empty(src.shape[0], heads)
-        _forward(_np(x), _view(a_src), _view(a_dst), indptr.numpy(), src.numpy(), slope, out.numpy(), alpha.numpy(),
-                 raw.numpy())
+        _forward(_np(x), _view(a_src), _view(a_dst), indptr.numpy(), src.numpy(), slope, out.numpy(), head_major,
+                 alpha.numpy(), raw.numpy())
         ctx.save_for_backward(x, indptr, src, alpha, raw)
-        ctx.slope, ctx.num_src = slope, a_src.shape[0]
+        ctx.slope, ctx.num_src, ctx.head_major = slope, a_src.shape[0], head_major
         return out
 
     @staticmethod
@@ -195,22 +204,23 @@ class GATAggregate(torch.autograd.Function):
         x, indptr, src, alpha, raw = ctx.saved_tensors
         need_x, need_src, need_dst = ctx.needs_input_grad[:3]
         grad = _np(grad_out)
-        num_dst, heads = grad.shape[:2]
+        num_dst, heads = indptr.shape[0] - 1, alpha.shape[1]
         draw = alpha.new_empty(alpha.shape)
         grad_a_dst = alpha.new_empty(num_dst, heads)
         xs = _np(x)
-        _backward_dst(xs, indptr.numpy(), src.numpy(), ctx.slope, grad, alpha.numpy(), raw.numpy(), draw.numpy(),
-                      grad_a_dst.numpy())
+        _backward_dst(xs, indptr.numpy(), src.numpy(), ctx.slope, grad, ctx.head_major, alpha.numpy(), raw.numpy(),
+                      draw.numpy(), grad_a_dst.numpy())
         grad_x = grad_a_src = None
         if need_x or need_src:
             offsets, order = _src_order(src.numpy(), ctx.num_src)
             dst = np.repeat(np.arange(num_dst, dtype=np.int64), np.diff(indptr.numpy()))
             gx = np.empty(xs.shape if need_x else (0, *xs.shape[1:]), xs.dtype)
             gs = np.empty((ctx.num_src, heads), xs.dtype)
-            _backward_src(offsets, order, dst, alpha.numpy(), draw.numpy(), grad, bool(need_x), gx, gs)
+            _backward_src(offsets, order, dst, alpha.numpy(), draw.numpy(), grad, ctx.head_major, bool(need_x), gx,
+                          gs)
             grad_x = torch.from_numpy(gx) if need_x else None
             grad_a_src = torch.from_numpy(gs) if need_src else None
-        return grad_x, grad_a_src, grad_a_dst if need_dst else None, None, None, None
+        return grad_x, grad_a_src, grad_a_dst if need_dst else None, None, None, None, None
 
 
 def dst_csr(edge_index: torch.Tensor, num_dst: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -227,15 +237,16 @@ def dst_csr(edge_index: torch.Tensor, num_dst: int) -> tuple[torch.Tensor, torch
 
 
 def gat_aggregate(x: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, csr: tuple[torch.Tensor, torch.Tensor],
-                  negative_slope: float = 0.2) -> torch.Tensor:
+                  negative_slope: float = 0.2, heads_first: bool = False) -> torch.Tensor:
     """GAT's attention-weighted sum of source rows per destination and head: ``[num_dst, heads, width]`` (a
     destination's heads contiguous: ``.view(num_dst, heads * width)`` is ``GATConv``'s concatenation).
 
     ``x`` [num_src, width]: the source rows, shared by the heads (GAT with the projection after the sum), or
     [num_src, heads, width]: one row per head (the projected rows, as ``GATConv`` sums them); ``a_src`` [num_src,
     heads] / ``a_dst`` [num_dst, heads]: each node's attention logit per head; ``csr``: :func:`dst_csr` of the block's
-    edges. A destination with no in-edge gets zeros, as PyG's ``GATConv``. CPU tensors of one floating dtype;
-    differentiable in ``x``, ``a_src`` and ``a_dst``."""
+    edges; ``heads_first``: the result as ``[heads, num_dst, width]`` instead (what a per-head ``bmm`` reads, the
+    projection after the sum). A destination with no in-edge gets zeros, as PyG's ``GATConv``. CPU tensors of one
+    floating dtype; differentiable in ``x``, ``a_src`` and ``a_dst``."""
     if x.device.type != "cpu":
         raise SettingError(f"gat_aggregate runs on the CPU and got {x.device} tensors; use PyG's GATConv on a GPU")
     if not (x.dtype == a_src.dtype == a_dst.dtype) or not x.is_floating_point():
@@ -247,4 +258,4 @@ def gat_aggregate(x: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, csr
     if x.dim() != 3 or x.shape[1] not in (1, a_dst.shape[1]):
         raise SettingError(f"gat_aggregate takes x of shape [num_src, width] or [num_src, {a_dst.shape[1]}, width], "
                            f"got {list(x.shape)}; give one row per source or one per source and head")
-    return GATAggregate.apply(x, a_src, a_dst, indptr, src, float(negative_slope))
+    return GATAggregate.apply(x, a_src, a_dst, indptr, src, float(negative_slope), bool(heads_first))

@@ -165,9 +165,9 @@ def fused_layer(conv, h: dict[str, torch.Tensor], edge_index: dict[EdgeType, tor
             gat, x = conv.convs[et], h[et[0]]
             csr = dst_csr(edge_index[et], n)
             if aggregate_first(x.shape[0], n, csr[1].shape[0], x.shape[1], heads * channels, heads, x.requires_grad):
-                summed = gat_aggregate(x, logits_src[et], logits_dst[et], csr, slope)  # [n, heads, in]
+                summed = gat_aggregate(x, logits_src[et], logits_dst[et], csr, slope, heads_first=True)
                 weight = gat.lin_src.weight.view(heads, channels, -1).transpose(1, 2)  # [heads, in, C]
-                part = torch.bmm(summed.transpose(0, 1), weight).transpose(0, 1)  # per head, rows strided in place
+                part = torch.bmm(summed, weight).transpose(0, 1)  # [heads, n, C] read as [n, heads, C]
             else:
                 projected = (x @ gat.lin_src.weight.T).view(-1, heads, channels)
                 part = gat_aggregate(projected, logits_src[et], logits_dst[et], csr, slope)
