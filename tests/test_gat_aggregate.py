@@ -3,6 +3,7 @@ the fused R-GAT against the same model run through PyG's ``HeteroConv(GATConv)``
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -26,7 +27,7 @@ def _gat_via_kernel(conv, x_src, x_dst, edge_index):
     heads, channels = conv.heads, conv.out_channels
     a_src = x_src @ _folded(conv.lin_src, conv.att_src).T
     a_dst = x_dst @ _folded(conv.lin_dst, conv.att_dst).T
-    summed = gat_aggregate(x_src, a_src, a_dst, dst_csr(edge_index, len(x_dst)), conv.negative_slope)
+    summed = gat_aggregate(x_src, a_src, a_dst, dst_csr(edge_index, len(x_dst)), conv.negative_slope, heads_first=True)
     out = torch.bmm(summed, conv.lin_src.weight.view(heads, channels, -1).transpose(1, 2))
     return out.transpose(0, 1).reshape(len(x_dst), heads * channels) + conv.bias
 
@@ -67,7 +68,7 @@ def test_per_head_rows_match_pyg_gatconv():
     want = conv((x_src, x_dst), edge_index)
     projected = conv.lin_src(x_src).view(20, 3, 5)
     a_src, a_dst = (projected * conv.att_src).sum(-1), (conv.lin_dst(x_dst).view(9, 3, 5) * conv.att_dst).sum(-1)
-    got = gat_aggregate(projected, a_src, a_dst, dst_csr(edge_index, 9)).transpose(0, 1).reshape(9, 15)
+    got = gat_aggregate(projected, a_src, a_dst, dst_csr(edge_index, 9)).reshape(9, 15)  # heads concatenated
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(torch.autograd.grad(got.sum(), x_src)[0], torch.autograd.grad(want.sum(), x_src)[0])
 
@@ -92,6 +93,47 @@ def test_float32_against_float64_and_hand_value():
     s = torch.tensor([1.5, -2.5 * 0.2], dtype=torch.float64).softmax(0)
     want = s[0] * torch.tensor([1.0, 2.0], dtype=torch.float64) + s[1] * torch.tensor([3.0, -1.0], dtype=torch.float64)
     torch.testing.assert_close(out[0, 0].double(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_layout_and_gradients_against_numpy_loop():
+    """``out[d, h, :]`` (a destination's heads contiguous; ``out[h, d, :]`` with ``heads_first``) and the gradients
+    of a weighted sum, against a NumPy loop over the edges in float64, for shared and per-head rows, float32 inputs."""
+    rng = np.random.default_rng(5)
+    num_src, num_dst, heads, width, slope = 11, 7, 3, 5, 0.2
+    edge_index = _graph(num_src, num_dst, 40, 6)
+    src, dst = edge_index.numpy()
+    a_src, a_dst = rng.normal(size=(num_src, heads)), rng.normal(size=(num_dst, heads))
+    for shape, heads_first in [((num_src, width), False), ((num_src, heads, width), False),
+                               ((num_src, width), True), ((num_src, heads, width), True)]:
+        x = rng.normal(size=shape)
+        xh = x[:, None, :].repeat(heads, 1) if x.ndim == 2 else x
+        weights = rng.normal(size=(num_dst, heads, width))
+        want = np.zeros((num_dst, heads, width))
+        want_x, want_src, want_dst = np.zeros_like(xh), np.zeros_like(a_src), np.zeros_like(a_dst)
+        for d in range(num_dst):
+            into = np.flatnonzero(dst == d)
+            if not len(into):
+                continue
+            raw = a_src[src[into]] + a_dst[d]  # [k, heads]
+            alpha = np.exp(np.where(raw > 0, raw, slope * raw))
+            alpha /= alpha.sum(0)
+            want[d] = np.einsum("kh,khf->hf", alpha, xh[src[into]])
+            g_alpha = np.einsum("hf,khf->kh", weights[d], xh[src[into]])
+            g_raw = alpha * (g_alpha - (alpha * g_alpha).sum(0)) * np.where(raw > 0, 1.0, slope)
+            np.add.at(want_x, src[into], alpha[:, :, None] * weights[d][None])
+            np.add.at(want_src, src[into], g_raw)
+            want_dst[d] = g_raw.sum(0)
+        want_x = want_x.sum(1) if x.ndim == 2 else want_x
+        args = [torch.tensor(v, dtype=torch.float32, requires_grad=True) for v in (x, a_src, a_dst)]
+        got = gat_aggregate(*args, dst_csr(edge_index, num_dst), slope, heads_first=heads_first)
+        if heads_first:
+            assert got.shape == (heads, num_dst, width) and got.is_contiguous()
+            got = got.transpose(0, 1)
+        assert got.shape == (num_dst, heads, width)
+        np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-5, atol=1e-5)
+        (got * torch.tensor(weights, dtype=torch.float32)).sum().backward()
+        for arg, ref in zip(args, (want_x, want_src, want_dst)):
+            np.testing.assert_allclose(arg.grad.numpy(), ref, rtol=1e-4, atol=1e-5)
 
 
 def test_refuses_destination_out_of_range():

@@ -160,19 +160,19 @@ def fused_layer(conv, h: dict[str, torch.Tensor], edge_index: dict[EdgeType, tor
     out = {}
     for t in sorted({et[2] for et in relations}):
         n = num_dst[t]
-        acc, bias = None, 0
+        acc, bias = None, 0  # [n, heads, channels]
         for et in (et for et in relations if et[2] == t):
             gat, x = conv.convs[et], h[et[0]]
             csr = dst_csr(edge_index[et], n)
             if aggregate_first(x.shape[0], n, csr[1].shape[0], x.shape[1], heads * channels, heads, x.requires_grad):
-                summed = gat_aggregate(x, logits_src[et], logits_dst[et], csr, slope)
+                summed = gat_aggregate(x, logits_src[et], logits_dst[et], csr, slope, heads_first=True)
                 weight = gat.lin_src.weight.view(heads, channels, -1).transpose(1, 2)  # [heads, in, C]
-                acc = torch.bmm(summed, weight) if acc is None else torch.baddbmm(acc, summed, weight)
+                part = torch.bmm(summed, weight).transpose(0, 1)  # [heads, n, C] read as [n, heads, C]
             else:
                 projected = (x @ gat.lin_src.weight.T).view(-1, heads, channels)
-                summed = gat_aggregate(projected, logits_src[et], logits_dst[et], csr, slope)
-                acc = summed if acc is None else acc + summed
+                part = gat_aggregate(projected, logits_src[et], logits_dst[et], csr, slope)
+            acc = part if acc is None else acc + part
             if gat.bias is not None:
                 bias = bias + gat.bias
-        out[t] = acc.transpose(0, 1).reshape(n, heads * channels) + bias
+        out[t] = acc.reshape(n, heads * channels) + bias
     return out
