@@ -39,7 +39,7 @@ from sparsetrain.engine.trainer import Task, node_forward
 from sparsetrain.partition import load_partition
 from sparsetrain.partition.load import Partition, part_sizes
 from sparsetrain.partition.manifest import MANIFEST
-from sparsetrain.partitioned import DistNeighborSampler, PartitionedFeatures, batches_per_epoch, global_split
+from sparsetrain.partitioned import DistNeighborSampler, PartitionedFeatures, global_split
 from sparsetrain.partitioned.seeds import global_batch_size, global_batches_per_epoch, global_rank_batches
 from sparsetrain.sampling.minibatch import by_type
 
@@ -197,7 +197,8 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext, node_model):
     check_part_contents(part)
     run = plan(settings, part_meta(part), ctx.device, ctx.world_size)
     batch_size, seed = run.sampling.batch_size, run.run.seed
-    check_same_settings(rank_settings(settings, run, part, batches_per_epoch(part, "train", batch_size)), ctx)
+    steps = global_batches_per_epoch(sum(part_sizes(part.manifest, "train")), batch_size, part.num_parts)
+    check_same_settings(rank_settings(settings, run, part, steps), ctx)
     group = new_group() if ctx.enabled else None  # apart from DDP's: the loader thread's exchanges never interleave
     fanouts = run.sampling.fanouts
     sampler = DistNeighborSampler(part, fanouts, seed=seed, group=group)
