@@ -216,3 +216,27 @@ def test_a_run_stopped_mid_epoch_resumes_to_the_uninterrupted_losses(cora, tmp_p
     full = run("full")
     assert len(run("cut", "--max-steps", "7")) == 7  # mid-epoch 2 (5 steps an epoch); the last checkpoint at step 6
     assert run("cut", "--resume") == full
+
+
+def test_ranks_share_losses_average_to_the_one_process_batch_loss():
+    """`GlobalBatchLoss`: each rank's cross-entropy over its share, scaled by share x world / one-process batch size,
+    averaged over the ranks as DDP averages (with gradients), is the one-process batch's mean cross-entropy; a rank with
+    an empty share contributes zero and still reaches the output."""
+    from types import SimpleNamespace
+
+    from sparsetrain.engine.partitioned import GlobalBatchLoss
+
+    torch.manual_seed(0)
+    logits, y = torch.randn(10, 4, requires_grad=True), torch.randint(0, 4, (10,))
+    want = torch.nn.functional.cross_entropy(logits, y)
+    (grad_want,) = torch.autograd.grad(want, logits)
+    for shares in ([6, 4, 0], [3, 3, 4], [10, 0, 0]):
+        total, bounds = 0.0, [0, *torch.tensor(shares).cumsum(0).tolist()]
+        for lo, hi in zip(bounds, bounds[1:]):
+            loss = GlobalBatchLoss(len(shares))
+            mb = SimpleNamespace(y=y[lo:hi], global_size=10, x=logits[lo:hi], to_pyg=lambda: None)
+            out, target = loss.forward(lambda x, _: x, mb)
+            total = total + loss.loss(out, target) / len(shares)
+        (grad,) = torch.autograd.grad(total, logits)
+        assert total.item() == pytest.approx(want.item(), rel=1e-6)
+        assert torch.allclose(grad, grad_want, atol=1e-7)

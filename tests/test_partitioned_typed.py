@@ -178,6 +178,61 @@ def test_typed_ranks_batches_equal_single_process(typed_graph, tmp_path, world, 
     assert torch.equal(torch.sort(torch.cat(seen)).values, ds.split["train"])
 
 
+def _edge_sets(mb) -> list[set]:
+    """Per block (outermost first), the set of (edge type, global src id, global dst id, edge id) of its edges."""
+    nodes = mb.input_nodes
+    out = []
+    for b in mb.blocks:
+        edges = set()
+        for et, ei in b.edge_index.items():
+            src, dst = nodes[et[0]][ei[0]].tolist(), nodes[et[2]][ei[1]].tolist()
+            edges.update(zip([et] * len(src), src, dst, b.edge_ids[et].tolist()))
+        out.append(edges)
+    return out
+
+
+def _global_rank_batches(rank: int, world: int, folder: str) -> list:
+    from sparsetrain.partitioned import global_rank_batches, global_split
+
+    part = load_partition(folder, rank)
+    sampler = DistNeighborSampler(part, FANOUTS, seed=SEED)
+    split = global_split(part, "train")
+    owned = part.split_global("train")
+    out = []
+    for inp in global_rank_batches(part, split, owned, 16, seed=3, epoch=1):
+        mb = sampler.sample(inp)
+        out.append((inp.key, inp.seeds, _edge_sets(mb)))
+    return out
+
+
+@pytest.mark.distributed
+def test_union_of_two_ranks_global_batches_is_the_single_process_batch(typed_graph, tmp_path):
+    """The run's seed batching (`global_rank_batches`, 16 a rank): at every step the union over 2 ranks of the seeds
+    and of each hop's sampled edges (global ids) equals the one-process batch's (`SeedBatches` of 32, the same seed
+    and epoch, its sampler on the whole graph); each rank's seeds are its own."""
+    from sparsetrain.sampling import SeedBatches
+
+    ds = load(typed_graph)
+    folder = tmp_path / "parts"
+    partition_dataset(typed_graph, folder, PartitionOptions(2, method="ldg", quiet=True))
+    per_rank = values(spawn(_global_rank_batches, 2, str(folder)))
+    reference = NeighborSampler(ds.graph, FANOUTS, seed=SEED, seed_type="paper")
+    want = SeedBatches(ds.split["train"], 32, seed=3).inputs(1)
+    assert [len(b) for b in per_rank] == [len(want)] * 2 and len(want) >= 4
+    owner = owners(folder)
+    for step, inp in enumerate(want):
+        keys = {per_rank[r][step][0] for r in range(2)}
+        assert keys == {inp.key}
+        seeds = [per_rank[r][step][1] for r in range(2)]
+        for r in range(2):
+            assert (owner[seeds[r].numpy()] == r).all()  # papers are the first node type: flat id = paper id
+        assert torch.equal(torch.sort(torch.cat(seeds)).values, torch.sort(inp.seeds).values)
+        one = _edge_sets(reference.sample(inp))
+        both = [a | b for a, b in zip(per_rank[0][step][2], per_rank[1][step][2], strict=True)]
+        assert both == one and all(len(e) for e in one)
+        assert per_rank[0][step][2][0] != one[0] or not len(seeds[1])  # each rank samples only its share
+
+
 def _rgcn(ds_types: dict, edge_types, in_channels: dict, classes: int):
     from sparsetrain.nn.rgcn import RGCN
 

@@ -1,6 +1,7 @@
 """`sparsetrain.pyg.NeighborLoader` over `partitioned_stores` on gloo ranks in spawned processes: every batch equals the
 single-process drop-in's batch on the unpartitioned dataset for the same seeds and key (nodes, edges, edge ids, x, the
-seeds' y); the short rank runs padding batches, so every rank runs as many."""
+seeds' y); each rank's batch is its share of the one-process batch of 2 x the batch size, under that batch's key,
+and a rank with no share in a batch runs a padding batch, so every rank runs as many."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def _batches(rank: int, world: int, folder: str) -> dict:
 def test_batches_equal_the_single_process_drop_in(graph, tmp_path):
     folder = tmp_path / "parts"
     partition_dataset(graph, folder, PartitionOptions(2, method="ldg", quiet=True))
-    per_batch = max(-(-n // BATCH) for n in part_sizes(read_manifest(folder), "train"))
+    per_batch = -(-sum(part_sizes(read_manifest(folder), "train")) // (2 * BATCH))  # the one-process epoch's
     ranks = values(spawn(_batches, 2, str(folder), timeout_s=240))
     ds = load(graph)
     reference = NeighborLoader(ds, FANOUTS, input_nodes="train", batch_size=BATCH, seed=SEED)
@@ -65,7 +66,7 @@ def test_batches_equal_the_single_process_drop_in(graph, tmp_path):
             if b["batch_size"] == 0:
                 assert b["n_id"].numel() == 0
                 continue
-            key = position * 2 + rank  # the partitioned sampler's keys: position in the run x world + rank
+            key = position  # the one-process run's key of the batch this is a share of, the same on every rank
             with batch_key(key):
                 want = reference.collate_fn(_positions(reference, seeds))
             want = want if hasattr(want, "n_id") else reference.filter_fn(want)
@@ -108,11 +109,11 @@ def test_the_drop_in_and_the_engine_over_the_same_parts_draw_the_same_epochs(gra
     folder = tmp_path / "parts"
     partition_dataset(graph, folder, PartitionOptions(2, method="ldg", quiet=True))
     ranks = values(spawn(_drop_in_and_engine_epochs, 2, str(folder), timeout_s=240))
-    per_batch = max(-(-n // BATCH) for n in part_sizes(read_manifest(folder), "train"))
+    per_batch = -(-sum(part_sizes(read_manifest(folder), "train")) // (2 * BATCH))
     for out in ranks:
         assert len(out["drop_in"]) == len(out["engine"]) == 2 * per_batch
         for (seeds, nodes), (engine_seeds, engine_nodes) in zip(out["drop_in"], out["engine"], strict=True):
-            assert torch.equal(seeds, engine_seeds)  # the same shuffle of the part's seeds, cut the same way
+            assert torch.equal(seeds, engine_seeds)  # the same shares of the same one-process batches
             assert torch.equal(nodes, engine_nodes)  # sampled under the same keys
         first, second = out["engine"][0][0], out["engine"][per_batch][0]
         assert not torch.equal(first, second)  # the second epoch is another shuffle

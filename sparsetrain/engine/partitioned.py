@@ -1,8 +1,10 @@
 """``sparsetrain train --data DIR`` on a partitioned folder (``sparsetrain partition``'s output): one part per rank.
 
 Rank ``r`` opens part ``r`` (:func:`~sparsetrain.partition.load_partition`), samples its own train nodes with
-:class:`~sparsetrain.partitioned.DistNeighborSampler` over :func:`~sparsetrain.partitioned.rank_batches` (every rank
-as many batches, the short ones padded with empty batches), reads features through
+:class:`~sparsetrain.partitioned.DistNeighborSampler` over :func:`~sparsetrain.partitioned.global_rank_batches`
+(step i of every rank: its own seeds of the one-process run's batch i, under that batch's key, so the ranks' batches
+together are the one-process batch for the same seed; ``--batch-size`` is a rank's, the one-process batch is
+``--batch-size`` x world size), reads features through
 :class:`~sparsetrain.partitioned.PartitionedFeatures` and trains with DDP through the same
 :class:`~sparsetrain.engine.trainer.Trainer` and loader stages as every other run. Evaluation samples each rank's
 owned val/test nodes the same way and sums correct/total over the ranks. Sampler and feature exchanges share one
@@ -32,11 +34,13 @@ from sparsetrain.engine.partitioned_checks import (
 from sparsetrain.engine.plan import RunPlan, plan
 from sparsetrain.engine.settings import TrainSettings
 from sparsetrain.engine.stages.fetch import FetchFeatures
-from sparsetrain.engine.trainer import Task
+from sparsetrain.engine.stages.sample import Sample
+from sparsetrain.engine.trainer import Task, node_forward
 from sparsetrain.partition import load_partition
 from sparsetrain.partition.load import Partition, part_sizes
 from sparsetrain.partition.manifest import MANIFEST
-from sparsetrain.partitioned import DistNeighborSampler, PartitionedFeatures, batches_per_epoch, rank_batches
+from sparsetrain.partitioned import DistNeighborSampler, PartitionedFeatures, global_split
+from sparsetrain.partitioned.seeds import global_batch_size, global_batches_per_epoch, global_rank_batches
 from sparsetrain.sampling.minibatch import by_type
 
 
@@ -90,39 +94,81 @@ class FetchWithOwners(FetchFeatures):
 
 
 class PartSeedBatches:
-    """:class:`~sparsetrain.sampling.SeedBatches`'s interface over :func:`rank_batches`: a rank's keyed batches of a
-    split, as many on every rank."""
+    """:class:`~sparsetrain.sampling.SeedBatches`'s interface over
+    :func:`~sparsetrain.partitioned.global_rank_batches`: a rank's shares of the one-process epoch's batches of a split
+    (``batch_size`` a rank, ``batch_size * world size`` a one-process batch), as many on every rank. Construction is
+    collective over ``group`` (one all-gather of the split's ids)."""
 
-    def __init__(self, part: Partition, split: str, batch_size: int, *, seed: int, shuffle: bool) -> None:
+    def __init__(self, part: Partition, split: str, batch_size: int, *, seed: int, shuffle: bool, group=None) -> None:
         self.part, self.split = part, split
         self.batch_size, self.seed, self.shuffle = batch_size, seed, shuffle
         self.drop_last, self.world_size = False, part.num_parts
+        self.split_ids = global_split(part, split, group)
+        self.owned = part.split_global(split).to(torch.int64)
         # what a checkpoint records is the whole split's size, the same on every rank (inputs() has this rank's seeds)
-        self.seeds = range(sum(part_sizes(part.manifest, split)))
+        self.seeds = range(len(self.split_ids))
 
     def inputs(self, epoch: int | None = None):
-        return rank_batches(self.part, self.split, self.batch_size, seed=self.seed, epoch=epoch or 0,
-                            shuffle=self.shuffle)
+        return global_rank_batches(self.part, self.split_ids, self.owned, self.batch_size, seed=self.seed,
+                                   epoch=epoch or 0, shuffle=self.shuffle)
 
     def batches(self, epoch: int | None = None) -> list[torch.Tensor]:
         return [inp.seeds for inp in self.inputs(epoch)]
 
+    def global_size(self, key: int) -> int:
+        """The seeds of the one-process batch under ``key`` (every rank's share together)."""
+        return global_batch_size(key, len(self.split_ids), self.batch_size, self.world_size)
+
     def __len__(self) -> int:
-        return batches_per_epoch(self.part, self.split, self.batch_size)
+        return global_batches_per_epoch(len(self.split_ids), self.batch_size, self.world_size)
+
+
+class ShareSample(Sample):
+    """The sample stage marking each batch with its one-process batch's seed count (``mb.global_size``), which the
+    loss (:class:`GlobalBatchLoss`) divides by."""
+
+    def __init__(self, sampler, seed_batches: PartSeedBatches) -> None:
+        super().__init__(sampler)
+        self.seed_batches = seed_batches
+
+    def __call__(self, inp):
+        mb = super().__call__(inp)
+        mb.global_size = self.seed_batches.global_size(inp.key)
+        return mb
 
 
 class PartLoader(Loader):
-    """The loader of one part: :class:`PartSeedBatches` in place of the seed batches, :class:`FetchWithOwners` in
-    place of the fetch stage; the sample and copy stages, prefetching and stats are the loader's."""
+    """The loader of one part: :class:`PartSeedBatches` in place of the seed batches, :class:`ShareSample` and
+    :class:`FetchWithOwners` in place of the sample and fetch stages; the copy stage, prefetching and stats are the
+    loader's. Construction is collective over ``group``."""
 
     def __init__(self, part: Partition, split: str, sampler, features, *, batch_size: int, seed: int, shuffle: bool,
-                 device) -> None:
+                 device, group=None) -> None:
         labels = GlobalLabels(part)
         super().__init__(sampler, features, labels, part.split_global(split), batch_size=batch_size, shuffle=shuffle,
                          device=device, seed=seed)
-        self.seed_batches = PartSeedBatches(part, split, batch_size, seed=seed, shuffle=shuffle)
+        self.seed_batches = PartSeedBatches(part, split, batch_size, seed=seed, shuffle=shuffle, group=group)
+        self.sample_stage = ShareSample(sampler, self.seed_batches)
         self.fetch_stage = FetchWithOwners(features, labels)
         self.stages = [self.sample_stage, self.fetch_stage, self.device_stage]
+
+
+class GlobalBatchLoss:
+    """The partitioned task's forward and loss: a rank's cross-entropy summed over its share and divided by the
+    one-process batch's size over the world size, so DDP's mean of the ranks' gradients is the one-process batch's
+    mean-loss gradient. A padding share (no seeds) is a zero loss that still reaches every parameter, so its rank
+    joins DDP's gradient all-reduce. ``forward`` and ``loss`` run one after the other on the training thread."""
+
+    def __init__(self, world_size: int) -> None:
+        self.world_size, self.scale = world_size, 1.0
+
+    def forward(self, model: torch.nn.Module, mb) -> tuple[torch.Tensor, torch.Tensor]:
+        share = getattr(mb, "global_size", None)
+        self.scale = len(mb.y) * self.world_size / share if share else 1.0
+        return node_forward(model, mb)
+
+    def loss(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return padded_cross_entropy(out, target) * self.scale
 
 
 def padded_cross_entropy(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -151,18 +197,20 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext, node_model):
     check_part_contents(part)
     run = plan(settings, part_meta(part), ctx.device, ctx.world_size)
     batch_size, seed = run.sampling.batch_size, run.run.seed
-    check_same_settings(rank_settings(settings, run, part, batches_per_epoch(part, "train", batch_size)), ctx)
+    steps = global_batches_per_epoch(sum(part_sizes(part.manifest, "train")), batch_size, part.num_parts)
+    check_same_settings(rank_settings(settings, run, part, steps), ctx)
     group = new_group() if ctx.enabled else None  # apart from DDP's: the loader thread's exchanges never interleave
     fanouts = run.sampling.fanouts
     sampler = DistNeighborSampler(part, fanouts, seed=seed, group=group)
     features = part_features(part, group, run.halo_cache_rows)
     loader = PartLoader(part, "train", sampler, features, batch_size=batch_size, seed=seed, shuffle=True,
-                        device=run.device)
+                        device=run.device, group=group)
     torch.manual_seed(seed)  # as run.train does; DDP then hands rank 0's initial weights to every rank
     model = _model(part, run, node_model)
     eval_sampler = DistNeighborSampler(part, fanouts, seed=seed + 1, group=group)
     evaluate = part_evaluator(part, eval_sampler, features, batch_size, run.device, group)
-    return run, loader, model, evaluate, Task(loss_fn=padded_cross_entropy)
+    loss = GlobalBatchLoss(ctx.world_size)
+    return run, loader, model, evaluate, Task(loss_fn=loss.loss, batch_forward=loss.forward)
 
 
 def _model(part: Partition, run: RunPlan, node_model) -> torch.nn.Module:
@@ -171,10 +219,10 @@ def _model(part: Partition, run: RunPlan, node_model) -> torch.nn.Module:
 
 
 def part_evaluator(part: Partition, sampler, features, batch_size: int, device, group):
-    """``evaluate(model) -> {"val_acc", "test_acc"}``: each rank's owned split nodes on sampled blocks (padded to one
-    batch count), correct and total summed over the ranks."""
+    """``evaluate(model) -> {"val_acc", "test_acc"}``: each rank's shares of the one-process evaluation batches (its
+    owned split nodes, as many batches on every rank) on sampled blocks, correct and total summed over the ranks."""
     loaders = {name: PartLoader(part, name, sampler, features, batch_size=batch_size, seed=0, shuffle=False,
-                                device=device)
+                                device=device, group=group)
                for name in ("val", "test") if name in part.dataset.split}
     # all_reduce_sum moves the CPU counts to the GPU for an NCCL group (NCCL has no CPU tensors)
     return loaders_evaluator(loaders, reduce=lambda counts: counts.copy_(all_reduce_sum(counts, group)))

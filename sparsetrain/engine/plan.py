@@ -297,10 +297,10 @@ def _optim(optim: OptimSettings, task: str, model: ModelSettings, steps_per_epoc
 
 
 def _steps_per_epoch(meta: DatasetMeta, train_seeds: int, batch_size: int, world_size: int) -> int:
-    """Optimizer steps an epoch: a rank's share of the train seeds in batches; on parts, the batches of the part with
-    the most train nodes (every rank runs as many, :func:`~sparsetrain.partitioned.batches_per_epoch`)."""
+    """Optimizer steps an epoch: a rank's share of the train seeds in batches; on parts, the one-process epoch's batches
+    of ``batch_size`` x parts, whose shares every rank runs (:func:`~sparsetrain.partitioned.global_rank_batches`)."""
     if meta.parts is not None:
-        return max(-(-n // batch_size) for n in meta.parts.train_per_part)
+        return -(-sum(meta.parts.train_per_part) // (batch_size * meta.parts.num_parts))
     return -(-(train_seeds // world_size) // batch_size)
 
 

@@ -21,10 +21,9 @@ from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
 
 from sparsetrain import _args
 from sparsetrain.errors import SettingError
-from sparsetrain.partition.load import Partition, load_partition, part_sizes
+from sparsetrain.partition.load import Partition, load_partition
 from sparsetrain.partitioned.features import PartitionedFeatures
-from sparsetrain.partitioned.seeds import batches_per_epoch
-from sparsetrain.sampling.batch_keys import epoch_order
+from sparsetrain.partitioned.seeds import global_rank_batches, global_split
 
 
 class PartitionGraphStore(GraphStore):
@@ -118,35 +117,36 @@ def is_partitioned(data) -> bool:
 
 
 class PaddedBatches:
-    """A ``batch_sampler`` of positions ``0..num_seeds-1`` cut into batches, padded with empty batches to
-    ``num_batches`` (the largest part's count, the same on every rank), so every rank samples as often. Each pass is
-    the next epoch, shuffled as the engine shuffles a part's seeds (:func:`~sparsetrain.sampling.batch_keys.epoch_order`
-    by ``seed``, the epoch and the rank), so the drop-in and ``sparsetrain train`` over the same parts draw the same
-    epochs."""
+    """A ``batch_sampler`` of this rank's positions in its ``owned`` seeds (ascending global ids): its shares of the
+    one-process epoch's batches, as :func:`~sparsetrain.partitioned.global_rank_batches` cuts them (``split_ids``, the
+    whole split, shuffled by ``seed`` and the epoch, in batches of ``batch_size`` x world size), as many on every
+    rank (an empty share samples too). Each pass is the next epoch, so the drop-in and ``sparsetrain train`` over the
+    same parts draw the same epochs; ``drop_last`` drops the one-process epoch's last, short batch."""
 
-    def __init__(self, num_seeds: int, batch_size: int, num_batches: int, shuffle: bool, *, seed: int, rank: int,
-                 world_size: int, drop_last: bool = False) -> None:
-        self.num_seeds, self.batch_size, self.num_batches, self.shuffle = num_seeds, batch_size, num_batches, shuffle
-        self.seed, self.rank, self.world_size, self.drop_last = seed, rank, world_size, drop_last
+    def __init__(self, part, split_ids: torch.Tensor, owned: torch.Tensor, batch_size: int, shuffle: bool, *,
+                 seed: int, drop_last: bool = False) -> None:
+        self.part, self.split_ids, self.owned = part, split_ids, owned
+        self.batch_size, self.shuffle, self.seed, self.drop_last = batch_size, shuffle, seed, drop_last
         self.epoch = 0
+        whole = batch_size * part.num_parts
+        self.num_batches = len(split_ids) // whole if drop_last else -(-len(split_ids) // whole)
 
     def __len__(self) -> int:
         return self.num_batches
 
     def __iter__(self):
-        order = epoch_order(self.num_seeds, self.seed, self.epoch, shuffle=self.shuffle, rank=self.rank,
-                            world_size=self.world_size)
+        shares = global_rank_batches(self.part, self.split_ids, self.owned, self.batch_size, seed=self.seed,
+                                     epoch=self.epoch, shuffle=self.shuffle)
         self.epoch += 1
-        if self.drop_last:  # this rank's last, short batch is dropped (an empty batch pads in its place)
-            order = order[: self.num_seeds // self.batch_size * self.batch_size]
-        for i in range(self.num_batches):
-            yield order[i * self.batch_size : (i + 1) * self.batch_size].tolist()
+        for inp in shares[: self.num_batches]:
+            yield torch.searchsorted(self.owned, inp.seeds).tolist()
 
 
 def partitioned_loader_args(stores, input_nodes, kwargs: dict, seed: int | None) -> tuple[torch.Tensor, dict]:
     """``NeighborLoader``'s seeds and DataLoader arguments over :func:`partitioned_stores`: ``input_nodes`` names a
-    split (its owned nodes are this rank's seeds), batches padded to the largest part's count, shuffled (``shuffle``)
-    from the sampler's ``seed``."""
+    split (its owned nodes are this rank's seeds), this rank's shares of the one-process epoch's batches (``batch_size``
+    a rank: :class:`PaddedBatches`), shuffled (``shuffle``) from the sampler's ``seed``. Collective (one all-gather
+    of the split's ids)."""
     part = stores[1].part
     if not isinstance(input_nodes, str) or input_nodes not in part.manifest["parts"][0]["splits"]:
         raise SettingError(f"input_nodes={input_nodes!r}: over a partitioned graph name a split (e.g. 'train'), so "
@@ -162,10 +162,7 @@ def partitioned_loader_args(stores, input_nodes, kwargs: dict, seed: int | None)
     if seed is None:
         raise SettingError("seed: not offered over a partitioned graph; sample directional, forward, untimed, "
                            "unweighted on the CPU, with the same integer seed on every rank")
-    if drop_last:  # the largest part's full batches: every rank runs as many, the short ones padded
-        count = max(n // batch_size for n in part_sizes(part.manifest, input_nodes))
-    else:
-        count = batches_per_epoch(part, input_nodes, batch_size)
-    args["batch_sampler"] = PaddedBatches(len(seeds), batch_size, count, shuffle, seed=seed, rank=part.rank,
-                                          world_size=part.num_parts, drop_last=drop_last)
+    group = getattr(stores[0], "features", None)
+    args["batch_sampler"] = PaddedBatches(part, global_split(part, input_nodes, getattr(group, "group", None)),
+                                          seeds.to(torch.int64), batch_size, shuffle, seed=seed, drop_last=drop_last)
     return seeds, args

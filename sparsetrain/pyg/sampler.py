@@ -39,7 +39,6 @@ from sparsetrain.pyg.graph import PyGGraph, graph_of
 from sparsetrain.pyg.ids import checked_ids
 from sparsetrain.pyg.keys import BatchKeys
 from sparsetrain.pyg.partitioned import is_partitioned
-from sparsetrain.sampling.batch_keys import run_key
 from sparsetrain.sampling.edge_seeds import LinkNeighborSampler
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
@@ -128,8 +127,8 @@ class PyGNeighborSampler(BaseSampler):
     def _init_partitioned(self, data, num_neighbors, subgraph_type, replace, disjoint, time_attr, weight_attr,
                           sample_direction, seed, device) -> None:
         """Over :func:`~sparsetrain.pyg.partitioned.partitioned_stores`: a DistNeighborSampler of the part, collective;
-        batch keys :func:`~sparsetrain.sampling.batch_keys.run_key` (``position * world + rank``), unique across
-        ranks, the engine's over the same parts."""
+        batch keys the one-process run's (0, 1, 2, ... over the epochs), the same on every rank: each rank samples its
+        share of the one-process batch under that batch's key, as the engine over the same parts does."""
         refused = {"subgraph_type": SubgraphType(subgraph_type) != SubgraphType.directional, "disjoint": disjoint,
                    "time_attr": time_attr is not None, "weight_attr": weight_attr is not None,
                    "sample_direction": sample_direction != "forward", "device": device is not None,
@@ -196,9 +195,7 @@ class PyGNeighborSampler(BaseSampler):
     def next_key(self) -> int:
         """The batch key of this call (:mod:`sparsetrain.pyg.keys`: a function of the epoch and the batch's
         position in it)."""
-        if isinstance(self.fused, DistNeighborSampler):  # the engine's keys over the same parts
-            return run_key(self.keys.next(), self.fused.rank, self.fused.world)
-        return self.keys.next()
+        return self.keys.next()  # over parts too: every rank's share of a batch is drawn under the one-process key
 
 
     # ---- node seeds ----

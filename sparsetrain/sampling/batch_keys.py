@@ -1,8 +1,9 @@
 """The shuffle of an epoch and the key of each batch: the scheme reproducibility rests on, written once.
 
 Every path that cuts seeds into batches uses it: the single-process and DDP loaders
-(:class:`~sparsetrain.sampling.SeedBatches`), the partitioned run (:func:`~sparsetrain.partitioned.rank_batches`) and
-the PyG drop-in (:class:`sparsetrain.pyg.PyGNeighborSampler`'s keys, the ``batch_sampler`` over parts in
+(:class:`~sparsetrain.sampling.SeedBatches`), the partitioned run (:func:`~sparsetrain.partitioned.global_rank_batches`:
+each rank's share of the one-process batch, under its key; :func:`~sparsetrain.partitioned.rank_batches`) and the PyG
+drop-in (:class:`sparsetrain.pyg.PyGNeighborSampler`'s keys, the ``batch_sampler`` over parts in
 :mod:`sparsetrain.pyg.partitioned`). So the drop-in over a partitioned folder and the engine over the same folder draw
 the same epoch for the same seed: the same seeds in the same batches, sampled under the same keys.
 
