@@ -31,9 +31,9 @@ def part_meta(tmp_path_factory):
 
 def test_a_partitioned_run_gets_its_epochs_and_halo_cache_from_the_plan(part_meta):
     run = plan(TrainSettings(batch_size=32), part_meta, CPU, world_size=3)
-    assert run.optim.epochs == 200  # ceil(130 / 32) = 5 batches on every rank: 2000 steps are 400 epochs, capped
+    assert run.optim.epochs == 200  # the one-process epoch: ceil(320 / (32 x 3)) = 4 steps; 500 epochs, capped
     run = plan(TrainSettings(batch_size=1), part_meta, CPU, world_size=3)
-    assert run.optim.epochs == 16  # 130 batches an epoch (the largest part), ceil(2000 / 130)
+    assert run.optim.epochs == 19  # ceil(320 / 3) = 107 steps an epoch (every rank its share of each), ceil(2000 / 107)
     assert run.halo_cache_rows == {"_N": int(40 * HALO_CACHE_FRACTION)} == {"_N": 10}
     row_bytes = part_meta.features["_N"].row_bytes
     run = plan(TrainSettings(cache_gb=1e-6), part_meta, CPU, world_size=3)
