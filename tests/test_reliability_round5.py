@@ -288,19 +288,22 @@ def test_the_drop_in_over_parts_checks_its_loader_arguments(root, kwargs, messag
 
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_the_drop_in_over_parts_honours_drop_last(root, drop_last):
+    """The ranks' shares of the one-process epoch's batches (batch_size a rank, 7 x 2 together): drop_last drops the
+    short last one-process batch, and the shares of each step add up to the one-process batch."""
     from sparsetrain.pyg.partitioned import PartitionGraphStore, partitioned_loader_args
 
-    sizes = part_sizes(json.loads((root / "p" / "manifest.json").read_text()), "train")
+    total = sum(part_sizes(json.loads((root / "p" / "manifest.json").read_text()), "train"))
+    shares = []
     for rank in range(2):
         part = load_partition(root / "p", rank)
         seeds, args = partitioned_loader_args((None, PartitionGraphStore(part)), "train",
                                               {"batch_size": 7, "drop_last": drop_last}, seed=0)
-        batches = list(args["batch_sampler"])
-        expect = max(n // 7 for n in sizes) if drop_last else max(-(-n // 7) for n in sizes)
-        assert len(batches) == expect and "drop_last" not in args
-        full = [b for b in batches if b]
-        assert sum(map(len, full)) == (sizes[rank] // 7 * 7 if drop_last else sizes[rank])
-        assert all(len(b) == 7 for b in full[:-1]) and (not drop_last or all(len(b) == 7 for b in full))
+        assert "drop_last" not in args
+        shares.append([len(b) for b in args["batch_sampler"]])
+    expect = total // 14 if drop_last else -(-total // 14)
+    assert len(shares[0]) == len(shares[1]) == expect
+    steps = [a + b for a, b in zip(*shares)]
+    assert all(n == 14 for n in steps[:-1]) and sum(steps) == (total // 14 * 14 if drop_last else total)
 
 
 @pytest.mark.parametrize("seed", [1.9, "1", True, 2**64])

@@ -7,8 +7,9 @@ import torch
 
 from sparsetrain import _args
 from sparsetrain.collective.dense import all_gather_rows
+from sparsetrain.collective.groups import group_info
 from sparsetrain.errors import InputError
-from sparsetrain.partition.load import Partition, part_sizes
+from sparsetrain.partition.load import Partition, load_partition, part_sizes
 from sparsetrain.sampling.batch_keys import batch_key, epoch_order
 from sparsetrain.sampling.input import SamplerInput
 
@@ -43,9 +44,17 @@ def rank_batches(part: Partition, split: str, batch_size: int, *, seed: int = 0,
 
 def global_split(part: Partition, split: str, group=None) -> torch.Tensor:
     """Every part's owned ``split`` nodes as global ids (typed: ids within the target type), ascending: the one-process
-    run's split. Collective over ``group`` (one all-gather, padded to the largest part's count from the manifest)."""
+    run's split. Collective over ``group`` (one all-gather, padded to the largest part's count from the manifest);
+    without a process group, read from every part in the folder."""
     _check_split(part, split)
     sizes = part_sizes(part.manifest, split)
+    world = group_info(group).world_size
+    if world == 1 and part.num_parts > 1:  # no process group (one process reading parts): the folder has every part
+        ids = [load_partition(part.path, r).split_global(split).to(torch.int64) for r in range(part.num_parts)]
+        return torch.sort(torch.cat(ids)).values
+    if world != part.num_parts:
+        raise InputError(f"{part.path}: has {part.num_parts} parts but the process group has {world} ranks; run one "
+                         f"rank per part (torchrun --nproc-per-node {part.num_parts})")
     mine = part.split_global(split).to(torch.int64)
     padded = torch.full((max(sizes),), -1, dtype=torch.int64)
     padded[: len(mine)] = mine
