@@ -1,10 +1,10 @@
 """The one device check (issue 45): every open GPU question answered by one command, in order, each section under its
 own time limit, about 8 minutes on an H200, one JSON and one Markdown table.
 
-On the lent GPU machine (python 3.12, torch 2.11+cu130, no torch-sparse: PyG's peer from the wheels in
-``shared/wheels/gpu``, copied into the ignored folder ``.peer`` of the checkout and carried), one command::
+On a GPU machine (python 3.12, torch 2.11+cu130, no torch-sparse: PyG's peer from torch-scatter / torch-sparse
+wheels built for that torch, put into the ignored folder ``.peer`` of the checkout, WHEELS being wherever they are)::
 
-    mkdir -p .peer && cp ../shared/wheels/gpu/*.whl .peer/    # here, before the call; carry: [".peer"]
+    mkdir -p .peer && cp WHEELS/*.whl .peer/
     PYTHONUNBUFFERED=1 python benchmarks/gpu_check.py --out $OUT/check --peer-src .peer
 
 On a CPU, under Numba's CUDA simulator on tiny sizes (what CI keeps working)::
