@@ -33,7 +33,7 @@ from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.graph import NODE_TYPE
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.layout import key_stride
-from sparsetrain.sampling.minibatch import Block, MiniBatch, one_type_batch, one_type_view
+from sparsetrain.sampling.minibatch import Block, MiniBatch, one_type_view
 
 HOP_NODES = ("all", "new")
 
@@ -146,8 +146,8 @@ class DistNeighborSampler:
         return self._assemble(inp.seeds, t0, batch, by_type, layers)
 
     def _assemble(self, seeds, t0: int, batch: NodeMap, by_type, layers) -> MiniBatch:
-        """The batch, written by type as the single-process sampler's ``_assemble`` writes it; a homogeneous part's is
-        then the user's view (:func:`~sparsetrain.sampling.minibatch.one_type_batch`)."""
+        """The batch, written by type as the single-process sampler's ``_assemble`` writes it (a homogeneous part's
+        user's view is the batch's own attributes)."""
         types, edge_types = self.types.node_types, self.types.edge_types
         blocks, edges_per_hop = [], {et: [] for et in edge_types}
         for hop, (ei, ids, spans, before, after) in enumerate(layers):
@@ -158,20 +158,20 @@ class DistNeighborSampler:
                     a, b = spans.get(k, (0, 0))
                     edge_index[et], edge_ids[et] = _cut(ei, a, b), _cut(ids, a, b)
                 edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
-            blocks.append(Block(edge_index=edge_index, edge_ids=edge_ids,
-                                num_src={t: int(after[i]) for i, t in enumerate(types)},
-                                num_dst={t: int(before[i]) for i, t in enumerate(types)}))
+            blocks.append(Block(edge_index_by_type=edge_index, edge_ids_by_type=edge_ids,
+                                num_src_by_type={t: int(after[i]) for i, t in enumerate(types)},
+                                num_dst_by_type={t: int(before[i]) for i, t in enumerate(types)}))
         seed_counts = np.zeros(len(types), np.int64)
         seed_counts[t0] = len(seeds)
         counts = np.stack([seed_counts] + [after for *_, after in layers])
         new_per_hop = np.diff(counts, axis=0, prepend=0)
         offset = self.types.type_offset
         input_nodes = {t: torch.from_numpy(batch.nodes[by_type[i]] - offset[i]) for i, t in enumerate(types)}
-        mb = MiniBatch(seeds=seeds, input_nodes=input_nodes, blocks=blocks[::-1], seed_type=types[t0],
+        mb = MiniBatch(seeds_by_type={types[t0]: seeds}, input_nodes_by_type=input_nodes, blocks=blocks[::-1],
+                       seed_type=types[t0],
                        nodes_per_hop={t: new_per_hop[:, i].tolist() for i, t in enumerate(types)},
                        edges_per_hop=edges_per_hop)
         node_owner = {t: torch.from_numpy(batch.owner[by_type[i]]) for i, t in enumerate(types)}
-        mb = one_type_batch(mb)
         mb.node_owner = one_type_view(node_owner, NODE_TYPE)
         return mb
 

@@ -140,4 +140,5 @@ class ClusterSampler:
         node_clusters = None if self.clusters is None else self.clusters[mb.input_nodes.cpu()]
         groups = batch_groups(mb.blocks, len(mb.input_nodes), node_clusters, max_cluster_size=self.max_cluster_size,
                               cross_subgraph=self.cross_subgraph)
-        return ClusteredMiniBatch(mb.seeds, mb.input_nodes, mb.blocks, mb.x, mb.y, groups=groups)
+        return ClusteredMiniBatch(mb.seeds_by_type, mb.input_nodes_by_type, mb.blocks, mb.x_by_type, mb.y,
+                                  seed_type=mb.seed_type, groups=groups)

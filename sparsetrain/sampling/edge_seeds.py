@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
@@ -114,22 +114,18 @@ class LinkNeighborSampler:
             raise InputError(f"amount={amount} with triplet negatives; give a whole number of negatives per "
                              "positive")
         graph = sampler.graph
-        if graph.is_typed:
-            if edge_type is None or len(tuple(edge_type)) != 3:
-                raise InputError("the graph is typed; name the seed edges' type with edge_type=(src_type, relation, "
-                                 f"dst_type) (its edge types: {graph.edge_types})")
-            edge_type = tuple(edge_type)
-            for end in (edge_type[0], edge_type[2]):
-                if end not in graph.node_types:
-                    raise InputError(f"edge_type {edge_type} names node type {end!r}, which the graph does not "
-                                     f"have ({graph.node_types})")
-            num_src = graph.num_nodes[edge_type[0]]
-            has_edges = edge_type in graph.edge_types
-            relation = graph.relation(edge_type) if has_edges else _no_edges(graph.num_nodes[edge_type[2]])
-        else:
-            if edge_type is not None and tuple(edge_type) != EDGE_TYPE:
-                raise InputError(f"edge_type={edge_type!r} but the graph is homogeneous; leave edge_type unset")
-            edge_type, num_src, relation = EDGE_TYPE, graph.num_nodes, graph
+        edge_type = EDGE_TYPE if edge_type is None else tuple(edge_type)  # (a one-type graph's by default)
+        if len(edge_type) != 3 or (edge_type == EDGE_TYPE and edge_type not in graph.edge_types):
+            raise InputError("name the seed edges' type with edge_type=(src_type, relation, dst_type) (the graph's "
+                             f"edge types: {graph.edge_types})")
+        for end in (edge_type[0], edge_type[2]):
+            if end not in graph.node_types:
+                raise InputError(f"edge_type {edge_type} names node type {end!r}, which the graph does not "
+                                 f"have ({graph.node_types})")
+        num_nodes = graph.type_layout.num_nodes
+        num_src = num_nodes[edge_type[0]]
+        has_edges = edge_type in graph.edge_types
+        relation = graph.relation(edge_type) if has_edges else _no_edges(num_nodes[edge_type[2]])
         self.sampler = sampler
         self.graph = graph
         self.edge_type = edge_type
@@ -220,13 +216,11 @@ class LinkNeighborSampler:
         blocks, flat = mb.blocks, mb.subgraph
         if self.exclude != "none" and num_pos:
             blocks, flat = self._excluded(mb, inverse_src[:num_pos], inverse_dst[:num_pos])
-        out = LinkMiniBatch(seeds=mb.seeds, input_nodes=mb.input_nodes, blocks=blocks, input_id=inp.input_id,
-                            seed_type=mb.seed_type, nodes_per_hop=mb.nodes_per_hop, edges_per_hop=mb.edges_per_hop,
-                            subgraph=flat, seed_time=src_time)
-        if disjoint:
-            edge_of = lambda b: b % max(num_pos, 1)  # noqa: E731  (PyG's batch % num_pos)
-            batch = mb.batch
-            out.batch = {t: edge_of(b) for t, b in batch.items()} if isinstance(batch, dict) else edge_of(batch)
+        out = LinkMiniBatch(seeds_by_type=mb.seeds_by_type, input_nodes_by_type=mb.input_nodes_by_type, blocks=blocks,
+                            input_id=inp.input_id, seed_type=mb.seed_type, nodes_per_hop=mb.nodes_per_hop,
+                            edges_per_hop=mb.edges_per_hop, subgraph=flat, seed_time=src_time)
+        if disjoint:  # (PyG's batch % num_pos)
+            out.batch_by_type = {t: b % max(num_pos, 1) for t, b in mb.batch_by_type.items()}
             inverse_src = torch.arange(src_all.numel(), device=device) if distinct_ends else inverse_src
             inverse_dst = torch.arange(dst_all.numel(), device=device) if distinct_ends else inverse_dst
         if self.neg_sampling == "triplet":
@@ -265,49 +259,35 @@ class LinkNeighborSampler:
 
     def _excluded(self, mb: MiniBatch, local_src: torch.Tensor, local_dst: torch.Tensor):
         """``mb``'s blocks (and flat subgraph) without the positive seed edges (and their reverses, for
-        ``"reverse"``)."""
-        reverse = self.exclude == "reverse"
-        if not mb.is_typed:
-            n = mb.seeds.numel()
-            blocks = exclude_edges(mb.blocks, local_src, local_dst, n, reverse)
-            flat = None if mb.subgraph is None else exclude_edges([mb.subgraph], local_src, local_dst, n, reverse)[0]
-            return blocks, flat
-        seeds = mb.seeds if isinstance(mb.seeds, dict) else {mb.seed_type: mb.seeds}
-        n_src, n_dst = seeds[self.edge_type[0]].numel(), seeds[self.edge_type[2]].numel()
-        forward = torch.unique(local_src * n_dst + local_dst)
-        backward = torch.unique(local_dst * n_src + local_src)
+        ``"reverse"``: edges of a type from the seed edges' dst type to their src type)."""
+        seeds = mb.seeds_by_type
+        src_type, _, dst_type = self.edge_type
+        n_src, n_dst = seeds[src_type].numel(), seeds[dst_type].numel()
+        forward, backward = local_src * n_dst + local_dst, local_dst * n_src + local_src
+        dropped = {}
+        for et in mb.edge_types:  # the sorted keys (src * dst seeds + dst) to drop per edge type
+            keys = [forward] * (et == self.edge_type)
+            keys += [backward] * (self.exclude == "reverse" and (et[0], et[2]) == (dst_type, src_type))
+            if keys:
+                dropped[et] = torch.unique(torch.cat(keys))
 
         def filtered(block: Block) -> Block:
-            edge_index, edge_ids = dict(block.edge_index), dict(block.edge_ids or {})
-            for et, ei in block.edge_index.items():
-                if et == self.edge_type:
-                    kept = _kept(ei, forward, n_src, n_dst)
-                elif reverse and (et[0], et[2]) == (self.edge_type[2], self.edge_type[0]):
-                    kept = _kept(ei, backward, n_dst, n_src)
-                else:
-                    continue
+            edge_index, edge_ids = dict(block.edge_index_by_type), dict(block.edge_ids_by_type or {})
+            for et, keys in dropped.items():
+                kept = None if et not in edge_index else _kept(edge_index[et], keys, seeds[et[0]].numel(),
+                                                               seeds[et[2]].numel())
                 if kept is not None:
-                    edge_index[et] = ei.index_select(1, kept)
+                    edge_index[et] = edge_index[et].index_select(1, kept)
                     if et in edge_ids:
                         edge_ids[et] = edge_ids[et].index_select(0, kept)
-            return replace(block, edge_index=edge_index, edge_ids=edge_ids if block.edge_ids is not None else None)
+            return replace(block, edge_index_by_type=edge_index,
+                           edge_ids_by_type=None if block.edge_ids_by_type is None else edge_ids)
 
         return [filtered(b) for b in mb.blocks], None if mb.subgraph is None else filtered(mb.subgraph)
 
     def __repr__(self) -> str:
         return (f"LinkNeighborSampler(neg_sampling={self.neg_sampling!r}, amount={self.amount}, "
                 f"exclude={self.exclude!r}, negatives={self.negatives!r}, sampler={self.sampler!r})")
-
-
-def exclude_edges(blocks: list[Block], local_src: torch.Tensor, local_dst: torch.Tensor, num_seeds: int,
-                  reverse: bool) -> list[Block]:
-    """``blocks`` without the edges ``local_src[i] -> local_dst[i]`` (and their reverses); ids are local, seeds
-    first."""
-    keys = local_src * num_seeds + local_dst
-    if reverse:
-        keys = torch.cat([keys, local_dst * num_seeds + local_src])
-    keys = torch.unique(keys)
-    return [_filter_block(block, _kept(block.edge_index, keys, num_seeds)) for block in blocks]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -349,19 +329,6 @@ def _kept(edge_index: torch.Tensor, keys: torch.Tensor, num_seeds: int, num_dst_
     keep = torch.ones(s.numel(), dtype=torch.bool, device=s.device)
     keep[candidate[drop]] = False
     return keep.nonzero().view(-1)
-
-
-def _filter_block(block: Block, kept: torch.Tensor | None) -> Block:
-    """The block with only the edges ``kept`` (indices); per-edge fields (``edge_index``, edge ids) filtered alike."""
-    if kept is None:
-        return block
-    changes = {}
-    for f in fields(block):
-        value = getattr(block, f.name)
-        per_edge = isinstance(value, torch.Tensor) and value.dim() == 1 and value.numel() == block.num_edges
-        if f.name != "edge_index" and per_edge:
-            changes[f.name] = value.index_select(0, kept)
-    return replace(block, edge_index=block.edge_index.index_select(1, kept), **changes)
 
 
 def _no_edges(num_nodes: int) -> CSCGraph:

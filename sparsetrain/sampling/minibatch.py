@@ -1,4 +1,4 @@
-"""`Block` and `MiniBatch`: what a sampler returns, with PyG and DGL views; fields are per type when the graph is typed.
+"""`Block` and `MiniBatch`: what a sampler returns, held by type, with the user's single-type view, PyG and DGL views.
 
 Semantics are DGL's message-flow graphs. A block is one hop: a bipartite graph
 from ``num_src`` source nodes to ``num_dst`` destination nodes, where the
@@ -13,9 +13,9 @@ type ``(src_type, relation, dst_type)``, local ids counted within a node type (l
 id ``i`` of type ``t`` is global node ``input_nodes[t][i]``; ``edge_index[et]`` holds
 local src-type and dst-type ids), and the seeds are the first nodes of ``seed_type``.
 
-Inside the package every field is read and written by type (``*_by_type``: a homogeneous batch is the one-type case,
-node type ``_N``, edge type ``(_N, _E, _N)``); the unsuffixed fields are the user's view, the one value of a
-homogeneous batch.
+Every field is held by type (``*_by_type``: a homogeneous batch is the one-type case, node type ``_N``, edge type
+``(_N, _E, _N)``, GraphBolt's and DGL's names) and read so inside the package; the unsuffixed attributes are the
+user's view (:func:`one_type_view`, the one place it is made): a homogeneous batch's one value, else the dicts.
 """
 
 from __future__ import annotations
@@ -49,33 +49,26 @@ def import_dgl(what: str):
 
 
 def by_type(value, one_type) -> dict:
-    """A field by type: a dict as it is, the one value of a homogeneous batch under ``one_type`` (None: empty)."""
+    """A field by type from the user's shape: a dict as it is, the one value of a homogeneous batch under
+    ``one_type`` (None: empty). The inverse of :func:`one_type_view`, at the same edge (the public setters)."""
     if value is None:
         return {}
     return value if isinstance(value, dict) else {one_type: value}
 
 
-def one_type_view(values: dict, one_type):
-    """The user's view of a dict by type: the one value when its only key is ``one_type`` (a homogeneous graph's
-    node or edge type), else the dict."""
-    return values[one_type] if list(values) == [one_type] else values
+def one_type_view(values: dict | None, one_type, node_types=None, empty=None):
+    """The user's view of a dict by type: its ``one_type`` value (``empty`` when it has none) on a homogeneous graph,
+    else the dict (None stays None). ``node_types``: the batch's node types, which decide (a homogeneous graph's are
+    ``["_N"]``); without them the dict's own keys decide (its only key is ``one_type``)."""
+    if values is None:
+        return None
+    one = list(values) == [one_type] if node_types is None else list(node_types) == [NODE_TYPE]
+    return values.get(one_type, empty) if one else values
 
 
-def one_type_batch(mb: MiniBatch, dst_sorted: bool = False) -> MiniBatch:
-    """The user's view of a batch assembled by type: ``mb`` itself unless its one node type is a homogeneous graph's
-    (``_N``), else each field its one type's value (edge type ``(_N, _E, _N)``; no edges at a hop that sampled none).
-    ``dst_sorted``: the blocks' edges come grouped by destination (see :class:`Block`)."""
-    if list(mb.input_nodes) != [NODE_TYPE]:
-        return mb
-    device = mb.input_nodes[NODE_TYPE].device
-
-    def one(values: dict, *empty: int) -> torch.Tensor:
-        got = values.get(EDGE_TYPE)
-        return torch.zeros(*empty, 0, dtype=torch.int64, device=device) if got is None else got
-
-    blocks = [Block(one(b.edge_index, 2), b.num_src[NODE_TYPE], b.num_dst[NODE_TYPE], one(b.edge_ids),
-                    dst_sorted=dst_sorted) for b in mb.blocks]
-    return MiniBatch(seeds=mb.seeds, input_nodes=mb.input_nodes[NODE_TYPE], blocks=blocks)
+def _no_edges(*shape: int) -> torch.Tensor:
+    """A homogeneous block's view at a hop that sampled no edges."""
+    return torch.zeros(*shape, 0, dtype=torch.int64)
 
 
 def _move(value, device, non_blocking: bool):
@@ -87,6 +80,10 @@ def _move(value, device, non_blocking: bool):
     return value.to(device, non_blocking=non_blocking)
 
 
+def _size(num_src, num_dst) -> tuple:
+    return num_src, num_dst
+
+
 class BlockSize(tuple):
     """A block's ``(num_src, num_dst)`` from a sampler whose edges come grouped by destination, in ascending order:
     what :meth:`Block.to_pyg` returns for such a block, so a model builds its adjacency without checking the order (a
@@ -94,63 +91,68 @@ class BlockSize(tuple):
 
     dst_sorted = True
 
-    def __new__(cls, num_src: int, num_dst: int) -> BlockSize:
+    def __new__(cls, num_src: int | dict, num_dst: int | dict) -> BlockSize:
         return super().__new__(cls, (num_src, num_dst))
 
 
 @dataclass
 class Block:
-    """One hop: ``edge_index`` [2, E] int64 local (src, dst) ids; dst nodes are the first ``num_dst`` src nodes.
+    """One hop, by type: ``edge_index_by_type[et]`` [2, E] int64 local (src, dst) ids (src ids of ``et[0]``, dst ids
+    of ``et[2]``); per node type, the dst nodes are the first ``num_dst_by_type[t]`` of its ``num_src_by_type[t]``
+    src nodes. A homogeneous block has node type ``_N`` and edge type ``(_N, _E, _N)``.
 
-    ``edge_ids``: int64 [E], the graph's id of each edge (aligned with the columns of ``edge_index``): the
-    graph's ``edge_perm`` there, or the edge's CSC position; ``None`` when the block was built without them.
-    Typed: ``edge_index`` / ``edge_ids`` are dicts per edge type, ``num_src`` / ``num_dst`` dicts per node type.
-    ``dst_sorted``: the edges come grouped by destination in ascending order (a sampler's homogeneous blocks):
-    :meth:`to_pyg` then gives the size as a :class:`BlockSize`.
+    ``edge_ids_by_type``: int64 [E] per edge type, the graph's id of each edge (aligned with the columns of
+    ``edge_index``): the graph's ``edge_perm`` there, or the edge's CSC position; ``None`` when the block was built
+    without them. ``dst_sorted``: the edges come grouped by destination in ascending order (a sampler's blocks):
+    :meth:`to_pyg` then gives a homogeneous block's size as a :class:`BlockSize`.
+
+    The unsuffixed ``edge_index`` / ``edge_ids`` / ``num_src`` / ``num_dst`` are the user's view: a homogeneous
+    block's one value (``edge_index`` [2, E]), else the dicts.
     """
 
-    edge_index: torch.Tensor | dict[EdgeType, torch.Tensor]
-    num_src: int | dict[str, int]
-    num_dst: int | dict[str, int]
-    edge_ids: torch.Tensor | dict[EdgeType, torch.Tensor] | None = None
+    edge_index_by_type: dict[EdgeType, torch.Tensor]
+    num_src_by_type: dict[str, int]
+    num_dst_by_type: dict[str, int]
+    edge_ids_by_type: dict[EdgeType, torch.Tensor] | None = None
     dst_sorted: bool = False
 
-    @property
-    def is_typed(self) -> bool:
-        return isinstance(self.edge_index, dict)
+    def _view(self, values, one_type, empty=None):
+        return one_type_view(values, one_type, self.num_src_by_type, empty)
 
     @property
-    def edge_index_by_type(self) -> dict[EdgeType, torch.Tensor]:
-        """``edge_index`` by edge type (a homogeneous block's under ``("_N", "_E", "_N")``)."""
-        return by_type(self.edge_index, EDGE_TYPE)
+    def edge_index(self) -> torch.Tensor | dict[EdgeType, torch.Tensor]:
+        """The user's view of ``edge_index_by_type`` ([2, E] on a homogeneous block, [2, 0] at a hop that sampled
+        none)."""
+        edge_index = self._view(self.edge_index_by_type, EDGE_TYPE)
+        return _no_edges(2) if edge_index is None else edge_index
 
     @property
-    def edge_ids_by_type(self) -> dict[EdgeType, torch.Tensor]:
-        """``edge_ids`` by edge type (empty when the block has none)."""
-        return by_type(self.edge_ids, EDGE_TYPE)
+    def edge_ids(self) -> torch.Tensor | dict[EdgeType, torch.Tensor] | None:
+        """The user's view of ``edge_ids_by_type`` ([E] on a homogeneous block; None when built without them)."""
+        ids = self._view(self.edge_ids_by_type, EDGE_TYPE)
+        return _no_edges() if ids is None and self.edge_ids_by_type is not None else ids
 
     @property
-    def num_src_by_type(self) -> dict[str, int]:
-        return by_type(self.num_src, NODE_TYPE)
+    def num_src(self) -> int | dict[str, int]:
+        return self._view(self.num_src_by_type, NODE_TYPE)
 
     @property
-    def num_dst_by_type(self) -> dict[str, int]:
-        return by_type(self.num_dst, NODE_TYPE)
+    def num_dst(self) -> int | dict[str, int]:
+        return self._view(self.num_dst_by_type, NODE_TYPE)
 
     @property
     def num_edges(self) -> int:
         return sum(e.shape[1] for e in self.edge_index_by_type.values())
 
     def to_pyg(self) -> tuple:
-        """``(edge_index, (num_src, num_dst))`` for ``conv((x_src, x_src[:num_dst]), edge_index)``; per type when
-        typed (what a ``HeteroConv`` takes: ``conv(x_dict, edge_index_dict)``, each output cut to its ``num_dst``)."""
-        if self.dst_sorted and not self.is_typed:
-            return self.edge_index, BlockSize(self.num_src, self.num_dst)
-        return self.edge_index, (self.num_src, self.num_dst)
+        """``(edge_index, (num_src, num_dst))`` for ``conv((x_src, x_src[:num_dst]), edge_index)``; per type on a typed
+        block (what a ``HeteroConv`` takes: ``conv(x_dict, edge_index_dict)``, each output cut to its ``num_dst``).
+        The size is a :class:`BlockSize` when the edges are ``dst_sorted``."""
+        return self.edge_index, (BlockSize if self.dst_sorted else _size)(self.num_src, self.num_dst)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
-        return replace(self, edge_index=_move(self.edge_index, device, non_blocking),
-                       edge_ids=_move(self.edge_ids, device, non_blocking))
+        return replace(self, edge_index_by_type=_move(self.edge_index_by_type, device, non_blocking),
+                       edge_ids_by_type=_move(self.edge_ids_by_type, device, non_blocking))
 
     def __repr__(self) -> str:
         return f"Block(num_src={self.num_src}, num_dst={self.num_dst}, num_edges={self.num_edges})"
@@ -158,78 +160,87 @@ class Block:
 
 @dataclass
 class MiniBatch:
-    """A sampled computation graph.
+    """A sampled computation graph, held by type (a homogeneous batch is the one node type ``_N``, edge type
+    ``(_N, _E, _N)``).
 
-    ``seeds``: the batch's target nodes (global ids). ``input_nodes``: global ids
-    of every node whose features the first block reads, seeds first.
-    ``blocks``: outermost hop first (``blocks[0].num_src == len(input_nodes)``,
-    ``blocks[-1].num_dst == len(seeds)``). ``x`` / ``y`` / ``edge_attr`` are left for a loader to
-    attach (features of ``input_nodes``, labels of ``seeds``, per block the features of its ``edge_ids``).
+    ``seeds_by_type``: the batch's target nodes (global ids) per node type; ``seed_type``: their one type (``None``
+    when they came as a dict per type). ``input_nodes_by_type``: per node type, the global ids of every node whose
+    features the first block reads, seeds first (local id ``i`` of type ``t`` is global node
+    ``input_nodes_by_type[t][i]``). ``blocks``: outermost hop first (``blocks[0].num_src`` counts the input nodes,
+    ``blocks[-1].num_dst`` the seeds). ``x_by_type`` / ``y`` / ``edge_attr_by_type`` are left for a loader to attach
+    (features of the input nodes, labels of the seeds, per block the features of its edges by edge type).
+    ``nodes_per_hop[t][h]``: type-``t`` nodes first reached at hop ``h`` (hop 0: the seeds); ``edges_per_hop[et][h]``:
+    edges sampled at hop ``h + 1``.
 
-    Typed (:attr:`is_typed`): ``seeds`` are ids of ``seed_type`` nodes; ``input_nodes`` and ``x`` are dicts per node
-    type, ``edge_attr`` a dict per edge type for each block; ``nodes_per_hop[t][h]``: type-``t`` nodes first reached
-    at hop ``h`` (hop 0: the seeds); ``edges_per_hop[et][h]``: edges sampled at hop ``h + 1``. A typed batch sampled
-    from seeds of several node types has ``seeds`` as a dict per type and ``seed_type`` ``None``.
+    Set by the sampler's options (:class:`~sparsetrain.sampling.NeighborSampler`): ``batch_by_type`` (disjoint
+    sampling: the index of the seed whose subgraph each input node is in) and ``subgraph`` (bidirectional / induced
+    subgraphs: one block over all the batch's nodes).
 
-    Set by the sampler's options (:class:`~sparsetrain.sampling.NeighborSampler`): ``batch`` (disjoint sampling: the
-    index of the seed whose subgraph each node of ``input_nodes`` is in, a dict per node type when typed) and
-    ``subgraph`` (bidirectional / induced subgraphs: one block over all the batch's nodes).
+    The unsuffixed ``seeds`` / ``input_nodes`` / ``x`` / ``edge_attr`` / ``batch`` are the user's view
+    (:func:`one_type_view`): a homogeneous batch's one tensor, else the dicts (``seeds``: ``seed_type``'s ids, or
+    the dict of a batch seeded by several types). Setting ``x`` / ``edge_attr`` / ``batch`` takes either shape.
     """
 
-    seeds: torch.Tensor
-    input_nodes: torch.Tensor | dict[str, torch.Tensor]
+    seeds_by_type: dict[str, torch.Tensor]
+    input_nodes_by_type: dict[str, torch.Tensor]
     blocks: list[Block]
-    x: torch.Tensor | dict[str, torch.Tensor] | None = None
+    x_by_type: dict[str, torch.Tensor] | None = None
     y: torch.Tensor | None = None
-    edge_attr: list[torch.Tensor] | list[dict[EdgeType, torch.Tensor]] | None = None
+    edge_attr_by_type: list[dict[EdgeType, torch.Tensor]] | None = None
     seed_type: str | None = None
     nodes_per_hop: dict[str, list[int]] | None = None
     edges_per_hop: dict[EdgeType, list[int]] | None = None
-    batch: torch.Tensor | dict[str, torch.Tensor] | None = None
+    batch_by_type: dict[str, torch.Tensor] | None = None
     subgraph: Block | None = None
+
+    def _view(self, values, one_type=NODE_TYPE):
+        return one_type_view(values, one_type, self.input_nodes_by_type)
 
     @property
     def is_typed(self) -> bool:
-        """True for a batch of a typed graph (``input_nodes``, ``x`` and the blocks' fields are dicts by type)."""
-        return isinstance(self.input_nodes, dict)
+        """False for a batch of the one-type graph (node type ``_N``): what a step that needs one refuses on."""
+        return list(self.input_nodes_by_type) != [NODE_TYPE]
 
     @property
-    def input_nodes_by_type(self) -> dict[str, torch.Tensor]:
-        """``input_nodes`` by node type (a homogeneous batch's under ``"_N"``)."""
-        return by_type(self.input_nodes, NODE_TYPE)
+    def seeds(self) -> torch.Tensor | dict[str, torch.Tensor]:
+        """The seeds: ``seed_type``'s ids, or a dict per type when they came as one."""
+        return self.seeds_by_type if self.seed_type is None else self.seeds_by_type[self.seed_type]
 
     @property
-    def seeds_by_type(self) -> dict[str, torch.Tensor]:
-        """``seeds`` by node type (``seed_type``'s, or each type's of a batch seeded by several)."""
-        return by_type(self.seeds, NODE_TYPE if self.seed_type is None else self.seed_type)
+    def input_nodes(self) -> torch.Tensor | dict[str, torch.Tensor]:
+        return self._view(self.input_nodes_by_type)
 
     @property
-    def batch_by_type(self) -> dict[str, torch.Tensor]:
-        """``batch`` by node type (empty unless disjoint)."""
-        return by_type(self.batch, NODE_TYPE)
+    def x(self) -> torch.Tensor | dict[str, torch.Tensor] | None:
+        return self._view(self.x_by_type)
+
+    @x.setter
+    def x(self, x: torch.Tensor | dict[str, torch.Tensor] | None) -> None:
+        self.x_by_type = None if x is None else by_type(x, NODE_TYPE)
 
     @property
-    def x_by_type(self) -> dict[str, torch.Tensor]:
-        """``x`` by node type; set by type, the user's ``x`` is then the view (the one tensor when homogeneous)."""
-        return by_type(self.x, NODE_TYPE)
+    def batch(self) -> torch.Tensor | dict[str, torch.Tensor] | None:
+        return self._view(self.batch_by_type)
 
-    @x_by_type.setter
-    def x_by_type(self, x: dict[str, torch.Tensor]) -> None:
-        self.x = x if self.is_typed else x.get(NODE_TYPE)
+    @batch.setter
+    def batch(self, batch: torch.Tensor | dict[str, torch.Tensor] | None) -> None:
+        self.batch_by_type = None if batch is None else by_type(batch, NODE_TYPE)
 
-    def set_edge_attr_by_type(self, attr: list[dict[EdgeType, torch.Tensor]]) -> None:
-        """Each block's edge features by edge type; the user's ``edge_attr`` is the view (per block the one tensor,
-        or None, when homogeneous)."""
-        self.edge_attr = attr if self.is_typed else [a.get(EDGE_TYPE) for a in attr]
+    @property
+    def edge_attr(self) -> list | None:
+        """Per block, the features of its edges (the one tensor, or None, on a homogeneous batch)."""
+        return None if self.edge_attr_by_type is None else [self._view(a, EDGE_TYPE) for a in self.edge_attr_by_type]
+
+    @edge_attr.setter
+    def edge_attr(self, attr: list | None) -> None:
+        self.edge_attr_by_type = None if attr is None else [by_type(a, EDGE_TYPE) for a in attr]
 
     @property
     def edge_types(self) -> list[EdgeType]:
-        """The edge types the batch's blocks hold, in the order they first appear (a homogeneous batch's one)."""
-        if not self.is_typed:
-            return [EDGE_TYPE]
+        """The edge types the batch's blocks hold, in the order they first appear."""
         seen = {}
         for block in [self.subgraph] if self.subgraph is not None else self.blocks:
-            seen.update(dict.fromkeys(block.edge_index))
+            seen.update(dict.fromkeys(block.edge_index_by_type))
         return list(seen)
 
     @property
@@ -248,61 +259,51 @@ class MiniBatch:
         return [block.to_pyg() for block in self.blocks]
 
     def to_dgl(self, idtype: torch.dtype = torch.int64) -> list:
-        """The batch as DGL's message-flow graphs: per hop, outermost first, a DGL block (``dgl.create_block``; from a
-        dict per edge type when typed) whose src nodes are the first ``num_src`` of :attr:`input_nodes` and dst nodes
-        the first ``num_dst`` (DGL's layout: the dst nodes lead the src nodes), with the graph's node ids in
-        ``srcdata[dgl.NID]`` / ``dstdata[dgl.NID]`` and each edge's graph id in ``edata[dgl.EID]`` (the blocks
-        ``dgl.dataloading.NeighborSampler`` yields). ``idtype``: the blocks' id type (DGL's ``int64`` or ``int32``).
-        Needs DGL (:func:`import_dgl` says how to install it); :class:`sparsetrain.dgl.DataLoader` yields these
-        blocks in DGL's ``(input_nodes, output_nodes, blocks)`` contract."""
+        """The batch as DGL's message-flow graphs: per hop, outermost first, a DGL block (``dgl.create_block`` from a
+        dict per edge type: DGL's homogeneous block when the only types are ``_N`` / ``(_N, _E, _N)``) whose src nodes
+        are the first ``num_src`` of :attr:`input_nodes` and dst nodes the first ``num_dst`` (DGL's layout: the dst
+        nodes lead the src nodes), with the graph's node ids in ``srcdata[dgl.NID]`` / ``dstdata[dgl.NID]`` and each
+        edge's graph id in ``edata[dgl.EID]`` (the blocks ``dgl.dataloading.NeighborSampler`` yields). ``idtype``: the
+        blocks' id type (DGL's ``int64`` or ``int32``). Needs DGL (:func:`import_dgl` says how to install it);
+        :class:`sparsetrain.dgl.DataLoader` yields these blocks in DGL's ``(input_nodes, output_nodes, blocks)``
+        contract."""
         dgl = import_dgl("MiniBatch.to_dgl()")
-        if self.is_typed:
-            return [self._typed_dgl_block(dgl, block, idtype) for block in self.blocks]
-        device = self.input_nodes.device
+        device = next(iter(self.input_nodes_by_type.values())).device
         blocks = []
         for block in self.blocks:
-            src, dst = block.edge_index
-            b = dgl.create_block((src.to(idtype), dst.to(idtype)), num_src_nodes=block.num_src,
-                                 num_dst_nodes=block.num_dst, idtype=idtype, device=device)
-            b.srcdata[dgl.NID] = self.input_nodes[: block.num_src].to(idtype)
-            b.dstdata[dgl.NID] = self.input_nodes[: block.num_dst].to(idtype)
-            if block.edge_ids is not None:
-                b.edata[dgl.EID] = block.edge_ids.to(idtype)
+            edges = {et: (ei[0].to(idtype), ei[1].to(idtype)) for et, ei in block.edge_index_by_type.items()}
+            for et in self.edge_types:  # DGL's block holds every edge type (a homogeneous one its one, at any hop)
+                edges.setdefault(et, (torch.zeros(0, dtype=idtype, device=device),) * 2)
+            b = dgl.create_block(edges, num_src_nodes=block.num_src_by_type, num_dst_nodes=block.num_dst_by_type,
+                                 idtype=idtype, device=device)
+            for t in b.srctypes:
+                b.srcnodes[t].data[dgl.NID] = self.input_nodes_by_type[t][: block.num_src_by_type[t]].to(idtype)
+            for t in b.dsttypes:
+                b.dstnodes[t].data[dgl.NID] = self.input_nodes_by_type[t][: block.num_dst_by_type[t]].to(idtype)
+            for et, ids in (block.edge_ids_by_type or {}).items():
+                b.edges[et].data[dgl.EID] = ids.to(idtype)
             blocks.append(b)
         return blocks
-
-    def _typed_dgl_block(self, dgl, block: Block, idtype: torch.dtype):
-        device = next(iter(self.input_nodes.values())).device
-        b = dgl.create_block({et: (ei[0].to(idtype), ei[1].to(idtype)) for et, ei in block.edge_index.items()},
-                             num_src_nodes=block.num_src, num_dst_nodes=block.num_dst, idtype=idtype, device=device)
-        for t in b.srctypes:
-            b.srcnodes[t].data[dgl.NID] = self.input_nodes[t][: block.num_src[t]].to(idtype)
-        for t in b.dsttypes:
-            b.dstnodes[t].data[dgl.NID] = self.input_nodes[t][: block.num_dst[t]].to(idtype)
-        if block.edge_ids is not None:
-            for et, ids in block.edge_ids.items():
-                b.edges[et].data[dgl.EID] = ids.to(idtype)
-        return b
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> MiniBatch:
         """A copy with every tensor on ``device``."""
         return replace(
             self,
-            seeds=_move(self.seeds, device, non_blocking),
-            input_nodes=_move(self.input_nodes, device, non_blocking),
+            seeds_by_type=_move(self.seeds_by_type, device, non_blocking),
+            input_nodes_by_type=_move(self.input_nodes_by_type, device, non_blocking),
             blocks=[b.to(device, non_blocking) for b in self.blocks],
-            x=_move(self.x, device, non_blocking),
+            x_by_type=_move(self.x_by_type, device, non_blocking),
             y=_move(self.y, device, non_blocking),
-            batch=_move(self.batch, device, non_blocking),
+            batch_by_type=_move(self.batch_by_type, device, non_blocking),
             subgraph=None if self.subgraph is None else self.subgraph.to(device, non_blocking),
-            edge_attr=None if self.edge_attr is None else [_move(e, device, non_blocking) for e in self.edge_attr],
+            edge_attr_by_type=None if self.edge_attr_by_type is None else [_move(e, device, non_blocking)
+                                                                           for e in self.edge_attr_by_type],
         )
 
     def __repr__(self) -> str:
-        if self.is_typed:
-            nodes = {t: v.numel() for t, v in self.input_nodes.items()}
-            seeds = {t: v.numel() for t, v in self.seeds.items()} if isinstance(self.seeds, dict) else len(self.seeds)
-            return (f"MiniBatch(seed_type={self.seed_type!r}, seeds={seeds}, input_nodes={nodes}, "
-                    f"blocks={len(self.blocks)})")
+        count = lambda values: self._view({t: v.numel() for t, v in values.items()})  # noqa: E731
+        seeds = {t: v.numel() for t, v in self.seeds_by_type.items()}
+        seeds = seeds if self.seed_type is None else seeds[self.seed_type]
         hops = ", ".join(repr(b) for b in self.blocks)
-        return f"MiniBatch(seeds={self.seeds.numel()}, input_nodes={self.input_nodes.numel()}, blocks=[{hops}])"
+        nodes = count(self.input_nodes_by_type)
+        return f"MiniBatch(seed_type={self.seed_type!r}, seeds={seeds}, input_nodes={nodes}, blocks=[{hops}])"

@@ -26,7 +26,7 @@ from sparsetrain.sampling.gpu_backend import backend_for
 from sparsetrain.sampling.graph import DAMAGED, NODE_TYPE, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout
-from sparsetrain.sampling.minibatch import Block, MiniBatch, one_type_view
+from sparsetrain.sampling.minibatch import Block, MiniBatch
 from sparsetrain.sampling.subgraph import SUBGRAPH_TYPES
 
 _SEED_MASK = (1 << 63) - 1
@@ -125,6 +125,7 @@ class NeighborSampler:
         self._fused = FuseLastHop(self) if self.fuse_last_hop else None
         # the hops drawn into blocks: all of them, or all but the outermost when it is fused
         self._block_layout = self._layout if self._fused is None else self._fused.block_layout
+        self._sampled = [np.flatnonzero(f).tolist() for f in self._layout.fanouts]  # per hop, its edge types sampled
         self._counter = itertools.count()
         self._lock = threading.Lock()
         self._backend = backend_for(self)
@@ -180,9 +181,7 @@ class NeighborSampler:
         if not isinstance(inp, SamplerInput):
             inp = SamplerInput(inp)
         key = self._key(inp)
-        by_type = isinstance(inp.seeds, dict)
-        if by_type and not self.graph.is_typed:
-            raise InputError("seeds is a dict per node type but the graph is homogeneous; pass one tensor of ids")
+        by_type = isinstance(inp.seeds, dict)  # the seeds' own shape, which mb.seeds keeps
         named = list(inp.seeds.items()) if by_type else [(inp.node_type, inp.seeds)]
         seeds = [(self._seed_type(name), ids) for name, ids in named]
         for t, ids in seeds:
@@ -197,7 +196,7 @@ class NeighborSampler:
         if self._fused is not None:  # the outermost hop draws for the nodes the next hop would sample for
             return self._fused.batch(self, mb, key, drawn.nodes, drawn.layers)
         if drawn.batch is not None:
-            mb.batch = one_type_view(dict(zip(self._layout.node_types, drawn.batch)), NODE_TYPE)
+            mb.batch_by_type = dict(zip(self._layout.node_types, drawn.batch))
         if self.subgraph_type != "directional":
             self._flatten(mb, drawn.flat, drawn.seeds)
         return mb
@@ -214,13 +213,21 @@ class NeighborSampler:
         the graph's GPU) averaged into ``out.neighbor_mean`` in the same run, with no host read either."""
         if not isinstance(inp, SamplerInput):
             inp = SamplerInput(inp)
-        backend = None if self.graph.is_typed or isinstance(inp.seeds, dict) else self._backend.select([(0, inp.seeds)])
-        if backend is None or not backend.padded:
-            raise BackendError("padded batches are sampled on the GPU from a homogeneous graph; call sample() "
-                               "for others")
-        self._check_seeds(0, inp.seeds)
+        seed_type = self._padded_seed_type(inp)
+        backend = self._backend.select([(seed_type, inp.seeds)])
+        if not backend.padded:
+            raise BackendError("padded batches are sampled on the GPU; call sample() for others")
+        self._check_seeds(seed_type, inp.seeds)
         key = self._key(inp)
         backend.sample_padded(self, inp.seeds, key, out, capture, self._padded_hop(key, out, features))
+
+    def _padded_seed_type(self, inp: SamplerInput) -> int:
+        """The seeds' node type of a padded batch: the one-type GPU graph's (the padded kernels sample one node and one
+        edge type), refused here once otherwise."""
+        if self.graph.is_typed or isinstance(inp.seeds, dict):
+            raise BackendError("padded batches need the one-type GPU graph (node type '_N', one tensor of seeds); call "
+                               "sample() for others")
+        return self._seed_type(inp.node_type)
 
     def _padded_hop(self, key: int, out, features):
         """A fused sampler's last hop of padded batch ``key``, averaged over ``features`` into ``out.neighbor_mean``
@@ -251,21 +258,15 @@ class NeighborSampler:
             raise self._layout.seeds_outside(t)
 
     def _seed_type(self, node_type: str | None) -> int:
-        """Index of the seeds' node type: a homogeneous graph's one type, else ``node_type`` or ``seed_type``."""
+        """Index of the seeds' node type: ``node_type``, else ``seed_type``, else ``_N`` (a homogeneous graph's)."""
         layout = self._layout
-        if not self.graph.is_typed:
-            if node_type not in (None, layout.node_types[0]):
-                raise InputError(f"the seeds are {node_type!r} nodes but the graph is homogeneous (its one node "
-                                 "type "
-                                 f"is {layout.node_types[0]!r}); drop node_type")
-            return 0
-        name = node_type or self.seed_type
-        if name is None:
-            raise InputError("the seeds' node type is unknown; pass seed_type= to the sampler or "
-                             "SamplerInput(seeds, node_type=...)")
+        name = node_type or self.seed_type or NODE_TYPE
         if name not in layout.type_index:
+            if name == NODE_TYPE:
+                raise InputError("the seeds' node type is unknown; pass seed_type= to the sampler or "
+                                 "SamplerInput(seeds, node_type=...)")
             raise InputError(f"node type {name!r} of the seeds is not a node type of the graph "
-                             f"({layout.node_types})")
+                             f"({layout.node_types}); name one of those")
         return layout.type_index[name]
 
     def _flatten(self, mb: MiniBatch, flat: Block | None, seeds: list[tuple[int, torch.Tensor]]) -> None:
@@ -274,59 +275,53 @@ class NeighborSampler:
         types = self._layout.node_types
         if flat is None:  # bidirectional: the sampled edges of every hop and their reverses
             hops = mb.blocks[::-1]
-            if mb.is_typed:
-                ets = [et for et in self._layout.edge_types if any(et in b.edge_index for b in hops)]
-                edge_index = {et: torch.cat([b.edge_index[et] for b in hops if et in b.edge_index], 1) for et in ets}
-                edge_ids = {et: torch.cat([b.edge_ids[et] for b in hops if et in b.edge_ids]) for et in ets}
-                edge_index, edge_ids = subgraph.bidirectional(edge_index, edge_ids)
-                num = {t: int(mb.input_nodes[t].numel()) for t in types}
-                flat = Block(edge_index, num, dict(num), edge_ids)
-            else:
-                edge_index = torch.cat([b.edge_index for b in hops] or [torch.zeros(2, 0, dtype=torch.int64)], 1)
-                edge_ids = torch.cat([b.edge_ids for b in hops] or [torch.zeros(0, dtype=torch.int64)])
-                edge_index, edge_ids = subgraph.bidirectional(edge_index, edge_ids)
-                flat = Block(edge_index, mb.input_nodes.numel(), mb.input_nodes.numel(), edge_ids)
-        num_seeds = {types[t]: ids.numel() for t, ids in seeds}
+            ets = [et for et in self._layout.edge_types if any(et in b.edge_index_by_type for b in hops)]
+            edge_index = {et: torch.cat([b.edge_index_by_type[et] for b in hops if et in b.edge_index_by_type], 1)
+                          for et in ets}
+            edge_ids = {et: torch.cat([b.edge_ids_by_type[et] for b in hops if et in b.edge_ids_by_type]) for et in ets}
+            edge_index, edge_ids = subgraph.bidirectional(edge_index, edge_ids)
+            num = {t: int(mb.input_nodes_by_type[t].numel()) for t in types}
+            flat = Block(edge_index, num, dict(num), edge_ids)
         mb.subgraph = flat
-        mb.blocks = subgraph.flat_blocks(flat, self.num_hops, num_seeds if mb.is_typed else seeds[0][1].numel())
+        mb.blocks = subgraph.flat_blocks(flat, self.num_hops, {types[t]: ids.numel() for t, ids in seeds})
 
     def _assemble(self, seeds: list[tuple[int, torch.Tensor]], nodes: list[torch.Tensor], layers: list,
                   by_type: bool) -> MiniBatch:
-        """The batch from the hop loop's nodes per type and per-hop ``(edge_index, edge_ids, segments, before, after)``
-        (innermost first; ``segments``: ``(edge type, first edge, end edge)``), on either target. ``seeds``:
-        ``(node type index, ids)`` per seed type; ``by_type``: they came as a dict (so ``mb.seeds`` is one). Written by
-        type; a homogeneous graph's batch is the user's view (:func:`.minibatch.one_type_batch`), built straight: the
-        dicts by type would add about 10 us a batch, 9% of a 64-seed two-hop CPU batch."""
-        if not self._layout.typed:
-            blocks = [Block(ei, int(after[0]), int(before[0]), ids, dst_sorted=True)  # (work items in dst order)
-                      for ei, ids, _, before, after in reversed(layers)]
-            return MiniBatch(seeds=seeds[0][1], input_nodes=nodes[0], blocks=blocks)
+        """The batch, by type, from the hop loop's nodes per type and per-hop ``(edge_index, edge_ids, segments, before,
+        after)`` (innermost first; ``segments``: ``(edge type, first edge, end edge)``), on either target. ``seeds``:
+        ``(node type index, ids)`` per seed type; ``by_type``: they came as a dict (so ``mb.seeds`` is one). A hop
+        whose one segment is all its edges (every hop of a one-type graph) takes them as they are."""
         layout = self._layout
         types, edge_types = layout.node_types, layout.edge_types
-        blocks, edges_per_hop, reached = [], {et: [] for et in edge_types}, [[0] * len(types)]
+        blocks, reached = [], [[0] * len(types)]
+        edges_per_hop = {et: [] for et in edge_types}
         for t, ids in seeds:
             reached[0][t] = ids.numel()
         for hop, (ei, ids, segments, before, after) in enumerate(layers):
-            span = {k: (a, b) for k, a, b in segments}
-            fanouts, after = layout.fanouts[hop].tolist(), np.asarray(after).tolist()
+            after = after.tolist() if isinstance(after, np.ndarray) else list(map(int, after))
             reached.append(after)  # per hop, the nodes of each type so far
             edge_index, edge_ids = {}, {}
-            for k, et in enumerate(edge_types):
-                if fanouts[k] != 0:  # an edge type sampled at this hop, even if no node had such edges
+            whole = len(segments) == 1 and segments[0][1] == 0 and segments[0][2] == ei.shape[-1]
+            span = {} if whole else {k: (a, b) for k, a, b in segments}
+            for k in self._sampled[hop]:  # the edge types sampled at this hop, even if no node had such edges
+                et = edge_types[k]
+                if whole:
+                    edge_index[et], edge_ids[et] = (ei, ids) if k == segments[0][0] else (ei[:, :0], ids[:0])
+                else:
                     a, b = span.get(k, (0, 0))
                     edge_index[et], edge_ids[et] = _cut(ei, a, b), _cut(ids, a, b)
+            for et in edge_types:
                 edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
-            blocks.append(Block(edge_index=edge_index, edge_ids=edge_ids, num_src=dict(zip(types, after)),
-                                num_dst=dict(zip(types, np.asarray(before).tolist()))))
-        mb = MiniBatch(
-            seeds={types[t]: ids for t, ids in seeds} if by_type else seeds[0][1],
-            input_nodes={t: nodes[i] for i, t in enumerate(types)},
+            blocks.append(Block(edge_index, dict(zip(types, after)), dict(zip(types, map(int, before))), edge_ids,
+                                dst_sorted=True))  # (work items in dst order)
+        return MiniBatch(
+            seeds_by_type={types[t]: ids for t, ids in seeds},
+            input_nodes_by_type=dict(zip(types, nodes)),
             blocks=blocks[::-1],
             seed_type=None if by_type else types[seeds[0][0]],
             nodes_per_hop={t: _new_per_hop(reached, i) for i, t in enumerate(types)},
             edges_per_hop=edges_per_hop,
         )
-        return mb
 
     def _item(self, cols, seg_start, seg_et, i: int) -> tuple[int, int]:
         """Work item ``i``'s edge type index and dst node id."""
@@ -334,39 +329,36 @@ class NeighborSampler:
         k = int(seg_et[s])
         return k, int(cols[i]) - int(self._layout.col_offset[k])
 
+    def _where(self, k: int, name: str) -> str:
+        """Where a damaged array of edge type ``k`` comes from, for an error: its file, and the edge type unless it is
+        the graph's one."""
+        et = self._layout.edge_types[k]
+        return self.graph.source(name) + ("" if list(self._layout.edge_types) == [et] else f" (edge type {et})")
+
     def _bad_range(self, cols, seg_start, seg_et, i: int) -> InputError:
         k, node = self._item(cols, seg_start, seg_et, i)
-        if self.graph.is_typed:
-            return InputError(f"edge type {self._layout.edge_types[k]}: the in-edges of node {node} lie outside its "
-                              f"edge list; {DAMAGED}")
-        indptr = self.graph.indptr
+        indptr, col = self.graph.indptr, int(cols[i])
         return InputError(
-            f"{self.graph.source('indptr')}: node {node}'s in-edges are entries {int(indptr[node])} to "
-            f"{int(indptr[node + 1])} of indices, which has {self.graph.num_edges}; {DAMAGED}"
+            f"{self._where(k, 'indptr')}: node {node}'s in-edges are entries {int(indptr[col])} to "
+            f"{int(indptr[col + 1])} of indices, which has {self.graph.num_edges}; {DAMAGED}"
         )
 
     def _bad_neighbor(self, cols, seg_start, seg_et, ws: neighbor.HostScratch, edge: int) -> InputError:
-        """The error for sampled edge ``edge`` whose source ``ws.nbr[edge]`` is not a node id, naming its entry in
-        ``indices``."""
+        """The error for sampled edge ``edge`` whose source ``ws.nbr[edge]`` is not a node id of its type, naming its
+        entry in ``indices``."""
         i = int(np.searchsorted(ws.offsets[: len(cols) + 1], edge, side="right")) - 1
         k, node = self._item(cols, seg_start, seg_et, i)
         start, value = int(ws.lo[i]), ws.nbr[edge]
         entry = start + int(np.flatnonzero(self.graph.indices.numpy()[start : start + ws.deg[i]] == value)[0])
-        if self.graph.is_typed:
-            et = self._layout.edge_types[k]
-            entry -= int(self._layout.edge_offset[k])
-            return InputError(f"edge type {et}: CSC entry {entry} is not a {et[0]!r} node id; {DAMAGED}")
+        size = int(self._layout.type_size[self._layout.et_src[k]])
         return InputError(
-            f"{self.graph.source('indices')}: entry {entry} is {value} (an in-neighbor of node {node}), which must be "
-            f"in [0, {self.graph.num_nodes}); {DAMAGED}"
+            f"{self._where(k, 'indices')}: entry {entry} is {value} (an in-neighbor of node {node}), which must be "
+            f"in [0, {size}); {DAMAGED}"
         )
 
     def __repr__(self) -> str:
-        typed = f", seed_type={self.seed_type!r}" if self.graph.is_typed else ""
         return (f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, "
-                f"hop_nodes={self.hop_nodes!r}{typed}, seed={self.seed}, graph={self.graph!r})")
-
-
+                f"hop_nodes={self.hop_nodes!r}, seed_type={self.seed_type!r}, seed={self.seed}, graph={self.graph!r})")
 
 
 def _new_per_hop(reached: list[list[int]], i: int) -> list[int]:

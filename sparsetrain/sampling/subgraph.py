@@ -5,7 +5,8 @@
 - ``"bidirectional"``: the sampled edges and their reverses, each pair once, sorted by (dst, src), as PyG's
   ``to_bidirectional``; on a typed graph an edge type is merged with its reverse type (``rev_<rel>``, itself when
   its two ends are one type and it has no ``rev_`` twin, else the one edge type from its dst type to its src type;
-  an edge type with none of these stays directional, with a warning). Merged typed edges carry no edge ids.
+  an edge type with none of these stays directional, with a warning). Merged edges carry no edge ids except the
+  one-type graph's (:data:`KEEP_IDS`).
 
 Both are *flat* subgraphs: one edge list over all the batch's nodes, which :func:`flat_blocks` turns into blocks
 (see :class:`~sparsetrain.sampling.NeighborSampler`). :func:`induced` is the CPU hop loop's read of the induced edges
@@ -21,12 +22,15 @@ import numpy as np
 import torch
 from numba import prange
 
-from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
+from sparsetrain.sampling.graph import EDGE_TYPE, EdgeType
 from sparsetrain.sampling.layout import KernelLayout
-from sparsetrain.sampling.minibatch import Block, one_type_view
+from sparsetrain.sampling.minibatch import Block
 from sparsetrain.sampling.neighbor import HostScratch, threads_for
 
 SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
+KEEP_IDS = {EDGE_TYPE}
+"""Edge types whose merged bidirectional edges keep their ids: the one-type graph's (PyG's ``to_bidirectional`` keeps
+a homogeneous batch's edge ids and drops a typed one's)."""
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -77,8 +81,7 @@ def induced(layout: KernelLayout, ws: HostScratch, counts: np.ndarray, indptr, i
                                     layout.type_size[s], layout.edge_offset[k])
         edge_index[et], edge_ids[et] = torch.from_numpy(ei), torch.from_numpy(ids)
     num = {t: int(counts[i]) for i, t in enumerate(layout.node_types)}
-    return Block(one_type_view(edge_index, EDGE_TYPE), one_type_view(num, NODE_TYPE),
-                 one_type_view(dict(num), NODE_TYPE), one_type_view(edge_ids, EDGE_TYPE))
+    return Block(edge_index, num, dict(num), edge_ids)
 
 
 def merge_reverse(edge_index: torch.Tensor, rev_edge_index: torch.Tensor, edge_ids: torch.Tensor | None = None,
@@ -102,11 +105,10 @@ def merge_reverse(edge_index: torch.Tensor, rev_edge_index: torch.Tensor, edge_i
     return merged, ids
 
 
-def bidirectional(edge_index: torch.Tensor | dict[EdgeType, torch.Tensor], edge_ids=None):
-    """The bidirectional version of a batch's edges (see the module docstring): ``(edge_index, edge_ids)`` alike."""
-    if not isinstance(edge_index, dict):
-        return merge_reverse(edge_index, edge_index, edge_ids, edge_ids)
-    out, ids = dict(edge_index), dict(edge_ids or {})
+def bidirectional(edge_index: dict[EdgeType, torch.Tensor], edge_ids: dict[EdgeType, torch.Tensor]):
+    """The bidirectional version of a batch's edges by edge type (see the module docstring): ``(edge_index,
+    edge_ids)`` alike."""
+    out, ids = dict(edge_index), dict(edge_ids)
     by_ends: dict[tuple[str, str], list[EdgeType]] = {}
     for et in edge_index:
         by_ends.setdefault((et[0], et[2]), []).append(et)
@@ -116,8 +118,9 @@ def bidirectional(edge_index: torch.Tensor | dict[EdgeType, torch.Tensor], edge_
             continue
         rev = (dst, f"rev_{rel}", src)
         if src == dst and rev not in edge_index:
-            out[et], _ = merge_reverse(edge_index[et], edge_index[et])
-            ids.pop(et, None)
+            out[et], ids[et] = merge_reverse(edge_index[et], edge_index[et], ids.get(et), ids.get(et))
+            if et not in KEEP_IDS:
+                ids.pop(et)
         elif rev in edge_index:
             out[et], _ = merge_reverse(edge_index[et], edge_index[rev])
             out[rev] = out[et].flip(0)
@@ -131,18 +134,14 @@ def bidirectional(edge_index: torch.Tensor | dict[EdgeType, torch.Tensor], edge_
     return out, ids
 
 
-def flat_blocks(subgraph: Block, num_layers: int, num_seeds: int | dict[str, int]) -> list[Block]:
+def flat_blocks(subgraph: Block, num_layers: int, num_seeds: dict[str, int]) -> list[Block]:
     """``num_layers`` blocks over one flat subgraph: the whole subgraph, then (the last) only its edges into the
-    seeds."""
+    seeds (``num_seeds`` per node type)."""
     if num_layers == 0:
         return []
-    if isinstance(subgraph.edge_index, dict):
-        keep = {et: ei[1] < num_seeds.get(et[2], 0) for et, ei in subgraph.edge_index.items()}
-        last = Block({et: ei[:, keep[et]] for et, ei in subgraph.edge_index.items()}, subgraph.num_src,
-                     {t: num_seeds.get(t, 0) for t in subgraph.num_src},
-                     {et: ids[keep[et]] for et, ids in (subgraph.edge_ids or {}).items()})
-    else:
-        keep = subgraph.edge_index[1] < num_seeds
-        last = Block(subgraph.edge_index[:, keep], subgraph.num_src, num_seeds,
-                     None if subgraph.edge_ids is None else subgraph.edge_ids[keep])
+    keep = {et: ei[1] < num_seeds.get(et[2], 0) for et, ei in subgraph.edge_index_by_type.items()}
+    last = Block({et: ei[:, keep[et]] for et, ei in subgraph.edge_index_by_type.items()}, subgraph.num_src_by_type,
+                 {t: num_seeds.get(t, 0) for t in subgraph.num_src_by_type},
+                 None if subgraph.edge_ids_by_type is None else
+                 {et: ids[keep[et]] for et, ids in subgraph.edge_ids_by_type.items()})
     return [subgraph] * (num_layers - 1) + [last]

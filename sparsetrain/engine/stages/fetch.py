@@ -96,11 +96,12 @@ class FetchFeatures:
         if self.labels is not None:  # without node labels, y stays what the sampler set (edge labels of a link batch)
             mb.y = self.labels[mb.seeds]
         if self.edge_features is not None:
-            mb.set_edge_attr_by_type([self._edge_rows(block) for block in mb.blocks])
+            mb.edge_attr_by_type = [self._edge_rows(block) for block in mb.blocks]
         last_hop = getattr(mb, "last_hop", None)
         if last_hop is not None:
             mb.neighbor_mean = last_hop.mean(self._whole_table())
-            self.finite(mb.neighbor_mean, mb.input_nodes, self._stores[NODE_TYPE], "the fused last hop's mean: ")
+            self.finite(mb.neighbor_mean, mb.input_nodes_by_type[NODE_TYPE], self._stores[NODE_TYPE],
+                        "the fused last hop's mean: ")
             mb.last_hop = None  # its graph stays where it is: the device stage moves the batch's tensors
         return mb
 
@@ -120,7 +121,7 @@ class FetchFeatures:
     def _edge_rows(self, block) -> dict:
         """One block's edge feature rows by the edge types that have edge features."""
         attr = {}
-        for et, ids in block.edge_ids_by_type.items():
+        for et, ids in (block.edge_ids_by_type or {}).items():
             store = self._edge_stores.get(et)
             if store is not None:
                 attr[et] = gather_rows(store, ids)
