@@ -10,6 +10,7 @@ import torch
 
 from sparsetrain.errors import InputError
 from sparsetrain.sampling import Block, CSCGraph, MiniBatch, NeighborSampler, SamplerInput
+from sparsetrain.sampling.graph import EDGE_TYPE
 from tests.pyg_backend import needs_torch_sparse
 
 # sha256 of the default-settings batches below, computed on the tree before edge ids and ``hop_nodes`` were added
@@ -81,11 +82,12 @@ def test_edge_perm_moves_with_the_graph_and_is_checked():
 
 
 def test_block_and_minibatch_to_move_edge_ids():
-    block = Block(torch.tensor([[1, 2], [0, 0]]), 3, 1, torch.tensor([7, 4]))
-    mb = MiniBatch(torch.tensor([5]), torch.tensor([5, 6, 7]), [block])
+    block = Block({EDGE_TYPE: torch.tensor([[1, 2], [0, 0]])}, {"_N": 3}, {"_N": 1}, {EDGE_TYPE: torch.tensor([7, 4])})
+    mb = MiniBatch({"_N": torch.tensor([5])}, {"_N": torch.tensor([5, 6, 7])}, [block], seed_type="_N")
     moved = mb.to("meta")
     assert moved.blocks[0].edge_ids.device.type == "meta" and moved.blocks[0].edge_index.device.type == "meta"
-    assert Block(torch.zeros(2, 0, dtype=torch.int64), 1, 1).to("meta").edge_ids is None
+    assert moved.seeds.device.type == "meta" and moved.input_nodes.device.type == "meta"  # the one-type view
+    assert Block({EDGE_TYPE: torch.zeros(2, 0, dtype=torch.int64)}, {"_N": 1}, {"_N": 1}).to("meta").edge_ids is None
 
 
 def torch_sparse_sample(graph: CSCGraph, seeds: torch.Tensor, fanouts: list[int]):

@@ -350,6 +350,7 @@ class NeighborSampler:
         k, node = self._item(cols, seg_start, seg_et, i)
         start, value = int(ws.lo[i]), ws.nbr[edge]
         entry = start + int(np.flatnonzero(self.graph.indices.numpy()[start : start + ws.deg[i]] == value)[0])
+        entry -= int(self._layout.edge_offset[k])  # (its entry within its edge type)
         size = int(self._layout.type_size[self._layout.et_src[k]])
         return InputError(
             f"{self._where(k, 'indices')}: entry {entry} is {value} (an in-neighbor of node {node}), which must be "
