@@ -17,9 +17,9 @@ import torch
 from sparsetrain import _args
 from sparsetrain.dgl.sampler import SamplerSettings, settings_of, to_fanouts
 from sparsetrain.errors import InputError, SettingTypeError
-from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.graph import NODE_TYPE, CSCGraph
 from sparsetrain.sampling.input import SamplerInput
-from sparsetrain.sampling.minibatch import import_dgl
+from sparsetrain.sampling.minibatch import import_dgl, one_type_view
 from sparsetrain.sampling.sampler import NeighborSampler as FusedSampler
 
 IGNORED = ("num_workers", "persistent_workers", "pin_memory", "prefetch_factor", "worker_init_fn", "timeout",
@@ -64,9 +64,6 @@ class DataLoader:
         self.shuffle = shuffle
         self.typed_indices = isinstance(indices, Mapping)
         self.types, self.ids = _flat_indices(indices, self.csc)
-        # the user's view of a batch's nodes: dicts by type for seeds given by type on a graph with types (None), else
-        # tensors
-        self._dict_view = self.types is not None and self.typed_indices
         if use_ddp:
             self.types, self.ids = _rank_share(self.types, self.ids, drop_last)
         fanouts = to_fanouts(self.settings.fanouts, self.csc)
@@ -86,23 +83,21 @@ class DataLoader:
             yield self._batch(positions)
 
     def _batch(self, positions: torch.Tensor) -> tuple:
-        ids = self.ids[positions]
-        if self.csc.is_typed:
-            types = self.types[positions]
-            names = list(self.csc.node_types)
-            present = list(dict.fromkeys(types.tolist()))  # DGL's output_nodes: the types drawn, in order drawn
-            seeds = {names[t]: ids[types == t] for t in present}
-            inp = SamplerInput(seeds) if self.typed_indices else SamplerInput(seeds[names[present[0]]],
-                                                                             node_type=names[present[0]])
-        else:
-            inp = SamplerInput(ids)
+        ids, types = self.ids[positions], self.types[positions]
+        names = list(self.csc.node_types)
+        present = list(dict.fromkeys(types.tolist()))  # DGL's output_nodes: the types drawn, in order drawn
+        seeds = {names[t]: ids[types == t] for t in present}
+        inp = SamplerInput(seeds) if self.typed_indices else SamplerInput(seeds[names[present[0]]],
+                                                                         node_type=names[present[0]])
         mb = self.sampler.sample(inp)
         if self.device != mb_device(mb):
             mb = mb.to(self.device)
         blocks = mb.to_dgl(idtype=self.idtype)
         input_nodes = {t: v.to(self.idtype) for t, v in mb.input_nodes_by_type.items()}
         output_nodes = {t: v.to(self.idtype) for t, v in mb.seeds_by_type.items()}
-        if not self._dict_view:  # seeds given as a tensor: a tensor back (a dict of a batch reaching several types)
+        if self.typed_indices:  # the user's view: dicts by type, tensors on the one-type graph (its type '_N')
+            input_nodes, output_nodes = one_type_view(input_nodes, NODE_TYPE), one_type_view(output_nodes, NODE_TYPE)
+        else:  # seeds given as a tensor: a tensor back (a dict of a batch reaching several types)
             input_nodes = next(iter(input_nodes.values())) if len(input_nodes) == 1 else input_nodes
             output_nodes = next(iter(output_nodes.values()))
         self._prefetch(blocks, input_nodes, output_nodes)
@@ -238,18 +233,11 @@ def _from_dgl(g, prob: str | None) -> CSCGraph:
     return CSCGraph.from_edge_index_dict({et: edge_index(et) for et in g.canonical_etypes}, num_nodes, weights)
 
 
-def _flat_indices(indices, csc: CSCGraph) -> tuple[torch.Tensor | None, torch.Tensor]:
-    """Seeds as one id tensor and, on a typed graph, each seed's node type index (DGL concatenates a dict's types in
-    key order)."""
+def _flat_indices(indices, csc: CSCGraph) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each seed's node type index and the seeds as one id tensor (DGL concatenates a dict's types in key order)."""
+    names = list(csc.node_types)
     if isinstance(indices, Mapping):
-        if not csc.is_typed:
-            names = set(indices)
-            if names - {"_N"}:
-                raise InputError(f"DataLoader indices name node types {sorted(names)}; the graph has one node "
-                                 "type: give a tensor of node ids")
-            return None, _ids(indices.get("_N", torch.empty(0, dtype=torch.int64)), "indices['_N']")
         types, ids = [], []
-        names = list(csc.node_types)
         for node_type, value in indices.items():
             if node_type not in names:
                 raise InputError(f"DataLoader indices: the graph has no node type {node_type!r}; its node types: "
@@ -260,12 +248,10 @@ def _flat_indices(indices, csc: CSCGraph) -> tuple[torch.Tensor | None, torch.Te
         return torch.cat(types) if types else torch.empty(0, dtype=torch.int64), torch.cat(ids) if ids else \
             torch.empty(0, dtype=torch.int64)
     ids = _ids(indices, "indices")
-    if csc.is_typed:
-        if len(csc.node_types) != 1:
-            raise InputError(f"DataLoader indices is a tensor; the graph has node types {list(csc.node_types)}: "
-                             "give a dict {node type: ids}")
-        return torch.zeros_like(ids), ids
-    return None, ids
+    if len(names) != 1:
+        raise InputError(f"DataLoader indices is a tensor; the graph has node types {names}: give a dict "
+                         "{node type: ids}")
+    return torch.zeros_like(ids), ids
 
 
 def _device(device) -> torch.device:

@@ -177,8 +177,8 @@ class FuseLastHop:
     way, from the hop key of the last hop)."""
 
     def __init__(self, sampler) -> None:
-        if sampler.graph.is_typed:
-            raise InputError("fuse_last_hop=True needs a homogeneous graph (a typed first layer aggregates per edge "
+        if sampler.graph.is_typed:  # the fused hop's one rule: the one-type graph
+            raise InputError("fuse_last_hop=True needs the one-type graph (a typed first layer aggregates per edge "
                              "type); drop fuse_last_hop")
         if sampler.disjoint or sampler.subgraph_type != "directional":
             raise InputError("fuse_last_hop=True fuses directional, non-disjoint, non-temporal hops; drop "

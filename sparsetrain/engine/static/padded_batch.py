@@ -20,6 +20,7 @@ from sparsetrain.engine.static.shapes import StepShapes
 from sparsetrain.errors import SettingError
 from sparsetrain.sampling import SamplerInput
 from sparsetrain.sampling.cuda.padded import PaddedOut, padding_row
+from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE
 
 
 class StaticBatch:
@@ -112,8 +113,9 @@ class StaticBatch:
     def load(self, mb) -> None:
         """Copy ``mb`` (features ``x`` and labels ``y`` attached, on this device) into the buffers, padding it."""
         self._check(mb)
-        n, seeds = mb.x.shape[0], len(mb.seeds)
-        self.x[:n].copy_(mb.x)
+        x, seeds = mb.x_by_type[NODE_TYPE], mb.seeds_by_type[NODE_TYPE].numel()
+        n = x.shape[0]
+        self.x[:n].copy_(x)
         self.x[n:].zero_()
         if self.neighbor_mean is not None:
             self.neighbor_mean[:n].copy_(mb.neighbor_mean)
@@ -123,11 +125,11 @@ class StaticBatch:
         for i, block in enumerate(mb.blocks):
             num_src, num_dst, num_edges = self.shapes.block(i)
             e, buf = block.num_edges, self.edge_index[i]
-            buf[:, :e].copy_(block.edge_index)
+            buf[:, :e].copy_(block.edge_index_by_type.get(EDGE_TYPE, buf[:, :0]))
             if e < num_edges:  # padded edges: spread over both levels' padding rows, ascending
                 k = self._ks[: num_edges - e]
-                buf[0, e:].copy_(padding_row(k, num_edges - e, block.num_src, num_src))
-                buf[1, e:].copy_(padding_row(k, num_edges - e, block.num_dst, num_dst))
+                buf[0, e:].copy_(padding_row(k, num_edges - e, block.num_src_by_type[NODE_TYPE], num_src))
+                buf[1, e:].copy_(padding_row(k, num_edges - e, block.num_dst_by_type[NODE_TYPE], num_dst))
             if self.adj_t is not None:
                 self._fill_csr(self.adj_t[i], buf, num_dst, block.dst_sorted)
 
@@ -144,9 +146,12 @@ class StaticBatch:
 
     def _check(self, mb) -> None:
         shapes = self.shapes
-        if mb.is_typed or len(mb.blocks) != shapes.num_hops:
-            raise SettingError(f"a padded step takes homogeneous batches of {shapes.num_hops} blocks; this one is "
-                               f"{'typed' if mb.is_typed else f'{len(mb.blocks)} blocks'}")
+        if mb.is_typed:  # the padded step's one rule: the one-type graph
+            raise SettingError("a padded step takes batches of the one-type graph (node type '_N'); this one is "
+                               f"typed ({list(mb.input_nodes_by_type)}): drop the static step for a typed graph")
+        if len(mb.blocks) != shapes.num_hops:
+            raise SettingError(f"a padded step takes batches of {shapes.num_hops} blocks; this one has "
+                               f"{len(mb.blocks)}: build StepShapes from the sampler's fanouts")
         if (getattr(mb, "neighbor_mean", None) is not None) != shapes.fused:
             raise SettingError("the padded step's shapes are for a fused last hop but the batch has no neighbor_mean; "
                                "sample with fuse_last_hop=True and set mb.neighbor_mean = mb.last_hop.mean(features)"
@@ -154,12 +159,14 @@ class StaticBatch:
                                "step's shapes do not; build StepShapes.bound with the sampler's fuse_last_hop")
         for i, block in enumerate(mb.blocks):
             num_src, num_dst, num_edges = shapes.block(i)
-            if block.num_src >= num_src or block.num_dst >= num_dst or block.num_edges > num_edges:
-                raise SettingError(f"block {i} has {block.num_src} sources, {block.num_edges} edges, above its padded "
+            got_src, got_dst = block.num_src_by_type[NODE_TYPE], block.num_dst_by_type[NODE_TYPE]
+            if got_src >= num_src or got_dst >= num_dst or block.num_edges > num_edges:
+                raise SettingError(f"block {i} has {got_src} sources, {block.num_edges} edges, above its padded "
                                    f"bounds {num_src - 1}, {num_edges}; build StepShapes from the sampler's fanouts "
                                    "and batch size")
-        if len(mb.seeds) >= shapes.nodes[0]:
-            raise SettingError(f"the batch has {len(mb.seeds)} seeds, above its padded bound {shapes.nodes[0] - 1}; "
+        seeds = mb.seeds_by_type[NODE_TYPE].numel()
+        if seeds >= shapes.nodes[0]:
+            raise SettingError(f"the batch has {seeds} seeds, above its padded bound {shapes.nodes[0] - 1}; "
                                "build StepShapes from the sampler's batch size")
 
 
