@@ -141,4 +141,5 @@ class ClusterSampler:
         groups = batch_groups(mb.blocks, len(mb.input_nodes), node_clusters, max_cluster_size=self.max_cluster_size,
                               cross_subgraph=self.cross_subgraph)
         return ClusteredMiniBatch(mb.seeds_by_type, mb.input_nodes_by_type, mb.blocks, mb.x_by_type, mb.y,
-                                  seed_type=mb.seed_type, groups=groups)
+                                  seed_type=mb.seed_type, nodes_per_hop=mb.nodes_per_hop,
+                                  edges_per_hop=mb.edges_per_hop, groups=groups)

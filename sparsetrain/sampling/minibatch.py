@@ -237,11 +237,12 @@ class MiniBatch:
 
     @property
     def edge_types(self) -> list[EdgeType]:
-        """The edge types the batch's blocks hold, in the order they first appear."""
+        """The edge types the batch's blocks hold, in the order they first appear (a batch of no blocks: the edge types
+        it was sampled over, ``edges_per_hop``'s)."""
         seen = {}
         for block in [self.subgraph] if self.subgraph is not None else self.blocks:
             seen.update(dict.fromkeys(block.edge_index_by_type))
-        return list(seen)
+        return list(seen) if seen else list(self.edges_per_hop or {})
 
     @property
     def num_sampled_edges(self) -> int:
@@ -269,19 +270,20 @@ class MiniBatch:
         contract."""
         dgl = import_dgl("MiniBatch.to_dgl()")
         device = next(iter(self.input_nodes_by_type.values())).device
+        none = torch.zeros(0, dtype=idtype, device=device)
+        edge_types = dict.fromkeys([*(self.edges_per_hop or {}), *self.edge_types])  # DGL's: every one, at every hop
         blocks = []
         for block in self.blocks:
-            edges = {et: (ei[0].to(idtype), ei[1].to(idtype)) for et, ei in block.edge_index_by_type.items()}
-            for et in self.edge_types:  # DGL's block holds every edge type (a homogeneous one its one, at any hop)
-                edges.setdefault(et, (torch.zeros(0, dtype=idtype, device=device),) * 2)
+            edge_index, edge_ids = block.edge_index_by_type, block.edge_ids_by_type
+            edges = {et: tuple(edge_index[et].to(idtype)) if et in edge_index else (none, none) for et in edge_types}
             b = dgl.create_block(edges, num_src_nodes=block.num_src_by_type, num_dst_nodes=block.num_dst_by_type,
                                  idtype=idtype, device=device)
             for t in b.srctypes:
                 b.srcnodes[t].data[dgl.NID] = self.input_nodes_by_type[t][: block.num_src_by_type[t]].to(idtype)
             for t in b.dsttypes:
                 b.dstnodes[t].data[dgl.NID] = self.input_nodes_by_type[t][: block.num_dst_by_type[t]].to(idtype)
-            for et, ids in (block.edge_ids_by_type or {}).items():
-                b.edges[et].data[dgl.EID] = ids.to(idtype)
+            for et in edge_types if edge_ids is not None else ():
+                b.edges[et].data[dgl.EID] = edge_ids[et].to(idtype) if et in edge_ids else none
             blocks.append(b)
         return blocks
 
