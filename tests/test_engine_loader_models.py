@@ -23,6 +23,7 @@ from sparsetrain.errors import CheckpointError, LoaderError
 from sparsetrain.nn.models import GAT, GCN, GraphSAGE, block_adj_t, sources_and_targets
 from sparsetrain.sampling import Block, NeighborSampler, SamplerInput
 from sparsetrain.sampling.clusters import BatchClusters, ClusteredMiniBatch
+from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE
 
 
 @pytest.fixture(scope="module")
@@ -192,8 +193,9 @@ def test_loader_hands_samplers_keyed_inputs_matching_seed_batches(cora):
 
 def test_map_tensors_reaches_every_tensor_of_a_batch():
     groups = BatchClusters(torch.tensor([0, 0, 1]), torch.tensor([0, 0, 0]))
-    mb = ClusteredMiniBatch(torch.tensor([5]), torch.tensor([5, 7, 9]), [Block(torch.tensor([[1, 2], [0, 0]]), 3, 1)],
-                            torch.ones(3, 2), torch.tensor([4]), groups=groups)
+    block = Block({EDGE_TYPE: torch.tensor([[1, 2], [0, 0]])}, {NODE_TYPE: 3}, {NODE_TYPE: 1})
+    mb = ClusteredMiniBatch({NODE_TYPE: torch.tensor([5])}, {NODE_TYPE: torch.tensor([5, 7, 9])}, [block],
+                            {NODE_TYPE: torch.ones(3, 2)}, torch.tensor([4]), seed_type=NODE_TYPE, groups=groups)
     doubled = map_tensors(mb, lambda t: t * 2)
     assert isinstance(doubled, ClusteredMiniBatch) and doubled.blocks[0].num_src == 3
     assert torch.equal(doubled.input_nodes, torch.tensor([10, 14, 18])) and torch.equal(doubled.y, torch.tensor([8]))

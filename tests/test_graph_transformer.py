@@ -14,6 +14,7 @@ from sparsetrain.datasets.clustering import bfs_clusters, cluster_pointers, symm
 from sparsetrain.nn import GraphTransformer
 from sparsetrain.sampling import NeighborSampler
 from sparsetrain.sampling.clusters import BatchClusters, ClusterSampler, batch_groups
+from sparsetrain.sampling.graph import EDGE_TYPE
 from sparsetrain.sampling.minibatch import Block
 
 
@@ -38,8 +39,8 @@ def same_partition(a, b):
 
 def two_seed_batch():
     """Two seeds whose sampled neighborhoods do not touch: nodes 0,2,3,5 (seed 0) and 1,4,6 (seed 1)."""
-    b0 = Block(torch.tensor([[5, 6, 2], [2, 4, 3]]), num_src=7, num_dst=5)
-    b1 = Block(torch.tensor([[2, 3, 4], [0, 0, 1]]), num_src=5, num_dst=2)
+    b0 = Block({EDGE_TYPE: torch.tensor([[5, 6, 2], [2, 4, 3]])}, num_src_by_type={"_N": 7}, num_dst_by_type={"_N": 5})
+    b1 = Block({EDGE_TYPE: torch.tensor([[2, 3, 4], [0, 0, 1]])}, num_src_by_type={"_N": 5}, num_dst_by_type={"_N": 2})
     return [b0, b1]
 
 
