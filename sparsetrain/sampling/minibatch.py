@@ -20,6 +20,7 @@ user's view (:func:`one_type_view`, the one place it is made): a homogeneous bat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import torch
@@ -64,6 +65,39 @@ def one_type_view(values: dict | None, one_type, node_types=None, empty=None):
         return None
     one = list(values) == [one_type] if node_types is None else list(node_types) == [NODE_TYPE]
     return values.get(one_type, empty) if one else values
+
+
+class Counted(Mapping):
+    """A dict made at its first read (a batch's per-hop counts, which few readers need); pickled and copied as the
+    plain dict."""
+
+    __slots__ = ("_make", "_value")
+
+    def __init__(self, make) -> None:
+        self._make, self._value = make, None
+
+    def _dict(self) -> dict:
+        if self._value is None:
+            self._value, self._make = self._make(), None
+        return self._value
+
+    def __getitem__(self, key):
+        return self._dict()[key]
+
+    def __iter__(self):
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self._dict())
+
+    def __eq__(self, other) -> bool:
+        return self._dict() == (dict(other) if isinstance(other, Mapping) else other)
+
+    def __repr__(self) -> str:
+        return repr(self._dict())
+
+    def __reduce__(self):
+        return dict, (self._dict(),)
 
 
 def _no_edges(*shape: int) -> torch.Tensor:

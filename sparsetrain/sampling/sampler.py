@@ -26,7 +26,7 @@ from sparsetrain.sampling.gpu_backend import backend_for
 from sparsetrain.sampling.graph import DAMAGED, NODE_TYPE, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout
-from sparsetrain.sampling.minibatch import Block, MiniBatch
+from sparsetrain.sampling.minibatch import Block, Counted, MiniBatch
 from sparsetrain.sampling.subgraph import SUBGRAPH_TYPES
 
 _SEED_MASK = (1 << 63) - 1
@@ -290,38 +290,30 @@ class NeighborSampler:
         """The batch, by type, from the hop loop's nodes per type and per-hop ``(edge_index, edge_ids, segments, before,
         after)`` (innermost first; ``segments``: ``(edge type, first edge, end edge)``), on either target. ``seeds``:
         ``(node type index, ids)`` per seed type; ``by_type``: they came as a dict (so ``mb.seeds`` is one). A hop
-        whose one segment is all its edges (every hop of a one-type graph) takes them as they are."""
-        layout = self._layout
-        types, edge_types = layout.node_types, layout.edge_types
-        blocks, reached = [], [[0] * len(types)]
-        edges_per_hop = {et: [] for et in edge_types}
-        for t, ids in seeds:
-            reached[0][t] = ids.numel()
+        whose one segment holds all its edges (every hop of a one-type graph) takes them as they are; the per-hop
+        counts are counted when read."""
+        types, edge_types = self._layout.node_types, self._layout.edge_types
+        blocks, num_src = [], None
         for hop, (ei, ids, segments, before, after) in enumerate(layers):
-            after = after.tolist() if isinstance(after, np.ndarray) else list(map(int, after))
-            reached.append(after)  # per hop, the nodes of each type so far
-            edge_index, edge_ids = {}, {}
-            whole = len(segments) == 1 and segments[0][1] == 0 and segments[0][2] == ei.shape[-1]
-            span = {} if whole else {k: (a, b) for k, a, b in segments}
-            for k in self._sampled[hop]:  # the edge types sampled at this hop, even if no node had such edges
-                et = edge_types[k]
-                if whole:
-                    edge_index[et], edge_ids[et] = (ei, ids) if k == segments[0][0] else (ei[:, :0], ids[:0])
-                else:
+            # a hop's dst nodes are the nodes before it: the hop before's src nodes
+            num_dst = dict(zip(types, before.tolist())) if num_src is None else num_src
+            num_src = dict(zip(types, after.tolist()))
+            sampled = self._sampled[hop]  # the edge types sampled at this hop, even if no node had such edges
+            if len(segments) == 1 == len(sampled) and segments[0][2] == ids.shape[0]:  # one segment, all the edges
+                et = edge_types[sampled[0]]
+                edge_index, edge_ids = {et: ei}, {et: ids}
+            else:
+                span = {k: (a, b) for k, a, b in segments}
+                edge_index, edge_ids = {}, {}
+                for k in sampled:
                     a, b = span.get(k, (0, 0))
-                    edge_index[et], edge_ids[et] = _cut(ei, a, b), _cut(ids, a, b)
-            for et in edge_types:
-                edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
-            blocks.append(Block(edge_index, dict(zip(types, after)), dict(zip(types, map(int, before))), edge_ids,
-                                dst_sorted=True))  # (work items in dst order)
-        return MiniBatch(
-            seeds_by_type={types[t]: ids for t, ids in seeds},
-            input_nodes_by_type=dict(zip(types, nodes)),
-            blocks=blocks[::-1],
-            seed_type=None if by_type else types[seeds[0][0]],
-            nodes_per_hop={t: _new_per_hop(reached, i) for i, t in enumerate(types)},
-            edges_per_hop=edges_per_hop,
-        )
+                    edge_index[edge_types[k]], edge_ids[edge_types[k]] = _cut(ei, a, b), _cut(ids, a, b)
+            blocks.append(Block(edge_index, num_src, num_dst, edge_ids, True))  # (dst_sorted: work items in dst order)
+        seeds = {types[t]: ids for t, ids in seeds}
+        # (positional: the batch's fields in their order, and the per-hop counts when read: a 64-seed batch notices)
+        return MiniBatch(seeds, dict(zip(types, nodes)), blocks[::-1], None, None, None,
+                         None if by_type else next(iter(seeds)), Counted(lambda: _nodes_per_hop(types, seeds, blocks)),
+                         Counted(lambda: _edges_per_hop(edge_types, blocks)))
 
     def _item(self, cols, seg_start, seg_et, i: int) -> tuple[int, int]:
         """Work item ``i``'s edge type index and dst node id."""
@@ -362,10 +354,17 @@ class NeighborSampler:
                 f"hop_nodes={self.hop_nodes!r}, seed_type={self.seed_type!r}, seed={self.seed}, graph={self.graph!r})")
 
 
-def _new_per_hop(reached: list[list[int]], i: int) -> list[int]:
-    """Type ``i``'s nodes first reached at each hop, from its count so far at each hop (plain ints: a batch's few hops
-    are cheaper in Python than in NumPy)."""
-    return [reached[0][i]] + [b[i] - a[i] for a, b in zip(reached, reached[1:])]
+def _nodes_per_hop(types: list[str], seeds: dict[str, torch.Tensor], blocks: list[Block]) -> dict[str, list[int]]:
+    """Per node type, the nodes first reached at each hop (hop 0: the seeds), from the hops' blocks (innermost
+    first)."""
+    return {t: [seeds[t].numel() if t in seeds else 0] + [b.num_src_by_type[t] - b.num_dst_by_type[t] for b in blocks]
+            for t in types}
+
+
+def _edges_per_hop(edge_types: list[EdgeType], blocks: list[Block]) -> dict[EdgeType, list[int]]:
+    """Per edge type, the edges sampled at each hop, from the hops' blocks (innermost first)."""
+    return {et: [b.edge_index_by_type[et].shape[1] if et in b.edge_index_by_type else 0 for b in blocks]
+            for et in edge_types}
 
 
 def _cut(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
