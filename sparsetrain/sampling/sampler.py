@@ -213,7 +213,10 @@ class NeighborSampler:
         the graph's GPU) averaged into ``out.neighbor_mean`` in the same run, with no host read either."""
         if not isinstance(inp, SamplerInput):
             inp = SamplerInput(inp)
-        seed_type = self._padded_seed_type(inp)
+        why = self.padded_refusal() or ("the seeds are a dict by type" if isinstance(inp.seeds, dict) else None)
+        if why is not None:
+            raise BackendError(f"padded batches need the one-type graph, and {why}; call sample() for others")
+        seed_type = self._seed_type(inp.node_type)
         backend = self._backend.select([(seed_type, inp.seeds)])
         if not backend.padded:
             raise BackendError("padded batches are sampled on the GPU; call sample() for others")
@@ -221,13 +224,10 @@ class NeighborSampler:
         key = self._key(inp)
         backend.sample_padded(self, inp.seeds, key, out, capture, self._padded_hop(key, out, features))
 
-    def _padded_seed_type(self, inp: SamplerInput) -> int:
-        """The seeds' node type of a padded batch: the one-type GPU graph's (the padded kernels sample one node and one
-        edge type), refused here once otherwise."""
-        if self.graph.is_typed or isinstance(inp.seeds, dict):
-            raise BackendError("padded batches need the one-type GPU graph (node type '_N', one tensor of seeds); call "
-                               "sample() for others")
-        return self._seed_type(inp.node_type)
+    def padded_refusal(self) -> str | None:
+        """Why this sampler's graph cannot give padded batches (None: it can): the padded kernels sample one node and
+        one edge type, the one-type graph's. The one rule, read by :meth:`sample_padded` and the static step's plan."""
+        return f"the graph has node types {self.graph.node_types}" if self.graph.is_typed else None
 
     def _padded_hop(self, key: int, out, features):
         """A fused sampler's last hop of padded batch ``key``, averaged over ``features`` into ``out.neighbor_mean``

@@ -81,8 +81,10 @@ def _not_sampled_in(loader, step: StaticStep) -> str | None:
         return f"the step runs on {device}"
     if not (isinstance(sampler, NeighborSampler) and sampler.has_gpu_path):
         return f"the sampler ({type(sampler).__name__}) has no GPU path"
-    if not on_step_device(sampler.graph.indptr) or sampler.graph.is_typed:
-        return "the graph is not a homogeneous graph in the step's GPU memory"
+    if sampler.padded_refusal() is not None:
+        return f"padded batches need the one-type graph and {sampler.padded_refusal()}"
+    if not on_step_device(sampler.graph.indptr):
+        return "the graph is not in the step's GPU memory"
     if not (isinstance(store, TensorFeatures) and on_step_device(store.tensor)):
         return f"the features ({type(store).__name__}) are not one tensor in the step's GPU memory"
     if not (isinstance(labels, torch.Tensor) and on_step_device(labels)):
