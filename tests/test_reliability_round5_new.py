@@ -291,7 +291,7 @@ def _loader(root, **kwargs):
     ({"indices": "abc"}, ValueError, "indices"),
     ({"indices": torch.tensor([0.0, 1.0])}, ValueError, "indices"),
     ({"indices": torch.ones(200, dtype=torch.bool)}, ValueError, "indices"),
-    ({"indices": {"paper": torch.arange(3)}}, ValueError, "one node type"),
+    ({"indices": {"paper": torch.arange(3)}}, ValueError, "no node type 'paper'; key the ids by its node types ['_N']"),
     ({"device": "tpu"}, ValueError, "device='tpu'"),
     ({"bogus": 1}, TypeError, "'bogus'"),
 ], ids=["bs-0", "bs-float", "bs-bool", "drop-last-str", "shuffle-str", "ddp-str", "replace-str", "prefetch-int",

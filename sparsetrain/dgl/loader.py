@@ -240,8 +240,8 @@ def _flat_indices(indices, csc: CSCGraph) -> tuple[torch.Tensor, torch.Tensor]:
         types, ids = [], []
         for node_type, value in indices.items():
             if node_type not in names:
-                raise InputError(f"DataLoader indices: the graph has no node type {node_type!r}; its node types: "
-                                 f"{names}")
+                raise InputError(f"DataLoader indices: the graph has no node type {node_type!r}; key the ids by "
+                                 f"its node types {names} (or give one tensor of ids on a graph of one node type)")
             t = _ids(value, f"indices[{node_type!r}]")
             ids.append(t)
             types.append(torch.full_like(t, names.index(node_type)))
