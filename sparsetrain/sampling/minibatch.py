@@ -105,13 +105,9 @@ def _no_edges(*shape: int) -> torch.Tensor:
     return torch.zeros(*shape, 0, dtype=torch.int64)
 
 
-def _move(value, device, non_blocking: bool):
-    """A tensor, or a dict of them, on ``device`` (``None`` stays ``None``)."""
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        return {k: v.to(device, non_blocking=non_blocking) for k, v in value.items()}
-    return value.to(device, non_blocking=non_blocking)
+def _move(values: dict | None, device, non_blocking: bool) -> dict | None:
+    """A dict of tensors by type on ``device`` (``None`` stays ``None``)."""
+    return None if values is None else {k: v.to(device, non_blocking=non_blocking) for k, v in values.items()}
 
 
 def _size(num_src, num_dst) -> tuple:
@@ -329,7 +325,7 @@ class MiniBatch:
             input_nodes_by_type=_move(self.input_nodes_by_type, device, non_blocking),
             blocks=[b.to(device, non_blocking) for b in self.blocks],
             x_by_type=_move(self.x_by_type, device, non_blocking),
-            y=_move(self.y, device, non_blocking),
+            y=None if self.y is None else self.y.to(device, non_blocking=non_blocking),
             batch_by_type=_move(self.batch_by_type, device, non_blocking),
             subgraph=None if self.subgraph is None else self.subgraph.to(device, non_blocking),
             edge_attr_by_type=None if self.edge_attr_by_type is None else [_move(e, device, non_blocking)

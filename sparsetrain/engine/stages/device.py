@@ -86,8 +86,7 @@ class CopyToDevice:
     def __call__(self, mb) -> Staged:
         """Issue the batch's copies (inside :meth:`stream` on CUDA)."""
         if not self._cuda:
-            x = next(iter(mb.x.values()), None) if isinstance(mb.x,
-                                                              dict) else mb.x  # typed batches hold x per node type
+            x = next(iter((mb.x_by_type or {}).values()), None)
             return Staged(mb if x is None or x.device == self.device else mb.to(self.device))
         side = self._side_stream()
         with torch.cuda.stream(side):
