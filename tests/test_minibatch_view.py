@@ -84,6 +84,9 @@ def test_a_typed_batch_views_as_dicts_and_padded_batches_refuse_it_once():
     assert mb.is_typed and mb.input_nodes is mb.input_nodes_by_type and set(mb.input_nodes) == {"a", "b"}
     assert mb.seeds.tolist() == [1, 4] and mb.seed_type == "b"
     assert isinstance(mb.blocks[-1].edge_index, dict) and mb.blocks[-1].num_dst == {"a": 0, "b": 2}
+    for block in mb.blocks:  # dst_sorted holds per edge type, as a typed block's size says
+        assert block.to_pyg()[1].dst_sorted
+        assert all(torch.equal(ei[1], ei[1].sort().values) for ei in block.edge_index_by_type.values())
     assert sampler.padded_refusal() == "the graph has node types ['a', 'b']"
     with pytest.raises(BackendError, match="padded batches need the one-type graph, and the graph has node types"):
         sampler.sample_padded(torch.tensor([1]), out=None)
