@@ -9,6 +9,7 @@ import torch
 
 from sparsetrain.errors import InputError
 from sparsetrain.sampling import CSCGraph, Fanouts
+from sparsetrain.sampling.graph import TypeLayout
 
 NUM_NODES = {"paper": 7, "author": 5, "topic": 3}
 
@@ -92,7 +93,7 @@ def test_typed_wraps_flat_arrays_and_checks_their_shape():
         CSCGraph.typed(NUM_NODES, g.edge_types, g.indptr[:-1], g.indices)
     with pytest.raises(InputError, match="names node type 'venue'"):
         CSCGraph.typed(NUM_NODES, [("venue", "r", "paper")], torch.zeros(8, dtype=torch.int64), g.indices[:0])
-    with pytest.raises(InputError, match="homogeneous graph.*relation"):
+    with pytest.raises(InputError, match="one edge type.s edges.*relation"):
         g.out_degrees()
     moved = g.in_memory()
     assert moved.is_typed and moved.num_nodes == NUM_NODES and torch.equal(moved.indices, g.indices)
@@ -104,7 +105,10 @@ def test_a_homogeneous_graph_is_the_one_type_case():
     g = CSCGraph.from_edge_index(ei, 7)
     assert not g.is_typed and g.num_nodes == 7 and g.node_types == ["_N"] and g.edge_types == [("_N", "_E", "_N")]
     assert g.num_edges_per_type == {("_N", "_E", "_N"): 15}
-    assert g.relation(("_N", "_E", "_N")) is g and dict(g.edges) == {("_N", "_E", "_N"): g}
+    assert g.types == TypeLayout({"_N": 7}, (("_N", "_E", "_N"),)) and g.type_layout is g.types
+    rel = g.relation(("_N", "_E", "_N"))  # the one relation holds the graph's own arrays (no copy)
+    assert not rel.is_typed and list(g.edges) == [("_N", "_E", "_N")] and rel.types == g.types
+    assert all(getattr(rel, f).data_ptr() == getattr(g, f).data_ptr() for f in ("indptr", "indices", "edge_perm"))
     from sparsetrain.sampling import NeighborSampler, SamplerInput
 
     sampler = NeighborSampler(g, {("_N", "_E", "_N"): [2]}, seed=0)
