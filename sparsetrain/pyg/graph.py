@@ -33,7 +33,7 @@ class PyGGraph:
     """``graph`` and what PyG's sampler contract needs beside it.
 
     ``hetero``: PyG sees typed data (``HeteroSamplerOutput``); else the graph is the one-type case. Left out, the
-    graph's own view (:attr:`CSCGraph.is_typed`): the adapter's one view decision. ``node_time`` /
+    graph's own view: the adapter's one view decision. ``node_time`` /
     ``edge_time``: ``{node_type: [N]}`` / ``{edge_type: [E]}`` (homogeneous: the one type's key), or ``None``.
     """
 

@@ -12,8 +12,8 @@ A typed graph (node types, edge types ``(src_type, relation, dst_type)``) is the
 source-type-local ids, and ``weights`` / ``edge_perm`` follow the same order (``edge_perm[p]``: the edge's id within
 its own edge type, PyG's per-type ``e_id``). Every graph has a :class:`TypeLayout`: a homogeneous graph is the
 one-type case, node type ``"_N"`` and edge type ``("_N", "_E", "_N")`` (DGL's default names), and the code reading a
-graph loops over its types alike. Only the user's view differs, decided in one place (:attr:`CSCGraph.is_typed`):
-the one-type graph's ``num_nodes`` is an int rather than a dict.
+graph loops over its types alike. Only the user's view differs, decided in one place (``CSCGraph._view``): the
+one-type graph's ``num_nodes`` is an int rather than a dict, and its ``repr`` names no edge types.
 """
 
 from __future__ import annotations
@@ -264,6 +264,14 @@ class CSCGraph:
         ``("_N", "_E", "_N")``), whose ``num_nodes`` is an int; True when ``num_nodes`` etc. are dicts per type."""
         return list(self.types.num_nodes) != [NODE_TYPE] or self.types.edge_types != (EDGE_TYPE,)
 
+    def _view(self) -> tuple[int | dict[str, int], str]:
+        """The user's view, in this one place: ``num_nodes`` (an int on the one-type graph, else the dict per node type)
+        and what ``repr`` adds for the types (nothing on the one-type graph)."""
+        counts = dict(self.types.num_nodes)
+        if self.is_typed:
+            return counts, f", edge_types={len(self.types.edge_types)}"
+        return counts[NODE_TYPE], ""
+
     @property
     def type_layout(self) -> TypeLayout:
         """The graph's :class:`TypeLayout` (``types``; a homogeneous graph's is the one-type case)."""
@@ -458,8 +466,7 @@ class CSCGraph:
     @property
     def num_nodes(self) -> int | dict[str, int]:
         """Node count: an int for a homogeneous graph, ``{node_type: count}`` for a typed one (GraphBolt's way)."""
-        counts = dict(self.types.num_nodes)
-        return counts if self.is_typed else counts[NODE_TYPE]
+        return self._view()[0]
 
     @property
     def num_edges(self) -> int:
@@ -490,8 +497,8 @@ class CSCGraph:
 
     def __repr__(self) -> str:
         weighted = ", weighted" if self.weights is not None else ""
-        typed = f", edge_types={len(self.types.edge_types)}" if self.is_typed else ""
-        return (f"CSCGraph(num_nodes={self.num_nodes}{typed}, num_edges={self.num_edges}, "
+        num_nodes, kinds = self._view()
+        return (f"CSCGraph(num_nodes={num_nodes}{kinds}, num_edges={self.num_edges}, "
                 f"indices={self.indices.dtype}{weighted})")
 
 
