@@ -67,8 +67,8 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
     with no host read (:mod:`.padded`): the batch's arrays are sized by its shapes, its sizes stay on the device, and
     its checks are raised one batch (or more) late, by a later call on the same workspace or by its ``late.drain()``.
     Returns ``padded``. ``capture``: a full padded batch (as many seeds as ``padded`` holds) is captured once per ring
-    slot and replayed after (:mod:`.capture`; the workspace then samples this graph and layout only); any other runs as without it.
-    ``fused`` (with ``padded``): a fused sampler's last hop (:class:`~.fused_mean.PaddedHop`), drawn and averaged into
+    slot and replayed after (:mod:`.capture`; the workspace then samples this graph and layout only); any other runs
+    as without it. ``fused`` (with ``padded``): a fused sampler's last hop (:class:`~.fused_mean.PaddedHop`), drawn and averaged into
     ``padded.neighbor_mean`` after the hops, in the same run (and the same captured graph); its damage check rides in
     the batch's record.
     """
