@@ -63,14 +63,14 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
     from) or the edge type. ``workspace``: a :class:`DeviceWorkspace` over ``ops`` kept from batch to batch (default:
     one for this batch).
 
-    ``padded`` (a homogeneous batch only, which ``NeighborSampler.sample_padded`` checks): sample into its buffers,
-    with no host read (:mod:`.padded`): the batch's arrays are sized by its shapes, its sizes stay on the device, and
-    its checks are raised one batch (or more) late, by a later call on the same workspace or by its ``late.drain()``.
+    ``padded`` (a homogeneous batch only, which ``NeighborSampler.sample_padded`` checks): sample into its buffers, with
+    no host read (:mod:`.padded`): the batch's arrays are sized by its shapes, its sizes stay on the device, and its
+    checks are raised one batch (or more) late, by a later call on the same workspace or by its ``late.drain()``.
     Returns ``padded``. ``capture``: a full padded batch (as many seeds as ``padded`` holds) is captured once per ring
-    slot and replayed after (:mod:`.capture`; the workspace then samples this graph and layout only); any other runs
-    as without it. ``fused`` (with ``padded``): a fused sampler's last hop (:class:`~.fused_mean.PaddedHop`), drawn and averaged into
-    ``padded.neighbor_mean`` after the hops, in the same run (and the same captured graph); its damage check rides in
-    the batch's record.
+    slot and replayed after (:mod:`.capture`; the workspace then samples this graph and layout only); any other runs as
+    without it. ``fused`` (with ``padded``): a fused sampler's last hop (:class:`~.fused_mean.PaddedHop`), drawn and
+    averaged into ``padded.neighbor_mean`` after the hops, in the same run (and the same captured graph); its damage
+    check rides in the batch's record.
     """
     if max_degree is None and (layout.fanouts < 0).any():
         max_degree = max_degrees(indptr if isinstance(indptr, np.ndarray) else indptr.copy_to_host(), layout)
