@@ -149,9 +149,10 @@ def test_typed_sampling_has_every_option_of_the_homogeneous_one():
 
 
 def test_one_relation_methods_read_a_one_edge_type_graph_and_reverse_keeps_the_dtype():
-    """A graph of one edge type, typed or not, answers ``out_degrees`` / ``to_edge_index`` / ``columns`` (NumPy's counts
-    of the same edges); ``reverse`` flips every edge (NumPy's sort) and keeps ``indices``' dtype; ``num_sources`` sets the
-    reversed graph's columns; one edge type's CSCGraph (typed included) is a relation ``from_relations`` takes."""
+    """A graph of one edge type, typed or not, answers ``out_degrees`` / ``to_edge_index`` / ``columns`` (NumPy's
+    counts of the same edges); ``reverse`` flips every edge (NumPy's sort) and keeps ``indices``' dtype;
+    ``num_sources`` sets the reversed graph's columns; one edge type's CSCGraph (typed included) is a relation
+    ``from_relations`` takes."""
     ei = edge_lists(3)[("author", "writes", "paper")]
     src, dst = ei.numpy()
     one = CSCGraph.from_edge_index_dict({("author", "writes", "paper"): ei}, {"author": 5, "paper": 7})
