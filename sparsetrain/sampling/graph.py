@@ -319,7 +319,7 @@ class CSCGraph:
             self._one_relation("reverse")
             sizes[self.types.edge_types[0][0]] = int(num_sources)
         relations = {(et[2], et[1], et[0]): self.relation(et)._reversed(sizes[et[0]]) for et in self.types.edge_types}
-        return CSCGraph.from_relations(sizes, relations, index_dtype=self.indices.dtype)
+        return CSCGraph.from_relations(sizes, relations, index_dtype=self.indices.dtype).to(self.device)
 
     def _reversed(self, num_src: int) -> CSCGraph:
         """One relation turned around: ``num_src`` columns (its source nodes), each listing its out-neighbors."""
