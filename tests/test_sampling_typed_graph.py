@@ -183,3 +183,14 @@ def test_type_named_names_a_type_and_nothing_for_the_one_type():
     assert type_named("_N") == "" and type_named(("_N", "_E", "_N")) == ""
     assert type_named("paper") == "node type 'paper': " and type_named(("a", "r", "b"), end=" ") == \
         "edge type ('a', 'r', 'b') "
+
+
+def test_seeds_outside_their_type_name_the_type_and_nothing_on_a_homogeneous_graph():
+    from sparsetrain.sampling import NeighborSampler
+
+    typed = CSCGraph.from_edge_index_dict(edge_lists(), NUM_NODES)
+    with pytest.raises(InputError, match=r"^node type 'topic': seeds has ids outside \[0, 3\); seeds must be node"):
+        NeighborSampler(typed, [2], seed_type="topic").sample(torch.tensor([5]))
+    homo = CSCGraph.from_edge_index(edge_lists()[("paper", "cites", "paper")], 7)
+    with pytest.raises(InputError, match=r"^seeds has ids outside \[0, 7\); seeds must be node ids of this graph$"):
+        NeighborSampler(homo, [2]).sample(torch.tensor([9]))
