@@ -229,7 +229,7 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
         check_range(folder / entry["file"], ds.labels_by_type[t].numpy(), -1, entry["num_classes"], "label", chunk)
     for name, idx in ds.split.items():
         file = folder / fmt.split_file(name)
-        check_range(file, idx.numpy(), 0, counts[ds.target_type], _node_word(ds.target_type), chunk)
+        check_range(file, idx.numpy(), 0, counts[ds.target_type], fmt.node_word(ds.target_type), chunk)
         check_increasing(file, idx.numpy(), True, "split node ids", chunk)
     verify_edge_splits(ds, chunk)
     for name in [*meta.get("node_time", {}).values(), *(e.get("time") for e in meta["edge_types"])]:
@@ -262,11 +262,6 @@ def verify_edge_splits(ds: GraphDataset, chunk: int = _CHUNK) -> None:
                                 first=row * edges.shape[1])
 
 
-def _node_word(node_type: str) -> str:
-    """How errors name a node of a type: "node" for the one type of a homogeneous graph."""
-    return "node" if node_type == fmt.NODE else f"{node_type!r} node"
-
-
 def _check_finite_times(path: Path, times: np.ndarray, chunk: int) -> None:
     if times.dtype.kind != "f":
         return
@@ -294,7 +289,7 @@ def _verify_topology(ds: GraphDataset, chunk: int) -> None:
     start = 0
     for et, entry in zip(ds.edge_types, ds.meta["edge_types"]):
         end = start + entry["num_edges"]
-        check_range(folder / fmt.INDICES, indices[start:end], 0, ds.meta["node_types"][et[0]], _node_word(et[0]),
+        check_range(folder / fmt.INDICES, indices[start:end], 0, ds.meta["node_types"][et[0]], fmt.node_word(et[0]),
                     chunk, check,
                     first=start)
         if edge_ids is not None:

@@ -155,6 +155,12 @@ def of_node_type(node_type: str | None, lead: str = " of ", unnamed: str = "") -
     return unnamed if name is None else f"{lead}node type {name!r}"
 
 
+def node_word(node_type: str) -> str:
+    """How errors name a node of a type: ``"'paper' node"``; ``"node"`` for a homogeneous graph's one type."""
+    name = user_type_name(node_type)
+    return "node" if name is None else f"{name!r} node"
+
+
 def is_homogeneous(meta: dict) -> bool:
     """One node type and one edge type, named as a homogeneous graph's."""
     return list(meta["node_types"]) == [NODE] and edge_types_of(meta) == [EDGE]
