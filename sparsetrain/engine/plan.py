@@ -107,7 +107,7 @@ class Kind:
     """The settings this kind cannot honour, each refused in one line."""
 
 
-_ONE_TYPE = "a typed dataset"
+_TYPED = "a typed dataset"
 KINDS = {
     False: Kind(
         described="a homogeneous dataset (one node type and one edge type)", models=MODELS,
@@ -123,9 +123,9 @@ KINDS = {
             Refusal(lambda s: s.data.task == "link", DatasetError, "--task link: {path} is a typed (heterogeneous) "
                     "dataset; link prediction trains on homogeneous datasets made with --link-split"),
             Refusal(lambda s: s.run.step == "static", SettingError, "--step static pads GraphSAGE node classification "
-                    f"batches of a homogeneous graph, not {_ONE_TYPE}; drop --step static"),
+                    f"batches of a homogeneous graph, not {_TYPED}; drop --step static"),
             Refusal(lambda s: s.sampling.fuse_last_hop, SettingError, "--fuse-last-hop feeds GraphSAGE's first layer "
-                    f"in node classification on a homogeneous graph, not {_ONE_TYPE}; drop --fuse-last-hop"),
+                    f"in node classification on a homogeneous graph, not {_TYPED}; drop --fuse-last-hop"),
             Refusal(lambda s: s.features.placement == "sharded", SettingError, "--features sharded: typed datasets are "
                     "not sharded yet; pass --features mmap, disk, memory, device or pinned"),
             Refusal(lambda s: s.run.eval == "full", SettingError, "--eval full: typed datasets evaluate on sampled "
