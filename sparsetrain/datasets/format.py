@@ -142,6 +142,25 @@ def count_name(node_type: str) -> str:
     return "num_nodes" if node_type == NODE else f"the count of node type {node_type!r}"
 
 
+def user_type_name(node_type: str | None) -> str | None:
+    """A node type's name as the user knows it: None for a homogeneous graph's one type ``_N`` (which has no name to
+    give), the name itself for a typed graph's (never the reserved ``_N``)."""
+    return None if node_type == NODE else node_type
+
+
+def of_node_type(node_type: str | None, lead: str = " of ", unnamed: str = "") -> str:
+    """The words naming a node type in a message: ``" of node type 'paper'"`` (``lead`` first); ``unnamed`` for a
+    homogeneous graph's one type (and for None), which has no name to give."""
+    name = user_type_name(node_type)
+    return unnamed if name is None else f"{lead}node type {name!r}"
+
+
+def node_word(node_type: str) -> str:
+    """How errors name a node of a type: ``"'paper' node"``; ``"node"`` for a homogeneous graph's one type."""
+    name = user_type_name(node_type)
+    return "node" if name is None else f"{name!r} node"
+
+
 def is_homogeneous(meta: dict) -> bool:
     """One node type and one edge type, named as a homogeneous graph's."""
     return list(meta["node_types"]) == [NODE] and edge_types_of(meta) == [EDGE]
