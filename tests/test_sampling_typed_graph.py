@@ -180,7 +180,7 @@ def test_one_relation_methods_read_a_one_edge_type_graph_and_reverse_keeps_the_d
 def test_type_named_names_a_type_and_nothing_for_the_one_type():
     from sparsetrain.sampling.graph import type_named
 
-    assert type_named("_N") == "" and type_named(("_N", "_E", "_N")) == ""
+    assert type_named("_N") == "" and type_named(("_N", "_E", "_N"), unnamed="the graph") == "the graph"
     assert type_named("paper") == "node type 'paper': " and type_named(("a", "r", "b"), end=" ") == \
         "edge type ('a', 'r', 'b') "
 

@@ -63,7 +63,7 @@ class PartitionedFeatures(FeatureSource):
         t = types.index(node_type)
         local = part.features_by_type.get(types.node_types[t])
         if local is None:
-            what = type_named(types.node_types[t], end="") or "the part"
+            what = type_named(types.node_types[t], end="", unnamed="the part")
             raise InputError(f"{part.path}: {what} has no owned features; partition a dataset that has "
                              "node features (of that type)")
         super().__init__((int(types.type_offset[t + 1] - types.type_offset[t]), *local.row_shape), local.dtype, "cpu")

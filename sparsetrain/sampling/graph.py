@@ -38,11 +38,11 @@ EDGE_TYPE: EdgeType = ("_N", "_E", "_N")
 
 
 
-def type_named(t: str | EdgeType, end: str = ": ") -> str:
+def type_named(t: str | EdgeType, end: str = ": ", unnamed: str = "") -> str:
     """How an error message names node type or edge type ``t``, followed by ``end`` (``"edge type ('a', 'r', 'b'): "``,
-    ``"node type 'paper': "``); nothing for a homogeneous graph's one type, whose messages name no type."""
+    ``"node type 'paper': "``); ``unnamed`` for a homogeneous graph's one type, which has no name to give."""
     if t in (NODE_TYPE, EDGE_TYPE):
-        return ""
+        return unnamed
     return f"edge type {t}{end}" if isinstance(t, tuple) else f"node type {t!r}{end}"
 
 
