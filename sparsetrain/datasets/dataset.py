@@ -22,7 +22,7 @@ from sparsetrain.datasets.checks import array_chunks, check_increasing, check_ra
 from sparsetrain.datasets.edge_split import EdgeSplit
 from sparsetrain.datasets.format import EdgeType
 from sparsetrain.errors import DamagedFileError, DatasetError
-from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.graph import CSCGraph, TypeLayout
 from sparsetrain.storage.mmap import MmapFeatures
 
 
@@ -394,11 +394,8 @@ def _open_graph(folder: Path, meta: dict) -> tuple[CSCGraph, dict[EdgeType, torc
         flat = torch.from_numpy(format_array(folder, meta, fmt.EDGE_IDS, ("int64",), (num_edges,)))
         starts = np.cumsum([0] + [entry["num_edges"] for entry in meta["edge_types"]]).tolist()
         edge_ids = {et: flat[starts[k] : starts[k + 1]] for k, et in enumerate(edge_types)}
-    if fmt.is_homogeneous(meta):  # the plain CSC: no type offsets to carry
-        return CSCGraph(arrays["indptr"], arrays["indices"], arrays.get("weights"), files=files), edge_ids
-    graph = CSCGraph.typed(dict(counts), edge_types, arrays["indptr"], arrays["indices"], arrays.get("weights"),
-                           files=files)
-    return graph, edge_ids
+    types = TypeLayout(dict(counts), tuple(edge_types))
+    return CSCGraph(arrays["indptr"], arrays["indices"], arrays.get("weights"), files=files, types=types), edge_ids
 
 
 def _edge_splits(folder: Path, meta: dict) -> dict[str, EdgeSplit]:
