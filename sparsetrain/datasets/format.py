@@ -54,7 +54,7 @@ import numpy as np
 
 from sparsetrain._sigbus import watch
 from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
+from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType, type_named
 
 FORMAT_NAME = "sparsetrain-graph"
 FORMAT_VERSION = 3
@@ -151,8 +151,8 @@ def user_type_name(node_type: str | None) -> str | None:
 def of_node_type(node_type: str | None, lead: str = " of ", unnamed: str = "") -> str:
     """The words naming a node type in a message: ``" of node type 'paper'"`` (``lead`` first); ``unnamed`` for a
     homogeneous graph's one type (and for None), which has no name to give."""
-    name = user_type_name(node_type)
-    return unnamed if name is None else f"{lead}node type {name!r}"
+    named = type_named(node_type or NODE, "")
+    return f"{lead}{named}" if named else unnamed
 
 
 def node_word(node_type: str) -> str:
