@@ -326,7 +326,7 @@ def _summary(ds) -> str:
     classes (a type named only when the graph has named types: :func:`_label`)."""
     features = ", ".join(f"{_label(t)}{f.shape[1]} features" for t, f in ds.features_by_type.items()) or "no features"
     return (f"{sum(ds.num_nodes_by_type.values())} nodes, {ds.graph.num_edges} edges, {features}, "
-            f"{_label(ds.target_type)}{_classes(ds)}")
+            f"{_label(ds.target_type, note=' (target)')}{_classes(ds)}")
 
 
 def _label(name: str | tuple | None, width: int = 0, note: str = "") -> str:
