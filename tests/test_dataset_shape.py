@@ -78,7 +78,7 @@ def test_tables_must_have_the_shape_of_the_edges(tmp_path):
         st.datasets.from_files(tmp_path / "a", {"a,r,a": tmp_path / "e.csv"}, features=tmp_path / "x.npy")
     with pytest.raises(DatasetError, match="labels=.*with edges of one file give it as one file"):
         st.datasets.from_files(tmp_path / "b", tmp_path / "e.csv", labels={"a": tmp_path / "x.npy"})
-    with pytest.raises(DatasetError, match="target_type='paper'.*drop it"):
+    with pytest.raises(DatasetError, match="target_type='paper'.*drop --target-type"):
         st.datasets.from_files(tmp_path / "c", tmp_path / "e.csv", target_type="paper")
     assert not any(p.name in "abc" for p in tmp_path.iterdir())
 
