@@ -1,10 +1,11 @@
 """The one writer every importer feeds: edges, node tables and splits -> a dataset folder (format version 3).
 
-A homogeneous graph is the one-type case: ``edges`` an :class:`EdgeSource` and ``num_nodes``/``features``/``labels``
-one value each; a typed graph gives a dict by edge type and by node type. Order of work: validate cheap things
-first, build the CSC of every edge type from two streaming passes over its edges (:mod:`~sparsetrain.datasets.topology`,
-each type's columns after the last's), choose a node order (one node type only), then stream features and labels
-straight into their (possibly permuted) rows. Without a reordering, memory is a few arrays per node plus one chunk
+Every input is by type (a :class:`GraphInput`; a homogeneous graph is its one-type case) and every graph runs one
+sequence: the options checked against the graph's kind once (:data:`~sparsetrain.datasets.applicable.IMPORT_RULES`:
+cleaning, link splits and node orders apply to one node and one edge type only, so for a typed graph those steps are
+off and do nothing), the CSC of every edge type built from two streaming passes over its edges
+(:mod:`~sparsetrain.datasets.topology`, each type's columns after the last's), a link split and a node order when
+asked, then features and labels streamed straight into their (possibly permuted) rows. Without a reordering, memory is a few arrays per node plus one chunk
 or bucket, whatever the edge count. Everything goes into a temp folder that is renamed into place only when complete.
 """
 
@@ -65,7 +66,7 @@ LAYOUTS = {ONE_TYPE: _Layout(keep_edge_ids=False, records_order=True),
 @dataclass
 class BuildOptions:
     """How to clean and lay out the graph. ``undirected`` adds reverse edges and merges duplicates (as PyG's
-    ``to_undirected``); ``add_reverse`` (typed graphs) also stores ``(dst, "rev_" + rel, src)`` for every edge type
+    ``to_undirected``); ``add_reverse`` (a typed graph's) also stores ``(dst, "rev_" + rel, src)`` for every edge type
     (PyG's ``ToUndirected``).
 
     ``num_classes``: labels must lie in ``[0, C)``; an int for every labelled node type, or a dict by node type.
@@ -382,8 +383,7 @@ def _write_csc(writer: DatasetWriter, csc: RawCSC, order: np.ndarray | None, fro
 
 
 def _check_edge_features(edges: EdgeFeatures, source: EdgeSource, options: BuildOptions) -> None:
-    merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates", "link_split")
-               if getattr(options, name)]
+    merging = [name for name in _MERGING if getattr(options, name)]
     if merging:
         raise DatasetError(f"{edges.name}: edge features need every edge kept, but {', '.join(merging)} merges or "
                            "drops edges; build without those options, or without edge features")
@@ -400,8 +400,7 @@ def _check_edge_features(edges: EdgeFeatures, source: EdgeSource, options: Build
 
 
 def _check_edge_times(times: TimeColumn, source: EdgeSource, options: BuildOptions) -> None:
-    merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates", "link_split")
-               if getattr(options, name)]
+    merging = [name for name in _MERGING if getattr(options, name)]
     if merging:
         flags = ", ".join("--" + name.replace("_", "-") for name in merging)
         raise DatasetError(f"{times.name}: edge times need every edge kept, but {flags} merges or drops edges; "
