@@ -5,8 +5,9 @@ sequence: the options checked against the graph's kind once (:data:`~sparsetrain
 cleaning, link splits and node orders apply to one node and one edge type only, so for a typed graph those steps are
 off and do nothing), the CSC of every edge type built from two streaming passes over its edges
 (:mod:`~sparsetrain.datasets.topology`, each type's columns after the last's), a link split and a node order when
-asked, then features and labels streamed straight into their (possibly permuted) rows. Without a reordering, memory is a few arrays per node plus one chunk
-or bucket, whatever the edge count. Everything goes into a temp folder that is renamed into place only when complete.
+asked, then features and labels streamed straight into their (possibly permuted) rows. Without a reordering, memory
+is a few arrays per node plus one chunk or bucket, whatever the edge count. Everything goes into a temp folder that is
+renamed into place only when complete.
 """
 
 from __future__ import annotations
