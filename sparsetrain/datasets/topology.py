@@ -40,8 +40,9 @@ _GROWTH_GUARD = 1 << 27
 
 def _far_id_error(edges: EdgeSource, where: str, column: str, node: int, num_edges: str,
                   node_type: str) -> DatasetError:
-    flag = fmt.count_flag(node_type)  # "--num-nodes" or "--node-count TYPE=N"
-    count = flag.replace("=N", f"={node + 1}") if flag.endswith("=N") else f"{flag} {node + 1}"
+    flag, n = fmt.count_flag(node_type), node + 1  # "--num-nodes" or "--node-count TYPE=N"
+    count = (flag.replace("=N", f"={n} (num_nodes={{{node_type!r}: {n}}} in Python)") if flag.endswith("=N")
+             else f"{flag} {n} (num_nodes={n} in Python)")
     return DatasetError(
         f"{edges.name}: {where}, {column}: node id {node} is far beyond {num_edges} and would make {node + 1} nodes; "
         f"fix the id, or pass {count} if the graph really has that many nodes"
@@ -271,8 +272,8 @@ def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], cou
         passes.append((et, source, bucket_ranges(degrees, BUCKET_EDGES // 4 if with_ids else None), raw_edges))
         del degrees
     if not any(p[3] for p in passes):
-        raise DatasetError(f"{', '.join(source.name for source in edges.values())}: no edges; an edge list needs at "
-                           "least one 'src, dst' row")
+        raise DatasetError(f"{', '.join(source.name for source in edges.values())}: holds no edges; an edge list needs "
+                           "at least one 'src, dst' row")
     weighted = [et for et, source in edges.items() if source.weighted]
     if weighted and len(weighted) != len(edges):
         raise DatasetError(f"edge type {weighted[0]} has edge weights but "
