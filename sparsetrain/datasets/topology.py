@@ -49,11 +49,6 @@ def _far_id_error(edges: EdgeSource, where: str, column: str, node: int, num_edg
     )
 
 
-def _of_type(node_type: str) -> str:
-    """Names the type of an id in a message (``'paper' node id 7``), nothing for a homogeneous graph's one type."""
-    return "" if node_type == fmt.NODE else f"{node_type!r} "
-
-
 class _EdgeCheck:
     """Validates each chunk of pass 1: ids in range at both ends, weights finite and >= 0.
 
@@ -79,16 +74,16 @@ class _EdgeCheck:
             n = self.counts[node_type]
             if low < 0:
                 row = int(np.flatnonzero(ids < 0)[0])
-                raise DatasetError(f"{edges.name}: {edges.where(first_row + row)}, {column}: {_of_type(node_type)}"
-                                   f"node id {ids[row]} is negative; node ids must be in [0, "
+                raise DatasetError(f"{edges.name}: {edges.where(first_row + row)}, {column}: "
+                                   f"{fmt.node_word(node_type)} id {ids[row]} is negative; node ids must be in [0, "
                                    f"{fmt.count_name(node_type)})")
             if n is not None:
                 if high >= n:
                     row = int(np.flatnonzero(ids >= n)[0])
                     raise DatasetError(
-                        f"{edges.name}: {edges.where(first_row + row)}, {column}: {_of_type(node_type)}"
-                        f"node id {ids[row]} is out of range [0, {n}) ({self.nodes_from[node_type]}); fix the "
-                        f"id, or give every node a row / pass a larger {fmt.count_flag(node_type)}"
+                        f"{edges.name}: {edges.where(first_row + row)}, {column}: {fmt.node_word(node_type)} id "
+                        f"{ids[row]} is out of range [0, {n}) ({self.nodes_from[node_type]}); fix the id, or give "
+                        f"every node a row / pass a larger {fmt.count_flag(node_type)}"
                     )
                 continue
             if self.highest is None or high > self.highest[0]:
