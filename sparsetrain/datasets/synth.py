@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -315,18 +316,8 @@ class _Generator:
     sized_by: str
     feature_dim: int
     num_classes: int
+    write: Callable[[str | os.PathLike, _Sizes, dict], GraphDataset]
     refuses: tuple[str, ...] = ()
-
-
-GENERATORS = {
-    "power-law": _Generator("--nodes and --edges size the graph", feature_dim=100, num_classes=47),
-    "mag": _Generator("--typed sizes the graph with --scale and keeps its node order", feature_dim=128,
-                      num_classes=349, refuses=("--nodes", "--edges", "--label-fraction", "--preset", "--reorder")),
-    "igbh": _Generator("--preset {preset} sizes the graph with IGBH's counts and --scale and keeps its node order",
-                       feature_dim=1024, num_classes=19,
-                       refuses=("--typed", "--nodes", "--edges", "--label-fraction", "--reorder")),
-}
-"""The generators :func:`synthesize` chooses from (:func:`_generator`), read once per call."""
 
 
 def _generator(typed: bool, preset: str | None) -> str:
@@ -376,30 +367,60 @@ def synthesize(
     if refused:
         raise DatasetError(f"{generator.sized_by.format(preset=preset)}; drop {'/'.join(refused)}")
     if preset in PRESETS:  # a homogeneous preset: its sizes where none are given
-        sizes = PRESETS[preset]
-        num_nodes = sizes["nodes"] if num_nodes is None else num_nodes
-        num_edges = sizes["edges"] if num_edges is None else num_edges
-        feature_dim = sizes["feature_dim"] if feature_dim is None else feature_dim
-        num_classes = sizes["classes"] if num_classes is None else num_classes
-        label_fraction = sizes["label_fraction"] if label_fraction is None else label_fraction
-        options = {"feature_dtype": sizes["feature_dtype"], "split_fractions": sizes["split"], **options}
+        known = PRESETS[preset]
+        num_nodes = known["nodes"] if num_nodes is None else num_nodes
+        num_edges = known["edges"] if num_edges is None else num_edges
+        feature_dim = known["feature_dim"] if feature_dim is None else feature_dim
+        num_classes = known["classes"] if num_classes is None else num_classes
+        label_fraction = known["label_fraction"] if label_fraction is None else label_fraction
+        options = {"feature_dtype": known["feature_dtype"], "split_fractions": known["split"], **options}
     feature_dim = generator.feature_dim if feature_dim is None else feature_dim
     num_classes = generator.num_classes if num_classes is None else num_classes
     if feature_dim < 1 or num_classes < 2:  # every generator: a 0 is refused, never read as "the default"
         raise DatasetError(f"--feature-dim {feature_dim} / --classes {num_classes}: need at least 1 feature and 2 "
                            "classes")
-    if kind == "igbh":
-        from sparsetrain.datasets.synth_igbh import igbh_graph
+    sizes = _Sizes(preset, scale, num_nodes, num_edges, feature_dim, num_classes, label_fraction, seed)
+    return generator.write(out_dir, sizes, options)
 
-        if "add_reverse" in options:
-            raise DatasetError(f"--preset {preset} stores MLPerf's reference reverse edges already; drop "
-                               "--add-reverse")
-        graph = igbh_graph(preset, scale, num_classes, feature_dim, seed)
-        return build_dataset(out_dir, graph, BuildOptions(seed=seed, num_classes={"paper": num_classes}, **options))
-    if kind == "mag":
-        graph = mag_graph(scale, num_classes, feature_dim, seed)
-        options = {"add_reverse": True, "split_fractions": MAG_SPLIT, **options}
-        return build_dataset(out_dir, graph, BuildOptions(seed=seed, num_classes={"paper": num_classes}, **options))
+
+@dataclass(frozen=True)
+class _Sizes:
+    """What :func:`synthesize` was asked for, defaults filled in, as the generators read it."""
+
+    preset: str | None
+    scale: float
+    num_nodes: int | None
+    num_edges: int | None
+    feature_dim: int
+    num_classes: int
+    label_fraction: float | None
+    seed: int
+
+
+def _write_igbh(out_dir: str | os.PathLike, sizes: _Sizes, options: dict) -> GraphDataset:
+    """The IGBH-shaped typed graph (:mod:`~sparsetrain.datasets.synth_igbh`)."""
+    from sparsetrain.datasets.synth_igbh import igbh_graph
+
+    if "add_reverse" in options:
+        raise DatasetError(f"--preset {sizes.preset} stores MLPerf's reference reverse edges already; drop "
+                           "--add-reverse")
+    graph = igbh_graph(sizes.preset, sizes.scale, sizes.num_classes, sizes.feature_dim, sizes.seed)
+    return build_dataset(out_dir, graph, BuildOptions(seed=sizes.seed, num_classes={"paper": sizes.num_classes},
+                                                      **options))
+
+
+def _write_mag(out_dir: str | os.PathLike, sizes: _Sizes, options: dict) -> GraphDataset:
+    """The ogbn-mag-shaped typed graph (:mod:`~sparsetrain.datasets.synth_mag`), with its reverse edge types."""
+    graph = mag_graph(sizes.scale, sizes.num_classes, sizes.feature_dim, sizes.seed)
+    options = {"add_reverse": True, "split_fractions": MAG_SPLIT, **options}
+    return build_dataset(out_dir, graph, BuildOptions(seed=sizes.seed, num_classes={"paper": sizes.num_classes},
+                                                      **options))
+
+
+def _write_power_law(out_dir: str | os.PathLike, sizes: _Sizes, options: dict) -> GraphDataset:
+    """The power-law graph of the module docstring."""
+    num_nodes, num_edges, label_fraction, seed = sizes.num_nodes, sizes.num_edges, sizes.label_fraction, sizes.seed
+    feature_dim, num_classes = sizes.feature_dim, sizes.num_classes
     if num_nodes is None or num_edges is None:
         raise DatasetError("--nodes and --edges: both required (num_nodes, num_edges), or pass typed=True (--typed)")
     label_fraction = 1.0 if label_fraction is None else label_fraction
@@ -468,3 +489,16 @@ def synthesize(
                                                           **options))
     finally:
         shutil.rmtree(scratch_dir, ignore_errors=True)
+
+
+GENERATORS = {
+    "power-law": _Generator("--nodes and --edges size the graph", feature_dim=100, num_classes=47,
+                            write=_write_power_law),
+    "mag": _Generator("--typed sizes the graph with --scale and keeps its node order", feature_dim=128,
+                      num_classes=349, write=_write_mag,
+                      refuses=("--nodes", "--edges", "--label-fraction", "--preset", "--reorder")),
+    "igbh": _Generator("--preset {preset} sizes the graph with IGBH's counts and --scale and keeps its node order",
+                       feature_dim=1024, num_classes=19, write=_write_igbh,
+                       refuses=("--typed", "--nodes", "--edges", "--label-fraction", "--reorder")),
+}
+"""The generators :func:`synthesize` chooses from (:func:`_generator`), read once per call."""
