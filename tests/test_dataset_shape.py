@@ -78,7 +78,7 @@ def test_tables_must_have_the_shape_of_the_edges(tmp_path):
         st.datasets.from_files(tmp_path / "a", {"a,r,a": tmp_path / "e.csv"}, features=tmp_path / "x.npy")
     with pytest.raises(DatasetError, match="labels=.*with edges of one file give it as one file"):
         st.datasets.from_files(tmp_path / "b", tmp_path / "e.csv", labels={"a": tmp_path / "x.npy"})
-    with pytest.raises(DatasetError, match="target_type='paper'.*drop it"):
+    with pytest.raises(DatasetError, match="target_type='paper'.*drop --target-type"):
         st.datasets.from_files(tmp_path / "c", tmp_path / "e.csv", target_type="paper")
     assert not any(p.name in "abc" for p in tmp_path.iterdir())
 
@@ -87,12 +87,13 @@ def test_synth_typed_is_synthesize_typed_and_refuses_the_homogeneous_sizes(tmp_p
     code, stdout, stderr = cli("synth", "--typed", "--scale", "0.001", "--classes", "3", "--feature-dim", "4",
                                "--out", tmp_path / "cli")
     assert code == 0, stderr
-    assert "nodes of 4 types" in stdout and "target type paper (3 classes)" in stdout
+    assert "1940 nodes, 42222 edges, paper 4 features" in stdout and "paper (target) 3 classes" in stdout
     ds = st.datasets.synthesize(tmp_path / "py", typed=True, scale=0.001, num_classes=3, feature_dim=4, quiet=True)
     assert ds.is_typed and len(ds.edge_types) == 8 and ds.num_features_by_type["paper"] == 4  # reverses added
     assert _checksums(tmp_path / "cli") == _checksums(tmp_path / "py")
     for extra, words in ((["--nodes", "5"], "drop --nodes"), (["--label-fraction", "0.5"], "drop --label-fraction"),
-                         (["--preset", "papers100m"], "--preset papers100m sizes a homogeneous graph"),
+                         (["--preset", "papers100m"], "--typed sizes the graph with --scale and keeps its node order; "
+                                                      "drop --preset"),
                          (["--reorder", "degree"], "drop --reorder"),
                          # a 0 was read as "the default" (349 classes, 128 features) and written, exit 0
                          (["--classes", "0"], "--classes 0: need at least 1 feature and 2 classes"),

@@ -159,7 +159,7 @@ def test_version2_folder_loads_to_the_tensors_of_version3(tmp_path, cli):
     assert old.labels.keys() == new.labels.keys() == {"v0"} and torch.equal(old.labels["v0"], new.labels["v0"])
     assert torch.equal(old.split["train"], new.split["train"])
     code, out, _ = cli("info", tmp_path / "v2")
-    assert code == 0 and "format version 2, typed" in out and "structure OK" in out
+    assert code == 0 and "format version 2," in out and "v0 (target)" in out and "structure OK" in out
 
 
 def test_damaged_version2_relation_is_named_by_verify(tmp_path):

@@ -204,7 +204,7 @@ def test_synth_igbh_preset_cli(cli, tmp_path):
     code, out, err = cli("synth", "--preset", "igbh-tiny", "--scale", "0.001", "--feature-dim", "4", "--out",
                          tmp_path / "g")
     assert code == 0, err
-    assert "target type paper (19 classes)" in out
+    assert "paper (target) 19 classes" in out
     code, _, err = cli("synth", "--preset", "igbh-tiny", "--nodes", "10", "--out", tmp_path / "h")
     assert code == 1 and "drop --nodes" in err and "\n" not in err.strip()
 

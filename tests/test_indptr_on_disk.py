@@ -34,7 +34,7 @@ def test_build_topology_streams_the_pointers_to_a_mapped_file(tmp_path):
     sources = {et: EdgeSource(str(et), lambda s=s, d=d: iter([(s, d, None)]), len(s)) for et, (s, d) in edges.items()}
     with DatasetWriter(tmp_path / "out") as writer:
         topology = build_topology(writer, sources, dict(COUNTS), {t: t for t in COUNTS}, BuildOptions(quiet=True),
-                                  typed=True, with_ids=True)
+                                  with_ids=True)
         indptr = topology.csc.indptr
         assert isinstance(indptr, np.memmap) and str(indptr.filename) == str(writer.scratch("indptr.npy"))
         assert np.array_equal(indptr, _reference_indptr(edges))

@@ -9,6 +9,7 @@ import torch
 
 from sparsetrain.errors import InputError
 from sparsetrain.sampling import CSCGraph, Fanouts
+from sparsetrain.sampling.graph import TypeLayout
 
 NUM_NODES = {"paper": 7, "author": 5, "topic": 3}
 
@@ -92,7 +93,7 @@ def test_typed_wraps_flat_arrays_and_checks_their_shape():
         CSCGraph.typed(NUM_NODES, g.edge_types, g.indptr[:-1], g.indices)
     with pytest.raises(InputError, match="names node type 'venue'"):
         CSCGraph.typed(NUM_NODES, [("venue", "r", "paper")], torch.zeros(8, dtype=torch.int64), g.indices[:0])
-    with pytest.raises(InputError, match="homogeneous graph.*relation"):
+    with pytest.raises(InputError, match="one edge type.s edges.*relation"):
         g.out_degrees()
     moved = g.in_memory()
     assert moved.is_typed and moved.num_nodes == NUM_NODES and torch.equal(moved.indices, g.indices)
@@ -104,7 +105,10 @@ def test_a_homogeneous_graph_is_the_one_type_case():
     g = CSCGraph.from_edge_index(ei, 7)
     assert not g.is_typed and g.num_nodes == 7 and g.node_types == ["_N"] and g.edge_types == [("_N", "_E", "_N")]
     assert g.num_edges_per_type == {("_N", "_E", "_N"): 15}
-    assert g.relation(("_N", "_E", "_N")) is g and dict(g.edges) == {("_N", "_E", "_N"): g}
+    assert g.types == TypeLayout({"_N": 7}, (("_N", "_E", "_N"),)) and g.type_layout is g.types
+    rel = g.relation(("_N", "_E", "_N"))  # the one relation holds the graph's own arrays (no copy)
+    assert not rel.is_typed and list(g.edges) == [("_N", "_E", "_N")] and rel.types == g.types
+    assert all(getattr(rel, f).data_ptr() == getattr(g, f).data_ptr() for f in ("indptr", "indices", "edge_perm"))
     from sparsetrain.sampling import NeighborSampler, SamplerInput
 
     sampler = NeighborSampler(g, {("_N", "_E", "_N"): [2]}, seed=0)
@@ -142,3 +146,51 @@ def test_typed_sampling_has_every_option_of_the_homogeneous_one():
     assert list(block.edge_index) == [writes] and block.edge_index[writes].shape[1] == 2  # paper 1 has no in-edges
     with pytest.raises(InputError, match="no edge weights"):
         NeighborSampler(CSCGraph.from_edge_index_dict(edges, {"paper": 3, "author": 4}), [1], weighted=True)
+
+
+def test_one_relation_methods_read_a_one_edge_type_graph_and_reverse_keeps_the_dtype():
+    """A graph of one edge type, typed or not, answers ``out_degrees`` / ``to_edge_index`` / ``columns`` (NumPy's
+    counts of the same edges); ``reverse`` flips every edge (NumPy's sort) and keeps ``indices``' dtype;
+    ``num_sources`` sets the reversed graph's columns; one edge type's CSCGraph (typed included) is a relation
+    ``from_relations`` takes."""
+    ei = edge_lists(3)[("author", "writes", "paper")]
+    src, dst = ei.numpy()
+    one = CSCGraph.from_edge_index_dict({("author", "writes", "paper"): ei}, {"author": 5, "paper": 7})
+    assert one.is_typed and one.num_nodes == {"author": 5, "paper": 7}
+    assert one.out_degrees().tolist() == np.bincount(src, minlength=5).tolist()
+    got = one.to_edge_index().numpy()
+    assert sorted(zip(got[0].tolist(), got[1].tolist())) == sorted(zip(src.tolist(), dst.tolist()))
+    counts, neighbors = one.columns(0, 7)
+    assert counts.tolist() == np.bincount(dst, minlength=7).tolist() and int(neighbors.max()) < 5
+    both = CSCGraph.from_relations({"author": 5, "paper": 7}, {("author", "writes", "paper"): one})
+    assert torch.equal(both.indices, one.indices) and torch.equal(both.indptr, one.indptr)
+
+    homo = CSCGraph(one.indptr, one.indices.to(torch.int64))
+    flipped = homo.reverse(num_sources=5)
+    assert not flipped.is_typed and flipped.num_nodes == 5 and flipped.indices.dtype == torch.int64
+    f_src, f_dst = flipped.to_edge_index().numpy()
+    want = sorted(zip(dst.tolist(), src.tolist()))
+    assert sorted(zip(f_src.tolist(), f_dst.tolist())) == want
+    assert flipped.indptr.tolist() == np.concatenate([[0], np.cumsum(np.bincount(src, minlength=5))]).tolist()
+    typed = CSCGraph.from_edge_index_dict(edge_lists(3), NUM_NODES)
+    with pytest.raises(InputError, match="one edge type's edges and the graph has 4"):
+        typed.reverse(num_sources=3)
+
+
+def test_type_named_names_a_type_and_nothing_for_the_one_type():
+    from sparsetrain.sampling.graph import type_named
+
+    assert type_named("_N") == "" and type_named(("_N", "_E", "_N"), unnamed="the graph") == "the graph"
+    assert type_named("paper") == "node type 'paper': " and type_named(("a", "r", "b"), end=" ") == \
+        "edge type ('a', 'r', 'b') "
+
+
+def test_seeds_outside_their_type_name_the_type_and_nothing_on_a_homogeneous_graph():
+    from sparsetrain.sampling import NeighborSampler
+
+    typed = CSCGraph.from_edge_index_dict(edge_lists(), NUM_NODES)
+    with pytest.raises(InputError, match=r"^node type 'topic': seeds has ids outside \[0, 3\); seeds must be node"):
+        NeighborSampler(typed, [2], seed_type="topic").sample(torch.tensor([5]))
+    homo = CSCGraph.from_edge_index(edge_lists()[("paper", "cites", "paper")], 7)
+    with pytest.raises(InputError, match=r"^seeds has ids outside \[0, 7\); seeds must be node ids of this graph$"):
+        NeighborSampler(homo, [2]).sample(torch.tensor([9]))

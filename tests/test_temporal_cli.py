@@ -286,7 +286,7 @@ def test_typed_preprocess_takes_node_times_per_type_and_trains_temporally(tmp_pa
     ds = load(tmp_path / "ds", verify=True)
     assert list(ds.node_time) == ["paper"] and len(ds.edge_time) == 4  # reverse edge types keep their edges' times
     assert main(["info", str(tmp_path / "ds")]) == 0
-    assert "node time int64 in [" in capsys.readouterr().out
+    assert "node paper int64 in [" in capsys.readouterr().out
     assert main(["train", "--data", str(tmp_path / "ds"), "--temporal", "--epochs", "1", "--batch-size", "16",
                  "--fanout", "3,2", "--quiet", "--device", "cpu"]) == 0
 

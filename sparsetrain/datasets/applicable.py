@@ -4,9 +4,10 @@ A flag that the chosen method, the input folder's kind or the mode ignores is re
 what makes it not apply and what to do, never accepted and dropped: ``partition --seed`` with a method that draws no
 random numbers, ``--passes`` / ``--imbalance`` with ``--method hash``, partitioning a temporal dataset (the parts
 carry no times), ``train --cache-policy`` in front of a partitioned run's static halo cache, ``--temporal --step
-static`` (temporal levels are not bounded by the padded shapes). A table's rows read plain attributes of the context
-they are given (:class:`PartitionContext`, :class:`TrainContext`), so this module imports neither the partitioner
-nor the engine.
+static`` (temporal levels are not bounded by the padded shapes), ``undirected`` / ``reorder`` / a link split on a typed
+import and ``add_reverse`` / ``target_type`` on a graph of one node and one edge type (:data:`IMPORT_APPLIES`). A
+table's rows read plain attributes of the context they are given (:class:`PartitionContext`, :class:`TrainContext`,
+:class:`ImportContext`), so this module imports neither the partitioner, the engine nor the importers.
 """
 
 from __future__ import annotations
@@ -112,3 +113,48 @@ TRAIN_RULES = (
          lambda c: f"--eval full: {_on_parts(c)}; a partitioned run evaluates on sampled batches; pass --eval sampled "
                    "or auto"),
 )
+
+
+# ---------------------------------------------------------------- import
+
+
+ONE_TYPE = "one-type"
+"""The kind of a graph of one node type and one edge type (named ``_N`` and ``("_N", "_E", "_N")``)."""
+TYPED = "typed"
+"""The kind of a graph whose node and edge types the user names (any number of them)."""
+KIND_WORDS = {ONE_TYPE: "a graph of one node and one edge type", TYPED: "a typed graph"}
+
+
+@dataclass(frozen=True)
+class ImportContext:
+    """What the import table reads: the graph's kind (``ONE_TYPE`` or ``TYPED``) and the options given, each as the
+    user wrote it (``{option: "undirected (--undirected)"}``); an option not given is absent."""
+
+    kind: str
+    given: dict[str, str]
+
+
+_KEPT_AS_GIVEN = "a typed dataset keeps its edges as given (use add_reverse / --add-reverse for reverse edge types)"
+
+IMPORT_APPLIES = {
+    "undirected": ((ONE_TYPE,), _KEPT_AS_GIVEN),
+    "drop_self_loops": ((ONE_TYPE,), _KEPT_AS_GIVEN),
+    "drop_duplicates": ((ONE_TYPE,), _KEPT_AS_GIVEN),
+    "reorder": ((ONE_TYPE,), "a typed dataset keeps its node order; drop --reorder"),
+    "link_split": ((ONE_TYPE,), "link splits are drawn from the edges of one edge type; drop --link-split"),
+    "edge_splits": ((ONE_TYPE,), "import the typed graph without them"),
+    "edge_weights": ((ONE_TYPE,), "a typed dataset stores no edge weights; drop the column"),
+    "add_reverse": ((TYPED,), "a graph of one edge type adds reverse edges with undirected=True (--undirected)"),
+    "target_type": ((TYPED,), "a graph of one node type has no other to choose; drop --target-type"),
+    "reserved_names": ((ONE_TYPE,), "it names a homogeneous graph's one type; rename that type (letters, digits, '_' "
+                                    "and '-', starting with a letter or digit)"),
+}
+"""Which kinds of graph each import option applies to, and what to do instead where it does not."""
+
+IMPORT_RULES = tuple(
+    Rule(lambda c, option=option, kinds=kinds: option in c.given and c.kind not in kinds,
+         lambda c, option=option, kinds=kinds, instead=instead:
+         f"{c.given[option]} is for {' or '.join(KIND_WORDS[k] for k in kinds)}, not {KIND_WORDS[c.kind]}; {instead}")
+    for option, (kinds, instead) in IMPORT_APPLIES.items()
+)
+"""One row per :data:`IMPORT_APPLIES` entry: the option is refused on a graph of a kind it does not apply to."""

@@ -1,11 +1,13 @@
 """The one writer every importer feeds: edges, node tables and splits -> a dataset folder (format version 3).
 
-A homogeneous graph is the one-type case: ``edges`` an :class:`EdgeSource` and ``num_nodes``/``features``/``labels``
-one value each; a typed graph gives a dict by edge type and by node type. Order of work: validate cheap things
-first, build the CSC of every edge type from two streaming passes over its edges (:mod:`~sparsetrain.datasets.topology`,
-each type's columns after the last's), choose a node order (one node type only), then stream features and labels
-straight into their (possibly permuted) rows. Without a reordering, memory is a few arrays per node plus one chunk
-or bucket, whatever the edge count. Everything goes into a temp folder that is renamed into place only when complete.
+Every input is by type (a :class:`GraphInput`; a homogeneous graph is its one-type case) and every graph runs one
+sequence: the options checked against the graph's kind once (:data:`~sparsetrain.datasets.applicable.IMPORT_RULES`:
+cleaning, link splits and node orders apply to one node and one edge type only, so for a typed graph those steps are
+off and do nothing), the CSC of every edge type built from two streaming passes over its edges
+(:mod:`~sparsetrain.datasets.topology`, each type's columns after the last's), a link split and a node order when
+asked, then features and labels streamed straight into their (possibly permuted) rows. Without a reordering, memory
+is a few arrays per node plus one chunk or bucket, whatever the edge count. Everything goes into a temp folder that is
+renamed into place only when complete.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 
 from sparsetrain._sigbus import watch
 from sparsetrain.datasets import format as fmt
+from sparsetrain.datasets.applicable import IMPORT_RULES, ONE_TYPE, TYPED, ImportContext, refuse_inapplicable
 from sparsetrain.datasets.clustering import CLUSTERS_FILE, cluster_order
 from sparsetrain.datasets.csc import RawCSC, write_permuted
 from sparsetrain.datasets.dataset import GraphDataset, load
@@ -35,20 +38,36 @@ from sparsetrain.datasets.presets import DEFAULT_SPLIT
 from sparsetrain.datasets.readers import check_times
 from sparsetrain.datasets.reorder import METHODS, node_order
 from sparsetrain.datasets.sources import EdgeFeatures, EdgeSource, GraphInput, Source, TimeColumn
-from sparsetrain.datasets.topology import build_topology, infer_typed_counts, node_counts
+from sparsetrain.datasets.topology import build_topology, infer_counts, node_counts
 from sparsetrain.datasets.writer import DatasetWriter
 from sparsetrain.errors import DatasetError
 
 __all__ = ["BuildOptions", "EdgeFeatures", "EdgeSource", "GraphInput", "Source", "TimeColumn", "build_dataset"]
 
-_ONE_TYPE_OPTIONS = ("undirected", "drop_self_loops", "drop_duplicates", "reorder", "link_split")
-"""Options that merge, drop or renumber the nodes and edges of a graph with one node and one edge type."""
+_MERGING = ("undirected", "drop_self_loops", "drop_duplicates", "link_split")
+"""Options that merge or drop edges (so edge features and edge times, one per given edge, cannot follow)."""
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What a dataset folder stores that differs by the graph's kind (:data:`LAYOUTS`)."""
+
+    keep_edge_ids: bool
+    """``edge_ids.npy``: each edge's row in its edge type's edge list (a one-type graph's edge ids are its CSC
+    positions; its cleaning may merge or drop edges)."""
+    records_order: bool
+    """``meta.json``'s ``permutation`` entry (None: the ids as imported); a typed graph keeps its node order."""
+
+
+LAYOUTS = {ONE_TYPE: _Layout(keep_edge_ids=False, records_order=True),
+           TYPED: _Layout(keep_edge_ids=True, records_order=False)}
+"""What the folder stores, by the graph's kind (:attr:`GraphInput.kind`), read once per import."""
 
 
 @dataclass
 class BuildOptions:
     """How to clean and lay out the graph. ``undirected`` adds reverse edges and merges duplicates (as PyG's
-    ``to_undirected``); ``add_reverse`` (typed graphs) also stores ``(dst, "rev_" + rel, src)`` for every edge type
+    ``to_undirected``); ``add_reverse`` (a typed graph's) also stores ``(dst, "rev_" + rel, src)`` for every edge type
     (PyG's ``ToUndirected``).
 
     ``num_classes``: labels must lie in ``[0, C)``; an int for every labelled node type, or a dict by node type.
@@ -98,27 +117,44 @@ class BuildOptions:
         return self.num_classes if node_type == target_type else None
 
 
+def _import_context(graph: GraphInput, options: BuildOptions) -> ImportContext:
+    """The graph's kind and the options (and inputs) :data:`IMPORT_APPLIES` reads, each named as the user gave it."""
+    given = {name: f"{name}=True (--{name.replace('_', '-')})" for name in ("undirected", "drop_self_loops",
+                                                                          "drop_duplicates", "add_reverse")
+             if getattr(options, name)}
+    if options.reorder:
+        given["reorder"] = f"reorder={options.reorder!r} (--reorder)"
+    if options.link_split is not None:
+        given["link_split"] = "link_split=... (--link-split)"
+    if graph.edge_splits:
+        given["edge_splits"] = f"the source's link splits ({', '.join(graph.edge_splits)})"
+    weighted = [source for source in graph.edges.values() if source.weighted]
+    if weighted:
+        given["edge_weights"] = f"{weighted[0].weight_name or weighted[0].name}: an edge weight column"
+    if graph.target_type not in (None, fmt.NODE):
+        given["target_type"] = f"target_type={graph.target_type!r} (--target-type)"
+    reserved = [name for name in (*graph.node_types, *(et[1] for et in graph.edges)) if name in _RESERVED]
+    if reserved:
+        given["reserved_names"] = f"the type name {reserved[0]!r}"
+    return ImportContext(graph.kind, given)
+
+
+_RESERVED = (fmt.NODE, fmt.EDGE[1])
+"""The names of a homogeneous graph's one node type and relation: never a typed graph's."""
+
+
 def _check_types(graph: GraphInput, options: BuildOptions) -> None:
-    """Type names usable in file names, every table for a type (edge type) the graph has, options for its shape."""
+    """Options and inputs for the graph's kind (:data:`IMPORT_RULES`), type names usable in file names, every table
+    for a type (edge type) the graph has."""
     if not graph.edges:
-        raise DatasetError("a typed dataset needs at least one edge type; give edges for some (src, rel, dst)")
-    if not graph.typed and options.add_reverse:
-        raise DatasetError("add_reverse is for typed graphs (a dict of edge types); a homogeneous graph adds "
-                           "reverse edges with undirected=True (--undirected)")
-    if graph.typed:  # type names are the user's (a homogeneous graph's are reserved), edges are kept as given
-        one_type = [name for name in _ONE_TYPE_OPTIONS if getattr(options, name)]
-        if one_type:
-            raise DatasetError(f"{one_type[0]} is for homogeneous graphs; a typed dataset keeps edges as given "
-                               "(use add_reverse for reverse edge types)")
-        for t in graph.num_nodes:
+        raise DatasetError("a dataset needs at least one edge type; give edges for some (src, rel, dst)")
+    refuse_inapplicable(IMPORT_RULES, _import_context(graph, options), DatasetError)
+    for t in graph.node_types:
+        if t not in _RESERVED:
             fmt.check_type_name(t, "node type")
-        for et, source in graph.edges.items():
-            for end in (et[0], et[2]):
-                fmt.check_type_name(end, "node type")
+    for et in graph.edges:
+        if et[1] not in _RESERVED:
             fmt.check_type_name(et[1], "relation")
-            if source.weighted:
-                raise DatasetError(f"{source.weight_name or source.name}: has an edge weight column, which a typed "
-                                   "dataset does not store; drop the column")
     node_types = graph.node_types
     for what, table in (("features", graph.features), ("labels", graph.labels), ("node times", graph.node_time)):
         for t, source in table.items():
@@ -162,25 +198,23 @@ def build_dataset(out_dir: str | os.PathLike, graph: GraphInput, options: BuildO
     """
     options = options or BuildOptions()
     target_type = _check_inputs(graph, options)
-    typed = graph.typed
+    layout = LAYOUTS[graph.kind]
     counts, nodes_from = node_counts(graph.node_types, graph.num_nodes, graph.features, graph.labels, graph.node_time)
-    if typed:
-        counts = infer_typed_counts(counts, graph.edges)
-        nodes_from = {t: f"the {n} {t!r} nodes" for t, n in counts.items()}
+    counts, nodes_from = infer_counts(counts, graph.edges, nodes_from)
     graph = _with_reverses(graph, options.add_reverse)
     out_dir = Path(out_dir)
     with DatasetWriter(out_dir, options.overwrite) as writer:
-        with_ids = typed or bool(graph.edge_features) or bool(graph.edge_time)
-        topology = build_topology(writer, graph.edges, counts, nodes_from, options, typed, with_ids)
+        with_ids = layout.keep_edge_ids or bool(graph.edge_features) or bool(graph.edge_time)
+        topology = build_topology(writer, graph.edges, counts, nodes_from, options, with_ids)
         counts, csc, num_edges = topology.counts, topology.csc, dict(topology.num_edges)
         meta = {"name": out_dir.name, "node_types": counts, "edge_types": [], "features": {}, "labels": {},
-                "directed": typed or not topology.symmetric, "target_type": target_type, "splits": {}}
-        links, order = {}, None
-        if not typed:  # link splits and node orders: for a graph of one node and one edge type
-            csc, links = _link_split(csc, graph.edge_splits, topology.symmetric, options, meta)
-            num_edges[fmt.EDGE] = csc.num_edges
-            order = _node_order(writer, csc, options, meta)
-        final = _write_csc(writer, csc, order, from_scratch=options.link_split is None, keep_ids=typed)
+                "directed": not topology.symmetric, "target_type": target_type, "splits": {}}
+        # link splits, node orders and cleaning apply to a graph of one node and one edge type (IMPORT_RULES): off,
+        # they do nothing
+        csc, links = _link_split(csc, graph.edge_splits, topology.symmetric, options, meta, num_edges)
+        order = _node_order(writer, csc, options, meta, layout.records_order)
+        final = _write_csc(writer, csc, order, from_scratch=options.link_split is None,
+                           keep_ids=layout.keep_edge_ids)
         meta["has_edge_weights"] = final.weights is not None
         meta["edge_types"] = [{"src": et[0], "rel": et[1], "dst": et[2], "num_edges": num_edges[et], "features": None}
                               for et in graph.edges]
@@ -210,9 +244,6 @@ def _check_inputs(graph: GraphInput, options: BuildOptions) -> str | None:
     _check_types(graph, options)
     if graph.edge_splits and options.link_split is not None:
         raise DatasetError("the source already has link splits; drop --link-split (link_split=...)")
-    if graph.edge_splits and graph.typed:
-        raise DatasetError("link splits are written for graphs of one node and one edge type; "
-                           "import the typed graph without them")
     for et, values in graph.edge_features.items():
         _check_edge_features(values, graph.edges[et], options)
     for et, times in graph.edge_time.items():
@@ -222,10 +253,7 @@ def _check_inputs(graph: GraphInput, options: BuildOptions) -> str | None:
     for name in graph.splits:
         if name not in fmt.SPLIT_NAMES:
             raise DatasetError(f"split {name!r} is not known; use {', '.join(fmt.SPLIT_NAMES)}")
-    if not graph.typed and graph.target_type not in (None, fmt.NODE):
-        raise DatasetError(f"target_type={graph.target_type!r} (--target-type) names a labelled node type of a typed "
-                           "graph; a graph of one node type has no other: drop it")
-    target_type = target_type_of(list(graph.labels), graph.target_type) if graph.typed else fmt.NODE
+    target_type = target_type_of(list(graph.labels), graph.target_type) or graph.target()
     if target_type is not None and target_type not in graph.node_types:
         raise DatasetError(f"target type {target_type!r} is not among the node types {sorted(graph.node_types)}; "
                            "choose one of them")
@@ -237,21 +265,28 @@ def _check_inputs(graph: GraphInput, options: BuildOptions) -> str | None:
     return target_type
 
 
-def _link_split(csc: RawCSC, edge_splits: dict | None, symmetric: bool, options: BuildOptions,
-                meta: dict) -> tuple[RawCSC, dict[str, EdgeSplit]]:
-    """The given link splits, checked, or a random one drawn from ``csc`` (which then loses its val/test edges)."""
+def _link_split(csc: RawCSC, edge_splits: dict | None, symmetric: bool, options: BuildOptions, meta: dict,
+                num_edges: dict[EdgeType, int]) -> tuple[RawCSC, dict[str, EdgeSplit]]:
+    """The given link splits, checked, or a random one drawn from ``csc`` (which then loses its val/test edges, and
+    ``num_edges`` of its one edge type says so); none: ``csc`` as it is."""
     for split, where in (edge_splits or {}).values():
         check_edge_split(split, csc.num_nodes, where)
     if options.link_split is None:
         return csc, {name: split for name, (split, _) in (edge_splits or {}).items()}
     k = options.link_negatives
     meta["link_split_from"] = {"random": list(options.link_split), "seed": options.seed, "neg_per_pos": k}
-    return random_edge_split(csc, options.link_split, symmetric=symmetric, neg_per_pos=k, seed=options.seed)
+    csc, links = random_edge_split(csc, options.link_split, symmetric=symmetric, neg_per_pos=k, seed=options.seed)
+    (edge_type,) = num_edges  # the one edge type (IMPORT_RULES)
+    num_edges[edge_type] = csc.num_edges
+    return csc, links
 
 
-def _node_order(writer: DatasetWriter, csc: RawCSC, options: BuildOptions, meta: dict) -> np.ndarray | None:
-    """``options.reorder``'s order (``order[new_id] = old_id``), saved with any cluster ids it makes; None: keep ids."""
-    meta["permutation"] = None
+def _node_order(writer: DatasetWriter, csc: RawCSC, options: BuildOptions, meta: dict,
+                record: bool) -> np.ndarray | None:
+    """``options.reorder``'s order (``order[new_id] = old_id``), saved with any cluster ids it makes; None: keep ids
+    (``record``: say so in ``meta["permutation"]``)."""
+    if record:
+        meta["permutation"] = None
     if not options.reorder:
         return None
     if options.reorder == "cluster":
@@ -349,8 +384,7 @@ def _write_csc(writer: DatasetWriter, csc: RawCSC, order: np.ndarray | None, fro
 
 
 def _check_edge_features(edges: EdgeFeatures, source: EdgeSource, options: BuildOptions) -> None:
-    merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates", "link_split")
-               if getattr(options, name)]
+    merging = [name for name in _MERGING if getattr(options, name)]
     if merging:
         raise DatasetError(f"{edges.name}: edge features need every edge kept, but {', '.join(merging)} merges or "
                            "drops edges; build without those options, or without edge features")
@@ -367,8 +401,7 @@ def _check_edge_features(edges: EdgeFeatures, source: EdgeSource, options: Build
 
 
 def _check_edge_times(times: TimeColumn, source: EdgeSource, options: BuildOptions) -> None:
-    merging = [name for name in ("undirected", "drop_self_loops", "drop_duplicates", "link_split")
-               if getattr(options, name)]
+    merging = [name for name in _MERGING if getattr(options, name)]
     if merging:
         flags = ", ".join("--" + name.replace("_", "-") for name in merging)
         raise DatasetError(f"{times.name}: edge times need every edge kept, but {flags} merges or drops edges; "

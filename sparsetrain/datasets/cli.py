@@ -48,8 +48,9 @@ def _fractions(text: str) -> tuple[float, float, float]:
 
 def _options(args: argparse.Namespace) -> dict:
     """The build options the flags give (the verb's importer refuses those its input does not use)."""
-    options = {"feature_dtype": args.feature_dtype or "float32", "seed": args.seed, "overwrite": args.overwrite,
-               "quiet": args.quiet}
+    options = {"seed": args.seed, "overwrite": args.overwrite, "quiet": args.quiet}
+    if args.feature_dtype:
+        options["feature_dtype"] = args.feature_dtype
     if args.split:
         options["split_fractions"] = args.split
     for name in ("reorder", "undirected", "drop_self_loops", "drop_duplicates", "num_classes", "link_split",
@@ -321,11 +322,19 @@ def _counts(values: list[str]) -> dict[str, int]:
 
 
 def _summary(ds) -> str:
-    """A written dataset's sizes, for the summary line."""
-    if ds.is_typed:
-        return (f"{sum(ds.num_nodes_by_type.values())} nodes of {len(ds.node_types)} types, {ds.graph.num_edges} "
-                f"edges of {len(ds.edge_types)} types, target type {ds.target_type} ({_classes(ds)})")
-    return f"{ds.num_nodes} nodes, {ds.num_edges} edges, {ds.num_features} features, {_classes(ds)}"
+    """A written dataset's sizes, for the summary line: totals, then each node type's features and the target's
+    classes (a type named only when the graph has named types: :func:`_label`)."""
+    features = ", ".join(f"{_label(t)}{f.shape[1]} features" for t, f in ds.features_by_type.items()) or "no features"
+    return (f"{sum(ds.num_nodes_by_type.values())} nodes, {ds.graph.num_edges} edges, {features}, "
+            f"{_label(ds.target_type, note=' (target)')}{_classes(ds)}")
+
+
+def _label(name: str | tuple | None, width: int = 0, note: str = "") -> str:
+    """A node or edge type as the ``info`` and summary lines name it (``"paper "``, ``"paper, cites, paper "``, with
+    ``note``, padded to ``width``); nothing for a homogeneous graph's one node and edge type (or no type)."""
+    if name is None or name in (fmt.NODE, fmt.EDGE):
+        return ""
+    return f"{(name if isinstance(name, str) else ', '.join(name)) + note:<{width}} "
 
 
 def _one_node_time(values: list[str]) -> Path | None:
@@ -350,29 +359,16 @@ def _split_note(meta: dict) -> str:
     return f"; random split {'/'.join(f'{f:g}' for f in drawn['random'])} (seed {drawn['seed']})"
 
 
+_SYNTH_ARGS = {"typed": "typed", "preset": "preset", "scale": "scale", "feature_dim": "feature_dim",
+               "num_classes": "classes", "label_fraction": "label_fraction"}
+"""``synthesize``'s arguments and the flags (``args`` names) that give them; the generator refuses what it ignores."""
+
+
 def _synth(args: argparse.Namespace) -> int:
     from sparsetrain.datasets.synth import synthesize
 
-    if args.reorder != "none" and args.typed:
-        raise DatasetError("--typed sizes the graph with --scale and keeps its node order; drop --reorder")
-    if args.preset in IGBH_PRESETS:
-        if args.reorder != "none":
-            raise DatasetError(f"--preset {args.preset} keeps its node order; drop --reorder")
-        ds = synthesize(args.out, args.nodes, args.edges, typed=args.typed, preset=args.preset, scale=args.scale,
-                        feature_dim=args.feature_dim, num_classes=args.classes, label_fraction=args.label_fraction,
-                        **_options(args))
-        if not args.quiet:
-            print(f"wrote {ds.path}: {_summary(ds)}")
-        return 0
-    if args.preset is not None:
-        if args.typed:
-            raise DatasetError(f"--preset {args.preset} sizes a homogeneous graph; drop it or --typed")
-        for name, value in PRESETS[args.preset].items():
-            if getattr(args, name) is None:
-                setattr(args, name, value)
-    ds = synthesize(args.out, args.nodes, args.edges, typed=args.typed, scale=args.scale,
-                    feature_dim=args.feature_dim, num_classes=args.classes, label_fraction=args.label_fraction,
-                    **_options(args))
+    given = {name: getattr(args, dest) for name, dest in _SYNTH_ARGS.items()}
+    ds = synthesize(args.out, args.nodes, args.edges, **given, **_options(args))
     if not args.quiet:
         print(f"wrote {ds.path}: {_summary(ds)}")
     return 0
@@ -405,9 +401,8 @@ def _info(args: argparse.Namespace) -> int:
     if not args.no_verify and not bad:
         verify_structure(ds)  # only when the bytes are the recorded ones: a damaged file is reported as a mismatch
         check_trainable_labels(ds)  # what `train` checks of the labels and splits
-    kind, body = (", typed", _typed_lines) if ds.is_typed else ("", _homogeneous_lines)
-    lines = [f"dataset      {ds.path}  (format version {ds.format_version}{kind}, {meta.get('created_by', '?')})"]
-    lines += body(ds)
+    lines = [f"dataset      {ds.path}  (format version {ds.format_version}, {meta.get('created_by', '?')})"]
+    lines += _dataset_lines(ds)
     size = sum((ds.path / name).stat().st_size for name in meta["files"])
     lines.append(f"size         {_human(size)} in {len(meta['files'])} files")
     if args.no_verify:
@@ -427,21 +422,39 @@ def _degrees(ds, edge_type_index: int) -> np.ndarray:
     return np.diff(indptr)
 
 
-def _homogeneous_lines(ds) -> list[str]:
-    meta = ds.meta
-    degrees = _degrees(ds, 0)
+def _field(name: str, values: list[str], none: str | None = None) -> list[str]:
+    """One ``info`` field: its name, then one value a line (a value a type; ``none`` when there is none)."""
+    if not values:
+        return [] if none is None else [f"{name:<12} {none}"]
+    return [f"{name if k == 0 else '':<12} {value}" for k, value in enumerate(values)]
+
+
+def _dataset_lines(ds) -> list[str]:
+    """The ``info`` lines of a dataset, a value per node or edge type (named by :func:`_label`)."""
+    meta, counts, edges = ds.meta, ds.num_nodes_by_type, ds.num_edges_by_type
+    node_width = max(len(_label(t)) for t in counts) - 1
+    edge_width = max(len(_label(et)) for et in edges) - 1
+    kind = (f"  ({'directed' if ds.directed else 'undirected: both directions stored'}"
+            f"{', weighted' if meta.get('has_edge_weights') else ''}, indices {ds.graph.indices.dtype})")
+    degrees = [(et, _degrees(ds, k)) for k, et in enumerate(edges)]
+    times = [f"node {_label(t)}{_time_range(v)}" for t, v in ds.node_time_by_type.items()]
+    times += [f"edge {_label(et)}{_time_range(v)}" for et, v in ds.edge_time_by_type.items()]
     lines = [
-        f"nodes        {ds.num_nodes:,}",
-        f"edges        {ds.num_edges:,}  ({'directed' if ds.directed else 'undirected: both directions stored'}"
-        f"{', weighted' if meta.get('has_edge_weights') else ''}, indices {ds.graph.indices.dtype})",
-        f"in-degree    min {degrees.min()}  mean {degrees.mean():.2f}  median {np.median(degrees):.0f}  "
-        f"p99 {np.percentile(degrees, 99):.0f}  max {degrees.max()}  isolated {(degrees == 0).sum():,}",
-        f"features     {ds.num_features} x {ds.features.np_dtype}" if ds.features is not None else "features     none",
-        f"classes      {ds.num_classes}" if ds.labels is not None else "labels       none",
-        "splits       " + ("  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items()) or "none"),
+        *_field("nodes", [f"{_label(t, node_width)}{n:,}" for t, n in counts.items()]),
+        *_field("edges", [f"{_label(et, edge_width)}{n:,}{kind if k == 0 else ''}"
+                          for k, (et, n) in enumerate(edges.items())]),
+        *_field("in-degree", [f"{_label(et, edge_width)}min {d.min()}  mean {d.mean():.2f}  median {np.median(d):.0f}  "
+                              f"p99 {np.percentile(d, 99):.0f}  max {d.max()}  isolated {(d == 0).sum():,}"
+                              for et, d in degrees]),
+        *_field("features", [f"{_label(t, node_width)}{f.shape[1]} x {f.np_dtype}"
+                             for t, f in ds.features_by_type.items()], "none"),
+        *_field("edge feat.", [f"{_label(et, edge_width)}{f.shape[1]} x {f.np_dtype}"
+                               for et, f in ds.edge_features_by_type.items()]),
+        *_field("classes", [f"{_label(t, node_width)}{ds.num_classes_of(t)}" for t in ds.labels_by_type]),
+        *([] if ds.labels_by_type else ["labels       none"]),
+        *_field("splits", [_label(ds.target_type, note=" (target)")
+                           + "  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items())] if ds.split else [], "none"),
     ]
-    times = [f"{what} {_time_range(t)}" for what, t in (("node", ds.node_time), ("edge", ds.edge_time))
-             if t is not None]
     if times:
         lines.append("times        " + "  ".join(times) + "  (train --temporal)")
     if ds.edge_split:
@@ -459,25 +472,3 @@ def _time_range(times) -> str:
         return f"{str(times.dtype).removeprefix('torch.')} (empty)"
     lo, hi = (f"{v:g}" if isinstance(v, float) else str(v) for v in (times.min().item(), times.max().item()))
     return f"{str(times.dtype).removeprefix('torch.')} in [{lo}, {hi}]"
-
-
-def _typed_lines(ds) -> list[str]:
-    features, node_time, edge_time = ds.features_by_type, ds.node_time_by_type, ds.edge_time_by_type
-    lines = [f"node types   {len(ds.node_types)}, {sum(ds.num_nodes_by_type.values()):,} nodes"]
-    for t, n in ds.num_nodes_by_type.items():
-        feats = f"{features[t].shape[1]} x {features[t].np_dtype} features" if t in features else "no features"
-        labels = f", {ds.num_classes_of(t)} classes" if t in ds.labels_by_type else ""
-        target = "  (target)" if t == ds.target_type else ""
-        times = f", node time {_time_range(node_time[t])}" if t in node_time else ""
-        lines.append(f"  {t:<20} {n:>12,} nodes  {feats}{labels}{times}{target}")
-    lines.append(f"edge types   {len(ds.edge_types)}, {ds.graph.num_edges:,} edges")
-    for k, (et, e) in enumerate(ds.num_edges_by_type.items()):
-        deg = _degrees(ds, k)
-        mean = f"{deg.mean():.2f}" if len(deg) else "-"
-        extra = f", {ds.edge_features_by_type[et].shape[1]} edge features" if et in ds.edge_features_by_type else ""
-        extra += f", edge time {_time_range(edge_time[et])}" if et in edge_time else ""
-        top = deg.max() if len(deg) else 0
-        lines.append(f"  {', '.join(et):<40} {e:>12,} edges  in-degree mean {mean} max {top}{extra}")
-    splits = "  ".join(f"{k} {v.numel():,}" for k, v in ds.split.items())
-    lines.append("splits       " + (f"{splits}  (of {ds.target_type!r})" if ds.split else "none"))
-    return lines

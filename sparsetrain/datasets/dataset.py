@@ -22,7 +22,7 @@ from sparsetrain.datasets.checks import array_chunks, check_increasing, check_ra
 from sparsetrain.datasets.edge_split import EdgeSplit
 from sparsetrain.datasets.format import EdgeType
 from sparsetrain.errors import DamagedFileError, DatasetError
-from sparsetrain.sampling.graph import CSCGraph
+from sparsetrain.sampling.graph import CSCGraph, TypeLayout
 from sparsetrain.storage.mmap import MmapFeatures
 
 
@@ -162,26 +162,20 @@ class GraphDataset:
     def directed(self) -> bool:
         return bool(self.meta.get("directed", True))
 
-    def feature_store(self, node_type: str | None = None, **options) -> MmapFeatures:
+    def feature_store(self, node_type: str = fmt.NODE, **options) -> MmapFeatures:
         """A new :class:`~sparsetrain.storage.MmapFeatures` over a node type's features, checked against ``meta.json``.
 
-        ``node_type`` may be left out for a homogeneous dataset. ``options`` go to ``MmapFeatures``
-        (``mode``, ``coalesce_bytes``, ``advise``).
+        ``node_type`` may be left out for a homogeneous dataset (its one type ``_N``). ``options`` go to
+        ``MmapFeatures`` (``mode``, ``coalesce_bytes``, ``advise``).
         """
-        if node_type is None:
-            if self.is_typed:
-                raise DatasetError(f"{self.path}: a typed dataset has features per node type; pass node_type= (one of "
-                                   f"{', '.join(self.node_types)})")
-            node_type = fmt.NODE
         name = self.meta.get("features", {}).get(node_type)
         entry = self.meta["files"].get(name)
         if entry is None:
-            if self.is_typed:
-                with_features = sorted(t for t, n in self.meta.get("features", {}).items() if n in self.meta["files"])
-                raise DamagedFileError(f"{self.path / fmt.META_FILE}: node type {node_type!r} has no features; "
-                                       f"node types with features: {with_features}")
-            raise DamagedFileError(f"{self.path / fmt.META_FILE}: 'files' has no {fmt.FEATURES}; this dataset has no "
-                                   "node features")
+            with_features = sorted(t for t, n in self.meta.get("features", {}).items() if n in self.meta["files"])
+            raise DamagedFileError(f"{self.path / fmt.META_FILE}: 'files' has no {fmt.node_file(node_type, 'features')}"
+                                   f"; the dataset has no node features{fmt.of_node_type(node_type)} (node types "
+                                   f"with features: {', '.join(with_features) or 'none'}); pass node_type= one of "
+                                   "those")
         store = MmapFeatures(self.path / name, **options)
         if str(store.np_dtype) != entry["dtype"] or list(store.shape) != list(entry["shape"]):
             store.close()
@@ -194,12 +188,10 @@ class GraphDataset:
 
     def __repr__(self) -> str:
         splits = ", ".join(f"{k}={v.numel()}" for k, v in self.split.items())
-        if self.is_typed:
-            return (f"GraphDataset({self.path}, num_nodes={self.num_nodes}, edge_types={len(self.edge_types)}, "
-                    f"num_edges={self.graph.num_edges}, target_type={self.target_type!r}, split=({splits}))")
         return (
             f"GraphDataset({self.path}, num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
-            f"num_features={self.num_features}, num_classes={self.num_classes}, split=({splits}))"
+            f"num_features={self.num_features}, num_classes={self.num_classes}"
+            f"{fmt.of_node_type(self.target_type, ', target: ')}, split=({splits}))"
         )
 
 
@@ -237,7 +229,7 @@ def verify_structure(ds: GraphDataset, chunk: int = _CHUNK) -> None:
         check_range(folder / entry["file"], ds.labels_by_type[t].numpy(), -1, entry["num_classes"], "label", chunk)
     for name, idx in ds.split.items():
         file = folder / fmt.split_file(name)
-        check_range(file, idx.numpy(), 0, counts[ds.target_type], _node_word(ds.target_type), chunk)
+        check_range(file, idx.numpy(), 0, counts[ds.target_type], fmt.node_word(ds.target_type), chunk)
         check_increasing(file, idx.numpy(), True, "split node ids", chunk)
     verify_edge_splits(ds, chunk)
     for name in [*meta.get("node_time", {}).values(), *(e.get("time") for e in meta["edge_types"])]:
@@ -270,11 +262,6 @@ def verify_edge_splits(ds: GraphDataset, chunk: int = _CHUNK) -> None:
                                 first=row * edges.shape[1])
 
 
-def _node_word(node_type: str) -> str:
-    """How errors name a node of a type: "node" for the one type of a homogeneous graph."""
-    return "node" if node_type == fmt.NODE else f"{node_type!r} node"
-
-
 def _check_finite_times(path: Path, times: np.ndarray, chunk: int) -> None:
     if times.dtype.kind != "f":
         return
@@ -302,7 +289,7 @@ def _verify_topology(ds: GraphDataset, chunk: int) -> None:
     start = 0
     for et, entry in zip(ds.edge_types, ds.meta["edge_types"]):
         end = start + entry["num_edges"]
-        check_range(folder / fmt.INDICES, indices[start:end], 0, ds.meta["node_types"][et[0]], _node_word(et[0]),
+        check_range(folder / fmt.INDICES, indices[start:end], 0, ds.meta["node_types"][et[0]], fmt.node_word(et[0]),
                     chunk, check,
                     first=start)
         if edge_ids is not None:
@@ -407,11 +394,8 @@ def _open_graph(folder: Path, meta: dict) -> tuple[CSCGraph, dict[EdgeType, torc
         flat = torch.from_numpy(format_array(folder, meta, fmt.EDGE_IDS, ("int64",), (num_edges,)))
         starts = np.cumsum([0] + [entry["num_edges"] for entry in meta["edge_types"]]).tolist()
         edge_ids = {et: flat[starts[k] : starts[k + 1]] for k, et in enumerate(edge_types)}
-    if fmt.is_homogeneous(meta):  # the plain CSC: no type offsets to carry
-        return CSCGraph(arrays["indptr"], arrays["indices"], arrays.get("weights"), files=files), edge_ids
-    graph = CSCGraph.typed(dict(counts), edge_types, arrays["indptr"], arrays["indices"], arrays.get("weights"),
-                           files=files)
-    return graph, edge_ids
+    types = TypeLayout(dict(counts), tuple(edge_types))
+    return CSCGraph(arrays["indptr"], arrays["indices"], arrays.get("weights"), files=files, types=types), edge_ids
 
 
 def _edge_splits(folder: Path, meta: dict) -> dict[str, EdgeSplit]:

@@ -65,21 +65,12 @@ def from_files(
     ``num_classes`` are for ``target_type`` (default: the only labelled type). Options are :class:`BuildOptions`
     fields.
     """
-    typed = isinstance(edges, dict)
-    given = {"features": features, "labels": labels, "num_nodes": num_nodes, "node_time": node_time}
-    mixed = [name for name, value in given.items() if value is not None and isinstance(value, dict) != typed]
-    if mixed:
-        shape = "a dict by node type" if typed else "one file (count)"
-        raise DatasetError(f"{mixed[0]}={given[mixed[0]]!r}: with edges {'by edge type' if typed else 'of one file'} "
-                           f"give it as {shape}")
-
-    def by_type(value, key=fmt.NODE) -> dict:
-        return value or {} if typed else ({} if value is None else {key: value})
-
+    edge_files, tables = _by_type(edges, {"features": features, "labels": labels, "num_nodes": num_nodes,
+                                     "node_time": node_time})
     check_split_parts(splits or {})
     edge_sources: dict[EdgeType, EdgeSource] = {}
     edge_times: dict[EdgeType, TimeColumn] = {}
-    for key, path in by_type(edges, fmt.EDGE).items():
+    for key, path in edge_files.items():
         et = parse_edge_type(key)
         if et in edge_sources:
             raise DatasetError(f"edge type {et} is given twice ({edge_sources[et].name} and {path}); merge them into "
@@ -88,7 +79,7 @@ def from_files(
         if times is not None:
             edge_times[et] = times
     named = list(dict.fromkeys(end for et in edge_sources for end in (et[0], et[2])))
-    counts = by_type(num_nodes)
+    counts = tables["num_nodes"]
     stray = [t for t in counts if t not in named]
     if stray:  # a count for a type no edge list names is a misspelt type, not an isolated one
         raise DatasetError(f"--node-count {stray[0]}=...: no edge type names node type {stray[0]!r} (node types: "
@@ -96,14 +87,13 @@ def from_files(
     return build_dataset(out_dir, GraphInput(
         edge_sources,
         num_nodes={t: counts.get(t) for t in named},
-        features={t: Source.from_reader(NodeTableReader(v, "features")) for t, v in by_type(features).items()},
-        labels={t: Source.from_reader(NodeTableReader(v, "labels")) for t, v in by_type(labels).items()},
-        node_time={t: _node_times(v) for t, v in by_type(node_time).items()},
+        features={t: Source.from_reader(NodeTableReader(v, "features")) for t, v in tables["features"].items()},
+        labels={t: Source.from_reader(NodeTableReader(v, "labels")) for t, v in tables["labels"].items()},
+        node_time={t: _node_times(v) for t, v in tables["node_time"].items()},
         edge_time=edge_times,
         splits={k: Source.from_reader(NodeTableReader(v, "index")) for k, v in (splits or {}).items()},
         target_type=target_type,
-        provenance={"importer": "files",
-                    "edges": {fmt.edge_key(et): s.name for et, s in edge_sources.items()} if typed else str(edges),
+        provenance={"importer": "files", "edges": _names(edges, lambda k: fmt.edge_key(parse_edge_type(k))),
                     "features": _names(features), "labels": _names(labels)},
     ), BuildOptions(**options))
 
@@ -113,8 +103,26 @@ def _node_times(path: PathLike) -> TimeColumn:
     return TimeColumn(str(path), values, where)
 
 
-def _names(files: PathLike | dict | None) -> str | dict | None:
-    """What ``meta.json`` records of the node files given: their paths."""
+def _by_type(edges: PathLike | dict, tables: dict[str, PathLike | int | dict | None]) -> tuple[dict, dict[str, dict]]:
+    """The user's shape, read here only: one edge list (a homogeneous graph, each node table one file or count) becomes
+    the one type's dicts (``EDGE``, ``NODE``); a dict of edge lists by edge type keeps its tables' dicts. A table of
+    the other shape is refused."""
+    one_file = not isinstance(edges, dict)
+    shape, table_shape = _SHAPES[one_file]
+    for name, value in tables.items():
+        if value is not None and isinstance(value, dict) == one_file:
+            raise DatasetError(f"{name}={value!r}: with edges {shape} give it as {table_shape}")
+    if one_file:
+        return {fmt.EDGE: edges}, {name: {} if value is None else {fmt.NODE: value} for name, value in tables.items()}
+    return edges, {name: value or {} for name, value in tables.items()}
+
+
+_SHAPES = {True: ("of one file", "one file (count)"), False: ("by edge type", "a dict by node type")}
+"""The words for a table of the wrong shape, by whether the edges are one file."""
+
+
+def _names(files: PathLike | dict | None, key=str) -> str | dict | None:
+    """What ``meta.json`` records of the files as the user gave them: their paths (by ``key(type)`` when by type)."""
     if isinstance(files, dict):
-        return {t: str(path) for t, path in files.items()}
+        return {key(t): str(path) for t, path in files.items()}
     return None if not files else str(files)

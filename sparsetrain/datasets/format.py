@@ -54,7 +54,7 @@ import numpy as np
 
 from sparsetrain._sigbus import watch
 from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
+from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType, type_named
 
 FORMAT_NAME = "sparsetrain-graph"
 FORMAT_VERSION = 3
@@ -140,6 +140,25 @@ def count_flag(node_type: str) -> str:
 def count_name(node_type: str) -> str:
     """A node type's count in messages: ``num_nodes`` for a homogeneous graph's one type."""
     return "num_nodes" if node_type == NODE else f"the count of node type {node_type!r}"
+
+
+def user_type_name(node_type: str | None) -> str | None:
+    """A node type's name as the user knows it: None for a homogeneous graph's one type ``_N`` (which has no name to
+    give), the name itself for a typed graph's (never the reserved ``_N``)."""
+    return None if node_type == NODE else node_type
+
+
+def of_node_type(node_type: str | None, lead: str = " of ", unnamed: str = "") -> str:
+    """The words naming a node type in a message: ``" of node type 'paper'"`` (``lead`` first); ``unnamed`` for a
+    homogeneous graph's one type (and for None), which has no name to give."""
+    named = type_named(node_type or NODE, "")
+    return f"{lead}{named}" if named else unnamed
+
+
+def node_word(node_type: str) -> str:
+    """How errors name a node of a type: ``"'paper' node"``; ``"node"`` for a homogeneous graph's one type."""
+    name = user_type_name(node_type)
+    return "node" if name is None else f"{name!r} node"
 
 
 def is_homogeneous(meta: dict) -> bool:

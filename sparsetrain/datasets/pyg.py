@@ -127,7 +127,8 @@ def from_pyg(data, out_dir: str | os.PathLike, *, target_type: str | None = None
     for et, (store, name) in edge_stores.items():
         _read_edges(graph, et, store, name, merging)
     graph.target_type = target_type  # the writer settles and checks it; the masks are the target type's
-    masked = target_type_of(list(graph.labels), target_type) if graph.typed else fmt.NODE
+    # the masks' node type: the target (the one labelled type), else a Data's one type _N (a HeteroData never has it)
+    masked = target_type_of(list(graph.labels), target_type) or fmt.NODE
     if masked in node_stores:
         store, name = node_stores[masked]
         for split, attr in _SPLIT_ATTRS.items():

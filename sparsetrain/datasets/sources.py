@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sparsetrain.datasets.applicable import ONE_TYPE, TYPED
 from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType
 
 
@@ -107,9 +108,21 @@ class GraphInput:
                    edge(edge_features), edge(edge_time), **rest)
 
     @property
-    def typed(self) -> bool:
-        """More than the one node type and edge type of a homogeneous graph."""
-        return list(self.edges) != [EDGE_TYPE] or any(t != NODE_TYPE for t in self.num_nodes)
+    def kind(self) -> str:
+        """``ONE_TYPE``: the one node type and edge type of a homogeneous graph (``NODE``, ``EDGE``); else ``TYPED``
+        (the kinds :data:`~sparsetrain.datasets.applicable.IMPORT_APPLIES` reads)."""
+        one_type = list(self.edges) == [EDGE_TYPE] and all(t == NODE_TYPE for t in self.num_nodes)
+        return ONE_TYPE if one_type else TYPED
+
+    def target(self) -> str | None:
+        """The node type labels and splits are for: ``target_type``, else the only labelled type, else the only node
+        type; None when that is unclear (several labelled types: :func:`build_dataset` refuses it)."""
+        if self.target_type is not None:
+            return self.target_type
+        for candidates in (list(self.labels), self.node_types):
+            if candidates:
+                return candidates[0] if len(candidates) == 1 else None
+        return None
 
     @property
     def node_types(self) -> list[str]:

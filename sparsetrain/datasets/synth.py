@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numba
@@ -26,6 +28,7 @@ import numpy as np
 from sparsetrain.datasets.build import BuildOptions, EdgeSource, GraphInput, Source, build_dataset
 from sparsetrain.datasets.csc import MAX_NODES
 from sparsetrain.datasets.dataset import GraphDataset
+from sparsetrain.datasets.presets import IGBH_PRESETS, PRESETS
 from sparsetrain.datasets.synth_mag import MAG_SPLIT, mag_graph
 from sparsetrain.datasets.writer import check_output
 from sparsetrain.errors import DatasetError
@@ -305,6 +308,28 @@ def _unique_pairs(scratch, num_pairs: int, num_nodes: int, num_classes: int, see
                        "fewer edges or more nodes")
 
 
+@dataclass(frozen=True)
+class _Generator:
+    """One kind of synthetic graph: what sizes it (for messages), its default feature width and class count, and the
+    sizing flags it refuses because it sizes the graph itself."""
+
+    sized_by: str
+    feature_dim: int
+    num_classes: int
+    write: Callable[[str | os.PathLike, _Sizes, dict], GraphDataset]
+    refuses: tuple[str, ...] = ()
+
+
+def _generator(typed: bool, preset: str | None) -> str:
+    """The generator the arguments name: an IGBH preset's, ``typed``'s (ogbn-mag-shaped), else the power-law graph
+    (which a homogeneous ``preset`` sizes)."""
+    if preset is not None and preset not in PRESETS and preset not in IGBH_PRESETS:
+        raise DatasetError(f"--preset {preset}: is not known; choose one of {', '.join([*PRESETS, *IGBH_PRESETS])}")
+    if preset in IGBH_PRESETS:
+        return "igbh"
+    return "mag" if typed else "power-law"
+
+
 def synthesize(
     out_dir: str | os.PathLike,
     num_nodes: int | None = None,
@@ -320,33 +345,82 @@ def synthesize(
     **options,
 ) -> GraphDataset:
     """Generate and write a synthetic dataset: a power-law graph of ``num_nodes`` nodes and exactly ``num_edges``
-    directed edges (the module docstring), or with ``typed=True`` an ogbn-mag-shaped typed graph sized by ``scale``
+    directed edges (the module docstring; ``preset="papers100m"`` gives the sizes of ogbn-papers100M that are not
+    given), or with ``typed=True`` an ogbn-mag-shaped typed graph sized by ``scale``
     (:mod:`~sparsetrain.datasets.synth_mag`; 1.0 is ogbn-mag's size), or with ``preset="igbh-<size>"`` (tiny, small,
     medium, large) an IGBH-shaped typed graph with IGB's published counts times ``scale``
-    (:mod:`~sparsetrain.datasets.synth_igbh`; features 1024 wide and 19 classes by default, as IGBH's; split 60/20/20).
+    (:mod:`~sparsetrain.datasets.synth_igbh`; split 60/20/20).
 
     The power-law graph is undirected and stored with both directions, so ``num_edges`` must be even. A random
     ``label_fraction`` (default 1) of the nodes carries a label (the rest -1); the split divides the labelled nodes.
-    ``feature_dim`` and ``num_classes`` default to 100 and 47 (typed: 128 and 349). Options are :class:`BuildOptions`
-    fields (``reorder``, ``feature_dtype``, ``split_fractions``, ``overwrite``, ``quiet``; typed: ``add_reverse``,
-    default True). Memory is a few arrays per node plus fixed-size chunks, whatever ``num_edges``.
+    ``feature_dim`` and ``num_classes`` default by generator (:data:`GENERATORS`: 100 and 47; typed: 128 and 349;
+    IGBH: 1024 and 19, as IGBH's). Options are :class:`BuildOptions` fields (``reorder``, ``feature_dtype``,
+    ``split_fractions``, ``overwrite``, ``quiet``; typed: ``add_reverse``, default True). Memory is a few arrays per
+    node plus fixed-size chunks, whatever ``num_edges``.
     """
-    if preset is not None:
-        return _igbh(out_dir, preset, typed, num_nodes, num_edges, label_fraction, scale, feature_dim, num_classes,
-                     seed, options)
-    feature_dim = (128 if typed else 100) if feature_dim is None else feature_dim
-    num_classes = (349 if typed else 47) if num_classes is None else num_classes
-    if feature_dim < 1 or num_classes < 2:  # both shapes: a 0 is refused, never read as "the default"
+    kind = _generator(typed, preset)
+    generator = GENERATORS[kind]
+    flags = (("--typed", typed), ("--nodes", num_nodes), ("--edges", num_edges), ("--label-fraction", label_fraction),
+             ("--preset", preset), ("--reorder", options.get("reorder")))
+    given = [flag for flag, value in flags if value is not None and value is not False and value not in ("none", "")]
+    refused = [flag for flag in given if flag in generator.refuses]
+    if refused:
+        raise DatasetError(f"{generator.sized_by.format(preset=preset)}; drop {'/'.join(refused)}")
+    if preset in PRESETS:  # a homogeneous preset: its sizes where none are given
+        known = PRESETS[preset]
+        num_nodes = known["nodes"] if num_nodes is None else num_nodes
+        num_edges = known["edges"] if num_edges is None else num_edges
+        feature_dim = known["feature_dim"] if feature_dim is None else feature_dim
+        num_classes = known["classes"] if num_classes is None else num_classes
+        label_fraction = known["label_fraction"] if label_fraction is None else label_fraction
+        options = {"feature_dtype": known["feature_dtype"], "split_fractions": known["split"], **options}
+    feature_dim = generator.feature_dim if feature_dim is None else feature_dim
+    num_classes = generator.num_classes if num_classes is None else num_classes
+    if feature_dim < 1 or num_classes < 2:  # every generator: a 0 is refused, never read as "the default"
         raise DatasetError(f"--feature-dim {feature_dim} / --classes {num_classes}: need at least 1 feature and 2 "
                            "classes")
-    if typed:
-        given = [flag for flag, value in (("--nodes", num_nodes), ("--edges", num_edges),
-                                          ("--label-fraction", label_fraction)) if value is not None]
-        if given:
-            raise DatasetError(f"--typed sizes the graph with --scale; drop {'/'.join(given)}")
-        graph = mag_graph(scale, num_classes, feature_dim, seed)
-        options = {"add_reverse": True, "split_fractions": MAG_SPLIT, **options}
-        return build_dataset(out_dir, graph, BuildOptions(seed=seed, num_classes={"paper": num_classes}, **options))
+    sizes = _Sizes(preset, scale, num_nodes, num_edges, feature_dim, num_classes, label_fraction, seed)
+    return generator.write(out_dir, sizes, options)
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """What :func:`synthesize` was asked for, defaults filled in, as the generators read it."""
+
+    preset: str | None
+    scale: float
+    num_nodes: int | None
+    num_edges: int | None
+    feature_dim: int
+    num_classes: int
+    label_fraction: float | None
+    seed: int
+
+
+def _write_igbh(out_dir: str | os.PathLike, sizes: _Sizes, options: dict) -> GraphDataset:
+    """The IGBH-shaped typed graph (:mod:`~sparsetrain.datasets.synth_igbh`)."""
+    from sparsetrain.datasets.synth_igbh import igbh_graph
+
+    if "add_reverse" in options:
+        raise DatasetError(f"--preset {sizes.preset} stores MLPerf's reference reverse edges already; drop "
+                           "--add-reverse")
+    graph = igbh_graph(sizes.preset, sizes.scale, sizes.num_classes, sizes.feature_dim, sizes.seed)
+    return build_dataset(out_dir, graph, BuildOptions(seed=sizes.seed, num_classes={"paper": sizes.num_classes},
+                                                      **options))
+
+
+def _write_mag(out_dir: str | os.PathLike, sizes: _Sizes, options: dict) -> GraphDataset:
+    """The ogbn-mag-shaped typed graph (:mod:`~sparsetrain.datasets.synth_mag`), with its reverse edge types."""
+    graph = mag_graph(sizes.scale, sizes.num_classes, sizes.feature_dim, sizes.seed)
+    options = {"add_reverse": True, "split_fractions": MAG_SPLIT, **options}
+    return build_dataset(out_dir, graph, BuildOptions(seed=sizes.seed, num_classes={"paper": sizes.num_classes},
+                                                      **options))
+
+
+def _write_power_law(out_dir: str | os.PathLike, sizes: _Sizes, options: dict) -> GraphDataset:
+    """The power-law graph of the module docstring."""
+    num_nodes, num_edges, label_fraction, seed = sizes.num_nodes, sizes.num_edges, sizes.label_fraction, sizes.seed
+    feature_dim, num_classes = sizes.feature_dim, sizes.num_classes
     if num_nodes is None or num_edges is None:
         raise DatasetError("--nodes and --edges: both required (num_nodes, num_edges), or pass typed=True (--typed)")
     label_fraction = 1.0 if label_fraction is None else label_fraction
@@ -417,21 +491,14 @@ def synthesize(
         shutil.rmtree(scratch_dir, ignore_errors=True)
 
 
-def _igbh(out_dir, preset: str, typed: bool, num_nodes, num_edges, label_fraction, scale: float,
-          feature_dim: int | None, num_classes: int | None, seed: int, options: dict) -> GraphDataset:
-    """``synthesize(preset="igbh-<size>")``: the IGBH-shaped typed graph."""
-    from sparsetrain.datasets.synth_igbh import igbh_graph
-
-    given = [flag for flag, value in (("--typed", typed or None), ("--nodes", num_nodes), ("--edges", num_edges),
-                                      ("--label-fraction", label_fraction)) if value is not None]
-    if given:
-        raise DatasetError(f"--preset {preset} sizes the graph with IGBH's counts and --scale; drop {'/'.join(given)}")
-    if "add_reverse" in options:
-        raise DatasetError(f"--preset {preset} stores MLPerf's reference reverse edges already; drop --add-reverse")
-    feature_dim = 1024 if feature_dim is None else feature_dim
-    num_classes = 19 if num_classes is None else num_classes
-    if feature_dim < 1 or num_classes < 2:
-        raise DatasetError(f"--feature-dim {feature_dim} / --classes {num_classes}: need at least 1 feature and 2 "
-                           "classes")
-    graph = igbh_graph(preset, scale, num_classes, feature_dim, seed)
-    return build_dataset(out_dir, graph, BuildOptions(seed=seed, num_classes={"paper": num_classes}, **options))
+GENERATORS = {
+    "power-law": _Generator("--nodes and --edges size the graph", feature_dim=100, num_classes=47,
+                            write=_write_power_law),
+    "mag": _Generator("--typed sizes the graph with --scale and keeps its node order", feature_dim=128,
+                      num_classes=349, write=_write_mag,
+                      refuses=("--nodes", "--edges", "--label-fraction", "--preset", "--reorder")),
+    "igbh": _Generator("--preset {preset} sizes the graph with IGBH's counts and --scale and keeps its node order",
+                       feature_dim=1024, num_classes=19, write=_write_igbh,
+                       refuses=("--typed", "--nodes", "--edges", "--label-fraction", "--reorder")),
+}
+"""The generators :func:`synthesize` chooses from (:func:`_generator`), read once per call."""

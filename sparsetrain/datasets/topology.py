@@ -1,9 +1,9 @@
 """Edges -> the flat CSC, in scratch files: node counts, the two streaming passes of :mod:`~sparsetrain.datasets.csc`
 per edge type, each type's columns appended after the last's.
 
-A homogeneous graph is one edge type over one node type whose count may be unknown (the largest id + 1, refused when
-far beyond the edge count); a typed graph's counts are known before its edges are sorted (given, the rows of a
-type's features or labels, else one pass for the largest id). Memory: a few arrays per node plus one bucket.
+A node type's count is given, the rows of its features or labels, else the largest id + 1 (refused when far beyond
+the edge count): found while its edges are counted when one edge type names it at both ends (a homogeneous graph's
+one type), else by a pass of its own before any edges are sorted. Memory: a few arrays per node plus one bucket.
 """
 
 from __future__ import annotations
@@ -38,59 +38,52 @@ _IDS_PER_EDGE = 4
 _GROWTH_GUARD = 1 << 27
 
 
-def _far_id_error(edges: EdgeSource, where: str, column: str, node: int, num_edges: str) -> DatasetError:
+def _far_id_error(edges: EdgeSource, where: str, column: str, node: int, num_edges: str,
+                  node_type: str) -> DatasetError:
+    flag, n = fmt.count_flag(node_type), node + 1  # "--num-nodes" or "--node-count TYPE=N"
+    count = (flag.replace("=N", f"={n} (num_nodes={{{node_type!r}: {n}}} in Python)") if flag.endswith("=N")
+             else f"{flag} {n} (num_nodes={n} in Python)")
     return DatasetError(
         f"{edges.name}: {where}, {column}: node id {node} is far beyond {num_edges} and would make {node + 1} nodes; "
-        f"fix the id, or pass --num-nodes {node + 1} (num_nodes={node + 1} in Python) if the graph really has that "
-        "many nodes"
+        f"fix the id, or pass {count} if the graph really has that many nodes"
     )
 
 
 class _EdgeCheck:
     """Validates each chunk of pass 1: ids in range at both ends, weights finite and >= 0.
 
-    Without ``num_nodes`` it also keeps the largest id and where it was, so that an id
-    far beyond the edge count is refused (before it sizes an array) rather than imported.
-    ``type_counts``: the edge type and its ``(source, destination)`` type counts; ids are checked against each.
+    ``counts``: the count of each end's node type; an end whose count is None (a node type only this edge type names,
+    at both its ends) is counted by this pass, which keeps the largest id and where it was, so that an id far beyond
+    the edge count is refused (before it sizes an array) rather than imported.
     """
 
-    def __init__(self, edges: EdgeSource, num_nodes: int | None, nodes_from: str,
-                 type_counts: tuple[EdgeType, int, int] | None = None):
-        self.edges, self.num_nodes, self.nodes_from, self.type_counts = edges, num_nodes, nodes_from, type_counts
+    def __init__(self, edges: EdgeSource, edge_type: EdgeType, counts: dict[str, int | None],
+                 nodes_from: dict[str, str]):
+        self.edges, self.edge_type, self.counts, self.nodes_from = edges, edge_type, counts, nodes_from
         self.highest: tuple[int, int, str] | None = None  # (id, row, column)
 
     def limit(self, num_edges: int) -> int:
         return max(_FREE_IDS, _IDS_PER_EDGE * num_edges)
 
-    def _by_type_counts(self, src: np.ndarray, dst: np.ndarray, first_row: int) -> None:
-        et, n_src, n_dst = self.type_counts
-        for column, ids, node_type, n in (("src", src, et[0], n_src), ("dst", dst, et[2], n_dst)):
-            bad = (ids < 0) | (ids >= n)
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise DatasetError(f"{self.edges.name}: {self.edges.where(first_row + i)}, {column}: {node_type!r} "
-                                   f"node id {ids[i]} of edge type {et} must be in [0, {n}), the {node_type!r} nodes; "
-                                   f"fix the id or the {node_type!r} node count")
-
     def __call__(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray | None, first_row: int) -> None:
-        edges = self.edges
-        if self.type_counts is not None:
-            self._by_type_counts(src, dst, first_row)
-        for column, ids in () if self.type_counts is not None else (("src", src), ("dst", dst)):
+        edges, et = self.edges, self.edge_type
+        for column, ids, node_type in (("src", src, et[0]), ("dst", dst, et[2])):
             if len(ids) == 0:
                 continue
             low, high = int(ids.min()), int(ids.max())
+            n = self.counts[node_type]
             if low < 0:
                 row = int(np.flatnonzero(ids < 0)[0])
-                raise DatasetError(f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is "
-                                   "negative; node ids must be in [0, num_nodes)")
-            if self.num_nodes is not None:
-                if high >= self.num_nodes:
-                    row = int(np.flatnonzero(ids >= self.num_nodes)[0])
+                raise DatasetError(f"{edges.name}: {edges.where(first_row + row)}, {column}: "
+                                   f"{fmt.node_word(node_type)} id {ids[row]} is negative; node ids must be in [0, "
+                                   f"{fmt.count_name(node_type)})")
+            if n is not None:
+                if high >= n:
+                    row = int(np.flatnonzero(ids >= n)[0])
                     raise DatasetError(
-                        f"{edges.name}: {edges.where(first_row + row)}, {column}: node id {ids[row]} is out of range "
-                        f"[0, {self.num_nodes}) ({self.nodes_from}); fix the id, or give every node a row / pass a "
-                        f"larger --num-nodes"
+                        f"{edges.name}: {edges.where(first_row + row)}, {column}: {fmt.node_word(node_type)} id "
+                        f"{ids[row]} is out of range [0, {n}) ({self.nodes_from[node_type]}); fix the id, or give "
+                        f"every node a row / pass a larger {fmt.count_flag(node_type)}"
                     )
                 continue
             if self.highest is None or high > self.highest[0]:
@@ -100,7 +93,7 @@ class _EdgeCheck:
             if high >= (self.limit(edges.rows) if known else max(_GROWTH_GUARD, self.limit(seen))):
                 node, row, col = self.highest
                 counted = f"the {edges.rows if known else f'first {seen}'} edges"
-                raise _far_id_error(edges, edges.where(row), col, node, counted)
+                raise _far_id_error(edges, edges.where(row), col, node, counted, et[2])
         if weight is not None and len(weight):
             bad = ~np.isfinite(weight) | (weight < 0)
             if bad.any():
@@ -113,9 +106,10 @@ class _EdgeCheck:
 
     def finish(self, num_edges: int) -> None:
         """The strict rule once the edge count is known (a CSV's only now)."""
-        if self.num_nodes is None and self.highest is not None and self.highest[0] >= self.limit(num_edges):
+        if self.highest is not None and self.highest[0] >= self.limit(num_edges):
             node, row, column = self.highest
-            raise _far_id_error(self.edges, self.edges.where(row), column, node, f"the {num_edges} edges")
+            raise _far_id_error(self.edges, self.edges.where(row), column, node, f"the {num_edges} edges",
+                                 self.edge_type[2])
 
 
 def _available_memory() -> int | None:
@@ -185,11 +179,25 @@ def _count(n, node_type: str) -> int:
     raise DatasetError(f"{fmt.count_name(node_type)} is {n!r}; give a whole number of nodes (an int)")
 
 
-def infer_typed_counts(counts: dict[str, int | None], edges: dict[EdgeType, EdgeSource]) -> dict[str, int]:
-    """Counts of the node types that have none: the largest id the edge lists give them + 1 (one pass over
-    those lists). Such an id may go at most a few times beyond the edge list's length (or up to 65536): a typo
-    such as 2**31 must not size arrays of hundreds of GB."""
-    highest = {t: (-1, None) for t, n in counts.items() if n is None}  # (id, (edge type, source, row, column))
+def counted_in_pass_one(counts: dict[str, int | None], edges: dict[EdgeType, EdgeSource]) -> set[str]:
+    """The uncounted node types that the one edge type naming them, at both its ends, counts while it is read (the
+    largest id + 1, no pass of its own): every other uncounted type needs :func:`infer_counts` first."""
+    naming: dict[str, set[EdgeType]] = {}
+    for et in edges:
+        for end in (et[0], et[2]):
+            naming.setdefault(end, set()).add(et)
+    return {t for t, n in counts.items() if n is None and len(naming.get(t, ())) == 1
+            and next(iter(naming[t]))[0] == next(iter(naming[t]))[2] == t}
+
+
+def infer_counts(counts: dict[str, int | None], edges: dict[EdgeType, EdgeSource],
+                 nodes_from: dict[str, str]) -> tuple[dict[str, int | None], dict[str, str]]:
+    """Counts of the node types that have none and that no single edge type counts while it is read
+    (:func:`counted_in_pass_one`): the largest id the edge lists give them + 1 (one pass over those lists). Such an
+    id may go at most a few times beyond the edge list's length (or up to 65536): a typo such as 2**31 must not size
+    arrays of hundreds of GB."""
+    later = counted_in_pass_one(counts, edges)
+    highest = {t: (-1, None) for t, n in counts.items() if n is None and t not in later}  # (id, (et, src, row, col))
     for et, source in edges.items():
         if et[0] not in highest and et[2] not in highest:
             continue
@@ -212,7 +220,9 @@ def infer_typed_counts(counts: dict[str, int | None], edges: dict[EdgeType, Edge
         if h < 0:
             raise DatasetError(f"node type {t!r} has no nodes (no count, no feature or label rows, no edges); give "
                                "its count, or drop the type")
-    return {t: (n if n is not None else highest[t][0] + 1) for t, n in counts.items()}
+    inferred = {t: h + 1 for t, (h, _) in highest.items()}
+    return ({t: inferred.get(t, n) for t, n in counts.items()},
+            {t: f"the {inferred[t]} {t!r} nodes" if t in inferred else came for t, came in nodes_from.items()})
 
 
 @dataclass
@@ -223,16 +233,17 @@ class Topology:
     num_edges: dict[EdgeType, int]
     counts: dict[str, int]
     symmetric: bool
-    """Every edge's reverse is an edge too (meaningful for one edge type over one node type)."""
+    """Every edge type joins one node type to itself and every edge's reverse is an edge of its type too."""
 
 
 def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], counts: dict[str, int | None],
-                   nodes_from: dict[str, str], options, typed: bool, with_ids: bool) -> Topology:
+                   nodes_from: dict[str, str], options, with_ids: bool) -> Topology:
     """Count, bucket and sort every edge type in turn; ``with_ids`` keeps each edge's row in its edge list
     (``csc.edge_ids``).
 
     ``options``: ``undirected``, ``drop_self_loops``, ``drop_duplicates`` (a homogeneous graph's cleaning), ``quiet``.
-    A homogeneous count of None becomes the largest id + 1.
+    A count of None (a node type only one edge type names, at both ends: :func:`counted_in_pass_one`) becomes the
+    largest id + 1 at either end.
     """
     counts = dict(counts)
     passes = []
@@ -240,14 +251,12 @@ def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], cou
         n_dst = counts[et[2]]
         if n_dst is not None:
             _check_node_memory(n_dst, nodes_from[et[2]])
-        check = _EdgeCheck(source, n_dst, nodes_from[et[2]], (et, counts[et[0]], n_dst) if typed else None)
+        check = _EdgeCheck(source, et, counts, nodes_from)
         with progress(source.rows, "count edges", "edge", options.quiet) as bar:
             degrees = count_in_degrees(source.chunks, n_dst, options.undirected, check, bar.update)
         raw_edges = int(degrees.sum())
-        if raw_edges == 0 and not typed:
-            raise DatasetError(f"{source.name}: holds no edges; an edge list needs at least one 'src, dst' row")
         check.finish(raw_edges // (2 if options.undirected else 1))
-        if n_dst is None:  # homogeneous: the largest id at either end + 1
+        if n_dst is None:  # counted by this pass: the largest id at either end + 1
             counts[et[2]] = counts[et[0]] = n_dst = len(degrees)
         if n_dst > MAX_NODES or counts[et[0]] > MAX_NODES:
             raise DatasetError(f"num_nodes={max(n_dst, counts[et[0]])} ({nodes_from[et[2]]}): graphs of more than "
@@ -257,6 +266,9 @@ def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], cou
         # a bucket carrying edge ids holds a quarter of the edges: keys, ids and their sort take ~4x the bytes
         passes.append((et, source, bucket_ranges(degrees, BUCKET_EDGES // 4 if with_ids else None), raw_edges))
         del degrees
+    if not any(p[3] for p in passes):
+        raise DatasetError(f"{', '.join(source.name for source in edges.values())}: holds no edges; an edge list needs "
+                           "at least one 'src, dst' row")
     weighted = [et for et, source in edges.items() if source.weighted]
     if weighted and len(weighted) != len(edges):
         raise DatasetError(f"edge type {weighted[0]} has edge weights but "
@@ -288,7 +300,7 @@ def build_topology(writer: DatasetWriter, edges: dict[EdgeType, EdgeSource], cou
             indptr.append(done.indptr[:-1] + written)
             written += done.num_edges
             num_edges[et] = done.num_edges
-            symmetric = symmetric and done.symmetric
+            symmetric = symmetric and done.symmetric and et[0] == et[2]
         indices.shrink(written)
         weights.shrink(written if weighted else 0)
         ids.shrink(written if with_ids else 0)

@@ -51,13 +51,8 @@ def check_graph_ids(graph: CSCGraph) -> None:
             continue
         low, high = torch.aminmax(ids)
         if int(low) < 0 or int(high) >= count:
-            check_range(Path(graph.source("indices")), ids.numpy(), 0, count, _node_word(et[0]), _CHUNK,
+            check_range(Path(graph.source("indices")), ids.numpy(), 0, count, fmt.node_word(et[0]), _CHUNK,
                         graph.check_files, first=start)
-
-
-def _node_word(node_type: str) -> str:
-    """How errors name a node of a type: "node" for the one type of a homogeneous graph."""
-    return "node" if node_type == fmt.NODE else f"{node_type!r} node"
 
 
 def check_label_values(ds) -> None:
@@ -129,7 +124,7 @@ def check_for_training(ds, *, verify: bool = False, task: str = "node", target_t
         if target == ds.target_type and target in ds.labels_by_type and ds.split:
             check_eval_splits(ds.path, ds.split)
             where = str(ds.path / ds.meta["labels"][target]["file"])
-            where += "" if target == fmt.NODE else f" (node type {target!r})"
+            where += fmt.of_node_type(target, ", ")
             check_split_labels(where, ds.labels_by_type[target], ds.split, ds.num_classes)
     if not verify:
         check_label_values(ds)  # after the split's check, which names the train/val/test nodes

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 from sparsetrain.datasets.applicable import TRAIN_RULES, TrainContext, refuse_inapplicable
-from sparsetrain.datasets.format import EDGE, NODE
+from sparsetrain.datasets.format import EDGE, NODE, of_node_type, user_type_name
 from sparsetrain.datasets.outputs import check_output_path
 from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.host_memory import available_host_memory
@@ -40,6 +42,7 @@ from sparsetrain.engine.settings import (
 )
 from sparsetrain.engine.static.shapes import StepShapes
 from sparsetrain.errors import DatasetError, SettingError
+from sparsetrain.nn.models import BLOCK_GNNS, MODELS
 from sparsetrain.storage.residency import fits_on_gpu
 
 MODEL_DEFAULTS = {
@@ -69,6 +72,67 @@ HALO_CACHE_FRACTION = 0.25
 """A partitioned run without ``--cache-gb``: the share of a part's halo rows kept locally (the most-drawn ones)."""
 RANDOM_SPLIT = (0.6, 0.8)
 """A typed dataset's node type without a split trains on a random 60/20/20 one (train below 0.6, val below 0.8)."""
+EMBEDDING_MODELS = TYPED_MODELS
+"""Models that learn an embedding for a node type without features (the others read every node's features)."""
+
+
+class Refusal(NamedTuple):
+    """A setting a kind of dataset cannot honour: ``applies(settings)``, then ``error`` with ``message`` (formatted
+    with ``path``, the dataset, and ``settings``)."""
+
+    applies: Callable[[TrainSettings], bool]
+    error: type[Exception]
+    message: str
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What differs between a homogeneous dataset and a typed one, the one table the plan reads (:func:`_check_types`
+    picks the row once; the rest of the plan reads its fields, never the dataset's typed-ness)."""
+
+    described: str
+    """The dataset in messages."""
+    models: tuple[str, ...]
+    """The models that train it."""
+    why: str
+    """Why those models (in messages)."""
+    default_model: str
+    default_target: str | None
+    """The node type trained on when neither ``--target-type`` nor the dataset names one."""
+    random_split: bool
+    """A target node type without the dataset's split trains on a random ``RANDOM_SPLIT`` (else it is refused)."""
+    sampled_on_device: bool
+    """The graph can be sampled on the GPU (the CUDA kernels read one edge type)."""
+    refusals: tuple[Refusal, ...]
+    """The settings this kind cannot honour, each refused in one line."""
+
+
+_TYPED = "a typed dataset"
+KINDS = {
+    False: Kind(
+        described="a homogeneous dataset (one node type and one edge type)", models=MODELS,
+        why="one node type and one edge type", default_model="sage", default_target=NODE, random_split=False,
+        sampled_on_device=True,
+        refusals=(Refusal(lambda s: s.data.target_type is not None, DatasetError,
+                          "--target-type {settings.data.target_type}: {path} is a homogeneous dataset (one node type); "
+                          "drop --target-type"),)),
+    True: Kind(
+        described="a typed dataset", models=TYPED_MODELS, why="an R-GCN or R-GAT: one convolution per edge type",
+        default_model="rgcn", default_target=None, random_split=True, sampled_on_device=False,
+        refusals=(
+            Refusal(lambda s: s.data.task == "link", DatasetError, "--task link: {path} is a typed (heterogeneous) "
+                    "dataset; link prediction trains on homogeneous datasets made with --link-split"),
+            Refusal(lambda s: s.run.step == "static", SettingError, "--step static pads GraphSAGE node classification "
+                    f"batches of a homogeneous graph, not {_TYPED}; drop --step static"),
+            Refusal(lambda s: s.sampling.fuse_last_hop, SettingError, "--fuse-last-hop feeds GraphSAGE's first layer "
+                    f"in node classification on a homogeneous graph, not {_TYPED}; drop --fuse-last-hop"),
+            Refusal(lambda s: s.features.placement == "sharded", SettingError, "--features sharded: typed datasets are "
+                    "not sharded yet; pass --features mmap, disk, memory, device or pinned"),
+            Refusal(lambda s: s.run.eval == "full", SettingError, "--eval full: typed datasets evaluate on sampled "
+                    "batches (no layer-wise R-GCN inference yet); pass --eval sampled or auto"),
+        )),
+}
+"""The two kinds of dataset, keyed by whether the dataset has types (``DatasetMeta``'s one question)."""
 
 
 @dataclass(frozen=True)
@@ -136,16 +200,16 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
     if data.task == "link" and sampling.temporal:
         raise SettingError("--temporal samples node classification batches; --task link does not sample "
                            "temporally yet: drop one of them")
-    _check_types(settings, meta)
-    model = _model(meta, settings.model, data.task)
-    target, random_split = _target(meta, data.target_type) if data.task == "node" else (None, False)
+    kind = _check_types(settings, meta)
+    model = _model(kind, settings.model, data.task)
+    target, random_split = _target(meta, kind, data.target_type, model.name) if data.task == "node" else (None, False)
     times = _times(meta, sampling, model.name, target)
     if times is not None:
         sampling = replace(sampling, temporal_strategy=sampling.temporal_strategy or "uniform")
     if data.task == "link":
         sampling = replace(sampling, exclude=_exclude(sampling.exclude, meta.directed))
     features = _features(meta, settings.features, device)
-    graph_on_device = (not meta.is_typed and times is None and meta.parts is None
+    graph_on_device = (kind.sampled_on_device and times is None and meta.parts is None
                        and _graph_fits(meta.graph_bytes, device))
     _check_fuse_last_hop(sampling, data.task, meta, model, features, times, device, graph_on_device)
     train_seeds = _train_seed_count(meta, data.task, target, random_split)
@@ -155,7 +219,7 @@ def plan(settings: TrainSettings, meta: DatasetMeta, device: torch.device, world
     # (and sparsetrain 0.1 recorded it so); a homogeneous dataset's one node type, which has no name, as none
     recorded = replace(settings, sampling=replace(sampling, exclude=settings.sampling.exclude), model=model,
                        optim=optim, features=features,
-                       data=replace(data, target_type=None if target == NODE else target))
+                       data=replace(data, target_type=user_type_name(target)))
     shapes = _step_shapes(settings.run, meta, data.task, model, sampling, world_size)
     capture = capture_plan(shapes, device, features.placement if not features.cache_gb else "cached", graph_on_device)
     return RunPlan(
@@ -219,43 +283,24 @@ def _check_writable(flag: str, path: Path, *, folder: bool) -> None:
 # ---------------------------------------------------------------- model and optimizer
 
 
-def _check_types(settings: TrainSettings, meta: DatasetMeta) -> None:
-    """The plan's one question of whether the dataset has types: what needs one node type and one edge type, refused
-    in one line each on a typed dataset, and ``--target-type`` (which names a typed dataset's node type) on a
-    homogeneous one."""
-    if not meta.is_typed:
-        if settings.data.target_type is not None:
-            raise DatasetError(f"--target-type {settings.data.target_type}: {meta.path} is a homogeneous dataset (one "
-                               "node type); drop --target-type")
-        return
-    one_type = "a typed dataset"
-    refusals = (
-        (settings.data.task == "link", DatasetError, f"--task link: {meta.path} is a typed (heterogeneous) dataset; "
-         "link prediction trains on homogeneous datasets made with --link-split"),
-        (settings.run.step == "static", SettingError, "--step static pads GraphSAGE node classification batches of a "
-         f"homogeneous graph, not {one_type}; drop --step static"),
-        (settings.sampling.fuse_last_hop, SettingError, "--fuse-last-hop feeds GraphSAGE's first layer in node "
-         f"classification on a homogeneous graph, not {one_type}; drop --fuse-last-hop"),
-        (settings.features.placement == "sharded", SettingError, "--features sharded: typed datasets are not sharded "
-         "yet; pass --features mmap, disk, memory, device or pinned"),
-        (settings.run.eval == "full", SettingError, "--eval full: typed datasets evaluate on sampled batches (no "
-         "layer-wise R-GCN inference yet); pass --eval sampled or auto"),
-    )
-    for refused, error, message in refusals:
-        if refused:
-            raise error(message)
+def _check_types(settings: TrainSettings, meta: DatasetMeta) -> Kind:
+    """The plan's one question of whether the dataset has types: its row of ``KINDS``, whose refusals (what needs one
+    node type and one edge type on a typed dataset, ``--target-type`` on a homogeneous one) are raised in one line."""
+    kind = KINDS[meta.is_typed]
+    for refusal in kind.refusals:
+        if refusal.applies(settings):
+            raise refusal.error(refusal.message.format(path=meta.path, settings=settings))
+    return kind
 
 
-def _model(meta: DatasetMeta, model: ModelSettings, task: str) -> ModelSettings:
-    """``--model`` (else sage; rgcn on a typed dataset) with its hidden size; one the graph cannot train is refused,
-    never replaced by another."""
-    name = model.name or ("rgcn" if meta.is_typed and task == "node" else "sage")
-    if meta.is_typed != (name in TYPED_MODELS):  # the R-GCN and R-GAT train typed graphs, and only they do
-        if name in TYPED_MODELS:
-            raise SettingError(f"--model {name}: {meta.path} is a homogeneous dataset (one edge type); "
-                               "pass --model sage, gcn, gat or gt")
-        raise SettingError(f"--model {name}: a typed dataset trains {' or '.join(TYPED_MODELS)} (an R-GCN or R-GAT: "
-                           "one convolution per edge type); drop --model or pass --model rgcn or rgat")
+def _model(kind: Kind, model: ModelSettings, task: str) -> ModelSettings:
+    """``--model`` (else the kind's default: sage, rgcn on a typed dataset) with its hidden size; one the kind of
+    dataset cannot train is refused, never replaced by another."""
+    name = model.name or kind.default_model
+    if name not in kind.models:
+        models = " or ".join(kind.models)
+        raise SettingError(f"--model {name}: {kind.described} trains {models} ({kind.why}); drop --model or pass "
+                           f"--model {models}")
     if task == "link" and name != "sage":
         raise SettingError(f"--task link trains the GraphSAGE encoder; drop --model {name}")
     hidden = model.hidden if model.hidden is not None else _defaults(task, name)["hidden"]
@@ -388,27 +433,31 @@ def _check_fuse_last_hop(sampling: SamplingSettings, task: str, meta: DatasetMet
 # ---------------------------------------------------------------- what is trained on
 
 
-def _target(meta: DatasetMeta, target_type: str | None) -> tuple[str, bool]:
-    """The node type to train on (a homogeneous dataset's: ``_N``) and whether it needs a random split."""
-    if not meta.is_typed:  # no embeddings and no random split for the one type: it needs its own
-        if NODE not in meta.features or NODE not in meta.num_classes or "train" not in meta.split:
-            raise DatasetError(f"{meta.path}: training needs features, labels and a train split; "
-                               "re-import with --features and --labels")
-        return NODE, False
-    target = target_type or meta.target_type
+def _target(meta: DatasetMeta, kind: Kind, target_type: str | None, model: str) -> tuple[str, bool]:
+    """The node type to train on (``--target-type``, else the dataset's, else the kind's: a homogeneous dataset's
+    ``_N``) and whether it needs a random split (the kind's rule for a type without the dataset's split)."""
+    target = target_type or meta.target_type or kind.default_target
     if target is None:
         raise DatasetError(f"{meta.path}: the dataset names no target node type; "
                            f"pass --target-type (one of {', '.join(meta.node_types)})")
     if target not in meta.num_nodes:
         raise DatasetError(f"--target-type {target}: {meta.path} has no such node type; "
                            f"choose one of {', '.join(meta.node_types)}")
+    named = of_node_type(target, "", "the dataset")
     if target not in meta.num_classes:
         labelled = ", ".join(meta.num_classes) or "none"
-        raise DatasetError(f"{meta.path}: node type {target!r} has no labels to train on (labelled types: "
-                           f"{labelled}); pass another --target-type")
+        raise DatasetError(f"{meta.path}: {named} has no labels to train on (labelled types: {labelled}); re-import "
+                           "with --labels, or on a typed dataset pass another --target-type")
     if meta.num_classes[target] is None and target == meta.target_type:
-        raise DatasetError(f"{meta.path}: node type {target!r} has labels but no class count; re-import the dataset")
-    return target, target != meta.target_type or "train" not in meta.split
+        raise DatasetError(f"{meta.path}: {named} has labels but no class count; re-import the dataset")
+    if target not in meta.features and model not in EMBEDDING_MODELS:
+        raise DatasetError(f"{meta.path}: {named} has no features, which --model {model} reads; re-import with "
+                           "--features")
+    random_split = target != meta.target_type or "train" not in meta.split
+    if random_split and not kind.random_split:
+        raise DatasetError(f"{meta.path}: {named} has no train split, which training needs; re-import with a split "
+                           "(--split, or train/val/test files)")
+    return target, random_split
 
 
 def _train_seed_count(meta: DatasetMeta, task: str, target: str | None, random_split: bool) -> int:
@@ -441,9 +490,8 @@ def _times(meta: DatasetMeta, sampling: SamplingSettings, model: str, target: st
         raise SettingError("--temporal with --model gt is not supported (its cluster attention spans the batch's "
                            "subgraphs); pass --model sage, gcn or gat")
     if target not in meta.node_time:
-        name = "its nodes" if target == NODE else f"node type {target!r}"
-        raise DatasetError(f"--temporal: a seed's time is its node time, but {meta.path} has no node times for "
-                           f"{name}; re-import it with --node-time")
+        raise DatasetError(f"--temporal: a seed's time is its node time, but {meta.path} has no node times for the "
+                           f"nodes{of_node_type(target)}; re-import it with --node-time")
     return "edge_time" if meta.edge_time else "node_time"
 
 
@@ -517,8 +565,8 @@ def _check_cache(tables: dict, cache_gb: float, device: torch.device) -> float:
         if budgets[node_type] < table.row_bytes:
             total = sum(t.nbytes for t in tables.values())
             least = table.row_bytes * total / max(table.nbytes, 1) / 2**30
-            of = "" if node_type == NODE else f" of node type {node_type!r}"
-            raise SettingError(f"--cache-gb {cache_gb:g}: {budgets[node_type]} bytes, less than one feature row{of} "
+            raise SettingError(f"--cache-gb {cache_gb:g}: {budgets[node_type]} bytes, less than one feature row"
+                               f"{of_node_type(node_type)} "
                                f"({table.row_bytes} bytes), would cache nothing; pass --cache-gb {least:.3g} or more, "
                                "or 0 for no cache")
     return cache_gb
@@ -534,10 +582,8 @@ def _full_eval(meta: DatasetMeta, evaluation: str, model: str, sampling: Samplin
             raise SettingError("--eval full reads every neighbor, later ones too; --temporal evaluates on temporally "
                                "sampled batches: pass --eval sampled or auto")
         return False
-    if meta.is_typed:  # sampled (an --eval full was refused by _check_types)
-        return False
-    if model == "gt":  # evaluated on sampled batches, like it trains (its cluster attention is per batch)
-        return False
+    if model not in BLOCK_GNNS:  # layer-wise inference runs block GNNs; gt (its cluster attention is per batch) and
+        return False             # the R-GCN / R-GAT (an --eval full was refused by _check_types) evaluate sampled
     eval_nodes = sum(size for name, size in meta.split.items() if name != "train")
     cheaper = full_eval_is_cheaper(sum(meta.num_nodes.values()), sum(meta.num_edges.values()), sampling.fanouts,
                                    eval_nodes)

@@ -17,7 +17,7 @@ from sparsetrain.collective import ShardedFeatures, new_group
 from sparsetrain.datasets import load_clusters
 from sparsetrain.datasets.clustering import cluster_order
 from sparsetrain.datasets.csc import RawCSC
-from sparsetrain.datasets.format import NODE
+from sparsetrain.datasets.format import NODE, of_node_type
 from sparsetrain.engine.dataset_checks import check_for_training
 from sparsetrain.engine.dataset_meta import DatasetMeta
 from sparsetrain.engine.default_data import open_dataset
@@ -76,8 +76,8 @@ def train(settings: TrainSettings) -> dict | None:
         else:
             loader, model, evaluate = _node_parts(ds, meta, run, features, ctx)
             task = Task()
-        if meta.is_typed and not quiet:
-            print(f"training {run.model.name} on node type {run.target_type!r} of a typed dataset", flush=True)
+        if not quiet:  # the node type only when it has a user's name (a homogeneous dataset's _N has none)
+            print(f"training {run.model.name}{of_node_type(run.target_type, ' on ')}", flush=True)
         summary = _fit(_trainer(run, ctx, model, loader, evaluate, task, config), ctx)
         summary.update({"model": run.model.name, "dataset": str(ds.path), "world_size": ctx.world_size,
                         "config": config})

@@ -85,11 +85,6 @@ class Partition:
             self.features_by_type = {fmt.NODE: self.features}
 
     @property
-    def is_typed(self) -> bool:
-        """More than the one node type of a homogeneous part (the user's view; inside, every field is by type)."""
-        return self.types.node_types != [fmt.NODE]
-
-    @property
     def target_type(self) -> str | None:
         return self.dataset.target_type
 

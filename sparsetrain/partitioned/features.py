@@ -25,6 +25,7 @@ from sparsetrain.collective.groups import comm_device, group_info
 from sparsetrain.collective.remote_rows import exchange, fetch_rows, group_by_owner
 from sparsetrain.errors import InputError, SparsetrainError
 from sparsetrain.partition.load import Partition
+from sparsetrain.sampling.graph import type_named
 from sparsetrain.storage.base import FeatureSource, check_ids
 
 
@@ -62,7 +63,7 @@ class PartitionedFeatures(FeatureSource):
         t = types.index(node_type)
         local = part.features_by_type.get(types.node_types[t])
         if local is None:
-            what = f"node type {types.node_types[t]!r}" if part.is_typed else "the part"
+            what = type_named(types.node_types[t], end="", unnamed="the part")
             raise InputError(f"{part.path}: {what} has no owned features; partition a dataset that has "
                              "node features (of that type)")
         super().__init__((int(types.type_offset[t + 1] - types.type_offset[t]), *local.row_shape), local.dtype, "cpu")

@@ -70,11 +70,10 @@ class DistNeighborSampler:
         graph = part.dataset.graph
         plan = Fanouts.of(fanouts).for_graph(graph)
         self.kernel_fanouts = plan.kernel_array(graph)  # [hops, edge types]
-        self.fanouts = self.kernel_fanouts[:, 0].tolist() if not part.is_typed else plan
+        self.fanouts = plan  # as the single-process sampler holds them
         self.types = part.types
-        self.typed = part.is_typed
         self._key_stride = key_stride(part.types.edge_types)
-        self.seed_type = seed_type if seed_type is not None else (part.target_type if self.typed else None)
+        self.seed_type = seed_type if seed_type is not None else part.target_type
         self.hop_nodes = hop_nodes
         self.rank, self.world = info.rank, info.world_size
         self._expand = Expander(part, replace=replace, weighted=weighted)
@@ -92,11 +91,7 @@ class DistNeighborSampler:
         return int(self.kernel_fanouts.shape[0])
 
     def _seed_index(self, inp: SamplerInput) -> int:
-        name = inp.node_type if inp.node_type is not None else self.seed_type
-        if not self.typed:
-            if name not in (None, NODE_TYPE):
-                raise InputError(f"the seeds are {name!r} nodes but the part is homogeneous; drop node_type")
-            return 0
+        name = inp.node_type or self.seed_type or NODE_TYPE
         if name not in self.types.node_types:
             raise InputError(f"the seeds' node type {name!r} is not one of the part's node types "
                              f"{self.types.node_types}; pass seed_type= or SamplerInput(node_type=...)")

@@ -32,18 +32,20 @@ from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, CSCGraph, EdgeType
 class PyGGraph:
     """``graph`` and what PyG's sampler contract needs beside it.
 
-    ``hetero``: PyG sees typed data (``HeteroSamplerOutput``); else the graph is the one-type case. ``node_time`` /
+    ``hetero``: PyG sees typed data (``HeteroSamplerOutput``); else the graph is the one-type case. Left out, the
+    graph's own view: the adapter's one view decision. ``node_time`` /
     ``edge_time``: ``{node_type: [N]}`` / ``{edge_type: [E]}`` (homogeneous: the one type's key), or ``None``.
     """
 
     graph: CSCGraph
-    hetero: bool
+    hetero: bool | None = None
     node_time: dict[str, torch.Tensor] | None = None
     edge_time: dict[EdgeType, torch.Tensor] | None = None
     weighted: bool = False
     num_nodes: int | dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
+        self.hetero = self.graph.is_typed if self.hetero is None else self.hetero
         self.num_nodes = self.graph.num_nodes
 
     @property
@@ -62,8 +64,7 @@ def graph_of(data: Any, weight_attr: str | None = None, time_attr: str | None = 
         if time_attr is not None or weight_attr is not None:
             raise SettingError("time_attr / weight_attr are not read from a sparsetrain dataset; pass a Data "
                                "holding them")
-        graph = as_dataset(data).graph
-        return PyGGraph(graph, graph.is_typed)
+        return PyGGraph(as_dataset(data).graph)
     if isinstance(data, (tuple, list)) and len(data) == 2:
         return _from_stores(*data, weight_attr, time_attr)
     raise SettingError(f"data is a {type(data).__name__}; pass a torch_geometric Data or HeteroData, a sparsetrain "
@@ -129,8 +130,7 @@ def _from_stores(feature_store, graph_store, weight_attr: str | None, time_attr:
         raise NotSupportedError("weight_attr is not supported for (FeatureStore, GraphStore) data; pass a Data or "
                                 "HeteroData holding that edge attribute")
     if isinstance(graph_store, DatasetGraphStore):
-        graph = graph_store.graph
-        hetero = graph.is_typed
+        view = PyGGraph(graph_store.graph)
     else:
         edge_attrs = graph_store.get_all_edge_attrs()
         hetero = any(attr.edge_type is not None for attr in edge_attrs)
@@ -149,13 +149,13 @@ def _from_stores(feature_store, graph_store, weight_attr: str | None, time_attr:
                 ids = None if perm.get(et) is None else perm[et].to(torch.int64)
                 relations[tuple(et)] = CSCGraph(colptr[et].to(torch.int64), row[et], edge_perm=ids)
             graph = CSCGraph.from_relations(num_nodes, relations)
-    node_time = edge_time = None
+        view = PyGGraph(graph, hetero)
     if time_attr is not None:
-        node_time, edge_time = _store_times(feature_store, time_attr, hetero)
+        view.node_time, view.edge_time = _store_times(feature_store, time_attr, view.hetero)
         name = f"the feature store's {time_attr!r}"
-        _check_times(node_time, "node", lambda t: f"{name} of {t!r}" if hetero else name)
-        _check_times(edge_time, "edge", lambda et: f"{name} of {et}" if hetero else name)
-    return PyGGraph(graph, hetero, node_time, edge_time)
+        _check_times(view.node_time, "node", lambda t: f"{name} of {t!r}" if view.hetero else name)
+        _check_times(view.edge_time, "edge", lambda et: f"{name} of {et}" if view.hetero else name)
+    return view
 
 
 def _store_times(feature_store, time_attr: str, hetero: bool):

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sparsetrain.errors import InputError
-from sparsetrain.sampling.graph import CSCGraph, EdgeType
+from sparsetrain.sampling.graph import EDGE_TYPE, CSCGraph, EdgeType
+from sparsetrain.sampling.minibatch import one_type_view
 
 PerHop = tuple[int, ...]
 MAX_COUNT = 2**31 - 1
@@ -95,7 +96,7 @@ class Fanouts:
                              f"types are {graph.edge_types}")
         zeros = (0,) * self.num_hops
         full = {et: self.values.get(et, zeros) for et in graph.edge_types}
-        return Fanouts(full if graph.is_typed else full[graph.edge_types[0]])
+        return Fanouts(one_type_view(full, EDGE_TYPE))
 
     def kernel_array(self, graph: CSCGraph) -> np.ndarray:
         """The counts as the kernels (CPU and CUDA) read them: int64 ``[hops, edge types]`` in ``graph.edge_types``

@@ -10,8 +10,10 @@ A typed graph (node types, edge types ``(src_type, relation, dst_type)``) is the
 (edge type, dst node) pairs, edge-type-major in the order of ``edge_types``: edge type ``et`` owns columns
 ``[col_offset[et], col_offset[et] + num_nodes[et[2]])``; ``indptr`` indexes one concatenated ``indices`` array of
 source-type-local ids, and ``weights`` / ``edge_perm`` follow the same order (``edge_perm[p]``: the edge's id within
-its own edge type, PyG's per-type ``e_id``). A homogeneous graph is the one-type case: node type ``"_N"`` and edge
-type ``("_N", "_E", "_N")`` (DGL's default names), with ``num_nodes`` an int rather than a dict.
+its own edge type, PyG's per-type ``e_id``). Every graph has a :class:`TypeLayout`: a homogeneous graph is the
+one-type case, node type ``"_N"`` and edge type ``("_N", "_E", "_N")`` (DGL's default names), and the code reading a
+graph loops over its types alike. Only the user's view differs, decided in one place (``CSCGraph._view``): the
+one-type graph's ``num_nodes`` is an int rather than a dict, and its ``repr`` names no edge types.
 """
 
 from __future__ import annotations
@@ -33,6 +35,16 @@ EdgeType = tuple[str, str, str]
 NODE_TYPE: str = "_N"
 EDGE_TYPE: EdgeType = ("_N", "_E", "_N")
 """The names of the one node type and edge type of a homogeneous graph (DGL's defaults)."""
+
+
+
+def type_named(t: str | EdgeType, end: str = ": ", unnamed: str = "") -> str:
+    """How an error message names node type or edge type ``t``, followed by ``end`` (``"edge type ('a', 'r', 'b'): "``,
+    ``"node type 'paper': "``); ``unnamed`` for a homogeneous graph's one type, which has no name to give."""
+    if t in (NODE_TYPE, EDGE_TYPE):
+        return unnamed
+    return f"edge type {t}{end}" if isinstance(t, tuple) else f"node type {t!r}{end}"
+
 
 DAMAGED = "the graph is damaged: check it with `sparsetrain info` (or sparsetrain.datasets.load(path, verify=True))"
 
@@ -133,8 +145,9 @@ class CSCGraph:
     the ``edge_index`` the graph was built from); samplers then report edge ids in that order, else CSC positions.
     ``files``: for arrays memory-mapped from files, their :class:`MappedFile` by field name
     (``"indptr"``, ``"indices"``, ``"weights"``); readers call :meth:`check_files` before reading.
-    ``types``: ``None`` for a homogeneous graph, else the :class:`TypeLayout` of a typed one (build it with
-    :meth:`typed`, :meth:`from_relations` or :meth:`from_edge_index_dict`; see the module docstring).
+    ``types``: the graph's :class:`TypeLayout`; left out (``None``), the one-type layout over the columns (node type
+    ``"_N"``, edge type ``("_N", "_E", "_N")``). A typed graph: build it with :meth:`typed`, :meth:`from_relations`
+    or :meth:`from_edge_index_dict` (see the module docstring).
     """
 
     indptr: torch.Tensor
@@ -155,7 +168,9 @@ class CSCGraph:
         if perm is not None and (perm.dtype != torch.int64 or perm.shape != self.indices.shape):
             raise InputError("CSCGraph.edge_perm must be an int64 tensor with one entry per edge (same shape as "
                              "indices)")
-        if self.types is not None and self.indptr.numel() != self.types.num_columns + 1:
+        if self.types is None:
+            self.types = TypeLayout({NODE_TYPE: self.indptr.numel() - 1}, (EDGE_TYPE,))
+        elif self.indptr.numel() != self.types.num_columns + 1:
             columns = self.types.num_columns
             raise InputError(f"a typed CSCGraph's indptr has {self.indptr.numel()} entries; its edge types have "
                              f"{columns} dst columns in all (the dst-type node counts summed over edge types), so "
@@ -171,29 +186,32 @@ class CSCGraph:
         return cls(indptr, indices, weights, edge_perm, files=dict(files or {}), types=layout)
 
     @classmethod
-    def from_relations(cls, num_nodes: dict[str, int], relations: Mapping[EdgeType, CSCGraph]) -> CSCGraph:
+    def from_relations(cls, num_nodes: dict[str, int], relations: Mapping[EdgeType, CSCGraph], *,
+                       index_dtype: torch.dtype | None = None) -> CSCGraph:
         """A typed graph from one homogeneous-shaped CSC per edge type (columns: dst-type nodes; ``indices``: src-type
         ids).
 
         The arrays are concatenated (a copy) with each relation's ``weights`` and ``edge_perm``; a relation without
         ``edge_perm`` numbers its edges by CSC position. Weights must be given for every relation or for none.
+        ``index_dtype``: the dtype of ``indices`` (default: int32 when every node id fits, else int64).
         """
         layout = TypeLayout(dict(num_nodes), tuple(tuple(et) for et in relations))
         parts = list(relations.values())
         for et, csc in relations.items():
-            if not isinstance(csc, CSCGraph) or csc.is_typed:
-                what = "typed CSCGraph" if isinstance(csc, CSCGraph) else type(csc).__name__
-                raise InputError(f"edge type {et}: give a homogeneous-shaped CSCGraph per edge type, not a {what}")
-            if csc.num_nodes != layout.num_nodes[et[2]]:
-                raise InputError(f"edge type {et}: its CSC has {csc.num_nodes} columns but node type {et[2]!r} has "
-                                 f"{layout.num_nodes[et[2]]} nodes")
+            if not isinstance(csc, CSCGraph) or len(csc.types.edge_types) != 1:
+                what = f"{len(csc.types.edge_types)} edge types" if isinstance(csc, CSCGraph) else type(csc).__name__
+                raise InputError(f"edge type {et}: give one edge type's CSCGraph per edge type, not {what}")
+            if csc.types.num_columns != layout.num_nodes[et[2]]:
+                raise InputError(f"edge type {et}: its CSC has {csc.types.num_columns} columns but node type "
+                                 f"{et[2]!r} has {layout.num_nodes[et[2]]} nodes")
             csc.check_files()
         weighted = [csc.weights is not None for csc in parts]
         if any(weighted) and not all(weighted):
             missing = [et for et, csc in relations.items() if csc.weights is None]
             raise InputError(f"edge types {missing} have no edge weights but others do; give weights for every edge "
                              "type or none")
-        index_dtype = torch.int32 if max(layout.num_nodes.values(), default=0) < 2**31 else torch.int64
+        if index_dtype is None:
+            index_dtype = torch.int32 if max(layout.num_nodes.values(), default=0) < 2**31 else torch.int64
         indptr = torch.zeros(layout.num_columns + 1, dtype=torch.int64)
         edges = 0
         for k, csc in enumerate(parts):
@@ -242,48 +260,50 @@ class CSCGraph:
 
     @property
     def is_typed(self) -> bool:
-        """True when the graph has node and edge types (``num_nodes`` etc. are then dicts per type)."""
-        return self.types is not None
+        """The user's view, decided here once: False for the one-type layout (node type ``"_N"``, edge type
+        ``("_N", "_E", "_N")``), whose ``num_nodes`` is an int; True when ``num_nodes`` etc. are dicts per type."""
+        return list(self.types.num_nodes) != [NODE_TYPE] or self.types.edge_types != (EDGE_TYPE,)
+
+    def _view(self) -> tuple[int | dict[str, int], str]:
+        """The user's view, in this one place: ``num_nodes`` (an int on the one-type graph, else the dict per node type)
+        and what ``repr`` adds for the types (nothing on the one-type graph)."""
+        counts = dict(self.types.num_nodes)
+        if self.is_typed:
+            return counts, f", edge_types={len(self.types.edge_types)}"
+        return counts[NODE_TYPE], ""
 
     @property
     def type_layout(self) -> TypeLayout:
-        """The graph's :class:`TypeLayout`; a homogeneous graph's is the one-type case (``"_N"`` nodes, one edge type
-        ``("_N", "_E", "_N")``, its columns the nodes)."""
-        return self.types if self.types is not None else TypeLayout({NODE_TYPE: self.num_nodes}, (EDGE_TYPE,))
+        """The graph's :class:`TypeLayout` (``types``; a homogeneous graph's is the one-type case)."""
+        return self.types
 
     @property
     def node_types(self) -> list[str]:
-        return list(self.types.num_nodes) if self.types is not None else [NODE_TYPE]
+        return list(self.types.num_nodes)
 
     @property
     def edge_types(self) -> list[EdgeType]:
-        return list(self.types.edge_types) if self.types is not None else [EDGE_TYPE]
+        return list(self.types.edge_types)
 
     @property
     def num_edges_per_type(self) -> dict[EdgeType, int]:
         """Edges per edge type (a homogeneous graph: its one edge type ``("_N", "_E", "_N")``)."""
-        if self.types is None:
-            return {EDGE_TYPE: self.num_edges}
         ptr = self.indptr[torch.tensor(self.types.col_offset, device=self.device)].tolist()
         return {et: ptr[k + 1] - ptr[k] for k, et in enumerate(self.types.edge_types)}
 
     def relation(self, edge_type: EdgeType) -> CSCGraph:
         """One edge type's edges as a homogeneous-shaped CSCGraph (columns: dst-type nodes; ``indices``: src-type ids).
 
-        ``indptr`` is a rebased copy; ``indices``, ``weights`` and ``edge_perm`` are views (no copy). A homogeneous
-        graph is its own one relation ``("_N", "_E", "_N")``.
+        ``indptr`` is rebased (a copy unless the edge type's edges come first); ``indices``, ``weights`` and
+        ``edge_perm`` are views (no copy). A homogeneous graph's one relation ``("_N", "_E", "_N")`` holds its arrays.
         """
-        if self.types is None:
-            if tuple(edge_type) != EDGE_TYPE:
-                raise InputError(f"edge type {edge_type!r} is not in the graph; a homogeneous graph has the one "
-                                 f"edge type {EDGE_TYPE}")
-            return self
         k = self.types.index(edge_type)
         lo, hi = self.types.col_offset[k], self.types.col_offset[k + 1]
         ptr = self.indptr[lo : hi + 1]
         a, b = int(ptr[0]), int(ptr[-1])
         cut = lambda t: None if t is None else t[a:b]  # noqa: E731
-        return CSCGraph(ptr - a, self.indices[a:b], cut(self.weights), cut(self.edge_perm), files=self.files)
+        return CSCGraph(ptr - a if a else ptr, self.indices[a:b], cut(self.weights), cut(self.edge_perm),
+                        files=self.files)
 
     def reverse(self, num_sources: int | None = None) -> CSCGraph:
         """The graph with every edge turned around (a copy): column ``u`` lists the out-neighbors of ``u``.
@@ -294,18 +314,22 @@ class CSCGraph:
         when they are not this graph's nodes (one relation of a typed graph).
         """
         self.check_files()
-        if self.types is not None:
-            relations = {(et[2], et[1], et[0]): self.relation(et).reverse(self.types.num_nodes[et[0]])
-                         for et in self.types.edge_types}
-            return CSCGraph.from_relations(self.types.num_nodes, relations)
-        num_nodes = self.num_nodes
-        num_src = num_nodes if num_sources is None else int(num_sources)
+        sizes = dict(self.types.num_nodes)
+        if num_sources is not None:
+            self._one_relation("reverse")
+            sizes[self.types.edge_types[0][0]] = int(num_sources)
+        relations = {(et[2], et[1], et[0]): self.relation(et)._reversed(sizes[et[0]]) for et in self.types.edge_types}
+        return CSCGraph.from_relations(sizes, relations, index_dtype=self.indices.dtype).to(self.device)
+
+    def _reversed(self, num_src: int) -> CSCGraph:
+        """One relation turned around: ``num_src`` columns (its source nodes), each listing its out-neighbors."""
+        num_dst = self.indptr.numel() - 1
         ids = self.edge_perm if self.edge_perm is not None else torch.arange(self.num_edges, device=self.device)
         src = self.indices.to(torch.int64)
-        dst = torch.repeat_interleave(torch.arange(num_nodes, device=self.device), self.in_degrees())
-        order = torch.argsort(src * max(num_nodes, 1) + dst, stable=True)
+        dst = torch.repeat_interleave(torch.arange(num_dst, device=self.device), self.in_degrees())
+        order = torch.argsort(src * max(num_dst, 1) + dst, stable=True)
         indptr = torch.zeros(num_src + 1, dtype=torch.int64, device=self.device)
-        torch.cumsum(torch.bincount(src, minlength=indptr.numel() - 1), 0, out=indptr[1:])
+        torch.cumsum(torch.bincount(src, minlength=num_src), 0, out=indptr[1:])
         weights = None if self.weights is None else self.weights[order].contiguous()
         return CSCGraph(indptr, dst[order].to(self.indices.dtype).contiguous(), weights, ids[order].contiguous())
 
@@ -413,7 +437,7 @@ class CSCGraph:
         :class:`~sparsetrain.errors.InputError` naming the file and the entry, instead of being read
         through.
         """
-        self._homogeneous_only("columns")
+        self._one_relation("columns")
         self.check_files()
         ptr = self.indptr[lo : hi + 1]
         counts = ptr[1:] - ptr[:-1]
@@ -424,35 +448,40 @@ class CSCGraph:
                              f"{int(self.indptr[v + 1])} of indices, which has {self.num_edges}; {DAMAGED}")
         start = int(ptr[0]) if hi > lo else 0
         neighbors = self.indices[start : start + int(counts.sum())].long()
-        bad = (neighbors < 0) | (neighbors >= self.num_nodes)
+        num_src = self._num_sources()
+        bad = (neighbors < 0) | (neighbors >= num_src)
         if bool(bad.any()):
             p = int(bad.nonzero()[0])
             raise InputError(f"{self.source('indices')}: entry {start + p} is {int(neighbors[p])}, which must be in "
-                             f"[0, {self.num_nodes}); {DAMAGED}")
+                             f"[0, {num_src}); {DAMAGED}")
         return counts, neighbors
 
     def to_edge_index(self) -> torch.Tensor:
         """All edges as an int64 ``[2, E]`` tensor (source row, destination row), in CSC order."""
-        self._homogeneous_only("to_edge_index")
+        self._one_relation("to_edge_index")
         self.check_files()
-        dst = torch.repeat_interleave(torch.arange(self.num_nodes, device=self.device), self.in_degrees())
+        dst = torch.repeat_interleave(torch.arange(self.types.num_columns, device=self.device), self.in_degrees())
         return torch.stack([self.indices.to(torch.int64), dst])
 
     @property
     def num_nodes(self) -> int | dict[str, int]:
         """Node count: an int for a homogeneous graph, ``{node_type: count}`` for a typed one (GraphBolt's way)."""
-        if self.types is not None:
-            return dict(self.types.num_nodes)
-        return self.indptr.numel() - 1
+        return self._view()[0]
 
     @property
     def num_edges(self) -> int:
         return self.indices.numel()
 
-    def _homogeneous_only(self, method: str) -> None:
-        if self.types is not None:
-            raise InputError(f"CSCGraph.{method}() reads a homogeneous graph; on a typed graph call it per edge "
-                             f"type: graph.relation(edge_type).{method}(...)")
+    def _one_relation(self, method: str) -> None:
+        """Refuse ``method``, which reads one edge type's edges, on a graph of several edge types."""
+        if len(self.types.edge_types) != 1:
+            raise InputError(f"CSCGraph.{method}() reads one edge type's edges and the graph has "
+                             f"{len(self.types.edge_types)}; call it per edge type: "
+                             f"graph.relation(edge_type).{method}(...)")
+
+    def _num_sources(self) -> int:
+        """The source node count of a graph of one edge type."""
+        return self.types.num_nodes[self.types.edge_types[0][0]]
 
     def in_degrees(self) -> torch.Tensor:
         """In-degree of every column, int64 (homogeneous graph: of every node; typed: per (edge type, dst node))."""
@@ -460,16 +489,16 @@ class CSCGraph:
 
     def out_degrees(self) -> torch.Tensor:
         """Out-degree of every node (how many in-neighbor lists hold it), int64 [N]: one pass over ``indices``."""
-        self._homogeneous_only("out_degrees")
+        self._one_relation("out_degrees")
         self.check_files()
         if self.device.type != "cpu":
-            return torch.bincount(self.indices.to(torch.int64), minlength=self.num_nodes)
-        return torch.from_numpy(_count_occurrences(self.indices.numpy(), self.num_nodes))
+            return torch.bincount(self.indices.to(torch.int64), minlength=self._num_sources())
+        return torch.from_numpy(_count_occurrences(self.indices.numpy(), self._num_sources()))
 
     def __repr__(self) -> str:
         weighted = ", weighted" if self.weights is not None else ""
-        typed = "" if self.types is None else f", edge_types={len(self.types.edge_types)}"
-        return (f"CSCGraph(num_nodes={self.num_nodes}{typed}, num_edges={self.num_edges}, "
+        num_nodes, kinds = self._view()
+        return (f"CSCGraph(num_nodes={num_nodes}{kinds}, num_edges={self.num_edges}, "
                 f"indices={self.indices.dtype}{weighted})")
 
 

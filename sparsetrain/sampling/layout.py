@@ -7,7 +7,7 @@ import torch
 
 from sparsetrain.errors import InputError
 from sparsetrain.sampling.fanouts import Fanouts
-from sparsetrain.sampling.graph import EDGE_TYPE, CSCGraph
+from sparsetrain.sampling.graph import DAMAGED, EDGE_TYPE, CSCGraph, type_named
 from sparsetrain.sampling.rng import hop_key
 
 MAX_EDGE_TYPES = 1 << 20  # typed hop keys pack (hop, edge type) into one counter: hop * MAX_EDGE_TYPES + edge type
@@ -26,7 +26,6 @@ class KernelLayout:
 
     def __init__(self, graph: CSCGraph, fanouts: Fanouts) -> None:
         types = graph.type_layout
-        self.typed = graph.is_typed
         self.node_types = list(types.num_nodes)
         self.edge_types = list(types.edge_types)
         self.key_stride = key_stride(self.edge_types)
@@ -68,9 +67,25 @@ class KernelLayout:
 
     def seeds_outside(self, t: int) -> InputError:
         """The error for seeds of node type ``t`` that are not its node ids (on either target)."""
-        of = f"{self.node_types[t]!r} " if self.typed else ""
-        return InputError(f"seeds has ids outside [0, {int(self.type_size[t])}); seeds must be {of}node ids of "
-                          "this graph")
+        return InputError(f"{type_named(self.node_types[t])}seeds has ids outside [0, {int(self.type_size[t])}); "
+                          "seeds must be node ids of this graph")
+
+    def bad_range(self, source: str, indptr, graph_edges: int, column: int) -> InputError:
+        """The error for graph column ``column`` whose ``indptr`` range lies outside the edges (``source``: where
+        ``indptr`` comes from); it names the column's edge type and dst node."""
+        k = int(np.searchsorted(self.col_offset, column, side="right")) - 1
+        node = column - int(self.col_offset[k])
+        return InputError(f"{source}: {type_named(self.edge_types[k])}node {node}'s in-edges are entries "
+                          f"{int(indptr[column])} to {int(indptr[column + 1])} of indices, which has {graph_edges}; "
+                          f"{DAMAGED}")
+
+    def bad_entry(self, source: str, indices, position: int) -> InputError:
+        """The error for ``indices[position]``, which is not a node id of its edge type's source type (``source``: where
+        ``indices`` comes from); the entry is counted from its edge type's first edge."""
+        k = int(np.searchsorted(self.edge_offset, position, side="right")) - 1
+        entry = position - int(self.edge_offset[k])
+        return InputError(f"{source}: {type_named(self.edge_types[k])}entry {entry} is {int(indices[position])}, "
+                          f"which must be in [0, {int(self.type_size[self.et_src[k]])}); {DAMAGED}")
 
     @staticmethod
     def seed_repeated(seed: int) -> InputError:

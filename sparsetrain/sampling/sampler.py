@@ -23,7 +23,7 @@ from sparsetrain.sampling.cpu_backend import Drawn
 from sparsetrain.sampling.fanouts import Fanouts
 from sparsetrain.sampling.fused_mean import FuseLastHop
 from sparsetrain.sampling.gpu_backend import backend_for
-from sparsetrain.sampling.graph import DAMAGED, NODE_TYPE, CSCGraph, EdgeType
+from sparsetrain.sampling.graph import NODE_TYPE, CSCGraph, EdgeType
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.layout import MAX_EDGE_TYPES, KernelLayout
 from sparsetrain.sampling.minibatch import Block, Counted, MiniBatch
@@ -315,39 +315,19 @@ class NeighborSampler:
                          None if by_type else next(iter(seeds)), Counted(lambda: _nodes_per_hop(types, seeds, blocks)),
                          Counted(lambda: _edges_per_hop(edge_types, blocks)))
 
-    def _item(self, cols, seg_start, seg_et, i: int) -> tuple[int, int]:
-        """Work item ``i``'s edge type index and dst node id."""
-        s = int(np.searchsorted(seg_start, i, side="right")) - 1
-        k = int(seg_et[s])
-        return k, int(cols[i]) - int(self._layout.col_offset[k])
-
-    def _where(self, k: int, name: str) -> str:
-        """Where a damaged array of edge type ``k`` comes from, for an error: its file, and the edge type unless it is
-        the graph's one."""
-        et = self._layout.edge_types[k]
-        return self.graph.source(name) + ("" if list(self._layout.edge_types) == [et] else f" (edge type {et})")
-
     def _bad_range(self, cols, seg_start, seg_et, i: int) -> InputError:
-        k, node = self._item(cols, seg_start, seg_et, i)
-        indptr, col = self.graph.indptr, int(cols[i])
-        return InputError(
-            f"{self._where(k, 'indptr')}: node {node}'s in-edges are entries {int(indptr[col])} to "
-            f"{int(indptr[col + 1])} of indices, which has {self.graph.num_edges}; {DAMAGED}"
-        )
+        """The error for work item ``i``, whose column's ``indptr`` range lies outside the edges (the layout's one
+        message, on either target)."""
+        return self._layout.bad_range(self.graph.source("indptr"), self.graph.indptr, self.graph.num_edges,
+                                      int(cols[i]))
 
     def _bad_neighbor(self, cols, seg_start, seg_et, ws: neighbor.HostScratch, edge: int) -> InputError:
         """The error for sampled edge ``edge`` whose source ``ws.nbr[edge]`` is not a node id of its type, naming its
-        entry in ``indices``."""
+        entry in ``indices`` (the layout's one message, on either target)."""
         i = int(np.searchsorted(ws.offsets[: len(cols) + 1], edge, side="right")) - 1
-        k, node = self._item(cols, seg_start, seg_et, i)
         start, value = int(ws.lo[i]), ws.nbr[edge]
-        entry = start + int(np.flatnonzero(self.graph.indices.numpy()[start : start + ws.deg[i]] == value)[0])
-        entry -= int(self._layout.edge_offset[k])  # (its entry within its edge type)
-        size = int(self._layout.type_size[self._layout.et_src[k]])
-        return InputError(
-            f"{self._where(k, 'indices')}: entry {entry} is {value} (an in-neighbor of node {node}), which must be "
-            f"in [0, {size}); {DAMAGED}"
-        )
+        position = start + int(np.flatnonzero(self.graph.indices.numpy()[start : start + ws.deg[i]] == value)[0])
+        return self._layout.bad_entry(self.graph.source("indices"), self.graph.indices, position)
 
     def __repr__(self) -> str:
         return (f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, "

@@ -96,8 +96,8 @@ class Times:
             raise InputError("both node_time and edge_time are given; temporal sampling reads one of them")
         self.last = strategy == "last"
         types, edge_types = graph.node_types, graph.edge_types
-        node_time = _per_type(node_time, types, NODE_TYPE, "node_time", graph.is_typed)
-        edge_time = _per_type(edge_time, edge_types, EDGE_TYPE, "edge_time", graph.is_typed)
+        node_time = _per_type(node_time, types, NODE_TYPE, "node_time")
+        edge_time = _per_type(edge_time, edge_types, EDGE_TYPE, "edge_time")
         values = list((node_time or {}).values()) + list((edge_time or {}).values())
         self.dtype = torch.float64 if any(v.dtype.is_floating_point for v in values) else torch.int64
         sizes = graph.type_layout.num_nodes
@@ -223,18 +223,17 @@ def _edge_ids(graph: CSCGraph) -> np.ndarray:
     return np.arange(graph.num_edges, dtype=np.int64) - np.repeat(starts[:-1], np.diff(starts))
 
 
-def _per_type(value, keys, only_key, what: str, typed: bool) -> dict | None:
-    """``value`` as a dict over ``keys`` (a tensor stands for a homogeneous graph's one type)."""
+def _per_type(value, keys, one_key, what: str) -> dict | None:
+    """``value`` as a dict over ``keys``: a dict as it is, one tensor as the value of ``one_key`` (a homogeneous graph's
+    one type); a key the graph lacks is refused."""
     if value is None:
         return None
-    if isinstance(value, Mapping):
-        unknown = [k for k in value if k not in keys]
-        if unknown:
-            raise InputError(f"{what} names {unknown[0]!r}, which the graph does not have; its types are {keys}")
-        return {k: torch.as_tensor(v) for k, v in value.items()}
-    if typed:
-        raise InputError(f"{what} is one tensor but the graph is typed; give a dict per type")
-    return {only_key: torch.as_tensor(value)}
+    value = dict(value) if isinstance(value, Mapping) else {one_key: value}
+    unknown = [k for k in value if k not in keys]
+    if unknown:
+        raise InputError(f"{what} is given for {unknown[0]!r}, which the graph does not have (one tensor stands for "
+                         f"{one_key!r}, a homogeneous graph's one type); give a dict over its types {keys}")
+    return {k: torch.as_tensor(v) for k, v in value.items()}
 
 
 def _np(dtype: torch.dtype):

@@ -63,18 +63,15 @@ def sample_arrays(ops, indptr, indices, weights, seeds, layout, keys, replace, w
     from) or the edge type. ``workspace``: a :class:`DeviceWorkspace` over ``ops`` kept from batch to batch (default:
     one for this batch).
 
-    ``padded`` (a homogeneous batch only): sample into its buffers, with no host read (:mod:`.padded`): the batch's
-    arrays are sized by its shapes, its sizes stay on the device, and its checks are raised one batch (or more) late,
-    by a later call on the same workspace or by its ``late.drain()``. Returns ``padded``. ``capture``: a full padded
-    batch (as many seeds as ``padded`` holds) is captured once per ring slot and replayed after
-    (:mod:`.capture`; the workspace then samples this graph and layout only); any other runs as without it.
-    ``fused`` (with ``padded``): a fused sampler's last hop (:class:`~.fused_mean.PaddedHop`), drawn and averaged into
-    ``padded.neighbor_mean`` after the hops, in the same run (and the same captured graph); its damage check rides in
-    the batch's record.
+    ``padded`` (a homogeneous batch only, which ``NeighborSampler.sample_padded`` checks): sample into its buffers, with
+    no host read (:mod:`.padded`): the batch's arrays are sized by its shapes, its sizes stay on the device, and its
+    checks are raised one batch (or more) late, by a later call on the same workspace or by its ``late.drain()``.
+    Returns ``padded``. ``capture``: a full padded batch (as many seeds as ``padded`` holds) is captured once per ring
+    slot and replayed after (:mod:`.capture`; the workspace then samples this graph and layout only); any other runs as
+    without it. ``fused`` (with ``padded``): a fused sampler's last hop (:class:`~.fused_mean.PaddedHop`), drawn and
+    averaged into ``padded.neighbor_mean`` after the hops, in the same run (and the same captured graph); its damage
+    check rides in the batch's record.
     """
-    if padded is not None and layout.typed:
-        raise InputError("a padded batch (a static step's) is homogeneous; sample a typed graph's batches as they "
-                         "come (without padded buffers)")
     if max_degree is None and (layout.fanouts < 0).any():
         max_degree = max_degrees(indptr if isinstance(indptr, np.ndarray) else indptr.copy_to_host(), layout)
     ops = (workspace or DeviceWorkspace(ops)).begin(padded=padded is not None)
@@ -283,9 +280,9 @@ class Check:
         if repeated:
             raise layout.seed_repeated(repeated - 1)
         if bad_column:
-            raise _bad_range(layout, sources, self.indptr, self.indices.shape[0], bad_column - 1)
+            raise layout.bad_range(sources[0], self.indptr, self.indices.shape[0], bad_column - 1)
         if bad_entry:
-            raise _bad_entry(layout, sources, self.indices, bad_entry - 1)
+            raise layout.bad_entry(sources[1], self.indices, bad_entry - 1)
         if overlap:
             raise InputError(f"{sources[0]}: the in-edge ranges of two nodes overlap; {DAMAGED}")
         if fused:
@@ -315,23 +312,3 @@ def _finish(ops, layout, check: Check, record, at, counts_at, layers, nodes: Reg
         out.append((ops.output(pair[:, :m]), ops.output(edge_ids[:m]), segments, before, after))
     last = counts(counts_at[-1])
     return out, [ops.output(nodes.of(n, int(last[n]))) for n in range(num_types)]
-
-
-def _bad_range(layout, sources, indptr, graph_edges: int, column: int) -> InputError:
-    if not layout.typed:
-        return InputError(f"{sources[0]}: node {column}'s in-edges are entries {int(indptr[column])} to "
-                          f"{int(indptr[column + 1])} of indices, which has {graph_edges}; {DAMAGED}")
-    e_type = int(np.searchsorted(layout.col_offset, column, side="right")) - 1
-    node = column - int(layout.col_offset[e_type])
-    return InputError(f"edge type {layout.edge_types[e_type]}: the in-edges of node {node} lie outside its edge "
-                      f"list; {DAMAGED}")
-
-
-def _bad_entry(layout, sources, indices, position: int) -> InputError:
-    if not layout.typed:
-        return InputError(f"{sources[1]}: entry {position} is {int(indices[position])}, which must be in "
-                          f"[0, {int(layout.type_size[0])}); {DAMAGED}")
-    e_type = int(np.searchsorted(layout.edge_offset, position, side="right")) - 1
-    et = layout.edge_types[e_type]
-    entry = position - int(layout.edge_offset[e_type])
-    return InputError(f"edge type {et}: CSC entry {entry} is not a {et[0]!r} node id; {DAMAGED}")
