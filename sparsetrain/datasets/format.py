@@ -54,7 +54,7 @@ import numpy as np
 
 from sparsetrain._sigbus import watch
 from sparsetrain.errors import DatasetError
-from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType, type_named
+from sparsetrain.sampling.graph import EDGE_TYPE, NODE_TYPE, EdgeType, has_types, type_named
 
 FORMAT_NAME = "sparsetrain-graph"
 FORMAT_VERSION = 3
@@ -163,7 +163,7 @@ def node_word(node_type: str) -> str:
 
 def is_homogeneous(meta: dict) -> bool:
     """One node type and one edge type, named as a homogeneous graph's."""
-    return list(meta["node_types"]) == [NODE] and edge_types_of(meta) == [EDGE]
+    return not has_types(meta["node_types"], edge_types_of(meta))
 
 
 def index_dtype(num_nodes: int) -> np.dtype:

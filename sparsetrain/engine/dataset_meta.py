@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.format import EdgeType
+from sparsetrain.sampling.graph import has_types
 
 
 class FeatureTable(NamedTuple):
@@ -89,7 +90,7 @@ class DatasetMeta:
     @property
     def is_typed(self) -> bool:
         """More than the one node type and edge type of a homogeneous graph."""
-        return list(self.num_nodes) != [fmt.NODE] or list(self.num_edges) != [fmt.EDGE]
+        return has_types(self.num_nodes, self.num_edges)
 
     @property
     def node_types(self) -> list[str]:

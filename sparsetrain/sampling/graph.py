@@ -19,7 +19,7 @@ one-type graph's ``num_nodes`` is an int rather than a dict, and its ``repr`` na
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +44,12 @@ def type_named(t: str | EdgeType, end: str = ": ", unnamed: str = "") -> str:
     if t in (NODE_TYPE, EDGE_TYPE):
         return unnamed
     return f"edge type {t}{end}" if isinstance(t, tuple) else f"node type {t!r}{end}"
+
+
+def has_types(node_types: Iterable[str], edge_types: Iterable[EdgeType]) -> bool:
+    """The one rule for what is a typed graph: any node or edge type besides a homogeneous graph's one node type
+    ``"_N"`` and one edge type ``("_N", "_E", "_N")`` (the graph, the dataset folder and the plan all ask it here)."""
+    return list(node_types) != [NODE_TYPE] or [tuple(et) for et in edge_types] != [EDGE_TYPE]
 
 
 DAMAGED = "the graph is damaged: check it with `sparsetrain info` (or sparsetrain.datasets.load(path, verify=True))"
@@ -262,7 +268,7 @@ class CSCGraph:
     def is_typed(self) -> bool:
         """The user's view, decided here once: False for the one-type layout (node type ``"_N"``, edge type
         ``("_N", "_E", "_N")``), whose ``num_nodes`` is an int; True when ``num_nodes`` etc. are dicts per type."""
-        return list(self.types.num_nodes) != [NODE_TYPE] or self.types.edge_types != (EDGE_TYPE,)
+        return has_types(self.types.num_nodes, self.types.edge_types)
 
     def _view(self) -> tuple[int | dict[str, int], str]:
         """The user's view, in this one place: ``num_nodes`` (an int on the one-type graph, else the dict per node type)
