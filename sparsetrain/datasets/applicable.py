@@ -39,14 +39,13 @@ def refuse_inapplicable(rules: Iterable[Rule], ctx: Any, error: type[Exception] 
 
 @dataclass(frozen=True)
 class PartitionContext:
-    """What the partition table reads: the options as given (None: not given) and the dataset's kind."""
+    """What the partition table reads: the options as given (None: not given) and whether the dataset has times."""
 
     method: str
     seed: int | None
     passes: int | None
     imbalance: float | None
     data: str
-    typed: bool
     temporal: bool
 
 

@@ -105,9 +105,9 @@ class PartitionOptions:
                 raise DatasetError(f"{name}={getattr(self, name)!r}: give True or False")
             object.__setattr__(self, name, bool(getattr(self, name)))
 
-    def context(self, data: str = "", typed: bool = False, temporal: bool = False) -> PartitionContext:
+    def context(self, data: str = "", temporal: bool = False) -> PartitionContext:
         """These options (as given) and a dataset's kind, as the applicability table reads them."""
-        return PartitionContext(self.method, self.seed, self.passes, self.imbalance, data, typed, temporal)
+        return PartitionContext(self.method, self.seed, self.passes, self.imbalance, data, temporal)
 
 
 def as_int(value) -> int | None:
@@ -155,7 +155,7 @@ def partition_dataset(data: str | os.PathLike, out: str | os.PathLike, opts: Par
     """Partition the dataset at ``data`` into ``opts.parts`` parts written to ``out``; returns the manifest."""
     data, out = Path(data), Path(out).absolute()
     ds = load(data)
-    refuse_inapplicable(PARTITION_RULES, opts.context(str(data), ds.is_typed, ds.has_times), DatasetError)
+    refuse_inapplicable(PARTITION_RULES, opts.context(str(data), ds.has_times), DatasetError)
     check_output_path("--out", out, inputs=(data,), creates=PARTITIONED)
     if out.parent.is_dir():
         _recover(out)
