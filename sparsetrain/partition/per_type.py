@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from functools import reduce
 from pathlib import Path
 
 import numpy as np
@@ -83,6 +84,7 @@ class TypedCSC:
         self.edges_by_type = np.array([e["num_edges"] for e in ds.meta["edge_types"]], np.int64)
         self.edge_offset = np.concatenate([[0], np.cumsum(self.edges_by_type)]).astype(np.int64)
         self.num_flat = int(self.type_offset[-1])
+        self.flat_dtype = np.dtype(np.int32 if self.num_flat < 2**31 else np.int64)
         self.chunk_edges, self.chunk_columns = chunk_edges, chunk_columns
 
     def _ptr(self, fd: int, k: int, v0: int, v1: int) -> np.ndarray:
@@ -104,10 +106,18 @@ class TypedCSC:
                                f"[0, {n}); {_DAMAGED}")
         return idx
 
+    def flat(self, idx: np.ndarray, k: int) -> np.ndarray:
+        """Edge type ``k``'s source ids (within the source type) as flat ids; the array itself when they already are
+        (the first node type's, in the flat dtype): no copy of a chunk that nothing changes."""
+        base = int(self.type_offset[self.et_src[k]])
+        if base == 0 and idx.dtype == self.flat_dtype:
+            return idx
+        return idx.astype(self.flat_dtype) + self.flat_dtype.type(base)
+
     def by_destination(self):
-        """``(t, c0, ptr, idx, per_type)`` per chunk: nodes ``[c0, c0 + len(ptr) - 1)`` (flat ids) of type ``t``, one
-        column each over every edge type into ``t`` (sources as flat ids); ``per_type``: ``{k: (ptr, idx)}`` of each
-        such edge type (``ptr`` rebased to 0, ``idx`` ids within the source type)."""
+        """``(t, c0, ptr, idx)`` per chunk: nodes ``[c0, c0 + len(ptr) - 1)`` (flat ids) of type ``t``, one column
+        each over every edge type into ``t`` (``ptr``: offsets into ``idx`` counted from ``ptr[0]``, sources as flat
+        ids); a type with one edge type into it is read as it is stored, not merged."""
         fds = [os.open(self.indptr.path, os.O_RDONLY), os.open(self.indices.path, os.O_RDONLY)]
         try:
             for t in range(len(self.node_types)):
@@ -116,26 +126,32 @@ class TypedCSC:
                 while v0 < n_t:
                     v1 = min(n_t, v0 + self.chunk_columns)
                     ptrs = [self._ptr(fds[0], k, v0, v1) for k in ks]
-                    total = sum((p - p[0] for p in ptrs), np.zeros(v1 - v0 + 1, np.int64))
-                    n = max(1, int(np.searchsorted(total, self.chunk_edges, side="right")) - 1)
+                    total = reduce(np.add, ptrs) if ptrs else np.zeros(v1 - v0 + 1, np.int64)  # one: no copy
+                    first = sum(int(p[0]) for p in ptrs)
+                    n = max(1, int(np.searchsorted(total, first + self.chunk_edges, side="right")) - 1)
+                    del total
                     ptrs = [p[: n + 1] for p in ptrs]
                     idxs = [self._idx(fds[1], k, int(p[0]), int(p[-1])) for k, p in zip(ks, ptrs)]
-                    stacked = np.stack([p - p[0] for p in ptrs]) if len(ks) else np.zeros((0, n + 1), np.int64)
-                    starts = np.concatenate([[0], np.cumsum([len(i) for i in idxs])]).astype(np.int64)
-                    flat = np.concatenate([i.astype(np.int64) for i in idxs]) if idxs else np.zeros(0, np.int64)
-                    out_ptr, out_idx = np.empty(n + 1, np.int64), np.empty(len(flat), np.int64)
-                    kernels.merge_columns(stacked, flat, starts, self.type_offset[self.et_src[ks]], out_ptr, out_idx)
-                    per_type = {int(k): (stacked[j], idxs[j]) for j, k in enumerate(ks)}
-                    yield t, int(self.type_offset[t]) + v0, out_ptr, out_idx, per_type
+                    if len(ks) == 1:  # one edge type: its columns are the merged ones
+                        out_ptr, out_idx = ptrs[0], self.flat(idxs[0], int(ks[0]))
+                    else:
+                        stacked = np.stack([p - p[0] for p in ptrs]) if len(ks) else np.zeros((0, n + 1), np.int64)
+                        starts = np.concatenate([[0], np.cumsum([len(i) for i in idxs])]).astype(np.int64)
+                        flat = np.concatenate([i.astype(np.int64) for i in idxs]) if idxs else np.zeros(0, np.int64)
+                        out_ptr, out_idx = np.empty(n + 1, np.int64), np.empty(len(flat), np.int64)
+                        kernels.merge_columns(stacked, flat, starts, self.type_offset[self.et_src[ks]], out_ptr,
+                                              out_idx)
+                    yield t, int(self.type_offset[t]) + v0, out_ptr, out_idx
                     v0 += n
         finally:
             for fd in fds:
                 os.close(fd)
 
-    def by_edge_type(self, k: int):
+    def by_edge_type(self, k: int, weights: bool = True):
         """``(v0, ptr, idx, weights)`` per chunk of edge type ``k``'s columns, in the file's order (``ptr``: positions
-        in the flat CSC; ``idx``: ids within the source type)."""
-        fds = [os.open(f.path, os.O_RDONLY) for f in (self.indptr, self.indices, self.weights) if f is not None]
+        in the flat CSC; ``idx``: ids within the source type; ``weights``: None unless asked for and stored)."""
+        stored = self.weights if weights else None
+        fds = [os.open(f.path, os.O_RDONLY) for f in (self.indptr, self.indices, stored) if f is not None]
         try:
             n_d, v0 = int(self.counts[self.et_dst[k]]), 0
             while v0 < n_d:
@@ -143,7 +159,7 @@ class TypedCSC:
                 n = max(1, int(np.searchsorted(ptr, ptr[0] + self.chunk_edges, side="right")) - 1)
                 ptr = ptr[: n + 1]
                 lo, hi = int(ptr[0]), int(ptr[-1])
-                w = self.weights.read(fds[2], lo, hi) if self.weights is not None else None
+                w = stored.read(fds[2], lo, hi) if stored is not None else None
                 yield v0, ptr, self._idx(fds[1], k, lo, hi), w
                 v0 += n
         finally:
@@ -165,9 +181,9 @@ def assign_typed_owners(csc: TypedCSC, opts) -> tuple[np.ndarray, int]:
     for k in range(opts.passes):
         with progress(csc.num_edges, f"assign (ldg pass {k + 1}/{opts.passes})", "edge", opts.quiet) as bar:
             moved = 0
-            for t, c0, ptr, idx, _ in csc.by_destination():
+            for t, c0, ptr, idx in csc.by_destination():
                 moved += kernels.ldg_chunk(c0, ptr, idx, owner, sizes[t], capacity[t], counts)
-                bar.update(int(ptr[-1]))
+                bar.update(int(ptr[-1] - ptr[0]))
         if k and moved < 1e-3 * csc.num_flat:
             break
     return owner, k + 1
@@ -205,23 +221,22 @@ def partition_typed(ds, data: Path, out: Path, tmp: Path, opts, checksum: str) -
     owned = np.stack([np.bincount(owner[csc.type_offset[t] : csc.type_offset[t + 1]], minlength=P)
                       for t in range(T)], 1).astype(np.int64)  # [P, T]
     owned_start = np.cumsum(owned, 1) - owned  # flat local id of each type's first owned node, per part
-    # halos and per-part, per-edge-type edge counts and cuts: one pass
+    # halos and per-part, per-edge-type edge counts and cuts: one pass, edge type by edge type
     words = (csc.num_flat + 63) >> 6
     halo_bits = np.zeros((P, words), np.uint64)
-    part_edges = np.zeros(P, np.int64)
     edges = np.zeros((P, K), np.int64)
     cut_by_type = np.zeros(K, np.int64)
-    cut = 0
+    counted = np.zeros(P, np.int64)
     with progress(csc.num_edges, "halo", "edge", opts.quiet) as bar:
-        for _, c0, ptr, idx, per_type in csc.by_destination():
-            cut += kernels.mark_halo(c0, ptr, idx, owner, halo_bits, part_edges)
-            dst_owner = owner[c0 : c0 + len(ptr) - 1].astype(np.int64)
-            for k, (kptr, kidx) in per_type.items():
-                deg = np.diff(kptr)
-                edges[:, k] += np.bincount(dst_owner, weights=deg, minlength=P).astype(np.int64)
-                src = owner[kidx.astype(np.int64) + csc.type_offset[csc.et_src[k]]]
-                cut_by_type[k] += int(np.count_nonzero(src != np.repeat(dst_owner, deg)))
-            bar.update(int(ptr[-1]))
+        for k in range(K):
+            dst_base = int(csc.type_offset[csc.et_dst[k]])
+            for v0, ptr, idx, _ in csc.by_edge_type(k, weights=False):
+                counted[:] = 0
+                cut_by_type[k] += kernels.mark_halo(dst_base + v0, ptr, csc.flat(idx, k), owner, halo_bits, counted)
+                edges[:, k] += counted
+                bar.update(len(idx))
+    part_edges = edges.sum(1)
+    cut = int(cut_by_type.sum())
     ranks = [_Ranks(halo_bits[p]) for p in range(P)]
     halo_start = np.array([[ranks[p].below(int(csc.type_offset[t])) for t in range(T)] for p in range(P)], np.int64)
     halo = np.diff(np.concatenate([halo_start, np.array([[r.total] for r in ranks])], 1), axis=1)  # [P, T]
@@ -337,7 +352,7 @@ def _write_topology(csc: TypedCSC, owner, local, owned, owned_start, halo, halo_
                 part.col_start = part.writer.stream_array(col_start_file(et), (int(part.owned[d]),), np.int64)
             shift = owned_start[:, s].astype(np.int64)
             halo_base = (owned[:, s] - halo_start[:, s]).astype(np.int64)
-            dst_base, src_base = int(csc.type_offset[d]), int(csc.type_offset[s])
+            dst_base = int(csc.type_offset[d])
             for v0, ptr, idx, w in csc.by_edge_type(k):
                 c0 = dst_base + v0
                 cols = owner[c0 : c0 + len(ptr) - 1]
@@ -345,8 +360,7 @@ def _write_topology(csc: TypedCSC, owner, local, owned, owned_start, halo, halo_
                 part_cols = np.searchsorted(cols[order], np.arange(P + 1)).astype(np.int64)
                 out_idx, out_pos = np.empty(len(idx), np.int64), np.empty(len(idx), np.int64)
                 part_edge = np.empty(P + 1, np.int64)
-                flat = idx.astype(np.int64) + src_base
-                kernels.relabel_chunk(c0, ptr - ptr[0], flat, owner, local, halo_base, halo_bits, halo_ranks, order,
+                kernels.relabel_chunk(c0, ptr, csc.flat(idx, k), owner, local, halo_base, halo_bits, halo_ranks, order,
                                       part_cols, out_idx, out_pos, part_edge, shift)
                 deg = np.diff(ptr)
                 for p, part in enumerate(parts):
