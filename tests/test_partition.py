@@ -66,7 +66,8 @@ def test_parts_hold_the_graph(cora, cora3):
         halo = np.setdiff1d(np.concatenate(sources), owned)
         assert np.array_equal(l2g[n_own:], halo)
         assert np.array_equal(part.halo_owner.numpy(), owner[halo])
-        assert np.array_equal(part.col_start.numpy(), indptr[owned])
+        # per column: an owned one's first in-edge in the whole CSC, a halo one's (empty) 0
+        assert np.array_equal(part.col_start.numpy(), np.r_[indptr[owned], np.zeros(len(halo), np.int64)])
         assert np.array_equal(part.features.numpy(), features[owned])
         assert np.array_equal(part.dataset.labels.numpy(), np.concatenate([labels[owned], np.full(len(halo), -1)]))
         for name, ids in ds.split.items():
@@ -281,10 +282,10 @@ def test_a_damaged_or_resigned_folder_is_one_line_not_a_traceback(cora3, tmp_pat
 
 
 @pytest.mark.parametrize("name, change, message", [
-    ("halo_owner.npy", lambda a: np.full_like(a, 99), "halo_owner.npy: holds 99, outside [0, 3)"),
-    ("local_to_global.npy", lambda a: a + 10**6, "local_to_global.npy: holds"),
+    ("node._N.halo_owner.npy", lambda a: np.full_like(a, 99), "node._N.halo_owner.npy: holds 99, outside [0, 3)"),
+    ("node._N.local_to_global.npy", lambda a: a + 10**6, "node._N.local_to_global.npy: holds"),
     ("indices.npy", lambda a: a + 10**5, "indices.npy: holds"),
-    ("col_start.npy", lambda a: a - 10**6, "col_start.npy: holds"),
+    ("edge._N____E____N.col_start.npy", lambda a: a - 10**6, "edge._N____E____N.col_start.npy: holds"),
 ])
 def test_a_part_edited_in_place_is_refused_when_loaded(cora3, tmp_path, name, change, message):
     """load_partition read ids it indexes by unchecked: a halo owner of part 99 of 3 loaded as it was."""

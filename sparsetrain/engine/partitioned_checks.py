@@ -16,7 +16,6 @@ from sparsetrain.engine.plan import RunPlan
 from sparsetrain.engine.settings import FLAGS, TrainSettings, flag_names
 from sparsetrain.errors import DatasetError, SettingError
 from sparsetrain.partition.load import Partition
-from sparsetrain.partition.partitioner import OWNED_FEATURES
 from sparsetrain.partition.per_type import owned_features_file
 
 
@@ -71,11 +70,6 @@ def check_same_settings(values: dict[str, str], ctx: DistContext) -> None:
                                    f"{rank}; start every rank with the same flags and --data")
 
 
-def owned_features_name(node_type: str) -> str:
-    """The file of a part's owned feature rows of ``node_type`` (a homogeneous part's one type: ``OWNED_FEATURES``)."""
-    return OWNED_FEATURES if node_type == NODE else owned_features_file(node_type)
-
-
 def check_part_rows(x: torch.Tensor, ids: torch.Tensor, owner: torch.Tensor, part: Partition,
                     node_type: str = NODE) -> None:
     """One min/max pass over a batch's feature rows of ``node_type``; a NaN or an infinity is one line naming the part
@@ -87,7 +81,7 @@ def check_part_rows(x: torch.Tensor, ids: torch.Tensor, owner: torch.Tensor, par
         return
     bad = (~torch.isfinite(x.reshape(len(x), -1))).any(dim=1).nonzero().flatten()
     first = int(bad[0])
-    source = part.path / f"part-{int(owner.reshape(-1)[first])}" / owned_features_name(node_type)
+    source = part.path / f"part-{int(owner.reshape(-1)[first])}" / owned_features_file(node_type)
     shown = ", ".join(str(int(i)) for i in ids.reshape(-1)[bad].cpu().sort().values[:5])
     raise DatasetError(f"{source}: rows of nodes {shown}{' ...' if len(bad) > 5 else ''} hold NaN or inf ({len(bad)} "
                        f"of the {len(x)} rows this batch read); if `sparsetrain partition-info {part.path}` reports "

@@ -1,4 +1,4 @@
-"""Partitioned graphs: `partition_dataset` splits a dataset (homogeneous or typed) into parts in bounded memory (the
+"""Partitioned graphs: `partition_dataset` splits a dataset (one node type or several) into parts in bounded memory (the
 CLI verb ``partition``), `load_partition` opens one rank's part with its global <-> local id maps.
 
 Names are imported on first use, so the CLI (which registers this package's verbs) starts without torch or numba.

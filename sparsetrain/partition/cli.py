@@ -65,10 +65,9 @@ def _info(args: argparse.Namespace) -> int:
 
     manifest = read_manifest(args.path)
     check_parts(args.path, manifest, arrays="sizes" if args.no_verify else "sha256")
-    if manifest["dataset"].get("node_types") is not None:
-        from sparsetrain.partition.per_type import check_typed_files
+    from sparsetrain.partition.per_type import check_typed_files
 
-        check_typed_files(args.path, manifest)
+    check_typed_files(args.path, manifest)
     _print(args.path, manifest)
     return 0
 

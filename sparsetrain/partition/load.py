@@ -13,7 +13,7 @@ from sparsetrain.datasets import format as fmt
 from sparsetrain.datasets.dataset import GraphDataset, load, verify_structure
 from sparsetrain.errors import DatasetError
 from sparsetrain.partition.manifest import PART_META, check_parts, read_manifest
-from sparsetrain.partition.partitioner import COL_START, HALO_OWNER, L2G, as_int
+from sparsetrain.partition.partitioner import as_int
 from sparsetrain.partition.per_type import col_start_file, halo_owner_file, l2g_file
 from sparsetrain.storage.mmap import MmapFeatures
 
@@ -55,11 +55,12 @@ class PartTypes:
 class Partition:
     """One rank's part of a partitioned graph.
 
-    ``dataset``: the part as a dataset over its local nodes (owned ``[0, num_owned)``, then the halo);
-    ``local_to_global``: int64 [num_local]; ``halo_owner``: int32 [num_halo], the part owning each halo node;
-    ``col_start``: int64 [num_owned], the global CSC position of each owned node's first in-edge; ``features``: the
-    owned nodes' rows (None without features); ``manifest``: the folder's manifest (``manifest["parts"][p]`` has
-    every part's counts, split sizes included).
+    ``dataset``: the part as a dataset over its local nodes (per node type, owned then halo); ``local_to_global``:
+    int64 [num_local], flat ids (node type after node type, ``types.type_offset``); ``halo_owner``: int32 [num_halo],
+    the part owning each halo node; ``col_start``: int64, per edge type its owned columns' positions (within the edge
+    type) of their first in-edge in the whole graph, then zeros for its halo columns; ``features_by_type``: the owned
+    rows per node type with features; ``manifest``: the folder's manifest (``manifest["parts"][p]`` has every part's
+    counts, split sizes included).
     """
 
     path: Path
@@ -69,20 +70,15 @@ class Partition:
     local_to_global: torch.Tensor
     halo_owner: torch.Tensor
     col_start: torch.Tensor
-    features: MmapFeatures | None
     manifest: dict
-    types: PartTypes | None = None
+    types: PartTypes
     features_by_type: dict[str, MmapFeatures] = field(default_factory=dict)
-    """The owned rows per node type with features (a homogeneous part: ``{"_N": features}``)."""
 
-    def __post_init__(self) -> None:
-        if self.types is None:
-            own = self.dataset.meta[PART_META]
-            self.types = PartTypes([fmt.NODE], [fmt.EDGE], np.array([0, self.num_nodes], np.int64),
-                                   np.array([own["num_owned"]], np.int64), np.array([own["num_halo"]], np.int64),
-                                   np.zeros(1, np.int64), np.zeros(1, np.int64))
-        if self.features is not None and not self.features_by_type:
-            self.features_by_type = {fmt.NODE: self.features}
+    @property
+    def features(self) -> MmapFeatures | dict[str, MmapFeatures] | None:
+        """The owned rows: one table for a one-type graph (None without features), a dict by node type for a typed
+        one (the dataset's view)."""
+        return self.dataset._view(self.features_by_type)
 
     @property
     def target_type(self) -> str | None:
@@ -147,32 +143,11 @@ def load_partition(path: str | os.PathLike, rank: int, verify: bool = False, arr
     ds = load(folder / entry["folder"])
     if verify:
         verify_structure(ds)
-    own = ds.meta[PART_META]
-
-    def array(name: str) -> torch.Tensor:
-        return torch.from_numpy(fmt.open_array(ds.path, name, ds.meta, mmap=False))
-
-    if ds.is_typed:
-        return _typed_partition(folder, rank, P, ds, manifest, verify)
-    l2g = array(L2G)
-    if l2g.numel() != own["num_owned"] + own["num_halo"]:
-        raise DatasetError(f"{ds.path / L2G}: has {l2g.numel()} ids for {own['num_owned'] + own['num_halo']} local "
-                           "nodes; re-run `sparsetrain partition`")
-    halo_owner, col_start = array(HALO_OWNER), array(COL_START)
-    num_local = own["num_owned"] + own["num_halo"]
-    for path, values, low, high in ((ds.path / L2G, l2g, 0, manifest["dataset"]["num_nodes"]),
-                                    (ds.path / HALO_OWNER, halo_owner, 0, P),
-                                    (ds.path / COL_START, col_start, 0, manifest["dataset"]["num_edges"] + 1),
-                                    (ds.path / fmt.INDICES, ds.graph.indices, 0, num_local)):
-        _check_range(path, values, low, high)
-    features = None
-    if own.get("owned_features"):
-        features = MmapFeatures(ds.path / own["owned_features"])
-    return Partition(folder, rank, P, ds, l2g, halo_owner, col_start, features, manifest)
+    return _read_part(folder, rank, P, ds, manifest)
 
 
-def _typed_partition(folder: Path, rank: int, P: int, ds: GraphDataset, manifest: dict, verify: bool) -> Partition:
-    """A typed part: its per-type id maps and per-edge-type column starts, read and checked, joined into the flat id
+def _read_part(folder: Path, rank: int, P: int, ds: GraphDataset, manifest: dict) -> Partition:
+    """A part: its per-type id maps and per-edge-type column starts, read and checked, joined into the flat id
     space (:class:`PartTypes`)."""
     own = ds.meta[PART_META]
     node_types, edge_types = ds.node_types, ds.edge_types
@@ -238,7 +213,7 @@ def _typed_partition(folder: Path, rank: int, P: int, ds: GraphDataset, manifest
             raise DatasetError(f"{ds.path / name}: has {features[t].shape[0]} rows for "
                                f"{int(types.num_owned[index[t]])} owned {t!r} nodes; re-run `sparsetrain partition`")
     return Partition(folder, rank, P, ds, torch.cat(owned + halo), torch.cat(halo_owner).to(torch.int32),
-                     torch.cat(starts), None, manifest, types, features)
+                     torch.cat(starts), manifest, types, features)
 
 
 def _whole_edges(manifest: dict, k: int) -> int:

@@ -16,7 +16,7 @@ from sparsetrain.errors import DatasetError
 
 MANIFEST = PARTITION_MANIFEST
 FORMAT_NAME = "sparsetrain-partition"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: every graph's parts by type (node.<t>.* / edge.<et>.* files); 1 is refused
 OWNER_FILE = "owner.npy"
 PART_META = "partition"  # the field of a part's meta.json naming its partitioning
 _PART = re.compile(r"^part-(\d+)$")

@@ -1,13 +1,14 @@
-"""The typed case of `partition_dataset`: every node type split across the parts, each edge type's in-edges with their
-destination's owner, a halo per node type; streamed in bounded memory as the homogeneous case is.
+"""`partition_dataset`'s one way, for every graph (a one-type graph is the typed graph with node type ``_N`` and edge
+type ``(_N, _E, _N)``): every node type split across the parts, each edge type's in-edges with their destination's
+owner, a halo per node type; streamed in bounded memory (a few bytes per node, a chunk of edges at a time).
 
 Nodes are numbered in one flat id space, node type after node type in the dataset's order (``flat = type_offset[t] +
-id``), so the owner table (``owner.npy``, int16 over flat ids), the halo bits and the local ids are the homogeneous
-case's. Owners: LDG over the graph with all edge types as one topology (a node's in-neighbours over every edge type
+id``), so the owner table (``owner.npy``, int16 over flat ids), the halo bits and the local ids are one array each over
+all types. Owners: LDG over the graph with all edge types as one topology (a node's in-neighbours over every edge type
 whose destination is its type, read together), with a balance cap per node type (``(1 + imbalance) * N_t / parts``);
 or a random hash of the flat id.
 
-A typed part (``part-<p>/``) is a typed dataset folder over its local nodes: per node type ``t``, the owned nodes
+A part (``part-<p>/``) is a dataset folder over its local nodes: per node type ``t``, the owned nodes
 ``[0, num_owned_t)`` then the halo ``[num_owned_t, num_local_t)``, each in id order. Its CSC (the format's typed
 layout: edge type after edge type) holds, for every edge type, the owned destinations' in-edges in the global CSC's
 order within each column, sources as local ids of the source type; halo columns are empty. Extra arrays, per node type
@@ -41,6 +42,7 @@ from sparsetrain.partition.manifest import (
 from sparsetrain.partition.stream import CHUNK_COLUMNS, NpyFile
 
 FEATURE_CHUNK_BYTES = 1 << 26
+SETTLED = 1e-3  # restreaming LDG stops once a pass moves fewer nodes than this share (the cut then stays put)
 
 
 def l2g_file(node_type: str) -> str:
@@ -184,7 +186,7 @@ def assign_typed_owners(csc: TypedCSC, opts) -> tuple[np.ndarray, int]:
             for t, c0, ptr, idx in csc.by_destination():
                 moved += kernels.ldg_chunk(c0, ptr, idx, owner, sizes[t], capacity[t], counts)
                 bar.update(int(ptr[-1] - ptr[0]))
-        if k and moved < 1e-3 * csc.num_flat:
+        if k and moved < SETTLED * csc.num_flat:
             break
     return owner, k + 1
 
