@@ -258,6 +258,22 @@ def _resign(folder: Path, edit) -> None:
     (folder / "manifest.json").write_text(json.dumps(manifest | {"checksum": digest(manifest)}))
 
 
+def test_a_folder_of_the_old_layout_is_refused_in_one_line(cora3, tmp_path, capsys):
+    """Format 1 wrote a one-type graph's parts without types (``local_to_global.npy``, ...): such a folder is refused
+    by its manifest's version, never read as the layout of 2 (every graph's parts by type: ``node._N.*``)."""
+    folder = tmp_path / "c"
+    shutil.copytree(cora3, folder)
+    assert sorted(p.name for p in (folder / "part-0").glob("*.npy") if "." in p.stem) == [
+        "edge._N____E____N.col_start.npy", "node._N.halo_owner.npy", "node._N.local_to_global.npy",
+        "node._N.owned_features.npy"]
+    _resign(folder, lambda m: m.update(format_version=1))
+    message = "field 'format_version' is 1 but this sparsetrain reads 2; re-run `sparsetrain partition`"
+    code, err = _cli(capsys, "partition-info", folder)
+    assert code == 1 and message in err and "\n" not in err
+    with pytest.raises(DatasetError, match=re.escape(message)):
+        load_partition(folder, 0)
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda f: (f / "part-0" / "meta.json").write_text("{not json"), "part-0/meta.json: not a part's meta.json"),
     (lambda f: (f / "part-0" / "meta.json").write_text("[1, 2]"), "part-0/meta.json: not a part's meta.json"),
