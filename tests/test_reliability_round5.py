@@ -145,12 +145,12 @@ def _zero(a):
 
 
 @pytest.mark.parametrize("file, change, message", [
-    ("part-1/owned_features.npy", _zero, "sha256 does not match meta.json"),
+    ("part-1/node._N.owned_features.npy", _zero, "sha256 does not match meta.json"),
     ("part-0/labels.npy", lambda a: np.where(a >= 0, (a + 1) % 3, a), "sha256 does not match meta.json"),
     ("owner.npy", lambda a: 1 - a, "owner.npy: sha256 does not match manifest.json"),
-    ("part-0/col_start.npy", lambda a: a[::-1].copy(), "sha256 does not match meta.json"),
-    ("part-1/halo_owner.npy", lambda a: a[:-1], "where meta.json records"),
-    ("part-0/local_to_global.npy", lambda a: a.astype(np.int32), "where meta.json records"),
+    ("part-0/edge._N____E____N.col_start.npy", lambda a: a[::-1].copy(), "sha256 does not match meta.json"),
+    ("part-1/node._N.halo_owner.npy", lambda a: a[:-1], "where meta.json records"),
+    ("part-0/node._N.local_to_global.npy", lambda a: a.astype(np.int32), "where meta.json records"),
 ])
 def test_an_edited_array_of_a_partitioned_folder_is_refused(root, tmp_path, cli, file, change, message):
     folder = tmp_path / "p"
@@ -170,7 +170,7 @@ def test_an_edited_array_of_a_partitioned_folder_is_refused(root, tmp_path, cli,
 
 
 @pytest.mark.parametrize("verify", [[], ["--verify"]])
-@pytest.mark.parametrize("file, change", [("part-0/owned_features.npy", _zero),
+@pytest.mark.parametrize("file, change", [("part-0/node._N.owned_features.npy", _zero),
                                           ("part-0/labels.npy", lambda a: np.where(a >= 0, (a + 1) % 3, a))])
 def test_train_refuses_an_edited_part(root, tmp_path, cli, verify, file, change):
     folder = tmp_path / "p1"
@@ -401,7 +401,7 @@ def test_a_nan_in_a_part_s_features_names_the_part_file(root):
     with pytest.raises(DatasetError) as info:
         partitioned_checks.check_part_rows(x, ids, owner, part)
     message = str(info.value)
-    assert message.startswith(f"{root / 'p' / 'part-1' / 'owned_features.npy'}: rows of nodes 11 hold NaN")
+    assert message.startswith(f"{root / 'p' / 'part-1' / 'node._N.owned_features.npy'}: rows of nodes 11 hold NaN")
     assert "re-run `sparsetrain partition`" in message and "nan_to_num" not in message
     partitioned_checks.check_part_rows(torch.zeros(4, 4), ids, owner, part)  # finite rows pass
 
