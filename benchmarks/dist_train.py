@@ -32,8 +32,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 WAYS = ("single", "sharded", "partitioned")
-PART_TOPOLOGY = ("indptr", "indices", "local_to_global", "halo_owner", "col_start")
-"""A part's topology files: its CSC over local ids and the maps that tie it to the global graph."""
+PART_TOPOLOGY = ("indptr", "indices", "node.*.local_to_global", "node.*.halo_owner", "edge.*.col_start")
+"""A part's topology files (glob patterns, one per kind): its CSC over local ids and the maps, per node or edge
+type, that tie it to the global graph."""
 
 
 def _free_port() -> int:
@@ -43,8 +44,7 @@ def _free_port() -> int:
 
 
 def _npy_bytes(folder: Path, names) -> int:
-    return sum(np.load(folder / f"{name}.npy", mmap_mode="r").nbytes for name in names
-               if (folder / f"{name}.npy").is_file())
+    return sum(np.load(path, mmap_mode="r").nbytes for name in names for path in sorted(folder.glob(f"{name}.npy")))
 
 
 def topology_bytes(data: Path, parts: Path, way: str, ranks: int) -> list[int]:

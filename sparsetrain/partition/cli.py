@@ -12,7 +12,7 @@ METHODS = ("ldg", "hash")  # partitioner.METHODS; the verbs import their modules
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "partition", help="split a dataset into N parts for multi-machine training",
-        description="Partition a dataset (homogeneous or typed: every node type split across the parts) into N parts "
+        description="Partition a dataset (one node type or several: each split across the parts) into N parts "
                     "(each a dataset folder of its owned nodes' in-edges, "
                     "features, labels and splits, plus id maps) and a checksummed manifest. Streams the CSC in "
                     "chunks: memory grows with the node count, not the edge count. Writes atomically.")

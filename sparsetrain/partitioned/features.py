@@ -1,8 +1,8 @@
 """`PartitionedFeatures`: the feature table of a partitioned graph, each rank holding its owned rows.
 
 A :class:`~sparsetrain.storage.FeatureSource` over global node ids. A rank reads its own rows from the part's
-memory-mapped ``owned_features.npy``; a remote row comes from its owner in one request/response round (per gather: the
-request counts with each rank's failure flag, then the collective layer's remote-row fetch,
+memory-mapped ``node.<t>.owned_features.npy``; a remote row comes from its owner in one request/response round (per
+gather: the request counts with each rank's failure flag, then the collective layer's remote-row fetch,
 :func:`~sparsetrain.collective.remote_rows.fetch_rows`, as :class:`~sparsetrain.collective.ShardedFeatures` reads its
 rows: the requested global ids, the rows back), unless it is in the static cache of hot halo rows filled at
 construction. A peer that died or never arrived is the collective layer's one dead-peer rule: a ``CollectiveError``
