@@ -14,19 +14,17 @@ ones. Prints a table and writes JSON.
 from __future__ import annotations
 
 import argparse
-import datetime
 import hashlib
 import json
 import os
 import resource
-import socket
 import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from gloo_ranks import free_port, join, spawn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -54,15 +52,10 @@ def _digest(mb) -> str:
 
 
 def _rank(rank: int, world: int, port: int, folder: str, args: dict, out: str) -> None:
-    import numba
-
     from sparsetrain.partition import load_partition
     from sparsetrain.partitioned import DistNeighborSampler, rank_batches
 
-    torch.set_num_threads(1)
-    numba.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=120))
+    join(rank, world, port, 120)
     part = load_partition(folder, rank)
     sampler = DistNeighborSampler(part, args["fanouts"], seed=1)
     batches = rank_batches(part, "train", args["batch_size"], seed=2)[: args["batches"]]
@@ -129,10 +122,6 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _spawn(fn, world: int, *args) -> None:
-    mp.start_processes(fn, args=args, nprocs=world, start_method="spawn")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path)
@@ -153,11 +142,8 @@ def main() -> None:
     args = {"fanouts": [int(f) for f in a.fanouts.split(",")], "batch_size": a.batch_size, "batches": a.batches}
     out = a.folder.parent / f".dist-bench-{os.getpid()}"
     out.mkdir()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    _spawn(_rank, world, world, port, str(a.folder), args, str(out))
-    _spawn(_single, world, str(a.data), args, str(out))
+    spawn(_rank, world, world, free_port(), str(a.folder), args, str(out))
+    spawn(_single, world, str(a.data), args, str(out))
     ranks = [torch.load(out / f"{r}.pt") for r in range(world)]
     side_by_side = [torch.load(out / f"single-{r}.pt") for r in range(world)]
     for f in out.iterdir():

@@ -15,31 +15,23 @@ sampled at each hop. These are the typed terms `benchmarks/dist_scale_model.py -
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import socket
 import sys
 from pathlib import Path
 
-import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from gloo_ranks import free_port, join, spawn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _rank(rank: int, world: int, port: int, folder: str, args: dict, out: str) -> None:
-    import numba
-
     from sparsetrain.engine.partitioned import part_features
     from sparsetrain.engine.plan import HALO_CACHE_FRACTION
     from sparsetrain.partition import load_partition
     from sparsetrain.partitioned import DistNeighborSampler, global_rank_batches, global_split, rank_batches
 
-    torch.set_num_threads(1)
-    numba.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=300))
+    join(rank, world, port, 300)
     part = load_partition(folder, rank)
     types = part.types.node_types
     cache_rows = {t: int(int(part.types.num_halo[i]) * HALO_CACHE_FRACTION) for i, t in enumerate(types)}
@@ -93,12 +85,6 @@ def _rank(rank: int, world: int, port: int, folder: str, args: dict, out: str) -
     dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     import tempfile
 
@@ -117,8 +103,7 @@ def main() -> None:
     args = {"fanouts": [int(f) for f in a.fanouts.split(",")], "batch_size": a.batch_size, "batches": a.batches,
             "seed_batches": a.seed_batches}
     with tempfile.TemporaryDirectory() as out:
-        mp.start_processes(_rank, args=(world, _free_port(), str(a.folder), args, out), nprocs=world,
-                           start_method="spawn")
+        spawn(_rank, world, world, free_port(), str(a.folder), args, out)
         ranks = [json.loads((Path(out) / f"{r}.json").read_text()) for r in range(world)]
     quality = manifest["quality"]
     result = {"folder": str(a.folder), "parts": world, "edge_cut_fraction": quality["edge_cut_fraction"],
