@@ -116,8 +116,8 @@ class ShardedFeatures(FeatureSource):
         """Rows ``ids`` (any order, duplicates, possibly empty) as ``[len(ids), *row_shape]`` on ``self.device``.
 
         Collective over the group. ``out``, when given, must be a contiguous tensor of that
-        shape, dtype and device. Bad ids on any rank raise :class:`InputError`
-        (an ``InputError``) on every rank; a bad ``out`` raises ``InputError`` on
+        shape, dtype and device. Bad ids on any rank raise :class:`InputError` on
+        every rank; a bad ``out`` raises ``InputError`` on
         its rank after the collective, so the other ranks do not wait for it.
         """
         ids_t = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(np.asarray(ids))

@@ -31,7 +31,7 @@ from sparsetrain.engine.partitioned_checks import (
     check_same_settings,
     rank_settings,
 )
-from sparsetrain.engine.plan import RunPlan, plan
+from sparsetrain.engine.plan import plan
 from sparsetrain.engine.settings import TrainSettings
 from sparsetrain.engine.stages.fetch import FetchFeatures
 from sparsetrain.engine.stages.sample import Sample
@@ -195,7 +195,8 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext, node_model):
     # --verify: every array's sha256 and the structure
     part = load_partition(settings.data.path, ctx.rank, verify=settings.data.verify, arrays="small")
     check_part_contents(part)
-    run = plan(settings, part_meta(part), ctx.device, ctx.world_size)
+    meta = part_meta(part)
+    run = plan(settings, meta, ctx.device, ctx.world_size)
     batch_size, seed = run.sampling.batch_size, run.run.seed
     steps = global_batches_per_epoch(sum(part_sizes(part.manifest, "train")), batch_size, part.num_parts)
     check_same_settings(rank_settings(settings, run, part, steps), ctx)
@@ -206,16 +207,11 @@ def partitioned_parts(settings: TrainSettings, ctx: DistContext, node_model):
     loader = PartLoader(part, "train", sampler, features, batch_size=batch_size, seed=seed, shuffle=True,
                         device=run.device, group=group)
     torch.manual_seed(seed)  # as run.train does; DDP then hands rank 0's initial weights to every rank
-    model = _model(part, run, node_model)
+    model = node_model(meta, run.model, run.sampling.fanouts.num_hops, part.target_type)  # as a one-process run
     eval_sampler = DistNeighborSampler(part, fanouts, seed=seed + 1, group=group)
     evaluate = part_evaluator(part, eval_sampler, features, batch_size, run.device, group)
     loss = GlobalBatchLoss(ctx.world_size)
     return run, loader, model, evaluate, Task(loss_fn=loss.loss, batch_forward=loss.forward)
-
-
-def _model(part: Partition, run: RunPlan, node_model) -> torch.nn.Module:
-    """The model the plan chose, built from the part's description as a one-process run builds it."""
-    return node_model(part_meta(part), run.model, run.sampling.fanouts.num_hops, part.target_type)
 
 
 def part_evaluator(part: Partition, sampler, features, batch_size: int, device, group):

@@ -43,6 +43,7 @@ from sparsetrain.engine.settings import (
 from sparsetrain.engine.static.shapes import StepShapes
 from sparsetrain.errors import DatasetError, SettingError
 from sparsetrain.nn.models import BLOCK_GNNS, MODELS
+from sparsetrain.partitioned.seeds import global_batches_per_epoch
 from sparsetrain.storage.residency import fits_on_gpu
 
 MODEL_DEFAULTS = {
@@ -72,8 +73,6 @@ HALO_CACHE_FRACTION = 0.25
 """A partitioned run without ``--cache-gb``: the share of a part's halo rows kept locally (the most-drawn ones)."""
 RANDOM_SPLIT = (0.6, 0.8)
 """A typed dataset's node type without a split trains on a random 60/20/20 one (train below 0.6, val below 0.8)."""
-EMBEDDING_MODELS = TYPED_MODELS
-"""Models that learn an embedding for a node type without features (the others read every node's features)."""
 
 
 class Refusal(NamedTuple):
@@ -345,7 +344,7 @@ def _steps_per_epoch(meta: DatasetMeta, train_seeds: int, batch_size: int, world
     """Optimizer steps an epoch: a rank's share of the train seeds in batches; on parts, the one-process epoch's batches
     of ``batch_size`` x parts, whose shares every rank runs (:func:`~sparsetrain.partitioned.global_rank_batches`)."""
     if meta.parts is not None:
-        return -(-sum(meta.parts.train_per_part) // (batch_size * meta.parts.num_parts))
+        return global_batches_per_epoch(sum(meta.parts.train_per_part), batch_size, meta.parts.num_parts)
     return -(-(train_seeds // world_size) // batch_size)
 
 
@@ -450,7 +449,7 @@ def _target(meta: DatasetMeta, kind: Kind, target_type: str | None, model: str) 
                            "with --labels, or on a typed dataset pass another --target-type")
     if meta.num_classes[target] is None and target == meta.target_type:
         raise DatasetError(f"{meta.path}: {named} has labels but no class count; re-import the dataset")
-    if target not in meta.features and model not in EMBEDDING_MODELS:
+    if target not in meta.features and model not in TYPED_MODELS:  # the R-GCN / R-GAT embed a type without features
         raise DatasetError(f"{meta.path}: {named} has no features, which --model {model} reads; re-import with "
                            "--features")
     random_split = target != meta.target_type or "train" not in meta.split

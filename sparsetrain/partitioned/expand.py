@@ -133,9 +133,14 @@ def hop_keys(seed: int, batch_keys, hop: int, edge_types, stride: int) -> np.nda
                     np.uint64)
 
 
-def grown(scratch: np.ndarray, size: int) -> np.ndarray:
-    """``scratch``, or a larger one (by half again at least) when it holds fewer than ``size`` items."""
-    return scratch if len(scratch) >= size else np.empty(max(size, len(scratch) * 3 // 2), scratch.dtype)
+def grown(scratch: np.ndarray, size: int, keep: int = 0) -> np.ndarray:
+    """``scratch``, or a larger one (by half again at least) when it holds fewer than ``size`` items, its first
+    ``keep`` items copied over."""
+    if len(scratch) >= size:
+        return scratch
+    out = np.empty(max(size, len(scratch) * 3 // 2), scratch.dtype)
+    out[:keep] = scratch[:keep]
+    return out
 
 
 def bucket_index(ids: np.ndarray) -> tuple[np.ndarray, int]:

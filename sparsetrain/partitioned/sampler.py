@@ -34,6 +34,7 @@ from sparsetrain.sampling.graph import NODE_TYPE
 from sparsetrain.sampling.input import SamplerInput
 from sparsetrain.sampling.layout import key_stride
 from sparsetrain.sampling.minibatch import Block, MiniBatch, one_type_view
+from sparsetrain.sampling.sampler import cut_columns
 
 HOP_NODES = ("all", "new")
 
@@ -146,12 +147,13 @@ class DistNeighborSampler:
         types, edge_types = self.types.node_types, self.types.edge_types
         blocks, edges_per_hop = [], {et: [] for et in edge_types}
         for hop, (ei, ids, spans, before, after) in enumerate(layers):
+            ei, ids = torch.from_numpy(ei), torch.from_numpy(ids)
             edge_index, edge_ids = {}, {}
             for k, et in enumerate(edge_types):
                 # an edge type sampled at this hop, even if no node had such edges
                 if self.kernel_fanouts[hop, k] != 0:
                     a, b = spans.get(k, (0, 0))
-                    edge_index[et], edge_ids[et] = _cut(ei, a, b), _cut(ids, a, b)
+                    edge_index[et], edge_ids[et] = cut_columns(ei, a, b), cut_columns(ids, a, b)
                 edges_per_hop[et].append(int(edge_index[et].shape[1]) if et in edge_index else 0)
             blocks.append(Block(edge_index_by_type=edge_index, edge_ids_by_type=edge_ids,
                                 num_src_by_type={t: int(after[i]) for i, t in enumerate(types)},
@@ -276,7 +278,7 @@ class DistNeighborSampler:
             edge_index[1] = dst
             return edge_index, edge_ids, spans
         new = np.arange(before, batch.count)
-        self._tlocal = _grown_keep(self._tlocal, batch.count, before)
+        self._tlocal = grown(self._tlocal, batch.count, keep=before)
         new_type = np.searchsorted(types.type_offset, batch.nodes[before : batch.count], side="right") - 1
         for t in np.unique(new_type):
             added = new[new_type == t]
@@ -295,14 +297,6 @@ def _runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     starts = np.concatenate([[0], np.flatnonzero(np.diff(values)) + 1])
     return values[starts].astype(np.int64), np.diff(np.concatenate([starts, [len(values)]])).astype(np.int64)
-
-
-def _grown_keep(array: np.ndarray, size: int, keep: int) -> np.ndarray:
-    if len(array) >= size:
-        return array
-    out = np.empty(max(size, len(array) * 3 // 2), np.int64)
-    out[:keep] = array[:keep]
-    return out
 
 
 @numba.njit(cache=True, nogil=True)
@@ -328,8 +322,3 @@ def _segment_sums(values: np.ndarray, lengths: np.ndarray) -> list[int]:
     ends = np.cumsum(lengths)
     csum = np.concatenate([[0], np.cumsum(values)])
     return (csum[ends] - csum[ends - lengths]).astype(np.int64).tolist()
-
-
-def _cut(array: np.ndarray, a: int, b: int) -> torch.Tensor:
-    """``array[..., a:b]`` as a tensor: a contiguous copy, or ``array`` itself when that is all of it."""
-    return torch.from_numpy(array if a == 0 and b == array.shape[-1] else array[..., a:b].copy())

@@ -23,7 +23,7 @@ from sparsetrain import _args
 from sparsetrain.errors import SettingError
 from sparsetrain.partition.load import Partition, load_partition
 from sparsetrain.partitioned.features import PartitionedFeatures
-from sparsetrain.partitioned.seeds import global_rank_batches, global_split
+from sparsetrain.partitioned.seeds import global_batches_per_epoch, global_rank_batches, global_split
 
 
 class PartitionGraphStore(GraphStore):
@@ -129,7 +129,8 @@ class PaddedBatches:
         self.batch_size, self.shuffle, self.seed, self.drop_last = batch_size, shuffle, seed, drop_last
         self.epoch = 0
         whole = batch_size * part.num_parts
-        self.num_batches = len(split_ids) // whole if drop_last else -(-len(split_ids) // whole)
+        self.num_batches = (len(split_ids) // whole if drop_last
+                            else global_batches_per_epoch(len(split_ids), batch_size, part.num_parts))
 
     def __len__(self) -> int:
         return self.num_batches

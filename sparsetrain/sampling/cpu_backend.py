@@ -118,8 +118,8 @@ class CpuBackend:
     def draw(self, sampler, inp: SamplerInput, named: list, seeds: list[tuple[int, torch.Tensor]],
              key: int) -> Drawn:
         """The hops of batch ``key`` around ``seeds`` (``named``: their node type names as given, for their times)."""
-        seed_time = temporal.seed_times_of(sampler.times, inp, named, seeds, sampler._layout.node_types)
         seeds = [(t, ids.to("cpu", torch.int64)) for t, ids in seeds]
+        seed_time = temporal.seed_times_of(sampler.times, inp, named, seeds, sampler._layout.node_types)
         sampler.graph.check_files()
         indptr, indices, weights = sampler.graph.numpy()
         if weights is None or not sampler.weighted:
@@ -170,7 +170,7 @@ class CpuBackend:
             num_edges = self._count(indptr, indices, weights, cols, seg_start, seg_et, fan, seed_time, item_batch,
                                     sampler.replace, sampler.weighted, ws)
         if num_edges < 0:
-            raise sampler._bad_range(cols, seg_start, seg_et, -1 - num_edges)
+            raise sampler._bad_range(cols, -1 - num_edges)
         ws.nbr = ws.fit(ws.nbr, num_edges)
         new_nodes = node_map.new_nodes(ws, counts, num_edges)
         edge_index = np.empty((2, num_edges), np.int64)
@@ -182,7 +182,7 @@ class CpuBackend:
                                         layout.type_size, ws.lo, ws.deg, ws.offsets, ws.nbr, ws.table, counts,
                                         new_nodes, edge_index, edge_ids, item_batch, node_map.keys, node_map.values)
         if found < 0:
-            raise sampler._bad_neighbor(cols, seg_start, seg_et, ws, -1 - found)
+            raise sampler._bad_neighbor(cols, ws, -1 - found)
         node_map.append(ws, counts, new_nodes, found)
         ends = ws.offsets[seg_start]
         segments = [(int(k), int(ends[s]), int(ends[s + 1])) for s, k in enumerate(seg_et)]

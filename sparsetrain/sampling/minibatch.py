@@ -110,10 +110,6 @@ def _move(values: dict | None, device, non_blocking: bool) -> dict | None:
     return None if values is None else {k: v.to(device, non_blocking=non_blocking) for k, v in values.items()}
 
 
-def _size(num_src, num_dst) -> tuple:
-    return num_src, num_dst
-
-
 class BlockSize(tuple):
     """A block's ``(num_src, num_dst)`` from a sampler whose edges come grouped by destination, in ascending order:
     what :meth:`Block.to_pyg` returns for such a block, so a model builds its adjacency without checking the order (a
@@ -178,7 +174,8 @@ class Block:
         """``(edge_index, (num_src, num_dst))`` for ``conv((x_src, x_src[:num_dst]), edge_index)``; per type on a typed
         block (what a ``HeteroConv`` takes: ``conv(x_dict, edge_index_dict)``, each output cut to its ``num_dst``).
         The size is a :class:`BlockSize` when the edges are ``dst_sorted``."""
-        return self.edge_index, (BlockSize if self.dst_sorted else _size)(self.num_src, self.num_dst)
+        size = (self.num_src, self.num_dst)
+        return self.edge_index, BlockSize(*size) if self.dst_sorted else size
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
         return replace(self, edge_index_by_type=_move(self.edge_index_by_type, device, non_blocking),

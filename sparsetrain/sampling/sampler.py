@@ -307,7 +307,7 @@ class NeighborSampler:
                 edge_index, edge_ids = {}, {}
                 for k in sampled:
                     a, b = span.get(k, (0, 0))
-                    edge_index[edge_types[k]], edge_ids[edge_types[k]] = _cut(ei, a, b), _cut(ids, a, b)
+                    edge_index[edge_types[k]], edge_ids[edge_types[k]] = cut_columns(ei, a, b), cut_columns(ids, a, b)
             blocks.append(Block(edge_index, num_src, num_dst, edge_ids, True))  # (dst_sorted: work items in dst order)
         seeds = {types[t]: ids for t, ids in seeds}
         # (positional: the batch's fields in their order, and the per-hop counts when read: a 64-seed batch notices)
@@ -315,13 +315,13 @@ class NeighborSampler:
                          None if by_type else next(iter(seeds)), Counted(lambda: _nodes_per_hop(types, seeds, blocks)),
                          Counted(lambda: _edges_per_hop(edge_types, blocks)))
 
-    def _bad_range(self, cols, seg_start, seg_et, i: int) -> InputError:
+    def _bad_range(self, cols, i: int) -> InputError:
         """The error for work item ``i``, whose column's ``indptr`` range lies outside the edges (the layout's one
         message, on either target)."""
         return self._layout.bad_range(self.graph.source("indptr"), self.graph.indptr, self.graph.num_edges,
                                       int(cols[i]))
 
-    def _bad_neighbor(self, cols, seg_start, seg_et, ws: neighbor.HostScratch, edge: int) -> InputError:
+    def _bad_neighbor(self, cols, ws: neighbor.HostScratch, edge: int) -> InputError:
         """The error for sampled edge ``edge`` whose source ``ws.nbr[edge]`` is not a node id of its type, naming its
         entry in ``indices`` (the layout's one message, on either target)."""
         i = int(np.searchsorted(ws.offsets[: len(cols) + 1], edge, side="right")) - 1
@@ -347,7 +347,7 @@ def _edges_per_hop(edge_types: list[EdgeType], blocks: list[Block]) -> dict[Edge
             for et in edge_types}
 
 
-def _cut(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
+def cut_columns(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
     """``t[..., a:b]`` as a contiguous copy (``t`` itself when that is all of it); on the host by NumPy, whose copy
     beats torch's on a strided slice."""
     if a == 0 and b == t.shape[-1]:

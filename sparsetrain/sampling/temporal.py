@@ -181,15 +181,15 @@ class Times:
 def seed_times_of(times: Times | None, inp, named: list, seeds: list[tuple[int, torch.Tensor]],
                   node_types: tuple[str, ...]) -> np.ndarray | None:
     """The times of a batch's seeds, in seed order (``times``: a temporal sampler's, else None; ``named``: the seeds'
-    ``(node type name, ids)`` as ``inp`` gave them; ``seeds``: ``(node type index, ids)``). None for a sampler without
-    times, which refuses an input that has them."""
+    ``(node type name, ids)`` as ``inp`` gave them; ``seeds``: ``(node type index, ids)``, the ids int64 on the CPU).
+    None for a sampler without times, which refuses an input that has them."""
     if times is None:
         if inp.seed_time is not None:
             raise InputError("SamplerInput.seed_time is set but the sampler is not temporal; give it node_time or "
                              "edge_time")
         return None
     given = inp.seed_time if isinstance(inp.seeds, dict) or inp.seed_time is None else {named[0][0]: inp.seed_time}
-    parts = [times.seed_times(node_types[t], ids.to("cpu", torch.int64).numpy(),
+    parts = [times.seed_times(node_types[t], ids.numpy(),
                               None if given is None else given.get(name))
              for (t, ids), (name, _) in zip(seeds, named)]
     return np.concatenate(parts) if parts else np.zeros(0, times.node_time.dtype)

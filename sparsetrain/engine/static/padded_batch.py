@@ -49,7 +49,6 @@ class StaticBatch:
             self.node_ids = torch.zeros(shapes.nodes[-1], dtype=torch.int64, device=self.device)
             self.sizes = torch.zeros(2 * shapes.num_hops + 1, dtype=torch.int64, device=self.device)
             self._ks = torch.arange(max(shapes.nodes[-1], *shapes.edges, 1), device=self.device)  # (0, 1, 2, ...)
-            self.seeds = None  # the seeds of the batch sampled here (gather)
             self.adj_t = [self._csr(i) for i in range(shapes.num_hops)] if csr else None
         except (torch.OutOfMemoryError, RuntimeError) as exc:  # the CPU allocator's failure is a RuntimeError
             if not isinstance(exc, torch.OutOfMemoryError) and "allocate" not in str(exc):
@@ -94,12 +93,11 @@ class StaticBatch:
 
     def gather(self, seeds: torch.Tensor, features: torch.Tensor, labels: torch.Tensor) -> None:
         """After :attr:`padded` was sampled: ``x`` (the rows of :attr:`node_ids`, zero past the input nodes' count,
-        read on the device), the labels, weights and count of ``seeds`` (kept as :attr:`seeds`)."""
+        read on the device), the labels, weights and count of ``seeds``."""
         torch.index_select(features, 0, self.node_ids, out=self.x)  # (padded rows: finite rows of the graph's nodes)
         n = len(seeds)
         self.y[:n].copy_(labels.index_select(0, seeds))
         self._pad_seeds(n)
-        self.seeds = seeds
         if self.adj_t is not None:
             for i in range(self.shapes.num_hops):
                 self._fill_csr(self.adj_t[i], self.edge_index[i], self.shapes.block(i)[1])

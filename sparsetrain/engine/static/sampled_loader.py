@@ -81,8 +81,9 @@ def _not_sampled_in(loader, step: StaticStep) -> str | None:
         return f"the step runs on {device}"
     if not (isinstance(sampler, NeighborSampler) and sampler.has_gpu_path):
         return f"the sampler ({type(sampler).__name__}) has no GPU path"
-    if sampler.padded_refusal() is not None:
-        return f"padded batches need the one-type graph and {sampler.padded_refusal()}"
+    why = sampler.padded_refusal()
+    if why is not None:
+        return f"padded batches need the one-type graph and {why}"
     if not on_step_device(sampler.graph.indptr):
         return "the graph is not in the step's GPU memory"
     if not (isinstance(store, TensorFeatures) and on_step_device(store.tensor)):
